@@ -1,0 +1,25 @@
+"""ptxdsl: an inline PTX assembler DSL in Python for Hopper TMA kernels.
+
+Build kernels with `Kernel`, collect them in a `Module`, `emit()`/`write()` PTX, assemble it
+offline with nvJitLink (`Module.assemble`) and load and launch it through the CUDA driver
+(`Module.load`, in `ptxdsl.runtime`).
+"""
+
+__version__ = "0.1.0"
+
+from . import types  # noqa: E402
+from . import types as t  # noqa: E402
+from .errors import (  # noqa: E402
+    AssemblyError,
+    BuildError,
+    CudaError,
+    OperandError,
+    PtxdslError,
+    VersionError,
+)
+from .kernel import Kernel  # noqa: E402
+from .module import Module  # noqa: E402
+from .operands import Addr, Imm  # noqa: E402
+
+__all__ = ["Kernel", "Module", "types", "t", "Addr", "Imm", "PtxdslError", "BuildError",
+           "OperandError", "VersionError", "AssemblyError", "CudaError", "__version__"]

@@ -1,0 +1,88 @@
+"""ptxdsl's exceptions and the capture of the user's source location.
+
+Every error raised while building names the user's file:line: the first stack frame outside
+the ptxdsl package (samples and tests are user code).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import attrs
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@attrs.frozen
+class SourceLoc:
+    """A Python source location: the line of user code that built something."""
+
+    file: str
+    line: int
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _is_internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_PKG_DIR + os.sep) and not path.startswith(
+        os.path.join(_PKG_DIR, "samples") + os.sep)
+
+
+def user_loc(skip: int = 1) -> SourceLoc:
+    """The innermost frame that is not ptxdsl's own code (cheap: walks raw frames)."""
+    frame = sys._getframe(skip)
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return SourceLoc("<unknown>", 0)
+    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+class PtxdslError(Exception):
+    """Base class of every error ptxdsl raises on purpose."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None):
+        self.loc = loc if loc is not None else user_loc(2)
+        self.message = message
+        super().__init__(f"{self.loc}: {message}")
+
+
+class BuildError(PtxdslError):
+    """Invalid input found while building a kernel (bad operand, qualifier, name, ...)."""
+
+
+class OperandError(BuildError):
+    """An operand of an instruction does not fit: names instruction, operand, expected, given."""
+
+    def __init__(self, instruction: str, operand: str, expected: str, given: object,
+                 loc: SourceLoc | None = None):
+        self.instruction = instruction
+        self.operand = operand
+        self.expected = expected
+        self.given = given
+        super().__init__(
+            f"{instruction}: operand '{operand}': expected {expected}, got {given}",
+            loc if loc is not None else user_loc(2))
+
+
+class VersionError(BuildError):
+    """A module pinned to a PTX version or target below what an instruction needs."""
+
+
+class AssemblyError(PtxdslError):
+    """ptxas (through nvJitLink) rejected a module."""
+
+    def __init__(self, message: str, log: str, ptx_line: int | None = None,
+                 ptx_text: str | None = None, loc: SourceLoc | None = None):
+        self.log = log
+        self.ptx_line = ptx_line
+        self.ptx_text = ptx_text
+        super().__init__(message, loc if loc is not None else SourceLoc("<ptx>", ptx_line or 0))
+
+
+class CudaError(PtxdslError):
+    """A CUDA driver call failed."""

@@ -1,0 +1,251 @@
+"""Integer, float and bitwise arithmetic (PTX ISA §9.7.1-9.7.3, §9.7.8).
+
+One class per operand shape: `Binary` (add, sub, mul, div, rem, min, max, and, or, xor, shl,
+shr), `Unary` (abs, neg, not) and `Mad`. A table says which types and qualifiers each
+operation accepts.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import OperandError
+from ..operands import Reg
+from ..types import ScalarType as T
+from .base import Instruction, check_choice, check_dst, check_src, infer_type
+
+_INT = (T.u16, T.u32, T.u64, T.s16, T.s32, T.s64)
+_FLOAT = (T.f32, T.f64)
+_BITS = (T.b16, T.b32, T.b64, T.pred)
+_FRND = ("rn", "rz", "rm", "rp")
+
+# op -> accepted types
+_TYPES: dict[str, tuple[T, ...]] = {
+    "add": _INT + _FLOAT, "sub": _INT + _FLOAT, "mul": _INT + _FLOAT,
+    "div": _INT + _FLOAT, "rem": _INT, "min": _INT + _FLOAT, "max": _INT + _FLOAT,
+    "and": _BITS, "or": _BITS, "xor": _BITS,
+    "shl": (T.b16, T.b32, T.b64), "shr": (T.b16, T.b32, T.b64) + _INT,
+    "abs": (T.s16, T.s32, T.s64) + _FLOAT, "neg": (T.s16, T.s32, T.s64) + _FLOAT,
+    "not": _BITS,
+}
+
+
+def as_bits(t: T) -> T:
+    """Logic ops take bit types: u32/s32 registers are used with and.b32 and so on."""
+    if t is T.pred or t.kind == "b":
+        return t
+    return {16: T.b16, 32: T.b32, 64: T.b64}.get(t.bits, t)
+
+
+def _check_type(op: str, t: T) -> None:
+    if t not in _TYPES[op]:
+        raise OperandError(op, "type", "one of " + ", ".join("." + x.value for x in _TYPES[op]),
+                           f".{t.value}")
+
+
+def _mode(op: str, t: T, mode: str | None) -> str | None:
+    """The mandatory/optional qualifier of mul/mad/div/add on this type."""
+    if op in ("mul", "mad") and t.is_int:
+        mode = check_choice(f"{op}.{t}", "mode", mode or "lo", ("lo", "hi", "wide"))
+        if mode == "wide" and t.bits == 64:
+            raise OperandError(f"{op}.wide.{t}", "type", "a 16- or 32-bit type for .wide",
+                               f".{t}")
+        return mode
+    if op == "div" and t.is_float:
+        allowed = (*_FRND, "approx", "full") if t is T.f32 else _FRND
+        return check_choice(f"div.{t}", "mode", mode or "rn", allowed)
+    if op == "mad" and t.is_float:
+        return check_choice(f"mad.{t}", "mode", mode or "rn", _FRND)
+    if op in ("add", "sub", "mul") and t.is_float:
+        return None if mode is None else check_choice(f"{op}.{t}", "mode", mode, _FRND)
+    if mode is not None:
+        raise OperandError(f"{op}.{t}", "mode", "no qualifier", repr(mode))
+    return None
+
+
+@attrs.frozen
+class Binary(Instruction):
+    """`op{.mode}{.ftz}{.sat}.type d, a, b;` for the two-source arithmetic and logic ops."""
+
+    MNEMONIC = "binary"
+    op: str
+    type: T
+    d: Reg
+    a: object
+    b: object
+    mode: str | None = None
+    ftz: bool = False
+    sat: bool = False
+
+    def __attrs_post_init__(self):
+        check_choice("arith", "op", self.op, tuple(k for k in _TYPES if k not in (
+            "abs", "neg", "not")))
+        _check_type(self.op, self.type)
+        self._set("mode", _mode(self.op, self.type, self.mode))
+        name = self.opcode()
+        if self.ftz and self.type is not T.f32:
+            raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
+        if self.sat and not (self.type is T.s32 and self.op in ("add", "sub")
+                             or self.type is T.f32):
+            raise OperandError(name, "sat", "add/sub.s32 or an .f32 op", f".{self.type}")
+        dtype = self.type
+        if self.mode == "wide":
+            dtype = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}[self.type]
+        check_dst(name, "d", self.d, dtype)
+        self._set("a", check_src(name, "a", self.a, self.type))
+        btype = T.u32 if self.op in ("shl", "shr") else self.type
+        self._set("b", check_src(name, "b", self.b, btype))
+
+    def opcode(self) -> str:
+        q = self.op
+        if self.mode:
+            q += "." + self.mode
+        if self.ftz:
+            q += ".ftz"
+        if self.sat:
+            q += ".sat"
+        return f"{q}.{self.type}"
+
+    def operands(self):
+        return (self.d, self.a, self.b)
+
+
+@attrs.frozen
+class Unary(Instruction):
+    """`abs.type d, a;`, `neg.type d, a;`, `not.type d, a;`"""
+
+    MNEMONIC = "unary"
+    op: str
+    type: T
+    d: Reg
+    a: object
+    ftz: bool = False
+
+    def __attrs_post_init__(self):
+        check_choice("unary", "op", self.op, ("abs", "neg", "not"))
+        _check_type(self.op, self.type)
+        name = self.opcode()
+        if self.ftz and self.type is not T.f32:
+            raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
+        check_dst(name, "d", self.d, self.type)
+        self._set("a", check_src(name, "a", self.a, self.type, imm=False))
+
+    def opcode(self) -> str:
+        return f"{self.op}{'.ftz' if self.ftz else ''}.{self.type}"
+
+    def operands(self):
+        return (self.d, self.a)
+
+
+@attrs.frozen
+class Mad(Instruction):
+    """`mad.{lo,hi,wide}.type d, a, b, c;` (integers) or `mad.rnd{.ftz}{.sat}.f32 d, a, b, c;`"""
+
+    MNEMONIC = "mad"
+    type: T
+    d: Reg
+    a: object
+    b: object
+    c: object
+    mode: str | None = None
+    ftz: bool = False
+
+    def __attrs_post_init__(self):
+        if self.type not in _INT + _FLOAT:
+            raise OperandError("mad", "type", "an integer or .f32/.f64 type", f".{self.type}")
+        self._set("mode", _mode("mad", self.type, self.mode))
+        name = self.opcode()
+        if self.ftz and self.type is not T.f32:
+            raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
+        wide = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}
+        dtype = wide[self.type] if self.mode == "wide" else self.type
+        check_dst(name, "d", self.d, dtype)
+        self._set("a", check_src(name, "a", self.a, self.type))
+        self._set("b", check_src(name, "b", self.b, self.type))
+        self._set("c", check_src(name, "c", self.c, dtype))
+
+    def opcode(self) -> str:
+        return f"mad.{self.mode}{'.ftz' if self.ftz else ''}.{self.type}"
+
+    def operands(self):
+        return (self.d, self.a, self.b, self.c)
+
+
+class ArithOps:
+    """Kernel builder methods for arithmetic; each returns the destination register."""
+
+    def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False):
+        t = type or infer_type(op, a, b)
+        if op in ("and", "or", "xor", "shl"):
+            t = as_bits(t)
+        if op == "mul" and mode == "wide" and dst is None:
+            d = self.reg({T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}.get(t, t))
+        else:
+            d = dst if dst is not None else self.reg(
+                infer_type(op, a, b) if op in ("and", "or", "xor", "shl") else t)
+        self.emit(Binary(op, t, d, a, b, mode, ftz, sat))
+        return d
+
+    def add(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False):
+        return self._binary("add", a, b, type, dst, mode, ftz, sat)
+
+    def sub(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False):
+        return self._binary("sub", a, b, type, dst, mode, ftz, sat)
+
+    def mul(self, a, b, *, type=None, dst=None, mode=None, ftz=False):
+        """`mul.lo` by default for integers; mode='hi' or 'wide' (double-width result)."""
+        return self._binary("mul", a, b, type, dst, mode, ftz)
+
+    def div(self, a, b, *, type=None, dst=None, mode=None):
+        return self._binary("div", a, b, type, dst, mode)
+
+    def rem(self, a, b, *, type=None, dst=None):
+        return self._binary("rem", a, b, type, dst)
+
+    def min(self, a, b, *, type=None, dst=None):
+        return self._binary("min", a, b, type, dst)
+
+    def max(self, a, b, *, type=None, dst=None):
+        return self._binary("max", a, b, type, dst)
+
+    def and_(self, a, b, *, type=None, dst=None):
+        return self._binary("and", a, b, type, dst)
+
+    def or_(self, a, b, *, type=None, dst=None):
+        return self._binary("or", a, b, type, dst)
+
+    def xor(self, a, b, *, type=None, dst=None):
+        return self._binary("xor", a, b, type, dst)
+
+    def shl(self, a, b, *, type=None, dst=None):
+        return self._binary("shl", a, b, type, dst)
+
+    def shr(self, a, b, *, type=None, dst=None):
+        """`shr.u32`/`shr.s32` (logical/arithmetic by the register's signedness)."""
+        t = type or infer_type("shr", a)
+        return self._binary("shr", a, b, t, dst)
+
+    def _unary(self, op, a, type, dst, ftz=False):
+        t = type or infer_type(op, a)
+        if op == "not":
+            t = as_bits(t)
+        d = dst if dst is not None else self.reg(infer_type(op, a) if op == "not" else t)
+        self.emit(Unary(op, t, d, a, ftz))
+        return d
+
+    def abs(self, a, *, type=None, dst=None, ftz=False):
+        return self._unary("abs", a, type, dst, ftz)
+
+    def neg(self, a, *, type=None, dst=None, ftz=False):
+        return self._unary("neg", a, type, dst, ftz)
+
+    def not_(self, a, *, type=None, dst=None):
+        return self._unary("not", a, type, dst)
+
+    def mad(self, a, b, c, *, type=None, dst=None, mode=None, ftz=False):
+        """`mad.lo` for integers (mode='hi'/'wide' too), `mad.rn` for floats."""
+        t = type or infer_type("mad", a, b, c)
+        wide = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}
+        d = dst if dst is not None else self.reg(wide.get(t, t) if mode == "wide" else t)
+        self.emit(Mad(t, d, a, b, c, mode, ftz))
+        return d

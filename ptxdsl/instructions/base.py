@@ -1,0 +1,226 @@
+"""The instruction base class and the operand checks every family shares.
+
+An instruction is a frozen attrs object. Its `__attrs_post_init__` validates and normalises its
+operands (Python numbers become typed immediates, symbols become addresses), so an object that
+exists is an instruction ptxas will accept. `opcode()` gives the dotted mnemonic in NVIDIA's
+canonical qualifier order, `operands()` the operand list, `requires` the minimum PTX ISA version
+and target.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from ..errors import BuildError, OperandError
+from ..operands import (
+    Addr,
+    Imm,
+    NegPred,
+    Operand,
+    Reg,
+    SpecialReg,
+    Symbol,
+    make_imm,
+    registers_in,
+)
+from ..types import BASE, Requires, ScalarType, StateSpace, compatible
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+@attrs.frozen
+class Instruction:
+    """Base of every PTX instruction form."""
+
+    MNEMONIC: ClassVar[str] = "?"
+    REQUIRES: ClassVar[Requires] = BASE
+
+    def opcode(self) -> str:
+        raise NotImplementedError
+
+    def operands(self) -> Sequence[Operand]:
+        return ()
+
+    @property
+    def requires(self) -> Requires:
+        return type(self).REQUIRES
+
+    def render(self) -> str:
+        ops = self.operands()
+        text = self.opcode()
+        if ops:
+            text += " " + ", ".join(op.render() for op in ops)
+        return text + ";"
+
+    def registers(self) -> list[Reg]:
+        """Every register this instruction mentions (for ownership checks and analyses)."""
+        out: list[Reg] = []
+        for field in attrs.fields(type(self)):
+            out.extend(registers_in(getattr(self, field.name)))
+        return out
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    @property
+    def name(self) -> str:
+        """The mnemonic for error messages, as complete as validation so far allows."""
+        try:
+            return self.opcode()
+        except Exception:  # noqa: BLE001 - fields may still be raw while validating
+            return self.MNEMONIC
+
+
+def _given(value: Any) -> str:
+    if isinstance(value, Reg):
+        return f"register %{value.name} of type .{value.type.value}"
+    if isinstance(value, Imm):
+        return f"immediate {value.render()} (.{value.type.value})"
+    if isinstance(value, SpecialReg):
+        return f"special register %{value.name}"
+    if isinstance(value, Symbol):
+        return f"symbol {value.name} in .{value.space.value or 'generic'}"
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
+    """A destination register compatible with instruction type `t`."""
+    if not isinstance(value, Reg) or value.type is ScalarType.pred and t is not ScalarType.pred:
+        raise OperandError(insn, operand, f"a .{t.value} register", _given(value))
+    if not compatible(value.type, t):
+        raise OperandError(insn, operand, f"a register compatible with .{t.value}",
+                           _given(value))
+    return value
+
+
+def check_src(insn: str, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+              special: bool = False) -> Reg | Imm | SpecialReg:
+    """A source: a compatible register, or (when allowed) an immediate converted to `t`."""
+    if isinstance(value, Reg):
+        return check_dst(insn, operand, value, t)
+    if isinstance(value, SpecialReg):
+        if not special:
+            raise OperandError(insn, operand, "a register or immediate (special registers can "
+                               "only be read with mov/cvt; use k.mov)", _given(value))
+        if not compatible(value.type, t):
+            raise OperandError(insn, operand, f"a source compatible with .{t.value}",
+                               _given(value))
+        return value
+    if isinstance(value, Imm):
+        value = value.value
+    if not imm:
+        raise OperandError(insn, operand, f"a .{t.value} register", _given(value))
+    return make_imm(insn, operand, value, t)
+
+
+def check_pred(insn: str, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
+    if isinstance(value, NegPred) and negatable:
+        return value
+    if not isinstance(value, Reg) or value.type is not ScalarType.pred:
+        raise OperandError(insn, operand, "a .pred register", _given(value))
+    return value
+
+
+def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
+    """An integer that must be an immediate (ptxas rejects a register here)."""
+    if isinstance(value, Imm):
+        value = value.value
+    if isinstance(value, Reg):
+        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}] "
+                           "(a register is not allowed here)", _given(value))
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import numpy as np
+            if isinstance(value, np.integer):
+                value = int(value)
+        except ImportError:  # pragma: no cover
+            pass
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}]",
+                           _given(value))
+    if not lo <= value <= hi:
+        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}]", value)
+    return value
+
+
+def check_enum(insn: str, operand: str, value: Any, cls: type[E],
+               allowed: Iterable[E] | None = None) -> E:
+    """An enum member, given as the member or its PTX spelling (e.g. 'gpu' or Scope.gpu)."""
+    member: E | None = None
+    if isinstance(value, cls):
+        member = value
+    elif isinstance(value, str):
+        text = value.lstrip(".")
+        for m in cls:
+            if m.value == text or m.name == text or m.name.rstrip("_") == text:
+                member = m
+                break
+    choices = list(allowed) if allowed is not None else list(cls)
+    if member is None or member not in choices:
+        names = ", ".join(repr(m.value or m.name) for m in choices)
+        raise OperandError(insn, operand, f"one of {names}", _given(value))
+    return member
+
+
+def check_addr(insn: str, operand: str, value: Any, space: StateSpace,
+               widths: tuple[int, ...] | None = None) -> Addr:
+    """An address operand for an access in `space` (the instruction's qualifier).
+
+    Registers must be 64-bit for generic and global addresses; shared addresses may be 32-bit.
+    A symbol must live in the space the instruction names (a generic access may name a
+    global/shared symbol only through a register, since ptxas wants a generic address).
+    """
+    if widths is None:
+        if space in (StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster):
+            widths = (32, 64)
+        else:
+            widths = (64,)
+    if isinstance(value, Reg | Symbol | int) and not isinstance(value, bool):
+        value = Addr(value)
+    if not isinstance(value, Addr):
+        raise OperandError(insn, operand, "an address (register, symbol or Addr)",
+                           _given(value))
+    base = value.base
+    if isinstance(base, Reg):
+        if base.type.bits not in widths or not (base.type.is_int or base.type.kind == "b"):
+            want = " or ".join(f"{w}-bit" for w in widths)
+            raise OperandError(insn, operand, f"a {want} integer register holding a "
+                               f"{space.value or 'generic'} address", _given(base))
+    elif isinstance(base, Symbol):
+        ok = base.space is space or (base.space.is_shared and space.is_shared
+                                     and space is not StateSpace.shared_cluster)
+        ok = ok or (space is StateSpace.shared_cluster and base.space.is_shared)
+        if not ok:
+            raise OperandError(insn, operand, f"a symbol in .{space.value or 'generic'} "
+                               "(convert the address with cvta first)", _given(base))
+    return value
+
+
+def check_choice(insn: str, operand: str, value: Any, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        raise OperandError(insn, operand, "one of " + ", ".join(map(repr, choices)),
+                           _given(value))
+    return value
+
+
+def refuse(insn: str, rule: str) -> None:
+    """Raise a build error naming the instruction and the rule broken."""
+    raise BuildError(f"{insn}: {rule}")
+
+
+def infer_type(insn: str, *values: Any, default: ScalarType | None = None) -> ScalarType:
+    """The instruction type taken from the first typed operand, for `k.add(a, 1)` style calls."""
+    for v in values:
+        if isinstance(v, Reg | SpecialReg | Imm):
+            return v.type
+    if default is not None:
+        return default
+    raise BuildError(f"{insn}: cannot infer the operand type from immediates alone; "
+                     "pass type=... (e.g. type=t.u32)")

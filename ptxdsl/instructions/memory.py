@@ -1,0 +1,219 @@
+"""Loads and stores: ld, st (PTX ISA §9.7.9.8, §9.7.9.10), and a small copy helper."""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import BuildError, OperandError
+from ..operands import Addr, Reg, Symbol, Vec
+from ..types import BASE, Requires, Scope, ScalarType, Sem, StateSpace, req
+from .base import Instruction, check_addr, check_dst, check_enum, check_src, infer_type
+
+_SPACES = (StateSpace.generic, StateSpace.param, StateSpace.global_, StateSpace.shared,
+           StateSpace.shared_cta, StateSpace.shared_cluster, StateSpace.const, StateSpace.local)
+_MEM_TYPES = tuple(t for t in ScalarType if t not in (
+    ScalarType.pred, ScalarType.f16x2, ScalarType.bf16x2, ScalarType.bf16))
+
+
+def _space_arg(value) -> StateSpace:
+    return check_enum("ld/st", "space", value, StateSpace, _SPACES)
+
+
+def _vector(insn: str, operand: str, value, t: ScalarType, is_dst: bool):
+    """One register, or a tuple of 2 or 4 for .v2/.v4 (each lane checked)."""
+    if isinstance(value, tuple | list | Vec):
+        items = tuple(value.items if isinstance(value, Vec) else value)
+        if len(items) not in (2, 4):
+            raise OperandError(insn, operand, "a vector of 2 or 4 elements", f"{len(items)}")
+        if len(items) * t.bits > 128 and t.bits > 32:
+            raise OperandError(insn, operand, "at most 128 bits per vector access",
+                               f"{len(items)} x .{t}")
+        checked = tuple(check_dst(insn, f"{operand}[{i}]", v, t) if is_dst
+                        else check_src(insn, f"{operand}[{i}]", v, t)
+                        for i, v in enumerate(items))
+        return Vec(checked)
+    return check_dst(insn, operand, value, t) if is_dst else check_src(insn, operand, value, t)
+
+
+def _sem_qualifiers(insn: str, sem, scope, allowed: tuple[Sem, ...]):
+    if sem is None:
+        if scope is not None:
+            raise OperandError(insn, "scope", "no scope without a memory-order qualifier",
+                               repr(scope))
+        return None, None
+    sem = check_enum(insn, "sem", sem, Sem, allowed)
+    if sem in (Sem.relaxed, Sem.acquire, Sem.release):
+        if scope is None:
+            raise OperandError(insn, "scope", f"a scope for .{sem.value}", "None")
+        scope = check_enum(insn, "scope", scope, Scope)
+    elif scope is not None:
+        raise OperandError(insn, "scope", f"no scope with .{sem.value}", repr(scope))
+    return sem, scope
+
+
+@attrs.frozen
+class Ld(Instruction):
+    """`ld{.sem.scope}{.space}{.nc}{.vN}.type d, [a];`"""
+
+    MNEMONIC = "ld"
+    space: StateSpace
+    type: ScalarType
+    d: object
+    a: object
+    sem: Sem | None = None
+    scope: Scope | None = None
+    nc: bool = False
+
+    def __attrs_post_init__(self):
+        self._set("space", _space_arg(self.space))
+        if self.type not in _MEM_TYPES:
+            raise OperandError("ld", "type", "a memory type", f".{self.type}")
+        sem, scope = _sem_qualifiers("ld", self.sem, self.scope,
+                                     (Sem.weak, Sem.volatile, Sem.relaxed, Sem.acquire))
+        self._set("sem", sem)
+        self._set("scope", scope)
+        if self.nc and (self.space is not StateSpace.global_ or sem is not None):
+            raise OperandError("ld", "nc", "a plain ld.global", self.opcode())
+        self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
+        self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
+
+    @property
+    def requires(self) -> Requires:
+        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
+            return req("7.8", 90)
+        return BASE
+
+    def opcode(self) -> str:
+        q = "ld"
+        if self.sem is not None:
+            q += self.sem.ptx + (self.scope.ptx if self.scope else "")
+        q += self.space.ptx
+        if self.nc:
+            q += ".nc"
+        if isinstance(self.d, Vec):
+            q += f".v{len(self.d.items)}"
+        return f"{q}.{self.type}"
+
+    def operands(self):
+        return (self.d, self.a)
+
+
+@attrs.frozen
+class St(Instruction):
+    """`st{.sem.scope}{.space}{.vN}.type [a], b;`"""
+
+    MNEMONIC = "st"
+    space: StateSpace
+    type: ScalarType
+    a: object
+    b: object
+    sem: Sem | None = None
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self):
+        self._set("space", _space_arg(self.space))
+        if self.space in (StateSpace.param, StateSpace.const):
+            raise OperandError("st", "space", "a writable space (global, shared, local, "
+                               "generic)", f".{self.space.value}")
+        if self.type not in _MEM_TYPES:
+            raise OperandError("st", "type", "a memory type", f".{self.type}")
+        sem, scope = _sem_qualifiers("st", self.sem, self.scope,
+                                     (Sem.weak, Sem.volatile, Sem.relaxed, Sem.release))
+        self._set("sem", sem)
+        self._set("scope", scope)
+        self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
+        self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
+
+    @property
+    def requires(self) -> Requires:
+        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
+            return req("7.8", 90)
+        return BASE
+
+    def opcode(self) -> str:
+        q = "st"
+        if self.sem is not None:
+            q += self.sem.ptx + (self.scope.ptx if self.scope else "")
+        q += self.space.ptx
+        if isinstance(self.b, Vec):
+            q += f".v{len(self.b.items)}"
+        return f"{q}.{self.type}"
+
+    def operands(self):
+        return (self.a, self.b)
+
+
+def _space_of(value, given) -> StateSpace:
+    if given is not None:
+        return _space_arg(given)
+    base = value.base if isinstance(value, Addr) else value
+    if isinstance(base, Symbol):
+        return base.space
+    if isinstance(base, Reg) and base.space is not None:
+        return base.space
+    raise BuildError("cannot tell the state space of this address; pass space=...")
+
+
+class MemoryOps:
+    def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
+           dst=None, sem=None, scope=None, nc: bool = False):
+        """Load from `addr`; the space defaults to the symbol's (or the register's known one).
+
+        `vec=2/4` returns a tuple of registers (`ld.v2`/`ld.v4`).
+        """
+        sp = _space_of(addr, space)
+        if type is None:
+            base = addr.base if isinstance(addr, Addr) else addr
+            type = base.type if isinstance(base, Symbol) and base.count == 1 else None
+        if type is None:
+            raise BuildError("ld: pass type=... (the address does not say what it holds)")
+        if dst is None:
+            dst = self.reg(type) if vec == 1 else tuple(self.reg(type) for _ in range(vec))
+        self.emit(Ld(sp, type, dst, addr, sem, scope, nc))
+        return dst
+
+    def ld_param(self, p: Symbol):
+        """Read a kernel parameter (`ld.param.type`); a .pred parameter becomes a predicate."""
+        if getattr(p, "kind", "scalar") == "tensormap":
+            raise BuildError(f"parameter {p.name} is a tensor map: take its address with "
+                             "k.tensormap_addr(...) instead of loading it")
+        r = self.ld(p, type=p.type, space=StateSpace.param)
+        if getattr(p, "is_bool", False):
+            return self.setp("ne", r, 0)
+        if getattr(p, "kind", "") == "pointer":
+            r.space = StateSpace.generic  # cudaMalloc pointers are generic addresses
+        return r
+
+    def st(self, addr, value, *, type: ScalarType | None = None, space=None, sem=None,
+           scope=None) -> None:
+        sp = _space_of(addr, space)
+        items = value if isinstance(value, tuple | list) else (value,)
+        t = type or infer_type("st", *items)
+        self.emit(St(sp, t, addr, tuple(items) if len(items) > 1 else items[0], sem, scope))
+
+    def tensormap_addr(self, p: Symbol) -> Reg:
+        """The generic address of a by-value tensor-map parameter: `mov.b64` + `cvta.param.u64`.
+
+        A raw param-space address assembles but faults at run time (digest pitfall 11).
+        """
+        if getattr(p, "kind", None) != "tensormap":
+            raise OperandError("tensormap_addr", "p", "a parameter from k.param_tensormap()",
+                               repr(p))
+        raw = self.mov(p, type=ScalarType.b64)
+        return self.cvta(raw, StateSpace.param)
+
+    def copy(self, dst, src, nbytes: int, *, dst_space=None, src_space=None,
+             width: int = 8) -> None:
+        """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
+        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
+        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width)
+        if t is None or nbytes % width:
+            raise OperandError("copy", "nbytes", f"a multiple of width={width} (4, 8 or 16)",
+                               nbytes)
+        ssp, dsp = _space_of(src, src_space), _space_of(dst, dst_space)
+        src_a = src if isinstance(src, Addr) else Addr(src)
+        dst_a = dst if isinstance(dst, Addr) else Addr(dst)
+        vec = 2 if width == 16 else 1
+        for off in range(0, nbytes, width):
+            r = self.ld(src_a + off, type=t, space=ssp, vec=vec)
+            self.st(dst_a + off, r, type=t, space=dsp)

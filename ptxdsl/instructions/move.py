@@ -1,0 +1,215 @@
+"""Data movement between registers: mov, cvta, cvt (PTX ISA §9.7.9.1, §9.7.9.20, §9.7.9.21)."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ..errors import OperandError
+from ..operands import Reg, SpecialReg, Symbol
+from ..types import BASE, Requires, ScalarType, StateSpace, req
+from .base import Instruction, check_dst, check_enum, check_src, infer_type
+
+
+@attrs.frozen
+class Mov(Instruction):
+    """`mov.type d, a;` — a register, immediate, special register, or the address of a symbol."""
+
+    MNEMONIC = "mov"
+    type: ScalarType
+    d: Reg
+    a: object
+
+    def __attrs_post_init__(self):
+        name = f"mov.{self.type}"
+        check_dst(name, "d", self.d, self.type)
+        if isinstance(self.a, Symbol):
+            if self.type.bits not in (32, 64) or self.type.is_float:
+                raise OperandError(name, "a", "a .u32/.u64/.b32/.b64 mov to take a symbol's "
+                                   "address", f"symbol {self.a.name}")
+            if self.type.bits == 32 and not self.a.space.is_shared:
+                raise OperandError(name, "a", "a 64-bit mov for a non-shared symbol's address",
+                                   f"symbol {self.a.name} in .{self.a.space.value}")
+            return
+        self._set("a", check_src(name, "a", self.a, self.type, special=True))
+
+    @property
+    def requires(self) -> Requires:
+        if isinstance(self.a, SpecialReg):
+            return req(self.a.requires_version, self.a.requires_sm)
+        return BASE
+
+    def opcode(self) -> str:
+        return f"mov.{self.type}"
+
+    def operands(self):
+        return (self.d, self.a)
+
+
+_CVTA_SPACES = (StateSpace.global_, StateSpace.shared, StateSpace.shared_cta,
+                StateSpace.shared_cluster, StateSpace.const, StateSpace.local, StateSpace.param)
+
+
+@attrs.frozen
+class Cvta(Instruction):
+    """`cvta.space.size d, a;` (to generic) or `cvta.to.space.size d, a;` (from generic)."""
+
+    MNEMONIC = "cvta"
+    space: StateSpace
+    to: bool
+    d: Reg
+    a: object
+    size: ScalarType = ScalarType.u64
+
+    def __attrs_post_init__(self):
+        self._set("space", check_enum("cvta", "space", self.space, StateSpace, _CVTA_SPACES))
+        if self.size not in (ScalarType.u32, ScalarType.u64):
+            raise OperandError("cvta", "size", ".u32 or .u64", f".{self.size}")
+        name = self.opcode()
+        check_dst(name, "d", self.d, self.size)
+        if isinstance(self.a, Symbol):
+            raise OperandError(name, "a", "a register (mov the symbol's address first)",
+                               f"symbol {self.a.name}")
+        self._set("a", check_src(name, "a", self.a, self.size))
+
+    @property
+    def requires(self) -> Requires:
+        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
+            return req("7.8", 90)
+        if self.space is StateSpace.param:
+            return req("7.7", 75)
+        return BASE
+
+    def opcode(self) -> str:
+        return f"cvta{'.to' if self.to else ''}{self.space.ptx}.{self.size}"
+
+    def operands(self):
+        return (self.d, self.a)
+
+
+class Rounding(enum.Enum):
+    rn = "rn"
+    rz = "rz"
+    rm = "rm"
+    rp = "rp"
+    rna = "rna"
+    rni = "rni"
+    rzi = "rzi"
+    rmi = "rmi"
+    rpi = "rpi"
+
+    @property
+    def is_int(self) -> bool:
+        return self.value.endswith("i")
+
+
+_CVT_TYPES = tuple(t for t in ScalarType if t not in (
+    ScalarType.pred, ScalarType.b128, ScalarType.f16x2, ScalarType.bf16x2))
+
+
+@attrs.frozen
+class Cvt(Instruction):
+    """`cvt{.rnd}{.ftz}{.sat}.dtype.atype d, a;`
+
+    The rounding mode is required by PTX for float->int (an integer rounding: rni/rzi/rmi/rpi),
+    int->float and narrowing float->float (rn/rz/rm/rp); it is refused on widening float
+    conversions and int->int. Left as None, ptxdsl picks C's semantics (rzi, rn).
+    """
+
+    MNEMONIC = "cvt"
+    dtype: ScalarType
+    atype: ScalarType
+    d: Reg
+    a: object
+    rnd: Rounding | None = None
+    ftz: bool = False
+    sat: bool = False
+
+    def __attrs_post_init__(self):
+        for what, t in (("dtype", self.dtype), ("atype", self.atype)):
+            if t not in _CVT_TYPES or t.kind == "b":
+                raise OperandError("cvt", what, "an integer or float type", f".{t}")
+        d_f, a_f = self.dtype.is_float, self.atype.is_float
+        need: str | None
+        if a_f and not d_f:
+            need = "int"
+        elif d_f and not a_f:
+            need = "float"
+        elif d_f and a_f:
+            need = ("float" if self.dtype.bits < self.atype.bits else
+                    "int-optional" if self.dtype.bits == self.atype.bits else None)
+        else:
+            need = None
+        rnd = self.rnd
+        if rnd is not None:
+            rnd = check_enum("cvt", "rnd", rnd, Rounding)
+        if rnd is None:
+            rnd = {"int": Rounding.rzi, "float": Rounding.rn}.get(need or "")
+        elif need is None or (need == "int" and not rnd.is_int) or (
+                need == "float" and rnd.is_int):
+            expected = {"int": "an integer rounding (rni, rzi, rmi, rpi)",
+                        "float": "a float rounding (rn, rz, rm, rp)",
+                        "int-optional": "an integer rounding or none",
+                        None: "no rounding mode for this conversion"}[need]
+            raise OperandError(f"cvt.{self.dtype}.{self.atype}", "rnd", expected, rnd.value)
+        self._set("rnd", rnd)
+        name = self.opcode()
+        if self.ftz and not (self.atype is ScalarType.f32 or self.dtype is ScalarType.f32):
+            raise OperandError(name, "ftz", "an .f32 source or destination", "ftz=True")
+        check_dst(name, "d", self.d, self.dtype)
+        self._set("a", check_src(name, "a", self.a, self.atype, special=True))
+
+    def opcode(self) -> str:
+        q = "cvt"
+        if self.rnd is not None:
+            q += "." + self.rnd.value
+        if self.ftz:
+            q += ".ftz"
+        if self.sat:
+            q += ".sat"
+        return f"{q}.{self.dtype}.{self.atype}"
+
+    def operands(self):
+        return (self.d, self.a)
+
+
+class MoveOps:
+    """Kernel builder methods: mov, cvta, cvt."""
+
+    def mov(self, a, *, type: ScalarType | None = None, dst: Reg | None = None) -> Reg:
+        """`mov` into `dst` (a fresh register by default); a symbol gives its address."""
+        if isinstance(a, Symbol):
+            t = type or (ScalarType.u32 if a.space.is_shared else ScalarType.u64)
+        else:
+            t = type or (dst.type if dst is not None else infer_type("mov", a))
+        d = dst if dst is not None else self.reg(t)
+        self.emit(Mov(t, d, a))
+        if isinstance(a, Symbol) and dst is None:
+            d.space = a.space
+        return d
+
+    def addr_of(self, sym: Symbol, *, bits: int = 32) -> Reg:
+        """The address of a symbol in its own space (32-bit for shared by default)."""
+        return self.mov(sym, type=ScalarType.u32 if bits == 32 else ScalarType.u64)
+
+    def cvta(self, a: Reg, space, *, to: bool = False, dst: Reg | None = None) -> Reg:
+        """`cvta.space.u64` (space -> generic) or, with to=True, `cvta.to.space.u64`."""
+        size = ScalarType.u32 if isinstance(a, Reg) and a.type.bits == 32 else ScalarType.u64
+        d = dst if dst is not None else self.reg(ScalarType.u64 if size.bits == 64 else size)
+        insn = self.emit(Cvta(space, to, d, a, size))
+        if dst is None:
+            d.space = StateSpace.generic if not to else insn.space
+        return d
+
+    def generic_addr(self, sym: Symbol) -> Reg:
+        """A 64-bit generic address of a symbol: `mov.u64` + `cvta.<space>.u64`."""
+        a = self.mov(sym, type=ScalarType.u64)
+        return self.cvta(a, sym.space)
+
+    def cvt(self, a, dtype: ScalarType, *, atype: ScalarType | None = None, rnd=None,
+            ftz: bool = False, sat: bool = False, dst: Reg | None = None) -> Reg:
+        atype = atype or infer_type("cvt", a)
+        d = dst if dst is not None else self.reg(dtype)
+        self.emit(Cvt(dtype, atype, d, a, rnd, ftz, sat))
+        return d

@@ -1,0 +1,24 @@
+"""`Kernel`: the builder a user writes kernels with.
+
+The core (parameters, registers, labels, control flow, rendering) is in `kernel_core`; the
+instruction builder methods come from the instruction families' mixins.
+"""
+
+from __future__ import annotations
+
+from .instructions.arith import ArithOps
+from .instructions.compare import CompareOps
+from .instructions.control import ControlOps
+from .instructions.memory import MemoryOps
+from .instructions.move import MoveOps
+from .kernel_core import KernelCore, Param, Statement
+
+__all__ = ["Kernel", "Param", "Statement"]
+
+
+class Kernel(KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps):
+    """A `.visible .entry` function under construction.
+
+    >>> k = Kernel("scale", reqntid=128)
+    >>> out = k.param_ptr("out")
+    """

@@ -1,0 +1,548 @@
+"""The kernel builder's core: parameters, registers, shared memory, labels, statements, guards,
+structured control flow and rendering of one `.entry`.
+
+Instruction builder methods (`k.add`, `k.ld`, ...) live with their instruction families in
+`ptxdsl/instructions/` as mixins; `ptxdsl.kernel.Kernel` puts the two together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+
+import attrs
+
+from .errors import BuildError, OperandError, SourceLoc, user_loc
+from .instructions.base import Instruction
+from .instructions.control import Bra
+from .operands import Label, NegPred, Reg, SpecialReg, Symbol, check_identifier
+from .types import Requires, ScalarType, StateSpace, req
+
+# Register-name prefixes by (kind, bits) and the type each prefix is declared with.
+_PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "rd",
+           ("int", 128): "q", ("f", 16): "h", ("f", 32): "f", ("f", 64): "fd",
+           ("int", 8): "rc"}
+_DECL = {"p": "pred", "rs": "b16", "r": "b32", "rd": "b64", "q": "b128", "h": "b16",
+         "f": "f32", "fd": "f64", "rc": "b8"}
+_AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
+
+
+def _prefix(t: ScalarType) -> str:
+    if t is ScalarType.pred:
+        return "p"
+    kind = "f" if t.is_float and t.bits in (32, 64) else "int"
+    if t in (ScalarType.f16, ScalarType.bf16):
+        kind = "f"
+    return _PREFIX[(kind, t.bits)]
+
+
+@attrs.define(eq=False)
+class Param(Symbol):
+    """A kernel parameter. `kind` is 'scalar', 'pointer' or 'tensormap'."""
+
+    kind: str = "scalar"
+    ptr_space: StateSpace | None = None
+    ptr_align: int | None = None
+    is_bool: bool = False
+
+    def declaration(self) -> str:
+        if self.kind == "tensormap":
+            return f".param .align {self.align} .b8 {self.name}[{self.count}]"
+        text = f".param .{self.type.value}"
+        if self.kind == "pointer":
+            text += " .ptr"
+            if self.ptr_space is not None:
+                text += f" .{self.ptr_space.value}"
+            if self.ptr_align is not None:
+                text += f" .align {self.ptr_align}"
+        return f"{text} {self.name}"
+
+
+@attrs.frozen
+class Statement:
+    insn: Instruction
+    guard: Reg | NegPred | None
+    loc: SourceLoc
+
+    def render(self) -> str:
+        text = self.insn.render()
+        if self.guard is not None:
+            text = f"@{self.guard.render()} {text}"
+        return text
+
+
+@attrs.frozen
+class LabelDef:
+    label: Label
+    loc: SourceLoc
+
+
+@attrs.frozen
+class _Dim3:
+    kernel: KernelCore
+    base: str
+
+    def _read(self, axis: str) -> Reg:
+        return self.kernel.read_special(f"{self.base}.{axis}")
+
+    x = property(lambda self: self._read("x"))
+    y = property(lambda self: self._read("y"))
+    z = property(lambda self: self._read("z"))
+
+
+# Special registers ptxdsl knows: name -> (type, requirement).
+_SM90_SREG = req("7.8", 90)
+SPECIAL_REGISTERS: dict[str, tuple[ScalarType, Requires]] = {}
+for _b in ("tid", "ntid", "ctaid", "nctaid"):
+    for _a in "xyz":
+        SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, req("6.3"))
+for _b in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid"):
+    for _a in "xyz":
+        SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, _SM90_SREG)
+SPECIAL_REGISTERS.update({
+    "laneid": (ScalarType.u32, req("6.3")), "warpid": (ScalarType.u32, req("6.3")),
+    "nwarpid": (ScalarType.u32, req("6.3")), "smid": (ScalarType.u32, req("6.3")),
+    "clock": (ScalarType.u32, req("6.3")), "clock64": (ScalarType.u64, req("6.3")),
+    "globaltimer": (ScalarType.u64, req("6.3")),
+    "cluster_ctarank": (ScalarType.u32, _SM90_SREG),
+    "cluster_nctarank": (ScalarType.u32, _SM90_SREG),
+    "is_explicit_cluster": (ScalarType.pred, _SM90_SREG),
+    "dynamic_smem_size": (ScalarType.u32, req("6.3")),
+    "total_smem_size": (ScalarType.u32, req("6.3")),
+})
+
+
+def special(name: str) -> SpecialReg:
+    """A special register by its PTX name without '%', e.g. special('tid.x')."""
+    if name not in SPECIAL_REGISTERS:
+        raise BuildError(f"unknown special register %{name}; known: "
+                         + ", ".join(sorted(SPECIAL_REGISTERS)))
+    t, r = SPECIAL_REGISTERS[name]
+    return SpecialReg(name, t, r.sm, str(r.version))
+
+
+def _dims(value, what: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise BuildError(f"kernel directive {what}: expected 1 to 3 positive integers, "
+                         f"got {value!r}")
+    return dims
+
+
+class KernelCore:
+    """One `.entry` function being built. See `ptxdsl.kernel.Kernel` for the full API."""
+
+    def __init__(self, name: str, *, maxntid=None, reqntid=None, minnctapersm: int | None = None,
+                 maxnreg: int | None = None, reqnctapercluster=None,
+                 explicitcluster: bool = False, maxclusterrank: int | None = None,
+                 visible: bool = True):
+        self.loc = user_loc()
+        self.name = check_identifier(name, "kernel")
+        self.visible = visible
+        self.maxntid = _dims(maxntid, ".maxntid")
+        self.reqntid = _dims(reqntid, ".reqntid")
+        self.reqnctapercluster = _dims(reqnctapercluster, ".reqnctapercluster")
+        if self.maxntid and self.reqntid:
+            raise BuildError(f"kernel {name}: .maxntid and .reqntid cannot be combined "
+                             "(ptxas refuses both on one kernel); keep one")
+        if reqnctapercluster is not None and maxclusterrank is not None:
+            raise BuildError(f"kernel {name}: .reqnctapercluster and .maxclusterrank cannot be "
+                             "combined (ptxas refuses both on one kernel)")
+        for what, v, lo, hi in ((".minnctapersm", minnctapersm, 1, 1 << 16),
+                                (".maxnreg", maxnreg, 1, 255),
+                                (".maxclusterrank", maxclusterrank, 1, 1 << 16)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                                  or not lo <= v <= hi):
+                raise BuildError(f"kernel directive {what}: expected an integer in "
+                                 f"[{lo}, {hi}], got {v!r}")
+        if minnctapersm is not None and not (self.maxntid or self.reqntid):
+            raise BuildError(f"kernel {name}: .minnctapersm needs .maxntid or .reqntid")
+        self.minnctapersm = minnctapersm
+        self.maxnreg = maxnreg
+        self.explicitcluster = bool(explicitcluster)
+        self.maxclusterrank = maxclusterrank
+        self.params: list[Param] = []
+        self.body: list[Statement | LabelDef] = []
+        self.shared: list[Symbol] = []
+        self._names: set[str] = set()       # params, shared symbols, named registers
+        self._counters: dict[str, int] = {}
+        self._named_regs: list[Reg] = []
+        self._labels: dict[str, Label] = {}
+        self._placed: dict[str, SourceLoc] = {}
+        self._used_labels: dict[str, SourceLoc] = {}
+        self._guard: Reg | NegPred | None = None
+        self._loops: list[tuple[Label, Label]] = []
+        self._last_if: tuple[int, Label, SourceLoc] | None = None
+        self.tid = _Dim3(self, "tid")
+        self.ntid = _Dim3(self, "ntid")
+        self.ctaid = _Dim3(self, "ctaid")
+        self.nctaid = _Dim3(self, "nctaid")
+        self.clusterid = _Dim3(self, "clusterid")
+        self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
+
+    # -- names -------------------------------------------------------------------------------
+    def _claim(self, name: str, what: str) -> str:
+        check_identifier(name, what)
+        if name in self._names:
+            raise BuildError(f"kernel {self.name}: {what} name {name!r} is already used in "
+                             "this kernel")
+        self._names.add(name)
+        return name
+
+    # -- parameters ----------------------------------------------------------------------------
+    _SCALAR_PARAM_TYPES = (ScalarType.u16, ScalarType.u32, ScalarType.s32, ScalarType.u64,
+                           ScalarType.s64, ScalarType.f32, ScalarType.f64, ScalarType.s16,
+                           ScalarType.b32, ScalarType.b64, ScalarType.pred)
+
+    def param(self, type: ScalarType, name: str) -> Param:
+        """A scalar parameter: `.param .u32 name`. A .pred parameter travels as a .u32."""
+        if type not in self._SCALAR_PARAM_TYPES:
+            raise OperandError(".param", name, "one of " + ", ".join(
+                t.value for t in self._SCALAR_PARAM_TYPES), f".{type}")
+        is_bool = type is ScalarType.pred
+        t = ScalarType.u32 if is_bool else type
+        p = Param(self._claim(name, "parameter"), StateSpace.param, t, 1, None, self,
+                  is_bool=is_bool)
+        self.params.append(p)
+        return p
+
+    def param_ptr(self, name: str, *, space: str | StateSpace | None = "global",
+                  align: int | None = None) -> Param:
+        """A pointer parameter: `.param .u64 .ptr .global .align N name` (the .ptr part only when
+        `space` or `align` is given; it is a hint to ptxas)."""
+        sp = None
+        if space is not None:
+            sp = space if isinstance(space, StateSpace) else {
+                "global": StateSpace.global_, "shared": StateSpace.shared,
+                "const": StateSpace.const, "local": StateSpace.local, "generic": None,
+            }.get(space, "?")
+            if sp == "?":
+                raise OperandError(".param .ptr", name, "space 'global', 'shared', 'const', "
+                                   "'local' or None", repr(space))
+        if align is not None and (not isinstance(align, int) or align < 1
+                                  or align & (align - 1)):
+            raise OperandError(".param .ptr", name, "a power-of-two alignment", repr(align))
+        p = Param(self._claim(name, "parameter"), StateSpace.param, ScalarType.u64, 1, None,
+                  self, kind="pointer", ptr_space=sp, ptr_align=align)
+        self.params.append(p)
+        return p
+
+    def param_tensormap(self, name: str) -> Param:
+        """A CUtensorMap by value: `.param .align 64 .b8 name[128]`."""
+        p = Param(self._claim(name, "parameter"), StateSpace.param, ScalarType.b8, 128, 64,
+                  self, kind="tensormap")
+        self.params.append(p)
+        return p
+
+    # -- registers -----------------------------------------------------------------------------
+    def reg(self, type: ScalarType, name: str | None = None) -> Reg:
+        """A fresh virtual register; named ones keep their name (made unique with a suffix)."""
+        if not isinstance(type, ScalarType):
+            raise BuildError(f"register type must be a ptxdsl type such as t.u32, got {type!r}")
+        if name is None:
+            prefix = _prefix(type)
+            n = self._counters.get(prefix, 0) + 1
+            self._counters[prefix] = n
+            return Reg(type, f"{prefix}{n}", self)
+        check_identifier(name, "register")
+        if _AUTO_NAME.match(name):
+            raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
+                             "(p1, r1, rd1, f1, ...); choose another")
+        base, n = name, 1
+        while name in self._names:
+            n += 1
+            name = f"{base}_{n}"
+        self._names.add(name)
+        r = Reg(type, name, self)
+        self._named_regs.append(r)
+        return r
+
+    def read_special(self, name: str) -> Reg:
+        """`mov` a special register into a fresh register (PTX reads them only with mov)."""
+        sreg = special(name)
+        return self.mov(sreg)  # type: ignore[attr-defined]
+
+    laneid = property(lambda self: self.read_special("laneid"))
+    warpid = property(lambda self: self.read_special("warpid"))
+    clock64 = property(lambda self: self.read_special("clock64"))
+    globaltimer = property(lambda self: self.read_special("globaltimer"))
+    cluster_ctarank = property(lambda self: self.read_special("cluster_ctarank"))
+
+    # -- shared memory ---------------------------------------------------------------------------
+    def shared_array(self, type: ScalarType, count: int, *, align: int | None = None,
+                     name: str | None = None) -> Symbol:
+        """A static `.shared .align A .type name[count];` declared in this kernel."""
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise OperandError(".shared", name or "?", "a positive element count", count)
+        if align is not None and (not isinstance(align, int) or align < 1
+                                  or align & (align - 1)):
+            raise OperandError(".shared", name or "?", "a power-of-two alignment", align)
+        if name is None:
+            name = self._auto("smem")
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, count,
+                     align, self)
+        self.shared.append(sym)
+        return sym
+
+    def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
+                      type: ScalarType = ScalarType.b8) -> Symbol:
+        """Dynamic shared memory: `.extern .shared .align A .b8 name[];` (sized at launch)."""
+        if any(s.count is None for s in self.shared):
+            raise BuildError(f"kernel {self.name}: dynamic shared memory is already declared")
+        if not isinstance(align, int) or align < 1 or align & (align - 1):
+            raise OperandError(".extern .shared", name, "a power-of-two alignment", align)
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, None,
+                     align, self)
+        self.shared.append(sym)
+        return sym
+
+    def _auto(self, hint: str) -> str:
+        n = self._counters.get("$" + hint, 0)
+        while True:
+            n += 1
+            name = f"{hint}_{n}"
+            if name not in self._names:
+                self._counters["$" + hint] = n
+                return name
+
+    # -- statements --------------------------------------------------------------------------
+    def emit(self, insn: Instruction) -> Instruction:
+        """Append an instruction (under the active guard, if any) and record the user's line."""
+        loc = user_loc()
+        for field in attrs.fields(type(insn)):
+            from .operands import registers_in
+            for r in registers_in(getattr(insn, field.name)):
+                if r.kernel is not self:
+                    owner = r.kernel.name if r.kernel is not None else "no kernel"
+                    raise OperandError(insn.name, field.name,
+                                       f"a register of kernel '{self.name}'",
+                                       f"%{r.name} of kernel '{owner}'", loc)
+        if self._guard is not None:
+            for r in (self._guard.reg if isinstance(self._guard, NegPred) else self._guard,):
+                if r.kernel is not self:
+                    raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
+                                       f"%{r.name}", loc)
+        if isinstance(insn, Bra):
+            self._used_labels.setdefault(insn.target.name, loc)
+            if insn.target.kernel is not self:
+                raise OperandError(insn.name, "target", f"a label of kernel '{self.name}'",
+                                   insn.target.name, loc)
+        self.body.append(Statement(insn, self._guard, loc))
+        self._last_if = None
+        return insn
+
+    @contextlib.contextmanager
+    def guard(self, pred: Reg | NegPred) -> Iterator[None]:
+        """Predicate every instruction emitted inside: `@p insn;` (or `@!p` for `~p`)."""
+        from .instructions.base import check_pred
+        pred = check_pred("@guard", "pred", pred, negatable=True)
+        if self._guard is not None:
+            raise BuildError("guards do not nest: PTX allows one guard predicate per "
+                             "instruction; combine predicates with and.pred first")
+        self._guard = pred
+        try:
+            yield
+        finally:
+            self._guard = None
+
+    # -- labels ---------------------------------------------------------------------------------
+    def label(self, name: str) -> Label:
+        """A label with exactly this name (unique in the kernel); place it with `place()`."""
+        check_identifier(name, "label")
+        if name in self._labels:
+            raise BuildError(f"kernel {self.name}: label {name!r} is already declared")
+        lab = Label(name, self)
+        self._labels[name] = lab
+        return lab
+
+    def fresh_label(self, hint: str = "L") -> Label:
+        """A label with a unique generated name such as `$L__else_3`."""
+        n = self._counters.get("$label", 0) + 1
+        self._counters["$label"] = n
+        return self.label(f"$L__{hint}_{n}")
+
+    def place(self, label: Label) -> None:
+        if label.kernel is not self:
+            raise BuildError(f"label {label.name} belongs to another kernel")
+        if label.name in self._placed:
+            raise BuildError(f"kernel {self.name}: duplicate label {label.name!r} (first "
+                             f"placed at {self._placed[label.name]})")
+        if self._guard is not None:
+            raise BuildError("a label cannot be placed inside a guard block")
+        loc = user_loc()
+        self._placed[label.name] = loc
+        self.body.append(LabelDef(label, loc))
+        self._last_if = None
+
+    # -- structured control flow ---------------------------------------------------------------
+    def _branch(self, target: Label, when: Reg | NegPred | None = None) -> None:
+        if self._guard is not None:
+            raise BuildError("structured control flow cannot be used inside a guard block")
+        insn = Bra(target)
+        if when is None:
+            self.emit(insn)
+            return
+        self._guard = when
+        try:
+            self.emit(insn)
+        finally:
+            self._guard = None
+
+    @staticmethod
+    def _negate(p: Reg | NegPred) -> Reg | NegPred:
+        return p.reg if isinstance(p, NegPred) else NegPred(p)
+
+    @contextlib.contextmanager
+    def if_(self, cond: Reg | NegPred) -> Iterator[None]:
+        """Run the body when `cond` holds: `@!p bra ELSE; body; ELSE:`."""
+        from .instructions.base import check_pred
+        cond = check_pred("if_", "cond", cond, negatable=True)
+        else_ = self.fresh_label("else")
+        self._branch(else_, self._negate(cond))
+        yield
+        index = len(self.body)
+        self.place(else_)
+        self._last_if = (index, else_, user_loc())
+
+    @contextlib.contextmanager
+    def else_(self) -> Iterator[None]:
+        """The other branch of the `if_` block that ends right before this one."""
+        if self._last_if is None:
+            raise BuildError("else_() must directly follow an if_() block")
+        index, _else_label, _ = self._last_if
+        end = self.fresh_label("endif")
+        loc = user_loc()
+        self.body.insert(index, Statement(Bra(end), None, loc))
+        self._used_labels.setdefault(end.name, loc)
+        self._last_if = None
+        yield
+        self.place(end)
+
+    @contextlib.contextmanager
+    def for_range(self, start, stop, step: int = 1, *,
+                  type: ScalarType = ScalarType.u32) -> Iterator[Reg]:
+        """A counted loop; yields the induction register. `stop` may be a register."""
+        if not isinstance(step, int) or step == 0:
+            raise OperandError("for_range", "step", "a non-zero integer", step)
+        i = self.reg(type)
+        self.mov(start, dst=i)  # type: ignore[attr-defined]
+        head, cont, end = (self.fresh_label(h) for h in ("loop", "next", "endloop"))
+        self.place(head)
+        p = self.setp("lt" if step > 0 else "gt", i, stop, type=type)  # type: ignore[attr-defined]
+        self._branch(end, NegPred(p))
+        self._loops.append((cont, end))
+        try:
+            yield i
+        finally:
+            self._loops.pop()
+        self.place(cont)
+        self.add(i, step, dst=i)  # type: ignore[attr-defined]
+        self._branch(head)
+        self.place(end)
+
+    @contextlib.contextmanager
+    def while_(self, cond: Callable[[], Reg | NegPred]) -> Iterator[None]:
+        """`while cond(): body`; `cond` is called once to emit the test at the loop head."""
+        head, end = self.fresh_label("while"), self.fresh_label("endwhile")
+        self.place(head)
+        from .instructions.base import check_pred
+        p = check_pred("while_", "cond", cond(), negatable=True)
+        self._branch(end, self._negate(p))
+        self._loops.append((head, end))
+        try:
+            yield
+        finally:
+            self._loops.pop()
+        self._branch(head)
+        self.place(end)
+
+    @contextlib.contextmanager
+    def loop(self) -> Iterator[None]:
+        """An endless loop left with `break_()`."""
+        head, end = self.fresh_label("loop"), self.fresh_label("endloop")
+        self.place(head)
+        self._loops.append((head, end))
+        try:
+            yield
+        finally:
+            self._loops.pop()
+        self._branch(head)
+        self.place(end)
+
+    def break_(self, when: Reg | NegPred | None = None) -> None:
+        if not self._loops:
+            raise BuildError("break_() outside a loop")
+        self._branch(self._loops[-1][1], when)
+
+    def continue_(self, when: Reg | NegPred | None = None) -> None:
+        if not self._loops:
+            raise BuildError("continue_() outside a loop")
+        self._branch(self._loops[-1][0], when)
+
+    # -- rendering -----------------------------------------------------------------------------
+    def requires(self) -> Requires:
+        r = req("6.3")
+        if self.reqnctapercluster or self.explicitcluster or self.maxclusterrank:
+            r = r.merge(req("7.8", 90))
+        for item in self.body:
+            if isinstance(item, Statement):
+                r = r.merge(item.insn.requires)
+        return r
+
+    def statements(self) -> Iterator[Statement]:
+        return (s for s in self.body if isinstance(s, Statement))
+
+    def check_labels(self) -> None:
+        for name, loc in self._used_labels.items():
+            if name not in self._placed:
+                raise BuildError(f"kernel {self.name}: label {name!r} is a branch target but "
+                                 "is never placed (call k.place(label))", loc)
+
+    def render(self) -> list[tuple[str, SourceLoc | None]]:
+        """The `.entry` as lines, each with the Python location that produced it."""
+        self.check_labels()
+        lines: list[tuple[str, SourceLoc | None]] = []
+        head = (".visible " if self.visible else "") + f".entry {self.name}("
+        if not self.params:
+            lines.append((head + ")", self.loc))
+        else:
+            lines.append((head, self.loc))
+            for i, p in enumerate(self.params):
+                sep = "," if i + 1 < len(self.params) else ""
+                lines.append((f"\t{p.declaration()}{sep}", self.loc))
+            lines.append((")", self.loc))
+        for directive, dims in ((".maxntid", self.maxntid), (".reqntid", self.reqntid),
+                                (".reqnctapercluster", self.reqnctapercluster)):
+            if dims:
+                lines.append((f"{directive} {', '.join(map(str, dims))}", self.loc))
+        if self.explicitcluster:
+            lines.append((".explicitcluster", self.loc))
+        for directive, v in ((".maxclusterrank", self.maxclusterrank),
+                             (".minnctapersm", self.minnctapersm), (".maxnreg", self.maxnreg)):
+            if v is not None:
+                lines.append((f"{directive} {v}", self.loc))
+        lines.append(("{", None))
+        for prefix in ("p", "rc", "rs", "h", "r", "f", "rd", "fd", "q"):
+            if prefix in self._counters:
+                n = self._counters[prefix] + 1
+                lines.append((f"\t.reg .{_DECL[prefix]} %{prefix}<{n}>;", None))
+        for r in self._named_regs:
+            lines.append((f"\t.reg .{r.type.value} %{r.name};", None))
+        for s in self.shared:
+            align = f" .align {s.align}" if s.align else ""
+            if s.count is None:
+                lines.append((f"\t.extern .shared{align} .{s.type.value} {s.name}[];", None))
+            else:
+                lines.append((f"\t.shared{align} .{s.type.value} {s.name}[{s.count}];", None))
+        if len(lines) and lines[-1][0] != "{":
+            lines.append(("", None))
+        for item in self.body:
+            if isinstance(item, LabelDef):
+                lines.append((f"{item.label.name}:", item.loc))
+            else:
+                lines.append(("\t" + item.render(), item.loc))
+        lines.append(("}", None))
+        return lines

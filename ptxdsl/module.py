@@ -1,0 +1,189 @@
+"""`Module`: kernels plus module-scope declarations, `.version`/`.target` inference, emission."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from . import __version__
+from .errors import BuildError, SourceLoc, VersionError, user_loc
+from .kernel import Kernel
+from .operands import Symbol, check_identifier
+from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
+
+# Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
+FLOOR = req("6.3", 75)
+
+
+class Module:
+    """A PTX module: `.version`, `.target`, `.address_size 64`, declarations, entries.
+
+    `version` and `target` are inferred as the minimum covering every instruction used; pin them
+    with `Module(..., version="8.3", target="sm_90a")`, and a pin below what an instruction needs
+    raises `VersionError` naming that instruction and the line that built it.
+    """
+
+    def __init__(self, kernels: Iterable[Kernel] = (), *, version: str | None = None,
+                 target: str | None = None, name: str = "module"):
+        self.loc = user_loc()
+        self.name = name
+        self.kernels: list[Kernel] = []
+        self.globals: list[tuple[Symbol, tuple[int, ...] | None]] = []
+        self._names: set[str] = set()
+        self._pinned_version = PtxVersion.parse(version) if version is not None else None
+        self._pinned_target = Target.parse(target) if target is not None else None
+        self._line_locs: list[SourceLoc | None] = []
+        for k in kernels:
+            self.add(k)
+
+    def add(self, kernel: Kernel) -> Kernel:
+        if not isinstance(kernel, Kernel):
+            raise BuildError(f"Module.add expects a Kernel, got {type(kernel).__name__}")
+        if kernel.name in self._names:
+            raise BuildError(f"module already has a kernel or symbol named {kernel.name!r}")
+        self._names.add(kernel.name)
+        self.kernels.append(kernel)
+        return kernel
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(f"no kernel named {name!r} in this module")
+
+    def _declare(self, space: StateSpace, type: ScalarType, count: int, align: int | None,
+                 name: str, init: Iterable[int] | None) -> Symbol:
+        check_identifier(name, "module variable")
+        if name in self._names:
+            raise BuildError(f"module already has a symbol named {name!r}")
+        if not isinstance(count, int) or count < 1:
+            raise BuildError(f"module variable {name}: expected a positive count, got {count!r}")
+        values = None
+        if init is not None:
+            if space is StateSpace.shared:
+                raise BuildError(f"module variable {name}: .shared variables cannot be "
+                                 "initialised")
+            values = tuple(int(v) for v in init)
+            if len(values) != count:
+                raise BuildError(f"module variable {name}: {len(values)} initial values for "
+                                 f"{count} elements")
+        self._names.add(name)
+        sym = Symbol(name, space, type, count, align, None)
+        self.globals.append((sym, values))
+        return sym
+
+    def global_array(self, type: ScalarType, count: int, *, name: str, align: int | None = None,
+                     init: Iterable[int] | None = None) -> Symbol:
+        """`.visible .global .align A .type name[count] = {...};`"""
+        return self._declare(StateSpace.global_, type, count, align, name, init)
+
+    def const_array(self, type: ScalarType, count: int, *, name: str, align: int | None = None,
+                    init: Iterable[int] | None = None) -> Symbol:
+        """`.visible .const .align A .type name[count] = {...};`"""
+        return self._declare(StateSpace.const, type, count, align, name, init)
+
+    def shared_array(self, type: ScalarType, count: int, *, name: str,
+                     align: int | None = None) -> Symbol:
+        """`.shared .align A .type name[count];` at module scope (visible to every kernel)."""
+        return self._declare(StateSpace.shared, type, count, align, name, None)
+
+    # -- version and target ----------------------------------------------------------------------
+    def requires(self) -> Requires:
+        r = FLOOR
+        for k in self.kernels:
+            r = r.merge(k.requires())
+        return r
+
+    @property
+    def target(self) -> Target:
+        if self._pinned_target is not None:
+            return self._pinned_target
+        r = self.requires()
+        t = r.min_target()
+        return t if r.arch_specific else Target(max(t.sm, FLOOR.sm))
+
+    @property
+    def version(self) -> PtxVersion:
+        if self._pinned_version is not None:
+            return self._pinned_version
+        return max(self.requires().version, self.target.introduced)
+
+    def check_pins(self) -> None:
+        """Refuse a pinned version/target below what the target or any instruction needs."""
+        version, target = self.version, self.target
+        if version < target.introduced:
+            raise VersionError(f"module pinned to .version {version} but .target {target} "
+                               f"needs PTX ISA {target.introduced} or later", self.loc)
+        for k in self.kernels:
+            kr = req("7.8", 90) if (k.reqnctapercluster or k.explicitcluster
+                                    or k.maxclusterrank) else None
+            if kr is not None and not (kr.satisfied_by(target) and kr.version <= version):
+                raise VersionError(f"kernel {k.name}: cluster directives need "
+                                   f"{kr.describe()}; module is .version {version} "
+                                   f".target {target}", k.loc)
+            for st in k.statements():
+                r = st.insn.requires
+                if not r.satisfied_by(target):
+                    raise VersionError(f"{st.insn.name} needs {r.describe()}, but the module "
+                                       f"is pinned to .target {target}", st.loc)
+                if r.version > version:
+                    raise VersionError(f"{st.insn.name} needs {r.describe()}, but the module "
+                                       f"is pinned to .version {version}", st.loc)
+
+    # -- emission ----------------------------------------------------------------------------------
+    def _global_lines(self) -> list[str]:
+        out = []
+        for sym, init in self.globals:
+            vis = "" if sym.space is StateSpace.shared else ".visible "
+            align = f" .align {sym.align}" if sym.align else ""
+            text = f"{vis}.{sym.space.value}{align} .{sym.type.value} {sym.name}[{sym.count}]"
+            if init is not None:
+                text += " = {" + ", ".join(map(str, init)) + "}"
+            out.append(text + ";")
+        return out
+
+    def emit(self) -> str:
+        """The module's PTX text. Also records which Python line produced each PTX line."""
+        self.check_pins()
+        if not self.kernels:
+            raise BuildError("module has no kernels", self.loc)
+        lines: list[tuple[str, SourceLoc | None]] = [
+            ("//", None), (f"// Generated by ptxdsl {__version__}", None), ("//", None),
+            ("", None), (f".version {self.version}", None), (f".target {self.target}", None),
+            (".address_size 64", None), ("", None)]
+        decls = self._global_lines()
+        if decls:
+            lines += [(d, self.loc) for d in decls] + [("", None)]
+        for i, k in enumerate(self.kernels):
+            if i:
+                lines.append(("", None))
+            lines += k.render()
+        self._line_locs = [loc for _, loc in lines]
+        return "\n".join(text for text, _ in lines) + "\n"
+
+    def locate(self, ptx_line: int) -> SourceLoc | None:
+        """The Python location that built 1-based line `ptx_line` of the last `emit()`."""
+        if not self._line_locs:
+            self.emit()
+        if 1 <= ptx_line <= len(self._line_locs):
+            return self._line_locs[ptx_line - 1]
+        return None
+
+    def write(self, path: str | os.PathLike) -> str:
+        """Write the PTX to `path` (parent folders created) and return the text."""
+        text = self.emit()
+        path = os.fspath(path)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="ascii") as f:
+            f.write(text)
+        return text
+
+    def assemble(self, arch: str | None = None) -> bytes:
+        """A cubin for `arch` (default: the module's target) through nvJitLink; no GPU needed."""
+        from .toolchain import assemble_module
+        return assemble_module(self, arch)
+
+    def load(self, **kwargs):
+        """Load on the current GPU through the CUDA driver (see `ptxdsl.runtime.load_module`)."""
+        from .runtime import load_module
+        return load_module(self, **kwargs)

@@ -1,0 +1,62 @@
+"""Test helpers: byte-exact golden PTX files, and assembling PTX for its declared target.
+
+`tests/conftest.py` wires these into pytest (`--update-golden`, the `golden` fixture, and the
+skip of `gpu` tests where no Hopper GPU is usable).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+
+from .module import Module
+from .toolchain import assemble
+
+_TARGET = re.compile(r"^\.target\s+(\S+?)(?:,|\s|$)", re.M)
+
+
+def declared_target(ptx: str) -> str:
+    """The `.target` a PTX text declares (the arch its golden is assembled for)."""
+    m = _TARGET.search(ptx)
+    if not m:
+        raise ValueError("PTX text has no .target directive")
+    return m.group(1)
+
+
+def assemble_declared(ptx: str) -> bytes:
+    """Assemble PTX for exactly the target it declares."""
+    return assemble(ptx, declared_target(ptx))
+
+
+class GoldenMismatch(AssertionError):
+    pass
+
+
+def check_golden(module_or_text: Module | str, path: str | os.PathLike, *,
+                 update: bool = False) -> str:
+    """Compare emitted PTX with the golden file byte for byte (or rewrite it when `update`).
+
+    A missing golden is an error unless `update` is set: goldens are created on purpose.
+    """
+    text = module_or_text if isinstance(module_or_text, str) else module_or_text.emit()
+    path = Path(path)
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        return text
+    if not path.exists():
+        raise GoldenMismatch(f"golden file {path} does not exist; run pytest with "
+                             "--update-golden to create it, then review it like code")
+    want = path.read_text()
+    if want != text:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
+                                            str(path), "emitted"))
+        raise GoldenMismatch(f"emitted PTX differs from {path}:\n{diff}")
+    return text
+
+
+def golden_files(root: str | os.PathLike) -> list[Path]:
+    return sorted(Path(root).rglob("*.ptx"))

@@ -1,0 +1,279 @@
+"""PTX scalar types, state spaces, scopes, semantics, and version/target requirements.
+
+Everything here is plain data: enums whose values are the PTX spellings, and small frozen
+attrs classes. Nothing in this module emits PTX text by itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from functools import total_ordering
+
+import attrs
+
+
+class ScalarType(enum.Enum):
+    """A PTX fundamental type; the value is its spelling without the leading dot."""
+
+    b8 = "b8"
+    b16 = "b16"
+    b32 = "b32"
+    b64 = "b64"
+    b128 = "b128"
+    u8 = "u8"
+    u16 = "u16"
+    u32 = "u32"
+    u64 = "u64"
+    s8 = "s8"
+    s16 = "s16"
+    s32 = "s32"
+    s64 = "s64"
+    f16 = "f16"
+    f16x2 = "f16x2"
+    bf16 = "bf16"
+    bf16x2 = "bf16x2"
+    f32 = "f32"
+    f64 = "f64"
+    pred = "pred"
+
+    @property
+    def bits(self) -> int:
+        if self is ScalarType.pred:
+            return 1
+        return int("".join(c for c in self.value.split("x")[0] if c.isdigit())) * (
+            2 if self.value.endswith("x2") else 1
+        )
+
+    @property
+    def bytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def kind(self) -> str:
+        """'b' (untyped bits), 'u', 's', 'f' or 'pred'."""
+        if self is ScalarType.pred:
+            return "pred"
+        if self.value.startswith("bf"):
+            return "f"
+        return self.value[0]
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("u", "s")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def ptx(self) -> str:
+        return "." + self.value
+
+    def __str__(self) -> str:
+        return self.value
+
+
+b8, b16, b32, b64, b128 = (ScalarType.b8, ScalarType.b16, ScalarType.b32, ScalarType.b64,
+                           ScalarType.b128)
+u8, u16, u32, u64 = ScalarType.u8, ScalarType.u16, ScalarType.u32, ScalarType.u64
+s8, s16, s32, s64 = ScalarType.s8, ScalarType.s16, ScalarType.s32, ScalarType.s64
+f16, f16x2, bf16, bf16x2 = ScalarType.f16, ScalarType.f16x2, ScalarType.bf16, ScalarType.bf16x2
+f32, f64, pred = ScalarType.f32, ScalarType.f64, ScalarType.pred
+
+
+def compatible(reg_type: ScalarType, insn_type: ScalarType) -> bool:
+    """PTX operand-type compatibility (ISA §6.4.2, relaxed the way ptxas applies it).
+
+    A register may be used by an instruction of the same size when either side is a bit type,
+    or when both are integers (signed and unsigned registers are interchangeable).
+    Floats need the same float type or a bit type of the same width.
+    """
+    if reg_type is insn_type:
+        return True
+    if ScalarType.pred in (reg_type, insn_type):
+        return False
+    if reg_type.bits != insn_type.bits:
+        return False
+    if reg_type.kind == "b" or insn_type.kind == "b":
+        return True
+    return reg_type.is_int and insn_type.is_int
+
+
+class StateSpace(enum.Enum):
+    """A PTX state space as written in qualifiers; the value is the spelling after the dot."""
+
+    reg = "reg"
+    param = "param"
+    const = "const"
+    global_ = "global"
+    local = "local"
+    shared = "shared"
+    shared_cta = "shared::cta"
+    shared_cluster = "shared::cluster"
+    generic = ""
+
+    @property
+    def ptx(self) -> str:
+        return "." + self.value if self.value else ""
+
+    @property
+    def is_shared(self) -> bool:
+        return self in (StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster)
+
+
+class Scope(enum.Enum):
+    cta = "cta"
+    cluster = "cluster"
+    gpu = "gpu"
+    sys = "sys"
+
+    @property
+    def ptx(self) -> str:
+        return "." + self.value
+
+
+class Sem(enum.Enum):
+    sc = "sc"
+    acq_rel = "acq_rel"
+    acquire = "acquire"
+    release = "release"
+    relaxed = "relaxed"
+    weak = "weak"
+    volatile = "volatile"
+
+    @property
+    def ptx(self) -> str:
+        return "." + self.value
+
+
+@total_ordering
+@attrs.frozen(order=False)
+class PtxVersion:
+    """A PTX ISA version such as 8.3."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str | tuple[int, int] | PtxVersion) -> PtxVersion:
+        if isinstance(text, PtxVersion):
+            return text
+        if isinstance(text, tuple):
+            return cls(*text)
+        major, _, minor = str(text).partition(".")
+        if not (major.isdigit() and minor.isdigit()):
+            raise ValueError(f"not a PTX ISA version: {text!r} (expected e.g. '8.3')")
+        return cls(int(major), int(minor))
+
+    def __lt__(self, other: PtxVersion) -> bool:
+        return (self.major, self.minor) < (other.major, other.minor)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+# Version that introduced each target (ISA §13 release history; digest §8.1).
+TARGET_INTRODUCED: dict[int, PtxVersion] = {
+    75: PtxVersion(6, 3), 80: PtxVersion(7, 0), 86: PtxVersion(7, 1), 87: PtxVersion(7, 4),
+    89: PtxVersion(7, 8), 90: PtxVersion(7, 8), 100: PtxVersion(8, 6), 101: PtxVersion(8, 6),
+    103: PtxVersion(8, 8), 110: PtxVersion(9, 0), 120: PtxVersion(8, 7), 121: PtxVersion(8, 8),
+}
+ARCH_SUFFIX_INTRODUCED = {"a": PtxVersion(8, 0), "f": PtxVersion(8, 8)}
+
+
+@attrs.frozen
+class Target:
+    """A `.target` such as sm_90 or sm_90a.
+
+    `suffix` is '' (portable), 'a' (arch-specific: runs only on that exact GPU) or 'f'
+    (family-specific).
+    """
+
+    sm: int
+    suffix: str = ""
+
+    @classmethod
+    def parse(cls, text: str | Target) -> Target:
+        if isinstance(text, Target):
+            return text
+        s = str(text).strip()
+        if s.startswith("compute_"):
+            s = "sm_" + s[len("compute_"):]
+        if not s.startswith("sm_"):
+            raise ValueError(f"not a PTX target: {text!r} (expected e.g. 'sm_90a')")
+        body = s[3:]
+        suffix = body[-1] if body and body[-1] in "af" else ""
+        digits = body[:-1] if suffix else body
+        if not digits.isdigit() or int(digits) not in TARGET_INTRODUCED:
+            known = ", ".join(f"sm_{n}" for n in sorted(TARGET_INTRODUCED))
+            raise ValueError(f"unknown PTX target {text!r}; known: {known} (with 'a'/'f')")
+        return cls(int(digits), suffix)
+
+    @property
+    def introduced(self) -> PtxVersion:
+        base = TARGET_INTRODUCED[self.sm]
+        return max(base, ARCH_SUFFIX_INTRODUCED.get(self.suffix, base))
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        return divmod(self.sm, 10)
+
+    def __str__(self) -> str:
+        return f"sm_{self.sm}{self.suffix}"
+
+
+@attrs.frozen
+class Requires:
+    """The minimum PTX ISA version and target an instruction form needs.
+
+    `arch_specific` lists the SM numbers whose 'a' target (or, from PTX 8.8, 'f' target)
+    unlocks the form; when empty, any target with sm >= `sm` will do.
+    """
+
+    version: PtxVersion = attrs.field(converter=PtxVersion.parse, default=PtxVersion(6, 3))
+    sm: int = 75
+    arch_specific: frozenset[int] = attrs.field(converter=frozenset, default=frozenset())
+    family_ok: bool = False
+
+    def satisfied_by(self, target: Target) -> bool:
+        if self.arch_specific:
+            if target.suffix == "a":
+                return target.sm in self.arch_specific
+            if target.suffix == "f" and self.family_ok:
+                return target.sm in self.arch_specific
+            return False
+        return target.sm >= self.sm
+
+    def min_target(self) -> Target:
+        if self.arch_specific:
+            return Target(min(self.arch_specific), "a")
+        return Target(self.sm)
+
+    def describe(self) -> str:
+        if self.arch_specific:
+            tgt = "/".join(f"sm_{n}a" for n in sorted(self.arch_specific))
+        else:
+            tgt = f"sm_{self.sm}+"
+        return f"PTX ISA {self.version}, {tgt}"
+
+    def merge(self, other: Requires) -> Requires:
+        """The requirement of a form that needs both `self` and `other`."""
+        if self.arch_specific and other.arch_specific:
+            arch = self.arch_specific & other.arch_specific
+            if not arch:
+                raise ValueError(f"no target satisfies both {self.describe()} and "
+                                 f"{other.describe()}")
+        else:
+            arch = self.arch_specific or other.arch_specific
+        return Requires(max(self.version, other.version), max(self.sm, other.sm), arch,
+                        self.family_ok and other.family_ok)
+
+
+def req(version: str, sm: int = 75, arch: tuple[int, ...] = (), family: bool = False) -> Requires:
+    """Shorthand used by the instruction tables: req('8.3', 90, arch=(90, 100))."""
+    return Requires(PtxVersion.parse(version), sm, frozenset(arch), family)
+
+
+# Common requirement constants.
+BASE = req("6.3", 75)
+SM90 = req("7.8", 90)

@@ -1,0 +1,49 @@
+"""pytest wiring: --update-golden, the golden fixture, and skipping GPU tests without a GPU."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from ptxdsl.testing import check_golden
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite golden .ptx files from the emitted PTX (review the diff!)")
+
+
+@functools.cache
+def _gpu_skip_reason() -> str | None:
+    try:
+        from ptxdsl.runtime import gpu_skip_reason
+    except ImportError as e:  # runtime layer unavailable
+        return f"ptxdsl.runtime unavailable: {e}"
+    return gpu_skip_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [it for it in items if "gpu" in it.keywords]
+    if not gpu_items:
+        return
+    reason = _gpu_skip_reason()
+    if reason is None:
+        return
+    marker = pytest.mark.skip(reason=f"needs a Hopper GPU: {reason}")
+    for it in gpu_items:
+        it.add_marker(marker)
+
+
+@pytest.fixture
+def golden(request):
+    """`golden(module_or_text, "family/name")` compares with tests/golden/family/name.ptx."""
+    update = request.config.getoption("--update-golden")
+
+    def check(module_or_text, name: str) -> str:
+        return check_golden(module_or_text, GOLDEN_DIR / f"{name}.ptx", update=update)
+
+    return check

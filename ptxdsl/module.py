@@ -24,8 +24,9 @@ class Module:
     """
 
     def __init__(self, kernels: Iterable[Kernel] = (), *, version: str | None = None,
-                 target: str | None = None, name: str = "module"):
+                 target: str | None = None, name: str = "module", lineinfo: bool = False):
         self.loc = user_loc()
+        self.lineinfo = lineinfo
         self.name = name
         self.kernels: list[Kernel] = []
         self.globals: list[tuple[Symbol, tuple[int, ...] | None]] = []
@@ -154,12 +155,37 @@ class Module:
         decls = self._global_lines()
         if decls:
             lines += [(d, self.loc) for d in decls] + [("", None)]
+        body: list[tuple[str, SourceLoc | None]] = []
         for i, k in enumerate(self.kernels):
             if i:
-                lines.append(("", None))
-            lines += k.render()
+                body.append(("", None))
+            body += k.render()
+        if self.lineinfo:
+            lines, body = self._with_lineinfo(lines, body)
+        lines += body
         self._line_locs = [loc for _, loc in lines]
         return "\n".join(text for text, _ in lines) + "\n"
+
+    @staticmethod
+    def _with_lineinfo(head, body):
+        """Add `.file`/`.loc` directives so ptxas line tables (and so compute-sanitizer,
+        cuda-gdb and profilers) name the Python lines that built each instruction."""
+        files: dict[str, int] = {}
+        out: list[tuple[str, SourceLoc | None]] = []
+        last = None
+        for text, loc in body:
+            is_insn = text.startswith("\t") and not text.startswith("\t.") and text.strip()
+            if loc is not None and is_insn and (loc.file, loc.line) != last:
+                if any(c in loc.file for c in '"\\\n'):
+                    raise BuildError(f"cannot emit line info for file name {loc.file!r}")
+                idx = files.setdefault(loc.file, len(files) + 1)
+                out.append((f"\t.loc {idx} {loc.line} 0", loc))
+                last = (loc.file, loc.line)
+            out.append((text, loc))
+        head = head + [(f'.file {i} "{f}"', None) for f, i in files.items()]
+        if files:
+            head.append(("", None))
+        return head, out
 
     def locate(self, ptx_line: int) -> SourceLoc | None:
         """The Python location that built 1-based line `ptx_line` of the last `emit()`."""

@@ -26,10 +26,15 @@ class SourceLoc:
         return f"{self.file}:{self.line}"
 
 
+_INTERNAL: dict[str, bool] = {}
+
+
 def _is_internal(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return path.startswith(_PKG_DIR + os.sep) and not path.startswith(
-        os.path.join(_PKG_DIR, "samples") + os.sep)
+    # Called for every instruction built: cache the answer per file name.
+    hit = _INTERNAL.get(filename)
+    if hit is None:
+        hit = _INTERNAL[filename] = os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+    return hit
 
 
 def user_loc(skip: int = 1) -> SourceLoc:

@@ -16,7 +16,17 @@ import attrs
 from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction
 from .instructions.control import Bra
-from .operands import Label, NegPred, Reg, SpecialReg, Symbol, check_identifier
+from .operands import (
+    Addr,
+    Label,
+    NegPred,
+    Reg,
+    SpecialReg,
+    Symbol,
+    Vec,
+    check_identifier,
+    registers_in,
+)
 from .types import Requires, ScalarType, StateSpace, req
 
 # Register-name prefixes by (kind, bits) and the type each prefix is declared with.
@@ -26,6 +36,21 @@ _PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "
 _DECL = {"p": "pred", "rs": "b16", "r": "b32", "rd": "b64", "q": "b128", "h": "b16",
          "f": "f32", "fd": "f64", "rc": "b8"}
 _AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_HOLDS_REGS = (Reg, NegPred, Addr, Vec, tuple, list)
+
+
+def _operand_values(insn: Instruction):
+    """(field name, value) of every field that can hold a register (cached per class)."""
+    names = _FIELDS.get(type(insn))
+    if names is None:
+        names = _FIELDS[type(insn)] = tuple(f.name for f in attrs.fields(type(insn)))
+    for n in names:
+        v = getattr(insn, n)
+        if isinstance(v, _HOLDS_REGS):
+            yield n, v
 
 
 def _prefix(t: ScalarType) -> str:
@@ -312,13 +337,11 @@ class KernelCore:
     def emit(self, insn: Instruction) -> Instruction:
         """Append an instruction (under the active guard, if any) and record the user's line."""
         loc = user_loc()
-        for field in attrs.fields(type(insn)):
-            from .operands import registers_in
-            for r in registers_in(getattr(insn, field.name)):
+        for fname, value in _operand_values(insn):
+            for r in registers_in(value):
                 if r.kernel is not self:
                     owner = r.kernel.name if r.kernel is not None else "no kernel"
-                    raise OperandError(insn.name, field.name,
-                                       f"a register of kernel '{self.name}'",
+                    raise OperandError(insn.name, fname, f"a register of kernel '{self.name}'",
                                        f"%{r.name} of kernel '{owner}'", loc)
         if self._guard is not None:
             for r in (self._guard.reg if isinstance(self._guard, NegPred) else self._guard,):
@@ -487,9 +510,9 @@ class KernelCore:
         r = req("6.3")
         if self.reqnctapercluster or self.explicitcluster or self.maxclusterrank:
             r = r.merge(req("7.8", 90))
-        for item in self.body:
-            if isinstance(item, Statement):
-                r = r.merge(item.insn.requires)
+        # Many instructions share one requirement object: merge the distinct ones only.
+        for need in {item.insn.requires for item in self.body if isinstance(item, Statement)}:
+            r = r.merge(need)
         return r
 
     def statements(self) -> Iterator[Statement]:

@@ -90,10 +90,14 @@ class Module:
 
     # -- version and target ----------------------------------------------------------------------
     def requires(self) -> Requires:
-        r = FLOOR
-        for k in self.kernels:
-            r = r.merge(k.requires())
-        return r
+        # Cached per module shape: emit() asks several times and kernels can be large.
+        key = tuple(len(k.body) for k in self.kernels)
+        if getattr(self, "_req_key", None) != key:
+            r = FLOOR
+            for k in self.kernels:
+                r = r.merge(k.requires())
+            self._req_key, self._req = key, r
+        return self._req
 
     @property
     def target(self) -> Target:

@@ -125,9 +125,9 @@ class Imm(Operand):
 
     def render(self) -> str:
         if self.type is ScalarType.f32:
-            return "0f%08X" % struct.unpack(">I", struct.pack(">f", float(self.value)))[0]
+            return f"0f{struct.unpack('>I', struct.pack('>f', float(self.value)))[0]:08X}"
         if self.type is ScalarType.f64:
-            return "0d%016X" % struct.unpack(">Q", struct.pack(">d", float(self.value)))[0]
+            return f"0d{struct.unpack('>Q', struct.pack('>d', float(self.value)))[0]:016X}"
         return str(int(self.value))
 
 
@@ -141,8 +141,20 @@ def int_range(t: ScalarType) -> tuple[int, int]:
     return -(1 << (bits - 1)), (1 << bits) - 1
 
 
+_RANGES: dict[ScalarType, tuple[int, int]] = {}
+
+
+def _nm(insn: Any) -> str:
+    return insn if isinstance(insn, str) else getattr(insn, "name", str(insn))
+
+
 def make_imm(insn: str, operand: str, value: Any, t: ScalarType) -> Imm:
     """Turn a Python number into an immediate of type `t`, range-checked."""
+    if type(value) is int and t.is_int or t.kind == "b":  # the common case, kept fast
+        if type(value) is int:
+            rng = _RANGES.get(t) or _RANGES.setdefault(t, int_range(t))
+            if rng[0] <= value <= rng[1]:
+                return Imm(value, t)
     if isinstance(value, bool) or not isinstance(value, int | float):
         try:
             import numpy as np
@@ -151,24 +163,26 @@ def make_imm(insn: str, operand: str, value: Any, t: ScalarType) -> Imm:
         except ImportError:  # pragma: no cover
             pass
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise OperandError(insn, operand, f"a register or immediate of type .{t.value}",
+        raise OperandError(_nm(insn), operand, f"a register or immediate of type .{t.value}",
                            f"{type(value).__name__} {value!r}")
     if t.is_float:
         if t not in (ScalarType.f32, ScalarType.f64):
-            raise OperandError(insn, operand, "a register (PTX has no immediates of this type)",
+            raise OperandError(_nm(insn), operand,
+                               "a register (PTX has no immediates of this type)",
                                f"immediate {value!r} for .{t.value}")
         if t is ScalarType.f32 and math.isfinite(value) and abs(value) > 3.4028234663852886e38:
-            raise OperandError(insn, operand, "a value representable as .f32", repr(value))
+            raise OperandError(_nm(insn), operand, "a value representable as .f32", repr(value))
         return Imm(float(value), t)
     if t is ScalarType.pred:
-        raise OperandError(insn, operand, "a predicate register", f"immediate {value!r}")
+        raise OperandError(_nm(insn), operand, "a predicate register", f"immediate {value!r}")
     if isinstance(value, float):
         if not value.is_integer():
-            raise OperandError(insn, operand, f"an integer immediate for .{t.value}", repr(value))
+            raise OperandError(_nm(insn), operand, f"an integer immediate for .{t.value}",
+                               repr(value))
         value = int(value)
     lo, hi = int_range(t)
     if not lo <= value <= hi:
-        raise OperandError(insn, operand, f"an immediate in [{lo}, {hi}] for .{t.value}",
+        raise OperandError(_nm(insn), operand, f"an immediate in [{lo}, {hi}] for .{t.value}",
                            value)
     return Imm(value, t)
 

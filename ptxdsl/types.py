@@ -36,34 +36,27 @@ class ScalarType(enum.Enum):
     f64 = "f64"
     pred = "pred"
 
+    # bits/bytes/kind are read for every operand check: precomputed tables, not parsing.
     @property
     def bits(self) -> int:
-        if self is ScalarType.pred:
-            return 1
-        return int("".join(c for c in self.value.split("x")[0] if c.isdigit())) * (
-            2 if self.value.endswith("x2") else 1
-        )
+        return _BITS[self]
 
     @property
     def bytes(self) -> int:
-        return max(1, self.bits // 8)
+        return max(1, _BITS[self] // 8)
 
     @property
     def kind(self) -> str:
         """'b' (untyped bits), 'u', 's', 'f' or 'pred'."""
-        if self is ScalarType.pred:
-            return "pred"
-        if self.value.startswith("bf"):
-            return "f"
-        return self.value[0]
+        return _KIND[self]
 
     @property
     def is_int(self) -> bool:
-        return self.kind in ("u", "s")
+        return _KIND[self] in ("u", "s")
 
     @property
     def is_float(self) -> bool:
-        return self.kind == "f"
+        return _KIND[self] == "f"
 
     @property
     def ptx(self) -> str:
@@ -72,6 +65,23 @@ class ScalarType(enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    # Enum's own __format__ and __hash__ are slow, and both run for every operand built.
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    __hash__ = object.__hash__
+
+
+def _parse_bits(t: ScalarType) -> int:
+    if t is ScalarType.pred:
+        return 1
+    digits = "".join(c for c in t.value.split("x")[0] if c.isdigit())
+    return int(digits) * (2 if t.value.endswith("x2") else 1)
+
+
+_BITS = {t: _parse_bits(t) for t in ScalarType}
+_KIND = {t: "pred" if t is ScalarType.pred else "f" if t.value.startswith("bf") else t.value[0]
+         for t in ScalarType}
 
 b8, b16, b32, b64, b128 = (ScalarType.b8, ScalarType.b16, ScalarType.b32, ScalarType.b64,
                            ScalarType.b128)
@@ -88,6 +98,10 @@ def compatible(reg_type: ScalarType, insn_type: ScalarType) -> bool:
     or when both are integers (signed and unsigned registers are interchangeable).
     Floats need the same float type or a bit type of the same width.
     """
+    return _COMPATIBLE[reg_type, insn_type]
+
+
+def _compatible(reg_type: ScalarType, insn_type: ScalarType) -> bool:
     if reg_type is insn_type:
         return True
     if ScalarType.pred in (reg_type, insn_type):
@@ -97,6 +111,9 @@ def compatible(reg_type: ScalarType, insn_type: ScalarType) -> bool:
     if reg_type.kind == "b" or insn_type.kind == "b":
         return True
     return reg_type.is_int and insn_type.is_int
+
+
+_COMPATIBLE = {(a, b): _compatible(a, b) for a in ScalarType for b in ScalarType}
 
 
 class StateSpace(enum.Enum):

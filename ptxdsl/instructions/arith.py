@@ -30,6 +30,9 @@ _TYPES: dict[str, tuple[T, ...]] = {
 }
 
 
+_BINARY_OPS = tuple(k for k in _TYPES if k not in ("abs", "neg", "not"))
+
+
 def as_bits(t: T) -> T:
     """Logic ops take bit types: u32/s32 registers are used with and.b32 and so on."""
     if t is T.pred or t.kind == "b":
@@ -78,16 +81,16 @@ class Binary(Instruction):
     sat: bool = False
 
     def __attrs_post_init__(self):
-        check_choice("arith", "op", self.op, tuple(k for k in _TYPES if k not in (
-            "abs", "neg", "not")))
+        check_choice("arith", "op", self.op, _BINARY_OPS)
         _check_type(self.op, self.type)
         self._set("mode", _mode(self.op, self.type, self.mode))
-        name = self.opcode()
+        name = self  # named lazily, only when a check fails
         if self.ftz and self.type is not T.f32:
-            raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
+            raise OperandError(self.name, "ftz", "an .f32 instruction", f".{self.type}")
         if self.sat and not (self.type is T.s32 and self.op in ("add", "sub")
                              or self.type is T.f32):
-            raise OperandError(name, "sat", "add/sub.s32 or an .f32 op", f".{self.type}")
+            raise OperandError(self.name, "sat", "add/sub.s32 or an .f32 op",
+                               f".{self.type}")
         dtype = self.type
         if self.mode == "wide":
             dtype = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}[self.type]

@@ -76,6 +76,12 @@ class Instruction:
             return self.MNEMONIC
 
 
+def _n(insn: Any) -> str:
+    """The instruction name for a message; checks may pass the instruction itself so the name
+    is only built when an error is raised."""
+    return insn.name if isinstance(insn, Instruction) else insn
+
+
 def _given(value: Any) -> str:
     if isinstance(value, Reg):
         return f"register %{value.name} of type .{value.type.value}"
@@ -93,9 +99,9 @@ def _given(value: Any) -> str:
 def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
     """A destination register compatible with instruction type `t`."""
     if not isinstance(value, Reg) or value.type is ScalarType.pred and t is not ScalarType.pred:
-        raise OperandError(insn, operand, f"a .{t.value} register", _given(value))
+        raise OperandError(_n(insn), operand, f"a .{t.value} register", _given(value))
     if not compatible(value.type, t):
-        raise OperandError(insn, operand, f"a register compatible with .{t.value}",
+        raise OperandError(_n(insn), operand, f"a register compatible with .{t.value}",
                            _given(value))
     return value
 
@@ -107,16 +113,16 @@ def check_src(insn: str, operand: str, value: Any, t: ScalarType, *, imm: bool =
         return check_dst(insn, operand, value, t)
     if isinstance(value, SpecialReg):
         if not special:
-            raise OperandError(insn, operand, "a register or immediate (special registers can "
+            raise OperandError(_n(insn), operand, "a register or immediate (special registers can "
                                "only be read with mov/cvt; use k.mov)", _given(value))
         if not compatible(value.type, t):
-            raise OperandError(insn, operand, f"a source compatible with .{t.value}",
+            raise OperandError(_n(insn), operand, f"a source compatible with .{t.value}",
                                _given(value))
         return value
     if isinstance(value, Imm):
         value = value.value
     if not imm:
-        raise OperandError(insn, operand, f"a .{t.value} register", _given(value))
+        raise OperandError(_n(insn), operand, f"a .{t.value} register", _given(value))
     return make_imm(insn, operand, value, t)
 
 
@@ -124,7 +130,7 @@ def check_pred(insn: str, operand: str, value: Any, *, negatable: bool = False) 
     if isinstance(value, NegPred) and negatable:
         return value
     if not isinstance(value, Reg) or value.type is not ScalarType.pred:
-        raise OperandError(insn, operand, "a .pred register", _given(value))
+        raise OperandError(_n(insn), operand, "a .pred register", _given(value))
     return value
 
 
@@ -133,7 +139,7 @@ def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, Imm):
         value = value.value
     if isinstance(value, Reg):
-        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}] "
+        raise OperandError(_n(insn), operand, f"an integer immediate in [{lo}, {hi}] "
                            "(a register is not allowed here)", _given(value))
     if isinstance(value, bool) or not isinstance(value, int):
         try:
@@ -143,10 +149,10 @@ def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
         except ImportError:  # pragma: no cover
             pass
     if isinstance(value, bool) or not isinstance(value, int):
-        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}]",
+        raise OperandError(_n(insn), operand, f"an integer immediate in [{lo}, {hi}]",
                            _given(value))
     if not lo <= value <= hi:
-        raise OperandError(insn, operand, f"an integer immediate in [{lo}, {hi}]", value)
+        raise OperandError(_n(insn), operand, f"an integer immediate in [{lo}, {hi}]", value)
     return value
 
 
@@ -165,7 +171,7 @@ def check_enum(insn: str, operand: str, value: Any, cls: type[E],
     choices = list(allowed) if allowed is not None else list(cls)
     if member is None or member not in choices:
         names = ", ".join(repr(m.value or m.name) for m in choices)
-        raise OperandError(insn, operand, f"one of {names}", _given(value))
+        raise OperandError(_n(insn), operand, f"one of {names}", _given(value))
     return member
 
 
@@ -185,34 +191,34 @@ def check_addr(insn: str, operand: str, value: Any, space: StateSpace,
     if isinstance(value, Reg | Symbol | int) and not isinstance(value, bool):
         value = Addr(value)
     if not isinstance(value, Addr):
-        raise OperandError(insn, operand, "an address (register, symbol or Addr)",
+        raise OperandError(_n(insn), operand, "an address (register, symbol or Addr)",
                            _given(value))
     base = value.base
     if isinstance(base, Reg):
         if base.type.bits not in widths or not (base.type.is_int or base.type.kind == "b"):
             want = " or ".join(f"{w}-bit" for w in widths)
-            raise OperandError(insn, operand, f"a {want} integer register holding a "
+            raise OperandError(_n(insn), operand, f"a {want} integer register holding a "
                                f"{space.value or 'generic'} address", _given(base))
     elif isinstance(base, Symbol):
         ok = base.space is space or (base.space.is_shared and space.is_shared
                                      and space is not StateSpace.shared_cluster)
         ok = ok or (space is StateSpace.shared_cluster and base.space.is_shared)
         if not ok:
-            raise OperandError(insn, operand, f"a symbol in .{space.value or 'generic'} "
+            raise OperandError(_n(insn), operand, f"a symbol in .{space.value or 'generic'} "
                                "(convert the address with cvta first)", _given(base))
     return value
 
 
 def check_choice(insn: str, operand: str, value: Any, choices: Sequence[Any]) -> Any:
     if value not in choices:
-        raise OperandError(insn, operand, "one of " + ", ".join(map(repr, choices)),
+        raise OperandError(_n(insn), operand, "one of " + ", ".join(map(repr, choices)),
                            _given(value))
     return value
 
 
 def refuse(insn: str, rule: str) -> None:
     """Raise a build error naming the instruction and the rule broken."""
-    raise BuildError(f"{insn}: {rule}")
+    raise BuildError(f"{_n(insn)}: {rule}")
 
 
 def infer_type(insn: str, *values: Any, default: ScalarType | None = None) -> ScalarType:

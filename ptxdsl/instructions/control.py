@@ -11,7 +11,7 @@ from .base import Instruction
 
 @attrs.frozen
 class Bra(Instruction):
-    """`bra{.uni} target;` — guard it with `@p`/`@!p` through the kernel for a conditional branch."""
+    """`bra{.uni} target;` (guard it with `@p`/`@!p` for a conditional branch)."""
 
     MNEMONIC = "bra"
     target: Label

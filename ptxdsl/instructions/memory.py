@@ -6,7 +6,7 @@ import attrs
 
 from ..errors import BuildError, OperandError
 from ..operands import Addr, Reg, Symbol, Vec
-from ..types import BASE, Requires, Scope, ScalarType, Sem, StateSpace, req
+from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
 from .base import Instruction, check_addr, check_dst, check_enum, check_src, infer_type
 
 _SPACES = (StateSpace.generic, StateSpace.param, StateSpace.global_, StateSpace.shared,

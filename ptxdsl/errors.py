@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
-
-import attrs
+from typing import NamedTuple
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-@attrs.frozen
-class SourceLoc:
-    """A Python source location: the line of user code that built something."""
+class SourceLoc(NamedTuple):
+    """A Python source location: the line of user code that built something.
+
+    A NamedTuple because one is recorded for every instruction built.
+    """
 
     file: str
     line: int

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import attrs
 
@@ -42,15 +43,12 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 _HOLDS_REGS = (Reg, NegPred, Addr, Vec, tuple, list)
 
 
-def _operand_values(insn: Instruction):
+def _operand_values(insn: Instruction) -> list[tuple[str, object]]:
     """(field name, value) of every field that can hold a register (cached per class)."""
     names = _FIELDS.get(type(insn))
     if names is None:
         names = _FIELDS[type(insn)] = tuple(f.name for f in attrs.fields(type(insn)))
-    for n in names:
-        v = getattr(insn, n)
-        if isinstance(v, _HOLDS_REGS):
-            yield n, v
+    return [(n, v) for n in names if isinstance(v := getattr(insn, n), _HOLDS_REGS)]
 
 
 def _prefix(t: ScalarType) -> str:
@@ -84,8 +82,12 @@ class Param(Symbol):
         return f"{text} {self.name}"
 
 
-@attrs.frozen
-class Statement:
+class Statement(NamedTuple):
+    """One instruction in a kernel body, its guard, and the Python line that built it.
+
+    A NamedTuple rather than an attrs class: one is made per instruction, on the hot path.
+    """
+
     insn: Instruction
     guard: Reg | NegPred | None
     loc: SourceLoc
@@ -338,6 +340,10 @@ class KernelCore:
         """Append an instruction (under the active guard, if any) and record the user's line."""
         loc = user_loc()
         for fname, value in _operand_values(insn):
+            if type(value) is Reg:  # the common case, checked inline
+                if value.kernel is self:
+                    continue
+                value = (value,)
             for r in registers_in(value):
                 if r.kernel is not self:
                     owner = r.kernel.name if r.kernel is not None else "no kernel"

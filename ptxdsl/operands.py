@@ -142,6 +142,7 @@ def int_range(t: ScalarType) -> tuple[int, int]:
 
 
 _RANGES: dict[ScalarType, tuple[int, int]] = {}
+_IMM_CACHE: dict[tuple[int, ScalarType], Imm] = {}
 
 
 def _nm(insn: Any) -> str:
@@ -150,11 +151,17 @@ def _nm(insn: Any) -> str:
 
 def make_imm(insn: str, operand: str, value: Any, t: ScalarType) -> Imm:
     """Turn a Python number into an immediate of type `t`, range-checked."""
-    if type(value) is int and t.is_int or t.kind == "b":  # the common case, kept fast
-        if type(value) is int:
-            rng = _RANGES.get(t) or _RANGES.setdefault(t, int_range(t))
-            if rng[0] <= value <= rng[1]:
-                return Imm(value, t)
+    if type(value) is int:  # the common case: small integer immediates, shared (immutable)
+        hit = _IMM_CACHE.get((value, t))
+        if hit is not None:
+            return hit
+        if t.is_int or t.kind == "b":
+            lo, hi = _RANGES.get(t) or _RANGES.setdefault(t, int_range(t))
+            if lo <= value <= hi:
+                imm = Imm(value, t)
+                if len(_IMM_CACHE) < 65536:
+                    _IMM_CACHE[value, t] = imm
+                return imm
     if isinstance(value, bool) or not isinstance(value, int | float):
         try:
             import numpy as np

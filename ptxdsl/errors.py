@@ -34,7 +34,9 @@ def _is_internal(filename: str) -> bool:
     # Called for every instruction built: cache the answer per file name.
     hit = _INTERNAL.get(filename)
     if hit is None:
-        hit = _INTERNAL[filename] = os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+        # attrs compiles __init__ into a pseudo-file; its frames belong to ptxdsl's classes.
+        hit = _INTERNAL[filename] = (filename.startswith("<attrs generated")
+                                     or os.path.abspath(filename).startswith(_PKG_DIR + os.sep))
     return hit
 
 

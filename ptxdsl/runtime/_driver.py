@@ -14,10 +14,15 @@ _driver = None
 _init_error: str | None = None
 
 
+def _import_driver():
+    from cuda.bindings import driver as drv
+    return drv
+
+
 def _load():
     global _driver, _init_error
     try:
-        from cuda.bindings import driver as drv
+        drv = _import_driver()
     except ImportError as exc:
         _init_error = f"cuda.bindings is not installed ({exc})"
         return
@@ -76,7 +81,10 @@ def _description(drv, err) -> str:
 
 
 def error_for(call: str, err, context: str = "") -> DriverError:
-    drv = driver()
+    """A DriverError for CUresult `err`, with the driver's name and text when it can give them."""
+    drv = _driver
+    if drv is None:
+        return DriverError(call, int(err), getattr(err, "name", str(err)), "", context)
     return DriverError(call, int(err), _name(drv, err), _description(drv, err), context)
 
 

@@ -1,0 +1,123 @@
+"""Devices and contexts: the primary context of each device, retained once and kept.
+
+ptxdsl uses the same primary context as the CUDA runtime (PyTorch, CuPy), so memory and
+streams move freely between them. Every public entry point calls `use_device(n)`, which
+makes that context current on the calling thread (cuCtxSetCurrent) only when the thread's
+last-set device differs, so the hot path costs a thread-local lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+from ptxdsl.runtime._driver import check, driver, driver_version
+
+_lock = threading.Lock()
+_contexts: dict[int, object] = {}
+_infos: dict[int, DeviceInfo] = {}
+_tls = threading.local()
+
+
+def primary_context(device: int = 0):
+    """cuDevicePrimaryCtxRetain, once per device for the life of the process."""
+    ctx = _contexts.get(device)
+    if ctx is not None:
+        return ctx
+    drv = driver()
+    with _lock:
+        ctx = _contexts.get(device)
+        if ctx is None:
+            count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
+            if not 0 <= device < count:
+                raise ValueError(f"device {device} does not exist ({count} CUDA device"
+                                 f"{'s' if count != 1 else ''} visible)")
+            dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+            ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain",
+                        f"device {device}")
+            _contexts[device] = ctx
+    return ctx
+
+
+def use_device(device: int = 0):
+    """Make `device`'s primary context current on this thread; return the context."""
+    if getattr(_tls, "device", None) == device:
+        return _contexts[device]
+    ctx = primary_context(device)
+    check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", f"device {device}")
+    _tls.device = device
+    return ctx
+
+
+@attrs.frozen
+class DeviceInfo:
+    """What ptxdsl needs to know about a device (cuDeviceGetAttribute / cuDeviceGetName)."""
+
+    ordinal: int
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    max_threads_per_block: int
+    max_block_dim: tuple[int, int, int]
+    max_grid_dim: tuple[int, int, int]
+    max_shared_per_block: int
+    max_shared_per_block_optin: int
+    max_shared_per_sm: int
+    total_memory: int
+    l2_cache_bytes: int
+    warp_size: int
+    cluster_launch: bool
+    driver_version: int
+
+    @property
+    def arch(self) -> str:
+        """'sm_90' for compute capability 9.0."""
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+    def __str__(self) -> str:
+        cc = self.compute_capability
+        return (f"device {self.ordinal}: {self.name} (compute capability {cc[0]}.{cc[1]}, "
+                f"{self.sm_count} SMs, {self.total_memory >> 20} MiB)")
+
+
+def device_info(device: int = 0) -> DeviceInfo:
+    """Properties of `device`, read once and cached."""
+    info = _infos.get(device)
+    if info is not None:
+        return info
+    drv = driver()
+    primary_context(device)
+    dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+    A = drv.CUdevice_attribute
+
+    def attr(name: str) -> int:
+        return int(check(drv.cuDeviceGetAttribute(getattr(A, name), dev),
+                         f"cuDeviceGetAttribute({name})"))
+
+    raw = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else raw
+    p = "CU_DEVICE_ATTRIBUTE_"
+    info = DeviceInfo(
+        ordinal=device, name=name,
+        compute_capability=(attr(p + "COMPUTE_CAPABILITY_MAJOR"),
+                            attr(p + "COMPUTE_CAPABILITY_MINOR")),
+        sm_count=attr(p + "MULTIPROCESSOR_COUNT"),
+        max_threads_per_block=attr(p + "MAX_THREADS_PER_BLOCK"),
+        max_block_dim=tuple(attr(p + f"MAX_BLOCK_DIM_{c}") for c in "XYZ"),
+        max_grid_dim=tuple(attr(p + f"MAX_GRID_DIM_{c}") for c in "XYZ"),
+        max_shared_per_block=attr(p + "MAX_SHARED_MEMORY_PER_BLOCK"),
+        max_shared_per_block_optin=attr(p + "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        max_shared_per_sm=attr(p + "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        total_memory=int(check(drv.cuDeviceTotalMem(dev), "cuDeviceTotalMem")),
+        l2_cache_bytes=attr(p + "L2_CACHE_SIZE"),
+        warp_size=attr(p + "WARP_SIZE"),
+        cluster_launch=bool(attr(p + "CLUSTER_LAUNCH")),
+        driver_version=driver_version(),
+    )
+    _infos[device] = info
+    return info
+
+
+def device_count() -> int:
+    return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))

@@ -1,0 +1,205 @@
+"""Load a module into the driver (cuModuleLoadDataEx) as PTX for the JIT or as a cubin.
+
+PTX path: the text goes to cuModuleLoadDataEx with JIT info/error log buffers and
+CU_JIT_WALL_TIME. A JIT failure raises `JitError` with the log, the first PTX line the log
+blames, that line's text, and the Python file:line that built it (`module.locate`).
+
+Cubin path (`use_cubin=True`): the text is assembled by nvJitLink (`ptxdsl.toolchain.assemble`)
+for this device's arch through the on-disk cache (`cache.py`) and the cubin is loaded.
+
+Either way the module's `.version` and `.target` are first checked against the driver and
+the device (`compat.py`), so a mismatch says what to change instead of failing in the JIT.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from ptxdsl.errors import SourceLoc
+from ptxdsl.runtime._driver import check, driver, error_for
+from ptxdsl.runtime.cache import cached_assemble
+from ptxdsl.runtime.compat import check_module_compat, cubin_arch
+from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.errors import JitError, KernelNotFoundError
+from ptxdsl.runtime.launch import Function
+from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
+
+_LOG_BYTES = 1 << 16
+# ptxas (driver JIT and nvJitLink alike): "ptxas application ptx input, line 42; error   : ..."
+_LOG_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
+_JIT_FAILURES = {"CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+                 "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                 "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND"}
+
+
+def parse_jit_log(log: str) -> list[tuple[int, str, str]]:
+    """(ptx line, 'error'|'warning', message) for each line of a ptxas log that names one."""
+    return [(int(m.group(1)), m.group(2), m.group(3).strip()) for m in _LOG_LINE.finditer(log)]
+
+
+def jit_error(log: str, ptx: str, name: str, locate: Callable | None, result: str,
+              info_log: str = "") -> JitError:
+    """Build the JitError for a failed load: blame the first error line of the log."""
+    entries = parse_jit_log(log)
+    errors = [e for e in entries if e[1] == "error"] or entries
+    line = errors[0][0] if errors else None
+    detail = errors[0][2] if errors else (log.strip().splitlines() or [result])[0]
+    lines = ptx.splitlines()
+    text = lines[line - 1] if line is not None and 0 < line <= len(lines) else None
+    loc = None
+    if line is not None and locate is not None:
+        try:
+            loc = locate(line)
+        except Exception:  # a locate bug must not hide the JIT error itself
+            loc = None
+    if loc is None:
+        loc = SourceLoc(f"<ptx:{name}>", line or 0)
+    where = f"PTX line {line}: `{text.strip()}`: " if text is not None else ""
+    message = (f"the CUDA driver JIT rejected module '{name}' ({result}): {where}{detail}\n"
+               f"--- JIT error log ---\n{log.rstrip()}")
+    return JitError(message, log, line, text, loc, info_log, result)
+
+
+class LoadedModule:
+    """A module resident on a device. `mod["kernel"]` (or `.function`) gives a `Function`.
+
+    `info_log` and `jit_wall_ms` come from the load (wall time measured around the call),
+    `arch` is the cubin arch when `use_cubin` was used, and `cache_hit` says whether the cubin
+    came from the cache (None when not cached).
+    """
+
+    def __init__(self, handle, device: int, ptx: str, kernels: dict, name: str, info_log: str,
+                 jit_wall_ms: float, arch: str | None, cache_hit: bool | None, source=None):
+        self.handle = handle
+        self.device = device
+        self.ptx = ptx
+        self.kernels = kernels
+        self.name = name
+        self.info_log = info_log
+        self.jit_wall_ms = jit_wall_ms
+        self.arch = arch
+        self.cache_hit = cache_hit
+        self.source = source
+        self._functions: dict[str, Function] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.kernels)
+
+    def function(self, name: str) -> Function:
+        """cuModuleGetFunction for `.entry name`, wrapped with its argument packer (cached)."""
+        fn = self._functions.get(name)
+        if fn is not None:
+            return fn
+        if self.handle is None:
+            raise KernelNotFoundError(f"module '{self.name}' was unloaded")
+        if name not in self.kernels:
+            raise KernelNotFoundError(f"module '{self.name}' has no kernel '{name}'; it has: "
+                                      f"{', '.join(self.kernels) or '(none)'}")
+        use_device(self.device)
+        handle = check(driver().cuModuleGetFunction(self.handle, name.encode()),
+                       "cuModuleGetFunction", f"kernel '{name}'")
+        fn = Function(self, name, handle, self.kernels[name])
+        self._functions[name] = fn
+        return fn
+
+    __getitem__ = function
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.kernels
+
+    def unload(self) -> None:
+        if self.handle is not None:
+            use_device(self.device)
+            check(driver().cuModuleUnload(self.handle), "cuModuleUnload")
+            self.handle = None
+            self._functions.clear()
+
+    def __enter__(self) -> LoadedModule:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unload()
+
+    def __repr__(self) -> str:
+        how = f"cubin {self.arch}" if self.arch else "PTX JIT"
+        return f"<LoadedModule '{self.name}' ({how}) kernels={list(self.kernels)}>"
+
+
+def _cuda_load(image: bytes, ptx: str, name: str, locate) -> tuple[object, str, float]:
+    drv = driver()
+    opt = drv.CUjit_option
+    info, err = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)
+    opts = [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_WALL_TIME]
+    vals = [info, _LOG_BYTES, err, _LOG_BYTES, 0.0]
+    t0 = time.perf_counter()
+    result = drv.cuModuleLoadDataEx(image, len(opts), opts, vals)
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    info_log = bytes(info).split(b"\0", 1)[0].decode(errors="replace")
+    err_log = bytes(err).split(b"\0", 1)[0].decode(errors="replace")
+    code = result[0]
+    if int(code) != 0:
+        exc = error_for("cuModuleLoadDataEx", code, f"loading module '{name}'")
+        if exc.name in _JIT_FAILURES or err_log.strip():
+            raise jit_error(err_log, ptx, name, locate, exc.name, info_log) from exc
+        raise exc
+    return result[1], info_log, wall_ms
+
+
+def _default_toolchain() -> tuple[Callable[[str, str], bytes], str]:
+    try:
+        from ptxdsl import toolchain
+    except ImportError as exc:
+        raise ImportError(f"use_cubin=True needs ptxdsl.toolchain (nvJitLink): {exc}") from exc
+    return toolchain.assemble, toolchain.toolchain_version()
+
+
+def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cache: bool = True,
+                cache_dir=None, name: str | None = None, locate: Callable | None = None,
+                assemble: Callable[[str, str], bytes] | None = None,
+                toolchain_version: str | None = None) -> LoadedModule:
+    """Load a ptxdsl Module (anything with emit()/kernels/version/target/locate) or raw PTX.
+
+    `use_cubin`: assemble with nvJitLink for this device (cached on disk unless `cache=False`
+    or PTXDSL_CACHE=0; `cache_dir` overrides the directory) instead of the driver JIT.
+    `assemble`/`toolchain_version` replace ptxdsl.toolchain's (tests, other assemblers).
+    """
+    if isinstance(module_or_text, str):
+        ptx, source = module_or_text, None
+        kernels = parse_entries(ptx)
+        version, target = parse_version(ptx), parse_target(ptx)
+        name = name or "<ptx>"
+    else:
+        source = module_or_text
+        ptx = source.emit()
+        kernels = {k.name: tuple(k.params) for k in source.kernels}
+        version, target = source.version, source.target
+        locate = locate or getattr(source, "locate", None)
+        name = name or getattr(source, "name", None) or "+".join(kernels) or "<module>"
+    use_device(device)
+    info = device_info(device)
+    check_module_compat(version, target, info.driver_version, info.compute_capability,
+                        f"device {device} ({info.name})")
+    arch, hit = None, None
+    if use_cubin:
+        arch = cubin_arch(target, info.compute_capability)
+        if assemble is None:
+            assemble, tv = _default_toolchain()
+            toolchain_version = toolchain_version or tv
+        elif toolchain_version is None:
+            toolchain_version = f"custom:{assemble.__module__}.{assemble.__qualname__}"
+        image, hit = cached_assemble(ptx, arch, assemble, toolchain_version,
+                                     info.driver_version, cache=cache, cache_dir=cache_dir)
+    else:
+        image = ptx.encode() + b"\0"
+    handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
+    return LoadedModule(handle, device, ptx, kernels, name, info_log, wall_ms, arch, hit, source)
+
+
+def load_ptx(text: str, *, name: str = "<ptx>", **kwargs) -> LoadedModule:
+    """Load raw PTX text; parameters are read from each `.entry` signature."""
+    return load_module(text, name=name, **kwargs)

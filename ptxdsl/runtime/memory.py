@@ -1,0 +1,299 @@
+"""Device memory, streams, events, and synchronization that gives up after a timeout.
+
+`synchronize(timeout=...)`, `Stream.synchronize` and `Event.synchronize` poll
+cuStreamQuery / cuEventQuery against a deadline instead of blocking in the driver, so a hung
+kernel raises `SyncTimeoutError` (Python stays responsive to signals too) rather than
+freezing the process. With no timeout they block in the driver as usual.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+
+from ptxdsl.runtime._driver import check, driver, error_for
+from ptxdsl.runtime.device import use_device
+from ptxdsl.runtime.errors import SyncTimeoutError
+
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
+_live_streams: weakref.WeakSet = weakref.WeakSet()
+
+
+def _wait(query, call: str, what: str, timeout: float | None, blocking) -> None:
+    """Poll `query()` (a CUresult) until success, error or `timeout` seconds."""
+    if timeout is None:
+        check(blocking(), call.replace("Query", "Synchronize"))
+        return
+    deadline = time.monotonic() + timeout
+    delay = 0.0
+    while True:
+        (err,) = query()
+        code = int(err)
+        if code == 0:
+            return
+        if code != _NOT_READY:
+            raise error_for(call, err, what)
+        if time.monotonic() >= deadline:
+            raise SyncTimeoutError(
+                f"{what} not finished after {timeout:g} s (a kernel may be hung; it keeps "
+                "running and the context stays busy until it ends or the process exits)")
+        # Spin briefly for short kernels, then back off to at most 1 ms between polls.
+        if delay:
+            time.sleep(delay)
+        delay = min(max(delay * 2, 2e-5), 1e-3)
+
+
+class Stream:
+    """A CUDA stream (cuStreamCreate). Blocking by default, so `synchronize()` with a timeout,
+    which waits on the legacy default stream, covers it; `non_blocking=True` streams are
+    tracked and waited on individually."""
+
+    def __init__(self, *, non_blocking: bool = False, device: int = 0):
+        drv = driver()
+        use_device(device)
+        flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
+            drv.CUstream_flags.CU_STREAM_DEFAULT
+        self.device = device
+        self.non_blocking = non_blocking
+        self.handle = check(drv.cuStreamCreate(flags), "cuStreamCreate")
+        _live_streams.add(self)
+
+    @property
+    def ptr(self) -> int:
+        return int(self.handle)
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        drv = driver()
+        use_device(self.device)
+        _wait(lambda: drv.cuStreamQuery(self.handle), "cuStreamQuery", "stream",
+              timeout, lambda: drv.cuStreamSynchronize(self.handle))
+
+    def query(self) -> bool:
+        """True when all work on the stream is done."""
+        (err,) = driver().cuStreamQuery(self.handle)
+        if int(err) == _NOT_READY:
+            return False
+        check((err,), "cuStreamQuery")
+        return True
+
+    def close(self) -> None:
+        if self.handle is not None:
+            use_device(self.device)
+            check(driver().cuStreamDestroy(self.handle), "cuStreamDestroy")
+            self.handle = None
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def stream_handle(stream) -> object:
+    """A CUstream for a ptxdsl Stream, None/0 (legacy default stream), an int handle, or any
+    object with `.handle`/`.ptr` or `__cuda_stream__` (cuda.core, CuPy, PyTorch streams)."""
+    drv = driver()
+    if stream is None:
+        return drv.CUstream(0)
+    if isinstance(stream, Stream):
+        return stream.handle
+    if isinstance(stream, drv.CUstream):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return drv.CUstream(int(stream.__cuda_stream__()[1]))
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if value is not None:
+            return drv.CUstream(int(value))
+    return drv.CUstream(int(stream))
+
+
+class Event:
+    """A CUDA event (cuEventCreate) for ordering and timing."""
+
+    def __init__(self, *, timing: bool = True, device: int = 0):
+        drv = driver()
+        use_device(device)
+        flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
+            drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.device = device
+        self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
+
+    def record(self, stream=None) -> Event:
+        use_device(self.device)
+        check(driver().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
+        return self
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        drv = driver()
+        use_device(self.device)
+        _wait(lambda: drv.cuEventQuery(self.handle), "cuEventQuery", "event", timeout,
+              lambda: drv.cuEventSynchronize(self.handle))
+
+    def query(self) -> bool:
+        (err,) = driver().cuEventQuery(self.handle)
+        if int(err) == _NOT_READY:
+            return False
+        check((err,), "cuEventQuery")
+        return True
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds between this event and `end` (cuEventElapsedTime); both recorded."""
+        return float(check(driver().cuEventElapsedTime(self.handle, end.handle),
+                           "cuEventElapsedTime"))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            check(driver().cuEventDestroy(self.handle), "cuEventDestroy")
+            self.handle = None
+
+
+def synchronize(timeout: float | None = None, *, device: int = 0) -> None:
+    """Wait for all work on `device` (cuCtxSynchronize); with `timeout` seconds, poll an
+    event recorded on the legacy default stream (which follows every blocking stream) and
+    each live non-blocking ptxdsl Stream, raising SyncTimeoutError past the deadline."""
+    drv = driver()
+    use_device(device)
+    if timeout is None:
+        check(drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        return
+    deadline = time.monotonic() + timeout
+    ev = Event(timing=False, device=device)
+    try:
+        ev.record(None)
+        ev.synchronize(timeout)
+        for s in list(_live_streams):
+            if s.non_blocking and s.handle is not None and s.device == device:
+                s.synchronize(max(deadline - time.monotonic(), 0.0))
+    finally:
+        ev.close()
+
+
+class DeviceBuffer:
+    """Device memory from cuMemAlloc, with a numpy dtype and shape for interop.
+
+    `ptr` is the device address. Exposes `__cuda_array_interface__` (v3), so CuPy, PyTorch
+    and Numba can view it without a copy, and is a context manager that frees on exit.
+    """
+
+    def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
+        dtype = np.dtype(dtype)
+        if shape is None:
+            shape = (int(nbytes) // dtype.itemsize,)
+        shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if int(np.prod(shape)) * dtype.itemsize > nbytes:
+            raise ValueError(f"shape {shape} of {dtype} needs more than {nbytes} bytes")
+        self.nbytes = int(nbytes)
+        self.dtype = dtype
+        self.shape = shape
+        self.device = device
+        use_device(device)
+        self._ptr = int(check(driver().cuMemAlloc(max(self.nbytes, 1)), "cuMemAlloc",
+                              f"allocating {self.nbytes} bytes"))
+
+    @classmethod
+    def empty(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return cls(nbytes, dtype=dtype, shape=shape, device=device)
+
+    @classmethod
+    def zeros(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
+        buf = cls.empty(shape, dtype, device=device)
+        buf.memset(0)
+        return buf
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray, *, device: int = 0) -> DeviceBuffer:
+        array = np.ascontiguousarray(array)
+        buf = cls(array.nbytes, dtype=array.dtype, shape=array.shape, device=device)
+        buf.copy_from(array)
+        return buf
+
+    @property
+    def ptr(self) -> int:
+        if self._ptr is None:
+            raise ValueError("DeviceBuffer was freed")
+        return self._ptr
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3, "strides": None}
+
+    def copy_from(self, src, stream=None) -> None:
+        """Fill from a numpy array (host -> device) or another DeviceBuffer (device -> device)."""
+        drv = driver()
+        use_device(self.device)
+        if isinstance(src, DeviceBuffer):
+            n = self._fit(src.nbytes)
+            check(drv.cuMemcpyDtoDAsync(self.ptr, src.ptr, n, stream_handle(stream)),
+                  "cuMemcpyDtoDAsync")
+        else:
+            host = np.ascontiguousarray(src)
+            n = self._fit(host.nbytes)
+            check(drv.cuMemcpyHtoDAsync(self.ptr, host.ctypes.data, n, stream_handle(stream)),
+                  "cuMemcpyHtoDAsync")
+        if stream is None:
+            # The host array may be a temporary: finish the copy before it can be freed.
+            check(drv.cuStreamSynchronize(stream_handle(None)), "cuStreamSynchronize")
+
+    def copy_to(self, dst: np.ndarray | DeviceBuffer | None = None) -> np.ndarray | DeviceBuffer:
+        """Copy into `dst` (a writable contiguous numpy array or a DeviceBuffer), or into a new
+        numpy array of this buffer's dtype and shape; waits for the copy."""
+        drv = driver()
+        use_device(self.device)
+        if isinstance(dst, DeviceBuffer):
+            dst.copy_from(self)
+            return dst
+        if dst is None:
+            dst = np.empty(self.shape, self.dtype)
+        if not dst.flags.c_contiguous or not dst.flags.writeable:
+            raise ValueError("copy_to needs a writable C-contiguous numpy array")
+        n = min(dst.nbytes, self.nbytes)
+        check(drv.cuMemcpyDtoH(dst.ctypes.data, self.ptr, n), "cuMemcpyDtoH")
+        return dst
+
+    def to_numpy(self, dtype=None, shape=None) -> np.ndarray:
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        shape = (self.nbytes // dtype.itemsize,) if shape is None and dtype != self.dtype \
+            else (self.shape if shape is None else shape)
+        return self.copy_to(np.empty(shape, dtype))
+
+    def memset(self, value: int, stream=None) -> None:
+        """Set every byte to `value` (cuMemsetD8Async)."""
+        if not 0 <= int(value) <= 255:
+            raise ValueError(f"memset value must be a byte (0..255), got {value}")
+        drv = driver()
+        use_device(self.device)
+        check(drv.cuMemsetD8Async(self.ptr, int(value), self.nbytes, stream_handle(stream)),
+              "cuMemsetD8Async")
+
+    def _fit(self, n: int) -> int:
+        if n > self.nbytes:
+            raise ValueError(f"source of {n} bytes does not fit a {self.nbytes}-byte buffer")
+        return n
+
+    def free(self) -> None:
+        if self._ptr is not None:
+            use_device(self.device)
+            check(driver().cuMemFree(self._ptr), "cuMemFree")
+            self._ptr = None
+
+    def __enter__(self) -> DeviceBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # noqa: S110 - at interpreter exit the driver may already be gone
+            pass
+
+    def __repr__(self) -> str:
+        where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"
+        return f"DeviceBuffer({self.nbytes} bytes, {self.dtype}, shape={self.shape}, {where})"

@@ -1,0 +1,218 @@
+"""Host-encoded tensor maps: `TensorMap.tiled(...)` / `encode_tiled(...)` /
+`TensorMap.from_array(...)` call cuTensorMapEncodeTiled after `tensormap_desc.check` has
+verified every rule in Python, and hold the 128 resulting bytes with their description.
+
+Pass a TensorMap straight to a kernel's tensormap parameter (it is copied by value into the
+`.param .align 64 .b8 name[128]`); `bytes(tmap)` gives the raw map; `describe()` shows the
+description it was built from, the PTX field values and the 16 qwords.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import attrs
+
+from ptxdsl.runtime._driver import check, driver
+from ptxdsl.runtime.arrays import array_info, device_name
+from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.tensormap_desc import (
+    Interleave,
+    L2Promotion,
+    OobFill,
+    Swizzle,
+    TiledDesc,
+)
+from ptxdsl.runtime.tensormap_desc import check as check_desc
+
+TENSORMAP_BYTES = 128
+
+
+def _encode(desc: TiledDesc, device: int) -> bytes:
+    """cuTensorMapEncodeTiled (needs a current context, hence use_device)."""
+    drv = driver()
+    use_device(device)
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t
+    res = drv.cuTensorMapEncodeTiled(
+        drv.CUtensorMapDataType(int(desc.data_type)), desc.rank, desc.global_address,
+        [u64(x) for x in desc.global_dim], [u64(x) for x in desc.global_strides],
+        [u32(x) for x in desc.box_dim], [u32(x) for x in desc.element_strides],
+        drv.CUtensorMapInterleave(int(desc.interleave)), drv.CUtensorMapSwizzle(int(desc.swizzle)),
+        drv.CUtensorMapL2promotion(int(desc.l2_promotion)),
+        drv.CUtensorMapFloatOOBfill(int(desc.oob_fill)))
+    tmap = check(res, "cuTensorMapEncodeTiled",
+                 f"{_summary(desc)} passed ptxdsl's rule check but the driver refused it")
+    return b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
+
+
+def _summary(d: TiledDesc) -> str:
+    return (f"tensor map {d.data_type.driver_name} globalDim={list(d.global_dim)} "
+            f"globalStrides={list(d.global_strides)} boxDim={list(d.box_dim)} "
+            f"elementStrides={list(d.element_strides)} interleave={d.interleave.driver_name} "
+            f"swizzle={d.swizzle.driver_name}")
+
+
+@attrs.frozen
+class TensorMap:
+    """128 bytes of CUtensorMap plus the `TiledDesc` it was encoded from (None when built from
+    raw bytes). `source` keeps the array the map points into alive."""
+
+    data: bytes = attrs.field(converter=bytes)
+    desc: TiledDesc | None = None
+    source: object = attrs.field(default=None, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.data) != TENSORMAP_BYTES:
+            raise ValueError(f"a CUtensorMap is {TENSORMAP_BYTES} bytes, got {len(self.data)}")
+
+    @classmethod
+    def from_desc(cls, desc: TiledDesc, *, device: int = 0, source=None) -> TensorMap:
+        """Check every rule (including the device's compute capability), then encode."""
+        check_desc(desc, device_info(device).compute_capability)
+        return cls(_encode(desc, device), desc, source)
+
+    @classmethod
+    def tiled(cls, address, shape, dtype, box, *, strides=None, byte_strides=None,
+              element_strides=None, interleave=Interleave.NONE, swizzle=Swizzle.NONE,
+              l2_promotion=L2Promotion.NONE, oob_fill=OobFill.NONE,
+              device: int = 0) -> TensorMap:
+        """Encode a tiled map from a numpy-ordered description (axis 0 outermost).
+
+        `address`: an int device address or anything `DeviceBuffer`-like (its pointer).
+        `shape`, `box`, `element_strides`, and `strides` (elements) or `byte_strides` (bytes)
+        are in numpy order; `dtype` a numpy dtype or a CUtensorMapDataType name; the enums
+        accept members, ints or driver names ('128B', 'SWIZZLE_128B', ...).
+        """
+        from ptxdsl.runtime.arrays import device_pointer
+        ptr = device_pointer(address)
+        desc = TiledDesc.from_numpy_order(
+            ptr, shape, dtype, box, strides=strides, byte_strides=byte_strides,
+            element_strides=element_strides, interleave=interleave, swizzle=swizzle,
+            l2_promotion=l2_promotion, oob_fill=oob_fill)
+        return cls.from_desc(desc, device=device,
+                             source=None if isinstance(address, int) else address)
+
+    @classmethod
+    def from_array(cls, array, box, *, dtype=None, element_strides=None,
+                   interleave=Interleave.NONE, swizzle=Swizzle.NONE,
+                   l2_promotion=L2Promotion.NONE, oob_fill=OobFill.NONE,
+                   device: int = 0) -> TensorMap:
+        """Encode a map over a device array: a DeviceBuffer, or anything exposing
+        `__cuda_array_interface__` or `__dlpack__` (CuPy, PyTorch). Shape, strides and dtype
+        come from the array (`dtype` overrides, e.g. 'TFLOAT32' for float32 data)."""
+        info = array_info(array)
+        if not info.on_device:
+            raise ValueError(f"from_array: the array lives in {device_name(info.device_type)} "
+                             "memory; a tensor map must point to GPU memory")
+        desc = TiledDesc.from_numpy_order(
+            info.ptr, info.shape, dtype if dtype is not None else info.dtype, box,
+            byte_strides=info.strides_or_contiguous(), element_strides=element_strides,
+            interleave=interleave, swizzle=swizzle, l2_promotion=l2_promotion,
+            oob_fill=oob_fill)
+        return cls.from_desc(desc, device=device, source=array)
+
+    @classmethod
+    def from_bytes(cls, data, desc: TiledDesc | None = None) -> TensorMap:
+        return cls(bytes(data), desc)
+
+    def __bytes__(self) -> bytes:
+        return self.data
+
+    @property
+    def qwords(self) -> tuple[int, ...]:
+        return tuple(int.from_bytes(self.data[i:i + 8], "little") for i in range(0, 128, 8))
+
+    def replace_address(self, address, *, device: int = 0) -> TensorMap:
+        """A copy pointing at another base address (cuTensorMapReplaceAddress)."""
+        from ptxdsl.runtime.arrays import device_pointer
+        ptr = device_pointer(address)
+        desc = attrs.evolve(self.desc, global_address=ptr) if self.desc else None
+        if desc is not None:
+            check_desc(desc)
+        drv = driver()
+        use_device(device)
+        tmap = self.as_cutensormap()
+        check(drv.cuTensorMapReplaceAddress(tmap, ptr), "cuTensorMapReplaceAddress")
+        data = b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
+        return TensorMap(data, desc, address if not isinstance(address, int) else None)
+
+    def as_cutensormap(self):
+        """The same 128 bytes as a cuda.bindings CUtensorMap."""
+        tmap = driver().CUtensorMap()
+        tmap.opaque = [driver().cuuint64_t(q) for q in self.qwords]
+        return tmap
+
+    # PTX tensormap.replace field values, for device-side encoding from this description.
+    def _field(self, name: str):
+        if self.desc is None:
+            raise ValueError("this TensorMap was built from raw bytes: its fields are unknown")
+        return self.desc.ptx_fields[name]
+
+    ptx_elemtype = property(lambda self: self._field("elemtype"))
+    swizzle_mode = property(lambda self: self._field("swizzle_mode"))
+    swizzle_atomicity = property(lambda self: self._field("swizzle_atomicity"))
+    interleave_layout = property(lambda self: self._field("interleave_layout"))
+    fill_mode = property(lambda self: self._field("fill_mode"))
+
+    def describe(self) -> str:
+        """What the map holds: its description (both orders), PTX field values, and a hex dump
+        of the 16 qwords (the layout is opaque, so the bytes are not decoded)."""
+        out = []
+        d = self.desc
+        if d is None:
+            out.append("TensorMap (raw 128 bytes; description unknown)")
+        else:
+            n = d.numpy_order()
+            f = d.ptx_fields
+            out += [
+                f"TensorMap tiled, rank {d.rank}, {d.data_type.driver_name} "
+                f"(driver value {int(d.data_type)}, PTX .elemtype {f['elemtype']} "
+                f"{d.data_type.ptx_name})",
+                f"  global address  0x{d.global_address:x}",
+                f"  numpy order     shape {n['shape']}, byte strides {n['byte_strides']}, "
+                f"box {n['box']}, element strides {n['element_strides']}",
+                f"  driver order    globalDim {list(d.global_dim)}, globalStrides "
+                f"{list(d.global_strides)}, boxDim {list(d.box_dim)}, elementStrides "
+                f"{list(d.element_strides)}",
+                f"  interleave      {d.interleave.driver_name} (PTX .interleave_layout "
+                f"{f['interleave_layout']})",
+                f"  swizzle         {d.swizzle.driver_name} (PTX .swizzle_mode "
+                f"{f['swizzle_mode']}, .swizzle_atomicity {f['swizzle_atomicity']})",
+                f"  l2 promotion    {d.l2_promotion.name} (no PTX field)",
+                f"  oob fill        {d.oob_fill.name} (PTX .fill_mode {f['fill_mode']})",
+                f"  box bytes       {d.box_bytes} (the expect_tx count of one box)",
+            ]
+        out.append("  qwords:")
+        q = self.qwords
+        for i in range(0, 16, 4):
+            out.append("    " + "  ".join(f"[{j:2d}] 0x{q[j]:016x}" for j in range(i, i + 4)))
+        return "\n".join(out)
+
+
+def encode_tiled(address, shape, dtype, box, **kwargs) -> TensorMap:
+    """Function spelling of `TensorMap.tiled`."""
+    return TensorMap.tiled(address, shape, dtype, box, **kwargs)
+
+
+def core_descriptor_bytes(descriptor) -> bytes:
+    """The 128 bytes of a cuda.core TensorMapDescriptor.
+
+    cuda.core keeps the CUtensorMap in a C field with no Python accessor; its kernel-argument
+    packer (ParamHolder) exposes a `void*[]` whose one slot points at the map, which is read
+    while the holder is alive.
+    """
+    holder_cls = None
+    for mod in ("cuda.core._kernel_arg_handler", "cuda.core.experimental._kernel_arg_handler"):
+        try:
+            holder_cls = __import__(mod, fromlist=["ParamHolder"]).ParamHolder
+            break
+        except (ImportError, AttributeError):
+            continue
+    if holder_cls is None:
+        raise TypeError("this cuda.core version offers no way to read a TensorMapDescriptor's "
+                        "bytes; pass bytes(...) of a ptxdsl TensorMap instead")
+    holder = holder_cls([descriptor])
+    slot = ctypes.c_void_p.from_address(int(holder.ptr)).value
+    data = ctypes.string_at(slot, TENSORMAP_BYTES)
+    del holder
+    return data

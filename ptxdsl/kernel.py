@@ -9,6 +9,7 @@ from __future__ import annotations
 from .instructions.arith import ArithOps
 from .instructions.compare import CompareOps
 from .instructions.control import ControlOps
+from .instructions.inline import InlineOps
 from .instructions.memory import MemoryOps
 from .instructions.move import MoveOps
 from .kernel_core import KernelCore, Param, Statement
@@ -16,7 +17,7 @@ from .kernel_core import KernelCore, Param, Statement
 __all__ = ["Kernel", "Param", "Statement"]
 
 
-class Kernel(KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps):
+class Kernel(KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps, InlineOps):
     """A `.visible .entry` function under construction.
 
     >>> k = Kernel("scale", reqntid=128)

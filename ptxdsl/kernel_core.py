@@ -571,7 +571,7 @@ class KernelCore:
         for item in self.body:
             if isinstance(item, LabelDef):
                 lines.append((f"{item.label.name}:", item.loc))
-            else:
-                lines.append(("\t" + item.render(), item.loc))
+            else:  # a multi-line statement (inline asm) maps every line to its Python line
+                lines.extend(("\t" + text, item.loc) for text in item.render().split("\n"))
         lines.append(("}", None))
         return lines

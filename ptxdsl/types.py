@@ -280,10 +280,12 @@ class Requires:
             if not arch:
                 raise ValueError(f"no target satisfies both {self.describe()} and "
                                  f"{other.describe()}")
+            family = self.family_ok and other.family_ok
         else:
             arch = self.arch_specific or other.arch_specific
-        return Requires(max(self.version, other.version), max(self.sm, other.sm), arch,
-                        self.family_ok and other.family_ok)
+            # A portable requirement says nothing about family targets: keep the other side's.
+            family = (self.family_ok if self.arch_specific else other.family_ok) and bool(arch)
+        return Requires(max(self.version, other.version), max(self.sm, other.sm), arch, family)
 
 
 def req(version: str, sm: int = 75, arch: tuple[int, ...] = (), family: bool = False) -> Requires:

@@ -1,0 +1,647 @@
+"""Non-tensor bulk copies and their companions (PTX ISA §9.7.9.25.4, §9.7.9.25.6, §9.7.9.15).
+
+cp.async.bulk (1-D) in each direction, cp.async.bulk.prefetch.L2, cp.reduce.async.bulk, the
+bulk async-group instructions (commit_group, wait_group{.read}) and createpolicy (the 64-bit
+L2 cache policy that `.L2::cache_hint` forms take). The operand checks shared with the tensor
+forms (`bulk_tensor.py`) live here too.
+
+Every form was checked against ptxas 13 through nvJitLink; where the digest and ptxas differ,
+ptxas wins (see the notes in FORMS).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from ..errors import OperandError
+from ..operands import Addr, Imm, Reg, Symbol, make_imm
+from ..types import Requires, ScalarType, StateSpace, req
+from .base import Instruction, _given, check_addr, check_dst, check_enum, check_imm, refuse
+
+__all__ = [
+    "Completion", "RedOp", "CtaGroup", "L2Priority",
+    "CpAsyncBulk", "CpAsyncBulkPrefetch", "CpReduceAsyncBulk", "CpAsyncBulkCommitGroup",
+    "CpAsyncBulkWaitGroup", "CreatePolicyFractional", "CreatePolicyRange", "CreatePolicyCvt",
+    "cp_async_bulk", "cp_async_bulk_prefetch", "cp_reduce_async_bulk",
+    "cp_async_bulk_commit_group", "cp_async_bulk_wait_group", "cp_async_bulk_wait_group_read",
+    "createpolicy_fractional", "createpolicy_range", "createpolicy_cvt", "FORMS",
+]
+
+# -- requirements (digest §0.1, confirmed with ptxas) ---------------------------------------------
+R80 = req("8.0", 90)                   # the Hopper bulk-copy baseline
+R86 = req("8.6", 90)                   # .shared::cta destinations
+R86_SM100 = req("8.6", 100)            # portable Blackwell features (.cp_mask, some tensor modes)
+BLACKWELL = req("8.6", 100, arch=(100, 101, 103, 110), family=True)  # sm_100a-class only
+R_POLICY = req("7.4", 80)              # createpolicy
+
+CLUSTER, CTA, GLOBAL = StateSpace.shared_cluster, StateSpace.shared_cta, StateSpace.global_
+_SPACE_ALIASES = {"cluster": CLUSTER, "shared": CTA, StateSpace.shared: CTA}
+
+
+class Completion(enum.Enum):
+    """How an async bulk operation reports completion."""
+
+    mbarrier = "mbarrier::complete_tx::bytes"
+    bulk_group = "bulk_group"
+
+
+class RedOp(enum.Enum):
+    """The reduction of cp.reduce.async.bulk{.tensor}."""
+
+    add = "add"
+    min = "min"
+    max = "max"
+    inc = "inc"
+    dec = "dec"
+    and_ = "and"
+    or_ = "or"
+    xor = "xor"
+
+
+class CtaGroup(enum.Enum):
+    """`.cta_group::1` / `.cta_group::2` (Blackwell); builders also take the ints 1 and 2."""
+
+    one = "cta_group::1"
+    two = "cta_group::2"
+
+
+class L2Priority(enum.Enum):
+    """Eviction priorities of createpolicy."""
+
+    evict_last = "L2::evict_last"
+    evict_normal = "L2::evict_normal"
+    evict_first = "L2::evict_first"
+    evict_unchanged = "L2::evict_unchanged"
+
+
+# -- shared operand checks ------------------------------------------------------------------------
+def space_arg(insn: str, operand: str, value: Any, allowed) -> StateSpace:
+    """A state-space qualifier; 'cluster' and 'shared' mean what cuda::ptx's space_cluster and
+    space_shared mean (.shared::cluster and .shared::cta)."""
+    if isinstance(value, str | StateSpace) and value in _SPACE_ALIASES:
+        value = _SPACE_ALIASES[value]
+    return check_enum(insn, operand, value, StateSpace, allowed)
+
+
+def _align_of(base: Symbol) -> int:
+    return base.align or base.type.bytes
+
+
+def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int = 16) -> Addr:
+    """A bulk-copy memory operand in `space`, `align`-byte aligned where that is knowable.
+
+    Shared operands take symbols or 32/64-bit registers, global ones symbols or 64-bit registers.
+    A register known to hold a generic/global address is refused for a shared operand (and the
+    other way round): PTX would read it as an address in the wrong window.
+    """
+    addr = check_addr(insn, operand, value, space)
+    base = addr.base
+    if isinstance(base, Reg) and base.space is not None:
+        wrong = (base.space.is_shared) != space.is_shared or base.space in (
+            StateSpace.param, StateSpace.const, StateSpace.local)
+        if wrong:
+            how = "cvta.to.shared" if space.is_shared else "cvta (to generic) first"
+            raise OperandError(insn, operand, f"a register holding a .{space.value} address "
+                               f"(convert with {how})",
+                               f"%{base.name}, which holds a .{base.space.value or 'generic'} "
+                               "address")
+    if isinstance(base, Symbol) and (_align_of(base) < align or addr.offset % align):
+        raise OperandError(insn, operand, f"a {align}-byte aligned address (declare the buffer "
+                           f"with align={128 if align == 16 else align})",
+                           f"{base.name}{addr.offset:+d} aligned to {_align_of(base)} bytes"
+                           if addr.offset else f"{base.name} aligned to {_align_of(base)} bytes")
+    return addr
+
+
+def mask16(insn: str, operand: str, value: Any) -> Reg | Imm:
+    """A 16-bit mask (ctaMask, byteMask): a .b16/.u16/.s16 register or an immediate."""
+    if isinstance(value, Reg):
+        if value.type.bits != 16 or value.type.is_float:
+            raise OperandError(insn, operand, "a 16-bit register (.b16/.u16) or immediate; "
+                               "ptxas rejects a wider register (convert with cvt.u16.u32)",
+                               _given(value))
+        return value
+    if isinstance(value, Imm):
+        value = value.value
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
+        raise OperandError(insn, operand, "a 16-bit register or an immediate in [0, 65535]",
+                           _given(value))
+    return Imm(value, ScalarType.b16)
+
+
+def policy64(insn: str, value: Any) -> Reg:
+    """The cache-policy operand of `.L2::cache_hint`: a 64-bit register (from createpolicy)."""
+    if not isinstance(value, Reg) or value.type.bits != 64 or value.type.is_float:
+        raise OperandError(insn, "cache_policy", "a 64-bit register holding an L2 cache policy "
+                           "(make one with createpolicy_fractional)", _given(value))
+    return value
+
+
+def cache_hint_arg(insn: str, hint: bool | None, policy: Any) -> tuple[bool, Reg | None]:
+    """Normalise the `.L2::cache_hint` qualifier and its cache-policy operand."""
+    if hint is None:
+        hint = policy is not None
+    if hint and policy is None:
+        refuse(insn, ".L2::cache_hint needs a 64-bit cache-policy register (cache_policy=...)")
+    if not hint and policy is not None:
+        refuse(insn, "a cache-policy operand needs the .L2::cache_hint qualifier")
+    return hint, (policy64(insn, policy) if hint else None)
+
+
+def multicast_arg(insn: str, multicast: bool | None, mask: Any, dst: StateSpace
+                  ) -> tuple[bool, Reg | Imm | None]:
+    """Normalise `.multicast::cluster` and its 16-bit ctaMask operand."""
+    if multicast is None:
+        multicast = mask is not None
+    if multicast and mask is None:
+        refuse(insn, ".multicast::cluster needs a 16-bit ctaMask operand (multicast_mask=...)")
+    if not multicast and mask is not None:
+        refuse(insn, "a ctaMask operand needs the .multicast::cluster qualifier")
+    if multicast and dst is not CLUSTER:
+        refuse(insn, ".multicast::cluster needs a .shared::cluster destination (ptxas refuses "
+               "it with .shared::cta)")
+    return multicast, (mask16(insn, "cta_mask", mask) if multicast else None)
+
+
+def size_arg(insn: str, value: Any) -> Reg | Imm:
+    """A byte count: a 32-bit register, or an immediate that is a multiple of 16."""
+    if isinstance(value, Reg):
+        return check_dst(insn, "size", value, ScalarType.b32)
+    n = check_imm(insn, "size", value, 0, 0xFFFFFFFF)
+    if n % 16:
+        raise OperandError(insn, "size", "a multiple of 16 bytes (ptxas rejects other sizes)",
+                           n)
+    return Imm(n, ScalarType.u32)
+
+
+def completion_arg(insn: str, completion: Any, mbar: Any, is_store: bool) -> Completion:
+    """The completion mechanism: an mbarrier for loads, a bulk async-group for stores."""
+    if completion is None:
+        completion = Completion.mbarrier if (mbar is not None or not is_store) \
+            else Completion.bulk_group
+    completion = check_enum(insn, "completion", completion, Completion)
+    if is_store and completion is Completion.mbarrier:
+        refuse(insn, "a store to .global completes through a bulk async-group (.bulk_group, "
+               "then commit_group/wait_group); mbarrier completion on a store is not allowed")
+    if not is_store and completion is Completion.bulk_group:
+        refuse(insn, "a copy into shared memory completes on an mbarrier "
+               "(.mbarrier::complete_tx::bytes); .bulk_group is for stores to .global")
+    if completion is Completion.mbarrier and mbar is None:
+        refuse(insn, "mbarrier completion needs the mbarrier's shared address (bar=...)")
+    return completion
+
+
+# -- cp.async.bulk ---------------------------------------------------------------------------------
+_DIRECTIONS = {(CLUSTER, GLOBAL): R80, (CTA, GLOBAL): R86, (CLUSTER, CTA): R80, (GLOBAL, CTA): R80}
+
+
+@attrs.frozen
+class CpAsyncBulk(Instruction):
+    """1-D bulk copy, four directions (PTX 8.0, sm_90; global->shared::cta PTX 8.6):
+
+    `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{.multicast::cluster}
+    {.L2::cache_hint} [dstMem], [srcMem], size, [mbar]{, ctaMask}{, cache-policy};`
+    `cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes{.L2::cache_hint}
+    [dstMem], [srcMem], size, [mbar]{, cache-policy};`
+    `cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes
+    [dstMem], [srcMem], size, [mbar];`
+    `cp.async.bulk.global.shared::cta.bulk_group{.L2::cache_hint}{.cp_mask}
+    [dstMem], [srcMem], size{, cache-policy}{, byteMask};`  (.cp_mask: PTX 8.6, sm_100)
+    """
+
+    MNEMONIC = "cp.async.bulk"
+    dst_space: StateSpace
+    src_space: StateSpace
+    dst: Any
+    src: Any
+    size: Any
+    mbar: Any = None
+    completion: Completion | None = None
+    multicast: bool | None = None
+    cta_mask: Any = None
+    cache_hint: bool | None = None
+    cache_policy: Any = None
+    byte_mask: Any = None
+
+    def __attrs_post_init__(self):
+        n = "cp.async.bulk"
+        spaces = (CLUSTER, CTA, GLOBAL)
+        self._set("dst_space", space_arg(n, "dst_space", self.dst_space, spaces))
+        self._set("src_space", space_arg(n, "src_space", self.src_space, spaces))
+        if (self.dst_space, self.src_space) not in _DIRECTIONS:
+            refuse(n, f"no .{self.dst_space.value}.{self.src_space.value} direction; use "
+                   + ", ".join(f".{d.value}.{s.value}" for d, s in _DIRECTIONS))
+        n = f"cp.async.bulk.{self.dst_space.value}.{self.src_space.value}"
+        is_store = self.dst_space is GLOBAL
+        self._set("completion", completion_arg(n, self.completion, self.mbar, is_store))
+        mc, mask = multicast_arg(n, self.multicast, self.cta_mask, self.dst_space)
+        if mc and self.src_space is not GLOBAL:
+            refuse(n, ".multicast::cluster needs a .global source")
+        self._set("multicast", mc)
+        self._set("cta_mask", mask)
+        hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
+        if hint and self.src_space is CTA and self.dst_space is CLUSTER:
+            refuse(n, ".L2::cache_hint is not allowed on a shared::cta -> shared::cluster copy")
+        self._set("cache_hint", hint)
+        self._set("cache_policy", policy)
+        if self.byte_mask is not None:
+            if not is_store:
+                refuse(n, ".cp_mask (byteMask) exists only on the store to .global")
+            self._set("byte_mask", mask16(n, "byte_mask", self.byte_mask))
+        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space))
+        self._set("src", mem_addr(n, "src", self.src, self.src_space))
+        self._set("size", size_arg(n, self.size))
+        if self.mbar is not None:
+            self._set("mbar", mem_addr(n, "mbar", self.mbar, self.dst_space, 8))
+
+    @property
+    def requires(self) -> Requires:
+        r = _DIRECTIONS[(self.dst_space, self.src_space)]
+        return r.merge(R86_SM100) if self.byte_mask is not None else r
+
+    def opcode(self) -> str:
+        q = f"cp.async.bulk.{self.dst_space.value}.{self.src_space.value}.{self.completion.value}"
+        if self.multicast:
+            q += ".multicast::cluster"
+        if self.cache_hint:
+            q += ".L2::cache_hint"
+        if self.byte_mask is not None:
+            q += ".cp_mask"
+        return q
+
+    def operands(self):
+        return [op for op in (self.dst, self.src, self.size, self.mbar, self.cta_mask,
+                              self.cache_policy, self.byte_mask) if op is not None]
+
+
+@attrs.frozen
+class CpAsyncBulkPrefetch(Instruction):
+    """`cp.async.bulk.prefetch.L2.global{.L2::cache_hint} [srcMem], size{, cache-policy};`
+    (PTX 8.0, sm_90)."""
+
+    MNEMONIC = "cp.async.bulk.prefetch.L2.global"
+    src: Any
+    size: Any
+    cache_hint: bool | None = None
+    cache_policy: Any = None
+
+    REQUIRES = R80
+
+    def __attrs_post_init__(self):
+        n = self.MNEMONIC
+        hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
+        self._set("cache_hint", hint)
+        self._set("cache_policy", policy)
+        self._set("src", mem_addr(n, "src", self.src, GLOBAL))
+        self._set("size", size_arg(n, self.size))
+
+    def opcode(self) -> str:
+        return self.MNEMONIC + (".L2::cache_hint" if self.cache_hint else "")
+
+    def operands(self):
+        return [self.src, self.size] + ([self.cache_policy] if self.cache_hint else [])
+
+
+# -- cp.reduce.async.bulk --------------------------------------------------------------------------
+T = ScalarType
+# (dst space, op) -> element types ptxas accepts (digest §6; ptxas 13 is stricter than the ISA
+# grammar for shared::cluster: no .b64 for and/or/xor, no .s64/.u64 for min/max).
+RED_TYPES: dict[tuple[StateSpace, RedOp], tuple[ScalarType, ...]] = {}
+for _op, _c, _g in (
+        (RedOp.add, (T.u32, T.s32, T.u64), (T.u32, T.s32, T.u64, T.f16, T.bf16, T.f32, T.f64)),
+        (RedOp.min, (T.u32, T.s32), (T.u32, T.s32, T.u64, T.s64, T.f16, T.bf16)),
+        (RedOp.max, (T.u32, T.s32), (T.u32, T.s32, T.u64, T.s64, T.f16, T.bf16)),
+        (RedOp.inc, (T.u32,), (T.u32,)), (RedOp.dec, (T.u32,), (T.u32,)),
+        (RedOp.and_, (T.b32,), (T.b32, T.b64)), (RedOp.or_, (T.b32,), (T.b32, T.b64)),
+        (RedOp.xor, (T.b32,), (T.b32, T.b64))):
+    RED_TYPES[(CLUSTER, _op)] = _c
+    RED_TYPES[(GLOBAL, _op)] = _g
+
+
+def _red_hint(op: RedOp, t: ScalarType) -> str:
+    if op is RedOp.add and t is T.s64:
+        return " (use .u64: a two's-complement add is the same bits)"
+    if op in (RedOp.and_, RedOp.or_, RedOp.xor) and t.is_int:
+        return f" (bitwise reductions take .b{t.bits})"
+    if op not in (RedOp.and_, RedOp.or_, RedOp.xor) and t.kind == "b":
+        return " (arithmetic reductions take .u/.s/.f types)"
+    return ""
+
+
+@attrs.frozen
+class CpReduceAsyncBulk(Instruction):
+    """1-D bulk reduction into shared::cluster or global memory (PTX 8.0, sm_90):
+
+    `cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.op.type
+    [dstMem], [srcMem], size, [mbar];`
+    `cp.reduce.async.bulk.global.shared::cta.bulk_group{.L2::cache_hint}.op{.noftz}.type
+    [dstMem], [srcMem], size{, cache-policy};`
+
+    `.noftz` is emitted for `.add` on `.f16`/`.bf16`, where ptxas requires it.
+    """
+
+    MNEMONIC = "cp.reduce.async.bulk"
+    dst_space: StateSpace
+    op: RedOp
+    type: ScalarType
+    dst: Any
+    src: Any
+    size: Any
+    mbar: Any = None
+    completion: Completion | None = None
+    cache_hint: bool | None = None
+    cache_policy: Any = None
+
+    REQUIRES = R80
+
+    def __attrs_post_init__(self):
+        n = self.MNEMONIC
+        self._set("dst_space", space_arg(n, "dst_space", self.dst_space, (CLUSTER, GLOBAL)))
+        self._set("op", check_enum(n, "op", self.op, RedOp))
+        self._set("type", check_enum(n, "type", self.type, ScalarType))
+        n = f"cp.reduce.async.bulk.{self.dst_space.value}.shared::cta"
+        allowed = RED_TYPES[(self.dst_space, self.op)]
+        if self.type not in allowed:
+            refuse(n, f".{self.op.value} into .{self.dst_space.value} takes "
+                   + "/".join("." + t.value for t in allowed)
+                   + f", not .{self.type.value}" + _red_hint(self.op, self.type))
+        is_store = self.dst_space is GLOBAL
+        self._set("completion", completion_arg(n, self.completion, self.mbar, is_store))
+        hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
+        if hint and not is_store:
+            refuse(n, ".L2::cache_hint exists only on the reduction into .global")
+        self._set("cache_hint", hint)
+        self._set("cache_policy", policy)
+        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space))
+        self._set("src", mem_addr(n, "src", self.src, CTA))
+        self._set("size", size_arg(n, self.size))
+        if self.mbar is not None:
+            self._set("mbar", mem_addr(n, "mbar", self.mbar, CLUSTER, 8))
+
+    @property
+    def noftz(self) -> bool:
+        return self.op is RedOp.add and self.type in (T.f16, T.bf16)
+
+    def opcode(self) -> str:
+        q = f"cp.reduce.async.bulk.{self.dst_space.value}.shared::cta.{self.completion.value}"
+        if self.cache_hint:
+            q += ".L2::cache_hint"
+        return f"{q}.{self.op.value}{'.noftz' if self.noftz else ''}.{self.type.value}"
+
+    def operands(self):
+        ops = [self.dst, self.src, self.size]
+        if self.mbar is not None:
+            ops.append(self.mbar)
+        if self.cache_hint:
+            ops.append(self.cache_policy)
+        return ops
+
+
+# -- bulk async-groups -----------------------------------------------------------------------------
+@attrs.frozen
+class CpAsyncBulkCommitGroup(Instruction):
+    """`cp.async.bulk.commit_group;` (PTX 8.0, sm_90)."""
+
+    MNEMONIC = "cp.async.bulk.commit_group"
+    REQUIRES = R80
+
+    def opcode(self) -> str:
+        return self.MNEMONIC
+
+
+@attrs.frozen
+class CpAsyncBulkWaitGroup(Instruction):
+    """`cp.async.bulk.wait_group{.read} N;` with N an integer immediate (PTX 8.0, sm_90)."""
+
+    MNEMONIC = "cp.async.bulk.wait_group"
+    n: Any
+    read: bool = False
+    REQUIRES = R80
+
+    def __attrs_post_init__(self):
+        self._set("n", check_imm(self.opcode(), "N", self.n, 0, 0x7FFFFFFF))
+
+    def opcode(self) -> str:
+        return self.MNEMONIC + (".read" if self.read else "")
+
+    def operands(self):
+        return [Imm(self.n, ScalarType.u32)]
+
+
+# -- createpolicy ----------------------------------------------------------------------------------
+_SECONDARY = (L2Priority.evict_first, L2Priority.evict_unchanged)
+
+
+def _priorities(insn: str, primary, secondary) -> tuple[L2Priority, L2Priority | None]:
+    p = check_enum(insn, "primary", primary, L2Priority)
+    s = None if secondary is None else check_enum(insn, "secondary", secondary, L2Priority,
+                                                  _SECONDARY)
+    return p, s
+
+
+def _prio_text(p: L2Priority, s: L2Priority | None) -> str:
+    return f".{p.value}" + (f".{s.value}" if s is not None else "")
+
+
+@attrs.frozen
+class CreatePolicyFractional(Instruction):
+    """`createpolicy.fractional.primary{.secondary}.b64 d{, fraction};` (PTX 7.4, sm_80).
+
+    primary: L2::evict_last/evict_normal/evict_first/evict_unchanged; secondary:
+    L2::evict_first/evict_unchanged; fraction: an .f32 register or immediate in (0, 1].
+    """
+
+    MNEMONIC = "createpolicy.fractional"
+    d: Reg
+    primary: L2Priority = L2Priority.evict_last
+    secondary: L2Priority | None = None
+    fraction: Any = 1.0
+    REQUIRES = R_POLICY
+
+    def __attrs_post_init__(self):
+        p, s = _priorities(self.MNEMONIC, self.primary, self.secondary)
+        self._set("primary", p)
+        self._set("secondary", s)
+        n = self.opcode()
+        check_dst(n, "d", self.d, ScalarType.b64)
+        f = self.fraction
+        if isinstance(f, Reg):
+            check_dst(n, "fraction", f, ScalarType.f32)
+        elif f is not None:
+            f = make_imm(n, "fraction", f.value if isinstance(f, Imm) else f, ScalarType.f32)
+            if not 0.0 < f.value <= 1.0:
+                raise OperandError(n, "fraction", "a fraction in (0, 1]", f.value)
+            self._set("fraction", f)
+
+    def opcode(self) -> str:
+        return f"createpolicy.fractional{_prio_text(self.primary, self.secondary)}.b64"
+
+    def operands(self):
+        return [self.d] + ([self.fraction] if self.fraction is not None else [])
+
+
+@attrs.frozen
+class CreatePolicyRange(Instruction):
+    """`createpolicy.range{.global}.primary{.secondary}.b64 d, [a], primary_size, total_size;`
+    (PTX 7.4, sm_80); the sizes are .b32 registers or immediates (bytes)."""
+
+    MNEMONIC = "createpolicy.range"
+    d: Reg
+    a: Any
+    primary_size: Any
+    total_size: Any
+    primary: L2Priority = L2Priority.evict_last
+    secondary: L2Priority | None = None
+    space: StateSpace = StateSpace.generic
+    REQUIRES = R_POLICY
+
+    def __attrs_post_init__(self):
+        p, s = _priorities(self.MNEMONIC, self.primary, self.secondary)
+        self._set("primary", p)
+        self._set("secondary", s)
+        self._set("space", check_enum(self.MNEMONIC, "space", self.space, StateSpace,
+                                      (StateSpace.generic, GLOBAL)))
+        n = self.opcode()
+        check_dst(n, "d", self.d, ScalarType.b64)
+        self._set("a", check_addr(n, "a", self.a, self.space))
+        sizes = []
+        for what in ("primary_size", "total_size"):
+            v = getattr(self, what)
+            v = check_dst(n, what, v, T.b32) if isinstance(v, Reg) else Imm(
+                check_imm(n, what, v, 0, 0xFFFFFFFF), T.u32)
+            self._set(what, v)
+            sizes.append(v)
+        if all(isinstance(v, Imm) for v in sizes) and sizes[0].value > sizes[1].value:
+            refuse(n, f"primary_size ({sizes[0].value}) exceeds total_size ({sizes[1].value})")
+
+    def opcode(self) -> str:
+        return (f"createpolicy.range{self.space.ptx}{_prio_text(self.primary, self.secondary)}"
+                ".b64")
+
+    def operands(self):
+        return [self.d, self.a, self.primary_size, self.total_size]
+
+
+@attrs.frozen
+class CreatePolicyCvt(Instruction):
+    """`createpolicy.cvt.L2.b64 d, access_property;` (PTX 7.4, sm_80): a CUDA
+    cudaAccessProperty value (64-bit register or immediate) turned into a cache policy."""
+
+    MNEMONIC = "createpolicy.cvt.L2.b64"
+    d: Reg
+    access_property: Any
+    REQUIRES = R_POLICY
+
+    def __attrs_post_init__(self):
+        check_dst(self.MNEMONIC, "d", self.d, T.b64)
+        a = self.access_property
+        if isinstance(a, Reg):
+            check_dst(self.MNEMONIC, "access_property", a, T.b64)
+        else:
+            self._set("access_property", make_imm(self.MNEMONIC, "access_property",
+                                                  a.value if isinstance(a, Imm) else a, T.b64))
+
+    def opcode(self) -> str:
+        return self.MNEMONIC
+
+    def operands(self):
+        return [self.d, self.access_property]
+
+
+# -- builders (cuda::ptx names, kernel first) ------------------------------------------------------
+def cp_async_bulk(k, dst_space, src_space, dst, src, size, bar=None, *, multicast_mask=None,
+                  cache_policy=None, byte_mask=None) -> CpAsyncBulk:
+    """`cp_async_bulk(k, "shared::cluster", "global", dst, src, size, bar)` and the other
+    directions, as cuda::ptx::cp_async_bulk: loads take `bar`, the store to global does not."""
+    return k.emit(CpAsyncBulk(dst_space, src_space, dst, src, size, bar,
+                              cta_mask=multicast_mask, cache_policy=cache_policy,
+                              byte_mask=byte_mask))
+
+
+def cp_async_bulk_prefetch(k, src, size, cache_policy=None) -> CpAsyncBulkPrefetch:
+    """`cp.async.bulk.prefetch.L2.global [src], size{, policy}` (cuda::ptx name)."""
+    return k.emit(CpAsyncBulkPrefetch(src, size, cache_policy=cache_policy))
+
+
+def cp_reduce_async_bulk(k, dst_space, src_space, op, dst, src, size, bar=None, *, type=None,
+                         cache_policy=None) -> CpReduceAsyncBulk:
+    """`cp_reduce_async_bulk(k, "global", "shared::cta", "add", dst, src, size, type=t.f32)`.
+
+    The element type is `type=`, or the source symbol's type when it is a valid one.
+    """
+    space_arg("cp.reduce.async.bulk", "src_space", src_space, (CTA,))
+    if type is None:
+        base = src.base if isinstance(src, Addr) else src
+        if isinstance(base, Symbol) and base.type is not T.b8:
+            type = base.type
+        else:
+            refuse("cp.reduce.async.bulk", "pass type=... (the element type of the reduction)")
+    return k.emit(CpReduceAsyncBulk(dst_space, op, type, dst, src, size, bar,
+                                    cache_policy=cache_policy))
+
+
+def cp_async_bulk_commit_group(k) -> CpAsyncBulkCommitGroup:
+    """`cp.async.bulk.commit_group;`"""
+    return k.emit(CpAsyncBulkCommitGroup())
+
+
+def cp_async_bulk_wait_group(k, n: int) -> CpAsyncBulkWaitGroup:
+    """`cp.async.bulk.wait_group N;` (N an immediate)."""
+    return k.emit(CpAsyncBulkWaitGroup(n))
+
+
+def cp_async_bulk_wait_group_read(k, n: int) -> CpAsyncBulkWaitGroup:
+    """`cp.async.bulk.wait_group.read N;` (N an immediate)."""
+    return k.emit(CpAsyncBulkWaitGroup(n, read=True))
+
+
+def createpolicy_fractional(k, primary="evict_last", secondary=None, fraction=1.0, *,
+                            dst: Reg | None = None) -> Reg:
+    """A fresh 64-bit cache policy: `createpolicy.fractional.L2::evict_last.b64 d, 1.0`."""
+    d = dst if dst is not None else k.reg(T.b64)
+    k.emit(CreatePolicyFractional(d, primary, secondary, fraction))
+    return d
+
+
+def createpolicy_range(k, addr, primary_size, total_size, primary="evict_last", secondary=None,
+                       *, space=StateSpace.generic, dst: Reg | None = None) -> Reg:
+    """`createpolicy.range{.global}.primary{.secondary}.b64 d, [addr], primary_size, total_size`."""
+    d = dst if dst is not None else k.reg(T.b64)
+    k.emit(CreatePolicyRange(d, addr, primary_size, total_size, primary, secondary, space))
+    return d
+
+
+def createpolicy_cvt(k, access_property, *, dst: Reg | None = None) -> Reg:
+    """`createpolicy.cvt.L2.b64 d, access_property`."""
+    d = dst if dst is not None else k.reg(T.b64)
+    k.emit(CreatePolicyCvt(d, access_property))
+    return d
+
+
+# -- the version/target table ----------------------------------------------------------------------
+FORMS: list[tuple[str, Requires, str]] = [
+    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+     _DIRECTIONS[(CLUSTER, GLOBAL)], "+ .multicast::cluster (16-bit ctaMask), .L2::cache_hint"),
+    ("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes",
+     _DIRECTIONS[(CTA, GLOBAL)], "+ .L2::cache_hint; no multicast"),
+    ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes",
+     _DIRECTIONS[(CLUSTER, CTA)], "no cache hint"),
+    ("cp.async.bulk.global.shared::cta.bulk_group", _DIRECTIONS[(GLOBAL, CTA)],
+     "+ .L2::cache_hint"),
+    ("cp.async.bulk.global.shared::cta.bulk_group.cp_mask", R80.merge(R86_SM100),
+     "16-bit byteMask"),
+    ("cp.async.bulk.prefetch.L2.global", CpAsyncBulkPrefetch.REQUIRES, "+ .L2::cache_hint"),
+    ("cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.op.type",
+     CpReduceAsyncBulk.REQUIRES, "add u32/s32/u64; min/max u32/s32; inc/dec u32; "
+     "and/or/xor b32 (ptxas: no b64)"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.op.type", CpReduceAsyncBulk.REQUIRES,
+     "+ .L2::cache_hint; .add.noftz for f16/bf16"),
+    ("cp.async.bulk.commit_group", CpAsyncBulkCommitGroup.REQUIRES, ""),
+    ("cp.async.bulk.wait_group{.read} N", CpAsyncBulkWaitGroup.REQUIRES, "N an immediate"),
+    ("createpolicy.fractional", CreatePolicyFractional.REQUIRES, "fraction in (0, 1]"),
+    ("createpolicy.range", CreatePolicyRange.REQUIRES, "{.global}"),
+    ("createpolicy.cvt.L2", CreatePolicyCvt.REQUIRES, ""),
+]

@@ -6,6 +6,7 @@ the ptxdsl package (samples and tests are user code).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NamedTuple
@@ -35,7 +36,10 @@ def _is_internal(filename: str) -> bool:
     hit = _INTERNAL.get(filename)
     if hit is None:
         # attrs compiles __init__ into a pseudo-file; its frames belong to ptxdsl's classes.
+        # contextlib runs the tail of `with k.if_()/for_range()...` blocks: the user's line is
+        # the `with` statement one frame further out.
         hit = _INTERNAL[filename] = (filename.startswith("<attrs generated")
+                                     or filename == contextlib.__file__
                                      or os.path.abspath(filename).startswith(_PKG_DIR + os.sep))
     return hit
 

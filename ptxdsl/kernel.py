@@ -7,17 +7,26 @@ instruction builder methods come from the instruction families' mixins.
 from __future__ import annotations
 
 from .instructions.arith import ArithOps
+from .instructions.atomic import AtomicOps
 from .instructions.compare import CompareOps
 from .instructions.control import ControlOps
 from .instructions.inline import InlineOps
 from .instructions.memory import MemoryOps
 from .instructions.move import MoveOps
+from .instructions.sync import SyncOps
+from .instructions.warp import WarpOps
 from .kernel_core import KernelCore, Param, Statement
 
 __all__ = ["Kernel", "Param", "Statement"]
 
 
-class Kernel(KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps, InlineOps):
+class Kernel(
+    KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps,
+    SyncOps,
+    AtomicOps,
+    WarpOps,
+    InlineOps,
+):
     """A `.visible .entry` function under construction.
 
     >>> k = Kernel("scale", reqntid=128)

@@ -54,7 +54,8 @@ def _operand_values(insn: Instruction) -> list[tuple[str, object]]:
 def _prefix(t: ScalarType) -> str:
     if t is ScalarType.pred:
         return "p"
-    kind = "f" if t.is_float and t.bits in (32, 64) else "int"
+    # Packed f16x2/bf16x2 values live in .b32 registers: ptxas refuses an .f32 one for them.
+    kind = "f" if t in (ScalarType.f32, ScalarType.f64) else "int"
     if t in (ScalarType.f16, ScalarType.bf16):
         kind = "f"
     return _PREFIX[(kind, t.bits)]
@@ -326,6 +327,10 @@ class KernelCore:
         self.shared.append(sym)
         return sym
 
+    def extern_shared_symbols(self) -> list[Symbol]:
+        """The `.extern .shared` arrays (dynamic shared memory) this kernel declares."""
+        return [s for s in self.shared if s.count is None]
+
     def _auto(self, hint: str) -> str:
         n = self._counters.get("$" + hint, 0)
         while True:
@@ -460,7 +465,13 @@ class KernelCore:
         self.mov(start, dst=i)  # type: ignore[attr-defined]
         head, cont, end = (self.fresh_label(h) for h in ("loop", "next", "endloop"))
         self.place(head)
-        p = self.setp("lt" if step > 0 else "gt", i, stop, type=type)  # type: ignore[attr-defined]
+        cmp_type = type
+        if step < 0 and type.kind == "u":
+            # Counting down past zero (range(10, 0, -3) ends at 1, then 1 - 3) wraps an unsigned
+            # counter to a huge value that still compares greater: compare signed instead.
+            cmp_type = {16: ScalarType.s16, 32: ScalarType.s32, 64: ScalarType.s64}[type.bits]
+        p = self.setp("lt" if step > 0 else "gt", i, stop,  # type: ignore[attr-defined]
+                      type=cmp_type)
         self._branch(end, NegPred(p))
         self._loops.append((cont, end))
         try:
@@ -468,7 +479,10 @@ class KernelCore:
         finally:
             self._loops.pop()
         self.place(cont)
-        self.add(i, step, dst=i)  # type: ignore[attr-defined]
+        if step > 0:
+            self.add(i, step, dst=i)  # type: ignore[attr-defined]
+        else:  # an unsigned counter cannot take a negative immediate
+            self.sub(i, -step, dst=i)  # type: ignore[attr-defined]
         self._branch(head)
         self.place(end)
 
@@ -516,10 +530,17 @@ class KernelCore:
         r = req("6.3")
         if self.reqnctapercluster or self.explicitcluster or self.maxclusterrank:
             r = r.merge(req("7.8", 90))
+        if self.declares_b128:
+            r = r.merge(req("8.3"))
         # Many instructions share one requirement object: merge the distinct ones only.
         for need in {item.insn.requires for item in self.body if isinstance(item, Statement)}:
             r = r.merge(need)
         return r
+
+    @property
+    def declares_b128(self) -> bool:
+        """Whether a `.reg .b128` is declared (ptxas wants PTX 8.3 for the type itself)."""
+        return "q" in self._counters or any(r.type is ScalarType.b128 for r in self._named_regs)
 
     def statements(self) -> Iterator[Statement]:
         return (s for s in self.body if isinstance(s, Statement))
@@ -534,6 +555,11 @@ class KernelCore:
         """The `.entry` as lines, each with the Python location that produced it."""
         self.check_labels()
         lines: list[tuple[str, SourceLoc | None]] = []
+        # ptxas refuses `.extern .shared` inside a function body (a syntax error), so dynamic
+        # shared memory is declared at module scope, right before the entry that uses it.
+        for s in self.extern_shared_symbols():
+            lines += [(f".extern .shared .align {s.align} .{s.type.value} {s.name}[];", self.loc),
+                      ("", None)]
         head = (".visible " if self.visible else "") + f".entry {self.name}("
         if not self.params:
             lines.append((head + ")", self.loc))
@@ -562,9 +588,7 @@ class KernelCore:
             lines.append((f"\t.reg .{r.type.value} %{r.name};", None))
         for s in self.shared:
             align = f" .align {s.align}" if s.align else ""
-            if s.count is None:
-                lines.append((f"\t.extern .shared{align} .{s.type.value} {s.name}[];", None))
-            else:
+            if s.count is not None:
                 lines.append((f"\t.shared{align} .{s.type.value} {s.name}[{s.count}];", None))
         if len(lines) and lines[-1][0] != "{":
             lines.append(("", None))

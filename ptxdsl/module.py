@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from . import __version__
 from .errors import BuildError, SourceLoc, VersionError, user_loc
 from .kernel import Kernel
-from .operands import Symbol, check_identifier
+from .operands import Imm, Symbol, check_identifier, make_imm
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
@@ -29,7 +29,7 @@ class Module:
         self.lineinfo = lineinfo
         self.name = name
         self.kernels: list[Kernel] = []
-        self.globals: list[tuple[Symbol, tuple[int, ...] | None]] = []
+        self.globals: list[tuple[Symbol, tuple[Imm, ...] | None]] = []
         self._names: set[str] = set()
         self._pinned_version = PtxVersion.parse(version) if version is not None else None
         self._pinned_target = Target.parse(target) if target is not None else None
@@ -53,7 +53,7 @@ class Module:
         raise KeyError(f"no kernel named {name!r} in this module")
 
     def _declare(self, space: StateSpace, type: ScalarType, count: int, align: int | None,
-                 name: str, init: Iterable[int] | None) -> Symbol:
+                 name: str, init: Iterable[float] | None) -> Symbol:
         check_identifier(name, "module variable")
         if name in self._names:
             raise BuildError(f"module already has a symbol named {name!r}")
@@ -64,7 +64,10 @@ class Module:
             if space is StateSpace.shared:
                 raise BuildError(f"module variable {name}: .shared variables cannot be "
                                  "initialised")
-            values = tuple(int(v) for v in init)
+            # Typed, range-checked immediates: floats must be written as floats (0f.../0d...),
+            # ptxas refuses `.f32 x[2] = {0, 1}` with "Initial value type mismatch".
+            values = tuple(make_imm(f".{space.value} {name}", f"init[{i}]", v, type)
+                           for i, v in enumerate(init))
             if len(values) != count:
                 raise BuildError(f"module variable {name}: {len(values)} initial values for "
                                  f"{count} elements")
@@ -74,12 +77,12 @@ class Module:
         return sym
 
     def global_array(self, type: ScalarType, count: int, *, name: str, align: int | None = None,
-                     init: Iterable[int] | None = None) -> Symbol:
+                     init: Iterable[float] | None = None) -> Symbol:
         """`.visible .global .align A .type name[count] = {...};`"""
         return self._declare(StateSpace.global_, type, count, align, name, init)
 
     def const_array(self, type: ScalarType, count: int, *, name: str, align: int | None = None,
-                    init: Iterable[int] | None = None) -> Symbol:
+                    init: Iterable[float] | None = None) -> Symbol:
         """`.visible .const .align A .type name[count] = {...};`"""
         return self._declare(StateSpace.const, type, count, align, name, init)
 
@@ -126,6 +129,9 @@ class Module:
                 raise VersionError(f"kernel {k.name}: cluster directives need "
                                    f"{kr.describe()}; module is .version {version} "
                                    f".target {target}", k.loc)
+            if k.declares_b128 and version < PtxVersion(8, 3):
+                raise VersionError(f"kernel {k.name}: .b128 registers need PTX ISA 8.3; module "
+                                   f"is pinned to .version {version}", k.loc)
             for st in k.statements():
                 r = st.insn.requires
                 if not r.satisfied_by(target):
@@ -136,6 +142,19 @@ class Module:
                                        f"is pinned to .version {version}", st.loc)
 
     # -- emission ----------------------------------------------------------------------------------
+    def _check_extern_shared(self) -> None:
+        """Kernels declare `.extern .shared` at module scope (ptxas refuses it in a body): one
+        name there must have one type and must not be a kernel's or module variable's name."""
+        seen: dict[str, tuple[str, ScalarType]] = {}
+        for k in self.kernels:
+            for s in k.extern_shared_symbols():
+                first = seen.setdefault(s.name, (k.name, s.type))
+                if s.name in self._names or first[1] is not s.type:
+                    raise BuildError(f"kernel {k.name}: dynamic shared array {s.name!r} clashes "
+                                     f"with a module-scope name (kernel {first[0]} declares it "
+                                     f"as .{first[1].value}, or a kernel or module variable "
+                                     "has that name)", k.loc)
+
     def _global_lines(self) -> list[str]:
         out = []
         for sym, init in self.globals:
@@ -143,7 +162,7 @@ class Module:
             align = f" .align {sym.align}" if sym.align else ""
             text = f"{vis}.{sym.space.value}{align} .{sym.type.value} {sym.name}[{sym.count}]"
             if init is not None:
-                text += " = {" + ", ".join(map(str, init)) + "}"
+                text += " = {" + ", ".join(v.render() for v in init) + "}"
             out.append(text + ";")
         return out
 
@@ -152,6 +171,7 @@ class Module:
         self.check_pins()
         if not self.kernels:
             raise BuildError("module has no kernels", self.loc)
+        self._check_extern_shared()
         lines: list[tuple[str, SourceLoc | None]] = [
             ("//", None), (f"// Generated by ptxdsl {__version__}", None), ("//", None),
             ("", None), (f".version {self.version}", None), (f".target {self.target}", None),

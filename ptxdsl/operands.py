@@ -20,8 +20,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .kernel import Kernel
 
 # PTX identifiers (ISA §4.4): followsym = [a-zA-Z0-9_$]; an identifier starts with a letter,
-# or with _ $ % followed by at least one followsym.
-_IDENT = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9_$]*|[_$%][a-zA-Z0-9_$]+)\Z")
+# or with _ $ % followed by at least one followsym. A leading % is refused here although PTX
+# allows it: ptxdsl writes registers as '%' + name, and a user '%r1' or '%tid' would collide
+# with an automatic register or a special register.
+_IDENT = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9_$]*|[_$][a-zA-Z0-9_$]+)\Z")
 # Words that would be read as something else if used as a bare name.
 _RESERVED = frozenset({"_", "WARP_SZ", "tid", "ntid", "ctaid", "nctaid", "laneid", "warpid"})
 
@@ -259,8 +261,8 @@ class Addr(Operand):
     def render(self) -> str:
         base = str(self.base) if isinstance(self.base, int) else self.base.render()
         if self.offset:
-            sign = "+" if self.offset > 0 else "-"
-            return f"[{base}{sign}{abs(self.offset)}]"
+            # PTX spells a negative offset `[r+-16]`: ptxas refuses `[r-16]` as a syntax error.
+            return f"[{base}+{self.offset}]"
         return f"[{base}]"
 
     def __add__(self, off: int) -> Addr:

@@ -194,6 +194,10 @@ def check_addr(insn: str, operand: str, value: Any, space: StateSpace,
         raise OperandError(_n(insn), operand, "an address (register, symbol or Addr)",
                            _given(value))
     base = value.base
+    if isinstance(base, int) and space is not StateSpace.local:
+        # ptxas: "Immediate addresses allowed only for .local state space".
+        raise OperandError(_n(insn), operand, "a register or symbol address (an absolute "
+                           "address is only allowed in .local)", f"absolute address {base}")
     if isinstance(base, Reg):
         if base.type.bits not in widths or not (base.type.is_int or base.type.kind == "b"):
             want = " or ".join(f"{w}-bit" for w in widths)

@@ -1,0 +1,226 @@
+"""Atomic read-modify-write and reductions on memory: atom, red (PTX ISA §9.7.13.5, §9.7.13.6).
+
+Three operand shapes: `Atom` (d, [a], b), `AtomCas` (d, [a], b, c) and `Red` ([a], b). They share
+the qualifier rules: `{.sem}{.scope}{.space}.op.type`, with the op/type table below (taken from
+what ptxas accepts, which is narrower than "any type of the right width").
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+import attrs
+
+from ..errors import BuildError, OperandError
+from ..operands import Addr, Reg, Symbol
+from ..types import BASE, Requires, Scope, Sem, StateSpace, req
+from ..types import ScalarType as T
+from .arith import as_bits
+from .base import Instruction, check_addr, check_dst, check_enum, check_src, infer_type
+
+
+class AtomOp(enum.Enum):
+    add = "add"
+    inc = "inc"
+    dec = "dec"
+    min = "min"
+    max = "max"
+    and_ = "and"
+    or_ = "or"
+    xor = "xor"
+    exch = "exch"
+    cas = "cas"
+
+
+_TYPES: dict[AtomOp, tuple[T, ...]] = {
+    AtomOp.add: (T.u32, T.s32, T.u64, T.f32, T.f64, T.f16, T.f16x2, T.bf16, T.bf16x2),
+    AtomOp.inc: (T.u32,), AtomOp.dec: (T.u32,),
+    AtomOp.min: (T.u32, T.s32, T.u64, T.s64), AtomOp.max: (T.u32, T.s32, T.u64, T.s64),
+    AtomOp.and_: (T.b32, T.b64), AtomOp.or_: (T.b32, T.b64), AtomOp.xor: (T.b32, T.b64),
+    AtomOp.exch: (T.b32, T.b64, T.b128), AtomOp.cas: (T.b16, T.b32, T.b64, T.b128),
+}
+_RED_OPS = tuple(op for op in AtomOp if op not in (AtomOp.exch, AtomOp.cas))
+_ATOM_SEMS = (Sem.relaxed, Sem.acquire, Sem.release, Sem.acq_rel)
+_RED_SEMS = (Sem.relaxed, Sem.release)
+_SPACES = (StateSpace.generic, StateSpace.global_, StateSpace.shared, StateSpace.shared_cta,
+           StateSpace.shared_cluster)
+_HALF = (T.f16, T.f16x2, T.bf16, T.bf16x2)   # ptxas wants `.noftz` spelled out on these
+_SM90 = req("7.8", 90)
+_B128 = req("8.3", 90)
+
+
+def _ptx(t) -> str:
+    return t.ptx if isinstance(t, T) else repr(t)
+
+
+@attrs.frozen
+class _Atomic(Instruction):
+    """Qualifier handling shared by atom and red (no fields of its own)."""
+
+    SEMS: ClassVar[tuple[Sem, ...]] = _ATOM_SEMS
+    OPS: ClassVar[tuple[AtomOp, ...]] = tuple(AtomOp)
+
+    def _check_qualifiers(self) -> None:
+        mn = self.MNEMONIC
+        self._set("op", check_enum(mn, "op", self.op, AtomOp, self.OPS))
+        self._set("space", check_enum(mn, "space", self.space, StateSpace, _SPACES))
+        if self.sem is not None:
+            self._set("sem", check_enum(mn, "sem", self.sem, Sem, self.SEMS))
+        if self.scope is not None:
+            self._set("scope", check_enum(mn, "scope", self.scope, Scope))
+        allowed = _TYPES[self.op]
+        if self.type not in allowed:
+            raise OperandError(f"{mn}.{self.op.value}", "type",
+                               "one of " + ", ".join(t.ptx for t in allowed), _ptx(self.type))
+
+    def _check_memory(self, value_operands: tuple[str, ...]) -> None:
+        """The address and the source operands (`b`, and `c` for cas)."""
+        self._set("a", check_addr(self, "a", self.a, self.space))
+        for name in value_operands:
+            self._set(name, check_src(self, name, getattr(self, name), self.type,
+                                      imm=self.type is not T.b128))
+
+    def opcode(self) -> str:
+        q = self.MNEMONIC
+        if self.sem is not None:
+            q += self.sem.ptx
+        if self.scope is not None:
+            q += self.scope.ptx
+        q += self.space.ptx + "." + self.op.value
+        if self.type in _HALF:
+            q += ".noftz"
+        return f"{q}.{self.type}"
+
+    @property
+    def requires(self) -> Requires:
+        r = BASE
+        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster) or (
+                self.scope is Scope.cluster) or self.type in (T.bf16, T.bf16x2):
+            r = _SM90
+        return _B128 if self.type is T.b128 else r
+
+
+@attrs.frozen
+class Atom(_Atomic):
+    """`atom{.sem}{.scope}{.space}.op{.noftz}.type d, [a], b;` (d = old value; op is not cas)."""
+
+    MNEMONIC = "atom"
+    OPS = tuple(op for op in AtomOp if op is not AtomOp.cas)
+    op: AtomOp
+    type: T
+    d: Reg
+    a: object
+    b: object
+    space: StateSpace = StateSpace.generic
+    sem: Sem | None = None
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self):
+        self._check_qualifiers()
+        check_dst(self, "d", self.d, self.type)
+        self._check_memory(("b",))
+
+    def operands(self):
+        return (self.d, self.a, self.b)
+
+
+@attrs.frozen
+class AtomCas(_Atomic):
+    """`atom{.sem}{.scope}{.space}.cas.type d, [a], b, c;`: stores c where [a] == b; d = old."""
+
+    MNEMONIC = "atom"
+    OPS = (AtomOp.cas,)
+    type: T
+    d: Reg
+    a: object
+    b: object
+    c: object
+    space: StateSpace = StateSpace.generic
+    sem: Sem | None = None
+    scope: Scope | None = None
+    op: AtomOp = AtomOp.cas
+
+    def __attrs_post_init__(self):
+        self._check_qualifiers()
+        check_dst(self, "d", self.d, self.type)
+        self._check_memory(("b", "c"))
+
+    def operands(self):
+        return (self.d, self.a, self.b, self.c)
+
+
+@attrs.frozen
+class Red(_Atomic):
+    """`red{.sem}{.scope}{.space}.op{.noftz}.type [a], b;`: atom without the old value."""
+
+    MNEMONIC = "red"
+    SEMS = _RED_SEMS
+    OPS = _RED_OPS
+    op: AtomOp
+    type: T
+    a: object
+    b: object
+    space: StateSpace = StateSpace.generic
+    sem: Sem | None = None
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self):
+        self._check_qualifiers()
+        self._check_memory(("b",))
+
+    def operands(self):
+        return (self.a, self.b)
+
+
+def _space_of(insn: str, addr, given) -> StateSpace | str:
+    """The space named by `space=`, else the one the symbol or address register is known to
+    point into (the instruction validates it)."""
+    if given is not None:
+        return given
+    base = addr.base if isinstance(addr, Addr) else addr
+    if isinstance(base, Symbol | Reg) and base.space is not None:
+        return base.space
+    raise BuildError(f"{insn}: cannot tell the state space of this address; pass space=... "
+                     "('global', 'shared', 'shared::cta', 'shared::cluster' or 'generic')")
+
+
+def _type_of(insn: str, op, addr, values, type) -> T:
+    """`type=`, else the first typed value operand, else a one-element symbol's type; the
+    bitwise ops, exch and cas take the bit type of that width."""
+    if type is None:
+        base = addr.base if isinstance(addr, Addr) else addr
+        fallback = base.type if isinstance(base, Symbol) and base.count == 1 else None
+        type = infer_type(insn, *values, default=fallback)
+        if check_enum(insn, "op", op, AtomOp) in (AtomOp.and_, AtomOp.or_, AtomOp.xor,
+                                                  AtomOp.exch, AtomOp.cas):
+            type = as_bits(type)
+    return type
+
+
+class AtomicOps:
+    """Kernel builder methods for atom and red."""
+
+    def atom(self, op, addr, b, *, type: T | None = None, space=None, sem=None, scope=None,
+             dst: Reg | None = None) -> Reg:
+        """`atom.op`: returns the old value. `space` defaults to the symbol's or the address
+        register's known space; `type` to the value's type (bitwise ops, exch: its .bN)."""
+        t = _type_of("atom", op, addr, (b, dst), type)
+        d = dst if dst is not None else self.reg(t)
+        self.emit(Atom(op, t, d, addr, b, _space_of("atom", addr, space), sem, scope))
+        return d
+
+    def atom_cas(self, addr, compare, value, *, type: T | None = None, space=None, sem=None,
+                 scope=None, dst: Reg | None = None) -> Reg:
+        """`atom.cas`: stores `value` where memory holds `compare`; returns the old value."""
+        t = _type_of("atom", "cas", addr, (compare, value, dst), type)
+        d = dst if dst is not None else self.reg(t)
+        self.emit(AtomCas(t, d, addr, compare, value, _space_of("atom", addr, space), sem,
+                          scope))
+        return d
+
+    def red(self, op, addr, b, *, type: T | None = None, space=None, sem=None,
+            scope=None) -> None:
+        """`red.op`: the reduction without a result (cheaper than atom when none is needed)."""
+        t = _type_of("red", op, addr, (b,), type)
+        self.emit(Red(op, t, addr, b, _space_of("red", addr, space), sem, scope))

@@ -171,6 +171,19 @@ def test_pointer_refusals_say_why(value, reason):
     assert reason in str(e.value)
 
 
+def test_device_buffer_fast_path_and_freed_buffer():
+    from ptxdsl.runtime.memory import DeviceBuffer
+
+    buf = object.__new__(DeviceBuffer)  # no driver here: fake the allocation
+    buf.nbytes, buf.dtype, buf.shape, buf.device, buf._ptr = 4, np.dtype(np.uint8), (4,), 0, 0x7000
+    packer = ArgPacker("k", [PTR])
+    packer.pack((buf,))
+    assert unpack(packer, "Q", 0) == 0x7000
+    buf._ptr = None
+    with pytest.raises(ArgumentError, match="DeviceBuffer was freed"):
+        packer.pack((buf,))
+
+
 def test_u64_scalar_also_takes_a_buffer():
     # Hand-written PTX often declares pointers as plain .u64.
     packer = ArgPacker("k", [scalar("p", T.u64)])

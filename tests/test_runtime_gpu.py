@@ -279,6 +279,7 @@ def test_large_dynamic_shared_memory(info):
 
 def test_cluster_launch():
     fn = load_ptx(K.cluster_ids(".explicitcluster"))["cluster_ids"]
+    assert fn.cluster_must_be_set and fn.required_cluster == (0, 0, 0)
     with DeviceBuffer.zeros(32, np.uint32) as out:
         fn.launch(16, 32, (out,), cluster=(2, 1, 1))
         sync()
@@ -286,14 +287,21 @@ def test_cluster_launch():
         assert ids[:, 0].tolist() == [0, 1] * 8 and set(ids[:, 1]) == {2}
         with pytest.raises(LaunchError, match="whole number of clusters"):
             fn.launch(15, 32, (out,), cluster=2)
-        with pytest.raises(DriverError, match="cuLaunchKernelEx"):
-            fn.launch(16, 32, (out,))  # .explicitcluster without a cluster shape
+        with pytest.raises(LaunchError, match="explicitcluster: launch it with cluster="):
+            fn.launch(16, 32, (out,))
         req = load_ptx(K.cluster_ids(".reqnctapercluster 4, 1, 1"))["cluster_ids"]
+        assert req.required_cluster == (4, 1, 1)
         out.memset(0)
         req.launch(16, 32, (out,))
         sync()
         ids = out.to_numpy().reshape(16, 2)
         assert ids[:, 0].tolist() == [0, 1, 2, 3] * 4 and set(ids[:, 1]) == {4}
+        req.launch(16, 32, (out,), cluster=4)  # the same shape, stated: fine
+        sync()
+        with pytest.raises(LaunchError, match="reqnctapercluster 4, 1, 1"):
+            req.launch(16, 32, (out,), cluster=2)
+        with pytest.raises(LaunchError, match="whole number of clusters"):
+            req.launch(14, 32, (out,))
 
 
 def _check_vadd(fn, n=300):
@@ -379,30 +387,39 @@ def test_launch_errors_before_the_driver(vadd):
             vadd.launch(0, 32, (buf, buf, buf, 4))
 
 
+def _per_call(fn, reps=3000) -> float:
+    for _ in range(100):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    per = (time.perf_counter() - t0) / reps
+    sync()
+    return per
+
+
 def test_launch_overhead_is_close_to_the_raw_driver_call(vadd):
     from cuda.bindings import driver
 
-    n, reps = 32, 3000
+    n = 32
     with DeviceBuffer.zeros(n, np.float32) as a:
         args = (a, a, a, n)
-        for _ in range(100):
-            vadd.launch(1, 32, args)
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            vadd.launch(1, 32, args)
-        ours = (time.perf_counter() - t0) / reps
-        sync()
+        ours = _per_call(lambda: vadd.launch(1, 32, args))
         packer = ArgPacker("vadd", vadd.params)
         params = packer.pack((a.ptr, a.ptr, a.ptr, n))
         stream0 = driver.CUstream(0)
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            driver.cuLaunchKernel(vadd.handle, 1, 1, 1, 32, 1, 1, 0, stream0, params, 0)
-        raw = (time.perf_counter() - t0) / reps
-        sync()
-    print(f"\nlaunch overhead: ptxdsl Function.launch {ours * 1e6:.2f} us, raw cuLaunchKernel "
-          f"{raw * 1e6:.2f} us")
+        raw = _per_call(lambda: driver.cuLaunchKernel(vadd.handle, 1, 1, 1, 32, 1, 1, 0,
+                                                      stream0, params, 0))
+        cfg = driver.CUlaunchConfig()
+        cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 32, 1, 1
+        cfg.hStream = stream0
+        raw_ex = _per_call(lambda: driver.cuLaunchKernelEx(cfg, vadd.handle, params, 0))
+        clustered = _per_call(lambda: vadd.launch(2, 32, args, cluster=2))
+    print(f"\nlaunch overhead per call: ptxdsl Function.launch {ours * 1e6:.2f} us; raw "
+          f"cuLaunchKernel {raw * 1e6:.2f} us; raw cuLaunchKernelEx {raw_ex * 1e6:.2f} us; "
+          f"ptxdsl with cluster=2 {clustered * 1e6:.2f} us")
     assert ours < max(3 * raw, raw + 15e-6)
 
 
@@ -435,13 +452,14 @@ def test_rule_checker_agrees_with_the_driver(info):
             "box_inner_bytes": d(box_dim=(6, 8)),
             "element_stride_range": d(element_strides=(1, 9)),
             "swizzle_span": d(swizzle="32B"),
-            "interleave32_swizzle": d(interleave="32B", swizzle="64B", **five),
             "oob_fill_type": d(oob_fill="NAN_REQUEST_ZERO_FMA"),
             "swizzle_atomicity_cc": d(box_dim=(32, 8), swizzle="128B_ATOM_32B"),
+            "packed_cc": d(data_type="16U4_ALIGN8B", box_dim=(32, 8)),
         }
         good = [d(), d(global_dim=(64, 2**32), box_dim=(16, 256), element_strides=(8, 8)),
                 d(box_dim=(32, 8), swizzle="128B"), d(interleave="32B", swizzle="32B", **five),
-                d(data_type="FLOAT32", oob_fill="NAN_REQUEST_ZERO_FMA")]
+                d(data_type="FLOAT32", oob_fill="NAN_REQUEST_ZERO_FMA"),
+                d(global_strides=(0,))]
         table, wrong = [], []
         for rule, desc in bad.items():
             assert rule in [v.rule for v in validate(desc, info.compute_capability)], rule
@@ -451,16 +469,20 @@ def test_rule_checker_agrees_with_the_driver(info):
                 wrong.append(rule)
             except DriverError as e:
                 table.append(f"{rule}: driver refused ({e.name})")
+            except ValueError as e:  # cuda.bindings refuses over-long arrays itself
+                table.append(f"{rule}: cuda.bindings refused ({e})")
         for desc in good:
             assert validate(desc, info.compute_capability) == []
             _encode(desc, 0)
-        # Not rules of ours: print what the driver does, for the record.
-        for label, desc in [("overlapping rows (stride < row bytes)", d(global_strides=(128,))),
-                            ("stride 0", d(global_strides=(0,)))]:
+        # Not asserted, printed for the record: a rule cuda.h documents that driver 580 does
+        # not enforce, and overlapping rows, which are no rule at all.
+        for label, desc in [("interleave 32B + swizzle 64B", d(interleave="32B", swizzle="64B",
+                                                               **five)),
+                            ("overlapping rows (stride < row bytes)", d(global_strides=(128,)))]:
             try:
                 _encode(desc, 0)
                 table.append(f"probe {label}: accepted")
-            except DriverError as e:
-                table.append(f"probe {label}: refused ({e.name})")
+            except (DriverError, ValueError) as e:
+                table.append(f"probe {label}: refused ({getattr(e, 'name', e)})")
         print("\n" + "\n".join(table))
         assert not wrong, f"rules the driver does not enforce: {wrong}"

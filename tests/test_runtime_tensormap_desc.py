@@ -171,6 +171,7 @@ def test_boundaries_are_accepted():
     assert validate(desc5(interleave="32B", swizzle="32B", global_address=0x10020,
                           global_strides=(32, 128, 512, 2048))) == []
     assert validate(desc(data_type="FLOAT32", oob_fill="NAN_REQUEST_ZERO_FMA")) == []
+    assert validate(desc(global_strides=(0,))) == []  # broadcast rows: the driver takes it
 
 
 def test_messages_name_the_values():

@@ -1,14 +1,16 @@
 """Kernel argument packing, planned once per kernel signature.
 
 `ArgPacker(kernel, params)` lays the parameters out in one aligned ctypes buffer, builds the
-`void*[]` array that cuLaunchKernel(Ex) takes as kernelParams (pointing into that buffer), and
-one converter closure per parameter. A launch then only runs the converters, which write
-straight into the buffer, and hands the driver the array's address: no per-launch allocation.
+`void*[]` array that cuLaunchKernel(Ex) takes as kernelParams (pointing into that buffer), one
+`struct.Struct` whose format reproduces that layout, and one converter closure per parameter.
+A launch runs the converters (each returns the value to store, after its type and range
+checks) and one `pack_into` into the buffer, then hands the driver the array's address: no
+per-launch allocation.
 
-Converters check types and ranges and raise `ArgumentError` naming the kernel, the parameter,
-what was expected and what was given. The buffer is reused by every launch (the driver copies
-the values during the launch call), so one packer must not be used by two threads at once:
-`Function` holds a lock around pack + launch.
+Converters raise `ArgumentError` naming the kernel, the parameter, what was expected and what
+was given. The buffer is reused by every launch (the driver copies the values during the
+launch call), so one packer must not be used by two threads at once: `Function` holds a lock
+around pack + launch.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import numpy as np
 
 from ptxdsl.runtime.arrays import device_pointer
 from ptxdsl.runtime.errors import ArgumentError
+from ptxdsl.runtime.memory import DeviceBuffer
 from ptxdsl.types import ScalarType
 
-_INT_FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
+_UINT_FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
+_SINT_FMT = {8: "b", 16: "h", 32: "i", 64: "q"}
 _FLOAT_FMT = {16: "e", 32: "f", 64: "d"}
 TENSORMAP_BYTES = 128
 
@@ -56,9 +60,9 @@ def _as_int(v):
     return None
 
 
-def _int_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
+def _int_converter(kernel: str, p) -> tuple[str, Callable]:
     lo, hi, spelled = _int_range(p.type)
-    pack = struct.Struct("<" + _INT_FMT[p.type.bits]).pack_into
+    signed = p.type.kind == "s"
     mask = (1 << p.type.bits) - 1
     expected = f"an integer for {spelled} in {lo}..{hi}"
     accepts_pointer = p.type is ScalarType.u64
@@ -79,61 +83,62 @@ def _int_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
             raise ArgumentError(kernel, p.name, expected, _given(v))
         if not lo <= iv <= hi:
             raise ArgumentError(kernel, p.name, expected, f"{iv} (out of range)")
-        pack(mv, off, iv & mask)
+        return iv if signed else iv & mask
+
+    fast_lo = lo if signed else 0
 
     def convert(v):
-        if type(v) is int and 0 <= v <= hi:
-            pack(mv, off, v)
-        else:
-            slow(v)
+        if type(v) is int and fast_lo <= v <= hi:
+            return v
+        return slow(v)
 
-    return convert
+    return (_SINT_FMT if signed else _UINT_FMT)[p.type.bits], convert
 
 
-def _float_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
-    bits = p.type.bits
-    pack = struct.Struct("<" + _FLOAT_FMT[bits]).pack_into
+def _float_converter(kernel: str, p) -> tuple[str, Callable]:
+    fmt = _FLOAT_FMT[p.type.bits]
+    one = struct.Struct("<" + fmt).pack
     expected = f"a real number for {p.type.ptx}"
 
-    def slow(v):
+    def check(x: float) -> float:
+        try:
+            one(x)
+        except (OverflowError, struct.error):
+            raise ArgumentError(kernel, p.name, f"{expected} (finite values within its range)",
+                                f"{x!r} (out of range)") from None
+        return x
+
+    def convert(v):
+        if type(v) is float:
+            return v  # a range overflow surfaces in pack_into; ArgPacker.pack re-checks then
         if isinstance(v, (bool, np.bool_)) or not isinstance(
                 v, (int, float, np.integer, np.floating)) and not (
                 isinstance(v, np.ndarray) and v.shape == () and v.dtype.kind in "iuf"):
             raise ArgumentError(kernel, p.name, expected, _given(v))
-        x = float(v)
-        try:
-            pack(mv, off, x)
-        except (OverflowError, struct.error):
-            raise ArgumentError(kernel, p.name, f"{expected} (finite values within its range)",
-                                f"{x!r} (out of range)") from None
+        return check(float(v))
 
-    def convert(v):
-        if type(v) is float:
-            try:
-                pack(mv, off, v)
-                return
-            except (OverflowError, struct.error):
-                pass
-        slow(v)
-
-    return convert
+    convert.check = check
+    return fmt, convert
 
 
-def _pointer_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
-    pack = struct.Struct("<Q").pack_into
+def _pointer_converter(kernel: str, p) -> tuple[str, Callable]:
     expected = ("a device pointer (DeviceBuffer, int, or an object with "
                 "__cuda_array_interface__ / __dlpack__)")
 
     def convert(v):
+        if type(v) is DeviceBuffer:
+            ptr = v._ptr
+            if ptr is not None:
+                return ptr
         try:
-            ptr = v.ptr if type(v).__name__ == "DeviceBuffer" else device_pointer(v)
+            ptr = device_pointer(v)
         except (TypeError, ValueError, AttributeError, RuntimeError) as exc:
             raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
         if not 0 <= ptr < (1 << 64):
             raise ArgumentError(kernel, p.name, expected, f"address {ptr} (out of range)")
-        pack(mv, off, ptr)
+        return ptr
 
-    return convert
+    return "Q", convert
 
 
 def tensormap_bytes(v) -> bytes | None:
@@ -157,7 +162,7 @@ def tensormap_bytes(v) -> bytes | None:
     return None
 
 
-def _blob_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
+def _blob_converter(kernel: str, p) -> tuple[str, Callable]:
     size = p.size
     is_map = p.kind == "tensormap"
     expected = (f"a tensor map ({size} bytes: TensorMap, bytes, numpy array, CUtensorMap or "
@@ -165,34 +170,31 @@ def _blob_converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
                 f"{size} bytes (bytes-like or numpy array)")
 
     def convert(v):
-        if is_map and type(v).__name__ == "TensorMap":
-            data = v.data
-        else:
-            try:
-                data = tensormap_bytes(v)
-            except Exception as exc:
-                raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
+        try:
+            data = tensormap_bytes(v)
+        except Exception as exc:
+            raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
         if data is None:
             raise ArgumentError(kernel, p.name, expected, _given(v))
-        if len(data) != size:
+        if len(data) != size:  # struct's 's' would silently pad or cut
             raise ArgumentError(kernel, p.name, expected, f"{type(v).__name__} of "
                                 f"{len(data)} bytes")
-        mv[off:off + size] = data
+        return data
 
-    return convert
+    return f"{size}s", convert
 
 
-def _converter(kernel: str, p, mv: memoryview, off: int) -> Callable:
+def _converter(kernel: str, p) -> tuple[str, Callable]:
     if p.kind == "pointer":
-        return _pointer_converter(kernel, p, mv, off)
+        return _pointer_converter(kernel, p)
     if p.kind in ("tensormap", "bytes"):
-        return _blob_converter(kernel, p, mv, off)
+        return _blob_converter(kernel, p)
     if p.kind != "scalar":
         raise ValueError(f"kernel '{kernel}': parameter '{p.name}' has unknown kind {p.kind!r}")
     if p.type.is_float and p.type.bits in _FLOAT_FMT:
-        return _float_converter(kernel, p, mv, off)
-    if p.type.kind in "usb" and p.type.bits in _INT_FMT:
-        return _int_converter(kernel, p, mv, off)
+        return _float_converter(kernel, p)
+    if p.type.kind in "usb" and p.type.bits in _UINT_FMT:
+        return _int_converter(kernel, p)
     raise ValueError(f"kernel '{kernel}': parameter '{p.name}' has unsupported type "
                      f"{p.type.ptx}")
 
@@ -224,8 +226,16 @@ class ArgPacker:
         n = len(self.params)
         self._ptrs = (ctypes.c_void_p * max(n, 1))(*[self.base + o for o in offsets])
         self.address = ctypes.addressof(self._ptrs)
-        self._convs = tuple(_converter(kernel, p, self._mv, o)
-                            for p, o in zip(self.params, offsets, strict=True))
+        fmt, pos = "<", 0
+        convs = []
+        for p, off in zip(self.params, offsets, strict=True):
+            code, conv = _converter(kernel, p)
+            fmt += "x" * (off - pos) + code
+            pos = off + p.size
+            convs.append(conv)
+        self._convs = tuple(convs)
+        self._struct = struct.Struct(fmt)
+        assert self._struct.size == pos, (fmt, pos)
         self._names = {p.name: i for i, p in enumerate(self.params)}
 
     @property
@@ -249,20 +259,33 @@ class ArgPacker:
                                 f"arguments by name for {self.signature()}", "; ".join(parts))
         return [args[p.name] for p in self.params]
 
+    def _normalize(self, args) -> tuple | list:
+        if args is None:
+            return ()
+        if isinstance(args, Mapping):
+            return self._from_mapping(args)
+        if isinstance(args, list):
+            return args
+        return (args,)
+
     def pack(self, args) -> int:
         """Convert `args` (a sequence in declaration order, or a mapping by parameter name)
         into the buffer; return the kernelParams address (a `void**`)."""
-        if args is None:
-            args = ()
-        elif isinstance(args, Mapping):
-            args = self._from_mapping(args)
-        elif not isinstance(args, (tuple, list)):
-            args = (args,)
+        if type(args) is not tuple:
+            args = self._normalize(args)
         convs = self._convs
         if len(args) != len(convs):
             raise ArgumentError(
                 self.kernel, "*", f"{len(convs)} argument{'s' if len(convs) != 1 else ''} "
                 f"for {self.signature()}", f"{len(args)}")
-        for conv, a in zip(convs, args, strict=True):
-            conv(a)
+        values = [conv(a) for conv, a in zip(convs, args, strict=False)]  # lengths checked
+        try:
+            self._struct.pack_into(self._mv, 0, *values)
+        except (OverflowError, struct.error):
+            # Only a Python float beyond an f32/f16 range gets here (every other value was
+            # range-checked by its converter): find which parameter and say so.
+            for conv, v in zip(convs, values, strict=True):
+                if hasattr(conv, "check"):
+                    conv.check(v)
+            raise
         return self.address

@@ -1,7 +1,8 @@
-"""A loaded kernel and its launch through cuLaunchKernelEx.
+"""A loaded kernel and its launch through cuLaunchKernel / cuLaunchKernelEx.
 
-`Function.launch` packs arguments with the kernel's precomputed `ArgPacker`, reuses a cached
-CUlaunchConfig per (grid, block, shared memory, stream, cluster), raises the kernel's
+`Function.launch` packs arguments with the kernel's precomputed `ArgPacker`, reuses the checked
+launch arguments per (grid, block, shared memory, stream, cluster) (a CUlaunchConfig with the
+CLUSTER_DIMENSION attribute for cuLaunchKernelEx when a cluster shape is given), raises the kernel's
 MAX_DYNAMIC_SHARED_SIZE_BYTES attribute the first time more than the default 48 KB is asked
 for, and checks the request against the device's opt-in limit before the driver sees it.
 """
@@ -12,7 +13,7 @@ import threading
 
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
-from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.device import _tls, device_info, use_device
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_handle
 
@@ -55,7 +56,36 @@ class Function:
         self.max_threads_per_block = attr(F.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         self.local_bytes = attr(F.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
         self._dyn_limit = attr(F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        self._success = drv.CUresult.CUDA_SUCCESS
+        # .explicitcluster / .reqnctapercluster, as the driver read them from the module
+        # (CUDA 12+ attributes; absent ones read as "no requirement").
+        self.cluster_must_be_set = bool(self._opt_attr(drv, "CLUSTER_SIZE_MUST_BE_SET"))
+        self.required_cluster = tuple(self._opt_attr(drv, f"REQUIRED_CLUSTER_{d}")
+                                      for d in ("WIDTH", "HEIGHT", "DEPTH"))
         self._check_params(drv)
+
+    def _opt_attr(self, drv, name: str) -> int:
+        a = getattr(drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}", None)
+        if a is None:
+            return 0
+        err, value = drv.cuFuncGetAttribute(a, self.handle)
+        return int(value) if int(err) == 0 else 0
+
+    def _check_cluster(self, cluster):
+        """The cluster shape to check the grid against, refusing what the driver would refuse
+        with a bare CUDA_ERROR_INVALID_CLUSTER_SIZE."""
+        required = self.required_cluster if all(self.required_cluster) else None
+        if cluster is None:
+            if required is None and self.cluster_must_be_set:
+                raise LaunchError(f"kernel '{self.name}' is declared .explicitcluster: launch "
+                                  "it with cluster=(x, y, z)")
+            return required
+        c = _dim3(cluster, "cluster", self.name)
+        if required is not None and c != required:
+            raise LaunchError(f"kernel '{self.name}' declares .reqnctapercluster "
+                              f"{', '.join(map(str, required))}; the launch asked for cluster "
+                              f"{c}: leave cluster=None or pass {required}")
+        return c
 
     def _check_params(self, drv) -> None:
         """Compare declared parameter sizes with the loaded function's (cuFuncGetParamInfo,
@@ -86,11 +116,8 @@ class Function:
         return self._packer.signature()
 
     def _config(self, grid, block, shared_mem: int, stream, cluster):
-        key = (grid, block, shared_mem, stream if stream is None or isinstance(
-            stream, int) else id(stream), cluster)
-        cfg = self._configs.get(key)
-        if cfg is not None:
-            return cfg
+        key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
+               else id(stream), cluster)
         drv = driver()
         g = _dim3(grid, "grid", self.name)
         b = _dim3(block, "block", self.name)
@@ -105,30 +132,36 @@ class Function:
             raise LaunchError(f"kernel '{self.name}': grid {g} exceeds the device's max grid "
                               f"dims {info.max_grid_dim}")
         self._ensure_shared(shared_mem, info)
-        cfg = drv.CUlaunchConfig()
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = b
-        cfg.sharedMemBytes = shared_mem
-        cfg.hStream = stream_handle(stream)
-        attrs_ = []
-        if cluster is not None:
-            c = _dim3(cluster, "cluster", self.name)
-            if any(gd % cd for gd, cd in zip(g, c, strict=True)):
-                raise LaunchError(f"kernel '{self.name}': grid {g} is not a whole number of "
-                                  f"clusters {c} in every dimension")
+        c = self._check_cluster(cluster)
+        if c is not None and any(gd % cd for gd, cd in zip(g, c, strict=True)):
+            raise LaunchError(f"kernel '{self.name}': grid {g} is not a whole number of "
+                              f"clusters {c} in every dimension")
+        hstream = stream_handle(stream)
+        if cluster is None or c == self.required_cluster:
+            # No launch attributes (a .reqnctapercluster kernel carries its shape): the plain
+            # call is cheaper than building a CUlaunchConfig into C on every launch.
+            entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream),
+                     "cuLaunchKernel", stream)
+        else:
             if not info.cluster_launch:
                 raise LaunchError(f"kernel '{self.name}': {info.name} cannot launch clusters")
+            cfg = drv.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = b
+            cfg.sharedMemBytes = shared_mem
+            cfg.hStream = hstream
             a = drv.CUlaunchAttribute()
             a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = c
-            attrs_.append(a)
-        cfg.attrs = attrs_
-        cfg.numAttrs = len(attrs_)
+            cfg.attrs = [a]
+            cfg.numAttrs = 1
+            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", (stream, a))
         if len(self._configs) >= _CONFIG_CACHE_MAX:
             self._configs.clear()
-        # A stream object is keyed by id(): keep it alive as long as its config is cached.
-        self._configs[key] = (cfg, attrs_, stream)
-        return self._configs[key]
+        # Entry: (driver call, its leading arguments, its name, objects to keep alive: a stream
+        # keyed by id() must outlive its cached entry).
+        self._configs[key] = entry
+        return entry
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
         if not isinstance(shared_mem, int) or shared_mem < 0:
@@ -155,24 +188,26 @@ class Function:
         """Launch on `grid` x `block` (ints or 1-3 tuples) with `args` in declaration order
         (or a dict by parameter name); `shared_mem` bytes of dynamic shared memory; `stream`
         a ptxdsl Stream, None (legacy default stream) or a foreign stream; `cluster` the
-        cluster shape for cuLaunchKernelEx's CLUSTER_DIMENSION attribute."""
-        use_device(self.device)
+        cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)."""
+        if getattr(_tls, "device", None) != self.device:
+            use_device(self.device)
         if type(grid) is list:
             grid = tuple(grid)
         if type(block) is list:
             block = tuple(block)
         if type(cluster) is list:
             cluster = tuple(cluster)
+        key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
+               else id(stream), cluster)
         with self._lock:
-            cfg = self._configs.get((grid, block, shared_mem, stream if stream is None or
-                                     isinstance(stream, int) else id(stream), cluster))
-            if cfg is None:
-                cfg = self._config(grid, block, shared_mem, stream, cluster)
+            entry = self._configs.get(key)
+            if entry is None:
+                entry = self._config(grid, block, shared_mem, stream, cluster)
             params = self._packer.pack(args)
-            (err,) = driver().cuLaunchKernelEx(cfg[0], self.handle, params, 0)
-        if int(err) != 0:
-            raise error_for("cuLaunchKernelEx", err, f"kernel '{self.name}' grid={grid} "
-                            f"block={block} shared_mem={shared_mem} cluster={cluster}")
+            (err,) = entry[0](*entry[1], params, 0)
+        if err is not self._success and int(err) != 0:
+            raise error_for(entry[2], err, f"kernel '{self.name}' grid={grid} block={block} "
+                            f"shared_mem={shared_mem} cluster={cluster}")
 
     __call__ = launch
 

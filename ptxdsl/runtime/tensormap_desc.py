@@ -198,9 +198,10 @@ def validate(d: TiledDesc, compute_capability: tuple[int, int] | None = None) ->
     if off:
         bad("stride_multiple", f"globalStrides must be multiples of {mult} bytes, got " +
             ", ".join(f"globalStrides[{i}]={s}" for i, s in off))
-    big = [(i, s) for i, s in enumerate(d.global_strides) if not 0 < s < 1 << 40]
+    # 0 is legal (the driver accepts it: every index of that dimension reads the same data).
+    big = [(i, s) for i, s in enumerate(d.global_strides) if not 0 <= s < 1 << 40]
     if big:
-        bad("stride_range", "globalStrides must be positive and below 2^40, got " +
+        bad("stride_range", "globalStrides must be in 0..2^40-1 bytes, got " +
             ", ".join(f"globalStrides[{i}]={s}" for i, s in big))
     boxes_bad = [(i, b) for i, b in enumerate(d.box_dim) if not 1 <= b <= 256]
     if boxes_bad:
@@ -227,6 +228,8 @@ def validate(d: TiledDesc, compute_capability: tuple[int, int] | None = None) ->
         bad("swizzle_span", f"with swizzle {d.swizzle.driver_name} the inner box extent "
             f"(boxDim[0] * elementSize = {d.box_dim[0]} * {name} = {inner} bytes) must not "
             f"exceed the swizzle span of {span} bytes")
+    # Documented in cuda.h; driver 580 (CUDA 13.0) encodes the map anyway, but TMA behaviour
+    # for the combination is unspecified, so it is refused here.
     if d.interleave is Interleave.B32 and d.swizzle is not Swizzle.B32:
         bad("interleave32_swizzle", f"interleave 32B requires swizzle 32B, got "
             f"{d.swizzle.driver_name}")

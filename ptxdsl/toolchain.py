@@ -9,7 +9,7 @@ import threading
 from .errors import AssemblyError, PtxdslError, SourceLoc
 from .types import Target
 
-_PTX_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
+_PTX_LINE = re.compile(r"line (\d+); (error|fatal|warning)\s*:\s*(.*)")
 _lock = threading.Lock()  # nvJitLink handles are independent, but keep logs tidy
 
 
@@ -65,7 +65,7 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options: tuple[str, .
 
 def _assembly_error(log: str, ptx: str, arch: str, locate) -> AssemblyError:
     lines = ptx.splitlines()
-    m = next((m for m in map(_PTX_LINE.search, log.splitlines()) if m and m.group(2) == "error"),
+    m = next((m for m in map(_PTX_LINE.search, log.splitlines()) if m and m.group(2) != "warning"),
              None)
     if m is None:
         return AssemblyError(f"ptxas rejected the module for {arch}:\n{log.strip()}", log)

@@ -1,0 +1,323 @@
+"""Memory and proxy fences, membar, and the tensor-map prefetch (PTX ISA §9.7.13.4, §9.7.9.15;
+digest §3).
+
+Builder functions are named after `cuda::ptx` and take the kernel first:
+`fence_proxy_tensormap_generic(k, "acquire", "gpu", addr)`, `fence_proxy_async(k, "shared::cta")`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ..errors import OperandError
+from ..operands import Addr, Imm, Reg, Symbol
+from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
+from ._tma_addr import parse_space, resolve_space, tma_addr
+from .base import Instruction, _given, check_enum, refuse
+
+__all__ = ["membar", "fence", "fence_proxy_alias", "fence_proxy_async",
+           "fence_proxy_tensormap_generic", "fence_mbarrier_init", "fence_sync_restrict",
+           "fence_proxy_async_generic_sync_restrict", "prefetch_tensormap"]
+
+S = StateSpace
+SM90_80 = req("8.0", 90)
+SM90_83 = req("8.3", 90)
+SM90_86 = req("8.6", 90)
+TENSORMAP_BYTES = 128
+
+
+class MembarLevel(enum.Enum):
+    cta = "cta"
+    gl = "gl"
+    sys = "sys"
+
+
+@attrs.frozen
+class Membar(Instruction):
+    """`membar.level;` with level = .cta | .gl | .sys"""
+
+    MNEMONIC = "membar"
+    level: MembarLevel
+
+    def __attrs_post_init__(self):
+        self._set("level", check_enum("membar", "level", self.level, MembarLevel))
+
+    def opcode(self) -> str:
+        return f"membar.{self.level.value}"
+
+
+_FENCE_SEMS = (Sem.sc, Sem.acq_rel, Sem.acquire, Sem.release)
+
+
+@attrs.frozen
+class Fence(Instruction):
+    """`fence.sem.scope;` with .sem = .sc | .acq_rel | .acquire | .release and
+    .scope = .cta | .cluster | .gpu | .sys (.acquire/.release: PTX 8.6, sm_90)."""
+
+    MNEMONIC = "fence"
+    sem: Sem
+    scope: Scope
+
+    def __attrs_post_init__(self):
+        self._set("sem", check_enum("fence", "sem", self.sem, Sem, _FENCE_SEMS))
+        self._set("scope", check_enum("fence", "scope", self.scope, Scope))
+
+    @property
+    def requires(self) -> Requires:
+        if self.sem in (Sem.acquire, Sem.release):
+            return SM90_86
+        if self.scope is Scope.cluster:
+            return req("7.8", 90)
+        return BASE
+
+    def opcode(self) -> str:
+        return f"fence{self.sem.ptx}{self.scope.ptx}"
+
+
+@attrs.frozen
+class FenceProxyAlias(Instruction):
+    """`fence.proxy.alias;`"""
+
+    MNEMONIC = "fence.proxy.alias"
+    REQUIRES = req("7.5", 75)
+
+    def opcode(self) -> str:
+        return "fence.proxy.alias"
+
+
+_ASYNC_SPACES = (S.generic, S.global_, S.shared_cta, S.shared_cluster)
+
+
+@attrs.frozen
+class FenceProxyAsync(Instruction):
+    """`fence.proxy.async{.space};` with .space = .global | .shared::cta | .shared::cluster
+    (generic = all spaces). Bare `.shared` is rejected by ptxas."""
+
+    MNEMONIC = "fence.proxy.async"
+    REQUIRES = SM90_80
+    space: StateSpace = S.generic
+
+    def __attrs_post_init__(self):
+        self._set("space", parse_space("fence.proxy.async", self.space, _ASYNC_SPACES))
+
+    def opcode(self) -> str:
+        return "fence.proxy.async" + self.space.ptx
+
+
+@attrs.frozen
+class FenceProxyTensormapRelease(Instruction):
+    """`fence.proxy.tensormap::generic.release.scope;` (no operands)."""
+
+    MNEMONIC = "fence.proxy.tensormap::generic.release"
+    REQUIRES = SM90_83
+    scope: Scope
+
+    def __attrs_post_init__(self):
+        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope))
+
+    def opcode(self) -> str:
+        return f"fence.proxy.tensormap::generic.release{self.scope.ptx}"
+
+
+def check_size_128(insn: str, size) -> int:
+    if isinstance(size, Reg):
+        raise OperandError(insn, "size", "the immediate 128 (a register is not allowed here)",
+                           _given(size))
+    if size != TENSORMAP_BYTES:
+        refuse(insn, f"size must be the immediate 128 (a tensor map is 128 bytes), got {size!r}")
+    return TENSORMAP_BYTES
+
+
+@attrs.frozen
+class FenceProxyTensormapAcquire(Instruction):
+    """`fence.proxy.tensormap::generic.acquire.scope [addr], 128;` — `addr` is a generic
+    64-bit address of a tensor map in global memory."""
+
+    MNEMONIC = "fence.proxy.tensormap::generic.acquire"
+    REQUIRES = SM90_83
+    scope: Scope
+    addr: Addr
+    size: int = TENSORMAP_BYTES
+
+    def __attrs_post_init__(self):
+        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope))
+        name = self.opcode()
+        self._set("addr", tma_addr(name, "addr", self.addr, S.generic))
+        self._set("size", check_size_128(name, self.size))
+
+    def opcode(self) -> str:
+        return f"fence.proxy.tensormap::generic.acquire{self.scope.ptx}"
+
+    def operands(self):
+        return (self.addr, Imm(self.size, ScalarType.u32))
+
+
+@attrs.frozen
+class FenceMbarrierInit(Instruction):
+    """`fence.mbarrier_init.release.cluster;` (the only legal spelling)."""
+
+    MNEMONIC = "fence.mbarrier_init"
+    REQUIRES = SM90_80
+    sem: Sem = Sem.release
+    scope: Scope = Scope.cluster
+
+    def __attrs_post_init__(self):
+        self._set("sem", check_enum(self.MNEMONIC, "sem", self.sem, Sem, (Sem.release,)))
+        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope,
+                                      (Scope.cluster,)))
+
+    def opcode(self) -> str:
+        return "fence.mbarrier_init.release.cluster"
+
+
+# sync_restrict pairs: .acquire goes with ::shared::cluster, .release with ::shared::cta.
+_RESTRICT = {Sem.acquire: S.shared_cluster, Sem.release: S.shared_cta}
+
+
+@attrs.frozen
+class FenceSyncRestrict(Instruction):
+    """`fence{.proxy.async::generic}.sem.sync_restrict::space.cluster;` with
+    (.acquire, ::shared::cluster) or (.release, ::shared::cta)."""
+
+    MNEMONIC = "fence.sync_restrict"
+    REQUIRES = SM90_86
+    sem: Sem
+    space: StateSpace | None = None
+    scope: Scope = Scope.cluster
+    proxy_async: bool = False
+
+    def __attrs_post_init__(self):
+        insn = self.MNEMONIC
+        sem = check_enum(insn, "sem", self.sem, Sem, tuple(_RESTRICT))
+        self._set("sem", sem)
+        want = _RESTRICT[sem]
+        if self.space is None:
+            self._set("space", want)
+        else:
+            sp = parse_space(insn, self.space, (S.shared_cta, S.shared_cluster))
+            if sp is not want:
+                refuse(insn, f".{sem.value} pairs with sync_restrict::{want.value} only "
+                       f"(got ::{sp.value})")
+            self._set("space", sp)
+        self._set("scope", check_enum(insn, "scope", self.scope, Scope, (Scope.cluster,)))
+
+    def opcode(self) -> str:
+        proxy = ".proxy.async::generic" if self.proxy_async else ""
+        return f"fence{proxy}{self.sem.ptx}.sync_restrict::{self.space.value}{self.scope.ptx}"
+
+
+_PREFETCH_SPACES = (S.generic, S.param, S.const)
+
+
+@attrs.frozen
+class PrefetchTensormap(Instruction):
+    """`prefetch{.param,.const}.tensormap [addr];` (generic when no space is given)."""
+
+    MNEMONIC = "prefetch.tensormap"
+    REQUIRES = SM90_80
+    space: StateSpace
+    addr: Addr
+
+    def __attrs_post_init__(self):
+        self._set("space", parse_space(self.MNEMONIC, self.space, _PREFETCH_SPACES))
+        self._set("addr", tma_addr(self.opcode(), "addr", self.addr, self.space))
+
+    def opcode(self) -> str:
+        return f"prefetch{self.space.ptx}.tensormap"
+
+    def operands(self):
+        return (self.addr,)
+
+
+# -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
+def membar(k, level) -> None:
+    """`membar.{cta,gl,sys};`"""
+    k.emit(Membar(level))
+
+
+def fence(k, sem, scope) -> None:
+    """`fence.{sc,acq_rel,acquire,release}.{cta,cluster,gpu,sys};` (cuda::ptx::fence)."""
+    k.emit(Fence(sem, scope))
+
+
+def fence_proxy_alias(k) -> None:
+    """`fence.proxy.alias;`"""
+    k.emit(FenceProxyAlias())
+
+
+def fence_proxy_async(k, space=None) -> None:
+    """`fence.proxy.async;` or, with space 'global'/'shared::cta'/'shared::cluster',
+    `fence.proxy.async.<space>;`."""
+    k.emit(FenceProxyAsync(S.generic if space is None else space))
+
+
+def _generic_pointer(k, addr):
+    """A pointer parameter is loaded (a cudaMalloc pointer is a generic address)."""
+    if isinstance(addr, Symbol) and getattr(addr, "kind", None) == "pointer":
+        return k.ld_param(addr)
+    return addr
+
+
+def fence_proxy_tensormap_generic(k, sem, scope, addr=None, size=TENSORMAP_BYTES) -> None:
+    """Release (`fence.proxy.tensormap::generic.release.scope;`, no operands) or acquire
+    (`fence.proxy.tensormap::generic.acquire.scope [addr], 128;`, `addr` a generic pointer to
+    the map in global memory: a 64-bit register or a pointer parameter, loaded first)."""
+    insn = "fence.proxy.tensormap::generic"
+    sem = check_enum(insn, "sem", sem, Sem, (Sem.release, Sem.acquire))
+    if sem is Sem.release:
+        if addr is not None:
+            refuse(insn + ".release", "the release form takes no operands (ptxas rejects "
+                   "[addr], 128); only the acquire form names the tensor map")
+        check_size_128(insn + ".release", size)
+        k.emit(FenceProxyTensormapRelease(scope))
+        return
+    if addr is None:
+        refuse(insn + ".acquire", "the acquire form needs the tensor map's address: "
+               "fence_proxy_tensormap_generic(k, 'acquire', scope, addr)")
+    k.emit(FenceProxyTensormapAcquire(scope, _generic_pointer(k, addr), size))
+
+
+def fence_mbarrier_init(k, sem="release", scope="cluster") -> None:
+    """`fence.mbarrier_init.release.cluster;`"""
+    k.emit(FenceMbarrierInit(sem, scope))
+
+
+def fence_sync_restrict(k, sem, space=None, scope="cluster") -> None:
+    """`fence.acquire.sync_restrict::shared::cluster.cluster;` or
+    `fence.release.sync_restrict::shared::cta.cluster;` (space follows from sem)."""
+    k.emit(FenceSyncRestrict(sem, space, scope, False))
+
+
+def fence_proxy_async_generic_sync_restrict(k, sem, space=None, scope="cluster") -> None:
+    """`fence.proxy.async::generic.{acquire,release}.sync_restrict::<space>.cluster;`"""
+    k.emit(FenceSyncRestrict(sem, space, scope, True))
+
+
+def prefetch_tensormap(k, addr, space=None) -> None:
+    """`prefetch{.param,.const}.tensormap [addr];` — a tensor-map parameter or `.const` symbol
+    gives its space; a register its hint (a 64-bit unhinted one is generic)."""
+    sp = resolve_space("prefetch.tensormap", addr, space, _PREFETCH_SPACES)
+    k.emit(PrefetchTensormap(sp, addr))
+
+
+# -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------
+FORMS: list[tuple[str, Requires, str]] = [
+    ("membar.{cta,gl,sys}", BASE, ""),
+    ("fence.{sc,acq_rel}.{cta,gpu,sys}", BASE, "PTX 6.0 / sm_70 in the ISA; ptxdsl's floor"),
+    ("fence.{sc,acq_rel}.cluster", req("7.8", 90), ""),
+    ("fence.{acquire,release}.{cta,cluster,gpu,sys}", SM90_86, ""),
+    ("fence.proxy.alias", req("7.5", 75), "sm_70 in the ISA; ptxdsl's floor"),
+    ("fence.proxy.async{,.global,.shared::cta,.shared::cluster}", SM90_80,
+     "bare .shared rejected"),
+    ("fence.proxy.tensormap::generic.release.{cta,cluster,gpu,sys}", SM90_83, "no operands"),
+    ("fence.proxy.tensormap::generic.acquire.{cta,cluster,gpu,sys} [addr], 128", SM90_83,
+     "generic 64-bit addr"),
+    ("fence.mbarrier_init.release.cluster", SM90_80, ""),
+    ("fence.proxy.async::generic.{acquire,release}.sync_restrict::<space>.cluster", SM90_86,
+     "acquire: shared::cluster; release: shared::cta"),
+    ("fence.{acquire,release}.sync_restrict::<space>.cluster", SM90_86,
+     "acquire: shared::cluster; release: shared::cta"),
+    ("prefetch{,.param,.const}.tensormap", SM90_80, ""),
+]

@@ -1,0 +1,359 @@
+"""mbarrier, the arrive side: init, inval, arrive / arrive_drop (+ .noComplete, .expect_tx),
+expect_tx, complete_tx (PTX ISA §9.7.13.15; digest §4).
+
+Qualifiers are emitted in the canonical order `.sem.scope.space`
+(`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64`). The barrier address is a shared
+symbol (`[bar]`), a 32-bit shared register, a 64-bit register (generic unless its hint says
+shared) or an `Addr`. The space is inferred as described in `_tma_addr`; a shared symbol gives
+`.shared::cta`. Bare `.shared` (which ptxas accepts on mbarrier) is used only when asked for.
+
+The wait side (test_wait, try_wait, pending_count, the `mbarrier_wait` loop and the
+`MbarrierPhase` parity tracker) is in `mbarrier_wait.py`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ..errors import OperandError
+from ..operands import SINK, Addr, Imm, Reg, Sink
+from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
+from ._tma_addr import resolve_space, tma_addr
+from .base import Instruction, check_dst, check_enum, check_src, refuse
+
+__all__ = ["mbarrier_init", "mbarrier_inval", "mbarrier_arrive", "mbarrier_arrive_no_complete",
+           "mbarrier_arrive_expect_tx", "mbarrier_arrive_drop",
+           "mbarrier_arrive_drop_no_complete", "mbarrier_arrive_drop_expect_tx",
+           "mbarrier_expect_tx", "mbarrier_complete_tx"]
+
+S = StateSpace
+T = ScalarType
+MAX_COUNT = (1 << 20) - 1          # expected/pending arrival count and |tx-count| limit
+SPACES = (S.generic, S.shared, S.shared_cta, S.shared_cluster)
+LOCAL_SPACES = (S.generic, S.shared, S.shared_cta)
+SCOPES = (Scope.cta, Scope.cluster)
+
+
+def _need(version: str, sm: int = 80) -> Requires:
+    return req(version, sm)
+
+
+def _space_req(space: StateSpace) -> Requires:
+    if space is S.shared_cluster:
+        return _need("8.0", 90)
+    return _need("7.8") if space is S.shared_cta else _need("7.0")
+
+
+def _sem_req(sem: Sem | None, scope: Scope | None, relaxed: str = "8.6") -> Requires:
+    if sem is None:
+        return _need("7.0")
+    if sem is Sem.relaxed:
+        return _need(relaxed, 90)
+    return _need("8.0", 90 if scope is Scope.cluster else 80)
+
+
+def _sem_scope(insn: str, sem, scope, sems: tuple[Sem, ...]):
+    """Both or neither (ptxas rejects one without the other); a missing one takes the PTX
+    default (.cta scope; the first of `sems`)."""
+    if sem is None and scope is None:
+        return None, None
+    sem = check_enum(insn, "sem", sems[0] if sem is None else sem, Sem, sems)
+    scope = check_enum(insn, "scope", Scope.cta if scope is None else scope, Scope, SCOPES)
+    return sem, scope
+
+
+def _qualifiers(sem: Sem | None, scope: Scope | None, space: StateSpace) -> str:
+    q = (sem.ptx + scope.ptx) if sem is not None else ""
+    return q + space.ptx + ".b64"
+
+
+def _count(insn: str, operand: str, value, lo: int = 1) -> Reg | Imm:
+    """A .b32 register or an immediate in [lo, 2^20-1] (ptxas rejects .b64 registers)."""
+    v = check_src(insn, operand, value, T.b32)
+    if isinstance(v, Imm) and not lo <= v.value <= MAX_COUNT:
+        raise OperandError(insn, operand, f"an immediate in [{lo}, {MAX_COUNT}] (2^20-1)",
+                           v.value)
+    return v
+
+
+@attrs.frozen
+class MbarrierInit(Instruction):
+    """`mbarrier.init{.shared{::cta}}.b64 [addr], count;` (count 1..2^20-1)."""
+
+    MNEMONIC = "mbarrier.init"
+    space: StateSpace
+    addr: Addr
+    count: object
+
+    def __attrs_post_init__(self):
+        self._set("space", check_enum(self.MNEMONIC, "space", self.space, S, LOCAL_SPACES))
+        name = self.opcode()
+        self._set("addr", tma_addr(name, "addr", self.addr, self.space))
+        self._set("count", _count(name, "count", self.count))
+
+    @property
+    def requires(self) -> Requires:
+        return _space_req(self.space)
+
+    def opcode(self) -> str:
+        return "mbarrier.init" + self.space.ptx + ".b64"
+
+    def operands(self):
+        return (self.addr, self.count)
+
+
+@attrs.frozen
+class MbarrierInval(Instruction):
+    """`mbarrier.inval{.shared{::cta}}.b64 [addr];`"""
+
+    MNEMONIC = "mbarrier.inval"
+    space: StateSpace
+    addr: Addr
+
+    def __attrs_post_init__(self):
+        self._set("space", check_enum(self.MNEMONIC, "space", self.space, S, LOCAL_SPACES))
+        self._set("addr", tma_addr(self.opcode(), "addr", self.addr, self.space))
+
+    @property
+    def requires(self) -> Requires:
+        return _space_req(self.space)
+
+    def opcode(self) -> str:
+        return "mbarrier.inval" + self.space.ptx + ".b64"
+
+    def operands(self):
+        return (self.addr,)
+
+
+class ArriveOp(enum.Enum):
+    arrive = "arrive"
+    arrive_drop = "arrive_drop"
+
+
+class ArriveKind(enum.Enum):
+    plain = ""
+    no_complete = "noComplete"
+    expect_tx = "expect_tx"
+
+
+@attrs.frozen
+class MbarrierArrive(Instruction):
+    """`mbarrier.<op>{.noComplete|.expect_tx}{.sem.scope}{.space}.b64 state, [addr]{, n};`
+
+    op = arrive | arrive_drop; .sem = .release | .relaxed (8.6); .scope = .cta | .cluster.
+    `n` is the arrival count (optional for plain, required for .noComplete) or the txCount
+    (required for .expect_tx, which has no count). `state` is a .b64 register or the sink
+    `_`; it must be `_` for a `.shared::cluster` (remote) barrier. `.noComplete` takes at
+    most `.release.cta`.
+    """
+
+    MNEMONIC = "mbarrier.arrive"
+    op: ArriveOp
+    kind: ArriveKind
+    space: StateSpace
+    state: Reg | Sink
+    addr: Addr
+    count: object = None
+    sem: Sem | None = None
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self):
+        op = check_enum("mbarrier", "op", self.op, ArriveOp)
+        self._set("op", op)
+        insn = f"mbarrier.{op.value}"
+        kind = check_enum(insn, "kind", self.kind, ArriveKind)
+        self._set("kind", kind)
+        if kind is not ArriveKind.plain:
+            insn += "." + kind.value
+        if self.sem is not None and check_enum(insn, "sem", self.sem, Sem) is Sem.acquire:
+            refuse(insn, "an arrive has no .acquire semantics (it releases; waits acquire): "
+                   "use sem='release' or 'relaxed'")
+        sem, scope = _sem_scope(insn, self.sem, self.scope, (Sem.release, Sem.relaxed))
+        if kind is ArriveKind.no_complete and sem is not None and (
+                sem is not Sem.release or scope is not Scope.cta):
+            refuse(insn, "takes at most .release.cta (ptxas rejects other sem/scope here)")
+        self._set("sem", sem)
+        self._set("scope", scope)
+        space = check_enum(insn, "space", self.space, S, SPACES)
+        self._set("space", space)
+        if space is S.shared_cluster and kind is ArriveKind.no_complete:
+            refuse(insn, "has no .shared::cluster form")
+        name = self.opcode()
+        if isinstance(self.state, str) and self.state == "_":
+            self._set("state", SINK)
+        if space is S.shared_cluster and not isinstance(self.state, Sink):
+            refuse(name, "a remote (.shared::cluster) arrive returns no state: the "
+                   "destination must be the sink '_' (dst='_')")
+        if not isinstance(self.state, Sink):
+            check_dst(name, "state", self.state, T.b64)
+        self._set("addr", tma_addr(name, "addr", self.addr, space))
+        if kind is ArriveKind.expect_tx:
+            if self.count is None:
+                refuse(name, "needs a txCount (bytes) operand")
+            self._set("count", _count(name, "txCount", self.count, lo=0))
+        elif kind is ArriveKind.no_complete and self.count is None:
+            refuse(name, "needs a count operand")
+        elif self.count is not None:
+            self._set("count", _count(name, "count", self.count))
+
+    @property
+    def requires(self) -> Requires:
+        r = _space_req(self.space).merge(_sem_req(self.sem, self.scope))
+        if self.kind is ArriveKind.expect_tx:
+            r = r.merge(_need("8.0", 90))
+        elif self.kind is ArriveKind.plain and self.count is not None:
+            r = r.merge(_need("7.8", 90))   # a count without .noComplete needs sm_90
+        if isinstance(self.state, Sink) and self.op is ArriveOp.arrive:
+            r = r.merge(_need("7.1"))       # arrive_drop accepts '_' from PTX 7.0 [ptxas]
+        return r
+
+    def opcode(self) -> str:
+        q = f"mbarrier.{self.op.value}" + (f".{self.kind.value}" if self.kind.value else "")
+        return q + _qualifiers(self.sem, self.scope, self.space)
+
+    def operands(self):
+        ops = (self.state, self.addr)
+        return ops + ((self.count,) if self.count is not None else ())
+
+
+class TxOp(enum.Enum):
+    expect_tx = "expect_tx"
+    complete_tx = "complete_tx"
+
+
+@attrs.frozen
+class MbarrierTx(Instruction):
+    """`mbarrier.{expect_tx,complete_tx}{.relaxed.scope}{.space}.b64 [addr], txCount;`"""
+
+    MNEMONIC = "mbarrier.expect_tx"
+    op: TxOp
+    space: StateSpace
+    addr: Addr
+    tx_count: object
+    sem: Sem | None = None
+    scope: Scope | None = None
+
+    def __attrs_post_init__(self):
+        op = check_enum("mbarrier", "op", self.op, TxOp)
+        self._set("op", op)
+        insn = f"mbarrier.{op.value}"
+        given = None if self.sem is None else check_enum(insn, "sem", self.sem, Sem)
+        if given is not None and given is not Sem.relaxed:
+            refuse(insn, f"only .relaxed is allowed (ptxas rejects .{given.value} here)")
+        sem, scope = _sem_scope(insn, self.sem, self.scope, (Sem.relaxed,))
+        self._set("sem", sem)
+        self._set("scope", scope)
+        self._set("space", check_enum(insn, "space", self.space, S, SPACES))
+        name = self.opcode()
+        self._set("addr", tma_addr(name, "addr", self.addr, self.space))
+        self._set("tx_count", _count(name, "txCount", self.tx_count, lo=0))
+
+    @property
+    def requires(self) -> Requires:
+        return _need("8.0", 90).merge(_space_req(self.space)).merge(
+            _sem_req(self.sem, self.scope, relaxed="8.0"))
+
+    def opcode(self) -> str:
+        return f"mbarrier.{self.op.value}" + _qualifiers(self.sem, self.scope, self.space)
+
+    def operands(self):
+        return (self.addr, self.tx_count)
+
+
+# -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
+def bar_space(insn: str, bar, space, allowed=SPACES) -> StateSpace:
+    return resolve_space(insn, bar, space, allowed, bare_shared=True)
+
+
+def mbarrier_init(k, bar, count, *, space=None) -> None:
+    """`mbarrier.init.shared::cta.b64 [bar], count;`"""
+    k.emit(MbarrierInit(bar_space("mbarrier.init", bar, space, LOCAL_SPACES), bar, count))
+
+
+def mbarrier_inval(k, bar, *, space=None) -> None:
+    """`mbarrier.inval.shared::cta.b64 [bar];`"""
+    k.emit(MbarrierInval(bar_space("mbarrier.inval", bar, space, LOCAL_SPACES), bar))
+
+
+def _arrive(k, op, kind, bar, count, sem, scope, space, dst):
+    sp = bar_space(f"mbarrier.{op}", bar, space)
+    if dst is None:
+        dst = SINK if sp is S.shared_cluster else k.reg(T.b64)
+    elif isinstance(dst, str) and dst == "_":
+        dst = SINK
+    k.emit(MbarrierArrive(ArriveOp(op), kind, sp, dst, bar, count, sem, scope))
+    return None if isinstance(dst, Sink) else dst
+
+
+def mbarrier_arrive(k, bar, count=None, *, sem=None, scope=None, space=None, dst=None):
+    """`mbarrier.arrive{.sem.scope}{.space}.b64 state, [bar]{, count};` — returns the state
+    register, or None when the destination is the sink (dst='_', or a .shared::cluster bar)."""
+    return _arrive(k, "arrive", ArriveKind.plain, bar, count, sem, scope, space, dst)
+
+
+def mbarrier_arrive_no_complete(k, bar, count, *, sem=None, scope=None, space=None, dst=None):
+    """`mbarrier.arrive.noComplete{.release.cta}{.space}.b64 state, [bar], count;`"""
+    return _arrive(k, "arrive", ArriveKind.no_complete, bar, count, sem, scope, space, dst)
+
+
+def mbarrier_arrive_expect_tx(k, sem, scope, space, bar, tx_count, *, dst=None):
+    """`mbarrier.arrive.expect_tx.sem.scope.space.b64 state, [bar], txCount;` (cuda::ptx
+    argument order; sem/scope/space may be None for the defaults / inference)."""
+    return _arrive(k, "arrive", ArriveKind.expect_tx, bar, tx_count, sem, scope, space, dst)
+
+
+def mbarrier_arrive_drop(k, bar, count=None, *, sem=None, scope=None, space=None, dst=None):
+    """`mbarrier.arrive_drop{.sem.scope}{.space}.b64 state, [bar]{, count};`"""
+    return _arrive(k, "arrive_drop", ArriveKind.plain, bar, count, sem, scope, space, dst)
+
+
+def mbarrier_arrive_drop_no_complete(k, bar, count, *, sem=None, scope=None, space=None,
+                                     dst=None):
+    """`mbarrier.arrive_drop.noComplete{.release.cta}{.space}.b64 state, [bar], count;`"""
+    return _arrive(k, "arrive_drop", ArriveKind.no_complete, bar, count, sem, scope, space,
+                   dst)
+
+
+def mbarrier_arrive_drop_expect_tx(k, sem, scope, space, bar, tx_count, *, dst=None):
+    """`mbarrier.arrive_drop.expect_tx.sem.scope.space.b64 state, [bar], txCount;`"""
+    return _arrive(k, "arrive_drop", ArriveKind.expect_tx, bar, tx_count, sem, scope, space,
+                   dst)
+
+
+def mbarrier_expect_tx(k, sem, scope, space, bar, tx_count) -> None:
+    """`mbarrier.expect_tx.relaxed.scope.space.b64 [bar], txCount;`"""
+    k.emit(MbarrierTx(TxOp.expect_tx, bar_space("mbarrier.expect_tx", bar, space), bar,
+                      tx_count, sem, scope))
+
+
+def mbarrier_complete_tx(k, sem, scope, space, bar, tx_count) -> None:
+    """`mbarrier.complete_tx.relaxed.scope.space.b64 [bar], txCount;`"""
+    k.emit(MbarrierTx(TxOp.complete_tx, bar_space("mbarrier.complete_tx", bar, space), bar,
+                      tx_count, sem, scope))
+
+
+# -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------
+_M = "mbarrier"
+FORMS: list[tuple[str, Requires, str]] = [
+    (f"{_M}.{{init,inval}}{{.shared}}.b64", _need("7.0"), "generic or bare .shared"),
+    (f"{_M}.{{init,inval}}.shared::cta.b64", _need("7.8"), ""),
+    (f"{_M}.{{arrive,arrive_drop}}{{.shared}}.b64 state, [a]", _need("7.0"), ""),
+    (f"{_M}.arrive{{.shared}}.b64 _, [a]", _need("7.1"), "arrive_drop: 7.0"),
+    (f"{_M}.{{arrive,arrive_drop}}.noComplete{{.shared}}.b64 state, [a], count",
+     _need("7.0"), ""),
+    (f"{_M}.{{arrive,arrive_drop}}.shared::cta.b64", _need("7.8"), "::cta sub-qualifier"),
+    (f"{_M}.{{arrive,arrive_drop}}.b64 state, [a], count", _need("7.8", 90),
+     "count without .noComplete"),
+    (f"{_M}.{{arrive,arrive_drop}}{{.noComplete}}.release.cta.b64", _need("8.0"), ""),
+    (f"{_M}.{{arrive,arrive_drop}}.release.cluster.b64", _need("8.0", 90), ""),
+    (f"{_M}.{{arrive,arrive_drop}}.shared::cluster.b64 _, [a]", _need("8.0", 90),
+     "remote: sink only"),
+    (f"{_M}.{{arrive,arrive_drop}}.expect_tx{{.release.scope}}.b64 state, [a], txCount",
+     _need("8.0", 90), "no count operand"),
+    (f"{_M}.{{arrive,arrive_drop}}{{.expect_tx}}.relaxed.{{cta,cluster}}.b64", _need("8.6", 90),
+     ""),
+    (f"{_M}.{{expect_tx,complete_tx}}{{.relaxed.scope}}.b64 [a], txCount", _need("8.0", 90),
+     ".relaxed from 8.0 here [ptxas]"),
+]

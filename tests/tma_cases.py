@@ -1,0 +1,91 @@
+"""Shared scaffolding of the TMA family tests (tensormap, fence, mbarrier): an environment
+kernel with lazily made operands, the `Case` record and the pin-below helpers."""
+
+from __future__ import annotations
+
+import attrs
+
+from ptxdsl import Kernel, Module, t
+from ptxdsl.types import PtxVersion, StateSpace, Target
+
+
+class Env:
+    """One kernel plus its module; operands are created on first use, so a golden shows only
+    what its cases need."""
+
+    def __init__(self, name: str = "k", **pins):
+        self.m = Module(name=name, **pins)
+        self.k = Kernel(name)
+        self._cache: dict[str, object] = {}
+
+    def _get(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    # shared memory
+    smap = property(lambda s: s._get("smap", lambda: s.k.shared_array(
+        t.b8, 128, align=128, name="smap")))
+    bar = property(lambda s: s._get("bar", lambda: s.k.shared_array(
+        t.b64, 1, align=8, name="bar")))
+    smap32 = property(lambda s: s._get("smap32", lambda: s.k.mov(s.smap)))
+    smap64 = property(lambda s: s._get("smap64", lambda: s.k.mov(s.smap, type=t.u64)))
+    bar32 = property(lambda s: s._get("bar32", lambda: s.k.mov(s.bar)))
+    bar64 = property(lambda s: s._get("bar64", lambda: s.k.mov(s.bar, type=t.u64)))
+    bar_generic = property(lambda s: s._get("barg", lambda: s.k.generic_addr(s.bar)))
+    remote = property(lambda s: s._get("remote", lambda: s.k.ld_param(
+        s.k.param(t.u32, "remote_bar"))))   # e.g. from mapa.shared::cluster.u32
+    # global memory
+    gptr_param = property(lambda s: s._get("gptr_param", lambda: s.k.param_ptr("gmap")))
+    gptr = property(lambda s: s._get("gptr", lambda: s.k.ld_param(s.gptr_param)))
+    gglobal = property(lambda s: s._get("gglobal", lambda: s.k.cvta(
+        s.gptr, StateSpace.global_, to=True)))
+    gsym = property(lambda s: s._get("gsym", lambda: s.m.global_array(
+        t.b8, 128, align=128, name="gmap_sym")))
+    csym = property(lambda s: s._get("csym", lambda: s.m.const_array(
+        t.b8, 128, align=64, name="cmap_sym")))
+    tmap_param = property(lambda s: s._get("tmap", lambda: s.k.param_tensormap("tmap")))
+    # values
+    v32 = property(lambda s: s._get("v32", lambda: s.k.ld_param(s.k.param(t.u32, "v32"))))
+    v64 = property(lambda s: s._get("v64", lambda: s.k.ld_param(s.k.param(t.u64, "v64"))))
+    state = property(lambda s: s._get("state", lambda: s.k.ld_param(
+        s.k.param(t.u64, "state"))))
+
+    def module(self) -> Module:
+        self.m.add(self.k)
+        return self.m
+
+
+@attrs.frozen
+class Case:
+    id: str
+    build: object
+    version: str
+    target: str
+
+
+def build(cases, name="k", **pins) -> Module:
+    e = Env(name, **pins)
+    for c in cases:
+        c.build(e)
+    return e.module()
+
+
+_LOWER_TARGET = {"sm_90a": "sm_90", "sm_100a": "sm_90a", "sm_103a": "sm_100a",
+                 "sm_90": "sm_80", "sm_80": "sm_75"}
+
+
+def lower_target(target: str) -> str:
+    return _LOWER_TARGET[target]
+
+
+def previous_version(version: str) -> str:
+    v = PtxVersion.parse(version)
+    return f"{v.major}.{v.minor - 1}" if v.minor else f"{v.major - 1}.8"
+
+
+def version_cases(cases):
+    """Cases whose version is above what their target needs (pinning one below is then an
+    instruction error, not a target error)."""
+    return [c for c in cases
+            if Target.parse(c.target).introduced < PtxVersion.parse(c.version)]

@@ -215,3 +215,16 @@ def test_refuse_prefetch_global_register_without_space():
     e = Env()
     with pytest.raises(OperandError, match="pass space=.*a .global address"):
         ptx.prefetch_tensormap(e.k, e.gglobal)
+
+
+def test_prefetch_pointer_parameter_is_loaded():
+    e = Env()
+    ptx.prefetch_tensormap(e.k, e.gptr_param)
+    assert [s.render() for s in e.k.statements()] == ["ld.param.u64 %rd1, [gmap];",
+                                                      "prefetch.tensormap [%rd1];"]
+
+
+def test_refuse_prefetch_scalar_parameter():
+    e = Env()
+    with pytest.raises(OperandError, match="a tensor map .*parameter v32"):
+        ptx.prefetch_tensormap(e.k, e.k.param(t.u32, "v32"))

@@ -223,6 +223,12 @@ class PrefetchTensormap(Instruction):
     def __attrs_post_init__(self):
         self._set("space", parse_space(self.MNEMONIC, self.space, _PREFETCH_SPACES))
         self._set("addr", tma_addr(self.opcode(), "addr", self.addr, self.space))
+        base = self.addr.base
+        if isinstance(base, Symbol) and getattr(base, "kind", "tensormap") != "tensormap":
+            raise OperandError(self.opcode(), "addr", "a tensor map (a k.param_tensormap() "
+                               "parameter or a .const map); a pointer parameter holds the "
+                               "map's address: pass the parameter to prefetch_tensormap(), "
+                               "which loads it", f"parameter {base.name}")
 
     def opcode(self) -> str:
         return f"prefetch{self.space.ptx}.tensormap"
@@ -297,7 +303,9 @@ def fence_proxy_async_generic_sync_restrict(k, sem, space=None, scope="cluster")
 
 def prefetch_tensormap(k, addr, space=None) -> None:
     """`prefetch{.param,.const}.tensormap [addr];` — a tensor-map parameter or `.const` symbol
-    gives its space; a register its hint (a 64-bit unhinted one is generic)."""
+    gives its space; a register its hint (a 64-bit unhinted one is generic); a pointer
+    parameter is loaded and its generic address prefetched."""
+    addr = _generic_pointer(k, addr)
     sp = resolve_space("prefetch.tensormap", addr, space, _PREFETCH_SPACES)
     k.emit(PrefetchTensormap(sp, addr))
 

@@ -187,7 +187,7 @@ class WaitTimeout:
 
 def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=None, space=None,
                   timeout: WaitTimeout | None = None, timeout_ns: int | None = None,
-                  timeout_cycles: int | None = None, on_timeout: Callable | None = None) -> None:
+                  timeout_cycles: int | None = None, on_timeout: Callable | None = None) -> Reg:
     """Wait until the phase with parity `parity` (0/1 or a .b32 register) has completed:
 
         $L__wait_N:
@@ -198,6 +198,9 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
     optional `on_timeout=callable(k)`, or the kernel's `k.wait_timeout`), the loop reads
     %globaltimer (or %clock64) once before it, and after each failed try compares the elapsed
     time with the limit; past it, `on_timeout(k)` is emitted and then `trap;`.
+
+    Returns the try_wait predicate: true after the loop, except when a bounded wait with
+    `trap=False` timed out.
     """
     if timeout_ns is not None or timeout_cycles is not None:
         if timeout is not None:
@@ -218,7 +221,7 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
         k.place(head)
         p = try_once()
         k.bra(head, when=~p)
-        return
+        return p
     clock = "globaltimer" if timeout.ns is not None else "clock64"
     limit = timeout.ns if timeout.ns is not None else timeout.cycles
     start = k.read_special(clock)
@@ -233,6 +236,7 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
     if timeout.trap:
         k.trap()
     k.place(done)
+    return p
 
 
 class MbarrierPhase:

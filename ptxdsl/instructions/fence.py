@@ -125,7 +125,9 @@ def check_size_128(insn: str, size) -> int:
     if isinstance(size, Reg):
         raise OperandError(insn, "size", "the immediate 128 (a register is not allowed here)",
                            _given(size))
-    if size != TENSORMAP_BYTES:
+    if isinstance(size, Imm):
+        size = size.value
+    if size != TENSORMAP_BYTES or isinstance(size, bool):
         refuse(insn, f"size must be the immediate 128 (a tensor map is 128 bytes), got {size!r}")
     return TENSORMAP_BYTES
 

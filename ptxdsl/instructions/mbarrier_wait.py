@@ -244,8 +244,14 @@ class MbarrierPhase:
 
     `wait()` waits on the current parity and then flips it (`xor.b32 par, par, 1`), so the
     next `wait()` waits for the next phase. The parity lives in a .b32 register, so this works
-    inside run-time loops too. A producer waiting on an "empty" barrier starts at parity 1
-    (right after init, the preceding phase counts as complete).
+    inside run-time loops too; its `mov.u32 parity, <initial>` is emitted where the object is
+    made, so make it before the loop. A producer waiting on an "empty" barrier starts at
+    parity 1 (right after init, the preceding phase counts as complete).
+
+        full = MbarrierPhase(k, full_bar)          # consumer side of a pipeline stage
+        with k.for_range(0, n_tiles):
+            full.wait()                            # try_wait.parity loop, then xor parity, 1
+            ...
     """
 
     def __init__(self, k, bar, parity: int = 0, *, space=None, sem=None, scope=None,

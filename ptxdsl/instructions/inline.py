@@ -239,7 +239,10 @@ class InlineAsm(Instruction):
                 _fail(code, pos, "a guard @p must be followed by an instruction")
             op_at = pos + (guard.end() if guard else 0)
             end = s.start + len(s.text)
-            opcode = code[op_at:end].split(None, 1)[0]
+            words = code[op_at:end].split(None, 1)
+            if not words:  # e.g. "@$1 ;": a guard with nothing to guard
+                _fail(code, pos, "a guard @p must be followed by an instruction")
+            opcode = words[0]
             if opcode.startswith("."):
                 self._directive(code, s, op_at, opcode, decls)
                 continue

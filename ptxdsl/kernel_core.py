@@ -545,6 +545,15 @@ class KernelCore:
     def statements(self) -> Iterator[Statement]:
         return (s for s in self.body if isinstance(s, Statement))
 
+    def check(self, strict: bool = False, **context) -> list:
+        """The hazard checker's findings for this kernel (`ptxdsl.checker.check_kernel`);
+        `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
+        from .checker import check_kernel, report
+        findings = check_kernel(self, **context)
+        if strict:
+            report(findings, strict=True)
+        return findings
+
     def check_labels(self) -> None:
         for name, loc in self._used_labels.items():
             if name not in self._placed:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import __version__
 from .errors import BuildError, SourceLoc, VersionError, user_loc
@@ -21,11 +22,18 @@ class Module:
     `version` and `target` are inferred as the minimum covering every instruction used; pin them
     with `Module(..., version="8.3", target="sm_90a")`, and a pin below what an instruction needs
     raises `VersionError` naming that instruction and the line that built it.
+
+    `emit()` runs the hazard checker (`ptxdsl.checker`): findings become `PtxdslHazardWarning`s,
+    or raise `HazardError` with `strict=True` (default: the PTXDSL_STRICT environment variable).
+    `check=False` turns it off; a mapping passes it context, e.g. `check={"host_maps": [...]}`.
     """
 
     def __init__(self, kernels: Iterable[Kernel] = (), *, version: str | None = None,
-                 target: str | None = None, name: str = "module", lineinfo: bool = False):
+                 target: str | None = None, name: str = "module", lineinfo: bool = False,
+                 check: bool | Mapping[str, Any] = True, strict: bool | None = None):
         self.loc = user_loc()
+        self.check_on_emit = check
+        self.strict = strict
         self.lineinfo = lineinfo
         self.name = name
         self.kernels: list[Kernel] = []
@@ -184,11 +192,24 @@ class Module:
             if i:
                 body.append(("", None))
             body += k.render()
+        if self.check_on_emit is not False:   # after render: labels are known to be placed
+            from .checker import emit_check
+            emit_check(self, strict=self.strict, context=self.check_on_emit
+                       if isinstance(self.check_on_emit, Mapping) else None)
         if self.lineinfo:
             lines, body = self._with_lineinfo(lines, body)
         lines += body
         self._line_locs = [loc for _, loc in lines]
         return "\n".join(text for text, _ in lines) + "\n"
+
+    def check(self, strict: bool = False, **context: Any) -> list:
+        """The hazard checker's findings for every kernel (`ptxdsl.checker.check_module`);
+        `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
+        from .checker import check_module, report
+        findings = check_module(self, **context)
+        if strict:
+            report(findings, strict=True)
+        return findings
 
     @staticmethod
     def _with_lineinfo(head, body):

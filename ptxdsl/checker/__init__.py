@@ -1,0 +1,103 @@
+"""A static checker for async-proxy and tensor-map hazards in ptxdsl kernels.
+
+ptxas accepts many programs that hang, fault or race on the GPU: a tensor map used without
+its acquire fence, an expect_tx that does not match the bytes a TMA load delivers, shared data
+stored by TMA before it was fenced into the async proxy, and so on (`Hazard` lists them all).
+ptxdsl knows every instruction it built, so it can catch these before the GPU does.
+
+    findings = check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
+    for f in findings:
+        print(f.format())    # file:line: error[tmap-no-acquire] kernel 'k': ... + fix
+
+`Module.emit()` runs the checker by default (warnings of category `PtxdslHazardWarning`;
+`HazardError` in strict mode: `Module(..., strict=True)` or `PTXDSL_STRICT=1`; off with
+`Module(..., check=False)`), and `python -m ptxdsl check FILE.py` prints the findings.
+
+How it works: `ops` maps instructions to roles; `cfg` builds the control-flow graph and solves
+dataflow problems over it; `values` tracks constants, address provenance and divergence;
+`divergence` finds the code that only some threads run; `analysis` drives the hazard modules
+(`hazards_tmap`, `hazards_mbar`, `hazards_bulk`, `sync`) to a fixed point and reports.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import hazards_bulk, hazards_mbar, hazards_tmap, sync  # noqa: F401  (register handlers)
+from .analysis import Analysis
+from .context import Context, MapInfo
+from .findings import Finding, Hazard, HazardError, PtxdslHazardWarning, Severity, Site
+from .ops import TRIGGERS, extract
+
+__all__ = ["check_kernel", "check_module", "emit_check", "report", "Finding", "Hazard",
+           "HazardError", "PtxdslHazardWarning", "Severity", "Site", "MapInfo", "Context"]
+
+
+def check_kernel(kernel: Any, **context: Any) -> list[Finding]:
+    """Every hazard found in one kernel, sorted by Python location.
+
+    Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
+    the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`.
+    """
+    return _check(kernel, Context.make(**context))
+
+
+def _check(kernel: Any, ctx: Context) -> list[Finding]:
+    ops = extract(kernel.body)
+    # Fast path: a kernel with no TMA, bulk, mbarrier or tensor-map instruction has nothing
+    # to check (and most of a large arithmetic kernel is never looked at twice).
+    if not any(op.role in TRIGGERS for op in ops):
+        return []
+    return Analysis(kernel, ops, ctx).run()
+
+
+def check_module(module: Any, **context: Any) -> list[Finding]:
+    """Every hazard found in every kernel of a module (same context as `check_kernel`)."""
+    ctx = Context.make(**context)
+    out: list[Finding] = []
+    for k in module.kernels:
+        out.extend(_check(k, ctx))
+    return out
+
+
+def report(findings: Iterable[Finding], *, strict: bool = False) -> None:
+    """Raise `HazardError` listing the findings (strict), or warn once per finding."""
+    findings = list(findings)
+    if not findings:
+        return
+    if strict:
+        raise HazardError(findings)
+    for f in findings:
+        loc = f.loc
+        warnings.warn_explicit(f.format(with_loc=False), PtxdslHazardWarning,
+                               loc.file if loc is not None else "<ptxdsl>",
+                               loc.line if loc is not None else 0)
+
+
+_EMITTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def strict_from_env() -> bool:
+    return os.environ.get("PTXDSL_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def emit_check(module: Any, *, strict: bool | None = None,
+               context: Mapping[str, Any] | None = None) -> list[Finding]:
+    """What `Module.emit()` runs: check, then warn (or raise when strict). A module emitted
+    again unchanged is neither re-checked nor re-warned."""
+    strict = strict_from_env() if strict is None else strict
+    shape = (tuple((id(k), len(k.body)) for k in module.kernels), id(context))
+    hit = _EMITTED.get(module)
+    if hit is not None and hit[0] == shape:
+        findings = hit[1]
+        if strict:
+            report(findings, strict=True)
+        return findings
+    findings = check_module(module, **dict(context or {}))
+    _EMITTED[module] = (shape, findings)
+    report(findings, strict=strict)
+    return findings

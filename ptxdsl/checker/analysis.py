@@ -1,0 +1,195 @@
+"""One kernel's analysis: builds the CFG, values and divergence, runs the hazards' transfer
+functions to a fixed point, then walks every block once more to report.
+
+Hazard modules register a handler per `Role` (`HANDLERS`): `handler(an, state, op, report)`
+returns the state after the op and, when `report` is true, calls `an.report(...)`. The first
+run (to the fixed point) never reports; the second starts each block from its final entry
+state, so every finding reflects all paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..kernel_core import Param
+from ..operands import Symbol
+from ..types import StateSpace
+from .cfg import CFG, solve
+from .context import Context, MapInfo
+from .divergence import Divergence
+from .findings import Finding, Hazard, Site
+from .maps import MapFacts
+from .ops import Op, Role
+from .state import State, join
+from .values import Kind, Val, Values
+
+Handler = Callable[["Analysis", State, Op, bool], State]
+HANDLERS: dict[Role, list[Handler]] = {}
+EXIT_CHECKS: list[Callable[[Analysis, State, int], None]] = []
+STRUCTURAL: list[Callable[[Analysis], None]] = []
+
+
+def handles(*roles: Role):
+    """Register a transfer/check function for some roles (hazard modules use it)."""
+    def deco(fn: Handler) -> Handler:
+        for r in roles:
+            HANDLERS.setdefault(r, []).append(fn)
+        return fn
+    return deco
+
+
+def _threads(kernel: Any) -> int | None:
+    """The CTA's thread count when .reqntid/.maxntid bound it (None: unknown)."""
+    dims = getattr(kernel, "reqntid", None) or getattr(kernel, "maxntid", None)
+    if not dims:
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def keys_match(a: Any, b: Any) -> bool:
+    """Two memory keys may name the same object: same root, and equal or unknown offsets."""
+    if a is None or b is None:
+        return False
+    return a[0] is b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+class Analysis:
+    def __init__(self, kernel: Any, ops: list[Op], ctx: Context):
+        self.kernel = kernel
+        self.body = kernel.body
+        self.ctx = ctx
+        self.values = Values(self.body, _threads(kernel))
+        self.cfg = CFG(self.body, self.values.guard_value)
+        self.div = Divergence(self.cfg, self.values)
+        self.ops = ops
+        self.op_at: dict[int, Op] = {}
+        self.by_block: list[list[Op]] = [[] for _ in self.cfg.blocks]
+        for op in ops:
+            self.op_at.setdefault(op.index, op)
+            b = self.cfg.block_of.get(op.index)
+            if b is not None:
+                self.by_block[b].append(op)
+        self.roles = {op.role for op in ops}
+        self._findings: dict[tuple, Finding] = {}
+        self._keys: dict[tuple[int, str], Any] = {}
+        self._map_facts: MapFacts | None = None
+        self.cache: dict[str, Any] = {}   # per-kernel tables the hazard modules build lazily
+
+    # -- running ------------------------------------------------------------------------------
+    def step(self, state: State, op: Op, report: bool) -> State:
+        for fn in HANDLERS.get(op.role, ()):
+            state = fn(self, state, op, report)
+        return state
+
+    def _transfer(self, b: int, state: State) -> State:
+        for op in self.by_block[b]:
+            state = self.step(state, op, False)
+        return state
+
+    def run(self) -> list[Finding]:
+        ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at)
+        for block in self.cfg.blocks:
+            state = ins[block.id]
+            if state is None:   # unreachable code
+                continue
+            for op in self.by_block[block.id]:
+                state = self.step(state, op, True)
+            if block.exits:
+                at = block.exit_stmt if block.exit_stmt is not None else (
+                    block.stmts[-1] if block.stmts else None)
+                for check in EXIT_CHECKS:
+                    check(self, state, at)
+        for check in STRUCTURAL:
+            check(self)
+        return sorted(self._findings.values(), key=lambda f: (
+            str(f.loc.file) if f.loc else "", f.loc.line if f.loc else 0, f.id))
+
+    # -- reporting ------------------------------------------------------------------------------
+    def site(self, role: str, i: int | None) -> Site:
+        if i is None:
+            return Site(role, "(end of kernel)", None)
+        st = self.body[i]
+        return Site(role, st.render().replace("\n", " "), st.loc)
+
+    def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, int | None]],
+               dedupe: Any = None) -> None:
+        sites = [(r, i) for r, i in sites if i is not None or r == "exit"]
+        key = (hazard, dedupe if dedupe is not None else tuple(i for _, i in sites))
+        if key not in self._findings:
+            self._findings[key] = Finding(hazard, self.kernel.name, message,
+                                          tuple(self.site(r, i) for r, i in sites))
+
+    # -- operand facts --------------------------------------------------------------------------
+    def val(self, operand: Any) -> Val:
+        return self.values.val(operand)
+
+    def key(self, op: Op, what: str) -> Any:
+        """The memory key (root, offset) of one of an op's address operands, cached."""
+        k = (op.index, what)
+        if k not in self._keys:
+            self._keys[k] = self.val(getattr(op, what)).key
+        return self._keys[k]
+
+    def const(self, operand: Any) -> int | None:
+        if isinstance(operand, int) and not isinstance(operand, bool):
+            return operand
+        return self.values.const(operand)
+
+    def describe(self, operand: Any) -> str:
+        """A short description of what an address operand points at, for messages."""
+        v = self.val(operand)
+        if v.kind in (Kind.addr, Kind.value) and v.root is not None:
+            off = "" if v.offset == 0 else "+?" if v.offset is None else f"{v.offset:+d}"
+            what = "the address of" if v.kind is Kind.addr else "the pointer in"
+            kind = "parameter" if isinstance(v.root, Param) else "symbol"
+            return f"{what} {kind} {v.root.name}{off}"
+        text = operand.render() if hasattr(operand, "render") else repr(operand)
+        return f"{text} (origin unknown)"
+
+    def classify_map(self, operand: Any) -> tuple[str | None, Any, Any]:
+        """(kind, key, root) of a tensor-map address: kind is 'param' (a by-value parameter
+        through cvta.param), 'param_raw' (a param-space address: no cvta), 'global' (a map in
+        global memory), 'const', or None when the origin is unknown."""
+        v = self.val(operand)
+        root = v.root
+        if v.kind is Kind.addr and isinstance(root, Param) and root.kind == "tensormap":
+            if v.space is StateSpace.param:
+                return "param_raw", v.key, root
+            return "param", v.key, root
+        if v.kind is Kind.value and isinstance(root, Param):
+            return "global", v.key, root
+        if v.kind is Kind.addr and isinstance(root, Symbol):
+            if root.space is StateSpace.const:
+                return "const", v.key, root
+            if root.space is StateSpace.global_:
+                return "global", v.key, root
+        return None, None, None
+
+    def map_info(self, operand: Any) -> MapInfo | None:
+        """Box bytes and swizzle of the map an operand addresses, when known."""
+        kind, key, root = self.classify_map(operand)
+        if kind is None:
+            return None
+        info = self.ctx.info(root) if isinstance(root, Param) else None
+        if info is None and key is not None:
+            if self._map_facts is None:
+                self._map_facts = MapFacts(self)
+            info = self._map_facts.info(key)
+        return info
+
+    def pending(self, state: State, tag: str) -> list[Any]:
+        """The statement indices (and extra fields) of the may-facts with this tag."""
+        return sorted((f[1:] for f in state.may if f[0] == tag), key=lambda t: t[0])
+
+    def def_site(self, operand: Any) -> int | None:
+        """The statement that defined a register (its only definition), for messages."""
+        defs = self.values.defs.get(getattr(operand, "base", operand), ())
+        return defs[0] if len(defs) == 1 else None
+
+    def origin_site(self, operand: Any) -> int | None:
+        """The statement an address register's space and root come from (cvta, mov, ld)."""
+        return self.values.origin(operand)

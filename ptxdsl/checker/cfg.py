@@ -1,0 +1,297 @@
+"""The control-flow graph of one kernel body and a forward dataflow solver over it.
+
+Blocks split at labels and after `bra`/`ret`/`exit`/`trap`. A guarded `@p bra L` has two
+successors (L and the fallthrough), a guarded `@p ret`/`@p exit` leaves to EXIT or falls
+through, the end of the body falls into EXIT (an implicit `ret`). Post-dominators (Cooper,
+Harvey and Kennedy's iterative algorithm on the reversed graph) give each branch its
+reconvergence point, which bounds the region a divergent branch controls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ..instructions.control import Bra, Exit, Ret, Trap
+from ..kernel_core import LabelDef, Statement
+from ..operands import NegPred
+
+
+@attrs.frozen
+class Block:
+    """A basic block: `stmts` are indices into the kernel's body (labels excluded).
+
+    `branch` is the index of a guarded `bra` ending the block (None otherwise); `taken` and
+    `fall` are its two successors. `exits` says whether control may leave the kernel here,
+    with `exit_stmt` the `ret`/`exit` responsible (None: the body's end).
+    """
+
+    id: int
+    stmts: tuple[int, ...]
+    succs: tuple[int, ...]
+    branch: int | None = None
+    taken: int | None = None
+    fall: int | None = None
+    exits: bool = False
+    exit_stmt: int | None = None
+
+
+class CFG:
+    """Blocks, predecessors, a reverse postorder, and immediate post-dominators."""
+
+    def __init__(self, body: Sequence[Statement | LabelDef],
+                 guard_value: Callable[[Any], bool | None] = lambda g: None):
+        self.body = body
+        self.blocks: list[Block] = _build(body, guard_value)
+        self.exit = len(self.blocks)  # the virtual EXIT node
+        self.preds: list[list[int]] = [[] for _ in range(len(self.blocks) + 1)]
+        for b in self.blocks:
+            for s in b.succs:
+                self.preds[s].append(b.id)
+        self.rpo: list[int] = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1) \
+            if self.blocks else []
+        self.block_of: dict[int, int] = {i: b.id for b in self.blocks for i in b.stmts}
+        self._ipdom: list[int | None] | None = None
+
+    def succs(self, n: int) -> tuple[int, ...]:
+        return self.blocks[n].succs if n < len(self.blocks) else ()
+
+    @property
+    def ipdom(self) -> list[int | None]:
+        """Immediate post-dominator of each block (EXIT's id for the last ones; None where no
+        path reaches EXIT, e.g. inside an endless loop)."""
+        if self._ipdom is None:
+            self._ipdom = _post_dominators(self)
+        return self._ipdom
+
+    def reachable(self, starts: Sequence[int], stop: int | None) -> set[int]:
+        """Blocks reachable from `starts` without entering `stop` (EXIT is never included)."""
+        seen: set[int] = set()
+        todo = [s for s in starts if s != stop and s != self.exit]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            todo.extend(s for s in self.succs(n) if s != stop and s != self.exit
+                        and s not in seen)
+        return seen
+
+
+def _ends_block(st: Statement) -> bool:
+    return isinstance(st.insn, Bra | Ret | Exit | Trap)
+
+
+def _build(body: Sequence[Statement | LabelDef],
+           guard_value: Callable[[Any], bool | None]) -> list[Block]:
+    """Blocks with their successors; a branch or exit whose guard is a known constant keeps
+    only the edge it can take."""
+    # First pass: group statement indices into blocks and map labels to block ids.
+    groups: list[list[int]] = [[]]
+    label_block: dict[str, int] = {}
+    for i, item in enumerate(body):
+        if isinstance(item, LabelDef):
+            if groups[-1]:
+                groups.append([])
+            label_block[item.label.name] = len(groups) - 1
+            continue
+        groups[-1].append(i)
+        if _ends_block(item):
+            groups.append([])
+    if not groups[-1] and len(groups) > 1 and len(groups) - 1 not in label_block.values():
+        groups.pop()
+    n = len(groups)
+    exit_id = n
+    blocks: list[Block] = []
+    for bid, stmts in enumerate(groups):
+        nxt = bid + 1 if bid + 1 < n else exit_id
+        last = body[stmts[-1]] if stmts else None
+        known = guard_value(last.guard) if isinstance(last, Statement) else None
+        if isinstance(last, Statement) and isinstance(last.insn, Bra | Ret | Exit | Trap) \
+                and known is False:
+            blocks.append(Block(bid, tuple(stmts), (nxt,), exits=nxt == exit_id))
+        elif isinstance(last, Statement) and isinstance(last.insn, Bra):
+            target = label_block.get(last.insn.target.name, exit_id)
+            if last.guard is None or known:
+                blocks.append(Block(bid, tuple(stmts), (target,), exits=target == exit_id))
+            else:
+                succs = (target,) if target == nxt else (target, nxt)
+                blocks.append(Block(bid, tuple(stmts), succs, stmts[-1], target, nxt,
+                                    exits=exit_id in succs))
+        elif isinstance(last, Statement) and isinstance(last.insn, Ret | Exit):
+            succs = (exit_id,) if last.guard is None or known else (nxt, exit_id)
+            blocks.append(Block(bid, tuple(stmts), tuple(dict.fromkeys(succs)), exits=True,
+                                exit_stmt=stmts[-1]))
+        elif isinstance(last, Statement) and isinstance(last.insn, Trap):
+            # A trap aborts the kernel: no successor (and no exit with pending work).
+            succs = () if last.guard is None or known else (nxt,)
+            blocks.append(Block(bid, tuple(stmts), succs, exits=nxt == exit_id and bool(succs)))
+        else:
+            blocks.append(Block(bid, tuple(stmts), (nxt,), exits=nxt == exit_id))
+    return blocks
+
+
+def _rpo(entry: int, succs: Callable[[int], Sequence[int]], size: int) -> list[int]:
+    """Reverse postorder from `entry` (iterative DFS: kernels may have thousands of blocks)."""
+    seen = [False] * size
+    order: list[int] = []
+    stack: list[tuple[int, int]] = [(entry, 0)]
+    seen[entry] = True
+    while stack:
+        node, i = stack[-1]
+        nexts = succs(node)
+        if i < len(nexts):
+            stack[-1] = (node, i + 1)
+            s = nexts[i]
+            if not seen[s]:
+                seen[s] = True
+                stack.append((s, 0))
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    return order
+
+
+def _post_dominators(cfg: CFG) -> list[int | None]:
+    """Cooper-Harvey-Kennedy on the reversed CFG, rooted at EXIT."""
+    size = len(cfg.blocks) + 1
+    order = _rpo(cfg.exit, lambda n: cfg.preds[n], size)  # RPO of the reversed graph
+    index = {n: i for i, n in enumerate(order)}
+    idom: list[int | None] = [None] * size
+    idom[cfg.exit] = cfg.exit
+
+    def intersect(a: int, b: int) -> int:
+        while a != b:
+            while index[a] > index[b]:
+                a = idom[a]  # type: ignore[assignment]
+            while index[b] > index[a]:
+                b = idom[b]  # type: ignore[assignment]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for n in order[1:]:
+            done = [s for s in cfg.succs(n) if idom[s] is not None and s in index]
+            if not done:
+                continue
+            new = done[0]
+            for s in done[1:]:
+                new = intersect(s, new)
+            if idom[n] != new:
+                idom[n] = new
+                changed = True
+    out = idom[:-1]
+    return out
+
+
+def guard_polarity(guard: Any) -> tuple[Any, bool]:
+    """(predicate register, value it must have for the guarded instruction to run)."""
+    if isinstance(guard, NegPred):
+        return guard.reg, False
+    return guard, True
+
+
+def solve(cfg: CFG, entry: Any, transfer: Callable[[int, Any], Any],
+          join: Callable[[list[Any], list[bool]], Any],
+          union_at: Sequence[frozenset[int]] = (), max_rounds: int = 64) -> list[Any]:
+    """Forward dataflow to a fixed point; returns the state at the entry of each block.
+
+    `join(states, united)` merges the states of the visited predecessors; `united[i]` says
+    that state i comes from a divergent branch reconverging here (`union_at[block]` holds
+    those predecessors): every such path was taken by some thread.
+    Unvisited predecessors are left out (the optimistic start of a must-analysis); a block
+    whose entry never becomes known (unreachable code) keeps None.
+    """
+    n = len(cfg.blocks)
+    ins: list[Any] = [None] * n
+    outs: list[Any] = [None] * n
+    if not n:
+        return ins
+    order = [b for b in cfg.rpo if b < n]
+    for _ in range(max_rounds):
+        changed = False
+        for b in order:
+            group = union_at[b] if union_at else frozenset()
+            preds = [p for p in cfg.preds[b] if outs[p] is not None]
+            got = [outs[p] for p in preds]
+            flags = [p in group for p in preds]
+            if b == 0:
+                got, flags = [entry] + got, [False] + flags
+            if not got:
+                continue
+            state = got[0] if len(got) == 1 else join(got, flags)
+            if state != ins[b] or outs[b] is None:
+                ins[b] = state
+                out = transfer(b, state)
+                if out != outs[b]:
+                    outs[b] = out
+                    changed = True
+        if not changed:
+            break
+    return ins
+
+
+def dominators(cfg: CFG) -> list[int | None]:
+    """Immediate dominators (Cooper-Harvey-Kennedy) of the blocks reachable from entry."""
+    n = len(cfg.blocks)
+    order = [b for b in cfg.rpo if b < n]
+    index = {b: i for i, b in enumerate(order)}
+    idom: list[int | None] = [None] * n
+    if not order:
+        return idom
+    idom[0] = 0
+
+    def intersect(a: int, b: int) -> int:
+        while a != b:
+            while index[a] > index[b]:
+                a = idom[a]  # type: ignore[assignment]
+            while index[b] > index[a]:
+                b = idom[b]  # type: ignore[assignment]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            done = [p for p in cfg.preds[b] if idom[p] is not None]
+            if not done:
+                continue
+            new = done[0]
+            for p in done[1:]:
+                new = intersect(p, new)
+            if idom[b] != new:
+                idom[b] = new
+                changed = True
+    return idom
+
+
+def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
+    """(header, blocks) of each natural loop; loops sharing a header are merged."""
+    idom = dominators(cfg)
+
+    def dominates(h: int, b: int) -> bool:
+        while b is not None:
+            if b == h:
+                return True
+            nxt = idom[b]
+            b = None if nxt == b else nxt  # type: ignore[assignment]
+        return False
+
+    bodies: dict[int, set[int]] = {}
+    for b in cfg.blocks:
+        if idom[b.id] is None:
+            continue
+        for s in b.succs:
+            if s < len(cfg.blocks) and dominates(s, b.id):
+                body = bodies.setdefault(s, {s})
+                todo = [b.id]
+                while todo:
+                    x = todo.pop()
+                    if x not in body:
+                        body.add(x)
+                        todo.extend(cfg.preds[x])
+    return [(h, frozenset(body)) for h, body in bodies.items()]

@@ -1,0 +1,110 @@
+"""What the caller knows that the kernel does not say: which maps the host wrote, and the
+host descriptions (box, element type, swizzle) of the maps a kernel's parameters carry.
+
+    check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
+
+`host_maps` names pointer parameters (or passes the `Param` objects) whose tensor maps in
+global memory the host wrote, e.g. with cudaMemcpy: acquiring those needs `.sys` scope.
+`maps` maps a parameter (name or `Param`) to a description: a `TiledDesc`, a runtime
+`TensorMap` (its `.desc` is used), or a dict `{"box_bytes": 512, "swizzle": "128B"}`. The
+description of a pointer parameter applies to every map it points to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+# Swizzle -> the shared-memory span after which its pattern repeats (digest §7.4). Keys are
+# CUtensorMapSwizzle values and names; the PTX swizzle_mode field uses 0..3 for the same four
+# plus 4 for 96B (sm_103a), handled in `swizzle_repeat_of_mode`.
+_REPEAT_BY_DRIVER = {0: None, 1: 256, 2: 512, 3: 1024, 4: 1024, 5: 1024, 6: 1024}
+_REPEAT_BY_NAME = {"NONE": None, "32B": 256, "64B": 512, "128B": 1024, "96B": 256}
+_REPEAT_BY_MODE = {0: None, 1: 256, 2: 512, 3: 1024, 4: 256}
+
+# PTX `.elemtype` codes (digest §1.5) -> bytes per element (None: packed sub-byte types).
+ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
+
+
+def swizzle_repeat(swizzle: Any) -> int | None:
+    """The repeat span in bytes of a driver swizzle (enum, int or name such as '128B')."""
+    if swizzle is None:
+        return None
+    if isinstance(swizzle, str):
+        key = swizzle.strip().upper().removeprefix("CU_TENSOR_MAP_SWIZZLE_")
+        key = key.removeprefix("SWIZZLE_")
+        return _REPEAT_BY_NAME.get(key.split("_")[0], None)
+    try:
+        return _REPEAT_BY_DRIVER.get(int(swizzle))
+    except (TypeError, ValueError):
+        return None
+
+
+def swizzle_repeat_of_mode(mode: int) -> int | None:
+    """The repeat span of a PTX `tensormap.replace ... swizzle_mode` value."""
+    return _REPEAT_BY_MODE.get(mode)
+
+
+@attrs.frozen
+class MapInfo:
+    """What the checker uses of a tensor-map description."""
+
+    box_bytes: int | None = None
+    swizzle_repeat: int | None = None
+    source: str = ""
+
+
+def map_info(desc: Any, source: str = "") -> MapInfo:
+    """A MapInfo from a TiledDesc, a TensorMap (through `.desc`), a dict, or a MapInfo."""
+    if isinstance(desc, MapInfo):
+        return desc
+    if isinstance(desc, Mapping):
+        return MapInfo(desc.get("box_bytes"), swizzle_repeat(desc.get("swizzle")), source)
+    inner = getattr(desc, "desc", None)
+    if inner is not None and hasattr(inner, "box_bytes"):
+        desc = inner
+    box = getattr(desc, "box_bytes", None)
+    return MapInfo(int(box) if box is not None else None,
+                   swizzle_repeat(getattr(desc, "swizzle", None)), source)
+
+
+@attrs.frozen
+class Context:
+    """Normalised checker context (see the module docstring)."""
+
+    host_maps: frozenset = frozenset()          # names and Param objects
+    maps: tuple = ()                            # ((name or Param), MapInfo) pairs
+
+    @classmethod
+    def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
+             **unknown: Any) -> Context:
+        if unknown:
+            raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
+                            "maps=")
+        if isinstance(host_maps, str):
+            host_maps = (host_maps,)
+        infos = tuple((k, map_info(v, _name(k))) for k, v in (maps or {}).items())
+        return cls(frozenset(_key(h) for h in host_maps), infos)
+
+    def is_host_map(self, param: Any) -> bool:
+        return param is not None and (_key(param) in self.host_maps
+                                      or getattr(param, "name", None) in self.host_maps)
+
+    def info(self, param: Any) -> MapInfo | None:
+        if param is None:
+            return None
+        name = getattr(param, "name", None)
+        for k, info in self.maps:
+            if k is param or (isinstance(k, str) and k == name):
+                return info
+        return None
+
+
+def _key(x: Any) -> Any:
+    return x if isinstance(x, str) else id(x)
+
+
+def _name(k: Any) -> str:
+    return k if isinstance(k, str) else getattr(k, "name", repr(k))

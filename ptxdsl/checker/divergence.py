@@ -1,0 +1,123 @@
+"""Which code runs in only some threads, and under which conditions.
+
+A conditional branch whose predicate differs between threads (its level, see `values`) makes
+the blocks between it and its reconvergence point (its immediate post-dominator) divergent.
+Each such block gets condition tokens: `(value number of p, polarity)` when it is reached only
+with p true (or only false), or `("region", branch block)` when either way. A statement's
+tokens are its block's plus its own guard's. "Thread set A is inside thread set B" is then
+approximated by `tokens(B) <= tokens(A)`: the checker uses it to tell whether an init or an
+acquire was done by the same threads that later rely on it.
+
+At the reconvergence point of a divergent branch, CTA-wide facts ("some thread has initialised
+the barrier") hold if they hold on any path from the branch: `union_at[block]` lists the
+predecessors whose states are united there (the others, such as a loop's back edge, are
+still intersected).
+"""
+
+from __future__ import annotations
+
+from .cfg import CFG, guard_polarity
+from .values import Values
+
+
+class Divergence:
+    """Per-block divergence level and condition tokens, and per-statement queries."""
+
+    def __init__(self, cfg: CFG, values: Values):
+        self.cfg, self.values = cfg, values
+        n = len(cfg.blocks)
+        self.level = [0] * n
+        self.tokens: list[frozenset] = [frozenset()] * n
+        self.union_at: list[frozenset[int]] = [frozenset()] * n
+        self.ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        self._compute()
+        if any(self.level) and self._refine():
+            self._compute()
+
+    def _compute(self) -> None:
+        cfg, values = self.cfg, self.values
+        n = len(cfg.blocks)
+        level, tokens = [0] * n, [set() for _ in range(n)]
+        union_at: list[set[int]] = [set() for _ in range(n)]
+        ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for b in cfg.blocks:
+            if b.branch is None or b.taken == b.fall:
+                continue
+            pred, polarity = guard_polarity(cfg.body[b.branch].guard)
+            lv = values.level(pred)
+            if lv == 0:
+                continue
+            stop = cfg.ipdom[b.id]
+            taken = cfg.reachable([b.taken], stop)
+            fall = cfg.reachable([b.fall], stop)
+            vn = values.vn(pred)
+            for x in taken | fall:
+                if x in taken and x not in fall:
+                    tokens[x].add((vn, polarity))
+                elif x in fall and x not in taken:
+                    tokens[x].add((vn, not polarity))
+                else:
+                    tokens[x].add(("region", b.id))
+                level[x] = max(level[x], lv)
+                ctrl[x].append((b.branch, lv))
+            if stop is not None and stop < n:
+                region = taken | fall | {b.id}
+                union_at[stop] |= {p for p in cfg.preds[stop] if p in region}
+        self.level = level
+        self.tokens = [frozenset(t) for t in tokens]
+        self.union_at = [frozenset(u) for u in union_at]
+        self.ctrl = ctrl
+
+    def _refine(self) -> bool:
+        """Registers written in divergent code differ per thread too: tell `values`, and say
+        whether that changed the level of any branch predicate (then recompute once)."""
+        values, cfg = self.values, self.cfg
+        before = {b.id: values.level(guard_polarity(cfg.body[b.branch].guard)[0])
+                  for b in cfg.blocks if b.branch is not None}
+        values.ctrl_level = {i: self.level[b.id] for b in cfg.blocks for i in b.stmts
+                             if self.level[b.id]}
+        values._level.clear()
+        return any(values.level(guard_polarity(cfg.body[b.branch].guard)[0]) != lv
+                   for b in cfg.blocks if b.branch is not None
+                   for lv in (before[b.id],))
+
+    # -- per statement ------------------------------------------------------------------------
+    def stmt_level(self, i: int) -> int:
+        """How far apart threads may be on whether statement i runs (0, 1 warp, 2 lane)."""
+        lv = self.level[self.cfg.block_of[i]]
+        guard = self.cfg.body[i].guard
+        if guard is not None:
+            lv = max(lv, self.values.level(guard))
+        return lv
+
+    def stmt_tokens(self, i: int) -> frozenset:
+        toks = self.tokens[self.cfg.block_of[i]]
+        guard = self.cfg.body[i].guard
+        if guard is not None and self.values.level(guard):
+            pred, polarity = guard_polarity(guard)
+            toks = toks | {(self.values.vn(pred), polarity)}
+        return toks
+
+    def controlling(self, i: int, level: int = 2) -> list[int]:
+        """Statements making statement i run in only some threads (at least `level`): its
+        guard's definition, then the divergent branches it lies under."""
+        out = []
+        guard = self.cfg.body[i].guard
+        if guard is not None and self.values.level(guard) >= level:
+            defs = self.values.defs.get(guard_polarity(guard)[0], ())
+            out.extend(defs[:1])
+        out.extend(s for s, lv in self.ctrl[self.cfg.block_of[i]] if lv >= level)
+        return out
+
+    def same_single_threads(self, earlier: int, later: int) -> bool:
+        """Do the same few threads run both statements (equal, non-empty conditions, or a
+        one-thread CTA)? Data one thread writes is then read back by that thread only."""
+        if self.values.nthreads == 1:
+            return True
+        toks = self.stmt_tokens(earlier)
+        return bool(toks) and toks == self.stmt_tokens(later)
+
+    def same_threads(self, earlier: int, later: int) -> bool:
+        """Does every thread that runs statement `later` also run `earlier`? (approximation:
+        the conditions of `earlier` are among those of `later`)."""
+        return self.stmt_tokens(earlier) <= self.stmt_tokens(later)

@@ -1,0 +1,218 @@
+"""What the checker reports: hazard ids, severities, findings, and their text.
+
+A `Finding` names one hazard (`Hazard`, whose value is the stable id used in messages and
+tests), says what is wrong in words, lists the instructions involved (`Site`: PTX text and the
+Python line that built it) and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ..errors import BuildError, SourceLoc
+
+
+class Severity(enum.Enum):
+    """`error`: the GPU faults, hangs or reads wrong data. `warning`: likely wrong or slow."""
+
+    error = "error"
+    warning = "warning"
+
+
+class Hazard(enum.Enum):
+    """Every hazard the checker knows; the value is the id printed as `error[<id>]`."""
+
+    TMAP_NO_ACQUIRE = "tmap-no-acquire"
+    TMAP_ACQUIRE_UNSYNCED = "tmap-acquire-unsynced"
+    TMAP_ACQUIRE_SIZE = "tmap-acquire-size"
+    TMAP_ACQUIRE_SPACE = "tmap-acquire-space"
+    TMAP_ACQUIRE_SCOPE = "tmap-acquire-scope"
+    TMAP_PARAM_NO_CVTA = "tmap-param-no-cvta"
+    TMAP_REPLACE_NO_WARPSYNC = "tmap-replace-no-warpsync"
+    FENCEPROXY_DIVERGENT = "fenceproxy-divergent"
+    TMAP_MODIFIED_IN_FLIGHT = "tmap-modified-in-flight"
+    SMEM_NO_PROXY_FENCE = "smem-no-proxy-fence"
+    MBAR_UNINIT = "mbar-uninit"
+    MBAR_INIT_UNSYNCED = "mbar-init-unsynced"
+    EXPECT_TX_MISMATCH = "expect-tx-mismatch"
+    WAIT_PARITY_CONSTANT = "wait-parity-constant"
+    WAIT_CLUSTER_SPACE = "wait-cluster-space"
+    TMA_STORE_NEGATIVE_COORD = "tma-store-negative-coord"
+    TMA_SMEM_ALIGN = "tma-smem-align"
+    BULK_SRC_OVERWRITE = "bulk-src-overwrite"
+    BULK_GROUP_NOT_WAITED = "bulk-group-not-waited"
+
+    @property
+    def severity(self) -> Severity:
+        return _INFO[self][0]
+
+    @property
+    def title(self) -> str:
+        return _INFO[self][1]
+
+    @property
+    def fix(self) -> str:
+        return _INFO[self][2]
+
+
+E, W = Severity.error, Severity.warning
+# hazard -> (severity, one-line title, how to fix it). Digest section numbers in brackets.
+_INFO: dict[Hazard, tuple[Severity, str, str]] = {
+    Hazard.TMAP_NO_ACQUIRE: (
+        E, "tensor map in global memory used without an acquire fence",
+        "run `fence.proxy.tensormap::generic.acquire.<scope> [map], 128` on that map in this CTA "
+        "before its first use on every path (ptx.fence_proxy_tensormap_generic(k, 'acquire', ...))"
+        "; param and .const maps need no fence [digest §3.2, pitfall 8]"),
+    Hazard.TMAP_ACQUIRE_UNSYNCED: (
+        E, "tensor map acquired by another thread without a CTA barrier before this use",
+        "put a CTA barrier (k.bar_sync(0) / bar.sync 0) between the acquiring thread's fence and "
+        "the other threads' uses [digest pitfall 8]"),
+    Hazard.TMAP_ACQUIRE_SIZE: (
+        E, "tensor-map acquire fence with a size other than 128",
+        "the size operand of fence.proxy.tensormap::generic.acquire must be the literal 128"),
+    Hazard.TMAP_ACQUIRE_SPACE: (
+        E, "tensor-map acquire fence on a non-generic address",
+        "pass the generic 64-bit pointer to the map (the ld.param value itself, not the result "
+        "of cvta.to.global) [digest pitfall 10]"),
+    Hazard.TMAP_ACQUIRE_SCOPE: (
+        E, "host-written tensor map acquired below .sys scope",
+        "use scope='sys' for maps written by the host (cudaMemcpy) or another device; .gpu "
+        "only covers writes made by this GPU [digest pitfall 9]"),
+    Hazard.TMAP_PARAM_NO_CVTA: (
+        E, "by-value tensor-map parameter used without cvta.param",
+        "take the map's address with k.tensormap_addr(param) (mov.b64 + cvta.param.u64); a raw "
+        "param-space address faults with 'misaligned address' [digest pitfall 11]"),
+    Hazard.TMAP_REPLACE_NO_WARPSYNC: (
+        E, "tensormap.replace on a shared map not followed by a warp sync before cp_fenceproxy",
+        "run k.syncwarp() (bar.warp.sync -1) after the tensormap.replace ops and before the "
+        "warp-collective tensormap.cp_fenceproxy [digest §2, pitfall 7]"),
+    Hazard.FENCEPROXY_DIVERGENT: (
+        E, "tensormap.cp_fenceproxy executed under a per-lane (divergent) condition",
+        "cp_fenceproxy is .sync.aligned: move it out of the lane-dependent if/guard so all 32 "
+        "lanes of the warp execute it together [digest §2, pitfall 7]"),
+    Hazard.TMAP_MODIFIED_IN_FLIGHT: (
+        E, "tensor map modified while bulk operations that read it may still be in flight",
+        "wait for the earlier copies first: the mbarrier wait for loads, "
+        "cp.async.bulk.wait_group.read for stores/reductions [digest §5.4, pitfall 22]"),
+    Hazard.SMEM_NO_PROXY_FENCE: (
+        E, "st.shared data read by a TMA store/reduce without fence.proxy.async and a barrier",
+        "after the st.shared writes run fence.proxy.async.shared::cta, then a CTA barrier "
+        "(bar.sync 0), then issue the TMA store/reduce [digest §3.2, pitfall 14]"),
+    Hazard.MBAR_UNINIT: (
+        E, "mbarrier used before mbarrier.init",
+        "initialise the barrier (mbarrier.init) before any arrive, expect_tx, wait or TMA that "
+        "uses it, on every path [digest §4.1]"),
+    Hazard.MBAR_INIT_UNSYNCED: (
+        E, "mbarrier used by other threads or by TMA without a barrier after mbarrier.init",
+        "after mbarrier.init run bar.sync 0 (CTA use), fence.proxy.async.shared::cta (TMA from "
+        "the same thread) or fence.mbarrier_init.release.cluster + a cluster barrier (cluster / "
+        "multicast use) [digest §3.2, pitfall 15]"),
+    Hazard.EXPECT_TX_MISMATCH: (
+        E, "expect_tx byte count differs from the bytes the TMA loads deliver in that phase",
+        "make the expect_tx count equal the full box bytes (product of boxDim x element size, "
+        "out-of-bounds elements included) of every load completing on that barrier "
+        "[digest §5.4, pitfall 12]"),
+    Hazard.WAIT_PARITY_CONSTANT: (
+        E, "mbarrier wait in a loop whose parity never changes across phases",
+        "flip the parity after every completed phase (e.g. xor phase, phase, 1) so each "
+        "iteration waits for the next phase [digest pitfall 23]"),
+    Hazard.WAIT_CLUSTER_SPACE: (
+        E, "mbarrier try_wait/test_wait on a .shared::cluster address",
+        "wait only on the local CTA's barrier (a .shared::cta address); remote barriers "
+        "support arrive/expect_tx/complete_tx only [digest §4.1, pitfall 16]"),
+    Hazard.TMA_STORE_NEGATIVE_COORD: (
+        E, "TMA store/reduce with a negative constant coordinate",
+        "store and reduce start coordinates must be >= 0 (a negative start faults with "
+        "'illegal instruction'); only loads may start out of bounds [digest pitfall 13]"),
+    Hazard.TMA_SMEM_ALIGN: (
+        W, "TMA shared-memory buffer aligned below 128 bytes (or below the swizzle repeat)",
+        "declare the buffer with align=128, or the swizzle repeat for swizzled maps (256/512/"
+        "1024 bytes for 32B/64B/128B) [digest §7.4, pitfall 19]"),
+    Hazard.BULK_SRC_OVERWRITE: (
+        E, "shared source buffer overwritten before cp.async.bulk.wait_group.read",
+        "commit the group and run cp.async.bulk.wait_group.read N (N small enough to cover "
+        "that store) before writing the buffer again, and a CTA barrier after that wait when "
+        "other threads write it [digest §5.7, pitfall 14]"),
+    Hazard.BULK_GROUP_NOT_WAITED: (
+        W, "bulk async-groups committed but never waited for before the kernel exits",
+        "end with cp.async.bulk.commit_group + cp.async.bulk.wait_group 0 (or .read 0) on "
+        "every path to ret/exit so the shared source stays valid until read [digest §5.7]"),
+}
+
+
+@attrs.frozen
+class Site:
+    """One instruction involved in a finding: its role, PTX text and the Python line."""
+
+    role: str
+    ptx: str
+    loc: SourceLoc | None
+
+    def format(self) -> str:
+        where = f"  ({self.loc})" if self.loc is not None else ""
+        return f"{self.role + ':':<10} {self.ptx}{where}"
+
+
+@attrs.frozen
+class Finding:
+    """One hazard found in one kernel. `sites[0]` is where it bites (its line leads)."""
+
+    hazard: Hazard
+    kernel: str
+    message: str
+    sites: tuple[Site, ...] = attrs.field(converter=tuple)
+    severity: Severity = attrs.field()
+    fix: str = attrs.field()
+
+    @severity.default
+    def _severity(self) -> Severity:
+        return self.hazard.severity
+
+    @fix.default
+    def _fix(self) -> str:
+        return self.hazard.fix
+
+    @property
+    def id(self) -> str:
+        return self.hazard.value
+
+    @property
+    def loc(self) -> SourceLoc | None:
+        """The Python location of the instruction where the hazard bites."""
+        for s in self.sites:
+            if s.loc is not None:
+                return s.loc
+        return None
+
+    def headline(self) -> str:
+        return (f"{self.severity.value}[{self.id}] kernel '{self.kernel}': "
+                f"{self.hazard.title}: {self.message}")
+
+    def format(self, with_loc: bool = True) -> str:
+        """`file:line: error[id] kernel 'k': title: message`, then the sites and the fix."""
+        where = f"{self.loc}: " if self.loc is not None and with_loc else ""
+        lines = [where + self.headline()]
+        lines += ["    " + s.format() for s in self.sites]
+        lines.append(f"    fix: {self.fix}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+class PtxdslHazardWarning(UserWarning):
+    """The category of the warnings `Module.emit()` issues for hazards the checker finds."""
+
+
+class HazardError(BuildError):
+    """Raised by `Module.emit()` in strict mode: lists every finding."""
+
+    def __init__(self, findings: list[Finding]):
+        self.findings = list(findings)
+        n = len(self.findings)
+        text = f"{n} hazard{'s' if n != 1 else ''} found:\n" + "\n".join(
+            f.format() for f in self.findings)
+        loc = self.findings[0].loc if self.findings else None
+        super().__init__(text, loc if loc is not None else SourceLoc("<checker>", 0))

@@ -1,0 +1,209 @@
+"""Shared-memory and bulk-group hazards around TMA stores: st.shared data stored without a
+proxy fence and a barrier, source buffers overwritten before wait_group.read, groups never
+waited for, negative store coordinates, and under-aligned TMA buffers.
+
+Shared buffers are compared as byte ranges of one symbol: `smem+off` for `size` bytes (the
+box size when the map is known, the bulk size, or up to the next buffer offset that a copy of
+that symbol uses). An unknown offset overlaps everything in the symbol.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from ..instructions.control import Exit, Ret
+from ..operands import Symbol
+from .analysis import EXIT_CHECKS, Analysis, handles
+from .findings import Hazard
+from .ops import Op, Role
+from .state import State
+from .values import Kind
+
+_AGE_CAP = 16   # groups newer than this all count as "16 or more": keeps the lattice finite
+_COPIES = (Role.TMA_LOAD, Role.TMA_STORE, Role.BULK_LOAD, Role.BULK_STORE)
+Range = tuple[Any, "int | None", "int | None"]
+
+
+def _offsets(an: Analysis, root: Any) -> list[int]:
+    """The constant offsets into `root` at which copies start (buffer boundaries)."""
+    table = an.cache.get("offsets")
+    if table is None:
+        table = {}
+        for o in an.ops:
+            if o.role in _COPIES:
+                v = an.val(o.smem)
+                if v.kind is Kind.addr and v.offset is not None:
+                    table.setdefault(v.root, set()).add(v.offset)
+        table = an.cache["offsets"] = {k: sorted(v) for k, v in table.items()}
+    return table.get(root, [])
+
+
+def _range(an: Analysis, op: Op) -> Range | None:
+    """The shared bytes an op touches, or None when it is not a known shared symbol."""
+    key = ("range", op.index)
+    if key in an.cache:
+        return an.cache[key]
+    v = an.val(op.smem)
+    out: Range | None = None
+    if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
+        size: int | None
+        if op.role is Role.SMEM_WRITE:
+            size = 16   # at most a .v4.b32 / .b128 access
+        elif op.role in (Role.TMA_LOAD, Role.TMA_STORE):
+            info = an.map_info(op.map)
+            size = info.box_bytes if info is not None else None
+        else:
+            size = an.const(op.count)
+        start = v.offset
+        end = None
+        if start is not None:
+            if size is not None:
+                end = start + size
+            else:
+                offs = _offsets(an, v.root)
+                j = bisect.bisect_right(offs, start)
+                end = offs[j] if j < len(offs) else None
+        out = (v.root, start, end)
+    an.cache[key] = out
+    return out
+
+
+def _overlap(a: Range | None, b: Range | None) -> bool:
+    if a is None or b is None or a[0] is not b[0]:
+        return False
+    if a[1] is None or b[1] is None:
+        return True
+    a_end = a[2] if a[2] is not None else float("inf")
+    b_end = b[2] if b[2] is not None else float("inf")
+    return a[1] < b_end and b[1] < a_end
+
+
+def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
+    mine = _range(an, op)
+    for s, age in an.pending(state, "bulk"):
+        if _overlap(mine, _range(an, an.op_at[s])):
+            how = ("it was never committed" if age is None else
+                   "no cp.async.bulk.wait_group.read has covered its group yet")
+            an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
+                      f"{an.describe(op.smem)} while an earlier bulk store may still be "
+                      f"reading it ({how})", [("write", op.index), ("store", s)])
+            return
+    for s, w in an.pending(state, "bulk_done"):
+        if _overlap(mine, _range(an, an.op_at[s])) and not an.div.same_single_threads(
+                w, op.index):
+            an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
+                      f"{an.describe(op.smem)} in threads that did not wait for the earlier "
+                      "bulk store's read, with no CTA barrier after that wait",
+                      [("write", op.index), ("store", s), ("wait", w)])
+            return
+
+
+def _align_check(an: Analysis, op: Op) -> None:
+    v = an.val(op.smem)
+    sym = v.root
+    if v.kind is not Kind.addr or not isinstance(sym, Symbol) or not sym.space.is_shared:
+        return
+    info = an.map_info(op.map)
+    repeat = info.swizzle_repeat if info is not None else None
+    need = max(128, repeat or 0)
+    have = sym.align or sym.type.bytes
+    if v.offset:   # an offset keeps only the alignment its lowest set bit allows
+        have = min(have, v.offset & -v.offset)
+    if have < need:
+        why = (f"the {info.swizzle_repeat}-byte repeat of its swizzle ({info.source})"
+               if repeat and repeat > 128 else "128 bytes")
+        an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
+                  f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
+                  f"buffers need {why}", [("copy", op.index)], dedupe=(sym, v.offset, need))
+
+
+@handles(Role.TMA_STORE, Role.BULK_STORE)
+def store(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if report:
+        for n, c in enumerate(op.coords):
+            value = an.const(c)
+            if value is not None and value < 0:
+                an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store is "
+                          f"{value}: stores must start inside the tensor",
+                          [("store", op.index), ("coordinate", an.def_site(c))])
+                break
+        if op.role is Role.TMA_STORE:
+            _align_check(an, op)
+        _fence_check(an, state, op)
+    return State(state.must, state.may | {("bulk", op.index, None)}, state.tx)
+
+
+def _fence_check(an: Analysis, state: State, op: Op) -> None:
+    mine = _range(an, op)
+    for s, in an.pending(state, "smem_dirty"):
+        if _overlap(mine, _range(an, an.op_at[s])):
+            an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written with a "
+                      "generic-proxy store and no fence.proxy.async.shared::cta follows it "
+                      f"before the {op.role.value} reads it through the async proxy",
+                      [("store", op.index), ("write", s)], dedupe=(op.index, "fence"))
+            return
+    for s, in an.pending(state, "smem_fenced"):
+        if _overlap(mine, _range(an, an.op_at[s])) and not an.div.same_single_threads(
+                s, op.index):
+            an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written (and "
+                      "fenced) by other threads, with no CTA barrier between those writes and "
+                      f"the {op.role.value}", [("store", op.index), ("write", s)],
+                      dedupe=(op.index, "barrier"))
+            return
+
+
+@handles(Role.TMA_LOAD, Role.BULK_LOAD)
+def load_into(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if report:
+        _overwrite_check(an, state, op)
+        if op.role is Role.TMA_LOAD:
+            _align_check(an, op)
+    return state
+
+
+@handles(Role.SMEM_WRITE)
+def write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not an.roles & {Role.TMA_STORE, Role.BULK_STORE} or _range(an, op) is None:
+        return state
+    if report:
+        _overwrite_check(an, state, op)
+    return State(state.must, state.may | {("smem_dirty", op.index)}, state.tx)
+
+
+@handles(Role.COMMIT)
+def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not any(f[0] == "bulk" for f in state.may):
+        return state
+    may = frozenset(("bulk", f[1], 0 if f[2] is None else min(f[2] + 1, _AGE_CAP))
+                    if f[0] == "bulk" else f for f in state.may)
+    return State(state.must, may, state.tx)
+
+
+@handles(Role.WAIT_GROUP)
+def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
+    # wait_group N lets the N most recent groups stay pending; uncommitted ops stay too.
+    # A retired store is remembered until a CTA barrier: the waiting thread knows the
+    # source is free, other threads learn it only through that barrier.
+    done = {f for f in state.may if f[0] == "bulk" and f[2] is not None and f[2] >= op.n}
+    if not done:
+        return state
+    retired = {("bulk_done", f[1], op.index) for f in done}
+    return State(state.must, (state.may - done) | retired, state.tx)
+
+
+def at_exit(an: Analysis, state: State, at: int | None) -> None:
+    pend = an.pending(state, "bulk")
+    if not pend:
+        return
+    never = [s for s, age in pend if age is None]
+    how = ("never committed" if len(never) == len(pend) else
+           "committed but not waited for" if not never else "not committed or not waited for")
+    ends = at is not None and isinstance(an.body[at].insn, Ret | Exit)
+    an.report(Hazard.BULK_GROUP_NOT_WAITED, f"{len(pend)} bulk store(s) {how} may still read "
+              "shared memory when the kernel exits here",
+              [("exit" if ends else "last", at)] + [("store", s) for s, _ in pend[:3]],
+              dedupe=frozenset(s for s, _ in pend))
+
+
+EXIT_CHECKS.append(at_exit)

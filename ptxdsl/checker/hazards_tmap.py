@@ -1,0 +1,129 @@
+"""Tensor-map hazards: acquire fences (missing, unsynchronised, wrong size/space/scope), raw
+param-space map addresses, tensormap.replace / cp_fenceproxy ordering and divergence, and maps
+modified while copies may still read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..types import Scope, StateSpace
+from .analysis import Analysis, handles, keys_match
+from .findings import Hazard
+from .ops import Op, Role
+from .state import State
+
+_SHARED = (StateSpace.shared, StateSpace.shared_cta)
+
+
+@handles(Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH)
+def use_map(an: Analysis, state: State, op: Op, report: bool) -> State:
+    kind, key, root = an.classify_map(op.map)
+    if report and kind == "param_raw":
+        an.report(Hazard.TMAP_PARAM_NO_CVTA, f"{op.role.value} reads the tensor map through "
+                  f"{an.describe(op.map)}, a .param-space address (no cvta.param); it "
+                  "assembles, then faults with 'misaligned address'",
+                  [("use", op.index), ("address", an.origin_site(op.map))])
+    if kind != "global":
+        return state
+    if report:
+        _check_acquired(an, state, op, key)
+    if op.role is Role.TMA_LOAD:   # reads the map until its mbarrier phase completes
+        return State(state.must, state.may | {("inflight", op.index)}, state.tx)
+    return state
+
+
+def _check_acquired(an: Analysis, state: State, op: Op, key: Any) -> None:
+    acquired = any(f[0] == "acq" and (f[1] is None or keys_match(f[1], key))
+                   for f in state.must)
+    what = an.describe(op.map)
+    if not acquired:
+        acqs = [o.index for o in an.ops if o.role is Role.TMAP_ACQUIRE
+                and keys_match(an.key(o, "map"), key)]
+        why = ("is never acquired in this kernel" if not acqs else
+               "is not acquired on every path to this use (or was modified since)")
+        an.report(Hazard.TMAP_NO_ACQUIRE, f"{op.role.value} reads a tensor map in global memory "
+                  f"({what}) that {why}", [("use", op.index)] + [("acquire", s)
+                                                                for s in acqs[:1]])
+        return
+    for (s,) in an.pending(state, "acq_nosync"):
+        if keys_match(an.key(an.op_at[s], "map"), key) and not an.div.same_threads(s, op.index):
+            an.report(Hazard.TMAP_ACQUIRE_UNSYNCED, f"the tensor map at {what} was acquired by "
+                      "other threads and no CTA barrier separates that fence from this use",
+                      [("use", op.index), ("acquire", s)])
+            return
+
+
+@handles(Role.TMAP_ACQUIRE)
+def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
+    v = an.val(op.map)
+    kind, key, root = an.classify_map(op.map)
+    if report:
+        size = an.const(op.count)
+        if size is not None and size != 128:
+            an.report(Hazard.TMAP_ACQUIRE_SIZE, f"the acquire fence covers {size} bytes; a "
+                      "tensor map is 128", [("acquire", op.index)])
+        if v.space not in (None, StateSpace.generic) or kind in ("param", "param_raw", "const"):
+            where = (f"a .{v.space.value} address" if v.space not in (None, StateSpace.generic)
+                     else f"a {kind.split('_')[0]}-space map")
+            an.report(Hazard.TMAP_ACQUIRE_SPACE, f"the acquire fence is given {an.describe(op.map)}"
+                      f", {where}; it needs the generic address of a map in global memory",
+                      [("acquire", op.index), ("address", an.origin_site(op.map))])
+        if (kind == "global" and an.ctx.is_host_map(root) and op.scope is not None
+                and op.scope is not Scope.sys):
+            an.report(Hazard.TMAP_ACQUIRE_SCOPE, f"the map behind parameter {root.name} is "
+                      f"written by the host, but the acquire uses .{op.scope.value} scope "
+                      "(needs .sys)", [("acquire", op.index)])
+    may = {("acq_nosync", op.index)} if an.div.stmt_tokens(op.index) else set()
+    return State(state.must | {("acq", key)}, state.may | may, state.tx)
+
+
+def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> State:
+    """A write to the global map `key`: copies still reading it are a hazard, and every
+    earlier acquire of it is void."""
+    if key is None:
+        return state
+    if report:
+        readers = [s for (s,) in an.pending(state, "inflight")]
+        readers += [s for (s, _age) in an.pending(state, "bulk")
+                    if an.op_at[s].role is Role.TMA_STORE]
+        for s in readers:
+            if keys_match(an.classify_map(an.op_at[s].map)[1], key):
+                an.report(Hazard.TMAP_MODIFIED_IN_FLIGHT, f"{op.role.value} writes the tensor "
+                          f"map at {an.describe(op.map if op.map is not None else op.smem)} "
+                          "while a copy issued earlier may still be reading it",
+                          [("modify", op.index), ("reader", s)])
+                break
+    must = frozenset(f for f in state.must if not (f[0] == "acq" and keys_match(f[1], key)))
+    return State(must, state.may, state.tx)
+
+
+@handles(Role.TMAP_REPLACE)
+def replace(an: Analysis, state: State, op: Op, report: bool) -> State:
+    space = op.space if isinstance(op.space, StateSpace) else None
+    v = an.val(op.smem)
+    if space in _SHARED or (space in (None, StateSpace.generic) and v.space in _SHARED):
+        if an.div.stmt_tokens(op.index):   # written by some lanes: the rest must sync
+            return State(state.must, state.may | {("replace_nosync", op.index)}, state.tx)
+        return state
+    return _modified(an, state, op, v.key, report)
+
+
+@handles(Role.CP_FENCEPROXY)
+def fenceproxy(an: Analysis, state: State, op: Op, report: bool) -> State:
+    i = op.index
+    if report:
+        if an.div.stmt_level(i) >= 2:
+            ctrl = an.div.controlling(i)
+            an.report(Hazard.FENCEPROXY_DIVERGENT, "the warp-collective (.sync.aligned) copy "
+                      "runs under a condition that differs between lanes of the warp",
+                      [("copy", i)] + [("condition", c) for c in ctrl[:1]])
+        src = an.key(op, "smem")
+        for (s,) in an.pending(state, "replace_nosync"):
+            if keys_match(an.key(an.op_at[s], "smem"), src) and not an.div.same_threads(s, i):
+                an.report(Hazard.TMAP_REPLACE_NO_WARPSYNC, f"the shared map at "
+                          f"{an.describe(op.smem)} was modified by some lanes with no "
+                          "bar.warp.sync before the warp copies it",
+                          [("copy", i), ("replace", s)])
+                break
+    return _modified(an, state, op, an.key(op, "map"), report)

@@ -1,0 +1,59 @@
+"""What a kernel's own tensormap.replace instructions say about its maps.
+
+`MapFacts` collects constant `tensormap.replace` values per map (flow-insensitive: a field
+written with two different values is unknown) and which shared map each global map was copied
+from by cp_fenceproxy, so a map encoded in the kernel has a known box size and swizzle (used
+by the expect_tx and alignment checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import ELEM_BYTES, MapInfo, swizzle_repeat_of_mode
+from .ops import Role
+
+
+class MapFacts:
+    """Constant field values written by tensormap.replace, per map (flow-insensitive: a field
+    written with two different values is unknown), and which shared map each global map was
+    copied from by cp_fenceproxy."""
+
+    def __init__(self, an: Any):
+        self.fields: dict[Any, dict[tuple, Any]] = {}
+        self.copies: dict[Any, set] = {}
+        for op in an.ops:
+            if op.role is Role.TMAP_REPLACE and op.field:
+                key = an.key(op, "smem")
+                if key is None:
+                    continue
+                v = an.const(op.value)
+                slot = (op.field, an.const(op.ord) if op.ord is not None else None)
+                d = self.fields.setdefault(key, {})
+                d[slot] = v if slot not in d or d[slot] == v else None
+            elif op.role is Role.CP_FENCEPROXY:
+                dst, src = an.key(op, "map"), an.key(op, "smem")
+                if dst is not None and src is not None:
+                    self.copies.setdefault(dst, set()).add(src)
+
+    def info(self, key: Any) -> MapInfo | None:
+        srcs = self.copies.get(key, set())
+        f: dict[tuple, Any] = dict(self.fields.get(next(iter(srcs)), {})) if len(srcs) == 1 \
+            else {}
+        f.update(self.fields.get(key, {}))
+        if not f:
+            return None
+        rank, elem = f.get(("rank", None)), f.get(("elemtype", None))
+        box = None
+        if rank is not None and elem in ELEM_BYTES:
+            dims = [f.get(("box_dim", d)) for d in range(rank + 1)]
+            if None not in dims:
+                box = ELEM_BYTES[elem]
+                for d in dims:
+                    box *= d
+        mode = f.get(("swizzle_mode", None))
+        repeat = swizzle_repeat_of_mode(mode) if mode is not None else None
+        if box is None and repeat is None:
+            return None
+        return MapInfo(box, repeat, "constant tensormap.replace values")
+

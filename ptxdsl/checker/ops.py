@@ -1,0 +1,282 @@
+"""What each instruction means to the checker: a `Role` and its operands, as an `Op`.
+
+The families are matched by class and read through their fields, so the hazard code never
+depends on one family's layout. Every family is imported defensively: a kernel built without
+one (or an older checkout lacking it) is still checked for the rest. Inline PTX (`k.asm`) is
+scanned for the few synchronisation instructions that change what the hazards conclude.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ..operands import Reg, Vec
+from ..types import Scope, StateSpace
+
+
+class Role(enum.Enum):
+    TMA_LOAD = "tma load"                   # cp.async.bulk.tensor global -> shared
+    TMA_STORE = "tma store"                 # cp.async.bulk.tensor / cp.reduce ... -> global
+    TMA_PREFETCH = "tma prefetch"           # cp.async.bulk.prefetch.tensor
+    BULK_LOAD = "bulk load"                 # cp.async.bulk (1-D) completing on an mbarrier
+    BULK_STORE = "bulk store"               # cp.async.bulk / cp.reduce.async.bulk -> global
+    COMMIT = "commit_group"
+    WAIT_GROUP = "wait_group"
+    CTA_BARRIER = "cta barrier"             # bar.sync / barrier.sync / bar.red
+    CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (inline PTX)
+    WARP_SYNC = "warp sync"
+    SMEM_WRITE = "shared write"             # st / atom / red that may write shared memory
+    TMAP_REPLACE = "tensormap.replace"
+    CP_FENCEPROXY = "tensormap.cp_fenceproxy"
+    TMAP_ACQUIRE = "tensormap acquire"
+    PROXY_ASYNC_FENCE = "fence.proxy.async"
+    MBAR_INIT_FENCE = "fence.mbarrier_init"
+    MBAR_INIT = "mbarrier.init"
+    MBAR_INVAL = "mbarrier.inval"
+    MBAR_ARRIVE = "mbarrier.arrive"         # count = its txCount for .expect_tx
+    MBAR_EXPECT_TX = "mbarrier.expect_tx"
+    MBAR_COMPLETE_TX = "mbarrier.complete_tx"
+    MBAR_WAIT = "mbarrier wait"
+
+
+@attrs.frozen
+class Op:
+    """One role an instruction plays, with the operands that role needs (None: absent)."""
+
+    role: Role
+    index: int                   # the statement's index in the kernel body
+    map: Any = None              # tensor-map address (a 64-bit register or an Addr)
+    smem: Any = None             # shared buffer or shared tensor map written/read
+    mbar: Any = None
+    count: Any = None            # txCount, bulk size, or the acquire's size
+    coords: tuple = ()
+    space: StateSpace | None = None
+    scope: Scope | None = None
+    parity: Any = None           # a parity wait's phase operand
+    result: Reg | None = None    # a wait's predicate
+    field: str | None = None     # tensormap.replace field, ordinal and new value
+    ord: int | None = None
+    value: Any = None
+    n: int | None = None         # wait_group N
+    multicast: bool = False
+    read: bool = False           # wait_group.read
+
+
+# Roles that make a kernel worth analysing at all (the rest only matter next to them).
+TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BULK_LOAD,
+                      Role.BULK_STORE, Role.COMMIT, Role.TMAP_REPLACE, Role.CP_FENCEPROXY,
+                      Role.TMAP_ACQUIRE, Role.MBAR_INIT, Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX,
+                      Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT})
+
+Extractor = Callable[[Any, int], list[Op]]
+
+
+def _ev(v: Any) -> str:
+    """An enum's value, or the string itself."""
+    return getattr(v, "value", v) if v is not None else ""
+
+
+def _coords(v: Any) -> tuple:
+    return tuple(v.items) if isinstance(v, Vec) else tuple(v or ())
+
+
+def _tensor(insn: Any, i: int) -> list[Op]:
+    name = type(insn).__name__
+    if name == "CpAsyncBulkPrefetchTensor":
+        return [Op(Role.TMA_PREFETCH, i, map=insn.tensormap, coords=_coords(insn.coords))]
+    if name == "CpReduceAsyncBulkTensor" or getattr(insn, "is_store", False):
+        src = insn.src if name == "CpReduceAsyncBulkTensor" else insn.smem
+        return [Op(Role.TMA_STORE, i, map=insn.tensormap, coords=_coords(insn.coords), smem=src)]
+    return [Op(Role.TMA_LOAD, i, map=insn.tensormap, coords=_coords(insn.coords), smem=insn.smem,
+               mbar=insn.mbar, multicast=bool(insn.multicast))]
+
+
+def _bulk(insn: Any, i: int) -> list[Op]:
+    if insn.dst_space is StateSpace.global_:
+        return [Op(Role.BULK_STORE, i, smem=insn.src, count=insn.size)]
+    if insn.mbar is None:
+        return []
+    return [Op(Role.BULK_LOAD, i, smem=insn.dst, mbar=insn.mbar, count=insn.size,
+               multicast=bool(getattr(insn, "multicast", False)),
+               space=StateSpace.shared_cluster if getattr(insn, "src_space", None)
+               is StateSpace.shared_cta else insn.dst_space)]
+
+
+def _barrier(insn: Any, i: int) -> list[Op]:
+    # bar.arrive does not wait: only the sync forms (and bar.red) order the arriving thread.
+    if type(insn).__name__ == "Barrier" and _ev(insn.op) != "sync":
+        return []
+    return [Op(Role.CTA_BARRIER, i)]
+
+
+def _smem_write(insn: Any, i: int) -> list[Op]:
+    if insn.space in (StateSpace.global_, StateSpace.local, StateSpace.param,
+                      StateSpace.const):
+        return []
+    return [Op(Role.SMEM_WRITE, i, smem=insn.a, space=insn.space)]
+
+
+def _fence_async(insn: Any, i: int) -> list[Op]:
+    return [Op(Role.PROXY_ASYNC_FENCE, i, space=insn.space)]
+
+
+def _acquire(insn: Any, i: int) -> list[Op]:
+    return [Op(Role.TMAP_ACQUIRE, i, map=insn.addr, count=insn.size, scope=insn.scope)]
+
+
+def _mbar(role: Role) -> Extractor:
+    def get(insn: Any, i: int) -> list[Op]:
+        return [Op(role, i, mbar=insn.addr, space=insn.space)]
+    return get
+
+
+def _arrive(insn: Any, i: int) -> list[Op]:
+    tx = insn.count if _ev(insn.kind) == "expect_tx" else None
+    return [Op(Role.MBAR_ARRIVE, i, mbar=insn.addr, space=insn.space, count=tx)]
+
+
+def _tx(insn: Any, i: int) -> list[Op]:
+    role = Role.MBAR_EXPECT_TX if _ev(insn.op) == "expect_tx" else Role.MBAR_COMPLETE_TX
+    return [Op(role, i, mbar=insn.addr, space=insn.space, count=insn.tx_count)]
+
+
+def _wait(insn: Any, i: int) -> list[Op]:
+    return [Op(Role.MBAR_WAIT, i, mbar=insn.addr, space=insn.space, result=insn.pred,
+               parity=insn.token if insn.parity else None)]
+
+
+def _replace(insn: Any, i: int) -> list[Op]:
+    return [Op(Role.TMAP_REPLACE, i, smem=_first(insn, "addr", "tmap", "dst"),
+               space=_first(insn, "space", "ss"), field=_ev(_first(insn, "field")) or None,
+               ord=_first(insn, "ord", "ordinal"),
+               value=_first(insn, "new_val", "value", "val", "new_value"))]
+
+
+def _fenceproxy(insn: Any, i: int) -> list[Op]:
+    return [Op(Role.CP_FENCEPROXY, i, map=_first(insn, "dst"), smem=_first(insn, "src"),
+               scope=_first(insn, "scope"), count=_first(insn, "size"))]
+
+
+def _first(insn: Any, *names: str) -> Any:
+    for n in names:
+        v = getattr(insn, n, None)
+        if v is not None:
+            return v
+    return None
+
+
+# (module, class name) -> extractor. Families that are missing are skipped.
+_TABLE: tuple[tuple[str, str, Extractor], ...] = (
+    ("bulk_tensor", "CpAsyncBulkTensor", _tensor),
+    ("bulk_tensor", "CpReduceAsyncBulkTensor", _tensor),
+    ("bulk_tensor", "CpAsyncBulkPrefetchTensor", _tensor),
+    ("bulk", "CpAsyncBulk", _bulk),
+    ("bulk", "CpReduceAsyncBulk", _bulk),
+    ("bulk", "CpAsyncBulkCommitGroup", lambda insn, i: [Op(Role.COMMIT, i)]),
+    ("bulk", "CpAsyncBulkWaitGroup",
+     lambda insn, i: [Op(Role.WAIT_GROUP, i, n=insn.n, read=insn.read)]),
+    ("sync", "Barrier", _barrier),
+    ("sync", "BarrierRed", _barrier),
+    ("sync", "WarpSync", lambda insn, i: [Op(Role.WARP_SYNC, i)]),
+    ("memory", "St", _smem_write),
+    ("atomic", "Atom", _smem_write),
+    ("atomic", "AtomCas", _smem_write),
+    ("atomic", "Red", _smem_write),
+    ("fence", "FenceProxyAsync", _fence_async),
+    ("fence", "FenceProxyTensormapAcquire", _acquire),
+    ("fence", "FenceMbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT_FENCE, i)]),
+    ("mbarrier", "MbarrierInit", _mbar(Role.MBAR_INIT)),
+    ("mbarrier", "MbarrierInval", _mbar(Role.MBAR_INVAL)),
+    ("mbarrier", "MbarrierArrive", _arrive),
+    ("mbarrier", "MbarrierTx", _tx),
+    ("mbarrier_wait", "MbarrierWait", _wait),
+    ("tensormap", "TensormapReplace", _replace),
+    ("tensormap", "TensormapReplaceDim", _replace),
+    ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
+    ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
+)
+
+_EXTRACTORS: dict[type, Extractor] | None = None
+
+
+def extractors() -> dict[type, Extractor]:
+    """Class -> extractor for every family importable now (built once per process)."""
+    global _EXTRACTORS
+    if _EXTRACTORS is None:
+        table: dict[type, Extractor] = {}
+        for mod, cls, fn in _TABLE:
+            try:
+                family = importlib.import_module(f"ptxdsl.instructions.{mod}")
+            except ImportError:
+                continue
+            klass = getattr(family, cls, None)
+            if isinstance(klass, type):
+                table[klass] = fn
+        # Families may name their tensormap classes differently: match by name as well.
+        try:
+            family = importlib.import_module("ptxdsl.instructions.tensormap")
+            for name in dir(family):
+                klass = getattr(family, name)
+                if isinstance(klass, type) and klass not in table:
+                    low = name.lower()
+                    if "replace" in low and hasattr(klass, "__attrs_attrs__"):
+                        table[klass] = _replace
+                    elif "fenceproxy" in low and hasattr(klass, "__attrs_attrs__"):
+                        table[klass] = _fenceproxy
+        except ImportError:
+            pass
+        _EXTRACTORS = table
+    return _EXTRACTORS
+
+
+def extract(body) -> list[Op]:
+    """Every Op of a kernel body, in body order."""
+    table = extractors()
+    out: list[Op] = []
+    for i, item in enumerate(body):
+        insn = getattr(item, "insn", None)
+        fn = table.get(type(insn)) if insn is not None else None
+        if fn is not None:
+            out.extend(fn(insn, i))
+    return out
+
+
+# -- inline PTX ---------------------------------------------------------------------------------
+_ASM = (
+    (re.compile(r"\b(?:bar|barrier)\.(?:sync|red)\b"), Role.CTA_BARRIER),
+    (re.compile(r"\bbarrier\.cluster\.wait\b"), Role.CLUSTER_BARRIER),
+    (re.compile(r"\bbar\.warp\.sync\b"), Role.WARP_SYNC),
+    (re.compile(r"\bfence\.proxy\.async(?:\.(global|shared::cta|shared::cluster))?\s*;"),
+     Role.PROXY_ASYNC_FENCE),
+    (re.compile(r"\bfence\.mbarrier_init\b"), Role.MBAR_INIT_FENCE),
+)
+_ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
+                      r"\[\s*\$(\d+)\s*\]\s*,\s*(\w+)")
+
+
+def _inline(insn: Any, i: int) -> list[Op]:
+    text = getattr(insn, "template", "")
+    bound = getattr(insn, "bound", ())
+    out: list[Op] = []
+    for pattern, role in _ASM:
+        for m in pattern.finditer(text):
+            space = None
+            if role is Role.PROXY_ASYNC_FENCE:
+                space = StateSpace(m.group(1)) if m.group(1) else StateSpace.generic
+            out.append(Op(role, i, space=space))
+    for m in _ACQUIRE.finditer(text):
+        n = int(m.group(2))
+        size: Any = int(m.group(3)) if m.group(3).isdigit() else m.group(3)
+        try:
+            scope = Scope(m.group(1))
+        except ValueError:
+            scope = None
+        out.append(Op(Role.TMAP_ACQUIRE, i, map=bound[n] if n < len(bound) else None,
+                      count=size, scope=scope))
+    return out

@@ -1,0 +1,64 @@
+"""What barriers and fences settle: the pending facts each one clears or advances.
+
+- A CTA barrier (bar.sync, barrier.sync, bar.red) makes every thread's earlier writes
+  visible to the CTA: inits, acquires and tensormap.replace writes are published, shared
+  writes already fenced into the async proxy become safe for any thread's TMA store, and a
+  store source that one thread saw retired (wait_group.read) becomes free for every thread.
+- bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy).
+- fence.proxy.async (all spaces, or .shared::cta/.shared::cluster) moves this thread's shared
+  writes into the async proxy, and makes an init visible to the TMA unit.
+- fence.mbarrier_init.release.cluster releases inits to the cluster; a cluster barrier then
+  completes the publication for remote arrives and multicast.
+"""
+
+from __future__ import annotations
+
+from ..types import StateSpace
+from .analysis import Analysis, handles
+from .ops import Op, Role
+from .state import State
+
+_CTA_CLEARS = frozenset({"init_nosync", "init_noasync", "acq_nosync", "replace_nosync",
+                         "smem_fenced", "bulk_done"})
+_SHARED_FENCES = (StateSpace.generic, StateSpace.shared, StateSpace.shared_cta,
+                  StateSpace.shared_cluster)
+
+
+def _drop(state: State, tags: frozenset) -> State:
+    if not any(f[0] in tags for f in state.may):
+        return state
+    return State(state.must, frozenset(f for f in state.may if f[0] not in tags), state.tx)
+
+
+def _retag(state: State, old: str, new: str) -> State:
+    if not any(f[0] == old for f in state.may):
+        return state
+    may = frozenset((new, *f[1:]) if f[0] == old else f for f in state.may)
+    return State(state.must, may, state.tx)
+
+
+@handles(Role.CTA_BARRIER)
+def cta_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    return _drop(state, _CTA_CLEARS)
+
+
+@handles(Role.CLUSTER_BARRIER)
+def cluster_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    return _drop(state, _CTA_CLEARS | {"init_fenced"})
+
+
+@handles(Role.WARP_SYNC)
+def warp_sync(an: Analysis, state: State, op: Op, report: bool) -> State:
+    return _drop(state, frozenset({"replace_nosync"}))
+
+
+@handles(Role.PROXY_ASYNC_FENCE)
+def proxy_async_fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if op.space not in _SHARED_FENCES:   # .global only: orders no shared writes or inits
+        return state
+    return _retag(_drop(state, frozenset({"init_noasync"})), "smem_dirty", "smem_fenced")
+
+
+@handles(Role.MBAR_INIT_FENCE)
+def mbarrier_init_fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    return _retag(_drop(state, frozenset({"init_noasync"})), "init_nocluster", "init_fenced")

@@ -1,0 +1,387 @@
+"""What the checker knows about registers: constants, address provenance, divergence.
+
+ptxdsl builds most registers once (a fresh register per builder call), so a register with one
+definition is treated like an SSA value: `mov r, 5` makes r the constant 5, `mov r, smem` the
+address of `smem`, `ld.param r, [p]` the value of parameter p, and `add`/`cvta` carry that
+provenance along (`cvta` changes the state space, `add` the offset). A register written more
+than once is only known when every write is the same constant.
+
+Divergence is a level: 0 the same in every thread of the CTA, 1 the same within a warp (e.g.
+%warpid), 2 possibly different in each lane (%tid, %laneid and anything computed from them).
+
+Everything is computed on demand, for the registers the hazards look at and what those were
+computed from, so a 100k-instruction kernel pays only for the slice that matters.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from ..instructions.arith import Binary
+from ..instructions.compare import Selp, Setp
+from ..instructions.memory import Ld
+from ..instructions.move import Cvt, Cvta, Mov
+from ..kernel_core import LabelDef, Statement
+from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol, Vec
+from ..types import StateSpace
+
+
+class Kind(enum.Enum):
+    unknown = "unknown"
+    const = "const"
+    addr = "addr"          # the address of `root` (a Symbol) + offset, in `space`
+    value = "value"        # the value of parameter `root` (a pointer passed by the host) + offset
+    special = "special"    # a special register (`root` is its name)
+
+
+@attrs.frozen
+class Val:
+    """The abstract value of a register. `offset` None means "root plus something unknown"."""
+
+    kind: Kind = Kind.unknown
+    const: int | None = None
+    root: Any = None
+    offset: int | None = 0
+    space: StateSpace | None = None
+
+    @property
+    def key(self) -> tuple[Any, int | None] | None:
+        """Identity of the memory this address names: (root, offset); None when unknown."""
+        if self.kind in (Kind.addr, Kind.value):
+            return (self.root, self.offset)
+        return None
+
+
+UNKNOWN = Val()
+
+# Fields that hold an instruction's results. Every other register operand is a source.
+DEST_FIELDS = ("d", "p", "q", "state", "outs", "wait_complete", "pred", "result")
+_LANE_SREGS = ("tid.", "laneid", "clock", "globaltimer", "lanemask")
+_WARP_SREGS = ("warpid",)
+_PER_LANE_RESULTS = frozenset({"Elect", "Atom", "AtomCas"})   # their `p`/`d` differ per lane
+_WARP_RESULTS = frozenset({"Vote", "Activemask"})
+_FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "and": lambda a, b: a & b,
+         "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+        "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
+        "hs": lambda a, b: a >= b}
+_ZERO_IN_ONE_THREAD = ("tid.", "laneid", "warpid")
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(insn: Any) -> tuple[str, ...]:
+    names = _FIELDS.get(type(insn))
+    if names is None:
+        names = _FIELDS[type(insn)] = tuple(f.name for f in attrs.fields(type(insn)))
+    return names
+
+
+def _regs(value: Any) -> Iterable[Reg]:
+    if isinstance(value, Reg):
+        yield value
+    elif isinstance(value, NegPred):
+        yield value.reg
+    elif isinstance(value, Addr):
+        if isinstance(value.base, Reg):
+            yield value.base
+    elif isinstance(value, Vec | tuple | list):
+        for item in (value.items if isinstance(value, Vec) else value):
+            yield from _regs(item)
+    elif hasattr(value, "tensormap") and hasattr(value, "coords"):  # a [map, {coords}] operand
+        yield from _regs(value.tensormap)
+        yield from _regs(value.coords)
+
+
+def dests(insn: Any) -> list[Reg]:
+    """The registers an instruction writes."""
+    out: list[Reg] = []
+    for name in DEST_FIELDS:
+        v = getattr(insn, name, None)
+        if isinstance(v, Reg):
+            out.append(v)
+        elif isinstance(v, Vec | tuple):
+            out.extend(r for r in (v.items if isinstance(v, Vec) else v) if isinstance(r, Reg))
+    return out
+
+
+def sources(insn: Any) -> list[Reg]:
+    """The registers an instruction reads (every register operand outside its results)."""
+    out: list[Reg] = []
+    for name in _fields(insn):
+        if name not in DEST_FIELDS:
+            out.extend(_regs(getattr(insn, name)))
+    return out
+
+
+class Values:
+    """Demand-driven facts about the registers of one kernel body."""
+
+    def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None):
+        self.body = body
+        # A CTA of one thread has no divergence; one of a single warp none between warps.
+        self.nthreads = nthreads
+        self.defs: dict[Reg, list[int]] = {}
+        defs = self.defs
+        for i, item in enumerate(body):
+            if isinstance(item, Statement):
+                insn = item.insn
+                # Fast path: most instructions write their one result to `d`.
+                d = getattr(insn, "d", None)
+                if type(d) is Reg and not hasattr(insn, "p") and not hasattr(insn, "outs"):
+                    defs.setdefault(d, []).append(i)
+                    continue
+                for r in dests(insn):
+                    defs.setdefault(r, []).append(i)
+        self._val: dict[Reg, Val] = {}
+        self._vn: dict[Reg, Any] = {}
+        self._level: dict[Reg, int] = {}
+        self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
+
+    # -- constants and provenance ------------------------------------------------------------
+    def val(self, op: Any) -> Val:
+        """The abstract value of an operand (register, immediate, symbol or address)."""
+        if isinstance(op, Imm):
+            return Val(Kind.const, int(op.value)) if isinstance(op.value, int) else UNKNOWN
+        if isinstance(op, int) and not isinstance(op, bool):
+            return Val(Kind.const, op)
+        if isinstance(op, Symbol):
+            return Val(Kind.addr, root=op, space=op.space)
+        if isinstance(op, Addr):
+            base = self.val(op.base)
+            if base.kind is Kind.const and base.const is not None:
+                return Val(Kind.const, base.const + op.offset)
+            return _offset(base, op.offset)
+        if not isinstance(op, Reg):
+            return UNKNOWN
+        hit = self._val.get(op)
+        if hit is None:
+            self._solve(op)
+            hit = self._val[op]
+        return hit
+
+    def const(self, op: Any) -> int | None:
+        v = self.val(op)
+        return v.const if v.kind is Kind.const else None
+
+    def origin(self, op: Any) -> int | None:
+        """The statement that gave an address register its space and root: the `cvta`,
+        the `mov` of a symbol or the `ld.param`, found through adds, movs and cvts."""
+        reg = op.base if isinstance(op, Addr) else op
+        for _ in range(1000):   # chains are short; the bound only guards against cycles
+            defs = self.defs.get(reg, ()) if isinstance(reg, Reg) else ()
+            if len(defs) != 1:
+                return None
+            insn = self.body[defs[0]].insn
+            if isinstance(insn, Cvta) or isinstance(insn, Ld) or (
+                    isinstance(insn, Mov) and isinstance(insn.a, Symbol)):
+                return defs[0]
+            if isinstance(insn, Mov | Cvt):
+                reg = insn.a
+            elif isinstance(insn, Binary) and insn.op in ("add", "sub"):
+                a = self.val(insn.a)
+                reg = insn.a if a.kind in (Kind.addr, Kind.value) else insn.b
+            else:
+                return defs[0]
+        return None
+
+    def guard_value(self, guard: Any) -> bool | None:
+        """Whether a guard always holds (True), never holds (False), or is unknown (None)."""
+        if guard is None:
+            return True
+        neg = isinstance(guard, NegPred)
+        c = self.const(guard.reg if neg else guard)
+        return None if c is None else bool(c) != neg
+
+    def vn(self, op: Any) -> Any:
+        """A value number: two operands with equal numbers hold the same value in a thread."""
+        if isinstance(op, Imm | int):
+            return ("const", int(op.value if isinstance(op, Imm) else op))
+        if isinstance(op, NegPred):
+            return ("not", self.vn(op.reg))
+        if not isinstance(op, Reg):
+            return ("other", id(op))
+        if op not in self._vn:
+            self._solve(op)
+        return self._vn[op]
+
+    def _solve(self, root: Reg) -> None:
+        """Evaluate `root` and the single-definition registers it derives from, leaves first
+        (an explicit stack: address chains can be thousands of instructions long)."""
+        stack: list[tuple[Reg, bool]] = [(root, False)]
+        busy: set[Reg] = set()
+        while stack:
+            reg, ready = stack.pop()
+            if reg in self._val:
+                continue
+            defs = self.defs.get(reg, ())
+            if len(defs) != 1:
+                self._val[reg], self._vn[reg] = self._multi(reg, defs), _opaque(reg)
+                continue
+            insn = self.body[defs[0]].insn
+            if not ready:
+                if reg in busy:   # a cycle through a loop: nothing is known
+                    self._val[reg], self._vn[reg] = UNKNOWN, _opaque(reg)
+                    continue
+                busy.add(reg)
+                stack.append((reg, True))
+                stack.extend((s, False) for s in sources(insn) if s not in self._val)
+                continue
+            val, vn = self._eval(reg, insn)
+            self._val[reg] = val
+            self._vn[reg] = vn if vn is not None else ("const", val.const)
+
+    def _multi(self, reg: Reg, defs: Sequence[int]) -> Val:
+        """A register written several times is known only if every write is one constant."""
+        consts = set()
+        for i in defs:
+            insn = self.body[i].insn
+            if not (isinstance(insn, Mov) and isinstance(insn.a, Imm)):
+                return UNKNOWN
+            consts.add(insn.a.value)
+        return Val(Kind.const, int(consts.pop())) if len(consts) == 1 else UNKNOWN
+
+    def _eval(self, reg: Reg, insn: Any) -> tuple[Val, Any]:
+        v = self._val
+        if isinstance(insn, Mov):
+            a = insn.a
+            if isinstance(a, SpecialReg):
+                if self.nthreads is not None and a.name.startswith(_ZERO_IN_ONE_THREAD) and (
+                        self.nthreads == 1 or a.name == "warpid" and self.nthreads <= 32):
+                    return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
+                return Val(Kind.special, root=a.name), ("sreg", a.name)
+            if isinstance(a, Reg):
+                return v.get(a, UNKNOWN), self._vn.get(a, _opaque(a))
+            val = self.val(a)
+            return val, (("const", val.const) if val.kind is Kind.const else ("addr", a))
+        if isinstance(insn, Cvta):
+            src = self.val(insn.a)
+            if src.kind in (Kind.addr, Kind.value):
+                space = insn.space if insn.to else StateSpace.generic
+                return attrs.evolve(src, space=space), _opaque(reg)
+            return UNKNOWN, _opaque(reg)
+        if isinstance(insn, Binary):
+            a, b = self.val(insn.a), self.val(insn.b)
+            key = (insn.op, self.vn(insn.a), self.vn(insn.b))
+            if a.kind is Kind.const and b.kind is Kind.const and insn.op in _FOLD:
+                return Val(Kind.const, _FOLD[insn.op](a.const, b.const)), key
+            if insn.op in ("add", "sub"):
+                sign = 1 if insn.op == "add" else -1
+                if a.kind in (Kind.addr, Kind.value):
+                    return _offset(a, sign * b.const if b.kind is Kind.const else None), key
+                if b.kind in (Kind.addr, Kind.value) and insn.op == "add":
+                    return _offset(b, a.const if a.kind is Kind.const else None), key
+            return UNKNOWN, key
+        if isinstance(insn, Setp):
+            a, b = self.val(insn.a), self.val(insn.b)
+            if a.kind is Kind.const and b.kind is Kind.const and insn.cmp in _CMP \
+                    and insn.bool_op is None:
+                return Val(Kind.const, int(_CMP[insn.cmp](a.const, b.const))), None
+            return UNKNOWN, ("setp", insn.cmp, self.vn(insn.a), self.vn(insn.b),
+                             insn.bool_op, self.vn(insn.c) if insn.c is not None else None)
+        if isinstance(insn, Ld) and insn.space is StateSpace.param:
+            base = insn.a.base if isinstance(insn.a, Addr) else insn.a
+            if isinstance(base, Symbol):
+                off = insn.a.offset if isinstance(insn.a, Addr) else 0
+                space = reg.space if reg.space is not None else None
+                return Val(Kind.value, root=base, offset=off, space=space), ("param", base, off)
+        if isinstance(insn, Cvt):
+            src = self.val(insn.a)
+            return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
+        if isinstance(insn, Selp):
+            a, b = self.val(insn.a), self.val(insn.b)
+            same = a.kind is Kind.const and a == b
+            return (a if same else UNKNOWN), _opaque(reg)
+        return UNKNOWN, _opaque(reg)
+
+    # -- divergence ---------------------------------------------------------------------------
+    def level(self, op: Any) -> int:
+        """0: CTA-uniform, 1: warp-uniform, 2: may differ per lane."""
+        if isinstance(op, NegPred):
+            op = op.reg
+        if isinstance(op, Addr):
+            op = op.base
+        if not isinstance(op, Reg):
+            return 0
+        hit = self._level.get(op)
+        if hit is None:
+            self._levels(op)
+            hit = self._level[op]
+        return hit
+
+    def _levels(self, root: Reg) -> None:
+        """Levels of `root`'s backward slice, iterated to a fixed point (loops feed back)."""
+        slice_: list[Reg] = []
+        seen = {root}
+        todo = [root]
+        while todo:
+            r = todo.pop()
+            slice_.append(r)
+            for i in self.defs.get(r, ()):
+                for s in sources(self.body[i].insn):
+                    if s not in seen and s not in self._level:
+                        seen.add(s)
+                        todo.append(s)
+        cur = dict.fromkeys(slice_, 0)
+        for _ in range(4):   # levels only grow and are at most 2
+            changed = False
+            for r in reversed(slice_):
+                lv = max((self._def_level(r, i, cur) for i in self.defs.get(r, ())), default=0)
+                if lv > cur[r]:
+                    cur[r] = lv
+                    changed = True
+            if not changed:
+                break
+        self._level.update(cur)
+
+    def _def_level(self, reg: Reg, i: int, cur: dict[Reg, int]) -> int:
+        st = self.body[i]
+        insn = st.insn
+        name = type(insn).__name__
+        srcs = sources(insn)
+        lv = max((cur.get(s, self._level.get(s, 0)) for s in srcs), default=0)
+        if st.guard is not None or len(self.defs.get(reg, ())) > 1:
+            # A value written under a condition differs where the condition does.
+            lv = max(lv, self.ctrl_level.get(i, 0),
+                     cur.get(_pred(st.guard), self._level.get(_pred(st.guard), 0))
+                     if st.guard is not None else 0)
+        if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
+            n = insn.a.name
+            lv = 2 if n.startswith(_LANE_SREGS) else 1 if n in _WARP_SREGS else 0
+            if self.nthreads is not None and self.nthreads <= (1 if lv == 2 else 32):
+                return 0
+            return lv
+        if name in _PER_LANE_RESULTS:
+            return 1 if name == "Elect" and reg is getattr(insn, "d", None) else 2
+        if name in _WARP_RESULTS:   # one value per warp
+            return 1 if name == "Activemask" else min(lv, 1)
+        if isinstance(insn, Binary) and lv == 2 and insn.op in ("shr", "div"):
+            # tid / 32 and tid >> 5 are the same in every lane of a warp.
+            b = self.const(insn.b)
+            if b is not None and (b >= 5 if insn.op == "shr" else b % 32 == 0 and b > 0):
+                return max(1, max((cur.get(s, 0) for s in srcs if s is not insn.a), default=0))
+        return lv
+
+
+def _opaque(reg: Reg) -> tuple[str, int]:
+    """A value number for a register known only as itself. Never the Reg: `==` on a Reg
+    builds a setp instruction, and tuples of value numbers are compared."""
+    return ("reg", id(reg))
+
+
+def _pred(guard: Any) -> Reg | None:
+    return guard.reg if isinstance(guard, NegPred) else guard
+
+
+def _offset(v: Val, delta: int | None) -> Val:
+    if v.kind not in (Kind.addr, Kind.value):
+        return UNKNOWN
+    off = None if v.offset is None or delta is None else v.offset + delta
+    return attrs.evolve(v, offset=off)

@@ -1,0 +1,85 @@
+"""Small kernels shared by the checker tests: the common prologues of TMA code, so each test
+shows only the lines that make (or fix) its hazard."""
+
+from __future__ import annotations
+
+import sys
+
+from ptxdsl import Kernel, ptx, t
+
+
+def here() -> int:
+    """The caller's line number (the line a finding must name is the next one)."""
+    return sys._getframe(1).f_lineno
+
+
+def ids(findings) -> list[str]:
+    return sorted(f.id for f in findings)
+
+
+class Tma:
+    """A kernel with a tile, an mbarrier, and a map: a by-value parameter (`map="param"`) or a
+    pointer to a map in global memory (`map="global"`, acquired by thread 0 unless
+    `acquire=False`). `setup()` initialises the barrier in thread 0 and publishes it with
+    bar.sync; `load()` / `store()` issue TMA from thread 0."""
+
+    def __init__(self, name: str = "k", *, map: str = "param", acquire: bool = True,
+                 scope: str = "gpu", tile_align: int = 128, threads: int = 128):
+        k = self.k = Kernel(name, reqntid=threads)
+        self.tile = k.shared_array(t.b8, 512, align=tile_align, name="tile")
+        self.bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        if map == "param":
+            self.tmap_param = k.param_tensormap("tmap")
+            self.tmap = k.tensormap_addr(self.tmap_param)
+        else:
+            self.tmap_param = k.param_ptr("tmap_ptr")
+            self.tmap = k.ld_param(self.tmap_param)
+            if acquire:
+                with k.if_(k.tid.x == 0):
+                    ptx.fence_proxy_tensormap_generic(k, "acquire", scope, self.tmap)
+                k.bar_sync(0)
+
+    def setup(self) -> None:
+        k = self.k
+        with k.if_(k.tid.x == 0):
+            ptx.mbarrier_init(k, self.bar, 1)
+        k.bar_sync(0)
+
+    def load(self, tx: int = 512, coords=(0, 0)) -> None:
+        k = self.k
+        with k.if_(k.tid.x == 0):
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", self.tile, self.tmap,
+                                     coords, self.bar)
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", self.bar, tx,
+                                          dst="_")
+
+    def fill(self) -> None:
+        """Every thread writes 4 bytes of the tile with st.shared."""
+        k = self.k
+        base = k.mov(self.tile)
+        k.st(k.add(base, k.shl(k.tid.x, 2)), k.tid.x, type=t.u32, space="shared::cta")
+
+    def store(self, coords=(0, 0), *, commit: bool = True, wait: int | None = 0) -> None:
+        k = self.k
+        with k.if_(k.tid.x == 0):
+            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap, coords, self.tile)
+            if commit:
+                ptx.cp_async_bulk_commit_group(k)
+            if wait is not None:
+                ptx.cp_async_bulk_wait_group_read(k, wait)
+
+
+TILE_DESC = {"box_bytes": 512}     # what maps={"tmap": ...} says of the map in these kernels
+
+
+def encode_map(k: Kernel, out, *, lane_cond=None, sync: bool = True):
+    """The device-side encoder of the programming guide: lane 0 edits a shared copy, the warp
+    publishes it with cp_fenceproxy. Returns the shared map."""
+    smap = k.shared_array(t.b8, 128, align=128, name="smap")
+    with k.if_(lane_cond if lane_cond is not None else k.tid.x == 0):
+        ptx.tensormap_replace_rank(k, smap, 2)
+        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
+    if sync:
+        k.syncwarp()
+    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    return smap

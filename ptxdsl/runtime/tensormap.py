@@ -33,9 +33,15 @@ def _encode(desc: TiledDesc, device: int) -> bytes:
     drv = driver()
     use_device(device)
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
+    strides = list(desc.global_strides)
+    if not strides:
+        # Rank 1 has no stride, but cuda.bindings passes an empty list as NULL and the driver
+        # refuses a NULL globalStrides (CUDA_ERROR_INVALID_VALUE, seen on an H100 with driver
+        # 580): pass one unused entry, as C callers do, sized like a padded row.
+        strides = [-(-desc.data_type.inner_bytes(desc.global_dim[0]) // 16) * 16]
     res = drv.cuTensorMapEncodeTiled(
         drv.CUtensorMapDataType(int(desc.data_type)), desc.rank, desc.global_address,
-        [u64(x) for x in desc.global_dim], [u64(x) for x in desc.global_strides],
+        [u64(x) for x in desc.global_dim], [u64(x) for x in strides],
         [u32(x) for x in desc.box_dim], [u32(x) for x in desc.element_strides],
         drv.CUtensorMapInterleave(int(desc.interleave)), drv.CUtensorMapSwizzle(int(desc.swizzle)),
         drv.CUtensorMapL2promotion(int(desc.l2_promotion)),

@@ -1,0 +1,165 @@
+"""The harness every sample in `samples/` shares: its command line, GPU detection, the offline
+fallback, and the report of checks against numpy.
+
+A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, returning a
+`Report`) and `main(argv=None)`, which is one call::
+
+    def main(argv=None):
+        return sample_main(argv, __doc__, build_module, run)
+
+`main` then behaves the same from the shell (`python samples/x.py ...`) and from
+`python -m ptxdsl demo`:
+
+- `--ptx PATH`: write the module's PTX to PATH and return 0 (no GPU needed);
+- on a Hopper GPU: run the sample, print one line per check and a verdict, return 0 or 1;
+- with no usable GPU: say why, assemble the PTX offline with nvJitLink instead (printing the
+  target, the cubin size and the time it took) and return 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import numpy as np
+
+from .module import Module
+
+# How long a sample waits for the GPU before calling a kernel hung (seconds). A hang raises
+# `SyncTimeoutError` instead of freezing the process.
+SYNC_TIMEOUT_S = 30.0
+# Output buffers are filled with this byte before every launch, so a result the kernel never
+# wrote cannot pass for a correct one (no random data is 0xA5 everywhere).
+POISON = 0xA5
+
+
+class Report:
+    """The checks a sample made on the GPU's results, in order.
+
+    From the command line (`sample_main`) each line is printed as it is made (`live`), so a
+    fault in a later launch still shows what passed before it; `format()` gives them all.
+    """
+
+    live = False   # set by sample_main while a sample runs
+
+    def __init__(self, title: str):
+        self.title = title
+        self.checks: list[tuple[str, bool, str]] = []
+        self.notes: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(ok for _, ok, _ in self.checks)
+
+    def check(self, name: str, ok: bool, detail: str = "") -> bool:
+        self.checks.append((name, bool(ok), detail))
+        if self.live:
+            print(self._line(name, bool(ok), detail), flush=True)
+        return bool(ok)
+
+    def note(self, text: str) -> None:
+        """A line of context printed before the checks (device, sizes, timings)."""
+        self.notes.append(text)
+        if self.live:
+            print(f"  {text}", flush=True)
+
+    @staticmethod
+    def _line(name: str, ok: bool, detail: str) -> str:
+        return f"  {'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail else "")
+
+    def check_equal(self, name: str, got, want) -> bool:
+        """Compare every element of `got` with `want`, bit for bit (so NaNs and -0.0 are
+        compared exactly too); the detail names the first mismatches."""
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return self.check(name, False, f"got {got.dtype}{list(got.shape)}, expected "
+                              f"{want.dtype}{list(want.shape)}")
+        if got.size == 0:
+            return self.check(name, True, "0 elements")
+        gb = np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1)
+        wb = np.ascontiguousarray(want).view(np.uint8).reshape(want.size, -1)
+        bad = np.flatnonzero((gb != wb).any(axis=1))
+        if not len(bad):
+            return self.check(name, True, f"{got.size} elements equal")
+        shown = []
+        for flat in bad[:3]:
+            idx = np.unravel_index(flat, got.shape)
+            shown.append(f"[{', '.join(map(str, idx))}] got {got[idx].item()!r} expected "
+                         f"{want[idx].item()!r}")
+        return self.check(name, False, f"{len(bad)} of {got.size} elements differ; "
+                          + "; ".join(shown))
+
+    def verdict(self) -> str:
+        passed = sum(ok for _, ok, _ in self.checks)
+        return (f"{'PASS' if self.ok else 'FAIL'}: {self.title}: {passed}/{len(self.checks)} "
+                "checks passed")
+
+    def format(self) -> str:
+        lines = [f"  {n}" for n in self.notes]
+        lines += [self._line(*c) for c in self.checks]
+        return "\n".join([*lines, self.verdict()])
+
+
+def random_array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Random bits of any dtype (every byte uniform), so a copy is checked bit for bit."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    return rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8).view(dtype).reshape(shape)
+
+
+def sync(timeout: float = SYNC_TIMEOUT_S) -> None:
+    """Wait for the GPU, raising `SyncTimeoutError` after `timeout` seconds (a hung kernel)."""
+    from .runtime import synchronize
+    synchronize(timeout=timeout)
+
+
+def _assemble_offline(module: Module) -> int:
+    from .toolchain import toolchain_version
+    t0 = time.perf_counter()
+    cubin = module.assemble()
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"  assembled offline with nvJitLink {toolchain_version()}: .target "
+          f"{module.target} (.version {module.version}), {len(cubin)} bytes of cubin in "
+          f"{ms:.1f} ms")
+    return 0
+
+
+def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[[], Module],
+                run: Callable[[], Report]) -> int:
+    """The `main(argv)` of a sample: see the module docstring."""
+    summary = (doc or "").strip().splitlines()[0] if doc else None
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ptx", metavar="PATH",
+                    help="write the module's PTX to PATH and exit (no GPU needed)")
+    args = ap.parse_args(argv)
+    if args.ptx:
+        module = build_module()
+        module.write(args.ptx)
+        print(f"  wrote {args.ptx} (.version {module.version}, .target {module.target})")
+        return 0
+
+    from .runtime import device_info, gpu_skip_reason
+    reason = gpu_skip_reason()
+    if reason is not None:
+        print(f"  no Hopper GPU here ({reason}); assembling the PTX offline instead of "
+              "running it")
+        return _assemble_offline(build_module())
+
+    print(f"  {device_info(0)}" + (f": {summary}" if summary else ""))
+    t0 = time.perf_counter()
+    Report.live = True
+    try:
+        report = run()
+    except Exception:  # a sample that raises fails, with the reason printed
+        traceback.print_exc(file=sys.stdout)
+        print("FAIL: the sample raised an exception (above)")
+        return 1
+    finally:
+        Report.live = False
+    print(report.verdict())
+    print(f"  ({time.perf_counter() - t0:.2f} s)")
+    return 0 if report.ok else 1

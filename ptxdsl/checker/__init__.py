@@ -27,7 +27,13 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import hazards_bulk, hazards_mbar, hazards_tmap, sync  # noqa: F401  (register handlers)
+from . import (  # noqa: F401  (register handlers)
+    hazards_bulk,
+    hazards_mbar,
+    hazards_tmap,
+    hazards_xdev,
+    sync,
+)
 from .analysis import Analysis
 from .context import Context, MapInfo
 from .findings import Finding, Hazard, HazardError, PtxdslHazardWarning, Severity, Site
@@ -41,7 +47,8 @@ def check_kernel(kernel: Any, **context: Any) -> list[Finding]:
     """Every hazard found in one kernel, sorted by Python location.
 
     Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
-    the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`.
+    the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`,
+    `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another.
     """
     return _check(kernel, Context.make(**context))
 

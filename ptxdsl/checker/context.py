@@ -8,6 +8,9 @@ global memory the host wrote, e.g. with cudaMemcpy: acquiring those needs `.sys`
 `maps` maps a parameter (name or `Param`) to a description: a `TiledDesc`, a runtime
 `TensorMap` (its `.desc` is used), or a dict `{"box_bytes": 512, "swizzle": "128B"}`. The
 description of a pointer parameter applies to every map it points to.
+`cross_device_maps` names pointer parameters whose maps are written on one GPU and used on
+another (peer or host-mapped memory): their release (`tensormap.cp_fenceproxy`) and acquire
+both need `.sys` scope (CUDA Programming Guide §10.30.2).
 """
 
 from __future__ import annotations
@@ -76,17 +79,25 @@ class Context:
 
     host_maps: frozenset = frozenset()          # names and Param objects
     maps: tuple = ()                            # ((name or Param), MapInfo) pairs
+    cross_device_maps: frozenset = frozenset()  # names and Param objects
 
     @classmethod
     def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
-             **unknown: Any) -> Context:
+             cross_device_maps: Iterable[Any] = (), **unknown: Any) -> Context:
         if unknown:
             raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
-                            "maps=")
+                            "maps=, cross_device_maps=")
         if isinstance(host_maps, str):
             host_maps = (host_maps,)
+        if isinstance(cross_device_maps, str):
+            cross_device_maps = (cross_device_maps,)
         infos = tuple((k, map_info(v, _name(k))) for k, v in (maps or {}).items())
-        return cls(frozenset(_key(h) for h in host_maps), infos)
+        return cls(frozenset(_key(h) for h in host_maps), infos,
+                   frozenset(_key(h) for h in cross_device_maps))
+
+    def is_cross_device_map(self, param: Any) -> bool:
+        return param is not None and (_key(param) in self.cross_device_maps
+                                      or getattr(param, "name", None) in self.cross_device_maps)
 
     def is_host_map(self, param: Any) -> bool:
         return param is not None and (_key(param) in self.host_maps

@@ -29,6 +29,7 @@ class Hazard(enum.Enum):
     TMAP_ACQUIRE_SIZE = "tmap-acquire-size"
     TMAP_ACQUIRE_SPACE = "tmap-acquire-space"
     TMAP_ACQUIRE_SCOPE = "tmap-acquire-scope"
+    TMAP_CROSS_DEVICE_SCOPE = "tmap-cross-device-scope"
     TMAP_PARAM_NO_CVTA = "tmap-param-no-cvta"
     TMAP_REPLACE_NO_WARPSYNC = "tmap-replace-no-warpsync"
     FENCEPROXY_DIVERGENT = "fenceproxy-divergent"
@@ -80,6 +81,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         E, "host-written tensor map acquired below .sys scope",
         "use scope='sys' for maps written by the host (cudaMemcpy) or another device; .gpu "
         "only covers writes made by this GPU [digest pitfall 9]"),
+    Hazard.TMAP_CROSS_DEVICE_SCOPE: (
+        E, "tensor map shared between GPUs released or acquired below .sys scope",
+        "a map written on one GPU and used on another needs scope='sys' on both sides: "
+        "tensormap_cp_fenceproxy(..., scope='sys') and fence_proxy_tensormap_generic(k, "
+        "'acquire', 'sys', map); .gpu orders only this GPU's threads [CUDA Programming Guide "
+        "§10.30.2]"),
     Hazard.TMAP_PARAM_NO_CVTA: (
         E, "by-value tensor-map parameter used without cvta.param",
         "take the map's address with k.tensormap_addr(param) (mov.b64 + cvta.param.u64); a raw "

@@ -11,6 +11,12 @@ Main entry points:
   DeviceBuffer, Stream, Event, synchronize(timeout=None)
   TensorMap.tiled / encode_tiled / TensorMap.from_array, TiledDesc, validate (no GPU needed)
   device_info(device=0) -> DeviceInfo
+
+More than one device (every object belongs to the device it was made on, `device=N`):
+  load_on_devices(module, devices=None) -> {device: LoadedModule}
+  enable_peer_access(device, peer) / disable_peer_access / can_access_peer /
+  enable_all_peer_access, copy_peer(dst, src), HostBuffer (pinned, mapped on every device),
+  Stream.wait(event) (cross-device ordering), pointer_device(ptr), multi_gpu_skip_reason(n)
 """
 
 from __future__ import annotations
@@ -28,13 +34,31 @@ from ptxdsl.runtime.errors import (
     KernelNotFoundError,
     LaunchError,
     NoDriverError,
+    PeerAccessError,
     SharedMemoryError,
     SyncTimeoutError,
     TensorMapRuleError,
 )
 from ptxdsl.runtime.launch import Function
-from ptxdsl.runtime.loader import LoadedModule, load_module, load_ptx, parse_jit_log
+from ptxdsl.runtime.loader import (
+    LoadedModule,
+    load_module,
+    load_on_devices,
+    load_ptx,
+    parse_jit_log,
+)
 from ptxdsl.runtime.memory import DeviceBuffer, Event, Stream, synchronize
+from ptxdsl.runtime.peer import (
+    HostBuffer,
+    can_access_peer,
+    copy_peer,
+    disable_peer_access,
+    enable_all_peer_access,
+    enable_peer_access,
+    multi_gpu_skip_reason,
+    peer_access_enabled,
+    pointer_device,
+)
 from ptxdsl.runtime.ptx_params import PtxParam, parse_entries
 from ptxdsl.runtime.tensormap import TensorMap, encode_tiled
 from ptxdsl.runtime.tensormap_desc import (
@@ -58,6 +82,10 @@ __all__ = [
     "device_info", "encode_tiled", "gpu_skip_reason", "load_module", "load_ptx",
     "max_ptx_version", "parse_entries", "parse_jit_log", "runs_on", "synchronize",
     "use_device", "validate",
+    # more than one device
+    "HostBuffer", "PeerAccessError", "can_access_peer", "copy_peer", "disable_peer_access",
+    "enable_all_peer_access", "enable_peer_access", "load_on_devices", "multi_gpu_skip_reason",
+    "peer_access_enabled", "pointer_device",
 ]
 
 _skip_reason: list[str | None] = []

@@ -34,6 +34,11 @@ class DriverError(CudaError):
         super().__init__(text, loc)
 
 
+class PeerAccessError(CudaError):
+    """One device cannot be given access to another's memory (no peer path, or the driver
+    refused cuCtxEnablePeerAccess / cuCtxDisablePeerAccess)."""
+
+
 class CompatibilityError(CudaError):
     """The module's .version or .target cannot run with this driver or on this device."""
 

@@ -118,6 +118,12 @@ class Function:
     def _config(self, grid, block, shared_mem: int, stream, cluster):
         key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
                else id(stream), cluster)
+        sdev = getattr(stream, "device", self.device)
+        if isinstance(sdev, int) and sdev != self.device:
+            raise LaunchError(f"kernel '{self.name}' is loaded on device {self.device} but the "
+                              f"stream belongs to device {sdev}: load the module there too "
+                              f"(load_module(..., device={sdev})) or use a stream of device "
+                              f"{self.device}")
         drv = driver()
         g = _dim3(grid, "grid", self.name)
         b = _dim3(block, "block", self.name)

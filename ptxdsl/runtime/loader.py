@@ -107,6 +107,15 @@ class LoadedModule:
 
     __getitem__ = function
 
+    def preload(self) -> LoadedModule:
+        """Resolve every kernel now (cuModuleGetFunction). With CUDA's lazy loading a kernel is
+        loaded onto the device when first resolved, which can wait for kernels already running
+        there: kernels meant to run at the same time (one waiting for the other) must be
+        preloaded before the first is launched, or they may serialize or deadlock."""
+        for name in self.kernels:
+            self.function(name)
+        return self
+
     def __contains__(self, name: str) -> bool:
         return name in self.kernels
 
@@ -203,3 +212,12 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
 def load_ptx(text: str, *, name: str = "<ptx>", **kwargs) -> LoadedModule:
     """Load raw PTX text; parameters are read from each `.entry` signature."""
     return load_module(text, name=name, **kwargs)
+
+
+def load_on_devices(module_or_text, devices=None, **kwargs) -> dict[int, LoadedModule]:
+    """Load the same module on each of `devices` (default: every visible device), one
+    LoadedModule per device: a kernel runs on the device its module was loaded on (see
+    `LoadedModule.preload` for kernels that must run concurrently)."""
+    from ptxdsl.runtime.device import device_count
+    devices = range(device_count()) if devices is None else devices
+    return {d: load_module(module_or_text, device=d, **kwargs) for d in devices}

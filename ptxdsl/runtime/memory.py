@@ -70,6 +70,12 @@ class Stream:
         _wait(lambda: drv.cuStreamQuery(self.handle), "cuStreamQuery", "stream",
               timeout, lambda: drv.cuStreamSynchronize(self.handle))
 
+    def wait(self, event: Event) -> None:
+        """Later work on this stream waits for `event` (cuStreamWaitEvent); the event may
+        belong to another device, which orders work across GPUs without the host."""
+        use_device(self.device)
+        check(driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
+
     def query(self) -> bool:
         """True when all work on the stream is done."""
         (err,) = driver().cuStreamQuery(self.handle)
@@ -122,6 +128,10 @@ class Event:
         self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
 
     def record(self, stream=None) -> Event:
+        sdev = getattr(stream, "device", self.device)
+        if isinstance(sdev, int) and sdev != self.device:
+            raise ValueError(f"an event of device {self.device} cannot be recorded on a stream "
+                             f"of device {sdev}")
         use_device(self.device)
         check(driver().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
         return self
@@ -224,9 +234,14 @@ class DeviceBuffer:
                 "version": 3, "strides": None}
 
     def copy_from(self, src, stream=None) -> None:
-        """Fill from a numpy array (host -> device) or another DeviceBuffer (device -> device)."""
+        """Fill from a numpy array (host -> device) or another DeviceBuffer (device -> device;
+        on another device: cuMemcpyPeer, see `peer.copy_peer`)."""
         drv = driver()
         use_device(self.device)
+        if isinstance(src, DeviceBuffer) and src.device != self.device:
+            from ptxdsl.runtime.peer import copy_peer
+            copy_peer(self, src, self._fit(src.nbytes), stream=stream)
+            return
         if isinstance(src, DeviceBuffer):
             n = self._fit(src.nbytes)
             check(drv.cuMemcpyDtoDAsync(self.ptr, src.ptr, n, stream_handle(stream)),

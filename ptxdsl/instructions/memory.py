@@ -51,6 +51,34 @@ def _sem_qualifiers(insn: str, sem, scope, allowed: tuple[Sem, ...]):
     return sem, scope
 
 
+def _check_access(insn: Instruction, sems: tuple[Sem, ...]) -> None:
+    """The checks ld and st share: space, type, and the memory-order qualifiers."""
+    insn._set("space", _space_arg(insn.space))
+    if insn.type not in _MEM_TYPES:
+        raise OperandError(insn.MNEMONIC, "type", "a memory type", f".{insn.type}")
+    sem, scope = _sem_qualifiers(insn.MNEMONIC, insn.sem, insn.scope, sems)
+    insn._set("sem", sem)
+    insn._set("scope", scope)
+
+
+def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
+    q = insn.MNEMONIC
+    if insn.sem is not None:
+        q += insn.sem.ptx + (insn.scope.ptx if insn.scope else "")
+    q += insn.space.ptx
+    if nc:
+        q += ".nc"
+    if isinstance(value, Vec):
+        q += f".v{len(value.items)}"
+    return f"{q}.{insn.type}"
+
+
+def _access_requires(space: StateSpace) -> Requires:
+    if space in (StateSpace.shared_cta, StateSpace.shared_cluster):
+        return req("7.8", 90)
+    return BASE
+
+
 @attrs.frozen
 class Ld(Instruction):
     """`ld{.sem.scope}{.space}{.nc}{.vN}.type d, [a];`"""
@@ -65,34 +93,18 @@ class Ld(Instruction):
     nc: bool = False
 
     def __attrs_post_init__(self):
-        self._set("space", _space_arg(self.space))
-        if self.type not in _MEM_TYPES:
-            raise OperandError("ld", "type", "a memory type", f".{self.type}")
-        sem, scope = _sem_qualifiers("ld", self.sem, self.scope,
-                                     (Sem.weak, Sem.volatile, Sem.relaxed, Sem.acquire))
-        self._set("sem", sem)
-        self._set("scope", scope)
-        if self.nc and (self.space is not StateSpace.global_ or sem is not None):
+        _check_access(self, (Sem.weak, Sem.volatile, Sem.relaxed, Sem.acquire))
+        if self.nc and (self.space is not StateSpace.global_ or self.sem is not None):
             raise OperandError("ld", "nc", "a plain ld.global", self.opcode())
         self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
-            return req("7.8", 90)
-        return BASE
+        return _access_requires(self.space)
 
     def opcode(self) -> str:
-        q = "ld"
-        if self.sem is not None:
-            q += self.sem.ptx + (self.scope.ptx if self.scope else "")
-        q += self.space.ptx
-        if self.nc:
-            q += ".nc"
-        if isinstance(self.d, Vec):
-            q += f".v{len(self.d.items)}"
-        return f"{q}.{self.type}"
+        return _access_opcode(self, self.d, self.nc)
 
     def operands(self):
         return (self.d, self.a)
@@ -111,33 +123,19 @@ class St(Instruction):
     scope: Scope | None = None
 
     def __attrs_post_init__(self):
-        self._set("space", _space_arg(self.space))
+        _check_access(self, (Sem.weak, Sem.volatile, Sem.relaxed, Sem.release))
         if self.space in (StateSpace.param, StateSpace.const):
             raise OperandError("st", "space", "a writable space (global, shared, local, "
                                "generic)", f".{self.space.value}")
-        if self.type not in _MEM_TYPES:
-            raise OperandError("st", "type", "a memory type", f".{self.type}")
-        sem, scope = _sem_qualifiers("st", self.sem, self.scope,
-                                     (Sem.weak, Sem.volatile, Sem.relaxed, Sem.release))
-        self._set("sem", sem)
-        self._set("scope", scope)
         self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
-            return req("7.8", 90)
-        return BASE
+        return _access_requires(self.space)
 
     def opcode(self) -> str:
-        q = "st"
-        if self.sem is not None:
-            q += self.sem.ptx + (self.scope.ptx if self.scope else "")
-        q += self.space.ptx
-        if isinstance(self.b, Vec):
-            q += f".v{len(self.b.items)}"
-        return f"{q}.{self.type}"
+        return _access_opcode(self, self.b)
 
     def operands(self):
         return (self.a, self.b)

@@ -11,6 +11,11 @@ Converters raise `ArgumentError` naming the kernel, the parameter, what was expe
 was given. The buffer is reused by every launch (the driver copies the values during the
 launch call), so one packer must not be used by two threads at once: `Function` holds a lock
 around pack + launch.
+
+`pack` is generated once per signature (see `_compile_pack`): the common argument types
+(an int in range, a float, a DeviceBuffer, a ptxdsl TensorMap) are accepted inline without a
+converter call, everything else goes through the parameter's converter, so the checks are the
+same either way.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 from ptxdsl.runtime.arrays import device_pointer
 from ptxdsl.runtime.errors import ArgumentError
 from ptxdsl.runtime.memory import DeviceBuffer
+from ptxdsl.runtime.tensormap import TensorMap
 from ptxdsl.types import ScalarType
 
 _UINT_FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
@@ -237,6 +243,7 @@ class ArgPacker:
         self._struct = struct.Struct(fmt)
         assert self._struct.size == pos, (fmt, pos)
         self._names = {p.name: i for i, p in enumerate(self.params)}
+        self.pack = self._compile_pack()
 
     @property
     def buffer(self) -> bytes:
@@ -270,22 +277,103 @@ class ArgPacker:
 
     def pack(self, args) -> int:
         """Convert `args` (a sequence in declaration order, or a mapping by parameter name)
-        into the buffer; return the kernelParams address (a `void**`)."""
-        if type(args) is not tuple:
-            args = self._normalize(args)
-        convs = self._convs
-        if len(args) != len(convs):
-            raise ArgumentError(
-                self.kernel, "*", f"{len(convs)} argument{'s' if len(convs) != 1 else ''} "
-                f"for {self.signature()}", f"{len(args)}")
-        values = [conv(a) for conv, a in zip(convs, args, strict=False)]  # lengths checked
+        into the buffer; return the kernelParams address (a `void**`).
+
+        (Replaced per instance by the generated equivalent from `_compile_pack`.)"""
+        return self._pack_generic(args)
+
+    def _bad_count(self, args) -> None:
+        n = len(self._convs)
+        raise ArgumentError(self.kernel, "*", f"{n} argument{'s' if n != 1 else ''} for "
+                            f"{self.signature()}", f"{len(args)}")
+
+    def _pack_values(self, values) -> None:
         try:
             self._struct.pack_into(self._mv, 0, *values)
         except (OverflowError, struct.error):
             # Only a Python float beyond an f32/f16 range gets here (every other value was
             # range-checked by its converter): find which parameter and say so.
-            for conv, v in zip(convs, values, strict=True):
+            for conv, v in zip(self._convs, values, strict=True):
                 if hasattr(conv, "check"):
                     conv.check(v)
             raise
+
+    def _pack_generic(self, args) -> int:
+        if type(args) is not tuple:
+            args = self._normalize(args)
+        convs = self._convs
+        if len(args) != len(convs):
+            self._bad_count(args)
+        self._pack_values([conv(a) for conv, a in zip(convs, args, strict=False)])
         return self.address
+
+    def _compile_pack(self):
+        """A `pack` for this signature with each argument's common case inline.
+
+        For `(ptr, n: u32, x: f32, map)` it reads, in effect:
+
+            def pack(args):
+                if type(args) is not tuple: args = normalize(args)
+                if len(args) != 4: bad_count(args)
+                a0, a1, a2, a3 = args
+                v0 = a0._ptr if type(a0) is DeviceBuffer and a0._ptr is not None else c0(a0)
+                v1 = a1 if type(a1) is int and 0 <= a1 <= 4294967295 else c1(a1)
+                v2 = a2 if type(a2) is float else c2(a2)
+                v3 = a3.data if type(a3) is TensorMap else c3(a3)
+                try: pack_into(buffer, 0, v0, v1, v2, v3)
+                except (OverflowError, struct.error): pack_values((v0, v1, v2, v3))
+                return address
+
+        where each inline test accepts exactly what its converter `c<i>` would return unchanged.
+        """
+        n = len(self.params)
+        if n == 0:
+            return self._pack_generic
+        ns = {"normalize": self._normalize, "bad_count": self._bad_count,
+              "pack_into": self._struct.pack_into, "buffer": self._mv,
+              "pack_values": self._pack_values, "address": self.address,
+              "DeviceBuffer": DeviceBuffer, "TensorMap": TensorMap, "OverflowError": OverflowError,
+              "struct_error": struct.error}
+        names = [f"a{i}" for i in range(n)]
+        values = [f"v{i}" for i in range(n)]
+        lines = ["def pack(args):",
+                 "    if type(args) is not tuple:",
+                 "        args = normalize(args)",
+                 f"    if len(args) != {n}:",
+                 "        bad_count(args)",
+                 f"    {', '.join(names)}, = args"]
+        for i, (p, conv) in enumerate(zip(self.params, self._convs, strict=True)):
+            ns[f"c{i}"] = conv
+            a, v = names[i], values[i]
+            fast = _inline_test(p, a)
+            if fast is None:
+                lines.append(f"    {v} = c{i}({a})")
+            else:
+                test, value = fast
+                lines.append(f"    {v} = {value} if {test} else c{i}({a})")
+        lines += ["    try:",
+                  f"        pack_into(buffer, 0, {', '.join(values)})",
+                  "    except (OverflowError, struct_error):",
+                  f"        pack_values(({', '.join(values)},))",
+                  "    return address"]
+        exec(compile("\n".join(lines), f"<ArgPacker {self.kernel}>", "exec"), ns)  # noqa: S102
+        return ns["pack"]
+
+
+def _inline_test(p, a: str) -> tuple[str, str] | None:
+    """(test, value) accepting the common argument of parameter `p` without its converter, or
+    None. The test only admits values the converter would return unchanged."""
+    if p.kind == "pointer":
+        return f"type({a}) is DeviceBuffer and {a}._ptr is not None", f"{a}._ptr"
+    if p.kind == "tensormap" and p.size == 128:
+        return f"type({a}) is TensorMap", f"{a}.data"
+    if p.kind != "scalar":
+        return None
+    if p.type.is_float:
+        return (f"type({a}) is float", a) if p.type.bits in (32, 64) else None
+    if p.type.kind in "usb" and p.type.bits in _UINT_FMT and not getattr(p, "is_bool", False):
+        lo, hi, _ = _int_range(p.type)
+        if p.type.kind != "s":
+            lo = 0  # negative values of bit types are converted (masked) by the converter
+        return f"type({a}) is int and {lo} <= {a} <= {hi}", a
+    return None

@@ -5,10 +5,17 @@ launch arguments per (grid, block, shared memory, stream, cluster) (a CUlaunchCo
 CLUSTER_DIMENSION attribute for cuLaunchKernelEx when a cluster shape is given), raises the kernel's
 MAX_DYNAMIC_SHARED_SIZE_BYTES attribute the first time more than the default 48 KB is asked
 for, and checks the request against the device's opt-in limit before the driver sees it.
+
+A launch without launch attributes calls libcuda's `cuLaunchKernel` through ctypes with every
+argument prepared when the configuration was first seen (the kernelParams array of a packer
+never moves), which costs less per call than cuda.bindings' wrapper; when libcuda cannot be
+reached that way, or with `PTXDSL_LAUNCH_VIA=bindings`, the cuda.bindings call is used.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 
 from ptxdsl.runtime._driver import check, driver, error_for
@@ -18,6 +25,32 @@ from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_handle
 
 _CONFIG_CACHE_MAX = 64
+# "ctypes" (default) or "bindings": how a launch without attributes reaches cuLaunchKernel.
+LAUNCH_VIA = os.environ.get("PTXDSL_LAUNCH_VIA", "ctypes")
+_libcuda_launch: list = []   # [ctypes function or None], filled on first use
+
+
+def _ctypes_launch():
+    """libcuda's cuLaunchKernel as a ctypes function, or None when it cannot be used.
+
+    The library is opened by its soname, which finds the copy cuda.bindings already loaded;
+    that it is the same copy is checked by asking both for the current context.
+    """
+    if _libcuda_launch:
+        return _libcuda_launch[0]
+    fn = None
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        current = ctypes.c_void_p()
+        if lib.cuCtxGetCurrent(ctypes.byref(current)) == 0:
+            theirs = check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
+            if current.value is not None and current.value == int(theirs):
+                fn = lib.cuLaunchKernel
+                fn.restype = ctypes.c_int   # arguments are passed as prepared ctypes values
+    except (OSError, AttributeError):
+        fn = None
+    _libcuda_launch.append(fn)
+    return fn
 
 
 def _dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
@@ -143,11 +176,19 @@ class Function:
             raise LaunchError(f"kernel '{self.name}': grid {g} is not a whole number of "
                               f"clusters {c} in every dimension")
         hstream = stream_handle(stream)
-        if cluster is None or c == self.required_cluster:
+        raw = _ctypes_launch() if LAUNCH_VIA == "ctypes" else None
+        if (cluster is None or c == self.required_cluster) and raw is not None:
+            # Every argument of the call is fixed for this configuration, the kernelParams
+            # address too: build them once as ctypes values.
+            u = ctypes.c_uint
+            pre = (ctypes.c_void_p(int(self.handle)), *map(u, g), *map(u, b), u(shared_mem),
+                   ctypes.c_void_p(int(hstream)), ctypes.c_void_p(self._packer.address), None)
+            entry = (raw, pre, "cuLaunchKernel", stream, True)
+        elif cluster is None or c == self.required_cluster:
             # No launch attributes (a .reqnctapercluster kernel carries its shape): the plain
             # call is cheaper than building a CUlaunchConfig into C on every launch.
             entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream),
-                     "cuLaunchKernel", stream)
+                     "cuLaunchKernel", stream, False)
         else:
             if not info.cluster_launch:
                 raise LaunchError(f"kernel '{self.name}': {info.name} cannot launch clusters")
@@ -161,11 +202,12 @@ class Function:
             a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = c
             cfg.attrs = [a]
             cfg.numAttrs = 1
-            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", (stream, a))
+            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", (stream, a),
+                     False)
         if len(self._configs) >= _CONFIG_CACHE_MAX:
             self._configs.clear()
         # Entry: (driver call, its leading arguments, its name, objects to keep alive: a stream
-        # keyed by id() must outlive its cached entry).
+        # keyed by id() must outlive its cached entry, whether the call is the ctypes one).
         self._configs[key] = entry
         return entry
 
@@ -205,12 +247,22 @@ class Function:
             cluster = tuple(cluster)
         key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
                else id(stream), cluster)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             entry = self._configs.get(key)
             if entry is None:
                 entry = self._config(grid, block, shared_mem, stream, cluster)
             params = self._packer.pack(args)
-            (err,) = entry[0](*entry[1], params, 0)
+            if entry[4]:             # ctypes: all arguments prepared, kernelParams included
+                err = entry[0](*entry[1])
+                if not err:
+                    return
+                err = driver().CUresult(err)
+            else:
+                (err,) = entry[0](*entry[1], params, 0)
+        finally:
+            lock.release()
         if err is not self._success and int(err) != 0:
             raise error_for(entry[2], err, f"kernel '{self.name}' grid={grid} block={block} "
                             f"shared_mem={shared_mem} cluster={cluster}")

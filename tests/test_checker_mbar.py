@@ -243,9 +243,10 @@ def test_wait_loop_flipping_parity():
 # -- waiting on a cluster address ------------------------------------------------------------------
 def _wait_on(k: Kernel, bar, through_cluster: bool) -> int:
     addr = k.mov(bar)
-    if through_cluster:   # e.g. a neighbour's barrier: a .shared::cluster window address
-        addr = k.cvta(k.cvta(addr, "shared::cta"), "shared::cluster", to=True)
-        addr = k.add(addr, 0)          # the builder now sees a plain 32-bit register
+    if through_cluster:   # e.g. a neighbour's barrier: a .shared::cluster window address ...
+        generic = k.cvta(k.mov(bar, type=t.u64), "shared::cta")
+        addr = k.cvta(generic, "shared::cluster", to=True)
+        addr = k.add(addr, 0)          # ... in a register the builder knows nothing about
     line = here() + 1
     ptx.mbarrier_try_wait_parity(k, addr, 0)
     return line

@@ -58,25 +58,28 @@ def keys_match(a: Any, b: Any) -> bool:
 
 
 class Analysis:
-    def __init__(self, kernel: Any, ops: list[Op], ctx: Context):
+    def __init__(self, kernel: Any, ops: list[Op], ctx: Context, insns: list | None = None):
         self.kernel = kernel
         self.body = kernel.body
         self.ctx = ctx
-        self.values = Values(self.body, _threads(kernel))
-        self.cfg = CFG(self.body, self.values.guard_value)
+        if insns is None:
+            insns = [getattr(x, "insn", None) for x in self.body]
+        self.values = Values(self.body, _threads(kernel), insns)
+        self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.div = Divergence(self.cfg, self.values)
         self.ops = ops
         self.op_at: dict[int, Op] = {}
         self.by_block: list[list[Op]] = [[] for _ in self.cfg.blocks]
         for op in ops:
             self.op_at.setdefault(op.index, op)
-            b = self.cfg.block_of.get(op.index)
-            if b is not None:
-                self.by_block[b].append(op)
+            self.by_block[self.cfg.block_of(op.index)].append(op)
         self.roles = {op.role for op in ops}
         self._findings: dict[tuple, Finding] = {}
         self._keys: dict[tuple[int, str], Any] = {}
         self._map_facts: MapFacts | None = None
+        self._maps: dict[int, tuple[Any, Any]] = {}   # id(operand) -> (operand, class.)
+        self._infos: dict[int, tuple[Any, Any]] = {}
+        self._vals: dict[int, tuple[Any, Val]] = {}
         self.cache: dict[str, Any] = {}   # per-kernel tables the hazard modules build lazily
 
     # -- running ------------------------------------------------------------------------------
@@ -125,7 +128,10 @@ class Analysis:
 
     # -- operand facts --------------------------------------------------------------------------
     def val(self, operand: Any) -> Val:
-        return self.values.val(operand)
+        hit = self._vals.get(id(operand))   # operands live as long as the kernel: ids are safe
+        if hit is None or hit[0] is not operand:
+            hit = self._vals[id(operand)] = (operand, self.values.val(operand))
+        return hit[1]
 
     def key(self, op: Op, what: str) -> Any:
         """The memory key (root, offset) of one of an op's address operands, cached."""
@@ -151,6 +157,12 @@ class Analysis:
         return f"{text} (origin unknown)"
 
     def classify_map(self, operand: Any) -> tuple[str | None, Any, Any]:
+        hit = self._maps.get(id(operand))
+        if hit is None or hit[0] is not operand:
+            hit = self._maps[id(operand)] = (operand, self._classify_map(operand))
+        return hit[1]
+
+    def _classify_map(self, operand: Any) -> tuple[str | None, Any, Any]:
         """(kind, key, root) of a tensor-map address: kind is 'param' (a by-value parameter
         through cvta.param), 'param_raw' (a param-space address: no cvta), 'global' (a map in
         global memory), 'const', or None when the origin is unknown."""
@@ -171,6 +183,12 @@ class Analysis:
 
     def map_info(self, operand: Any) -> MapInfo | None:
         """Box bytes and swizzle of the map an operand addresses, when known."""
+        hit = self._infos.get(id(operand))
+        if hit is None or hit[0] is not operand:
+            hit = self._infos[id(operand)] = (operand, self._map_info(operand))
+        return hit[1]
+
+    def _map_info(self, operand: Any) -> MapInfo | None:
         kind, key, root = self.classify_map(operand)
         if kind is None:
             return None

@@ -9,6 +9,7 @@ reconvergence point, which bounds the region a divergent branch controls.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ class Block:
     """
 
     id: int
-    stmts: tuple[int, ...]
+    stmts: range
     succs: tuple[int, ...]
     branch: int | None = None
     taken: int | None = None
@@ -39,12 +40,19 @@ class Block:
 
 
 class CFG:
-    """Blocks, predecessors, a reverse postorder, and immediate post-dominators."""
+    """Blocks, predecessors, a reverse postorder, and immediate post-dominators.
+
+    `insns[i]` is body[i]'s instruction (None for a label); callers that already have that
+    list pass it, since one pass over a 100k-statement body is most of the cost.
+    """
 
     def __init__(self, body: Sequence[Statement | LabelDef],
-                 guard_value: Callable[[Any], bool | None] = lambda g: None):
+                 guard_value: Callable[[Any], bool | None] = lambda g: None,
+                 insns: Sequence[Any] | None = None):
         self.body = body
-        self.blocks: list[Block] = _build(body, guard_value)
+        if insns is None:
+            insns = [getattr(x, "insn", None) for x in body]
+        self.blocks: list[Block] = _build(body, insns, guard_value)
         self.exit = len(self.blocks)  # the virtual EXIT node
         self.preds: list[list[int]] = [[] for _ in range(len(self.blocks) + 1)]
         for b in self.blocks:
@@ -52,8 +60,12 @@ class CFG:
                 self.preds[s].append(b.id)
         self.rpo: list[int] = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1) \
             if self.blocks else []
-        self.block_of: dict[int, int] = {i: b.id for b in self.blocks for i in b.stmts}
+        self._starts = [b.stmts.start if b.stmts else len(body) for b in self.blocks]
         self._ipdom: list[int | None] | None = None
+
+    def block_of(self, i: int) -> int:
+        """The block holding statement i (labels belong to none)."""
+        return bisect.bisect_right(self._starts, i) - 1
 
     def succs(self, n: int) -> tuple[int, ...]:
         return self.blocks[n].succs if n < len(self.blocks) else ()
@@ -80,56 +92,62 @@ class CFG:
         return seen
 
 
-def _ends_block(st: Statement) -> bool:
-    return isinstance(st.insn, Bra | Ret | Exit | Trap)
+_ENDERS = (Bra, Ret, Exit, Trap)
 
 
-def _build(body: Sequence[Statement | LabelDef],
+def _groups(body: Sequence[Any], insns: Sequence[Any]) -> tuple[list[range], dict[str, int]]:
+    """Statement ranges of the blocks, and the block each label starts. Labels only begin
+    blocks, so a block is a contiguous range of statements."""
+    marks = [i for i, insn in enumerate(insns) if insn is None or type(insn) in _ENDERS]
+    groups: list[range] = []
+    label_block: dict[str, int] = {}
+    start = 0
+    for i in marks:
+        if insns[i] is None:            # a label: close the block before it
+            if i > start:
+                groups.append(range(start, i))
+            label_block[body[i].label.name] = len(groups)
+        else:                           # bra/ret/exit/trap: the block ends with it
+            groups.append(range(start, i + 1))
+        start = i + 1
+    if start < len(body) or not groups or len(groups) in label_block.values():
+        groups.append(range(start, len(body)))
+    return groups, label_block
+
+
+def _build(body: Sequence[Statement | LabelDef], insns: Sequence[Any],
            guard_value: Callable[[Any], bool | None]) -> list[Block]:
     """Blocks with their successors; a branch or exit whose guard is a known constant keeps
     only the edge it can take."""
-    # First pass: group statement indices into blocks and map labels to block ids.
-    groups: list[list[int]] = [[]]
-    label_block: dict[str, int] = {}
-    for i, item in enumerate(body):
-        if isinstance(item, LabelDef):
-            if groups[-1]:
-                groups.append([])
-            label_block[item.label.name] = len(groups) - 1
-            continue
-        groups[-1].append(i)
-        if _ends_block(item):
-            groups.append([])
-    if not groups[-1] and len(groups) > 1 and len(groups) - 1 not in label_block.values():
-        groups.pop()
+    groups, label_block = _groups(body, insns)
     n = len(groups)
     exit_id = n
     blocks: list[Block] = []
     for bid, stmts in enumerate(groups):
         nxt = bid + 1 if bid + 1 < n else exit_id
         last = body[stmts[-1]] if stmts else None
-        known = guard_value(last.guard) if isinstance(last, Statement) else None
-        if isinstance(last, Statement) and isinstance(last.insn, Bra | Ret | Exit | Trap) \
-                and known is False:
-            blocks.append(Block(bid, tuple(stmts), (nxt,), exits=nxt == exit_id))
-        elif isinstance(last, Statement) and isinstance(last.insn, Bra):
-            target = label_block.get(last.insn.target.name, exit_id)
+        insn = last.insn if last is not None else None
+        known = guard_value(last.guard) if isinstance(insn, _ENDERS) else None
+        if isinstance(insn, _ENDERS) and known is False:
+            blocks.append(Block(bid, stmts, (nxt,), exits=nxt == exit_id))
+        elif isinstance(insn, Bra):
+            target = label_block.get(insn.target.name, exit_id)
             if last.guard is None or known:
-                blocks.append(Block(bid, tuple(stmts), (target,), exits=target == exit_id))
+                blocks.append(Block(bid, stmts, (target,), exits=target == exit_id))
             else:
                 succs = (target,) if target == nxt else (target, nxt)
-                blocks.append(Block(bid, tuple(stmts), succs, stmts[-1], target, nxt,
+                blocks.append(Block(bid, stmts, succs, stmts[-1], target, nxt,
                                     exits=exit_id in succs))
-        elif isinstance(last, Statement) and isinstance(last.insn, Ret | Exit):
+        elif isinstance(insn, Ret | Exit):
             succs = (exit_id,) if last.guard is None or known else (nxt, exit_id)
-            blocks.append(Block(bid, tuple(stmts), tuple(dict.fromkeys(succs)), exits=True,
+            blocks.append(Block(bid, stmts, tuple(dict.fromkeys(succs)), exits=True,
                                 exit_stmt=stmts[-1]))
-        elif isinstance(last, Statement) and isinstance(last.insn, Trap):
+        elif isinstance(insn, Trap):
             # A trap aborts the kernel: no successor (and no exit with pending work).
             succs = () if last.guard is None or known else (nxt,)
-            blocks.append(Block(bid, tuple(stmts), succs, exits=nxt == exit_id and bool(succs)))
+            blocks.append(Block(bid, stmts, succs, exits=nxt == exit_id and bool(succs)))
         else:
-            blocks.append(Block(bid, tuple(stmts), (nxt,), exits=nxt == exit_id))
+            blocks.append(Block(bid, stmts, (nxt,), exits=nxt == exit_id))
     return blocks
 
 
@@ -272,6 +290,7 @@ def dominators(cfg: CFG) -> list[int | None]:
 def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
     """(header, blocks) of each natural loop; loops sharing a header are merged."""
     idom = dominators(cfg)
+    rank = {b: i for i, b in enumerate(cfg.rpo)}
 
     def dominates(h: int, b: int) -> bool:
         while b is not None:
@@ -286,7 +305,9 @@ def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
         if idom[b.id] is None:
             continue
         for s in b.succs:
-            if s < len(cfg.blocks) and dominates(s, b.id):
+            # Only an edge to a block no later in reverse postorder can close a loop; the
+            # dominance walk (long in straight-line code) is done for those alone.
+            if s < len(cfg.blocks) and rank.get(s, -1) <= rank[b.id] and dominates(s, b.id):
                 body = bodies.setdefault(s, {s})
                 todo = [b.id]
                 while todo:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .cfg import CFG, guard_polarity
 from .values import Values
+from .values import dests as _written
 
 
 class Divergence:
@@ -72,6 +73,10 @@ class Divergence:
         """Registers written in divergent code differ per thread too: tell `values`, and say
         whether that changed the level of any branch predicate (then recompute once)."""
         values, cfg = self.values, self.cfg
+        # Only registers written more than once take their writer's control divergence.
+        if not any(len(values.defs.get(r, ())) > 1 for b in cfg.blocks if self.level[b.id]
+                   for i in b.stmts for r in _written(cfg.body[i].insn)):
+            return False
         before = {b.id: values.level(guard_polarity(cfg.body[b.branch].guard)[0])
                   for b in cfg.blocks if b.branch is not None}
         values.ctrl_level = {i: self.level[b.id] for b in cfg.blocks for i in b.stmts
@@ -84,14 +89,14 @@ class Divergence:
     # -- per statement ------------------------------------------------------------------------
     def stmt_level(self, i: int) -> int:
         """How far apart threads may be on whether statement i runs (0, 1 warp, 2 lane)."""
-        lv = self.level[self.cfg.block_of[i]]
+        lv = self.level[self.cfg.block_of(i)]
         guard = self.cfg.body[i].guard
         if guard is not None:
             lv = max(lv, self.values.level(guard))
         return lv
 
     def stmt_tokens(self, i: int) -> frozenset:
-        toks = self.tokens[self.cfg.block_of[i]]
+        toks = self.tokens[self.cfg.block_of(i)]
         guard = self.cfg.body[i].guard
         if guard is not None and self.values.level(guard):
             pred, polarity = guard_polarity(guard)
@@ -106,7 +111,7 @@ class Divergence:
         if guard is not None and self.values.level(guard) >= level:
             defs = self.values.defs.get(guard_polarity(guard)[0], ())
             out.extend(defs[:1])
-        out.extend(s for s, lv in self.ctrl[self.cfg.block_of[i]] if lv >= level)
+        out.extend(s for s, lv in self.ctrl[self.cfg.block_of(i)] if lv >= level)
         return out
 
     def same_single_threads(self, earlier: int, later: int) -> bool:

@@ -72,7 +72,8 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "the other threads' uses [digest pitfall 8]"),
     Hazard.TMAP_ACQUIRE_SIZE: (
         E, "tensor-map acquire fence with a size other than 128",
-        "the size operand of fence.proxy.tensormap::generic.acquire must be the literal 128"),
+        "the size operand of fence.proxy.tensormap::generic.acquire must be the literal 128 "
+        "[digest §3.2]"),
     Hazard.TMAP_ACQUIRE_SPACE: (
         E, "tensor-map acquire fence on a non-generic address",
         "pass the generic 64-bit pointer to the map (the ld.param value itself, not the result "

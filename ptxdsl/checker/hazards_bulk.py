@@ -80,6 +80,8 @@ def _overlap(a: Range | None, b: Range | None) -> bool:
 
 
 def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
+    if not any(f[0] in ("bulk", "bulk_done") for f in state.may):
+        return
     mine = _range(an, op)
     for s, age in an.pending(state, "bulk"):
         if _overlap(mine, _range(an, an.op_at[s])):
@@ -135,6 +137,8 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 
 def _fence_check(an: Analysis, state: State, op: Op) -> None:
+    if not any(f[0] in ("smem_dirty", "smem_fenced") for f in state.may):
+        return
     mine = _range(an, op)
     for s, in an.pending(state, "smem_dirty"):
         if _overlap(mine, _range(an, an.op_at[s])):

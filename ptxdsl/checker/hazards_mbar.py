@@ -14,6 +14,7 @@ from .ops import Op, Role
 from .state import State, add_tx
 
 CLUSTER = StateSpace.shared_cluster
+_PENDING_INIT = ("init_nosync", "init_noasync", "init_nocluster", "init_fenced")
 
 
 def _inits_of(an: Analysis, key) -> list[int]:
@@ -28,8 +29,9 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
     root = key[0] if key is not None else None
     if not (isinstance(root, Symbol) and root.space.is_shared):
         return   # a barrier passed in or computed (e.g. another CTA's): its init is elsewhere
-    i, what = op.index, an.describe(op.mbar)
+    i = op.index
     if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must):
+        what = an.describe(op.mbar)
         inits = _inits_of(an, key)
         where = ("is never initialised in this kernel" if not inits else
                  "may not be initialised yet: some path reaches this use without passing "
@@ -37,6 +39,9 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
         an.report(Hazard.MBAR_UNINIT, f"{op.role.value} on the mbarrier at {what}, which "
                   f"{where}", [("use", i)] + [("init", s) for s in inits[:1]])
         return
+    what = "?"
+    if any(f[0] in _PENDING_INIT for f in state.may):
+        what = an.describe(op.mbar)
     for (s,) in an.pending(state, "init_nosync"):
         if keys_match(an.key(an.op_at[s], "mbar"), key) and not an.div.same_threads(s, i):
             an.report(Hazard.MBAR_INIT_UNSYNCED, f"{op.role.value} on the mbarrier at {what} "
@@ -128,7 +133,7 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     tx = state.tx_get(key)
     if tx is not None:
-        if report and not tx[3] and None not in tx[:2] and tx[0] != tx[1]:
+        if report and None not in tx[:2] and tx[0] != tx[1]:
             _mismatch(an, op, tx)
         state = state.tx_set(key, (tx[0], tx[1], tx[2], True))
     gone = {f for f in state.may if f[0] == "inflight"
@@ -160,7 +165,7 @@ def _varies(an: Analysis, operand, body: frozenset) -> bool:
     reg = operand.base if isinstance(operand, Addr) else operand
     if not isinstance(reg, Reg):
         return False
-    return any(an.cfg.block_of.get(i) in body for i in an.values.defs.get(reg, ()))
+    return any(an.cfg.block_of(i) in body for i in an.values.defs.get(reg, ()))
 
 
 def _spins(an: Analysis, op: Op, header: int, body: frozenset) -> bool:
@@ -182,11 +187,13 @@ def parity_loops(an: Analysis) -> None:
     waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and o.parity is not None]
     if not waits:
         return
-    loops = natural_loops(an.cfg)
+    loops_of: dict[int, list[tuple[int, frozenset]]] = {}
+    for header, body in natural_loops(an.cfg):
+        for b in body:
+            loops_of.setdefault(b, []).append((header, body))
     for op in waits:
-        b = an.cfg.block_of[op.index]
-        for header, body in loops:
-            if b not in body or _spins(an, op, header, body) or _varies(an, op.mbar, body):
+        for header, body in loops_of.get(an.cfg.block_of(op.index), ()):
+            if _spins(an, op, header, body) or _varies(an, op.mbar, body):
                 continue
             c = an.const(op.parity)
             if c is None and _varies(an, op.parity, body):

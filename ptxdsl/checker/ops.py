@@ -235,15 +235,13 @@ def extractors() -> dict[type, Extractor]:
     return _EXTRACTORS
 
 
-def extract(body) -> list[Op]:
-    """Every Op of a kernel body, in body order."""
+def extract(insns) -> list[Op]:
+    """Every Op of a kernel body, in body order (`insns[i]`: body[i]'s instruction, None for
+    a label)."""
     table = extractors()
     out: list[Op] = []
-    for i, item in enumerate(body):
-        insn = getattr(item, "insn", None)
-        fn = table.get(type(insn)) if insn is not None else None
-        if fn is not None:
-            out.extend(fn(insn, i))
+    for i in [i for i, c in enumerate(map(type, insns)) if c in table]:
+        out.extend(table[type(insns[i])](insns[i], i))
     return out
 
 

@@ -36,7 +36,7 @@ class State:
         items = [(k, v) for k, v in self.tx if k != key]
         if value is not None:
             items.append((key, value))
-        return attrs.evolve(self, tx=tuple(sorted(items, key=_order)))
+        return State(self.must, self.may, tuple(sorted(items, key=_order)))
 
 
 def _order(item: tuple[Any, Tx]) -> tuple:
@@ -65,25 +65,30 @@ def join(states: list[State], united: list[bool]) -> State:
 def join_tx(values: list[Tx | None], union: bool) -> Tx | None:
     """Meet the phase accounting of one barrier from several paths.
 
-    A finished phase (waited) met with no accounting is no accounting: the next expect_tx
-    starts a new phase either way. Unfinished accounting met with none is unknown, except at
-    a divergent reconvergence, where the threads that did the work count. Differing counts
-    are unknown. This keeps loops finite: counts never grow around a back edge.
+    Waited accounting (its phase was waited for) met with none is none: the next expect_tx
+    starts a new phase either way. At a divergent reconvergence the threads that did work in
+    the current phase count, and waited leftovers of the previous phase do not; elsewhere a
+    path with no accounting, or differing counts, make the counts unknown. Counts therefore
+    never grow around a back edge, and loops stay finite.
     """
     present = [v for v in values if v is not None]
     if not present:
         return None
-    sites = frozenset().union(*(v[2] for v in present))
     absent = len(present) < len(values)
     if all(v[3] for v in present):
         if absent or len({v[:2] for v in present}) > 1:
             return None
-        return present[0][0], present[0][1], sites, True
+        return present[0][0], present[0][1], frozenset().union(*(v[2] for v in present)), True
+    if union:
+        present = [v for v in present if not v[3]]
+        absent = False
+    sites = frozenset().union(*(v[2] for v in present))
+    waited = any(v[3] for v in present)
     counts = {v[:2] for v in present}
-    if (absent and not union) or len(counts) > 1:
-        return None, None, sites, all(v[3] for v in present)
+    if absent or len(counts) > 1:
+        return None, None, sites, waited
     exp, got = counts.pop()
-    return exp, got, sites, all(v[3] for v in present)
+    return exp, got, sites, waited
 
 
 def add_tx(value: Tx | None, site: int, expected: int | None = 0,

@@ -74,14 +74,21 @@ _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b:
         "hs": lambda a, b: a >= b}
 _ZERO_IN_ONE_THREAD = ("tid.", "laneid", "warpid")
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _fields(insn: Any) -> tuple[str, ...]:
-    names = _FIELDS.get(type(insn))
+def _class_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(result fields, operand fields) of an instruction class (cached per class)."""
+    names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[type(insn)] = tuple(f.name for f in attrs.fields(type(insn)))
+        every = tuple(f.name for f in attrs.fields(cls))
+        names = _FIELDS[cls] = (tuple(n for n in every if n in DEST_FIELDS),
+                                tuple(n for n in every if n not in DEST_FIELDS))
     return names
+
+
+def _fields(insn: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _class_fields(type(insn))
 
 
 def _regs(value: Any) -> Iterable[Reg]:
@@ -103,8 +110,8 @@ def _regs(value: Any) -> Iterable[Reg]:
 def dests(insn: Any) -> list[Reg]:
     """The registers an instruction writes."""
     out: list[Reg] = []
-    for name in DEST_FIELDS:
-        v = getattr(insn, name, None)
+    for name in _fields(insn)[0]:
+        v = getattr(insn, name)
         if isinstance(v, Reg):
             out.append(v)
         elif isinstance(v, Vec | tuple):
@@ -115,35 +122,89 @@ def dests(insn: Any) -> list[Reg]:
 def sources(insn: Any) -> list[Reg]:
     """The registers an instruction reads (every register operand outside its results)."""
     out: list[Reg] = []
-    for name in _fields(insn):
-        if name not in DEST_FIELDS:
-            out.extend(_regs(getattr(insn, name)))
+    for name in _fields(insn)[1]:
+        v = getattr(insn, name)
+        if isinstance(v, Reg):   # the common case, without a generator
+            out.append(v)
+        elif v is not None and not isinstance(v, int | str | enum.Enum):
+            out.extend(_regs(v))
     return out
+
+
+class Defs:
+    """Which statements write each register, found in a few C-speed passes: this is the only
+    work proportional to the whole body, and it runs at every emit of a TMA kernel.
+
+    Most instructions write one `d`; those are gathered by one comprehension, and only the
+    registers written more than once get a list built for them.
+    """
+
+    def __init__(self, insns: Sequence[Any]):
+        classes = set(map(type, insns))
+        classes.discard(type(None))
+        names = {c: _class_fields(c)[0] for c in classes}
+        only_d = {c for c, n in names.items() if n == ("d",)}
+        other = {c for c, n in names.items() if n and n != ("d",)}
+        at = [i for i, insn in enumerate(insns) if type(insn) in only_d]
+        regs = [insns[i].d for i in at]
+        for i in [i for i, insn in enumerate(insns) if type(insn) in other]:
+            for r in dests(insns[i]):
+                regs.append(r)
+                at.append(i)
+        self._last: dict[Any, int] = dict(zip(regs, at, strict=True))
+        self._multi: dict[Any, list[int]] = {}
+        if len(self._last) != len(regs):      # some register is written more than once
+            last = self._last
+            multi = {r for r, i in zip(regs, at, strict=True) if last[r] != i}
+            for r, i in [(r, i) for r, i in zip(regs, at, strict=True) if r in multi]:
+                self._multi.setdefault(r, []).append(i)
+        if Vec in set(map(type, regs)):       # ld.v2/.v4 and friends write each lane
+            for v, i in [(v, i) for v, i in zip(regs, at, strict=True) if type(v) is Vec]:
+                self._last.pop(v, None)
+                self._multi.pop(v, None)
+                for r in v.items:
+                    if type(r) is Reg:
+                        self._add(r, i)
+
+    def _add(self, reg: Reg, i: int) -> None:
+        if reg in self._multi:
+            self._multi[reg].append(i)
+        elif reg in self._last:
+            self._multi[reg] = [self._last.pop(reg), i]
+        else:
+            self._last[reg] = i
+
+    def get(self, reg: Any, default: Any = ()) -> Any:
+        hit = self._multi.get(reg)
+        if hit is not None:
+            return hit
+        i = self._last.get(reg)
+        return default if i is None else [i]
 
 
 class Values:
     """Demand-driven facts about the registers of one kernel body."""
 
-    def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None):
+    def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
+                 insns: Sequence[Any] | None = None):
         self.body = body
         # A CTA of one thread has no divergence; one of a single warp none between warps.
         self.nthreads = nthreads
-        self.defs: dict[Reg, list[int]] = {}
-        defs = self.defs
-        for i, item in enumerate(body):
-            if isinstance(item, Statement):
-                insn = item.insn
-                # Fast path: most instructions write their one result to `d`.
-                d = getattr(insn, "d", None)
-                if type(d) is Reg and not hasattr(insn, "p") and not hasattr(insn, "outs"):
-                    defs.setdefault(d, []).append(i)
-                    continue
-                for r in dests(insn):
-                    defs.setdefault(r, []).append(i)
+        if insns is None:
+            insns = [getattr(x, "insn", None) for x in body]
+        self.defs = Defs(insns)
+        self._src: dict[int, list[Reg]] = {}
         self._val: dict[Reg, Val] = {}
         self._vn: dict[Reg, Any] = {}
         self._level: dict[Reg, int] = {}
         self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
+
+    def sources_of(self, i: int) -> list[Reg]:
+        """The registers statement i reads (cached: the analyses ask repeatedly)."""
+        hit = self._src.get(i)
+        if hit is None:
+            hit = self._src[i] = sources(self.body[i].insn)
+        return hit
 
     # -- constants and provenance ------------------------------------------------------------
     def val(self, op: Any) -> Val:
@@ -196,6 +257,10 @@ class Values:
         """Whether a guard always holds (True), never holds (False), or is unknown (None)."""
         if guard is None:
             return True
+        if self.nthreads is None or self.nthreads > 32:
+            # Constant guards come from %tid/%warpid in one-thread (or one-warp) CTAs; skip the
+            # evaluation elsewhere: it runs for every branch of the kernel.
+            return None
         neg = isinstance(guard, NegPred)
         c = self.const(guard.reg if neg else guard)
         return None if c is None else bool(c) != neg
@@ -232,7 +297,7 @@ class Values:
                     continue
                 busy.add(reg)
                 stack.append((reg, True))
-                stack.extend((s, False) for s in sources(insn) if s not in self._val)
+                stack.extend((s, False) for s in self.sources_of(defs[0]) if s not in self._val)
                 continue
             val, vn = self._eval(reg, insn)
             self._val[reg] = val
@@ -312,9 +377,35 @@ class Values:
             return 0
         hit = self._level.get(op)
         if hit is None:
-            self._levels(op)
+            if not self._levels_acyclic(op):
+                self._levels(op)
             hit = self._level[op]
         return hit
+
+    def _levels_acyclic(self, root: Reg) -> bool:
+        """Levels of a slice of single-definition registers, leaves first (the usual case:
+        one pass, no fixed point). False, with nothing stored, if the slice reaches a
+        register written more than once (a loop may feed back: `_levels` handles it)."""
+        memo = self._level
+        done: list[tuple[Reg, int]] = []
+        stack: list[tuple[Reg, bool]] = [(root, False)]
+        seen = {root}
+        while stack:
+            r, expanded = stack.pop()
+            defs = self.defs.get(r, ())
+            if len(defs) > 1:
+                return False
+            if expanded or not defs:
+                done.append((r, defs[0] if defs else -1))   # postorder: sources first
+                continue
+            stack.append((r, True))
+            for s in self.sources_of(defs[0]):
+                if s not in memo and s not in seen:
+                    seen.add(s)
+                    stack.append((s, False))
+        for r, i in done:
+            memo[r] = 0 if i < 0 else self._def_level(r, i, memo)
+        return True
 
     def _levels(self, root: Reg) -> None:
         """Levels of `root`'s backward slice, iterated to a fixed point (loops feed back)."""
@@ -325,7 +416,7 @@ class Values:
             r = todo.pop()
             slice_.append(r)
             for i in self.defs.get(r, ()):
-                for s in sources(self.body[i].insn):
+                for s in self.sources_of(i):
                     if s not in seen and s not in self._level:
                         seen.add(s)
                         todo.append(s)
@@ -345,7 +436,7 @@ class Values:
         st = self.body[i]
         insn = st.insn
         name = type(insn).__name__
-        srcs = sources(insn)
+        srcs = self.sources_of(i)
         lv = max((cur.get(s, self._level.get(s, 0)) for s in srcs), default=0)
         if st.guard is not None or len(self.defs.get(reg, ())) > 1:
             # A value written under a condition differs where the condition does.
@@ -383,5 +474,7 @@ def _pred(guard: Any) -> Reg | None:
 def _offset(v: Val, delta: int | None) -> Val:
     if v.kind not in (Kind.addr, Kind.value):
         return UNKNOWN
+    if delta == 0:
+        return v
     off = None if v.offset is None or delta is None else v.offset + delta
-    return attrs.evolve(v, offset=off)
+    return Val(v.kind, v.const, v.root, off, v.space)

@@ -230,6 +230,15 @@ def test_emit_passes_context_to_the_checker():
         Module([e.k], check={"host_maps": ["tmap_ptr"]}, strict=True).emit()
 
 
+def test_module_check_uses_the_emit_context():
+    e = Tma(map="global", scope="gpu")
+    e.setup()
+    e.load()
+    mod = Module([e.k], check={"host_maps": ["tmap_ptr"]})
+    assert ids(mod.check()) == ids(check_module(mod)) == ["tmap-acquire-scope"]
+    assert mod.check(host_maps=[]) == []           # explicit context wins
+
+
 def test_kernel_and_module_check_methods():
     k, _ = _unacquired()
     assert ids(k.check()) == ids(Module([k]).check()) == ["tmap-no-acquire"]

@@ -267,3 +267,14 @@ def test_try_wait_on_local_address():
     e.setup()
     _wait_on(e.k, e.bar, through_cluster=False)
     assert check_kernel(e.k) == []
+
+
+def test_init_under_a_uniform_guard_may_not_run():
+    e = Tma()
+    k = e.k
+    with k.guard(k.ld_param(k.param(t.pred, "first"))):   # the same in every thread
+        ptx.mbarrier_init(k, e.bar, 128)
+    line = here() + 1
+    ptx.mbarrier_arrive(k, e.bar, dst="_")
+    f = _only(check_kernel(k), Hazard.MBAR_UNINIT, line)
+    assert "some path" in f.message

@@ -74,7 +74,14 @@ def _check(kernel: Any, ctx: Context) -> list[Finding]:
 
 
 def check_module(module: Any, **context: Any) -> list[Finding]:
-    """Every hazard found in every kernel of a module (same context as `check_kernel`)."""
+    """Every hazard found in every kernel of a module (same context as `check_kernel`).
+
+    Without context, the module's own emit-time context is used (`Module(check={...})`), so
+    `python -m ptxdsl check` sees what the file's author told the module.
+    """
+    own = getattr(module, "check_on_emit", None)
+    if not context and isinstance(own, Mapping):
+        context = dict(own)
     ctx = Context.make(**context)
     out: list[Finding] = []
     for k in module.kernels:

@@ -71,7 +71,10 @@ class Analysis:
         self.op_at: dict[int, Op] = {}
         self.by_block: list[list[Op]] = [[] for _ in self.cfg.blocks]
         for op in ops:
-            self.op_at.setdefault(op.index, op)
+            # Facts name their statement; of the ops one inline-PTX statement holds, the
+            # acquire is the one facts can come from (the rest are barriers and fences).
+            if op.index not in self.op_at or op.role is Role.TMAP_ACQUIRE:
+                self.op_at[op.index] = op
             self.by_block[self.cfg.block_of(op.index)].append(op)
         self.roles = {op.role for op in ops}
         self._findings: dict[tuple, Finding] = {}
@@ -110,6 +113,15 @@ class Analysis:
             check(self)
         return sorted(self._findings.values(), key=lambda f: (
             str(f.loc.file) if f.loc else "", f.loc.line if f.loc else 0, f.id))
+
+    def runs_somewhere(self, i: int) -> bool:
+        """Does statement i run (in some thread) whenever control reaches it? Not when a
+        guard that is the same in every thread may be false: then it may not run at all, and
+        what it establishes is not a must-fact."""
+        guard = self.body[i].guard
+        if guard is None or self.values.guard_value(guard):
+            return True
+        return self.values.level(guard) > 0
 
     # -- reporting ------------------------------------------------------------------------------
     def site(self, role: str, i: int | None) -> Site:

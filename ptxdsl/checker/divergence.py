@@ -17,8 +17,8 @@ still intersected).
 from __future__ import annotations
 
 from .cfg import CFG, guard_polarity
+from .defs import dests as _written
 from .values import Values
-from .values import dests as _written
 
 
 class Divergence:

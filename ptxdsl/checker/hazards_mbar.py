@@ -39,33 +39,38 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
         an.report(Hazard.MBAR_UNINIT, f"{op.role.value} on the mbarrier at {what}, which "
                   f"{where}", [("use", i)] + [("init", s) for s in inits[:1]])
         return
-    what = "?"
-    if any(f[0] in _PENDING_INIT for f in state.may):
-        what = an.describe(op.mbar)
+    unsynced = _unsynced(an, state, op, key, how)
+    if unsynced is not None:
+        s, why = unsynced
+        an.report(Hazard.MBAR_INIT_UNSYNCED, why.format(use=op.role.value,
+                                                        what=an.describe(op.mbar)),
+                  [("use", i), ("init", s)])
+
+
+def _unsynced(an: Analysis, state: State, op: Op, key, how: str) -> tuple[int, str] | None:
+    """The first init this use relies on that was not published to it: (init, message)."""
+    if not any(f[0] in _PENDING_INIT for f in state.may):
+        return None
     for (s,) in an.pending(state, "init_nosync"):
-        if keys_match(an.key(an.op_at[s], "mbar"), key) and not an.div.same_threads(s, i):
-            an.report(Hazard.MBAR_INIT_UNSYNCED, f"{op.role.value} on the mbarrier at {what} "
-                      "by threads that did not initialise it, with no bar.sync between the "
-                      "init and this use", [("use", i), ("init", s)])
-            return
+        if keys_match(an.key(an.op_at[s], "mbar"), key) and not an.div.same_threads(s,
+                                                                                  op.index):
+            return s, ("{use} on the mbarrier at {what} by threads that did not initialise "
+                       "it, with no bar.sync between the init and this use")
     if how in ("tma", "cluster"):
         for (s,) in an.pending(state, "init_noasync"):
             if keys_match(an.key(an.op_at[s], "mbar"), key):
-                an.report(Hazard.MBAR_INIT_UNSYNCED, f"the TMA unit may not see the init of "
-                          f"the mbarrier at {what} yet: no bar.sync, fence.proxy.async or "
-                          "fence.mbarrier_init between the init and this copy",
-                          [("use", i), ("init", s)])
-                return
+                return s, ("the TMA unit may not see the init of the mbarrier at {what} yet: "
+                           "no bar.sync, fence.proxy.async or fence.mbarrier_init between the "
+                           "init and this copy")
     if how == "cluster":
         for tag in ("init_nocluster", "init_fenced"):
             for (s,) in an.pending(state, tag):
                 if keys_match(an.key(an.op_at[s], "mbar"), key):
                     need = ("a cluster barrier after fence.mbarrier_init" if tag == "init_fenced"
                             else "fence.mbarrier_init.release.cluster and a cluster barrier")
-                    an.report(Hazard.MBAR_INIT_UNSYNCED, f"cluster-wide use (multicast or "
-                              f"remote) of the mbarrier at {what} without {need} after its "
-                              "init", [("use", i), ("init", s)])
-                    return
+                    return s, ("cluster-wide use (multicast or remote) of the mbarrier at "
+                               "{what} without " + need + " after its init")
+    return None
 
 
 @handles(Role.MBAR_INIT)
@@ -77,7 +82,8 @@ def init(an: Analysis, state: State, op: Op, report: bool) -> State:
     may = {("init_noasync", i), ("init_nocluster", i)}
     if an.div.stmt_tokens(i):   # done by some threads only: the others need a barrier
         may.add(("init_nosync", i))
-    return State(state.must | {("init", key)}, state.may | may, state.tx).tx_set(key, None)
+    must = state.must | {("init", key)} if an.runs_somewhere(i) else state.must
+    return State(must, state.may | may, state.tx).tx_set(key, None)
 
 
 @handles(Role.MBAR_INVAL)

@@ -75,7 +75,8 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
                       f"written by the host, but the acquire uses .{op.scope.value} scope "
                       "(needs .sys)", [("acquire", op.index)])
     may = {("acq_nosync", op.index)} if an.div.stmt_tokens(op.index) else set()
-    return State(state.must | {("acq", key)}, state.may | may, state.tx)
+    must = state.must | {("acq", key)} if an.runs_somewhere(op.index) else state.must
+    return State(must, state.may | may, state.tx)
 
 
 def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> State:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.__main__ import sample_files
 from ptxdsl.checker import (
     Hazard,
@@ -261,7 +261,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 HAZARDOUS = '''\
-from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, ptx, t
 
 k = Kernel("consume", reqntid=32)
 tmap = k.ld_param(k.param_ptr("tmap_ptr"))
@@ -346,3 +346,54 @@ def test_emit_time_cost_on_a_100k_instruction_kernel():
     emit = _best(lambda: Module([k], check=False).emit(), 3)
     check = _best(lambda: check_module(Module([k])))
     assert check <= 0.2 * emit, f"emit {emit * 1e3:.0f} ms, check {check * 1e3:.0f} ms"
+
+
+def _pipeline(consumer_parity=None) -> Kernel:
+    """Two stages, a producer warp (one elected lane issues the TMA) and consumer warps; the
+    stage and its phase parity are computed at run time, so are the barrier addresses."""
+    k = Kernel("pipeline", reqntid=160)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    n = k.ld_param(k.param(t.u32, "n_tiles"))
+    full = k.shared_array(t.b64, 2, align=8, name="full")
+    empty = k.shared_array(t.b64, 2, align=8, name="empty")
+    tiles = k.shared_array(t.b8, 1024, align=1024, name="tiles")
+    with k.if_(k.tid.x == 0):
+        for s in range(2):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(empty, 8 * s), 128)
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    warp = k.shr(k.tid.x, 5)
+
+    def stage_of(i):
+        return k.and_(i, 1, type=t.b32), k.and_(k.shr(i, 1), 1, type=t.b32)
+
+    with k.if_(warp == 0):
+        with k.for_range(0, n) as i:
+            s, phase = stage_of(i)
+            with k.if_(k.elect_sync()):
+                ptx.mbarrier_wait(k, k.add(k.mov(empty), k.shl(s, 3)), k.xor(phase, 1))
+                bar = k.add(k.mov(full), k.shl(s, 3))
+                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512,
+                                              dst="_")
+                dst = k.add(k.mov(tiles), k.shl(s, 9))
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, i), bar)
+    with k.else_():
+        with k.for_range(0, n) as i:
+            s, phase = stage_of(i)
+            parity = phase if consumer_parity is None else consumer_parity
+            ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(s, 3)), parity)
+            k.ld(k.add(k.mov(tiles), k.shl(s, 9)), type=t.u32, space="shared::cta")
+            ptx.mbarrier_arrive(k, k.add(k.mov(empty), k.shl(s, 3)), dst="_")
+    k.ret()
+    return k
+
+
+def test_warp_specialized_pipeline_checks_clean():
+    k = _pipeline()
+    assert [f.format() for f in check_kernel(k, maps={"tmap": {"box_bytes": 512}})] == []
+
+
+def test_pipeline_consumer_waiting_on_a_constant_parity():
+    k = _pipeline(consumer_parity=0)   # the ring of barriers comes round again: phase 1, 0, ...
+    assert ids(check_kernel(k, maps={"tmap": {"box_bytes": 512}})) == ["wait-parity-constant"]

@@ -58,6 +58,9 @@ def keys_match(a: Any, b: Any) -> bool:
 
 
 class Analysis:
+    """The checker's view of one kernel: its CFG, register facts, divergence and ops, the
+    findings so far, and the helpers the hazard modules share (keys, map kinds, sites)."""
+
     def __init__(self, kernel: Any, ops: list[Op], ctx: Context, insns: list | None = None):
         self.kernel = kernel
         self.body = kernel.body

@@ -199,7 +199,7 @@ def parity_loops(an: Analysis) -> None:
             loops_of.setdefault(b, []).append((header, body))
     for op in waits:
         for header, body in loops_of.get(an.cfg.block_of(op.index), ()):
-            if _spins(an, op, header, body) or _varies(an, op.mbar, body):
+            if _spins(an, op, header, body):
                 continue
             c = an.const(op.parity)
             if c is None and _varies(an, op.parity, body):

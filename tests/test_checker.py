@@ -9,7 +9,6 @@ import re
 import runpy
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -312,40 +311,20 @@ def test_samples_check_clean(path):
 
 def test_readme_examples_check_clean(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # The README's blocks continue one another; the ones marked for a GPU are skipped here.
     blocks = re.findall(r"```python\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks
-    for code in blocks:
-        ns: dict = {}
+    cpu_blocks = [b for b in blocks if not b.startswith("# on a Hopper GPU")]
+    assert cpu_blocks
+    ns: dict = {}
+    for code in cpu_blocks:
         exec(compile(code, "README.md", "exec"), ns)
-        mods = [v for v in ns.values() if isinstance(v, Module)]
-        kernels = [v for v in ns.values() if isinstance(v, Kernel)]
-        assert mods or kernels
-        for m in mods:
-            assert [f.format() for f in m.check()] == []
-        for k in kernels:
-            assert [f.format() for f in k.check()] == []
-
-
-# -- emit-time cost --------------------------------------------------------------------------------
-def _best(fn, runs: int = 5) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def test_emit_time_cost_on_a_100k_instruction_kernel():
-    # What Module.emit() adds is one check_module() (then cached per module shape); timing it
-    # alone, best of five, keeps the comparison stable on a busy machine.
-    k = Kernel("big", reqntid=128)
-    r = k.ld_param(k.param(t.u32, "n"))
-    for _ in range(100_000):
-        r = k.add(r, 1)
-    emit = _best(lambda: Module([k], check=False).emit(), 3)
-    check = _best(lambda: check_module(Module([k])))
-    assert check <= 0.2 * emit, f"emit {emit * 1e3:.0f} ms, check {check * 1e3:.0f} ms"
+    mods = [v for v in ns.values() if isinstance(v, Module)]
+    kernels = [v for v in ns.values() if isinstance(v, Kernel)]
+    assert mods and kernels
+    for m in mods:
+        assert [f.format() for f in m.check()] == []
+    for k in kernels:
+        assert [f.format() for f in k.check()] == []
 
 
 def _pipeline(consumer_parity=None) -> Kernel:

@@ -47,11 +47,21 @@ def _is_internal(filename: str) -> bool:
 def user_loc(skip: int = 1) -> SourceLoc:
     """The innermost frame that is not ptxdsl's own code (cheap: walks raw frames)."""
     frame = sys._getframe(skip)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
+    known = _INTERNAL
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = known.get(name)
+        if not (_is_internal(name) if internal is None else internal):
+            break
         frame = frame.f_back
     if frame is None:
         return SourceLoc("<unknown>", 0)
-    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    code = frame.f_code
+    # tuple.__new__ directly: the NamedTuple's own __new__ is a Python frame, per instruction.
+    return _new_loc(SourceLoc, (code.co_filename, frame.f_lineno, code.co_name))
+
+
+_new_loc = tuple.__new__
 
 
 class PtxdslError(Exception):

@@ -8,6 +8,7 @@ Instruction builder methods (`k.add`, `k.ld`, ...) live with their instruction f
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -45,20 +46,57 @@ _HOLDS_REGS = (Reg, NegPred, Addr, Vec, tuple, list)
 
 def _operand_values(insn: Instruction) -> list[tuple[str, object]]:
     """(field name, value) of every field that can hold a register (cached per class)."""
-    names = _FIELDS.get(type(insn))
+    return [(n, v) for n in _field_names(type(insn))
+            if isinstance(v := getattr(insn, n), _HOLDS_REGS)]
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[type(insn)] = tuple(f.name for f in attrs.fields(type(insn)))
-    return [(n, v) for n in names if isinstance(v := getattr(insn, n), _HOLDS_REGS)]
+        names = _FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
+    return names
+
+
+_GETTERS: dict[type, Callable[[Instruction], tuple]] = {}
+# Types none of whose instances can hold a register (str, int, enums, Imm, ...): learnt as
+# they are met, from `isinstance(value, _HOLDS_REGS)` being false for the type.
+_NO_REGS: set[type] = {str, int, bool, float, type(None)}
+
+
+def _getter(cls: type) -> Callable[[Instruction], tuple]:
+    """All field values of an instruction class's object, as one tuple (one C call)."""
+    names = _field_names(cls)
+    if len(names) > 1:
+        get = operator.attrgetter(*names)
+    elif names:
+        single = operator.attrgetter(names[0])
+
+        def get(insn):
+            return (single(insn),)
+    else:
+        def get(insn):
+            return ()
+    _GETTERS[cls] = get
+    return get
 
 
 def _prefix(t: ScalarType) -> str:
+    hit = _TYPE_PREFIX.get(t)
+    return hit if hit is not None else _compute_prefix(t)
+
+
+def _compute_prefix(t: ScalarType) -> str:
     if t is ScalarType.pred:
         return "p"
     # Packed f16x2/bf16x2 values live in .b32 registers: ptxas refuses an .f32 one for them.
     kind = "f" if t in (ScalarType.f32, ScalarType.f64) else "int"
     if t in (ScalarType.f16, ScalarType.bf16):
         kind = "f"
-    return _PREFIX[(kind, t.bits)]
+    prefix = _TYPE_PREFIX[t] = _PREFIX[(kind, t.bits)]
+    return prefix
+
+
+_TYPE_PREFIX: dict[ScalarType, str] = {}   # filled by _compute_prefix: one lookup per register
 
 
 @attrs.define(eq=False)
@@ -98,6 +136,29 @@ class Statement(NamedTuple):
         if self.guard is not None:
             text = f"@{self.guard.render()} {text}"
         return text
+
+
+_new_statement = tuple.__new__   # Statement(...) without the NamedTuple's Python-level __new__
+
+
+class _Guard:
+    """`with k.guard(p):` — a plain context manager (no generator: guards are frequent)."""
+
+    __slots__ = ("kernel", "pred")
+
+    def __init__(self, kernel: KernelCore, pred: Reg | NegPred):
+        self.kernel, self.pred = kernel, pred
+
+    def __enter__(self) -> None:
+        from .instructions.base import check_pred
+        pred = check_pred("@guard", "pred", self.pred, negatable=True)
+        if self.kernel._guard is not None:
+            raise BuildError("guards do not nest: PTX allows one guard predicate per "
+                             "instruction; combine predicates with and.pred first")
+        self.kernel._guard = pred
+
+    def __exit__(self, *exc) -> None:
+        self.kernel._guard = None
 
 
 @attrs.frozen
@@ -271,10 +332,11 @@ class KernelCore:
         if not isinstance(type, ScalarType):
             raise BuildError(f"register type must be a ptxdsl type such as t.u32, got {type!r}")
         if name is None:
-            prefix = _prefix(type)
-            n = self._counters.get(prefix, 0) + 1
-            self._counters[prefix] = n
-            return Reg(type, f"{prefix}{n}", self)
+            prefix = _TYPE_PREFIX.get(type) or _compute_prefix(type)
+            counters = self._counters
+            n = counters.get(prefix, 0) + 1
+            counters[prefix] = n
+            return Reg(type, prefix + str(n), self)
         check_identifier(name, "register")
         if _AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
@@ -344,43 +406,48 @@ class KernelCore:
     def emit(self, insn: Instruction) -> Instruction:
         """Append an instruction (under the active guard, if any) and record the user's line."""
         loc = user_loc()
-        for fname, value in _operand_values(insn):
-            if type(value) is Reg:  # the common case, checked inline
+        cls = type(insn)
+        # Every register an operand holds must be this kernel's. Plain registers of this
+        # kernel and values of types that never hold one pass inline; anything else (an
+        # address, a vector, a foreign register) gets the full check of every field.
+        for value in (_GETTERS.get(cls) or _getter(cls))(insn):
+            t = type(value)
+            if t is Reg:
                 if value.kernel is self:
                     continue
-                value = (value,)
+            elif t in _NO_REGS:
+                continue
+            elif not isinstance(value, _HOLDS_REGS):
+                _NO_REGS.add(t)
+                continue
+            self._check_owners(insn, loc)
+            break
+        guard = self._guard
+        if guard is not None:
+            for r in (guard.reg if isinstance(guard, NegPred) else guard,):
+                if r.kernel is not self:
+                    raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
+                                       f"%{r.name}", loc)
+        if cls is Bra:
+            self._used_labels.setdefault(insn.target.name, loc)
+            if insn.target.kernel is not self:
+                raise OperandError(insn.name, "target", f"a label of kernel '{self.name}'",
+                                   insn.target.name, loc)
+        self.body.append(_new_statement(Statement, (insn, guard, loc)))
+        self._last_if = None
+        return insn
+
+    def _check_owners(self, insn: Instruction, loc: SourceLoc) -> None:
+        for fname, value in _operand_values(insn):
             for r in registers_in(value):
                 if r.kernel is not self:
                     owner = r.kernel.name if r.kernel is not None else "no kernel"
                     raise OperandError(insn.name, fname, f"a register of kernel '{self.name}'",
                                        f"%{r.name} of kernel '{owner}'", loc)
-        if self._guard is not None:
-            for r in (self._guard.reg if isinstance(self._guard, NegPred) else self._guard,):
-                if r.kernel is not self:
-                    raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
-                                       f"%{r.name}", loc)
-        if isinstance(insn, Bra):
-            self._used_labels.setdefault(insn.target.name, loc)
-            if insn.target.kernel is not self:
-                raise OperandError(insn.name, "target", f"a label of kernel '{self.name}'",
-                                   insn.target.name, loc)
-        self.body.append(Statement(insn, self._guard, loc))
-        self._last_if = None
-        return insn
 
-    @contextlib.contextmanager
-    def guard(self, pred: Reg | NegPred) -> Iterator[None]:
+    def guard(self, pred: Reg | NegPred) -> _Guard:
         """Predicate every instruction emitted inside: `@p insn;` (or `@!p` for `~p`)."""
-        from .instructions.base import check_pred
-        pred = check_pred("@guard", "pred", pred, negatable=True)
-        if self._guard is not None:
-            raise BuildError("guards do not nest: PTX allows one guard predicate per "
-                             "instruction; combine predicates with and.pred first")
-        self._guard = pred
-        try:
-            yield
-        finally:
-            self._guard = None
+        return _Guard(self, pred)
 
     # -- labels ---------------------------------------------------------------------------------
     def label(self, name: str) -> Label:
@@ -533,9 +600,25 @@ class KernelCore:
         if self.declares_b128:
             r = r.merge(req("8.3"))
         # Many instructions share one requirement object: merge the distinct ones only.
-        for need in {item.insn.requires for item in self.body if isinstance(item, Statement)}:
+        for need in set(self.distinct_requires()):
             r = r.merge(need)
         return r
+
+    def distinct_requires(self) -> list[Requires]:
+        """The requirement of every statement, each requirement object once (most
+        instructions share their class's object, so this is short; equal objects built
+        separately may both appear)."""
+        cached = self.__dict__.get("_distinct_requires")
+        if cached is not None and cached[0] == len(self.body):
+            return cached[1]   # statements are immutable and only ever added
+        seen: dict[int, Requires] = {}
+        for item in self.body:
+            if type(item) is Statement:
+                need = item.insn.requires
+                seen[id(need)] = need
+        distinct = list(seen.values())
+        self._distinct_requires = (len(self.body), distinct)
+        return distinct
 
     @property
     def declares_b128(self) -> bool:
@@ -601,10 +684,17 @@ class KernelCore:
                 lines.append((f"\t.shared{align} .{s.type.value} {s.name}[{s.count}];", None))
         if len(lines) and lines[-1][0] != "{":
             lines.append(("", None))
+        append = lines.append
         for item in self.body:
-            if isinstance(item, LabelDef):
-                lines.append((f"{item.label.name}:", item.loc))
-            else:  # a multi-line statement (inline asm) maps every line to its Python line
-                lines.extend(("\t" + text, item.loc) for text in item.render().split("\n"))
-        lines.append(("}", None))
+            if type(item) is LabelDef:
+                append((f"{item.label.name}:", item.loc))
+                continue
+            text = item.insn.render()      # Statement.render, inline: once per instruction
+            if item.guard is not None:
+                text = f"@{item.guard.render()} {text}"
+            if "\n" in text:  # a multi-line statement (inline asm): each line maps to its loc
+                lines.extend(("\t" + part, item.loc) for part in text.split("\n"))
+            else:
+                append(("\t" + text, item.loc))
+        append(("}", None))
         return lines

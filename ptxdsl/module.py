@@ -140,6 +140,11 @@ class Module:
             if k.declares_b128 and version < PtxVersion(8, 3):
                 raise VersionError(f"kernel {k.name}: .b128 registers need PTX ISA 8.3; module "
                                    f"is pinned to .version {version}", k.loc)
+            # Check each distinct requirement once; only when one fails, find the first
+            # statement that needs it (for the error's instruction and line).
+            if all(r.satisfied_by(target) and not r.version > version
+                   for r in k.distinct_requires()):
+                continue
             for st in k.statements():
                 r = st.insn.requires
                 if not r.satisfied_by(target):

@@ -7,6 +7,7 @@ attrs classes. Nothing in this module emits PTX text by itself.
 from __future__ import annotations
 
 import enum
+import functools
 from functools import total_ordering
 
 import attrs
@@ -60,14 +61,15 @@ class ScalarType(enum.Enum):
 
     @property
     def ptx(self) -> str:
-        return "." + self.value
+        return _DOTTED[self]
 
     def __str__(self) -> str:
-        return self.value
+        return _SPELLING[self]
 
-    # Enum's own __format__ and __hash__ are slow, and both run for every operand built.
+    # Enum's own __format__ and __hash__ are slow, and both run for every operand built
+    # (and so is the `value` property: these read precomputed tables).
     def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+        return format(_SPELLING[self], spec) if spec else _SPELLING[self]
 
     __hash__ = object.__hash__
 
@@ -80,6 +82,8 @@ def _parse_bits(t: ScalarType) -> int:
 
 
 _BITS = {t: _parse_bits(t) for t in ScalarType}
+_SPELLING = {t: t.value for t in ScalarType}
+_DOTTED = {t: "." + t.value for t in ScalarType}
 _KIND = {t: "pred" if t is ScalarType.pred else "f" if t.value.startswith("bf") else t.value[0]
          for t in ScalarType}
 
@@ -131,11 +135,17 @@ class StateSpace(enum.Enum):
 
     @property
     def ptx(self) -> str:
-        return "." + self.value if self.value else ""
+        return _SPACE_PTX[self]
 
     @property
     def is_shared(self) -> bool:
-        return self in (StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster)
+        return self in _SHARED_SPACES
+
+    __hash__ = object.__hash__
+
+
+_SPACE_PTX = {s: "." + s.value if s.value else "" for s in StateSpace}
+_SHARED_SPACES = frozenset((StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster))
 
 
 class Scope(enum.Enum):
@@ -289,7 +299,18 @@ class Requires:
 
 
 def req(version: str, sm: int = 75, arch: tuple[int, ...] = (), family: bool = False) -> Requires:
-    """Shorthand used by the instruction tables: req('8.3', 90, arch=(90, 100))."""
+    """Shorthand used by the instruction tables: req('8.3', 90, arch=(90, 100)).
+
+    Requirements are immutable, so equal calls share one object (instructions that compute
+    theirs on the fly then hand the module's checks one object instead of many)."""
+    try:
+        return _req(version, sm, arch, family)
+    except TypeError:  # an unhashable argument (a list of archs): build it uncached
+        return Requires(PtxVersion.parse(version), sm, frozenset(arch), family)
+
+
+@functools.lru_cache(maxsize=1024)
+def _req(version, sm, arch, family) -> Requires:
     return Requires(PtxVersion.parse(version), sm, frozenset(arch), family)
 
 

@@ -31,13 +31,26 @@ _TYPES: dict[str, tuple[T, ...]] = {
 
 
 _BINARY_OPS = tuple(k for k in _TYPES if k not in ("abs", "neg", "not"))
+# (op, type, mode) -> the normalised mode, for combinations that passed the op/type/mode checks
+# once (the checks are pure functions of the three, so the answer cannot change).
+_BINARY_MODES: dict[tuple, str | None] = {}
+_UNSEEN = object()
 
 
 def as_bits(t: T) -> T:
     """Logic ops take bit types: u32/s32 registers are used with and.b32 and so on."""
+    hit = _AS_BITS.get(t)
+    if hit is not None:
+        return hit
     if t is T.pred or t.kind == "b":
         return t
     return {16: T.b16, 32: T.b32, 64: T.b64}.get(t.bits, t)
+
+
+_AS_BITS: dict[T, T] = {}
+_AS_BITS.update((t, as_bits(t)) for t in T)
+_LOGIC = frozenset(("and", "or", "xor", "shl"))
+_WIDE = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}
 
 
 def _check_type(op: str, t: T) -> None:
@@ -81,9 +94,13 @@ class Binary(Instruction):
     sat: bool = False
 
     def __attrs_post_init__(self):
-        check_choice("arith", "op", self.op, _BINARY_OPS)
-        _check_type(self.op, self.type)
-        self._set("mode", _mode(self.op, self.type, self.mode))
+        key = (self.op, self.type, self.mode)
+        mode = _BINARY_MODES.get(key, _UNSEEN)
+        if mode is _UNSEEN:  # first time for this (op, type, mode): the full checks
+            check_choice("arith", "op", self.op, _BINARY_OPS)
+            _check_type(self.op, self.type)
+            mode = _BINARY_MODES[key] = _mode(self.op, self.type, self.mode)
+        object.__setattr__(self, "mode", mode)
         name = self  # named lazily, only when a check fails
         if self.ftz and self.type is not T.f32:
             raise OperandError(self.name, "ftz", "an .f32 instruction", f".{self.type}")
@@ -178,16 +195,18 @@ class ArithOps:
     """Kernel builder methods for arithmetic; each returns the destination register."""
 
     def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False):
-        t = type or infer_type(op, a, b)
-        if op in ("and", "or", "xor", "shl"):
-            t = as_bits(t)
-        if op == "mul" and mode == "wide" and dst is None:
-            d = self.reg({T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}.get(t, t))
-        else:
-            d = dst if dst is not None else self.reg(
-                infer_type(op, a, b) if op in ("and", "or", "xor", "shl") else t)
-        self.emit(Binary(op, t, d, a, b, mode, ftz, sat))
-        return d
+        if type is not None:
+            t = type
+        else:  # infer_type's answer, with the common case (a register first) inline
+            t = a.type if a.__class__ is Reg else infer_type(op, a, b)
+        if op in _LOGIC:
+            if dst is None:  # the register keeps the operands' type; the op uses bits
+                dst = self.reg(a.type if a.__class__ is Reg else infer_type(op, a, b))
+            t = _AS_BITS.get(t) or as_bits(t)
+        elif dst is None:
+            dst = self.reg(_WIDE.get(t, t) if op == "mul" and mode == "wide" else t)
+        self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
+        return dst
 
     def add(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False):
         return self._binary("add", a, b, type, dst, mode, ftz, sat)

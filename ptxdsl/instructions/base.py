@@ -27,7 +27,7 @@ from ..operands import (
     make_imm,
     registers_in,
 )
-from ..types import BASE, Requires, ScalarType, StateSpace, compatible
+from ..types import _COMPATIBLE, BASE, Requires, ScalarType, StateSpace, compatible
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -51,10 +51,9 @@ class Instruction:
 
     def render(self) -> str:
         ops = self.operands()
-        text = self.opcode()
         if ops:
-            text += " " + ", ".join(op.render() for op in ops)
-        return text + ";"
+            return f"{self.opcode()} {', '.join([op.render() for op in ops])};"
+        return self.opcode() + ";"
 
     def registers(self) -> list[Reg]:
         """Every register this instruction mentions (for ownership checks and analyses)."""
@@ -98,6 +97,8 @@ def _given(value: Any) -> str:
 
 def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
     """A destination register compatible with instruction type `t`."""
+    if type(value) is Reg and _COMPATIBLE[value.type, t]:
+        return value  # the common case (compatible() already says no for a .pred mismatch)
     if not isinstance(value, Reg) or value.type is ScalarType.pred and t is not ScalarType.pred:
         raise OperandError(_n(insn), operand, f"a .{t.value} register", _given(value))
     if not compatible(value.type, t):
@@ -109,6 +110,12 @@ def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
 def check_src(insn: str, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
               special: bool = False) -> Reg | Imm | SpecialReg:
     """A source: a compatible register, or (when allowed) an immediate converted to `t`."""
+    if type(value) is Reg:
+        if _COMPATIBLE[value.type, t]:
+            return value
+        return check_dst(insn, operand, value, t)
+    if type(value) is int and imm:
+        return make_imm(insn, operand, value, t)
     if isinstance(value, Reg):
         return check_dst(insn, operand, value, t)
     if isinstance(value, SpecialReg):
@@ -156,18 +163,30 @@ def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
     return value
 
 
+_SPELLED: dict[tuple[type, str], enum.Enum] = {}   # (enum class, spelling) -> member
+
+
 def check_enum(insn: str, operand: str, value: Any, cls: type[E],
                allowed: Iterable[E] | None = None) -> E:
     """An enum member, given as the member or its PTX spelling (e.g. 'gpu' or Scope.gpu)."""
     member: E | None = None
-    if isinstance(value, cls):
+    if type(value) is cls:
+        if allowed is None or type(allowed) is tuple and value in allowed:
+            return value  # the common case, without building the list of choices
+        member = value
+    elif isinstance(value, cls):
         member = value
     elif isinstance(value, str):
-        text = value.lstrip(".")
-        for m in cls:
-            if m.value == text or m.name == text or m.name.rstrip("_") == text:
-                member = m
-                break
+        member = _SPELLED.get((cls, value))
+        if member is not None and (allowed is None or type(allowed) is tuple
+                                   and member in allowed):
+            return member
+        if member is None:
+            text = value.lstrip(".")
+            for m in cls:
+                if m.value == text or m.name == text or m.name.rstrip("_") == text:
+                    member = _SPELLED[cls, value] = m
+                    break
     choices = list(allowed) if allowed is not None else list(cls)
     if member is None or member not in choices:
         names = ", ".join(repr(m.value or m.name) for m in choices)

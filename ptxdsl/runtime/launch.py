@@ -6,10 +6,11 @@ CLUSTER_DIMENSION attribute for cuLaunchKernelEx when a cluster shape is given),
 MAX_DYNAMIC_SHARED_SIZE_BYTES attribute the first time more than the default 48 KB is asked
 for, and checks the request against the device's opt-in limit before the driver sees it.
 
-A launch without launch attributes calls libcuda's `cuLaunchKernel` through ctypes with every
-argument prepared when the configuration was first seen (the kernelParams array of a packer
-never moves), which costs less per call than cuda.bindings' wrapper; when libcuda cannot be
-reached that way, or with `PTXDSL_LAUNCH_VIA=bindings`, the cuda.bindings call is used.
+A launch without launch attributes calls cuda.bindings' `cuLaunchKernel` with the argument
+tuple built when the configuration was first seen (the kernelParams array of a packer never
+moves, so its address is part of it). `PTXDSL_LAUNCH_VIA=ctypes` calls libcuda's
+cuLaunchKernel through ctypes instead, with prepared ctypes values; on the H100 host of
+BENCHMARKS.md that was slower per call than cuda.bindings, so it is not the default.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_handle
 
 _CONFIG_CACHE_MAX = 64
-# "ctypes" (default) or "bindings": how a launch without attributes reaches cuLaunchKernel.
-LAUNCH_VIA = os.environ.get("PTXDSL_LAUNCH_VIA", "ctypes")
+# "bindings" (default) or "ctypes": how a launch without attributes reaches cuLaunchKernel.
+LAUNCH_VIA = os.environ.get("PTXDSL_LAUNCH_VIA", "bindings")
 _libcuda_launch: list = []   # [ctypes function or None], filled on first use
 
 
@@ -187,8 +188,9 @@ class Function:
         elif cluster is None or c == self.required_cluster:
             # No launch attributes (a .reqnctapercluster kernel carries its shape): the plain
             # call is cheaper than building a CUlaunchConfig into C on every launch.
-            entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream),
-                     "cuLaunchKernel", stream, False)
+            entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream,
+                                          self._packer.address, 0),
+                     "cuLaunchKernel", stream, True)
         else:
             if not info.cluster_launch:
                 raise LaunchError(f"kernel '{self.name}': {info.name} cannot launch clusters")
@@ -239,26 +241,30 @@ class Function:
         cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)."""
         if getattr(_tls, "device", None) != self.device:
             use_device(self.device)
-        if type(grid) is list:
-            grid = tuple(grid)
-        if type(block) is list:
-            block = tuple(block)
-        if type(cluster) is list:
-            cluster = tuple(cluster)
-        key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
-               else id(stream), cluster)
+        skey = stream if stream is None or type(stream) is int else id(stream)
+        try:
+            entry = self._configs.get((grid, block, shared_mem, skey, cluster))
+        except TypeError:    # a list grid, block or cluster: looked up as tuples below
+            entry = None
+        if entry is None:
+            grid, block, cluster = (tuple(v) if type(v) is list else v
+                                    for v in (grid, block, cluster))
+            with self._lock:
+                entry = self._configs.get((grid, block, shared_mem, skey, cluster))
+                if entry is None:
+                    entry = self._config(grid, block, shared_mem, stream, cluster)
         lock = self._lock
         lock.acquire()
         try:
-            entry = self._configs.get(key)
-            if entry is None:
-                entry = self._config(grid, block, shared_mem, stream, cluster)
             params = self._packer.pack(args)
-            if entry[4]:             # ctypes: all arguments prepared, kernelParams included
-                err = entry[0](*entry[1])
-                if not err:
+            if entry[4]:             # all arguments prepared, kernelParams included
+                res = entry[0](*entry[1])
+                if type(res) is tuple:       # cuda.bindings: (CUresult,)
+                    err = res[0]
+                elif res:                    # ctypes: a nonzero CUresult
+                    err = driver().CUresult(res)
+                else:
                     return
-                err = driver().CUresult(err)
             else:
                 (err,) = entry[0](*entry[1], params, 0)
         finally:

@@ -1,0 +1,1 @@
+"""ptxdsl's benchmarks against the alternatives: `python -m benchmarks` (see run_all.py)."""

@@ -1,0 +1,256 @@
+"""What every benchmark shares: statistics over repeated runs, host and GPU timers, the result
+record each section fills, and the environment description.
+
+A section's result is plain data (JSON-ready):
+
+    {"id": ..., "title": ..., "what": ..., "rows": [row, ...], "targets": [target, ...],
+     "notes": [...], "error": None}
+    row    = {"name", "unit", "median", "min", "max", "n", "note"}
+    target = {"name", "value", "goal", "met", "note"}
+
+Host latencies come from `time.perf_counter` around many calls after a warm-up; GPU times
+from CUDA events around the work on one stream.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+
+def summarize(samples: Sequence[float]) -> dict:
+    """median, min, max and the count of `samples`."""
+    values = [float(v) for v in samples]
+    if not values:
+        raise ValueError("no samples")
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values)}
+
+
+class Section:
+    """One comparison: its rows (each a measured quantity over repeated runs) and targets."""
+
+    def __init__(self, id: str, title: str, what: str = ""):
+        self.id, self.title, self.what = id, title, what
+        self.rows: list[dict] = []
+        self.targets: list[dict] = []
+        self.notes: list[str] = []
+        self.error: str | None = None
+
+    def row(self, name: str, samples: Sequence[float], unit: str, note: str = "") -> dict:
+        r = {"name": name, "unit": unit, **summarize(samples), "note": note}
+        self.rows.append(r)
+        return r
+
+    def skip(self, name: str, why: str) -> None:
+        """A row that could not be measured here, and why."""
+        self.rows.append({"name": name, "unit": "", "median": None, "min": None, "max": None,
+                          "n": 0, "note": f"not measured: {why}"})
+
+    def target(self, name: str, value: float | None, goal: str, met: bool | None,
+               note: str = "") -> None:
+        self.targets.append({"name": name, "value": value, "goal": goal,
+                             "met": None if met is None else bool(met), "note": note})
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def find(self, name: str) -> dict | None:
+        return next((r for r in self.rows if r["name"] == name and r["median"] is not None),
+                    None)
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "title": self.title, "what": self.what, "rows": self.rows,
+                "targets": self.targets, "notes": self.notes, "error": self.error}
+
+
+def guarded(section: Section, body: Callable[[Section], None]) -> Section:
+    """Run `body(section)`; an exception is recorded in the section instead of ending the run."""
+    try:
+        body(section)
+    except Exception as exc:  # noqa: BLE001 - a failing row must not hide the others
+        section.error = f"{type(exc).__name__}: {exc}"
+        section.note("traceback (last lines): " + " | ".join(
+            line.strip() for line in traceback.format_exc().strip().splitlines()[-6:]))
+        print(f"[{section.id}] FAILED: {section.error}", file=sys.stderr, flush=True)
+    return section
+
+
+# -- timers ------------------------------------------------------------------------------------
+def host_us_per_call(fn: Callable[[], object], *, calls: int, reps: int, warmup: int = 1,
+                     after: Callable[[], object] | None = None) -> list[float]:
+    """Microseconds per call of `fn`: `reps` samples, each the mean over `calls` calls timed
+    with perf_counter (`after`, e.g. a synchronize, runs outside the timed region)."""
+    for _ in range(warmup):
+        for _ in range(calls):
+            fn()
+        if after is not None:
+            after()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        if after is not None:
+            after()
+        out.append((t1 - t0) / calls * 1e6)
+    return out
+
+
+def host_ms(fn: Callable[[], object], *, reps: int, warmup: int = 1) -> list[float]:
+    """Milliseconds of one call of `fn` (perf_counter), `reps` samples after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def gpu_ms(fn: Callable[[], object], *, reps: int, warmup: int = 2, stream=None) -> list[float]:
+    """Milliseconds of the GPU work `fn` enqueues on `stream`, from CUDA events recorded around
+    it (one pair per sample)."""
+    from ptxdsl.runtime import Event
+    for _ in range(warmup):
+        fn()
+    start, end = Event(), Event()
+    out = []
+    for _ in range(reps):
+        start.record(stream)
+        fn()
+        end.record(stream)
+        end.synchronize()
+        out.append(start.elapsed_ms(end))
+    start.close()
+    end.close()
+    return out
+
+
+def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
+                       warmup: int = 2, stream=None) -> dict[str, list[float]]:
+    """CUDA-event milliseconds of each launch in `launches`, the candidates taking turns
+    (ABC, CBA, ABC, ...), so a slow drift of clocks or temperature weighs on all alike."""
+    from ptxdsl.runtime import Event
+    for fn in launches.values():
+        for _ in range(warmup):
+            fn()
+    start, end = Event(), Event()
+    out: dict[str, list[float]] = {label: [] for label in launches}
+    order = list(launches)
+    for i in range(reps):
+        for label in order if i % 2 == 0 else order[::-1]:
+            start.record(stream)
+            launches[label]()
+            end.record(stream)
+            end.synchronize()
+            out[label].append(start.elapsed_ms(end))
+    start.close()
+    end.close()
+    return out
+
+
+# -- environment -------------------------------------------------------------------------------
+def _version(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+        return version(module)
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+def _command(args: list[str]) -> str | None:
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def nvcc_path() -> str | None:
+    """nvcc on PATH, or in CUDA_HOME / /usr/local/cuda."""
+    import shutil
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return os.path.join(home, "bin", "nvcc")
+    return None
+
+
+def cuda_include_dirs() -> list[str]:
+    """Include folders holding <cuda.h> and <cuda/ptx> (CCCL), for NVRTC."""
+    nvcc = nvcc_path()
+    homes = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] if nvcc else []
+    homes += [h for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if h]
+    out = []
+    for home in homes:
+        for sub in ("include", "include/cccl", "targets/x86_64-linux/include",
+                    "targets/x86_64-linux/include/cccl"):
+            path = os.path.join(home, sub)
+            if os.path.isdir(path) and path not in out:
+                out.append(path)
+    return out
+
+
+def environment() -> dict:
+    """GPU, driver, CUDA and tool versions, host, date."""
+    env: dict = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "cpu": _cpu_name(),
+        "packages": {name: _version(name) for name in (
+            "cuda-bindings", "cuda-core", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numpy",
+            "nvidia-nvjitlink", "attrs")},
+    }
+    env["packages"] = {k: v for k, v in env["packages"].items() if v}
+    nvcc = nvcc_path()
+    if nvcc:
+        out = _command([nvcc, "--version"]) or ""
+        env["nvcc"] = out.splitlines()[-1] if out else None
+    smi = _command(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
+                    "clocks.max.mem", "--format=csv,noheader"])
+    if smi:
+        env["nvidia_smi"] = smi.splitlines()[0]
+    try:
+        from ptxdsl import toolchain
+        env["nvjitlink"] = toolchain.toolchain_version()
+    except Exception:  # noqa: BLE001
+        env["nvjitlink"] = None
+    try:
+        from ptxdsl.runtime import device_info, gpu_skip_reason
+        reason = gpu_skip_reason()
+        env["gpu_skip_reason"] = reason
+        if reason is None:
+            info = device_info(0)
+            v = info.driver_version
+            env.update(gpu=info.name, compute_capability=".".join(map(str,
+                       info.compute_capability)), sm_count=info.sm_count,
+                       memory_gib=round(info.total_memory / 2**30, 1),
+                       l2_mib=round(info.l2_cache_bytes / 2**20, 1),
+                       cuda_driver_api=f"{v // 1000}.{v % 1000 // 10}")
+    except Exception as exc:  # noqa: BLE001
+        env["gpu_skip_reason"] = f"{type(exc).__name__}: {exc}"
+    return env
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
+    except OSError:
+        pass
+    return platform.processor() or "?"

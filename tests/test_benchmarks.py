@@ -1,0 +1,96 @@
+"""The benchmark harness's pure-Python parts (no GPU; no figures are asserted): the emitter
+benchmark at a small size, the results -> Markdown rendering, and the PTX of the benchmark
+kernels assembling offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import emitter
+from benchmarks.common import Section, environment, guarded, summarize
+from benchmarks.report import fmt, render
+from benchmarks.run_all import SECTIONS, _module_doc
+
+
+def test_summarize():
+    assert summarize([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_emitter_benchmark_small():
+    count, build_s, emit_s, size = emitter.build_and_emit(600)
+    assert count >= 600 and build_s > 0 and emit_s > 0 and size > count * 10
+    section = Section("emitter", "5. Emitter")
+    emitter.run(section, n_instructions=600, reps=2)
+    assert section.error is None
+    names = [r["name"] for r in section.rows]
+    assert any(n.startswith("build + emit") for n in names)
+    assert all(r["n"] >= 1 and r["min"] <= r["median"] <= r["max"] for r in section.rows)
+    (target,) = section.targets
+    assert target["goal"] == ">= 200,000" and isinstance(target["met"], bool)
+
+
+def test_failing_section_is_recorded_not_raised():
+    def body(section):
+        section.row("first", [1.0, 2.0], "ms")
+        raise RuntimeError("boom")
+    section = guarded(Section("x", "X"), body)
+    assert section.error == "RuntimeError: boom"
+    assert section.rows[0]["median"] == 1.5
+
+
+def _results():
+    ok = Section("a", "1. Something fast", "What it measures.\n\n- item one\n- item two")
+    ok.row("ptxdsl", [10.0, 12.0, 11.0], "GB/s", "verified")
+    ok.skip("CuPy", "not installed")
+    ok.target("ratio", 1.05, ">= 1.00", True)
+    ok.target("other | ratio", 0.5, ">= 0.93", False)
+    ok.note("a note")
+    bad = Section("b", "2. Broken")
+    bad.error = "RuntimeError: boom"
+    return {"command": "python -m benchmarks", "environment": {"gpu": "NVIDIA H100 80GB HBM3",
+            "cuda_driver_api": "13.0", "date": "2026-11-22 00:00 UTC"},
+            "sections": [ok.as_dict(), bad.as_dict()]}
+
+
+def test_render_markdown():
+    results = json.loads(json.dumps(_results()))     # what results.json holds
+    md = render(results)
+    assert md.startswith("# Benchmarks\n")
+    assert "| GPU | NVIDIA H100 80GB HBM3 |" in md
+    assert "| ptxdsl | 11.00 | 10.00 | 12.00 | GB/s | 3 | verified |" in md
+    assert "| CuPy | — | — | — | " in md and "not measured: not installed" in md
+    assert "| ratio | 1.050 | >= 1.00 | met |" in md
+    assert "other \\| ratio" in md and "**missed**" in md       # pipes escaped
+    assert "**This section failed:** `RuntimeError: boom`" in md
+    assert "## Targets at a glance" in md and "- a note" in md
+
+
+def test_fmt():
+    assert fmt(None) == "—"
+    assert fmt(123456.7) == "123,457"
+    assert fmt(2.5) == "2.500"
+    assert fmt(0.01234) == "0.0123"
+
+
+def test_section_docs_and_environment():
+    for name in SECTIONS:
+        assert _module_doc(name), name
+    env = environment()
+    assert "python" in env and "date" in env
+
+
+def test_benchmark_kernels_assemble():
+    """The TMA copy and launch-probe PTX assemble for Hopper with nvJitLink (no GPU)."""
+    from benchmarks.launch_overhead import build_module as probe
+    from benchmarks.tma_copy_kernel import CONFIGS, build_module, kernel_name
+    module = build_module(CONFIGS[:1])
+    ptx = module.emit()
+    assert f".entry {kernel_name(*CONFIGS[0])}(" in ptx
+    assert "cp.async.bulk.wait_group.read 1;" in ptx
+    assert "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64" in ptx
+    assert len(module.assemble("sm_90")) > 1000
+    assert len(probe().assemble("sm_90")) > 1000

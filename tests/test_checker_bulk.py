@@ -227,3 +227,32 @@ def test_tma_buffer_at_swizzle_repeat():
     with e.k.if_(e.k.tid.x == 0):
         ptx.cp_async_bulk_tensor(e.k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar)
     assert check_kernel(e.k, maps={"tmap": {"swizzle": "128B"}}) == []
+
+
+def _dynamic_tile_kernel(static_bar: bool) -> tuple[Kernel, int]:
+    """A 1024-aligned dynamic-shared tile; the mbarrier is static (.shared) or placed in the
+    dynamic region after the tile."""
+    k = Kernel("dyn", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    ring = k.extern_shared("ring", align=1024)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar") if static_bar else Addr(ring, 4096)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+    k.bar_sync(0)
+    with k.if_(k.tid.x == 0):
+        line = here() + 1
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", ring, tmap, (0, 0), bar)
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    return k, line
+
+
+def test_dynamic_tile_after_static_shared_is_not_aligned():
+    k, line = _dynamic_tile_kernel(static_bar=True)
+    f = _only(check_kernel(k), Hazard.TMA_SMEM_ALIGN, line)
+    assert "aligned to 16 bytes" in f.message and "static .shared" in f.message
+
+
+def test_dynamic_tile_with_barrier_inside_the_dynamic_region():
+    k, _ = _dynamic_tile_kernel(static_bar=False)
+    assert check_kernel(k) == []

@@ -110,6 +110,14 @@ def _align_check(an: Analysis, op: Op) -> None:
     repeat = info.swizzle_repeat if info is not None else None
     need = max(128, repeat or 0)
     have = sym.align or sym.type.bytes
+    after_static = ""
+    if sym.count is None and any(s.count is not None for s in an.kernel.shared):
+        # Seen on an H100: dynamic shared memory starts right after the kernel's static
+        # .shared variables, so an .extern array's own .align is not honoured past 16 bytes.
+        have = min(have, 16)
+        after_static = (" (dynamic shared memory starts after this kernel's static .shared "
+                        "variables, so its .align is not honoured: move those variables into "
+                        "the dynamic region, after the buffer)")
     if v.offset:   # an offset keeps only the alignment its lowest set bit allows
         have = min(have, v.offset & -v.offset)
     if have < need:
@@ -117,7 +125,8 @@ def _align_check(an: Analysis, op: Op) -> None:
                if repeat and repeat > 128 else "128 bytes")
         an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
                   f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
-                  f"buffers need {why}", [("copy", op.index)], dedupe=(sym, v.offset, need))
+                  f"buffers need {why}{after_static}", [("copy", op.index)],
+                  dedupe=(sym, v.offset, need))
 
 
 @handles(Role.TMA_STORE, Role.BULK_STORE)

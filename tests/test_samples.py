@@ -111,7 +111,7 @@ def test_demo_writes_every_sample(tmp_path):
         pytest.skip("on a GPU the demo runs the samples: see the gpu tests")
     res = _run_cli("-m", "ptxdsl", "demo", "-o", str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "demo: all samples passed" in res.stdout
+    assert "demo: all samples built and assembled (no Hopper GPU here" in res.stdout
     assert sorted(p.stem for p in tmp_path.glob("*.ptx")) == sorted(IDS)
 
 

@@ -37,6 +37,7 @@ _PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "
            ("int", 8): "rc"}
 _DECL = {"p": "pred", "rs": "b16", "r": "b32", "rd": "b64", "q": "b128", "h": "b16",
          "f": "f32", "fd": "f64", "rc": "b8"}
+_REG_DECL = {ScalarType.bf16: "b16", ScalarType.bf16x2: "b32"}
 _AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
 
 
@@ -677,7 +678,9 @@ class KernelCore:
                 n = self._counters[prefix] + 1
                 lines.append((f"\t.reg .{_DECL[prefix]} %{prefix}<{n}>;", None))
         for r in self._named_regs:
-            lines.append((f"\t.reg .{r.type.value} %{r.name};", None))
+            # PTX declares no .bf16/.bf16x2 registers (a syntax error): they are .b16/.b32.
+            decl = _REG_DECL.get(r.type, r.type.value)
+            lines.append((f"\t.reg .{decl} %{r.name};", None))
         for s in self.shared:
             align = f" .align {s.align}" if s.align else ""
             if s.count is not None:

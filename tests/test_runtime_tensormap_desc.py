@@ -137,6 +137,8 @@ CASES = {
     "packed_swizzle": lambda: TiledDesc("16U6_ALIGN16B", 0x10000, (256, 4), (256,), (128, 4),
                                         (1, 1), swizzle="128B_ATOM_32B_FLIP_8B"),
     "oob_fill_type": lambda: desc(oob_fill="NAN_REQUEST_ZERO_FMA"),
+    "box_bytes": lambda: TiledDesc("FLOAT16", 0x10000, (4096, 256, 256), (8192, 2097152),
+                                   (64, 45, 45), (1, 1, 1)),
 }
 CC_CASES = {
     "swizzle_atomicity_cc": lambda: desc(box_dim=(32, 8), swizzle="128B_ATOM_32B"),
@@ -172,6 +174,12 @@ def test_boundaries_are_accepted():
                           global_strides=(32, 128, 512, 2048))) == []
     assert validate(desc(data_type="FLOAT32", oob_fill="NAN_REQUEST_ZERO_FMA")) == []
     assert validate(desc(global_strides=(0,))) == []  # broadcast rows: the driver takes it
+    # 228 KiB of box exactly, and a larger box that element strides thin out (driver 580).
+    big = dict(data_type="FLOAT16", global_address=0x10000, global_dim=(4096, 256, 256),
+               global_strides=(8192, 2097152))
+    assert validate(TiledDesc(**big, box_dim=(64, 32, 57), element_strides=(1, 1, 1))) == []
+    assert validate(TiledDesc(**big, box_dim=(64, 64, 64), element_strides=(1, 2, 2))) == []
+    assert validate(desc5(interleave="16B", box_dim=(16, 4, 4, 4, 2))) == []
 
 
 def test_messages_name_the_values():

@@ -148,7 +148,7 @@ class Unary(Instruction):
         if self.ftz and self.type is not T.f32:
             raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
         check_dst(name, "d", self.d, self.type)
-        self._set("a", check_src(name, "a", self.a, self.type, imm=False))
+        self._set("a", check_src(name, "a", self.a, self.type))
 
     def opcode(self) -> str:
         return f"{self.op}{'.ftz' if self.ftz else ''}.{self.type}"
@@ -251,7 +251,8 @@ class ArithOps:
         t = type or infer_type(op, a)
         if op == "not":
             t = as_bits(t)
-        d = dst if dst is not None else self.reg(infer_type(op, a) if op == "not" else t)
+        d = dst if dst is not None else self.reg(infer_type(op, a, default=t) if op == "not"
+                                                 else t)
         self.emit(Unary(op, t, d, a, ftz))
         return d
 

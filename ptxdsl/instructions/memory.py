@@ -12,7 +12,8 @@ from .base import Instruction, check_addr, check_dst, check_enum, check_src, inf
 _SPACES = (StateSpace.generic, StateSpace.param, StateSpace.global_, StateSpace.shared,
            StateSpace.shared_cta, StateSpace.shared_cluster, StateSpace.const, StateSpace.local)
 _MEM_TYPES = tuple(t for t in ScalarType if t not in (
-    ScalarType.pred, ScalarType.f16x2, ScalarType.bf16x2, ScalarType.bf16))
+    ScalarType.pred, ScalarType.f16x2, ScalarType.bf16x2, ScalarType.bf16, ScalarType.f16))
+# ptxas has no .f16 ld/st ("Unexpected instruction types"): half values move as .b16.
 
 
 def _space_arg(value) -> StateSpace:
@@ -51,12 +52,22 @@ def _sem_qualifiers(insn: str, sem, scope, allowed: tuple[Sem, ...]):
     return sem, scope
 
 
+# Memory orders ptxas accepts per space (the others refuse scoped and volatile accesses).
+_SPACE_SEMS = {StateSpace.local: (Sem.weak, Sem.volatile), StateSpace.const: (Sem.weak,),
+               StateSpace.param: (Sem.weak,)}
+
+
 def _check_access(insn: Instruction, sems: tuple[Sem, ...]) -> None:
     """The checks ld and st share: space, type, and the memory-order qualifiers."""
     insn._set("space", _space_arg(insn.space))
     if insn.type not in _MEM_TYPES:
         raise OperandError(insn.MNEMONIC, "type", "a memory type", f".{insn.type}")
     sem, scope = _sem_qualifiers(insn.MNEMONIC, insn.sem, insn.scope, sems)
+    only = _SPACE_SEMS.get(insn.space)
+    if sem is not None and only is not None and sem not in only:
+        raise OperandError(insn.MNEMONIC, "sem", " or ".join(f"'{s.value}'" for s in only)
+                           + f" in .{insn.space.value} (ptxas: '.{sem.value}' cannot be "
+                           "applied to that space)", f"'{sem.value}'")
     insn._set("sem", sem)
     insn._set("scope", scope)
 
@@ -73,10 +84,15 @@ def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
     return f"{q}.{insn.type}"
 
 
-def _access_requires(space: StateSpace) -> Requires:
-    if space in (StateSpace.shared_cta, StateSpace.shared_cluster):
-        return req("7.8", 90)
-    return BASE
+def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem | None = None,
+                     scope: Scope | None = None) -> Requires:
+    r = BASE
+    if space in (StateSpace.shared_cta, StateSpace.shared_cluster) or scope is Scope.cluster:
+        r = req("7.8", 90)
+    if sem is Sem.volatile and space is StateSpace.local:
+        r = r.merge(req("9.1"))   # ptxas 13: "ld/st with .local.volatile requires PTX ISA 9.1"
+    # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3".
+    return r.merge(req("8.3")) if type is ScalarType.b128 else r
 
 
 @attrs.frozen
@@ -101,7 +117,7 @@ class Ld(Instruction):
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space)
+        return _access_requires(self.space, self.type, self.sem, self.scope)
 
     def opcode(self) -> str:
         return _access_opcode(self, self.d, self.nc)
@@ -132,7 +148,7 @@ class St(Instruction):
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space)
+        return _access_requires(self.space, self.type, self.sem, self.scope)
 
     def opcode(self) -> str:
         return _access_opcode(self, self.b)

@@ -11,6 +11,9 @@ from ..operands import Reg, SpecialReg, Symbol
 from ..types import BASE, Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_dst, check_enum, check_src, infer_type
 
+_NO_MOV = frozenset({ScalarType.b8, ScalarType.u8, ScalarType.s8, ScalarType.f16,
+                     ScalarType.bf16, ScalarType.f16x2, ScalarType.bf16x2})
+
 
 @attrs.frozen
 class Mov(Instruction):
@@ -23,6 +26,10 @@ class Mov(Instruction):
 
     def __attrs_post_init__(self):
         name = f"mov.{self.type}"
+        if self.type in _NO_MOV:
+            raise OperandError("mov", "type", "a .b/.u/.s type of 16 to 128 bits, .f32, .f64 "
+                               "or .pred (ptxas has no 8-bit or half-precision mov: move "
+                               "halves as .b16/.b32)", f".{self.type}")
         check_dst(name, "d", self.d, self.type)
         if isinstance(self.a, Symbol):
             if self.type.bits not in (32, 64) or self.type.is_float:
@@ -67,6 +74,11 @@ class Cvta(Instruction):
         if self.size not in (ScalarType.u32, ScalarType.u64):
             raise OperandError("cvta", "size", ".u32 or .u64", f".{self.size}")
         name = self.opcode()
+        if self.size is ScalarType.u32 and self.space in (StateSpace.shared_cta,
+                                                          StateSpace.shared_cluster):
+            raise OperandError(name, "size", "the .u64 form: the ::cta/::cluster spaces need "
+                               "sm_90, where ptxas refuses 32-bit cvta (no 32-bit addressing)",
+                               ".u32")
         check_dst(name, "d", self.d, self.size)
         if isinstance(self.a, Symbol):
             raise OperandError(name, "a", "a register (mov the symbol's address first)",
@@ -137,28 +149,55 @@ class Cvt(Instruction):
         elif d_f and not a_f:
             need = "float"
         elif d_f and a_f:
-            need = ("float" if self.dtype.bits < self.atype.bits else
-                    "int-optional" if self.dtype.bits == self.atype.bits else None)
+            # f16 <-> bf16 changes the format at one width: a float rounding, or none [ptxas]
+            need = ("float" if self.dtype.bits < self.atype.bits else None
+                    if self.dtype.bits > self.atype.bits else "int-optional"
+                    if self.dtype is self.atype else "float-optional")
         else:
             need = None
         rnd = self.rnd
         if rnd is not None:
             rnd = check_enum("cvt", "rnd", rnd, Rounding)
+            if rnd is Rounding.rna:   # ptxas: "Illegal rounding modifier" but for .tf32
+                raise OperandError(f"cvt.{self.dtype}.{self.atype}", "rnd", "rn, rz, rm, rp or "
+                                   "an integer rounding (.rna only rounds to .tf32)", "rna")
         if rnd is None:
             rnd = {"int": Rounding.rzi, "float": Rounding.rn}.get(need or "")
-        elif need is None or (need == "int" and not rnd.is_int) or (
-                need == "float" and rnd.is_int):
+        elif need is None or (need in ("int", "int-optional") and not rnd.is_int) or (
+                need in ("float", "float-optional") and rnd.is_int):
             expected = {"int": "an integer rounding (rni, rzi, rmi, rpi)",
                         "float": "a float rounding (rn, rz, rm, rp)",
                         "int-optional": "an integer rounding or none",
+                        "float-optional": "a float rounding (rn, rz, rm, rp) or none",
                         None: "no rounding mode for this conversion"}[need]
             raise OperandError(f"cvt.{self.dtype}.{self.atype}", "rnd", expected, rnd.value)
         self._set("rnd", rnd)
+        if self.sat and ScalarType.bf16 in (self.dtype, self.atype):
+            raise OperandError(f"cvt.{self.dtype}.{self.atype}", "sat", "no .sat (ptxas refuses "
+                               "it on every .bf16 conversion)", "sat=True")
+        if self.sat and not (d_f or a_f) and _holds(self.dtype, self.atype):
+            raise OperandError(f"cvt.{self.dtype}.{self.atype}", "sat", "an integer conversion "
+                               "that can overflow (ptxas refuses .sat when every source value "
+                               "fits the destination)", "sat=True")
         name = self.opcode()
         if self.ftz and not (self.atype is ScalarType.f32 or self.dtype is ScalarType.f32):
             raise OperandError(name, "ftz", "an .f32 source or destination", "ftz=True")
         check_dst(name, "d", self.d, self.dtype)
         self._set("a", check_src(name, "a", self.a, self.atype, special=True))
+
+    @property
+    def requires(self) -> Requires:
+        """bf16 conversions: to bf16 from f32 PTX 7.0 / sm_80, f32 from bf16 PTX 7.1 / sm_80
+        (without .ftz), every other bf16 conversion PTX 7.8 / sm_90 [ptxas 13]."""
+        bf16 = ScalarType.bf16
+        if bf16 not in (self.dtype, self.atype):
+            return BASE
+        pair = (self.dtype, self.atype)
+        if pair == (bf16, ScalarType.f32):
+            return req("7.0", 80)
+        if pair == (ScalarType.f32, bf16) and not self.ftz:
+            return req("7.1", 80)
+        return req("7.8", 90)
 
     def opcode(self) -> str:
         q = "cvt"
@@ -172,6 +211,13 @@ class Cvt(Instruction):
 
     def operands(self):
         return (self.d, self.a)
+
+
+def _holds(dst: ScalarType, src: ScalarType) -> bool:
+    """Whether integer type `dst` represents every value of integer type `src`."""
+    if src.kind == "s":
+        return dst.kind == "s" and dst.bits >= src.bits
+    return dst.bits > src.bits or dst.kind != "s" and dst.bits == src.bits
 
 
 class MoveOps:

@@ -99,6 +99,9 @@ def _check_value(insn: str, field: Field, value):
                            else value)
     v = check_src(insn, "new_val", value, field.type)
     if isinstance(v, Reg):
+        if v.type is T.f32:   # ptxas: "Arguments mismatch" for the .b32 fields (not .b64)
+            raise OperandError(insn, "new_val", "an integer or bit register of 32 bits",
+                               _given(v))
         return v
     n = v.value
     lo, hi, rule = {

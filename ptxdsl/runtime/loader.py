@@ -28,6 +28,7 @@ from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
 
 _LOG_BYTES = 1 << 16
 # ptxas (driver JIT and nvJitLink alike): "ptxas application ptx input, line 42; error   : ..."
+_LOC = re.compile(r"^\s*\.loc\s", re.M)
 _LOG_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
 _JIT_FAILURES = {"CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
                  "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
@@ -137,6 +138,11 @@ class LoadedModule:
         return f"<LoadedModule '{self.name}' ({how}) kernels={list(self.kernels)}>"
 
 
+def has_lineinfo(ptx: str) -> bool:
+    """Whether PTX carries `.loc` line information (Module(..., lineinfo=True))."""
+    return _LOC.search(ptx) is not None
+
+
 def _cuda_load(image: bytes, ptx: str, name: str, locate) -> tuple[object, str, float]:
     drv = driver()
     opt = drv.CUjit_option
@@ -145,6 +151,11 @@ def _cuda_load(image: bytes, ptx: str, name: str, locate) -> tuple[object, str, 
             opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
             opt.CU_JIT_WALL_TIME]
     vals = [info, _LOG_BYTES, err, _LOG_BYTES, 0.0]
+    if not image.startswith(b"\x7fELF") and has_lineinfo(ptx):
+        # The JIT keeps the .loc line table only when asked (compute-sanitizer, cuda-gdb
+        # and profilers then name the Python lines that built each instruction).
+        opts.append(opt.CU_JIT_GENERATE_LINE_INFO)
+        vals.append(1)
     t0 = time.perf_counter()
     result = drv.cuModuleLoadDataEx(image, len(opts), opts, vals)
     wall_ms = (time.perf_counter() - t0) * 1e3

@@ -147,7 +147,13 @@ RULES = ("rank", "interleave_rank", "address_align", "global_dim_range", "packed
          "stride_count", "stride_multiple", "stride_range", "box_dim_range", "box_count",
          "box_inner_bytes", "packed_box0", "element_stride_range", "element_stride_count",
          "swizzle_span", "interleave32_swizzle", "packed_swizzle", "oob_fill_type",
-         "swizzle_atomicity_cc", "packed_cc")
+         "swizzle_atomicity_cc", "packed_cc", "box_bytes")
+
+# Driver 580 (CUDA 13) on an H100 refuses a box whose traversed bytes — the product over
+# dimensions of boxDim[i] // elementStrides[i], times the element size — exceed 228 KiB, the
+# shared memory of an SM (not in cuda.h; found by tests/gpu_tensormap_fuzz.py: 0 mismatches
+# over 10,674 descriptions the other rules accept).
+MAX_BOX_BYTES = 228 * 1024
 
 _ALIGN16_PACKED = (DataType.U4X16_ALIGN16B, DataType.U6X16_ALIGN16B)
 _PACKED_SWIZZLES = {
@@ -211,9 +217,19 @@ def validate(d: TiledDesc, compute_capability: tuple[int, int] | None = None) ->
         bad("box_count", f"boxDim needs {rank} entries (one per dimension), got "
             f"{len(d.box_dim)}: {d.box_dim}")
     inner = dt.inner_bytes(d.box_dim[0]) if d.box_dim else 0
-    if d.box_dim and d.interleave is Interleave.NONE and inner % 16:
-        bad("box_inner_bytes", f"with interleave NONE, boxDim[0] * elementSize must be a "
-            f"multiple of 16 bytes, got {d.box_dim[0]} * {name} = {inner} bytes")
+    # cuda.h states this for interleave NONE; the driver applies it to the interleaved
+    # layouts too (found by tests/gpu_tensormap_fuzz.py on an H100, driver 580).
+    if d.box_dim and inner % 16:
+        bad("box_inner_bytes", f"boxDim[0] * elementSize must be a multiple of 16 bytes, got "
+            f"{d.box_dim[0]} * {name} = {inner} bytes")
+    if d.box_dim and len(d.element_strides) == len(d.box_dim) and all(
+            e >= 1 for e in d.element_strides):
+        n = [b // e for b, e in zip(d.box_dim, d.element_strides, strict=True)]
+        nbytes = dt.inner_bytes(n[0]) * _prod(n[1:])
+        if nbytes > MAX_BOX_BYTES:
+            bad("box_bytes", f"the box must fit an SM's shared memory: the product of "
+                f"boxDim[i] // elementStrides[i] times the element size is {nbytes} bytes, "
+                f"more than {MAX_BOX_BYTES} (228 KiB)")
     if d.box_dim and dt in _ALIGN16_PACKED and d.box_dim[0] != 128:
         bad("packed_box0", f"boxDim[0] must be 128 for {name}, got {d.box_dim[0]}")
     es_bad = [(i, e) for i, e in enumerate(d.element_strides) if not 1 <= e <= 8]

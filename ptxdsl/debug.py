@@ -1,0 +1,351 @@
+"""Debug builds: mbarrier waits that report instead of hanging, and kernel faults that become
+Python exceptions the process survives (issue 7, items 3 and 4).
+
+Build side — `bounded_waits(k, timeout_ns=...)` sets the kernel's default `WaitTimeout`
+(`k.wait_timeout`, read by `ptx.mbarrier_wait`), so every wait loop built afterwards in `k`
+gives up after the timeout (%globaltimer), writes an error record and traps. The record goes
+to host-mapped memory whose address the host stores in the module variable `ptxdsl_dbg_record`
+(0: no record, just the trap); `ptxdsl_dbg_claim` lets only the first thread that times out
+write it. Declare both with `declare(module)` (or build the module with `debug.module(...)`).
+
+Host side — `Recorder` allocates the record, points loaded modules at it (`attach`) and reads
+it back (`record()`); the host memory stays readable after the context dies. `run(fn, grid,
+block, args, timeout=...)` launches, synchronizes with a host-side timeout, and turns a
+failure into `KernelFault` (naming the kernel and the CUDA error) or `WaitTimeoutError`
+(carrying the record).
+
+A trap or a memory fault is a sticky error: with the CUDA 13 driver (580) no call of the
+process succeeds afterwards, a context reset included (cuDevicePrimaryCtxReset succeeds, then
+cuDevicePrimaryCtxRetain and cuCtxCreate fail with the same error, seen on an H100). So
+`isolated(fn, ...)` runs fault-prone work in a child process and hands its result or its
+`KernelFault` back: the calling process, a test suite for instance, goes on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import zlib
+
+import attrs
+
+from .errors import BuildError, CudaError
+from .instructions.fence import membar
+from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
+from .operands import Addr, Imm, Reg, Symbol
+from .types import ScalarType, StateSpace
+
+RECORD_NAME = "ptxdsl_dbg_record"       # .global .u64: device address of the record, or 0
+CLAIM_NAME = "ptxdsl_dbg_claim"         # .global .u32: 0 until a thread claims the record
+MAGIC = 0x70647862                      # 'bxdp': the record is complete
+RECORD_BYTES = 64
+DEFAULT_TIMEOUT_NS = 2_000_000_000
+SPACE_CODES = {StateSpace.generic: 0, StateSpace.shared: 1, StateSpace.shared_cta: 1,
+               StateSpace.shared_cluster: 2}
+T = ScalarType
+_RECORD = Symbol(RECORD_NAME, StateSpace.global_, T.u64, 1, 8)
+_CLAIM = Symbol(CLAIM_NAME, StateSpace.global_, T.u32, 1, 4)
+
+
+def kernel_id(name: str) -> int:
+    """The 32-bit id a kernel's record carries (crc32 of its name)."""
+    return zlib.crc32(name.encode())
+
+
+# -- build side -----------------------------------------------------------------------------------
+def bounded_waits(k, *, timeout_ns: int | None = DEFAULT_TIMEOUT_NS,
+                  timeout_cycles: int | None = None, trap: bool = True) -> WaitTimeout:
+    """Bound every `mbarrier_wait(k, ...)` built from now on in kernel `k`: past the timeout
+    the waiting thread writes the error record (kernel, barrier address and space, parity,
+    block, thread, %globaltimer) and traps (`trap=False`: leaves the loop instead)."""
+    if timeout_cycles is not None:
+        timeout_ns = None
+    timeout = WaitTimeout(timeout_ns, timeout_cycles, _RecordWriter(kernel_id(k.name)), trap)
+    k.wait_timeout = timeout
+    return timeout
+
+
+@attrs.frozen
+class _RecordWriter:
+    """The `on_timeout` hook: emitted right after the wait loop it bounds, it takes the
+    barrier and parity from that loop's try_wait (the last `MbarrierWait` in the body)."""
+
+    kid: int
+
+    def __call__(self, k) -> None:
+        wait = next((s.insn for s in reversed(k.body)
+                     if isinstance(getattr(s, "insn", None), MbarrierWait)), None)
+        if wait is None:
+            raise BuildError("debug.bounded_waits: on_timeout ran with no mbarrier wait before "
+                             "it")
+        rec = k.ld(_RECORD, type=T.u64, space="global")
+        with k.if_(k.setp("ne", rec, 0, type=T.u64)):
+            old = k.atom_cas(_CLAIM, 0, 1, type=T.b32, space="global")
+            with k.if_(k.setp("eq", old, 0, type=T.b32)):
+                self._fields(k, rec, wait)
+
+    def _fields(self, k, rec: Reg, wait: MbarrierWait) -> None:
+        def put(off: int, value, type=T.u32) -> None:
+            k.st(Addr(rec, off), value, type=type, space="global")
+
+        put(4, self.kid)
+        put(8, _bar_address(k, wait.addr), T.u64)
+        put(16, wait.token.value if isinstance(wait.token, Imm) else wait.token, T.b32)
+        put(20, SPACE_CODES.get(wait.space, 3))
+        for i, axis in enumerate("xyz"):
+            put(24 + 4 * i, getattr(k.ctaid, axis))
+            put(36 + 4 * i, getattr(k.tid, axis))
+        put(48, k.globaltimer, T.u64)
+        membar(k, "sys")                           # the fields reach the host before MAGIC
+        k.st(Addr(rec, 0), MAGIC, type=T.u32, space="global", sem="volatile")
+
+
+def _bar_address(k, addr: Addr) -> Reg:
+    """The barrier's address as a .u64 (a shared-window offset zero-extended)."""
+    base = addr.base
+    a = k.mov(base) if isinstance(base, Symbol) else base
+    if a.type.bits == 32:
+        a = k.cvt(a, T.u64, atype=T.u32)
+    return k.add(a, addr.offset, type=T.u64) if addr.offset else a
+
+
+def declare(module) -> None:
+    """Declare the record variables in `module` (idempotent)."""
+    names = {s.name for s, _ in module.globals}
+    if RECORD_NAME not in names:
+        module.global_array(T.u64, 1, name=RECORD_NAME, align=8, init=[0])
+    if CLAIM_NAME not in names:
+        module.global_array(T.u32, 1, name=CLAIM_NAME, align=4, init=[0])
+
+
+def module(kernels, **kwargs):
+    """A `Module` of `kernels` with the record variables declared."""
+    from .module import Module
+    m = Module(kernels, **kwargs)
+    declare(m)
+    return m
+
+
+# -- host side ------------------------------------------------------------------------------------
+@attrs.frozen
+class ErrorRecord:
+    """What the timed-out thread wrote: the kernel (name when known), the barrier (address
+    and space: 'generic', 'shared::cta', 'shared::cluster'), the phase parity it waited for,
+    its block and thread, and %globaltimer (ns) when it gave up."""
+
+    kernel: str
+    kernel_id: int
+    barrier: int
+    space: str
+    parity: int
+    block: tuple[int, int, int]
+    thread: tuple[int, int, int]
+    globaltimer_ns: int
+
+    @classmethod
+    def parse(cls, raw: bytes, names=()) -> ErrorRecord | None:
+        """The record in `raw` (RECORD_BYTES), or None when none was written."""
+        w32 = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, RECORD_BYTES, 4)]
+        if w32[0] != MAGIC:
+            return None
+        kid = w32[1]
+        name = next((n for n in names if kernel_id(n) == kid), f"<kernel id {kid:#010x}>")
+        space = {0: "generic", 1: "shared::cta", 2: "shared::cluster"}.get(w32[5], "?")
+        return cls(name, kid, int.from_bytes(raw[8:16], "little"), space, w32[4],
+                   tuple(w32[6:9]), tuple(w32[9:12]), int.from_bytes(raw[48:56], "little"))
+
+    def __str__(self) -> str:
+        return (f"kernel '{self.kernel}' gave up waiting on the mbarrier at {self.barrier:#x} "
+                f"({self.space}) for the phase of parity {self.parity}: block {self.block}, "
+                f"thread {self.thread}")
+
+
+class KernelFault(CudaError):
+    """A kernel failed on the GPU: `kernel` (the launched one), `error` (the CUDA error name,
+    e.g. 'CUDA_ERROR_ILLEGAL_ADDRESS'), `record` (an `ErrorRecord` when a bounded wait timed
+    out), `sticky` (True when the error poisoned the process: with CUDA 13 drivers every later
+    CUDA call of the process fails, and no new context can be made — run such kernels with
+    `isolated`), `seconds` (from the launch to the failure)."""
+
+    def __init__(self, kernel: str, error: str, detail: str, record: ErrorRecord | None = None,
+                 sticky: bool = False, seconds: float | None = None):
+        self.kernel, self.error, self.detail, self.record = kernel, error, detail, record
+        self.sticky, self.seconds = sticky, seconds
+        what = str(record) if record is not None else f"kernel '{kernel}' failed"
+        text = f"{what}: {error} ({detail})"
+        if sticky:
+            text += ("; a sticky error: CUDA is unusable in this process from now on (run "
+                     "fault-prone kernels with ptxdsl.debug.isolated)")
+        super().__init__(text)
+
+    def __reduce__(self):   # crosses the process boundary of `isolated`
+        return (type(self), (self.kernel, self.error, self.detail, self.record, self.sticky,
+                             self.seconds))
+
+
+class WaitTimeoutError(KernelFault, TimeoutError):
+    """A bounded mbarrier wait timed out (see `bounded_waits`); `record` says where."""
+
+
+class Recorder:
+    """The error record in page-locked, device-mapped host memory (cuMemHostRegister on an
+    mmap), so it can be read after the kernel trapped and the context died."""
+
+    def __init__(self, device: int = 0):
+        from .runtime._driver import check, driver
+        from .runtime.device import use_device
+        self.device = device
+        self._buf = mmap.mmap(-1, mmap.PAGESIZE)
+        self._view = (ctypes.c_char * mmap.PAGESIZE).from_buffer(self._buf)
+        self.host_ptr = ctypes.addressof(self._view)
+        drv = driver()
+        use_device(device)
+        check(drv.cuMemHostRegister(self.host_ptr, mmap.PAGESIZE,
+                                    drv.CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister")
+        self.ptr = int(check(drv.cuMemHostGetDevicePointer(self.host_ptr, 0),
+                             "cuMemHostGetDevicePointer"))
+        self.names: list[str] = []
+        self._modules: list = []
+
+    def attach(self, loaded) -> Recorder:
+        """Point a loaded module's `ptxdsl_dbg_record` at this record (and clear its claim)."""
+        from .runtime._driver import check, driver
+        drv = driver()
+        for name, value, size in ((RECORD_NAME, self.ptr, 8), (CLAIM_NAME, 0, 4)):
+            dptr, nbytes = check(drv.cuModuleGetGlobal(loaded.handle, name.encode()),
+                                 "cuModuleGetGlobal", f"{name} (build with debug.declare)")
+            data = (ctypes.c_uint8 * size).from_buffer_copy(value.to_bytes(size, "little"))
+            check(drv.cuMemcpyHtoD(dptr, ctypes.addressof(data), size), "cuMemcpyHtoD", name)
+        self.names += [n for n in loaded.kernels if n not in self.names]
+        self._modules.append(loaded)
+        return self
+
+    def raw(self) -> bytes:
+        return bytes(self._view[:RECORD_BYTES])
+
+    def record(self) -> ErrorRecord | None:
+        return ErrorRecord.parse(self.raw(), self.names)
+
+    def clear(self) -> None:
+        """Forget the record and re-arm every attached module (after a non-sticky report)."""
+        ctypes.memset(self.host_ptr, 0, RECORD_BYTES)
+        modules, self._modules = self._modules, []
+        for m in modules:
+            if m.handle is not None:
+                self.attach(m)
+
+    def close(self) -> None:
+        """Unregister the memory (an error is ignored: the context may be broken)."""
+        if self._buf is None:
+            return
+        try:
+            from .runtime._driver import driver
+            driver().cuMemHostUnregister(self.host_ptr)
+        finally:
+            del self._view
+            self._buf.close()
+            self._buf = None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def run(fn, grid, block, args=(), *, timeout: float = 30.0, recorder: Recorder | None = None,
+        **launch_kw) -> None:
+    """Launch `fn` and wait for it (at most `timeout` s, then `SyncTimeoutError`). A failure
+    raises `KernelFault` naming `fn` and the CUDA error — `WaitTimeoutError` when `recorder`
+    holds a record (also when the kernel finished: bounded waits built with trap=False)."""
+    import time
+
+    from .runtime import DriverError, SyncTimeoutError, synchronize
+    t0 = time.monotonic()
+    try:
+        fn.launch(grid, block, args, **launch_kw)
+        synchronize(timeout, device=fn.device)
+    except DriverError as e:
+        rec = recorder.record() if recorder is not None else None
+        cls = WaitTimeoutError if rec is not None else KernelFault
+        raise cls(fn.name, e.name, f"{e.call}, code {e.code}", rec,
+                  context_broken(fn.device), time.monotonic() - t0) from e
+    except SyncTimeoutError as e:
+        rec = recorder.record() if recorder is not None else None
+        if rec is None:
+            raise
+        raise WaitTimeoutError(fn.name, "host timeout", str(e), rec, False,
+                               time.monotonic() - t0) from e
+    rec = recorder.record() if recorder is not None else None
+    if rec is not None:
+        raise WaitTimeoutError(fn.name, "no CUDA error (trap=False)", "the kernel finished",
+                               rec, False, time.monotonic() - t0)
+
+
+def context_broken(device: int = 0) -> bool:
+    """Whether the device's context holds a sticky error (every call fails with it)."""
+    from .runtime._driver import driver
+    from .runtime.device import use_device
+    try:
+        use_device(device)
+    except CudaError:
+        return True
+    drv = driver()
+    err, ptr = drv.cuMemAlloc(256)
+    if int(err) == 0:
+        drv.cuMemFree(ptr)
+        return False
+    return True
+
+
+# -- isolation --------------------------------------------------------------------------------
+class IsolatedCrash(CudaError):
+    """The child process of `isolated` died (a signal, os._exit) or hung past its timeout."""
+
+
+def _child(conn, target, args, kwargs) -> None:
+    import pickle
+    try:
+        result = (True, target(*args, **kwargs))
+    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+        result = (False, e)
+    try:
+        pickle.loads(pickle.dumps(result))
+    except Exception as e:  # noqa: BLE001 - an unpicklable result or exception
+        result = (False, CudaError(f"{type(result[1]).__name__}: {result[1]} (not picklable: "
+                                   f"{e})"))
+    conn.send(result)
+    conn.close()
+
+
+def isolated(target, *args, timeout: float = 300.0, **kwargs):
+    """Run `target(*args, **kwargs)` in a fresh Python process (multiprocessing spawn: CUDA
+    cannot cross a fork) and return its result, or raise its exception here — a `KernelFault`
+    with its record, for instance. A sticky CUDA error then poisons only the child: this
+    process, and a test suite running in it, goes on. `target` must be importable (a
+    module-level function). A child that dies or runs past `timeout` s raises
+    `IsolatedCrash` (the child is killed, and its GPU work with it)."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, target, args, kwargs), daemon=True,
+                       name=f"ptxdsl-isolated-{getattr(target, '__name__', 'target')}")
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout):
+            proc.kill()
+            raise IsolatedCrash(f"{target.__name__} did not finish within {timeout:g} s in its "
+                                "child process (killed)")
+        try:
+            ok, value = parent.recv()
+        except EOFError:
+            proc.join(10)
+            raise IsolatedCrash(f"{target.__name__}: the child process died (exit code "
+                                f"{proc.exitcode})") from None
+    finally:
+        parent.close()
+        proc.join(30)
+    if ok:
+        return value
+    raise value

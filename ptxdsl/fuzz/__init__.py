@@ -1,0 +1,53 @@
+"""Property-based fuzzing of the instruction builders against ptxas (through nvJitLink).
+
+    from ptxdsl import fuzz
+    report = fuzz.check(cases)            # a list of fuzz.Case
+    assert not report.failures, report.describe_failures()
+
+Strategies (hypothesis) draw random qualifier and operand combinations of each family and
+call the public builders: `fuzz.strategies["fence"]`, ..., `fuzz.tma_cases()`,
+`fuzz.core_cases()`. The oracle (`fuzz.oracle`) judges each verdict with ptxas; the table
+of combinations refused on purpose although ptxas accepts them is `fuzz.policy`.
+
+`python -m ptxdsl.fuzz --examples 20000` runs a large campaign and prints the tally.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import strategies as st
+
+from . import policy
+from .case import A, Case, N, R, S, case
+from .oracle import Outcome, Report, check
+
+__all__ = ["A", "Case", "N", "Outcome", "R", "Report", "S", "case", "check", "examples",
+           "policy", "strategies", "tma_cases", "core_cases", "BATCH"]
+
+BATCH = 40          # cases per hypothesis example (one assembly covers them all)
+DEFAULT_EXAMPLES = 300
+
+
+def examples(default: int = DEFAULT_EXAMPLES) -> int:
+    """Cases per fuzz test: $PTXDSL_FUZZ_EXAMPLES, else `default`."""
+    return int(os.environ.get("PTXDSL_FUZZ_EXAMPLES", default))
+
+
+def _strategies() -> dict[str, st.SearchStrategy]:
+    from . import bulk, core, tma
+    return {"fence": tma.fences(), "tensormap": tma.tensormaps(), "mbarrier": tma.mbarriers(),
+            "bulk": bulk.bulks(), "bulk_tensor": bulk.bulk_tensors(),
+            **core.STRATEGIES}
+
+
+strategies = _strategies()
+TMA_FAMILIES = ("fence", "tensormap", "mbarrier", "bulk", "bulk_tensor")
+
+
+def tma_cases() -> st.SearchStrategy:
+    return st.one_of(*(strategies[f] for f in TMA_FAMILIES))
+
+
+def core_cases() -> st.SearchStrategy:
+    return st.one_of(*(s for f, s in strategies.items() if f not in TMA_FAMILIES))

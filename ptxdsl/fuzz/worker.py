@@ -1,0 +1,88 @@
+"""nvJitLink in a child process, so a toolchain crash or hang is a finding, not the end of
+the fuzz run.
+
+Random PTX finds inputs that crash the assembler itself (nvJitLink 13.x segfaults on
+`st.param` through a register inside a kernel, for one). `Assembler()(ptx, arch)` returns
+None when ptxas accepts, the error log when it rejects, and a log starting with `CRASH:` or
+`HANG:` when the child died or did not answer; the child is restarted on the next call.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+
+CRASH, HANG = "CRASH:", "HANG:"
+
+
+def _serve(conn) -> None:
+    import faulthandler
+    faulthandler.disable()   # a crash here is expected and reported by the parent
+    from ..errors import AssemblyError
+    from ..toolchain import assemble
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        ptx, arch = msg
+        try:
+            assemble(ptx, arch)
+            conn.send(None)
+        except AssemblyError as e:
+            conn.send(e.log or str(e))
+        except Exception as e:  # noqa: BLE001 - reported to the parent as a rejection
+            conn.send(f"ERROR {type(e).__name__}: {e}")
+
+
+class Assembler:
+    """A restartable child process running `ptxdsl.toolchain.assemble`."""
+
+    def __init__(self, timeout_s: float = 120.0):
+        self.timeout_s = timeout_s
+        self.crashes = 0
+        self._proc = None
+        self._conn = None
+
+    def _start(self) -> None:
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        ctx = mp.get_context(method)
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True,
+                                 name="ptxdsl-fuzz-nvjitlink")
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(5)
+        self._proc = self._conn = None
+
+    def __call__(self, ptx: str, arch: str) -> str | None:
+        if self._proc is None or not self._proc.is_alive():
+            self._stop()
+            self._start()
+        try:
+            self._conn.send((ptx, arch))
+            if not self._conn.poll(self.timeout_s):
+                self._stop()
+                return f"{HANG} nvJitLink did not answer within {self.timeout_s:g} s"
+            return self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._stop()
+            self.crashes += 1
+            return f"{CRASH} the nvJitLink process died (exit code {code})"
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+        self._stop()

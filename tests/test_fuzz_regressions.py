@@ -1,0 +1,112 @@
+"""Builder bugs the ptxas fuzzer found (issue 7), one test each: what ptxas rejects is now
+refused with the rule, and what ptxas accepts is accepted and assembles at the inferred
+version and target."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl import Kernel, Module, OperandError, ptx, t
+from ptxdsl.testing import assemble_declared
+from ptxdsl.types import StateSpace
+
+
+def built(fn) -> str:
+    """Build `fn(k)` in a fresh kernel; return the module's PTX after assembling it."""
+    k = Kernel("k")
+    fn(k)
+    k.ret()
+    text = Module([k], check=False).emit()
+    assemble_declared(text)
+    return text
+
+
+def test_named_bf16_registers_are_declared_as_bits():
+    # `.reg .bf16` is a ptxas syntax error: the builder declared named bf16 registers so.
+    def body(k):
+        h = k.reg(t.bf16, "hb")
+        h2 = k.reg(t.bf16x2, "hb2")
+        p = k.ld_param(k.param_ptr("p"))
+        k.st(p, h, type=t.b16, space="generic")
+        k.st(p, h2, type=t.b32, space="generic")
+    text = built(body)
+    assert ".reg .b16 %hb;" in text and ".reg .b32 %hb2;" in text
+
+
+@pytest.mark.parametrize("type", [t.b8, t.u8, t.s8, t.f16, t.bf16, t.f16x2])
+def test_mov_has_no_8_bit_or_half_types(type):
+    k = Kernel("k")
+    with pytest.raises(OperandError, match="no 8-bit or half-precision mov"):
+        k.mov(k.reg(type), type=type)
+
+
+@pytest.mark.parametrize(("dtype", "atype", "version", "target"), [
+    (t.bf16, t.f32, "7.0", "sm_80"), (t.f32, t.bf16, "7.1", "sm_80"),
+    (t.u32, t.bf16, "7.8", "sm_90"), (t.bf16, t.f16, "7.8", "sm_90"),
+    (t.f64, t.bf16, "7.8", "sm_90")])
+def test_cvt_bf16_needs_its_version_and_target(dtype, atype, version, target):
+    text = built(lambda k: k.cvt(k.reg(atype), dtype, atype=atype))
+    assert f".version {version}\n.target {target}\n" in text
+
+
+def test_cvt_refusals_ptxas_makes():
+    k = Kernel("k")
+    with pytest.raises(OperandError, match=r"\.rna only rounds to \.tf32"):
+        k.cvt(k.reg(t.f32), t.f64, rnd="rna")
+    with pytest.raises(OperandError, match="every source value fits the destination"):
+        k.cvt(k.reg(t.s32), t.s64, sat=True)
+    with pytest.raises(OperandError, match=r"every \.bf16 conversion"):
+        k.cvt(k.reg(t.u32), t.bf16, sat=True)
+    with pytest.raises(OperandError, match="an integer rounding or none"):
+        k.cvt(k.reg(t.f64), t.f64, rnd="rp")
+    built(lambda k: k.cvt(k.reg(t.s32), t.u64, sat=True))     # can overflow: .sat is fine
+    built(lambda k: k.cvt(k.reg(t.bf16), t.f16, rnd="rn"))      # f16 <-> bf16 may round
+    with pytest.raises(OperandError, match="a float rounding .* or none"):
+        k.cvt(k.reg(t.bf16), t.f16, rnd="rni")
+
+
+def test_cvta_u32_is_refused_for_the_sm90_spaces():
+    k = Kernel("k")
+    with pytest.raises(OperandError, match="ptxas refuses 32-bit cvta"):
+        k.cvta(k.reg(t.u32), "shared::cluster", to=True)
+    built(lambda k: k.cvta(k.reg(t.u64), "shared::cluster", to=True))
+
+
+def test_ld_st_have_no_f16_type():
+    k = Kernel("k")
+    with pytest.raises(OperandError, match="a memory type"):
+        k.ld(k.reg(t.u64), type=t.f16, space="global")
+
+
+def test_b128_access_needs_ptx_83():
+    text = built(lambda k: k.st(k.reg(t.u64), 1, type=t.b128, space="shared::cta"))
+    assert ".version 8.3\n" in text
+
+
+def test_memory_orders_per_space():
+    k = Kernel("k")
+    with pytest.raises(OperandError, match="cannot be applied to that space"):
+        k.ld(k.reg(t.u64), type=t.b32, space="local", sem="acquire", scope="gpu")
+    with pytest.raises(OperandError, match="cannot be applied to that space"):
+        k.ld(k.reg(t.u64), type=t.b32, space="const", sem="volatile")
+    text = built(lambda k: k.st(k.reg(t.u64), 0.5, type=t.f32, space="shared",
+                                sem="release", scope="cluster"))
+    assert ".target sm_90\n" in text                      # .cluster scope needs sm_90
+    text = built(lambda k: k.ld(k.reg(t.u64), type=t.b32, space="local", sem="volatile"))
+    assert ".version 9.1\n" in text                       # ptxas 13: .local.volatile is 9.1
+
+
+def test_unary_ops_take_immediates():
+    text = built(lambda k: (k.not_(5, type=t.b32), k.abs(1.0, type=t.f32),
+                            k.neg(7, type=t.s32)))
+    assert "not.b32 %r1, 5;" in text and "abs.f32 %f1, 0f3F800000;" in text
+
+
+def test_tensormap_replace_b32_field_refuses_a_float_register():
+    k = Kernel("k")
+    smap = k.shared_array(t.b8, 128, align=128, name="smap")
+    with pytest.raises(OperandError, match="an integer or bit register of 32 bits"):
+        ptx.tensormap_replace_box_dim(k, smap, 0, k.reg(t.f32))
+    built(lambda k: ptx.tensormap_replace_global_address(
+        k, k.shared_array(t.b8, 128, align=128, name="smap"), k.reg(t.f64),
+        space=StateSpace.shared_cta))

@@ -38,6 +38,20 @@ def pytest_collection_modifyitems(config, items):
         it.add_marker(marker)
 
 
+def pytest_generate_tests(metafunc):
+    """Parametrize the TMA form checks (`tests.tma_cases.FormChecks`) from the class's GROUPS."""
+    cls = metafunc.cls
+    if cls is None or not isinstance(getattr(cls, "GROUPS", None), dict):
+        return
+    values = {"group": lambda: sorted(cls.GROUPS), "case": cls.cases,
+              "target_case": cls.below_target_cases, "version_case": cls.below_version_cases}
+    for name, get in values.items():
+        if name in metafunc.fixturenames:
+            items = get()
+            metafunc.parametrize(name, items, ids=[i if isinstance(i, str) else i.id
+                                                   for i in items])
+
+
 @pytest.fixture
 def golden(request):
     """`golden(module_or_text, "family/name")` compares with tests/golden/family/name.ptx."""

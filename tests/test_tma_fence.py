@@ -8,8 +8,7 @@ import pytest
 
 from ptxdsl import Addr, BuildError, OperandError, VersionError, ptx, t
 from ptxdsl.instructions.fence import Fence, FenceSyncRestrict
-from ptxdsl.testing import assemble_declared
-from tests.tma_cases import Case, Env, build, lower_target, previous_version, version_cases
+from tests.tma_cases import Case, Env, FormChecks, build
 
 SCOPES = ("cta", "cluster", "gpu", "sys")
 
@@ -70,42 +69,12 @@ GROUPS: dict[str, list[Case]] = {
 }
 
 
-CASES = [c for cs in GROUPS.values() for c in cs]
-BELOW_FLOOR = [c for c in CASES if c.target != "sm_75"]   # nothing is below sm_75
+class TestForms(FormChecks):
+    GROUPS = GROUPS
 
-
-@pytest.mark.parametrize("group", sorted(GROUPS))
-def test_golden(golden, group):
-    cases = GROUPS[group]
-    m = build(cases)
-    assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
-    assert assemble_declared(golden(m, group))[:4] == b"\x7fELF"
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_inferred_minimum(case):
-    m = build([case])
-    assert (str(m.version), str(m.target)) == (case.version, case.target)
-
-
-@pytest.mark.parametrize("case", BELOW_FLOOR, ids=[c.id for c in BELOW_FLOOR])
-def test_pin_below_target(case):
-    low = lower_target(case.target)
-    m = build([case], version=case.version, target=low)
-    with pytest.raises(VersionError, match=f"pinned to .target {low}"):
-        m.emit()
-
-
-VCASES = version_cases(CASES)
-
-
-@pytest.mark.parametrize("case", VCASES, ids=[c.id for c in VCASES])
-def test_pin_below_version(case):
-    prev = previous_version(case.version)
-    m = build([case], version=prev, target=case.target)
-    with pytest.raises(VersionError, match=f"needs PTX ISA {case.version}.*pinned to "
-                                           f".version {prev}"):
-        m.emit()
+    @classmethod
+    def below_target_cases(cls):
+        return [c for c in cls.cases() if c.target != "sm_75"]   # nothing is below sm_75
 
 
 def test_fence_proxy_alias_below_its_version():

@@ -15,11 +15,8 @@ from ptxdsl.testing import assemble_declared
 from tests.tma_cases import (
     Case,
     Env,
-    build,
-    lower_target,
-    previous_version,
+    FormChecks,
     unchecked_module,
-    version_cases,
 )
 
 SS, CL = "shared::cta", "shared::cluster"
@@ -202,41 +199,10 @@ WAIT_CASES = [
         e.k, e.bar, 0, timeout=ptx.WaitTimeout(cycles=1 << 32, trap=False)), "7.8", "sm_90"),
 ]
 GROUPS["mbarrier/wait_loop"] = WAIT_CASES
-CASES = [c for cs in GROUPS.values() for c in cs]
 
 
-@pytest.mark.parametrize("group", sorted(GROUPS))
-def test_golden(golden, group):
-    cases = GROUPS[group]
-    m = build(cases)
-    assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
-    assert assemble_declared(golden(m, group))[:4] == b"\x7fELF"
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_inferred_minimum(case):
-    m = build([case])
-    assert (str(m.version), str(m.target)) == (case.version, case.target)
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_pin_below_target(case):
-    low = lower_target(case.target)
-    m = build([case], version=case.version, target=low)
-    with pytest.raises(VersionError, match=f"pinned to .target {low}"):
-        m.emit()
-
-
-VCASES = version_cases(CASES)
-
-
-@pytest.mark.parametrize("case", VCASES, ids=[c.id for c in VCASES])
-def test_pin_below_version(case):
-    prev = previous_version(case.version)
-    m = build([case], version=prev, target=case.target)
-    with pytest.raises(VersionError, match=f"needs PTX ISA {case.version}.*pinned to "
-                                           f".version {prev}"):
-        m.emit()
+class TestForms(FormChecks):
+    GROUPS = GROUPS
 
 
 def test_text():

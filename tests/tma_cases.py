@@ -1,11 +1,14 @@
 """Shared scaffolding of the TMA family tests (tensormap, fence, mbarrier): an environment
-kernel with lazily made operands, the `Case` record and the pin-below helpers."""
+kernel with lazily made operands, the `Case` record, the pin-below helpers, and `FormChecks`,
+the checks every form gets."""
 
 from __future__ import annotations
 
 import attrs
+import pytest
 
-from ptxdsl import Kernel, Module, t
+from ptxdsl import Kernel, Module, VersionError, t
+from ptxdsl.testing import assemble_declared
 from ptxdsl.types import PtxVersion, StateSpace, Target
 
 
@@ -98,3 +101,54 @@ def version_cases(cases):
     instruction error, not a target error)."""
     return [c for c in cases
             if Target.parse(c.target).introduced < PtxVersion.parse(c.version)]
+
+
+class FormChecks:
+    """The checks every TMA form gets, over a test module's GROUPS (golden name -> cases): each
+    group's golden, built at the inferred minimum version/target and assembled; each case's
+    inferred minimum; and a pin one below its target, and one below its version, refused.
+
+    Subclass it with GROUPS; `tests/conftest.py` parametrizes `group`, `case`, `target_case` and
+    `version_case` from the class."""
+
+    GROUPS: dict[str, list[Case]] = {}
+
+    @classmethod
+    def cases(cls) -> list[Case]:
+        return [c for cs in cls.GROUPS.values() for c in cs]
+
+    @classmethod
+    def below_target_cases(cls) -> list[Case]:
+        return cls.cases()
+
+    @classmethod
+    def below_version_cases(cls) -> list[Case]:
+        return version_cases(cls.cases())
+
+    def version_for_target_pin(self, case: Case, low: str) -> str:
+        """The .version to pin with a target one below the case's (the case's own by default)."""
+        return case.version
+
+    def test_golden(self, golden, group):
+        cases = self.GROUPS[group]
+        m = build(cases)
+        assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
+        assert assemble_declared(golden(m, group))[:4] == b"\x7fELF"
+
+    def test_inferred_minimum(self, case):
+        m = build([case])
+        assert (str(m.version), str(m.target)) == (case.version, case.target)
+
+    def test_pin_below_target(self, target_case):
+        low = lower_target(target_case.target)
+        m = build([target_case], version=self.version_for_target_pin(target_case, low),
+                  target=low)
+        with pytest.raises(VersionError, match=f"pinned to .target {low}"):
+            m.emit()
+
+    def test_pin_below_version(self, version_case):
+        prev = previous_version(version_case.version)
+        m = build([version_case], version=prev, target=version_case.target)
+        with pytest.raises(VersionError, match=f"needs PTX ISA {version_case.version}.*pinned "
+                                               f"to .version {prev}"):
+            m.emit()

@@ -6,9 +6,12 @@ skip of `gpu` tests where no Hopper GPU is usable).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import faulthandler
 import os
 import re
+import signal
 from pathlib import Path
 
 from .module import Module
@@ -60,3 +63,24 @@ def check_golden(module_or_text: Module | str, path: str | os.PathLike, *,
 
 def golden_files(root: str | os.PathLike) -> list[Path]:
     return sorted(Path(root).rglob("*.ptx"))
+
+
+@contextlib.contextmanager
+def gpu_deadline(seconds: int):
+    """Fail a GPU test that runs past `seconds` instead of freezing the suite.
+
+    SIGALRM raises TimeoutError in Python code (ptxdsl's synchronize polls, so a hung kernel
+    is interruptible there); faulthandler kills the process `seconds + 30` s in, should a driver
+    call itself never return. Main thread only (signals)."""
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"GPU test exceeded {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    faulthandler.dump_traceback_later(seconds + 30, exit=True)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, old)

@@ -10,10 +10,8 @@ each. Every test runs under a timeout, so a hang is a failure.
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ import pytest
 
 from ptxdsl import Kernel, Module, debug, t
 from ptxdsl.runtime import DeviceBuffer, SyncTimeoutError, TensorMap, load_module, synchronize
+from ptxdsl.testing import gpu_deadline
 from tests import test_reliability_cpu as K
 
 pytestmark = pytest.mark.gpu
@@ -32,17 +31,8 @@ SOON_S = 5.0          # "within seconds": the bounded waits give up after K.WAIT
 
 @pytest.fixture(autouse=True)
 def _timeout():
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"GPU test exceeded {TIMEOUT_S} s")
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TIMEOUT_S)
-    faulthandler.dump_traceback_later(TIMEOUT_S + 30, exit=True)
-    try:
+    with gpu_deadline(TIMEOUT_S):
         yield
-    finally:
-        signal.alarm(0)
-        faulthandler.cancel_dump_traceback_later()
-        signal.signal(signal.SIGALRM, old)
 
 
 def _loaded(kernel):

@@ -4,8 +4,6 @@ Hopper GPU by tests/conftest.py); each test runs under a timeout so a hang is a 
 
 from __future__ import annotations
 
-import faulthandler
-import signal
 import struct
 import time
 from types import SimpleNamespace
@@ -35,6 +33,7 @@ from ptxdsl.runtime import (
     synchronize,
 )
 from ptxdsl.runtime.ptx_params import parse_entries
+from ptxdsl.testing import gpu_deadline
 from ptxdsl.types import PtxVersion, Target
 from tests import gpu_kernels_runtime as K
 
@@ -44,20 +43,8 @@ TIMEOUT_S = 60
 
 @pytest.fixture(autouse=True)
 def _timeout():
-    """SIGALRM fails a test stuck in Python (our synchronize polls, so it is interruptible);
-    faulthandler kills the process if a driver call itself never returns."""
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"GPU test exceeded {TIMEOUT_S} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TIMEOUT_S)
-    faulthandler.dump_traceback_later(TIMEOUT_S + 30, exit=True)
-    try:
+    with gpu_deadline(TIMEOUT_S):
         yield
-    finally:
-        signal.alarm(0)
-        faulthandler.cancel_dump_traceback_later()
-        signal.signal(signal.SIGALRM, old)
 
 
 def sync():

@@ -9,9 +9,7 @@ GPU tests (`gpu`) need two Hopper GPUs with peer access and skip with the reason
 from __future__ import annotations
 
 import ctypes
-import faulthandler
 import gc
-import signal
 from types import SimpleNamespace
 
 import numpy as np
@@ -42,6 +40,7 @@ from ptxdsl.runtime import (
     synchronize,
 )
 from ptxdsl.runtime.launch import Function
+from ptxdsl.testing import gpu_deadline
 from tests import gpu_kernels_runtime as K
 
 
@@ -323,19 +322,8 @@ def two_gpus():
     reason = multi_gpu_skip_reason(2)
     if reason is not None:
         pytest.skip(f"needs 2 Hopper GPUs with peer access: {reason}")
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"GPU test exceeded {TIMEOUT_S} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TIMEOUT_S)
-    faulthandler.dump_traceback_later(TIMEOUT_S + 30, exit=True)
-    try:
+    with gpu_deadline(TIMEOUT_S):
         yield
-    finally:
-        signal.alarm(0)
-        faulthandler.cancel_dump_traceback_later()
-        signal.signal(signal.SIGALRM, old)
 
 
 def _vadd():

@@ -181,7 +181,27 @@ def synchronize(timeout: float | None = None, *, device: int = 0) -> None:
         ev.close()
 
 
-class DeviceBuffer:
+class Owned:
+    """`with` and finalizer plumbing for objects that own driver memory: `free()` runs on
+    leaving the block, and at garbage collection if nobody called it."""
+
+    def free(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # noqa: S110 - at interpreter exit the driver may already be gone
+            pass
+
+
+class DeviceBuffer(Owned):
     """Device memory from cuMemAlloc, with a numpy dtype and shape for interop.
 
     `ptr` is the device address. Exposes `__cuda_array_interface__` (v3), so CuPy, PyTorch
@@ -296,18 +316,6 @@ class DeviceBuffer:
             use_device(self.device)
             check(driver().cuMemFree(self._ptr), "cuMemFree")
             self._ptr = None
-
-    def __enter__(self) -> DeviceBuffer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free()
-
-    def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:  # noqa: S110 - at interpreter exit the driver may already be gone
-            pass
 
     def __repr__(self) -> str:
         where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"

@@ -31,7 +31,7 @@ import numpy as np
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.device import device_count, device_info, primary_context, use_device
 from ptxdsl.runtime.errors import PeerAccessError
-from ptxdsl.runtime.memory import stream_handle
+from ptxdsl.runtime.memory import Owned, stream_handle
 
 ALREADY_ENABLED = 704    # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 NOT_ENABLED = 705        # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
@@ -157,7 +157,7 @@ def pointer_device(ptr) -> int:
                      "cuPointerGetAttribute", f"address 0x{addr:x}"))
 
 
-class HostBuffer:
+class HostBuffer(Owned):
     """Page-locked host memory mapped into the address space of every device
     (cuMemHostAlloc with DEVICEMAP | PORTABLE): kernels on any GPU read and write it through
     `.ptr`, the host through `.array` (a numpy view, valid until `free()`).
@@ -216,18 +216,6 @@ class HostBuffer:
             use_device(self.device)
             check(driver().cuMemFreeHost(self._host), "cuMemFreeHost")
             self._host = None
-
-    def __enter__(self) -> HostBuffer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free()
-
-    def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:  # noqa: S110 - at interpreter exit the driver may already be gone
-            pass
 
     def __repr__(self) -> str:
         where = f"0x{self._host:x}" if self._host is not None else "freed"

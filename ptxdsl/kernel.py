@@ -1,7 +1,8 @@
 """`Kernel`: the builder a user writes kernels with.
 
-The core (parameters, registers, labels, control flow, rendering) is in `kernel_core`; the
-instruction builder methods come from the instruction families' mixins.
+The core (parameters, registers, shared memory, labels, guards, rendering) is in
+`kernel_core`, structured control flow in `kernel_flow`; the instruction builder methods come
+from the instruction families' mixins.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from .instructions.move import MoveOps
 from .instructions.sync import SyncOps
 from .instructions.warp import WarpOps
 from .kernel_core import KernelCore, Param, Statement
+from .kernel_flow import StructuredFlow
 
 __all__ = ["Kernel", "Param", "Statement"]
 
 
 class Kernel(
-    KernelCore, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps,
+    KernelCore, StructuredFlow, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps,
     SyncOps,
     AtomicOps,
     WarpOps,

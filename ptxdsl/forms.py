@@ -21,6 +21,7 @@ FAMILIES: tuple[str, ...] = (
     "mbarrier_wait",
     "bulk_tensor",
     "bulk",
+    "cache_policy",
 )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk_tensor import *  # noqa: F403
+from .instructions.cache_policy import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403

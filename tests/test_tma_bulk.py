@@ -12,7 +12,6 @@ from ptxdsl.instructions.bulk import (
     RED_TYPES,
     CpAsyncBulk,
     CpAsyncBulkWaitGroup,
-    CreatePolicyFractional,
     RedOp,
     cp_async_bulk,
     cp_async_bulk_commit_group,
@@ -20,6 +19,10 @@ from ptxdsl.instructions.bulk import (
     cp_async_bulk_wait_group,
     cp_async_bulk_wait_group_read,
     cp_reduce_async_bulk,
+)
+from ptxdsl.instructions.cache_policy import FORMS as POLICY_FORMS
+from ptxdsl.instructions.cache_policy import (
+    CreatePolicyFractional,
     createpolicy_cvt,
     createpolicy_fractional,
     createpolicy_range,
@@ -211,9 +214,9 @@ def test_copy_operand_order():
 
 
 def test_forms_table():
-    names = [f[0] for f in FORMS]
+    names = [f[0] for f in FORMS + POLICY_FORMS]
     assert len(names) == len(set(names))
-    assert all(isinstance(r, Requires) for _, r, _ in FORMS)
+    assert all(isinstance(r, Requires) for _, r, _ in FORMS + POLICY_FORMS)
     assert {"cp.async.bulk.commit_group", "createpolicy.fractional"} <= set(names)
 
 

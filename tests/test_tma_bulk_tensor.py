@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, VersionError, t
-from ptxdsl.instructions.bulk import BLACKWELL, createpolicy_fractional
+from ptxdsl.instructions.bulk import BLACKWELL
 from ptxdsl.instructions.bulk_tensor import (
     FORMS,
     LOAD_MODES,
@@ -27,6 +27,7 @@ from ptxdsl.instructions.bulk_tensor import (
     cp_async_bulk_tensor,
     cp_reduce_async_bulk_tensor,
 )
+from ptxdsl.instructions.cache_policy import createpolicy_fractional
 from ptxdsl.testing import assemble_declared
 from ptxdsl.toolchain import assemble
 from ptxdsl.types import PtxVersion, Requires, Target

@@ -173,13 +173,15 @@ def _rpo(entry: int, succs: Callable[[int], Sequence[int]], size: int) -> list[i
     return order
 
 
-def _post_dominators(cfg: CFG) -> list[int | None]:
-    """Cooper-Harvey-Kennedy on the reversed CFG, rooted at EXIT."""
-    size = len(cfg.blocks) + 1
-    order = _rpo(cfg.exit, lambda n: cfg.preds[n], size)  # RPO of the reversed graph
+def _immediate_dominators(order: list[int], preds: Callable[[int], Sequence[int]],
+                          size: int) -> list[int | None]:
+    """Cooper-Harvey-Kennedy: `order` is a reverse post-order starting at the root, `preds`
+    the predecessors in the graph being dominated (the reversed CFG for post-dominators)."""
     index = {n: i for i, n in enumerate(order)}
     idom: list[int | None] = [None] * size
-    idom[cfg.exit] = cfg.exit
+    if not order:
+        return idom
+    idom[order[0]] = order[0]
 
     def intersect(a: int, b: int) -> int:
         while a != b:
@@ -193,17 +195,24 @@ def _post_dominators(cfg: CFG) -> list[int | None]:
     while changed:
         changed = False
         for n in order[1:]:
-            done = [s for s in cfg.succs(n) if idom[s] is not None and s in index]
+            # A node with an idom is in `order`, so only processed predecessors count.
+            done = [p for p in preds(n) if idom[p] is not None]
             if not done:
                 continue
             new = done[0]
-            for s in done[1:]:
-                new = intersect(s, new)
+            for p in done[1:]:
+                new = intersect(p, new)
             if idom[n] != new:
                 idom[n] = new
                 changed = True
-    out = idom[:-1]
-    return out
+    return idom
+
+
+def _post_dominators(cfg: CFG) -> list[int | None]:
+    """Immediate post-dominators: dominators of the reversed CFG, rooted at EXIT."""
+    size = len(cfg.blocks) + 1
+    order = _rpo(cfg.exit, lambda n: cfg.preds[n], size)  # RPO of the reversed graph
+    return _immediate_dominators(order, cfg.succs, size)[:-1]
 
 
 def guard_polarity(guard: Any) -> tuple[Any, bool]:
@@ -254,37 +263,9 @@ def solve(cfg: CFG, entry: Any, transfer: Callable[[int, Any], Any],
 
 
 def dominators(cfg: CFG) -> list[int | None]:
-    """Immediate dominators (Cooper-Harvey-Kennedy) of the blocks reachable from entry."""
+    """Immediate dominators of the blocks reachable from entry."""
     n = len(cfg.blocks)
-    order = [b for b in cfg.rpo if b < n]
-    index = {b: i for i, b in enumerate(order)}
-    idom: list[int | None] = [None] * n
-    if not order:
-        return idom
-    idom[0] = 0
-
-    def intersect(a: int, b: int) -> int:
-        while a != b:
-            while index[a] > index[b]:
-                a = idom[a]  # type: ignore[assignment]
-            while index[b] > index[a]:
-                b = idom[b]  # type: ignore[assignment]
-        return a
-
-    changed = True
-    while changed:
-        changed = False
-        for b in order[1:]:
-            done = [p for p in cfg.preds[b] if idom[p] is not None]
-            if not done:
-                continue
-            new = done[0]
-            for p in done[1:]:
-                new = intersect(p, new)
-            if idom[b] != new:
-                idom[b] = new
-                changed = True
-    return idom
+    return _immediate_dominators([b for b in cfg.rpo if b < n], lambda b: cfg.preds[b], n)
 
 
 def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:

@@ -27,9 +27,9 @@ from ptxdsl.instructions.cache_policy import (
     createpolicy_fractional,
     createpolicy_range,
 )
-from ptxdsl.testing import assemble_declared
 from ptxdsl.toolchain import assemble
-from ptxdsl.types import PtxVersion, Requires, StateSpace, Target
+from ptxdsl.types import Requires, StateSpace
+from tests.tma_cases import FormChecks
 
 
 class Env:
@@ -145,50 +145,18 @@ GROUPS: dict[str, list[Case]] = {
 CASES = [c for cs in GROUPS.values() for c in cs]
 
 
-def build_group(cases, name="k") -> Module:
+def build_group(cases, name="k", **pins) -> Module:
     e = Env(name)
     for c in cases:
         c.build(e)
-    return Module([e.k])
+    return Module([e.k], **pins)
 
 
-@pytest.mark.parametrize("group", sorted(GROUPS))
-def test_golden(golden, group):
-    cases = GROUPS[group]
-    m = build_group(cases)
-    assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
-    assert assemble_declared(golden(m, group))[:4] == b"\x7fELF"
+class TestForms(FormChecks):
+    GROUPS = GROUPS
 
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_inferred_minimum(case):
-    m = build_group([case])
-    assert (str(m.version), str(m.target)) == (case.version, case.target)
-
-
-_LOWER_TARGET = {"sm_90": "sm_80", "sm_100": "sm_90a", "sm_80": "sm_75"}
-_PREV = {"8.0": "7.8", "8.6": "8.5", "7.4": "7.3"}
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_pin_below_target(case):
-    m = build_group([case])
-    low = Module(m.kernels, version=case.version, target=_LOWER_TARGET[case.target])
-    with pytest.raises(VersionError, match=f"pinned to .target {low.target}"):
-        low.emit()
-
-
-VERSION_CASES = [c for c in CASES
-                 if Target.parse(c.target).introduced < PtxVersion.parse(c.version)]
-
-
-@pytest.mark.parametrize("case", VERSION_CASES, ids=[c.id for c in VERSION_CASES])
-def test_pin_below_version(case):
-    m = build_group([case])
-    low = Module(m.kernels, version=_PREV[case.version], target=case.target)
-    with pytest.raises(VersionError, match=f"needs PTX ISA {case.version}.*pinned to "
-                                           f".version {_PREV[case.version]}"):
-        low.emit()
+    def build(self, cases, **pins) -> Module:
+        return build_group(cases, **pins)
 
 
 def test_reduce_noftz_and_text():

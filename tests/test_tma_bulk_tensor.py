@@ -30,7 +30,8 @@ from ptxdsl.instructions.bulk_tensor import (
 from ptxdsl.instructions.cache_policy import createpolicy_fractional
 from ptxdsl.testing import assemble_declared
 from ptxdsl.toolchain import assemble
-from ptxdsl.types import PtxVersion, Requires, Target
+from ptxdsl.types import Requires
+from tests.tma_cases import FormChecks
 
 OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
 
@@ -182,54 +183,18 @@ GROUPS: dict[str, list[Case]] = {
 CASES = [c for cs in GROUPS.values() for c in cs]
 
 
-def build_group(cases: list[Case], name: str = "k") -> Module:
+def build_group(cases: list[Case], name: str = "k", **pins) -> Module:
     e = Env(name)
     for c in cases:
         c.build(e)
-    return Module([e.k])
+    return Module([e.k], **pins)
 
 
-@pytest.mark.parametrize("group", sorted(GROUPS))
-def test_golden(golden, group):
-    cases = GROUPS[group]
-    m = build_group(cases)
-    assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
-    text = golden(m, group)
-    assert assemble_declared(text)[:4] == b"\x7fELF"
+class TestForms(FormChecks):
+    GROUPS = GROUPS
 
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_inferred_minimum(case):
-    m = build_group([case])
-    assert (str(m.version), str(m.target)) == (case.version, case.target)
-
-
-_LOWER_TARGET = {"sm_90": "sm_80", "sm_100": "sm_90a", "sm_100a": "sm_90a"}
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_pin_below_target(case):
-    m = build_group([case])
-    low = Module(m.kernels, version=case.version, target=_LOWER_TARGET[case.target])
-    with pytest.raises(VersionError, match=f"pinned to .target {low.target}"):
-        low.emit()
-
-
-def _prev(v: str) -> str:
-    return {"8.0": "7.8", "8.6": "8.5"}[v]
-
-
-VERSION_CASES = [c for c in CASES
-                 if Target.parse(c.target).introduced < PtxVersion.parse(c.version)]
-
-
-@pytest.mark.parametrize("case", VERSION_CASES, ids=[c.id for c in VERSION_CASES])
-def test_pin_below_version(case):
-    m = build_group([case])
-    low = Module(m.kernels, version=_prev(case.version), target=case.target)
-    with pytest.raises(VersionError, match=f"needs PTX ISA {case.version}.*pinned to "
-                                           f".version {_prev(case.version)}"):
-        low.emit()
+    def build(self, cases, **pins) -> Module:
+        return build_group(cases, **pins)
 
 
 def test_family_target_accepts_blackwell_forms():

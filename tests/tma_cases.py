@@ -1,6 +1,6 @@
 """Shared scaffolding of the TMA family tests (tensormap, fence, mbarrier): an environment
 kernel with lazily made operands, the `Case` record, the pin-below helpers, and `FormChecks`,
-the checks every form gets."""
+the checks every form gets (the TMA families and the bulk-copy families)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def build(cases, name="k", **pins) -> Module:
 
 
 _LOWER_TARGET = {"sm_90a": "sm_90", "sm_100a": "sm_90a", "sm_103a": "sm_100a",
-                 "sm_90": "sm_80", "sm_80": "sm_75"}
+                 "sm_100": "sm_90a", "sm_90": "sm_80", "sm_80": "sm_75"}
 
 
 def lower_target(target: str) -> str:
@@ -125,30 +125,34 @@ class FormChecks:
     def below_version_cases(cls) -> list[Case]:
         return version_cases(cls.cases())
 
+    def build(self, cases: list[Case], **pins) -> Module:
+        """The module holding `cases` (pinned by `version=`/`target=` when given)."""
+        return build(cases, **pins)
+
     def version_for_target_pin(self, case: Case, low: str) -> str:
         """The .version to pin with a target one below the case's (the case's own by default)."""
         return case.version
 
     def test_golden(self, golden, group):
         cases = self.GROUPS[group]
-        m = build(cases)
+        m = self.build(cases)
         assert (str(m.version), str(m.target)) == (cases[0].version, cases[0].target)
         assert assemble_declared(golden(m, group))[:4] == b"\x7fELF"
 
     def test_inferred_minimum(self, case):
-        m = build([case])
+        m = self.build([case])
         assert (str(m.version), str(m.target)) == (case.version, case.target)
 
     def test_pin_below_target(self, target_case):
         low = lower_target(target_case.target)
-        m = build([target_case], version=self.version_for_target_pin(target_case, low),
-                  target=low)
+        m = self.build([target_case], version=self.version_for_target_pin(target_case, low),
+                       target=low)
         with pytest.raises(VersionError, match=f"pinned to .target {low}"):
             m.emit()
 
     def test_pin_below_version(self, version_case):
         prev = previous_version(version_case.version)
-        m = build([version_case], version=prev, target=version_case.target)
+        m = self.build([version_case], version=prev, target=version_case.target)
         with pytest.raises(VersionError, match=f"needs PTX ISA {version_case.version}.*pinned "
                                                f"to .version {prev}"):
             m.emit()

@@ -11,6 +11,8 @@ One call emits one instruction (plus at most the address conversion it needs).
 
 from __future__ import annotations
 
+import inspect
+
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
@@ -23,3 +25,14 @@ globals().pop("FORMS", None)   # a family's forms table is not a builder functio
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_")
                  and getattr(value, "__module__", "").startswith("ptxdsl.instructions."))
+
+
+def _fail_closed_all() -> None:
+    from .errors import fail_closed
+    g = globals()
+    for name in __all__:
+        if inspect.isfunction(g[name]):
+            g[name] = fail_closed(name, g[name])
+
+
+_fail_closed_all()

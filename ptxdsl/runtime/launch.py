@@ -19,6 +19,7 @@ import ctypes
 import os
 import threading
 
+from ptxdsl.operands import as_int
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.device import _tls, device_info, use_device
@@ -54,9 +55,20 @@ def _ctypes_launch():
     return fn
 
 
+def _shared_bytes(value, kernel: str) -> int:
+    n = as_int(value)
+    if n is None or n < 0:
+        raise LaunchError(f"kernel '{kernel}': shared_mem must be a non-negative int "
+                          f"(bytes), got {value!r}")
+    return n
+
+
 def _dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+    # numpy integers count as ints (a grid computed with numpy is common).
+    one = as_int(value)
+    dims = (one,) if one is not None else tuple(
+        as_int(d) for d in value) if isinstance(value, tuple | list) else ()
+    if not 1 <= len(dims) <= 3 or not all(d is not None and d >= 1 for d in dims):
         raise LaunchError(f"kernel '{kernel}': {what} must be a positive int or a tuple of 1 to "
                           f"3 positive ints, got {value!r}")
     return tuple(dims) + (1,) * (3 - len(dims))
@@ -159,6 +171,7 @@ class Function:
                               f"(load_module(..., device={sdev})) or use a stream of device "
                               f"{self.device}")
         drv = driver()
+        shared_mem = _shared_bytes(shared_mem, self.name)
         g = _dim3(grid, "grid", self.name)
         b = _dim3(block, "block", self.name)
         info = device_info(self.device)
@@ -214,9 +227,7 @@ class Function:
         return entry
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
-        if not isinstance(shared_mem, int) or shared_mem < 0:
-            raise LaunchError(f"kernel '{self.name}': shared_mem must be a non-negative int "
-                              f"(bytes), got {shared_mem!r}")
+        shared_mem = _shared_bytes(shared_mem, self.name)
         if shared_mem <= self._dyn_limit:
             return
         optin = info.max_shared_per_block_optin

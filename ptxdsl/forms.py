@@ -22,6 +22,8 @@ FAMILIES: tuple[str, ...] = (
     "bulk_tensor",
     "bulk",
     "cache_policy",
+    "wgmma",
+    "wgmma_sp",
 )
 
 

@@ -18,6 +18,8 @@ from .instructions.fence import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
+from .instructions.wgmma import *  # noqa: F403
+from .instructions.wgmma_sp import *  # noqa: F403
 
 globals().pop("FORMS", None)   # a family's forms table is not a builder function
 __all__ = sorted(name for name, value in globals().items()

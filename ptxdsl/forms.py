@@ -22,6 +22,9 @@ FAMILIES: tuple[str, ...] = (
     "bulk_tensor",
     "bulk",
     "cache_policy",
+    "cluster",
+    "sreg",
+    "st_async",
     "wgmma",
     "wgmma_sp",
 )

@@ -14,9 +14,12 @@ from __future__ import annotations
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
+from .instructions.cluster import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
+from .instructions.sreg import *  # noqa: F403
+from .instructions.st_async import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
 from .instructions.wgmma_sp import *  # noqa: F403

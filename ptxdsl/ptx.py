@@ -18,10 +18,15 @@ from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk import CtaGroup, RedOp
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
+from .instructions.cluster import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
+from .instructions.sreg import *  # noqa: F403
+from .instructions.st_async import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
+from .instructions.wgmma import *  # noqa: F403
+from .instructions.wgmma_sp import *  # noqa: F403
 
 # cuda::ptx's tag constants: space_shared, scope_gpu, sem_release, ... (see _ptx_args)
 globals().update({name: getattr(_tags, name) for name in _tags.TAGS})

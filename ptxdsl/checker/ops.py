@@ -29,7 +29,7 @@ class Role(enum.Enum):
     COMMIT = "commit_group"
     WAIT_GROUP = "wait_group"
     CTA_BARRIER = "cta barrier"             # bar.sync / barrier.sync / bar.red
-    CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (inline PTX)
+    CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (builder or inline PTX)
     WARP_SYNC = "warp sync"
     SMEM_WRITE = "shared write"             # st / atom / red that may write shared memory
     TMAP_REPLACE = "tensormap.replace"
@@ -189,6 +189,8 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("sync", "Barrier", _barrier),
     ("sync", "BarrierRed", _barrier),
     ("sync", "WarpSync", lambda insn, i: [Op(Role.WARP_SYNC, i)]),
+    ("cluster", "BarrierCluster",
+     lambda insn, i: [Op(Role.CLUSTER_BARRIER, i)] if _ev(insn.op) == "wait" else []),
     ("memory", "St", _smem_write),
     ("atomic", "Atom", _smem_write),
     ("atomic", "AtomCas", _smem_write),

@@ -49,14 +49,20 @@ __all__ = ["check_kernel", "check_module", "emit_check", "report", "Finding", "H
            "HazardError", "PtxdslHazardWarning", "Severity", "Site", "MapInfo", "Context"]
 
 
-def check_kernel(kernel: Any, **context: Any) -> list[Finding]:
+def check_kernel(kernel: Any, *, notes: bool = False, **context: Any) -> list[Finding]:
     """Every hazard found in one kernel, sorted by Python location.
 
     Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
     the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`,
     `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another.
+    `notes=True` adds the note-level findings that say which checks were skipped for lack
+    of information (a run-time byte count, an unknown box size, ...).
     """
-    return _check(kernel, Context.make(**context))
+    return _visible(_check(kernel, Context.make(**context)), notes)
+
+
+def _visible(findings: list[Finding], notes: bool) -> list[Finding]:
+    return findings if notes else [f for f in findings if f.severity is not Severity.note]
 
 
 def _check(kernel: Any, ctx: Context) -> list[Finding]:
@@ -78,7 +84,7 @@ def _check(kernel: Any, ctx: Context) -> list[Finding]:
             gc.enable()
 
 
-def check_module(module: Any, **context: Any) -> list[Finding]:
+def check_module(module: Any, *, notes: bool = False, **context: Any) -> list[Finding]:
     """Every hazard found in every kernel of a module (same context as `check_kernel`).
 
     Without context, the module's own emit-time context is used (`Module(check={...})`), so
@@ -91,12 +97,12 @@ def check_module(module: Any, **context: Any) -> list[Finding]:
     out: list[Finding] = []
     for k in module.kernels:
         out.extend(_check(k, ctx))
-    return out
+    return _visible(out, notes)
 
 
 def report(findings: Iterable[Finding], *, strict: bool = False) -> None:
     """Raise `HazardError` listing the findings (strict), or warn once per finding."""
-    findings = list(findings)
+    findings = [f for f in findings if f.severity is not Severity.note]
     if not findings:
         return
     if strict:

@@ -1,0 +1,152 @@
+"""Checker: hazards it used to miss. Each kernel has the hazard (right id, right Python line)
+and a corrected twin that checks clean."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl import Addr, Kernel, ptx, t
+from ptxdsl.checker import Hazard, Severity, check_kernel
+from tests.checker_kernels import here, ids
+
+TILE = {"tmap": {"box_bytes": 512}}
+
+
+def _only(findings, hazard: Hazard, line: int):
+    assert ids(findings) == [hazard.value], [f.format() for f in findings]
+    f = findings[0]
+    assert f.loc.file == __file__ and f.loc.line == line, f.format()
+    return f
+
+
+def _clean(k: Kernel, **context) -> None:
+    assert [f.format() for f in check_kernel(k, **context)] == []
+
+
+# -- expect_tx in warp-specialized kernels ----------------------------------------------------------
+def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 2):
+    """A producer warp (one elected lane) and consumer warps over a ring of `stages` stages;
+    with `prologue_tx` the producer first fills every stage in a prologue. Returns the kernel
+    and the line of the expect_tx in the loop (and in the prologue)."""
+    k = Kernel("pipeline", reqntid=160)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    n = k.ld_param(k.param(t.u32, "n_tiles"))
+    full = k.shared_array(t.b64, stages, align=8, name="full")
+    empty = k.shared_array(t.b64, stages, align=8, name="empty")
+    tiles = k.shared_array(t.b8, 512 * stages, align=1024, name="tiles")
+    with k.if_(k.tid.x == 0):
+        for s in range(stages):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(empty, 8 * s), 128)
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    warp = k.shr(k.tid.x, 5)
+    lines = {}
+    with k.if_(warp == 0):
+        start = 0
+        if prologue_tx is not None:
+            start = stages
+            with k.if_(k.elect_sync()):
+                for s in range(stages):
+                    bar = Addr(full, 8 * s)
+                    lines["prologue"] = here() + 1
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar,
+                                                  prologue_tx, dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             Addr(tiles, 512 * s), tmap, (0, s), bar)
+        with k.for_range(start, n) as i:
+            s = k.rem(i, stages, type=t.u32)
+            phase = k.and_(k.div(i, stages, type=t.u32), 1, type=t.b32)
+            with k.if_(k.elect_sync()):
+                ptx.mbarrier_wait(k, k.add(k.mov(empty), k.shl(s, 3)), k.xor(phase, 1))
+                bar = k.add(k.mov(full), k.shl(s, 3))
+                lines["loop"] = here() + 1
+                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx,
+                                              dst="_")
+                dst = k.add(k.mov(tiles), k.shl(s, 9))
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, i), bar)
+    with k.else_():
+        with k.for_range(0, n) as i:
+            s = k.rem(i, stages, type=t.u32)
+            phase = k.and_(k.div(i, stages, type=t.u32), 1, type=t.b32)
+            ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(s, 3)), phase)
+            k.ld(k.add(k.mov(tiles), k.shl(s, 9)), type=t.u32, space="shared::cta")
+            ptx.mbarrier_arrive(k, k.add(k.mov(empty), k.shl(s, 3)), dst="_")
+    k.ret()
+    return k, lines
+
+
+def test_warp_specialized_pipeline_with_a_wrong_expect_tx():
+    k, lines = ws_pipeline(tx=256)
+    f = _only(check_kernel(k, **{"maps": TILE}), Hazard.EXPECT_TX_MISMATCH, lines["loop"])
+    assert "announces 256" in f.message and "deliver 512" in f.message
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_warp_specialized_pipeline_with_the_right_expect_tx(stages):
+    _clean(ws_pipeline(tx=512, stages=stages)[0], maps=TILE)
+    _clean(ws_pipeline(tx=512, prologue_tx=512, stages=stages)[0], maps=TILE)
+
+
+def test_expect_tx_wrong_only_in_the_prologue():
+    k, lines = ws_pipeline(tx=512, prologue_tx=1024)
+    found = check_kernel(k, maps=TILE)     # one per stage the prologue fills
+    assert ids(found) == ["expect-tx-mismatch"] * 2, [f.format() for f in found]
+    assert {(f.loc.line, "announces 1024" in f.message) for f in found} == {
+        (lines["prologue"], True)}
+    assert {f.sites[0].ptx for f in found} == {
+        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [full], 1024;",
+        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [full+8], 1024;"}
+
+
+def _multicast(tx: int) -> tuple[Kernel, int]:
+    """Two CTAs each load a 256-byte slice multicast to both: each barrier gets 512 bytes."""
+    k = Kernel("k", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_mbarrier_init(k)
+    k.bar_sync(0)
+    k.asm("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;",
+          requires=("7.8", "sm_90"))
+    with k.if_(k.tid.x == 0):
+        line = here() + 1
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx, dst="_")
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, 0), bar,
+                                 multicast_mask=0b11)
+    ptx.mbarrier_wait(k, bar, 0)
+    return k, line
+
+
+def test_multicast_count_forgetting_the_other_ctas_slices():
+    k, line = _multicast(256)
+    f = _only(check_kernel(k, maps={"tmap": {"box_bytes": 256}}), Hazard.EXPECT_TX_MISMATCH,
+              line)
+    assert "deliver 512" in f.message
+
+
+def test_multicast_count_with_every_slice():
+    _clean(_multicast(512)[0], maps={"tmap": {"box_bytes": 256}})
+
+
+def test_run_time_count_is_a_note():
+    k = Kernel("k", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tx = k.ld_param(k.param(t.u32, "tx"))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+        line = here() + 1
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx, dst="_")
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, 0), bar)
+    k.bar_sync(0)
+    ptx.mbarrier_wait(k, bar, 0)
+    assert check_kernel(k, maps=TILE) == []
+    notes = check_kernel(k, maps=TILE, notes=True)
+    f = _only(notes, Hazard.CHECK_SKIPPED, line)
+    assert f.severity is Severity.note and "run time" in f.message
+    assert k.check(maps=TILE) == []

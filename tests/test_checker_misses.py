@@ -150,3 +150,102 @@ def test_run_time_count_is_a_note():
     f = _only(notes, Hazard.CHECK_SKIPPED, line)
     assert f.severity is Severity.note and "run time" in f.message
     assert k.check(maps=TILE) == []
+
+
+# -- arrive counts ----------------------------------------------------------------------------------
+def _arrivals(count: int, who: str) -> tuple[Kernel, int]:
+    """A 128-thread CTA (4 warps): a barrier initialised with `count`, arrived on by `who`."""
+    k = Kernel("k", reqntid=128)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    valid = k.ld_param(k.param(t.u32, "n_valid"))
+    with k.if_(k.tid.x == 0):
+        init = here() + 1
+        ptx.mbarrier_init(k, bar, count)
+    k.bar_sync(0)
+    cond = {"all": None, "thread0": k.tid.x == 0, "lane0": k.laneid == 0,
+            "elect": "elect", "valid": k.tid.x < valid}[who]
+    if cond is None:
+        line = here() + 1
+        ptx.mbarrier_arrive(k, bar, dst="_")
+    else:
+        with k.if_(k.elect_sync() if isinstance(cond, str) else cond):
+            line = here() + 1
+            ptx.mbarrier_arrive(k, bar, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    del init
+    return k, line
+
+
+@pytest.mark.parametrize("count,who,got", [(128, "thread0", 1), (4, "all", 128),
+                                           (4, "thread0", 1), (1, "lane0", 4)])
+def test_arrive_count_the_arrivals_cannot_match(count, who, got):
+    k, line = _arrivals(count, who)
+    f = _only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    assert f"expect {count} arrivals" in f.message and f"{got} arrivals" in f.message
+    assert [s.role for s in f.sites] == ["arrive", "init"]
+
+
+@pytest.mark.parametrize("count,who", [(128, "all"), (1, "thread0"), (4, "lane0"),
+                                       (4, "elect")])
+def test_arrive_count_matching_the_arrivals(count, who):
+    _clean(_arrivals(count, who)[0])
+
+
+def test_arrivals_under_a_per_lane_condition_on_a_barrier_expecting_every_thread():
+    k, line = _arrivals(128, "valid")
+    f = _only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    assert "differs between lanes" in f.message
+
+
+def test_arrive_count_unknown_cta_shape_is_a_note():
+    k = Kernel("k")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+    k.bar_sync(0)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_arrive(k, bar, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    assert check_kernel(k) == []
+    assert ids(check_kernel(k, notes=True)) == ["check-skipped"]
+
+
+# -- a live barrier re-initialised every iteration ----------------------------------------------------
+def _reinit(inside: bool) -> tuple[Kernel, int]:
+    k = Kernel("k", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    n = k.ld_param(k.param(t.u32, "n"))
+    phase = k.mov(0, type=t.b32)
+
+    def init() -> int:
+        with k.if_(k.tid.x == 0):
+            line = here() + 1
+            ptx.mbarrier_init(k, bar, 1)
+            ptx.fence_proxy_async(k, "shared::cta")
+        k.bar_sync(0)
+        return line
+
+    line = None if inside else init()
+    with k.for_range(0, n) as i:
+        if inside:
+            line = init()
+        with k.if_(k.tid.x == 0):
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512, dst="_")
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, i), bar)
+        ptx.mbarrier_wait(k, bar, 0 if inside else phase)
+        k.bar_sync(0)
+        if not inside:
+            k.xor(phase, 1, dst=phase)
+    return k, line
+
+
+def test_barrier_re_initialised_every_iteration():
+    k, line = _reinit(inside=True)
+    f = _only(check_kernel(k, maps=TILE), Hazard.MBAR_REINIT, line)
+    assert "every iteration" in f.message
+
+
+def test_barrier_initialised_once_with_a_flipping_parity():
+    _clean(_reinit(inside=False)[0], maps=TILE)

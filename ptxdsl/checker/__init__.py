@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import (  # noqa: F401  (register handlers)
+    hazards_arrive,
     hazards_bulk,
     hazards_mbar,
     hazards_tmap,

@@ -284,7 +284,11 @@ def parity_loops(an: Analysis) -> None:
     for header, body in natural_loops(an.cfg):
         for b in body:
             loops_of.setdefault(b, []).append((header, body))
+    reinit = an.cache.get("reinit", set())
     for op in waits:
+        key = an.key(op, "mbar")
+        if key is not None and id(key[0]) in reinit:
+            continue   # reported as the re-init it is (hazards_arrive)
         for header, body in loops_of.get(an.cfg.block_of(op.index), ()):
             if _spins(an, op, header, body):
                 continue

@@ -249,3 +249,82 @@ def test_barrier_re_initialised_every_iteration():
 
 def test_barrier_initialised_once_with_a_flipping_parity():
     _clean(_reinit(inside=False)[0], maps=TILE)
+
+
+# -- tensor maps --------------------------------------------------------------------------------------
+def _two_maps(acquire_b: bool) -> tuple[Kernel, int]:
+    """Two maps at offsets 0 and 128 of one workspace: acquiring A does not cover B."""
+    k = Kernel("k", reqntid=32)
+    ws = k.ld_param(k.param_ptr("workspace"))
+    map_a, map_b = ws, k.add(ws, 128)
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_a)
+    if acquire_b:
+        ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_b)
+    ptx.cp_async_bulk_prefetch_tensor(k, map_a, (0, 0))
+    line = here() + 1
+    ptx.cp_async_bulk_prefetch_tensor(k, map_b, (0, 0))
+    return k, line
+
+
+def test_two_maps_of_one_workspace_are_distinct():
+    k, line = _two_maps(acquire_b=False)
+    _only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
+    _clean(_two_maps(acquire_b=True)[0])
+
+
+def _replace_in_place(release: bool) -> tuple[Kernel, int]:
+    k = Kernel("k", reqntid=32)
+    tmap = k.ld_param(k.param_ptr("tmap"))
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
+    ptx.tensormap_replace_box_dim(k, k.cvta(tmap, "global", to=True), 0, 16, space="global")
+    if release:
+        ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
+    line = here() + 1
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
+    ptx.cp_async_bulk_prefetch_tensor(k, tmap, (0, 0))
+    return k, line
+
+
+def test_replace_in_global_memory_then_acquire_without_release():
+    k, line = _replace_in_place(release=False)
+    f = _only(check_kernel(k), Hazard.TMAP_REPLACE_NO_RELEASE, line)
+    assert [s.role for s in f.sites] == ["acquire", "replace"]
+    _clean(_replace_in_place(release=True)[0])
+
+
+def _published(scope: str, *, per_cta: bool = False, acquire: str = "gpu") -> tuple[Kernel, int]:
+    """Warp 0 encodes a map in shared memory and publishes it to global memory; all use it."""
+    k = Kernel("k", reqntid=32)
+    ws = k.ld_param(k.param_ptr("workspace"))
+    out = k.add(ws, k.cvt(k.mul(k.ctaid.x, 128, type=t.u32), t.u64)) if per_cta else ws
+    smap = k.shared_array(t.b8, 128, align=128, name="smap")
+    with k.if_(k.laneid == 0):
+        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
+    k.syncwarp()
+    line = here() + 1
+    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope=scope)
+    acq = here() + 1
+    ptx.fence_proxy_tensormap_generic(k, "acquire", acquire, out)
+    ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))
+    return k, line if acquire == "gpu" else acq
+
+
+def test_map_published_at_cta_scope_to_a_shared_slot():
+    k, line = _published("cta")
+    f = _only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
+    assert "released at .cta" in f.message
+
+
+def test_map_published_at_gpu_scope_or_into_a_per_cta_slot():
+    _clean(_published("gpu")[0])
+    _clean(_published("cta", per_cta=True, acquire="cta")[0])
+
+
+def test_map_written_elsewhere_acquired_at_cta_scope():
+    k = Kernel("k", reqntid=32)
+    tmap = k.ld_param(k.param_ptr("tmap"))
+    line = here() + 1
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "cta", tmap)
+    ptx.cp_async_bulk_prefetch_tensor(k, tmap, (0, 0))
+    f = _only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
+    assert "acquired at .cta" in f.message

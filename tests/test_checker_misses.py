@@ -328,3 +328,36 @@ def test_map_written_elsewhere_acquired_at_cta_scope():
     ptx.cp_async_bulk_prefetch_tensor(k, tmap, (0, 0))
     f = _only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
     assert "acquired at .cta" in f.message
+
+
+# -- a TMA store whose start may be negative for some CTA ------------------------------------------
+def _halo(h: int, *, load: bool = False) -> tuple[Kernel, int]:
+    k = Kernel("k", reqntid=1)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    x = k.sub(k.mul(k.ctaid.x, 64, type=t.u32), h, type=t.s32) if h else k.mul(k.ctaid.x, 64,
+                                                                                type=t.u32)
+    if load:
+        bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512, dst="_")
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (x, 0), bar)
+        ptx.mbarrier_wait(k, bar, 0)
+    line = here() + 1
+    ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (x, 0), tile)
+    ptx.cp_async_bulk_commit_group(k)
+    ptx.cp_async_bulk_wait_group_read(k, 0)
+    return k, line
+
+
+def test_halo_store_starting_below_zero_in_the_first_cta():
+    k, line = _halo(4)
+    f = _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
+    assert "as low as -4" in f.message
+
+
+def test_halo_load_may_start_below_zero_and_the_store_starts_at_zero():
+    _clean(_halo(0, load=True)[0], maps=TILE)
+    k, line = _halo(4, load=True)       # the load at -4 is fine; only the store is reported
+    _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)

@@ -174,6 +174,14 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
                           f"{value}: stores must start inside the tensor",
                           [("store", op.index), ("coordinate", an.def_site(c))])
                 break
+            # TMA reads coordinates as .s32: u32 arithmetic below zero is negative too.
+            low = an.spans.of(c).folded().lo if value is None else None
+            if low is not None and low < 0:
+                an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store "
+                          f"can be as low as {low} (in the first CTAs or threads, e.g. a halo "
+                          "at ctaid * w - h): stores must start inside the tensor",
+                          [("store", op.index), ("coordinate", an.def_site(c))])
+                break
         if op.role is Role.TMA_STORE:
             _align_check(an, op)
         _fence_check(an, state, op)

@@ -24,7 +24,9 @@ def _clean(k: Kernel, **context) -> None:
 
 
 # -- expect_tx in warp-specialized kernels ----------------------------------------------------------
-def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 2):
+def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 2,
+                parity: str = "div", wait_ahead: int = 0, producer_waits: bool = True,
+                consumer_waits: bool = True):
     """A producer warp (one elected lane) and consumer warps over a ring of `stages` stages;
     with `prologue_tx` the producer first fills every stage in a prologue. Returns the kernel
     and the line of the expect_tx in the loop (and in the prologue)."""
@@ -58,20 +60,31 @@ def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 
             s = k.rem(i, stages, type=t.u32)
             phase = k.and_(k.div(i, stages, type=t.u32), 1, type=t.b32)
             with k.if_(k.elect_sync()):
-                ptx.mbarrier_wait(k, k.add(k.mov(empty), k.shl(s, 3)), k.xor(phase, 1))
+                if producer_waits:
+                    ptx.mbarrier_wait(k, k.add(k.mov(empty), k.shl(s, 3)), k.xor(phase, 1))
                 bar = k.add(k.mov(full), k.shl(s, 3))
                 lines["loop"] = here() + 1
                 ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx,
                                               dst="_")
                 dst = k.add(k.mov(tiles), k.shl(s, 9))
+                lines["load"] = here() + 1
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, i), bar)
     with k.else_():
+        flip = k.mov(0, type=t.b32)
         with k.for_range(0, n) as i:
             s = k.rem(i, stages, type=t.u32)
-            phase = k.and_(k.div(i, stages, type=t.u32), 1, type=t.b32)
-            ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(s, 3)), phase)
+            phase = {"div": lambda: k.and_(k.div(i, stages, type=t.u32), 1, type=t.b32),
+                     "xor": lambda: flip, "and": lambda: k.and_(i, 1, type=t.b32)}[parity]()
+            ws = k.rem(k.add(i, wait_ahead), stages, type=t.u32) if wait_ahead else s
+            if consumer_waits:
+                lines["wait"] = here() + 1
+                ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(ws, 3)), phase)
+            lines["read"] = here() + 1
             k.ld(k.add(k.mov(tiles), k.shl(s, 9)), type=t.u32, space="shared::cta")
             ptx.mbarrier_arrive(k, k.add(k.mov(empty), k.shl(s, 3)), dst="_")
+            if parity == "xor":
+                lines["flip"] = here() + 1
+                k.xor(flip, 1, dst=flip)
     k.ret()
     return k, lines
 
@@ -361,3 +374,83 @@ def test_halo_load_may_start_below_zero_and_the_store_starts_at_zero():
     _clean(_halo(0, load=True)[0], maps=TILE)
     k, line = _halo(4, load=True)       # the load at -4 is fine; only the store is reported
     _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
+
+
+# -- ring discipline ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("parity", ["xor", "and"])
+def test_parity_flipping_every_iteration_on_a_two_stage_ring(parity):
+    k, lines = ws_pipeline(parity=parity)
+    f = _only(check_kernel(k, maps=TILE), Hazard.RING_PARITY, lines["wait"])
+    assert "every 2 iterations" in f.message
+
+
+def test_parity_flipping_every_iteration_is_right_for_one_stage():
+    _clean(ws_pipeline(parity="xor", stages=1)[0], maps=TILE)
+
+
+def test_consumer_waiting_on_the_next_stage_barrier():
+    k, lines = ws_pipeline(wait_ahead=1)
+    f = _only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, lines["read"])
+    assert [s.role for s in f.sites] == ["read", "wait", "copy"]
+
+
+def test_producer_refilling_without_waiting_on_the_empty_barriers():
+    k, lines = ws_pipeline(producer_waits=False)
+    _only(check_kernel(k, maps=TILE), Hazard.RING_REFILL_UNGUARDED, lines["load"])
+
+
+def test_consumer_reading_before_any_wait():
+    k, lines = ws_pipeline(consumer_waits=False)
+    _only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, lines["read"])
+
+
+def _two_buffers(wait_slot: int, *, early_read: bool = False) -> tuple[Kernel, int]:
+    """One thread loads two tiles on their own barriers, waits on `wait_slot`, reads tile 1."""
+    k = Kernel("k", reqntid=1)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tiles = k.shared_array(t.b8, 1024, align=1024, name="tiles")
+    full = k.shared_array(t.b64, 2, align=8, name="full")
+    for s in range(2):
+        ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+    ptx.fence_proxy_async(k, "shared::cta")
+    for s in range(2):
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", Addr(full, 8 * s),
+                                      512, dst="_")
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", Addr(tiles, 512 * s), tmap,
+                                 (0, s), Addr(full, 8 * s))
+    line = here() + 2
+    if early_read:
+        k.ld(Addr(tiles, 512), type=t.u32, space="shared::cta")
+    ptx.mbarrier_wait(k, Addr(full, 8 * wait_slot), 0)
+    if not early_read:
+        line = here() + 1
+        k.ld(Addr(tiles, 512), type=t.u32, space="shared::cta")
+    ptx.mbarrier_wait(k, Addr(full, 8 * (1 - wait_slot)), 0)
+    return k, line
+
+
+def test_read_after_waiting_on_the_other_buffers_barrier():
+    k, line = _two_buffers(0)
+    _only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, line)
+    _clean(_two_buffers(1)[0], maps=TILE)
+
+
+def test_read_of_a_tma_destination_before_the_wait():
+    k, line = _two_buffers(1, early_read=True)
+    _only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, line)
+
+
+def _try_once(loop: bool) -> tuple[Kernel, int]:
+    k = Kernel("k", reqntid=1)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    ptx.mbarrier_init(k, bar, 1)
+    ptx.mbarrier_arrive(k, bar, dst="_")
+    line = here() + 1
+    (ptx.mbarrier_wait if loop else ptx.mbarrier_try_wait_parity)(k, bar, 0)
+    return k, line
+
+
+def test_try_wait_result_never_looped_on():
+    k, line = _try_once(loop=False)
+    _only(check_kernel(k), Hazard.TRY_WAIT_NOT_LOOPED, line)
+    _clean(_try_once(loop=True)[0])

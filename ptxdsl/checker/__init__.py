@@ -37,6 +37,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
     hazards_mbar,
+    hazards_ring,
     hazards_tmap,
     hazards_xdev,
     sync,

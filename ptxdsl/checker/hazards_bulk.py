@@ -42,10 +42,10 @@ def _offsets(an: Analysis, root: Any) -> list[int]:
 
 def _size(an: Analysis, op: Op) -> int | None:
     """The bytes one op touches, when known."""
-    if op.role is Role.SMEM_WRITE:
+    if op.role in (Role.SMEM_WRITE, Role.SMEM_READ):
         insn = an.body[op.index].insn
         width = getattr(getattr(insn, "type", None), "bytes", None)
-        value = getattr(insn, "b", None)
+        value = getattr(insn, "b" if op.role is Role.SMEM_WRITE else "d", None)
         lanes = len(value.items) if isinstance(value, Vec) else 1
         return width * lanes if isinstance(width, int) and width > 0 else 16
     if op.role in (Role.TMA_LOAD, Role.TMA_STORE):
@@ -103,7 +103,9 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
     address was taken (None: unknown), for two ranges on one ring."""
     if a is None or b is None or a[0] is not b[0]:
         return False
-    if (a[3] is not None and a[3] == b[3] and moved is not None and moved % a[3][1]
+    # (Registers compare by identity: `==` on a Reg builds a setp.)
+    if (a[3] is not None and b[3] is not None and a[3][0] is b[3][0]
+            and a[3][1:] == b[3][1:] and moved is not None and moved % a[3][1]
             and None not in (a[1], a[2], b[1], b[2])):
         # Different stages of one ring: disjoint when both fit inside one stage's stride.
         first = min(a[1], b[1])

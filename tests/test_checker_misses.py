@@ -23,7 +23,7 @@ def _clean(k: Kernel, **context) -> None:
     assert [f.format() for f in check_kernel(k, **context)] == []
 
 
-# -- expect_tx in warp-specialized kernels ----------------------------------------------------------
+# -- expect_tx in warp-specialized kernels ---------------------------------------------------------
 def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 2,
                 parity: str = "div", wait_ahead: int = 0, producer_waits: bool = True,
                 consumer_waits: bool = True):
@@ -165,7 +165,7 @@ def test_run_time_count_is_a_note():
     assert k.check(maps=TILE) == []
 
 
-# -- arrive counts ----------------------------------------------------------------------------------
+# -- arrive counts ---------------------------------------------------------------------------------
 def _arrivals(count: int, who: str) -> tuple[Kernel, int]:
     """A 128-thread CTA (4 warps): a barrier initialised with `count`, arrived on by `who`."""
     k = Kernel("k", reqntid=128)
@@ -223,7 +223,7 @@ def test_arrive_count_unknown_cta_shape_is_a_note():
     assert ids(check_kernel(k, notes=True)) == ["check-skipped"]
 
 
-# -- a live barrier re-initialised every iteration ----------------------------------------------------
+# -- a live barrier re-initialised every iteration -------------------------------------------------
 def _reinit(inside: bool) -> tuple[Kernel, int]:
     k = Kernel("k", reqntid=128)
     tmap = k.tensormap_addr(k.param_tensormap("tmap"))
@@ -264,7 +264,7 @@ def test_barrier_initialised_once_with_a_flipping_parity():
     _clean(_reinit(inside=False)[0], maps=TILE)
 
 
-# -- tensor maps --------------------------------------------------------------------------------------
+# -- tensor maps -----------------------------------------------------------------------------------
 def _two_maps(acquire_b: bool) -> tuple[Kernel, int]:
     """Two maps at offsets 0 and 128 of one workspace: acquiring A does not cover B."""
     k = Kernel("k", reqntid=32)
@@ -376,7 +376,7 @@ def test_halo_load_may_start_below_zero_and_the_store_starts_at_zero():
     _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
 
 
-# -- ring discipline ----------------------------------------------------------------------------------
+# -- ring discipline -------------------------------------------------------------------------------
 @pytest.mark.parametrize("parity", ["xor", "and"])
 def test_parity_flipping_every_iteration_on_a_two_stage_ring(parity):
     k, lines = ws_pipeline(parity=parity)

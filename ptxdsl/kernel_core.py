@@ -269,6 +269,7 @@ class KernelCore:
         self._named_regs: list[Reg] = []
         self._labels: dict[str, Label] = {}
         self._placed: dict[str, SourceLoc] = {}
+        self.decl_locs: dict[str, SourceLoc] = {}   # shared variable -> where it was declared
         self._used_labels: dict[str, SourceLoc] = {}
         self._guard: Reg | NegPred | None = None
         self._loops: list[tuple[Label, Label]] = []
@@ -383,6 +384,7 @@ class KernelCore:
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, count,
                      align, self)
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
@@ -395,6 +397,7 @@ class KernelCore:
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, None,
                      align, self)
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared_symbols(self) -> list[Symbol]:

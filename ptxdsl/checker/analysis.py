@@ -205,9 +205,11 @@ class Analysis:
         return self.values.level(guard) > 0
 
     # -- reporting ------------------------------------------------------------------------------
-    def site(self, role: str, i: int | None) -> Site:
+    def site(self, role: str, i: Any) -> Site:
         if i is None:
             return Site(role, "(end of kernel)", None)
+        if isinstance(i, tuple):   # (text, SourceLoc): a declaration, not a statement
+            return Site(role, i[0], i[1])
         st = self.body[i]
         return Site(role, st.render().replace("\n", " "), st.loc)
 

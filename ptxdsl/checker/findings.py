@@ -216,7 +216,8 @@ class Site:
     loc: SourceLoc | None
 
     def format(self) -> str:
-        where = f"  ({self.loc})" if self.loc is not None else ""
+        describe = getattr(self.loc, "describe", None)
+        where = f"  ({describe() if describe else self.loc})" if self.loc is not None else ""
         return f"{self.role + ':':<10} {self.ptx}{where}"
 
 

@@ -160,10 +160,15 @@ def _align_check(an: Analysis, op: Op) -> None:
     if have < need:
         why = (f"the {info.swizzle_repeat}-byte repeat of its swizzle ({info.source})"
                if repeat and repeat > 128 else "128 bytes")
+        # The declaration leads: its align= is what to change.
+        decl = getattr(an.kernel, "decl_locs", {}).get(sym.name)
+        text = (f".{'extern .' if sym.count is None else ''}shared .align {sym.align or '-'} "
+                f".{sym.type.value} {sym.name}[{sym.count or ''}]")
         an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
                   f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
-                  f"buffers need {why}{after_static}", [("copy", op.index)],
-                  dedupe=(sym, v.offset, need))
+                  f"buffers need {why}{after_static}",
+                  ([("buffer", (text, decl))] if decl is not None else [])
+                  + [("copy", op.index)], dedupe=(sym, v.offset, need))
 
 
 @handles(Role.TMA_STORE, Role.BULK_STORE)

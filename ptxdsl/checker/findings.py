@@ -143,7 +143,7 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "wait only on the local CTA's barrier (a .shared::cta address); remote barriers "
         "support arrive/expect_tx/complete_tx only [digest §4.1, pitfall 16]"),
     Hazard.TMA_STORE_NEGATIVE_COORD: (
-        E, "TMA store/reduce with a negative constant coordinate",
+        E, "TMA store/reduce whose start coordinate is (or may be) negative",
         "store and reduce start coordinates must be >= 0 (a negative start faults with "
         "'illegal instruction'); only loads may start out of bounds [digest pitfall 13]"),
     Hazard.TMA_SMEM_ALIGN: (

@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "cluster",
     "sreg",
     "st_async",
+    "ld_st",
 )
 
 

@@ -16,6 +16,7 @@ from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
+from .instructions.ld_st import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403

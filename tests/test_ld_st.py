@@ -63,7 +63,7 @@ def build_form(e, form: str, name: str) -> str:
     head, _, operands = text.partition(" ")
     for key, value in ops.items():
         operands = operands.replace(key, value)
-    return f"{head} {operands.replace(', ', ', ')};"
+    return f"{head} {operands};"
 
 
 @needs_cccl

@@ -26,6 +26,9 @@ FAMILIES: tuple[str, ...] = (
     "sreg",
     "st_async",
     "ld_st",
+    "multimem",
+    "bits",
+    "control_ptx",
 )
 
 

@@ -11,14 +11,17 @@ One call emits one instruction (plus at most the address conversion it needs).
 
 from __future__ import annotations
 
+from .instructions.bits import *  # noqa: F403
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
+from .instructions.control_ptx import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.ld_st import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
+from .instructions.multimem import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403

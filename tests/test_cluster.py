@@ -5,7 +5,6 @@ refusal rules, and every get_sreg builder against cuda::ptx's get_sreg.h."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,10 +12,10 @@ from ptxdsl import Addr, BuildError, OperandError, ptx, t
 from ptxdsl.instructions.cluster import BarrierCluster
 from ptxdsl.instructions.sreg import CUDA_PTX_SREGS, builder_name
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
-from ptxdsl.types import PtxVersion
+from ptxdsl.testing import assemble_declared
+from ptxdsl.types import PtxVersion, req
+from tests.cccl_forms import CCCL, by_requirement, header_forms, needs_cccl
 from tests.tma_cases import Case, Env, FormChecks
-
-CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated")
 
 
 def C(id, fn, version, target):
@@ -149,6 +148,62 @@ def test_mapa_generic_returns_generic_address():
     assert d.type is t.u64 and _texts(e)[-1] == "mapa.u64 %rd3, %rd2, 2;"
 
 
+# cuda::ptx's headers for these families and the fences (fence.py), built literally.
+HEADERS = ("barrier_cluster", "getctarank", "cp_async_mbarrier_arrive",
+           "cp_async_mbarrier_arrive_noinc", "fence", "fence_mbarrier_init", "fence_proxy_alias",
+           "fence_proxy_async", "fence_sync_restrict", "fence_proxy_async_generic_sync_restrict",
+           "fence_proxy_tensormap_generic")
+HEADER_FORMS = header_forms(HEADERS)
+_ARGS = {   # cuda::ptx function -> its arguments, from the form's qualifier values
+    "getctarank": lambda e, q: (q["space"], e.bar),
+    "cp_async_mbarrier_arrive": lambda e, q: (e.bar_generic,),
+    "cp_async_mbarrier_arrive_noinc": lambda e, q: (e.bar_generic,),
+    "fence_proxy_tensormap_generic": lambda e, q: (q["sem"], q["scope"]) + (
+        (e.gptr, 128) if q["sem"] == "acquire" else ()),
+}
+
+
+def _build_header_form(e, form: str, name: str, q: dict) -> str:
+    args = _ARGS.get(name, lambda e, q: tuple(q[x] for x in ("sem", "space", "scope")
+                                              if x in q))(e, q)
+    d = getattr(ptx, name)(e.k, *args)
+    addr = next((a.render() for a in args if not isinstance(a, str | int)), "")
+    head, _, operands = form.partition(" ")
+    for key, value in (("dest", d.render() if d is not None else ""), ("[addr]", f"[{addr}]"),
+                       ("addr", addr), ("size", "128")):
+        operands = operands.replace(key, value)
+    return f"{head} {operands};" if operands else f"{head};"
+
+
+@needs_cccl
+def test_header_forms_count():
+    # barrier.cluster: arrive, wait, arrive.release/.relaxed, wait.acquire; fence: sc/acq_rel x
+    # 4 scopes + acquire/release x 4; fence.proxy.async: bare + 3 spaces; tensormap: 2 x 4.
+    counts = {"barrier_cluster": 5, "getctarank": 1, "cp_async_mbarrier_arrive": 1,
+              "cp_async_mbarrier_arrive_noinc": 1, "fence": 16, "fence_mbarrier_init": 1,
+              "fence_proxy_alias": 1, "fence_proxy_async": 4, "fence_sync_restrict": 2,
+              "fence_proxy_async_generic_sync_restrict": 2, "fence_proxy_tensormap_generic": 8}
+    assert {h: len(header_forms([h])) for h in HEADERS} == counts
+
+
+@needs_cccl
+@pytest.mark.parametrize("key", sorted(by_requirement(HEADER_FORMS)),
+                         ids=lambda k: f"{k[0]}-sm_{k[1]}")
+def test_every_cuda_ptx_form(key):
+    """Each form of the headers, called as cuda::ptx calls it, emits the header's text and
+    needs the header's version/SM (or ptxdsl's floor); each batch assembles."""
+    version, sm = key
+    e = Env()
+    for form, name, q in by_requirement(HEADER_FORMS)[key]:
+        want = _build_header_form(e, form, name, q)
+        stmt = list(e.k.statements())[-1]
+        assert stmt.render() == want, (name, q)
+        assert stmt.insn.requires == req(str(version), sm), (name, q)
+    m = e.module()
+    assert (m.version, str(m.target)) == (version, f"sm_{sm}")
+    assert assemble_declared(m.emit())[:4] == b"\x7fELF"
+
+
 def _header_sregs():
     text = (CCCL / "get_sreg.h").read_text()
     forms = re.findall(r"^// (mov\.\w+ sreg_value, %%([\w.]+);) // PTX ISA (\d+)", text, re.M)
@@ -156,7 +211,7 @@ def _header_sregs():
     return forms, names
 
 
-@pytest.mark.skipif(not CCCL.is_dir(), reason=f"CCCL headers not found at {CCCL}")
+@needs_cccl
 def test_every_cuda_ptx_get_sreg():
     """Every get_sreg_* of cuda::ptx exists, emits the header's mov form and needs the header's
     PTX ISA version (or ptxdsl's 6.3 floor)."""

@@ -5,49 +5,19 @@ assembled (one module per requirement); goldens, pin-below tests and refusal rul
 
 from __future__ import annotations
 
-import itertools
-import re
-from collections import defaultdict
-from pathlib import Path
-
 import pytest
 
 from ptxdsl import BuildError, OperandError, ptx, t
 from ptxdsl.instructions.bits import Prmt
 from ptxdsl.instructions.multimem import Multimem
 from ptxdsl.testing import assemble_declared
-from ptxdsl.types import PtxVersion, req
+from ptxdsl.types import req
+from tests.cccl_forms import by_requirement, header_forms, needs_cccl
 from tests.tma_cases import Case, Env, FormChecks
 
-CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated")
-needs_cccl = pytest.mark.skipif(not CCCL.is_dir(), reason=f"CCCL headers not found at {CCCL}")
 HEADERS = ("multimem_ld_reduce", "multimem_st", "multimem_red", "prmt", "bfind", "bmsk", "shl",
            "shr", "exit", "trap")
-
-_BLOCK = re.compile(r"^/\*\n// (?P<form>[^;]+);\s*//.*?PTX ISA (?P<isa>\d+), SM_(?P<sm>\d+)\n"
-                    r"(?P<body>.*?)^\*/", re.M | re.S)
-_QUAL = re.compile(r"^// \.(\w+)\s*= \{ ([^}]*) \}", re.M)
-_NAME = re.compile(r"static inline [\w:<>]+ (\w+)\(")
-_PLACEHOLDER = re.compile(r"\.(sem|scope|op)(?=[.\s])")
-
-
-def header_forms() -> list[tuple[str, str, dict, str, int]]:
-    """(PTX form, function, qualifiers, version, SM) per overload and qualifier value."""
-    out = []
-    for header in HEADERS:
-        for m in _BLOCK.finditer((CCCL / f"{header}.h").read_text()):
-            quals = {q: [v.strip().lstrip(".") for v in vals.split(",")]
-                     for q, vals in _QUAL.findall(m.group("body"))}
-            name = _NAME.search(m.group("body")).group(1)
-            isa = m.group("isa")
-            for values in itertools.product(*quals.values()):
-                chosen = dict(zip(quals, values, strict=True))
-                form = _PLACEHOLDER.sub(lambda q, c=chosen: "." + c[q.group(1)], m.group("form"))
-                out.append((form, name, chosen, f"{isa[:-1]}.{isa[-1]}", int(m.group("sm"))))
-    return out
-
-
-FORMS = header_forms() if CCCL.is_dir() else []
+FORMS = header_forms(HEADERS)
 
 
 def _reg(e, ty):
@@ -88,10 +58,7 @@ def build_form(e, form: str, name: str, q: dict) -> str:
 
 
 def _groups():
-    groups = defaultdict(list)
-    for form, name, q, isa, sm in FORMS:
-        groups[max(PtxVersion.parse(isa), PtxVersion(6, 3)), max(sm, 75)].append((form, name, q))
-    return groups
+    return by_requirement(FORMS)
 
 
 @needs_cccl

@@ -152,7 +152,7 @@ def test_mapa_generic_returns_generic_address():
 HEADERS = ("barrier_cluster", "getctarank", "cp_async_mbarrier_arrive",
            "cp_async_mbarrier_arrive_noinc", "fence", "fence_mbarrier_init", "fence_proxy_alias",
            "fence_proxy_async", "fence_sync_restrict", "fence_proxy_async_generic_sync_restrict",
-           "fence_proxy_tensormap_generic")
+           "fence_proxy_tensormap_generic", "st_async", "red_async")
 HEADER_FORMS = header_forms(HEADERS)
 _ARGS = {   # cuda::ptx function -> its arguments, from the form's qualifier values
     "getctarank": lambda e, q: (q["space"], e.bar),
@@ -163,7 +163,27 @@ _ARGS = {   # cuda::ptx function -> its arguments, from the form's qualifier val
 }
 
 
+def _async_form(e, form: str, name: str, q: dict) -> str:
+    """st.async / red.async: the value's type and vector width come from the form."""
+    head, _, operands = form.partition(" ")
+    ty = getattr(t, head.rsplit(".", 1)[-1])
+    v = e._get(f"val-{ty.value}", lambda: e.k.reg(ty))
+    n = int(head.split(".v")[1][0]) if ".v" in head else 1
+    value = (v,) * n if n > 1 else v
+    if name == "st_async":
+        ptx.st_async(e.k, _rbuf(e), value, _remote(e))
+    else:
+        ptx.red_async(e.k, q["op"], _rbuf(e), value, _remote(e))
+    rendered = "{" + ", ".join([v.render()] * n) + "}" if n > 1 else v.render()
+    for key, text in (("[addr]", f"[{_rbuf(e).render()}]"), ("[dest]", f"[{_rbuf(e).render()}]"),
+                      ("[remote_bar]", f"[{_remote(e).render()}]"), ("value", rendered)):
+        operands = operands.replace(key, text)
+    return f"{head} {operands.strip()};"     # the header writes two spaces in red.async
+
+
 def _build_header_form(e, form: str, name: str, q: dict) -> str:
+    if name in ("st_async", "red_async"):
+        return _async_form(e, form, name, q)
     args = _ARGS.get(name, lambda e, q: tuple(q[x] for x in ("sem", "space", "scope")
                                               if x in q))(e, q)
     d = getattr(ptx, name)(e.k, *args)
@@ -182,7 +202,8 @@ def test_header_forms_count():
     counts = {"barrier_cluster": 5, "getctarank": 1, "cp_async_mbarrier_arrive": 1,
               "cp_async_mbarrier_arrive_noinc": 1, "fence": 16, "fence_mbarrier_init": 1,
               "fence_proxy_alias": 1, "fence_proxy_async": 4, "fence_sync_restrict": 2,
-              "fence_proxy_async_generic_sync_restrict": 2, "fence_proxy_tensormap_generic": 8}
+              "fence_proxy_async_generic_sync_restrict": 2, "fence_proxy_tensormap_generic": 8,
+              "st_async": 5, "red_async": 13}
     assert {h: len(header_forms([h])) for h in HEADERS} == counts
 
 

@@ -6,37 +6,17 @@ qualifier kind, pin-below tests and refusal rules."""
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from ptxdsl import BuildError, OperandError, VersionError, ptx, t
 from ptxdsl.instructions import ld_st
 from ptxdsl.testing import assemble_declared
-from ptxdsl.types import PtxVersion, req
+from ptxdsl.types import req
+from tests.cccl_forms import by_requirement, header_forms, needs_cccl
 from tests.tma_cases import Case, Env, FormChecks
 
-CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated")
-needs_cccl = pytest.mark.skipif(not CCCL.is_dir(), reason=f"CCCL headers not found at {CCCL}")
-
-_FORM = re.compile(r"^// ((?:ld|st)\.space[^;]*);\s*// PTX ISA (\d+), SM_(\d+)$", re.M)
-_NAME = re.compile(r"static inline \w+ ((?:ld|st)\w*)\(")
-
-
-def header_forms() -> list[tuple[str, str, str, int]]:
-    """(PTX form, cuda::ptx function, PTX ISA version, SM) for every overload of ld.h/st.h."""
-    out = []
-    for header in ("ld.h", "st.h"):
-        text = (CCCL / header).read_text()
-        for m in _FORM.finditer(text):
-            name = _NAME.search(text, m.end()).group(1)
-            isa = m.group(2)
-            out.append((m.group(1), name, f"{isa[:-1]}.{isa[-1]}", int(m.group(3))))
-    return out
-
-
-FORMS = header_forms() if CCCL.is_dir() else []
+FORMS = header_forms(("ld", "st"))
 
 
 def _policy(e):
@@ -59,8 +39,7 @@ def build_form(e, form: str, name: str) -> str:
         ops = {"src": v.render()}
     ops.update({"[addr]": f"[{e.gptr.render()}]", "cache_policy": _policy(e).render() if hint
                 else "cache_policy"})
-    text = form.replace(".space", ".global")
-    head, _, operands = text.partition(" ")
+    head, _, operands = form.partition(" ")
     for key, value in ops.items():
         operands = operands.replace(key, value)
     return f"{head} {operands};"
@@ -69,14 +48,11 @@ def build_form(e, form: str, name: str) -> str:
 @needs_cccl
 def test_header_forms_are_all_ours():
     assert len(FORMS) == 540                     # cuda::ptx 13.0: 480 ld + 60 st forms
-    assert {name for _, name, _, _ in FORMS} == set(ld_st.__all__)
+    assert {name for _, name, _, _, _ in FORMS} == set(ld_st.__all__)
 
 
 def _groups():
-    groups = defaultdict(list)
-    for form, name, isa, sm in FORMS:
-        groups[max(PtxVersion.parse(isa), PtxVersion(6, 3)), max(sm, 75)].append((form, name))
-    return groups
+    return by_requirement(FORMS)
 
 
 @needs_cccl
@@ -86,7 +62,7 @@ def test_every_cuda_ptx_form(key):
     6.3 / sm_75); the batch assembles at exactly that requirement."""
     version, sm = key
     e = Env()
-    for form, name in _groups()[key]:
+    for form, name, _ in _groups()[key]:
         want = build_form(e, form, name)
         stmt = list(e.k.statements())[-1]
         assert stmt.render() == want, name

@@ -5,10 +5,11 @@ refusal rules, and every get_sreg builder against cuda::ptx's get_sreg.h."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from ptxdsl import Addr, BuildError, OperandError, ptx, t
+from ptxdsl import Addr, BuildError, Module, OperandError, ptx, t
 from ptxdsl.instructions.cluster import BarrierCluster
 from ptxdsl.instructions.sreg import CUDA_PTX_SREGS, builder_name
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
@@ -375,3 +376,15 @@ def test_refuse_cp_async_arrive_cluster_space():
     e = Env()
     with pytest.raises(OperandError, match="cp.async.mbarrier.arrive.*'space'"):
         ptx.cp_async_mbarrier_arrive(e.k, e.bar, space="shared::cluster")
+
+
+def test_readme_example_builds_and_assembles():
+    """The README's cluster example (section 'The rest of cuda::ptx') runs as written."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("## The rest of cuda::ptx"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    ns: dict = {}
+    exec(code, ns)
+    ptx_text = Module([ns["k"]]).emit()
+    assert "st.async.weak.shared::cluster" in ptx_text
+    assert assemble_declared(ptx_text)[:4] == b"\x7fELF"

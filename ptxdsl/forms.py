@@ -29,6 +29,8 @@ FAMILIES: tuple[str, ...] = (
     "multimem",
     "bits",
     "control_ptx",
+    "wgmma",
+    "wgmma_sp",
 )
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ptxdsl import Addr, BuildError, Module, OperandError, ptx, t
-from ptxdsl.instructions.cluster import BarrierCluster
+from ptxdsl.instructions.cluster import BarrierCluster, Mapa
 from ptxdsl.instructions.sreg import CUDA_PTX_SREGS, builder_name
+from ptxdsl.instructions.st_async import StAsync
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
 from ptxdsl.testing import assemble_declared
 from ptxdsl.types import PtxVersion, req
@@ -100,8 +101,7 @@ GROUPS: dict[str, list[Case]] = {
                          ("add", "u64"), ("and", "b32"), ("or", "b32"), ("xor", "b32"))),
     ],
     "cluster/cp_async_arrive": [
-        C("arrive-bare-shared", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar,
-                                                                      space="shared"), "7.0",
+        C("arrive-generic", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar_generic), "7.0",
           "sm_80"),
         C("arrive-noinc-generic", lambda e: ptx.cp_async_mbarrier_arrive_noinc(
             e.k, e.bar_generic), "7.0", "sm_80"),
@@ -109,6 +109,9 @@ GROUPS: dict[str, list[Case]] = {
     "cluster/cp_async_arrive_cta": [
         C("arrive", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar), "7.8", "sm_80"),
         C("arrive-noinc", lambda e: ptx.cp_async_mbarrier_arrive_noinc(e.k, e.bar32), "7.8",
+          "sm_80"),
+        C("arrive-shared", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar_generic,
+                                                                 space="shared"), "7.8",
           "sm_80"),
     ],
 }
@@ -256,6 +259,20 @@ def test_refuse_barrier_cluster_sem(op, sem):
         BarrierCluster(op, sem)
 
 
+def test_cuda_ptx_tag_spellings():
+    e = Env()
+    ptx.barrier_cluster_arrive(e.k, ptx.sem_release)
+    ptx.barrier_cluster_wait(e.k, "sem_acquire")
+    ptx.getctarank(e.k, ptx.space_cluster, e.bar)
+    ptx.red_async(e.k, ptx.op_and_op, e.bar, e.v32, e.bar)
+    ptx.red_async(e.k, "op_add", e.bar, e.v32, e.bar)
+    assert [x.split(" ")[0].rstrip(";") for x in _texts(e) if not x.startswith("ld.")] == [
+        "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire",
+        "getctarank.shared::cluster.u32",
+        "red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.and.b32",
+        "red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32"]
+
+
 def test_refuse_barrier_cluster_aligned_not_bool():
     e = Env()
     with pytest.raises(OperandError, match="'aligned'.*True or False"):
@@ -274,16 +291,29 @@ def test_refuse_mapa_global_address():
         ptx.mapa(e.k, "generic", e.gglobal, 1)
 
 
-def test_refuse_mapa_generic_register_as_shared():
+def test_mapa_converts_a_generic_pointer():
     e = Env()
-    with pytest.raises(OperandError, match="pass space='generic'"):
-        ptx.mapa(e.k, "shared::cluster", e.bar_generic, 1)
+    ptx.mapa(e.k, "cluster", e.bar_generic, 1)
+    assert _texts(e)[-2:] == ["cvta.to.shared::cluster.u64 %rd3, %rd2;",
+                              "mapa.shared::cluster.u64 %rd4, %rd3, 1;"]
+
+
+def test_refuse_mapa_class_generic_register_as_shared():
+    e = Env()
+    with pytest.raises(OperandError, match="builders convert a generic one with cvta"):
+        Mapa("cluster", e.k.reg(t.u64), e.bar_generic, 1)
 
 
 def test_refuse_mapa_shared_register_as_generic():
     e = Env()
-    with pytest.raises(OperandError, match="pass space='shared::cluster'"):
+    with pytest.raises(OperandError, match="pass space='cluster'"):
         ptx.mapa(e.k, "generic", e.smap64, 1)
+
+
+def test_refuse_mapa_shared_cta_space():
+    e = Env()
+    with pytest.raises(OperandError, match="'space'.*'cluster' \\(.shared::cluster\\)"):
+        ptx.mapa(e.k, "shared", e.bar, 1)
 
 
 def test_refuse_mapa_generic_symbol():
@@ -346,10 +376,18 @@ def test_refuse_st_async_global_address():
         ptx.st_async(e.k, e.gglobal, e.v32, _remote(e))
 
 
-def test_refuse_st_async_generic_barrier():
+def test_st_async_converts_a_generic_barrier():
+    e = Env()
+    ptx.st_async(e.k, e.smap32, e.v32, e.bar_generic)
+    assert _texts(e)[-2:] == [
+        "cvta.to.shared::cluster.u64 %rd3, %rd2;",
+        "st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r1], %r2, [%rd3];"]
+
+
+def test_refuse_st_async_class_generic_barrier():
     e = Env()
     with pytest.raises(OperandError, match="'remote_bar'.*holds a .generic address"):
-        ptx.st_async(e.k, _rbuf(e), e.v32, e.bar_generic)
+        StAsync("b32", _rbuf(e), e.v32, e.bar_generic)
 
 
 @pytest.mark.parametrize("op,ty", [("min", "u64"), ("inc", "s32"), ("and", "u32"),

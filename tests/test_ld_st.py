@@ -31,13 +31,13 @@ def build_form(e, form: str, name: str) -> str:
     hint = "cache_policy" in form
     args = (_policy(e),) if hint else ()
     if form.startswith("ld"):
-        d = fn(e.k, "global", e.gptr, *args, type=ty)
+        d = fn(e.k, "global", e.gglobal, *args, type=ty)
         ops = {"dest": d.render()}
     else:
         v = e._get(f"v{bits}", lambda: e.k.reg(ty))
-        fn(e.k, "global", e.gptr, v, *args)
+        fn(e.k, "global", e.gglobal, v, *args)
         ops = {"src": v.render()}
-    ops.update({"[addr]": f"[{e.gptr.render()}]", "cache_policy": _policy(e).render() if hint
+    ops.update({"[addr]": f"[{e.gglobal.render()}]", "cache_policy": _policy(e).render() if hint
                 else "cache_policy"})
     head, _, operands = form.partition(" ")
     for key, value in ops.items():
@@ -220,3 +220,21 @@ def test_refuse_nc_not_bool():
     e = Env()
     with pytest.raises(OperandError, match="'nc'.*True or False"):
         e.k.ld(e.gptr, type=t.b32, space="global", nc="yes")
+
+
+def test_cuda_ptx_spellings_and_pointer_conversion():
+    """ptx.space_global / 'space_global' mean .global; a loaded pointer is converted with
+    cvta.to.global first (as cuda::ptx converts its pointer), a .global register is not."""
+    e = Env()
+    ptx.ld(e.k, ptx.space_global, e.gptr, type=t.b32)
+    ptx.st_L1_no_allocate(e.k, "space_global", e.gglobal, e.v32)
+    assert [s.render() for s in e.k.statements()] == [
+        "ld.param.u64 %rd1, [gmap];", "cvta.to.global.u64 %rd2, %rd1;",
+        "ld.global.b32 %r1, [%rd2];", "cvta.to.global.u64 %rd3, %rd1;",
+        "ld.param.u32 %r2, [v32];", "st.global.L1::no_allocate.b32 [%rd3], %r2;"]
+
+
+def test_refuse_ld_builder_shared_space():
+    e = Env()
+    with pytest.raises(OperandError, match="ld_L1_evict_last.*'space'.*'global'"):
+        ptx.ld_L1_evict_last(e.k, "shared", e.smap32, type=t.b32)

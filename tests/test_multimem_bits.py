@@ -32,11 +32,11 @@ def build_form(e, form: str, name: str, q: dict) -> str:
     sem_scope = [q[k] for k in ("sem", "scope") if k in q]
     ops = {}
     if name == "multimem_ld_reduce":
-        ops["dest"] = fn(e.k, *sem_scope, q["op"], e.gptr, type=ty).render()
+        ops["dest"] = fn(e.k, *sem_scope, q["op"], e.gglobal, type=ty).render()
     elif name == "multimem_st":
-        fn(e.k, *sem_scope, e.gptr, _reg(e, ty))
+        fn(e.k, *sem_scope, e.gglobal, _reg(e, ty))
     elif name == "multimem_red":
-        fn(e.k, *sem_scope, q["op"], e.gptr, _reg(e, ty))
+        fn(e.k, *sem_scope, q["op"], e.gglobal, _reg(e, ty))
     elif name.startswith(("prmt", "bmsk")):
         srcs = [_reg(e, t.b32)] * (3 if name.startswith("prmt") else 2)
         ops["dest"] = fn(e.k, *srcs).render()
@@ -47,7 +47,7 @@ def build_form(e, form: str, name: str, q: dict) -> str:
     else:
         fn(e.k)
     if "[addr]" in operands:
-        ops["[addr]"] = f"[{e.gptr.render()}]"
+        ops["[addr]"] = f"[{e.gglobal.render()}]"
     if ty is not None:
         ops.update({"val": _reg(e, ty).render(), "a_reg": _reg(e, ty).render()})
     if name.startswith(("prmt", "bmsk")):
@@ -99,15 +99,17 @@ GROUPS: dict[str, list[Case]] = {
         C("ld-reduce-weak", lambda e: ptx.multimem_ld_reduce(e.k, "weak", "add", e.gptr,
                                                              type=t.u32), "8.1", "sm_90"),
         C("ld-reduce-acquire", lambda e: ptx.multimem_ld_reduce(e.k, "acquire", "sys", "and",
-                                                                e.gptr, type=t.b64), "8.1",
+                                                                e.gglobal, type=t.b64), "8.1",
           "sm_90"),
-        C("st-weak", lambda e: ptx.multimem_st(e.k, "weak", e.gptr, e.v32), "8.1", "sm_90"),
-        C("st-release", lambda e: ptx.multimem_st(e.k, "release", "gpu", e.gptr, e.v64), "8.1",
+        C("st-weak", lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, e.v32), "8.1", "sm_90"),
+        C("st-release", lambda e: ptx.multimem_st(e.k, "release", "gpu", e.gglobal, e.v64), "8.1",
           "sm_90"),
-        C("red-min-s64", lambda e: ptx.multimem_red(e.k, "relaxed", "cluster", "min", e.gptr,
+        C("red-min-s64", lambda e: ptx.multimem_red(e.k, "relaxed", "cluster", "min", e.gglobal,
                                                     _s64(e)), "8.1", "sm_90"),
-        C("red-xor-keywords", lambda e: ptx.multimem_red(e.k, "release", "xor", e.gptr, e.v32,
-                                                         scope="cta"), "8.1", "sm_90"),
+        C("red-xor-keywords", lambda e: ptx.multimem_red(e.k, "release", op="xor", addr=e.gglobal,
+                                                         val=e.v32, scope="cta"), "8.1", "sm_90"),
+        C("red-tags", lambda e: ptx.multimem_red(e.k, ptx.sem_relaxed, ptx.scope_gpu,
+                                                 ptx.op_add, e.gglobal, e.v64), "8.1", "sm_90"),
     ],
     "bits/prmt_bfind_shift": [
         *(C(f"prmt{m}", lambda e, m=m: getattr(ptx, f"prmt{m}")(e.k, e.v32, 0x76543210, e.v32),
@@ -156,14 +158,14 @@ def test_refuse_multimem_weak_with_scope():
 
 def test_refuse_multimem_scope_missing():
     e = Env()
-    with pytest.raises(BuildError, match=r"\.relaxed needs a scope"):
+    with pytest.raises(OperandError, match=r"'scope'.*a scope for .relaxed"):
         ptx.multimem_st(e.k, "relaxed", e.gptr, e.v32)
 
 
 def test_refuse_multimem_red_weak():
     e = Env()
     with pytest.raises(OperandError, match="multimem.red.*'sem'"):
-        ptx.multimem_red(e.k, "weak", "add", e.gptr, e.v32)
+        ptx.multimem_red(e.k, "weak", "gpu", "add", e.gptr, e.v32)
 
 
 def test_refuse_multimem_st_acquire():
@@ -198,7 +200,8 @@ def test_refuse_multimem_ld_reduce_without_type():
 
 def test_refuse_multimem_argument_count():
     e = Env()
-    with pytest.raises(BuildError, match="expected 3 arguments after sem and scope, got 2"):
+    with pytest.raises(BuildError, match=r"multimem_red: no cuda::ptx overload takes \(k, _, _, "
+                                         r"_, _\).*multimem_red\(k, sem, scope, op, addr, val\)"):
         ptx.multimem_red(e.k, "relaxed", "gpu", e.gptr, e.v32)
 
 

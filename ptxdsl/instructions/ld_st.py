@@ -19,10 +19,12 @@ import itertools
 
 from ..errors import BuildError
 from ..operands import Imm, Reg
-from ..types import Requires, ScalarType, req
+from ..types import Requires, ScalarType, StateSpace, req
+from . import _ptx_args as A
 from .base import check_enum
 from .memory import L1Eviction, L2Prefetch
 
+S = StateSpace
 T = ScalarType
 _BITS = {8: T.b8, 16: T.b16, 32: T.b32, 64: T.b64, 128: T.b128}
 _L1 = (None, *L1Eviction)
@@ -57,6 +59,13 @@ def _bits_type(name: str, type, value=None) -> ScalarType:
     return bits
 
 
+def _space_addr(k, name: str, space, addr):
+    """cuda::ptx's space_global ('global'), or 'generic' (an extension); a generic pointer
+    given for .global is converted with cvta.to.global, as cuda::ptx converts its pointers."""
+    sp = A.space(name, "space", space, (S.global_, S.generic))
+    return sp, A.space_addr(k, name, addr, sp)
+
+
 def _make_ld(nc, l1, hint, prefetch):
     name = builder_name("ld", nc, l1, hint, prefetch)
 
@@ -71,7 +80,8 @@ def _make_ld(nc, l1, hint, prefetch):
         elif args or cache_policy is not None:
             raise BuildError(f"{name}: takes (k, space, addr); the cache-hinted form is "
                              f"{builder_name('ld', nc, l1, True, prefetch)}")
-        return k.ld(addr, type=_bits_type(name, type), space=space, nc=nc, l1=l1,
+        sp, addr = _space_addr(k, name, space, addr)
+        return k.ld(addr, type=_bits_type(name, type), space=sp, nc=nc, l1=l1,
                     prefetch=prefetch, cache_policy=cache_policy)
 
     build.__doc__ = (f"`ld.space{'.nc' if nc else ''}{_quals(l1, hint, prefetch)}.bN dest, "
@@ -94,7 +104,8 @@ def _make_st(l1, hint):
         elif args or cache_policy is not None:
             raise BuildError(f"{name}: takes (k, space, addr, src); the cache-hinted form is "
                              f"{builder_name('st', False, l1, True, None)}")
-        k.st(addr, src, type=_bits_type(name, type, src), space=space, l1=l1,
+        sp, addr = _space_addr(k, name, space, addr)
+        k.st(addr, src, type=_bits_type(name, type, src), space=sp, l1=l1,
              cache_policy=cache_policy)
 
     build.__doc__ = (f"`st.space{_quals(l1, hint, None)}.bN [addr], src"

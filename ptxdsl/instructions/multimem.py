@@ -22,7 +22,9 @@ import attrs
 from ..errors import BuildError, OperandError
 from ..operands import Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
+from . import _ptx_args as A
 from .base import Instruction, check_addr, check_dst, check_enum, check_src
+from .bulk import RedOp
 
 __all__ = ["multimem_ld_reduce", "multimem_st", "multimem_red"]
 
@@ -36,20 +38,11 @@ class MultimemKind(enum.Enum):
     red = "red"
 
 
-class MultimemOp(enum.Enum):
-    min = "min"
-    max = "max"
-    add = "add"
-    and_ = "and"
-    or_ = "or"
-    xor = "xor"
-
-
+# The op names (and `ptx.op_*` constants) are cp.reduce.async.bulk's: one meaning everywhere.
 _OP_TYPES = {
-    MultimemOp.min: (T.u32, T.u64, T.s32, T.s64), MultimemOp.max: (T.u32, T.u64, T.s32, T.s64),
-    MultimemOp.add: (T.u32, T.u64, T.s32),
-    MultimemOp.and_: (T.b32, T.b64), MultimemOp.or_: (T.b32, T.b64),
-    MultimemOp.xor: (T.b32, T.b64),
+    RedOp.min: (T.u32, T.u64, T.s32, T.s64), RedOp.max: (T.u32, T.u64, T.s32, T.s64),
+    RedOp.add: (T.u32, T.u64, T.s32),
+    RedOp.and_: (T.b32, T.b64), RedOp.or_: (T.b32, T.b64), RedOp.xor: (T.b32, T.b64),
 }
 # The memory orders each kind takes; .weak has no scope, the others need one.
 _SEMS = {MultimemKind.ld_reduce: (Sem.weak, Sem.relaxed, Sem.acquire),
@@ -68,7 +61,7 @@ class Multimem(Instruction):
     kind: MultimemKind
     sem: Sem
     scope: Scope | None
-    op: MultimemOp | None
+    op: RedOp | None
     type: ScalarType
     a: object
     b: object            # ld_reduce: the destination register; st/red: the value
@@ -77,7 +70,7 @@ class Multimem(Instruction):
         kind = check_enum(self.MNEMONIC, "kind", self.kind, MultimemKind)
         self._set("kind", kind)
         insn = f"multimem.{kind.value}"
-        sem = check_enum(insn, "sem", self.sem, Sem, _SEMS[kind])
+        sem = A.sem(insn, self.sem, _SEMS[kind])
         self._set("sem", sem)
         if sem is Sem.weak:
             if self.scope is not None:
@@ -85,14 +78,17 @@ class Multimem(Instruction):
         else:
             if self.scope is None:
                 raise OperandError(insn, "scope", f"a scope for .{sem.value}", "None")
-            self._set("scope", check_enum(insn, "scope", self.scope, Scope))
+            self._set("scope", A.scope(insn, self.scope))
         if kind is MultimemKind.st:
             if self.op is not None:
                 raise OperandError(insn, "op", "no reduction operation for multimem.st",
                                    repr(self.op))
             types = (T.b32, T.b64)
         else:
-            op = check_enum(insn, "op", self.op, MultimemOp)
+            op = A.op(insn, self.op, RedOp)
+            if op not in _OP_TYPES:
+                raise OperandError(insn, "op", "one of 'min', 'max', 'add', 'and', 'or', 'xor'",
+                                   f"'{op.value}'")
             self._set("op", op)
             types = _OP_TYPES[op]
         self._set("type", check_enum(self.opcode(), "type", self.type, T, types))
@@ -107,7 +103,7 @@ class Multimem(Instruction):
         q = f"multimem.{self.kind.value}{self.sem.ptx}"
         q += self.scope.ptx if isinstance(self.scope, Scope) else ""
         q += ".global"
-        if isinstance(self.op, MultimemOp):
+        if isinstance(self.op, RedOp):
             q += f".{self.op.value}"
         return q + (f".{self.type.value}" if isinstance(self.type, T) else "")
 
@@ -117,21 +113,18 @@ class Multimem(Instruction):
         return (self.a, self.b)
 
 
-def _split(name: str, sem, args, n: int, scope):
-    """cuda::ptx's positional arguments after `sem`: `.weak` forms have no scope argument."""
-    sem = check_enum(name, "sem", sem, Sem)
-    if sem is not Sem.weak and scope is None:
-        if not args or not isinstance(args[0], str | Scope):
-            raise BuildError(f"{name}: .{sem.value} needs a scope: "
-                             f"{name}(k, '{sem.value}', scope, ...)")
-        scope, args = args[0], args[1:]
-    if len(args) != n:
-        raise BuildError(f"{name}: expected {n} arguments after sem"
-                         f"{'' if sem is Sem.weak else ' and scope'}, got {len(args)}")
-    return sem, scope, args
+# cuda::ptx's overloads: the .weak forms have no scope argument.
+_LD_REDUCE = (("sem", "op", "addr"), ("sem", "scope", "op", "addr"))
+_ST = (("sem", "addr", "val"), ("sem", "scope", "addr", "val"))
+_RED = (("sem", "scope", "op", "addr", "val"),)
 
 
-def _value_type(name: str, op: MultimemOp | None, value, type) -> ScalarType:
+def _global(k, insn: str, addr):
+    """A generic pointer becomes a .global address (cvta.to.global), as cuda::ptx converts."""
+    return A.space_addr(k, insn, addr, StateSpace.global_)
+
+
+def _value_type(name: str, op: RedOp | None, value, type) -> ScalarType:
     """The type from `type=`, else cuda::ptx's overload for the value: .bN for st and the
     bit operations, the register's own .uN/.sN for min/max/add."""
     if type is not None:
@@ -139,40 +132,44 @@ def _value_type(name: str, op: MultimemOp | None, value, type) -> ScalarType:
     if not isinstance(value, Reg | Imm):
         raise BuildError(f"{name}: pass type=... (the value does not say its type)")
     t = value.type
-    if op is None or op in (MultimemOp.and_, MultimemOp.or_, MultimemOp.xor):
+    if op is None or op in (RedOp.and_, RedOp.or_, RedOp.xor):
         return {32: T.b32, 64: T.b64}.get(t.bits, t)
     if t.kind == "b":
         return {32: T.u32, 64: T.u64}.get(t.bits, t)
     return t
 
 
-def multimem_ld_reduce(k, sem, *args, scope=None, type=None):
+def multimem_ld_reduce(k, *args, type=None, **kwargs) -> Reg:
     """`multimem.ld_reduce.sem{.scope}.global.op.type d, [addr];` returns d:
     `(k, "weak", op, addr)` or `(k, sem, scope, op, addr)`; `type=` (cuda::ptx: the pointer's)."""
-    sem, scope, (op, addr) = _split("multimem_ld_reduce", sem, args, 2, scope)
+    _, a = A.bind("multimem_ld_reduce", args, kwargs, _LD_REDUCE)
     if type is None:
         raise BuildError("multimem_ld_reduce: pass type=... (t.u32, t.s64, t.b32, ...): "
                          "cuda::ptx takes it from the pointer's type")
     t = check_enum("multimem.ld_reduce", "type", type, T)
+    addr = _global(k, "multimem.ld_reduce", a["addr"])
     d = k.reg(t)
-    k.emit(Multimem(MultimemKind.ld_reduce, sem, scope, op, t, addr, d))
+    k.emit(Multimem(MultimemKind.ld_reduce, a["sem"], a.get("scope"), a["op"], t, addr, d))
     return d
 
 
-def multimem_st(k, sem, *args, scope=None, type=None) -> None:
+def multimem_st(k, *args, type=None, **kwargs) -> None:
     """`multimem.st.sem{.scope}.global.{b32,b64} [addr], val;`: `(k, "weak", addr, val)` or
     `(k, sem, scope, addr, val)`."""
-    sem, scope, (addr, val) = _split("multimem_st", sem, args, 2, scope)
-    k.emit(Multimem(MultimemKind.st, sem, scope, None,
-                    _value_type("multimem_st", None, val, type), addr, val))
+    _, a = A.bind("multimem_st", args, kwargs, _ST)
+    k.emit(Multimem(MultimemKind.st, a["sem"], a.get("scope"), None,
+                    _value_type("multimem_st", None, a["val"], type),
+                    _global(k, "multimem.st", a["addr"]), a["val"]))
 
 
-def multimem_red(k, sem, *args, scope=None, type=None) -> None:
+def multimem_red(k, *args, type=None, **kwargs) -> None:
     """`multimem.red.sem.scope.global.op.type [addr], val;`: `(k, sem, scope, op, addr, val)`."""
-    sem, scope, (op, addr, val) = _split("multimem_red", sem, args, 3, scope)
-    op = check_enum("multimem.red", "op", op, MultimemOp)
-    k.emit(Multimem(MultimemKind.red, sem, scope, op,
-                    _value_type("multimem_red", op, val, type), addr, val))
+    _, a = A.bind("multimem_red", args, kwargs, _RED)
+    A.sem("multimem.red", a["sem"], _SEMS[MultimemKind.red])   # before the op: names the rule
+    op = A.op("multimem.red", a["op"], RedOp)
+    k.emit(Multimem(MultimemKind.red, a["sem"], a["scope"], op,
+                    _value_type("multimem_red", op, a["val"], type),
+                    _global(k, "multimem.red", a["addr"]), a["val"]))
 
 
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------

@@ -22,6 +22,9 @@ FAMILIES: tuple[str, ...] = (
     "bulk_tensor",
     "bulk",
     "cache_policy",
+    "setmaxnreg",
+    "matrix",
+    "cvt_packed",
 )
 
 

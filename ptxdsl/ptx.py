@@ -14,9 +14,12 @@ from __future__ import annotations
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
+from .instructions.cvt_packed import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
+from .instructions.matrix import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
+from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
 
 globals().pop("FORMS", None)   # a family's forms table is not a builder function

@@ -22,6 +22,11 @@ FAMILIES: tuple[str, ...] = (
     "bulk_tensor",
     "bulk",
     "cache_policy",
+    "cluster",
+    "sreg",
+    "st_async",
+    "wgmma",
+    "wgmma_sp",
 )
 
 

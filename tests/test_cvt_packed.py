@@ -182,14 +182,20 @@ def test_256bit_vector_golden(golden):
     golden(Module([k]), "cvt_packed/v8_global")
 
 
-@pytest.mark.parametrize("space", ["shared", None])
+@pytest.mark.parametrize("space", ["shared", "shared::cta", "local"])
 def test_refuse_256bit_outside_global(space):
     k = Kernel("k")
-    a = k.mov(k.shared_array(t.b32, 64, align=32, name="s")) if space else k.ld_param(
-        k.param_ptr("p"))
-    with pytest.raises(OperandError, match=r"\.global for a 256-bit access.*sm_90 has no "
-                                           r"256-bit"):
-        k.ld(a, type=t.b32, space=space or "generic", vec=8)
+    a = k.mov(k.shared_array(t.b32, 64, align=32, name="s"))
+    with pytest.raises(OperandError, match=r"\.global or generic for a 256-bit access.*sm_90 "
+                                           r"has no 256-bit"):
+        k.ld(a, type=t.b32, space=space, vec=8)
+
+
+def test_256bit_generic_address_assembles():
+    k = Kernel("k")
+    p = k.ld_param(k.param_ptr("p"))
+    k.ld(p, type=t.b64, space="generic", vec=4)
+    assert Module([k]).assemble()[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("n, ty", [(8, t.b16), (8, t.b64), (4, t.b128), (3, t.b32)])

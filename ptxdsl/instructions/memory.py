@@ -89,17 +89,17 @@ def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
 
 
 # 256-bit accesses (.v8.b32, .v4.b64): ptxas 13 "Feature '256 bit wide load/store' requires
-# .target sm_100 or higher", PTX 8.8; only in .global (ptxas: "global state space expected";
-# it also takes a generic address, which the ISA does not list: refused here).
+# .target sm_100 or higher", PTX 8.8; .global or generic addresses only (ptxas: "global state
+# space expected"; the ISA names .global only, ptxas also takes a generic address).
 WIDE = req("8.8", 100)
 
 
 def _check_wide(insn: Instruction, value: object) -> None:
     if isinstance(value, Vec) and len(value.items) * insn.type.bits > 128 \
-            and insn.space is not StateSpace.global_:
-        raise OperandError(insn.opcode(), "space", ".global for a 256-bit access (sm_100+; "
-                           "sm_90 has no 256-bit ld/st: use two .v4 accesses)",
-                           f".{insn.space.value or 'generic'}")
+            and insn.space not in (StateSpace.global_, StateSpace.generic):
+        raise OperandError(insn.opcode(), "space", ".global or generic for a 256-bit access "
+                           "(sm_100+; sm_90 has no 256-bit ld/st: use two .v4 accesses)",
+                           f".{insn.space.value}")
 
 
 def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem | None = None,

@@ -31,6 +31,9 @@ FAMILIES: tuple[str, ...] = (
     "control_ptx",
     "wgmma",
     "wgmma_sp",
+    "setmaxnreg",
+    "matrix",
+    "cvt_packed",
 )
 
 

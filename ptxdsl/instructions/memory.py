@@ -98,10 +98,14 @@ def _vector(insn: str, operand: str, value, t: ScalarType, is_dst: bool):
     """One register, or a tuple of 2 or 4 for .v2/.v4 (each lane checked)."""
     if isinstance(value, tuple | list | Vec):
         items = tuple(value.items if isinstance(value, Vec) else value)
-        if len(items) not in (2, 4):
-            raise OperandError(insn, operand, "a vector of 2 or 4 elements", f"{len(items)}")
-        if len(items) * t.bits > 128 and t.bits > 32:
-            raise OperandError(insn, operand, "at most 128 bits per vector access",
+        if len(items) not in (2, 4, 8):
+            raise OperandError(insn, operand, "a vector of 2, 4 or 8 elements", f"{len(items)}")
+        # .v8 exists for 32-bit types only (256 bits; ptxas 13 crashes on .v8 of 8/16-bit
+        # types); otherwise at most 128 bits, or 256 as .v4 of a 64-bit type.
+        n = len(items)
+        if not (n * t.bits <= 128 and n != 8 or (n, t.bits) in ((8, 32), (4, 64))):
+            raise OperandError(insn, operand, "at most 128 bits per vector access (256 as "
+                               ".v8 of a 32-bit or .v4 of a 64-bit type)",
                                f"{len(items)} x .{t}")
         checked = tuple(check_dst(insn, f"{operand}[{i}]", v, t) if is_dst
                         else check_src(insn, f"{operand}[{i}]", v, t)
@@ -159,11 +163,27 @@ def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
     return f"{q}.{insn.type}"
 
 
+# 256-bit accesses (.v8.b32, .v4.b64): ptxas 13 "Feature '256 bit wide load/store' requires
+# .target sm_100 or higher", PTX 8.8; .global or generic addresses only (ptxas: "global state
+# space expected"; the ISA names .global only, ptxas also takes a generic address).
+WIDE = req("8.8", 100)
+
+
+def _check_wide(insn: Instruction, value: object) -> None:
+    if isinstance(value, Vec) and len(value.items) * insn.type.bits > 128 \
+            and insn.space not in (StateSpace.global_, StateSpace.generic):
+        raise OperandError(insn.opcode(), "space", ".global or generic for a 256-bit access "
+                           "(sm_100+; sm_90 has no 256-bit ld/st: use two .v4 accesses)",
+                           f".{insn.space.value}")
+
+
 def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem | None = None,
-                     scope: Scope | None = None) -> Requires:
+                     scope: Scope | None = None, value: object = None) -> Requires:
     r = BASE
     if space in (StateSpace.shared_cta, StateSpace.shared_cluster) or scope is Scope.cluster:
         r = req("7.8", 90)
+    if isinstance(value, Vec) and type is not None and len(value.items) * type.bits > 128:
+        r = r.merge(WIDE)
     if sem is Sem.volatile and space is StateSpace.local:
         r = r.merge(req("9.1"))   # ptxas 13: "ld/st with .local.volatile requires PTX ISA 9.1"
     # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3".
@@ -195,11 +215,12 @@ class Ld(Instruction):
         if self.nc and (self.space is not StateSpace.global_ or self.sem is not None):
             raise OperandError("ld", "nc", "a plain ld.global", self.opcode())
         self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
+        _check_wide(self, self.d)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space, self.type, self.sem, self.scope).merge(
+        return _access_requires(self.space, self.type, self.sem, self.scope, self.d).merge(
             _cache_requires(self))
 
     def opcode(self) -> str:
@@ -232,11 +253,12 @@ class St(Instruction):
             raise OperandError("st", "space", "a writable space (global, shared, local, "
                                "generic)", f".{self.space.value}")
         self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
+        _check_wide(self, self.b)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space, self.type, self.sem, self.scope).merge(
+        return _access_requires(self.space, self.type, self.sem, self.scope, self.b).merge(
             _cache_requires(self))
 
     def opcode(self) -> str:
@@ -265,10 +287,10 @@ class MemoryOps:
            cache_policy=None):
         """Load from `addr`; the space defaults to the symbol's (or the register's known one).
 
+        `vec=2/4/8` returns a tuple of registers (`ld.v2`/`ld.v4`; `.v8` of a 32-bit type
+        and `.v4` of a 64-bit type are 256-bit loads: .global only, PTX 8.8, sm_100+).
         `l1='evict_last'` etc., `prefetch='128B'`, `cache_policy=` (a createpolicy register)
         add the cache qualifiers (global or generic addresses only).
-
-        `vec=2/4` returns a tuple of registers (`ld.v2`/`ld.v4`).
         """
         sp = _space_of(addr, space)
         if type is None:

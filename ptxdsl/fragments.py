@@ -23,13 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from .errors import BuildError
-from .instructions.base import Instruction, check_dst
+from .instructions.cvt_packed import cvt_packed
 from .instructions.wgmma import ALL_N, d_count, d_register_type
 from .operands import Addr, Reg, Symbol
-from .types import ScalarType, req
+from .types import ScalarType
 
 T = ScalarType
 WARPGROUP = 128
@@ -56,33 +54,6 @@ def a_fragment_coords(bits: int, thread: int) -> list[list[tuple[int, int]]]:
     k = 256 // bits
     return [[(16 * w + lane // 4 + 8 * (j % 2), (j // 2) * (k // 2) + (lane % 4) * per + e)
              for e in range(per)] for j in range(4)]
-
-
-@attrs.frozen
-class _CvtPackF32(Instruction):
-    """`cvt.rn{.satfinite}.{bf16x2,f16x2}.f32 d, hi, lo;` (d.hi = hi, d.lo = lo). A minimal
-    private form for the fragment conversion until the packed-cvt family lands."""
-
-    MNEMONIC = "cvt.rn"
-    dtype: ScalarType
-    d: Reg
-    hi: Reg
-    lo: Reg
-
-    def __attrs_post_init__(self):
-        check_dst(self.opcode(), "d", self.d, T.b32)
-        check_dst(self.opcode(), "hi", self.hi, T.f32)
-        check_dst(self.opcode(), "lo", self.lo, T.f32)
-
-    @property
-    def requires(self):
-        return req("7.8", 90) if self.dtype is T.bf16x2 else req("7.0", 80)
-
-    def opcode(self) -> str:
-        return f"cvt.rn.{self.dtype.value}.f32"
-
-    def operands(self):
-        return (self.d, self.hi, self.lo)
 
 
 class Fragment:
@@ -144,11 +115,8 @@ class Fragment:
         if dtype not in _PACKED:
             raise BuildError(f"fragment.to_packed: bf16 or f16, got {dtype!r}")
         k = self.kernel
-        out = []
-        for j in range(self.n // 4):
-            d = k.reg(T.b32)
-            k.emit(_CvtPackF32(_PACKED[dtype], d, self.regs[2 * j + 1], self.regs[2 * j]))
-            out.append(d)
+        out = [cvt_packed(k, _PACKED[dtype].value, self.regs[2 * j + 1], self.regs[2 * j])
+               for j in range(self.n // 4)]
         return Fragment(k, T.f32, self.n, out, packed=dtype)
 
     def a_operand(self, step: int = 0) -> tuple[Reg, Reg, Reg, Reg]:

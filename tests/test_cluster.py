@@ -13,7 +13,7 @@ from ptxdsl import Addr, BuildError, OperandError, ptx, t
 from ptxdsl.instructions.cluster import BarrierCluster
 from ptxdsl.instructions.sreg import CUDA_PTX_SREGS, builder_name
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
-from ptxdsl.types import PtxVersion
+from ptxdsl.types import PtxVersion, StateSpace
 from tests.tma_cases import Case, Env, FormChecks
 
 CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated")
@@ -100,9 +100,8 @@ GROUPS: dict[str, list[Case]] = {
                          ("add", "u64"), ("and", "b32"), ("or", "b32"), ("xor", "b32"))),
     ],
     "cluster/cp_async_arrive": [
-        C("arrive-bare-shared", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar,
-                                                                      space="shared"), "7.0",
-          "sm_80"),
+        C("arrive-bare-shared", lambda e: ptx.cp_async_mbarrier_arrive(
+            e.k, e.bar, space=StateSpace.shared), "7.0", "sm_80"),
         C("arrive-noinc-generic", lambda e: ptx.cp_async_mbarrier_arrive_noinc(
             e.k, e.bar_generic), "7.0", "sm_80"),
     ],

@@ -204,7 +204,7 @@ def red_async(k, op, dest, value, remote_bar, *, type=None) -> None:
 
 def _arrive(k, addr, space, noinc):
     name = "cp.async.mbarrier.arrive" + (".noinc" if noinc else "")
-    sp = resolve_space(name, addr, space, _BAR_SPACES, bare_shared=True)
+    sp = resolve_space(name, addr, space, _BAR_SPACES)
     k.emit(CpAsyncMbarrierArrive(sp, addr, noinc))
 
 

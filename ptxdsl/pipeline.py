@@ -40,8 +40,8 @@ single-assigned before any loop:
     mbarrier.init.shared::cta.b64 [ring_full+8*s], full_count;          // s = 0..N-1
     mbarrier.init.shared::cta.b64 [ring_empty+8*s], empty_count*peers;
     fence.mbarrier_init.release.cluster;
-    bar.sync 0;     // or, for a cluster ring: barrier.cluster.arrive.release.aligned;
-                    //                         barrier.cluster.wait.acquire.aligned;
+    bar.sync 0;     // or, for a cluster ring: barrier.cluster.arrive.release;
+                    //                         barrier.cluster.wait.acquire;
 
 A view (`producer()` / `consumer()`) owns two loop-carried registers, set where it is made:
 
@@ -269,12 +269,14 @@ class MbarrierRing:
         return ConsumerView(self, "c", 0)
 
 
-def cluster_sync(k) -> None:
-    """`barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;`
-    (every thread of every CTA of the cluster)."""
+def cluster_sync(k, *, aligned: bool = False) -> None:
+    """`barrier.cluster.arrive.release; barrier.cluster.wait.acquire;` — every thread of every
+    CTA of the cluster. `.aligned` (`aligned=True`) is only for code every thread of each warp
+    reaches together: after a one-thread branch such as the init, warps may not have
+    reconverged, so the default is the unaligned form."""
     from .instructions import cluster as cl
-    cl.barrier_cluster_arrive(k, "release", aligned=True)
-    cl.barrier_cluster_wait(k, "acquire", aligned=True)
+    cl.barrier_cluster_arrive(k, "release", aligned=aligned)
+    cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
 
 
 class RingView:

@@ -48,8 +48,8 @@ def cmd_emit(args) -> int:
         if args.assemble:
             t0 = time.perf_counter()
             cubin = mod.assemble()
-            print(f"  assembled {len(cubin)} bytes of cubin in "
-                  f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+            print(f"  assembled {len(cubin)} bytes of cubin for {cubin.arch} "
+                  f"({cubin.report.arch_reason}) in {(time.perf_counter() - t0) * 1e3:.1f} ms")
     return 0
 
 

@@ -199,6 +199,14 @@ SPECIAL_REGISTERS.update({
     "is_explicit_cluster": (ScalarType.pred, _SM90_SREG),
     "dynamic_smem_size": (ScalarType.u32, req("6.3")),
     "total_smem_size": (ScalarType.u32, req("6.3")),
+    # The rest of cuda::ptx's get_sreg set (instructions/sreg.py has one builder per name).
+    "nsmid": (ScalarType.u32, req("6.3")), "gridid": (ScalarType.u64, req("6.3")),
+    "clock_hi": (ScalarType.u32, req("6.3")),
+    "globaltimer_lo": (ScalarType.u32, req("6.3")),
+    "globaltimer_hi": (ScalarType.u32, req("6.3")),
+    **{f"lanemask_{_m}": (ScalarType.u32, req("6.3")) for _m in ("eq", "le", "lt", "ge", "gt")},
+    "aggr_smem_size": (ScalarType.u32, req("8.1", 90)),
+    "current_graph_exec": (ScalarType.u64, req("8.0")),
 })
 
 

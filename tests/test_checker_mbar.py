@@ -92,7 +92,7 @@ def test_tma_after_init_and_proxy_fence_in_the_same_thread():
     assert check_kernel(k, maps={"tmap": TILE_DESC}) == []
 
 
-def _multicast(fence_cluster: bool) -> tuple[Kernel, int]:
+def _multicast(fence_cluster: bool, barrier: str = "asm") -> tuple[Kernel, int]:
     e = Tma()
     k = e.k
     with k.if_(k.tid.x == 0):
@@ -100,9 +100,13 @@ def _multicast(fence_cluster: bool) -> tuple[Kernel, int]:
         if fence_cluster:
             ptx.fence_mbarrier_init(k)
     k.bar_sync(0)
-    if fence_cluster:
+    if fence_cluster and barrier == "asm":
         k.asm("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;",
               requires=("7.8", "sm_90"))
+    elif fence_cluster:
+        ptx.barrier_cluster_arrive(k, "relaxed", aligned=True)
+        if barrier == "builders":
+            ptx.barrier_cluster_wait(k, aligned=True)
     with k.if_(k.tid.x == 0):
         line = here() + 1
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar,
@@ -119,6 +123,16 @@ def test_multicast_without_cluster_publication():
 def test_multicast_after_mbarrier_init_fence_and_cluster_barrier():
     k, _ = _multicast(fence_cluster=True)
     assert check_kernel(k) == []
+
+
+def test_multicast_after_cluster_barrier_builders():
+    k, _ = _multicast(fence_cluster=True, barrier="builders")
+    assert check_kernel(k) == []
+
+
+def test_multicast_after_cluster_arrive_without_wait():
+    k, line = _multicast(fence_cluster=True, barrier="arrive only")
+    _only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
 
 
 # -- expect_tx bytes -------------------------------------------------------------------------------

@@ -29,12 +29,13 @@ class Role(enum.Enum):
     COMMIT = "commit_group"
     WAIT_GROUP = "wait_group"
     CTA_BARRIER = "cta barrier"             # bar.sync / barrier.sync / bar.red
-    CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (inline PTX)
+    CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (builder or inline PTX)
     WARP_SYNC = "warp sync"
     SMEM_WRITE = "shared write"             # st / atom / red that may write shared memory
     TMAP_REPLACE = "tensormap.replace"
     CP_FENCEPROXY = "tensormap.cp_fenceproxy"
     TMAP_ACQUIRE = "tensormap acquire"
+    TMAP_RELEASE = "tensormap release"      # fence.proxy.tensormap::generic.release
     PROXY_ASYNC_FENCE = "fence.proxy.async"
     MBAR_INIT_FENCE = "fence.mbarrier_init"
     MBAR_INIT = "mbarrier.init"
@@ -43,6 +44,7 @@ class Role(enum.Enum):
     MBAR_EXPECT_TX = "mbarrier.expect_tx"
     MBAR_COMPLETE_TX = "mbarrier.complete_tx"
     MBAR_WAIT = "mbarrier wait"
+    RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
 
 
 @attrs.frozen
@@ -102,10 +104,13 @@ def _bulk(insn: Any, i: int) -> list[Op]:
         return [Op(Role.BULK_STORE, i, smem=insn.src, count=insn.size)]
     if insn.mbar is None:
         return []
+    # A copy from this CTA's shared memory into .shared::cluster targets another CTA; one
+    # from global into .shared::cluster without multicast lands in this CTA (the space is
+    # only the address form), so it is cluster-wide use only with multicast.
     return [Op(Role.BULK_LOAD, i, smem=insn.dst, mbar=insn.mbar, count=insn.size,
                multicast=bool(getattr(insn, "multicast", False)),
                space=StateSpace.shared_cluster if getattr(insn, "src_space", None)
-               is StateSpace.shared_cta else insn.dst_space)]
+               is StateSpace.shared_cta else None)]
 
 
 def _barrier(insn: Any, i: int) -> list[Op]:
@@ -184,12 +189,16 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("sync", "Barrier", _barrier),
     ("sync", "BarrierRed", _barrier),
     ("sync", "WarpSync", lambda insn, i: [Op(Role.WARP_SYNC, i)]),
+    ("cluster", "BarrierCluster",
+     lambda insn, i: [Op(Role.CLUSTER_BARRIER, i)] if _ev(insn.op) == "wait" else []),
     ("memory", "St", _smem_write),
     ("atomic", "Atom", _smem_write),
     ("atomic", "AtomCas", _smem_write),
     ("atomic", "Red", _smem_write),
     ("fence", "FenceProxyAsync", _fence_async),
     ("fence", "FenceProxyTensormapAcquire", _acquire),
+    ("fence", "FenceProxyTensormapRelease",
+     lambda insn, i: [Op(Role.TMAP_RELEASE, i, scope=insn.scope)]),
     ("fence", "FenceMbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT_FENCE, i)]),
     ("mbarrier", "MbarrierInit", _mbar(Role.MBAR_INIT)),
     ("mbarrier", "MbarrierInval", _mbar(Role.MBAR_INVAL)),

@@ -121,3 +121,16 @@ def device_info(device: int = 0) -> DeviceInfo:
 
 def device_count() -> int:
     return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+def current_compute_capability() -> tuple[int, int] | None:
+    """The compute capability of the device this thread uses (device 0 unless `use_device`
+    chose another), or None where there is no usable driver or device. Never raises: callers
+    use it to pick a default, and no GPU is a normal answer."""
+    from ptxdsl.runtime._driver import init_error
+    try:
+        if init_error() is not None or device_count() == 0:
+            return None
+        return device_info(getattr(_tls, "device", None) or 0).compute_capability
+    except Exception:  # any driver failure means: no device to build for
+        return None

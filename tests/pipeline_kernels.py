@@ -52,8 +52,10 @@ def _kernel(name: str, bounded: bool, **kw) -> Kernel:
     return k
 
 
-def module(k: Kernel, bounded: bool = False) -> Module:
-    return debug.module([k]) if bounded else Module([k])
+def module(k: Kernel, bounded: bool = False, target: str | None = None) -> Module:
+    """`k`'s module (with the debug record variables when `bounded`); `target` pins it (the
+    multicast kernels: ptxas advises sm_90a for .multicast::cluster)."""
+    return debug.module([k], target=target) if bounded else Module([k], target=target)
 
 
 def build_ring(stages: int, bounded: bool = False) -> Kernel:
@@ -147,6 +149,10 @@ def build_multicast(ctas: int, bounded: bool = False) -> Kernel:
     return k
 
 
+def multicast_module(ctas: int, bounded: bool = False) -> Module:
+    return module(build_multicast(ctas, bounded), bounded, target="sm_90a")
+
+
 def multicast_expected(src: np.ndarray, ctas: int, clusters: int, n_tiles: int) -> np.ndarray:
     """out of shape (ctas * clusters * n_tiles, MC_TILE_ELEMS): CTA b's tile i is its
     cluster's tile (b // ctas) * n + i, times 3, plus i."""
@@ -201,3 +207,31 @@ def dsmem_expected(ctas: int, clusters: int) -> np.ndarray:
     blocks = np.arange(ctas * clusters)
     sender = blocks - blocks % ctas + (blocks % ctas - 1) % ctas
     return (sender[:, None] * 1000 + np.arange(DSMEM_THREADS)).astype(np.uint32)
+
+
+# -- ld with an L2 cache-hint policy ------------------------------------------------------------
+L2_THREADS = 128
+
+
+def build_l2_hint(bounded: bool = False) -> Kernel:
+    """out[i] = a[i] * 7 + b[i] for i < n (grid-stride), `a` read through
+    `ld.global.L2::cache_hint` with an evict_last policy (createpolicy.fractional 1.0) and `b`
+    through cuda::ptx's ld_L1_evict_first_L2_cache_hint with an evict_first/0.5 policy."""
+    k = _kernel("l2_hint", bounded, reqntid=L2_THREADS)
+    a_p, b_p, out_p = k.param_ptr("a"), k.param_ptr("b"), k.param_ptr("out")
+    n = k.ld_param(k.param(t.u32, "n"))
+    keep = ptx.createpolicy_fractional(k, "evict_last", None, 1.0)
+    stream = ptx.createpolicy_fractional(k, "evict_first", None, 0.5)
+    a, b, out = (k.cvta(k.ld_param(p), "global", to=True) for p in (a_p, b_p, out_p))
+    i = k.mad(k.ctaid.x, L2_THREADS, k.tid.x)
+    step = k.mul(k.nctaid.x, L2_THREADS)
+    with k.while_(lambda: i < n):
+        off = k.mul(i, 4, mode="wide")
+        va = k.ld(Addr(k.add(a, off)), type=t.u32, space="global", cache_policy=keep)
+        vb = ptx.ld_L1_evict_first_L2_cache_hint(k, "global", k.add(b, off), stream,
+                                                 type=t.b32)
+        k.st(Addr(k.add(out, off)), k.mad(va, 7, vb, type=t.u32), type=t.u32,
+             space="global")
+        k.add(i, step, dst=i)
+    k.ret()
+    return k

@@ -35,7 +35,7 @@ def test_multicast_ring_every_cta_gets_every_tile(ctas, n_tiles):
                        dtype=np.uint32)
     blocks = ctas * CLUSTERS
     (out,) = run_isolated(
-        PK.module(PK.build_multicast(ctas, bounded=True), bounded=True), f"multicast_{ctas}",
+        PK.multicast_module(ctas, bounded=True), f"multicast_{ctas}",
         blocks, PK.THREADS,
         [("map", src, (PK.MC_ROWS // ctas, PK.COLS)),
          ("out", (blocks * n_tiles, PK.MC_TILE_ELEMS), np.uint32), n_tiles],
@@ -53,7 +53,7 @@ def test_dsmem_st_async_completes_on_the_remote_barrier(ctas):
 
 
 def test_a_wrong_cluster_shape_is_refused_before_the_driver():
-    fn = load_module(PK.module(PK.build_multicast(4)))["multicast_4"]
+    fn = load_module(PK.multicast_module(4))["multicast_4"]
     assert fn.required_cluster == (4, 1, 1)
     with pytest.raises(LaunchError, match="declares .reqnctapercluster 4, 1, 1"):
         fn.launch(8, PK.THREADS, (None, None, 1), cluster=2)
@@ -74,3 +74,14 @@ def test_non_portable_16_cta_cluster_launches():
     assert n is None or n >= 1
     with pytest.raises(LaunchError, match="exceeds the hardware limit of 16"):
         fn.launch(32, 32, (out,), cluster=32)
+
+
+def test_ld_with_l2_cache_hint_policies():
+    rng = np.random.default_rng(7)
+    n = 100_003
+    a = rng.integers(0, 2**32, size=n, dtype=np.uint32)
+    b = rng.integers(0, 2**32, size=n, dtype=np.uint32)
+    (out,) = run_isolated(PK.module(PK.build_l2_hint(bounded=True), bounded=True), "l2_hint",
+                          64, PK.L2_THREADS, [("in", a), ("in", b), ("out", n, np.uint32), n])
+    want = (a.astype(np.uint64) * 7 + b) % (1 << 32)
+    np.testing.assert_array_equal(out, want.astype(np.uint32))

@@ -58,18 +58,24 @@ def module(k: Kernel, bounded: bool = False, target: str | None = None) -> Modul
     return debug.module([k], target=target) if bounded else Module([k], target=target)
 
 
-def build_ring(stages: int, bounded: bool = False) -> Kernel:
+def build_ring(stages: int, bounded: bool | str = False, *,
+               empty_count: int = CONSUMER_WARPS, name: str | None = None) -> Kernel:
     """A warp-specialised N-stage TMA ring: lane 0 of warp 0 loads tile i (rows 8i..8i+7 of
-    the map) into stage i % N; 2 consumer warps read it and release it; n_tiles at run time."""
-    k = _kernel(f"ring_{stages}", bounded, reqntid=THREADS)
+    the map) into stage i % N; 2 consumer warps read it and release it; n_tiles at run time.
+    `bounded="producer"` bounds the producer's waits only; `empty_count` other than the 2
+    consumer warps makes a broken ring (the producer's second pass never sees the stage
+    empty)."""
+    k = _kernel(name or f"ring_{stages}", bounded is True, reqntid=THREADS)
     tmap_p = k.param_tensormap("tmap")
     out_p = k.param_ptr("out")
     n_p = k.param(t.u32, "n_tiles")
     tiles = k.shared_array(t.b8, stages * TILE_BYTES, align=128, name="tiles")
-    ring = MbarrierRing(k, stages, empty_count=CONSUMER_WARPS)
+    ring = MbarrierRing(k, stages, empty_count=empty_count)
     ring.init()
     n = k.ld_param(n_p)
     with k.if_(k.tid.x == 0):
+        if bounded == "producer":
+            debug.bounded_waits(k, timeout_ns=2_000_000_000)
         tmap = k.tensormap_addr(tmap_p)
         p = ring.producer()
         with k.for_range(0, n) as i:
@@ -78,6 +84,8 @@ def build_ring(stages: int, bounded: bool = False) -> Kernel:
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, TILE_BYTES),
                                      tmap, (0, k.mul(i, ROWS)), p.full_barrier())
             p.advance()
+    if bounded == "producer":
+        k.wait_timeout = None
     with k.else_():
         with k.if_(k.tid.x >= 32):
             out = k.cvta(k.ld_param(out_p), "global", to=True)

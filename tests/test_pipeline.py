@@ -30,6 +30,10 @@ def test_ring_kernel_golden(golden, stages):
     golden(PK.ring_module(stages), f"pipeline/ring_{stages}")
 
 
+def test_dynamic_ring_kernel_golden(golden):
+    golden(PK.ring_module(7, dynamic=True), "pipeline/ring_7_dyn")
+
+
 # -- the emitted shape -----------------------------------------------------------------------------
 def test_init_counts_fence_and_sync():
     k, ring = _ring_kernel(3, full_count=1, empty_count=4)
@@ -240,8 +244,9 @@ RING_FINDINGS: dict[int, list[str]] = {n: [] for n in PK.RING_STAGES}
 
 
 @pytest.mark.parametrize("stages", PK.RING_STAGES)
-def test_checker_findings_on_correct_rings(stages):
-    found = [f.hazard.value for f in PK.build_ring(stages).check()]
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_checker_findings_on_correct_rings(stages, dynamic):
+    found = [f.hazard.value for f in PK.build_ring(stages, dynamic=dynamic).check()]
     assert found == RING_FINDINGS[stages]
 
 

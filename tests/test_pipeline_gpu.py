@@ -25,6 +25,19 @@ def test_ring_streams_every_tile_in_order(stages, n_tiles):
     np.testing.assert_array_equal(out, PK.ring_expected(src, n_tiles))
 
 
+@pytest.mark.parametrize("stages", [3, 7])
+def test_ring_in_dynamic_shared_memory(stages):
+    n_tiles = 257
+    src = np.random.default_rng(stages).integers(0, 2**32, size=(n_tiles * PK.ROWS, PK.COLS),
+                                                 dtype=np.uint32)
+    (out,) = run_isolated(PK.ring_module(stages, bounded=True, dynamic=True),
+                          f"ring_{stages}_dyn", 1, PK.THREADS,
+                          [("map", src, (PK.ROWS, PK.COLS)),
+                           ("out", (n_tiles, PK.TILE_ELEMS), np.uint32), n_tiles],
+                          shared_mem=PK.ring_shared_bytes(stages))
+    np.testing.assert_array_equal(out, PK.ring_expected(src, n_tiles))
+
+
 def test_a_broken_ring_times_out_with_a_record_instead_of_hanging():
     """empty barriers initialised for 3 releases while only 2 consumer warps release: the
     producer's first wait of the second pass (empty[0], parity 0 after the wrap) never

@@ -13,6 +13,7 @@ from . import __version__
 from .errors import BuildError, SourceLoc, VersionError, user_loc
 from .kernel import Kernel
 from .operands import Imm, Symbol, check_identifier, make_imm
+from .regbudget import check_kernel_budget
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
@@ -200,6 +201,7 @@ class Module:
             if i:
                 body.append(("", None))
             body += k.render()
+            check_kernel_budget(k)    # setmaxnreg's register budget (no-op without it)
         if self.check_on_emit is not False:   # after render: labels are known to be placed
             from .checker import emit_check
             emit_check(self, strict=self.strict, context=self.check_on_emit

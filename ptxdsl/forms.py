@@ -25,8 +25,15 @@ FAMILIES: tuple[str, ...] = (
     "cluster",
     "sreg",
     "st_async",
+    "ld_st",
+    "multimem",
+    "bits",
+    "control_ptx",
     "wgmma",
     "wgmma_sp",
+    "setmaxnreg",
+    "matrix",
+    "cvt_packed",
 )
 
 

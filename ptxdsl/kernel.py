@@ -7,6 +7,7 @@ from the instruction families' mixins.
 
 from __future__ import annotations
 
+from .fragments import FragmentOps
 from .instructions.arith import ArithOps
 from .instructions.atomic import AtomicOps
 from .instructions.compare import CompareOps
@@ -28,6 +29,7 @@ class Kernel(
     AtomicOps,
     WarpOps,
     InlineOps,
+    FragmentOps,
 ):
     """A `.visible .entry` function under construction.
 

@@ -28,14 +28,21 @@ from __future__ import annotations
 import enum
 
 from .instructions import _ptx_args as _tags
+from .instructions.bits import *  # noqa: F403
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk import CtaGroup, RedOp
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
+from .instructions.control_ptx import *  # noqa: F403
+from .instructions.cvt_packed import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
+from .instructions.ld_st import *  # noqa: F403
+from .instructions.matrix import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
+from .instructions.multimem import *  # noqa: F403
+from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403

@@ -380,7 +380,7 @@ def main(argv=None) -> int:
         return sample_main(argv, __doc__, build_module, run)
     try:
         cubin = module.assemble()
-        print(f"  assembled with nvJitLink for {module.target}: {len(cubin)} bytes of cubin")
+        print(f"  assembled with nvJitLink for {cubin.arch}: {len(cubin)} bytes of cubin")
     except Exception as exc:  # no nvJitLink here: the driver's JIT assembles it below
         print(f"  not assembled offline ({type(exc).__name__}: {exc})")
     print("  running the single-GPU part (producer and consumer on device 0)")

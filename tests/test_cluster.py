@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl import Addr, BuildError, OperandError, ptx, t
-from ptxdsl.instructions.cluster import BarrierCluster
+from ptxdsl import Addr, BuildError, Module, OperandError, ptx, t
+from ptxdsl.instructions.cluster import BarrierCluster, Mapa
 from ptxdsl.instructions.sreg import CUDA_PTX_SREGS, builder_name
+from ptxdsl.instructions.st_async import StAsync
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
-from ptxdsl.types import PtxVersion, StateSpace
+from ptxdsl.testing import assemble_declared
+from ptxdsl.types import PtxVersion, req
+from tests.cccl_forms import CCCL, by_requirement, header_forms, needs_cccl
 from tests.tma_cases import Case, Env, FormChecks
-
-CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated")
 
 
 def C(id, fn, version, target):
@@ -100,14 +101,17 @@ GROUPS: dict[str, list[Case]] = {
                          ("add", "u64"), ("and", "b32"), ("or", "b32"), ("xor", "b32"))),
     ],
     "cluster/cp_async_arrive": [
-        C("arrive-bare-shared", lambda e: ptx.cp_async_mbarrier_arrive(
-            e.k, e.bar, space=StateSpace.shared), "7.0", "sm_80"),
+        C("arrive-generic", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar_generic), "7.0",
+          "sm_80"),
         C("arrive-noinc-generic", lambda e: ptx.cp_async_mbarrier_arrive_noinc(
             e.k, e.bar_generic), "7.0", "sm_80"),
     ],
     "cluster/cp_async_arrive_cta": [
         C("arrive", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar), "7.8", "sm_80"),
         C("arrive-noinc", lambda e: ptx.cp_async_mbarrier_arrive_noinc(e.k, e.bar32), "7.8",
+          "sm_80"),
+        C("arrive-shared", lambda e: ptx.cp_async_mbarrier_arrive(e.k, e.bar_generic,
+                                                                 space="shared"), "7.8",
           "sm_80"),
     ],
 }
@@ -148,6 +152,83 @@ def test_mapa_generic_returns_generic_address():
     assert d.type is t.u64 and _texts(e)[-1] == "mapa.u64 %rd3, %rd2, 2;"
 
 
+# cuda::ptx's headers for these families and the fences (fence.py), built literally.
+HEADERS = ("barrier_cluster", "getctarank", "cp_async_mbarrier_arrive",
+           "cp_async_mbarrier_arrive_noinc", "fence", "fence_mbarrier_init", "fence_proxy_alias",
+           "fence_proxy_async", "fence_sync_restrict", "fence_proxy_async_generic_sync_restrict",
+           "fence_proxy_tensormap_generic", "st_async", "red_async")
+HEADER_FORMS = header_forms(HEADERS)
+_ARGS = {   # cuda::ptx function -> its arguments, from the form's qualifier values
+    "getctarank": lambda e, q: (q["space"], e.bar),
+    "cp_async_mbarrier_arrive": lambda e, q: (e.bar_generic,),
+    "cp_async_mbarrier_arrive_noinc": lambda e, q: (e.bar_generic,),
+    "fence_proxy_tensormap_generic": lambda e, q: (q["sem"], q["scope"]) + (
+        (e.gptr, 128) if q["sem"] == "acquire" else ()),
+}
+
+
+def _async_form(e, form: str, name: str, q: dict) -> str:
+    """st.async / red.async: the value's type and vector width come from the form."""
+    head, _, operands = form.partition(" ")
+    ty = getattr(t, head.rsplit(".", 1)[-1])
+    v = e._get(f"val-{ty.value}", lambda: e.k.reg(ty))
+    n = int(head.split(".v")[1][0]) if ".v" in head else 1
+    value = (v,) * n if n > 1 else v
+    if name == "st_async":
+        ptx.st_async(e.k, _rbuf(e), value, _remote(e))
+    else:
+        ptx.red_async(e.k, q["op"], _rbuf(e), value, _remote(e))
+    rendered = "{" + ", ".join([v.render()] * n) + "}" if n > 1 else v.render()
+    for key, text in (("[addr]", f"[{_rbuf(e).render()}]"), ("[dest]", f"[{_rbuf(e).render()}]"),
+                      ("[remote_bar]", f"[{_remote(e).render()}]"), ("value", rendered)):
+        operands = operands.replace(key, text)
+    return f"{head} {operands.strip()};"     # the header writes two spaces in red.async
+
+
+def _build_header_form(e, form: str, name: str, q: dict) -> str:
+    if name in ("st_async", "red_async"):
+        return _async_form(e, form, name, q)
+    args = _ARGS.get(name, lambda e, q: tuple(q[x] for x in ("sem", "space", "scope")
+                                              if x in q))(e, q)
+    d = getattr(ptx, name)(e.k, *args)
+    addr = next((a.render() for a in args if not isinstance(a, str | int)), "")
+    head, _, operands = form.partition(" ")
+    for key, value in (("dest", d.render() if d is not None else ""), ("[addr]", f"[{addr}]"),
+                       ("addr", addr), ("size", "128")):
+        operands = operands.replace(key, value)
+    return f"{head} {operands};" if operands else f"{head};"
+
+
+@needs_cccl
+def test_header_forms_count():
+    # barrier.cluster: arrive, wait, arrive.release/.relaxed, wait.acquire; fence: sc/acq_rel x
+    # 4 scopes + acquire/release x 4; fence.proxy.async: bare + 3 spaces; tensormap: 2 x 4.
+    counts = {"barrier_cluster": 5, "getctarank": 1, "cp_async_mbarrier_arrive": 1,
+              "cp_async_mbarrier_arrive_noinc": 1, "fence": 16, "fence_mbarrier_init": 1,
+              "fence_proxy_alias": 1, "fence_proxy_async": 4, "fence_sync_restrict": 2,
+              "fence_proxy_async_generic_sync_restrict": 2, "fence_proxy_tensormap_generic": 8,
+              "st_async": 5, "red_async": 13}
+    assert {h: len(header_forms([h])) for h in HEADERS} == counts
+
+
+@needs_cccl
+@pytest.mark.parametrize("key", sorted(by_requirement(HEADER_FORMS)),
+                         ids=lambda k: f"{k[0]}-sm_{k[1]}")
+def test_every_cuda_ptx_form(key):
+    """Each form of the headers, called as cuda::ptx calls it, emits the header's text and
+    needs the header's version/SM (or ptxdsl's floor); each batch assembles."""
+    version, sm = key
+    e = Env()
+    for form, name, q in by_requirement(HEADER_FORMS)[key]:
+        want = _build_header_form(e, form, name, q)
+        stmt = list(e.k.statements())[-1]
+        assert stmt.render() == want, (name, q)
+        assert stmt.insn.requires == req(str(version), sm), (name, q)
+    m = e.module()
+    assert (m.version, str(m.target)) == (version, f"sm_{sm}")
+    assert assemble_declared(m.emit())[:4] == b"\x7fELF"
+
+
 def _header_sregs():
     text = (CCCL / "get_sreg.h").read_text()
     forms = re.findall(r"^// (mov\.\w+ sreg_value, %%([\w.]+);) // PTX ISA (\d+)", text, re.M)
@@ -155,7 +236,7 @@ def _header_sregs():
     return forms, names
 
 
-@pytest.mark.skipif(not CCCL.is_dir(), reason=f"CCCL headers not found at {CCCL}")
+@needs_cccl
 def test_every_cuda_ptx_get_sreg():
     """Every get_sreg_* of cuda::ptx exists, emits the header's mov form and needs the header's
     PTX ISA version (or ptxdsl's 6.3 floor)."""
@@ -178,6 +259,20 @@ def test_refuse_barrier_cluster_sem(op, sem):
         BarrierCluster(op, sem)
 
 
+def test_cuda_ptx_tag_spellings():
+    e = Env()
+    ptx.barrier_cluster_arrive(e.k, ptx.sem_release)
+    ptx.barrier_cluster_wait(e.k, "sem_acquire")
+    ptx.getctarank(e.k, ptx.space_cluster, e.bar)
+    ptx.red_async(e.k, ptx.op_and_op, e.bar, e.v32, e.bar)
+    ptx.red_async(e.k, "op_add", e.bar, e.v32, e.bar)
+    assert [x.split(" ")[0].rstrip(";") for x in _texts(e) if not x.startswith("ld.")] == [
+        "barrier.cluster.arrive.release", "barrier.cluster.wait.acquire",
+        "getctarank.shared::cluster.u32",
+        "red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.and.b32",
+        "red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32"]
+
+
 def test_refuse_barrier_cluster_aligned_not_bool():
     e = Env()
     with pytest.raises(OperandError, match="'aligned'.*True or False"):
@@ -196,16 +291,29 @@ def test_refuse_mapa_global_address():
         ptx.mapa(e.k, "generic", e.gglobal, 1)
 
 
-def test_refuse_mapa_generic_register_as_shared():
+def test_mapa_converts_a_generic_pointer():
     e = Env()
-    with pytest.raises(OperandError, match="pass space='generic'"):
-        ptx.mapa(e.k, "shared::cluster", e.bar_generic, 1)
+    ptx.mapa(e.k, "cluster", e.bar_generic, 1)
+    assert _texts(e)[-2:] == ["cvta.to.shared::cluster.u64 %rd3, %rd2;",
+                              "mapa.shared::cluster.u64 %rd4, %rd3, 1;"]
+
+
+def test_refuse_mapa_class_generic_register_as_shared():
+    e = Env()
+    with pytest.raises(OperandError, match="builders convert a generic one with cvta"):
+        Mapa("cluster", e.k.reg(t.u64), e.bar_generic, 1)
 
 
 def test_refuse_mapa_shared_register_as_generic():
     e = Env()
-    with pytest.raises(OperandError, match="pass space='shared::cluster'"):
+    with pytest.raises(OperandError, match="pass space='cluster'"):
         ptx.mapa(e.k, "generic", e.smap64, 1)
+
+
+def test_refuse_mapa_shared_cta_space():
+    e = Env()
+    with pytest.raises(OperandError, match="'space'.*'cluster' \\(.shared::cluster\\)"):
+        ptx.mapa(e.k, "shared", e.bar, 1)
 
 
 def test_refuse_mapa_generic_symbol():
@@ -268,10 +376,18 @@ def test_refuse_st_async_global_address():
         ptx.st_async(e.k, e.gglobal, e.v32, _remote(e))
 
 
-def test_refuse_st_async_generic_barrier():
+def test_st_async_converts_a_generic_barrier():
+    e = Env()
+    ptx.st_async(e.k, e.smap32, e.v32, e.bar_generic)
+    assert _texts(e)[-2:] == [
+        "cvta.to.shared::cluster.u64 %rd3, %rd2;",
+        "st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r1], %r2, [%rd3];"]
+
+
+def test_refuse_st_async_class_generic_barrier():
     e = Env()
     with pytest.raises(OperandError, match="'remote_bar'.*holds a .generic address"):
-        ptx.st_async(e.k, _rbuf(e), e.v32, e.bar_generic)
+        StAsync("b32", _rbuf(e), e.v32, e.bar_generic)
 
 
 @pytest.mark.parametrize("op,ty", [("min", "u64"), ("inc", "s32"), ("and", "u32"),
@@ -298,3 +414,15 @@ def test_refuse_cp_async_arrive_cluster_space():
     e = Env()
     with pytest.raises(OperandError, match="cp.async.mbarrier.arrive.*'space'"):
         ptx.cp_async_mbarrier_arrive(e.k, e.bar, space="shared::cluster")
+
+
+def test_readme_example_builds_and_assembles():
+    """The README's cluster example (section 'The rest of cuda::ptx') runs as written."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("## The rest of cuda::ptx"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    ns: dict = {}
+    exec(code, ns)
+    ptx_text = Module([ns["k"]]).emit()
+    assert "st.async.weak.shared::cluster" in ptx_text
+    assert assemble_declared(ptx_text)[:4] == b"\x7fELF"

@@ -18,10 +18,11 @@ dataflow problems over it; `defs` indexes which statement writes which register;
 tracks constants, address provenance and divergence; `divergence` finds the code that only
 some threads run; `maps` reads box sizes and swizzles from constant tensormap.replace values;
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_bulk`,
-`hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
+`hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
 
-Cost: a kernel with no TMA, bulk, mbarrier or tensor-map instruction is dismissed in one
-scan (a few % of emitting it); otherwise the analysis is linear in the body plus the TMA ops.
+Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
+dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body
+plus the TMA ops.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_bulk,
     hazards_mbar,
     hazards_tmap,
+    hazards_wgmma,
     hazards_xdev,
     sync,
 )

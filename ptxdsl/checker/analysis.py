@@ -21,13 +21,20 @@ from .divergence import Divergence
 from .findings import Finding, Hazard, Site
 from .maps import MapFacts
 from .ops import Op, Role
+from .ranges import Spans
 from .state import State, join
 from .values import Kind, Val, Values
 
 Handler = Callable[["Analysis", State, Op, bool], State]
 HANDLERS: dict[Role, list[Handler]] = {}
 EXIT_CHECKS: list[Callable[[Analysis, State, int], None]] = []
+# Tags of may-facts that belong to the threads that ran their statement (a bulk store's
+# async-group is the committing thread's): a branch on a condition those threads cannot
+# take drops them on that edge.
+OWNED: set[str] = set()
 STRUCTURAL: list[Callable[[Analysis], None]] = []
+# Run once per kernel before the analysis: may add synthetic ops (`Analysis.add_op`).
+PREPARE: list[Callable[[Analysis], None]] = []
 
 
 def handles(*roles: Role):
@@ -37,6 +44,10 @@ def handles(*roles: Role):
             HANDLERS.setdefault(r, []).append(fn)
         return fn
     return deco
+
+
+def _dims(kernel: Any) -> tuple[int, ...] | None:
+    return getattr(kernel, "reqntid", None) or getattr(kernel, "maxntid", None) or None
 
 
 def _threads(kernel: Any) -> int | None:
@@ -87,6 +98,25 @@ class Analysis:
         self._infos: dict[int, tuple[Any, Any]] = {}
         self._vals: dict[int, tuple[Any, Val]] = {}
         self.cache: dict[str, Any] = {}   # per-kernel tables the hazard modules build lazily
+        self._spans: Spans | None = None
+        for prep in PREPARE:
+            prep(self)
+
+    def add_op(self, op: Op) -> None:
+        """Add a synthetic op (after the statement's own ops); it is no fact's source."""
+        ops = self.by_block[self.cfg.block_of(op.index)]
+        at = len(ops)
+        while at and ops[at - 1].index > op.index:
+            at -= 1
+        ops.insert(at, op)
+        self.roles.add(op.role)
+
+    @property
+    def spans(self) -> Spans:
+        """Offset bounds of addresses and integers (see `ranges`)."""
+        if self._spans is None:
+            self._spans = Spans(self.values, _dims(self.kernel))
+        return self._spans
 
     # -- running ------------------------------------------------------------------------------
     def step(self, state: State, op: Op, report: bool) -> State:
@@ -100,7 +130,8 @@ class Analysis:
         return state
 
     def run(self) -> list[Finding]:
-        ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at)
+        ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at,
+                    edge=self._edge if OWNED else None)
         for block in self.cfg.blocks:
             state = ins[block.id]
             if state is None:   # unreachable code
@@ -116,6 +147,18 @@ class Analysis:
             check(self)
         return sorted(self._findings.values(), key=lambda f: (
             str(f.loc.file) if f.loc else "", f.loc.line if f.loc else 0, f.id))
+
+    def _edge(self, p: int, b: int, state: State) -> State:
+        """Facts owned by threads that cannot take the edge p -> b do not flow along it (the
+        other threads' path of a second `if tid == 0` carries none of thread 0's groups)."""
+        if not any(f[0] in OWNED for f in state.may):
+            return state
+        tok = self.div.edge_token(p, b)
+        if tok is None:
+            return state
+        other = (tok[0], not tok[1])
+        drop = {f for f in state.may if f[0] in OWNED and other in self.div.owner_tokens(f[1])}
+        return State(state.must, state.may - drop, state.tx) if drop else state
 
     def runs_somewhere(self, i: int) -> bool:
         """Does statement i run (in some thread) whenever control reaches it? Not when a

@@ -111,7 +111,8 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
 @handles(Role.TMA_LOAD, Role.BULK_LOAD)
 def load(an: Analysis, state: State, op: Op, report: bool) -> State:
     if report:
-        _use(an, state, op, "cluster" if op.multicast or op.space is CLUSTER else "tma")
+        remote = op.space is CLUSTER or an.val(op.mbar).space is CLUSTER
+        _use(an, state, op, "cluster" if op.multicast or remote else "tma")
     key = an.key(op, "mbar")
     if key is None:
         return state

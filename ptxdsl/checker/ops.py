@@ -35,6 +35,7 @@ class Role(enum.Enum):
     TMAP_REPLACE = "tensormap.replace"
     CP_FENCEPROXY = "tensormap.cp_fenceproxy"
     TMAP_ACQUIRE = "tensormap acquire"
+    TMAP_RELEASE = "tensormap release"      # fence.proxy.tensormap::generic.release
     PROXY_ASYNC_FENCE = "fence.proxy.async"
     MBAR_INIT_FENCE = "fence.mbarrier_init"
     MBAR_INIT = "mbarrier.init"
@@ -43,6 +44,13 @@ class Role(enum.Enum):
     MBAR_EXPECT_TX = "mbarrier.expect_tx"
     MBAR_COMPLETE_TX = "mbarrier.complete_tx"
     MBAR_WAIT = "mbarrier wait"
+    RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
+    WGMMA = "wgmma.mma_async"               # dense or sparse; reads shared memory, d/A regs
+    WGMMA_FENCE = "wgmma.fence"
+    WGMMA_COMMIT = "wgmma.commit_group"
+    WGMMA_WAIT = "wgmma.wait_group"
+    WGMMA_REGS = "wgmma register access"    # another statement touching d/A regs (synthetic)
+    SETMAXNREG = "setmaxnreg"
 
 
 @attrs.frozen
@@ -72,7 +80,8 @@ class Op:
 TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BULK_LOAD,
                       Role.BULK_STORE, Role.COMMIT, Role.TMAP_REPLACE, Role.CP_FENCEPROXY,
                       Role.TMAP_ACQUIRE, Role.MBAR_INIT, Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX,
-                      Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT})
+                      Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT, Role.WGMMA, Role.WGMMA_FENCE,
+                      Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG})
 
 Extractor = Callable[[Any, int], list[Op]]
 
@@ -102,10 +111,13 @@ def _bulk(insn: Any, i: int) -> list[Op]:
         return [Op(Role.BULK_STORE, i, smem=insn.src, count=insn.size)]
     if insn.mbar is None:
         return []
+    # A copy from this CTA's shared memory into .shared::cluster targets another CTA; one
+    # from global into .shared::cluster without multicast lands in this CTA (the space is
+    # only the address form), so it is cluster-wide use only with multicast.
     return [Op(Role.BULK_LOAD, i, smem=insn.dst, mbar=insn.mbar, count=insn.size,
                multicast=bool(getattr(insn, "multicast", False)),
                space=StateSpace.shared_cluster if getattr(insn, "src_space", None)
-               is StateSpace.shared_cta else insn.dst_space)]
+               is StateSpace.shared_cta else None)]
 
 
 def _barrier(insn: Any, i: int) -> list[Op]:
@@ -192,6 +204,8 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("atomic", "Red", _smem_write),
     ("fence", "FenceProxyAsync", _fence_async),
     ("fence", "FenceProxyTensormapAcquire", _acquire),
+    ("fence", "FenceProxyTensormapRelease",
+     lambda insn, i: [Op(Role.TMAP_RELEASE, i, scope=insn.scope)]),
     ("fence", "FenceMbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT_FENCE, i)]),
     ("mbarrier", "MbarrierInit", _mbar(Role.MBAR_INIT)),
     ("mbarrier", "MbarrierInval", _mbar(Role.MBAR_INVAL)),
@@ -202,6 +216,13 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapReplaceDim", _replace),
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
+    ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
+    ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
+    ("wgmma_sp", "WgmmaMmaAsyncSp", lambda insn, i: [Op(Role.WGMMA, i)]),
+    ("wgmma", "WgmmaFence", lambda insn, i: [Op(Role.WGMMA_FENCE, i)]),
+    ("wgmma", "WgmmaCommitGroup", lambda insn, i: [Op(Role.WGMMA_COMMIT, i)]),
+    ("wgmma", "WgmmaWaitGroup", lambda insn, i: [Op(Role.WGMMA_WAIT, i, n=insn.n)]),
+    ("setmaxnreg", "SetMaxNReg", lambda insn, i: [Op(Role.SETMAXNREG, i)]),
 )
 
 _EXTRACTORS: dict[type, Extractor] | None = None

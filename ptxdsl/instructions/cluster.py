@@ -5,11 +5,13 @@ Builder functions are named after `cuda::ptx` and take the kernel first, with cu
 argument order:
 
     ptx::barrier_cluster_arrive(ptx::sem_release);   ptx.barrier_cluster_arrive(k, "release")
-    ptx::getctarank(ptx::space_cluster, p);           ptx.getctarank(k, "shared::cluster", p)
+    ptx::getctarank(ptx::space_cluster, p);           ptx.getctarank(k, "cluster", p)
 
 cuda::ptx has no `mapa`; `ptx.mapa(k, space, addr, target_cta)` follows getctarank's order
-and the ISA's operand order. `.aligned` (every thread of the warp executes the same barrier
-instruction) is a keyword, since cuda::ptx never emits it.
+and the ISA's operand order. Spaces, scopes and semantics are named as in every cuda::ptx
+builder (`_ptx_args`): 'cluster' (or `ptx.space_cluster`) is `.shared::cluster`. `.aligned`
+(every thread of the warp executes the same barrier instruction) is a keyword, since cuda::ptx
+never emits it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import attrs
 from ..errors import OperandError
 from ..operands import Addr, Reg, Symbol
 from ..types import Requires, ScalarType, Sem, StateSpace, req
-from ._tma_addr import parse_space
+from . import _ptx_args as A
 from .base import Instruction, _given, check_dst, check_enum, check_src
 
 __all__ = ["barrier_cluster_arrive", "barrier_cluster_wait", "mapa", "getctarank"]
@@ -31,8 +33,6 @@ T = ScalarType
 SM90_78 = req("7.8", 90)
 SM90_80 = req("8.0", 90)
 _SPACES = (S.shared_cluster, S.generic)
-# cuda::ptx's `space_cluster_t` is `.shared::cluster`: the name "cluster" means that space.
-_SPACE_ALIASES = {"cluster": S.shared_cluster}
 
 
 class ClusterBarrierOp(enum.Enum):
@@ -58,8 +58,7 @@ class BarrierCluster(Instruction):
         op = check_enum(self.MNEMONIC, "op", self.op, ClusterBarrierOp)
         self._set("op", op)
         if self.sem is not None:
-            self._set("sem", check_enum(f"barrier.cluster.{op.value}", "sem", self.sem, Sem,
-                                        _BARRIER_SEMS[op]))
+            self._set("sem", A.sem(f"barrier.cluster.{op.value}", self.sem, _BARRIER_SEMS[op]))
         if not isinstance(self.aligned, bool):
             raise OperandError(f"barrier.cluster.{op.value}", "aligned", "True or False",
                                _given(self.aligned))
@@ -74,9 +73,8 @@ class BarrierCluster(Instruction):
 
 
 def _space(insn: str, space) -> StateSpace:
-    if isinstance(space, str) and space in _SPACE_ALIASES:
-        return _SPACE_ALIASES[space]
-    return parse_space(insn, space, _SPACES)
+    """'cluster' (cuda::ptx space_cluster, .shared::cluster) or 'generic'."""
+    return A.space(insn, "space", space, _SPACES)
 
 
 def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]:
@@ -108,12 +106,12 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
         raise OperandError(insn, "addr", "a shared (or generic) address",
                            f"{_given(base)}, which holds a .{hint.value} address")
     if space is S.shared_cluster and hint is S.generic:
-        raise OperandError(insn, "addr", "a .shared::cluster address (pass space='generic' "
-                           "for a generic one)", f"{_given(base)}, which holds a generic "
-                           "address")
+        raise OperandError(insn, "addr", "a .shared::cluster address (the builders convert a "
+                           "generic one with cvta; or pass space='generic')",
+                           f"{_given(base)}, which holds a generic address")
     if space is S.generic and hint is not None and hint.is_shared:
-        raise OperandError(insn, "addr", "a generic address (pass space='shared::cluster' "
-                           "for a shared one)", f"{_given(base)}, which holds a "
+        raise OperandError(insn, "addr", "a generic address (pass space='cluster' for a "
+                           "shared one)", f"{_given(base)}, which holds a "
                            f".{hint.value} address")
     if addr.offset:
         raise OperandError(insn, "addr", "a register without offset (mapa and getctarank "
@@ -190,9 +188,11 @@ def barrier_cluster_wait(k, sem=None, *, aligned: bool = False) -> None:
 
 def mapa(k, space, addr, target_cta) -> Reg:
     """`mapa{.shared::cluster}.{u32,u64} d, addr, target_cta;` returns `d`, the address of
-    `addr`'s counterpart in CTA `target_cta` of the cluster (a .shared::cluster address, or a
-    generic one for space='generic'), hinted with its space for the instructions that use it."""
+    `addr`'s counterpart in CTA `target_cta` of the cluster (a .shared::cluster address for
+    space='cluster', a generic one for space='generic'), hinted with its space for the
+    instructions that use it. A generic pointer with space='cluster' is converted first."""
     sp = _space("mapa", space)
+    addr = A.space_addr(k, "mapa", addr, sp)
     _, t = _cluster_addr("mapa", sp, addr)
     d = k.reg(t)
     k.emit(Mapa(sp, d, addr, target_cta))
@@ -203,8 +203,9 @@ def mapa(k, space, addr, target_cta) -> Reg:
 def getctarank(k, space, addr) -> Reg:
     """`getctarank{.shared::cluster}.{u32,u64} d, addr;` returns the .u32 rank of the CTA whose
     shared memory `addr` points into (cuda::ptx::getctarank)."""
+    sp = _space("getctarank", space)
     d = k.reg(T.u32)
-    k.emit(Getctarank(space, d, addr))
+    k.emit(Getctarank(sp, d, A.space_addr(k, "getctarank", addr, sp)))
     return d
 
 

@@ -14,15 +14,15 @@ in the CTA that holds `addr`.
 
 from __future__ import annotations
 
-import enum
-
 import attrs
 
 from ..errors import OperandError
 from ..operands import Addr, Imm, Reg, Vec
 from ..types import Requires, ScalarType, StateSpace, req
-from ._tma_addr import resolve_space, tma_addr
+from . import _ptx_args as A
+from ._tma_addr import infer_space, tma_addr
 from .base import Instruction, _given, check_enum, check_src, refuse
+from .bulk import RedOp
 
 __all__ = ["st_async", "red_async", "cp_async_mbarrier_arrive", "cp_async_mbarrier_arrive_noinc"]
 
@@ -84,23 +84,13 @@ class StAsync(Instruction):
         return (self.addr, self.value, self.remote_bar)
 
 
-class RedAsyncOp(enum.Enum):
-    inc = "inc"
-    dec = "dec"
-    min = "min"
-    max = "max"
-    add = "add"
-    and_ = "and"
-    or_ = "or"
-    xor = "xor"
-
-
 # The types ptxas accepts per operation ("Incorrect type '.u64' for operation '.min'").
+# The op names (and `ptx.op_*` constants) are those of cp.reduce.async.bulk: one meaning.
 _RED_TYPES = {
-    RedAsyncOp.inc: (T.u32,), RedAsyncOp.dec: (T.u32,),
-    RedAsyncOp.min: (T.u32, T.s32), RedAsyncOp.max: (T.u32, T.s32),
-    RedAsyncOp.add: (T.u32, T.s32, T.u64),
-    RedAsyncOp.and_: (T.b32,), RedAsyncOp.or_: (T.b32,), RedAsyncOp.xor: (T.b32,),
+    RedOp.inc: (T.u32,), RedOp.dec: (T.u32,),
+    RedOp.min: (T.u32, T.s32), RedOp.max: (T.u32, T.s32),
+    RedOp.add: (T.u32, T.s32, T.u64),
+    RedOp.and_: (T.b32,), RedOp.or_: (T.b32,), RedOp.xor: (T.b32,),
 }
 
 
@@ -112,14 +102,14 @@ class RedAsync(Instruction):
 
     MNEMONIC = "red.async"
     REQUIRES = SM90_81
-    op: RedAsyncOp
+    op: RedOp
     type: ScalarType
     dest: object
     value: object
     remote_bar: object
 
     def __attrs_post_init__(self):
-        op = check_enum(self.MNEMONIC, "op", self.op, RedAsyncOp)
+        op = A.op(self.MNEMONIC, self.op, RedOp)
         self._set("op", op)
         self._set("type", check_enum(f"red.async.{op.value}", "type", self.type, T,
                                      _RED_TYPES[op]))
@@ -167,16 +157,21 @@ class CpAsyncMbarrierArrive(Instruction):
 
 
 # -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
+def _cluster(k, insn: str, addr):
+    return A.space_addr(k, insn, addr, S.shared_cluster)
+
+
 def st_async(k, addr, value, remote_bar, *, type=None) -> None:
     """`st.async...complete_tx::bytes{.v2,.v4}.type [addr], value, [remote_bar];` — value is
     one register/immediate or a tuple of 2 or 4; the type defaults to cuda::ptx's .b32/.b64
     by the value's width."""
     if type is None:
         type = _bits_type("st.async", value)
+    addr, remote_bar = _cluster(k, "st.async", addr), _cluster(k, "st.async", remote_bar)
     k.emit(StAsync(type, addr, tuple(value) if isinstance(value, list) else value, remote_bar))
 
 
-def _red_type(op: RedAsyncOp, value) -> ScalarType:
+def _red_type(op: RedOp, value) -> ScalarType:
     """cuda::ptx's overload for the value: .b32 for the bit ops, .u64 for any 64-bit add (its
     int64_t overload emits .u64 too), else the register's own type."""
     allowed = _RED_TYPES[op]
@@ -196,26 +191,32 @@ def _red_type(op: RedAsyncOp, value) -> ScalarType:
 def red_async(k, op, dest, value, remote_bar, *, type=None) -> None:
     """`red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.op.type [dest],
     value, [remote_bar];` (cuda::ptx::red_async; op: 'inc' 'dec' 'min' 'max' 'add' 'and' 'or'
-    'xor')."""
-    op = check_enum("red.async", "op", op, RedAsyncOp)
+    'xor', or cuda::ptx's op_* spellings and `ptx.op_*` constants). Generic pointers are
+    converted to .shared::cluster addresses first."""
+    op = A.op("red.async", op, RedOp)
+    dest, remote_bar = _cluster(k, "red.async", dest), _cluster(k, "red.async", remote_bar)
     k.emit(RedAsync(op, type if type is not None else _red_type(op, value), dest, value,
                     remote_bar))
 
 
 def _arrive(k, addr, space, noinc):
     name = "cp.async.mbarrier.arrive" + (".noinc" if noinc else "")
-    sp = resolve_space(name, addr, space, _BAR_SPACES)
-    k.emit(CpAsyncMbarrierArrive(sp, addr, noinc))
+    spaces = (S.generic, S.shared_cta)
+    sp = infer_space(name, addr, spaces) if space is None else A.space(name, "space", space,
+                                                                        spaces)
+    k.emit(CpAsyncMbarrierArrive(sp, A.space_addr(k, name, addr, sp), noinc))
 
 
 def cp_async_mbarrier_arrive(k, addr, *, space=None) -> None:
-    """`cp.async.mbarrier.arrive.shared::cta.b64 [addr];` (generic for a 64-bit address)."""
+    """`cp.async.mbarrier.arrive.shared::cta.b64 [addr];` for a shared symbol or 32-bit
+    address, the generic form for a 64-bit generic one (`space=` 'shared' or 'generic' to
+    choose). cuda::ptx writes the generic form with a 32-bit shared address; ptxdsl names the
+    space (PTX 7.8), which ptxas reads the same way."""
     _arrive(k, addr, space, False)
 
 
 def cp_async_mbarrier_arrive_noinc(k, addr, *, space=None) -> None:
-    """`cp.async.mbarrier.arrive.noinc.shared::cta.b64 [addr];` (generic for a 64-bit
-    address)."""
+    """`cp.async.mbarrier.arrive.noinc.shared::cta.b64 [addr];` (as cp_async_mbarrier_arrive)."""
     _arrive(k, addr, space, True)
 
 
@@ -233,7 +234,8 @@ FORMS: list[tuple[str, Requires, str]] = [
      ".{u32,s32,u64}", SM90_81, "int64 values use .u64, as cuda::ptx does"),
     ("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.{and,or,xor}.b32",
      SM90_81, ""),
-    ("cp.async.mbarrier.arrive{.noinc}{,.shared}.b64 [addr]", req("7.0", 80), ""),
+    ("cp.async.mbarrier.arrive{.noinc}{,.shared}.b64 [addr]", req("7.0", 80),
+     "bare .shared: the CpAsyncMbarrierArrive class only"),
     ("cp.async.mbarrier.arrive{.noinc}.shared::cta.b64 [addr]", req("7.8", 80),
      "cuda::ptx emits the generic form with a 32-bit shared address"),
 ]

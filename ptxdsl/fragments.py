@@ -15,7 +15,8 @@ bf16/f16 is therefore exactly the A fragment of one k16 step (the flash-attentio
 `k.fragment(t.f32, shape=(64, N))` allocates and zero-fills the registers; pass the fragment
 to `ptx.wgmma_mma_async` as `d`; `to_packed(t.bf16)` converts (`cvt.rn.bf16x2.f32`);
 `store(ptr, ld, rows=, cols=)` is the direct-store epilogue (each thread stores its values,
-bounds predicated for M/N tails). `fragment_coords` / `a_fragment_coords` are the host-side
+bounds predicated for M/N tails), `store_matrix(smem, ld)` the `stmatrix` one (to shared
+memory, e.g. for a TMA store). `fragment_coords` / `a_fragment_coords` are the host-side
 maps for tests.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from .errors import BuildError
 from .instructions.cvt_packed import cvt_packed
+from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, d_count, d_register_type
 from .operands import Addr, Reg, Symbol
 from .types import ScalarType
@@ -32,7 +34,9 @@ from .types import ScalarType
 T = ScalarType
 WARPGROUP = 128
 _ACC_TYPES = (T.f32, T.s32, T.f16)
-_PACKED = {T.bf16: T.bf16x2, T.f16: T.f16x2}
+# to_packed targets: name -> (cvt_packed destination, bits of one value)
+_PACKED = {"bf16": ("bf16x2", 16), "f16": ("f16x2", 16), "e4m3": ("e4m3x2", 8),
+           "e5m2": ("e5m2x2", 8)}
 
 
 def fragment_coords(n: int, thread: int, dtype: ScalarType = T.f32) -> list[tuple[int, int]]:
@@ -57,24 +61,27 @@ def a_fragment_coords(bits: int, thread: int) -> list[list[tuple[int, int]]]:
 
 
 class Fragment:
-    """An m64nN accumulator (or a packed 16-bit copy of one) in a warpgroup's registers."""
+    """An m64nN accumulator (or a packed bf16/f16/fp8 copy of one) in a warpgroup's
+    registers. `packed` names the copy's value type ('bf16', 'f16', 'e4m3', 'e5m2')."""
 
     def __init__(self, k, dtype: ScalarType, n: int, regs: list[Reg] | None = None,
-                 packed: ScalarType | None = None):
+                 packed: str | None = None):
         if dtype not in _ACC_TYPES and packed is None:
             raise BuildError(f"fragment: accumulators are .f32, .s32 or .f16, got {dtype!r}")
         if n not in ALL_N:
             raise BuildError(f"fragment: N must be 8..256 in steps of 8, got {n!r}")
         self.kernel, self.dtype, self.n, self.m = k, dtype, n, 64
-        self.packed = packed          # bf16/f16 when this is a converted copy
+        self.packed = packed          # the value type of a converted copy
         count = n // 4 if packed else d_count(n, dtype)
         rt = T.b32 if packed else d_register_type(dtype)
         self.regs = regs if regs is not None else [k.reg(rt) for _ in range(count)]
 
     @property
-    def element(self) -> ScalarType:
-        """The type of one value (bf16 for a packed bf16 copy)."""
-        return self.packed or self.dtype
+    def value_bits(self) -> int:
+        """Bits of one value: 32 (.f32/.s32), 16 (.f16, packed bf16/f16), 8 (packed fp8)."""
+        if self.packed:
+            return _PACKED[self.packed][1]
+        return 16 if self.dtype is T.f16 else 32
 
     def __len__(self) -> int:
         return len(self.regs)
@@ -106,24 +113,28 @@ class Fragment:
                 k.mov(int(value), type=T.b32, dst=r)
         return self
 
-    def to_packed(self, dtype: ScalarType = T.bf16) -> Fragment:
-        """A packed bf16/f16 copy of an `.f32` accumulator: register j holds values 2j (low)
-        and 2j+1 (high), adjacent columns of one row, rounded to nearest even."""
+    def to_packed(self, dtype: Any = T.bf16) -> Fragment:
+        """A packed copy of an `.f32` accumulator, two adjacent columns of one row per
+        register: values 2j (low) and 2j+1 (high) of register j. bf16/f16: `cvt.rn.{bf16x2,
+        f16x2}.f32` into .b32 registers; e4m3/e5m2: `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`
+        into .b16 registers."""
         if self.dtype is not T.f32 or self.packed:
-            raise BuildError("fragment.to_packed: converts an .f32 accumulator (got "
-                             f".{self.element.value})")
-        if dtype not in _PACKED:
-            raise BuildError(f"fragment.to_packed: bf16 or f16, got {dtype!r}")
+            got = self.packed or self.dtype.value
+            raise BuildError(f"fragment.to_packed: converts an .f32 accumulator (got .{got})")
+        name = getattr(dtype, "value", dtype)
+        if name not in _PACKED:
+            raise BuildError("fragment.to_packed: one of bf16, f16, e4m3, e5m2, got "
+                             f"{dtype!r}")
         k = self.kernel
-        out = [cvt_packed(k, _PACKED[dtype].value, self.regs[2 * j + 1], self.regs[2 * j])
+        out = [cvt_packed(k, _PACKED[name][0], self.regs[2 * j + 1], self.regs[2 * j])
                for j in range(self.n // 4)]
-        return Fragment(k, T.f32, self.n, out, packed=dtype)
+        return Fragment(k, T.f32, self.n, out, packed=name)
 
     def a_operand(self, step: int = 0) -> tuple[Reg, Reg, Reg, Reg]:
         """The A fragment of k16 step `step` (columns 16*step..16*step+15) of a packed 16-bit
         copy: its 4 registers, for an RS wgmma (P @ V chains)."""
-        if not self.packed:
-            raise BuildError("fragment.a_operand: convert with to_packed() first")
+        if self.value_bits != 16 or not self.packed:
+            raise BuildError("fragment.a_operand: convert with to_packed(t.bf16/t.f16) first")
         if not 0 <= step < self.n // 16:
             raise BuildError(f"fragment.a_operand: step must be in [0, {self.n // 16})")
         return tuple(self.regs[4 * step:4 * step + 4])
@@ -133,14 +144,14 @@ class Fragment:
         """Each thread stores its values to a row-major global tile at `ptr` (a 64-bit global
         or generic register, or a pointer parameter) with a row stride of `ld` elements (int
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
-        outside are not stored. Packed fragments store pairs as one 32-bit store."""
+        outside are not stored. Packed fragments store each register's pair in one store."""
         k = self.kernel
         if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
             ptr = k.ld_param(ptr)
         if not isinstance(ptr, Reg) or ptr.type.bits != 64:
             raise BuildError("fragment.store: ptr must be a 64-bit register or a pointer "
                              "parameter")
-        eb = self.element.bits // 8
+        eb = self.value_bits // 8
         tid = k.and_(k.tid.x, WARPGROUP - 1)
         row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))
         col0 = k.shl(k.and_(tid, 3), 1)
@@ -153,7 +164,7 @@ class Fragment:
             below = k.add(base, k.mul(ld, 8 * eb, type=T.u32, mode="wide")), 0
         row_ok = {dr: self._bound(row0, rows, dr) for dr in (0, 8)}
         pairs = self.packed is not None or self.dtype is T.f16
-        st_type = T.b32 if pairs else self.dtype
+        st_type = (T.b32 if self.value_bits == 16 else T.b16) if pairs else self.dtype
         for idx, reg in enumerate(self.regs):
             if pairs:      # register idx holds values 2idx, 2idx+1
                 i = 2 * idx
@@ -170,6 +181,35 @@ class Fragment:
             else:
                 with k.guard(pred):
                     k.st(addr, reg, type=st_type, space="global")
+
+    def store_matrix(self, smem: Any, ld: int) -> None:
+        """The `stmatrix` epilogue: a packed bf16/f16 copy to a row-major tile in shared
+        memory (a shared symbol or 32-bit shared address register; row stride `ld` elements,
+        a multiple of 8 so every 8x8 matrix row is 16-byte aligned).
+
+        Packed register j of a warp holds the 8x8 matrix (rows 8*(j%2).., columns 8*(j/2)..)
+        of the warp's 16 rows in exactly stmatrix's per-thread layout, so registers 4q..4q+3
+        are one `stmatrix.x4`; lane L gives the address of row L%8 of matrix L/8."""
+        k = self.kernel
+        if self.value_bits != 16 or not self.packed:
+            raise BuildError("fragment.store_matrix: stmatrix stores 16-bit values; convert "
+                             "with to_packed(t.bf16/t.f16) first")
+        if isinstance(ld, bool) or not isinstance(ld, int) or ld < self.n or ld % 8:
+            raise BuildError(f"fragment.store_matrix: ld must be an int >= N={self.n} and a "
+                             f"multiple of 8 (16-byte rows), got {ld!r}")
+        if isinstance(smem, Symbol):
+            if not smem.space.is_shared:
+                raise BuildError(f"fragment.store_matrix: {smem.name} is not in shared memory")
+            smem = k.mov(smem)
+        tid = k.and_(k.tid.x, WARPGROUP - 1)
+        lane = k.and_(tid, 31)
+        mat = k.shr(lane, 3)
+        row = k.add(k.add(k.mul(k.shr(tid, 5), 16), k.shl(k.and_(mat, 1), 3)),
+                    k.and_(lane, 7))
+        col = k.shl(k.shr(mat, 1), 3)
+        base = k.add(smem, k.shl(k.mad(row, ld, col), 1))
+        for q in range(self.n // 16):
+            stmatrix(k, Addr(base, 32 * q), self.regs[4 * q:4 * q + 4])
 
     def _bound(self, start: Reg, limit: Any, off: int, also: Any = True) -> Any:
         """start + off < limit, as True/False when known at build time or a predicate."""

@@ -219,6 +219,16 @@ def special(name: str) -> SpecialReg:
     return SpecialReg(name, t, r.sm, str(r.version))
 
 
+MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
+
+
+def _prod(dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 def _dims(value, what: str) -> tuple[int, ...] | None:
     if value is None:
         return None
@@ -242,6 +252,10 @@ class KernelCore:
         self.maxntid = _dims(maxntid, ".maxntid")
         self.reqntid = _dims(reqntid, ".reqntid")
         self.reqnctapercluster = _dims(reqnctapercluster, ".reqnctapercluster")
+        if self.reqnctapercluster and _prod(self.reqnctapercluster) > MAX_CLUSTER_CTAS:
+            raise BuildError(f"kernel {name}: .reqnctapercluster {reqnctapercluster} asks for "
+                             f"{_prod(self.reqnctapercluster)} CTAs per cluster; no GPU "
+                             f"launches more than {MAX_CLUSTER_CTAS} (8 portable)")
         if self.maxntid and self.reqntid:
             raise BuildError(f"kernel {name}: .maxntid and .reqntid cannot be combined "
                              "(ptxas refuses both on one kernel); keep one")

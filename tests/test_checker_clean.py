@@ -234,16 +234,16 @@ def test_acquire_at_gpu_after_own_release_at_gpu(how):
         ptx.mbarrier_init(k, bar, 1)
         ptx.fence_proxy_async(k, "shared::cta")
         if how == "in_place":
-            ptx.tensormap_replace_global_address(k, k.cvta(tmap, "global", to=True), addr,
-                                                 space="global")
+            ptx.tensormap_replace_global_address(k, "global", k.cvta(tmap, "global", to=True),
+                                                 addr)
             ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
     if how == "cp_fenceproxy":
         smap = k.shared_array(t.b8, 128, align=128, name="smap")
         with k.if_(k.tid.x == 0):
-            ptx.tensormap_replace_global_address(k, smap, addr)
+            ptx.tensormap_replace_global_address(k, "shared", smap, addr)
         k.syncwarp()
         with k.if_(k.shr(k.tid.x, 5) == 0):
-            ptx.tensormap_cp_fenceproxy(k, tmap, smap, sem="release", scope="gpu")
+            ptx.tensormap_cp_fenceproxy(k, "release", "gpu", tmap, smap, 128)
     k.bar_sync(0)
     with k.if_(k.tid.x == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
@@ -263,14 +263,14 @@ def test_expect_tx_honours_element_stride(stride, tx):
     bar = k.shared_array(t.b64, 1, align=8, name="bar")
     tile = k.shared_array(t.b8, 512, align=128, name="tile")
     with k.if_(k.laneid == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
-        ptx.tensormap_replace_box_dim(k, smap, 1, 8)
-        ptx.tensormap_replace_element_stride(k, smap, 0, stride)
-        ptx.tensormap_replace_elemtype(k, smap, "u32")
+        ptx.tensormap_replace_rank(k, "shared", smap, rank=2)
+        ptx.tensormap_replace_box_dim(k, "shared", smap, 0, 16)
+        ptx.tensormap_replace_box_dim(k, "shared", smap, 1, 8)
+        ptx.tensormap_replace_element_stride(k, "shared", smap, 0, stride)
+        ptx.tensormap_replace_elemtype(k, "shared", smap, "u32")
         ptx.mbarrier_init(k, bar, 1)
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     k.bar_sync(0)
     with k.if_(k.laneid == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)

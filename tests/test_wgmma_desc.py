@@ -158,7 +158,7 @@ def build_descriptors():
     sb = k.shared_array(t.b8, 16384, align=1024, name="sb")
     lay_a = SmemLayout(t.bf16, 64, 64, "K", "128B")
     lay_b = SmemLayout(t.bf16, 128, 64, "MN", "64B")
-    da = descriptor(k, lay_a, sa)                           # mov, shr, cvt, or
+    da = descriptor(k, lay_a, sa)                           # mov, shr, mad.wide
     db = descriptor(k, lay_b, k.mov(sb, type=t.u64))        # 64-bit address: shr, or
     dc = descriptor(k, SmemLayout(t.bf16, 64, 64), 2048)   # folded to a constant
     acc = k.fragment(t.f32, shape=(64, 16))
@@ -185,7 +185,7 @@ def test_descriptor_instruction_count():
     k = Kernel("k")
     sa = k.shared_array(t.b8, 8192, align=1024, name="sa")
     descriptor(k, SmemLayout(t.bf16, 64, 64), k.mov(sa))
-    assert [s.insn.opcode().split(".")[0] for s in k.statements()][1:] == ["shr", "cvt", "or"]
+    assert [s.insn.opcode() for s in k.statements()][1:] == ["shr.u32", "mad.wide.u32"]
 
 
 def test_refuse_descriptor_alignment():
@@ -246,6 +246,8 @@ def build_fragments():
     acc.store(out, 64, rows=40, cols=12)
     half.store(out, k.ld_param(cols), rows=k.ld_param(rows))
     ints.store(out, 8)
+    acc.to_packed("e5m2").store(out, 16, cols=10)
+    packed.store_matrix(k.shared_array(t.b8, 64 * 24 * 2, align=16, name="c_tile"), 24)
     m.add(k)
     return m
 
@@ -255,6 +257,8 @@ def test_fragment_code_golden(golden):
     assert assemble_declared(text)[:4] == b"\x7fELF"
     assert "cvt.rn.bf16x2.f32 %r" in text
     assert text.count("st.global.f32") == 8     # N=16: 8 values, each below column 12
+    assert "cvt.rn.satfinite.e5m2x2.f32 %rs" in text and text.count("st.global.b16") == 4
+    assert text.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 1
 
 
 def test_fragment_stores_skip_what_is_out_of_bounds():
@@ -279,5 +283,14 @@ def test_fragment_refusals():
         k.fragment(t.s32, shape=(64, 8)).to_packed(t.bf16)
     with pytest.raises(BuildError, match="convert with to_packed"):
         k.fragment(t.f32, shape=(64, 16)).a_operand(0)
+    with pytest.raises(BuildError, match="one of bf16, f16, e4m3, e5m2"):
+        k.fragment(t.f32, shape=(64, 16)).to_packed(t.f64)
+    fp8 = k.fragment(t.f32, shape=(64, 16)).to_packed("e4m3")
+    assert [r.type for r in fp8.regs] == [t.b16] * 4 and fp8.value_bits == 8
+    with pytest.raises(BuildError, match="stmatrix stores 16-bit values"):
+        fp8.store_matrix(k.shared_array(t.b8, 2048, name="s1"), 16)
+    bf = k.fragment(t.f32, shape=(64, 16)).to_packed(t.bf16)
+    with pytest.raises(BuildError, match=r"ld must be an int >= N=16 and a multiple of 8"):
+        bf.store_matrix(k.shared_array(t.b8, 4096, name="s2"), 20)
     with pytest.raises(BuildError, match="ptr must be a 64-bit register"):
         k.fragment(t.f32, shape=(64, 8)).store(k.reg(t.u32), 8)

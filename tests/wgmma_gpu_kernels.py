@@ -37,6 +37,7 @@ class GemmCase:
     satfinite: bool = False
     init: int | None = None         # accumulators start here (scale-d = 1) instead of 0
     sparse: bool = False
+    epilogue: str = "store"         # store | stmatrix | e4m3 | f16_tail | chain
 
     @property
     def a_layout(self) -> SmemLayout:
@@ -189,9 +190,81 @@ def build_kernel(c: GemmCase) -> Kernel:
             ptx.wgmma_mma_async(k, acc, a, db.k_step(k, kk), 1, **common)
     ptx.wgmma_commit_group(k)
     ptx.wgmma_wait_group(k, 0)
-    acc.store(out, c.n)
+    _epilogue(k, c, acc, out, b_img)
     k.ret()
     return k
+
+
+TAIL = (50, 30)        # rows, cols the f16_tail epilogue stores (of 64 x N)
+CHAIN_N = 32           # N of the second GEMM of the chain epilogue
+
+
+def _epilogue(k, c: GemmCase, acc, out, b_img) -> None:
+    """How the accumulator leaves: direct store; packed bf16 via stmatrix to shared memory
+    and out with plain copies; packed e4m3 direct store; packed f16 with M/N tails; or packed
+    bf16 as the A operand of a second (RS) wgmma, P @ B2, B2 read from after B's image."""
+    if c.epilogue == "store":
+        acc.store(out, c.n)
+    elif c.epilogue == "stmatrix":
+        tile = k.shared_array(t.b8, 64 * c.n * 2, align=128, name="c_tile")
+        acc.to_packed(t.bf16).store_matrix(tile, c.n)
+        k.bar_sync(0)
+        dst = k.ld_param(out)
+        tid = k.tid.x
+        src = k.add(k.mov(tile), k.mul(tid, 16))
+        g = k.add(dst, k.mul(tid, 16, type=t.u32, mode="wide"))
+        for it in range(64 * c.n * 2 // 2048):
+            v = k.ld(Addr(src, it * 2048), type=t.b32, space="shared", vec=4)
+            k.st(Addr(g, it * 2048), v, type=t.b32, space="global")
+    elif c.epilogue == "e4m3":
+        acc.to_packed("e4m3").store(out, c.n)
+    elif c.epilogue == "f16_tail":
+        acc.to_packed(t.f16).store(out, c.n, rows=TAIL[0], cols=k.mov(TAIL[1], type=t.s32))
+    elif c.epilogue == "chain":
+        lb2 = SmemLayout(t.bf16, CHAIN_N, c.n, "K", "32B")
+        sb2 = k.shared_array(t.b8, lb2.nbytes, align=1024, name="sb2")
+        src = k.ld_param(b_img)
+        tid = k.tid.x
+        g = k.add(src, k.mul(tid, 16, type=t.u32, mode="wide"))
+        s = k.add(k.mov(sb2), k.mul(tid, 16))
+        off = c.b_layout.nbytes
+        for it in range(lb2.nbytes // 2048):
+            v = k.ld(Addr(g, off + it * 2048), type=t.b32, space="global", vec=4)
+            k.st(Addr(s, it * 2048), v, type=t.b32, space="shared")
+        ptx.fence_proxy_async(k, "shared::cta")
+        k.bar_sync(0)
+        p = acc.to_packed(t.bf16)
+        d2 = k.fragment(t.f32, shape=(64, CHAIN_N))
+        db2 = descriptor(k, lb2, sb2)
+        ptx.wgmma_fence(k)
+        for step in range(c.n // 16):
+            ptx.wgmma_mma_async(k, d2, p.a_operand(step), db2.k_step(k, 16 * step),
+                                atype="bf16")
+        ptx.wgmma_commit_group(k)
+        ptx.wgmma_wait_group(k, 0)
+        d2.store(out, CHAIN_N)
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 (round to nearest even), returned as the bf16 values in float64."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def e4m3_round(x: np.ndarray) -> np.ndarray:
+    """float -> e4m3 bytes, round to nearest even, saturating at +-448 (.satfinite)."""
+    codes = np.arange(128)
+    exp, man = codes >> 3, codes & 7
+    vals = np.where(exp == 0, man / 8 * 2.0**-6, (1 + man / 8) * 2.0**(exp - 7))
+    vals[127] = np.inf                                   # 0x7F is NaN: never chosen
+    mag = np.minimum(np.abs(x), 448.0)
+    diff = np.abs(mag[..., None] - vals)
+    best = diff.min(axis=-1, keepdims=True)
+    ties = diff == best
+    even = ties & (codes % 2 == 0)
+    pick = np.where(even.any(axis=-1), even.argmax(axis=-1), ties.argmax(axis=-1))
+    return (pick | np.where(x < 0, 0x80, 0)).astype(np.uint8)
 
 
 def build_module(cases) -> Module:
@@ -211,6 +284,10 @@ def host_data(c: GemmCase, seed: int = 0):
         b_vals = random_values(rng, (c.n, c.k), wb)      # B^T: n x k
     a_img = np.zeros(2048, np.uint8) if c.rs else smem_image(c.a_layout, a_vals, wa)
     b_img = smem_image(c.b_layout, b_vals, wb)
+    if c.epilogue == "chain":
+        b2 = random_values(rng, (CHAIN_N, c.n), wb)
+        b_img = np.concatenate([b_img, smem_image(SmemLayout(t.bf16, CHAIN_N, c.n, "K",
+                                                             "32B"), b2, wb)])
     a_rows = encode(a_vals, wa).reshape(-1)
     dense_a = sparse_expand(a_vals, c.k) if c.sparse else a_vals
     exact = dense_a @ b_vals.T
@@ -220,6 +297,16 @@ def host_data(c: GemmCase, seed: int = 0):
                 else ((total + 2**31) % 2**32) - 2**31).astype(np.int64).astype(np.int32)
     else:
         want = exact.astype(NP_ACC[c.dtype])
+    if c.epilogue == "stmatrix":
+        want = encode(bf16_round(exact), WgmmaType.bf16).view(np.uint16)[..., 0]
+    elif c.epilogue == "e4m3":
+        want = e4m3_round(exact)
+    elif c.epilogue == "f16_tail":
+        want = np.full(exact.shape, 0xA5A5, np.uint16)
+        inside = exact[:TAIL[0], :TAIL[1]].astype(np.float16).view(np.uint16)
+        want[:TAIL[0], :TAIL[1]] = inside
+    elif c.epilogue == "chain":
+        want = (bf16_round(exact) @ b2.T).astype(np.float32)
     return a_img, b_img, a_rows, want
 
 
@@ -254,6 +341,10 @@ CASES = [
     G("sparse_f16_n64", "f16", "f16", t.f32, 64, 64, swizzle_a="64B", sparse=True),
     G("sparse_bf16_n32", "bf16", "bf16", t.f32, 32, 32, swizzle_a="32B", swizzle_b="64B",
       sparse=True),
+    G("epilogue_stmatrix_bf16", "bf16", "bf16", t.f32, 64, 64, epilogue="stmatrix"),
+    G("epilogue_packed_e4m3", "bf16", "bf16", t.f32, 32, 64, epilogue="e4m3"),
+    G("epilogue_packed_f16_tails", "f16", "f16", t.f32, 64, 64, epilogue="f16_tail"),
+    G("epilogue_chain_rs", "bf16", "bf16", t.f32, 32, 64, epilogue="chain"),
 ]
 BY_NAME = {c.name: c for c in CASES}
 

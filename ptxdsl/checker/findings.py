@@ -46,6 +46,11 @@ class Hazard(enum.Enum):
     TMA_SMEM_ALIGN = "tma-smem-align"
     BULK_SRC_OVERWRITE = "bulk-src-overwrite"
     BULK_GROUP_NOT_WAITED = "bulk-group-not-waited"
+    WGMMA_REGS_IN_FLIGHT = "wgmma-regs-in-flight"
+    WGMMA_NO_FENCE = "wgmma-no-fence"
+    WGMMA_SMEM_NO_PROXY_FENCE = "wgmma-smem-no-proxy-fence"
+    WGMMA_SMEM_RELEASED = "wgmma-smem-released"
+    SETMAXNREG_NOT_UNIFORM = "setmaxnreg-not-uniform"
     MBAR_ARRIVE_COUNT = "mbar-arrive-count"
     MBAR_REINIT = "mbar-reinit"
     RING_PARITY = "ring-parity"
@@ -159,6 +164,32 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         W, "bulk async-groups committed but never waited for before the kernel exits",
         "end with cp.async.bulk.commit_group + cp.async.bulk.wait_group 0 (or .read 0) on "
         "every path to ret/exit so the shared source stays valid until read [digest §5.7]"),
+    Hazard.WGMMA_REGS_IN_FLIGHT: (
+        E, "accumulator (or register A) of a wgmma.mma_async accessed before the "
+        "wgmma.wait_group that retires it",
+        "commit the wgmma (wgmma.commit_group) and run wgmma.wait_group N, with N small enough "
+        "to cover its group, before reading or writing its d (or RS-form A) registers "
+        "[PTX ISA §9.7.15.5]"),
+    Hazard.WGMMA_NO_FENCE: (
+        E, "wgmma.mma_async without a wgmma.fence after its registers were accessed",
+        "run wgmma.fence (ptx.wgmma_fence(k)) before the first wgmma.mma_async and after any "
+        "other instruction touches its accumulator or A registers [PTX ISA §9.7.15.7.1]"),
+    Hazard.WGMMA_SMEM_NO_PROXY_FENCE: (
+        E, "shared memory written by generic stores read by wgmma.mma_async without "
+        "fence.proxy.async",
+        "after the st.shared/stmatrix writes run fence.proxy.async.shared::cta, then a barrier "
+        "of the threads that wrote and the warpgroup, then the wgmma [PTX ISA §9.7.15.6]"),
+    Hazard.WGMMA_SMEM_RELEASED: (
+        E, "shared memory handed back (mbarrier.arrive) while a wgmma.mma_async may still "
+        "read it",
+        "commit the wgmma and wait for it (wgmma.wait_group) before arriving on the stage's "
+        "empty barrier; with wait_group 1, release the previous stage, not the current one "
+        "[PTX ISA §9.7.15.5]"),
+    Hazard.SETMAXNREG_NOT_UNIFORM: (
+        E, "setmaxnreg executed by only some threads of a warpgroup",
+        "setmaxnreg is .sync.aligned per warpgroup: branch on the warpgroup index (tid / 128, "
+        "or anything uniform across 128 threads), never on a per-warp or per-thread value "
+        "[PTX ISA §9.7.19.5]"),
     Hazard.MBAR_ARRIVE_COUNT: (
         E, "mbarrier arrive count differs from the arrivals each phase gets",
         "initialise the barrier with the number of arrive operations one phase receives "

@@ -47,6 +47,12 @@ class Role(enum.Enum):
     RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
     MBAR_REMOTE = "remote mbarrier signal"  # st.async/red.async complete_tx, cp.async arrive
     SMEM_READ = "shared read"               # ld.shared (reads of TMA destinations)
+    WGMMA = "wgmma.mma_async"               # dense or sparse; reads shared memory, d/A regs
+    WGMMA_FENCE = "wgmma.fence"
+    WGMMA_COMMIT = "wgmma.commit_group"
+    WGMMA_WAIT = "wgmma.wait_group"
+    WGMMA_REGS = "wgmma register access"    # another statement touching d/A regs (synthetic)
+    SETMAXNREG = "setmaxnreg"
 
 
 @attrs.frozen
@@ -78,7 +84,8 @@ class Op:
 TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BULK_LOAD,
                       Role.BULK_STORE, Role.COMMIT, Role.TMAP_REPLACE, Role.CP_FENCEPROXY,
                       Role.TMAP_ACQUIRE, Role.MBAR_INIT, Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX,
-                      Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT})
+                      Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT, Role.WGMMA, Role.WGMMA_FENCE,
+                      Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG})
 
 Extractor = Callable[[Any, int], list[Op]]
 
@@ -227,6 +234,13 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapReplaceDim", _replace),
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
+    ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
+    ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
+    ("wgmma_sp", "WgmmaMmaAsyncSp", lambda insn, i: [Op(Role.WGMMA, i)]),
+    ("wgmma", "WgmmaFence", lambda insn, i: [Op(Role.WGMMA_FENCE, i)]),
+    ("wgmma", "WgmmaCommitGroup", lambda insn, i: [Op(Role.WGMMA_COMMIT, i)]),
+    ("wgmma", "WgmmaWaitGroup", lambda insn, i: [Op(Role.WGMMA_WAIT, i, n=insn.n)]),
+    ("setmaxnreg", "SetMaxNReg", lambda insn, i: [Op(Role.SETMAXNREG, i)]),
 )
 
 _EXTRACTORS: dict[type, Extractor] | None = None

@@ -128,7 +128,7 @@ def _multicast(tx: int) -> tuple[Kernel, int]:
         line = here() + 1
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx, dst="_")
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, 0), bar,
-                                 multicast_mask=0b11)
+                                 cta_mask=0b11)
     ptx.mbarrier_wait(k, bar, 0)
     return k, line
 
@@ -289,7 +289,7 @@ def _replace_in_place(release: bool) -> tuple[Kernel, int]:
     k = Kernel("k", reqntid=32)
     tmap = k.ld_param(k.param_ptr("tmap"))
     ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
-    ptx.tensormap_replace_box_dim(k, k.cvta(tmap, "global", to=True), 0, 16, space="global")
+    ptx.tensormap_replace_box_dim(k, "global", k.cvta(tmap, "global", to=True), 0, 16)
     if release:
         ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
     line = here() + 1
@@ -312,10 +312,10 @@ def _published(scope: str, *, per_cta: bool = False, acquire: str = "gpu") -> tu
     out = k.add(ws, k.cvt(k.mul(k.ctaid.x, 128, type=t.u32), t.u64)) if per_cta else ws
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     with k.if_(k.laneid == 0):
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
+        ptx.tensormap_replace_box_dim(k, "shared", smap, 0, 16)
     k.syncwarp()
     line = here() + 1
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope=scope)
+    ptx.tensormap_cp_fenceproxy(k, "release", scope, out, smap, 128)
     acq = here() + 1
     ptx.fence_proxy_tensormap_generic(k, "acquire", acquire, out)
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))

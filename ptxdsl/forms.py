@@ -22,6 +22,18 @@ FAMILIES: tuple[str, ...] = (
     "bulk_tensor",
     "bulk",
     "cache_policy",
+    "cluster",
+    "sreg",
+    "st_async",
+    "ld_st",
+    "multimem",
+    "bits",
+    "control_ptx",
+    "wgmma",
+    "wgmma_sp",
+    "setmaxnreg",
+    "matrix",
+    "cvt_packed",
 )
 
 

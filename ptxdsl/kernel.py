@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 
 from .errors import OperandError, fail_closed
+from .fragments import FragmentOps
 from .instructions.arith import ArithOps
 from .instructions.atomic import AtomicOps
 from .instructions.compare import CompareOps
@@ -32,6 +33,7 @@ class Kernel(
     AtomicOps,
     WarpOps,
     InlineOps,
+    FragmentOps,
 ):
     """A `.visible .entry` function under construction.
 

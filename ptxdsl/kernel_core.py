@@ -216,6 +216,16 @@ def special(name: str) -> SpecialReg:
     return SpecialReg(name, t, r.sm, str(r.version))
 
 
+MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
+
+
+def _prod(dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 def _dims(value, what: str) -> tuple[int, ...] | None:
     if value is None:
         return None
@@ -242,6 +252,10 @@ class KernelCore:
         self.maxntid = _dims(maxntid, ".maxntid")
         self.reqntid = _dims(reqntid, ".reqntid")
         self.reqnctapercluster = _dims(reqnctapercluster, ".reqnctapercluster")
+        if self.reqnctapercluster and _prod(self.reqnctapercluster) > MAX_CLUSTER_CTAS:
+            raise BuildError(f"kernel {name}: .reqnctapercluster {reqnctapercluster} asks for "
+                             f"{_prod(self.reqnctapercluster)} CTAs per cluster; no GPU "
+                             f"launches more than {MAX_CLUSTER_CTAS} (8 portable)")
         if self.maxntid and self.reqntid:
             raise BuildError(f"kernel {name}: .maxntid and .reqntid cannot be combined "
                              "(ptxas refuses both on one kernel); keep one")
@@ -270,6 +284,7 @@ class KernelCore:
         self._named_regs: list[Reg] = []
         self._labels: dict[str, Label] = {}
         self._placed: dict[str, SourceLoc] = {}
+        self.decl_locs: dict[str, SourceLoc] = {}   # shared variable -> where it was declared
         self._used_labels: dict[str, SourceLoc] = {}
         self._guard: Reg | NegPred | None = None
         self._loops: list[tuple[Label, Label]] = []
@@ -435,6 +450,7 @@ class KernelCore:
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n,
                      align, self, loc=user_loc())
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
@@ -448,6 +464,7 @@ class KernelCore:
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, None,
                      align, self, loc=user_loc())
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared_symbols(self) -> list[Symbol]:

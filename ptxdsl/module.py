@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import shutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +22,7 @@ from .operands import (
     decl_type,
     make_imm,
 )
+from .regbudget import check_kernel_budget
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
@@ -226,6 +230,7 @@ class Module:
             if i:
                 body.append(("", None))
             body += k.render()
+            check_kernel_budget(k)    # setmaxnreg's register budget (no-op without it)
         if self.check_on_emit is not False:   # after render: labels are known to be placed
             from .checker import emit_check
             emit_check(self, strict=self.strict, context=self.check_on_emit
@@ -273,18 +278,43 @@ class Module:
         return None
 
     def write(self, path: str | os.PathLike) -> str:
-        """Write the PTX to `path` (parent folders created) and return the text."""
+        """Write the PTX to `path` (parent folders created) and return the text.
+
+        The text goes to a temporary file in the same folder first and replaces `path` only
+        once it is whole, so a failure (emit, encoding, disk) leaves an existing file intact.
+        """
         text = self.emit()
-        path = os.fspath(path)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="ascii") as f:
-            f.write(text)
+        data = text.encode("ascii")   # fails here, before anything on disk is touched
+        path = os.path.abspath(os.fspath(path))
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+        # 0o666 less the umask, as open(path, "w") would give a new file.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            if os.path.exists(path):   # an existing file keeps its permissions
+                shutil.copymode(path, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return text
 
-    def assemble(self, arch: str | None = None) -> bytes:
-        """A cubin for `arch` (default: the module's target) through nvJitLink; no GPU needed."""
+    def assemble(self, arch: str | None = None, *, options=(), warn: bool = True):
+        """A cubin through nvJitLink (no GPU needed), as a `Cubin`: bytes, plus `.arch` (the
+        target built) and `.report` (registers, spills, stack, shared memory per kernel, and
+        every ptxas warning; see `ptxdsl.assembly_report`). ptxas warnings also become
+        `PtxdslAssemblerWarning`s naming the Python line (unless `warn=False`).
+
+        `arch` defaults to the arch of the GPU in use when there is one (so the cubin loads
+        there; never below the module's target), else the module's target. `options` are
+        nvJitLink options, all passed on. A module using setmaxnreg: nvJitLink drops it (a
+        warning says so); `load()` takes the driver JIT, which keeps it (README)."""
         from .toolchain import assemble_module
-        return assemble_module(self, arch)
+        return assemble_module(self, arch, options=options, warn=warn)
 
     def load(self, **kwargs):
         """Load on the current GPU through the CUDA driver (see `ptxdsl.runtime.load_module`)."""

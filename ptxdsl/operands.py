@@ -72,6 +72,14 @@ READABLE_SPECIAL_REGISTERS.update({
     "is_explicit_cluster": (ScalarType.pred, _SM90_SREG),
     "dynamic_smem_size": (ScalarType.u32, req("6.3")),
     "total_smem_size": (ScalarType.u32, req("6.3")),
+    # The rest of cuda::ptx's get_sreg set (instructions/sreg.py has one builder per name).
+    "nsmid": (ScalarType.u32, req("6.3")), "gridid": (ScalarType.u64, req("6.3")),
+    "clock_hi": (ScalarType.u32, req("6.3")),
+    "globaltimer_lo": (ScalarType.u32, req("6.3")),
+    "globaltimer_hi": (ScalarType.u32, req("6.3")),
+    **{f"lanemask_{_m}": (ScalarType.u32, req("6.3")) for _m in ("eq", "le", "lt", "ge", "gt")},
+    "aggr_smem_size": (ScalarType.u32, req("8.1", 90)),
+    "current_graph_exec": (ScalarType.u64, req("8.0")),
 })
 
 
@@ -254,7 +262,12 @@ class Imm(Operand):
         n = as_int(v)
         if n is None and (isinstance(v, bool) or not isinstance(v, float)):
             _fail("Imm", "the value must be an int or a float", v)
-        if t is ScalarType.pred or t.is_float and t not in (ScalarType.f32, ScalarType.f64):
+        if t is ScalarType.pred:   # a 0/1 predicate immediate (wgmma's scale-d)
+            if as_int(v) not in (0, 1):
+                _fail("Imm", "a .pred immediate must be 0 or 1", v)
+            object.__setattr__(self, "value", as_int(v))
+            return
+        if t.is_float and t not in (ScalarType.f32, ScalarType.f64):
             _fail("Imm", "PTX has no immediates of this type", t)
         if t.is_float:
             try:

@@ -122,8 +122,8 @@ def _assemble_offline(module: Module) -> int:
     cubin = module.assemble()
     ms = (time.perf_counter() - t0) * 1e3
     print(f"  assembled offline with nvJitLink {toolchain_version()}: .target "
-          f"{module.target} (.version {module.version}), {len(cubin)} bytes of cubin in "
-          f"{ms:.1f} ms")
+          f"{module.target} (.version {module.version}), {len(cubin)} bytes of cubin for "
+          f"{cubin.arch} ({cubin.report.arch_reason}) in {ms:.1f} ms")
     return 0
 
 

@@ -1,16 +1,26 @@
 """Offline assembly through nvJitLink (PTX -> cubin with no GPU), with ptxas errors mapped back
-to the PTX line and the Python line that built it."""
+to the PTX line and the Python line that built it, and ptxas's resource report and warnings
+returned with the cubin (`Cubin.report`, see `assembly_report`)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import warnings
 
-from .errors import AssemblyError, PtxdslError, SourceLoc
+from .assembly_report import Cubin, PtxdslAssemblerWarning, parse_info_log, warn_about
+from .errors import AssemblyError, PtxdslError, SourceLoc, user_loc
 from .types import Target
 
 _PTX_LINE = re.compile(r"line (\d+); (error|fatal|warning)\s*:\s*(.*)")
+_UNKNOWN_PTXAS_OPTION = re.compile(r"ptxas fatal\s*:\s*Unknown option '([^']*)'")
+_SETMAXNREG = re.compile(r"^\s*(?:@!?%\w+\s+)?setmaxnreg\.", re.M)
+# ptxas -v: registers, spills, stack and shared use per kernel in the info log. Always on:
+# it costs nothing measurable and the report is how spills stop being invisible.
+VERBOSE = "-Xptxas=-v"
 _lock = threading.Lock()  # nvJitLink handles are independent, but keep logs tidy
+log = logging.getLogger("ptxdsl.toolchain")
 
 
 def _nvjitlink():
@@ -28,6 +38,11 @@ def toolchain_version() -> str:
     return f"{major}.{minor}"
 
 
+def uses_setmaxnreg(ptx: str) -> bool:
+    """Whether PTX text contains a setmaxnreg instruction (which nvJitLink drops: README)."""
+    return _SETMAXNREG.search(ptx) is not None
+
+
 def _log(nvjitlink, handle, which: str) -> str:
     size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
     if not size:
@@ -37,33 +52,78 @@ def _log(nvjitlink, handle, which: str) -> str:
     return buf.rstrip(b"\0").decode(errors="replace")
 
 
-def assemble(ptx: str, arch: str | Target, *, locate=None, options: tuple[str, ...] = ()
-             ) -> bytes:
+def _options(options) -> list[str]:
+    if isinstance(options, str):   # one option, not a sequence of one-letter options
+        options = (options,)
+    opts = list(options)
+    bad = [o for o in opts if not isinstance(o, str) or not o.startswith("-") or "\0" in o]
+    if bad:
+        raise AssemblyError(f"nvJitLink options must be strings starting with '-', got "
+                            f"{bad[0]!r}", "", loc=user_loc())
+    return opts
+
+
+def _create(nvjitlink, arch: str, opts: list[str]):
+    try:
+        return nvjitlink.create(len(opts) + 2, [f"-arch={arch}", VERBOSE, *opts])
+    except nvjitlink.nvJitLinkError as e:
+        # nvJitLink says only ERROR_UNRECOGNIZED_OPTION; try each alone to name the culprit.
+        culprit = None
+        for o in opts:
+            try:
+                nvjitlink.destroy(nvjitlink.create(2, [f"-arch={arch}", o]))
+            except nvjitlink.nvJitLinkError:
+                culprit = o
+                break
+        what = f"option {culprit!r}" if culprit else f"options {opts!r} (for -arch={arch})"
+        raise AssemblyError(f"nvJitLink refused {what}: {e}; nvJitLink options are listed in "
+                            "its documentation, ptxas options go through -Xptxas=...",
+                            str(e), loc=user_loc()) from None
+
+
+def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: bool = True,
+             arch_reason: str = "") -> Cubin:
     """Assemble PTX text to a cubin for `arch` (e.g. 'sm_90a').
+
+    `options` are nvJitLink options, every one passed on (e.g. `-maxrregcount=64`,
+    `-Xptxas=-warn-spills`, `-lineinfo`); an option nvJitLink or ptxas does not know raises
+    `AssemblyError` naming it. The result is a `Cubin` (a bytes subclass) whose `.report`
+    holds each kernel's registers, spills, stack frame and shared memory, and every ptxas
+    warning; with `warn` (default) each warning is also a `PtxdslAssemblerWarning` naming
+    the Python line that built the PTX line it blames.
 
     On failure raises `AssemblyError` quoting ptxas, the offending PTX line, and (when `locate`
     maps PTX lines to Python locations) the Python file:line that built it.
     """
     nvjitlink = _nvjitlink()
     arch = str(Target.parse(arch))
+    opts = _options(options)
     data = ptx.encode()
-    handle = nvjitlink.create(1, [f"-arch={arch}", *options])
+    handle = _create(nvjitlink, arch, opts)
     try:
         try:
             nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "ptxdsl.ptx")
             nvjitlink.complete(handle)
         except nvjitlink.nvJitLinkError as e:
-            log = _log(nvjitlink, handle, "error") or str(e)
-            raise _assembly_error(log, ptx, arch, locate) from None
+            err = _log(nvjitlink, handle, "error") or str(e)
+            raise _assembly_error(err, ptx, arch, locate) from None
         size = nvjitlink.get_linked_cubin_size(handle)
         cubin = bytearray(size)
         nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin)
+        info = _log(nvjitlink, handle, "info")
     finally:
         nvjitlink.destroy(handle)
+    report = parse_info_log(info, arch, ptx, locate, arch_reason)
+    if warn:
+        warn_about(report, user_loc())
+    return Cubin(bytes(cubin), report)
 
 
 def _assembly_error(log: str, ptx: str, arch: str, locate) -> AssemblyError:
+    unknown = _UNKNOWN_PTXAS_OPTION.search(log)
+    if unknown is not None:
+        return AssemblyError(f"ptxas does not know option '{unknown.group(1)}' (given through "
+                             f"-Xptxas=...):\n{log.strip()}", log, loc=user_loc())
     lines = ptx.splitlines()
     m = next((m for m in map(_PTX_LINE.search, log.splitlines()) if m and m.group(2) != "warning"),
              None)
@@ -78,7 +138,31 @@ def _assembly_error(log: str, ptx: str, arch: str, locate) -> AssemblyError:
     return AssemblyError(msg, log, n, text, loc)
 
 
-def assemble_module(module, arch: str | Target | None = None) -> bytes:
-    """Emit and assemble a `Module`; errors point at the Python line of the bad instruction."""
+def default_arch(target: Target) -> tuple[str, str, bool]:
+    """(arch, why, loads) for a module of `target` when the caller names no arch: the GPU in use's
+    arch when there is one (never below `target`), else `target` (`compat.build_arch`)."""
+    from .runtime.compat import build_arch
+    from .runtime.device import current_compute_capability
+    return build_arch(target, current_compute_capability())
+
+
+def assemble_module(module, arch: str | Target | None = None, *, options=(),
+                    warn: bool = True) -> Cubin:
+    """Emit and assemble a `Module`; errors point at the Python line of the bad instruction.
+    Without `arch`: see `default_arch`; `cubin.arch` and `cubin.report.arch_reason` say which
+    target was built and why (also logged on the 'ptxdsl.toolchain' logger)."""
     ptx = module.emit()
-    return assemble(ptx, arch or module.target, locate=module.locate)
+    loads = True
+    if arch is None:
+        arch, reason, loads = default_arch(module.target)
+    else:
+        reason = "asked for"
+    cubin = assemble(ptx, arch, locate=module.locate, options=options, warn=warn,
+                     arch_reason=reason)
+    log.info("assembled module %r for %s (%s)", getattr(module, "name", "?"), cubin.arch, reason)
+    if not loads:
+        loc = user_loc()
+        warnings.warn_explicit(f"cubin built for {cubin.arch}, {reason}: pass arch= to build "
+                               "for another GPU on purpose", PtxdslAssemblerWarning,
+                               loc.file, loc.line)
+    return cubin

@@ -92,7 +92,7 @@ def test_tma_after_init_and_proxy_fence_in_the_same_thread():
     assert check_kernel(k, maps={"tmap": TILE_DESC}) == []
 
 
-def _multicast(fence_cluster: bool) -> tuple[Kernel, int]:
+def _multicast(fence_cluster: bool, barrier: str = "asm") -> tuple[Kernel, int]:
     e = Tma()
     k = e.k
     with k.if_(k.tid.x == 0):
@@ -100,13 +100,17 @@ def _multicast(fence_cluster: bool) -> tuple[Kernel, int]:
         if fence_cluster:
             ptx.fence_mbarrier_init(k)
     k.bar_sync(0)
-    if fence_cluster:
+    if fence_cluster and barrier == "asm":
         k.asm("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;",
               requires=("7.8", "sm_90"))
+    elif fence_cluster:
+        ptx.barrier_cluster_arrive(k, "relaxed", aligned=True)
+        if barrier == "builders":
+            ptx.barrier_cluster_wait(k, aligned=True)
     with k.if_(k.tid.x == 0):
         line = here() + 1
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar,
-                                 multicast_mask=0b11)
+                                 cta_mask=0b11)
     return k, line
 
 
@@ -119,6 +123,16 @@ def test_multicast_without_cluster_publication():
 def test_multicast_after_mbarrier_init_fence_and_cluster_barrier():
     k, _ = _multicast(fence_cluster=True)
     assert check_kernel(k) == []
+
+
+def test_multicast_after_cluster_barrier_builders():
+    k, _ = _multicast(fence_cluster=True, barrier="builders")
+    assert check_kernel(k) == []
+
+
+def test_multicast_after_cluster_arrive_without_wait():
+    k, line = _multicast(fence_cluster=True, barrier="arrive only")
+    _only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
 
 
 # -- expect_tx bytes -------------------------------------------------------------------------------
@@ -174,13 +188,13 @@ def _encoded_then_loaded(tx_bytes: int) -> tuple[Kernel, int]:
     bar = k.shared_array(t.b64, 1, align=8, name="bar")
     tile = k.shared_array(t.b8, 512, align=128, name="tile")
     with k.if_(k.laneid == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
-        ptx.tensormap_replace_box_dim(k, smap, 1, 8)
-        ptx.tensormap_replace_elemtype(k, smap, "u32")
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 0, 16)
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 1, 8)
+        ptx.tensormap_replace_elemtype(k, ptx.space_shared, smap, "u32")
         ptx.mbarrier_init(k, bar, 1)
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     k.bar_sync(0)
     with k.if_(k.laneid == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
@@ -248,7 +262,7 @@ def _wait_on(k: Kernel, bar, through_cluster: bool) -> int:
         addr = k.cvta(generic, "shared::cluster", to=True)
         addr = k.add(addr, 0)          # ... in a register the builder knows nothing about
     line = here() + 1
-    ptx.mbarrier_try_wait_parity(k, addr, 0)
+    ptx.mbarrier_wait(k, addr, 0)      # the try_wait loop
     return line
 
 

@@ -101,7 +101,7 @@ def test_ld_st_refusals():
     with pytest.raises(OperandError, match=r"st: operand 'space': expected a writable space"):
         k.st(k.param(t.u32, "x"), r32)
     with pytest.raises(OperandError, match=r"ld\.v3\.u32|ld\.u32: operand 'd': expected a "
-                       "vector of 2 or 4 elements, got 3"):
+                       "vector of 2, 4 or 8 elements, got 3"):
         k.ld(ptr, type=t.u32, vec=3)
     with pytest.raises(OperandError, match=r"ld\.global\.f32: operand 'a': expected a symbol in "
                        r"\.global \(convert the address with cvta first\), got symbol s in "

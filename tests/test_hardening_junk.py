@@ -16,7 +16,7 @@ from ptxdsl import Kernel, Module, ptx
 from ptxdsl.errors import PtxdslError
 from tests.junk import junk, operand_classes, positional, ptx_functions, public_methods
 
-QUICK = settings(max_examples=15, deadline=None, database=None,
+QUICK = settings(max_examples=10, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=400, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))

@@ -78,7 +78,7 @@ def test_addr_accepts_numpy_integers_as_ints():
     (SpecialReg, ("tid.x; trap", t.u32)), (SpecialReg, ("nothing", t.u32)),
     (Imm, ("1; trap", t.u32)), (Imm, (1, "u32")), (Imm, (True, t.u32)), (Imm, (256, t.u8)),
     (Imm, (10 ** 400, t.f32)), (Imm, (float("inf"), t.u32)), (Imm, (1.5, t.s32)),
-    (Imm, (1.0, t.bf16)), (Imm, (1, t.pred)),
+    (Imm, (1.0, t.bf16)), (Imm, (2, t.pred)),
     (Vec, (("%r1",),)), (Vec, ((),)), (Vec, ("ab",)),
 ])
 def test_operand_constructors_refuse_ptx_text(cls, args):

@@ -12,8 +12,9 @@ import pytest
 from ptxdsl.errors import PtxdslError
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.arrays import array_info, device_pointer
+from ptxdsl.runtime.cluster import dim3 as _dim3
 from ptxdsl.runtime.errors import ArgumentError, LaunchError, TensorMapRuleError
-from ptxdsl.runtime.launch import _dim3, _shared_bytes
+from ptxdsl.runtime.launch import _shared_bytes
 from ptxdsl.runtime.tensormap_desc import TiledDesc
 from ptxdsl.types import ScalarType as T
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
+import time
 
 import pytest
 
@@ -166,3 +168,82 @@ def test_concurrent_writers_never_expose_a_partial_entry(tmp_path):
         results = pool.starmap(_hammer, [(str(tmp_path), "shared", 25, i) for i in range(4)])
     assert results == [0, 0, 0, 0]
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+# -- a cache that cannot be used degrades to uncached, with one warning ---------------------------
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(cache_mod, "_warned", set())
+    monkeypatch.setattr(cache_mod, "_swept", set())
+
+
+def _read_only(tmp_path, monkeypatch):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    if os.access(d, os.W_OK):   # root ignores permissions: refuse the way the kernel would
+
+        def refuse(*a, **kw):
+            raise PermissionError(errno.EACCES, "Permission denied", str(d))
+
+        monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refuse)
+    return d
+
+
+def _enospc(*a, **kw):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("how", ["read-only", "disk-full", "dir-in-the-way", "file-as-dir",
+                                 "env-names-a-file"])
+def test_unusable_cache_degrades_to_uncached_with_one_warning(tmp_path, monkeypatch,
+                                                               fresh_warnings, how):
+    asm = FakeAssembler()
+    where = tmp_path / "cache"
+    if how == "read-only":
+        where = _read_only(tmp_path, monkeypatch)
+    elif how == "disk-full":
+        monkeypatch.setattr(cache_mod.os, "fsync", _enospc)
+    elif how == "dir-in-the-way":
+        where.mkdir()
+        (where / (cache_key(PTX, "sm_90", "13.0", 13000) + ".cubin")).mkdir()
+    elif how == "file-as-dir":
+        where.write_text("not a directory")
+    else:
+        where = tmp_path / "file"
+        where.write_text("not a directory")
+        monkeypatch.setenv("PTXDSL_CACHE_DIR", str(where))
+    kw = {} if how == "env-names-a-file" else {"cache_dir": where}
+    with pytest.warns(cache_mod.PtxdslCacheWarning, match="going on without the cache") as rec:
+        for _ in range(3):
+            cubin, hit = cached_assemble(PTX, "sm_90", asm, "13.0", 13000, **kw)
+            assert cubin == FakeAssembler()(PTX, "sm_90")
+            assert hit is None
+    assert len(rec) == 1 and rec[0].filename == __file__
+    assert len(asm.calls) == 3   # built every time, never lost
+    if where.is_dir():
+        assert not [p for p in where.iterdir() if p.suffix == ".tmp"]
+
+
+def test_built_object_is_returned_as_is(tmp_path):
+    class Tagged(bytes):
+        pass
+
+    built = Tagged(b"cubin" * 20)
+    out, hit = cached_assemble(PTX, "sm_90", lambda p, a: built, "13.0", 13000,
+                               cache_dir=tmp_path)
+    assert out is built and hit is False   # its report (a Cubin's .report) is kept
+
+
+def test_stale_temp_files_are_swept_and_fresh_ones_kept(tmp_path, fresh_warnings):
+    stale, fresh, other = tmp_path / ".abc.x1.tmp", tmp_path / ".abc.x2.tmp", tmp_path / "a.tmp"
+    for p in (stale, fresh, other):
+        p.write_bytes(b"partial")
+    old = time.time() - 2 * cache_mod.STALE_TMP_S
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    run(FakeAssembler(), tmp_path)
+    assert not stale.exists()
+    assert fresh.exists()   # a concurrent writer's file, seconds old: left alone
+    assert other.exists()   # not a name the cache makes
+    assert CubinCache(tmp_path).sweep(max_age_s=0) == 1 and not fresh.exists()

@@ -224,14 +224,16 @@ def guard_polarity(guard: Any) -> tuple[Any, bool]:
 
 def solve(cfg: CFG, entry: Any, transfer: Callable[[int, Any], Any],
           join: Callable[[list[Any], list[bool]], Any],
-          union_at: Sequence[frozenset[int]] = (), max_rounds: int = 64) -> list[Any]:
+          union_at: Sequence[frozenset[int]] = (), max_rounds: int = 64,
+          edge: Callable[[int, int, Any], Any] | None = None) -> list[Any]:
     """Forward dataflow to a fixed point; returns the state at the entry of each block.
 
     `join(states, united)` merges the states of the visited predecessors; `united[i]` says
     that state i comes from a divergent branch reconverging here (`union_at[block]` holds
     those predecessors): every such path was taken by some thread.
     Unvisited predecessors are left out (the optimistic start of a must-analysis); a block
-    whose entry never becomes known (unreachable code) keeps None.
+    whose entry never becomes known (unreachable code) keeps None. `edge(p, b, state)`, when
+    given, refines the state flowing along the edge p -> b (what the branch condition says).
     """
     n = len(cfg.blocks)
     ins: list[Any] = [None] * n
@@ -244,7 +246,8 @@ def solve(cfg: CFG, entry: Any, transfer: Callable[[int, Any], Any],
         for b in order:
             group = union_at[b] if union_at else frozenset()
             preds = [p for p in cfg.preds[b] if outs[p] is not None]
-            got = [outs[p] for p in preds]
+            got = [outs[p] for p in preds] if edge is None else [
+                edge(p, b, outs[p]) for p in preds]
             flags = [p in group for p in preds]
             if b == 0:
                 got, flags = [entry] + got, [False] + flags

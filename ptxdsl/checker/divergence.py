@@ -16,9 +16,42 @@ still intersected).
 
 from __future__ import annotations
 
-from .cfg import CFG, guard_polarity
+from typing import Any
+
+from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
 from .values import Values
+
+# A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
+# (Integer comparisons only: the ordered float `ne` is not the negation of `eq` for NaN, but
+# the conditions correlated here are thread identities, never floats.)
+_NEGATED = {"ne": "eq", "ge": "lt", "gt": "le", "hs": "lo", "hi": "ls"}
+# Special registers that change while a thread runs: conditions on them are not correlated.
+_VOLATILE = ("clock", "globaltimer", "pm")
+
+
+def invariant(vn: Any) -> bool:
+    """Does a value number name a value that stays the same for a thread all kernel long
+    (built from its identity, constants and parameters only)? Then two branches on it in that
+    thread go the same way."""
+    if not isinstance(vn, tuple) or not vn:
+        return True
+    tag = vn[0]
+    if tag in ("reg", "other"):
+        return False
+    if tag == "sreg":
+        return not str(vn[1]).startswith(_VOLATILE)
+    if tag in ("const", "param", "addr"):
+        return True
+    return all(invariant(x) for x in vn[1:] if isinstance(x, tuple))
+
+
+def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
+    """One spelling per condition: `setp.ne a, b` false becomes `setp.eq a, b` true."""
+    if isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[4] is None \
+            and vn[1] in _NEGATED:
+        return ("setp", _NEGATED[vn[1]], *vn[2:]), not polarity
+    return vn, polarity
 
 
 class Divergence:
@@ -31,6 +64,8 @@ class Divergence:
         self.tokens: list[frozenset] = [frozenset()] * n
         self.union_at: list[frozenset[int]] = [frozenset()] * n
         self.ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        self._owners: dict[int, frozenset] = {}
+        self._idom: list[int | None] | None = None
         self._compute()
         if any(self.level) and self._refine():
             self._compute()
@@ -52,7 +87,12 @@ class Divergence:
             taken = cfg.reachable([b.taken], stop)
             fall = cfg.reachable([b.fall], stop)
             vn = values.vn(pred)
-            for x in taken | fall:
+            region = taken | fall
+            if b.id in region:
+                # A loop's own branch (a try_wait spin, a latch): the blocks that run before
+                # it in every iteration (those dominating it) run in every thread that came.
+                region -= self._dominating(b.id)
+            for x in region:
                 if x in taken and x not in fall:
                     tokens[x].add((vn, polarity))
                 elif x in fall and x not in taken:
@@ -68,6 +108,15 @@ class Divergence:
         self.tokens = [frozenset(t) for t in tokens]
         self.union_at = [frozenset(u) for u in union_at]
         self.ctrl = ctrl
+
+    def _dominating(self, b: int) -> set[int]:
+        if self._idom is None:
+            self._idom = dominators(self.cfg)
+        out, x = set(), b
+        while x is not None and x not in out:
+            out.add(x)
+            x = self._idom[x]
+        return out
 
     def _refine(self) -> bool:
         """Registers written in divergent code differ per thread too: tell `values`, and say
@@ -102,6 +151,30 @@ class Divergence:
             pred, polarity = guard_polarity(guard)
             toks = toks | {(self.values.vn(pred), polarity)}
         return toks
+
+    def owner_tokens(self, i: int) -> frozenset:
+        """The conditions, fixed for the life of a thread, under which statement i runs
+        (normalised; see `normal_token`): what every thread running it satisfies."""
+        hit = self._owners.get(i)
+        if hit is None:
+            hit = self._owners[i] = frozenset(
+                normal_token(vn, pol) for vn, pol in self.stmt_tokens(i)
+                if vn != "region" and invariant(vn))
+        return hit
+
+    def edge_token(self, p: int, b: int) -> tuple[Any, bool] | None:
+        """The thread-invariant condition that holds along the CFG edge p -> b (None when the
+        edge says nothing: no branch, both ways to b, or a condition that changes)."""
+        blk = self.cfg.blocks[p]
+        if blk.branch is None or blk.taken == blk.fall:
+            return None
+        pred, polarity = guard_polarity(self.cfg.body[blk.branch].guard)
+        if not self.values.level(pred):
+            return None
+        vn = self.values.vn(pred)
+        if not invariant(vn):
+            return None
+        return normal_token(vn, polarity if b == blk.taken else not polarity)
 
     def controlling(self, i: int, level: int = 2) -> list[int]:
         """Statements making statement i run in only some threads (at least `level`): its

@@ -13,16 +13,17 @@ import bisect
 from typing import Any
 
 from ..instructions.control import Exit, Ret
-from ..operands import Symbol
-from .analysis import EXIT_CHECKS, Analysis, handles
+from ..operands import Symbol, Vec
+from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .ops import Op, Role
+from .ranges import Span
 from .state import State
 from .values import Kind
 
 _AGE_CAP = 16   # groups newer than this all count as "16 or more": keeps the lattice finite
 _COPIES = (Role.TMA_LOAD, Role.TMA_STORE, Role.BULK_LOAD, Role.BULK_STORE)
-Range = tuple[Any, "int | None", "int | None"]
+Range = tuple[Any, "int | None", "int | None", "tuple | None"]
 
 
 def _offsets(an: Analysis, root: Any) -> list[int]:
@@ -39,60 +40,96 @@ def _offsets(an: Analysis, root: Any) -> list[int]:
     return table.get(root, [])
 
 
+def _size(an: Analysis, op: Op) -> int | None:
+    """The bytes one op touches, when known."""
+    if op.role in (Role.SMEM_WRITE, Role.SMEM_READ):
+        insn = an.body[op.index].insn
+        width = getattr(getattr(insn, "type", None), "bytes", None)
+        value = getattr(insn, "b" if op.role is Role.SMEM_WRITE else "d", None)
+        lanes = len(value.items) if isinstance(value, Vec) else 1
+        return width * lanes if isinstance(width, int) and width > 0 else 16
+    if op.role in (Role.TMA_LOAD, Role.TMA_STORE):
+        info = an.map_info(op.map)
+        return info.box_bytes if info is not None else None
+    return an.const(op.count)
+
+
 def _range(an: Analysis, op: Op) -> Range | None:
-    """The shared bytes an op touches, or None when it is not a known shared symbol."""
+    """The shared bytes an op touches, or None when it is not a known shared symbol:
+    (symbol, first byte, end, ring) with first/end bounds on the part outside the ring term
+    (see `ranges.Span`; None: unbounded)."""
     key = ("range", op.index)
     if key in an.cache:
         return an.cache[key]
     v = an.val(op.smem)
     out: Range | None = None
     if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
-        size: int | None
-        if op.role is Role.SMEM_WRITE:
-            size = 16   # at most a .v4.b32 / .b128 access
-        elif op.role in (Role.TMA_LOAD, Role.TMA_STORE):
-            info = an.map_info(op.map)
-            size = info.box_bytes if info is not None else None
+        size = _size(an, op)
+        ring = None
+        if v.offset is not None:
+            lo = hi = v.offset
         else:
-            size = an.const(op.count)
-        start = v.offset
-        end = None
-        if start is not None:
-            if size is not None:
-                end = start + size
-            else:
-                offs = _offsets(an, v.root)
-                j = bisect.bisect_right(offs, start)
-                end = offs[j] if j < len(offs) else None
-        out = (v.root, start, end)
+            span = an.spans.of(op.smem)
+            if span.root is not v.root:
+                span = Span(v.root)
+            lo, hi, ring = span.lo, span.hi, span.ring
+        if lo is not None and hi is not None and size is None and ring is None and lo == hi:
+            offs = _offsets(an, v.root)    # a copy of unknown size ends at the next buffer
+            j = bisect.bisect_right(offs, lo)
+            end = offs[j] if j < len(offs) else None
+        else:
+            end = None if hi is None or size is None else hi + size
+        out = (v.root, lo, end, ring)
     an.cache[key] = out
     return out
 
 
-def _overlap(a: Range | None, b: Range | None) -> bool:
+def _extent(a: Range) -> tuple[float, float]:
+    """The byte interval of a range with its ring term folded in, clamped to the symbol."""
+    root, lo, end, ring = a
+    if ring is not None:
+        _, n, scale = ring
+        if lo is not None:
+            lo += min(0, scale * (n - 1))
+        if end is not None:
+            end += max(0, scale * (n - 1))
+    size = root.size if getattr(root, "count", None) else 0
+    return (0 if lo is None else max(lo, 0),
+            end if end is not None else (size if size else float("inf")))
+
+
+def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool:
+    """May two ranges share a byte? `moved`: how far b's ring counter advanced since b's
+    address was taken (None: unknown), for two ranges on one ring."""
     if a is None or b is None or a[0] is not b[0]:
         return False
-    if a[1] is None or b[1] is None:
-        return True
-    a_end = a[2] if a[2] is not None else float("inf")
-    b_end = b[2] if b[2] is not None else float("inf")
-    return a[1] < b_end and b[1] < a_end
+    # (Registers compare by identity: `==` on a Reg builds a setp.)
+    if (a[3] is not None and b[3] is not None and a[3][0] is b[3][0]
+            and a[3][1:] == b[3][1:] and moved is not None and moved % a[3][1]
+            and None not in (a[1], a[2], b[1], b[2])):
+        # Different stages of one ring: disjoint when both fit inside one stage's stride.
+        first = min(a[1], b[1])
+        if max(a[2], b[2]) - first <= a[3][2]:
+            return False
+    a0, a1 = _extent(a)
+    b0, b1 = _extent(b)
+    return a0 < b1 and b0 < a1
 
 
 def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
     if not any(f[0] in ("bulk", "bulk_done") for f in state.may):
         return
     mine = _range(an, op)
-    for s, age in an.pending(state, "bulk"):
-        if _overlap(mine, _range(an, an.op_at[s])):
+    for s, age, moved in an.pending(state, "bulk"):
+        if _overlap(mine, _range(an, an.op_at[s]), moved):
             how = ("it was never committed" if age is None else
                    "no cp.async.bulk.wait_group.read has covered its group yet")
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                       f"{an.describe(op.smem)} while an earlier bulk store may still be "
                       f"reading it ({how})", [("write", op.index), ("store", s)])
             return
-    for s, w in an.pending(state, "bulk_done"):
-        if _overlap(mine, _range(an, an.op_at[s])) and not an.div.same_single_threads(
+    for s, w, moved in an.pending(state, "bulk_done"):
+        if _overlap(mine, _range(an, an.op_at[s]), moved) and not an.div.same_single_threads(
                 w, op.index):
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                       f"{an.describe(op.smem)} in threads that did not wait for the earlier "
@@ -123,10 +160,15 @@ def _align_check(an: Analysis, op: Op) -> None:
     if have < need:
         why = (f"the {info.swizzle_repeat}-byte repeat of its swizzle ({info.source})"
                if repeat and repeat > 128 else "128 bytes")
+        # The declaration leads: its align= is what to change.
+        decl = getattr(an.kernel, "decl_locs", {}).get(sym.name)
+        text = (f".{'extern .' if sym.count is None else ''}shared .align {sym.align or '-'} "
+                f".{sym.type.value} {sym.name}[{sym.count or ''}]")
         an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
                   f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
-                  f"buffers need {why}{after_static}", [("copy", op.index)],
-                  dedupe=(sym, v.offset, need))
+                  f"buffers need {why}{after_static}",
+                  ([("buffer", (text, decl))] if decl is not None else [])
+                  + [("copy", op.index)], dedupe=(sym, v.offset, need))
 
 
 @handles(Role.TMA_STORE, Role.BULK_STORE)
@@ -139,10 +181,18 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
                           f"{value}: stores must start inside the tensor",
                           [("store", op.index), ("coordinate", an.def_site(c))])
                 break
+            # TMA reads coordinates as .s32: u32 arithmetic below zero is negative too.
+            low = an.spans.of(c).folded().lo if value is None else None
+            if low is not None and low < 0:
+                an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store "
+                          f"can be as low as {low} (in the first CTAs or threads, e.g. a halo "
+                          "at ctaid * w - h): stores must start inside the tensor",
+                          [("store", op.index), ("coordinate", an.def_site(c))])
+                break
         if op.role is Role.TMA_STORE:
             _align_check(an, op)
         _fence_check(an, state, op)
-    return State(state.must, state.may | {("bulk", op.index, None)}, state.tx)
+    return State(state.must, state.may | {("bulk", op.index, None, 0)}, state.tx)
 
 
 def _fence_check(an: Analysis, state: State, op: Op) -> None:
@@ -188,7 +238,7 @@ def write(an: Analysis, state: State, op: Op, report: bool) -> State:
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not any(f[0] == "bulk" for f in state.may):
         return state
-    may = frozenset(("bulk", f[1], 0 if f[2] is None else min(f[2] + 1, _AGE_CAP))
+    may = frozenset(("bulk", f[1], 0 if f[2] is None else min(f[2] + 1, _AGE_CAP), f[3])
                     if f[0] == "bulk" else f for f in state.may)
     return State(state.must, may, state.tx)
 
@@ -201,7 +251,7 @@ def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
     done = {f for f in state.may if f[0] == "bulk" and f[2] is not None and f[2] >= op.n}
     if not done:
         return state
-    retired = {("bulk_done", f[1], op.index) for f in done}
+    retired = {("bulk_done", f[1], op.index, f[3]) for f in done}
     return State(state.must, (state.may - done) | retired, state.tx)
 
 
@@ -209,14 +259,58 @@ def at_exit(an: Analysis, state: State, at: int | None) -> None:
     pend = an.pending(state, "bulk")
     if not pend:
         return
-    never = [s for s, age in pend if age is None]
-    how = ("never committed" if len(never) == len(pend) else
+    stores = sorted({s for s, _, _ in pend})
+    never = sorted({s for s, age, _ in pend if age is None})
+    how = ("never committed" if len(never) == len(stores) else
            "committed but not waited for" if not never else "not committed or not waited for")
     ends = at is not None and isinstance(an.body[at].insn, Ret | Exit)
-    an.report(Hazard.BULK_GROUP_NOT_WAITED, f"{len(pend)} bulk store(s) {how} may still read "
-              "shared memory when the kernel exits here",
-              [("exit" if ends else "last", at)] + [("store", s) for s, _ in pend[:3]],
-              dedupe=frozenset(s for s, _ in pend))
+    an.report(Hazard.BULK_GROUP_NOT_WAITED, f"{len(stores)} bulk store"
+              f"{'' if len(stores) == 1 else 's'} {how} may still read shared memory when the "
+              "kernel exits here",
+              [("exit" if ends else "last", at)] + [("store", s) for s in stores[:3]],
+              dedupe=frozenset(stores))
 
 
 EXIT_CHECKS.append(at_exit)
+OWNED.add("bulk")   # a bulk async-group belongs to the thread that committed it
+
+
+def _ring_steps(an: Analysis) -> None:
+    """A synthetic RING_STEP op at every write of a counter that indexes a ring of store
+    sources, so the facts can count how far the ring moved since each store."""
+    if not an.roles & {Role.TMA_STORE, Role.BULK_STORE}:
+        return
+    counters = {}
+    for op in an.ops:
+        if op.role in (Role.TMA_STORE, Role.BULK_STORE):
+            r = _range(an, op)
+            if r is not None and r[3] is not None:
+                counters[r[3][0]] = r[3][1]
+    for reg in counters:
+        for i in an.values.defs.get(reg, ()):
+            an.add_op(Op(Role.RING_STEP, i, value=reg))
+
+
+PREPARE.append(_ring_steps)
+
+
+@handles(Role.RING_STEP)
+def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """`add c, c, k` moves the stores' ring positions by k; any other write of c loses them."""
+    reg = op.value
+    insn = an.body[op.index].insn
+    step = None
+    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg and an.body[op.index].guard \
+            is None:
+        k = an.const(insn.b)
+        step = None if k is None else (k if insn.op == "add" else -k)
+    changed = False
+    may = set()
+    for f in state.may:
+        if f[0] in ("bulk", "bulk_done") and f[3] is not None:
+            ring = (_range(an, an.op_at[f[1]]) or (None,) * 4)[3]
+            if ring is not None and ring[0] is reg:
+                f = (*f[:3], None if step is None else (f[3] + step) % ring[1])
+                changed = True
+        may.add(f)
+    return State(state.must, frozenset(may), state.tx) if changed else state

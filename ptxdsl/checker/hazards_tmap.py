@@ -70,13 +70,57 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
                       f", {where}; it needs the generic address of a map in global memory",
                       [("acquire", op.index), ("address", an.origin_site(op.map))])
         if (kind == "global" and an.ctx.is_host_map(root) and op.scope is not None
-                and op.scope is not Scope.sys):
+                and op.scope is not Scope.sys and not _released(state, key, op.scope)):
             an.report(Hazard.TMAP_ACQUIRE_SCOPE, f"the map behind parameter {root.name} is "
                       f"written by the host, but the acquire uses .{op.scope.value} scope "
                       "(needs .sys)", [("acquire", op.index)])
+        if kind == "global":
+            _acquire_order(an, state, op, key, root)
     may = {("acq_nosync", op.index)} if an.div.stmt_tokens(op.index) else set()
     must = state.must | {("acq", key)} if an.runs_somewhere(op.index) else state.must
     return State(must, state.may | may, state.tx)
+
+
+_NARROW = (Scope.cta, Scope.cluster)
+
+
+def _per_cta(an: Analysis, operand: Any) -> bool:
+    """Is the map's address different in every CTA (a per-CTA slot, indexed by %ctaid)?
+    Then its only users are this CTA, and .cta scope is enough."""
+    def depends(vn: Any) -> bool:
+        if not isinstance(vn, tuple) or not vn:
+            return False
+        if vn[0] == "sreg":
+            return str(vn[1]).startswith(("ctaid", "cluster_ctarank", "clusterid"))
+        return any(depends(x) for x in vn[1:] if isinstance(x, tuple))
+    return depends(an.values.vn(getattr(operand, "base", operand)))
+
+
+def _acquire_order(an: Analysis, state: State, op: Op, key: Any, root: Any) -> None:
+    """An acquire of a map this kernel wrote in place needs the writer's release first, and
+    one of a map other CTAs or kernels wrote needs .gpu scope at least."""
+    for (s,) in an.pending(state, "unreleased"):
+        if keys_match(an.key(an.op_at[s], "smem"), key):
+            an.report(Hazard.TMAP_REPLACE_NO_RELEASE, f"the tensor map at "
+                      f"{an.describe(op.map)} was modified in global memory by "
+                      "tensormap.replace and no fence.proxy.tensormap::generic.release "
+                      "orders that write before this acquire",
+                      [("acquire", op.index), ("replace", s)])
+            return
+    if op.scope in _NARROW and not an.ctx.is_host_map(root) and not (
+            _released(state, key, op.scope) and _per_cta(an, op.map)):
+        an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(op.map)} "
+                  f"is acquired at .{op.scope.value} scope, but it lives in global memory "
+                  "and was written by another CTA, kernel or the host (not released by this "
+                  "CTA into a per-CTA slot)", [("acquire", op.index)])
+
+
+def _narrow_release(an: Analysis, op: Op, operand: Any, scope: Any, report: bool) -> None:
+    if report and scope in _NARROW and not _per_cta(an, operand):
+        an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(operand)} "
+                  f"is released at .{scope.value} scope, but it lives in global memory at an "
+                  "address every CTA shares: other CTAs (and later kernels) acquiring it are "
+                  "not ordered after this write", [("release", op.index)])
 
 
 def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> State:
@@ -86,7 +130,7 @@ def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> Sta
         return state
     if report:
         readers = [s for (s,) in an.pending(state, "inflight")]
-        readers += [s for (s, _age) in an.pending(state, "bulk")
+        readers += [s for (s, _age, _moved) in an.pending(state, "bulk")
                     if an.op_at[s].role is Role.TMA_STORE]
         for s in readers:
             if keys_match(an.classify_map(an.op_at[s].map)[1], key):
@@ -99,6 +143,22 @@ def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> Sta
     return State(must, state.may, state.tx)
 
 
+_WIDE = {Scope.gpu: (Scope.gpu, Scope.sys), Scope.sys: (Scope.sys,),
+         Scope.cluster: (Scope.cluster, Scope.gpu, Scope.sys),
+         Scope.cta: (Scope.cta, Scope.cluster, Scope.gpu, Scope.sys)}
+
+
+def _released(state: State, key: Any, scope: Scope) -> bool:
+    """Was the map's latest version written by this kernel and released at a scope that an
+    acquire at `scope` pairs with? Then the host's writes no longer matter: .gpu suffices."""
+    return any(f[0] == "released" and keys_match(f[1], key) and f[2] in _WIDE[scope]
+               for f in state.must)
+
+
+def _forget_release(state: State, key: Any) -> frozenset:
+    return frozenset(f for f in state.must if not (f[0] == "released" and keys_match(f[1], key)))
+
+
 @handles(Role.TMAP_REPLACE)
 def replace(an: Analysis, state: State, op: Op, report: bool) -> State:
     space = op.space if isinstance(op.space, StateSpace) else None
@@ -107,7 +167,26 @@ def replace(an: Analysis, state: State, op: Op, report: bool) -> State:
         if an.div.stmt_tokens(op.index):   # written by some lanes: the rest must sync
             return State(state.must, state.may | {("replace_nosync", op.index)}, state.tx)
         return state
-    return _modified(an, state, op, v.key, report)
+    state = _modified(an, state, op, v.key, report)
+    if v.key is None:
+        return state
+    # Written in place through the generic proxy: a tensormap release must follow.
+    return State(_forget_release(state, v.key), state.may | {("unreleased", op.index)},
+                 state.tx)
+
+
+@handles(Role.TMAP_RELEASE)
+def release(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """fence.proxy.tensormap::generic.release releases this thread's in-place writes."""
+    mine = {f for f in state.may if f[0] == "unreleased"
+            and an.div.same_threads(f[1], op.index)}
+    if not mine:
+        return state
+    must = set(state.must)
+    for f in mine:
+        must.add(("released", an.key(an.op_at[f[1]], "smem"), op.scope))
+        _narrow_release(an, op, an.op_at[f[1]].smem, op.scope, report)
+    return State(frozenset(must), state.may - mine, state.tx)
 
 
 @handles(Role.CP_FENCEPROXY)
@@ -127,4 +206,12 @@ def fenceproxy(an: Analysis, state: State, op: Op, report: bool) -> State:
                           "bar.warp.sync before the warp copies it",
                           [("copy", i), ("replace", s)])
                 break
-    return _modified(an, state, op, an.key(op, "map"), report)
+    state = _modified(an, state, op, an.key(op, "map"), report)
+    key = an.key(op, "map")
+    if key is None or op.scope is None:
+        return state
+    scope = op.scope if isinstance(op.scope, Scope) else Scope(getattr(op.scope, "value",
+                                                                       op.scope))
+    if an.classify_map(op.map)[0] == "global":
+        _narrow_release(an, op, op.map, scope, report)
+    return State(_forget_release(state, key) | {("released", key, scope)}, state.may, state.tx)

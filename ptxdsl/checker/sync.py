@@ -4,7 +4,8 @@
   visible to the CTA: inits, acquires and tensormap.replace writes are published, shared
   writes already fenced into the async proxy become safe for any thread's TMA store, and a
   store source that one thread saw retired (wait_group.read) becomes free for every thread.
-- bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy).
+- bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy); in a
+  CTA of one warp it is a CTA barrier.
 - fence.proxy.async (all spaces, or .shared::cta/.shared::cluster) moves this thread's shared
   writes into the async proxy, and makes an init visible to the TMA unit.
 - fence.mbarrier_init.release.cluster releases inits to the cluster; a cluster barrier then
@@ -49,6 +50,10 @@ def cluster_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.WARP_SYNC)
 def warp_sync(an: Analysis, state: State, op: Op, report: bool) -> State:
+    # In a CTA of one warp (.reqntid/.maxntid <= 32) the warp barrier is a CTA barrier: it
+    # orders memory among all the threads there are.
+    if an.values.nthreads is not None and an.values.nthreads <= 32:
+        return _drop(state, _CTA_CLEARS | {"replace_nosync"})
     return _drop(state, frozenset({"replace_nosync"}))
 
 

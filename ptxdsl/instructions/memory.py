@@ -1,6 +1,12 @@
-"""Loads and stores: ld, st (PTX ISA §9.7.9.8, §9.7.9.10), and a small copy helper."""
+"""Loads and stores: ld, st (PTX ISA §9.7.9.8, §9.7.9.10), and a small copy helper.
+
+The cache qualifiers (`.L1::evict_*`, `.L1::no_allocate`, `.L2::cache_hint`, `.L2::64B/128B/256B`)
+are fields of the same two classes; `ld_st.py` has the cuda::ptx-named builders over them.
+"""
 
 from __future__ import annotations
+
+import enum
 
 import attrs
 
@@ -24,6 +30,66 @@ _MEM_TYPES = tuple(t for t in ScalarType if t not in (
 # ptxas has no .f16 ld/st ("Unexpected instruction types"): half values move as .b16.
 
 
+class L1Eviction(enum.Enum):
+    evict_normal = "evict_normal"
+    evict_unchanged = "evict_unchanged"
+    evict_first = "evict_first"
+    evict_last = "evict_last"
+    no_allocate = "no_allocate"
+
+
+class L2Prefetch(enum.Enum):
+    B64 = "64B"
+    B128 = "128B"
+    B256 = "256B"
+
+
+# ptxas: "Modifier '.evict_last' cannot be applied to '.shared' space": the cache qualifiers
+# exist for global memory only (a generic address may point there).
+_CACHE_SPACES = (StateSpace.global_, StateSpace.generic)
+
+
+def _check_cache(insn: Instruction) -> None:
+    """Validate l1 / prefetch / cache_policy: the spaces they apply to, no .volatile with an
+    eviction priority or cache hint (ptxas: "cannot be combined with modifier '.volatile'"),
+    and a 64-bit cache-policy register (from createpolicy)."""
+    prefetch = getattr(insn, "prefetch", None)
+    if insn.l1 is not None:
+        insn._set("l1", check_enum(insn.MNEMONIC, "l1", insn.l1, L1Eviction))
+    if prefetch is not None:
+        insn._set("prefetch", check_enum(insn.MNEMONIC, "prefetch", prefetch, L2Prefetch))
+    if insn.cache_policy is not None:
+        insn._set("cache_policy", check_src(insn.opcode(), "cache_policy", insn.cache_policy,
+                                            ScalarType.b64, imm=False))
+    if insn.l1 is None and prefetch is None and insn.cache_policy is None:
+        return
+    if insn.space not in _CACHE_SPACES:
+        raise OperandError(insn.opcode(), "space", "global or generic (the cache qualifiers "
+                           "apply to global memory only)", f".{insn.space.value}")
+    if insn.sem is Sem.volatile and (insn.l1 is not None or insn.cache_policy is not None):
+        raise OperandError(insn.opcode(), "sem", "no .volatile with an eviction priority or "
+                           "a cache hint (ptxas refuses the combination)", "'volatile'")
+
+
+def _cache_qualifiers(insn: Instruction) -> str:
+    q = f".L1::{insn.l1.value}" if insn.l1 is not None else ""
+    if insn.cache_policy is not None:
+        q += ".L2::cache_hint"
+    prefetch = getattr(insn, "prefetch", None)
+    return q + (f".L2::{prefetch.value}" if prefetch is not None else "")
+
+
+def _cache_requires(insn: Instruction) -> Requires:
+    """PTX 7.4 for every cache qualifier; sm_80 for a cache hint or 256-B prefetch (cuda::ptx's
+    ld.h / st.h; the L1 priorities and 64/128-B prefetch are sm_70/75, below ptxdsl's floor)."""
+    prefetch = getattr(insn, "prefetch", None)
+    if insn.cache_policy is not None or prefetch is L2Prefetch.B256:
+        return req("7.4", 80)
+    if insn.l1 is not None or prefetch is not None:
+        return req("7.4")
+    return BASE
+
+
 def _space_arg(value) -> StateSpace:
     return check_enum("ld/st", "space", value, StateSpace, _SPACES)
 
@@ -32,10 +98,14 @@ def _vector(insn: str, operand: str, value, t: ScalarType, is_dst: bool):
     """One register, or a tuple of 2 or 4 for .v2/.v4 (each lane checked)."""
     if isinstance(value, tuple | list | Vec):
         items = tuple(value.items if isinstance(value, Vec) else value)
-        if len(items) not in (2, 4):
-            raise OperandError(insn, operand, "a vector of 2 or 4 elements", f"{len(items)}")
-        if len(items) * t.bits > 128 and t.bits > 32:
-            raise OperandError(insn, operand, "at most 128 bits per vector access",
+        if len(items) not in (2, 4, 8):
+            raise OperandError(insn, operand, "a vector of 2, 4 or 8 elements", f"{len(items)}")
+        # .v8 exists for 32-bit types only (256 bits; ptxas 13 crashes on .v8 of 8/16-bit
+        # types); otherwise at most 128 bits, or 256 as .v4 of a 64-bit type.
+        n = len(items)
+        if not (n * t.bits <= 128 and n != 8 or (n, t.bits) in ((8, 32), (4, 64))):
+            raise OperandError(insn, operand, "at most 128 bits per vector access (256 as "
+                               ".v8 of a 32-bit or .v4 of a 64-bit type)",
                                f"{len(items)} x .{t}")
         checked = tuple(check_dst(insn, f"{operand}[{i}]", v, t) if is_dst
                         else check_src(insn, f"{operand}[{i}]", v, t)
@@ -87,16 +157,33 @@ def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
     q += insn.space.ptx
     if nc:
         q += ".nc"
+    q += _cache_qualifiers(insn)
     if isinstance(value, Vec):
         q += f".v{len(value.items)}"
     return f"{q}.{insn.type}"
 
 
+# 256-bit accesses (.v8.b32, .v4.b64): ptxas 13 "Feature '256 bit wide load/store' requires
+# .target sm_100 or higher", PTX 8.8; .global or generic addresses only (ptxas: "global state
+# space expected"; the ISA names .global only, ptxas also takes a generic address).
+WIDE = req("8.8", 100)
+
+
+def _check_wide(insn: Instruction, value: object) -> None:
+    if isinstance(value, Vec) and len(value.items) * insn.type.bits > 128 \
+            and insn.space not in (StateSpace.global_, StateSpace.generic):
+        raise OperandError(insn.opcode(), "space", ".global or generic for a 256-bit access "
+                           "(sm_100+; sm_90 has no 256-bit ld/st: use two .v4 accesses)",
+                           f".{insn.space.value}")
+
+
 def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem | None = None,
-                     scope: Scope | None = None) -> Requires:
+                     scope: Scope | None = None, value: object = None) -> Requires:
     r = BASE
     if space in (StateSpace.shared_cta, StateSpace.shared_cluster) or scope is Scope.cluster:
         r = req("7.8", 90)
+    if isinstance(value, Vec) and type is not None and len(value.items) * type.bits > 128:
+        r = r.merge(WIDE)
     if sem is Sem.volatile and space is StateSpace.local:
         r = r.merge(req("9.1"))   # ptxas 13: "ld/st with .local.volatile requires PTX ISA 9.1"
     # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3".
@@ -105,7 +192,8 @@ def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem
 
 @attrs.frozen
 class Ld(Instruction):
-    """`ld{.sem.scope}{.space}{.nc}{.vN}.type d, [a];`"""
+    """`ld{.sem.scope}{.space}{.nc}{.L1::evict_*}{.L2::cache_hint}{.L2::64B/128B/256B}{.vN}.type
+    d, [a]{, cache_policy};`"""
 
     MNEMONIC = "ld"
     space: StateSpace
@@ -115,28 +203,38 @@ class Ld(Instruction):
     sem: Sem | None = None
     scope: Scope | None = None
     nc: bool = False
+    l1: L1Eviction | None = None
+    prefetch: L2Prefetch | None = None
+    cache_policy: Reg | None = None
 
     def __attrs_post_init__(self):
         _check_access(self, (Sem.weak, Sem.volatile, Sem.relaxed, Sem.acquire))
+        if not isinstance(self.nc, bool):
+            raise OperandError("ld", "nc", "True or False", _given(self.nc))
+        _check_cache(self)
         if self.nc and (self.space is not StateSpace.global_ or self.sem is not None):
             raise OperandError("ld", "nc", "a plain ld.global", self.opcode())
         self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
+        _check_wide(self, self.d)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space, self.type, self.sem, self.scope)
+        return _access_requires(self.space, self.type, self.sem, self.scope, self.d).merge(
+            _cache_requires(self))
 
     def opcode(self) -> str:
         return _access_opcode(self, self.d, self.nc)
 
     def operands(self):
+        if self.cache_policy is not None:
+            return (self.d, self.a, self.cache_policy)
         return (self.d, self.a)
 
 
 @attrs.frozen
 class St(Instruction):
-    """`st{.sem.scope}{.space}{.vN}.type [a], b;`"""
+    """`st{.sem.scope}{.space}{.L1::evict_*}{.L2::cache_hint}{.vN}.type [a], b{, cache_policy};`"""
 
     MNEMONIC = "st"
     space: StateSpace
@@ -145,23 +243,30 @@ class St(Instruction):
     b: object
     sem: Sem | None = None
     scope: Scope | None = None
+    l1: L1Eviction | None = None
+    cache_policy: Reg | None = None
 
     def __attrs_post_init__(self):
         _check_access(self, (Sem.weak, Sem.volatile, Sem.relaxed, Sem.release))
+        _check_cache(self)
         if self.space in (StateSpace.param, StateSpace.const):
             raise OperandError("st", "space", "a writable space (global, shared, local, "
                                "generic)", f".{self.space.value}")
         self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
+        _check_wide(self, self.b)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
 
     @property
     def requires(self) -> Requires:
-        return _access_requires(self.space, self.type, self.sem, self.scope)
+        return _access_requires(self.space, self.type, self.sem, self.scope, self.b).merge(
+            _cache_requires(self))
 
     def opcode(self) -> str:
         return _access_opcode(self, self.b)
 
     def operands(self):
+        if self.cache_policy is not None:
+            return (self.a, self.b, self.cache_policy)
         return (self.a, self.b)
 
 
@@ -178,10 +283,14 @@ def _space_of(value, given) -> StateSpace:
 
 class MemoryOps:
     def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
-           dst=None, sem=None, scope=None, nc: bool = False):
+           dst=None, sem=None, scope=None, nc: bool = False, l1=None, prefetch=None,
+           cache_policy=None):
         """Load from `addr`; the space defaults to the symbol's (or the register's known one).
 
-        `vec=2/4` returns a tuple of registers (`ld.v2`/`ld.v4`).
+        `vec=2/4/8` returns a tuple of registers (`ld.v2`/`ld.v4`; `.v8` of a 32-bit type
+        and `.v4` of a 64-bit type are 256-bit loads: .global only, PTX 8.8, sm_100+).
+        `l1='evict_last'` etc., `prefetch='128B'`, `cache_policy=` (a createpolicy register)
+        add the cache qualifiers (global or generic addresses only).
         """
         sp = _space_of(addr, space)
         if type is None:
@@ -191,7 +300,7 @@ class MemoryOps:
             raise BuildError("ld: pass type=... (the address does not say what it holds)")
         if dst is None:
             dst = self.reg(type) if vec == 1 else tuple(self.reg(type) for _ in range(vec))
-        self.emit(Ld(sp, type, dst, addr, sem, scope, nc))
+        self.emit(Ld(sp, type, dst, addr, sem, scope, nc, l1, prefetch, cache_policy))
         return dst
 
     def ld_param(self, p: Symbol):
@@ -210,11 +319,13 @@ class MemoryOps:
         return r
 
     def st(self, addr, value, *, type: ScalarType | None = None, space=None, sem=None,
-           scope=None) -> None:
+           scope=None, l1=None, cache_policy=None) -> None:
+        """Store `value` (a tuple for .v2/.v4) to `addr`; `l1=` and `cache_policy=` as for ld."""
         sp = _space_of(addr, space)
         items = value if isinstance(value, tuple | list) else (value,)
         t = type or infer_type("st", *items)
-        self.emit(St(sp, t, addr, tuple(items) if len(items) > 1 else items[0], sem, scope))
+        self.emit(St(sp, t, addr, tuple(items) if len(items) > 1 else items[0], sem, scope,
+                     l1, cache_policy))
 
     def tensormap_addr(self, p: Symbol) -> Reg:
         """The generic address of a by-value tensor-map parameter: `mov.b64` + `cvta.param.u64`.

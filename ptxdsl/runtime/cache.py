@@ -11,6 +11,13 @@ processes may fill the same entry at once and a reader sees either no file or a 
 
 Disabled by `PTXDSL_CACHE=0` (also 'false', 'no', 'off') or `cache=False`; the directory is
 `cache_dir`, else `$PTXDSL_CACHE_DIR`, else `~/.cache/ptxdsl`.
+
+The cache is an optimisation, never a reason to fail a load: when the directory cannot be
+created, read or written (read-only, disk full, a file or folder in the way,
+PTXDSL_CACHE_DIR naming a file), `cached_assemble` uses the freshly built cubin uncached and
+says so with one `PtxdslCacheWarning` per directory and process. Temporary files a killed
+writer left behind are removed once they are older than `STALE_TMP_S` (a live writer's
+temporary file is seconds old, so sweeping by age cannot take one from under it).
 """
 
 from __future__ import annotations
@@ -19,16 +26,31 @@ import hashlib
 import os
 import struct
 import tempfile
+import threading
+import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
+from ptxdsl.errors import user_loc
 from ptxdsl.runtime.errors import CacheError
 
 MAGIC = b"PTXDSLC1"
 _HEADER = struct.Struct("<8sQ32s")
 HEADER_SIZE = _HEADER.size  # 48
+STALE_TMP_S = 3600.0
+_TMP_SUFFIX = ".tmp"
+
+
+class PtxdslCacheWarning(UserWarning):
+    """The cubin cache could not be used; ptxdsl went on without it."""
+
+
+_warned: set[str] = set()
+_swept: set[str] = set()
+_state_lock = threading.Lock()
 
 
 def cache_enabled(cache: bool = True) -> bool:
@@ -102,14 +124,40 @@ class CubinCache:
                 pass
         return payload
 
+    def sweep(self, max_age_s: float = STALE_TMP_S) -> int:
+        """Remove temporary files older than `max_age_s` (left by a writer that was killed
+        between creating and publishing one); return how many. Never raises."""
+        removed = 0
+        cutoff = time.time() - max_age_s
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for e in entries:
+            if not (e.name.startswith(".") and e.name.endswith(_TMP_SUFFIX)):
+                continue
+            try:
+                if e.is_file(follow_symlinks=False) and e.stat().st_mtime < cutoff:
+                    os.unlink(e.path)
+                    removed += 1
+            except OSError:   # gone already (another sweeper), or not ours to remove
+                pass
+        return removed
+
     def put(self, key: str, payload: bytes) -> Path:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"cannot create cubin cache directory {self.directory}: {exc}; "
                              "set PTXDSL_CACHE_DIR or PTXDSL_CACHE=0") from None
+        with _state_lock:
+            first = str(self.directory) not in _swept
+            _swept.add(str(self.directory))
+        if first:   # once per directory and process: a sweep lists the whole directory
+            self.sweep()
         path = self.path(key)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=_TMP_SUFFIX,
+                                   dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode_entry(payload))
@@ -131,7 +179,7 @@ class CubinCache:
             self.hits += 1
             return payload, True
         self.misses += 1
-        payload = bytes(build())
+        payload = build()
         self.put(key, payload)
         return payload, False
 
@@ -141,7 +189,37 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[[str, str], bytes],
                     cache_dir: str | os.PathLike | None = None) -> tuple[bytes, bool | None]:
     """Assemble `ptx` for `arch` through the cache: (cubin, hit); hit is None when disabled."""
     if not cache_enabled(cache):
-        return bytes(assemble(ptx, arch)), None
+        return assemble(ptx, arch), None
     store = CubinCache(cache_dir if cache_dir is not None else default_cache_dir())
     key = cache_key(ptx, arch, toolchain_version, driver_version)
-    return store.get_or_build(key, lambda: assemble(ptx, arch))
+    try:
+        payload = store.get(key)
+    except (CacheError, OSError) as exc:
+        _warn_once(store.directory, f"cannot read it ({_reason(exc)})")
+        return assemble(ptx, arch), None
+    if payload is not None:
+        store.hits += 1
+        return payload, True
+    store.misses += 1
+    payload = assemble(ptx, arch)   # an assembly error is the user's, never swallowed
+    try:
+        store.put(key, bytes(payload))
+    except (CacheError, OSError) as exc:
+        _warn_once(store.directory, f"cannot write it ({_reason(exc)})")
+        return payload, None
+    return payload, False
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, CacheError) else f"{type(exc).__name__}: {exc}"
+
+
+def _warn_once(directory: Path, what: str) -> None:
+    with _state_lock:
+        if str(directory) in _warned:
+            return
+        _warned.add(str(directory))
+    loc = user_loc()
+    warnings.warn_explicit(f"cubin cache {directory}: {what}; going on without the cache "
+                           "(set PTXDSL_CACHE_DIR to a writable folder, or PTXDSL_CACHE=0 "
+                           "to silence this)", PtxdslCacheWarning, loc.file, loc.line)

@@ -104,3 +104,19 @@ def cubin_arch(target: Target | None, cc: tuple[int, int]) -> str:
     """
     suffix = target.suffix if target is not None else ""
     return f"sm_{cc[0]}{cc[1]}{suffix}"
+
+
+def build_arch(target: Target, cc: tuple[int, int] | None) -> tuple[str, str, bool]:
+    """(arch, why, loads): the one rule for which arch a cubin is built for when the caller names
+    none, shared by `Module.assemble()` and the runtime's cubin path (so the cubin cache key
+    sees the same arch). With a device (`cc`): its own arch (keeping an a/f suffix), never
+    below the module's target since the device must be able to run that target. With no
+    device: the module's target. A device that cannot run the target gets the target, and
+    the reason says so and `loads` is False (the cubin cannot load there)."""
+    if cc is None:
+        return str(target), "the module's target; no GPU found", True
+    if runs_on(target, cc):
+        arch = cubin_arch(target, cc)
+        return arch, f"the GPU in use is compute capability {cc[0]}.{cc[1]}", True
+    return str(target), (f"the module's target; it cannot run on the GPU in use (compute "
+                         f"capability {cc[0]}.{cc[1]})"), False

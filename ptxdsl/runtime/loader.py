@@ -5,7 +5,15 @@ CU_JIT_WALL_TIME. A JIT failure raises `JitError` with the log, the first PTX li
 blames, that line's text, and the Python file:line that built it (`module.locate`).
 
 Cubin path (`use_cubin=True`): the text is assembled by nvJitLink (`ptxdsl.toolchain.assemble`)
-for this device's arch through the on-disk cache (`cache.py`) and the cubin is loaded.
+for this device's arch (`compat.build_arch`, the rule `Module.assemble()` also uses) through
+the on-disk cache (`cache.py`) and the cubin is loaded. Except for a module that uses
+setmaxnreg: nvJitLink (like the driver's cuLink* linker) assembles its input as a separately
+linkable unit and drops setmaxnreg there (ptxas advisory C7504), while the driver JIT of the
+PTX text compiles it as a whole program and keeps it, so such a module always takes the
+driver JIT (with a `PtxdslAssemblerWarning` when `use_cubin=True` asked otherwise).
+
+The JIT runs verbose: `LoadedModule.report` holds ptxas's per-kernel registers, spills and
+shared memory, and its warnings become `PtxdslAssemblerWarning`s naming the Python line.
 
 Either way the module's `.version` and `.target` are first checked against the driver and
 the device (`compat.py`), so a mismatch says what to change instead of failing in the JIT.
@@ -15,12 +23,14 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from collections.abc import Callable
 
-from ptxdsl.errors import SourceLoc
+from ptxdsl.assembly_report import PtxdslAssemblerWarning, parse_info_log, warn_about
+from ptxdsl.errors import SourceLoc, user_loc
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
-from ptxdsl.runtime.compat import check_module_compat, cubin_arch
+from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
 from ptxdsl.runtime.device import device_info, use_device
 from ptxdsl.runtime.errors import JitError, KernelNotFoundError
 from ptxdsl.runtime.launch import Function
@@ -67,9 +77,13 @@ class LoadedModule:
     """A module resident on a device. `mod["kernel"]` (or `.function`) gives a `Function`.
 
     `info_log` and `jit_wall_ms` come from the load (wall time measured around the call),
-    `arch` is the cubin arch when `use_cubin` was used, and `cache_hit` says whether the cubin
-    came from the cache (None when not cached).
+    `arch` is the cubin arch when a cubin was loaded (None: the driver JIT compiled the PTX),
+    `cache_hit` says whether the cubin came from the cache (None when not cached), and
+    `report` is ptxas's `AssemblyReport` (kernels' resources, warnings) when one was made
+    (the driver JIT's log, or the nvJitLink build; None for a cubin from the cache).
     """
+
+    report = None
 
     def __init__(self, handle, device: int, ptx: str, kernels: dict, name: str, info_log: str,
                  jit_wall_ms: float, arch: str | None, cache_hit: bool | None, source=None):
@@ -147,10 +161,11 @@ def _cuda_load(image: bytes, ptx: str, name: str, locate) -> tuple[object, str, 
     drv = driver()
     opt = drv.CUjit_option
     info, err = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)
+    # Verbose: the info log then carries ptxas's resource report (LoadedModule.report).
     opts = [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
             opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-            opt.CU_JIT_WALL_TIME]
-    vals = [info, _LOG_BYTES, err, _LOG_BYTES, 0.0]
+            opt.CU_JIT_WALL_TIME, opt.CU_JIT_LOG_VERBOSE]
+    vals = [info, _LOG_BYTES, err, _LOG_BYTES, 0.0, 1]
     if not image.startswith(b"\x7fELF") and has_lineinfo(ptx):
         # The JIT keeps the .loc line table only when asked (compute-sanitizer, cuda-gdb
         # and profilers then name the Python lines that built each instruction).
@@ -204,9 +219,18 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     info = device_info(device)
     check_module_compat(version, target, info.driver_version, info.compute_capability,
                         f"device {device} ({info.name})")
-    arch, hit = None, None
+    arch, hit, report = None, None, None
+    if use_cubin and _uses_setmaxnreg(ptx):
+        use_cubin = False
+        loc = user_loc()
+        warnings.warn_explicit(
+            f"module '{name}' uses setmaxnreg, which nvJitLink drops from a cubin; loading it "
+            "through the driver JIT instead, which keeps it (use_cubin=True ignored)",
+            PtxdslAssemblerWarning, loc.file, loc.line)
     if use_cubin:
-        arch = cubin_arch(target, info.compute_capability)
+        # The same rule as Module.assemble() without arch (so one cache entry serves both).
+        arch = (build_arch(target, info.compute_capability)[0] if target is not None
+                else cubin_arch(None, info.compute_capability))
         if assemble is None:
             assemble, tv = _default_toolchain()
             toolchain_version = toolchain_version or tv
@@ -214,10 +238,23 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
             toolchain_version = f"custom:{assemble.__module__}.{assemble.__qualname__}"
         image, hit = cached_assemble(ptx, arch, assemble, toolchain_version,
                                      info.driver_version, cache=cache, cache_dir=cache_dir)
+        report = getattr(image, "report", None)
     else:
         image = ptx.encode() + b"\0"
     handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
-    return LoadedModule(handle, device, ptx, kernels, name, info_log, wall_ms, arch, hit, source)
+    if arch is None:
+        report = parse_info_log(info_log, cubin_arch(target, info.compute_capability), ptx,
+                                locate, "driver JIT of the PTX for the GPU in use")
+        warn_about(report, user_loc())
+    loaded = LoadedModule(handle, device, ptx, kernels, name, info_log, wall_ms, arch, hit,
+                          source)
+    loaded.report = report
+    return loaded
+
+
+def _uses_setmaxnreg(ptx: str) -> bool:
+    from ptxdsl.toolchain import uses_setmaxnreg
+    return uses_setmaxnreg(ptx)
 
 
 def load_ptx(text: str, *, name: str = "<ptx>", **kwargs) -> LoadedModule:

@@ -1,0 +1,215 @@
+"""What ptxas says about a module it assembled: per-kernel resources and its warnings.
+
+nvJitLink runs ptxas with `-v` (ptxdsl always asks for it), and the info log then holds, per
+function, lines like
+
+    ptxas info    : Compiling entry function 'k' for 'sm_90a'
+    ptxas info    : Function properties for k
+    ptxas         .     416 bytes stack frame, 416 bytes spill stores, 416 bytes spill loads
+    ptxas info    : Used 24 registers, used 1 barriers, 8200 bytes smem, 360 bytes cmem[0]
+
+plus warnings (`... line 27; warning : Advisory: ...`) and performance advisories
+(`ptxas info : (C7504) Potential Performance Loss: 'setmaxnreg' ignored ...`). The same format
+comes back from the driver JIT's info log. `parse_info_log` turns it into an `AssemblyReport`;
+`warn_about` turns its warnings into `PtxdslAssemblerWarning`s naming the Python line that
+built the PTX line they blame.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+
+import attrs
+
+from .errors import SourceLoc
+
+_FUNC = re.compile(r"(?:Compiling (?:entry )?function '([^']+)'|Function properties for (\S+))")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+_GMEM = re.compile(r"ptxas info\s*:\s*(\d+) bytes gmem")
+_LINE_WARNING = re.compile(r"line (\d+); warning\s*:\s*(.*)")
+_BARE_WARNING = re.compile(r"ptxas warning\s*:\s*(.*)")
+_ADVISORY = re.compile(r"ptxas info\s*:\s*(\(C\d+\).*)")
+_QUOTED = re.compile(r"'([a-z][a-z0-9_]*)'")
+_ON_LINE = re.compile(r"on line '(\d+)'")
+
+# ptxas's advisory when a linker (nvJitLink, cuLink*) assembles a module using setmaxnreg:
+# it compiles every input as a separately linkable unit, where ptxas drops the instruction.
+SETMAXNREG_DROPPED = "C7504"
+
+
+class PtxdslAssemblerWarning(UserWarning):
+    """A warning or performance advisory from ptxas (nvJitLink or the driver JIT)."""
+
+
+@attrs.frozen
+class KernelResources:
+    """One function's resource use as ptxas reports it (`-v`); None where it said nothing."""
+
+    name: str
+    registers: int | None = None
+    barriers: int | None = None
+    stack_frame: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    shared: int = 0
+    const: dict = attrs.field(factory=dict)  # bank -> bytes (ptxas 13 no longer prints it)
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.spill_stores or self.spill_loads)
+
+
+@attrs.frozen
+class AssemblerMessage:
+    """A ptxas warning or advisory: the PTX line it blames (if any) and that line's Python
+    source (if the module recorded one)."""
+
+    text: str
+    ptx_line: int | None = None
+    loc: SourceLoc | None = None
+    code: str | None = None
+
+    def __str__(self) -> str:
+        where = f" (PTX line {self.ptx_line})" if self.ptx_line is not None else ""
+        return f"ptxas{where}: {self.text}"
+
+
+@attrs.frozen
+class AssemblyReport:
+    """What one assembly produced besides the code: the target it was built for, how that was
+    chosen, the raw info log, each kernel's resources and every ptxas warning."""
+
+    arch: str
+    log: str = ""
+    kernels: dict = attrs.field(factory=dict)   # name -> KernelResources
+    warnings: tuple = ()                        # AssemblerMessage
+    gmem: int | None = None
+    arch_reason: str = ""
+    setmaxnreg_dropped: bool = False
+
+    def __getitem__(self, name: str) -> KernelResources:
+        return self.kernels[name]
+
+    def summary(self) -> str:
+        lines = [f"built for {self.arch}" + (f" ({self.arch_reason})" if self.arch_reason
+                                             else "")]
+        for k in self.kernels.values():
+            lines.append(f"  {k.name}: {k.registers} registers, {k.stack_frame} bytes stack, "
+                         f"spills {k.spill_stores}/{k.spill_loads} bytes (stores/loads), "
+                         f"{k.shared} bytes shared")
+        lines += [f"  {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+class Cubin(bytes):
+    """A cubin (bytes, so every caller that wants bytes still works) carrying its
+    `AssemblyReport` as `.report`; `.arch` is the target it was built for."""
+
+    report: AssemblyReport
+
+    def __new__(cls, data: bytes, report: AssemblyReport):
+        self = super().__new__(cls, data)
+        self.report = report
+        return self
+
+    @property
+    def arch(self) -> str:
+        return self.report.arch
+
+    @property
+    def info(self) -> AssemblyReport:
+        return self.report
+
+    def __reduce__(self):
+        return (Cubin, (bytes(self), self.report))
+
+
+def _blamed_line(text: str, ptx_lines: list[str]) -> int | None:
+    """For an advisory without a line number that quotes an opcode ('setmaxnreg'), the first
+    PTX line using it, so the warning can still name the Python line."""
+    for word in _QUOTED.findall(text):
+        for i, line in enumerate(ptx_lines, 1):
+            stripped = line.strip()
+            if stripped.startswith("@"):
+                stripped = stripped.split(None, 1)[-1]
+            if stripped.startswith(word + ".") or stripped.startswith(word + " "):
+                return i
+    return None
+
+
+def parse_info_log(log: str, arch: str, ptx: str = "", locate: Callable | None = None,
+                   arch_reason: str = "") -> AssemblyReport:
+    """An `AssemblyReport` from a ptxas `-v` info log."""
+    kernels: dict[str, dict] = {}
+    current: dict | None = None
+    found: list[AssemblerMessage] = []
+    gmem = None
+    ptx_lines = ptx.splitlines()
+    for line in log.splitlines():
+        m = _FUNC.search(line)
+        if m:
+            name = m.group(1) or m.group(2)
+            current = kernels.setdefault(name, {"name": name})
+            continue
+        if (m := _GMEM.search(line)) is not None:
+            gmem = int(m.group(1))
+            continue
+        if (m := _LINE_WARNING.search(line)) is not None:
+            found.append(_message(m.group(2), int(m.group(1)), locate))
+            continue
+        if (m := _BARE_WARNING.search(line)) is not None:
+            n = _ON_LINE.search(m.group(1))
+            found.append(_message(m.group(1), int(n.group(1)) if n else None, locate))
+            continue
+        if (m := _ADVISORY.search(line)) is not None:
+            text = m.group(1)
+            found.append(_message(text, _blamed_line(text, ptx_lines), locate))
+            continue
+        if current is None:
+            continue
+        if (m := _FRAME.search(line)) is not None:
+            current.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                           spill_loads=int(m.group(3)))
+        if (m := _USED.search(line)) is not None:
+            current["registers"] = int(m.group(1))
+            if (b := _BARRIERS.search(line)) is not None:
+                current["barriers"] = int(b.group(1))
+            if (s := _SMEM.search(line)) is not None:
+                current["shared"] = int(s.group(1))
+            current["const"] = {int(b): int(n) for n, b in _CMEM.findall(line)}
+    return AssemblyReport(
+        arch=arch, log=log, kernels={n: KernelResources(**kw) for n, kw in kernels.items()},
+        warnings=tuple(found), gmem=gmem, arch_reason=arch_reason,
+        setmaxnreg_dropped=any(w.code == SETMAXNREG_DROPPED for w in found))
+
+
+def _message(text: str, ptx_line: int | None, locate: Callable | None) -> AssemblerMessage:
+    loc = None
+    if ptx_line is not None and locate is not None:
+        try:
+            loc = locate(ptx_line)
+        except Exception:  # a locate bug must not hide the warning itself
+            loc = None
+    code = re.match(r"\((C\d+)\)", text.strip())
+    return AssemblerMessage(text.strip(), ptx_line, loc, code.group(1) if code else None)
+
+
+_SETMAXNREG_NOTE = (" -- nvJitLink (like every linker) assembles each module as a separately "
+                    "linkable unit and drops setmaxnreg there, so this cubin does not contain "
+                    "it; Module.load() and load_module() load a module that uses setmaxnreg "
+                    "through the driver JIT, which keeps it (see README, 'setmaxnreg')")
+
+
+def warn_about(report: AssemblyReport, stacklevel_loc: SourceLoc | None = None) -> None:
+    """One `PtxdslAssemblerWarning` per ptxas warning, attributed to the Python line that built
+    the PTX line it blames (else to `stacklevel_loc`, the caller's line)."""
+    for w in report.warnings:
+        loc = w.loc or stacklevel_loc or SourceLoc("<ptxas>", 0)
+        text = str(w) + (_SETMAXNREG_NOTE if w.code == SETMAXNREG_DROPPED else "")
+        warnings.warn_explicit(text, PtxdslAssemblerWarning, loc.file, loc.line)

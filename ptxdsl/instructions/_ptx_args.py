@@ -1,0 +1,211 @@
+"""cuda::ptx's argument conventions, shared by every cuda::ptx-named builder.
+
+The convention (docs/CONTRIBUTING.md, "cuda::ptx-named builders"):
+
+- Positional arguments after the kernel are cuda::ptx's, in cuda::ptx's order and meaning, one
+  overload at a time; the same arguments may be given by keyword (cuda::ptx's parameter names in
+  snake_case: `tm_addr`, `new_val`, `tx_count`, `dst_mem`, `smem_bar`, ...). `bind()` picks the
+  overload and says how to write the call when none fits.
+- A name means the same in every family. As a state space: 'shared' (cuda::ptx `space_shared`)
+  is the executing CTA's shared memory, `.shared::cta`; 'cluster' (`space_cluster`) is
+  `.shared::cluster`; 'global' (`space_global`) is `.global`; 'generic' (a ptxdsl extension) is
+  the generic form. Scopes 'cta', 'cluster', 'gpu', 'sys' (`scope_*`); semantics 'release',
+  'acquire', 'relaxed', 'acq_rel', 'sc' (`sem_*`). cuda::ptx's tag spellings ('space_shared',
+  'scope_gpu', 'sem_release', 'op_add', 'op_and_op', 'cta_group_1') and the PTX spellings
+  ('shared::cta', '.gpu') are accepted too, as are the constants `ptxdsl.ptx` exports
+  (`ptx.space_shared`, `ptx.scope_gpu`, `ptx.sem_release`, ...).
+- Bare `.shared` is emitted only where cuda::ptx emits it (the overloads of mbarrier_init,
+  mbarrier_arrive(addr), ... that take no space tag) or where the enum member
+  `StateSpace.shared` (PTX's bare qualifier, not a name) is passed to a form that has it.
+- Addresses (`space_addr`): a symbol or a register already in the instruction's space is used as
+  it is; a generic address (a register from `cvta` to generic, a loaded pointer parameter, or the
+  pointer parameter itself) is converted with `cvta.to.<space>` first, as cuda::ptx converts its
+  C++ pointers; an address known to be in another space is refused. A register with no space
+  hint is taken as generic for a .global operand (global addresses come from pointers) and as a
+  window offset for a shared one (as `k.mov` of a shared symbol gives).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BuildError, OperandError
+from ..operands import Addr, Reg, Symbol
+from ..types import Scope, Sem, StateSpace
+from .base import _given, check_enum
+
+S = StateSpace
+
+# cuda::ptx's tag constants (re-exported by ptxdsl.ptx): `ptx.space_shared` etc.
+space_shared, space_cluster, space_global = S.shared_cta, S.shared_cluster, S.global_
+scope_cta, scope_cluster, scope_gpu, scope_sys = Scope.cta, Scope.cluster, Scope.gpu, Scope.sys
+sem_release, sem_acquire, sem_relaxed = Sem.release, Sem.acquire, Sem.relaxed
+sem_acq_rel, sem_sc = Sem.acq_rel, Sem.sc
+TAGS = ("space_shared", "space_cluster", "space_global", "scope_cta", "scope_cluster",
+        "scope_gpu", "scope_sys", "sem_release", "sem_acquire", "sem_relaxed", "sem_acq_rel",
+        "sem_sc")
+
+# -- names ----------------------------------------------------------------------------------------
+SPACE_NAMES: dict[str, StateSpace] = {
+    "shared": S.shared_cta, "shared::cta": S.shared_cta, "space_shared": S.shared_cta,
+    "cluster": S.shared_cluster, "shared::cluster": S.shared_cluster,
+    "space_cluster": S.shared_cluster,
+    "global": S.global_, "space_global": S.global_,
+    "generic": S.generic, "": S.generic,
+    "param": S.param, "const": S.const, "local": S.local,
+}
+
+# The name a message suggests for each space (every suggestion is accepted by `space`).
+SPACE_SPELLING: dict[StateSpace, str] = {
+    S.shared_cta: "shared", S.shared: "shared", S.shared_cluster: "cluster",
+    S.global_: "global", S.generic: "generic", S.param: "param", S.const: "const",
+    S.local: "local",
+}
+
+
+def space_name(sp: StateSpace) -> str:
+    """How to write `sp` as a builder argument, with its PTX spelling: "'shared' (.shared::cta)"."""
+    ptx = sp.ptx if sp is not S.shared else ".shared::cta"
+    return f"'{SPACE_SPELLING[sp]}' ({ptx or 'generic'})"
+
+
+def space(insn: str, operand: str, value: Any, allowed: Sequence[StateSpace]) -> StateSpace:
+    """A state-space argument in any accepted spelling (see the module doc), one of `allowed`.
+
+    Names (strings, cuda::ptx tags, `ptx.space_shared`) never mean bare .shared; the enum
+    member `StateSpace.shared` is PTX's bare qualifier, for the forms that have it.
+    """
+    sp: StateSpace | None = None
+    if isinstance(value, StateSpace):
+        sp = value
+    elif isinstance(value, str):
+        sp = SPACE_NAMES.get(value.lstrip("."))
+    if sp is None or sp not in allowed:
+        names = ", ".join(space_name(a) for a in dict.fromkeys(
+            S.shared_cta if a is S.shared else a for a in allowed))
+        raise OperandError(insn, operand, f"one of {names}", _given(value))
+    return sp
+
+
+def _tagged(prefix: str, cls: type[enum.Enum], value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.lstrip(".")
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+        return text
+    return value
+
+
+def scope(insn: str, value: Any, allowed: Sequence[Scope] | None = None,
+          operand: str = "scope") -> Scope:
+    """'cta' | 'cluster' | 'gpu' | 'sys', or cuda::ptx's scope_* tag spelling, or a Scope."""
+    return check_enum(insn, operand, _tagged("scope_", Scope, value), Scope,
+                      tuple(allowed) if allowed is not None else None)
+
+
+def sem(insn: str, value: Any, allowed: Sequence[Sem] | None = None,
+        operand: str = "sem") -> Sem:
+    """'release' | 'acquire' | 'relaxed' | ..., or cuda::ptx's sem_* tag spelling, or a Sem."""
+    return check_enum(insn, operand, _tagged("sem_", Sem, value), Sem,
+                      tuple(allowed) if allowed is not None else None)
+
+
+def op(insn: str, value: Any, cls: type[enum.Enum], operand: str = "op") -> Any:
+    """A reduction op: 'add', cuda::ptx's 'op_add' / 'op_and_op' spellings, or the enum."""
+    if isinstance(value, str):
+        text = value.lstrip(".")
+        if text.startswith("op_"):
+            text = text[3:]
+        if text.endswith("_op"):       # cuda::ptx: op_and_op, op_or_op, op_xor_op
+            text = text[:-3]
+        value = text
+    return check_enum(insn, operand, value, cls)
+
+
+def is_space(value: Any) -> bool:
+    """Whether `value` spells a state space (an enum member or one of SPACE_NAMES)."""
+    return isinstance(value, StateSpace) or (isinstance(value, str)
+                                             and value.lstrip(".") in SPACE_NAMES)
+
+
+# -- overloads ------------------------------------------------------------------------------------
+def _signature(names: Sequence[str]) -> str:
+    shown = [n for n in names if not n.startswith("*")]
+    extra = [n[1:] + "=" for n in names if n.startswith("*")]
+    return "(" + ", ".join(["k", *shown, *extra]) + ")"
+
+
+def bind(insn: str, args: Sequence[Any], kwargs: dict[str, Any],
+         overloads: Sequence[Sequence[str]]) -> tuple[int, dict[str, Any]]:
+    """Match a call against cuda::ptx's overloads; returns (overload index, {name: value}).
+
+    Each overload is a tuple of parameter names in cuda::ptx's order; a name starting with '*'
+    is an optional keyword-only ptxdsl extension; a keyword given as None counts as left out.
+    As in Python, positional arguments fill the
+    first names in order and keywords the rest. Exactly one overload must fit (one reached
+    without extensions beats one that needs them); otherwise the error lists them all.
+    """
+    kwargs = {n: v for n, v in kwargs.items() if v is not None}   # None: not given
+    fits: list[tuple[int, dict[str, Any]]] = []
+    for i, names in enumerate(overloads):
+        plain = [n for n in names if not n.startswith("*")]
+        known = set(plain) | {n[1:] for n in names if n.startswith("*")}
+        if not set(kwargs) <= known:
+            continue
+        head, rest = plain[:len(args)], plain[len(args):]
+        if len(head) != len(args) or set(head) & set(kwargs) or not set(rest) <= set(kwargs):
+            continue
+        bound = dict(kwargs)
+        bound.update(zip(head, args, strict=True))
+        fits.append((i, bound))
+    if len(fits) > 1:   # a cuda::ptx overload beats one reached through ptxdsl extensions
+        least = min(sum(n.startswith("*") and n[1:] in kwargs for n in overloads[i])
+                    for i, _ in fits)
+        fits = [(i, b) for i, b in fits
+                if sum(n.startswith("*") and n[1:] in kwargs for n in overloads[i]) == least]
+    if len(fits) == 1:
+        return fits[0]
+    forms = "; ".join(insn.split(".")[0] + _signature(o) for o in overloads)
+    given = ", ".join(["k", *("_" for _ in args), *(f"{n}=" for n in kwargs)])
+    if not fits:
+        raise BuildError(f"{insn}: no cuda::ptx overload takes ({given}); the overloads, "
+                         f"in cuda::ptx's argument order, are: {forms}")
+    raise BuildError(f"{insn}: ({given}) fits more than one overload; name the arguments by "
+                     f"keyword: {forms}")
+
+
+# -- addresses ------------------------------------------------------------------------------------
+def _base(addr: Any) -> Any:
+    return addr.base if isinstance(addr, Addr) else addr
+
+
+def is_generic_pointer(addr: Any) -> bool:
+    """A pointer parameter, or a register known to hold a generic address."""
+    base = _base(addr)
+    if isinstance(base, Symbol):
+        return getattr(base, "kind", None) == "pointer"
+    return isinstance(base, Reg) and base.space is S.generic
+
+
+def space_addr(k, insn: str, addr: Any, sp: StateSpace) -> Any:
+    """An address for an operand in space `sp` (see the module doc): a generic pointer is
+    converted with `cvta.to.<sp>` (loaded first when it is a pointer parameter); anything else
+    is returned as given, for the instruction's own check."""
+    base = _base(addr)
+    # Global addresses come from pointers, so an unhinted 64-bit register is taken as generic
+    # (converting a global address again is harmless); a shared one is a window offset.
+    unhinted_global = (sp is S.global_ and isinstance(base, Reg) and base.space is None
+                       and base.type.bits == 64)
+    if sp is S.generic or sp is S.param or not (is_generic_pointer(addr) or unhinted_global):
+        return addr
+    off = addr.offset if isinstance(addr, Addr) else 0
+    if isinstance(base, Symbol):
+        base = k.ld_param(base)
+    if base.type.bits != 64:
+        raise OperandError(insn, "addr", "a 64-bit register for a generic address",
+                           _given(base))
+    # cvta.to.shared (not ::cta) is what cuda::ptx's __as_ptr_smem compiles to.
+    base = k.cvta(base, S.shared if sp is S.shared_cta else sp, to=True)
+    return Addr(base, off) if off else base

@@ -1,0 +1,187 @@
+"""Multimem accesses: one access that reaches every GPU mapping a multicast memory object
+(PTX ISA §9.7.9.16; cuda::ptx multimem_ld_reduce.h, multimem_st.h, multimem_red.h). Assembled
+and golden-tested only: the project's tests never create multicast objects.
+
+cuda::ptx's argument order, kernel first; the `.weak` forms have no scope argument:
+
+    ptx::multimem_ld_reduce(ptx::sem_weak, ptx::op_min, p);        ptx.multimem_ld_reduce(k, "weak", "min", p, type=t.u32)
+    ptx::multimem_ld_reduce(sem_relaxed, scope_gpu, op_add, p);    ptx.multimem_ld_reduce(k, "relaxed", "gpu", "add", p, type=t.u32)
+    ptx::multimem_st(sem_release, scope_sys, p, v);                ptx.multimem_st(k, "release", "sys", p, v)
+    ptx::multimem_red(sem_relaxed, scope_gpu, op_add, p, v);       ptx.multimem_red(k, "relaxed", "gpu", "add", p, v)
+
+The integer forms cuda::ptx has are built (min/max .u32 .u64 .s32 .s64, add .u32 .u64 .s32,
+and/or/xor .b32 .b64); the ISA's floating-point and vector forms are not.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ..errors import BuildError, OperandError
+from ..operands import Imm, Reg
+from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
+from . import _ptx_args as A
+from .base import Instruction, check_addr, check_dst, check_enum, check_src
+from .bulk import RedOp
+
+__all__ = ["multimem_ld_reduce", "multimem_st", "multimem_red"]
+
+T = ScalarType
+SM90_81 = req("8.1", 90)
+
+
+class MultimemKind(enum.Enum):
+    ld_reduce = "ld_reduce"
+    st = "st"
+    red = "red"
+
+
+# The op names (and `ptx.op_*` constants) are cp.reduce.async.bulk's: one meaning everywhere.
+_OP_TYPES = {
+    RedOp.min: (T.u32, T.u64, T.s32, T.s64), RedOp.max: (T.u32, T.u64, T.s32, T.s64),
+    RedOp.add: (T.u32, T.u64, T.s32),
+    RedOp.and_: (T.b32, T.b64), RedOp.or_: (T.b32, T.b64), RedOp.xor: (T.b32, T.b64),
+}
+# The memory orders each kind takes; .weak has no scope, the others need one.
+_SEMS = {MultimemKind.ld_reduce: (Sem.weak, Sem.relaxed, Sem.acquire),
+         MultimemKind.st: (Sem.weak, Sem.relaxed, Sem.release),
+         MultimemKind.red: (Sem.relaxed, Sem.release)}
+
+
+@attrs.frozen
+class Multimem(Instruction):
+    """`multimem.ld_reduce.sem{.scope}.global.op.type d, [a];`,
+    `multimem.st.sem{.scope}.global.type [a], b;` (.b32, .b64),
+    `multimem.red.sem.scope.global.op.type [a], b;` — `a` a 64-bit multicast address."""
+
+    MNEMONIC = "multimem"
+    REQUIRES = SM90_81
+    kind: MultimemKind
+    sem: Sem
+    scope: Scope | None
+    op: RedOp | None
+    type: ScalarType
+    a: object
+    b: object            # ld_reduce: the destination register; st/red: the value
+
+    def __attrs_post_init__(self):
+        kind = check_enum(self.MNEMONIC, "kind", self.kind, MultimemKind)
+        self._set("kind", kind)
+        insn = f"multimem.{kind.value}"
+        sem = A.sem(insn, self.sem, _SEMS[kind])
+        self._set("sem", sem)
+        if sem is Sem.weak:
+            if self.scope is not None:
+                raise OperandError(insn, "scope", "no scope with .weak", repr(self.scope))
+        else:
+            if self.scope is None:
+                raise OperandError(insn, "scope", f"a scope for .{sem.value}", "None")
+            self._set("scope", A.scope(insn, self.scope))
+        if kind is MultimemKind.st:
+            if self.op is not None:
+                raise OperandError(insn, "op", "no reduction operation for multimem.st",
+                                   repr(self.op))
+            types = (T.b32, T.b64)
+        else:
+            op = A.op(insn, self.op, RedOp)
+            if op not in _OP_TYPES:
+                raise OperandError(insn, "op", "one of 'min', 'max', 'add', 'and', 'or', 'xor'",
+                                   f"'{op.value}'")
+            self._set("op", op)
+            types = _OP_TYPES[op]
+        self._set("type", check_enum(self.opcode(), "type", self.type, T, types))
+        name = self.opcode()
+        self._set("a", check_addr(name, "a", self.a, StateSpace.global_, (64,)))
+        if kind is MultimemKind.ld_reduce:
+            check_dst(name, "d", self.b, self.type)
+        else:
+            self._set("b", check_src(name, "b", self.b, self.type))
+
+    def opcode(self) -> str:
+        q = f"multimem.{self.kind.value}{self.sem.ptx}"
+        q += self.scope.ptx if isinstance(self.scope, Scope) else ""
+        q += ".global"
+        if isinstance(self.op, RedOp):
+            q += f".{self.op.value}"
+        return q + (f".{self.type.value}" if isinstance(self.type, T) else "")
+
+    def operands(self):
+        if self.kind is MultimemKind.ld_reduce:
+            return (self.b, self.a)
+        return (self.a, self.b)
+
+
+# cuda::ptx's overloads: the .weak forms have no scope argument.
+_LD_REDUCE = (("sem", "op", "addr"), ("sem", "scope", "op", "addr"))
+_ST = (("sem", "addr", "val"), ("sem", "scope", "addr", "val"))
+_RED = (("sem", "scope", "op", "addr", "val"),)
+
+
+def _global(k, insn: str, addr):
+    """A generic pointer becomes a .global address (cvta.to.global), as cuda::ptx converts."""
+    return A.space_addr(k, insn, addr, StateSpace.global_)
+
+
+def _value_type(name: str, op: RedOp | None, value, type) -> ScalarType:
+    """The type from `type=`, else cuda::ptx's overload for the value: .bN for st and the
+    bit operations, the register's own .uN/.sN for min/max/add."""
+    if type is not None:
+        return type
+    if not isinstance(value, Reg | Imm):
+        raise BuildError(f"{name}: pass type=... (the value does not say its type)")
+    t = value.type
+    if op is None or op in (RedOp.and_, RedOp.or_, RedOp.xor):
+        return {32: T.b32, 64: T.b64}.get(t.bits, t)
+    if t.kind == "b":
+        return {32: T.u32, 64: T.u64}.get(t.bits, t)
+    return t
+
+
+def multimem_ld_reduce(k, *args, type=None, **kwargs) -> Reg:
+    """`multimem.ld_reduce.sem{.scope}.global.op.type d, [addr];` returns d:
+    `(k, "weak", op, addr)` or `(k, sem, scope, op, addr)`; `type=` (cuda::ptx: the pointer's)."""
+    _, a = A.bind("multimem_ld_reduce", args, kwargs, _LD_REDUCE)
+    if type is None:
+        raise BuildError("multimem_ld_reduce: pass type=... (t.u32, t.s64, t.b32, ...): "
+                         "cuda::ptx takes it from the pointer's type")
+    t = check_enum("multimem.ld_reduce", "type", type, T)
+    addr = _global(k, "multimem.ld_reduce", a["addr"])
+    d = k.reg(t)
+    k.emit(Multimem(MultimemKind.ld_reduce, a["sem"], a.get("scope"), a["op"], t, addr, d))
+    return d
+
+
+def multimem_st(k, *args, type=None, **kwargs) -> None:
+    """`multimem.st.sem{.scope}.global.{b32,b64} [addr], val;`: `(k, "weak", addr, val)` or
+    `(k, sem, scope, addr, val)`."""
+    _, a = A.bind("multimem_st", args, kwargs, _ST)
+    k.emit(Multimem(MultimemKind.st, a["sem"], a.get("scope"), None,
+                    _value_type("multimem_st", None, a["val"], type),
+                    _global(k, "multimem.st", a["addr"]), a["val"]))
+
+
+def multimem_red(k, *args, type=None, **kwargs) -> None:
+    """`multimem.red.sem.scope.global.op.type [addr], val;`: `(k, sem, scope, op, addr, val)`."""
+    _, a = A.bind("multimem_red", args, kwargs, _RED)
+    A.sem("multimem.red", a["sem"], _SEMS[MultimemKind.red])   # before the op: names the rule
+    op = A.op("multimem.red", a["op"], RedOp)
+    k.emit(Multimem(MultimemKind.red, a["sem"], a["scope"], op,
+                    _value_type("multimem_red", op, a["val"], type),
+                    _global(k, "multimem.red", a["addr"]), a["val"]))
+
+
+# -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------
+_NOTE = "assembled only (no GPU test); integer forms of cuda::ptx"
+FORMS: list[tuple[str, Requires, str]] = [
+    ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{min,max}.{u32,u64,s32,s64}",
+     SM90_81, _NOTE),
+    ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.add.{u32,u64,s32}", SM90_81,
+     _NOTE),
+    ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{and,or,xor}.{b32,b64}",
+     SM90_81, _NOTE),
+    ("multimem.st.{weak,{relaxed,release}.<scope>}.global.{b32,b64}", SM90_81, _NOTE),
+    ("multimem.red.{relaxed,release}.<scope>.global.{min,max,add,and,or,xor}.<type>", SM90_81,
+     _NOTE + "; the ld_reduce op/type pairs"),
+]

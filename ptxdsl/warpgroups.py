@@ -1,0 +1,368 @@
+"""Which threads of a CTA run which statements: a per-thread constant propagation over the
+kernel's control-flow graph, for the questions that depend on the thread index (which
+warpgroup executes which `setmaxnreg`, is a statement uniform across its warpgroup).
+
+For one thread, `%tid`, `%laneid` and (with `.reqntid`) `%ntid` are constants; everything
+computed from them and from immediates by integer arithmetic, `setp`, `selp` and integer
+`cvt` is too, and a branch whose predicate is known goes one way. Everything else (loads,
+parameters, `%warpid`, inline PTX results) is unknown and a branch on it may go both ways.
+At a join, a register keeps its value only when every incoming path agrees, so a loop
+counter becomes unknown after the first trip: the result is a sound over-approximation of
+the statements the thread reaches, and `definite` is a sound under-approximation of those
+it reaches on every path that ends the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from .instructions.arith import Binary, Unary
+from .instructions.compare import Selp, Setp
+from .instructions.control import Bra, Exit, Ret, Trap
+from .instructions.move import Cvt, Mov
+from .operands import Imm, NegPred, Reg, SpecialReg
+
+UNKNOWN = object()
+_STEP_LIMIT = 200_000   # block visits per thread before the analysis gives up
+
+
+@attrs.frozen
+class Reach:
+    """Of the watched statements (and the other statements that matter to the analysis), what
+    one thread reaches: `reached` (may run), `definite` (runs on every path that ends the
+    kernel; empty when no path ends it), `complete` (False: the analysis gave up)."""
+
+    reached: frozenset[int]
+    definite: frozenset[int]
+    complete: bool = True
+
+
+class _Block:
+    __slots__ = ("start", "end", "succ", "exits")
+
+    def __init__(self, start: int):
+        self.start, self.end, self.succ, self.exits = start, start, [], False
+
+
+class Flow:
+    """The CFG of a kernel body (labels start blocks; bra/ret/exit/trap end them) and the
+    registers that decide its branches (the backward slice of every branch guard)."""
+
+    def __init__(self, body: list, watch: Iterable[int] = ()):
+        self.body = body
+        self.insns = [getattr(s, "insn", None) for s in body]
+        label_at = {s.label.name: i for i, s in enumerate(body) if not hasattr(s, "insn")}
+        starts = {0} | set(label_at.values())
+        for i, insn in enumerate(self.insns):
+            if isinstance(insn, Bra | Ret | Exit | Trap):
+                starts.add(i + 1)
+        starts = sorted(s for s in starts if s < len(body)) or [0]
+        self.blocks = [_Block(s) for s in starts]
+        self.block_at: dict[int, int] = {}
+        for b, blk in enumerate(self.blocks):
+            blk.end = starts[b + 1] if b + 1 < len(starts) else len(body)
+            for i in range(blk.start, blk.end):
+                self.block_at[i] = b
+        for b, blk in enumerate(self.blocks):
+            last = self.insns[blk.end - 1] if blk.end > blk.start else None
+            guard = body[blk.end - 1].guard if last is not None else None
+            nxt = b + 1 if b + 1 < len(self.blocks) else None
+            if isinstance(last, Bra):
+                blk.succ.append(("taken", self.block_at.get(label_at[last.target.name]),
+                                 guard))
+                if guard is not None:
+                    blk.succ.append(("fall", nxt, guard))
+            elif isinstance(last, Ret | Exit | Trap):
+                blk.exits = True
+                if guard is not None:
+                    blk.succ.append(("fall", nxt, guard))
+            else:
+                blk.succ.append(("fall", nxt, None))
+            blk.exits = blk.exits or any(t is None for _, t, _ in blk.succ)
+            blk.succ = [(k, t, g) for k, t, g in blk.succ if t is not None]
+        watch = set(watch)
+        self.relevant = self._slice(watch)
+        # Per block, only the statements that matter: watched ones, guarded ones (their
+        # guard may make a watched one's block reachable or not) and writers of relevant
+        # registers. Everything else is skipped without a look.
+        self.interesting: list[list[int]] = []
+        for blk in self.blocks:
+            keep = []
+            for i in range(blk.start, blk.end):
+                insn = self.insns[i]
+                if insn is None or isinstance(insn, Bra):
+                    continue
+                if i in watch or any(r in self.relevant for r in self._dests(insn)):
+                    keep.append(i)
+            self.interesting.append(keep)
+
+    def _slice(self, watch: Iterable[int]) -> set[Reg]:
+        """Registers that branch guards (and the watched statements' guards) depend on."""
+        want: set[Reg] = set()
+        for i, st in enumerate(self.body):
+            g = getattr(st, "guard", None)
+            if g is not None and (isinstance(self.insns[i], Bra | Ret | Exit | Trap)
+                                  or i in watch):
+                want.add(g.reg if isinstance(g, NegPred) else g)
+        writers: dict[Reg, list[Any]] = {}
+        from .checker.defs import dests, sources
+        for insn in self.insns:
+            if insn is not None:
+                for r in dests(insn):
+                    writers.setdefault(r, []).append(insn)
+        todo = list(want)
+        while todo:
+            r = todo.pop()
+            for insn in writers.get(r, ()):
+                for s in sources(insn):
+                    if s not in want:
+                        want.add(s)
+                        todo.append(s)
+        self._dests = dests
+        return want
+
+    # -- one thread ------------------------------------------------------------------------------
+    def run(self, special: dict[str, int]) -> Reach:
+        """Constant propagation for the thread whose special registers are `special`."""
+        n = len(self.blocks)
+        if not n or not self.body:
+            return Reach(frozenset(), frozenset())
+        env_in: list[dict | None] = [None] * n
+        env_in[0] = {}
+        edges: set[tuple[int, int]] = set()
+        reached: set[int] = set()
+        maybe: set[int] = set()        # statements whose guard is unknown
+        work = [0]
+        steps = 0
+        while work:
+            steps += 1
+            if steps > _STEP_LIMIT:
+                return Reach(frozenset(reached), frozenset(), False)
+            b = work.pop()
+            blk = self.blocks[b]
+            env = dict(env_in[b])
+            for i in self.interesting[b]:
+                insn = self.insns[i]
+                g = self.body[i].guard
+                gv = True if g is None else _truth(env, g)
+                if gv is False:
+                    continue
+                reached.add(i)
+                if gv is None:
+                    maybe.add(i)
+                self._step(env, insn, special, gv is None)
+            for kind, t, g in blk.succ:
+                gv = True if g is None else _truth(env, g)
+                if kind == "fall" and g is not None and gv is not None:
+                    gv = not gv    # the fall-through of a guarded branch/ret runs when it is not
+                if gv is False:
+                    continue
+                edges.add((b, t))
+                old = env_in[t]
+                new = dict(env) if old is None else _join(old, env)
+                if old is None or new != old:
+                    env_in[t] = new
+                    work.append(t)
+        definite = self._definite(edges, reached - maybe)
+        return Reach(frozenset(reached), frozenset(definite))
+
+    def _step(self, env: dict, insn: Any, special: dict[str, int], maybe: bool) -> None:
+        outs = self._dests(insn)
+        if not any(r in self.relevant for r in outs):
+            return
+        value = _eval(env, insn, special) if not maybe else None
+        if value is None:
+            for r in outs:
+                env[r] = UNKNOWN
+            return
+        for r, v in value:
+            env[r] = v
+
+    def _definite(self, edges: set[tuple[int, int]], candidates: set[int]) -> set[int]:
+        """Statements on every path from the entry to an exit over the executable edges."""
+        succ: dict[int, list[int]] = {}
+        for a, b in edges:
+            succ.setdefault(a, []).append(b)
+        exits = {b for b, blk in enumerate(self.blocks) if blk.exits}
+
+        def ends_without(skip: int) -> bool:
+            if skip == 0:
+                return False
+            seen, todo = {0}, [0]
+            while todo:
+                b = todo.pop()
+                if b in exits:
+                    return True
+                for t in succ.get(b, ()):
+                    if t != skip and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+            return False
+
+        if not ends_without(-1):
+            return set()
+        out, verdict = set(), {}
+        for i in candidates:
+            b = self.block_at[i]
+            if b not in verdict:
+                verdict[b] = not ends_without(b)
+            if verdict[b]:
+                out.add(i)
+        return out
+
+
+def _truth(env: dict, g: Any) -> bool | None:
+    neg = isinstance(g, NegPred)
+    v = env.get(g.reg if neg else g, UNKNOWN)
+    if v is UNKNOWN:
+        return None
+    return (not v) if neg else bool(v)
+
+
+def _join(a: dict, b: dict) -> dict:
+    out = {}
+    for r in a.keys() | b.keys():
+        va, vb = a.get(r, UNKNOWN), b.get(r, UNKNOWN)
+        out[r] = va if va is vb or (va is not UNKNOWN and va == vb) else UNKNOWN
+    return out
+
+
+def _val(env: dict, x: Any, special: dict[str, int]) -> int | None:
+    if isinstance(x, Imm):
+        v = x.value
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if isinstance(x, Reg):
+        v = env.get(x, UNKNOWN)
+        return None if v is UNKNOWN else int(v)
+    if isinstance(x, SpecialReg):
+        return special.get(x.name)
+    if isinstance(x, NegPred):
+        v = env.get(x.reg, UNKNOWN)
+        return None if v is UNKNOWN else int(not v)
+    return None
+
+
+def _wrap(v: int, t: Any) -> int:
+    bits = t.bits
+    v &= (1 << bits) - 1
+    if t.kind == "s" and v >> (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def _signed(t: Any, v: int) -> int:
+    """An integer operand as the type reads it (unsigned types see the bit pattern)."""
+    return _wrap(v, t)
+
+
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+        "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
+        "hs": lambda a, b: a >= b}
+_BIN = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "and": lambda a, b: a & b,
+        "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "min": min, "max": max,
+        "shl": lambda a, b: a << min(b, 64)}
+
+
+def _eval(env: dict, insn: Any, special: dict[str, int]) -> list[tuple[Reg, Any]] | None:
+    """The registers an instruction sets and their values, when all are known."""
+    t = getattr(insn, "type", None)
+    if isinstance(insn, Mov):
+        v = _val(env, insn.a, special)
+        return None if v is None else [(insn.d, v)]
+    if isinstance(insn, Cvt):
+        if not (insn.dtype.is_int and insn.atype.is_int):
+            return None
+        v = _val(env, insn.a, special)
+        return None if v is None else [(insn.d, _wrap(_wrap(v, insn.atype), insn.dtype))]
+    if t is None or not (t.is_int or t.kind == "b" or t.kind == "pred"):
+        return None
+    if isinstance(insn, Binary):
+        a, b = _val(env, insn.a, special), _val(env, insn.b, special)
+        if a is None or b is None:
+            return None
+        a, b = _signed(t, a), _signed(t, b)
+        op = insn.op
+        if op in _BIN:
+            r = _BIN[op](a, b)
+        elif op == "mul" and insn.mode in (None, "lo"):
+            r = a * b
+        elif op in ("div", "rem") and b != 0:
+            q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+            r = q if op == "div" else a - q * b
+        elif op == "shr":
+            r = a >> min(b, 64)
+        else:
+            return None
+        if t.kind == "pred":
+            return [(insn.d, bool(r & 1))]
+        return [(insn.d, _wrap(r, t))]
+    if isinstance(insn, Unary):
+        a = _val(env, insn.a, special)
+        if a is None:
+            return None
+        if t.kind == "pred":
+            return [(insn.d, not a)] if insn.op == "not" else None
+        r = {"not": ~a, "neg": -_signed(t, a), "abs": abs(_signed(t, a))}.get(insn.op)
+        return None if r is None else [(insn.d, _wrap(r, t))]
+    if isinstance(insn, Setp):
+        a, b = _val(env, insn.a, special), _val(env, insn.b, special)
+        if a is None or b is None or insn.cmp not in _CMP:
+            return None
+        r = _CMP[insn.cmp](_signed(t, a), _signed(t, b))
+        q = not r
+        if insn.bool_op is not None:
+            c = _val(env, insn.c, special)
+            if c is None:
+                return None
+            f = {"and": lambda x, y: x and y, "or": lambda x, y: x or y,
+                 "xor": lambda x, y: x != y}[insn.bool_op]
+            r, q = f(r, bool(c)), f(q, bool(c))
+        out = [(insn.p, bool(r))]
+        if insn.q is not None:
+            out.append((insn.q, bool(q)))
+        return out
+    if isinstance(insn, Selp):
+        c = _val(env, insn.c, special)
+        if c is None:
+            return None
+        v = _val(env, insn.a if c else insn.b, special)
+        return None if v is None else [(insn.d, v)]
+    return None
+
+
+def thread_specials(kernel: Any, linear: int) -> dict[str, int]:
+    """The known special registers of the thread with this linear index in the CTA."""
+    dims = kernel.reqntid or kernel.maxntid or (linear + 1,)
+    nx = dims[0]
+    ny = dims[1] if len(dims) > 1 else 1
+    out = {"tid.x": linear % nx, "tid.y": linear // nx % ny, "tid.z": linear // (nx * ny),
+           "laneid": linear % 32}
+    if kernel.reqntid:
+        for axis, d in zip("xyz", (*kernel.reqntid, 1, 1, 1)[:3], strict=True):
+            out[f"ntid.{axis}"] = d
+    return out
+
+
+def cta_threads(kernel: Any) -> int | None:
+    dims = kernel.reqntid or kernel.maxntid
+    if not dims:
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def per_thread(kernel: Any, watch: Iterable[int]) -> list[Reach] | None:
+    """`Reach` of every thread of the CTA (None when the CTA size is unknown)."""
+    n = cta_threads(kernel)
+    if n is None:
+        return None
+    flow = Flow(kernel.body, watch)
+    return [flow.run(thread_specials(kernel, i)) for i in range(n)]

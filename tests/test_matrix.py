@@ -10,6 +10,7 @@ import pytest
 from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, ptx, t
 from ptxdsl.instructions.matrix import FORMS, LdMatrix, StMatrix
 from ptxdsl.types import StateSpace
+from tests.test_matrix_gpu import cvt_kernel, matrix_kernel
 from tests.tma_cases import Case, Env, FormChecks
 
 
@@ -160,3 +161,11 @@ def test_kernel_of_all_forms_assembles_at_sm90a():
         _ld(n, tr, how)(e)
         _st(n, tr, how)(e)
     assert Module([k], target="sm_90a").assemble()[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("make", [lambda: matrix_kernel(4, True, False),
+                                  lambda: matrix_kernel(1, False, True), cvt_kernel],
+                         ids=["matrix-x4-trans", "matrix-x1-store-trans", "cvt"])
+def test_gpu_kernels_assemble(make):
+    """The GPU tests' kernels (tests/test_matrix_gpu.py) build and assemble everywhere."""
+    assert make().assemble()[:4] == b"\x7fELF"

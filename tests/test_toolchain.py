@@ -120,7 +120,7 @@ def test_ptxas_warning_names_the_python_line():
     smem = k.shared_array(t.b8, 256, align=128, name="smem")
     bar = k.shared_array(t.b64, 1, align=8, name="bar")
     line = _line() + 1
-    cp_async_bulk(k, "shared::cluster", "global", smem, g, 256, bar, multicast_mask=3)
+    cp_async_bulk(k, "shared::cluster", "global", smem, g, 256, bar, cta_mask=3)
     k.ret()
     m = Module([k])
     assert str(m.target) == "sm_90"   # inferred; ptxas advises sm_90a for .multicast::cluster

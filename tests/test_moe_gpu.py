@@ -7,7 +7,6 @@ hang or a fault fails that case only; a failure names the experts and rows that 
 from __future__ import annotations
 
 import runpy
-from pathlib import Path
 
 import pytest
 

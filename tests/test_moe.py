@@ -219,3 +219,17 @@ def test_assembles_without_spills():
 def check_module_clean(module) -> bool:
     from ptxdsl.checker import check_module
     return check_module(module) == []
+
+
+@pytest.mark.parametrize("G,N,K,T", [(8, 4096, 4096, 16384), (32, 2048, 7168, 32768),
+                                     (128, 2048, 7168, 32768)])
+def test_benchmark_shapes(G, N, K, T):
+    """The benchmark's expert sizes are ragged multiples of 16 summing to the token count, and
+    its work list has every tile once (the walk at the benchmark's grid of 132)."""
+    from benchmarks import moe
+    assert (G, N, K, T) in moe.SHAPES
+    sample = type("S", (), {"expert_sizes": staticmethod(S["expert_sizes"])})
+    sizes = moe._sizes(sample, G, T)
+    assert sizes.sum() == T and (sizes % 16 == 0).all() and len(set(sizes.tolist())) > 1
+    per_cta = S["simulate_walk"](_offsets(sizes), N, 132)
+    assert sum(map(len, per_cta)) == len(_tiles(sizes, N))

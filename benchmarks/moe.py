@@ -10,7 +10,8 @@ same GPU: G = 8 (N = K = 4096, 16k tokens), G = 32 and G = 128 (N = 2048, K = 71
 Expert sizes are random (seeded) multiples of 16 summing to the token count, so that
 `torch._grouped_mm` takes them too. Inputs are multiples of 1/8 in [-1, 1]: every result is
 exact in f32, so the ptxdsl output is compared bit for bit with an f32 per-expert reference
-before it is timed (the torch baselines too, held to 1% where cuBLAS rounds partial sums). Times are CUDA-event medians, the candidates taking turns. The
+before it is timed (the torch baselines too, held to 1% where cuBLAS rounds partial
+sums). Times are CUDA-event medians, the candidates taking turns. The
 share of map encoding is the time of `moe_encode_only` (the same walk and map publishes, no
 loads or math: an upper bound, launch included) over the time of `moe_gemm`.
 """
@@ -104,8 +105,9 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
         if not bool(diff.any()):
             continue
         rows = diff.nonzero().flatten().tolist()
-        experts = sorted({int(np.searchsorted(offsets, r, side="right") - 1) for r in rows[:1000]})
-        err = float(((out.float() - ref.float()).abs().max() / ref.float().abs().max()))
+        experts = sorted({int(np.searchsorted(offsets, r, side="right") - 1)
+                          for r in rows[:1000]})
+        err = float((out.float() - ref.float()).abs().max() / ref.float().abs().max())
         what = (f"{label}: {name} differs from the exact f32 reference in {len(rows)} rows "
                 f"(experts {experts[:10]}), max error {err:.2e} of the largest output")
         # ptxdsl must be exact; cuBLAS may reduce split-K partial sums in bf16 (PyTorch's

@@ -389,8 +389,9 @@ class MoeProblem:
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.uint32)
         self.T = int(self.offsets[-1])
         rng = np.random.default_rng(seed + 7)
-        self.x = rng.integers(-8, 9, (max(self.T, 1), K)) / 8.0
-        self.w = rng.integers(-8, 9, (self.G, N, K)) / 8.0
+        # float32 is exact here too (sums of at most K multiples of 1/64, each |.| <= 1).
+        self.x = (rng.integers(-8, 9, (max(self.T, 1), K)) / 8.0).astype(np.float32)
+        self.w = (rng.integers(-8, 9, (self.G, N, K)) / 8.0).astype(np.float32)
         self.dev_x = rt.DeviceBuffer.from_numpy(bf16_bits(self.x))
         self.dev_w = rt.DeviceBuffer.from_numpy(bf16_bits(self.w))
         self.dev_off = rt.DeviceBuffer.from_numpy(self.offsets)

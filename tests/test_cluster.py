@@ -328,10 +328,11 @@ def test_refuse_mapa_generic_32bit_register():
         ptx.mapa(e.k, "generic", e.v32, 1)
 
 
-def test_refuse_mapa_offset():
+@pytest.mark.parametrize("base", ["smap32", "smap"])
+def test_refuse_mapa_offset(base):
     e = Env()
     with pytest.raises(OperandError, match="without offset"):
-        ptx.mapa(e.k, "shared::cluster", Addr(e.smap32, 8), 1)
+        ptx.mapa(e.k, "shared::cluster", Addr(getattr(e, base), 8), 1)
 
 
 def test_refuse_mapa_cta_rank_64bit():

@@ -90,6 +90,9 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
     if not isinstance(addr, Addr):
         raise OperandError(insn, "addr", "an address (register, symbol or Addr)",
                            _given(addr))
+    if addr.offset:
+        raise OperandError(insn, "addr", "an address without offset (mapa and getctarank "
+                           "take a plain register or symbol)", addr.render())
     base = addr.base
     if isinstance(base, Symbol):
         if space is not S.shared_cluster or not base.space.is_shared:
@@ -113,9 +116,6 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
         raise OperandError(insn, "addr", "a generic address (pass space='cluster' for a "
                            "shared one)", f"{_given(base)}, which holds a "
                            f".{hint.value} address")
-    if addr.offset:
-        raise OperandError(insn, "addr", "a register without offset (mapa and getctarank "
-                           "take a plain address operand)", addr.render())
     return addr, (T.u32 if base.type.bits == 32 else T.u64)
 
 

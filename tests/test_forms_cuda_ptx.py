@@ -87,12 +87,14 @@ SAMPLES = {
         lambda e: ptx.st_L2_cache_hint(e.k, "global", e.gglobal, e.v64, _pol(e))],
     "multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{min,max}.{u32,u64,s32,s64}": [
         lambda e: ptx.multimem_ld_reduce(e.k, "weak", "min", e.gglobal, type=t.s64)],
-    "multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.add.{u32,u64,s32}": [
-        lambda e: ptx.multimem_ld_reduce(e.k, "relaxed", "gpu", "add", e.gglobal, type=t.u64)],
+    "multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.add.{u32,u64,s32,f32,f64}": [
+        lambda e: ptx.multimem_ld_reduce(e.k, "relaxed", "gpu", "add", e.gglobal, type=t.u64),
+        lambda e: ptx.multimem_ld_reduce(e.k, "weak", "add", e.gglobal, type=t.f64)],
     "multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{and,or,xor}.{b32,b64}": [
         lambda e: ptx.multimem_ld_reduce(e.k, "acquire", "sys", "or", e.gglobal, type=t.b32)],
-    "multimem.st.{weak,{relaxed,release}.<scope>}.global.{b32,b64}": [
-        lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, e.v32)],
+    "multimem.st.{weak,{relaxed,release}.<scope>}.global.{b,u,s,f}{32,64}": [
+        lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, e.v32),
+        lambda e: ptx.multimem_st(e.k, "release", "sys", e.gglobal, e.v64, type=t.s64)],
     "multimem.red.{relaxed,release}.<scope>.global.{min,max,add,and,or,xor}.<type>": [
         lambda e: ptx.multimem_red(e.k, "release", "cluster", "and", e.gglobal, e.v64)],
     "prmt.b32{,.f4e,.b4e,.rc8,.ecl,.ecr,.rc16}": [

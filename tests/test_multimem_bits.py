@@ -110,6 +110,10 @@ GROUPS: dict[str, list[Case]] = {
                                                          val=e.v32, scope="cta"), "8.1", "sm_90"),
         C("red-tags", lambda e: ptx.multimem_red(e.k, ptx.sem_relaxed, ptx.scope_gpu,
                                                  ptx.op_add, e.gglobal, e.v64), "8.1", "sm_90"),
+        C("red-add-f32", lambda e: ptx.multimem_red(e.k, "relaxed", "sys", "add", e.gglobal,
+                                                    e.k.mov(1.5, type=t.f32)), "8.1", "sm_90"),
+        C("st-s64", lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, _s64(e), type=t.s64),
+          "8.1", "sm_90"),
     ],
     "bits/prmt_bfind_shift": [
         *(C(f"prmt{m}", lambda e, m=m: getattr(ptx, f"prmt{m}")(e.k, e.v32, 0x76543210, e.v32),
@@ -181,10 +185,16 @@ def test_refuse_multimem_op_type():
         ptx.multimem_ld_reduce(e.k, "weak", "add", e.gptr, type=t.s64)
 
 
-def test_refuse_multimem_float():
+def test_refuse_multimem_float_min():
     e = Env()
-    with pytest.raises(OperandError, match="'type'"):
-        ptx.multimem_red(e.k, "relaxed", "gpu", "add", e.gptr, e.k.mov(1.0, type=t.f32))
+    with pytest.raises(OperandError, match="multimem.red.*min.*'type'"):
+        ptx.multimem_red(e.k, "relaxed", "gpu", "min", e.gptr, e.k.mov(1.0, type=t.f32))
+
+
+def test_refuse_multimem_st_16bit():
+    e = Env()
+    with pytest.raises(OperandError, match="multimem.st.*'type'"):
+        ptx.multimem_st(e.k, "weak", e.gglobal, e.k.reg(t.b16))
 
 
 def test_refuse_multimem_32bit_address():

@@ -111,8 +111,9 @@ class Bmsk(Instruction):
     def __attrs_post_init__(self):
         self._set("mode", check_enum(self.MNEMONIC, "mode", self.mode, BmskMode))
         check_dst(self, "d", self.d, T.b32)
-        self._set("a", check_src(self, "a", self.a, T.b32))
-        self._set("b", check_src(self, "b", self.b, T.b32))
+        # Integer sources (ptxas: "Arguments mismatch" for an .f32 register, although .b32).
+        self._set("a", check_src(self, "a", self.a, T.u32))
+        self._set("b", check_src(self, "b", self.b, T.u32))
 
     def opcode(self) -> str:
         return f"bmsk.{self.mode.value}.b32"

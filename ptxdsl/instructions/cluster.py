@@ -95,10 +95,11 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
                            "take a plain register or symbol)", addr.render())
     base = addr.base
     if isinstance(base, Symbol):
-        if space is not S.shared_cluster or not base.space.is_shared:
-            raise OperandError(insn, "addr", "a shared symbol with .shared::cluster (a generic "
-                               "address must be a 64-bit register: use k.generic_addr)",
-                               _given(base))
+        if space is S.generic:   # ptxas takes the name; its value is a shared-window address
+            raise OperandError(insn, "addr", "a .generic address", f"{_given(base)} (a "
+                               "generic address is a 64-bit register: use k.generic_addr)")
+        if not base.space.is_shared:
+            raise OperandError(insn, "addr", "a shared symbol", _given(base))
         return addr, T.u32
     if not isinstance(base, Reg) or base.type.bits not in widths or base.type.is_float:
         want = " or ".join(f"{w}-bit" for w in widths)

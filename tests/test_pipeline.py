@@ -30,6 +30,10 @@ def test_ring_kernel_golden(golden, stages):
     golden(PK.ring_module(stages), f"pipeline/ring_{stages}")
 
 
+def test_dynamic_ring_kernel_golden(golden):
+    golden(PK.ring_module(7, dynamic=True), "pipeline/ring_7_dyn")
+
+
 # -- the emitted shape -----------------------------------------------------------------------------
 def test_init_counts_fence_and_sync():
     k, ring = _ring_kernel(3, full_count=1, empty_count=4)
@@ -240,8 +244,9 @@ RING_FINDINGS: dict[int, list[str]] = {n: [] for n in PK.RING_STAGES}
 
 
 @pytest.mark.parametrize("stages", PK.RING_STAGES)
-def test_checker_findings_on_correct_rings(stages):
-    found = [f.hazard.value for f in PK.build_ring(stages).check()]
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_checker_findings_on_correct_rings(stages, dynamic):
+    found = [f.hazard.value for f in PK.build_ring(stages, dynamic=dynamic).check()]
     assert found == RING_FINDINGS[stages]
 
 
@@ -271,9 +276,9 @@ def test_checker_is_silent_on_a_ring_with_the_right_expect_tx():
     assert _ring_with_expect_tx(PK.TILE_BYTES).check(maps={"tmap": _MAP}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the checker does not follow run-time indexed barrier "
-                   "addresses yet (full_base + (stage << 3)): a wrong expect_tx on a ring goes "
-                   "unreported; the same mistake on one fixed barrier is found")
 def test_checker_finds_a_wrong_expect_tx_on_a_ring():
+    # Run-time indexed barriers (full_base + (stage << 3)): the producer's announced and
+    # delivered bytes are compared at the end of each iteration.
     found = _ring_with_expect_tx(PK.TILE_BYTES // 2).check(maps={"tmap": _MAP})
     assert [f.hazard.value for f in found] == ["expect-tx-mismatch"]
+    assert found[0].loc.line == _ring_with_expect_tx.__code__.co_firstlineno + 11

@@ -158,7 +158,7 @@ def build_descriptors():
     sb = k.shared_array(t.b8, 16384, align=1024, name="sb")
     lay_a = SmemLayout(t.bf16, 64, 64, "K", "128B")
     lay_b = SmemLayout(t.bf16, 128, 64, "MN", "64B")
-    da = descriptor(k, lay_a, sa)                           # mov, shr, cvt, or
+    da = descriptor(k, lay_a, sa)                           # mov, shr, mad.wide
     db = descriptor(k, lay_b, k.mov(sb, type=t.u64))        # 64-bit address: shr, or
     dc = descriptor(k, SmemLayout(t.bf16, 64, 64), 2048)   # folded to a constant
     acc = k.fragment(t.f32, shape=(64, 16))
@@ -185,7 +185,7 @@ def test_descriptor_instruction_count():
     k = Kernel("k")
     sa = k.shared_array(t.b8, 8192, align=1024, name="sa")
     descriptor(k, SmemLayout(t.bf16, 64, 64), k.mov(sa))
-    assert [s.insn.opcode().split(".")[0] for s in k.statements()][1:] == ["shr", "cvt", "or"]
+    assert [s.insn.opcode() for s in k.statements()][1:] == ["shr.u32", "mad.wide.u32"]
 
 
 def test_refuse_descriptor_alignment():

@@ -332,6 +332,9 @@ class WgmmaWaitGroup(Instruction):
     n: int
 
     def __attrs_post_init__(self):
+        # ptxas 13.0 also takes 8 and up; ptxdsl keeps to the 0..7 that CUTLASS's
+        # warpgroup_wait allows (the range): waiting on more groups than can be in
+        # flight is a mistake, not a wait.
         self._set("n", check_imm(self.MNEMONIC, "n", self.n, 0, 7))
 
     def opcode(self) -> str:

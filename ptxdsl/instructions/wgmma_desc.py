@@ -15,7 +15,7 @@ the same with the roles of MN and K exchanged. This is what one TMA box of
 (atom elements, rows) per column writes, with the same swizzle.
 
 `descriptor(k, layout, addr)` folds the constant fields into one 64-bit immediate at build
-time and ORs the run-time address in (3 instructions for a 32-bit shared address);
+time and ORs the run-time address in (2 instructions: shr, then mad.wide or or);
 `MatrixDescriptor.k_step(k, kk)` advances it along K with one add.
 """
 
@@ -340,9 +340,13 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
         raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "
                          f"32/64-bit register or an int, got {addr!r}")
     t = ScalarType
-    # The start-address field is address >> 4; shared addresses are below 2**18, so the
-    # shift alone leaves 14 bits and the constant fields are OR-ed in whole.
-    field = k.shr(reg, 4, type=t.u64 if reg.type.bits == 64 else t.u32)
-    if field.type.bits == 32:
-        field = k.cvt(field, t.u64, atype=t.u32)
-    return MatrixDescriptor(layout, k.or_(field, layout.constant_bits(), type=t.b64))
+    # The start-address field is address >> 4: shared addresses are below 2**18, so the shift
+    # leaves 14 bits, where the constant fields have zeros; adding them is OR-ing them in,
+    # and mad.wide does the add and the widening of a 32-bit address in one instruction.
+    if reg.type.bits == 32:
+        field = k.shr(reg, 4, type=t.u32)
+        value = k.mad(field, 1, layout.constant_bits(), type=t.u32, mode="wide")
+    else:
+        field = k.shr(reg, 4, type=t.u64)
+        value = k.or_(field, layout.constant_bits(), type=t.b64)
+    return MatrixDescriptor(layout, value)

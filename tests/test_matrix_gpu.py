@@ -62,11 +62,11 @@ def cvt_kernel() -> Module:
     c = k.cvt_packed
     f16 = c("f16x2", a, b)
     e4 = c("e4m3x2", a, b)
-    e5r = c("e5m2x2", f16, atype="f16x2", relu=True)
+    e5r = c("e5m2x2", f16, src_type="f16x2", relu=True)
     results = [c("bf16x2", a, b), c("bf16x2", a, b, relu=True, satfinite=True), f16,
                c("f16x2", a, b, rnd="rz", relu=True), e4, c("e4m3x2", a, b, relu=True),
-               c("e5m2x2", a, b), c("e4m3x2", f16, atype="f16x2"), e5r,
-               c("f16x2", e4, atype="e4m3x2"), c("f16x2", e5r, atype="e5m2x2", relu=True)]
+               c("e5m2x2", a, b), c("e4m3x2", f16, src_type="f16x2"), e5r,
+               c("f16x2", e4, src_type="e4m3x2"), c("f16x2", e5r, src_type="e5m2x2", relu=True)]
     for j, r in enumerate(results):
         word = r if r.type.bits == 32 else k.cvt(r, t.u32, atype=t.u16)
         k.st(_global_at(k, out, k.add(k.mul(tid, len(CVT_OUTS)), j), 4), word, type=t.b32,

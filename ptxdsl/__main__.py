@@ -11,11 +11,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 import runpy
 import sys
 import time
+import warnings
 from pathlib import Path
 
+from .errors import PtxdslError
 from .module import Module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,9 +38,13 @@ def modules_in(path: str | Path) -> dict[str, Module]:
 
 
 def cmd_emit(args) -> int:
-    mods = modules_in(args.file)
+    try:
+        mods = _modules_of(args.file)
+    except _FileError as e:
+        print(f"ptxdsl emit: {e}", file=sys.stderr)
+        return 2
     if not mods:
-        print(f"{args.file}: defines no ptxdsl Module (nor build_module())", file=sys.stderr)
+        print(f"ptxdsl emit: {_nothing_found(args.file)}", file=sys.stderr)
         return 1
     out = Path(args.output)
     stem = Path(args.file).stem
@@ -59,18 +66,77 @@ def cmd_forms(args) -> int:
     return 0
 
 
+_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
+
+
+class _FileError(Exception):
+    """A one-line reason a FILE argument cannot be used (printed without a traceback)."""
+
+
+def _modules_of(file: str) -> dict[str, Module]:
+    path = Path(file)
+    if not path.is_file():
+        raise _FileError(f"{file}: no such file" if not path.exists()
+                         else f"{file}: not a file")
+    try:
+        return modules_in(path)
+    except PtxdslError as e:
+        raise _FileError(f"{file}: building its modules failed: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's file raised: say what, in one line
+        raise _FileError(f"{file}: running it raised {type(e).__name__}: {e}") from None
+
+
+def _nothing_found(file: str) -> str:
+    msg = (f"{file}: defines no ptxdsl Module at top level, nor build_module() or "
+           "build_modules(); nothing was checked")
+    try:
+        guarded = _MAIN_GUARD.search(Path(file).read_text(errors="replace")) is not None
+    except OSError:
+        guarded = False
+    if guarded:
+        msg += (". Its code under `if __name__ == \"__main__\":` does not run here (the file "
+                "is run as a module named '__ptxdsl__'): build the modules at top level or "
+                "in a build_module() function")
+    return msg
+
+
 def cmd_check(args) -> int:
     from .checker import Severity, check_module
-    mods = modules_in(args.file)
-    worst = 0
+    try:
+        mods = _modules_of(args.file)
+    except _FileError as e:
+        print(f"ptxdsl check: {e}", file=sys.stderr)
+        return 2
+    if not mods:
+        print(f"ptxdsl check: {_nothing_found(args.file)}", file=sys.stderr)
+        return 1
+    worst, failed, kernels = 0, [], 0
     for name, mod in mods.items():
-        findings = check_module(mod)
+        try:
+            with warnings.catch_warnings():   # emit's own hazard warnings: reported below
+                warnings.simplefilter("ignore")
+                mod.emit()
+        except PtxdslError as e:
+            print(f"{args.file}:{name}: cannot emit: {e}")
+            failed.append(name)
+            continue
+        kernels += len(mod.kernels)
+        findings = check_module(mod, notes=args.notes)
         for f in findings:
             print(f.format())
-            worst = max(worst, 2 if f.severity is Severity.error else 1)
-        if not findings:
+            if f.severity is not Severity.note:
+                worst = max(worst, 2 if f.severity is Severity.error else 1)
+        if not [f for f in findings if f.severity is not Severity.note]:
             print(f"{args.file}:{name}: no hazards found")
-    return 1 if worst == 2 or (worst and args.strict) else 0
+    checked = len(mods) - len(failed)
+    print(f"checked {_count(checked, 'module')}, {_count(kernels, 'kernel')}"
+          + (f"; {_count(len(failed), 'module')} could not emit: {', '.join(failed)}"
+             if failed else ""))
+    return 1 if failed or worst == 2 or (worst and args.strict) else 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def sample_files() -> list[Path]:
@@ -128,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="report async-proxy and tensor-map hazards")
     p.add_argument("file")
     p.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
+    p.add_argument("--notes", action="store_true",
+                   help="also say which checks were skipped for lack of information")
     p.set_defaults(fn=cmd_check)
     args = ap.parse_args(argv)
     return args.fn(args)

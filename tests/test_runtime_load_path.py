@@ -93,3 +93,42 @@ def test_driver_jit_warnings_become_python_warnings(fake_driver, monkeypatch):
     with pytest.warns(PtxdslAssemblerWarning, match="C7508") as rec:
         loader.load_module(Module([k]))
     assert any((w.filename, w.lineno) == (__file__, line) for w in rec)
+
+
+class _FakeDriver:
+    """Just the calls `current_compute_capability` may make; no context calls allowed."""
+
+    class CUdevice_attribute:
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = "major"
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = "minor"
+
+    def __init__(self, count):
+        self.count = count
+
+    def cuDeviceGetCount(self):
+        return (0, self.count)
+
+    def cuDeviceGet(self, n):
+        return (0, f"dev{n}")
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        return (0, {"major": 9, "minor": 0}[attr])
+
+    def __getattr__(self, name):   # cuDevicePrimaryCtxRetain, cuCtxCreate, ...
+        raise AssertionError(f"current_compute_capability must not call {name}")
+
+
+@pytest.mark.parametrize("count, want", [(1, (9, 0)), (0, None)])
+def test_current_compute_capability_needs_no_context(monkeypatch, count, want):
+    from ptxdsl.runtime import _driver
+    monkeypatch.setattr(device, "_infos", {})
+    monkeypatch.setattr(_driver, "init_error", lambda: None)
+    monkeypatch.setattr(device, "driver", lambda: _FakeDriver(count))
+    assert device.current_compute_capability() == want
+
+
+def test_current_compute_capability_without_a_driver_is_none(monkeypatch):
+    from ptxdsl.runtime import _driver
+    monkeypatch.setattr(device, "_infos", {})
+    monkeypatch.setattr(_driver, "init_error", lambda: "no CUDA driver")
+    assert device.current_compute_capability() is None

@@ -322,3 +322,31 @@ def test_refuse_sparse_meta_immediate():
     e = WEnv()
     with pytest.raises(OperandError, match=r"sp_meta.*a \.b32 register"):
         ptx.wgmma_mma_async_sp(e.k, e.acc(8), e.desc_a, e.desc_b, 0, atype="bf16")
+
+
+# -- the forms table rows are backed by the code -------------------------------------------------
+def _row_samples():
+    from ptxdsl.instructions import wgmma, wgmma_sp
+    s8 = dict(atype="s8", dtype=t.s32)
+    samples = [
+        mma(atype="f16", dtype=t.f16), mma(atype="bf16"), mma(atype="tf32"),
+        mma(atype="e5m2", btype="e4m3"), mma(satfinite=True, **s8),
+        mma(atype="u8", btype="s8", dtype=t.s32), mma(atype="b1", dtype=t.s32),
+        lambda e: ptx.wgmma_fence(e.k), lambda e: ptx.wgmma_commit_group(e.k),
+        lambda e: ptx.wgmma_wait_group(e.k, 3),
+        mma_sp(atype="f16", sp_sel=1), mma_sp(atype="bf16"), mma_sp(atype="tf32"),
+        mma_sp(atype="e4m3"), mma_sp(**s8), mma_sp(atype="s8", btype="u8", dtype=t.s32)]
+    rows = [*wgmma.FORMS, *wgmma_sp.FORMS]
+    assert len(rows) == len(samples)
+    return list(zip(rows, samples, strict=True))
+
+
+@pytest.mark.parametrize("row,make", _row_samples(), ids=lambda v: v[0][:60]
+                         if isinstance(v, tuple) else "")
+def test_forms_rows_match_the_code(row, make):
+    form, requires, _note = row
+    e = WEnv()
+    insn = make(e)
+    assert insn.requires == requires, form
+    head = form.split(" ", 1)[0]
+    assert insn.opcode().split(".m64n")[0] == head.split(".m64n")[0]

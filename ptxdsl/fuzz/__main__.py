@@ -2,7 +2,8 @@
 
 Draws N cases per family (hypothesis, in batches of `fuzz.BATCH`), judges every builder
 verdict with ptxas and prints the tally per family and verdict, the policy table's use, and
-every disagreement. Exit status 1 when there is any.
+every disagreement. Exit status 1 when there is any; Ctrl-C stops the campaign, prints the
+tally of the cases judged so far and exits 130.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from . import BATCH, check, policy, strategies
-from .oracle import Report, newest_version, targets
+from .oracle import Report, close_assembler, newest_version, targets
 
 
 def _runner(fam: str, examples: int, done: Report):
@@ -29,8 +30,17 @@ def _runner(fam: str, examples: int, done: Report):
     return run
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a campaign; `.report` holds every case judged before it."""
+
+    def __init__(self, report: Report):
+        super().__init__("interrupted")
+        self.report = report
+
+
 def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) -> Report:
-    """Run `examples` cases of each family; return the merged report."""
+    """Run `examples` cases of each family; return the merged report. Ctrl-C raises
+    `Interrupted` carrying the cases judged so far (the current family's included)."""
     total = Report()
     for fam in families:
         done = Report()
@@ -38,29 +48,69 @@ def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) 
         if seed_ is not None:
             run = seed(seed_)(run)
         t0 = time.perf_counter()
-        run()
+        stopped = False
+        try:
+            run()
+        except KeyboardInterrupt:
+            stopped = True
         tally = done.tally()
         print(f"{fam:12s} {len(done.outcomes):7d} cases {time.perf_counter() - t0:7.1f} s  "
               f"failures {len(done.failures)}  " + ", ".join(
-                  f"{k}={v}" for k, v in sorted(tally.items())), file=out, flush=True)
+                  f"{k}={v}" for k, v in sorted(tally.items()))
+              + ("  (interrupted)" if stopped else ""), file=out, flush=True)
         total.merge(done)
+        if stopped:
+            raise Interrupted(total)
     return total
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _families(ap: argparse.ArgumentParser, text: str) -> list[str]:
+    if text == "all":
+        return list(strategies)
+    fams = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in fams if f not in strategies]
+    if unknown or not fams:
+        ap.error(f"argument --families: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
+                 f"{', '.join(map(repr, unknown)) or '(none given)'}; choose from: all, "
+                 + ", ".join(strategies))
+    return fams
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ptxdsl.fuzz", description=__doc__)
-    ap.add_argument("--examples", type=int, default=2000, help="cases per family")
+    ap.add_argument("--examples", type=_positive, default=2000, help="cases per family (>= 1)")
     ap.add_argument("--families", default="all", help="comma-separated; default all: "
                     + ",".join(strategies))
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args(argv)
-    fams = list(strategies) if args.families == "all" else args.families.split(",")
-    print(f"ptxas: newest PTX ISA {newest_version()}, targets {', '.join(targets())}")
+    fams = _families(ap, args.families)
     t0 = time.perf_counter()
-    report = campaign(fams, args.examples, args.seed)
+    interrupted = False
+    try:
+        print(f"ptxas: newest PTX ISA {newest_version()}, targets {', '.join(targets())}",
+              flush=True)
+        report = campaign(fams, args.examples, args.seed)
+    except Interrupted as e:
+        report, interrupted = e.report, True
+    except KeyboardInterrupt:   # before the first case
+        report, interrupted = Report(), True
+    finally:
+        close_assembler()
     tally = report.tally()
     n, bad = len(report.outcomes), len(report.failures)
-    print(f"\ntotal: {n} cases in {time.perf_counter() - t0:.0f} s, {bad} disagreements")
+    print(f"\n{'interrupted' if interrupted else 'total'}: {n} cases in "
+          f"{time.perf_counter() - t0:.0f} s, {bad} disagreements")
     for verdict, count in sorted(tally.items(), key=lambda kv: -kv[1]):
         print(f"  {verdict:34s} {count}")
     used = Counter(o.verdict.split(":")[-1] for o in report.outcomes
@@ -68,6 +118,8 @@ def main(argv=None) -> int:
     print(f"policy rules used: {len(used)} of {len(policy.RULES)}")
     if bad:
         print("\n" + report.describe_failures(50))
+    if interrupted:
+        return 130
     return 1 if bad else 0
 
 

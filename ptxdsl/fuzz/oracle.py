@@ -160,6 +160,12 @@ _assembler: list[Assembler] = []
 _crashed: set = set()   # keys whose text alone crashed or hung the toolchain
 
 
+def close_assembler() -> None:
+    """Stop the nvJitLink child process (a later check starts a new one)."""
+    while _assembler:
+        _assembler.pop().close()
+
+
 def _try(ptx: str, target: str) -> str | None:
     """None when ptxas accepts `ptx` for `target`, else its log (in a child process: see
     `worker`)."""

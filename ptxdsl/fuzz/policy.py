@@ -41,8 +41,9 @@ def _f(key: str, *values):
 
 RULES: list[Rule] = [
     Rule("rank-api", "tensormap_replace_rank(rank=) takes the tensor's rank and writes "
-         "rank-1; a register holding rank-1 goes through new_val= (the PTX text is the same, "
-         "the meaning of the Python argument is not).", r"pass new_val=reg"),
+         "rank-1; a register holding rank-1 goes through new_val, as in cuda::ptx (the PTX "
+         "text is the same, the meaning of the Python argument is not).",
+         r"pass it as new_val"),
 
     Rule("cvta-symbol", "ptxdsl takes the address of a symbol with k.generic_addr (mov + cvta) "
          "rather than cvta on the symbol itself; both mean the same (PTX ISA cvta).",

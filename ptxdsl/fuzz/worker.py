@@ -5,17 +5,46 @@ Random PTX finds inputs that crash the assembler itself (nvJitLink 13.x segfault
 `st.param` through a register inside a kernel, for one). `Assembler()(ptx, arch)` returns
 None when ptxas accepts, the error log when it rejects, and a log starting with `CRASH:` or
 `HANG:` when the child died or did not answer; the child is restarted on the next call.
+
+The child never outlives its parent: it closes its copy of the parent's pipe end (a forked
+child inherits both ends, and while it holds the parent's end open its own `recv` never sees
+EOF), exits on EOF, and on Linux also asks the kernel for SIGKILL when the parent dies
+(PR_SET_PDEATHSIG), which covers a parent killed by SIGKILL mid-request.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import multiprocessing as mp
+import os
+import signal
 import sys
 
 CRASH, HANG = "CRASH:", "HANG:"
+_PR_SET_PDEATHSIG = 1
 
 
-def _serve(conn) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: SIGKILL this process when its parent dies (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):   # no prctl: EOF on the pipe still ends the child
+        return
+    if os.getppid() != parent_pid:   # the parent died before prctl took effect
+        os._exit(0)
+
+
+def _serve(conn, parent_end=None, parent_pid: int | None = None) -> None:
+    if parent_end is not None:
+        parent_end.close()   # else this child keeps its own pipe open and never sees EOF
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
+    # The parent handles Ctrl-C (it prints its tally); the child just answers until EOF.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import faulthandler
     faulthandler.disable()   # a crash here is expected and reported by the parent
     from ..errors import AssemblyError
@@ -50,7 +79,9 @@ class Assembler:
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         ctx = mp.get_context(method)
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True,
+        # Forked, the child also gets `parent`: hand it over so the child can close it.
+        args = (child, parent, os.getpid()) if method == "fork" else (child, None, os.getpid())
+        self._proc = ctx.Process(target=_serve, args=args, daemon=True,
                                  name="ptxdsl-fuzz-nvjitlink")
         self._proc.start()
         child.close()
@@ -78,6 +109,11 @@ class Assembler:
             self._stop()
             self.crashes += 1
             return f"{CRASH} the nvJitLink process died (exit code {code})"
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs (tests: it must not outlive the parent)."""
+        return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
 
     def close(self) -> None:
         if self._conn is not None:

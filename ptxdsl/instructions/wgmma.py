@@ -26,6 +26,7 @@ from ..errors import OperandError
 from ..operands import Imm, NegPred, Reg, Vec, make_imm
 from ..types import Requires, ScalarType, req
 from .base import Instruction, _given, check_dst, check_imm, check_pred, refuse
+from .wgmma_desc import MatrixDescriptor
 
 __all__ = ["wgmma_mma_async", "wgmma_fence", "wgmma_commit_group", "wgmma_wait_group"]
 
@@ -116,9 +117,8 @@ def check_desc(insn: Any, operand: str, value: Any) -> Reg | Imm:
             raise OperandError(insn, operand, "a 64-bit register holding a matrix descriptor "
                                "(.b64/.u64)", _given(value))
         return value
-    if hasattr(value, "value") and hasattr(value, "encode") and hasattr(value, "layout"):
-        value = value.value     # a MatrixDescriptor: its register or folded constant
-        return check_desc(insn, operand, value)
+    if isinstance(value, MatrixDescriptor):
+        return check_desc(insn, operand, value.value)   # its register or folded constant
     if isinstance(value, int) and not isinstance(value, bool):
         return make_imm(insn, operand, value, T.u64)
     if isinstance(value, Imm):
@@ -207,7 +207,7 @@ class WgmmaMmaAsync(Instruction):
         self._set("d", check_regs(name, "d", self.d, d_count(n, dtype), d_register_type(dtype),
                                   f"accumulator registers of .{d_register_type(dtype).value} "
                                   f"(m64n{n}, .{dtype.value})"))
-        rs = not isinstance(self.a, Reg | Imm | int) and not hasattr(self.a, "encode")
+        rs = not isinstance(self.a, Reg | Imm | int | MatrixDescriptor)
         if rs:
             self._set("a", check_regs(name, "a", self.a, 4, T.b32,
                                       "32-bit registers holding A's fragment (m64 x k of one "
@@ -332,6 +332,9 @@ class WgmmaWaitGroup(Instruction):
     n: int
 
     def __attrs_post_init__(self):
+        # ptxas 13.0 also takes 8 and up; ptxdsl keeps to the 0..7 that CUTLASS's
+        # warpgroup_wait allows (the range): waiting on more groups than can be in
+        # flight is a mistake, not a wait.
         self._set("n", check_imm(self.MNEMONIC, "n", self.n, 0, 7))
 
     def opcode(self) -> str:

@@ -126,11 +126,21 @@ def device_count() -> int:
 def current_compute_capability() -> tuple[int, int] | None:
     """The compute capability of the device this thread uses (device 0 unless `use_device`
     chose another), or None where there is no usable driver or device. Never raises: callers
-    use it to pick a default, and no GPU is a normal answer."""
+    use it to pick a default, and no GPU is a normal answer. Creates no context (an offline
+    `Module.assemble()` should not allocate GPU memory): attributes need only cuInit."""
     from ptxdsl.runtime._driver import init_error
+    ordinal = getattr(_tls, "device", None) or 0
+    info = _infos.get(ordinal)
+    if info is not None:
+        return info.compute_capability
     try:
-        if init_error() is not None or device_count() == 0:
+        if init_error() is not None or device_count() <= ordinal:
             return None
-        return device_info(getattr(_tls, "device", None) or 0).compute_capability
+        drv = driver()
+        dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        A = drv.CUdevice_attribute
+        return tuple(int(check(drv.cuDeviceGetAttribute(getattr(A, a), dev), a)) for a in (
+            "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
+            "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
     except Exception:  # any driver failure means: no device to build for
         return None

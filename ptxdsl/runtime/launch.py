@@ -19,8 +19,18 @@ import ctypes
 import os
 import threading
 
+from ptxdsl.operands import as_int
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
+from ptxdsl.runtime.cluster import (
+    PORTABLE_CLUSTER_SIZE,
+    allow_non_portable,
+    check_cluster,
+    dim3,
+    launch_config,
+    max_active_clusters,
+    max_cluster_rank,
+)
 from ptxdsl.runtime.device import _tls, device_info, use_device
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_handle
@@ -54,12 +64,12 @@ def _ctypes_launch():
     return fn
 
 
-def _dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
-        raise LaunchError(f"kernel '{kernel}': {what} must be a positive int or a tuple of 1 to "
-                          f"3 positive ints, got {value!r}")
-    return tuple(dims) + (1,) * (3 - len(dims))
+def _shared_bytes(value, kernel: str) -> int:
+    n = as_int(value)
+    if n is None or n < 0:
+        raise LaunchError(f"kernel '{kernel}': shared_mem must be a non-negative int "
+                          f"(bytes), got {value!r}")
+    return n
 
 
 class Function:
@@ -96,6 +106,8 @@ class Function:
         self.cluster_must_be_set = bool(self._opt_attr(drv, "CLUSTER_SIZE_MUST_BE_SET"))
         self.required_cluster = tuple(self._opt_attr(drv, f"REQUIRED_CLUSTER_{d}")
                                       for d in ("WIDTH", "HEIGHT", "DEPTH"))
+        self.max_cluster_rank = max_cluster_rank(getattr(module, "ptx", "") or "", name)
+        self._non_portable = False
         self._check_params(drv)
 
     def _opt_attr(self, drv, name: str) -> int:
@@ -105,21 +117,13 @@ class Function:
         err, value = drv.cuFuncGetAttribute(a, self.handle)
         return int(value) if int(err) == 0 else 0
 
-    def _check_cluster(self, cluster):
-        """The cluster shape to check the grid against, refusing what the driver would refuse
-        with a bare CUDA_ERROR_INVALID_CLUSTER_SIZE."""
-        required = self.required_cluster if all(self.required_cluster) else None
-        if cluster is None:
-            if required is None and self.cluster_must_be_set:
-                raise LaunchError(f"kernel '{self.name}' is declared .explicitcluster: launch "
-                                  "it with cluster=(x, y, z)")
-            return required
-        c = _dim3(cluster, "cluster", self.name)
-        if required is not None and c != required:
-            raise LaunchError(f"kernel '{self.name}' declares .reqnctapercluster "
-                              f"{', '.join(map(str, required))}; the launch asked for cluster "
-                              f"{c}: leave cluster=None or pass {required}")
-        return c
+    def _check_cluster(self, grid, cluster, info):
+        """The cluster shape to launch `grid` with (`ptxdsl.runtime.cluster.check_cluster`),
+        refusing what the driver would refuse with a bare CUDA_ERROR_INVALID_CLUSTER_SIZE."""
+        return check_cluster(self.name, grid, cluster, required=self.required_cluster,
+                             must_be_set=self.cluster_must_be_set,
+                             max_rank=self.max_cluster_rank,
+                             cluster_launch=info.cluster_launch, device=info.name)
 
     def _check_params(self, drv) -> None:
         """Compare declared parameter sizes with the loaded function's (cuFuncGetParamInfo,
@@ -159,8 +163,9 @@ class Function:
                               f"(load_module(..., device={sdev})) or use a stream of device "
                               f"{self.device}")
         drv = driver()
-        g = _dim3(grid, "grid", self.name)
-        b = _dim3(block, "block", self.name)
+        shared_mem = _shared_bytes(shared_mem, self.name)
+        g = dim3(grid, "grid", self.name)
+        b = dim3(block, "block", self.name)
         info = device_info(self.device)
         threads = b[0] * b[1] * b[2]
         limit = min(self.max_threads_per_block, info.max_threads_per_block)
@@ -172,11 +177,13 @@ class Function:
             raise LaunchError(f"kernel '{self.name}': grid {g} exceeds the device's max grid "
                               f"dims {info.max_grid_dim}")
         self._ensure_shared(shared_mem, info)
-        c = self._check_cluster(cluster)
-        if c is not None and any(gd % cd for gd, cd in zip(g, c, strict=True)):
-            raise LaunchError(f"kernel '{self.name}': grid {g} is not a whole number of "
-                              f"clusters {c} in every dimension")
+        c = self._check_cluster(g, cluster, info)
         hstream = stream_handle(stream)
+        if c is not None:
+            if c[0] * c[1] * c[2] > PORTABLE_CLUSTER_SIZE and not self._non_portable:
+                allow_non_portable(drv, self.handle, self.name, c[0] * c[1] * c[2])
+                self._non_portable = True
+            max_active_clusters(drv, self.handle, self.name, g, b, shared_mem, hstream, c)
         raw = _ctypes_launch() if LAUNCH_VIA == "ctypes" else None
         if (cluster is None or c == self.required_cluster) and raw is not None:
             # Every argument of the call is fixed for this configuration, the kernelParams
@@ -192,18 +199,7 @@ class Function:
                                           self._packer.address, 0),
                      "cuLaunchKernel", stream, True)
         else:
-            if not info.cluster_launch:
-                raise LaunchError(f"kernel '{self.name}': {info.name} cannot launch clusters")
-            cfg = drv.CUlaunchConfig()
-            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
-            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = b
-            cfg.sharedMemBytes = shared_mem
-            cfg.hStream = hstream
-            a = drv.CUlaunchAttribute()
-            a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = c
-            cfg.attrs = [a]
-            cfg.numAttrs = 1
+            cfg, a = launch_config(drv, g, b, shared_mem, hstream, c)
             entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", (stream, a),
                      False)
         if len(self._configs) >= _CONFIG_CACHE_MAX:
@@ -214,9 +210,7 @@ class Function:
         return entry
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
-        if not isinstance(shared_mem, int) or shared_mem < 0:
-            raise LaunchError(f"kernel '{self.name}': shared_mem must be a non-negative int "
-                              f"(bytes), got {shared_mem!r}")
+        shared_mem = _shared_bytes(shared_mem, self.name)
         if shared_mem <= self._dyn_limit:
             return
         optin = info.max_shared_per_block_optin

@@ -1,0 +1,352 @@
+"""Shared-memory matrix descriptors for wgmma, built from a tile's layout (PTX ISA §9.7.15.5.1).
+
+A descriptor is 64 bits: start address >> 4 (bits 0-13), leading-dimension byte offset >> 4
+(16-29), stride-dimension byte offset >> 4 (32-45), base offset (49-51) and the swizzle mode
+(62-63: 0 none, 1 128B, 2 64B, 3 32B). Users should not write those bits: `SmemLayout`
+describes a tile (element width, MN and K extents, K- or MN-major, swizzle) in the canonical
+arrangement wgmma reads, and derives the offsets, the alignment the tile needs, the offset of
+each K step and the TMA box that writes exactly this layout.
+
+The arrangement: a swizzle "atom" is 8 rows of `atom_bytes` (the swizzle width, 16 without
+swizzle) contiguous along the major dimension. K-major: row r of the tile (an M or N index)
+holds K elements; atom column j (K elements [j*A, (j+1)*A), A = atom elements) is MN rows of
+`atom_bytes`, and the columns follow each other (column j at j * MN * atom_bytes). MN-major:
+the same with the roles of MN and K exchanged. This is what one TMA box of
+(atom elements, rows) per column writes, with the same swizzle.
+
+`descriptor(k, layout, addr)` folds the constant fields into one 64-bit immediate at build
+time and ORs the run-time address in (2 instructions: shr, then mad.wide or or);
+`MatrixDescriptor.k_step(k, kk)` advances it along K with one add.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from ..errors import BuildError
+from ..operands import Addr, Reg, Symbol
+from ..types import ScalarType
+
+__all__ = ["SmemLayout", "MatrixDescriptor", "Major", "SwizzleMode", "encode_descriptor",
+           "descriptor"]
+
+SMEM_LIMIT = 1 << 18      # the descriptor's 14-bit start address field covers 256 KiB
+
+
+class SwizzleMode(enum.Enum):
+    """The shared-memory swizzle of a wgmma operand; the value is the swizzle width in bytes
+    (0: no swizzle, 16-byte core-matrix rows)."""
+
+    none = 0
+    b32 = 32
+    b64 = 64
+    b128 = 128
+
+    @property
+    def code(self) -> int:
+        """The descriptor's 2-bit layout type."""
+        return {0: 0, 128: 1, 64: 2, 32: 3}[self.value]
+
+    @property
+    def atom_bytes(self) -> int:
+        return self.value or 16
+
+    @property
+    def alignment(self) -> int:
+        """The tile base alignment: the swizzle pattern repeats every 8 rows of the atom."""
+        return 8 * self.value if self.value else 16
+
+    @property
+    def tma_name(self) -> str:
+        """The matching CUtensorMapSwizzle member name (runtime.tensormap_enums.Swizzle)."""
+        return f"B{self.value}" if self.value else "NONE"
+
+    @classmethod
+    def coerce(cls, value: Any) -> SwizzleMode:
+        if isinstance(value, cls):
+            return value
+        text = str(getattr(value, "name", value)).upper().removeprefix("B").rstrip("B")
+        table = {"NONE": cls.none, "0": cls.none, "INTERLEAVE": cls.none, "32": cls.b32,
+                 "64": cls.b64, "128": cls.b128}
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        if text not in table:
+            raise BuildError(f"wgmma descriptor: swizzle must be one of none, 32B, 64B, 128B "
+                             f"(got {value!r})")
+        return table[text]
+
+
+class Major(enum.Enum):
+    """Which dimension is contiguous in shared memory: K ('K-major', no transpose) or M/N."""
+
+    K = "K"
+    MN = "MN"
+
+
+def _bits(dtype: Any) -> int:
+    """Element width in bits of a ptxdsl type, a wgmma type ('e4m3', 'tf32', 'b1') or an int."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        return dtype
+    if isinstance(dtype, ScalarType):
+        return dtype.bits
+    from .wgmma import check_wtype
+    return check_wtype("SmemLayout", "dtype", dtype).bits
+
+
+def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode.none,
+                      base_offset: int = 0) -> int:
+    """The 64-bit descriptor from byte values (each checked: 16-byte multiples, 14-bit
+    encodings, base offset 0..7)."""
+    sw = SwizzleMode.coerce(swizzle)
+    for what, v in (("start address", start), ("leading byte offset", lbo),
+                    ("stride byte offset", sbo)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v % 16 or v >= SMEM_LIMIT:
+            raise BuildError(f"wgmma descriptor: {what} must be a multiple of 16 below "
+                             f"{SMEM_LIMIT} (it is encoded >> 4 in 14 bits), got {v!r}")
+    if isinstance(base_offset, bool) or not isinstance(base_offset, int) \
+            or not 0 <= base_offset <= 7:
+        raise BuildError(f"wgmma descriptor: base offset must be 0..7, got {base_offset!r}")
+    return ((start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | base_offset << 49
+            | sw.code << 62)
+
+
+@attrs.frozen
+class SmemLayout:
+    """A wgmma operand tile in shared memory: `mn` rows (M for A, N for B) by `k` columns of
+    `dtype`, `major` contiguous, with `swizzle`. Everything else is derived."""
+
+    dtype: Any
+    mn: int
+    k: int
+    major: Major = attrs.field(default=Major.K, converter=lambda v: Major(getattr(v, "value",
+                                                                                  v)))
+    swizzle: SwizzleMode = attrs.field(default=SwizzleMode.b128, converter=SwizzleMode.coerce)
+
+    def __attrs_post_init__(self):
+        bits = _bits(self.dtype)
+        object.__setattr__(self, "bits", bits)
+        for what, v in (("mn", self.mn), ("k", self.k)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 8 or v % 8:
+                raise BuildError(f"SmemLayout: {what} must be a positive multiple of 8 "
+                                 f"(whole core matrices), got {v!r}")
+        if self.major is Major.MN and bits != 16:
+            raise BuildError("SmemLayout: only 16-bit types (.f16/.bf16) may be MN-major "
+                             "(wgmma transposes those only); store tf32/fp8/int tiles K-major")
+        major_elems = self.k if self.major is Major.K else self.mn
+        if (major_elems * bits) % (8 * self.atom_bytes):
+            dim = "k" if self.major is Major.K else "mn"
+            raise BuildError(f"SmemLayout: the {self.major.value}-major extent {dim}="
+                             f"{major_elems} must fill whole {self.atom_bytes}-byte swizzle "
+                             f"atoms ({self.atom_elems} elements of {bits} bits)")
+
+    bits: int = attrs.field(init=False, default=0)
+
+    # -- geometry --------------------------------------------------------------------------
+    @property
+    def atom_bytes(self) -> int:
+        return self.swizzle.atom_bytes
+
+    @property
+    def atom_elems(self) -> int:
+        return self.atom_bytes * 8 // self.bits
+
+    @property
+    def outer(self) -> int:
+        """Rows of one atom column: MN for K-major, K for MN-major."""
+        return self.mn if self.major is Major.K else self.k
+
+    @property
+    def column_bytes(self) -> int:
+        """Bytes of one atom column (the stride between columns)."""
+        return self.outer * self.atom_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.mn * self.k * self.bits // 8
+
+    @property
+    def alignment(self) -> int:
+        return self.swizzle.alignment
+
+    @property
+    def lbo(self) -> int:
+        """Leading-dimension byte offset (K-major: between core-matrix columns along K, unused
+        with a swizzle and then 16; MN-major: between atoms along MN, 128 B K-groups without
+        swizzle)."""
+        if self.major is Major.K:
+            return self.column_bytes if self.swizzle is SwizzleMode.none else 16
+        return 128 if self.swizzle is SwizzleMode.none else self.column_bytes
+
+    @property
+    def sbo(self) -> int:
+        """Stride-dimension byte offset (K-major: between 8-row groups; MN-major: between
+        groups of 8 K rows, or between 16-byte MN chunks without swizzle)."""
+        if self.major is Major.MN and self.swizzle is SwizzleMode.none:
+            return self.column_bytes
+        return 8 * self.atom_bytes
+
+    @property
+    def transpose(self) -> int:
+        """The wgmma imm-trans flag this layout needs (1 for MN-major)."""
+        return int(self.major is Major.MN)
+
+    def offset(self, mn: int, k: int) -> int:
+        """Byte offset of element (mn, k) before the swizzle (host side; for tests/fills)."""
+        major, minor = (k, mn) if self.major is Major.K else (mn, k)
+        col, inner = divmod(major, self.atom_elems)
+        return col * self.column_bytes + minor * self.atom_bytes + inner * self.bits // 8
+
+    def swizzled_offset(self, mn: int, k: int) -> int:
+        """Byte offset of element (mn, k) in shared memory, the swizzle applied (16-byte chunk
+        index XOR the row index within the atom's repeat), as TMA and wgmma see it."""
+        off = self.offset(mn, k)
+        if self.swizzle is SwizzleMode.none:
+            return off
+        span = self.atom_bytes // 16 - 1          # chunk bits: 1, 2 or 3
+        return off ^ (((off >> 7) & span) << 4)
+
+    def k_offset(self, kk: int) -> int:
+        """Bytes to add to the start address to reach K index `kk` (a multiple of one
+        instruction's K): inside a swizzle atom the byte offset along K (the +32 B per k16
+        step for 16-bit K-major), across atoms the column stride; MN-major: kk rows."""
+        if isinstance(kk, bool) or not isinstance(kk, int) or not 0 <= kk < self.k:
+            raise BuildError(f"SmemLayout.k_offset: K index must be in [0, {self.k}), got "
+                             f"{kk!r}")
+        if (kk * self.bits) % 256:
+            raise BuildError(f"SmemLayout.k_offset: K index {kk} is not a multiple of one "
+                             f"wgmma's K ({256 // self.bits} elements of {self.bits} bits)")
+        if self.major is Major.MN:
+            return kk * self.atom_bytes
+        col, inner = divmod(kk, self.atom_elems)
+        return col * self.column_bytes + inner * self.bits // 8
+
+    # -- the descriptor --------------------------------------------------------------------
+    def encode(self, address: int = 0, base_offset: int = 0) -> int:
+        """The descriptor of this tile at shared address `address` (host side)."""
+        if isinstance(address, int) and address % self.alignment and base_offset == 0:
+            raise BuildError(f"SmemLayout: a {self.swizzle.value or 'no'}-swizzle tile must "
+                             f"start {self.alignment}-byte aligned (got address {address:#x})")
+        return encode_descriptor(address, self.lbo, self.sbo, self.swizzle, base_offset)
+
+    def constant_bits(self) -> int:
+        """The descriptor without its start address: what is folded at build time."""
+        return encode_descriptor(0, self.lbo, self.sbo, self.swizzle)
+
+    # -- the TMA side ----------------------------------------------------------------------
+    @property
+    def tma_box(self) -> tuple[int, int]:
+        """The TMA box (inner dimension first, as boxDim) that writes one atom column."""
+        return (self.atom_elems, self.outer)
+
+    @property
+    def tma_swizzle(self) -> str:
+        return self.swizzle.tma_name
+
+    def tma_copies(self) -> list[tuple[int, int]]:
+        """(shared byte offset, element offset along the major dimension) of each box load
+        that fills the tile: one per atom column."""
+        major = self.k if self.major is Major.K else self.mn
+        return [(j * self.column_bytes, j * self.atom_elems)
+                for j in range(major // self.atom_elems)]
+
+    def check_tensormap(self, tmap: Any) -> None:
+        """Raise BuildError unless the tensor map (runtime TensorMap or its TiledDesc) writes
+        this layout: same element width, swizzle, inner box = one atom, outer box dividing the
+        atom column's rows."""
+        desc = getattr(tmap, "desc", tmap)
+        if desc is None:
+            raise BuildError("SmemLayout.check_tensormap: the tensor map was built from raw "
+                             "bytes and carries no description to compare")
+        problems = []
+        sw = getattr(desc.swizzle, "name", str(desc.swizzle))
+        if sw != self.tma_swizzle:
+            problems.append(f"swizzle {sw} (the layout needs {self.tma_swizzle})")
+        bits = desc.data_type.bits
+        if bits != self.bits:
+            problems.append(f"{bits}-bit elements (the layout has {self.bits}-bit)")
+        box = tuple(desc.box_dim)
+        inner, outer = self.tma_box
+        if box[0] != inner:
+            problems.append(f"boxDim[0]={box[0]} (one {self.atom_bytes}-byte atom is {inner} "
+                            "elements)")
+        if len(box) < 2 or self.outer % box[1] or any(b != 1 for b in box[2:]):
+            problems.append(f"boxDim={list(box)} (the rows must divide {outer}, further "
+                            "dimensions be 1)")
+        elif self.swizzle is not SwizzleMode.none and box[1] % 8:
+            problems.append(f"boxDim[1]={box[1]} (a swizzled box must hold whole 8-row atoms)")
+        if problems:
+            raise BuildError(f"tensor map and wgmma layout disagree ({self.describe()}): "
+                             + "; ".join(problems))
+
+    def describe(self) -> str:
+        sw = f"{self.swizzle.value}B" if self.swizzle.value else "no"
+        return f"{self.mn}x{self.k} {self.bits}-bit {self.major.value}-major, {sw} swizzle"
+
+
+def _symbol_of(addr: Any) -> tuple[Symbol | None, int]:
+    if isinstance(addr, Symbol):
+        return addr, 0
+    if isinstance(addr, Addr) and isinstance(addr.base, Symbol):
+        return addr.base, addr.offset
+    return None, 0
+
+
+@attrs.frozen
+class MatrixDescriptor:
+    """A descriptor of `layout` in a register (`value` a .b64 Reg), or known at build time
+    (`value` an int). Pass it to `wgmma_mma_async` as `a` or `b_desc`."""
+
+    layout: SmemLayout
+    value: Reg | int
+
+    def encode(self) -> int:
+        if not isinstance(self.value, int):
+            raise BuildError("MatrixDescriptor.encode: the address is only known at run time")
+        return self.value
+
+    def k_step(self, k, kk: int) -> MatrixDescriptor:
+        """The descriptor of the same tile advanced to K index `kk` (one add, or folded)."""
+        delta = self.layout.k_offset(kk) >> 4
+        if delta == 0:
+            return self
+        if isinstance(self.value, int):
+            return MatrixDescriptor(self.layout, self.value + delta)
+        return MatrixDescriptor(self.layout, k.add(self.value, delta))
+
+
+def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
+    """The descriptor of `layout` at `addr`: a shared symbol (alignment checked against the
+    swizzle), an `Addr(symbol, offset)`, a 32/64-bit register holding a shared address, or an
+    int (a known shared address; the whole descriptor folds to a constant)."""
+    if isinstance(addr, int) and not isinstance(addr, bool):
+        return MatrixDescriptor(layout, layout.encode(addr))
+    sym, off = _symbol_of(addr)
+    if sym is not None:
+        if not sym.space.is_shared:
+            raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
+        if (sym.align or 1) < layout.alignment or off % layout.alignment:
+            raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
+                             f"{layout.alignment}-byte aligned; {sym.name} is declared "
+                             f".align {sym.align} (offset {off})")
+        reg = k.mov(sym)
+        if off:
+            reg = k.add(reg, off)
+    elif isinstance(addr, Reg) and addr.type.bits in (32, 64) and addr.type.kind in "bus":
+        reg = addr
+    else:
+        raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "
+                         f"32/64-bit register or an int, got {addr!r}")
+    t = ScalarType
+    # The start-address field is address >> 4: shared addresses are below 2**18, so the shift
+    # leaves 14 bits, where the constant fields have zeros; adding them is OR-ing them in,
+    # and mad.wide does the add and the widening of a 32-bit address in one instruction.
+    if reg.type.bits == 32:
+        field = k.shr(reg, 4, type=t.u32)
+        value = k.mad(field, 1, layout.constant_bits(), type=t.u32, mode="wide")
+    else:
+        field = k.shr(reg, 4, type=t.u64)
+        value = k.or_(field, layout.constant_bits(), type=t.b64)
+    return MatrixDescriptor(layout, value)

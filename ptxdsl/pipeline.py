@@ -1,0 +1,386 @@
+"""N-stage producer/consumer pipelines on mbarriers: `MbarrierRing` and its two views.
+
+A ring is `stages` pairs of mbarriers in shared memory: `full[s]` completes when stage `s`
+holds data (the producer arrived and, for TMA, every byte landed), `empty[s]` when every
+consumer has released it. Each side walks the ring with its own run-time stage index and
+phase parity, kept in two .u32 registers, so a loop over any number of tiles is written once:
+
+    ring = MbarrierRing(k, stages=4, empty_count=2)      # 2 consumer warps release each stage
+    ring.init()                                          # thread 0 inits, fence, bar.sync 0
+    with k.if_(is_producer_lane):
+        p = ring.producer()
+        with k.for_range(0, n_tiles) as i:
+            p.wait_empty()
+            p.arrive_expect_tx(ring_tx_bytes)              # from the tensor maps: tx_bytes(...)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                     p.slot(tiles, TILE_BYTES), tmap, (0, i), p.full_barrier())
+            p.advance()
+    with k.else_():
+        c = ring.consumer()
+        with k.for_range(0, n_tiles):
+            c.wait_full()
+            ...                                          # read the stage's slot
+            k.syncwarp()
+            with k.if_(lane == 0):
+                c.release()
+            c.advance()
+
+## The PTX a ring emits (no hidden state: every register is a named `.reg`)
+
+Storage (static, the default): `.shared .align 8 .b64 ring_full[N]; .shared .align 8 .b64
+ring_empty[N];`, or 16*N bytes of a given shared buffer (`storage=Addr(dyn_smem, off)`: full
+at `off`, empty at `off + 8*N`). `MbarrierRing(...)` emits one base register per kind,
+single-assigned before any loop:
+
+    mov.u32 %ring_full_base, ring_full;      // dynamic storage: mov.u32 + add.u32 off
+    mov.u32 %ring_empty_base, ring_empty;
+
+`init()` (one thread, `tid.x == 0` unless `elect=` says otherwise):
+
+    mbarrier.init.shared::cta.b64 [ring_full+8*s], full_count;          // s = 0..N-1
+    mbarrier.init.shared::cta.b64 [ring_empty+8*s], empty_count*peers;
+    fence.mbarrier_init.release.cluster;
+    bar.sync 0;     // or, for a cluster ring: barrier.cluster.arrive.release;
+                    //                         barrier.cluster.wait.acquire;
+
+A view (`producer()` / `consumer()`) owns two loop-carried registers, set where it is made:
+
+    mov.u32 %ring_p_stage, 0;   mov.u32 %ring_p_phase, 1;   // producer: empty parity 1 first
+    mov.u32 %ring_c_stage, 0;   mov.u32 %ring_c_phase, 0;   // consumer
+
+The barrier address of the current stage is computed where it is used, as a fresh register
+that is assigned once (the shape the hazard checker reads as "the barrier array + a run-time
+offset", with `stage` in [0, N)):
+
+    shl.b32 %r1, %ring_c_stage, 3;
+    add.u32 %r2, %ring_full_base, %r1;       // [%r2] is full[stage]
+
+waits are `mbarrier_wait` loops (so `ptxdsl.debug.bounded_waits` bounds them):
+
+    $L__wait_1:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], %ring_c_phase;
+    @!%p1 bra $L__wait_1;
+
+and `advance()` moves to the next stage, flipping the parity on wrap (no branch):
+
+    add.u32 %ring_c_stage, %ring_c_stage, 1;
+    setp.eq.u32 %p2, %ring_c_stage, N;
+    @%p2 mov.u32 %ring_c_stage, 0;
+    @%p2 xor.b32 %ring_c_phase, %ring_c_phase, 1;
+
+## Clusters and multicast
+
+`peers=C` makes a cluster ring for TMA multicast over C CTAs: every CTA loads a 1/C slice of a
+stage and multicasts it to all C, so (1) each CTA's full barrier expects the whole stage
+(`tx_bytes(slice_map, multicast=C)`), and (2) a CTA may only overwrite stage `s` once the
+consumers of every receiving CTA released it: `empty[s]` counts `empty_count * C` arrivals and
+`release(ctas=range(C))` arrives on each of those CTAs' `empty[s]` through `mapa`:
+
+    mapa.shared::cluster.u32 %r5, %r4, 1;                             // CTA rank 1's empty[s]
+    mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];
+
+Waits of a cluster ring are `.acquire.cluster` (the releases they pair with come from other
+CTAs), and `init()` synchronises with a cluster barrier so no multicast or remote arrive
+reaches a barrier that is not initialised yet.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import BuildError, OperandError
+from .instructions.fence import FenceMbarrierInit
+from .instructions.mbarrier import (
+    MAX_COUNT,
+    ArriveKind,
+    ArriveOp,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierTx,
+    TxOp,
+)
+from .instructions.mbarrier_wait import mbarrier_wait
+from .operands import SINK, Addr, Reg, Symbol
+from .types import ScalarType, Scope, Sem, StateSpace
+
+__all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
+
+T = ScalarType
+S = StateSpace
+MAX_STAGES = 64            # 2 x 64 barriers = 1 KiB of shared memory; more is surely a mistake
+MAX_CLUSTER = 16           # the largest (non-portable) cluster on sm_90
+
+
+# -- expect_tx byte counts ---------------------------------------------------------------------
+def _elem_bytes(dtype: Any) -> int:
+    if isinstance(dtype, ScalarType):
+        if dtype.bits % 8:
+            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", dtype.value)
+        return dtype.bits // 8
+    try:
+        import numpy as np
+        return int(np.dtype(dtype).itemsize)
+    except (TypeError, ValueError, ImportError):
+        raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype",
+                           repr(dtype)) from None
+
+
+def box_bytes(box, dtype) -> int:
+    """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory."""
+    dims = (box,) if isinstance(box, int) else tuple(box)
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                           for d in dims):
+        raise OperandError("tx_bytes", "box", "1 to 5 positive box dimensions", repr(box))
+    return math.prod(dims) * _elem_bytes(dtype)
+
+
+def _source_bytes(src: Any) -> int:
+    # A TiledDesc (runtime.tensormap_desc) has box_bytes; a TensorMap carries its desc.
+    for obj in (src, getattr(src, "desc", None)):
+        n = getattr(obj, "box_bytes", None)
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n
+    if isinstance(src, tuple) and len(src) == 2:
+        return box_bytes(*src)
+    raise OperandError("tx_bytes", "source", "a TensorMap, a TiledDesc or a (box, dtype) pair",
+                       repr(src))
+
+
+def tx_bytes(*sources, multicast: int = 1) -> int:
+    """The expect_tx count of one stage: the box bytes of every load completing on the
+    barrier (a `TensorMap`, a `TiledDesc` or a `(box, dtype)` pair each, OOB elements
+    included), times `multicast` when each of that many CTAs loads one such slice and
+    multicasts it to all of them (each receiving CTA then gets every slice)."""
+    if not sources:
+        raise BuildError("tx_bytes: give at least one tensor map, TiledDesc or (box, dtype)")
+    if isinstance(multicast, bool) or not isinstance(multicast, int) or \
+            not 1 <= multicast <= MAX_CLUSTER:
+        raise OperandError("tx_bytes", "multicast", f"a CTA count in [1, {MAX_CLUSTER}]",
+                           repr(multicast))
+    total = sum(_source_bytes(s) for s in sources) * multicast
+    if total > MAX_COUNT:
+        raise OperandError("tx_bytes", "bytes", f"at most {MAX_COUNT} bytes per phase (the "
+                           "mbarrier tx-count limit, 2^20-1)", total)
+    return total
+
+
+def _count(what: str, v: Any, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+        raise OperandError("MbarrierRing", what, f"an integer in [1, {hi}]", repr(v))
+    return v
+
+
+# -- the ring ------------------------------------------------------------------------------------
+class MbarrierRing:
+    """`stages` full/empty mbarrier pairs in shared memory (see the module docstring for the
+    PTX). `full_count`: arrivals completing a full phase (the producer's arrive.expect_tx:
+    1); `empty_count`: consumer arrivals per CTA completing an empty phase; `peers`: the CTAs
+    of a multicast group whose consumers all release each stage (1: a CTA-local ring).
+    `storage`: None for two static `.shared` arrays named `<name>_full`/`<name>_empty`, or
+    an 8-byte aligned `Addr`/`Symbol` in shared memory (e.g. dynamic) with 16 * stages bytes.
+    """
+
+    def __init__(self, k, stages: int, *, full_count: int = 1, empty_count: int = 1,
+                 peers: int = 1, storage: Symbol | Addr | None = None, name: str = "ring"):
+        self.k = k
+        self.stages = _count("stages", stages, MAX_STAGES)
+        self.full_count = _count("full_count", full_count, MAX_COUNT)
+        self.peers = _count("peers", peers, MAX_CLUSTER)
+        self.empty_count = _count("empty_count", empty_count, MAX_COUNT // self.peers)
+        cluster = getattr(k, "reqnctapercluster", None)
+        if cluster and self.peers > math.prod(cluster):
+            raise OperandError("MbarrierRing", "peers", f"at most the kernel's "
+                               f"{math.prod(cluster)} CTAs per cluster (.reqnctapercluster)",
+                               self.peers)
+        self.name = name
+        n = self.stages
+        if storage is None:
+            self.full = k.shared_array(T.b64, n, align=8, name=f"{name}_full")
+            self.empty = k.shared_array(T.b64, n, align=8, name=f"{name}_empty")
+            self.full_base = k.mov(self.full, dst=k.reg(T.u32, f"{name}_full_base"))
+            self.empty_base = k.mov(self.empty, dst=k.reg(T.u32, f"{name}_empty_base"))
+        else:
+            base, off = (storage.base, storage.offset) if isinstance(storage, Addr) \
+                else (storage, 0)
+            if not isinstance(base, Symbol) or not base.space.is_shared:
+                raise OperandError("MbarrierRing", "storage", "a shared-memory symbol or "
+                                   "Addr(symbol, offset)", repr(storage))
+            if off % 8 or (base.align or 1) < 8:
+                raise OperandError("MbarrierRing", "storage", "an 8-byte aligned address "
+                                   "(mbarriers are .b64)", f"{base.name}+{off} (align "
+                                   f"{base.align})")
+            if base.count is not None and off + 16 * n > base.size:
+                raise OperandError("MbarrierRing", "storage", f"{16 * n} bytes from offset "
+                                   f"{off}", f"{base.name} of {base.size} bytes")
+            self.full, self.empty = Addr(base, off), Addr(base, off + 8 * n)
+            start = k.mov(base)
+            self.full_base = k.add(start, off, dst=k.reg(T.u32, f"{name}_full_base"))
+            self.empty_base = k.add(start, off + 8 * n, dst=k.reg(T.u32, f"{name}_empty_base"))
+        self._views = 0
+
+    @property
+    def empty_arrivals(self) -> int:
+        """The count `empty[s]` is initialised with: `empty_count * peers`."""
+        return self.empty_count * self.peers
+
+    def full_at(self, stage: int) -> Addr:
+        """The address of `full[stage]` for a stage known when building (init, tests)."""
+        return self._at(self.full, stage)
+
+    def empty_at(self, stage: int) -> Addr:
+        return self._at(self.empty, stage)
+
+    def _at(self, base, stage: int) -> Addr:
+        if isinstance(stage, bool) or not isinstance(stage, int) or \
+                not 0 <= stage < self.stages:
+            raise OperandError("MbarrierRing", "stage", f"an int in [0, {self.stages})",
+                               repr(stage))
+        if isinstance(base, Addr):
+            return Addr(base.base, base.offset + 8 * stage)
+        return Addr(base, 8 * stage)
+
+    def init(self, *, elect=None, sync: bool = True) -> None:
+        """Initialise every barrier from one thread (`elect`: a predicate, default
+        `tid.x == 0`), `fence.mbarrier_init.release.cluster`, then (`sync=True`) make the
+        inits visible: `bar.sync 0`, or for a cluster ring (`peers > 1`) a cluster barrier
+        (every CTA's barriers must be ready before any multicast or remote arrive)."""
+        k = self.k
+        with k.if_(elect if elect is not None else k.tid.x == 0):
+            for s in range(self.stages):
+                k.emit(MbarrierInit(S.shared_cta, self.full_at(s), self.full_count))
+            for s in range(self.stages):
+                k.emit(MbarrierInit(S.shared_cta, self.empty_at(s), self.empty_arrivals))
+            k.emit(FenceMbarrierInit())
+        if not sync:
+            return
+        if self.peers == 1:
+            k.bar_sync(0)
+        else:
+            cluster_sync(k)
+
+    def producer(self) -> ProducerView:
+        """The producer's walk over the ring: stage 0, empty-wait parity 1 (right after init
+        the phase before the first counts as complete, so the first pass does not block)."""
+        return ProducerView(self, "p", 1)
+
+    def consumer(self) -> ConsumerView:
+        """The consumer's walk over the ring: stage 0, full-wait parity 0."""
+        return ConsumerView(self, "c", 0)
+
+
+def cluster_sync(k, *, aligned: bool = False) -> None:
+    """`barrier.cluster.arrive.release; barrier.cluster.wait.acquire;` — every thread of every
+    CTA of the cluster. `.aligned` (`aligned=True`) is only for code every thread of each warp
+    reaches together: after a one-thread branch such as the init, warps may not have
+    reconverged, so the default is the unaligned form."""
+    from .instructions import cluster as cl
+    cl.barrier_cluster_arrive(k, "release", aligned=aligned)
+    cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
+
+
+class RingView:
+    """One side's position in a ring: `stage` (.u32, 0..N-1) and `phase` (.u32 parity)."""
+
+    WAIT_ON = "full"
+
+    def __init__(self, ring: MbarrierRing, tag: str, parity: int):
+        k = ring.k
+        self.ring, self.k = ring, k
+        self.stage: Reg = k.mov(0, dst=k.reg(T.u32, f"{ring.name}_{tag}_stage"))
+        self.phase: Reg = k.mov(parity, dst=k.reg(T.u32, f"{ring.name}_{tag}_phase"))
+
+    # -- addresses of the current stage ----------------------------------------------------
+    def _bar(self, base: Reg) -> Reg:
+        return self.k.add(base, self.k.shl(self.stage, 3), type=T.u32)
+
+    def full_barrier(self) -> Reg:
+        """`full[stage]` as a fresh .u32 shared address (shl + add, see the module doc)."""
+        return self._bar(self.ring.full_base)
+
+    def empty_barrier(self) -> Reg:
+        return self._bar(self.ring.empty_base)
+
+    def slot(self, buffer: Symbol | Reg, stride: int) -> Reg:
+        """The current stage's slot of a data buffer: `buffer + stage * stride` (bytes)."""
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+            raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
+        k = self.k
+        base = k.mov(buffer) if isinstance(buffer, Symbol) else buffer
+        if not isinstance(base, Reg) or base.type.bits != 32:
+            raise OperandError("RingView.slot", "buffer", "a shared symbol or a 32-bit shared "
+                               "address register", repr(buffer))
+        return k.add(base, k.mul(self.stage, stride, type=T.u32), type=T.u32)
+
+    # -- waiting and moving on ------------------------------------------------------------------
+    def _wait(self, bar: Reg) -> Reg:
+        cluster = self.ring.peers > 1
+        return mbarrier_wait(self.k, bar, self.phase,
+                             sem="acquire" if cluster else None,
+                             scope="cluster" if cluster else None)
+
+    def advance(self) -> None:
+        """Next stage; on the wrap back to 0 flip the phase parity (see the module doc)."""
+        k = self.k
+        k.add(self.stage, 1, dst=self.stage)
+        wrap = k.setp("eq", self.stage, self.ring.stages, type=T.u32)
+        with k.guard(wrap):
+            k.mov(0, dst=self.stage)
+            k.xor(self.phase, 1, dst=self.phase)
+
+
+class ProducerView(RingView):
+    """The producer side: wait for `empty[stage]`, fill the slot, signal `full[stage]`."""
+
+    def wait_empty(self) -> Reg:
+        """Wait until every consumer released the current stage (try_wait.parity loop)."""
+        return self._wait(self.empty_barrier())
+
+    def arrive_expect_tx(self, nbytes) -> None:
+        """`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [full], nbytes;` — the
+        producer's arrival, announcing the bytes the stage's TMA loads will deliver (see
+        `tx_bytes`)."""
+        self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.expect_tx, S.shared_cta, SINK,
+                                   self.full_barrier(), nbytes, Sem.release, Scope.cta))
+
+    def expect_tx(self, nbytes) -> None:
+        """`mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [full], nbytes;` (no arrival)."""
+        self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, self.full_barrier(), nbytes,
+                               Sem.relaxed, Scope.cta))
+
+    def arrive(self) -> None:
+        """`mbarrier.arrive.shared::cta.b64 _, [full];` (a producer that writes with st)."""
+        self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK,
+                                   self.full_barrier()))
+
+
+class ConsumerView(RingView):
+    """The consumer side: wait for `full[stage]`, read the slot, release `empty[stage]`."""
+
+    def wait_full(self) -> Reg:
+        """Wait until the current stage is full (try_wait.parity loop)."""
+        return self._wait(self.full_barrier())
+
+    def release(self, *, ctas=None) -> None:
+        """Arrive on `empty[stage]`: the local CTA's (`mbarrier.arrive.shared::cta.b64 _,
+        [a];`), or with `ctas=` (cluster ranks: ints or .u32 registers; a cluster ring
+        defaults to all `peers` ranks 0..peers-1) on each of those CTAs' through `mapa` +
+        `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`."""
+        k, ring = self.k, self.ring
+        bar = self.empty_barrier()
+        if ctas is None and ring.peers == 1:
+            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK, bar))
+            return
+        ranks = list(range(ring.peers)) if ctas is None else list(ctas)
+        if not ranks:
+            raise OperandError("ConsumerView.release", "ctas", "at least one cluster rank",
+                               repr(ctas))
+        from .instructions import cluster as cl
+        for rank in ranks:
+            if isinstance(rank, int) and not isinstance(rank, bool) and \
+                    not 0 <= rank < MAX_CLUSTER:
+                raise OperandError("ConsumerView.release", "ctas", f"cluster ranks in [0, "
+                                   f"{MAX_CLUSTER})", repr(rank))
+            remote = cl.mapa(k, "shared::cluster", bar, rank)
+            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cluster, SINK,
+                                  remote, None, Sem.release, Scope.cluster))

@@ -140,3 +140,37 @@ class AssemblyError(PtxdslError):
 
 class CudaError(PtxdslError):
     """A CUDA driver call failed."""
+
+
+# Python's own exceptions that bad arguments provoke deep inside a builder (a bool where a
+# type belongs, None where a tuple belongs, ...).
+_RAW = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError,
+        ZeroDivisionError)
+
+
+def fail_closed(name: str, fn, pre=None):
+    """`fn` with every raw Python exception it raises turned into a BuildError that names
+    `name` and the user's line (the original chained as its cause). `pre(kwargs)`, when
+    given, checks keyword arguments first (for the precise message). With the environment
+    variable PTXDSL_NO_NET=1 the raw exceptions pass through: a debugging aid to find the
+    builders whose own checks miss a case (run tests/test_hardening_junk.py with it).
+
+    The safety net under the builders' own checks, which give the precise message where they
+    know the rule: no public builder answers bad input with a raw exception.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def builder(*args, **kwargs):
+        if kwargs and pre is not None:
+            pre(kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except _RAW as e:
+            if os.environ.get("PTXDSL_NO_NET"):
+                raise
+            if isinstance(e, PtxdslError):   # pragma: no cover - none derive from these
+                raise
+            raise BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})") from e
+    builder.__ptxdsl_fail_closed__ = True
+    return builder

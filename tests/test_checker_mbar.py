@@ -262,7 +262,7 @@ def _wait_on(k: Kernel, bar, through_cluster: bool) -> int:
         addr = k.cvta(generic, "shared::cluster", to=True)
         addr = k.add(addr, 0)          # ... in a register the builder knows nothing about
     line = here() + 1
-    ptx.mbarrier_try_wait_parity(k, addr, 0)
+    ptx.mbarrier_wait(k, addr, 0)      # the try_wait loop
     return line
 
 

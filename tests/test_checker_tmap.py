@@ -58,7 +58,8 @@ def test_modification_voids_the_acquire():
     line = here() + 1
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))                 # ... and not re-acquired
     _only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
-    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
+    ptx.fence_proxy_tensormap_generic(k, "release", "gpu")           # the in-place write ...
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)       # ... re-acquired
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))
     assert ids(check_kernel(k)) == [Hazard.TMAP_NO_ACQUIRE.value]     # only the earlier use
 

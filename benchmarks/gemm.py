@@ -76,7 +76,8 @@ def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
         def theirs():
             return torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
         label = "torch._scaled_mm (cuBLASLt)"
-    maps = sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k)
+    maps = (*sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k),
+            sample.output_map(c.data_ptr(), m, n))
 
     def ours():
         sample.launch(fn, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,

@@ -9,7 +9,8 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   (`setmaxnreg.inc 232`): each computes 64 x 256 of the CTA's 128 x 256 tile with
   `wgmma.m64n256k16` (bf16) or `m64n256k32` (e4m3), one k-block of 128 bytes per row.
 - A 4-stage full/empty `MbarrierRing` in dynamic shared memory; each stage holds a 128 x 128
-  byte tile of A and a 256 x 128 byte tile of B, 128B-swizzled (`SmemLayout`).
+  byte tile of A and a 256 x 128 byte tile of B, 128B-swizzled (`SmemLayout`); with the
+  epilogue's staging buffers, 229,440 bytes per CTA.
 - Cluster of 2 CTAs along M: they share the B tile, so each CTA loads half of it and
   multicasts it to both (the ring's empty barriers count both CTAs' consumers); each CTA
   loads its own A tile.
@@ -18,10 +19,15 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   band, column by column inside a band), so the tiles in flight share A rows and B columns
   in L2. The producer runs ahead across tiles, so the next tile's loads overlap the
   consumers' epilogue.
+- Epilogue: each consumer converts its accumulators to bf16 pairs and, when N is a multiple
+  of 8, writes them with `stmatrix` into a 128B-swizzled staging buffer (16 KiB per
+  warpgroup, half its tile at a time) and TMA-stores 64 x 64 boxes from there; the stores
+  run on while the warpgroup starts its next tile, and only the next refill of the buffer
+  waits for them to have read it (`cp.async.bulk.wait_group.read`). Other even N: the
+  pairs are stored directly, predicated on the M and N edges (a launch parameter picks).
 - Tails: TMA zero-fills rows and columns outside A and B (so K need not be a multiple of the
-  k-block, and a K smaller than one stage is one partial stage); the epilogue converts to
-  bf16 pairs and stores them predicated on the M and N edges. TMA needs 16-byte row pitches
-  (K a multiple of 8 for bf16, 16 for e4m3) and the paired stores an even N.
+  k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
+  edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
@@ -43,6 +49,8 @@ STAGES = 4
 GROUP = 8                            # cluster-tile rows per band of the raster order
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+EPI_COLS = 64                        # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
+EPI_BYTES = 64 * 2 * EPI_COLS * 2    # a consumer's staging buffer: two boxes (half its tile)
 DTYPES = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}   # name -> (wgmma type, K per wgmma)
 
 
@@ -58,7 +66,8 @@ class Config:
         self.layout_b = SmemLayout(self.wtype, BN, self.bk, "K", "128B")
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
         self.stage_bytes = self.a_bytes + self.b_bytes
-        self.ring_off = STAGES * self.stage_bytes
+        self.epi_off = STAGES * self.stage_bytes         # 2 x 16 KiB: one per consumer
+        self.ring_off = self.epi_off + 2 * EPI_BYTES
         self.smem_bytes = self.ring_off + 16 * STAGES
         self.name = f"gemm_hopper_{dtype}"
 
@@ -84,8 +93,10 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     map_a, map_b = k.param_tensormap("map_a"), k.param_tensormap("map_b")
+    map_c = k.param_tensormap("map_c")
     c_p = k.param_ptr("c")
     m_p, n_p, k_p = (k.param(t.u32, n) for n in ("m", "n", "k"))
+    tma_p = k.param(t.u32, "tma_store")
     scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" else None
     smem = k.extern_shared("smem", align=cfg.layout_a.alignment)
     ring = MbarrierRing(k, STAGES, empty_count=2, peers=CLUSTER,
@@ -115,7 +126,8 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
             _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
-        _consumer(k, cfg, ring, smem, c_p, scale_p, M, N, kblocks, k.sub(wg, 1), tile_loop)
+        epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N)
+        _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
     cluster_sync(k)          # no CTA leaves while its peer may still multicast or release to it
     k.ret()
     return k
@@ -144,12 +156,11 @@ def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> Non
     tile_loop(tile)
 
 
-def _consumer(k, cfg, ring, smem, c_p, scale_p, M, N, kblocks, cw, tile_loop) -> None:
+def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
     read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     leader = k.and_(k.tid.x, 127) == 0
-    a_rows = k.mul(cw, 64 * BK_BYTES)                 # this warpgroup's 64 rows of the A tile
-    c_base = k.ld_param(c_p)
+    a_rows = k.mul(epi.cw, 64 * BK_BYTES)             # this warpgroup's 64 rows of the A tile
     scale = k.ld_param(scale_p) if scale_p is not None else None
 
     def mma(first: bool) -> None:
@@ -177,16 +188,72 @@ def _consumer(k, cfg, ring, smem, c_p, scale_p, M, N, kblocks, cw, tile_loop) ->
             release()
         ptx.wgmma_wait_group(k, 0)
         release()
-        row0 = k.mad(cw, 64, m0)
         if scale is not None:
             for r in acc:
                 k.mul(r, scale, type=t.f32, dst=r)
-        out = k.add(c_base, k.add(k.mul(row0, k.shl(N, 1), type=t.u32, mode="wide"),
-                                  k.mul(n0, 2, type=t.u32, mode="wide")))
-        acc.to_packed(t.bf16).store(out, N, rows=k.sub(M, row0, type=t.s32),
-                                    cols=k.sub(N, n0, type=t.s32))
+        epi.store(acc.to_packed(t.bf16), m0, n0)
 
     tile_loop(tile)
+    epi.finish()
+
+
+class Epilogue:
+    """A consumer warpgroup's bf16 output of its 64 x 256 rows. With `tma_store` (N a
+    multiple of 8): `stmatrix` into a 128B-swizzled staging buffer, half the tile at a time,
+    then TMA stores (clipped at the M and N edges by the tensor map) that run on while the
+    warpgroup goes on to the next tile. Otherwise: predicated 32-bit stores of bf16 pairs."""
+
+    def __init__(self, k, cfg, smem, map_c, c_p, tma_store, cw, M, N):
+        self.k, self.cw, self.M, self.N = k, cw, M, N
+        self.tma = tma_store != 0
+        self.tmap = k.tensormap_addr(map_c)
+        self.c_base = k.ld_param(c_p)
+        self.barrier = k.add(cw, 1)                   # named barrier 1 or 2: this warpgroup
+        self.leader = k.and_(k.tid.x, 127) == 0
+        # stmatrix addressing: lane L writes row L%8 of matrix L/8 (matrices: rows +0/+8,
+        # columns +0/+8 of a 16 x 16 block); in the 128B swizzle, 16-byte chunk c of row r
+        # sits at chunk c ^ (r % 8), and r % 8 = L % 8 here.
+        tid = k.and_(k.tid.x, 127)
+        lane = k.and_(tid, 31)
+        mat = k.shr(lane, 3)
+        row = k.add(k.add(k.mul(k.shr(tid, 5), 16), k.shl(k.and_(mat, 1), 3)),
+                    k.and_(lane, 7))
+        buf = k.add(k.mov(smem), k.mad(cw, EPI_BYTES, cfg.epi_off))
+        self.buf = buf
+        y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
+        row_base = k.add(buf, k.shl(row, 7))
+        self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+
+    def store(self, packed, m0, n0) -> None:
+        k = self.k
+        row0 = k.mad(self.cw, 64, m0)
+        with k.if_(self.tma):
+            for h in range(2):                        # columns 128h .. 128h + 127
+                with k.if_(self.leader):
+                    ptx.cp_async_bulk_wait_group_read(k, 0)   # the buffer's last store read it
+                k.bar_sync(self.barrier, 128)
+                for q in range(8):
+                    regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
+                    ptx.stmatrix(k, Addr(self.chunks[q % 4], (q // 4) * EPI_BYTES // 2), regs)
+                ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
+                k.bar_sync(self.barrier, 128)
+                with k.if_(self.leader):
+                    for box in range(2):
+                        col = k.add(n0, 128 * h + EPI_COLS * box)
+                        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
+                                                 (col, row0),
+                                                 k.add(self.buf, box * EPI_BYTES // 2))
+                    ptx.cp_async_bulk_commit_group(k)
+        with k.else_():
+            M, N = self.M, self.N
+            out = k.add(self.c_base, k.add(k.mul(row0, k.shl(N, 1), type=t.u32, mode="wide"),
+                                           k.mul(n0, 2, type=t.u32, mode="wide")))
+            packed.store(out, N, rows=k.sub(M, row0, type=t.s32),
+                         cols=k.sub(N, n0, type=t.s32))
+
+    def finish(self) -> None:
+        with self.k.if_(self.leader):
+            ptx.cp_async_bulk_wait_group(self.k, 0)    # the last stores are done
 
 
 def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:
@@ -206,13 +273,22 @@ def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
 
 
 def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int):
-    """The two tensor maps (A: M x K, B: N x K) for device buffers `a`, `b` (any pointer)."""
+    """The tensor maps of A (M x K) and B (N x K) for device buffers `a`, `b` (any pointer)."""
     from ptxdsl import runtime as rt
     cfg = CONFIGS[dtype]
     tma = "BFLOAT16" if dtype == "bf16" else "UINT8"
     ma = rt.TensorMap.tiled(a, (m, kdim), tma, (BM, cfg.bk), swizzle="128B")
     mb = rt.TensorMap.tiled(b, (n, kdim), tma, (BN // CLUSTER, cfg.bk), swizzle="128B")
     return ma, mb
+
+
+def output_map(c, m: int, n: int):
+    """C's tensor map for the TMA-store epilogue, or None when N * 2 bytes is not a multiple
+    of 16 (TMA's pitch rule; the kernel then stores directly)."""
+    from ptxdsl import runtime as rt
+    if n % 8:
+        return None
+    return rt.TensorMap.tiled(c, (m, n), "BFLOAT16", (64, EPI_COLS), swizzle="128B")
 
 
 def grid_for(m: int, n: int, sms: int) -> int:
@@ -223,10 +299,12 @@ def grid_for(m: int, n: int, sms: int) -> int:
 
 def launch(fn, dtype: str, a, b, c, m: int, n: int, kdim: int, scale: float = 1.0, *,
            sms: int, stream=None, maps=None) -> None:
-    """C = A @ B^T on the GPU (`fn`: the loaded kernel of `dtype`)."""
+    """C = A @ B^T on the GPU (`fn`: the loaded kernel of `dtype`; `maps`: the three maps
+    from `tensor_maps` + `output_map`, to skip encoding them per call)."""
     check_shape(dtype, m, n, kdim)
-    ma, mb = maps or tensor_maps(dtype, a, b, m, n, kdim)
-    args = (ma, mb, c, m, n, kdim) + ((scale,) if dtype != "bf16" else ())
+    ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim), output_map(c, m, n))
+    args = (ma, mb, mc or ma, c, m, n, kdim, int(mc is not None)) + \
+        ((scale,) if dtype != "bf16" else ())
     fn.launch(grid_for(m, n, sms), THREADS, args, shared_mem=CONFIGS[dtype].smem_bytes,
               cluster=(CLUSTER, 1, 1), stream=stream)
 

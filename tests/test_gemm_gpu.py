@@ -47,8 +47,15 @@ def test_ptx_shape(module):
         assert body.count("setmaxnreg.inc.sync.aligned.u32 232;") == 1
         assert body.count(".multicast::cluster") == 1
         assert body.count(f"wgmma.mma_async.sync.aligned.{wgmma}") == 8   # peeled + loop
-        assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in body
+        # 2 releases (in the loop, after it) x 2 CTAs
+        assert body.count("mbarrier.arrive.release.cta.shared::cluster.b64") == 4
+        assert ".release.cluster.shared::cluster" not in body   # no MEMBAR.ALL.GPU per stage
         assert "cvt.rn.bf16x2.f32" in body
+        # the epilogue: 16 stmatrix.x4 and 4 TMA-store boxes per tile, or the direct stores
+        assert body.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16
+        assert body.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
+        assert body.count("cp.async.bulk.wait_group.read 0;") == 2
+        assert body.count("st.global.b32") == 64
     assert ptx.count("mul.f32") == 128          # e4m3 only: the scale, once per accumulator
 
 
@@ -107,7 +114,7 @@ def test_host_encodings():
     assert bits[16] == 0 and bits[17] == 0x38        # 0 and 1.0
 
 
-GPU_SHAPES = [
+GPU_SHAPES = [                   # N % 8 == 0: TMA-store epilogue; other even N: direct stores
     ("bf16", 300, 520, 200),      # tails everywhere
     ("bf16", 129, 258, 40),       # K smaller than one stage, one row past a tile
     ("bf16", 64, 8, 8),           # far smaller than one tile

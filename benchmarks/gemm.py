@@ -1,4 +1,4 @@
-"""Row 6: dense GEMM, C = A @ B^T (A: M x K, B: N x K, both K-major; C bf16), the ptxdsl
+"""Row 7: dense GEMM, C = A @ B^T (A: M x K, B: N x K, both K-major; C bf16), the ptxdsl
 sample `samples/gemm_hopper.py` against torch in the same process on the same GPU.
 
 - bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 2048^3 and

@@ -156,7 +156,7 @@ def build_multicast(ctas: int, bounded: bool = False) -> Kernel:
             dst = k.add(p.slot(tiles, MC_TILE_BYTES), my_bytes)
             y = k.mad(k.add(first, i), MC_ROWS, my_rows)
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, y),
-                                     p.full_barrier(), multicast_mask=(1 << ctas) - 1)
+                                     p.full_barrier(), cta_mask=(1 << ctas) - 1)
             p.advance()
     with k.else_():
         with k.if_(k.tid.x >= 32):

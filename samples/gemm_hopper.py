@@ -150,7 +150,7 @@ def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> Non
                                      full)
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, b_mine),
                                      tmap_b, (kc, n_mine), full,
-                                     multicast_mask=(1 << CLUSTER) - 1)
+                                     cta_mask=(1 << CLUSTER) - 1)
             p.advance()
 
     tile_loop(tile)
@@ -234,7 +234,7 @@ class Epilogue:
                 k.bar_sync(self.barrier, 128)
                 for q in range(8):
                     regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
-                    ptx.stmatrix(k, Addr(self.chunks[q % 4], (q // 4) * EPI_BYTES // 2), regs)
+                    k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * EPI_BYTES // 2), regs)
                 ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
                 k.bar_sync(self.barrier, 128)
                 with k.if_(self.leader):

@@ -16,7 +16,7 @@ import gc
 import time
 import tracemalloc
 
-from benchmarks.common import Section
+from benchmarks.common import Section, host_ms
 
 INSTRUCTIONS = 120_000
 REPS = 5
@@ -100,6 +100,42 @@ def breakdown(section: Section, calls: int = 20000) -> None:
                 render, "µs")
 
 
+def checker_cost(section: Section, reps: int = REPS, n_instructions: int = INSTRUCTIONS) -> None:
+    """The hazard checker alone (what `Module.emit()` adds) on the largest sample, by the
+    statements of its TMA/mbarrier kernels, and on the 100k-instruction kernel (which has no
+    async-proxy instruction: one scan dismisses it). CPU only: no GPU is touched."""
+    import runpy
+
+    from ptxdsl.__main__ import sample_files
+    from ptxdsl.checker import check_module
+    from ptxdsl.checker.ops import TRIGGERS, extract
+
+    def checked_statements(mod) -> int:
+        n = 0
+        for k in mod.kernels:
+            insns = [getattr(x, "insn", None) for x in k.body]
+            if any(op.role in TRIGGERS for op in extract(insns)):
+                n += len(k.body)
+        return n
+
+    best = None
+    for path in sample_files():
+        mod = runpy.run_path(str(path), run_name="__ptxdsl_bench__")["build_module"]()
+        n = checked_statements(mod)
+        if best is None or n > best[0]:
+            best = (n, path.stem, mod)
+    n, name, mod = best
+    section.row(f"hazard checker, largest sample ({name}: {n} statements in checked kernels)",
+                host_ms(lambda: check_module(mod), reps=max(reps, 20), warmup=2), "ms",
+                "check_module(), every kernel of the module")
+    big = build_kernel(n_instructions)
+    from ptxdsl import Module
+    module = Module([big], name="emitter_bench")
+    section.row(f"hazard checker, {n_instructions:,}-instruction kernel without TMA",
+                host_ms(lambda: check_module(module), reps=reps, warmup=1), "ms",
+                "the fast path: no trigger instruction")
+
+
 def peak_memory(n_instructions: int) -> int:
     """Peak bytes traced by tracemalloc over one build + emit."""
     gc.collect()
@@ -126,6 +162,7 @@ def run(section: Section, n_instructions: int = INSTRUCTIONS, reps: int = REPS) 
     section.row("build, per instruction", builds, "µs")
     section.row("emit (render + checks), per instruction", emits, "µs")
     breakdown(section)
+    checker_cost(section, reps, n_instructions)
     peak = peak_memory(n_instructions)
     section.row("peak Python memory (tracemalloc), one build + emit", [peak / 2**20], "MiB",
                 f"{peak / count:.0f} bytes per instruction")

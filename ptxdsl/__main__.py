@@ -121,11 +121,12 @@ def cmd_check(args) -> int:
             failed.append(name)
             continue
         kernels += len(mod.kernels)
-        findings = check_module(mod)
+        findings = check_module(mod, notes=args.notes)
         for f in findings:
             print(f.format())
-            worst = max(worst, 2 if f.severity is Severity.error else 1)
-        if not findings:
+            if f.severity is not Severity.note:
+                worst = max(worst, 2 if f.severity is Severity.error else 1)
+        if not [f for f in findings if f.severity is not Severity.note]:
             print(f"{args.file}:{name}: no hazards found")
     checked = len(mods) - len(failed)
     print(f"checked {_count(checked, 'module')}, {_count(kernels, 'kernel')}"
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="report async-proxy and tensor-map hazards")
     p.add_argument("file")
     p.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
+    p.add_argument("--notes", action="store_true",
+                   help="also say which checks were skipped for lack of information")
     p.set_defaults(fn=cmd_check)
     args = ap.parse_args(argv)
     return args.fn(args)

@@ -23,9 +23,16 @@ class SourceLoc(NamedTuple):
     file: str
     line: int
     function: str = ""
+    caller: SourceLoc | None = None   # the user's call of the helper function that built it
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def describe(self) -> str:
+        """`file:line`, and `called from file:line` when built inside a helper function."""
+        if self.caller is None:
+            return str(self)
+        return f"{self}, called from {self.caller}"
 
 
 _INTERNAL: dict[str, bool] = {}
@@ -44,8 +51,25 @@ def _is_internal(filename: str) -> bool:
     return hit
 
 
+_LIBRARY: dict[str, bool] = {}
+_LIB_DIRS = tuple({os.path.dirname(os.__file__), sys.prefix, sys.base_prefix})
+
+
+def _is_library(filename: str) -> bool:
+    """Code that is not the user's own: the standard library, installed packages (pytest,
+    runpy, ...), frozen modules."""
+    hit = _LIBRARY.get(filename)
+    if hit is None:
+        path = os.path.abspath(filename)
+        hit = _LIBRARY[filename] = (filename.startswith("<") or "site-packages" in path
+                                    or "dist-packages" in path
+                                    or path.startswith(tuple(d + os.sep for d in _LIB_DIRS)))
+    return hit
+
+
 def user_loc(skip: int = 1) -> SourceLoc:
-    """The innermost frame that is not ptxdsl's own code (cheap: walks raw frames)."""
+    """The innermost frame that is not ptxdsl's own code (cheap: walks raw frames), with the
+    user's call site when that frame is a helper function called from user code."""
     frame = sys._getframe(skip)
     known = _INTERNAL
     while frame is not None:
@@ -57,8 +81,16 @@ def user_loc(skip: int = 1) -> SourceLoc:
     if frame is None:
         return SourceLoc("<unknown>", 0)
     code = frame.f_code
+    caller = None
+    if code.co_name != "<module>":
+        up = frame.f_back
+        while up is not None and _is_internal(up.f_code.co_filename):
+            up = up.f_back
+        if up is not None and not _is_library(up.f_code.co_filename):
+            ucode = up.f_code
+            caller = _new_loc(SourceLoc, (ucode.co_filename, up.f_lineno, ucode.co_name, None))
     # tuple.__new__ directly: the NamedTuple's own __new__ is a Python frame, per instruction.
-    return _new_loc(SourceLoc, (code.co_filename, frame.f_lineno, code.co_name))
+    return _new_loc(SourceLoc, (code.co_filename, frame.f_lineno, code.co_name, caller))
 
 
 _new_loc = tuple.__new__
@@ -108,3 +140,37 @@ class AssemblyError(PtxdslError):
 
 class CudaError(PtxdslError):
     """A CUDA driver call failed."""
+
+
+# Python's own exceptions that bad arguments provoke deep inside a builder (a bool where a
+# type belongs, None where a tuple belongs, ...).
+_RAW = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError,
+        ZeroDivisionError)
+
+
+def fail_closed(name: str, fn, pre=None):
+    """`fn` with every raw Python exception it raises turned into a BuildError that names
+    `name` and the user's line (the original chained as its cause). `pre(kwargs)`, when
+    given, checks keyword arguments first (for the precise message). With the environment
+    variable PTXDSL_NO_NET=1 the raw exceptions pass through: a debugging aid to find the
+    builders whose own checks miss a case (run tests/test_hardening_junk.py with it).
+
+    The safety net under the builders' own checks, which give the precise message where they
+    know the rule: no public builder answers bad input with a raw exception.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def builder(*args, **kwargs):
+        if kwargs and pre is not None:
+            pre(kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except _RAW as e:
+            if os.environ.get("PTXDSL_NO_NET"):
+                raise
+            if isinstance(e, PtxdslError):   # pragma: no cover - none derive from these
+                raise
+            raise BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})") from e
+    builder.__ptxdsl_fail_closed__ = True
+    return builder

@@ -7,18 +7,24 @@ from the instruction families' mixins.
 
 from __future__ import annotations
 
+import inspect
+
+from .errors import OperandError, fail_closed
 from .fragments import FragmentOps
 from .instructions.arith import ArithOps
 from .instructions.atomic import AtomicOps
 from .instructions.compare import CompareOps
 from .instructions.control import ControlOps
+from .instructions.cvt_packed import PackedCvtOps
 from .instructions.inline import InlineOps
+from .instructions.matrix import MatrixOps
 from .instructions.memory import MemoryOps
 from .instructions.move import MoveOps
 from .instructions.sync import SyncOps
 from .instructions.warp import WarpOps
 from .kernel_core import KernelCore, Param, Statement
 from .kernel_flow import StructuredFlow
+from .types import ScalarType
 
 __all__ = ["Kernel", "Param", "Statement"]
 
@@ -29,6 +35,8 @@ class Kernel(
     AtomicOps,
     WarpOps,
     InlineOps,
+    MatrixOps,
+    PackedCvtOps,
     FragmentOps,
 ):
     """A `.visible .entry` function under construction.
@@ -36,3 +44,32 @@ class Kernel(
     >>> k = Kernel("scale", reqntid=128)
     >>> out = k.param_ptr("out")
     """
+
+
+# Introspection that never takes user operands, and `check`, whose context keywords are
+# checked by the checker itself.
+_UNGUARDED = frozenset({"check", "render", "statements", "requires", "distinct_requires",
+                        "check_labels", "extern_shared_symbols"})
+_TYPE_KEYWORDS = ("type", "dtype", "atype")
+_TYPE_NAMES = frozenset(t.value for t in ScalarType)
+
+
+def _type_keywords(name: str):
+    def pre(kwargs) -> None:
+        for key in _TYPE_KEYWORDS:
+            v = kwargs.get(key)
+            if v is None or type(v) is ScalarType:
+                continue
+            if isinstance(v, str) and v.lstrip(".") in _TYPE_NAMES:  # "u32" / ".u32"
+                kwargs[key] = ScalarType(v.lstrip("."))
+                continue
+            raise OperandError(name, key, "a ptxdsl type such as t.u32",
+                               f"{type(v).__name__} {v!r}"[:100])
+    return pre
+
+
+for _name, _fn in list(inspect.getmembers(Kernel, inspect.isfunction)):
+    if not _name.startswith("_") and _name not in _UNGUARDED:
+        _typed = set(_TYPE_KEYWORDS) & set(inspect.signature(_fn).parameters)
+        setattr(Kernel, _name, fail_closed(f"k.{_name}", _fn,
+                                           _type_keywords(f"k.{_name}") if _typed else None))

@@ -18,6 +18,7 @@ from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction
 from .instructions.control import Bra
 from .operands import (
+    READABLE_SPECIAL_REGISTERS,
     Addr,
     Label,
     NegPred,
@@ -25,7 +26,12 @@ from .operands import (
     SpecialReg,
     Symbol,
     Vec,
+    _show,
+    as_int,
     check_identifier,
+    check_register_name,
+    check_shared_type,
+    decl_type,
     registers_in,
 )
 from .types import Requires, ScalarType, StateSpace, req
@@ -78,6 +84,12 @@ def _getter(cls: type) -> Callable[[Instruction], tuple]:
             return ()
     _GETTERS[cls] = get
     return get
+
+
+def _instruction_getter(cls: type) -> Callable[[Instruction], tuple]:
+    if not (isinstance(cls, type) and issubclass(cls, Instruction)):
+        raise BuildError(f"emit expects an instruction object, got {cls.__name__}")
+    return _getter(cls)
 
 
 def _prefix(t: ScalarType) -> str:
@@ -180,40 +192,25 @@ class _Dim3:
     z = property(lambda self: self._read("z"))
 
 
-# Special registers ptxdsl knows: name -> (type, requirement).
-_SM90_SREG = req("7.8", 90)
-SPECIAL_REGISTERS: dict[str, tuple[ScalarType, Requires]] = {}
-for _b in ("tid", "ntid", "ctaid", "nctaid"):
-    for _a in "xyz":
-        SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, req("6.3"))
-for _b in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid"):
-    for _a in "xyz":
-        SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, _SM90_SREG)
-SPECIAL_REGISTERS.update({
-    "laneid": (ScalarType.u32, req("6.3")), "warpid": (ScalarType.u32, req("6.3")),
-    "nwarpid": (ScalarType.u32, req("6.3")), "smid": (ScalarType.u32, req("6.3")),
-    "clock": (ScalarType.u32, req("6.3")), "clock64": (ScalarType.u64, req("6.3")),
-    "globaltimer": (ScalarType.u64, req("6.3")),
-    "cluster_ctarank": (ScalarType.u32, _SM90_SREG),
-    "cluster_nctarank": (ScalarType.u32, _SM90_SREG),
-    "is_explicit_cluster": (ScalarType.pred, _SM90_SREG),
-    "dynamic_smem_size": (ScalarType.u32, req("6.3")),
-    "total_smem_size": (ScalarType.u32, req("6.3")),
-    # The rest of cuda::ptx's get_sreg set (instructions/sreg.py has one builder per name).
-    "nsmid": (ScalarType.u32, req("6.3")), "gridid": (ScalarType.u64, req("6.3")),
-    "clock_hi": (ScalarType.u32, req("6.3")),
-    "globaltimer_lo": (ScalarType.u32, req("6.3")),
-    "globaltimer_hi": (ScalarType.u32, req("6.3")),
-    **{f"lanemask_{_m}": (ScalarType.u32, req("6.3")) for _m in ("eq", "le", "lt", "ge", "gt")},
-    "aggr_smem_size": (ScalarType.u32, req("8.1", 90)),
-    "current_graph_exec": (ScalarType.u64, req("8.0")),
-})
+# Special registers `read_special` knows: one table, shared with the inline-asm checker.
+SPECIAL_REGISTERS = READABLE_SPECIAL_REGISTERS
+
+# Special registers whose value is fixed for a thread's whole life (PTX ISA §10: ids and
+# dimensions of the thread, CTA, cluster and grid; the lane; the shared-memory sizes): read
+# once per kernel. %warpid, %smid, %clock*, %globaltimer may change between reads: never cached.
+_INVARIANT_SREGS = frozenset(
+    n for n in READABLE_SPECIAL_REGISTERS
+    if n.split(".")[0] in ("tid", "ntid", "ctaid", "nctaid", "clusterid", "nclusterid",
+                           "cluster_ctaid", "cluster_nctaid", "laneid", "cluster_ctarank",
+                           "cluster_nctarank", "is_explicit_cluster", "dynamic_smem_size",
+                           "total_smem_size"))
 
 
 def special(name: str) -> SpecialReg:
     """A special register by its PTX name without '%', e.g. special('tid.x')."""
-    if name not in SPECIAL_REGISTERS:
-        raise BuildError(f"unknown special register %{name}; known: "
+    if type(name) is not str or name not in SPECIAL_REGISTERS:
+        shown = f"%{name}" if type(name) is str else _show(name)
+        raise BuildError(f"unknown special register {shown}; known: "
                          + ", ".join(sorted(SPECIAL_REGISTERS)))
     t, r = SPECIAL_REGISTERS[name]
     return SpecialReg(name, t, r.sm, str(r.version))
@@ -232,8 +229,11 @@ def _prod(dims: tuple[int, ...]) -> int:
 def _dims(value, what: str) -> tuple[int, ...] | None:
     if value is None:
         return None
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+    one = as_int(value)
+    dims = (one,) if one is not None else tuple(value) if isinstance(value, tuple | list) \
+        else ()
+    dims = tuple(as_int(d) for d in dims)
+    if not 1 <= len(dims) <= 3 or not all(d is not None and 1 <= d < 1 << 31 for d in dims):
         raise BuildError(f"kernel directive {what}: expected 1 to 3 positive integers, "
                          f"got {value!r}")
     return dims
@@ -247,7 +247,7 @@ class KernelCore:
                  explicitcluster: bool = False, maxclusterrank: int | None = None,
                  visible: bool = True):
         self.loc = user_loc()
-        self.name = check_identifier(name, "kernel")
+        self.name = name
         self.visible = visible
         self.maxntid = _dims(maxntid, ".maxntid")
         self.reqntid = _dims(reqntid, ".reqntid")
@@ -265,10 +265,11 @@ class KernelCore:
         for what, v, lo, hi in ((".minnctapersm", minnctapersm, 1, 1 << 16),
                                 (".maxnreg", maxnreg, 1, 255),
                                 (".maxclusterrank", maxclusterrank, 1, 1 << 16)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                                  or not lo <= v <= hi):
+            if v is not None and (as_int(v) is None or not lo <= as_int(v) <= hi):
                 raise BuildError(f"kernel directive {what}: expected an integer in "
                                  f"[{lo}, {hi}], got {v!r}")
+        minnctapersm, maxnreg, maxclusterrank = (
+            None if v is None else as_int(v) for v in (minnctapersm, maxnreg, maxclusterrank))
         if minnctapersm is not None and not (self.maxntid or self.reqntid):
             raise BuildError(f"kernel {name}: .minnctapersm needs .maxntid or .reqntid")
         self.minnctapersm = minnctapersm
@@ -283,10 +284,13 @@ class KernelCore:
         self._named_regs: list[Reg] = []
         self._labels: dict[str, Label] = {}
         self._placed: dict[str, SourceLoc] = {}
+        self.decl_locs: dict[str, SourceLoc] = {}   # shared variable -> where it was declared
         self._used_labels: dict[str, SourceLoc] = {}
         self._guard: Reg | NegPred | None = None
         self._loops: list[tuple[Label, Label]] = []
         self._last_if: tuple[int, Label, SourceLoc] | None = None
+        self._sreg_regs: dict[str, Reg] = {}   # invariant special register -> its one read
+        self._n_entry = 0                       # statements at the top of body reading them
         self.tid = _Dim3(self, "tid")
         self.ntid = _Dim3(self, "ntid")
         self.ctaid = _Dim3(self, "ctaid")
@@ -295,6 +299,14 @@ class KernelCore:
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
 
     # -- names -------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:   # checked on every assignment: it reaches the PTX
+        self._name = check_identifier(value, "kernel")
+
     def _claim(self, name: str, what: str) -> str:
         check_identifier(name, what)
         if name in self._names:
@@ -325,6 +337,9 @@ class KernelCore:
         """A pointer parameter: `.param .u64 .ptr .global .align N name` (the .ptr part only when
         `space` or `align` is given; it is a hint to ptxas)."""
         sp = None
+        if space is not None and not isinstance(space, StateSpace | str):
+            raise OperandError(".param .ptr", str(name), "space 'global', 'shared', 'const', "
+                               "'local' or None", _show(space))
         if space is not None:
             sp = space if isinstance(space, StateSpace) else {
                 "global": StateSpace.global_, "shared": StateSpace.shared,
@@ -359,7 +374,7 @@ class KernelCore:
             n = counters.get(prefix, 0) + 1
             counters[prefix] = n
             return Reg(type, prefix + str(n), self)
-        check_identifier(name, "register")
+        check_register_name(name)
         if _AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
                              "(p1, r1, rd1, f1, ...); choose another")
@@ -373,9 +388,43 @@ class KernelCore:
         return r
 
     def read_special(self, name: str) -> Reg:
-        """`mov` a special register into a fresh register (PTX reads them only with mov)."""
+        """The value of a special register in a register (PTX reads them only with mov).
+
+        A register fixed for the thread's life (%tid.x, %ctaid.y, %laneid, ...) is read once
+        per kernel: the first use adds `mov` at the very top of the body and every use returns
+        that register, which is read-only (writing it is refused). That is correct wherever
+        the first use is: the top of the body runs unconditionally on entry, before any label
+        or branch, so the read dominates every use, and the value read there is the value any
+        later read would give. Other special registers (%clock, %warpid, ...) get a fresh
+        `mov` at each call.
+        """
         sreg = special(name)
-        return self.mov(sreg)  # type: ignore[attr-defined]
+        if name not in _INVARIANT_SREGS:
+            return self.mov(sreg)  # type: ignore[attr-defined]
+        r = self._sreg_regs.get(name)
+        if r is None:
+            from .instructions.move import Mov
+            r = self.reg(sreg.type)
+            self.body.insert(self._n_entry, Statement(Mov(sreg.type, r, sreg), None, user_loc()))
+            self._n_entry += 1
+            if self._last_if is not None:   # an else_() inserts at the index recorded by if_()
+                index, label, loc = self._last_if
+                self._last_if = (index + 1, label, loc)
+            self._sreg_regs[name] = r
+        return r
+
+    def _check_special_reads(self) -> None:
+        """Refuse a write to a register that holds a once-read special register: every later
+        `k.tid.x` would see the written value."""
+        from .checker.defs import dests
+        held = {id(r): name for name, r in self._sreg_regs.items()}
+        for st in self.body[self._n_entry:]:
+            if type(st) is Statement:
+                for d in dests(st.insn):
+                    if id(d) in held:
+                        raise BuildError(f"{st.insn.name}: writes %{d.name}, which holds "
+                                         f"%{held[id(d)]} (read once per kernel, read-only); "
+                                         "copy it first: k.mov(k.tid.x)", st.loc)
 
     laneid = property(lambda self: self.read_special("laneid"))
     warpid = property(lambda self: self.read_special("warpid"))
@@ -386,29 +435,36 @@ class KernelCore:
     # -- shared memory ---------------------------------------------------------------------------
     def shared_array(self, type: ScalarType, count: int, *, align: int | None = None,
                      name: str | None = None) -> Symbol:
-        """A static `.shared .align A .type name[count];` declared in this kernel."""
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise OperandError(".shared", name or "?", "a positive element count", count)
-        if align is not None and (not isinstance(align, int) or align < 1
-                                  or align & (align - 1)):
-            raise OperandError(".shared", name or "?", "a power-of-two alignment", align)
+        """A static `.shared .align A .type name[count];` declared in this kernel.
+
+        A .bf16/.bf16x2 array is declared with the bit type of its size (.b16/.b32): ptxas has
+        no .shared .bf16; the symbol keeps its type for the instructions that use it."""
+        check_shared_type(".shared", name, type)
+        n = as_int(count)
+        if n is None or n < 1 or n >= 1 << 40:
+            raise OperandError(".shared", name or "?", "a positive element count", _show(count))
+        if align is not None and (as_int(align) is None or align < 1 or align & (align - 1)):
+            raise OperandError(".shared", name or "?", "a power-of-two alignment", _show(align))
         if name is None:
             name = self._auto("smem")
-        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, count,
-                     align, self)
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n,
+                     align, self, loc=user_loc())
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
                       type: ScalarType = ScalarType.b8) -> Symbol:
         """Dynamic shared memory: `.extern .shared .align A .b8 name[];` (sized at launch)."""
+        check_shared_type(".extern .shared", name, type)
         if any(s.count is None for s in self.shared):
             raise BuildError(f"kernel {self.name}: dynamic shared memory is already declared")
-        if not isinstance(align, int) or align < 1 or align & (align - 1):
-            raise OperandError(".extern .shared", name, "a power-of-two alignment", align)
+        if as_int(align) is None or align < 1 or align & (align - 1):
+            raise OperandError(".extern .shared", name, "a power-of-two alignment", _show(align))
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, None,
-                     align, self)
+                     align, self, loc=user_loc())
         self.shared.append(sym)
+        self.decl_locs[sym.name] = user_loc()
         return sym
 
     def extern_shared_symbols(self) -> list[Symbol]:
@@ -432,7 +488,7 @@ class KernelCore:
         # Every register an operand holds must be this kernel's. Plain registers of this
         # kernel and values of types that never hold one pass inline; anything else (an
         # address, a vector, a foreign register) gets the full check of every field.
-        for value in (_GETTERS.get(cls) or _getter(cls))(insn):
+        for value in (_GETTERS.get(cls) or _instruction_getter(cls))(insn):
             t = type(value)
             if t is Reg:
                 if value.kernel is self:
@@ -488,6 +544,9 @@ class KernelCore:
         return self.label(f"$L__{hint}_{n}")
 
     def place(self, label: Label) -> None:
+        if not isinstance(label, Label):
+            raise BuildError(f"place expects a label made by k.label() or k.fresh_label(), "
+                             f"got {_show(label)}")
         if label.kernel is not self:
             raise BuildError(f"label {label.name} belongs to another kernel")
         if label.name in self._placed:
@@ -554,11 +613,14 @@ class KernelCore:
     def render(self) -> list[tuple[str, SourceLoc | None]]:
         """The `.entry` as lines, each with the Python location that produced it."""
         self.check_labels()
+        if self._sreg_regs:
+            self._check_special_reads()
         lines: list[tuple[str, SourceLoc | None]] = []
         # ptxas refuses `.extern .shared` inside a function body (a syntax error), so dynamic
         # shared memory is declared at module scope, right before the entry that uses it.
         for s in self.extern_shared_symbols():
-            lines += [(f".extern .shared .align {s.align} .{s.type.value} {s.name}[];", self.loc),
+            lines += [(f".extern .shared .align {s.align} .{decl_type(s.type)} {s.name}[];",
+                       s.loc),
                       ("", None)]
         head = (".visible " if self.visible else "") + f".entry {self.name}("
         if not self.params:
@@ -591,7 +653,8 @@ class KernelCore:
         for s in self.shared:
             align = f" .align {s.align}" if s.align else ""
             if s.count is not None:
-                lines.append((f"\t.shared{align} .{s.type.value} {s.name}[{s.count}];", None))
+                lines.append((f"\t.shared{align} .{decl_type(s.type)} {s.name}[{s.count}];",
+                              s.loc))
         if len(lines) and lines[-1][0] != "{":
             lines.append(("", None))
         append = lines.append

@@ -3,6 +3,10 @@ break_/continue_, each lowered to labels and (guarded) branches.
 
 A mixin of `ptxdsl.kernel.Kernel`; it relies on the core's `emit`, `place`, `fresh_label`,
 `reg` and the instruction mixins' `mov`/`add`/`sub`/`setp`.
+
+An exception raised inside a block's body propagates as itself, and the whole block is
+discarded first: the kernel is left as it was before the `with` statement (registers created
+inside stay declared, unused), so it can still be completed and emitted.
 """
 
 from __future__ import annotations
@@ -14,13 +18,48 @@ from .errors import BuildError, OperandError, user_loc
 from .instructions.base import check_pred
 from .instructions.control import Bra
 from .kernel_core import Statement
-from .operands import Label, NegPred, Reg
+from .operands import Label, NegPred, Reg, as_int
 from .types import ScalarType
+
+
+class _Undo:
+    """The kernel's state at the start of a block, to discard the block if its body raises."""
+
+    __slots__ = ("kernel", "n_body", "n_entry", "used", "placed", "last_if", "n_loops", "guard")
+
+    def __init__(self, k):
+        self.kernel, self.n_body, self.n_entry = k, len(k.body), k._n_entry
+        self.used, self.placed = set(k._used_labels), set(k._placed)
+        self.last_if, self.n_loops, self.guard = k._last_if, len(k._loops), k._guard
+
+    def __call__(self, inserted_at: int | None = None) -> None:
+        k = self.kernel
+        shift = k._n_entry - self.n_entry   # special-register reads added at the top since
+        if inserted_at is not None:         # else_()'s branch over the else body
+            del k.body[inserted_at + shift]
+        del k.body[self.n_body + shift:]
+        for table, keep in ((k._used_labels, self.used), (k._placed, self.placed)):
+            for name in [n for n in table if n not in keep]:
+                del table[name]
+        last = self.last_if
+        k._last_if = None if last is None else (last[0] + shift, *last[1:])
+        del k._loops[self.n_loops:]
+        k._guard = self.guard
 
 
 class StructuredFlow:
     """`with k.if_(p):`, `with k.else_():`, `with k.for_range(0, n) as i:`, `with
     k.while_(lambda: i < n):`, `with k.loop():` + `k.break_(when=p)`."""
+
+    @contextlib.contextmanager
+    def _block(self, inserted_at: int | None = None) -> Iterator[None]:
+        """Run a block's body; if it raises, discard the block and re-raise."""
+        undo = _Undo(self)
+        try:
+            yield
+        except BaseException:
+            undo(inserted_at)
+            raise
 
 
     def _branch(self, target: Label, when: Reg | NegPred | None = None) -> None:
@@ -44,9 +83,10 @@ class StructuredFlow:
     def if_(self, cond: Reg | NegPred) -> Iterator[None]:
         """Run the body when `cond` holds: `@!p bra ELSE; body; ELSE:`."""
         cond = check_pred("if_", "cond", cond, negatable=True)
-        else_ = self.fresh_label("else")
-        self._branch(else_, self._negate(cond))
-        yield
+        with self._block():
+            else_ = self.fresh_label("else")
+            self._branch(else_, self._negate(cond))
+            yield
         index = len(self.body)
         self.place(else_)
         self._last_if = (index, else_, user_loc())
@@ -59,28 +99,46 @@ class StructuredFlow:
         index, _else_label, _ = self._last_if
         end = self.fresh_label("endif")
         loc = user_loc()
-        self.body.insert(index, Statement(Bra(end), None, loc))
-        self._used_labels.setdefault(end.name, loc)
-        self._last_if = None
-        yield
+        with self._block(inserted_at=index):
+            self.body.insert(index, Statement(Bra(end), None, loc))
+            self._used_labels.setdefault(end.name, loc)
+            self._last_if = None
+            yield
         self.place(end)
 
     @contextlib.contextmanager
-    def for_range(self, start, stop, step: int = 1, *,
+    def for_range(self, start, stop, step: int | Reg = 1, *,
                   type: ScalarType = ScalarType.u32) -> Iterator[Reg]:
-        """A counted loop; yields the induction register. `stop` may be a register."""
-        if not isinstance(step, int) or step == 0:
-            raise OperandError("for_range", "step", "a non-zero integer", step)
+        """A counted loop; yields the induction register. `start`, `stop` and `step` may be
+        registers; a register step must be positive at run time (the loop runs while
+        `i < stop`), as in a grid-stride loop stepping by `k.nctaid.x * k.ntid.x`."""
+        if isinstance(step, Reg):
+            if not step.type.is_int and step.type.kind != "b":
+                raise OperandError("for_range", "step", "a non-zero integer or an integer "
+                                   "register", f"register %{step.name} of type .{step.type}")
+        else:
+            n = as_int(step)
+            if n is None or n == 0:
+                raise OperandError("for_range", "step", "a non-zero integer or an integer "
+                                   "register", repr(step))
+            step = n
+        if not isinstance(type, ScalarType) or not (type.is_int or type.kind == "b"):
+            raise OperandError("for_range", "type", "an integer type such as t.u32", repr(type))
+        with self._block():
+            yield from self._counted(start, stop, step, type)
+
+    def _counted(self, start, stop, step, type: ScalarType) -> Iterator[Reg]:
         i = self.reg(type)
         self.mov(start, dst=i)  # type: ignore[attr-defined]
         head, cont, end = (self.fresh_label(h) for h in ("loop", "next", "endloop"))
         self.place(head)
         cmp_type = type
-        if step < 0 and type.kind == "u":
+        up = isinstance(step, Reg) or step > 0
+        if not up and type.kind == "u":
             # Counting down past zero (range(10, 0, -3) ends at 1, then 1 - 3) wraps an unsigned
             # counter to a huge value that still compares greater: compare signed instead.
             cmp_type = {16: ScalarType.s16, 32: ScalarType.s32, 64: ScalarType.s64}[type.bits]
-        p = self.setp("lt" if step > 0 else "gt", i, stop,  # type: ignore[attr-defined]
+        p = self.setp("lt" if up else "gt", i, stop,  # type: ignore[attr-defined]
                       type=cmp_type)
         self._branch(end, NegPred(p))
         self._loops.append((cont, end))
@@ -89,7 +147,7 @@ class StructuredFlow:
         finally:
             self._loops.pop()
         self.place(cont)
-        if step > 0:
+        if up:
             self.add(i, step, dst=i)  # type: ignore[attr-defined]
         else:  # an unsigned counter cannot take a negative immediate
             self.sub(i, -step, dst=i)  # type: ignore[attr-defined]
@@ -99,30 +157,35 @@ class StructuredFlow:
     @contextlib.contextmanager
     def while_(self, cond: Callable[[], Reg | NegPred]) -> Iterator[None]:
         """`while cond(): body`; `cond` is called once to emit the test at the loop head."""
-        head, end = self.fresh_label("while"), self.fresh_label("endwhile")
-        self.place(head)
-        p = check_pred("while_", "cond", cond(), negatable=True)
-        self._branch(end, self._negate(p))
-        self._loops.append((head, end))
-        try:
-            yield
-        finally:
-            self._loops.pop()
-        self._branch(head)
-        self.place(end)
+        with self._block():
+            head, end = self.fresh_label("while"), self.fresh_label("endwhile")
+            self.place(head)
+            if not callable(cond):
+                raise OperandError("while_", "cond", "a function returning a predicate, "
+                                   "called at the loop head (lambda: i < n)", repr(cond))
+            p = check_pred("while_", "cond", cond(), negatable=True)
+            self._branch(end, self._negate(p))
+            self._loops.append((head, end))
+            try:
+                yield
+            finally:
+                self._loops.pop()
+            self._branch(head)
+            self.place(end)
 
     @contextlib.contextmanager
     def loop(self) -> Iterator[None]:
         """An endless loop left with `break_()`."""
-        head, end = self.fresh_label("loop"), self.fresh_label("endloop")
-        self.place(head)
-        self._loops.append((head, end))
-        try:
-            yield
-        finally:
-            self._loops.pop()
-        self._branch(head)
-        self.place(end)
+        with self._block():
+            head, end = self.fresh_label("loop"), self.fresh_label("endloop")
+            self.place(head)
+            self._loops.append((head, end))
+            try:
+                yield
+            finally:
+                self._loops.pop()
+            self._branch(head)
+            self.place(end)
 
     def break_(self, when: Reg | NegPred | None = None) -> None:
         if not self._loops:

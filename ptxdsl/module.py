@@ -12,12 +12,33 @@ from typing import Any
 from . import __version__
 from .errors import BuildError, SourceLoc, VersionError, user_loc
 from .kernel import Kernel
-from .operands import Imm, Symbol, check_identifier, make_imm
+from .operands import (
+    Imm,
+    Symbol,
+    _show,
+    as_int,
+    check_identifier,
+    check_shared_type,
+    decl_type,
+    make_imm,
+)
 from .regbudget import check_kernel_budget
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
 FLOOR = req("6.3", 75)
+
+
+def _file_name(path: str) -> str:
+    """A Python file name as `.file` string text: ptxas takes ASCII only (a non-ASCII
+    character is a fatal error) and has no escapes we can rely on, so every byte outside
+    printable ASCII, and '"', '\\' and '%', is written %XX (URL style) from its UTF-8 bytes;
+    line numbers still match, and the name reads back with urllib.parse.unquote."""
+    if path.isascii() and path.isprintable() and not any(c in path for c in '"\\%'):
+        return path
+    return "".join(c if c.isascii() and c.isprintable() and c not in '"\\%' else
+                   "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in path)
 
 
 class Module:
@@ -43,8 +64,11 @@ class Module:
         self.kernels: list[Kernel] = []
         self.globals: list[tuple[Symbol, tuple[Imm, ...] | None]] = []
         self._names: set[str] = set()
-        self._pinned_version = PtxVersion.parse(version) if version is not None else None
-        self._pinned_target = Target.parse(target) if target is not None else None
+        try:
+            self._pinned_version = PtxVersion.parse(version) if version is not None else None
+            self._pinned_target = Target.parse(target) if target is not None else None
+        except (ValueError, TypeError) as e:
+            raise BuildError(f"Module: {e}", self.loc) from None
         self._line_locs: list[SourceLoc | None] = []
         for k in kernels:
             self.add(k)
@@ -67,10 +91,14 @@ class Module:
     def _declare(self, space: StateSpace, type: ScalarType, count: int, align: int | None,
                  name: str, init: Iterable[float] | None) -> Symbol:
         check_identifier(name, "module variable")
+        check_shared_type(f".{space.value}", name, type)
         if name in self._names:
             raise BuildError(f"module already has a symbol named {name!r}")
-        if not isinstance(count, int) or count < 1:
-            raise BuildError(f"module variable {name}: expected a positive count, got {count!r}")
+        n = as_int(count)
+        if n is None or n < 1 or n >= 1 << 40:
+            raise BuildError(f"module variable {name}: expected a positive count, got "
+                             f"{_show(count)}")
+        count = n
         values = None
         if init is not None:
             if space is StateSpace.shared:
@@ -84,7 +112,7 @@ class Module:
                 raise BuildError(f"module variable {name}: {len(values)} initial values for "
                                  f"{count} elements")
         self._names.add(name)
-        sym = Symbol(name, space, type, count, align, None)
+        sym = Symbol(name, space, type, count, align, None, loc=user_loc())
         self.globals.append((sym, values))
         return sym
 
@@ -172,15 +200,16 @@ class Module:
                                      f"as .{first[1].value}, or a kernel or module variable "
                                      "has that name)", k.loc)
 
-    def _global_lines(self) -> list[str]:
+    def _global_lines(self) -> list[tuple[str, SourceLoc]]:
         out = []
         for sym, init in self.globals:
             vis = "" if sym.space is StateSpace.shared else ".visible "
             align = f" .align {sym.align}" if sym.align else ""
-            text = f"{vis}.{sym.space.value}{align} .{sym.type.value} {sym.name}[{sym.count}]"
+            text = (f"{vis}.{sym.space.value}{align} .{decl_type(sym.type)} "
+                    f"{sym.name}[{sym.count}]")
             if init is not None:
                 text += " = {" + ", ".join(v.render() for v in init) + "}"
-            out.append(text + ";")
+            out.append((text + ";", sym.loc or self.loc))
         return out
 
     def emit(self) -> str:
@@ -195,7 +224,7 @@ class Module:
             (".address_size 64", None), ("", None)]
         decls = self._global_lines()
         if decls:
-            lines += [(d, self.loc) for d in decls] + [("", None)]
+            lines += decls + [("", None)]
         body: list[tuple[str, SourceLoc | None]] = []
         for i, k in enumerate(self.kernels):
             if i:
@@ -231,9 +260,7 @@ class Module:
         for text, loc in body:
             is_insn = text.startswith("\t") and not text.startswith("\t.") and text.strip()
             if loc is not None and is_insn and (loc.file, loc.line) != last:
-                if any(c in loc.file for c in '"\\\n'):
-                    raise BuildError(f"cannot emit line info for file name {loc.file!r}")
-                idx = files.setdefault(loc.file, len(files) + 1)
+                idx = files.setdefault(_file_name(loc.file), len(files) + 1)
                 out.append((f"\t.loc {idx} {loc.line} 0", loc))
                 last = (loc.file, loc.line)
             out.append((text, loc))

@@ -7,6 +7,7 @@ are plain attrs classes with `eq=False`.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import struct
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .errors import BuildError, OperandError
-from .types import ScalarType, StateSpace
+from .types import Requires, ScalarType, StateSpace, req
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kernel import Kernel
@@ -39,6 +40,127 @@ def check_identifier(name: str, what: str) -> str:
     return name
 
 
+# Every PTX special register (ISA §10), without the '%'; `tid` stands for tid.x/.y/.z. The one
+# list both the register namer (a named register renders as '%' + name, so one called `clock`
+# would shadow %clock) and the inline-asm checker (which lets a template name these) use.
+SPECIAL_REGISTER_NAMES = frozenset("""
+    tid ntid ctaid nctaid clusterid nclusterid cluster_ctaid cluster_nctaid laneid warpid
+    nwarpid smid nsmid gridid is_explicit_cluster cluster_ctarank cluster_nctarank lanemask_eq
+    lanemask_le lanemask_lt lanemask_ge lanemask_gt clock clock_hi clock64 globaltimer
+    globaltimer_lo globaltimer_hi total_smem_size aggr_smem_size dynamic_smem_size
+    reserved_smem_offset_begin reserved_smem_offset_end reserved_smem_offset_cap
+    reserved_smem_offset_0 reserved_smem_offset_1 current_graph_exec""".split()
+    + [f"pm{i}{w}" for i in range(8) for w in ("", "_64")] + [f"envreg{i}" for i in range(32)])
+
+# The special registers `k.read_special` reads: PTX name -> (type, requirement). Every key's
+# base name (before '.x') is in SPECIAL_REGISTER_NAMES (a test keeps the two in step).
+_SM90_SREG = req("7.8", 90)
+READABLE_SPECIAL_REGISTERS: dict[str, tuple[ScalarType, Requires]] = {}
+for _b in ("tid", "ntid", "ctaid", "nctaid"):
+    for _a in "xyz":
+        READABLE_SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, req("6.3"))
+for _b in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid"):
+    for _a in "xyz":
+        READABLE_SPECIAL_REGISTERS[f"{_b}.{_a}"] = (ScalarType.u32, _SM90_SREG)
+READABLE_SPECIAL_REGISTERS.update({
+    "laneid": (ScalarType.u32, req("6.3")), "warpid": (ScalarType.u32, req("6.3")),
+    "nwarpid": (ScalarType.u32, req("6.3")), "smid": (ScalarType.u32, req("6.3")),
+    "clock": (ScalarType.u32, req("6.3")), "clock64": (ScalarType.u64, req("6.3")),
+    "globaltimer": (ScalarType.u64, req("6.3")),
+    "cluster_ctarank": (ScalarType.u32, _SM90_SREG),
+    "cluster_nctarank": (ScalarType.u32, _SM90_SREG),
+    "is_explicit_cluster": (ScalarType.pred, _SM90_SREG),
+    "dynamic_smem_size": (ScalarType.u32, req("6.3")),
+    "total_smem_size": (ScalarType.u32, req("6.3")),
+    # The rest of cuda::ptx's get_sreg set (instructions/sreg.py has one builder per name).
+    "nsmid": (ScalarType.u32, req("6.3")), "gridid": (ScalarType.u64, req("6.3")),
+    "clock_hi": (ScalarType.u32, req("6.3")),
+    "globaltimer_lo": (ScalarType.u32, req("6.3")),
+    "globaltimer_hi": (ScalarType.u32, req("6.3")),
+    **{f"lanemask_{_m}": (ScalarType.u32, req("6.3")) for _m in ("eq", "le", "lt", "ge", "gt")},
+    "aggr_smem_size": (ScalarType.u32, req("8.1", 90)),
+    "current_graph_exec": (ScalarType.u64, req("8.0")),
+})
+
+
+def check_register_name(name: str) -> str:
+    """A register name: a PTX identifier that is not a special register's name."""
+    if type(name) is str and name in SPECIAL_REGISTER_NAMES:
+        raise BuildError(f"register name {name!r} is the name of the PTX special register "
+                         f"%{name}: the register would shadow it; choose another name")
+    return check_identifier(name, "register")
+
+
+_DECL_TYPE = {ScalarType.bf16: "b16", ScalarType.bf16x2: "b32"}
+
+
+def decl_type(t: ScalarType) -> str:
+    """The type a variable of type `t` is declared with: PTX declares no .bf16/.bf16x2
+    variables (a syntax error), so they take the bit type of their size."""
+    return _DECL_TYPE.get(t) or t.value
+
+
+def check_shared_type(what: str, name: Any, t: Any) -> None:
+    """A type a memory variable can have (ptxas: .pred "can only be used to define scalar
+    register variables")."""
+    if type(t) is not ScalarType or t is ScalarType.pred:
+        raise OperandError(what, name if isinstance(name, str) else "?",
+                           "a data type such as t.u32 (not .pred)", _show(t))
+
+
+def as_int(value: Any) -> int | None:
+    """`value` as a Python int when it is an integer (a numpy integer included, bool not);
+    None otherwise."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not hasattr(value, "__index__") \
+            or type(value).__name__ == "bool_":
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+
+def _show(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not hide the real error
+        text = "<unprintable>"
+    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
+
+
+def _fail(what: str, rule: str, given: Any) -> None:
+    raise BuildError(f"{what}: {rule}, got {_show(given)}")
+
+
+def _check_type(what: str, value: Any) -> None:
+    if type(value) is not ScalarType:
+        _fail(what, "the type must be a ptxdsl type such as t.u32", value)
+
+
+def _check_space(what: str, value: Any, optional: bool = False) -> None:
+    if not (type(value) is StateSpace or optional and value is None):
+        _fail(what, "the state space must be a ptxdsl StateSpace", value)
+
+
+_REG_NAMES_OK: set[str] = set()   # names already checked (automatic names recur per kernel)
+
+
+def _check_reg_name(name: Any) -> None:
+    if type(name) is str and name in _REG_NAMES_OK:
+        return
+    check_register_name(name)
+    if len(_REG_NAMES_OK) < 1 << 16:
+        _REG_NAMES_OK.add(name)
+
+
+# Address offsets: ptxas takes any 64-bit value in `[reg+imm]` (checked with ptxas 13.0:
+# +2^63-1 and -2^63 assemble); anything beyond cannot be encoded.
+OFFSET_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
 class Operand:
     """Anything that renders as PTX operand text."""
 
@@ -54,10 +176,11 @@ class Reg(Operand):
     symbol or by `cvta`); the static checker uses it, PTX does not see it.
     """
 
-    type: ScalarType
-    name: str
+    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
+    name: str = attrs.field(validator=lambda _s, _a, v: _check_reg_name(v))
     kernel: Kernel | None = None
-    space: StateSpace | None = None
+    space: StateSpace | None = attrs.field(
+        default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
 
     def render(self) -> str:
         return "%" + self.name
@@ -125,6 +248,42 @@ class Imm(Operand):
     value: int | float
     type: ScalarType
 
+    def __attrs_post_init__(self):
+        # make_imm builds checked immediates; this refuses what a hand-built Imm(...) could
+        # otherwise paste into PTX (a string, an out-of-range or non-finite-for-int value).
+        t, v = self.type, self.value
+        if type(v) is int and type(t) is ScalarType and (t.is_int or t.kind == "b"):
+            lo, hi = _RANGES.get(t) or _RANGES.setdefault(t, int_range(t))
+            if lo <= v <= hi:
+                return
+        _check_type("Imm", t)
+        if type(v).__module__ == "numpy" and hasattr(v, "item"):   # numpy scalars
+            v = v.item()
+        n = as_int(v)
+        if n is None and (isinstance(v, bool) or not isinstance(v, float)):
+            _fail("Imm", "the value must be an int or a float", v)
+        if t is ScalarType.pred:   # a 0/1 predicate immediate (wgmma's scale-d)
+            if as_int(v) not in (0, 1):
+                _fail("Imm", "a .pred immediate must be 0 or 1", v)
+            object.__setattr__(self, "value", as_int(v))
+            return
+        if t.is_float and t not in (ScalarType.f32, ScalarType.f64):
+            _fail("Imm", "PTX has no immediates of this type", t)
+        if t.is_float:
+            try:
+                object.__setattr__(self, "value", float(v))
+            except OverflowError:
+                _fail("Imm", f"the value must be representable as .{t.value}", v)
+            return
+        if n is None:
+            if not float(v).is_integer():
+                _fail("Imm", f"an integer type (.{t.value}) needs an integral value", v)
+            n = int(v)
+        lo, hi = int_range(t)
+        if not lo <= n <= hi:
+            _fail("Imm", f"the value must be in [{lo}, {hi}] for .{t.value}", v)
+        object.__setattr__(self, "value", n)
+
     def render(self) -> str:
         if self.type is ScalarType.f32:
             return f"0f{struct.unpack('>I', struct.pack('>f', float(self.value)))[0]:08X}"
@@ -173,15 +332,22 @@ def make_imm(insn: str, operand: str, value: Any, t: ScalarType) -> Imm:
             pass
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise OperandError(_nm(insn), operand, f"a register or immediate of type .{t.value}",
-                           f"{type(value).__name__} {value!r}")
+                           _show(value))
     if t.is_float:
         if t not in (ScalarType.f32, ScalarType.f64):
             raise OperandError(_nm(insn), operand,
                                "a register (PTX has no immediates of this type)",
                                f"immediate {value!r} for .{t.value}")
-        if t is ScalarType.f32 and math.isfinite(value) and abs(value) > 3.4028234663852886e38:
-            raise OperandError(_nm(insn), operand, "a value representable as .f32", repr(value))
-        return Imm(float(value), t)
+        try:
+            fv = float(value)
+        except OverflowError:   # an int beyond the float range (e.g. 10**400)
+            fv = math.inf
+        if isinstance(value, int) and math.isinf(fv) or t is ScalarType.f32 \
+                and math.isfinite(fv) and abs(fv) > 3.4028234663852886e38:
+            raise OperandError(_nm(insn), operand, f"a value representable as .{t.value}",
+                               f"an integer of {value.bit_length()} bits" if isinstance(value, int)
+                               else repr(value))
+        return Imm(fv, t)
     if t is ScalarType.pred:
         raise OperandError(_nm(insn), operand, "a predicate register", f"immediate {value!r}")
     if isinstance(value, float):
@@ -205,6 +371,13 @@ class SpecialReg(Operand):
     requires_sm: int = 75
     requires_version: str = "6.3"
 
+    def __attrs_post_init__(self):
+        if type(self.name) is not str or self.name.split(".")[0] not in SPECIAL_REGISTER_NAMES \
+                or not re.fullmatch(r"[a-z_0-9]+(?:\.[xyz])?", self.name):
+            _fail("SpecialReg", "the name must be a PTX special register such as 'tid.x'",
+                  self.name)
+        _check_type("SpecialReg", self.type)
+
     def render(self) -> str:
         return "%" + self.name
 
@@ -224,12 +397,14 @@ SINK = Sink()
 class Symbol(Operand):
     """A named variable: kernel parameter, shared/global/const array, or a label-free symbol."""
 
-    name: str
-    space: StateSpace
-    type: ScalarType
-    count: int | None = 1          # elements; None for an unsized .extern array
-    align: int | None = None
+    name: str = attrs.field(validator=lambda _s, _a, v: check_identifier(v, "symbol"))
+    space: StateSpace = attrs.field(validator=lambda _s, _a, v: _check_space("Symbol", v))
+    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Symbol", v))
+    count: int | None = attrs.field(  # elements; None for an unsized .extern array
+        default=1, converter=lambda v: _count(v, "Symbol count"))
+    align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"))
     kernel: Kernel | None = None  # None for module scope
+    loc: Any = attrs.field(default=None, kw_only=True)   # the Python line that declared it
 
     def render(self) -> str:
         return self.name
@@ -244,7 +419,7 @@ class Symbol(Operand):
 
 @attrs.frozen
 class Label(Operand):
-    name: str
+    name: str = attrs.field(validator=lambda _s, _a, v: check_identifier(v, "label"))
     kernel: Any = attrs.field(eq=False, default=None)
 
     def render(self) -> str:
@@ -255,8 +430,8 @@ class Label(Operand):
 class Addr(Operand):
     """`[base]` or `[base+offset]`; base is a register, a symbol or an absolute integer."""
 
-    base: Reg | Symbol | int
-    offset: int = 0
+    base: Reg | Symbol | int = attrs.field(converter=lambda v: _addr_base(v))
+    offset: int = attrs.field(default=0, converter=lambda v: _offset(v))
 
     def render(self) -> str:
         base = str(self.base) if isinstance(self.base, int) else self.base.render()
@@ -266,7 +441,10 @@ class Addr(Operand):
         return f"[{base}]"
 
     def __add__(self, off: int) -> Addr:
-        return Addr(self.base, self.offset + int(off))
+        n = as_int(off)
+        if n is None:
+            _fail("Addr + offset", "the offset must be an int", off)
+        return Addr(self.base, self.offset + n)
 
     @property
     def width(self) -> int:
@@ -280,10 +458,53 @@ class Addr(Operand):
 class Vec(Operand):
     """A brace-enclosed vector operand `{a, b, ...}` of registers or immediates."""
 
-    items: tuple[Operand, ...]
+    items: tuple[Operand, ...] = attrs.field(converter=lambda v: _vec_items(v))
 
     def render(self) -> str:
         return "{" + ", ".join(i.render() for i in self.items) + "}"
+
+
+def _count(value: Any, what: str) -> int | None:
+    n = as_int(value)
+    if value is None:
+        return None
+    if n is None or n < 1 or n >= 1 << 40:
+        _fail(what, "a positive integer element count", value)
+    return n
+
+
+def _align(value: Any, what: str) -> int | None:
+    n = as_int(value)
+    if value is None:
+        return None
+    if n is None or n < 1 or n & (n - 1) or n > 1 << 20:
+        _fail(what, "the alignment must be a power of two", value)
+    return n
+
+
+def _addr_base(value: Any):
+    if isinstance(value, Reg | Symbol):
+        return value
+    n = as_int(value)
+    if n is None or not 0 <= n < 1 << 64:
+        _fail("Addr", "the base must be a register, a symbol or an absolute address in "
+              "[0, 2^64)", value)
+    return n
+
+
+def _offset(value: Any) -> int:
+    n = as_int(value)
+    lo, hi = OFFSET_RANGE
+    if n is None or not lo <= n <= hi:
+        _fail("Addr", f"the offset must be an int in [{lo}, {hi}]", value)
+    return n
+
+
+def _vec_items(items: Any) -> tuple:
+    items = tuple(items) if isinstance(items, tuple | list) else None
+    if not items or not all(isinstance(i, Reg | Imm | Sink | SpecialReg) for i in items):
+        _fail("Vec", "the items must be a non-empty tuple of registers and immediates", items)
+    return items
 
 
 def registers_in(value: Any):

@@ -23,6 +23,8 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
 
+space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
+
 # The CCCL example's tensor and box: 8 rows of 256 u8, loaded 4 rows x 128 columns at a time.
 GMEM_HEIGHT, GMEM_WIDTH = 8, 256
 BOX_HEIGHT, BOX_WIDTH = 4, 128
@@ -79,44 +81,46 @@ def build_encode() -> Kernel:
         # Copy template to shared memory:
         k.copy(smem_tmap, template_tensor_map, 128)
 
-        ptx.tensormap_replace_global_address(k, smem_tmap, k.ld_param(p.global_address))
+        ptx.tensormap_replace_global_address(k, space_shared, smem_tmap,
+                                             k.ld_param(p.global_address))
         # For field .rank, the operand new_val must be ones less than the desired
         # tensor rank as this field uses zero-based numbering.
         rank = k.ld_param(p.rank)
-        ptx.tensormap_replace_rank(k, smem_tmap, new_val=k.sub(rank, 1))
+        ptx.tensormap_replace_rank(k, space_shared, smem_tmap, k.sub(rank, 1))
 
         # Set box dimensions:  if (i < p.rank) { ...box_dim(..., n32_t<i>{}, p.box_dim[i]); }
         for i in range(5):
             with k.if_(rank > i):
-                ptx.tensormap_replace_box_dim(k, smem_tmap, i, k.ld_param(p.box_dim[i]))
+                ptx.tensormap_replace_box_dim(k, space_shared, smem_tmap, i,
+                                              k.ld_param(p.box_dim[i]))
         # Set global dimensions:  ... (uint32_t) p.global_dim[i]
         for i in range(5):
             with k.if_(rank > i):
-                ptx.tensormap_replace_global_dim(k, smem_tmap, i,
+                ptx.tensormap_replace_global_dim(k, space_shared, smem_tmap, i,
                                                  k.cvt(k.ld_param(p.global_dim[i]), t.u32))
         # Set global stride:  if (i + 1 < p.rank) { ...global_stride(..., p.global_stride[i]); }
         for i in range(4):
             with k.if_(rank > i + 1):
-                ptx.tensormap_replace_global_stride(k, smem_tmap, i,
+                ptx.tensormap_replace_global_stride(k, space_shared, smem_tmap, i,
                                                     k.ld_param(p.global_stride[i]))
         # Set element stride:
         for i in range(5):
             with k.if_(rank > i):
-                ptx.tensormap_replace_element_size(k, smem_tmap, i,
+                ptx.tensormap_replace_element_size(k, space_shared, smem_tmap, i,
                                                    k.ld_param(p.element_stride[i]))
 
         # These constants are documented in this table:
         # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#tensormap-new-val-validity
-        ptx.tensormap_replace_elemtype(k, smem_tmap, "u8")
-        ptx.tensormap_replace_interleave_layout(k, smem_tmap, "none")
-        ptx.tensormap_replace_swizzle_mode(k, smem_tmap, "none")
-        ptx.tensormap_replace_fill_mode(k, smem_tmap, "zero")
+        ptx.tensormap_replace_elemtype(k, space_shared, smem_tmap, "u8")
+        ptx.tensormap_replace_interleave_layout(k, space_shared, smem_tmap, "none")
+        ptx.tensormap_replace_swizzle_mode(k, space_shared, smem_tmap, "none")
+        ptx.tensormap_replace_fill_mode(k, space_shared, smem_tmap, "zero")
     # Synchronize the modifications with other threads in warp
     k.syncwarp()
     # Copy the tensor map to global memory collectively with threads in the warp.
     # In addition: make the updated tensor map visible to other threads on device that
     # for use with cp.async.bulk.
-    ptx.tensormap_cp_fenceproxy(k, out, smem_tmap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, out, smem_tmap, 128)
     k.ret()
     return k
 

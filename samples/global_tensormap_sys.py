@@ -100,9 +100,9 @@ def build_modify() -> Kernel:
     # Modification 1, through shared memory: copy, replace the address, publish.
     with k.if_(lane0):
         k.copy(smem_tmap, Addr(tmap_global), 128)
-        ptx.tensormap_replace_global_address(k, smem_tmap, k.ld_param(address_b))
+        ptx.tensormap_replace_global_address(k, ptx.space_shared, smem_tmap, k.ld_param(address_b))
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, tmap_global, smem_tmap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, tmap_global, smem_tmap, 128)
     # Use 2: re-acquire (this thread, this GPU: .gpu) and load from tensor B.
     with k.if_(lane0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
@@ -113,7 +113,8 @@ def build_modify() -> Kernel:
     # Modification 2, in place in global memory: a generic-proxy write of the map, so release
     # it to the tensormap proxy with a fence, then acquire before the next use.
     with k.if_(lane0):
-        ptx.tensormap_replace_global_address(k, tmap_global, k.ld_param(address_c))
+        ptx.tensormap_replace_global_address(k, ptx.space_global, tmap_global,
+                                             k.ld_param(address_c))
         ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
     # Use 3: tensor C.

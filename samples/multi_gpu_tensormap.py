@@ -37,6 +37,8 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.sample_runner import POISON, SYNC_TIMEOUT_S, Report, random_array, sample_main
 
+space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
+
 BOX_ROWS, BOX_COLS = 16, 32           # u16 tiles: 1 KiB
 BOX_BYTES = BOX_ROWS * BOX_COLS * 2
 THREADS = 32
@@ -49,18 +51,18 @@ PTX_OUT = Path("out") / "multi_gpu_tensormap.ptx"
 # -- kernels -------------------------------------------------------------------------------------
 def emit_fields(k: Kernel, smap, width, height, row_stride) -> None:
     """Every field but the address, for a 2-D u16 map with a BOX_ROWS x BOX_COLS box."""
-    ptx.tensormap_replace_rank(k, smap, rank=2)
-    ptx.tensormap_replace_box_dim(k, smap, 0, BOX_COLS)
-    ptx.tensormap_replace_box_dim(k, smap, 1, BOX_ROWS)
-    ptx.tensormap_replace_global_dim(k, smap, 0, width)
-    ptx.tensormap_replace_global_dim(k, smap, 1, height)
-    ptx.tensormap_replace_global_stride(k, smap, 0, row_stride)
+    ptx.tensormap_replace_rank(k, space_shared, smap, rank=2)
+    ptx.tensormap_replace_box_dim(k, space_shared, smap, 0, BOX_COLS)
+    ptx.tensormap_replace_box_dim(k, space_shared, smap, 1, BOX_ROWS)
+    ptx.tensormap_replace_global_dim(k, space_shared, smap, 0, width)
+    ptx.tensormap_replace_global_dim(k, space_shared, smap, 1, height)
+    ptx.tensormap_replace_global_stride(k, space_shared, smap, 0, row_stride)
     for i in range(2):
-        ptx.tensormap_replace_element_stride(k, smap, i, 1)
-    ptx.tensormap_replace_elemtype(k, smap, "u16")
-    ptx.tensormap_replace_interleave_layout(k, smap, "none")
-    ptx.tensormap_replace_swizzle_mode(k, smap, "none")
-    ptx.tensormap_replace_fill_mode(k, smap, "zero")
+        ptx.tensormap_replace_element_stride(k, space_shared, smap, i, 1)
+    ptx.tensormap_replace_elemtype(k, space_shared, smap, "u16")
+    ptx.tensormap_replace_interleave_layout(k, space_shared, smap, "none")
+    ptx.tensormap_replace_swizzle_mode(k, space_shared, smap, "none")
+    ptx.tensormap_replace_fill_mode(k, space_shared, smap, "zero")
 
 
 def shape_params(k: Kernel):
@@ -76,11 +78,11 @@ def build_encode() -> Kernel:
     smap = k.shared_array(t.b8, 128, align=128, name="smem_tmap")
     with k.if_(k.tid.x == 0):
         k.copy(smap, template, 128)
-        ptx.tensormap_replace_global_address(k, smap, k.ld_param(address))
+        ptx.tensormap_replace_global_address(k, space_shared, smap, k.ld_param(address))
         emit_fields(k, smap, k.ld_param(width), k.ld_param(height), k.ld_param(row_stride))
     k.syncwarp()
     # The map is used on another device: release at system scope.
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="sys")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_sys, out, smap, 128)
     k.ret()
     return k
 
@@ -167,10 +169,10 @@ def build_producer_rounds() -> Kernel:
         k.break_(when=k.setp("ne", k.ld(stop, type=t.u32, space="shared::cta"), 0))
         with k.if_(lane0):
             entry = k.add(table, k.mul(r, 8, mode="wide"))
-            ptx.tensormap_replace_global_address(k, smap, k.ld(Addr(entry), type=t.u64,
-                                                                space="global"))
+            address = k.ld(Addr(entry), type=t.u64, space="global")
+            ptx.tensormap_replace_global_address(k, space_shared, smap, address)
         k.syncwarp()
-        ptx.tensormap_cp_fenceproxy(k, map_global, smap, sem="release", scope="sys")
+        ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_sys, map_global, smap, 128)
         k.syncwarp()
         with k.if_(lane0):
             k.st(Addr(flag), k.add(r, 1), type=t.u32, space="global", sem="release",

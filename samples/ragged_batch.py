@@ -35,6 +35,8 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
 
+space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
+
 # One record of the table in global memory (64 bytes, little-endian), by field offset.
 RECORD = np.dtype({
     "names": ["src", "dst", "row_pitch", "cols", "rows", "box_cols", "box_rows", "elemtype",
@@ -66,26 +68,26 @@ def emit_encode(k: Kernel, template, src_smap, dst_smap, rec) -> None:
     """Lane 0: the source and destination maps of record `rec` in shared memory."""
     # Copy-initialise from the template, then replace every field of a 2-D map.
     k.copy(src_smap, template, MAP_BYTES)
-    ptx.tensormap_replace_global_address(k, src_smap, _field(k, rec, "src"))
-    ptx.tensormap_replace_rank(k, src_smap, 2)
-    ptx.tensormap_replace_box_dim(k, src_smap, 0, _field(k, rec, "box_cols"))
-    ptx.tensormap_replace_box_dim(k, src_smap, 1, _field(k, rec, "box_rows"))
-    ptx.tensormap_replace_global_dim(k, src_smap, 0, _field(k, rec, "cols"))
-    ptx.tensormap_replace_global_dim(k, src_smap, 1, _field(k, rec, "rows"))
-    ptx.tensormap_replace_global_stride(k, src_smap, 0, _field(k, rec, "row_pitch"))
-    ptx.tensormap_replace_element_stride(k, src_smap, 0, 1)
-    ptx.tensormap_replace_element_stride(k, src_smap, 1, 1)
+    ptx.tensormap_replace_global_address(k, space_shared, src_smap, _field(k, rec, "src"))
+    ptx.tensormap_replace_rank(k, space_shared, src_smap, rank=2)
+    ptx.tensormap_replace_box_dim(k, space_shared, src_smap, 0, _field(k, rec, "box_cols"))
+    ptx.tensormap_replace_box_dim(k, space_shared, src_smap, 1, _field(k, rec, "box_rows"))
+    ptx.tensormap_replace_global_dim(k, space_shared, src_smap, 0, _field(k, rec, "cols"))
+    ptx.tensormap_replace_global_dim(k, space_shared, src_smap, 1, _field(k, rec, "rows"))
+    ptx.tensormap_replace_global_stride(k, space_shared, src_smap, 0, _field(k, rec, "row_pitch"))
+    ptx.tensormap_replace_element_stride(k, space_shared, src_smap, 0, 1)
+    ptx.tensormap_replace_element_stride(k, space_shared, src_smap, 1, 1)
     # .elemtype takes an immediate: one instruction per type, chosen at run time.
     elemtype = _field(k, rec, "elemtype")
     for name, code in ELEMTYPE_CODE.items():
         with k.if_(elemtype == code):
-            ptx.tensormap_replace_elemtype(k, src_smap, name)
-    ptx.tensormap_replace_interleave_layout(k, src_smap, "none")
-    ptx.tensormap_replace_swizzle_mode(k, src_smap, "none")
-    ptx.tensormap_replace_fill_mode(k, src_smap, "zero")
+            ptx.tensormap_replace_elemtype(k, space_shared, src_smap, name)
+    ptx.tensormap_replace_interleave_layout(k, space_shared, src_smap, "none")
+    ptx.tensormap_replace_swizzle_mode(k, space_shared, src_smap, "none")
+    ptx.tensormap_replace_fill_mode(k, space_shared, src_smap, "zero")
     # The destination map is the same but for its address.
     k.copy(dst_smap, src_smap, MAP_BYTES)
-    ptx.tensormap_replace_global_address(k, dst_smap, _field(k, rec, "dst"))
+    ptx.tensormap_replace_global_address(k, space_shared, dst_smap, _field(k, rec, "dst"))
 
 
 def emit_tile_copy(k: Kernel, src_map, dst_map, rec, tile, bar) -> None:
@@ -141,8 +143,8 @@ def build_ragged_copy() -> Kernel:
     # This CTA's two slots in the workspace, as generic addresses.
     src_map = k.add(k.ld_param(maps), k.mul(k.ctaid.x, 2 * MAP_BYTES, mode="wide"))
     dst_map = k.add(src_map, MAP_BYTES)
-    ptx.tensormap_cp_fenceproxy(k, src_map, src_smap, sem="release", scope="gpu")
-    ptx.tensormap_cp_fenceproxy(k, dst_map, dst_smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, src_map, src_smap, 128)
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, dst_map, dst_smap, 128)
     with k.if_(lane0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", src_map)
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", dst_map)

@@ -24,6 +24,8 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
 
+space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
+
 ROWS, COLS, ROW_PITCH = 37, 60, 64     # f32 tensor; rows padded to 64 elements (256 bytes)
 BOX_ROWS, BOX_COLS = 8, 16              # 8 x 16 f32 = 512 bytes per tile
 BOX_BYTES = BOX_ROWS * BOX_COLS * 4
@@ -45,25 +47,25 @@ def build_encode() -> Kernel:
         # The initial value: 128 zero bytes (legal on sm_90a, where tensormap.replace lives).
         for off in range(0, 128, 16):
             k.st(Addr(smem_tmap, off), (0, 0), type=t.b64)
-        ptx.tensormap_replace_global_address(k, smem_tmap, k.ld_param(global_address))
-        ptx.tensormap_replace_rank(k, smem_tmap, 2)                 # writes rank - 1 = 1
-        ptx.tensormap_replace_box_dim(k, smem_tmap, 0, BOX_COLS)     # innermost first
-        ptx.tensormap_replace_box_dim(k, smem_tmap, 1, BOX_ROWS)
-        ptx.tensormap_replace_global_dim(k, smem_tmap, 0, k.ld_param(cols))
-        ptx.tensormap_replace_global_dim(k, smem_tmap, 1, k.ld_param(rows))
-        ptx.tensormap_replace_global_stride(k, smem_tmap, 0, k.ld_param(row_pitch))
-        ptx.tensormap_replace_element_stride(k, smem_tmap, 0, 1)
-        ptx.tensormap_replace_element_stride(k, smem_tmap, 1, 1)
-        ptx.tensormap_replace_elemtype(k, smem_tmap, "f32")
-        ptx.tensormap_replace_interleave_layout(k, smem_tmap, "none")
-        ptx.tensormap_replace_swizzle_mode(k, smem_tmap, "none")
+        ptx.tensormap_replace_global_address(k, space_shared, smem_tmap, k.ld_param(global_address))
+        ptx.tensormap_replace_rank(k, space_shared, smem_tmap, 1)  # new_val = rank - 1 (2-d)
+        ptx.tensormap_replace_box_dim(k, space_shared, smem_tmap, 0, BOX_COLS)     # innermost first
+        ptx.tensormap_replace_box_dim(k, space_shared, smem_tmap, 1, BOX_ROWS)
+        ptx.tensormap_replace_global_dim(k, space_shared, smem_tmap, 0, k.ld_param(cols))
+        ptx.tensormap_replace_global_dim(k, space_shared, smem_tmap, 1, k.ld_param(rows))
+        ptx.tensormap_replace_global_stride(k, space_shared, smem_tmap, 0, k.ld_param(row_pitch))
+        ptx.tensormap_replace_element_stride(k, space_shared, smem_tmap, 0, 1)
+        ptx.tensormap_replace_element_stride(k, space_shared, smem_tmap, 1, 1)
+        ptx.tensormap_replace_elemtype(k, space_shared, smem_tmap, "f32")
+        ptx.tensormap_replace_interleave_layout(k, space_shared, smem_tmap, "none")
+        ptx.tensormap_replace_swizzle_mode(k, space_shared, smem_tmap, "none")
         # .fill_mode takes an immediate only: choose between two instructions at run time.
         with k.if_(k.ld_param(nan_fill) == 0):
-            ptx.tensormap_replace_fill_mode(k, smem_tmap, "zero")
+            ptx.tensormap_replace_fill_mode(k, space_shared, smem_tmap, "zero")
         with k.else_():
-            ptx.tensormap_replace_fill_mode(k, smem_tmap, "nan")
+            ptx.tensormap_replace_fill_mode(k, space_shared, smem_tmap, "nan")
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smem_tmap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, out, smem_tmap, 128)
     k.ret()
     return k
 

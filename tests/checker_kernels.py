@@ -77,9 +77,9 @@ def encode_map(k: Kernel, out, *, lane_cond=None, sync: bool = True):
     publishes it with cp_fenceproxy. Returns the shared map."""
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     with k.if_(lane_cond if lane_cond is not None else k.tid.x == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 0, 16)
     if sync:
         k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, out, smap, 128)
     return smap

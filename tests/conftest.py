@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite golden .ptx files from the emitted PTX (review the diff!)")
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the long property tests marked slow")
 
 
 @functools.cache
@@ -27,6 +30,11 @@ def _gpu_skip_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    if not (config.getoption("--run-slow") or os.environ.get("PTXDSL_SLOW")):
+        skip = pytest.mark.skip(reason="long property test: run with --run-slow")
+        for it in items:
+            if "slow" in it.keywords:
+                it.add_marker(skip)
     gpu_items = [it for it in items if "gpu" in it.keywords]
     if not gpu_items:
         return

@@ -10,13 +10,14 @@ from ptxdsl import debug
 from ptxdsl.runtime import DeviceBuffer, TensorMap, load_module
 
 
-def run_isolated(module, kernel: str, grid, block, args, *, cluster=None, timeout=60.0):
+def run_isolated(module, kernel: str, grid, block, args, *, cluster=None, shared_mem=0,
+                 timeout=60.0):
     """`run` in a fresh process; returns what it returns (the outputs as numpy arrays)."""
     return debug.isolated(run, module, kernel, grid, block, args, cluster=cluster,
-                          timeout=timeout)
+                          shared_mem=shared_mem, timeout=timeout)
 
 
-def run(module, kernel: str, grid, block, args, *, cluster=None):
+def run(module, kernel: str, grid, block, args, *, cluster=None, shared_mem=0):
     """Load `module`, turn the argument specs into device objects, launch, return the outputs.
 
     Specs: ("in", array) an input buffer; ("out", shape, dtype) a zeroed output (returned);
@@ -42,5 +43,6 @@ def run(module, kernel: str, grid, block, args, *, cluster=None):
             real.append(a)
     with debug.Recorder() as rec:
         rec.attach(loaded)
-        debug.run(fn, grid, block, tuple(real), timeout=30, recorder=rec, cluster=cluster)
+        debug.run(fn, grid, block, tuple(real), timeout=30, recorder=rec, cluster=cluster,
+                  shared_mem=shared_mem)
     return [o.to_numpy() for o in outs]

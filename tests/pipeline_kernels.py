@@ -58,18 +58,31 @@ def module(k: Kernel, bounded: bool = False, target: str | None = None) -> Modul
     return debug.module([k], target=target) if bounded else Module([k], target=target)
 
 
-def build_ring(stages: int, bounded: bool = False) -> Kernel:
+def build_ring(stages: int, bounded: bool | str = False, *,
+               empty_count: int = CONSUMER_WARPS, name: str | None = None,
+               dynamic: bool = False) -> Kernel:
     """A warp-specialised N-stage TMA ring: lane 0 of warp 0 loads tile i (rows 8i..8i+7 of
-    the map) into stage i % N; 2 consumer warps read it and release it; n_tiles at run time."""
-    k = _kernel(f"ring_{stages}", bounded, reqntid=THREADS)
+    the map) into stage i % N; 2 consumer warps read it and release it; n_tiles at run time.
+    `bounded="producer"` bounds the producer's waits only; `empty_count` other than the 2
+    consumer warps makes a broken ring (the producer's second pass never sees the stage
+    empty). `dynamic`: tiles and barriers live in dynamic shared memory (launch with
+    `ring_shared_bytes(stages)`), the barriers right after the tiles."""
+    k = _kernel(name or f"ring_{stages}", bounded is True, reqntid=THREADS)
     tmap_p = k.param_tensormap("tmap")
     out_p = k.param_ptr("out")
     n_p = k.param(t.u32, "n_tiles")
-    tiles = k.shared_array(t.b8, stages * TILE_BYTES, align=128, name="tiles")
-    ring = MbarrierRing(k, stages, empty_count=CONSUMER_WARPS)
+    if dynamic:
+        tiles = k.extern_shared("dyn_smem", align=128)
+        ring = MbarrierRing(k, stages, empty_count=empty_count,
+                            storage=Addr(tiles, stages * TILE_BYTES))
+    else:
+        tiles = k.shared_array(t.b8, stages * TILE_BYTES, align=128, name="tiles")
+        ring = MbarrierRing(k, stages, empty_count=empty_count)
     ring.init()
     n = k.ld_param(n_p)
     with k.if_(k.tid.x == 0):
+        if bounded == "producer":
+            debug.bounded_waits(k, timeout_ns=2_000_000_000)
         tmap = k.tensormap_addr(tmap_p)
         p = ring.producer()
         with k.for_range(0, n) as i:
@@ -78,6 +91,8 @@ def build_ring(stages: int, bounded: bool = False) -> Kernel:
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, TILE_BYTES),
                                      tmap, (0, k.mul(i, ROWS)), p.full_barrier())
             p.advance()
+    if bounded == "producer":
+        k.wait_timeout = None
     with k.else_():
         with k.if_(k.tid.x >= 32):
             out = k.cvta(k.ld_param(out_p), "global", to=True)
@@ -88,8 +103,14 @@ def build_ring(stages: int, bounded: bool = False) -> Kernel:
     return k
 
 
-def ring_module(stages: int, bounded: bool = False) -> Module:
-    return module(build_ring(stages, bounded), bounded)
+def ring_module(stages: int, bounded: bool = False, dynamic: bool = False) -> Module:
+    return module(build_ring(stages, bounded, dynamic=dynamic,
+                             name=f"ring_{stages}_dyn" if dynamic else None), bounded)
+
+
+def ring_shared_bytes(stages: int) -> int:
+    """Dynamic shared memory of a `dynamic` ring kernel: the tiles, then 2 x stages barriers."""
+    return stages * TILE_BYTES + 16 * stages
 
 
 def ring_expected(src: np.ndarray, n_tiles: int) -> np.ndarray:
@@ -135,7 +156,7 @@ def build_multicast(ctas: int, bounded: bool = False) -> Kernel:
             dst = k.add(p.slot(tiles, MC_TILE_BYTES), my_bytes)
             y = k.mad(k.add(first, i), MC_ROWS, my_rows)
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, y),
-                                     p.full_barrier(), multicast_mask=(1 << ctas) - 1)
+                                     p.full_barrier(), cta_mask=(1 << ctas) - 1)
             p.advance()
     with k.else_():
         with k.if_(k.tid.x >= 32):

@@ -28,6 +28,7 @@ def test_emitter_benchmark_small():
     assert section.error is None
     names = [r["name"] for r in section.rows]
     assert any(n.startswith("build + emit") for n in names)
+    assert any(n.startswith("hazard checker, largest sample (") for n in names)
     assert all(r["n"] >= 1 and r["min"] <= r["median"] <= r["max"] for r in section.rows)
     (target,) = section.targets
     assert target["goal"] == ">= 200,000" and isinstance(target["met"], bool)

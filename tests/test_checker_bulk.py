@@ -200,14 +200,30 @@ def test_tma_store_with_non_negative_coordinate():
 
 
 # -- TMA buffer alignment --------------------------------------------------------------------------
+def _declared(e: Tma):
+    """Where Tma() declared its tile (the alignment finding's leading line)."""
+    return e.k.decl_locs["tile"]
+
+
+def _align_only(findings, copy_line: int, decl):
+    """An alignment finding leads with the buffer's declaration, then names the copy."""
+    assert ids(findings) == [Hazard.TMA_SMEM_ALIGN.value], [f.format() for f in findings]
+    f = findings[0]
+    assert f.loc == decl and [s.role for s in f.sites] == ["buffer", "copy"]
+    assert f.sites[1].loc.file == __file__ and f.sites[1].loc.line == copy_line
+    return f
+
+
 def test_tma_buffer_aligned_below_128():
     e = Tma(tile_align=64)
     e.setup()
     with e.k.if_(e.k.tid.x == 0):
         line = here() + 1
         ptx.cp_async_bulk_tensor(e.k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar)
-    f = _only(check_kernel(e.k), Hazard.TMA_SMEM_ALIGN, line)
+    f = _align_only(check_kernel(e.k), line, _declared(e))
     assert f.severity is Severity.warning and "aligned to 64 bytes" in f.message
+    assert f.sites[0].ptx == ".shared .align 64 .b8 tile[512]"
+    assert f.loc.file.endswith("checker_kernels.py")
 
 
 def test_tma_buffer_below_swizzle_repeat():
@@ -217,7 +233,7 @@ def test_tma_buffer_below_swizzle_repeat():
         line = here() + 1
         ptx.cp_async_bulk_tensor(e.k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar)
     assert check_kernel(e.k) == []                         # swizzle unknown: 128 is enough
-    f = _only(check_kernel(e.k, maps={"tmap": {"swizzle": "128B"}}), Hazard.TMA_SMEM_ALIGN, line)
+    f = _align_only(check_kernel(e.k, maps={"tmap": {"swizzle": "128B"}}), line, _declared(e))
     assert "1024-byte repeat" in f.message
 
 
@@ -235,6 +251,7 @@ def _dynamic_tile_kernel(static_bar: bool) -> tuple[Kernel, int]:
     k = Kernel("dyn", reqntid=128)
     tmap = k.tensormap_addr(k.param_tensormap("tmap"))
     ring = k.extern_shared("ring", align=1024)
+    assert k.decl_locs["ring"].line == here() - 1
     bar = k.shared_array(t.b64, 1, align=8, name="bar") if static_bar else Addr(ring, 4096)
     with k.if_(k.tid.x == 0):
         ptx.mbarrier_init(k, bar, 1)
@@ -249,7 +266,8 @@ def _dynamic_tile_kernel(static_bar: bool) -> tuple[Kernel, int]:
 
 def test_dynamic_tile_after_static_shared_is_not_aligned():
     k, line = _dynamic_tile_kernel(static_bar=True)
-    f = _only(check_kernel(k), Hazard.TMA_SMEM_ALIGN, line)
+    f = _align_only(check_kernel(k), line, k.decl_locs["ring"])
+    assert f.sites[0].ptx == ".extern .shared .align 1024 .b8 ring[]"
     assert "aligned to 16 bytes" in f.message and "static .shared" in f.message
 
 

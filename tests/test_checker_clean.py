@@ -234,16 +234,16 @@ def test_acquire_at_gpu_after_own_release_at_gpu(how):
         ptx.mbarrier_init(k, bar, 1)
         ptx.fence_proxy_async(k, "shared::cta")
         if how == "in_place":
-            ptx.tensormap_replace_global_address(k, k.cvta(tmap, "global", to=True), addr,
-                                                 space="global")
+            ptx.tensormap_replace_global_address(k, "global", k.cvta(tmap, "global", to=True),
+                                                 addr)
             ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
     if how == "cp_fenceproxy":
         smap = k.shared_array(t.b8, 128, align=128, name="smap")
         with k.if_(k.tid.x == 0):
-            ptx.tensormap_replace_global_address(k, smap, addr)
+            ptx.tensormap_replace_global_address(k, "shared", smap, addr)
         k.syncwarp()
         with k.if_(k.shr(k.tid.x, 5) == 0):
-            ptx.tensormap_cp_fenceproxy(k, tmap, smap, sem="release", scope="gpu")
+            ptx.tensormap_cp_fenceproxy(k, "release", "gpu", tmap, smap, 128)
     k.bar_sync(0)
     with k.if_(k.tid.x == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", tmap)
@@ -263,14 +263,14 @@ def test_expect_tx_honours_element_stride(stride, tx):
     bar = k.shared_array(t.b64, 1, align=8, name="bar")
     tile = k.shared_array(t.b8, 512, align=128, name="tile")
     with k.if_(k.laneid == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
-        ptx.tensormap_replace_box_dim(k, smap, 1, 8)
-        ptx.tensormap_replace_element_stride(k, smap, 0, stride)
-        ptx.tensormap_replace_elemtype(k, smap, "u32")
+        ptx.tensormap_replace_rank(k, "shared", smap, rank=2)
+        ptx.tensormap_replace_box_dim(k, "shared", smap, 0, 16)
+        ptx.tensormap_replace_box_dim(k, "shared", smap, 1, 8)
+        ptx.tensormap_replace_element_stride(k, "shared", smap, 0, stride)
+        ptx.tensormap_replace_elemtype(k, "shared", smap, "u32")
         ptx.mbarrier_init(k, bar, 1)
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     k.bar_sync(0)
     with k.if_(k.laneid == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
@@ -290,3 +290,91 @@ def test_not_waited_counts_stores_not_ages():
     f = check_kernel(k)
     assert ids(f) == ["bulk-group-not-waited"]
     assert "1 bulk store " in f[0].message, f[0].message
+
+
+# -- rings indexed at run time: a wrapping stage counter -------------------------------------------
+@pytest.mark.parametrize("stages", [2, 4])
+def test_warp_specialized_ring_with_a_wrapping_stage_counter(stages):
+    """stage = stage + 1, back to 0 (flipping the phase) when it reaches `stages`; barrier and
+    tile addresses are base + stride * stage, computed at run time."""
+    k = Kernel("ring", reqntid=160)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    n = k.ld_param(k.param(t.u32, "n_tiles"))
+    full = k.shared_array(t.b64, stages, align=8, name="full")
+    empty = k.shared_array(t.b64, stages, align=8, name="empty")
+    tiles = k.shared_array(t.b8, 512 * stages, align=1024, name="tiles")
+    with k.if_(k.tid.x == 0):
+        for s in range(stages):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(empty, 8 * s), 4)      # one arrive per consumer warp
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+
+    def advance(stage, phase):
+        k.add(stage, 1, dst=stage)
+        with k.if_(stage == stages):
+            k.mov(0, dst=stage)
+            k.xor(phase, 1, dst=phase)
+
+    stage, phase = k.mov(0, type=t.u32), k.mov(0, type=t.b32)
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        with k.for_range(0, n) as i:
+            with k.if_(k.elect_sync()):
+                ptx.mbarrier_wait(k, k.add(k.mov(empty), k.shl(stage, 3)), k.xor(phase, 1))
+                bar = k.add(k.mov(full), k.shl(stage, 3))
+                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512,
+                                              dst="_")
+                dst = k.add(k.mov(tiles), k.shl(stage, 9))
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, i), bar)
+            advance(stage, phase)
+    with k.else_():
+        with k.for_range(0, n):
+            ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(stage, 3)), phase)
+            k.ld(k.add(k.mov(tiles), k.shl(stage, 9)), type=t.u32, space="shared::cta")
+            k.syncwarp()
+            with k.if_(k.laneid == 0):
+                ptx.mbarrier_arrive(k, k.add(k.mov(empty), k.shl(stage, 3)), dst="_")
+            advance(stage, phase)
+    k.ret()
+    _clean(k, maps={"tmap": {"box_bytes": 512}})
+
+
+# -- shared memory read before a TMA load into it was issued ---------------------------------------
+@pytest.mark.parametrize("loop", [False, True])
+def test_tile_used_as_scratch_before_the_first_tma_load(loop):
+    """Every thread zeroes and reads back the tile, then the producer fills it by TMA (in a
+    fill loop of as many iterations as stages, which refills nothing)."""
+    k = Kernel("k", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tiles = k.shared_array(t.b8, 1024, align=1024, name="tiles")
+    full = k.shared_array(t.b64, 2, align=8, name="full")
+    _fill(k, tiles)
+    k.ld(k.add(k.mov(tiles), k.shl(k.tid.x, 2)), type=t.u32, space="shared::cta")
+    with k.if_(k.tid.x == 0):
+        for s in range(2):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        with k.if_(k.elect_sync()):
+            if loop:
+                with k.for_range(0, 2) as i:
+                    s = k.and_(i, 1, type=t.b32)
+                    bar = k.add(k.mov(full), k.shl(s, 3))
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512,
+                                                  dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             k.add(k.mov(tiles), k.shl(s, 9)), tmap, (0, i), bar)
+            else:
+                for s in range(2):
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta",
+                                                  Addr(full, 8 * s), 512, dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             Addr(tiles, 512 * s), tmap, (0, s),
+                                             Addr(full, 8 * s))
+    with k.else_():
+        for s in range(2):
+            ptx.mbarrier_wait(k, Addr(full, 8 * s), 0)
+            k.ld(k.add(k.add(k.mov(tiles), 512 * s), k.shl(k.tid.x, 2)), type=t.u32,
+                 space="shared::cta")
+    _clean(k, maps={"tmap": {"box_bytes": 512}})

@@ -110,7 +110,7 @@ def _multicast(fence_cluster: bool, barrier: str = "asm") -> tuple[Kernel, int]:
     with k.if_(k.tid.x == 0):
         line = here() + 1
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar,
-                                 multicast_mask=0b11)
+                                 cta_mask=0b11)
     return k, line
 
 
@@ -188,13 +188,13 @@ def _encoded_then_loaded(tx_bytes: int) -> tuple[Kernel, int]:
     bar = k.shared_array(t.b64, 1, align=8, name="bar")
     tile = k.shared_array(t.b8, 512, align=128, name="tile")
     with k.if_(k.laneid == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
-        ptx.tensormap_replace_box_dim(k, smap, 0, 16)
-        ptx.tensormap_replace_box_dim(k, smap, 1, 8)
-        ptx.tensormap_replace_elemtype(k, smap, "u32")
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 0, 16)
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 1, 8)
+        ptx.tensormap_replace_elemtype(k, ptx.space_shared, smap, "u32")
         ptx.mbarrier_init(k, bar, 1)
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     k.bar_sync(0)
     with k.if_(k.laneid == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
@@ -262,7 +262,7 @@ def _wait_on(k: Kernel, bar, through_cluster: bool) -> int:
         addr = k.cvta(generic, "shared::cluster", to=True)
         addr = k.add(addr, 0)          # ... in a register the builder knows nothing about
     line = here() + 1
-    ptx.mbarrier_try_wait_parity(k, addr, 0)
+    ptx.mbarrier_wait(k, addr, 0)      # the try_wait loop
     return line
 
 

@@ -54,11 +54,12 @@ def test_modification_voids_the_acquire():
     out = k.ld_param(k.param_ptr("out"))
     ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))                 # fine: acquired
-    ptx.tensormap_replace_rank(k, out, 2, space="generic")           # modified in place ...
+    ptx.tensormap_replace_rank(k, "generic", out, rank=2)           # modified in place ...
     line = here() + 1
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))                 # ... and not re-acquired
     _only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
-    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)
+    ptx.fence_proxy_tensormap_generic(k, "release", "gpu")           # the in-place write ...
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", out)       # ... re-acquired
     ptx.cp_async_bulk_prefetch_tensor(k, out, (0, 0))
     assert ids(check_kernel(k)) == [Hazard.TMAP_NO_ACQUIRE.value]     # only the earlier use
 
@@ -174,9 +175,9 @@ def test_replace_then_fenceproxy_without_warp_sync():
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     with k.if_(k.tid.x == 0):
         replace = here() + 1
-        ptx.tensormap_replace_rank(k, smap, 2)
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
     line = here() + 1
-    ptx.tensormap_cp_fenceproxy(k, k.param_ptr("out"), smap, sem="release", scope="gpu")
+    ptx.tensormap_cp_fenceproxy(k, "release", "gpu", k.param_ptr("out"), smap, 128)
     f = _only(check_kernel(k), Hazard.TMAP_REPLACE_NO_WARPSYNC, line)
     assert [(s.role, s.loc.line) for s in f.sites] == [("copy", line), ("replace", replace)]
 
@@ -192,9 +193,9 @@ def test_fenceproxy_under_lane_condition():
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     out = k.param_ptr("out")
     with k.if_(k.tid.x == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
         line = here() + 1
-        ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+        ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     f = _only(check_kernel(k), Hazard.FENCEPROXY_DIVERGENT, line)
     assert f.sites[1].role == "condition" and f.sites[1].ptx.startswith("@")
 
@@ -205,7 +206,7 @@ def test_fenceproxy_under_guard_on_lane():
     out = k.ld_param(k.param_ptr("out"))
     with k.guard(k.laneid < 16):
         line = here() + 1
-        ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope="gpu")
+        ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
     _only(check_kernel(k), Hazard.FENCEPROXY_DIVERGENT, line)
 
 
@@ -227,7 +228,7 @@ def _modify_after_load(wait: bool) -> tuple[Kernel, int]:
         ptx.mbarrier_wait(k, e.bar, 0)
     with k.if_(k.tid.x == 0):
         line = here() + 1
-        ptx.tensormap_replace_box_dim(k, e.tmap, 0, 32, space="generic")
+        ptx.tensormap_replace_box_dim(k, "generic", e.tmap, 0, 32)
     return k, line
 
 
@@ -249,8 +250,8 @@ def test_map_modified_while_a_store_reads_it():
     k = e.k
     with k.if_(k.tid.x == 0):
         line = here() + 1
-        ptx.tensormap_cp_fenceproxy(k, e.tmap, k.shared_array(t.b8, 128, align=128),
-                                    sem="release", scope="gpu")
+        ptx.tensormap_cp_fenceproxy(k, "release", "gpu", e.tmap,
+                                    k.shared_array(t.b8, 128, align=128), 128)
         ptx.cp_async_bulk_wait_group_read(k, 0)
     found = check_kernel(k)
     assert Hazard.TMAP_MODIFIED_IN_FLIGHT.value in ids(found)

@@ -245,7 +245,7 @@ def test_stmatrix_into_a_tile_then_wgmma_in_a_loop():
     k = g.k
 
     def restage(regs):
-        ptx.stmatrix(k, k.add(k.mov(g.B), k.shl(k.tid.x, 4)), regs)
+        k.stmatrix(k.add(k.mov(g.B), k.shl(k.tid.x, 4)), regs)
         k.bar_sync(0)
 
     regs = tuple(k.reg(t.b32) for _ in range(4))
@@ -265,7 +265,7 @@ def test_stmatrix_into_a_tile_then_wgmma_in_a_loop():
 def _consumer(g: Gemm, wait_before_release: bool) -> int:
     k = g.k
     g.barriers()
-    ptx.mbarrier_try_wait_parity(k, g.full, 0)
+    ptx.mbarrier_wait(k, g.full, 0)          # the try_wait loop
     ptx.wgmma_fence(k)
     g.mma()
     ptx.wgmma_commit_group(k)
@@ -298,7 +298,7 @@ def _pipelined(g: Gemm, release_first: bool) -> int:
     g.barriers()
     phase = k.mov(0, type=t.u32)
     with k.for_range(0, k.ld_param(k.param(t.u32, "ktiles"))):
-        ptx.mbarrier_try_wait_parity(k, g.full, phase)
+        ptx.mbarrier_wait(k, g.full, phase)
         k.xor(phase, 1, dst=phase)
         ptx.wgmma_fence(k)
         g.mma()

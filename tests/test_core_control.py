@@ -81,7 +81,7 @@ def test_control_refusals():
     with pytest.raises(BuildError, match="break_\\(\\) outside a loop"):
         k.break_()
     with pytest.raises(OperandError, match="for_range: operand 'step': expected a non-zero "
-                       "integer, got 0"):
+                       "integer or an integer register, got 0"):
         with k.for_range(0, 4, 0):
             pass
     p = k.reg(t.pred)

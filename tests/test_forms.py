@@ -18,7 +18,7 @@ from tests.tma_cases import Env
 
 MINE = ("tensormap", "fence", "mbarrier", "mbarrier_wait")
 ROWS = {r.form: r for r in all_forms(MINE)}
-SS, CL = "shared::cta", "shared::cluster"
+SS, CL, GL, GEN = "shared::cta", "shared::cluster", "global", "generic"
 A, AD = ptx.mbarrier_arrive, ptx.mbarrier_arrive_drop
 TW, TWP = ptx.mbarrier_test_wait, ptx.mbarrier_test_wait_parity
 YW, YWP = ptx.mbarrier_try_wait, ptx.mbarrier_try_wait_parity
@@ -26,31 +26,31 @@ YW, YWP = ptx.mbarrier_try_wait, ptx.mbarrier_try_wait_parity
 # form row -> instructions that are instances of it (each must need exactly the row's Requires)
 SAMPLES = {
     "tensormap.replace.tile.{global_address,rank}{.global,.shared::cta}.b1024.{b64,b32} [a], v": [
-        lambda e: ptx.tensormap_replace_global_address(e.k, e.smap, e.v64),
-        lambda e: ptx.tensormap_replace_rank(e.k, e.gglobal, rank=3),
-        lambda e: ptx.tensormap_replace_rank(e.k, e.gptr, new_val=e.v32)],
+        lambda e: ptx.tensormap_replace_global_address(e.k, SS, e.smap, e.v64),
+        lambda e: ptx.tensormap_replace_rank(e.k, GL, e.gglobal, rank=3),
+        lambda e: ptx.tensormap_replace_rank(e.k, GEN, e.gptr, new_val=e.v32)],
     "tensormap.replace.tile.{box_dim,global_dim,element_stride}{.ss}.b1024.b32 [a], ord, v": [
-        lambda e: ptx.tensormap_replace_box_dim(e.k, e.smap, 4, 8),
-        lambda e: ptx.tensormap_replace_global_dim(e.k, e.gglobal, 0, e.v32),
-        lambda e: ptx.tensormap_replace_element_stride(e.k, e.gptr, 2, 1)],
+        lambda e: ptx.tensormap_replace_box_dim(e.k, SS, e.smap, 4, 8),
+        lambda e: ptx.tensormap_replace_global_dim(e.k, GL, e.gglobal, 0, e.v32),
+        lambda e: ptx.tensormap_replace_element_stride(e.k, GEN, e.gptr, 2, 1)],
     "tensormap.replace.tile.global_stride{.ss}.b1024.b64 [a], ord, v": [
-        lambda e: ptx.tensormap_replace_global_stride(e.k, e.smap, 3, 4096)],
+        lambda e: ptx.tensormap_replace_global_stride(e.k, SS, e.smap, 3, 4096)],
     "tensormap.replace.tile.{elemtype,interleave_layout,swizzle_mode,fill_mode}{.ss}.b1024.b32"
     " [a], imm": [
-        lambda e: ptx.tensormap_replace_elemtype(e.k, e.smap, "tf32.ftz"),
-        lambda e: ptx.tensormap_replace_interleave_layout(e.k, e.smap, "32B"),
-        lambda e: ptx.tensormap_replace_swizzle_mode(e.k, e.gglobal, "64B"),
-        lambda e: ptx.tensormap_replace_fill_mode(e.k, e.gptr, "zero")],
+        lambda e: ptx.tensormap_replace_elemtype(e.k, SS, e.smap, "tf32.ftz"),
+        lambda e: ptx.tensormap_replace_interleave_layout(e.k, SS, e.smap, "32B"),
+        lambda e: ptx.tensormap_replace_swizzle_mode(e.k, GL, e.gglobal, "64B"),
+        lambda e: ptx.tensormap_replace_fill_mode(e.k, GEN, e.gptr, "zero")],
     "tensormap.replace.tile.swizzle_atomicity{.ss}.b1024.b32 [a], imm": [
-        lambda e, v=v: ptx.tensormap_replace_swizzle_atomicity(e.k, e.smap, v)
+        lambda e, v=v: ptx.tensormap_replace_swizzle_atomicity(e.k, SS, e.smap, v)
         for v in range(4)],
     "tensormap.replace.tile.elemtype{.ss}.b1024.b32 [a], 13..15": [
-        lambda e, v=v: ptx.tensormap_replace_elemtype(e.k, e.smap, v) for v in (13, 14, 15)],
+        lambda e, v=v: ptx.tensormap_replace_elemtype(e.k, SS, e.smap, v) for v in (13, 14, 15)],
     "tensormap.replace.tile.swizzle_mode{.ss}.b1024.b32 [a], 4": [
-        lambda e: ptx.tensormap_replace_swizzle_mode(e.k, e.smap, "96B")],
+        lambda e: ptx.tensormap_replace_swizzle_mode(e.k, SS, e.smap, "96B")],
     "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.{cta,cluster,gpu,sys}"
     ".sync.aligned [d], [s], 128": [
-        lambda e, s=s: ptx.tensormap_cp_fenceproxy(e.k, e.gglobal, e.smap, scope=s)
+        lambda e, s=s: ptx.tensormap_cp_fenceproxy(e.k, "release", s, e.gglobal, e.smap, 128)
         for s in ("cta", "cluster", "gpu", "sys")],
     "membar.{cta,gl,sys}": [lambda e, lv=lv: ptx.membar(e.k, lv) for lv in ("cta", "gl", "sys")],
     "fence.{sc,acq_rel}.{cta,gpu,sys}": [
@@ -81,31 +81,32 @@ SAMPLES = {
         lambda e: ptx.prefetch_tensormap(e.k, e.csym),
         lambda e: ptx.prefetch_tensormap(e.k, e.gptr)],
     "mbarrier.{init,inval}{.shared}.b64": [
-        lambda e: ptx.mbarrier_init(e.k, e.bar, 1, space="shared"),
-        lambda e: ptx.mbarrier_inval(e.k, e.bar_generic)],
+        lambda e: ptx.mbarrier_init(e.k, e.bar, 1),
+        lambda e: ptx.mbarrier_inval(e.k, e.bar_generic, space=GEN)],
     "mbarrier.{init,inval}.shared::cta.b64": [
-        lambda e: ptx.mbarrier_init(e.k, e.bar, 1), lambda e: ptx.mbarrier_inval(e.k, e.bar)],
+        lambda e: ptx.mbarrier_init(e.k, e.bar, 1, space="shared"),
+        lambda e: ptx.mbarrier_inval(e.k, e.bar)],
     "mbarrier.{arrive,arrive_drop}{.shared}.b64 state, [a]": [
-        lambda e: A(e.k, e.bar, space="shared"), lambda e: AD(e.k, e.bar_generic),
-        lambda e: AD(e.k, e.bar, space="shared", dst=SINK)],
+        lambda e: A(e.k, e.bar), lambda e: AD(e.k, e.bar_generic, space=GEN),
+        lambda e: AD(e.k, e.bar, dst=SINK)],
     "mbarrier.arrive{.shared}.b64 _, [a]": [
-        lambda e: A(e.k, e.bar, space="shared", dst="_"),
-        lambda e: A(e.k, e.bar_generic, dst="_")],
+        lambda e: A(e.k, e.bar, dst="_"),
+        lambda e: A(e.k, e.bar_generic, space=GEN, dst="_")],
     "mbarrier.{arrive,arrive_drop}.noComplete{.shared}.b64 state, [a], count": [
-        lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar_generic, 1),
-        lambda e: ptx.mbarrier_arrive_drop_no_complete(e.k, e.bar, 1, space="shared")],
+        lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar_generic, 1, space=GEN),
+        lambda e: ptx.mbarrier_arrive_drop_no_complete(e.k, e.bar, 1)],
     "mbarrier.{arrive,arrive_drop}.shared::cta.b64": [
-        lambda e: A(e.k, e.bar), lambda e: AD(e.k, e.bar32, dst="_"),
-        lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar, 1)],
+        lambda e: A(e.k, e.bar, space="shared"), lambda e: AD(e.k, e.bar32, space=SS, dst="_"),
+        lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar, 1, space=SS)],
     "mbarrier.{arrive,arrive_drop}.b64 state, [a], count": [
-        lambda e: A(e.k, e.bar_generic, 2), lambda e: AD(e.k, e.bar, 2)],
+        lambda e: A(e.k, e.bar_generic, 2, space=GEN), lambda e: AD(e.k, e.bar, 2)],
     "mbarrier.{arrive,arrive_drop}{.noComplete}.release.cta.b64": [
         lambda e: A(e.k, e.bar, sem="release", scope="cta"),
         lambda e: ptx.mbarrier_arrive_drop_no_complete(e.k, e.bar, 1, sem="release",
                                                        scope="cta")],
     "mbarrier.{arrive,arrive_drop}.release.cluster.b64": [
         lambda e: A(e.k, e.bar, sem="release", scope="cluster"),
-        lambda e: AD(e.k, e.bar_generic, sem="release", scope="cluster")],
+        lambda e: AD(e.k, e.bar_generic, sem="release", scope="cluster", space=GEN)],
     "mbarrier.{arrive,arrive_drop}.shared::cluster.b64 _, [a]": [
         lambda e: A(e.k, e.remote, space=CL), lambda e: AD(e.k, e.remote, 3, space=CL)],
     "mbarrier.{arrive,arrive_drop}.expect_tx{.release.scope}.b64 state, [a], txCount": [
@@ -119,10 +120,10 @@ SAMPLES = {
         lambda e: ptx.mbarrier_expect_tx(e.k, "relaxed", "cta", SS, e.bar, 16),
         lambda e: ptx.mbarrier_complete_tx(e.k, None, None, CL, e.remote, 16)],
     "mbarrier.test_wait{.shared}.b64 p, [a], state": [
-        lambda e: TW(e.k, e.bar, e.state, space="shared"),
-        lambda e: TW(e.k, e.bar_generic, e.state)],
+        lambda e: TW(e.k, e.bar, e.state),
+        lambda e: TW(e.k, e.bar_generic, e.state, space=GEN)],
     "mbarrier.test_wait.parity{.shared}.b64 p, [a], parity": [
-        lambda e: TWP(e.k, e.bar, 0, space="shared")],
+        lambda e: TWP(e.k, e.bar, 0)],
     "mbarrier.test_wait{.parity}.acquire.cta.b64": [
         lambda e: TW(e.k, e.bar, e.state, sem="acquire", scope="cta"),
         lambda e: TWP(e.k, e.bar, 1, sem="acquire", scope="cta")],
@@ -130,7 +131,7 @@ SAMPLES = {
         lambda e: TW(e.k, e.bar, e.state, sem="acquire", scope="cluster"),
         lambda e: YWP(e.k, e.bar, 1, sem="acquire", scope="cluster")],
     "mbarrier.try_wait{.parity}.b64 p, [a], state|parity{, hint}": [
-        lambda e: YW(e.k, e.bar, e.state), lambda e: YWP(e.k, e.bar_generic, 0, 1000)],
+        lambda e: YW(e.k, e.bar, e.state), lambda e: YWP(e.k, e.bar_generic, 0, 1000, space=GEN)],
     "mbarrier.{test_wait,try_wait}{.parity}.relaxed.{cta,cluster}.b64": [
         lambda e: TWP(e.k, e.bar, 0, sem="relaxed", scope="cta"),
         lambda e: YW(e.k, e.bar, e.state, sem="relaxed", scope="cluster")],
@@ -306,4 +307,4 @@ def test_ptx_module_exports_match_families():
     assert "FORMS" not in ptx.__all__ and not hasattr(ptx, "FORMS")
     assert ptx.fence.__module__ == "ptxdsl.instructions.fence"
     e = Env()
-    ptx.tensormap_replace_box_dim(e.k, Addr(e.smap, 0), 0, 1)
+    ptx.tensormap_replace_box_dim(e.k, ptx.space_shared, Addr(e.smap, 0), 0, 1)

@@ -106,7 +106,7 @@ def test_tensormap_replace_b32_field_refuses_a_float_register():
     k = Kernel("k")
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     with pytest.raises(OperandError, match="an integer or bit register of 32 bits"):
-        ptx.tensormap_replace_box_dim(k, smap, 0, k.reg(t.f32))
+        ptx.tensormap_replace_box_dim(k, ptx.space_shared, smap, 0, k.reg(t.f32))
     built(lambda k: ptx.tensormap_replace_global_address(
-        k, k.shared_array(t.b8, 128, align=128, name="smap"), k.reg(t.f64),
-        space=StateSpace.shared_cta))
+        k, StateSpace.shared_cta, k.shared_array(t.b8, 128, align=128, name="smap"),
+        k.reg(t.f64)))

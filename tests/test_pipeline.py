@@ -30,6 +30,10 @@ def test_ring_kernel_golden(golden, stages):
     golden(PK.ring_module(stages), f"pipeline/ring_{stages}")
 
 
+def test_dynamic_ring_kernel_golden(golden):
+    golden(PK.ring_module(7, dynamic=True), "pipeline/ring_7_dyn")
+
+
 # -- the emitted shape -----------------------------------------------------------------------------
 def test_init_counts_fence_and_sync():
     k, ring = _ring_kernel(3, full_count=1, empty_count=4)
@@ -231,6 +235,21 @@ def test_view_refusals():
         ring.full_at(2)
     with pytest.raises(OperandError, match="at least one cluster rank"):
         c.release(ctas=[])
+    with pytest.raises(OperandError, match="'cluster' or 'cta'"):
+        c.release(ctas=[0], scope="gpu")
+
+
+@pytest.mark.parametrize("scope", ["cluster", "cta"])
+def test_remote_release_scope(scope):
+    """release(scope=) picks the remote arrive's scope; 'cta' is the form without the
+    GPU-wide fence ptxas puts before a .release.cluster arrive."""
+    k = Kernel("rel", reqntid=64, reqnctapercluster=(2, 1, 1))
+    ring = MbarrierRing(k, 2, peers=2)
+    ring.consumer().release(scope=scope)
+    body = _body(k)
+    arrives = re.findall(r"mbarrier\.arrive\.release\.(\w+)\.shared::cluster\.b64 _, "
+                         r"\[%r\d+\];", body)
+    assert arrives == [scope, scope]
 
 
 # -- the hazard checker on rings ------------------------------------------------------------------
@@ -240,8 +259,9 @@ RING_FINDINGS: dict[int, list[str]] = {n: [] for n in PK.RING_STAGES}
 
 
 @pytest.mark.parametrize("stages", PK.RING_STAGES)
-def test_checker_findings_on_correct_rings(stages):
-    found = [f.hazard.value for f in PK.build_ring(stages).check()]
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_checker_findings_on_correct_rings(stages, dynamic):
+    found = [f.hazard.value for f in PK.build_ring(stages, dynamic=dynamic).check()]
     assert found == RING_FINDINGS[stages]
 
 
@@ -271,9 +291,9 @@ def test_checker_is_silent_on_a_ring_with_the_right_expect_tx():
     assert _ring_with_expect_tx(PK.TILE_BYTES).check(maps={"tmap": _MAP}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the checker does not follow run-time indexed barrier "
-                   "addresses yet (full_base + (stage << 3)): a wrong expect_tx on a ring goes "
-                   "unreported; the same mistake on one fixed barrier is found")
 def test_checker_finds_a_wrong_expect_tx_on_a_ring():
+    # Run-time indexed barriers (full_base + (stage << 3)): the producer's announced and
+    # delivered bytes are compared at the end of each iteration.
     found = _ring_with_expect_tx(PK.TILE_BYTES // 2).check(maps={"tmap": _MAP})
     assert [f.hazard.value for f in found] == ["expect-tx-mismatch"]
+    assert found[0].loc.line == _ring_with_expect_tx.__code__.co_firstlineno + 11

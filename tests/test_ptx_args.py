@@ -17,7 +17,7 @@ ALL = tuple(StateSpace)
 
 @pytest.mark.parametrize("spelling, want", [
     ("shared", S.shared_cta), ("space_shared", S.shared_cta), ("shared::cta", S.shared_cta),
-    (".shared::cta", S.shared_cta), (S.shared, S.shared_cta), (ptx.space_shared, S.shared_cta),
+    (".shared::cta", S.shared_cta), (ptx.space_shared, S.shared_cta),
     ("cluster", S.shared_cluster), ("space_cluster", S.shared_cluster),
     ("shared::cluster", S.shared_cluster), (ptx.space_cluster, S.shared_cluster),
     ("global", S.global_), ("space_global", S.global_), (ptx.space_global, S.global_),
@@ -49,6 +49,12 @@ def test_sem_names(spelling, want):
 ])
 def test_op_names(spelling, want):
     assert A.op("x", spelling, RedOp) is want
+
+
+def test_bare_shared_only_as_the_enum_member_where_the_form_has_it():
+    assert A.space("x", "space", S.shared, (S.shared, S.shared_cta)) is S.shared
+    with pytest.raises(OperandError, match="one of 'shared' \\(.shared::cta\\)"):
+        A.space("x", "space", S.shared, (S.shared_cta,))
 
 
 def test_refused_space_lists_names_that_are_accepted():
@@ -84,6 +90,14 @@ def test_bind_positional_and_keyword(args, kw, want):
 def test_bind_prefers_the_cuda_ptx_overload():
     ov = (("addr", "*sem"), ("sem", "addr"))
     assert A.bind("f", (), {"addr": 1, "sem": 2}, ov)[0] == 1
+
+
+def test_bind_is_pythons_positional_then_keyword():
+    """(addr, count, sem=, scope=) is the (addr, count) overload with keyword extensions, not
+    (sem, scope, space, addr) with the positionals shifted past the keywords."""
+    ov = (("addr", "count", "*sem", "*scope"), ("sem", "scope", "space", "addr"))
+    assert A.bind("f", ("b", 2), {"sem": "r", "scope": "c"}, ov) == (
+        0, {"addr": "b", "count": 2, "sem": "r", "scope": "c"})
 
 
 @pytest.mark.parametrize("args, kw", [(("a", "b", "c"), {}), (("b",), {"bogus": 1}), ((), {})])

@@ -282,9 +282,9 @@ def _encode_and_consume(scope: str) -> Kernel:
     out = k.param_ptr("tensor_map")
     smap = k.shared_array(t.b8, 128, align=128, name="smap")
     with k.if_(k.tid.x == 0):
-        ptx.tensormap_replace_rank(k, smap, 2)
+        ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
     k.syncwarp()
-    ptx.tensormap_cp_fenceproxy(k, out, smap, sem="release", scope=scope)
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, scope, out, smap, 128)
     with k.if_(k.tid.x == 0):
         ptx.fence_proxy_tensormap_generic(k, "acquire", scope, k.ld_param(out))
     k.ret()

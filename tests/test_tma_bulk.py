@@ -38,7 +38,8 @@ class Env:
 
     def __init__(self, name: str = "k"):
         k = self.k = Kernel(name)
-        self.gptr = k.ld_param(k.param_ptr("gptr"))
+        # converted once here: the builders would convert a generic pointer at each call
+        self.gptr = k.cvta(k.ld_param(k.param_ptr("gptr")), "global", to=True)
         self.n = k.ld_param(k.param(t.u32, "nbytes"))
         self.smem = k.shared_array(t.b8, 4096, align=128, name="smem")
         self.remote = k.shared_array(t.b8, 4096, align=128, name="remote")
@@ -78,13 +79,13 @@ GROUPS: dict[str, list[Case]] = {
         C("g2cluster-imm", lambda e: cp_async_bulk(e.k, CL, G, e.smem, e.gptr, 4096, e.bar)),
         C("g2cluster-reg", lambda e: cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar)),
         C("g2cluster-multicast", lambda e: cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar,
-                                                         multicast_mask=e.mask)),
+                                                         cta_mask=e.mask)),
         C("g2cluster-multicast-imm", lambda e: cp_async_bulk(
-            e.k, "cluster", G, e.smem, e.gptr, 256, e.bar, multicast_mask=0b1011)),
+            e.k, "cluster", G, e.smem, e.gptr, 256, e.bar, cta_mask=0b1011)),
         C("g2cluster-cache_hint", lambda e: cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar,
                                                           cache_policy=e.policy)),
         C("g2cluster-multicast-cache_hint", lambda e: cp_async_bulk(
-            e.k, CL, G, e.smem, e.gptr, e.n, e.bar, multicast_mask=e.mask,
+            e.k, CL, G, e.smem, e.gptr, e.n, e.bar, cta_mask=e.mask,
             cache_policy=e.policy)),
         C("cta2cluster", lambda e: cp_async_bulk(e.k, CL, CTA, e.remote, e.smem, e.n, e.bar)),
         C("cta2g", lambda e: cp_async_bulk(e.k, G, CTA, e.gptr, e.smem, e.n)),
@@ -166,19 +167,33 @@ def test_reduce_noftz_and_text():
     cp_reduce_async_bulk(e.k, CL, CTA, "and", e.remote, e.smem, 64, e.bar, type=t.b32)
     lines = [s.render() for s in list(e.k.statements())[-3:]]
     assert lines == [
-        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%rd1], [smem], 64;",
-        "cp.reduce.async.bulk.global.shared::cta.bulk_group.max.f16 [%rd1], [smem], 64;",
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%rd2], [smem], 64;",
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.max.f16 [%rd2], [smem], 64;",
         "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.and.b32 "
         "[remote], [smem], 64, [bar];"]
 
 
 def test_copy_operand_order():
     e = Env()
-    cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar, multicast_mask=e.mask,
+    cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar, cta_mask=e.mask,
                   cache_policy=e.policy)
     assert e.k.body[-1].render() == (
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-        ".L2::cache_hint [smem], [%rd1], %r1, [bar], %rs1, %rd2;")
+        ".L2::cache_hint [smem], [%rd2], %r1, [bar], %rs1, %rd3;")
+
+
+def test_generic_pointer_is_converted_like_cuda_ptx():
+    """cuda::ptx passes a C++ (generic) pointer through __as_ptr_gmem: cvta.to.global."""
+    k = Kernel("k")
+    p = k.ld_param(k.param_ptr("p"))
+    smem = k.shared_array(t.b8, 256, align=128, name="smem")
+    cp_async_bulk(k, G, CTA, p, smem, 256)
+    cp_async_bulk(k, G, CTA, k.param_ptr("q"), smem, 256)     # a pointer parameter: loaded
+    assert [s.render() for s in k.statements()] == [
+        "ld.param.u64 %rd1, [p];", "cvta.to.global.u64 %rd2, %rd1;",
+        "cp.async.bulk.global.shared::cta.bulk_group [%rd2], [smem], 256;",
+        "ld.param.u64 %rd3, [q];", "cvta.to.global.u64 %rd4, %rd3;",
+        "cp.async.bulk.global.shared::cta.bulk_group [%rd4], [smem], 256;"]
 
 
 def test_forms_table():
@@ -246,7 +261,7 @@ def test_refuse_shared_cta_destination_below_ptx_86():
 def test_refuse_32bit_cta_mask():
     e = Env()
     with pytest.raises(OperandError, match="cta_mask.*16-bit"):
-        cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar, multicast_mask=e.n)
+        cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar, cta_mask=e.n)
 
 
 def test_refuse_multicast_without_mask():
@@ -261,7 +276,7 @@ def test_refuse_multicast_outside_global_to_cluster(src):
     dst = CTA if src == G else CL
     with pytest.raises(BuildError, match="multicast::cluster needs a"):
         cp_async_bulk(e.k, dst, src, e.remote, e.gptr if src == G else e.smem, e.n, e.bar,
-                      multicast_mask=1)
+                      cta_mask=1)
 
 
 def test_refuse_cache_hint_without_policy():
@@ -285,8 +300,11 @@ def test_refuse_cache_hint_on_shared_to_cluster_copy():
 
 def test_refuse_byte_mask_on_load():
     e = Env()
-    with pytest.raises(BuildError, match="cp_mask"):
+    with pytest.raises(BuildError, match=r"cp_async_bulk\(k, dst_space, src_space, dst_mem, "
+                                         r"src_mem, size, cache_policy=, byte_mask=\)"):
         cp_async_bulk(e.k, CL, G, e.smem, e.gptr, e.n, e.bar, byte_mask=0xFF)
+    with pytest.raises(BuildError, match="cp_mask"):
+        CpAsyncBulk(CL, G, e.smem, e.gptr, e.n, e.bar, byte_mask=0xFF)
 
 
 def test_refuse_mbarrier_completion_on_store():

@@ -80,7 +80,7 @@ def load(dst, n, mode="tile", **kw):
         if extra.pop("hint", False):
             extra["cache_policy"] = e.policy
         if extra.pop("mc", False):
-            extra["multicast_mask"] = e.h(7)
+            extra["cta_mask"] = e.h(7)
         if mode in ("im2col", "im2col::w", "im2col::w::128"):
             extra["im2col"] = tuple(e.h(i) for i in range(n - 2 if mode == "im2col" else 2))
         ncoords = 5 if mode == "tile::gather4" else n
@@ -213,7 +213,7 @@ def test_blackwell_arch_forms_refused_on_sm_120a():
 def test_emitted_text_canonical_order():
     e = Env()
     cp_async_bulk_tensor(e.k, CL, "global", e.smem, e.tmap, e.coords(3), e.bar, mode="im2col",
-                         im2col=(e.h(0),), multicast_mask=e.h(1), cache_policy=e.policy,
+                         im2col=(e.h(0),), cta_mask=e.h(1), cache_policy=e.policy,
                          cta_group=2)
     line = e.k.body[-1].render()
     assert line == ("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::"
@@ -338,7 +338,7 @@ def test_refuse_32bit_cta_mask():
     e = Env()
     with pytest.raises(OperandError, match="16-bit"):
         cp_async_bulk_tensor(e.k, CL, "global", e.smem, e.tmap, e.coords(2), e.bar,
-                             multicast_mask=e.c[0])
+                             cta_mask=e.c[0])
 
 
 def test_refuse_32bit_im2col_offset():
@@ -362,8 +362,12 @@ def test_refuse_64bit_coordinate():
 
 def test_refuse_mbarrier_completion_on_store():
     e = Env()
-    with pytest.raises(BuildError, match="mbarrier completion on a store is not allowed"):
+    with pytest.raises(BuildError, match=r"no cuda::ptx overload.*cp_async_bulk_tensor\(k, "
+                                         r"dst_space, src_space, tensor_map, tensor_coords, "
+                                         r"src_mem, mode="):
         cp_async_bulk_tensor(e.k, "global", CTA, e.tmap, e.coords(2), e.smem, e.bar)
+    with pytest.raises(BuildError, match="mbarrier completion on a store is not allowed"):
+        CpAsyncBulkTensor(2, "global", CTA, e.smem, e.tmap, e.coords(2), e.bar)
 
 
 def test_refuse_bulk_group_on_load():
@@ -375,8 +379,10 @@ def test_refuse_bulk_group_on_load():
 
 def test_refuse_load_without_mbarrier():
     e = Env()
-    with pytest.raises(BuildError, match=r"needs the mbarrier's shared address \(bar=\.\.\.\)"):
+    with pytest.raises(BuildError, match=r"no cuda::ptx overload.*tensor_coords, smem_bar"):
         cp_async_bulk_tensor(e.k, CL, "global", e.smem, e.tmap, e.coords(2))
+    with pytest.raises(BuildError, match=r"needs the mbarrier's shared address \(bar=\.\.\.\)"):
+        CpAsyncBulkTensor(2, CL, "global", e.smem, e.tmap, e.coords(2))
 
 
 @pytest.mark.parametrize("make", [
@@ -439,7 +445,7 @@ def test_refuse_multicast_into_shared_cta():
     e = Env()
     with pytest.raises(BuildError, match=r"multicast::cluster needs a \.shared::cluster dest"):
         cp_async_bulk_tensor(e.k, CTA, "global", e.smem, e.tmap, e.coords(2), e.bar,
-                             multicast_mask=3)
+                             cta_mask=3)
 
 
 def test_refuse_cache_hint_without_policy():
@@ -528,8 +534,12 @@ def test_refuse_misaligned_shared_buffer():
 def test_refuse_generic_address_as_shared_operand():
     e = Env()
     gen = e.k.generic_addr(e.smem)
-    with pytest.raises(OperandError, match="cvta.to.shared"):
-        cp_async_bulk_tensor(e.k, CL, "global", gen, e.tmap, e.coords(2), e.bar)
+    with pytest.raises(OperandError, match=r"k.cvta\(reg, 'shared::cluster', to=True\)"):
+        CpAsyncBulkTensor(2, CL, "global", gen, e.tmap, e.coords(2), e.bar)
+    # the builder converts a generic pointer, as cuda::ptx's __as_ptr_dsmem does
+    cp_async_bulk_tensor(e.k, CL, "global", gen, e.tmap, e.coords(2), e.bar)
+    assert [s.render() for s in e.k.statements()][-2].startswith(
+        "cvta.to.shared::cluster.u64 %rd")
 
 
 def test_refuse_unknown_direction_space():

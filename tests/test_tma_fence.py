@@ -8,6 +8,7 @@ import pytest
 
 from ptxdsl import Addr, BuildError, OperandError, VersionError, ptx, t
 from ptxdsl.instructions.fence import Fence, FenceSyncRestrict
+from ptxdsl.types import StateSpace
 from tests.tma_cases import Case, Env, FormChecks, build
 
 SCOPES = ("cta", "cluster", "gpu", "sys")
@@ -96,10 +97,24 @@ def test_text():
 
 
 # -- refusal rules ---------------------------------------------------------------------------------
-def test_refuse_bare_shared_proxy_async():
+def test_shared_is_shared_cta_in_fences():
+    """'shared' / space_shared is .shared::cta and 'cluster' / space_cluster .shared::cluster,
+    as in every family (ptxas rejects bare .shared on these fences, so it is never emitted)."""
     e = Env()
-    with pytest.raises(OperandError, match=r"'shared::cta' \(ptxas rejects bare .shared here"):
-        ptx.fence_proxy_async(e.k, "shared")
+    ptx.fence_proxy_async(e.k, "shared")
+    ptx.fence_proxy_async(e.k, ptx.space_cluster)
+    ptx.fence_sync_restrict(e.k, "sem_acquire", "cluster", "scope_cluster")
+    ptx.fence_sync_restrict(e.k, ptx.sem_release, ptx.space_shared, ptx.scope_cluster)
+    assert [s.render() for s in e.k.statements()] == [
+        "fence.proxy.async.shared::cta;", "fence.proxy.async.shared::cluster;",
+        "fence.acquire.sync_restrict::shared::cluster.cluster;",
+        "fence.release.sync_restrict::shared::cta.cluster;"]
+
+
+def test_refuse_bare_shared_enum_on_fence():
+    e = Env()
+    with pytest.raises(OperandError, match=r"one of 'shared' \(.shared::cta\)"):
+        ptx.fence_proxy_async(e.k, StateSpace.shared)
 
 
 def test_refuse_tensormap_acquire_size_not_128():

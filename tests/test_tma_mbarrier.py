@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, VersionError, ptx, t
-from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive
+from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive, MbarrierInval
 from ptxdsl.instructions.mbarrier_wait import MbarrierWait, WaitOp
 from ptxdsl.operands import SINK
 from ptxdsl.testing import assemble_declared
@@ -19,7 +19,7 @@ from tests.tma_cases import (
     unchecked_module,
 )
 
-SS, CL = "shared::cta", "shared::cluster"
+SS, CL, GEN = "shared::cta", "shared::cluster", "generic"
 
 
 def C(id, fn, version, target):
@@ -32,9 +32,10 @@ def _bar(e, where):
 
 
 def _per_addr(prefix, fn, version, target, wheres=("sym", "r32", "r64", "gen"), space=None):
-    """One case per way of naming the barrier; `space` is passed for the shared ones."""
+    """One case per way of naming the barrier; `space` is passed for the shared ones (None:
+    the space cuda::ptx's overload emits), 'generic' for the generic pointer."""
     return [C(f"{prefix}-{w}", lambda e, w=w: fn(e, _bar(e, w),
-                                                  None if w == "gen" else space), version,
+                                                  GEN if w == "gen" else space), version,
               target) for w in wheres]
 
 
@@ -43,49 +44,51 @@ V70, V71 = ("7.0", "sm_80"), ("7.1", "sm_80")
 GROUPS: dict[str, list[Case]] = {
     "mbarrier/sm80_v70": [
         *_per_addr("init", lambda e, b, s: ptx.mbarrier_init(e.k, b, 1, space=s), *V70,
-                   ("sym", "gen"), "shared"),
-        C("init-reg-count", lambda e: ptx.mbarrier_init(e.k, e.bar, e.v32, space="shared"),
-          *V70),
+                   ("sym", "gen")),
+        C("init-reg-count", lambda e: ptx.mbarrier_init(e.k, e.bar, e.v32), *V70),
         *_per_addr("inval", lambda e, b, s: ptx.mbarrier_inval(e.k, b, space=s), *V70,
-                   ("r32", "gen"), "shared"),
-        *_per_addr("arrive", lambda e, b, s: A(e.k, b, space=s), *V70, ("sym", "gen"),
-                   "shared"),
-        *_per_addr("arrive_drop", lambda e, b, s: AD(e.k, b, space=s), *V70, ("sym", "gen"),
-                   "shared"),
-        C("arrive_drop-sink", lambda e: AD(e.k, e.bar, space="shared", dst="_"), *V70),
+                   ("gen",)),
+        *_per_addr("arrive", lambda e, b, s: A(e.k, b, space=s), *V70, ("sym", "gen")),
+        *_per_addr("arrive_drop", lambda e, b, s: AD(e.k, b, space=s), *V70, ("sym", "gen")),
+        C("arrive_drop-sink", lambda e: AD(e.k, e.bar, dst="_"), *V70),
         *_per_addr("noComplete", lambda e, b, s: ptx.mbarrier_arrive_no_complete(
-            e.k, b, 2, space=s), *V70, ("sym", "gen"), "shared"),
-        C("noComplete-reg", lambda e: ptx.mbarrier_arrive_no_complete(
-            e.k, e.bar32, e.v32, space="shared"), *V70),
+            e.k, b, 2, space=s), *V70, ("sym", "gen")),
+        C("noComplete-reg", lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar32, e.v32),
+          *V70),
         C("drop-noComplete", lambda e: ptx.mbarrier_arrive_drop_no_complete(
-            e.k, e.bar_generic, 1), *V70),
+            e.k, e.bar_generic, 1, space=GEN), *V70),
         *_per_addr("test_wait", lambda e, b, s: ptx.mbarrier_test_wait(
-            e.k, b, e.state, space=s), *V70, ("sym", "gen"), "shared"),
+            e.k, b, e.state, space=s), *V70, ("sym", "gen")),
         C("pending_count", lambda e: ptx.mbarrier_pending_count(e.k, e.state), *V70),
     ],
     "mbarrier/sm80_v71": [
         *_per_addr("arrive-sink", lambda e, b, s: A(e.k, b, space=s, dst="_"), *V71,
-                   ("sym", "gen"), "shared"),
+                   ("sym", "gen")),
         C("noComplete-sink", lambda e: ptx.mbarrier_arrive_no_complete(
-            e.k, e.bar, 1, space="shared", dst=SINK), *V71),
+            e.k, e.bar, 1, dst=SINK), *V71),
         *_per_addr("test_wait.parity", lambda e, b, s: ptx.mbarrier_test_wait_parity(
-            e.k, b, 1, space=s), *V71, ("sym", "gen"), "shared"),
+            e.k, b, 1, space=s), *V71, ("sym", "gen")),
         C("test_wait.parity-reg", lambda e: ptx.mbarrier_test_wait_parity(
-            e.k, e.bar, e.v32, space="shared"), *V71),
+            e.k, e.bar, e.v32), *V71),
     ],
     "mbarrier/sm80_v78": [
         *_per_addr("init", lambda e, b, s: ptx.mbarrier_init(e.k, b, 128, space=s), "7.8",
-                   "sm_80", ("sym", "r32", "r64")),
+                   "sm_80", ("sym", "r32", "r64"), "shared"),
         C("inval", lambda e: ptx.mbarrier_inval(e.k, e.bar), "7.8", "sm_80"),
-        C("arrive", lambda e: A(e.k, e.bar), "7.8", "sm_80"),
-        C("arrive-sink", lambda e: A(e.k, e.bar32, dst="_"), "7.8", "sm_80"),
-        C("arrive_drop", lambda e: AD(e.k, e.bar64, space=SS), "7.8", "sm_80"),
-        C("noComplete", lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar, 3), "7.8",
+        C("inval-r32", lambda e: ptx.mbarrier_inval(e.k, e.bar32, space="shared"), "7.8",
           "sm_80"),
-        C("drop-noComplete", lambda e: ptx.mbarrier_arrive_drop_no_complete(e.k, e.bar, 3),
+        C("arrive", lambda e: A(e.k, e.bar, space="shared"), "7.8", "sm_80"),
+        C("arrive-sink", lambda e: A(e.k, e.bar32, space=ptx.space_shared, dst="_"), "7.8",
+          "sm_80"),
+        C("arrive_drop", lambda e: AD(e.k, e.bar64, space=SS), "7.8", "sm_80"),
+        C("noComplete", lambda e: ptx.mbarrier_arrive_no_complete(e.k, e.bar, 3, space=SS),
           "7.8", "sm_80"),
-        C("test_wait", lambda e: ptx.mbarrier_test_wait(e.k, e.bar, e.state), "7.8", "sm_80"),
-        C("test_wait.parity", lambda e: ptx.mbarrier_test_wait_parity(e.k, e.bar32, 0), "7.8",
+        C("drop-noComplete", lambda e: ptx.mbarrier_arrive_drop_no_complete(
+            e.k, e.bar, 3, space="space_shared"), "7.8", "sm_80"),
+        C("test_wait", lambda e: ptx.mbarrier_test_wait(e.k, e.bar, e.state, space=SS), "7.8",
+          "sm_80"),
+        C("test_wait.parity", lambda e: ptx.mbarrier_test_wait_parity(e.k, e.bar32, 0,
+                                                                      space=SS), "7.8",
           "sm_80"),
     ],
     "mbarrier/sm80_v80": [
@@ -98,11 +101,11 @@ GROUPS: dict[str, list[Case]] = {
         C("noComplete.release.cta", lambda e: ptx.mbarrier_arrive_no_complete(
             e.k, e.bar, 2, sem="release", scope="cta"), "8.0", "sm_80"),
         C("drop-noComplete.release.cta", lambda e: ptx.mbarrier_arrive_drop_no_complete(
-            e.k, e.bar_generic, 2, sem="release", scope="cta"), "8.0", "sm_80"),
+            e.k, e.bar_generic, 2, sem="release", scope="cta", space=GEN), "8.0", "sm_80"),
         C("test_wait.acquire.cta", lambda e: ptx.mbarrier_test_wait(
             e.k, e.bar, e.state, sem="acquire", scope="cta"), "8.0", "sm_80"),
         C("test_wait.parity.acquire", lambda e: ptx.mbarrier_test_wait_parity(
-            e.k, e.bar_generic, 0, sem="acquire"), "8.0", "sm_80"),
+            e.k, e.bar_generic, 0, sem="acquire", space=GEN), "8.0", "sm_80"),
     ],
     "mbarrier/sm90_v78": [
         *_per_addr("arrive-count", lambda e, b, s: A(e.k, b, 4, space=s), "7.8", "sm_90"),
@@ -117,7 +120,7 @@ GROUPS: dict[str, list[Case]] = {
           "7.8", "sm_90"),
         *_per_addr("try_wait.parity", lambda e, b, s: ptx.mbarrier_try_wait_parity(
             e.k, b, 0, space=s), "7.8", "sm_90"),
-        C("try_wait.parity-bare-shared", lambda e: ptx.mbarrier_try_wait_parity(
+        C("try_wait.parity-space-shared", lambda e: ptx.mbarrier_try_wait_parity(
             e.k, e.bar, e.v32, space="shared"), "7.8", "sm_90"),
         C("try_wait.parity-hint", lambda e: ptx.mbarrier_try_wait_parity(
             e.k, e.bar, 1, 10_000_000), "7.8", "sm_90"),
@@ -132,7 +135,7 @@ GROUPS: dict[str, list[Case]] = {
                                                    space=CL), "8.0", "sm_90"),
         C("drop-remote", lambda e: AD(e.k, e.remote, space=CL), "8.0", "sm_90"),
         *(C(f"expect_tx-{sc}-{w}", lambda e, sc=sc, w=w: ptx.mbarrier_arrive_expect_tx(
-            e.k, "release", sc, SS if w == "sym" else None, _bar(e, w), 16384), "8.0",
+            e.k, "release", sc, SS if w == "sym" else GEN, _bar(e, w), 16384), "8.0",
             "sm_90") for sc in ("cta", "cluster") for w in ("sym", "gen")),
         C("expect_tx-sink-reg", lambda e: ptx.mbarrier_arrive_expect_tx(
             e.k, None, None, None, e.bar, e.v32, dst="_"), "8.0", "sm_90"),
@@ -143,7 +146,7 @@ GROUPS: dict[str, list[Case]] = {
         C("drop-expect_tx-remote", lambda e: ptx.mbarrier_arrive_drop_expect_tx(
             e.k, "release", "cluster", CL, e.remote, 512), "8.0", "sm_90"),
         *(C(f"{op}-{sem}-{w}", lambda e, op=op, sem=sem, w=w: getattr(ptx, f"mbarrier_{op}")(
-            e.k, sem, "cluster" if sem else None, CL if w == "remote" else None, _bar(e, w),
+            e.k, sem, "cluster" if sem else None, {"remote": CL, "gen": GEN}.get(w), _bar(e, w),
             e.v32 if w == "remote" else 64), "8.0", "sm_90")
           for op in ("expect_tx", "complete_tx") for sem in (None, "relaxed")
           for w in ("sym", "gen", "remote")),
@@ -161,8 +164,8 @@ GROUPS: dict[str, list[Case]] = {
             "8.6", "sm_90") for sc in ("cta", "cluster")),
         C("arrive.relaxed-remote", lambda e: A(e.k, e.remote, 1, sem="relaxed",
                                                scope="cluster", space=CL), "8.6", "sm_90"),
-        C("drop.relaxed", lambda e: AD(e.k, e.bar_generic, sem="relaxed", scope="cta"), "8.6",
-          "sm_90"),
+        C("drop.relaxed", lambda e: AD(e.k, e.bar_generic, sem="relaxed", scope="cta",
+                                      space=GEN), "8.6", "sm_90"),
         C("expect_tx.relaxed", lambda e: ptx.mbarrier_arrive_expect_tx(
             e.k, "relaxed", "cta", SS, e.bar, 256, dst="_"), "8.6", "sm_90"),
         C("drop-expect_tx.relaxed", lambda e: ptx.mbarrier_arrive_drop_expect_tx(
@@ -213,7 +216,7 @@ def test_text():
     assert ptx.mbarrier_pending_count(e.k, st).type is t.u32
     assert A(e.k, e.remote, space=CL) is None
     assert [s.render() for s in e.k.statements()] == [
-        "mbarrier.arrive.shared::cta.b64 %rd1, [bar];",
+        "mbarrier.arrive.shared.b64 %rd1, [bar];",
         "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [bar], 512;",
         "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 %p1, [bar], 0;",
         "mbarrier.pending_count.b64 %r1, %rd1;",
@@ -441,9 +444,16 @@ def test_refuse_shared_symbol_as_generic():
 
 
 def test_refuse_generic_pointer_as_shared():
+    """The instruction refuses a generic pointer for a shared operand (and says how to convert
+    it); the builders convert it as cuda::ptx does."""
     e = Env()
-    with pytest.raises(OperandError, match="a .shared::cta address.*holds a .generic address"):
-        ptx.mbarrier_inval(e.k, e.bar_generic, space=SS)
+    with pytest.raises(OperandError, match="a .shared::cta address.*holds a .generic address"
+                                           r".*k.cvta\(reg, 'shared::cta', to=True\)"):
+        MbarrierInval(SS, e.bar_generic)
+    e.k.cvta(e.bar_generic, "shared::cta", to=True)     # the suggestion is accepted
+    ptx.mbarrier_inval(e.k, e.bar_generic)
+    assert [s.render() for s in e.k.statements()][-2:] == [
+        "cvta.to.shared.u64 %rd4, %rd2;", "mbarrier.inval.shared::cta.b64 [%rd4];"]
 
 
 def test_refuse_timeout_both_clocks():
@@ -466,7 +476,7 @@ def test_addr_offset_into_barrier_array():
     e = Env()
     bars = e.k.shared_array(t.b64, 4, align=8, name="bars")
     ptx.mbarrier_init(e.k, Addr(bars, 16), 1)
-    assert list(e.k.statements())[-1].render() == "mbarrier.init.shared::cta.b64 [bars+16], 1;"
+    assert list(e.k.statements())[-1].render() == "mbarrier.init.shared.b64 [bars+16], 1;"
 
 
 def test_bounded_wait_returns_the_predicate():

@@ -31,59 +31,63 @@ def _addr(e, where):
                        GEN: "gptr"}[where])
 
 
-def field_cases(where, space=None):
+def _space(where):
+    return {"sym": SS, "r32": SS, "r64": SS, GL: GL, GEN: GEN}[where]
+
+
+def field_cases(where):
     """One instruction per field (and per value kind) with the map at `where`."""
     a = lambda e: _addr(e, where)   # noqa: E731
+    sp = _space(where)
     return [
         C(f"{where}-global_address-reg", lambda e: ptx.tensormap_replace_global_address(
-            e.k, a(e), e.v64, space)),
+            e.k, sp, a(e), e.v64)),
         C(f"{where}-global_address-imm", lambda e: ptx.tensormap_replace_global_address(
-            e.k, a(e), 0x10000, space)),
-        C(f"{where}-rank", lambda e: ptx.tensormap_replace_rank(e.k, a(e), rank=2, space=space)),
-        C(f"{where}-rank-reg", lambda e: ptx.tensormap_replace_rank(
-            e.k, a(e), new_val=e.v32, space=space)),
-        C(f"{where}-box_dim", lambda e: ptx.tensormap_replace_box_dim(e.k, a(e), 1, 64, space)),
+            e.k, sp, a(e), 0x10000)),
+        C(f"{where}-rank", lambda e: ptx.tensormap_replace_rank(e.k, sp, a(e), rank=2)),
+        C(f"{where}-rank-reg", lambda e: ptx.tensormap_replace_rank(e.k, sp, a(e), e.v32)),
+        C(f"{where}-box_dim", lambda e: ptx.tensormap_replace_box_dim(e.k, sp, a(e), 1, 64)),
         C(f"{where}-global_dim", lambda e: ptx.tensormap_replace_global_dim(
-            e.k, a(e), 2, e.v32, space)),
+            e.k, sp, a(e), 2, e.v32)),
         C(f"{where}-global_stride", lambda e: ptx.tensormap_replace_global_stride(
-            e.k, a(e), 3, e.v64, space)),
+            e.k, sp, a(e), 3, e.v64)),
         C(f"{where}-element_stride", lambda e: ptx.tensormap_replace_element_stride(
-            e.k, a(e), 4, 2, space)),
-        C(f"{where}-elemtype", lambda e: ptx.tensormap_replace_elemtype(e.k, a(e), "bf16",
-                                                                        space)),
+            e.k, sp, a(e), 4, 2)),
+        C(f"{where}-elemtype", lambda e: ptx.tensormap_replace_elemtype(
+            e.k, sp, a(e), "bf16")),
         C(f"{where}-interleave_layout", lambda e: ptx.tensormap_replace_interleave_layout(
-            e.k, a(e), "16B", space)),
+            e.k, sp, a(e), "16B")),
         C(f"{where}-swizzle_mode", lambda e: ptx.tensormap_replace_swizzle_mode(
-            e.k, a(e), "128B", space)),
-        C(f"{where}-fill_mode", lambda e: ptx.tensormap_replace_fill_mode(e.k, a(e), "nan",
-                                                                          space)),
+            e.k, sp, a(e), "128B")),
+        C(f"{where}-fill_mode", lambda e: ptx.tensormap_replace_fill_mode(
+            e.k, sp, a(e), "nan")),
     ]
 
 
 def _each_ord(fn_name, value):
     fn = getattr(ptx, fn_name)
     hi = 4 if fn_name != "tensormap_replace_global_stride" else 3
-    return [C(f"{fn_name[18:]}-ord{o}", lambda e, o=o: fn(e.k, e.smap, o, value))
+    return [C(f"{fn_name[18:]}-ord{o}", lambda e, o=o: fn(e.k, SS, e.smap, o, value))
             for o in range(hi + 1)]
 
 
 def _value_cases(fn_name, values):
     fn = getattr(ptx, fn_name)
-    return [C(f"{fn_name[18:]}-{v!s}", lambda e, v=v: fn(e.k, e.smap, v)) for v in values]
+    return [C(f"{fn_name[18:]}-{v!s}", lambda e, v=v: fn(e.k, SS, e.smap, v)) for v in values]
 
 
 def _driver(e, name):
-    ptx.tensormap_replace_elemtype(e.k, e.smap, driver_dtype=name)
+    ptx.tensormap_replace_elemtype(e.k, SS, e.smap, driver_dtype=name)
 
 
 GROUPS: dict[str, list[Case]] = {
     "tensormap/replace_shared_cta": [
-        *field_cases("sym"), *field_cases("r32"), *field_cases("r64", SS),
+        *field_cases("sym"), *field_cases("r32"), *field_cases("r64"),
         C("element_size-alias", lambda e: ptx.tensormap_replace_element_size(
-            e.k, e.smap, 0, 1, SS)),
-        C("addr-offset", lambda e: ptx.tensormap_replace_fill_mode(e.k, Addr(e.smap32, 0),
+            e.k, SS, e.smap, 0, 1)),
+        C("addr-offset", lambda e: ptx.tensormap_replace_fill_mode(e.k, SS, Addr(e.smap32, 0),
                                                                    0)),
-        *(C(f"rank-{r}", lambda e, r=r: ptx.tensormap_replace_rank(e.k, e.smap, rank=r))
+        *(C(f"rank-{r}", lambda e, r=r: ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=r))
           for r in range(1, 6)),
         *_each_ord("tensormap_replace_box_dim", 256),
         *_each_ord("tensormap_replace_global_dim", (1 << 32) - 1),
@@ -93,11 +97,11 @@ GROUPS: dict[str, list[Case]] = {
     "tensormap/replace_global": field_cases(GL),
     "tensormap/replace_generic": [*field_cases(GEN), *(
         C(f"explicit-{c.id}", lambda e, c=c: ptx.tensormap_replace_fill_mode(
-            e.k, e.gptr, 0, "generic")) for c in field_cases(GEN)[:1])],
+            e.k, GEN, e.gptr, 0)) for c in field_cases(GEN)[:1])],
     "tensormap/replace_values": [
         *_value_cases("tensormap_replace_elemtype", [e.ptx_name for e in Elemtype][:13]),
         *(C(f"elemtype-numpy-{d}", lambda e, d=d: ptx.tensormap_replace_elemtype(
-            e.k, e.smap, np.dtype(d))) for d in ("uint8", "int32", "float64", "float16")),
+            e.k, SS, e.smap, np.dtype(d))) for d in ("uint8", "int32", "float64", "float16")),
         *(C(f"elemtype-driver-{d}", lambda e, d=d: _driver(e, d))
           for d in ("FLOAT64", "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 10, "TFLOAT32_FTZ")),
         *_value_cases("tensormap_replace_interleave_layout", ["none", "16B", "32B"]),
@@ -106,29 +110,31 @@ GROUPS: dict[str, list[Case]] = {
     ],
     "tensormap/replace_swizzle_atomicity": [
         *(C(f"atomicity-{v}", lambda e, v=v: ptx.tensormap_replace_swizzle_atomicity(
-            e.k, e.smap, v), "8.6", "sm_100a") for v in ("16B", "32B", "32B_flip_8B", "64B")),
+            e.k, SS, e.smap, v), "8.6", "sm_100a") for v in ("16B", "32B", "32B_flip_8B", "64B")),
         C("atomicity-global", lambda e: ptx.tensormap_replace_swizzle_atomicity(
-            e.k, e.gglobal, 3), "8.6", "sm_100a"),
+            e.k, GL, e.gglobal, 3), "8.6", "sm_100a"),
         C("atomicity-generic", lambda e: ptx.tensormap_replace_swizzle_atomicity(
-            e.k, e.gptr, 1), "8.6", "sm_100a"),
+            e.k, GEN, e.gptr, 1), "8.6", "sm_100a"),
     ],
     "tensormap/replace_packed_elemtype": [
-        *(C(f"elemtype-{v}", lambda e, v=v: ptx.tensormap_replace_elemtype(e.k, e.smap, v),
+        *(C(f"elemtype-{v}", lambda e, v=v: ptx.tensormap_replace_elemtype(e.k, SS, e.smap, v),
             "8.7", "sm_100a") for v in ("b4x16", "b4x16_p64", "b6x16_p32", "b6p2x16")),
         C("elemtype-driver-16U6", lambda e: _driver(e, "16U6_ALIGN16B"), "8.7", "sm_100a"),
     ],
     "tensormap/replace_swizzle_96b": [
         C(f"swizzle-96B-{w}", lambda e, w=w: ptx.tensormap_replace_swizzle_mode(
-            e.k, _addr(e, w), "96B"), "8.8", "sm_103a") for w in ("sym", GL, GEN)],
+            e.k, _space(w), _addr(e, w), "96B"), "8.8", "sm_103a") for w in ("sym", GL, GEN)],
     "tensormap/cp_fenceproxy": [
-        *(C(f"cp-{s}", lambda e, s=s: ptx.tensormap_cp_fenceproxy(e.k, e.gglobal, e.smap,
-                                                                   scope=s), "8.3", "sm_90")
+        *(C(f"cp-{s}", lambda e, s=s: ptx.tensormap_cp_fenceproxy(e.k, "release", s, e.gglobal,
+                                                                   e.smap, 128), "8.3", "sm_90")
           for s in ("cta", "cluster", "gpu", "sys")),
-        C("cp-param-ptr", lambda e: ptx.tensormap_cp_fenceproxy(e.k, e.gptr_param, e.smap32),
+        C("cp-param-ptr", lambda e: ptx.tensormap_cp_fenceproxy(
+            e.k, "release", "gpu", e.gptr_param, e.smap32),
           "8.3", "sm_90"),
         C("cp-generic-reg", lambda e: ptx.tensormap_cp_fenceproxy(
-            e.k, Addr(e.gptr, 128), e.smap64, "release", "sys", 128), "8.3", "sm_90"),
-        C("cp-global-symbol", lambda e: ptx.tensormap_cp_fenceproxy(e.k, e.gsym, e.smap),
+            e.k, "release", "sys", Addr(e.gptr, 128), e.smap64, 128), "8.3", "sm_90"),
+        C("cp-global-symbol", lambda e: ptx.tensormap_cp_fenceproxy(
+            e.k, "release", "gpu", e.gsym, e.smap),
           "8.3", "sm_90"),
     ],
 }
@@ -144,10 +150,10 @@ class TestForms(FormChecks):
 
 def test_text_and_translation():
     e = Env()
-    ptx.tensormap_replace_rank(e.k, e.smap, rank=2)
-    ptx.tensormap_replace_global_stride(e.k, e.smap32, 0, 256)
-    ptx.tensormap_replace_elemtype(e.k, e.smap, driver_dtype="FLOAT32_FTZ")
-    ptx.tensormap_cp_fenceproxy(e.k, e.gptr_param, e.smap, scope="gpu")
+    ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=2)
+    ptx.tensormap_replace_global_stride(e.k, SS, e.smap32, 0, 256)
+    ptx.tensormap_replace_elemtype(e.k, SS, e.smap, driver_dtype="FLOAT32_FTZ")
+    ptx.tensormap_cp_fenceproxy(e.k, "sem_release", "scope_gpu", e.gptr_param, e.smap)
     lines = [s.render() for s in e.k.statements()]
     assert lines == [
         "tensormap.replace.tile.rank.shared::cta.b1024.b32 [smap], 1;",
@@ -189,38 +195,38 @@ def encode_tensor_map() -> Module:
     smem_tmap = k.shared_array(t.b8, 128, align=128, name="smem_tmap")
     with k.if_(k.tid.x == 0):
         k.copy(smem_tmap, template_tensor_map, 128)         # smem_tmap = template_tensor_map;
-        space_shared = "shared::cta"
-        ptx.tensormap_replace_global_address(k, smem_tmap, k.ld_param(p_global_address),
-                                             space_shared)
+        space_shared = ptx.space_shared                     # const auto space_shared = ...
+        ptx.tensormap_replace_global_address(k, space_shared, smem_tmap,
+                                             k.ld_param(p_global_address))
         rank = k.ld_param(p_rank)
-        ptx.tensormap_replace_rank(k, smem_tmap, new_val=rank - 1, space=space_shared)
+        ptx.tensormap_replace_rank(k, space_shared, smem_tmap, rank - 1)
         for i in range(5):
             with k.if_(rank > i):
-                ptx.tensormap_replace_box_dim(k, smem_tmap, i, k.ld_param(p_box_dim[i]),
-                                              space_shared)
+                ptx.tensormap_replace_box_dim(k, space_shared, smem_tmap, i,
+                                              k.ld_param(p_box_dim[i]))
         for i in range(5):
             with k.if_(rank > i):
                 ptx.tensormap_replace_global_dim(
-                    k, smem_tmap, i, k.cvt(k.ld_param(p_global_dim[i]), t.u32), space_shared)
+                    k, space_shared, smem_tmap, i, k.cvt(k.ld_param(p_global_dim[i]), t.u32))
         for i in range(4):
             with k.if_(rank > i + 1):
-                ptx.tensormap_replace_global_stride(k, smem_tmap, i,
-                                                    k.ld_param(p_global_stride[i]), space_shared)
+                ptx.tensormap_replace_global_stride(k, space_shared, smem_tmap, i,
+                                                    k.ld_param(p_global_stride[i]))
         for i in range(5):
             with k.if_(rank > i):
-                ptx.tensormap_replace_element_size(k, smem_tmap, i,
-                                                   k.ld_param(p_element_stride[i]), space_shared)
+                ptx.tensormap_replace_element_size(k, space_shared, smem_tmap, i,
+                                                   k.ld_param(p_element_stride[i]))
         u8_elem_type = 0
-        ptx.tensormap_replace_elemtype(k, smem_tmap, u8_elem_type, space_shared)
+        ptx.tensormap_replace_elemtype(k, space_shared, smem_tmap, u8_elem_type)
         no_interleave = 0
-        ptx.tensormap_replace_interleave_layout(k, smem_tmap, no_interleave, space_shared)
+        ptx.tensormap_replace_interleave_layout(k, space_shared, smem_tmap, no_interleave)
         no_swizzle = 0
-        ptx.tensormap_replace_swizzle_mode(k, smem_tmap, no_swizzle, space_shared)
+        ptx.tensormap_replace_swizzle_mode(k, space_shared, smem_tmap, no_swizzle)
         zero_fill = 0
-        ptx.tensormap_replace_fill_mode(k, smem_tmap, zero_fill, space_shared)
+        ptx.tensormap_replace_fill_mode(k, space_shared, smem_tmap, zero_fill)
     k.syncwarp()                                            # __syncwarp();
     bytes_128 = 128
-    ptx.tensormap_cp_fenceproxy(k, out, smem_tmap, "release", "gpu", bytes_128)
+    ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, out, smem_tmap, bytes_128)
     return Module([k])
 
 
@@ -237,19 +243,19 @@ def test_seed_encode_golden(golden):
 def test_refuse_ord_out_of_range():
     e = Env()
     with pytest.raises(OperandError, match=r"'ord'.*\[0, 4\].*got 5"):
-        ptx.tensormap_replace_box_dim(e.k, e.smap, 5, 16)
+        ptx.tensormap_replace_box_dim(e.k, SS, e.smap, 5, 16)
 
 
 def test_refuse_global_stride_ord_4():
     e = Env()
     with pytest.raises(BuildError, match="stride of dimension 5.*ord must be 0..3"):
-        ptx.tensormap_replace_global_stride(e.k, e.smap, 4, 256)
+        ptx.tensormap_replace_global_stride(e.k, SS, e.smap, 4, 256)
 
 
 def test_refuse_ord_register():
     e = Env()
     with pytest.raises(OperandError, match="'ord'.*a register is not allowed here"):
-        ptx.tensormap_replace_global_dim(e.k, e.smap, e.v32, 16)
+        ptx.tensormap_replace_global_dim(e.k, SS, e.smap, e.v32, 16)
 
 
 @pytest.mark.parametrize("fn", ["elemtype", "interleave_layout", "swizzle_mode",
@@ -257,13 +263,37 @@ def test_refuse_ord_register():
 def test_refuse_register_for_immediate_field(fn):
     e = Env()
     with pytest.raises(OperandError, match="ptxas rejects a register for this field"):
-        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, e.v32)
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, SS, e.smap, e.v32)
 
 
-def test_refuse_bare_shared():
+def test_shared_means_shared_cta():
+    """'shared' (cuda::ptx's space_shared) is .shared::cta here as in every family."""
+    for spelling in ("shared", "space_shared", "shared::cta", ptx.space_shared):
+        e = Env()
+        ptx.tensormap_replace_rank(e.k, spelling, e.smap, rank=1)
+        assert [s.render() for s in e.k.statements()] == [
+            "tensormap.replace.tile.rank.shared::cta.b1024.b32 [smap], 0;"]
+
+
+def test_rank_is_the_raw_field_value_like_cuda_ptx():
+    """cuda::ptx's `tensormap_replace_rank(space_shared, &smap, 1)` writes 1 (a 2-d tensor)."""
     e = Env()
-    with pytest.raises(OperandError, match=r"'shared::cta' \(ptxas rejects bare .shared here"):
-        ptx.tensormap_replace_rank(e.k, e.smap, rank=1, space="shared")
+    ptx.tensormap_replace_rank(e.k, SS, e.smap, 1)
+    ptx.tensormap_replace_rank(e.k, SS, e.smap, new_val=1)
+    ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=2)
+    assert {s.render() for s in e.k.statements()} == {
+        "tensormap.replace.tile.rank.shared::cta.b1024.b32 [smap], 1;"}
+
+
+@pytest.mark.parametrize("fn, args", [
+    ("rank", (1,)), ("box_dim", (0, 64)), ("global_address", (0x10000,)),
+    ("elemtype", ("u8",)), ("fill_mode", ("zero",))])
+def test_refuse_the_old_address_first_order(fn, args):
+    """`tensormap_replace_rank(k, smap, 1)` (space left out) fails and shows cuda::ptx's
+    order instead of writing something else."""
+    e = Env()
+    with pytest.raises(BuildError, match=r"no cuda::ptx overload.*\(k, space, tm_addr"):
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, *args)
 
 
 @pytest.mark.parametrize("fn,ord,value,rule", [
@@ -276,32 +306,32 @@ def test_refuse_value_out_of_range(fn, ord, value, rule):
     e = Env()
     args = (value,) if ord is None else (ord, value)
     with pytest.raises(OperandError, match=f"new_val.*{rule}"):
-        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, *args)
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, SS, e.smap, *args)
 
 
 @pytest.mark.parametrize("rank", [0, 6])
 def test_refuse_rank_out_of_range(rank):
     e = Env()
     with pytest.raises(OperandError, match=r"'rank'.*\[1, 5\]"):
-        ptx.tensormap_replace_rank(e.k, e.smap, rank=rank)
+        ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=rank)
 
 
 def test_refuse_raw_rank_value_out_of_range():
     e = Env()
     with pytest.raises(OperandError, match=r"rank - 1 .*\[0, 4\]"):
-        ptx.tensormap_replace_rank(e.k, e.smap, new_val=5)
+        ptx.tensormap_replace_rank(e.k, SS, e.smap, new_val=5)
 
 
 def test_refuse_rank_register_as_rank():
     e = Env()
-    with pytest.raises(OperandError, match="pass new_val=reg"):
-        ptx.tensormap_replace_rank(e.k, e.smap, rank=e.v32)
+    with pytest.raises(OperandError, match="pass it as new_val"):
+        ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=e.v32)
 
 
 def test_refuse_rank_both_spellings():
     e = Env()
-    with pytest.raises(BuildError, match="exactly one of rank="):
-        ptx.tensormap_replace_rank(e.k, e.smap, rank=2, new_val=1)
+    with pytest.raises(BuildError, match="or rank=.*not both"):
+        ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=2, new_val=1)
 
 
 @pytest.mark.parametrize("fn,value", [
@@ -310,25 +340,25 @@ def test_refuse_rank_both_spellings():
 def test_refuse_value_outside_table(fn, value):
     e = Env()
     with pytest.raises(OperandError, match="new_val.*one of"):
-        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, value)
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, SS, e.smap, value)
 
 
 def test_refuse_numpy_dtype_without_elemtype():
     e = Env()
     with pytest.raises(OperandError, match="new_val"):
-        ptx.tensormap_replace_elemtype(e.k, e.smap, np.dtype("int8"))
+        ptx.tensormap_replace_elemtype(e.k, SS, e.smap, np.dtype("int8"))
 
 
 def test_refuse_unknown_driver_dtype():
     e = Env()
     with pytest.raises(OperandError, match="driver_dtype.*CUtensorMapDataType"):
-        ptx.tensormap_replace_elemtype(e.k, e.smap, driver_dtype="FLOAT8")
+        ptx.tensormap_replace_elemtype(e.k, SS, e.smap, driver_dtype="FLOAT8")
 
 
 def test_refuse_driver_combined_swizzle():
     e = Env()
     with pytest.raises(OperandError, match="set two fields.*swizzle_atomicity"):
-        ptx.tensormap_replace_swizzle_mode(e.k, e.smap, "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B")
+        ptx.tensormap_replace_swizzle_mode(e.k, SS, e.smap, "CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B")
 
 
 @pytest.mark.parametrize("fn,value,target", [
@@ -338,16 +368,16 @@ def test_refuse_driver_combined_swizzle():
 def test_refuse_value_not_valid_for_target(fn, value, target):
     e = Env(version="9.0", target=target)
     if fn == "rank":
-        ptx.tensormap_replace_rank(e.k, e.smap, rank=3)
+        ptx.tensormap_replace_rank(e.k, SS, e.smap, rank=3)
     else:
-        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, value)
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, SS, e.smap, value)
     with pytest.raises(VersionError, match=f"needs PTX ISA .*pinned to .target {target}"):
         e.module().emit()
 
 
 def test_family_target_accepts_replace():
     e = Env(target="sm_100f")
-    ptx.tensormap_replace_swizzle_atomicity(e.k, e.smap, "64B")
+    ptx.tensormap_replace_swizzle_atomicity(e.k, SS, e.smap, "64B")
     assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"
 
 
@@ -358,13 +388,13 @@ def test_refuse_wrong_value_width(fn, args, want):
     e = Env()
     args = tuple(a(e) if callable(a) else a for a in args)
     with pytest.raises(OperandError, match=f"new_val.*compatible with \\{want}"):
-        getattr(ptx, f"tensormap_replace_{fn}")(e.k, e.smap, *args)
+        getattr(ptx, f"tensormap_replace_{fn}")(e.k, SS, e.smap, *args)
 
 
 def test_refuse_generic_32bit_address():
     e = Env()
     with pytest.raises(OperandError, match="64-bit integer register holding a generic"):
-        ptx.tensormap_replace_fill_mode(e.k, e.v32, 0, "generic")
+        ptx.tensormap_replace_fill_mode(e.k, GEN, e.v32, 0)
 
 
 def test_refuse_field_shape_mismatch():
@@ -377,13 +407,13 @@ def test_refuse_field_shape_mismatch():
 def test_refuse_cp_fenceproxy_size():
     e = Env()
     with pytest.raises(BuildError, match="size must be the immediate 128"):
-        ptx.tensormap_cp_fenceproxy(e.k, e.gglobal, e.smap, size=64)
+        ptx.tensormap_cp_fenceproxy(e.k, "release", "gpu", e.gglobal, e.smap, size=64)
 
 
 def test_refuse_cp_fenceproxy_acquire():
     e = Env()
     with pytest.raises(BuildError, match=r"\.acquire is rejected: cp_fenceproxy only releases"):
-        ptx.tensormap_cp_fenceproxy(e.k, e.gptr_param, e.smap, sem="acquire")
+        ptx.tensormap_cp_fenceproxy(e.k, "acquire", "gpu", e.gptr_param, e.smap)
     assert list(e.k.statements()) == []      # nothing emitted before the refusal
 
 
@@ -397,11 +427,11 @@ def test_refuse_cp_fenceproxy_generic_dst():
 def test_refuse_cp_fenceproxy_src_not_shared():
     e = Env()
     with pytest.raises(OperandError, match="'src'.*shared::cta"):
-        ptx.tensormap_cp_fenceproxy(e.k, e.gglobal, e.gglobal)
+        ptx.tensormap_cp_fenceproxy(e.k, "release", "gpu", e.gglobal, e.gglobal)
 
 
 def test_refuse_cp_fenceproxy_on_sm80():
     e = Env(target="sm_80", version="8.3")
-    ptx.tensormap_cp_fenceproxy(e.k, e.gglobal, e.smap)
+    ptx.tensormap_cp_fenceproxy(e.k, "release", "gpu", e.gglobal, e.smap)
     with pytest.raises(VersionError, match="tensormap.cp_fenceproxy.*pinned to .target sm_80"):
         e.module().emit()

@@ -15,10 +15,14 @@ ptxdsl knows every instruction it built, so it can catch these before the GPU do
 
 How it works: `ops` maps instructions to roles; `cfg` builds the control-flow graph and solves
 dataflow problems over it; `defs` indexes which statement writes which register; `values`
-tracks constants, address provenance and divergence; `divergence` finds the code that only
-some threads run; `maps` reads box sizes and swizzles from constant tensormap.replace values;
-`analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_bulk`,
-`hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
+tracks constants, address provenance and divergence; `ranges` bounds address offsets (per-thread
+offsets, ring indices); `divergence` finds the code that only some threads run and correlates
+branches on one thread-invariant condition; `maps` reads box sizes and swizzles from constant
+tensormap.replace values; `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`,
+`hazards_arrive`, `hazards_ring`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a
+fixed point over `state`, and reports `findings`. docs/hazards.md lists every hazard id.
+Checks skipped for lack of information leave a note-level finding (`check_kernel(...,
+notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
 dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body
@@ -35,8 +39,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import (  # noqa: F401  (register handlers)
+    hazards_arrive,
     hazards_bulk,
     hazards_mbar,
+    hazards_ring,
     hazards_tmap,
     hazards_wgmma,
     hazards_xdev,
@@ -51,14 +57,20 @@ __all__ = ["check_kernel", "check_module", "emit_check", "report", "Finding", "H
            "HazardError", "PtxdslHazardWarning", "Severity", "Site", "MapInfo", "Context"]
 
 
-def check_kernel(kernel: Any, **context: Any) -> list[Finding]:
+def check_kernel(kernel: Any, *, notes: bool = False, **context: Any) -> list[Finding]:
     """Every hazard found in one kernel, sorted by Python location.
 
     Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
     the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`,
     `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another.
+    `notes=True` adds the note-level findings that say which checks were skipped for lack
+    of information (a run-time byte count, an unknown box size, ...).
     """
-    return _check(kernel, Context.make(**context))
+    return _visible(_check(kernel, Context.make(**context)), notes)
+
+
+def _visible(findings: list[Finding], notes: bool) -> list[Finding]:
+    return findings if notes else [f for f in findings if f.severity is not Severity.note]
 
 
 def _check(kernel: Any, ctx: Context) -> list[Finding]:
@@ -80,7 +92,7 @@ def _check(kernel: Any, ctx: Context) -> list[Finding]:
             gc.enable()
 
 
-def check_module(module: Any, **context: Any) -> list[Finding]:
+def check_module(module: Any, *, notes: bool = False, **context: Any) -> list[Finding]:
     """Every hazard found in every kernel of a module (same context as `check_kernel`).
 
     Without context, the module's own emit-time context is used (`Module(check={...})`), so
@@ -93,12 +105,12 @@ def check_module(module: Any, **context: Any) -> list[Finding]:
     out: list[Finding] = []
     for k in module.kernels:
         out.extend(_check(k, ctx))
-    return out
+    return _visible(out, notes)
 
 
 def report(findings: Iterable[Finding], *, strict: bool = False) -> None:
     """Raise `HazardError` listing the findings (strict), or warn once per finding."""
-    findings = list(findings)
+    findings = [f for f in findings if f.severity is not Severity.note]
     if not findings:
         return
     if strict:

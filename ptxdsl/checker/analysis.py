@@ -15,7 +15,7 @@ from typing import Any
 from ..kernel_core import Param
 from ..operands import Symbol
 from ..types import StateSpace
-from .cfg import CFG, solve
+from .cfg import CFG, natural_loops, solve
 from .context import Context, MapInfo
 from .divergence import Divergence
 from .findings import Finding, Hazard, Site
@@ -28,6 +28,8 @@ from .values import Kind, Val, Values
 Handler = Callable[["Analysis", State, Op, bool], State]
 HANDLERS: dict[Role, list[Handler]] = {}
 EXIT_CHECKS: list[Callable[[Analysis, State, int], None]] = []
+# Called with the state leaving a block along a loop's back edge (the end of an iteration).
+LATCH_CHECKS: list[Callable[[Analysis, State, int, frozenset], None]] = []
 # Tags of may-facts that belong to the threads that ran their statement (a bulk store's
 # async-group is the committing thread's): a branch on a condition those threads cannot
 # take drops them on that edge.
@@ -99,6 +101,11 @@ class Analysis:
         self._vals: dict[int, tuple[Any, Val]] = {}
         self.cache: dict[str, Any] = {}   # per-kernel tables the hazard modules build lazily
         self._spans: Spans | None = None
+        self._loops: list[tuple[int, frozenset]] | None = None
+        self.back_edges: set[tuple[int, int]] = set()
+        self.loop_body: dict[int, frozenset] = {}
+        if any(len(b.succs) and min(b.succs) <= b.id for b in self.cfg.blocks):
+            self.loops   # noqa: B018  (sets back_edges)
         for prep in PREPARE:
             prep(self)
 
@@ -131,13 +138,19 @@ class Analysis:
 
     def run(self) -> list[Finding]:
         ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at,
-                    edge=self._edge if OWNED else None)
+                    edge=self._edge)
+        latches = {b for b, _ in self.back_edges}
         for block in self.cfg.blocks:
             state = ins[block.id]
             if state is None:   # unreachable code
                 continue
             for op in self.by_block[block.id]:
                 state = self.step(state, op, True)
+            if block.id in latches:
+                last = block.stmts[-1] if block.stmts else None
+                for h in {h for b, h in self.back_edges if b == block.id}:
+                    for check in LATCH_CHECKS:
+                        check(self, state, last, self.loop_body[h])
             if block.exits:
                 at = block.exit_stmt if block.exit_stmt is not None else (
                     block.stmts[-1] if block.stmts else None)
@@ -148,9 +161,31 @@ class Analysis:
         return sorted(self._findings.values(), key=lambda f: (
             str(f.loc.file) if f.loc else "", f.loc.line if f.loc else 0, f.id))
 
+    @property
+    def loops(self) -> list[tuple[int, frozenset]]:
+        """(header, blocks) of each natural loop (computed once)."""
+        if self._loops is None:
+            self._loops = natural_loops(self.cfg)
+            self.back_edges = {(b, h) for h, body in self._loops for b in body
+                               if h in self.cfg.succs(b)}
+            self.loop_body = dict(self._loops)
+        return self._loops
+
+    def touched(self, sites: frozenset, body: frozenset) -> bool:
+        """Does one of these statements lie in the loop `body`?"""
+        return any(self.cfg.block_of(s) in body for s in sites)
+
     def _edge(self, p: int, b: int, state: State) -> State:
-        """Facts owned by threads that cannot take the edge p -> b do not flow along it (the
-        other threads' path of a second `if tid == 0` carries none of thread 0's groups)."""
+        """What an edge says: the back edge of a loop ends this thread's contributions to
+        the mbarrier phases it announced in the iteration (their accounting is closed; the
+        latch checks compared it); and facts owned by threads that cannot take the edge do
+        not flow along it (the other threads' path of a second `if tid == 0` carries none of
+        thread 0's groups)."""
+        if state.tx and (p, b) in self.back_edges:
+            body = self.loop_body[b]
+            state = State(state.must, state.may, tuple(
+                (k, (v[0], v[1], v[2], True) if self.touched(v[2], body) else v)
+                for k, v in state.tx))
         if not any(f[0] in OWNED for f in state.may):
             return state
         tok = self.div.edge_token(p, b)
@@ -170,11 +205,18 @@ class Analysis:
         return self.values.level(guard) > 0
 
     # -- reporting ------------------------------------------------------------------------------
-    def site(self, role: str, i: int | None) -> Site:
+    def site(self, role: str, i: Any) -> Site:
         if i is None:
             return Site(role, "(end of kernel)", None)
+        if isinstance(i, tuple):   # (text, SourceLoc): a declaration, not a statement
+            return Site(role, i[0], i[1])
         st = self.body[i]
         return Site(role, st.render().replace("\n", " "), st.loc)
+
+    def note(self, check: str, message: str, sites: Iterable[tuple[str, int | None]] = ()
+             ) -> None:
+        """Say once per kernel that `check` was skipped (a note-level finding)."""
+        self.report(Hazard.CHECK_SKIPPED, f"{check}: {message}", sites, dedupe=check)
 
     def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, int | None]],
                dedupe: Any = None) -> None:

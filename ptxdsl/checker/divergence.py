@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cfg import CFG, guard_polarity
+from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
 from .values import Values
 
@@ -65,6 +65,7 @@ class Divergence:
         self.union_at: list[frozenset[int]] = [frozenset()] * n
         self.ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self._owners: dict[int, frozenset] = {}
+        self._idom: list[int | None] | None = None
         self._compute()
         if any(self.level) and self._refine():
             self._compute()
@@ -86,7 +87,12 @@ class Divergence:
             taken = cfg.reachable([b.taken], stop)
             fall = cfg.reachable([b.fall], stop)
             vn = values.vn(pred)
-            for x in taken | fall:
+            region = taken | fall
+            if b.id in region:
+                # A loop's own branch (a try_wait spin, a latch): the blocks that run before
+                # it in every iteration (those dominating it) run in every thread that came.
+                region -= self._dominating(b.id)
+            for x in region:
                 if x in taken and x not in fall:
                     tokens[x].add((vn, polarity))
                 elif x in fall and x not in taken:
@@ -102,6 +108,15 @@ class Divergence:
         self.tokens = [frozenset(t) for t in tokens]
         self.union_at = [frozenset(u) for u in union_at]
         self.ctrl = ctrl
+
+    def _dominating(self, b: int) -> set[int]:
+        if self._idom is None:
+            self._idom = dominators(self.cfg)
+        out, x = set(), b
+        while x is not None and x not in out:
+            out.add(x)
+            x = self._idom[x]
+        return out
 
     def _refine(self) -> bool:
         """Registers written in divergent code differ per thread too: tell `values`, and say

@@ -15,10 +15,12 @@ from ..errors import BuildError, SourceLoc
 
 
 class Severity(enum.Enum):
-    """`error`: the GPU faults, hangs or reads wrong data. `warning`: likely wrong or slow."""
+    """`error`: the GPU faults, hangs or reads wrong data. `warning`: likely wrong or slow.
+    `note`: a check that was skipped for lack of information (shown on request only)."""
 
     error = "error"
     warning = "warning"
+    note = "note"
 
 
 class Hazard(enum.Enum):
@@ -49,6 +51,16 @@ class Hazard(enum.Enum):
     WGMMA_SMEM_NO_PROXY_FENCE = "wgmma-smem-no-proxy-fence"
     WGMMA_SMEM_RELEASED = "wgmma-smem-released"
     SETMAXNREG_NOT_UNIFORM = "setmaxnreg-not-uniform"
+    MBAR_ARRIVE_COUNT = "mbar-arrive-count"
+    MBAR_REINIT = "mbar-reinit"
+    RING_PARITY = "ring-parity"
+    WAIT_WRONG_BARRIER = "wait-wrong-barrier"
+    RING_REFILL_UNGUARDED = "ring-refill-unguarded"
+    SMEM_READ_BEFORE_WAIT = "smem-read-before-wait"
+    TRY_WAIT_NOT_LOOPED = "try-wait-not-looped"
+    TMAP_REPLACE_NO_RELEASE = "tmap-replace-no-release"
+    TMAP_SCOPE_TOO_NARROW = "tmap-scope-too-narrow"
+    CHECK_SKIPPED = "check-skipped"
 
     @property
     def severity(self) -> Severity:
@@ -63,7 +75,7 @@ class Hazard(enum.Enum):
         return _INFO[self][2]
 
 
-E, W = Severity.error, Severity.warning
+E, W, N = Severity.error, Severity.warning, Severity.note
 # hazard -> (severity, one-line title, how to fix it). Digest section numbers in brackets.
 _INFO: dict[Hazard, tuple[Severity, str, str]] = {
     Hazard.TMAP_NO_ACQUIRE: (
@@ -136,7 +148,7 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "wait only on the local CTA's barrier (a .shared::cta address); remote barriers "
         "support arrive/expect_tx/complete_tx only [digest §4.1, pitfall 16]"),
     Hazard.TMA_STORE_NEGATIVE_COORD: (
-        E, "TMA store/reduce with a negative constant coordinate",
+        E, "TMA store/reduce whose start coordinate is (or may be) negative",
         "store and reduce start coordinates must be >= 0 (a negative start faults with "
         "'illegal instruction'); only loads may start out of bounds [digest pitfall 13]"),
     Hazard.TMA_SMEM_ALIGN: (
@@ -178,6 +190,51 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "setmaxnreg is .sync.aligned per warpgroup: branch on the warpgroup index (tid / 128, "
         "or anything uniform across 128 threads), never on a per-warp or per-thread value "
         "[PTX ISA §9.7.19.5]"),
+    Hazard.MBAR_ARRIVE_COUNT: (
+        E, "mbarrier arrive count differs from the arrivals each phase gets",
+        "initialise the barrier with the number of arrive operations one phase receives "
+        "(threads that run the arrive, times its count): 1 for one elected thread, the warp "
+        "count for one lane per warp, the thread count for every thread [digest §4.1]"),
+    Hazard.MBAR_REINIT: (
+        E, "live mbarrier re-initialised inside a loop",
+        "initialise each barrier once, before the loop, and track its phase with a parity "
+        "that flips per completed phase; re-initialising a barrier other threads or TMA may "
+        "still use races with them (mbarrier.inval first if it must be reused) [digest §4.1]"),
+    Hazard.RING_PARITY: (
+        E, "wait parity flips every iteration on a ring of more than one stage",
+        "each stage's barrier completes one phase every N iterations: wait for parity "
+        "(i / N) & 1 (or flip the phase when the stage index wraps to 0) [digest pitfall 23]"),
+    Hazard.WAIT_WRONG_BARRIER: (
+        E, "shared data read after waiting on a barrier its TMA load does not complete on",
+        "wait on the barrier of the same stage as the buffer you read (full[s] for tile[s]): "
+        "the load of that buffer signals only its own barrier [digest §5.4]"),
+    Hazard.RING_REFILL_UNGUARDED: (
+        E, "producer refills a ring stage without waiting for the consumers to free it",
+        "before re-issuing the TMA load into stage s, wait on that stage's empty barrier "
+        "(the consumers arrive on it after reading the stage) [digest §5.4]"),
+    Hazard.SMEM_READ_BEFORE_WAIT: (
+        E, "shared memory read from a TMA destination before the wait that covers it",
+        "wait on the load's mbarrier (try_wait loop on the phase's parity) before reading "
+        "the buffer; the copy lands asynchronously [digest §5.4]"),
+    Hazard.TRY_WAIT_NOT_LOOPED: (
+        E, "mbarrier try_wait/test_wait result never looped on",
+        "try_wait may return false before the phase completes: branch back to it while the "
+        "predicate is false (ptx.mbarrier_wait builds that loop) [digest §4.1]"),
+    Hazard.TMAP_REPLACE_NO_RELEASE: (
+        E, "tensor map modified in global memory and acquired with no release in between",
+        "after tensormap.replace on the global map run fence.proxy.tensormap::generic."
+        "release.<scope> (ptx.fence_proxy_tensormap_generic(k, 'release', 'gpu')) before the "
+        "acquire; the acquire alone does not order this thread's generic-proxy writes "
+        "[digest §3.2]"),
+    Hazard.TMAP_SCOPE_TOO_NARROW: (
+        E, "tensor map in global memory released or acquired at .cta/.cluster scope",
+        "a map in global memory that other CTAs (or later kernels) use needs .gpu scope (.sys "
+        "across devices or from the host) on the release and the acquire; .cta orders only "
+        "this CTA's threads [digest §3.2]"),
+    Hazard.CHECK_SKIPPED: (
+        N, "a check was skipped for lack of information",
+        "give the checker what it lacks (maps={...} with the map's box, a constant count or "
+        "a CTA shape with reqntid=), or verify that part by hand [docs/hazards.md]"),
 }
 
 
@@ -190,7 +247,8 @@ class Site:
     loc: SourceLoc | None
 
     def format(self) -> str:
-        where = f"  ({self.loc})" if self.loc is not None else ""
+        describe = getattr(self.loc, "describe", None)
+        where = f"  ({describe() if describe else self.loc})" if self.loc is not None else ""
         return f"{self.role + ':':<10} {self.ptx}{where}"
 
 

@@ -42,10 +42,10 @@ def _offsets(an: Analysis, root: Any) -> list[int]:
 
 def _size(an: Analysis, op: Op) -> int | None:
     """The bytes one op touches, when known."""
-    if op.role is Role.SMEM_WRITE:
+    if op.role in (Role.SMEM_WRITE, Role.SMEM_READ):
         insn = an.body[op.index].insn
         width = getattr(getattr(insn, "type", None), "bytes", None)
-        value = getattr(insn, "b", None)
+        value = getattr(insn, "b" if op.role is Role.SMEM_WRITE else "d", None)
         lanes = len(value.items) if isinstance(value, Vec) else 1
         return width * lanes if isinstance(width, int) and width > 0 else 16
     if op.role in (Role.TMA_LOAD, Role.TMA_STORE):
@@ -103,7 +103,9 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
     address was taken (None: unknown), for two ranges on one ring."""
     if a is None or b is None or a[0] is not b[0]:
         return False
-    if (a[3] is not None and a[3] == b[3] and moved is not None and moved % a[3][1]
+    # (Registers compare by identity: `==` on a Reg builds a setp.)
+    if (a[3] is not None and b[3] is not None and a[3][0] is b[3][0]
+            and a[3][1:] == b[3][1:] and moved is not None and moved % a[3][1]
             and None not in (a[1], a[2], b[1], b[2])):
         # Different stages of one ring: disjoint when both fit inside one stage's stride.
         first = min(a[1], b[1])
@@ -158,10 +160,15 @@ def _align_check(an: Analysis, op: Op) -> None:
     if have < need:
         why = (f"the {info.swizzle_repeat}-byte repeat of its swizzle ({info.source})"
                if repeat and repeat > 128 else "128 bytes")
+        # The declaration leads: its align= is what to change.
+        decl = getattr(an.kernel, "decl_locs", {}).get(sym.name)
+        text = (f".{'extern .' if sym.count is None else ''}shared .align {sym.align or '-'} "
+                f".{sym.type.value} {sym.name}[{sym.count or ''}]")
         an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
                   f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
-                  f"buffers need {why}{after_static}", [("copy", op.index)],
-                  dedupe=(sym, v.offset, need))
+                  f"buffers need {why}{after_static}",
+                  ([("buffer", (text, decl))] if decl is not None else [])
+                  + [("copy", op.index)], dedupe=(sym, v.offset, need))
 
 
 @handles(Role.TMA_STORE, Role.BULK_STORE)
@@ -172,6 +179,14 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
             if value is not None and value < 0:
                 an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store is "
                           f"{value}: stores must start inside the tensor",
+                          [("store", op.index), ("coordinate", an.def_site(c))])
+                break
+            # TMA reads coordinates as .s32: u32 arithmetic below zero is negative too.
+            low = an.spans.of(c).folded().lo if value is None else None
+            if low is not None and low < 0:
+                an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store "
+                          f"can be as low as {low} (in the first CTAs or threads, e.g. a halo "
+                          "at ctaid * w - h): stores must start inside the tensor",
                           [("store", op.index), ("coordinate", an.def_site(c))])
                 break
         if op.role is Role.TMA_STORE:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ..operands import Addr, Reg, Symbol
 from ..types import StateSpace
-from .analysis import STRUCTURAL, Analysis, handles, keys_match
-from .cfg import natural_loops
+from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, keys_match
+from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .ops import Op, Role
 from .state import State, add_tx
@@ -103,6 +103,10 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     if key is None or op.count is None:
         return state
     n = an.const(op.count)
+    if n is None and report:
+        an.note("expect-tx", f"the byte count of this {op.role.value} is computed at run "
+                "time: it is not compared with the bytes the copies deliver",
+                [(op.role.value.split(".")[-1], op.index)])
     got = add_tx(state.tx_get(key), op.index, *((0, n) if op.role is Role.MBAR_COMPLETE_TX
                                                 else (n, 0)))
     return state.tx_set(key, got)
@@ -116,14 +120,50 @@ def load(an: Analysis, state: State, op: Op, report: bool) -> State:
     key = an.key(op, "mbar")
     if key is None:
         return state
-    if op.multicast:   # each CTA's barrier also receives the other CTAs' slices
-        n = None
-    elif op.role is Role.TMA_LOAD:
+    if op.role is Role.TMA_LOAD:
         info = an.map_info(op.map)
         n = info.box_bytes if info is not None else None
+        if n is None and report:
+            an.note("expect-tx", "the box size of a TMA load's map is unknown (pass maps={...} "
+                    "or encode it with constant tensormap.replace values): its byte count "
+                    "is not checked", [("load", op.index)])
     else:
         n = an.const(op.count)
+    if op.multicast and n is not None:
+        n = _multicast_bytes(an, op, n, report)
     return state.tx_set(key, add_tx(state.tx_get(key), op.index, 0, n))
+
+
+def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
+    """What this CTA's barrier receives from a multicast load: one slice from every CTA of
+    the mask, when every CTA of the cluster runs the same code (no branch on which CTA it
+    is). Otherwise unknown."""
+    mask = an.const(op.mask)
+    if mask is None or mask <= 0 or _branches_on_cta(an):
+        if report:
+            an.note("expect-tx", "a multicast load's ctaMask is not a constant, or the "
+                    "kernel branches on which CTA it is: the bytes the other CTAs deliver "
+                    "are unknown and its count is not checked", [("load", op.index)])
+        return None
+    return n * bin(mask).count("1")
+
+
+_CTA_SREGS = ("ctaid", "cluster_ctarank", "cluster_ctaid", "clusterid", "nctaid")
+
+
+def _branches_on_cta(an: Analysis) -> bool:
+    hit = an.cache.get("cta_branch")
+    if hit is None:
+        def depends(vn) -> bool:
+            if not isinstance(vn, tuple) or not vn:
+                return False
+            if vn[0] == "sreg":
+                return str(vn[1]).startswith(_CTA_SREGS)
+            return any(depends(x) for x in vn[1:] if isinstance(x, tuple))
+        hit = an.cache["cta_branch"] = any(
+            depends(an.values.vn(guard_polarity(an.body[b.branch].guard)[0]))
+            for b in an.cfg.blocks if b.branch is not None)
+    return hit
 
 
 @handles(Role.MBAR_WAIT)
@@ -148,7 +188,50 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
     return State(state.must, state.may - gone, state.tx) if gone else state
 
 
-def _mismatch(an: Analysis, op: Op, tx) -> None:
+def _foreign(an: Analysis) -> bool:
+    """May this kernel's barriers receive bytes this CTA's own path does not show (st.async,
+    red.async, copies from a peer CTA's shared memory)? Then an open phase is not wrong."""
+    return Role.MBAR_REMOTE in an.roles or any(
+        o.role is Role.BULK_LOAD and o.space is CLUSTER for o in an.ops)
+
+
+def _open_phases(an: Analysis, state: State, at: int | None, where: str,
+                 body: frozenset | None = None) -> None:
+    """A thread's announced and delivered bytes on each barrier, compared where its part of
+    the phase ends without a wait in its own path: the end of a loop iteration, or the exit
+    (the producer of a warp-specialized kernel never waits on the full barriers)."""
+    if not state.tx:
+        return
+    if _foreign(an):
+        an.note("expect-tx", "bytes may reach this kernel's barriers from other CTAs "
+                "(st.async, red.async or a copy from a peer's shared memory): byte counts "
+                "are compared only at waits")
+        return
+    for _key, tx in state.tx:
+        exp, got, sites, waited = tx
+        if waited or exp is None or got is None or exp == got or not exp or not got:
+            continue
+        if body is not None and not an.touched(sites, body):
+            continue   # announced before the loop: compared at the exit
+        op = next((an.op_at[s] for s in sorted(sites) if s in an.op_at
+                   and an.op_at[s].mbar is not None), None)
+        if op is not None:
+            _mismatch(an, op, tx, end=(where, at))
+
+
+def _latch(an: Analysis, state: State, at: int | None, body: frozenset) -> None:
+    _open_phases(an, state, at, "iteration end", body)
+
+
+def _exit(an: Analysis, state: State, at: int | None) -> None:
+    _open_phases(an, state, at, "exit")
+
+
+LATCH_CHECKS.append(_latch)
+EXIT_CHECKS.append(_exit)
+
+
+def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = None) -> None:
     exp, got, sites, _ = tx
     effect = ("the wait can pass before all the data has landed" if exp < got else
               "the phase never completes and the wait hangs")
@@ -161,10 +244,13 @@ def _mismatch(an: Analysis, op: Op, tx) -> None:
         else:
             announced.append(("expect_tx", s))
     # The expect_tx leads: it is the count to fix (or, with none at all, the first load).
+    last = [("wait", op.index)] if end is None else [end] if end[1] is not None else []
+    phase = "in this phase" if end is None else (
+        "in one loop iteration" if end[0] == "iteration end" else "before the kernel exits")
     an.report(Hazard.EXPECT_TX_MISMATCH, f"expect_tx announces {exp} bytes on the mbarrier at "
-              f"{an.describe(op.mbar)}, but the copies completing on it in this phase deliver "
-              f"{got} bytes: {effect}", announced + delivered + [("wait", op.index)],
-              dedupe=(op.index, frozenset(sites)))
+              f"{an.describe(op.mbar)}, but the copies completing on it {phase} deliver "
+              f"{got} bytes: {effect}", announced + delivered + last,
+              dedupe=("tx", frozenset(sites)))
 
 
 def _varies(an: Analysis, operand, body: frozenset) -> bool:
@@ -198,7 +284,11 @@ def parity_loops(an: Analysis) -> None:
     for header, body in natural_loops(an.cfg):
         for b in body:
             loops_of.setdefault(b, []).append((header, body))
+    reinit = an.cache.get("reinit", set())
     for op in waits:
+        key = an.key(op, "mbar")
+        if key is not None and id(key[0]) in reinit:
+            continue   # reported as the re-init it is (hazards_arrive)
         for header, body in loops_of.get(an.cfg.block_of(op.index), ()):
             if _spins(an, op, header, body):
                 continue

@@ -74,9 +74,53 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
             an.report(Hazard.TMAP_ACQUIRE_SCOPE, f"the map behind parameter {root.name} is "
                       f"written by the host, but the acquire uses .{op.scope.value} scope "
                       "(needs .sys)", [("acquire", op.index)])
+        if kind == "global":
+            _acquire_order(an, state, op, key, root)
     may = {("acq_nosync", op.index)} if an.div.stmt_tokens(op.index) else set()
     must = state.must | {("acq", key)} if an.runs_somewhere(op.index) else state.must
     return State(must, state.may | may, state.tx)
+
+
+_NARROW = (Scope.cta, Scope.cluster)
+
+
+def _per_cta(an: Analysis, operand: Any) -> bool:
+    """Is the map's address different in every CTA (a per-CTA slot, indexed by %ctaid)?
+    Then its only users are this CTA, and .cta scope is enough."""
+    def depends(vn: Any) -> bool:
+        if not isinstance(vn, tuple) or not vn:
+            return False
+        if vn[0] == "sreg":
+            return str(vn[1]).startswith(("ctaid", "cluster_ctarank", "clusterid"))
+        return any(depends(x) for x in vn[1:] if isinstance(x, tuple))
+    return depends(an.values.vn(getattr(operand, "base", operand)))
+
+
+def _acquire_order(an: Analysis, state: State, op: Op, key: Any, root: Any) -> None:
+    """An acquire of a map this kernel wrote in place needs the writer's release first, and
+    one of a map other CTAs or kernels wrote needs .gpu scope at least."""
+    for (s,) in an.pending(state, "unreleased"):
+        if keys_match(an.key(an.op_at[s], "smem"), key):
+            an.report(Hazard.TMAP_REPLACE_NO_RELEASE, f"the tensor map at "
+                      f"{an.describe(op.map)} was modified in global memory by "
+                      "tensormap.replace and no fence.proxy.tensormap::generic.release "
+                      "orders that write before this acquire",
+                      [("acquire", op.index), ("replace", s)])
+            return
+    if op.scope in _NARROW and not an.ctx.is_host_map(root) and not (
+            _released(state, key, op.scope) and _per_cta(an, op.map)):
+        an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(op.map)} "
+                  f"is acquired at .{op.scope.value} scope, but it lives in global memory "
+                  "and was written by another CTA, kernel or the host (not released by this "
+                  "CTA into a per-CTA slot)", [("acquire", op.index)])
+
+
+def _narrow_release(an: Analysis, op: Op, operand: Any, scope: Any, report: bool) -> None:
+    if report and scope in _NARROW and not _per_cta(an, operand):
+        an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(operand)} "
+                  f"is released at .{scope.value} scope, but it lives in global memory at an "
+                  "address every CTA shares: other CTAs (and later kernels) acquiring it are "
+                  "not ordered after this write", [("release", op.index)])
 
 
 def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> State:
@@ -141,6 +185,7 @@ def release(an: Analysis, state: State, op: Op, report: bool) -> State:
     must = set(state.must)
     for f in mine:
         must.add(("released", an.key(an.op_at[f[1]], "smem"), op.scope))
+        _narrow_release(an, op, an.op_at[f[1]].smem, op.scope, report)
     return State(frozenset(must), state.may - mine, state.tx)
 
 
@@ -167,4 +212,6 @@ def fenceproxy(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     scope = op.scope if isinstance(op.scope, Scope) else Scope(getattr(op.scope, "value",
                                                                        op.scope))
+    if an.classify_map(op.map)[0] == "global":
+        _narrow_release(an, op, op.map, scope, report)
     return State(_forget_release(state, key) | {("released", key, scope)}, state.may, state.tx)

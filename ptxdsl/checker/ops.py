@@ -45,6 +45,8 @@ class Role(enum.Enum):
     MBAR_COMPLETE_TX = "mbarrier.complete_tx"
     MBAR_WAIT = "mbarrier wait"
     RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
+    MBAR_REMOTE = "remote mbarrier signal"  # st.async/red.async complete_tx, cp.async arrive
+    SMEM_READ = "shared read"               # ld.shared (reads of TMA destinations)
     WGMMA = "wgmma.mma_async"               # dense or sparse; reads shared memory, d/A regs
     WGMMA_FENCE = "wgmma.fence"
     WGMMA_COMMIT = "wgmma.commit_group"
@@ -74,6 +76,8 @@ class Op:
     n: int | None = None         # wait_group N
     multicast: bool = False
     read: bool = False           # wait_group.read
+    mask: Any = None             # a multicast copy's ctaMask
+    arrivals: Any = None         # arrivals an mbarrier.arrive counts (1 unless it says)
 
 
 # Roles that make a kernel worth analysing at all (the rest only matter next to them).
@@ -103,7 +107,8 @@ def _tensor(insn: Any, i: int) -> list[Op]:
         src = insn.src if name == "CpReduceAsyncBulkTensor" else insn.smem
         return [Op(Role.TMA_STORE, i, map=insn.tensormap, coords=_coords(insn.coords), smem=src)]
     return [Op(Role.TMA_LOAD, i, map=insn.tensormap, coords=_coords(insn.coords), smem=insn.smem,
-               mbar=insn.mbar, multicast=bool(insn.multicast))]
+               mbar=insn.mbar, multicast=bool(insn.multicast),
+               mask=getattr(insn, "cta_mask", None))]
 
 
 def _bulk(insn: Any, i: int) -> list[Op]:
@@ -116,6 +121,7 @@ def _bulk(insn: Any, i: int) -> list[Op]:
     # only the address form), so it is cluster-wide use only with multicast.
     return [Op(Role.BULK_LOAD, i, smem=insn.dst, mbar=insn.mbar, count=insn.size,
                multicast=bool(getattr(insn, "multicast", False)),
+               mask=getattr(insn, "cta_mask", None),
                space=StateSpace.shared_cluster if getattr(insn, "src_space", None)
                is StateSpace.shared_cta else None)]
 
@@ -150,7 +156,14 @@ def _mbar(role: Role) -> Extractor:
 
 def _arrive(insn: Any, i: int) -> list[Op]:
     tx = insn.count if _ev(insn.kind) == "expect_tx" else None
-    return [Op(Role.MBAR_ARRIVE, i, mbar=insn.addr, space=insn.space, count=tx)]
+    n = 1 if tx is not None or insn.count is None else insn.count
+    return [Op(Role.MBAR_ARRIVE, i, mbar=insn.addr, space=insn.space, count=tx, arrivals=n)]
+
+
+def _smem_read(insn: Any, i: int) -> list[Op]:
+    if insn.space not in (StateSpace.shared, StateSpace.shared_cta):
+        return []
+    return [Op(Role.SMEM_READ, i, smem=insn.a, space=insn.space)]
 
 
 def _tx(insn: Any, i: int) -> list[Op]:
@@ -199,6 +212,11 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("cluster", "BarrierCluster",
      lambda insn, i: [Op(Role.CLUSTER_BARRIER, i)] if _ev(insn.op) == "wait" else []),
     ("memory", "St", _smem_write),
+    ("memory", "Ld", _smem_read),
+    ("st_async", "StAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar)]),
+    ("st_async", "RedAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar)]),
+    ("st_async", "CpAsyncMbarrierArrive",
+     lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.addr)]),
     ("atomic", "Atom", _smem_write),
     ("atomic", "AtomCas", _smem_write),
     ("atomic", "Red", _smem_write),

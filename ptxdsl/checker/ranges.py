@@ -22,7 +22,7 @@ from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
 from .values import Values
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)   # holds registers, whose `==` builds a setp
 class Span:
     root: Any = None
     lo: int | None = None

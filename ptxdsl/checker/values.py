@@ -224,10 +224,11 @@ class Values:
             return val, (("const", val.const) if val.kind is Kind.const else ("addr", a))
         if isinstance(insn, Cvta):
             src = self.val(insn.a)
+            vn = ("cvta", insn.space.value, bool(insn.to), self.vn(insn.a))
             if src.kind in (Kind.addr, Kind.value):
                 space = insn.space if insn.to else StateSpace.generic
-                return attrs.evolve(src, space=space), _opaque(reg)
-            return UNKNOWN, _opaque(reg)
+                return attrs.evolve(src, space=space), vn
+            return UNKNOWN, vn
         if isinstance(insn, Binary):
             a, b = self.val(insn.a), self.val(insn.b)
             key = (insn.op, self.vn(insn.a), self.vn(insn.b))

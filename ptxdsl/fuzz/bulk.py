@@ -54,7 +54,7 @@ def bulks(draw):
         ops = [addr(dst), addr(src), txt(size)] + [addr(bar)] * (bar is not None) + [
             txt(v) for v in (mask, pol, bmask) if v is not None]
         return case(fam, "ptx.cp_async_bulk", (d, s, dst, src, size, bar),
-                    {"multicast_mask": mask, "cache_policy": pol, "byte_mask": bmask},
+                    {"cta_mask": mask, "cache_policy": pol, "byte_mask": bmask},
                     f"{q} {', '.join(ops)};", dst_space=dt, src_space=st_, dst=dst, src=src,
                     size=size, bar=bar, mask=mask, policy=pol, byte_mask=bmask)
     if which == "prefetch":
@@ -173,7 +173,7 @@ def bulk_tensors(draw):
              + (f".cta_group::{group}" if group else "") + hint)
         ops = [addr(smem), ref] + [addr(bar)] * (bar is not None) + i2c + (
             [txt(mask)] if mask is not None else []) + polop
-        kw |= {"multicast_mask": mask, "im2col": im2col, "cta_group": group}
+        kw |= {"cta_mask": mask, "im2col": im2col, "cta_group": group}
         return case(fam, "ptx.cp_async_bulk_tensor", (dsp, "global", smem, tmap, coords, bar),
                     kw, f"{q} {', '.join(ops)};", dst_space=dsp, smem=smem, bar=bar, mask=mask,
                     cta_group=group, **facts)

@@ -46,13 +46,23 @@ def inferred(tok, allowed: tuple[str, ...]) -> tuple[str, bool]:
     return sp, sp in allowed
 
 
-def space_of(tok, explicit, allowed, *, bare_shared: bool = False) -> tuple[str, bool]:
-    """(spelling, builder accepts it) of an explicit or inferred state space."""
+# A state-space name means one thing in every cuda::ptx family (`_ptx_args.SPACE_NAMES`).
+NAMED = {"shared": "shared::cta", "space_shared": "shared::cta", "cluster": "shared::cluster",
+         "space_cluster": "shared::cluster", "space_global": "global", "": "generic"}
+
+
+def named(space: str | None) -> str | None:
+    """The PTX spelling of a space name ('shared' is shared::cta, 'cluster' shared::cluster)."""
+    return None if space is None else NAMED.get(space, space)
+
+
+def space_of(tok, explicit, allowed, default: str | None = None) -> tuple[str, bool]:
+    """(spelling, builder accepts it) of an explicit space, else `default` (the space the
+    cuda::ptx overload emits) or, without one, the inferred space."""
     if explicit is None:
-        return inferred(tok, allowed)
-    sp = "generic" if explicit in ("generic", "") else explicit
-    ok = sp in allowed or (sp == "shared" and bare_shared)
-    return sp, ok
+        return (default, True) if default is not None else inferred(tok, allowed)
+    sp = named(explicit)
+    return sp, sp in allowed
 
 
 # -- fences ----------------------------------------------------------------------------------
@@ -75,10 +85,10 @@ def fences(draw):
     if which == "alias":
         return case(fam, "ptx.fence_proxy_alias", text="fence.proxy.alias;")
     if which == "async":
-        sp = maybe(draw, ("global", "shared::cta", "shared::cluster", "shared", "generic",
-                          "local", "const", "param"))
-        return case(fam, "ptx.fence_proxy_async", (sp,), text=f"fence.proxy.async{dot(sp)};",
-                    space=sp)
+        sp = maybe(draw, ("global", "shared::cta", "shared::cluster", "shared", "cluster",
+                          "space_shared", "generic", "local", "const", "param"))
+        return case(fam, "ptx.fence_proxy_async", (sp,),
+                    text=f"fence.proxy.async{dot(named(sp))};", space=sp)
     if which == "tmap":
         sem = pick(draw, ("release", "acquire", "acq_rel", "relaxed", "sc"))
         scope = pick(draw, SCOPES)
@@ -97,10 +107,10 @@ def fences(draw):
                     text=f"fence.mbarrier_init.{sem}.{scope};", sem=sem, scope=scope)
     if which in ("restrict", "restrict_async"):
         sem = pick(draw, ("acquire", "release", "acq_rel", "relaxed"))
-        sp = maybe(draw, ("shared::cta", "shared::cluster", "shared", "global"))
+        sp = maybe(draw, ("shared::cta", "shared::cluster", "shared", "cluster", "global"))
         scope = pick(draw, ("cluster", "cluster", "cta", "gpu"))
         proxy = ".proxy.async::generic" if which == "restrict_async" else ""
-        spaces = [sp] if sp is not None else {"acquire": ["shared::cluster"],
+        spaces = [named(sp)] if sp is not None else {"acquire": ["shared::cluster"],
                                                "release": ["shared::cta"]}.get(
             sem, ["shared::cta", "shared::cluster"])
         fn = ("ptx.fence_sync_restrict" if not proxy
@@ -155,9 +165,10 @@ def tensormaps(draw):
         return draw(cp_fenceproxies())
     field = pick(draw, FIELD_TYPES)
     a = pick(draw, MAP_ADDRS)
-    sp = maybe(draw, ("global", "shared::cta", "generic", "shared", "shared::cluster"), 0.6)
+    sp = pick(draw, ("global", "shared::cta", "generic", "shared", "space_shared",
+                     "shared::cluster", "cluster"))
     spelled, _ = space_of(a, sp, ("generic", "global", "shared::cta"))
-    args, kwargs = [a], {"space": sp}
+    args, kwargs = [sp, a], {}
     if field in HAS_ORD:
         o = pick(draw, (0, 1, 2, 3, 4, 5, -1, R("u32")))
         args.append(o)
@@ -180,7 +191,7 @@ def tensormaps(draw):
             args.append(val)
         code = val
         fn = f"ptx.tensormap_replace_{field}"
-    ops = [addr(a)] + ([txt(args[1])] if field in HAS_ORD else []) + [txt(code)]
+    ops = [addr(_ptr(a))] + ([txt(args[2])] if field in HAS_ORD else []) + [txt(code)]
     text = (f"tensormap.replace.tile.{field}{dot(spelled)}.b1024.{FIELD_TYPES[field]} "
             + ", ".join(ops) + ";")
     return case(fam, fn, args, kwargs, text, field=field, addr=a, space=sp, spelled=spelled,
@@ -198,14 +209,14 @@ def cp_fenceproxies(draw):
     size = pick(draw, (128, 128, 64, R("u32")))
     text = ("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic."
             f"{sem}.{scope}.sync.aligned {addr(_ptr(dst))}, {addr(src)}, {txt(size)};")
-    return case("tensormap", "ptx.tensormap_cp_fenceproxy", (dst, src, sem, scope, size),
+    return case("tensormap", "ptx.tensormap_cp_fenceproxy", (sem, scope, dst, src, size),
                 text=text, dst=dst, src=src, sem=sem, scope=scope, size=size)
 
 
 # -- mbarrier -----------------------------------------------------------------------------------
 BARS = (S("bar"), S("bar"), R("u32"), R("u64"), R("u64", "shared::cta"),
         R("u64", "shared::cluster"), R("u64", "global"), A(S("bar"), 8), R("f32"), S("smem"))
-MB_SPACES = ("shared::cta", "shared", "shared::cluster", "generic", "global")
+MB_SPACES = ("shared::cta", "shared", "shared::cluster", "cluster", "generic", "global")
 MB_ALLOWED = ("generic", "shared", "shared::cta", "shared::cluster")
 LOCAL_ALLOWED = ("generic", "shared", "shared::cta")
 COUNTS = (1, 2, 0, 2**20 - 1, 2**20, -1, R("u32"), R("b32"), R("u64"), R("u16"))
@@ -227,7 +238,8 @@ def mbarriers(draw):
     bar = pick(draw, BARS)
     sp = maybe(draw, MB_SPACES, 0.6)
     if which in ("init", "inval"):
-        spelled, _ = space_of(bar, sp, LOCAL_ALLOWED, bare_shared=True)
+        spelled, _ = space_of(bar, sp, LOCAL_ALLOWED, "shared" if which == "init"
+                              else "shared::cta")
         if which == "inval":
             return case(fam, "ptx.mbarrier_inval", (bar,), {"space": sp},
                         f"mbarrier.inval{dot(spelled)}.b64 {addr(bar)};", bar=bar, space=sp)
@@ -235,13 +247,16 @@ def mbarriers(draw):
         return case(fam, "ptx.mbarrier_init", (bar, count), {"space": sp},
                     f"mbarrier.init{dot(spelled)}.b64 {addr(bar)}, {txt(count)};", bar=bar,
                     space=sp, count=count)
-    spelled, _ = space_of(bar, sp, MB_ALLOWED, bare_shared=True)
     if which == "arrive":
         op = pick(draw, ("arrive", "arrive_drop"))
         kind = pick(draw, ("", "noComplete", "expect_tx"))
         sem, scope, q = _sem_scope(draw, ("release", "relaxed", "acquire", "acq_rel"), "release")
         count = maybe(draw, COUNTS, 0.4 if kind == "" else 0.1)
         dst = maybe(draw, ("_", R("b64"), R("u64"), R("u32")), 0.5)
+        # cuda::ptx: arrive(addr) and noComplete emit bare .shared, the rest .shared::cta
+        bare = kind != "expect_tx" and sem is None and scope is None and (
+            count is None or kind == "noComplete")
+        spelled, _ = space_of(bar, sp, MB_ALLOWED, "shared" if bare else "shared::cta")
         state = ("_" if spelled == "shared::cluster" else R("b64").txt) if dst is None \
             else txt(dst)
         suffix = "_no_complete" if kind == "noComplete" else ""
@@ -249,7 +264,7 @@ def mbarriers(draw):
         if kind == "expect_tx":
             call, args, kw = base + "_expect_tx", (sem, scope, sp, bar, count), {"dst": dst}
         else:
-            call, args = base + suffix, (bar, count)
+            call, args = base + suffix, (bar,) if count is None else (bar, count)
             kw = {"sem": sem, "scope": scope, "space": sp, "dst": dst}
         text = (f"mbarrier.{op}{'.' + kind if kind else ''}{q}{dot(spelled)}.b64 {state}, "
                 f"{addr(bar)}" + (f", {txt(count)}" if count is not None else "") + ";")
@@ -258,6 +273,7 @@ def mbarriers(draw):
     if which == "tx":
         op = pick(draw, ("expect_tx", "complete_tx"))
         sem, scope, q = _sem_scope(draw, ("relaxed", "release", "acquire"), "relaxed")
+        spelled, _ = space_of(bar, sp, MB_ALLOWED, "shared::cta")
         tx = pick(draw, COUNTS)
         return case(fam, f"ptx.mbarrier_{op}", (sem, scope, sp, bar, tx),
                     text=f"mbarrier.{op}{q}{dot(spelled)}.b64 {addr(bar)}, {txt(tx)};",
@@ -275,6 +291,8 @@ def mbarriers(draw):
                  else (R("b64"), R("u64"), R("u32"), 0))
     hint = maybe(draw, (1000, 0, R("u32"), R("u64")), 0.6) if op == "try_wait" else None
     dst = maybe(draw, (R("pred"), R("u32")), 0.6)
+    bare = op == "test_wait" and sem is None and scope is None   # as cuda::ptx emits it
+    spelled, _ = space_of(bar, sp, MB_ALLOWED, "shared" if bare else "shared::cta")
     fn = f"ptx.mbarrier_{op}" + ("_parity" if parity else "")
     args = (bar, token) + ((hint,) if op == "try_wait" else ())
     text = (f"mbarrier.{op}{'.parity' if parity else ''}{q}{dot(spelled)}.b64 "

@@ -15,11 +15,14 @@ The convention (docs/CONTRIBUTING.md, "cuda::ptx-named builders"):
   ('shared::cta', '.gpu') are accepted too, as are the constants `ptxdsl.ptx` exports
   (`ptx.space_shared`, `ptx.scope_gpu`, `ptx.sem_release`, ...).
 - Bare `.shared` is emitted only where cuda::ptx emits it (the overloads of mbarrier_init,
-  mbarrier_arrive(addr), ... that take no space tag).
+  mbarrier_arrive(addr), ... that take no space tag) or where the enum member
+  `StateSpace.shared` (PTX's bare qualifier, not a name) is passed to a form that has it.
 - Addresses (`space_addr`): a symbol or a register already in the instruction's space is used as
   it is; a generic address (a register from `cvta` to generic, a loaded pointer parameter, or the
   pointer parameter itself) is converted with `cvta.to.<space>` first, as cuda::ptx converts its
-  C++ pointers; an address known to be in another space is refused.
+  C++ pointers; an address known to be in another space is refused. A register with no space
+  hint is taken as generic for a .global operand (global addresses come from pointers) and as a
+  window offset for a shared one (as `k.mov` of a shared symbol gives).
 """
 
 from __future__ import annotations
@@ -71,15 +74,17 @@ def space_name(sp: StateSpace) -> str:
 def space(insn: str, operand: str, value: Any, allowed: Sequence[StateSpace]) -> StateSpace:
     """A state-space argument in any accepted spelling (see the module doc), one of `allowed`.
 
-    `StateSpace.shared` (bare .shared) given by a caller means .shared::cta like 'shared'.
+    Names (strings, cuda::ptx tags, `ptx.space_shared`) never mean bare .shared; the enum
+    member `StateSpace.shared` is PTX's bare qualifier, for the forms that have it.
     """
     sp: StateSpace | None = None
     if isinstance(value, StateSpace):
-        sp = S.shared_cta if value is S.shared else value
+        sp = value
     elif isinstance(value, str):
         sp = SPACE_NAMES.get(value.lstrip("."))
     if sp is None or sp not in allowed:
-        names = ", ".join(space_name(a) for a in allowed)
+        names = ", ".join(space_name(a) for a in dict.fromkeys(
+            S.shared_cta if a is S.shared else a for a in allowed))
         raise OperandError(insn, operand, f"one of {names}", _given(value))
     return sp
 
@@ -137,20 +142,27 @@ def bind(insn: str, args: Sequence[Any], kwargs: dict[str, Any],
     """Match a call against cuda::ptx's overloads; returns (overload index, {name: value}).
 
     Each overload is a tuple of parameter names in cuda::ptx's order; a name starting with '*'
-    is an optional keyword-only ptxdsl extension. Positional arguments fill, in order, the names
-    not given by keyword. Exactly one overload must fit; otherwise the error lists them all.
+    is an optional keyword-only ptxdsl extension; a keyword (or trailing positional) given as
+    None counts as left out.
+    As in Python, positional arguments fill the
+    first names in order and keywords the rest. Exactly one overload must fit (one reached
+    without extensions beats one that needs them); otherwise the error lists them all.
     """
+    kwargs = {n: v for n, v in kwargs.items() if v is not None}   # None: not given
+    args = list(args)
+    while args and args[-1] is None:          # an optional trailing argument passed as None
+        args.pop()
     fits: list[tuple[int, dict[str, Any]]] = []
     for i, names in enumerate(overloads):
         plain = [n for n in names if not n.startswith("*")]
         known = set(plain) | {n[1:] for n in names if n.startswith("*")}
         if not set(kwargs) <= known:
             continue
-        rest = [n for n in plain if n not in kwargs]
-        if len(rest) != len(args):
+        head, rest = plain[:len(args)], plain[len(args):]
+        if len(head) != len(args) or set(head) & set(kwargs) or not set(rest) <= set(kwargs):
             continue
         bound = dict(kwargs)
-        bound.update(zip(rest, args, strict=True))
+        bound.update(zip(head, args, strict=True))
         fits.append((i, bound))
     if len(fits) > 1:   # a cuda::ptx overload beats one reached through ptxdsl extensions
         least = min(sum(n.startswith("*") and n[1:] in kwargs for n in overloads[i])
@@ -185,10 +197,14 @@ def space_addr(k, insn: str, addr: Any, sp: StateSpace) -> Any:
     """An address for an operand in space `sp` (see the module doc): a generic pointer is
     converted with `cvta.to.<sp>` (loaded first when it is a pointer parameter); anything else
     is returned as given, for the instruction's own check."""
-    if sp is S.generic or sp is S.param or not is_generic_pointer(addr):
+    base = _base(addr)
+    # Global addresses come from pointers, so an unhinted 64-bit register is taken as generic
+    # (converting a global address again is harmless); a shared one is a window offset.
+    unhinted_global = (sp is S.global_ and isinstance(base, Reg) and base.space is None
+                       and base.type.bits == 64)
+    if sp is S.generic or sp is S.param or not (is_generic_pointer(addr) or unhinted_global):
         return addr
     off = addr.offset if isinstance(addr, Addr) else 0
-    base = _base(addr)
     if isinstance(base, Symbol):
         base = k.ld_param(base)
     if base.type.bits != 64:

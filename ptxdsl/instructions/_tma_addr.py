@@ -1,9 +1,10 @@
-"""State-space handling shared by the TMA families (tensormap, fence, mbarrier).
+"""Address checks shared by the TMA families (tensormap, fence, mbarrier).
 
-The convenience functions take an address as a symbol, a register or an `Addr`, and an
-optional `space`. `space=None` means "infer it": a symbol's own space; a register's `.space`
-hint (set by `mov` of a symbol or by `cvta`); a 32-bit register is a shared address, an
-unhinted 64-bit register a generic one. `space="generic"` asks for the generic form explicitly.
+`tma_addr` checks an address operand against the instruction's space, refusing a register
+whose `.space` hint (set by `mov` of a symbol or by `cvta`) names another space. The builders
+convert generic pointers first (`_ptx_args.space_addr`). `infer_space` (prefetch_tensormap
+only) reads the space off the address: a symbol's own space, a register's hint, a 32-bit
+register shared, an unhinted 64-bit register generic.
 """
 
 from __future__ import annotations
@@ -13,27 +14,20 @@ from typing import Any
 from ..errors import OperandError
 from ..operands import Addr, Reg, Symbol
 from ..types import StateSpace
-from .base import _given, check_addr, check_enum
+from . import _ptx_args as A
+from .base import _given, check_addr
 
 S = StateSpace
-GENERIC_NAMES = ("generic", "")
 
 
 def _base(addr: Any):
     return addr.base if isinstance(addr, Addr) else addr
 
 
-def parse_space(insn: str, value: Any, allowed: tuple[StateSpace, ...], *,
-                bare_shared: bool = False) -> StateSpace:
-    """An explicit `space=` argument: a StateSpace, its PTX spelling, or 'generic'."""
-    if isinstance(value, str) and value.lstrip(".") in GENERIC_NAMES:
-        value = S.generic
-    sp = check_enum(insn, "space", value, StateSpace,
-                    tuple(allowed) + ((S.shared,) if not bare_shared else ()))
-    if sp is S.shared and not bare_shared:
-        raise OperandError(insn, "space", "'shared::cta' (ptxas rejects bare .shared here)",
-                           "'shared'")
-    return sp
+def parse_space(insn: str, value: Any, allowed: tuple[StateSpace, ...]) -> StateSpace:
+    """An explicit `space=` argument, spelled as `_ptx_args.space` takes it ('shared' is
+    .shared::cta; the enum member StateSpace.shared is bare .shared where `allowed` has it)."""
+    return A.space(insn, "space", value, allowed)
 
 
 def infer_space(insn: str, addr: Any, allowed: tuple[StateSpace, ...]) -> StateSpace:
@@ -61,12 +55,12 @@ def infer_space(insn: str, addr: Any, allowed: tuple[StateSpace, ...]) -> StateS
     return sp
 
 
-def resolve_space(insn: str, addr: Any, space: Any, allowed: tuple[StateSpace, ...], *,
-                  bare_shared: bool = False) -> StateSpace:
+def resolve_space(insn: str, addr: Any, space: Any, allowed: tuple[StateSpace, ...]
+                  ) -> StateSpace:
     """`space` if given (validated against `allowed`), else the inferred one."""
     if space is None:
         return infer_space(insn, addr, allowed)
-    return parse_space(insn, space, allowed, bare_shared=bare_shared)
+    return parse_space(insn, space, allowed)
 
 
 def _hint_fits(hint: StateSpace, space: StateSpace) -> bool:
@@ -86,5 +80,15 @@ def tma_addr(insn: str, operand: str, value: Any, space: StateSpace,
     if isinstance(base, Reg) and base.space is not None and not _hint_fits(base.space, space):
         raise OperandError(insn, operand, f"a .{space.value or 'generic'} address",
                            f"{_given(base)}, which holds a .{base.space.value or 'generic'} "
-                           "address (convert it with cvta, or pass the right space=)")
+                           f"address ({cvta_advice(base.space, space)})")
     return addr
+
+
+def cvta_advice(held: StateSpace, want: StateSpace) -> str:
+    """How to turn an address in space `held` into one in `want`, for error messages."""
+    if want is S.generic:
+        return f"convert it to generic with k.cvta(reg, '{held.value}')"
+    if held is S.generic:
+        return (f"pass it to the ptx builder, which converts it, or convert it with "
+                f"k.cvta(reg, '{want.value}', to=True)")
+    return "an address in one space is not valid in another"

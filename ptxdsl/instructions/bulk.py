@@ -16,16 +16,18 @@ from typing import Any
 
 import attrs
 
-from ..errors import OperandError
+from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg, Symbol
 from ..types import Requires, ScalarType, StateSpace, req
+from . import _ptx_args as A
+from ._tma_addr import cvta_advice
 from .base import Instruction, _given, check_addr, check_dst, check_enum, check_imm, refuse
 
 __all__ = [
     "Completion", "RedOp", "CtaGroup",
     "CpAsyncBulk", "CpAsyncBulkPrefetch", "CpReduceAsyncBulk", "CpAsyncBulkCommitGroup",
     "CpAsyncBulkWaitGroup",
-    "cp_async_bulk", "cp_async_bulk_prefetch", "cp_reduce_async_bulk",
+    "cp_async_bulk", "cp_async_bulk_cp_mask", "cp_async_bulk_prefetch", "cp_reduce_async_bulk",
     "cp_async_bulk_commit_group", "cp_async_bulk_wait_group", "cp_async_bulk_wait_group_read",
     "FORMS",
 ]
@@ -37,7 +39,6 @@ R86_SM100 = req("8.6", 100)            # portable Blackwell features (.cp_mask, 
 BLACKWELL = req("8.6", 100, arch=(100, 101, 103, 110), family=True)  # sm_100a-class only
 
 CLUSTER, CTA, GLOBAL = StateSpace.shared_cluster, StateSpace.shared_cta, StateSpace.global_
-_SPACE_ALIASES = {"cluster": CLUSTER, "shared": CTA, StateSpace.shared: CTA}
 
 
 class Completion(enum.Enum):
@@ -69,11 +70,28 @@ class CtaGroup(enum.Enum):
 
 # -- shared operand checks ------------------------------------------------------------------------
 def space_arg(insn: str, operand: str, value: Any, allowed) -> StateSpace:
-    """A state-space qualifier; 'cluster' and 'shared' mean what cuda::ptx's space_cluster and
-    space_shared mean (.shared::cluster and .shared::cta)."""
-    if isinstance(value, str | StateSpace) and value in _SPACE_ALIASES:
-        value = _SPACE_ALIASES[value]
-    return check_enum(insn, operand, value, StateSpace, allowed)
+    """A state-space qualifier, named as in every cuda::ptx family (`_ptx_args.space`):
+    'shared' / space_shared is .shared::cta, 'cluster' / space_cluster .shared::cluster."""
+    return A.space(insn, operand, value, allowed)
+
+
+def cta_group_arg(insn: str, value: Any) -> CtaGroup:
+    """`.cta_group::1/2`: the ints 1 and 2, 'cta_group::1', cuda::ptx's 'cta_group_1', a
+    CtaGroup."""
+    if isinstance(value, str):
+        value = value.lstrip(".").replace("cta_group_", "cta_group::")
+    value = {1: CtaGroup.one, 2: CtaGroup.two}.get(value, value) \
+        if isinstance(value, int) and not isinstance(value, bool) else value
+    return check_enum(insn, "cta_group", value, CtaGroup)
+
+
+def is_cta_group(value: Any) -> bool:
+    """Whether a positional argument is a cta_group (cuda::ptx's overloads that take one)."""
+    try:
+        cta_group_arg("", value)
+        return True
+    except BuildError:
+        return False
 
 
 def _align_of(base: Symbol) -> int:
@@ -93,9 +111,8 @@ def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int 
         wrong = (base.space.is_shared) != space.is_shared or base.space in (
             StateSpace.param, StateSpace.const, StateSpace.local)
         if wrong:
-            how = "cvta.to.shared" if space.is_shared else "cvta (to generic) first"
             raise OperandError(insn, operand, f"a register holding a .{space.value} address "
-                               f"(convert with {how})",
+                               f"({cvta_advice(base.space, space)})",
                                f"%{base.name}, which holds a .{base.space.value or 'generic'} "
                                "address")
     if isinstance(base, Symbol) and (_align_of(base) < align or addr.offset % align):
@@ -147,7 +164,7 @@ def multicast_arg(insn: str, multicast: bool | None, mask: Any, dst: StateSpace
     if multicast is None:
         multicast = mask is not None
     if multicast and mask is None:
-        refuse(insn, ".multicast::cluster needs a 16-bit ctaMask operand (multicast_mask=...)")
+        refuse(insn, ".multicast::cluster needs a 16-bit ctaMask operand (cta_mask=...)")
     if not multicast and mask is not None:
         refuse(insn, "a ctaMask operand needs the .multicast::cluster qualifier")
     if multicast and dst is not CLUSTER:
@@ -350,7 +367,7 @@ class CpReduceAsyncBulk(Instruction):
     def __attrs_post_init__(self):
         n = self.MNEMONIC
         self._set("dst_space", space_arg(n, "dst_space", self.dst_space, (CLUSTER, GLOBAL)))
-        self._set("op", check_enum(n, "op", self.op, RedOp))
+        self._set("op", A.op(n, self.op, RedOp))
         self._set("type", check_enum(n, "type", self.type, ScalarType))
         n = f"cp.reduce.async.bulk.{self.dst_space.value}.shared::cta"
         allowed = RED_TYPES[(self.dst_space, self.op)]
@@ -421,36 +438,77 @@ class CpAsyncBulkWaitGroup(Instruction):
         return [Imm(self.n, ScalarType.u32)]
 
 
-# -- builders (cuda::ptx names, kernel first) ------------------------------------------------------
-def cp_async_bulk(k, dst_space, src_space, dst, src, size, bar=None, *, multicast_mask=None,
-                  cache_policy=None, byte_mask=None) -> CpAsyncBulk:
-    """`cp_async_bulk(k, "shared::cluster", "global", dst, src, size, bar)` and the other
-    directions, as cuda::ptx::cp_async_bulk: loads take `bar`, the store to global does not."""
-    return k.emit(CpAsyncBulk(dst_space, src_space, dst, src, size, bar,
-                              cta_mask=multicast_mask, cache_policy=cache_policy,
-                              byte_mask=byte_mask))
+# -- builders (cuda::ptx names and argument order, kernel first) ---------------------------------
+_COPY = (("dst_space", "src_space", "dst_mem", "src_mem", "size", "smem_bar", "*cache_policy"),
+         ("dst_space", "src_space", "dst_mem", "src_mem", "size", "smem_bar", "cta_mask",
+          "*cache_policy"),
+         ("dst_space", "src_space", "dst_mem", "src_mem", "size", "*cache_policy", "*byte_mask"))
+
+
+def converted(k, insn: str, addr: Any, space: Any, allowed, operand: str = "space") -> Any:
+    """`addr` for an operand in `space` (the argument `operand`), a generic pointer converted
+    (`_ptx_args.space_addr`)."""
+    return A.space_addr(k, insn, addr, space_arg(insn, operand, space, allowed))
+
+
+def _bar(k, insn: str, bar: Any, dst_space: Any) -> Any:
+    if bar is None:
+        return None
+    return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL), "dst_space")
+
+
+def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
+    """cuda::ptx's overloads, by direction:
+    `(k, 'cluster'|'shared', 'global', dst_mem, src_mem, size, smem_bar)`,
+    `(k, 'cluster', 'global', dst_mem, src_mem, size, smem_bar, cta_mask)` (.multicast::cluster),
+    `(k, 'cluster', 'shared', dst_mem, src_mem, size, smem_bar)` and
+    `(k, 'global', 'shared', dst_mem, src_mem, size)`; `cache_policy=` (.L2::cache_hint) and,
+    on the store, `byte_mask=` (.cp_mask, as cp_async_bulk_cp_mask) are keyword extensions."""
+    _, a = A.bind("cp_async_bulk", args, kw, _COPY)
+    n, spaces = "cp.async.bulk", (CLUSTER, CTA, GLOBAL)
+    return k.emit(CpAsyncBulk(
+        a["dst_space"], a["src_space"],
+        converted(k, n, a["dst_mem"], a["dst_space"], spaces, "dst_space"),
+        converted(k, n, a["src_mem"], a["src_space"], spaces, "src_space"), a["size"],
+        _bar(k, n, a.get("smem_bar"), a["dst_space"]), cta_mask=a.get("cta_mask"),
+        cache_policy=a.get("cache_policy"), byte_mask=a.get("byte_mask")))
+
+
+def cp_async_bulk_cp_mask(k, *args, **kw) -> CpAsyncBulk:
+    """`(k, 'global', 'shared', dst_mem, src_mem, size, byte_mask)`:
+    `cp.async.bulk.global.shared::cta.bulk_group.cp_mask [dstMem], [srcMem], size, byteMask;`"""
+    _, a = A.bind("cp_async_bulk_cp_mask", args, kw, (
+        ("dst_space", "src_space", "dst_mem", "src_mem", "size", "byte_mask", "*cache_policy"),))
+    return cp_async_bulk(k, **a)
 
 
 def cp_async_bulk_prefetch(k, src, size, cache_policy=None) -> CpAsyncBulkPrefetch:
-    """`cp.async.bulk.prefetch.L2.global [src], size{, policy}` (cuda::ptx name)."""
+    """`cp.async.bulk.prefetch.L2.global [src], size{, policy}` (no cuda::ptx counterpart in
+    CCCL 13.0; a generic pointer is converted to .global)."""
+    src = A.space_addr(k, "cp.async.bulk.prefetch.L2.global", src, GLOBAL)
     return k.emit(CpAsyncBulkPrefetch(src, size, cache_policy=cache_policy))
 
 
-def cp_reduce_async_bulk(k, dst_space, src_space, op, dst, src, size, bar=None, *, type=None,
-                         cache_policy=None) -> CpReduceAsyncBulk:
-    """`cp_reduce_async_bulk(k, "global", "shared::cta", "add", dst, src, size, type=t.f32)`.
+def cp_reduce_async_bulk(k, dst_space, src_space, op, dst_mem, src_mem, size, rdsmem_bar=None,
+                         *, type=None, cache_policy=None) -> CpReduceAsyncBulk:
+    """`(k, 'global', 'shared', op, dst_mem, src_mem, size)` or `(k, 'cluster', 'shared', op,
+    dst_mem, src_mem, size, rdsmem_bar)`, as cuda::ptx; op 'add' / ptx.op_add / 'op_add', ...
 
-    The element type is `type=`, or the source symbol's type when it is a valid one.
+    The element type (cuda::ptx's pointer type) is `type=`, or the source symbol's type when it
+    is a valid one.
     """
-    space_arg("cp.reduce.async.bulk", "src_space", src_space, (CTA,))
+    n = "cp.reduce.async.bulk"
+    space_arg(n, "src_space", src_space, (CTA,))
     if type is None:
-        base = src.base if isinstance(src, Addr) else src
+        base = src_mem.base if isinstance(src_mem, Addr) else src_mem
         if isinstance(base, Symbol) and base.type is not T.b8:
             type = base.type
         else:
-            refuse("cp.reduce.async.bulk", "pass type=... (the element type of the reduction)")
-    return k.emit(CpReduceAsyncBulk(dst_space, op, type, dst, src, size, bar,
-                                    cache_policy=cache_policy))
+            refuse(n, "pass type=... (the element type of the reduction)")
+    return k.emit(CpReduceAsyncBulk(
+        dst_space, op, type, converted(k, n, dst_mem, dst_space, (CLUSTER, GLOBAL), "dst_space"),
+        A.space_addr(k, n, src_mem, CTA), size, _bar(k, n, rdsmem_bar, CLUSTER),
+        cache_policy=cache_policy))
 
 
 def cp_async_bulk_commit_group(k) -> CpAsyncBulkCommitGroup:

@@ -18,6 +18,7 @@ import attrs
 from ..errors import BuildError, OperandError
 from ..operands import Imm, Operand, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace
+from . import _ptx_args as A
 from .base import Instruction, _given, check_enum, refuse
 from .bulk import (
     BLACKWELL,
@@ -30,8 +31,12 @@ from .bulk import (
     Completion,
     CtaGroup,
     RedOp,
+    _bar,
     cache_hint_arg,
     completion_arg,
+    converted,
+    cta_group_arg,
+    is_cta_group,
     mask16,
     mem_addr,
     multicast_arg,
@@ -40,7 +45,9 @@ from .bulk import (
 
 __all__ = [
     "TensorMode", "CpAsyncBulkTensor", "CpReduceAsyncBulkTensor", "CpAsyncBulkPrefetchTensor",
-    "cp_async_bulk_tensor", "cp_reduce_async_bulk_tensor", "cp_async_bulk_prefetch_tensor",
+    "cp_async_bulk_tensor", "cp_async_bulk_tensor_tile_gather4",
+    "cp_async_bulk_tensor_tile_scatter4", "cp_reduce_async_bulk_tensor",
+    "cp_async_bulk_prefetch_tensor",
     "tensor_requires", "FORMS",
 ]
 
@@ -235,8 +242,7 @@ class CpAsyncBulkTensor(Instruction):
         if self.cta_group is not None:
             if store:
                 refuse(n, ".cta_group::k exists only on loads")
-            group = {1: CtaGroup.one, 2: CtaGroup.two}.get(self.cta_group, self.cta_group)
-            self._set("cta_group", check_enum(n, "cta_group", group, CtaGroup))
+            self._set("cta_group", cta_group_arg(n, self.cta_group))
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)
         self._set("cache_policy", policy)
@@ -295,7 +301,7 @@ class CpReduceAsyncBulkTensor(Instruction):
 
     def __attrs_post_init__(self):
         n = self.MNEMONIC
-        self._set("op", check_enum(n, "op", self.op, RedOp))
+        self._set("op", A.op(n, self.op, RedOp))
         dim, mode, tmap, coords, _ = _common(n, self.dim, self.mode, STORE_MODES,
                                              self.tensormap, self.coords, None, True)
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords)):
@@ -373,57 +379,88 @@ def _dim_of(coords: Any, mode: Any, dim: int | None) -> int:
     return len(coords)
 
 
-def _is_space(value: Any) -> bool:
-    try:
-        space_arg("", "", value, tuple(StateSpace))
-        return True
-    except BuildError:
-        return False
+_LOAD = ("dst_space", "src_space", "dst_mem", "tensor_map", "tensor_coords", "smem_bar")
+_EXT = ("*mode", "*im2col", "*cache_policy", "*dim")
+_TENSOR = (   # cta_group is positional in cuda::ptx; by keyword it may follow the others
+    (*_LOAD, "*cta_group", *_EXT),
+    (*_LOAD[:2], "cta_group", *_LOAD[2:], *_EXT),
+    (*_LOAD, "cta_mask", "*cta_group", *_EXT),
+    (*_LOAD[:2], "cta_group", *_LOAD[2:], "cta_mask", *_EXT),
+    ("dst_space", "src_space", "tensor_map", "tensor_coords", "src_mem", "*mode",
+     "*cache_policy", "*dim"),
+)
 
 
-def cp_async_bulk_tensor(k, dst_space, src_space, a, b, c, /, bar=None, *, mode="tile",
-                         multicast_mask=None, cache_policy=None, im2col=None, cta_group=None,
-                         dim: int | None = None) -> CpAsyncBulkTensor:
-    """The two cuda::ptx::cp_async_bulk_tensor overloads, told apart by the spaces:
-
-    load:  `cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tensormap, coords, bar,
-    mode=..., multicast_mask=..., cache_policy=..., im2col=..., cta_group=...)`
-    store: `cp_async_bulk_tensor(k, "global", "shared::cta", tensormap, coords, src)`
-
-    The three operands are positional (their meaning follows the direction, as in cuda::ptx).
-    `dim` defaults to the coordinate count (2 for gather4/scatter4); tensormap is a 64-bit
-    generic address (`k.tensormap_addr(param)`); coordinates are 32-bit registers or ints.
-    """
-    store = space_arg("cp.async.bulk.tensor", "dst_space", dst_space,
-                      (CLUSTER, CTA, GLOBAL)) is GLOBAL
-    if store:
-        tmap, coords, smem = a, b, c
+def _tensor_copy(k, name: str, args, kw, mode) -> CpAsyncBulkTensor:
+    dst = args[0] if args else kw.get("dst_space")
+    if dst is not None and A.is_space(dst):     # the direction picks loads or the store
+        store = space_arg("cp.async.bulk.tensor", "dst_space", dst, (CLUSTER, CTA, GLOBAL))
+        overloads = _TENSOR[4:] if store is GLOBAL else _TENSOR[:4]
     else:
-        smem, tmap, coords = a, b, c
+        overloads = _TENSOR
+    if len(args) == 7:   # (.., cta_group, dst_mem, ..., bar) or (.., dst_mem, ..., bar, cta_mask)
+        overloads = tuple(o for o in overloads
+                          if ("cta_group" in o) == is_cta_group(args[2]) and "src_mem" not in o)
+    _, a = A.bind(name, args, kw, overloads)
+    n = "cp.async.bulk.tensor"
+    mode = a.get("mode", mode)
+    store = space_arg(n, "dst_space", a["dst_space"], (CLUSTER, CTA, GLOBAL)) is GLOBAL
+    smem = a["src_mem"] if store else a["dst_mem"]
+    smem_space = a["src_space"] if store else a["dst_space"]
+    smem = converted(k, n, smem, smem_space, (CLUSTER, CTA), "src_space" if store else "dst_space")
+    bar = _bar(k, n, a.get("smem_bar"), a["dst_space"])
+    coords = a["tensor_coords"]
     return k.emit(CpAsyncBulkTensor(
-        _dim_of(coords, mode, dim), dst_space, src_space, smem, tmap, coords, bar, mode,
-        None, im2col, None, multicast_mask, cta_group, None, cache_policy))
+        _dim_of(coords, mode, a.get("dim")), a["dst_space"], a["src_space"], smem,
+        a["tensor_map"], coords, bar, mode, None, a.get("im2col"), None, a.get("cta_mask"),
+        a.get("cta_group"), None, a.get("cache_policy")))
 
 
-def cp_reduce_async_bulk_tensor(k, *args, mode="tile", cache_policy=None,
-                                dim: int | None = None) -> CpReduceAsyncBulkTensor:
-    """`cp_reduce_async_bulk_tensor(k, op, tensormap, coords, src)`; the cuda::ptx spelling with
-    the spaces first (`k, "global", "shared::cta", op, tensormap, coords, src`) works too."""
-    args = list(args)
-    spaces = []
-    while args and len(spaces) < 2 and _is_space(args[0]):
-        spaces.append(args.pop(0))
-    if spaces:
-        if len(spaces) != 2:
-            refuse("cp.reduce.async.bulk.tensor", "give both spaces (\"global\", "
-                   "\"shared::cta\") or neither")
-        space_arg("cp.reduce.async.bulk.tensor", "dst_space", spaces[0], (GLOBAL,))
-        space_arg("cp.reduce.async.bulk.tensor", "src_space", spaces[1], (CTA,))
-    if len(args) != 4:
-        refuse("cp.reduce.async.bulk.tensor", "expected (op, tensormap, coords, src)")
-    op, tmap, coords, src = args
-    return k.emit(CpReduceAsyncBulkTensor(_dim_of(coords, mode, dim), op, tmap, coords, src,
-                                          mode, None, cache_policy))
+def cp_async_bulk_tensor(k, *args, **kw) -> CpAsyncBulkTensor:
+    """cuda::ptx's overloads (1d-5d by the coordinate count):
+
+    load:  `(k, 'cluster'|'shared', 'global', dst_mem, tensor_map, tensor_coords, smem_bar)`,
+    with `cta_group` after the spaces (`ptx.cta_group_1`, 1, 'cta_group::2'), with `cta_mask`
+    last (.multicast::cluster), or both;
+    store: `(k, 'global', 'shared', tensor_map, tensor_coords, src_mem)`.
+
+    Keyword extensions: `mode=` ('tile', 'im2col', 'im2col::w', 'tile::gather4', ...),
+    `im2col=` offsets, `cache_policy=` (.L2::cache_hint), `dim=` (default: the coordinate
+    count; 2 for gather4/scatter4). tensor_map is a 64-bit generic address
+    (`k.tensormap_addr(param)`); coordinates are 32-bit registers or ints.
+    """
+    return _tensor_copy(k, "cp_async_bulk_tensor", args, kw, "tile")
+
+
+def cp_async_bulk_tensor_tile_gather4(k, *args, **kw) -> CpAsyncBulkTensor:
+    """`(k, 'shared'|'cluster', 'global', {cta_group,} dst_mem, tensor_map, coords5, smem_bar
+    {, cta_mask})`: `cp.async.bulk.tensor.2d.<dst>.global.tile::gather4...`"""
+    return _tensor_copy(k, "cp_async_bulk_tensor_tile_gather4", args, kw, "tile::gather4")
+
+
+def cp_async_bulk_tensor_tile_scatter4(k, *args, **kw) -> CpAsyncBulkTensor:
+    """`(k, 'global', 'shared', tensor_map, coords5, src_mem)`:
+    `cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group [...], [src];`"""
+    return _tensor_copy(k, "cp_async_bulk_tensor_tile_scatter4", args, kw, "tile::scatter4")
+
+
+_REDUCE = (("dst_space", "src_space", "op", "tensor_map", "tensor_coords", "src_mem", "*mode",
+            "*cache_policy", "*dim"),
+           ("op", "tensor_map", "tensor_coords", "src_mem", "*mode", "*cache_policy", "*dim"))
+
+
+def cp_reduce_async_bulk_tensor(k, *args, **kw) -> CpReduceAsyncBulkTensor:
+    """`(k, 'global', 'shared', op, tensor_map, tensor_coords, src_mem)` as cuda::ptx (op 'add',
+    ptx.op_add, 'op_and_op', ...); the spaces may be left out (a ptxdsl extension)."""
+    i, a = A.bind("cp_reduce_async_bulk_tensor", args, kw, _REDUCE)
+    n = "cp.reduce.async.bulk.tensor"
+    if i == 0:
+        space_arg(n, "dst_space", a["dst_space"], (GLOBAL,))
+        space_arg(n, "src_space", a["src_space"], (CTA,))
+    mode, coords = a.get("mode", "tile"), a["tensor_coords"]
+    return k.emit(CpReduceAsyncBulkTensor(
+        _dim_of(coords, mode, a.get("dim")), a["op"], a["tensor_map"], coords,
+        A.space_addr(k, n, a["src_mem"], CTA), mode, None, a.get("cache_policy")))
 
 
 def cp_async_bulk_prefetch_tensor(k, *args, mode="tile", im2col=None, cache_policy=None,

@@ -1,8 +1,9 @@
 """Memory and proxy fences, membar, and the tensor-map prefetch (PTX ISA §9.7.13.4, §9.7.9.15;
 digest §3).
 
-Builder functions are named after `cuda::ptx` and take the kernel first:
-`fence_proxy_tensormap_generic(k, "acquire", "gpu", addr)`, `fence_proxy_async(k, "shared::cta")`.
+Builder functions are named after `cuda::ptx` and take its arguments in its order after the
+kernel: `fence_proxy_tensormap_generic(k, "acquire", "gpu", addr, 128)`,
+`fence_proxy_async(k, "shared")` (names as in `_ptx_args`: 'shared' is .shared::cta).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import attrs
 from ..errors import OperandError
 from ..operands import Addr, Imm, Reg, Symbol
 from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
+from . import _ptx_args as A
 from ._tma_addr import parse_space, resolve_space, tma_addr
 from .base import Instruction, _given, check_enum, refuse
 
@@ -61,8 +63,8 @@ class Fence(Instruction):
     scope: Scope
 
     def __attrs_post_init__(self):
-        self._set("sem", check_enum("fence", "sem", self.sem, Sem, _FENCE_SEMS))
-        self._set("scope", check_enum("fence", "scope", self.scope, Scope))
+        self._set("sem", A.sem("fence", self.sem, _FENCE_SEMS))
+        self._set("scope", A.scope("fence", self.scope))
 
     @property
     def requires(self) -> Requires:
@@ -87,20 +89,20 @@ class FenceProxyAlias(Instruction):
         return "fence.proxy.alias"
 
 
-_ASYNC_SPACES = (S.generic, S.global_, S.shared_cta, S.shared_cluster)
+_ASYNC_SPACES = (S.shared_cta, S.shared_cluster, S.global_, S.generic)
 
 
 @attrs.frozen
 class FenceProxyAsync(Instruction):
-    """`fence.proxy.async{.space};` with .space = .global | .shared::cta | .shared::cluster
-    (generic = all spaces). Bare `.shared` is rejected by ptxas."""
+    """`fence.proxy.async{.space};` with .space = .global | .shared::cta ('shared') |
+    .shared::cluster ('cluster') (generic = all spaces; ptxas rejects bare `.shared`)."""
 
     MNEMONIC = "fence.proxy.async"
     REQUIRES = SM90_80
     space: StateSpace = S.generic
 
     def __attrs_post_init__(self):
-        self._set("space", parse_space("fence.proxy.async", self.space, _ASYNC_SPACES))
+        self._set("space", A.space("fence.proxy.async", "space", self.space, _ASYNC_SPACES))
 
     def opcode(self) -> str:
         return "fence.proxy.async" + self.space.ptx
@@ -115,7 +117,7 @@ class FenceProxyTensormapRelease(Instruction):
     scope: Scope
 
     def __attrs_post_init__(self):
-        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope))
+        self._set("scope", A.scope(self.MNEMONIC, self.scope))
 
     def opcode(self) -> str:
         return f"fence.proxy.tensormap::generic.release{self.scope.ptx}"
@@ -144,7 +146,7 @@ class FenceProxyTensormapAcquire(Instruction):
     size: int = TENSORMAP_BYTES
 
     def __attrs_post_init__(self):
-        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope))
+        self._set("scope", A.scope(self.MNEMONIC, self.scope))
         name = self.opcode()
         self._set("addr", tma_addr(name, "addr", self.addr, S.generic))
         self._set("size", check_size_128(name, self.size))
@@ -166,9 +168,8 @@ class FenceMbarrierInit(Instruction):
     scope: Scope = Scope.cluster
 
     def __attrs_post_init__(self):
-        self._set("sem", check_enum(self.MNEMONIC, "sem", self.sem, Sem, (Sem.release,)))
-        self._set("scope", check_enum(self.MNEMONIC, "scope", self.scope, Scope,
-                                      (Scope.cluster,)))
+        self._set("sem", A.sem(self.MNEMONIC, self.sem, (Sem.release,)))
+        self._set("scope", A.scope(self.MNEMONIC, self.scope, (Scope.cluster,)))
 
     def opcode(self) -> str:
         return "fence.mbarrier_init.release.cluster"
@@ -192,18 +193,18 @@ class FenceSyncRestrict(Instruction):
 
     def __attrs_post_init__(self):
         insn = self.MNEMONIC
-        sem = check_enum(insn, "sem", self.sem, Sem, tuple(_RESTRICT))
+        sem = A.sem(insn, self.sem, tuple(_RESTRICT))
         self._set("sem", sem)
         want = _RESTRICT[sem]
         if self.space is None:
             self._set("space", want)
         else:
-            sp = parse_space(insn, self.space, (S.shared_cta, S.shared_cluster))
+            sp = A.space(insn, "space", self.space, (S.shared_cta, S.shared_cluster))
             if sp is not want:
-                refuse(insn, f".{sem.value} pairs with sync_restrict::{want.value} only "
-                       f"(got ::{sp.value})")
+                refuse(insn, f".{sem.value} pairs with sync_restrict::{want.value} only: use "
+                       f"space {A.space_name(want)}, or leave it out (got ::{sp.value})")
             self._set("space", sp)
-        self._set("scope", check_enum(insn, "scope", self.scope, Scope, (Scope.cluster,)))
+        self._set("scope", A.scope(insn, self.scope, (Scope.cluster,)))
 
     def opcode(self) -> str:
         proxy = ".proxy.async::generic" if self.proxy_async else ""
@@ -246,7 +247,7 @@ def membar(k, level) -> None:
 
 
 def fence(k, sem, scope) -> None:
-    """`fence.{sc,acq_rel,acquire,release}.{cta,cluster,gpu,sys};` (cuda::ptx::fence)."""
+    """`(k, sem, scope)`: `fence.{sc,acq_rel,acquire,release}.{cta,cluster,gpu,sys};`"""
     k.emit(Fence(sem, scope))
 
 
@@ -256,8 +257,8 @@ def fence_proxy_alias(k) -> None:
 
 
 def fence_proxy_async(k, space=None) -> None:
-    """`fence.proxy.async;` or, with space 'global'/'shared::cta'/'shared::cluster',
-    `fence.proxy.async.<space>;`."""
+    """`(k)`: `fence.proxy.async;` or `(k, space)`: `fence.proxy.async.<space>;` with space
+    'shared' (.shared::cta), 'cluster' (.shared::cluster) or 'global'."""
     k.emit(FenceProxyAsync(S.generic if space is None else space))
 
 
@@ -273,11 +274,12 @@ def fence_proxy_tensormap_generic(k, sem, scope, addr=None, size=TENSORMAP_BYTES
     (`fence.proxy.tensormap::generic.acquire.scope [addr], 128;`, `addr` a generic pointer to
     the map in global memory: a 64-bit register or a pointer parameter, loaded first)."""
     insn = "fence.proxy.tensormap::generic"
-    sem = check_enum(insn, "sem", sem, Sem, (Sem.release, Sem.acquire))
+    sem = A.sem(insn, sem, (Sem.release, Sem.acquire))
     if sem is Sem.release:
         if addr is not None:
             refuse(insn + ".release", "the release form takes no operands (ptxas rejects "
-                   "[addr], 128); only the acquire form names the tensor map")
+                   "[addr], 128): write fence_proxy_tensormap_generic(k, 'release', scope); "
+                   "only the acquire form names the tensor map")
         check_size_128(insn + ".release", size)
         k.emit(FenceProxyTensormapRelease(scope))
         return
@@ -293,13 +295,15 @@ def fence_mbarrier_init(k, sem="release", scope="cluster") -> None:
 
 
 def fence_sync_restrict(k, sem, space=None, scope="cluster") -> None:
-    """`fence.acquire.sync_restrict::shared::cluster.cluster;` or
-    `fence.release.sync_restrict::shared::cta.cluster;` (space follows from sem)."""
+    """`(k, sem, space, scope)`: `fence.acquire.sync_restrict::shared::cluster.cluster;`
+    (acquire, 'cluster', 'cluster') or `fence.release.sync_restrict::shared::cta.cluster;`
+    (release, 'shared', 'cluster'); space and scope may be left out (they follow from sem)."""
     k.emit(FenceSyncRestrict(sem, space, scope, False))
 
 
 def fence_proxy_async_generic_sync_restrict(k, sem, space=None, scope="cluster") -> None:
-    """`fence.proxy.async::generic.{acquire,release}.sync_restrict::<space>.cluster;`"""
+    """`(k, sem, space, scope)`: `fence.proxy.async::generic.{acquire,release}
+    .sync_restrict::<space>.cluster;` (as fence_sync_restrict)."""
     k.emit(FenceSyncRestrict(sem, space, scope, True))
 
 

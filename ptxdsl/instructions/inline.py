@@ -16,7 +16,16 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError
-from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol, make_imm
+from ..operands import (
+    SPECIAL_REGISTER_NAMES,
+    Addr,
+    Imm,
+    NegPred,
+    Reg,
+    SpecialReg,
+    Symbol,
+    make_imm,
+)
 from ..types import BASE, PtxVersion, Requires, ScalarType, Target
 from .base import Instruction, _given, check_src
 
@@ -29,15 +38,8 @@ _GUARD = re.compile(r"@!?\s*(\S+)\s+")
 _REG_NAME = re.compile(r"(%?[A-Za-z_$][\w$]*)(?:<(\d+)>)?(?:\[\d+\])?")
 # ptxdsl's automatic register names (kernel_core._AUTO_NAME), also as a `%r<N>` declaration.
 _AUTO_NAME = re.compile(r"%(?:p|rs|r|rd|q|h|f|fd|rc)(?:\d+|<\d+>)\Z")
-SPECIAL_REGISTERS = frozenset("""
-    tid ntid ctaid nctaid clusterid nclusterid cluster_ctaid cluster_nctaid laneid warpid
-    nwarpid smid nsmid gridid is_explicit_cluster cluster_ctarank cluster_nctarank lanemask_eq
-    lanemask_le lanemask_lt lanemask_ge lanemask_gt clock clock_hi clock64 globaltimer
-    globaltimer_lo globaltimer_hi total_smem_size aggr_smem_size dynamic_smem_size
-    reserved_smem_offset_begin reserved_smem_offset_end reserved_smem_offset_cap
-    reserved_smem_offset_0 reserved_smem_offset_1 current_graph_exec""".split()
-    + [f"pm{i}{w}" for i in range(8) for w in ("", "_64")] + [f"envreg{i}" for i in range(32)])
-"""Special registers a template may name directly (PTX ISA §10), without the '%'."""
+# Special registers a template may name directly: the one list the register namer uses too.
+SPECIAL_REGISTERS = SPECIAL_REGISTER_NAMES
 
 
 def _fail(code: str, pos: int, rule: str):
@@ -209,6 +211,11 @@ class InlineAsm(Instruction):
         self._set("outs", outs)
         self._set("ins", tuple(_bind_in(len(outs) + i, v) for i, v in enumerate(self.ins)))
         text = "\n".join(ln.strip() for ln in self.template.replace("\r\n", "\n").split("\n"))
+        bad = next((i for i, c in enumerate(text)
+                    if not (c.isascii() and (c.isprintable() or c in "\t\n"))), None)
+        if bad is not None:   # ptxas: "Unexpected non-ASCII character", at no useful line
+            _fail(text, bad, f"character {text[bad]!r} is not printable ASCII (ptxas reads "
+                  "ASCII only, comments included)")
         code = _mask(text)
         stmts, events = _scan(code)
         roles = self._check_statements(code, stmts)
@@ -296,6 +303,9 @@ class InlineAsm(Instruction):
             if name in bound:
                 _fail(code, at, f"register {name} would shadow operand ${bound[name]} "
                       "bound to the same name")
+            if name.lstrip("%") in SPECIAL_REGISTER_NAMES:
+                _fail(code, at, f"register {name} would shadow the special register of that "
+                      "name; choose another name")
             names = [f"{name}{i}" for i in range(int(count))] if count else [name]
             decls.update((n, s.chain[-1]) for n in names)
 
@@ -410,6 +420,9 @@ class InlineOps:
 
         >>> (d,) = k.asm("prmt.b32 $0, $1, $2, $3;", outs=[t.b32], ins=[a, b, 0x3210])
         """
+        if not isinstance(outs, ScalarType | Reg | list | tuple):
+            raise OperandError(INSN, "outs", "a list of output registers or types",
+                               _given(outs))
         outs = (outs,) if isinstance(outs, ScalarType | Reg) else tuple(outs)
         ins = tuple(ins) if isinstance(ins, list | tuple) else (ins,)
         regs = tuple(self.reg(o) if isinstance(o, ScalarType) else o for o in outs)

@@ -4,8 +4,10 @@ expect_tx, complete_tx (PTX ISA §9.7.13.15; digest §4).
 Qualifiers are emitted in the canonical order `.sem.scope.space`
 (`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64`). The barrier address is a shared
 symbol (`[bar]`), a 32-bit shared register, a 64-bit register (generic unless its hint says
-shared) or an `Addr`. The space is inferred as described in `_tma_addr`; a shared symbol gives
-`.shared::cta`. Bare `.shared` (which ptxas accepts on mbarrier) is used only when asked for.
+shared) or an `Addr`. The builders take cuda::ptx's overloads (see `_ptx_args`): without a
+space argument they emit the space cuda::ptx's overload emits (bare `.shared` for init,
+arrive(addr) and noComplete; `.shared::cta` elsewhere); `space=` 'shared' (.shared::cta),
+'cluster' (.shared::cluster) or 'generic' picks another form.
 
 The wait side (test_wait, try_wait, pending_count, the `mbarrier_wait` loop and the
 `MbarrierPhase` parity tracker) is in `mbarrier_wait.py`.
@@ -20,7 +22,8 @@ import attrs
 from ..errors import OperandError
 from ..operands import SINK, Addr, Imm, Reg, Sink
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
-from ._tma_addr import resolve_space, tma_addr
+from . import _ptx_args as A
+from ._tma_addr import tma_addr
 from .base import Instruction, check_dst, check_enum, check_src, refuse
 
 __all__ = ["mbarrier_init", "mbarrier_inval", "mbarrier_arrive", "mbarrier_arrive_no_complete",
@@ -241,7 +244,8 @@ class MbarrierTx(Instruction):
         insn = f"mbarrier.{op.value}"
         given = None if self.sem is None else check_enum(insn, "sem", self.sem, Sem)
         if given is not None and given is not Sem.relaxed:
-            refuse(insn, f"only .relaxed is allowed (ptxas rejects .{given.value} here)")
+            refuse(insn, f"only .relaxed is allowed (ptxas rejects .{given.value} here): use "
+                   "sem 'relaxed'")
         sem, scope = _sem_scope(insn, self.sem, self.scope, (Sem.relaxed,))
         self._set("sem", sem)
         self._set("scope", scope)
@@ -262,23 +266,52 @@ class MbarrierTx(Instruction):
         return (self.addr, self.tx_count)
 
 
-# -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
-def bar_space(insn: str, bar, space, allowed=SPACES) -> StateSpace:
-    return resolve_space(insn, bar, space, allowed, bare_shared=True)
+# -- builder functions (cuda::ptx names and overloads, kernel first) ---------------------------
+# Each builder takes cuda::ptx's overloads positionally (after k) or by keyword; names with '*'
+# are ptxdsl extensions, keyword only. Without a space argument the space is the one cuda::ptx's
+# overload emits (bare .shared for some, .shared::cta for others); 'shared' is .shared::cta.
+_EXT = ("*space", "*sem", "*scope")
 
 
-def mbarrier_init(k, bar, count, *, space=None) -> None:
-    """`mbarrier.init.shared::cta.b64 [bar], count;`"""
-    k.emit(MbarrierInit(bar_space("mbarrier.init", bar, space, LOCAL_SPACES), bar, count))
+def bar_args(k, insn: str, a: dict, default: StateSpace, allowed=SPACES):
+    """(sem, scope, space, address) of a bound call: names normalised, the space defaulting to
+    `default` (cuda::ptx's text for the overload; .shared::cta once sem/scope are given), a
+    generic barrier pointer converted to it."""
+    sem = None if a.get("sem") is None else A.sem(insn, a["sem"])
+    scope = None if a.get("scope") is None else A.scope(insn, a["scope"])
+    if a.get("space") is None:
+        sp = S.shared_cta if sem is not None or scope is not None else default
+    else:
+        sp = A.space(insn, "space", a["space"], allowed)
+    return sem, scope, sp, A.space_addr(k, insn, a["addr"], sp)
 
 
-def mbarrier_inval(k, bar, *, space=None) -> None:
-    """`mbarrier.inval.shared::cta.b64 [bar];`"""
-    k.emit(MbarrierInval(bar_space("mbarrier.inval", bar, space, LOCAL_SPACES), bar))
+def mbarrier_init(k, *args, **kw) -> None:
+    """`(k, addr, count)`: `mbarrier.init.shared.b64 [addr], count;` (cuda::ptx's text);
+    `space=` 'shared' (.shared::cta) or 'generic' picks another form."""
+    _, a = A.bind("mbarrier_init", args, kw, (("addr", "count", "*space"),))
+    _, _, sp, bar = bar_args(k, "mbarrier.init", a, S.shared, LOCAL_SPACES)
+    k.emit(MbarrierInit(sp, bar, a["count"]))
 
 
-def _arrive(k, op, kind, bar, count, sem, scope, space, dst):
-    sp = bar_space(f"mbarrier.{op}", bar, space)
+def mbarrier_inval(k, *args, **kw) -> None:
+    """`(k, addr)`: `mbarrier.inval.shared::cta.b64 [addr];` (no cuda::ptx counterpart)."""
+    _, a = A.bind("mbarrier_inval", args, kw, (("addr", "*space"),))
+    _, _, sp, bar = bar_args(k, "mbarrier.inval", a, S.shared_cta, LOCAL_SPACES)
+    k.emit(MbarrierInval(sp, bar))
+
+
+_ARRIVE = (("addr", *_EXT), ("addr", "count", *_EXT), ("sem", "scope", "space", "addr"),
+           ("sem", "scope", "space", "addr", "count"))
+# cuda::ptx: arrive(addr) emits bare .shared, arrive(addr, count) .shared::cta.
+_ARRIVE_DEFAULT = (S.shared, S.shared_cta, None, None)
+
+
+def _arrive(k, op, kind, name, args, kw, dst, overloads=_ARRIVE, defaults=_ARRIVE_DEFAULT):
+    i, a = A.bind(name, args, kw, overloads)
+    insn = f"mbarrier.{op}"
+    sem, scope, sp, bar = bar_args(k, insn, a, defaults[i] or S.shared_cta)
+    count = a.get("count", a.get("tx_count"))
     if dst is None:
         dst = SINK if sp is S.shared_cluster else k.reg(T.b64)
     elif isinstance(dst, str) and dst == "_":
@@ -287,51 +320,68 @@ def _arrive(k, op, kind, bar, count, sem, scope, space, dst):
     return None if isinstance(dst, Sink) else dst
 
 
-def mbarrier_arrive(k, bar, count=None, *, sem=None, scope=None, space=None, dst=None):
-    """`mbarrier.arrive{.sem.scope}{.space}.b64 state, [bar]{, count};` — returns the state
-    register, or None when the destination is the sink (dst='_', or a .shared::cluster bar)."""
-    return _arrive(k, "arrive", ArriveKind.plain, bar, count, sem, scope, space, dst)
+def mbarrier_arrive(k, *args, dst=None, **kw):
+    """cuda::ptx's overloads: `(k, addr)` -> `mbarrier.arrive.shared.b64 state, [addr];`,
+    `(k, addr, count)` -> `mbarrier.arrive.shared::cta.b64 state, [addr], count;`,
+    `(k, sem, scope, space, addr{, count})` -> `mbarrier.arrive.sem.scope.space.b64 ...`.
+    Returns the state register, or None when the destination is the sink (`dst='_'`, or a
+    'cluster' barrier)."""
+    return _arrive(k, "arrive", ArriveKind.plain, "mbarrier_arrive", args, kw, dst)
 
 
-def mbarrier_arrive_no_complete(k, bar, count, *, sem=None, scope=None, space=None, dst=None):
-    """`mbarrier.arrive.noComplete{.release.cta}{.space}.b64 state, [bar], count;`"""
-    return _arrive(k, "arrive", ArriveKind.no_complete, bar, count, sem, scope, space, dst)
+_NO_COMPLETE = (("addr", "count", *_EXT),)
 
 
-def mbarrier_arrive_expect_tx(k, sem, scope, space, bar, tx_count, *, dst=None):
-    """`mbarrier.arrive.expect_tx.sem.scope.space.b64 state, [bar], txCount;` (cuda::ptx
-    argument order; sem/scope/space may be None for the defaults / inference)."""
-    return _arrive(k, "arrive", ArriveKind.expect_tx, bar, tx_count, sem, scope, space, dst)
+def mbarrier_arrive_no_complete(k, *args, dst=None, **kw):
+    """`(k, addr, count)`: `mbarrier.arrive.noComplete.shared.b64 state, [addr], count;`"""
+    return _arrive(k, "arrive", ArriveKind.no_complete, "mbarrier_arrive_no_complete", args, kw,
+                   dst, _NO_COMPLETE, (S.shared,))
 
 
-def mbarrier_arrive_drop(k, bar, count=None, *, sem=None, scope=None, space=None, dst=None):
-    """`mbarrier.arrive_drop{.sem.scope}{.space}.b64 state, [bar]{, count};`"""
-    return _arrive(k, "arrive_drop", ArriveKind.plain, bar, count, sem, scope, space, dst)
+_EXPECT_TX = (("sem", "scope", "space", "addr", "tx_count"), ("addr", "tx_count", *_EXT))
 
 
-def mbarrier_arrive_drop_no_complete(k, bar, count, *, sem=None, scope=None, space=None,
-                                     dst=None):
-    """`mbarrier.arrive_drop.noComplete{.release.cta}{.space}.b64 state, [bar], count;`"""
-    return _arrive(k, "arrive_drop", ArriveKind.no_complete, bar, count, sem, scope, space,
-                   dst)
+def mbarrier_arrive_expect_tx(k, *args, dst=None, **kw):
+    """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.arrive.expect_tx.sem.scope.space.b64
+    state, [addr], tx_count;` (sem/scope None leave them out; `(k, addr, tx_count)` is the form
+    without them, a ptxdsl extension)."""
+    return _arrive(k, "arrive", ArriveKind.expect_tx, "mbarrier_arrive_expect_tx", args, kw,
+                   dst, _EXPECT_TX, (None, None))
 
 
-def mbarrier_arrive_drop_expect_tx(k, sem, scope, space, bar, tx_count, *, dst=None):
-    """`mbarrier.arrive_drop.expect_tx.sem.scope.space.b64 state, [bar], txCount;`"""
-    return _arrive(k, "arrive_drop", ArriveKind.expect_tx, bar, tx_count, sem, scope, space,
-                   dst)
+def mbarrier_arrive_drop(k, *args, dst=None, **kw):
+    """As mbarrier_arrive: `mbarrier.arrive_drop{.sem.scope}{.space}.b64 state, [addr]{, count};`"""
+    return _arrive(k, "arrive_drop", ArriveKind.plain, "mbarrier_arrive_drop", args, kw, dst)
 
 
-def mbarrier_expect_tx(k, sem, scope, space, bar, tx_count) -> None:
-    """`mbarrier.expect_tx.relaxed.scope.space.b64 [bar], txCount;`"""
-    k.emit(MbarrierTx(TxOp.expect_tx, bar_space("mbarrier.expect_tx", bar, space), bar,
-                      tx_count, sem, scope))
+def mbarrier_arrive_drop_no_complete(k, *args, dst=None, **kw):
+    """`(k, addr, count)`: `mbarrier.arrive_drop.noComplete.shared.b64 state, [addr], count;`"""
+    return _arrive(k, "arrive_drop", ArriveKind.no_complete, "mbarrier_arrive_drop_no_complete",
+                   args, kw, dst, _NO_COMPLETE, (S.shared,))
 
 
-def mbarrier_complete_tx(k, sem, scope, space, bar, tx_count) -> None:
-    """`mbarrier.complete_tx.relaxed.scope.space.b64 [bar], txCount;`"""
-    k.emit(MbarrierTx(TxOp.complete_tx, bar_space("mbarrier.complete_tx", bar, space), bar,
-                      tx_count, sem, scope))
+def mbarrier_arrive_drop_expect_tx(k, *args, dst=None, **kw):
+    """As mbarrier_arrive_expect_tx: `mbarrier.arrive_drop.expect_tx.sem.scope.space.b64 ...`"""
+    return _arrive(k, "arrive_drop", ArriveKind.expect_tx, "mbarrier_arrive_drop_expect_tx",
+                   args, kw, dst, _EXPECT_TX, (None, None))
+
+
+def _tx(k, op: TxOp, args, kw) -> None:
+    _, a = A.bind(f"mbarrier_{op.value}", args, kw, _EXPECT_TX)
+    sem, scope, sp, bar = bar_args(k, f"mbarrier.{op.value}", a, S.shared_cta)
+    k.emit(MbarrierTx(op, sp, bar, a["tx_count"], sem, scope))
+
+
+def mbarrier_expect_tx(k, *args, **kw) -> None:
+    """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.expect_tx.relaxed.scope.space.b64
+    [addr], txCount;`"""
+    _tx(k, TxOp.expect_tx, args, kw)
+
+
+def mbarrier_complete_tx(k, *args, **kw) -> None:
+    """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.complete_tx.relaxed.scope.space.b64
+    [addr], txCount;` (no cuda::ptx counterpart; mirrors mbarrier_expect_tx)."""
+    _tx(k, TxOp.complete_tx, args, kw)
 
 
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------

@@ -13,9 +13,10 @@ import attrs
 from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace
+from . import _ptx_args as A
 from ._tma_addr import tma_addr
 from .base import Instruction, _given, check_dst, check_enum, check_src, refuse
-from .mbarrier import SPACES, _need, _qualifiers, _sem_req, _sem_scope, _space_req, bar_space
+from .mbarrier import SPACES, _need, _qualifiers, _sem_req, _sem_scope, _space_req, bar_args
 
 __all__ = ["mbarrier_test_wait", "mbarrier_test_wait_parity", "mbarrier_try_wait",
            "mbarrier_try_wait_parity", "mbarrier_pending_count", "mbarrier_wait",
@@ -119,35 +120,51 @@ class MbarrierPendingCount(Instruction):
         return (self.d, self.state)
 
 
-# -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
-def _wait(k, op, parity, bar, token, hint, sem, scope, space, dst):
-    sp = bar_space(f"mbarrier.{op}", bar, space)
+# -- builder functions (cuda::ptx names and overloads, kernel first) ---------------------------
+def _waits(token: str, hint: bool) -> tuple[tuple[str, ...], ...]:
+    """cuda::ptx's overloads: (addr, token{, hint}) and (sem, scope, addr, token{, hint});
+    '*' names are keyword-only ptxdsl extensions."""
+    tails = [(token,), (token, "suspend_time_hint")] if hint else [(token,)]
+    plain = [("addr", *t, "*space", "*sem", "*scope") for t in tails]
+    return (*plain, *(("sem", "scope", "addr", *t, "*space") for t in tails))
+
+
+def _wait(k, op, parity, args, kw, dst):
+    token = "phase_parity" if parity else "state"
+    name = f"mbarrier_{op}" + ("_parity" if parity else "")
+    _, a = A.bind(name, args, kw, _waits(token, op == "try_wait"))
+    # cuda::ptx emits bare .shared for test_wait without sem, .shared::cta everywhere else.
+    default = S.shared if op == "test_wait" else S.shared_cta
+    sem, scope, sp, bar = bar_args(k, f"mbarrier.{op}", a, default)
     p = dst if dst is not None else k.reg(T.pred)
-    k.emit(MbarrierWait(WaitOp(op), parity, sp, p, bar, token, hint, sem, scope))
+    k.emit(MbarrierWait(WaitOp(op), parity, sp, p, bar, a[token], a.get("suspend_time_hint"),
+                        sem, scope))
     return p
 
 
-def mbarrier_test_wait(k, bar, state, *, sem=None, scope=None, space=None, dst=None) -> Reg:
-    """`mbarrier.test_wait{.sem.scope}.shared::cta.b64 p, [bar], state;` — returns p."""
-    return _wait(k, "test_wait", False, bar, state, None, sem, scope, space, dst)
+def mbarrier_test_wait(k, *args, dst=None, **kw) -> Reg:
+    """`(k, addr, state)`: `mbarrier.test_wait.shared.b64 p, [addr], state;`;
+    `(k, sem, scope, addr, state)`: `mbarrier.test_wait.sem.scope.shared::cta.b64 ...`.
+    Returns p."""
+    return _wait(k, "test_wait", False, args, kw, dst)
 
 
-def mbarrier_test_wait_parity(k, bar, parity, *, sem=None, scope=None, space=None,
-                              dst=None) -> Reg:
-    """`mbarrier.test_wait.parity{.sem.scope}.shared::cta.b64 p, [bar], parity;`"""
-    return _wait(k, "test_wait", True, bar, parity, None, sem, scope, space, dst)
+def mbarrier_test_wait_parity(k, *args, dst=None, **kw) -> Reg:
+    """`(k, addr, phase_parity)`: `mbarrier.test_wait.parity.shared.b64 p, [addr], parity;`;
+    `(k, sem, scope, addr, phase_parity)`: `... .parity.sem.scope.shared::cta.b64 ...`"""
+    return _wait(k, "test_wait", True, args, kw, dst)
 
 
-def mbarrier_try_wait(k, bar, state, suspend_time_hint=None, *, sem=None, scope=None,
-                      space=None, dst=None) -> Reg:
-    """`mbarrier.try_wait{.sem.scope}.shared::cta.b64 p, [bar], state{, hint};`"""
-    return _wait(k, "try_wait", False, bar, state, suspend_time_hint, sem, scope, space, dst)
+def mbarrier_try_wait(k, *args, dst=None, **kw) -> Reg:
+    """`(k, {sem, scope,} addr, state{, suspend_time_hint})`:
+    `mbarrier.try_wait{.sem.scope}.shared::cta.b64 p, [addr], state{, hint};`"""
+    return _wait(k, "try_wait", False, args, kw, dst)
 
 
-def mbarrier_try_wait_parity(k, bar, parity, suspend_time_hint=None, *, sem=None, scope=None,
-                             space=None, dst=None) -> Reg:
-    """`mbarrier.try_wait.parity{.sem.scope}.shared::cta.b64 p, [bar], parity{, hint};`"""
-    return _wait(k, "try_wait", True, bar, parity, suspend_time_hint, sem, scope, space, dst)
+def mbarrier_try_wait_parity(k, *args, dst=None, **kw) -> Reg:
+    """`(k, {sem, scope,} addr, phase_parity{, suspend_time_hint})`:
+    `mbarrier.try_wait.parity{.sem.scope}.shared::cta.b64 p, [addr], parity{, hint};`"""
+    return _wait(k, "try_wait", True, args, kw, dst)
 
 
 def mbarrier_pending_count(k, state, *, dst=None) -> Reg:
@@ -155,6 +172,11 @@ def mbarrier_pending_count(k, state, *, dst=None) -> Reg:
     d = dst if dst is not None else k.reg(T.u32)
     k.emit(MbarrierPendingCount(d, state))
     return d
+
+
+def _given_kw(**kw):
+    """The keyword arguments that were given (None means "not given")."""
+    return {n: v for n, v in kw.items() if v is not None}
 
 
 # -- the wait loop --------------------------------------------------------------------------------
@@ -213,8 +235,9 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
         timeout = getattr(k, "wait_timeout", None)
 
     def try_once():
-        return mbarrier_try_wait_parity(k, bar, parity, suspend_time_hint, sem=sem,
-                                        scope=scope, space=space)
+        return mbarrier_try_wait_parity(k, addr=bar, phase_parity=parity,
+                                        **_given_kw(suspend_time_hint=suspend_time_hint,
+                                                    sem=sem, scope=scope, space=space))
 
     if timeout is None:
         head = k.fresh_label("wait")
@@ -270,9 +293,9 @@ class MbarrierPhase:
 
     def try_wait(self) -> Reg:
         """One `try_wait.parity` on the current phase (no flip); returns the predicate."""
-        a = self._wait_args
-        return mbarrier_try_wait_parity(self.k, self.bar, self.parity, a["suspend_time_hint"],
-                                        sem=a["sem"], scope=a["scope"], space=a["space"])
+        a = {n: v for n, v in self._wait_args.items() if n != "timeout"}
+        return mbarrier_try_wait_parity(self.k, addr=self.bar, phase_parity=self.parity,
+                                        **_given_kw(**a))
 
     def flip(self) -> None:
         """Advance to the next phase: `xor.b32 parity, parity, 1;`"""

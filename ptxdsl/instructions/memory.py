@@ -186,8 +186,11 @@ def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem
         r = r.merge(WIDE)
     if sem is Sem.volatile and space is StateSpace.local:
         r = r.merge(req("9.1"))   # ptxas 13: "ld/st with .local.volatile requires PTX ISA 9.1"
-    # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3".
-    return r.merge(req("8.3")) if type is ScalarType.b128 else r
+    # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3", and
+    # "Feature '.b128 with .sys' requires PTX ISA .version 8.4" (found by the fuzzer).
+    if type is ScalarType.b128:
+        r = r.merge(req("8.4" if scope is Scope.sys else "8.3"))
+    return r
 
 
 @attrs.frozen
@@ -305,6 +308,9 @@ class MemoryOps:
 
     def ld_param(self, p: Symbol):
         """Read a kernel parameter (`ld.param.type`); a .pred parameter becomes a predicate."""
+        if not isinstance(p, Symbol) or p.space is not StateSpace.param:
+            raise OperandError("ld_param", "p", "a kernel parameter (k.param(...), "
+                               "k.param_ptr(...))", _given(p))
         if getattr(p, "kind", "scalar") == "tensormap":
             raise BuildError(f"parameter {p.name} is a tensor map: take its address with "
                              "k.tensormap_addr(...) instead of loading it")
@@ -339,8 +345,9 @@ class MemoryOps:
              width: int = 8) -> None:
         """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
         parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
-        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width)
-        if t is None or nbytes % width:
+        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width) \
+            if type(width) is int else None
+        if t is None or type(nbytes) is not int or nbytes < 0 or nbytes % width:
             raise OperandError("copy", "nbytes", f"a multiple of width={width} (4, 8 or 16)",
                                nbytes)
         ssp, dsp = _space_of(src, src_space), _space_of(dst, dst_space)

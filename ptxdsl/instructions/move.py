@@ -225,6 +225,9 @@ class MoveOps:
 
     def mov(self, a, *, type: ScalarType | None = None, dst: Reg | None = None) -> Reg:
         """`mov` into `dst` (a fresh register by default); a symbol gives its address."""
+        if dst is not None and not isinstance(dst, Reg):
+            raise OperandError("mov", "dst", "a register",
+                               f"{dst.__class__.__name__} {dst!r}"[:100])
         if isinstance(a, Symbol):
             t = type or (ScalarType.u32 if a.space.is_shared else ScalarType.u64)
         else:
@@ -250,6 +253,9 @@ class MoveOps:
 
     def generic_addr(self, sym: Symbol) -> Reg:
         """A 64-bit generic address of a symbol: `mov.u64` + `cvta.<space>.u64`."""
+        if not isinstance(sym, Symbol):
+            raise OperandError("generic_addr", "sym", "a symbol (a shared array, a module "
+                               "variable, a parameter)", f"{type(sym).__name__} {sym!r}"[:100])
         a = self.mov(sym, type=ScalarType.u64)
         return self.cvta(a, sym.space)
 

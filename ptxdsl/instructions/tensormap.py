@@ -5,10 +5,11 @@
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
         [dst], [src], 128;
 
-Builder functions mirror cuda::ptx (`tensormap_replace_box_dim(k, smap, ord, value)`); the
-state space is inferred from the address (a shared symbol gives `.shared::cta`, a 64-bit
-unhinted register the generic form) or given as `space='shared::cta'|'global'|'generic'`.
-Named values for the enum-valued fields are in `tensormap_values`.
+Builder functions take cuda::ptx's arguments in cuda::ptx's order after the kernel
+(`tensormap_replace_box_dim(k, ptx.space_shared, smap, ord, value)`, `tensormap_cp_fenceproxy(k,
+'release', 'gpu', dst, src, 128)`), or the same by keyword; the space is 'shared' (.shared::cta),
+'global', or 'generic' (a ptxdsl extension). Named values for the enum-valued fields are in
+`tensormap_values`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import enum
 import attrs
 
 from ..errors import OperandError
-from ..operands import Addr, Imm, Reg, Symbol
+from ..operands import Addr, Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
-from ._tma_addr import parse_space, resolve_space, tma_addr
+from . import _ptx_args as A
+from ._tma_addr import tma_addr
 from .base import Instruction, _given, check_enum, check_imm, check_src, refuse
 from .fence import TENSORMAP_BYTES, check_size_128
 from .tensormap_values import (
@@ -51,7 +53,7 @@ __all__ = [
 
 S = StateSpace
 T = ScalarType
-REPLACE_SPACES = (S.generic, S.global_, S.shared_cta)
+REPLACE_SPACES = (S.shared_cta, S.global_, S.generic)
 MAX_RANK = 5
 
 
@@ -119,7 +121,7 @@ def _check_value(insn: str, field: Field, value):
 
 
 def _addr(insn: str, space, addr) -> tuple[StateSpace, Addr]:
-    space = parse_space(insn, space, REPLACE_SPACES)
+    space = A.space(insn, "space", space, REPLACE_SPACES)
     return space, tma_addr(insn, "addr", addr, space)
 
 
@@ -208,11 +210,15 @@ class TensormapReplaceDim(Instruction):
 
 def _cp_sem(sem) -> Sem:
     insn = "tensormap.cp_fenceproxy"
-    sem = check_enum(insn, "sem", sem, Sem)
-    if sem is not Sem.release:
-        refuse(insn, f".{sem.value} is rejected: cp_fenceproxy only releases (the consumer "
-               "acquires with fence_proxy_tensormap_generic(k, 'acquire', scope, addr))")
-    return sem
+    try:
+        given = A.sem(insn, sem)
+    except OperandError:                   # not a semantics at all: name the one that fits
+        given = A.sem(insn, sem, (Sem.release,))
+    if given is not Sem.release:
+        refuse(insn, f".{given.value} is rejected: cp_fenceproxy only releases, use sem "
+               "'release' (the consumer acquires with fence_proxy_tensormap_generic(k, "
+               "'acquire', scope, addr))")
+    return given
 
 
 @attrs.frozen
@@ -246,113 +252,134 @@ class TensormapCpFenceproxy(Instruction):
         return (self.dst, self.src, Imm(self.size, T.u32))
 
 
-# -- builder functions (cuda::ptx names, kernel first) -----------------------------------------
-def _replace(k, field: Field, smap, new_val, space, ord=None):
-    sp = resolve_space(f"tensormap.replace.tile.{field.value}", smap, space, REPLACE_SPACES)
+# -- builder functions (cuda::ptx names and argument order, kernel first) -----------------------
+_REPLACE = (("space", "tm_addr", "new_val"),)
+_REPLACE_ORD = (("space", "tm_addr", "ord", "new_val"),)
+
+
+def _replace(k, field: Field, args, kw, overloads=_REPLACE, new_val=None):
+    insn = f"tensormap_replace_{field.value}"
+    _, a = A.bind(insn, args, kw, overloads)
+    name = f"tensormap.replace.tile.{field.value}"
+    sp = A.space(name, "space", a["space"], REPLACE_SPACES)
+    addr = A.space_addr(k, name, a["tm_addr"], sp)
+    value = a["new_val"] if new_val is None else new_val
     if field.has_ord:
-        k.emit(TensormapReplaceDim(field, sp, smap, ord, new_val))
+        k.emit(TensormapReplaceDim(field, sp, addr, a["ord"], value))
     else:
-        k.emit(TensormapReplace(field, sp, smap, new_val))
+        k.emit(TensormapReplace(field, sp, addr, value))
 
 
-def tensormap_replace_global_address(k, smap, new_val, space=None) -> None:
-    """`tensormap.replace.tile.global_address.<ss>.b1024.b64 [smap], new_val;`"""
-    _replace(k, Field.global_address, smap, new_val, space)
+def tensormap_replace_global_address(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `tensormap.replace.tile.global_address.<space>.b1024.b64
+    [tm_addr], new_val;` — space 'shared' (.shared::cta), 'global' or 'generic'."""
+    _replace(k, Field.global_address, args, kw)
 
 
-def tensormap_replace_rank(k, smap, rank=None, *, new_val=None, space=None) -> None:
-    """Set the tensor's rank: `rank=2` writes `.rank ... [smap], 1;` (the field holds rank-1).
-    `new_val=` writes a raw field value (a register holding rank-1, as in the CUDA seed)."""
+def tensormap_replace_rank(k, *args, rank=None, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `tensormap.replace.tile.rank.<space>.b1024.b32 [tm_addr],
+    new_val;` — new_val is the raw field value, rank - 1, as in cuda::ptx. The keyword
+    `rank=` (a ptxdsl convenience) takes the tensor's rank instead: `(k, space, tm_addr,
+    rank=2)` writes 1."""
+    if rank is None:
+        _replace(k, Field.rank, args, kw)
+        return
     insn = "tensormap.replace.tile.rank"
-    if (rank is None) == (new_val is None):
-        refuse(insn, "give exactly one of rank= (the tensor's rank, 1..5; rank-1 is written) "
-               "or new_val= (the raw field value, rank-1)")
-    if rank is not None:
-        if isinstance(rank, Reg):
-            raise OperandError(insn, "rank", "an integer 1..5 (for a register holding rank-1 "
-                               "pass new_val=reg)", _given(rank))
-        new_val = check_imm(insn, "rank", rank, 1, MAX_RANK) - 1
-    _replace(k, Field.rank, smap, new_val, space)
+    if "new_val" in kw or len(args) > 2:
+        refuse(insn, "give new_val (the raw field value, rank - 1) or rank= (the tensor's "
+               "rank), not both")
+    if isinstance(rank, Reg):
+        raise OperandError(insn, "rank", "an integer 1..5 (for a register holding rank - 1 "
+                           "pass it as new_val)", _given(rank))
+    value = check_imm(insn, "rank", rank, 1, MAX_RANK) - 1
+    _replace(k, Field.rank, args, kw, (("space", "tm_addr"),), new_val=value)
 
 
-def tensormap_replace_box_dim(k, smap, ord, new_val, space=None) -> None:
-    """`tensormap.replace.tile.box_dim.<ss>.b1024.b32 [smap], ord, new_val;` (1..256)"""
-    _replace(k, Field.box_dim, smap, new_val, space, ord)
+def tensormap_replace_box_dim(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, ord, new_val)`: `tensormap.replace.tile.box_dim.<space>.b1024.b32
+    [tm_addr], ord, new_val;` (new_val 1..256)."""
+    _replace(k, Field.box_dim, args, kw, _REPLACE_ORD)
 
 
-def tensormap_replace_global_dim(k, smap, ord, new_val, space=None) -> None:
-    """`tensormap.replace.tile.global_dim.<ss>.b1024.b32 [smap], ord, new_val;`"""
-    _replace(k, Field.global_dim, smap, new_val, space, ord)
+def tensormap_replace_global_dim(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, ord, new_val)`: `... .global_dim.<space>.b1024.b32 [tm_addr], ord,
+    new_val;`"""
+    _replace(k, Field.global_dim, args, kw, _REPLACE_ORD)
 
 
-def tensormap_replace_global_stride(k, smap, ord, new_val, space=None) -> None:
-    """`tensormap.replace.tile.global_stride.<ss>.b1024.b64 [smap], ord, new_val;` — bytes,
-    the stride of dimension ord+1 (a multiple of 16, below 2^40)."""
-    _replace(k, Field.global_stride, smap, new_val, space, ord)
+def tensormap_replace_global_stride(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, ord, new_val)`: `... .global_stride.<space>.b1024.b64 [tm_addr], ord,
+    new_val;` — bytes, the stride of dimension ord+1 (a multiple of 16, below 2^40)."""
+    _replace(k, Field.global_stride, args, kw, _REPLACE_ORD)
 
 
-def tensormap_replace_element_stride(k, smap, ord, new_val, space=None) -> None:
-    """`tensormap.replace.tile.element_stride.<ss>.b1024.b32 [smap], ord, new_val;` (1..8)"""
-    _replace(k, Field.element_stride, smap, new_val, space, ord)
+def tensormap_replace_element_stride(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, ord, new_val)`: `... .element_stride.<space>.b1024.b32 [tm_addr], ord,
+    new_val;` (1..8)."""
+    _replace(k, Field.element_stride, args, kw, _REPLACE_ORD)
 
 
 tensormap_replace_element_size = tensormap_replace_element_stride  # CCCL's legacy name
 
 
-def tensormap_replace_elemtype(k, smap, new_val=None, space=None, *, driver_dtype=None) -> None:
-    """`tensormap.replace.tile.elemtype.<ss>.b1024.b32 [smap], code;` — `new_val` a PTX
-    name ('u8', 'bf16', 'f32.ftz', ...), an `Elemtype`, a PTX code or a numpy dtype; or
-    `driver_dtype=` a CUtensorMapDataType (name, member or value), translated to PTX's code."""
+def tensormap_replace_elemtype(k, *args, driver_dtype=None, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `... .elemtype.<space>.b1024.b32 [tm_addr], code;` —
+    new_val a PTX code (cuda::ptx's n32_t), a PTX name ('u8', 'bf16', 'f32.ftz', ...), an
+    `Elemtype` or a numpy dtype; or, instead of new_val, `driver_dtype=` a CUtensorMapDataType
+    (name, member or value), translated to PTX's code."""
     insn = "tensormap.replace.tile.elemtype"
-    if (new_val is None) == (driver_dtype is None):
-        refuse(insn, "give exactly one of new_val= (a PTX elemtype) or driver_dtype= (a "
-               "CUtensorMapDataType)")
-    if isinstance(new_val, Reg):
-        _replace(k, Field.elemtype, smap, new_val, space)   # refused with the field3 message
-    code = (elemtype_from_driver(insn, driver_dtype) if driver_dtype is not None
-            else parse_elemtype(insn, new_val))
-    _replace(k, Field.elemtype, smap, code, space)
+    if driver_dtype is not None:
+        if "new_val" in kw or len(args) > 2:
+            refuse(insn, "give new_val (a PTX elemtype) or driver_dtype= (a "
+                   "CUtensorMapDataType), not both")
+        _replace(k, Field.elemtype, args, kw, (("space", "tm_addr"),),
+                 new_val=elemtype_from_driver(insn, driver_dtype))
+        return
+    _, a = A.bind("tensormap_replace_elemtype", args, kw, _REPLACE)
+    value = a["new_val"]
+    if not isinstance(value, Reg):    # a register is refused with the field3 message
+        value = parse_elemtype(insn, value)
+    _replace(k, Field.elemtype, (), {**a, "new_val": value})
 
 
-def tensormap_replace_interleave_layout(k, smap, new_val, space=None) -> None:
-    """`... .interleave_layout ...` — 'none', '16B', '32B' (or 0..2)."""
-    _replace(k, Field.interleave_layout, smap, new_val, space)
+def tensormap_replace_interleave_layout(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `... .interleave_layout ...` — 'none', '16B', '32B'
+    (or 0..2)."""
+    _replace(k, Field.interleave_layout, args, kw)
 
 
-def tensormap_replace_swizzle_mode(k, smap, new_val, space=None) -> None:
-    """`... .swizzle_mode ...` — 'none', '32B', '64B', '128B', '96B' (sm_103a)."""
-    _replace(k, Field.swizzle_mode, smap, new_val, space)
+def tensormap_replace_swizzle_mode(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `... .swizzle_mode ...` — 'none', '32B', '64B', '128B',
+    '96B' (sm_103a), or 0..4."""
+    _replace(k, Field.swizzle_mode, args, kw)
 
 
-def tensormap_replace_swizzle_atomicity(k, smap, new_val, space=None) -> None:
-    """`... .swizzle_atomicity ...` — '16B', '32B', '32B_flip_8B', '64B' (sm_100a+)."""
-    _replace(k, Field.swizzle_atomicity, smap, new_val, space)
+def tensormap_replace_swizzle_atomicity(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `... .swizzle_atomicity ...` — '16B', '32B',
+    '32B_flip_8B', '64B' (sm_100a+)."""
+    _replace(k, Field.swizzle_atomicity, args, kw)
 
 
-def tensormap_replace_fill_mode(k, smap, new_val, space=None) -> None:
-    """`... .fill_mode ...` — 'zero' or 'nan' (OOB-NaN)."""
-    _replace(k, Field.fill_mode, smap, new_val, space)
+def tensormap_replace_fill_mode(k, *args, **kw) -> None:
+    """`(k, space, tm_addr, new_val)`: `... .fill_mode ...` — 'zero' or 'nan' (OOB-NaN), or
+    0..1."""
+    _replace(k, Field.fill_mode, args, kw)
 
 
-def _global_dst(k, dst):
-    """A global-space address for cp_fenceproxy: a pointer parameter is loaded, and a generic
-    pointer register converted with `cvta.to.global.u64` (as CCCL does)."""
-    if isinstance(dst, Symbol) and getattr(dst, "kind", None) == "pointer":
-        dst = k.ld_param(dst)
-    base, off = (dst.base, dst.offset) if isinstance(dst, Addr) else (dst, 0)
-    if isinstance(base, Reg) and base.type.bits == 64 and base.space in (None, S.generic):
-        base = k.cvta(base, S.global_, to=True)
-        return Addr(base, off) if off else base
-    return dst
-
-
-def tensormap_cp_fenceproxy(k, dst, src, sem="release", scope="gpu",
-                            size=TENSORMAP_BYTES) -> None:
-    """`tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>
-    .sync.aligned [dst], [src], 128;` — warp-collective: all 32 lanes must run it. `dst` a
-    global address (a generic pointer register or pointer parameter is converted)."""
-    sem = _cp_sem(sem)   # refuse before emitting any address conversion
-    k.emit(TensormapCpFenceproxy(scope, _global_dst(k, dst), src, size, sem))
+def tensormap_cp_fenceproxy(k, *args, **kw) -> None:
+    """`(k, sem, scope, dst, src, size)`: `tensormap.cp_fenceproxy.global.shared::cta
+    .tensormap::generic.release.<scope>.sync.aligned [dst], [src], 128;` — warp-collective:
+    all 32 lanes must run it. sem is 'release'; size the immediate 128 (may be left out).
+    `dst` a global address (a generic pointer, or a pointer parameter, is converted)."""
+    _, a = A.bind("tensormap_cp_fenceproxy", args, kw,
+                  (("sem", "scope", "dst", "src", "size"), ("sem", "scope", "dst", "src")))
+    sem = _cp_sem(a["sem"])   # refuse before emitting any address conversion
+    insn = "tensormap.cp_fenceproxy"
+    scope = A.scope(insn, a["scope"])
+    size = check_size_128(insn, a.get("size", TENSORMAP_BYTES))
+    dst = A.space_addr(k, insn, a["dst"], S.global_)
+    src = A.space_addr(k, insn, a["src"], S.shared_cta)
+    k.emit(TensormapCpFenceproxy(scope, dst, src, size, sem))
 
 
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------

@@ -8,6 +8,8 @@ Main entry points:
   load_ptx(text, *, name="<ptx>", ...)                                        -> LoadedModule
   LoadedModule[name] -> Function;  Function.launch(grid, block, args, *, shared_mem=0,
                                                    stream=None, cluster=None)
+  (cluster launches are checked first: `runtime.cluster.check_cluster`, the non-portable
+   attribute above 8 CTAs, cuOccupancyMaxActiveClusters)
   DeviceBuffer, Stream, Event, synchronize(timeout=None)
   TensorMap.tiled / encode_tiled / TensorMap.from_array, TiledDesc, validate (no GPU needed)
   device_info(device=0) -> DeviceInfo

@@ -21,6 +21,7 @@ same either way.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
 
@@ -121,7 +122,12 @@ def _float_converter(kernel: str, p) -> tuple[str, Callable]:
                 v, (int, float, np.integer, np.floating)) and not (
                 isinstance(v, np.ndarray) and v.shape == () and v.dtype.kind in "iuf"):
             raise ArgumentError(kernel, p.name, expected, _given(v))
-        return check(float(v))
+        try:
+            x = float(v)
+        except OverflowError:   # an int beyond any float (10**400)
+            raise ArgumentError(kernel, p.name, f"{expected} (finite values within its "
+                                "range)", f"an integer of {int(v).bit_length()} bits") from None
+        return check(x)
 
     convert.check = check
     return fmt, convert
@@ -356,7 +362,11 @@ class ArgPacker:
                   "    except (OverflowError, struct_error):",
                   f"        pack_values(({', '.join(values)},))",
                   "    return address"]
-        exec(compile("\n".join(lines), f"<ArgPacker {self.kernel}>", "exec"), ns)  # noqa: S102
+        # The pseudo-file lives in this package's folder, so an ArgumentError raised from the
+        # generated code names the caller's line, not "<ArgPacker k>:7".
+        where = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             f"<ArgPacker {self.kernel}>")
+        exec(compile("\n".join(lines), where, "exec"), ns)  # noqa: S102
         return ns["pack"]
 
 

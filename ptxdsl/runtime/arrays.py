@@ -12,6 +12,8 @@ import ctypes
 import attrs
 import numpy as np
 
+from ptxdsl.runtime.errors import DevicePointerError
+
 # DLPack DLDeviceType values that denote memory a kernel may dereference.
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
 _DEVICE_OK = {DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED}
@@ -74,8 +76,20 @@ class ArrayInfo:
         return tuple(reversed(out))
 
 
+def _cai_pointer(cai, source: str) -> int:
+    """`data[0]` of a `__cuda_array_interface__`: an integer address."""
+    data = cai.get("data") if isinstance(cai, dict) else None
+    ptr = data[0] if isinstance(data, tuple | list) and data else None
+    if isinstance(ptr, bool | np.bool_) or not isinstance(ptr, int | np.integer) \
+            or not 0 <= ptr < 1 << 64:
+        raise DevicePointerError(f"{source}.__cuda_array_interface__ has no usable 'data' "
+                                 f"(expected (address: int, read_only: bool)), got "
+                                 f"{data!r}"[:200])
+    return int(ptr)
+
+
 def _from_cai(cai: dict, source: str) -> ArrayInfo:
-    ptr = int(cai["data"][0])
+    ptr = _cai_pointer(cai, source)
     shape = tuple(int(n) for n in cai["shape"])
     strides = cai.get("strides")
     typestr = cai["typestr"]
@@ -134,8 +148,8 @@ def array_info(obj) -> ArrayInfo:
         return _from_cai(cai, name)
     if hasattr(obj, "__dlpack__"):
         return dlpack_info(obj, name)
-    raise TypeError(f"{name} exposes no device array interface "
-                    "(.ptr, __cuda_array_interface__ or __dlpack__)")
+    raise DevicePointerError(f"{name} exposes no device array interface "
+                             "(.ptr, __cuda_array_interface__ or __dlpack__)")
 
 
 def device_name(device_type: int) -> str:
@@ -150,12 +164,12 @@ def device_pointer(obj) -> int:
     Host memory (a numpy array, a CPU tensor) is refused with the reason.
     """
     if isinstance(obj, (bool, np.bool_)):
-        raise TypeError("bool is not a device pointer")
+        raise DevicePointerError("bool is not a device pointer")
     if isinstance(obj, (int, np.integer)):
         return int(obj)
     if isinstance(obj, np.ndarray):
-        raise ValueError("a numpy array lives in host memory; copy it to the device first "
-                         "(DeviceBuffer.from_numpy)")
+        raise DevicePointerError("a numpy array lives in host memory; copy it to the device "
+                                 "first (DeviceBuffer.from_numpy)")
     ptr = getattr(obj, "ptr", None)
     if isinstance(ptr, int):
         return ptr
@@ -163,7 +177,7 @@ def device_pointer(obj) -> int:
         return int(obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        return int(cai["data"][0])
+        return _cai_pointer(cai, type(obj).__name__)
     if hasattr(obj, "__dlpack__"):
         dev = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else None
         if dev is not None and int(dev) not in _DEVICE_OK:
@@ -174,5 +188,6 @@ def device_pointer(obj) -> int:
             raise ValueError(f"the DLPack tensor lives in {device_name(info.device_type)} "
                              "memory, not on the GPU")
         return info.ptr
-    raise TypeError("not a device pointer (expected an int, a DeviceBuffer, or an object "
-                    "with __cuda_array_interface__ or __dlpack__)")
+    raise DevicePointerError(f"{type(obj).__name__} {obj!r}"[:80] + " is not a device "
+                             "pointer (expected an int, a DeviceBuffer, or an object with "
+                             "__cuda_array_interface__ or __dlpack__)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 
+from ptxdsl.operands import as_int
 from ptxdsl.runtime.errors import LaunchError
 
 PORTABLE_CLUSTER_SIZE = 8
@@ -31,9 +32,11 @@ _MAXCLUSTERRANK = re.compile(r"\.maxclusterrank\s+(\d+)")
 
 
 def dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool)
-                                          and d >= 1 for d in dims):
+    # numpy integers count as ints (a grid computed with numpy is common).
+    one = as_int(value)
+    dims = (one,) if one is not None else tuple(
+        as_int(d) for d in value) if isinstance(value, tuple | list) else ()
+    if not 1 <= len(dims) <= 3 or not all(d is not None and d >= 1 for d in dims):
         raise LaunchError(f"kernel '{kernel}': {what} must be a positive int or a tuple of 1 to "
                           f"3 positive ints, got {value!r}")
     return tuple(dims) + (1,) * (3 - len(dims))

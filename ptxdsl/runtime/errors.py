@@ -115,5 +115,11 @@ class TensorMapRuleError(PtxdslError, ValueError):
         return [v.rule for v in self.violations]
 
 
+class DevicePointerError(PtxdslError, TypeError, ValueError):
+    """An object does not stand for a device address (None, NaN, a float, host memory, a
+    `__cuda_array_interface__` without a usable `data`). Also a TypeError and a ValueError,
+    the exceptions this refusal raised before it was a ptxdsl error."""
+
+
 class CacheError(PtxdslError):
     """The cubin cache directory cannot be used (not a directory, not writable)."""

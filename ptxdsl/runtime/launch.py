@@ -19,6 +19,7 @@ import ctypes
 import os
 import threading
 
+from ptxdsl.operands import as_int
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.cluster import (
@@ -61,6 +62,14 @@ def _ctypes_launch():
         fn = None
     _libcuda_launch.append(fn)
     return fn
+
+
+def _shared_bytes(value, kernel: str) -> int:
+    n = as_int(value)
+    if n is None or n < 0:
+        raise LaunchError(f"kernel '{kernel}': shared_mem must be a non-negative int "
+                          f"(bytes), got {value!r}")
+    return n
 
 
 class Function:
@@ -154,6 +163,7 @@ class Function:
                               f"(load_module(..., device={sdev})) or use a stream of device "
                               f"{self.device}")
         drv = driver()
+        shared_mem = _shared_bytes(shared_mem, self.name)
         g = dim3(grid, "grid", self.name)
         b = dim3(block, "block", self.name)
         info = device_info(self.device)
@@ -200,9 +210,7 @@ class Function:
         return entry
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
-        if not isinstance(shared_mem, int) or shared_mem < 0:
-            raise LaunchError(f"kernel '{self.name}': shared_mem must be a non-negative int "
-                              f"(bytes), got {shared_mem!r}")
+        shared_mem = _shared_bytes(shared_mem, self.name)
         if shared_mem <= self._dyn_limit:
             return
         optin = info.max_shared_per_block_optin

@@ -29,11 +29,34 @@ __all__ = ["PTX_ELEMTYPE_TO_DATATYPE", "RULES", "DataType", "Interleave", "L2Pro
            "OobFill", "Swizzle", "TiledDesc", "Violation", "check", "data_type_of", "validate"]
 
 
+def _int(v) -> int | None:
+    """An int for a Python or numpy integer (bool excluded), else None: `int()` would turn
+    64.7 into 64 and "64" into 64 silently."""
+    if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
+        return None
+    return int(v)
+
+
 def _ints(values, field: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in values)
-    except TypeError:
-        return (int(values),) if isinstance(values, (int, np.integer)) else _bad(field, values)
+    one = _int(values)
+    if one is not None:
+        return (one,)
+    if not isinstance(values, tuple | list | np.ndarray):
+        return _bad(field, values)
+    out = tuple(_int(v) for v in (values.tolist() if isinstance(values, np.ndarray)
+                                  else values))
+    if any(v is None for v in out):
+        return _bad(field, values)
+    return out
+
+
+def _address(value) -> int:
+    n = _int(value)
+    if n is None or not 0 <= n < 1 << 64:
+        raise TensorMapRuleError([Violation(
+            "integral", f"global_address: expected an integer device address in [0, 2^64), "
+            f"got {type(value).__name__} {value!r}")])
+    return n
 
 
 def _prod(values) -> int:
@@ -44,7 +67,9 @@ def _prod(values) -> int:
 
 
 def _bad(field, values):
-    raise ValueError(f"{field}: expected a sequence of integers, got {values!r}")
+    raise TensorMapRuleError([Violation(
+        "integral", f"{field}: expected integers (Python or numpy), got "
+        f"{type(values).__name__} {values!r}"[:300])])
 
 
 @attrs.frozen
@@ -52,7 +77,7 @@ class TiledDesc:
     """Everything cuTensorMapEncodeTiled takes, in driver order (index 0 = innermost)."""
 
     data_type: DataType = attrs.field(converter=lambda v: DataType.coerce(v, "data_type"))
-    global_address: int
+    global_address: int = attrs.field(converter=_address)
     global_dim: tuple[int, ...] = attrs.field(converter=lambda v: _ints(v, "global_dim"))
     global_strides: tuple[int, ...] = attrs.field(
         converter=lambda v: _ints(v, "global_strides"))
@@ -111,7 +136,7 @@ class TiledDesc:
                 "bytes; TMA cannot stride dimension 0")
         es = (1,) * len(shape) if element_strides is None else _ints(element_strides,
                                                                       "element_strides")
-        return cls(dt, int(address), shape[::-1], byte_strides[-2::-1], box[::-1], es[::-1],
+        return cls(dt, _address(address), shape[::-1], byte_strides[-2::-1], box[::-1], es[::-1],
                    interleave, swizzle, l2_promotion, oob_fill)
 
     def numpy_order(self) -> dict:
@@ -142,7 +167,9 @@ class Violation:
     message: str
 
 
-# Rule ids, in the order of digest §7.2's table; the docs and tests refer to them.
+# Rule ids, in the order of digest §7.2's table; the docs and tests refer to them. One more
+# rule, "integral" (every dimension, stride, box size and the address is an integer), is
+# checked when a TiledDesc is built: a TensorMapRuleError naming it, before `validate` runs.
 RULES = ("rank", "interleave_rank", "address_align", "global_dim_range", "packed_dim0",
          "stride_count", "stride_multiple", "stride_range", "box_dim_range", "box_count",
          "box_inner_bytes", "packed_box0", "element_stride_range", "element_stride_count",

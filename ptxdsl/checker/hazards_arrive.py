@@ -1,0 +1,210 @@
+"""mbarrier arrive counts and lifecycle: a barrier initialised with a count the arrivals of
+one phase cannot reach (or overshoot), and a live barrier re-initialised inside a loop.
+
+How many threads run an arrive is found by evaluating its conditions for every thread of
+the CTA (`.reqntid` gives the exact shape): `tid == 0` is one thread, `warp == 0` a warp,
+`elect.sync` one lane of each warp that gets there, no condition all of them. Conditions on
+anything else (a run-time value, a loop counter) make the number unknown: the check is then
+skipped with a note, except that an arrive under a per-lane condition on a barrier expecting
+every thread of the CTA is reported (the condition would have to hold in every lane).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..operands import Symbol
+from ..types import StateSpace
+from .analysis import STRUCTURAL, Analysis, keys_match
+from .cfg import guard_polarity
+from .findings import Hazard
+from .ops import Op, Role
+from .values import _CMP, _FOLD
+
+_ARITH = dict(_FOLD, div=lambda a, b: a // b if b else None,
+              rem=lambda a, b: a % b if b else None, min=min, max=max)
+
+
+class _Unknown(Exception):
+    pass
+
+
+class Threads:
+    """Evaluates thread-invariant conditions (value numbers) for each thread of the CTA."""
+
+    def __init__(self, an: Analysis, dims: tuple[int, ...]):
+        self.an = an
+        self.dims = tuple(dims) + (1,) * (3 - len(dims))
+        self.n = self.dims[0] * self.dims[1] * self.dims[2]
+        self._regs: dict[Any, Any] | None = None
+
+    def _sreg(self, name: str, tid: int) -> int:
+        dx, dy, dz = self.dims
+        table = {"tid.x": tid % dx, "tid.y": tid // dx % dy, "tid.z": tid // (dx * dy),
+                 "ntid.x": dx, "ntid.y": dy, "ntid.z": dz, "laneid": tid % 32}
+        if name not in table:
+            raise _Unknown(name)
+        return table[name]
+
+    def value(self, vn: Any, tid: int) -> int:
+        if not isinstance(vn, tuple) or not vn:
+            raise _Unknown(vn)
+        tag = vn[0]
+        if tag == "const" and isinstance(vn[1], int):
+            return vn[1]
+        if tag == "sreg":
+            return self._sreg(str(vn[1]), tid)
+        if tag == "cvt":
+            return self.value(vn[1], tid)
+        if tag == "setp" and vn[4] is None and vn[1] in _CMP:
+            return int(_CMP[vn[1]](self.value(vn[2], tid), self.value(vn[3], tid)))
+        if tag in _ARITH and len(vn) == 3:
+            out = _ARITH[tag](self.value(vn[1], tid), self.value(vn[2], tid))
+            if out is None:
+                raise _Unknown(vn)
+            return out
+        raise _Unknown(vn)
+
+    def _is_elect(self, vn: Any) -> bool:
+        if self._regs is None:
+            self._regs = {v: r for r, v in self.an.values._vn.items()}
+        reg = self._regs.get(vn)
+        defs = self.an.values.defs.get(reg, ()) if reg is not None else ()
+        return len(defs) == 1 and type(self.an.body[defs[0]].insn).__name__ == "Elect"
+
+    def _loop_exits(self, i: int) -> set:
+        """Value numbers of the branches leaving the loops around statement i: they decide
+        how many iterations (phases) a thread runs, not how many threads arrive per phase."""
+        an = self.an
+        b = an.cfg.block_of(i)
+        out = set()
+        for _header, body in an.loops:
+            if b not in body:
+                continue
+            for x in body:
+                blk = an.cfg.blocks[x]
+                if blk.branch is not None and any(s not in body for s in blk.succs):
+                    out.add(an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]))
+        return out
+
+    def running(self, i: int) -> int | None:
+        """How many threads of the CTA run statement i (None: the conditions are unknown)."""
+        plain, elect = [], []
+        exits = self._loop_exits(i)
+        for tok in self.an.div.stmt_tokens(i):
+            vn, pol = tok
+            if vn in exits:
+                continue
+            if vn == "region":
+                return None
+            if self._is_elect(vn):
+                if not pol:
+                    return None
+                elect.append(vn)
+            else:
+                plain.append((vn, pol))
+        try:
+            tids = [t for t in range(self.n)
+                    if all(bool(self.value(vn, t)) == pol for vn, pol in plain)]
+        except _Unknown:
+            return None
+        if elect:   # one lane of every warp some thread of which gets there
+            return len({t // 32 for t in tids})
+        return len(tids)
+
+
+def _count_of(an: Analysis, inits: list[Op]) -> tuple[int | None, int | None]:
+    counts = {an.const(an.body[o.index].insn.count) for o in inits}
+    return (counts.pop(), inits[0].index) if len(counts) == 1 else (None, None)
+
+
+def arrive_counts(an: Analysis) -> None:
+    arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE]
+    if not arrives or Role.MBAR_REMOTE in an.roles:
+        return
+    dims = getattr(an.kernel, "reqntid", None)
+    inits = [o for o in an.ops if o.role is Role.MBAR_INIT]
+    threads = Threads(an, dims) if dims else None
+    by_root: dict[Any, list[Op]] = {}
+    for o in arrives:
+        key = an.key(o, "mbar")
+        if key is not None and isinstance(key[0], Symbol) and key[0].space.is_shared:
+            by_root.setdefault(id(key[0]), []).append(o)
+    for group in by_root.values():
+        if any(o.space is StateSpace.shared_cluster for o in group):
+            continue   # other CTAs arrive too
+        for o in group:
+            key = an.key(o, "mbar")
+            mine = [i for i in inits if keys_match(an.key(i, "mbar"), key)]
+            rivals = {x.index for x in group if keys_match(an.key(x, "mbar"), key)}
+            if not mine or len(rivals) != 1:
+                continue   # several arrive sites per barrier: which phase each feeds is open
+            count, init_at = _count_of(an, mine)
+            per = an.const(o.arrivals)
+            if count is None or per is None:
+                continue
+            _check(an, o, threads, count, per, init_at)
+
+
+def _check(an: Analysis, o: Op, threads: Threads | None, count: int, per: int,
+           init_at: int) -> None:
+    what = an.describe(o.mbar)
+    running = threads.running(o.index) if threads is not None else None
+    if running is None:
+        lane = an.div.stmt_level(o.index) >= 2
+        if threads is not None and lane and count == threads.n * per:
+            an.report(Hazard.MBAR_ARRIVE_COUNT, f"the mbarrier at {what} expects {count} "
+                      f"arrivals per phase (every thread of the {threads.n}-thread CTA), but "
+                      "this arrive runs under a condition that differs between lanes: some "
+                      "threads do not arrive and the phase never completes",
+                      [("arrive", o.index), ("init", init_at)]
+                      + [("condition", c) for c in an.div.controlling(o.index)[:1]])
+            return
+        why = ("the CTA shape is not fixed (use reqntid=)" if threads is None else
+               "its condition depends on values the checker cannot evaluate per thread")
+        an.note("arrive-count", f"how many threads run the arrive on {what} is unknown ({why})"
+                ": its count is not compared with the init", [("arrive", o.index)])
+        return
+    got = running * per
+    if got == count:
+        return
+    effect = ("the phase never completes and its waiters hang" if got < count else
+              "the phase completes before all of them arrived and the rest count toward the "
+              "next phase")
+    an.report(Hazard.MBAR_ARRIVE_COUNT, f"the mbarrier at {what} is initialised to expect "
+              f"{count} arrivals per phase, but {running} thread{'s' if running != 1 else ''} "
+              f"run this arrive{f' (count {per} each)' if per != 1 else ''}, {got} arrivals: "
+              f"{effect}", [("arrive", o.index), ("init", init_at)])
+
+
+def reinit_in_loop(an: Analysis) -> None:
+    """An mbarrier.init inside a loop whose barrier is also used in that loop: each iteration
+    re-initialises a barrier that threads or TMA may still be using (reported as such, not as
+    the constant parity it leads to)."""
+    inits = [o for o in an.ops if o.role is Role.MBAR_INIT]
+    if not inits or not an.loops:
+        return
+    users = [o for o in an.ops if o.mbar is not None and o.role is not Role.MBAR_INIT]
+    invals = [o for o in an.ops if o.role is Role.MBAR_INVAL]
+    for o in inits:
+        key = an.key(o, "mbar")
+        for _header, body in an.loops:
+            if an.cfg.block_of(o.index) not in body:
+                continue
+            used = [u for u in users if an.cfg.block_of(u.index) in body
+                    and keys_match(an.key(u, "mbar"), key)]
+            if not used or any(an.cfg.block_of(v.index) in body
+                               and keys_match(an.key(v, "mbar"), key) for v in invals):
+                continue
+            an.report(Hazard.MBAR_REINIT, f"the mbarrier at {an.describe(o.mbar)} is "
+                      "initialised again on every iteration of a loop that also uses it: the "
+                      "re-init races with arrivals, copies and waits of the previous "
+                      "iteration, and resets its phase to 0", [("init", o.index),
+                                                              ("use", used[0].index)],
+                      dedupe=("reinit", o.index))
+            an.cache.setdefault("reinit", set()).add(id(key[0]) if key else None)
+            break
+
+
+STRUCTURAL.insert(0, reinit_in_loop)
+STRUCTURAL.append(arrive_counts)

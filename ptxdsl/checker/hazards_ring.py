@@ -1,0 +1,279 @@
+"""Ring (multi-stage pipeline) discipline: reads of TMA destinations before the wait that
+covers them or after a wait on another stage's barrier, producers refilling stages without
+waiting for the consumers, parities that flip every iteration on a ring of several stages,
+and try_wait results nobody loops on.
+
+Stages are recognised by `ranges`: `base + stride * (i % N)` / `i & (N-1)` on a counter i,
+or constant offsets (a prologue that fills stage 0, 1, ...). A wait "covers" a read when its
+barrier is the one the read buffer's load completes on: the same constant slot, or both
+indexed by the same counter. Only positive evidence of a different stage is reported (a
+constant slot against another constant slot, a stage index off by a constant, or one fixed
+barrier for a whole ring); stage arithmetic the checker cannot follow is not reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..instructions.arith import Binary
+from ..operands import Reg
+from .analysis import STRUCTURAL, Analysis, handles
+from .cfg import dominators, guard_polarity
+from .findings import Hazard
+from .hazards_bulk import _overlap, _range
+from .ops import Op, Role
+from .state import State
+
+_LOADS = (Role.TMA_LOAD, Role.BULK_LOAD)
+
+
+def _loads(an: Analysis) -> list[Op]:
+    hit = an.cache.get("ring_loads")
+    if hit is None:
+        hit = an.cache["ring_loads"] = [o for o in an.ops if o.role in _LOADS]
+    return hit
+
+
+def _slot(an: Analysis, operand: Any) -> tuple[Any, Any]:
+    """(root, slot) of a barrier or buffer address: slot is ('const', offset),
+    ('ring', counter, n, stride) or None when it cannot be followed."""
+    v = an.val(operand)
+    if v.root is None:
+        return None, None
+    if v.offset is not None:
+        return v.root, ("const", v.offset)
+    span = an.spans.of(operand)
+    if span.root is v.root and span.ring is not None:
+        return v.root, ("ring", *span.ring)
+    return v.root, None
+
+
+def _shift(an: Analysis, a: Any, b: Any) -> int | None:
+    """How far counter a is ahead of counter b when a = b + c (single definition)."""
+    defs = an.values.defs.get(a, ()) if isinstance(a, Reg) else ()
+    if len(defs) != 1:
+        return None
+    insn = an.body[defs[0]].insn
+    if isinstance(insn, Binary) and insn.op in ("add", "sub") and insn.a is b:
+        c = an.const(insn.b)
+        return None if c is None else (c if insn.op == "add" else -c)
+    return None
+
+
+def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
+                 load_buf: Any) -> bool:
+    """Positive evidence that a wait's barrier is not the one the read stage's load
+    completes on."""
+    if wait_slot is None or load_bar is None:
+        return False
+    if wait_slot[0] == "const" and load_bar[0] == "const":
+        # The load of exactly this buffer completes on another constant slot.
+        return (load_buf is not None and read_slot is not None and load_buf[0] == "const"
+                and read_slot[0] == "const" and load_buf[1] == read_slot[1]
+                and wait_slot[1] != load_bar[1])
+    if wait_slot[0] == "ring" and read_slot is not None and read_slot[0] == "ring":
+        if load_bar[0] != "ring" or load_buf is None or load_buf[0] != "ring" \
+                or load_bar[1] is not load_buf[1]:
+            return False
+        n = wait_slot[2]
+        if wait_slot[1] is read_slot[1] or n != read_slot[2]:
+            return False
+        d = _shift(an, wait_slot[1], read_slot[1])
+        if d is None:
+            d = _shift(an, read_slot[1], wait_slot[1])
+        return d is not None and d % n != 0
+    if wait_slot[0] == "const" and read_slot is not None and read_slot[0] == "ring" \
+            and read_slot[2] > 1:
+        # One fixed barrier waited for a whole ring whose loads each complete on their own.
+        return load_bar[0] == "ring" and load_buf is not None and load_buf[0] == "ring" \
+            and load_bar[1] is load_buf[1]
+    return False
+
+
+def _reach(an: Analysis, b: int) -> set[int]:
+    table = an.cache.setdefault("reach", {})
+    hit = table.get(b)
+    if hit is None:
+        hit = table[b] = an.cfg.reachable(an.cfg.succs(b), None)
+    return hit
+
+
+def _strictly_after(an: Analysis, later: int, i: int) -> bool:
+    """Does statement `later` run only after statement i (it follows i and cannot come
+    back before it)? A copy issued after a read cannot be what the read sees; one in a
+    sibling branch (another warp's role) or earlier in a loop can."""
+    a, b = an.cfg.block_of(i), an.cfg.block_of(later)
+    if a == b:
+        return later > i and a not in _reach(an, a)
+    return b in _reach(an, a) and a not in _reach(an, b)
+
+
+@handles(Role.SMEM_READ)
+def read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not report or not _loads(an):
+        return state
+    mine = _range(an, op)
+    if mine is None:
+        return state
+    sources = [o for o in _loads(an) if _overlap(mine, _range(an, o))
+               and not _strictly_after(an, o.index, op.index)]
+    if not sources:
+        return state
+    waits = [f[1] for f in state.must if f[0] == "waited"]
+    if not waits:
+        an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"this load reads {an.describe(op.smem)}, "
+                  "which a TMA copy writes, and no mbarrier wait precedes it on every path",
+                  [("read", op.index), ("copy", sources[0].index)], dedupe=op.index)
+        return state
+    read_root, read_slot = _slot(an, op.smem)
+    covered = False
+    for w in waits:
+        w_root, w_slot = _slot(an, an.op_at[w].mbar)
+        for src in sources:
+            b_root, b_slot = _slot(an, src.mbar)
+            _, buf_slot = _slot(an, src.smem)
+            if b_root is not w_root:
+                continue
+            if not _other_stage(an, w_slot, read_slot, b_slot, buf_slot):
+                covered = True
+                break
+        if covered:
+            break
+    if not covered and any(_slot(an, an.op_at[w].mbar)[0] is _slot(an, s.mbar)[0]
+                           for w in waits for s in sources):
+        an.report(Hazard.WAIT_WRONG_BARRIER, f"this load reads {an.describe(op.smem)}, but "
+                  "the wait before it is on a barrier of another stage than the one the "
+                  "copy into this buffer completes on",
+                  [("read", op.index), ("wait", waits[0]), ("copy", sources[0].index)],
+                  dedupe=op.index)
+    return state
+
+
+@handles(Role.MBAR_WAIT)
+def waited(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not _loads(an) or not an.runs_somewhere(op.index):
+        return state
+    return State(state.must | {("waited", op.index)}, state.may, state.tx)
+
+
+def refills(an: Analysis) -> None:
+    """A producer loop that refills buffers consumers read (the load's barrier is waited
+    by other threads) with no wait of its own anywhere in the loop."""
+    loads = [o for o in _loads(an) if o.mbar is not None]
+    if not loads or not an.loops:
+        return
+    waits = [o for o in an.ops if o.role is Role.MBAR_WAIT]
+    for o in loads:
+        key = an.key(o, "mbar")
+        root = key[0] if key is not None else None
+        consumers = [w for w in waits if (an.key(w, "mbar") or (None,))[0] is root
+                     and root is not None and not an.div.same_threads(w.index, o.index)]
+        if not consumers:
+            continue
+        for _header, body in an.loops:
+            if an.cfg.block_of(o.index) not in body:
+                continue
+            own = [w for w in waits if an.cfg.block_of(w.index) in body
+                   and an.div.same_threads(w.index, o.index)]
+            if not own and not _fills_once(an, o, body):
+                an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
+                          f"{an.describe(o.smem)} on every iteration, but its thread never "
+                          "waits in the loop for the consumers (who wait on "
+                          f"{an.describe(consumers[0].mbar)}) to release the stage",
+                          [("copy", o.index), ("consumer", consumers[0].index)],
+                          dedupe=("refill", o.index))
+            break
+
+
+def _fills_once(an: Analysis, o: Op, body: frozenset) -> bool:
+    """Does a loop of a constant trip count C load each of at least C stages once (a fill
+    loop, no refill)? Recognised for `i < C` (from 0) and a ring destination of >= C stages."""
+    trips = None
+    for x in body:
+        blk = an.cfg.blocks[x]
+        if blk.branch is None or all(s in body for s in blk.succs):
+            continue
+        vn = an.values.vn(guard_polarity(an.body[blk.branch].guard)[0])
+        if isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[1] in (
+                "lt", "lo", "ne") and isinstance(vn[3], tuple) and vn[3][0] == "const":
+            trips = vn[3][1]
+    if trips is None:
+        return False
+    _, slot = _slot(an, o.smem)
+    stages = slot[2] if slot is not None and slot[0] == "ring" else 1
+    return trips <= stages
+
+
+def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,
+                          latches: list[int]) -> int | None:
+    """The statement toggling `parity` once per iteration (xor p, p, 1 on a path every
+    iteration takes), or None."""
+    if not isinstance(parity, Reg):
+        return None
+    defs = [i for i in an.values.defs.get(parity, ()) if an.cfg.block_of(i) in body]
+    if len(defs) != 1:
+        return None
+    st = an.body[defs[0]]
+    insn = st.insn
+    if st.guard is not None or not (isinstance(insn, Binary) and insn.op == "xor"
+                                    and insn.a is parity and an.const(insn.b) == 1):
+        return None
+    idom = an.cache.get("idom")
+    if idom is None:
+        idom = an.cache["idom"] = dominators(an.cfg)
+    b = an.cfg.block_of(defs[0])
+
+    def dominates(x: int, y: int) -> bool:
+        while y is not None:
+            if y == x:
+                return True
+            nxt = idom[y]
+            y = None if nxt == y else nxt
+        return False
+    return defs[0] if all(dominates(b, latch) for latch in latches) else None
+
+
+def ring_parity(an: Analysis) -> None:
+    waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and o.parity is not None]
+    if not waits or not an.loops:
+        return
+    for o in waits:
+        root, slot = _slot(an, o.mbar)
+        if slot is None or slot[0] != "ring" or slot[2] < 2:
+            continue
+        counter, n = slot[1], slot[2]
+        for header, body in an.loops:
+            if an.cfg.block_of(o.index) not in body or not any(
+                    an.cfg.block_of(i) in body for i in an.values.defs.get(counter, ())):
+                continue   # the loop the stage advances in
+            latches = [b for b, h in an.back_edges if h == header]
+            flip = _flips_each_iteration(an, o.parity, body, latches)
+            span = an.spans.of(o.parity)
+            by_counter = span.ring is not None and span.ring[0] is counter and \
+                span.ring[1] == 2
+            if flip is None and not by_counter:
+                continue
+            an.report(Hazard.RING_PARITY, f"the wait on the {n}-stage ring of barriers at "
+                      f"{an.describe(o.mbar)} flips its parity every iteration, but each "
+                      f"stage's barrier completes a phase only every {n} iterations",
+                      [("wait", o.index), ("parity", flip if flip is not None
+                                           else an.def_site(o.parity))],
+                      dedupe=("ring-parity", o.index))
+            break
+
+
+def try_wait_loops(an: Analysis) -> None:
+    from .hazards_mbar import _spins
+    for o in an.ops:
+        if o.role is not Role.MBAR_WAIT or o.result is None:
+            continue
+        if any(an.cfg.block_of(o.index) in body and _spins(an, o, header, body)
+               for header, body in an.loops):
+            continue
+        an.report(Hazard.TRY_WAIT_NOT_LOOPED, f"the result of this wait on "
+                  f"{an.describe(o.mbar)} is never looped on: try_wait/test_wait can return "
+                  "false before the phase completes, and the code after it then runs early",
+                  [("wait", o.index)], dedupe=("try-wait", o.index))
+
+
+STRUCTURAL.extend([refills, ring_parity, try_wait_loops])

@@ -445,15 +445,16 @@ _COPY = (("dst_space", "src_space", "dst_mem", "src_mem", "size", "smem_bar", "*
          ("dst_space", "src_space", "dst_mem", "src_mem", "size", "*cache_policy", "*byte_mask"))
 
 
-def converted(k, insn: str, addr: Any, space: Any, allowed) -> Any:
-    """`addr` for an operand in `space`, a generic pointer converted (`_ptx_args.space_addr`)."""
-    return A.space_addr(k, insn, addr, space_arg(insn, "space", space, allowed))
+def converted(k, insn: str, addr: Any, space: Any, allowed, operand: str = "space") -> Any:
+    """`addr` for an operand in `space` (the argument `operand`), a generic pointer converted
+    (`_ptx_args.space_addr`)."""
+    return A.space_addr(k, insn, addr, space_arg(insn, operand, space, allowed))
 
 
 def _bar(k, insn: str, bar: Any, dst_space: Any) -> Any:
     if bar is None:
         return None
-    return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL))
+    return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL), "dst_space")
 
 
 def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
@@ -466,8 +467,9 @@ def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
     _, a = A.bind("cp_async_bulk", args, kw, _COPY)
     n, spaces = "cp.async.bulk", (CLUSTER, CTA, GLOBAL)
     return k.emit(CpAsyncBulk(
-        a["dst_space"], a["src_space"], converted(k, n, a["dst_mem"], a["dst_space"], spaces),
-        converted(k, n, a["src_mem"], a["src_space"], spaces), a["size"],
+        a["dst_space"], a["src_space"],
+        converted(k, n, a["dst_mem"], a["dst_space"], spaces, "dst_space"),
+        converted(k, n, a["src_mem"], a["src_space"], spaces, "src_space"), a["size"],
         _bar(k, n, a.get("smem_bar"), a["dst_space"]), cta_mask=a.get("cta_mask"),
         cache_policy=a.get("cache_policy"), byte_mask=a.get("byte_mask")))
 
@@ -504,7 +506,7 @@ def cp_reduce_async_bulk(k, dst_space, src_space, op, dst_mem, src_mem, size, rd
         else:
             refuse(n, "pass type=... (the element type of the reduction)")
     return k.emit(CpReduceAsyncBulk(
-        dst_space, op, type, converted(k, n, dst_mem, dst_space, (CLUSTER, GLOBAL)),
+        dst_space, op, type, converted(k, n, dst_mem, dst_space, (CLUSTER, GLOBAL), "dst_space"),
         A.space_addr(k, n, src_mem, CTA), size, _bar(k, n, rdsmem_bar, CLUSTER),
         cache_policy=cache_policy))
 

@@ -210,12 +210,15 @@ class TensormapReplaceDim(Instruction):
 
 def _cp_sem(sem) -> Sem:
     insn = "tensormap.cp_fenceproxy"
-    sem = A.sem(insn, sem)
-    if sem is not Sem.release:
-        refuse(insn, f".{sem.value} is rejected: cp_fenceproxy only releases, use sem "
+    try:
+        given = A.sem(insn, sem)
+    except OperandError:                   # not a semantics at all: name the one that fits
+        given = A.sem(insn, sem, (Sem.release,))
+    if given is not Sem.release:
+        refuse(insn, f".{given.value} is rejected: cp_fenceproxy only releases, use sem "
                "'release' (the consumer acquires with fence_proxy_tensormap_generic(k, "
                "'acquire', scope, addr))")
-    return sem
+    return given
 
 
 @attrs.frozen

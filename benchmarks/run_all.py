@@ -4,9 +4,9 @@
     python -m benchmarks --only emitter       # some sections
     python -m benchmarks --out-dir /tmp/x     # write the two files elsewhere
 
-Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter. Without a usable GPU
-the GPU sections are recorded as skipped (with the reason) and the emitter still runs. A
-section that fails records its error and the run goes on; the exit status is 1 then.
+Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm. Without a
+usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter still
+runs. A section that fails records its error and the run goes on; the exit status is 1 then.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ SECTIONS = {
                         "by value)", True),
     "ragged": ("4. Ragged batch: device-side vs host-side tensor maps", True),
     "emitter": ("5. Emitter throughput (build + emit >= 100k instructions)", False),
+    "moe": ("6. Grouped MoE GEMM: device-side tensor maps vs torch._grouped_mm and a "
+            "per-expert matmul loop", True),
+    "gemm": ("7. Dense GEMM: ptxdsl's persistent warp-specialized GEMM vs cuBLAS (bf16, fp8)",
+             True),
 }
 
 

@@ -18,6 +18,7 @@ built the PTX line they blame.
 from __future__ import annotations
 
 import re
+import struct
 import warnings
 from collections.abc import Callable
 
@@ -58,7 +59,7 @@ class KernelResources:
     spill_stores: int | None = None
     spill_loads: int | None = None
     shared: int = 0
-    const: dict = attrs.field(factory=dict)  # bank -> bytes (ptxas 13 no longer prints it)
+    const: dict = attrs.field(factory=dict)  # bank -> bytes (from the cubin: constant_banks)
 
     @property
     def spills(self) -> bool:
@@ -91,6 +92,7 @@ class AssemblyReport:
     warnings: tuple = ()                        # AssemblerMessage
     gmem: int | None = None
     arch_reason: str = ""
+    const: dict = attrs.field(factory=dict)    # module-wide bank -> bytes (bank 3: .const)
     setmaxnreg_dropped: bool = False
 
     def __getitem__(self, name: str) -> KernelResources:
@@ -130,6 +132,45 @@ class Cubin(bytes):
         return (Cubin, (bytes(self), self.report))
 
 
+_CONST_SECTION = re.compile(r"\.nv\.constant(\d+)(?:\.(.+))?$")
+
+
+def elf_sections(image: bytes) -> dict[str, int]:
+    """{section name: size} of an ELF64 little-endian image (a cubin); {} for anything else."""
+    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2 or image[5] != 1:
+        return {}
+    try:
+        shoff, = struct.unpack_from("<Q", image, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", image, shoff + i * shentsize)
+                   for i in range(shnum)]
+        names_at = headers[shstrndx][4]
+        out = {}
+        for name_off, _type, _flags, _addr, _offset, size in headers:
+            start = names_at + name_off
+            out[image[start:image.index(b"\0", start)].decode(errors="replace")] = size
+        return out
+    except (struct.error, IndexError, ValueError):
+        return {}
+
+
+def constant_banks(image: bytes) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
+    """Constant-bank sizes from a cubin's `.nv.constantN[.kernel]` sections: per kernel (bank
+    0 holds the kernel's parameters and the driver's reserved words) and module-wide (bank 3:
+    the module's `.const` variables). ptxas 13 no longer prints `cmem[N]` with -v."""
+    per_kernel: dict[str, dict[int, int]] = {}
+    module: dict[int, int] = {}
+    for name, size in elf_sections(image).items():
+        m = _CONST_SECTION.match(name)
+        if m is None:
+            continue
+        if m.group(2):
+            per_kernel.setdefault(m.group(2), {})[int(m.group(1))] = size
+        else:
+            module[int(m.group(1))] = size
+    return per_kernel, module
+
+
 def _blamed_line(text: str, ptx_lines: list[str]) -> int | None:
     """For an advisory without a line number that quotes an opcode ('setmaxnreg'), the first
     PTX line using it, so the warning can still name the Python line."""
@@ -144,8 +185,9 @@ def _blamed_line(text: str, ptx_lines: list[str]) -> int | None:
 
 
 def parse_info_log(log: str, arch: str, ptx: str = "", locate: Callable | None = None,
-                   arch_reason: str = "") -> AssemblyReport:
-    """An `AssemblyReport` from a ptxas `-v` info log."""
+                   arch_reason: str = "", cubin: bytes = b"") -> AssemblyReport:
+    """An `AssemblyReport` from a ptxas `-v` info log (and, given the `cubin`, the constant
+    banks its sections show where the log says nothing about them)."""
     kernels: dict[str, dict] = {}
     current: dict | None = None
     found: list[AssemblerMessage] = []
@@ -183,9 +225,13 @@ def parse_info_log(log: str, arch: str, ptx: str = "", locate: Callable | None =
             if (s := _SMEM.search(line)) is not None:
                 current["shared"] = int(s.group(1))
             current["const"] = {int(b): int(n) for n, b in _CMEM.findall(line)}
+    banks, module_const = constant_banks(cubin) if cubin else ({}, {})
+    for name, kw in kernels.items():
+        if not kw.get("const") and name in banks:
+            kw["const"] = banks[name]
     return AssemblyReport(
         arch=arch, log=log, kernels={n: KernelResources(**kw) for n, kw in kernels.items()},
-        warnings=tuple(found), gmem=gmem, arch_reason=arch_reason,
+        warnings=tuple(found), gmem=gmem, arch_reason=arch_reason, const=module_const,
         setmaxnreg_dropped=any(w.code == SETMAXNREG_DROPPED for w in found))
 
 

@@ -15,7 +15,9 @@ from .instructions.arith import ArithOps
 from .instructions.atomic import AtomicOps
 from .instructions.compare import CompareOps
 from .instructions.control import ControlOps
+from .instructions.cvt_packed import PackedCvtOps
 from .instructions.inline import InlineOps
+from .instructions.matrix import MatrixOps
 from .instructions.memory import MemoryOps
 from .instructions.move import MoveOps
 from .instructions.sync import SyncOps
@@ -33,6 +35,8 @@ class Kernel(
     AtomicOps,
     WarpOps,
     InlineOps,
+    MatrixOps,
+    PackedCvtOps,
     FragmentOps,
 ):
     """A `.visible .entry` function under construction.

@@ -361,11 +361,20 @@ class ConsumerView(RingView):
         """Wait until the current stage is full (try_wait.parity loop)."""
         return self._wait(self.full_barrier())
 
-    def release(self, *, ctas=None) -> None:
+    def release(self, *, ctas=None, scope: str = "cluster") -> None:
         """Arrive on `empty[stage]`: the local CTA's (`mbarrier.arrive.shared::cta.b64 _,
         [a];`), or with `ctas=` (cluster ranks: ints or .u32 registers; a cluster ring
         defaults to all `peers` ranks 0..peers-1) on each of those CTAs' through `mapa` +
-        `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`."""
+        `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`.
+
+        `scope="cta"` arrives on the remote barriers with `.release.cta` instead: for
+        consumers whose reads of the stage were wgmma's (already complete after
+        `wgmma.wait_group`), there is nothing to publish at cluster scope, and ptxas turns
+        each `.release.cluster` arrive into MEMBAR.ALL.GPU + arrive (seen in the SASS of
+        samples/gemm_hopper.py on sm_90a: one GPU-wide fence per stage per consumer)."""
+        if scope not in ("cluster", "cta"):
+            raise OperandError("ConsumerView.release", "scope", "'cluster' or 'cta'",
+                               repr(scope))
         k, ring = self.k, self.ring
         bar = self.empty_barrier()
         if ctas is None and ring.peers == 1:
@@ -383,4 +392,5 @@ class ConsumerView(RingView):
                                    f"{MAX_CLUSTER})", repr(rank))
             remote = cl.mapa(k, "shared::cluster", bar, rank)
             k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cluster, SINK,
-                                  remote, None, Sem.release, Scope.cluster))
+                                  remote, None, Sem.release,
+                                  Scope.cluster if scope == "cluster" else Scope.cta))

@@ -36,10 +36,8 @@ from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
 from .instructions.control_ptx import *  # noqa: F403
-from .instructions.cvt_packed import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.ld_st import *  # noqa: F403
-from .instructions.matrix import *  # noqa: F403
 from .instructions.mbarrier import *  # noqa: F403
 from .instructions.mbarrier_wait import *  # noqa: F403
 from .instructions.multimem import *  # noqa: F403

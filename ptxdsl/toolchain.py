@@ -113,7 +113,7 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: boo
         info = _log(nvjitlink, handle, "info")
     finally:
         nvjitlink.destroy(handle)
-    report = parse_info_log(info, arch, ptx, locate, arch_reason)
+    report = parse_info_log(info, arch, ptx, locate, arch_reason, bytes(cubin))
     if warn:
         warn_about(report, user_loc())
     return Cubin(bytes(cubin), report)

@@ -52,3 +52,33 @@ def by_requirement(forms) -> dict[tuple[PtxVersion, int], list[tuple[str, str, d
     for form, name, q, isa, sm in forms:
         groups[max(PtxVersion.parse(isa), PtxVersion(6, 3)), max(sm, 75)].append((form, name, q))
     return dict(groups)
+
+
+# -- the exact text cuda::ptx emits: the asm() strings of the headers -----------------------------
+_ASM = re.compile(r'asm(?:\s+volatile)?\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+)')
+_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_OPERAND = re.compile(r"%\w+|\b(?!_\b)[A-Za-z_$][\w$]*|0[fFdDxX][0-9a-fA-F]+|-?\b\d+\b")
+
+
+def shape(statement: str) -> str:
+    """A PTX statement with every operand replaced by `%` (the sink `_` kept), whitespace and
+    comments dropped: 'mbarrier.arrive.shared.b64 %rd1, [bar];' -> 'mbarrier.arrive.shared.b64
+    %, [%];'. cuda::ptx's templates and ptxdsl's rendering compare equal this way."""
+    statement = re.sub(r"//[^\n]*", "", statement).strip().rstrip(";").strip()
+    opcode, _, ops = statement.partition(" ")
+    ops = re.sub(r"\s*,\s*", ", ", _OPERAND.sub("%", " ".join(ops.split())))
+    return f"{opcode} {ops};" if ops else f"{opcode};"
+
+
+def asm_shapes(*headers: str) -> set[str]:
+    """The shape of every PTX statement cuda::ptx's functions in `headers` emit (the asm()
+    templates, with the `{ .reg .pred P_OUT; ... selp ... }` wrappers of the waits removed)."""
+    out: set[str] = set()
+    for header in headers:
+        for m in _ASM.finditer((CCCL / f"{header}.h").read_text()):
+            text = "".join(_LITERAL.findall(m.group(1))).replace("\\n", "\n").replace("\\t", " ")
+            for stmt in re.split(r";\s*(?://[^\n]*)?", re.sub(r"//[^\n]*", "", text)):
+                stmt = stmt.strip(" \n{}")
+                if stmt and not stmt.startswith((".reg", "selp", "}")):
+                    out.add(shape(stmt))
+    return out

@@ -334,6 +334,13 @@ def test_cli_check_clean_file_and_strict_warnings(tmp_path):
     res = _cli(str(warn), cwd=tmp_path)
     assert res.returncode == 0 and "warning[tma-smem-align]" in res.stdout, res.stdout
     assert _cli("--strict", str(warn), cwd=tmp_path).returncode == 1
+    noted = tmp_path / "noted.py"  # clean, but the box size is unknown: a note on request only
+    noted.write_text(warn.read_text().replace("align=32", "align=128"))
+    res = _cli("--strict", str(noted), cwd=tmp_path)
+    assert res.returncode == 0 and "note[" not in res.stdout, res.stdout
+    res = _cli("--strict", "--notes", str(noted), cwd=tmp_path)
+    assert res.returncode == 0 and "note[check-skipped]" in res.stdout, res.stdout
+    assert "mod: no hazards found" in res.stdout
 
 
 # -- the samples and the README check clean --------------------------------------------------------

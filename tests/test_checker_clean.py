@@ -337,3 +337,44 @@ def test_warp_specialized_ring_with_a_wrapping_stage_counter(stages):
             advance(stage, phase)
     k.ret()
     _clean(k, maps={"tmap": {"box_bytes": 512}})
+
+
+# -- shared memory read before a TMA load into it was issued ---------------------------------------
+@pytest.mark.parametrize("loop", [False, True])
+def test_tile_used_as_scratch_before_the_first_tma_load(loop):
+    """Every thread zeroes and reads back the tile, then the producer fills it by TMA (in a
+    fill loop of as many iterations as stages, which refills nothing)."""
+    k = Kernel("k", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tiles = k.shared_array(t.b8, 1024, align=1024, name="tiles")
+    full = k.shared_array(t.b64, 2, align=8, name="full")
+    _fill(k, tiles)
+    k.ld(k.add(k.mov(tiles), k.shl(k.tid.x, 2)), type=t.u32, space="shared::cta")
+    with k.if_(k.tid.x == 0):
+        for s in range(2):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        with k.if_(k.elect_sync()):
+            if loop:
+                with k.for_range(0, 2) as i:
+                    s = k.and_(i, 1, type=t.b32)
+                    bar = k.add(k.mov(full), k.shl(s, 3))
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512,
+                                                  dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             k.add(k.mov(tiles), k.shl(s, 9)), tmap, (0, i), bar)
+            else:
+                for s in range(2):
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta",
+                                                  Addr(full, 8 * s), 512, dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             Addr(tiles, 512 * s), tmap, (0, s),
+                                             Addr(full, 8 * s))
+    with k.else_():
+        for s in range(2):
+            ptx.mbarrier_wait(k, Addr(full, 8 * s), 0)
+            k.ld(k.add(k.add(k.mov(tiles), 512 * s), k.shl(k.tid.x, 2)), type=t.u32,
+                 space="shared::cta")
+    _clean(k, maps={"tmap": {"box_bytes": 512}})

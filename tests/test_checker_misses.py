@@ -454,3 +454,15 @@ def test_try_wait_result_never_looped_on():
     k, line = _try_once(loop=False)
     _only(check_kernel(k), Hazard.TRY_WAIT_NOT_LOOPED, line)
     _clean(_try_once(loop=True)[0])
+
+
+@pytest.mark.parametrize("empty_count", [1, 3])
+def test_pipeline_ring_with_an_empty_count_its_consumers_do_not_reach(empty_count):
+    # ptxdsl.pipeline's ring (run-time indexed barriers): 2 consumer warps release each stage.
+    from tests import pipeline_kernels as PK
+    assert PK.CONSUMER_WARPS == 2
+    found = PK.build_ring(3, empty_count=empty_count).check()
+    assert ids(found) == ["mbar-arrive-count"], [f.format() for f in found]
+    assert f"expect {empty_count} arrivals" in found[0].message and "2 arrivals" in \
+        found[0].message
+    assert PK.build_ring(3).check() == []

@@ -245,7 +245,7 @@ def test_stmatrix_into_a_tile_then_wgmma_in_a_loop():
     k = g.k
 
     def restage(regs):
-        ptx.stmatrix(k, k.add(k.mov(g.B), k.shl(k.tid.x, 4)), regs)
+        k.stmatrix(k.add(k.mov(g.B), k.shl(k.tid.x, 4)), regs)
         k.bar_sync(0)
 
     regs = tuple(k.reg(t.b32) for _ in range(4))

@@ -318,7 +318,7 @@ def test_refuse_mapa_shared_cta_space():
 
 def test_refuse_mapa_generic_symbol():
     e = Env()
-    with pytest.raises(OperandError, match="generic address must be a 64-bit register"):
+    with pytest.raises(OperandError, match="a .generic address, got symbol bar.*k.generic_addr"):
         ptx.mapa(e.k, "generic", e.bar, 1)
 
 
@@ -328,10 +328,11 @@ def test_refuse_mapa_generic_32bit_register():
         ptx.mapa(e.k, "generic", e.v32, 1)
 
 
-def test_refuse_mapa_offset():
+@pytest.mark.parametrize("base", ["smap32", "smap"])
+def test_refuse_mapa_offset(base):
     e = Env()
     with pytest.raises(OperandError, match="without offset"):
-        ptx.mapa(e.k, "shared::cluster", Addr(e.smap32, 8), 1)
+        ptx.mapa(e.k, "shared::cluster", Addr(getattr(e, base), 8), 1)
 
 
 def test_refuse_mapa_cta_rank_64bit():

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from ptxdsl import BuildError, Kernel, Module, OperandError, VersionError, ptx, t
+from ptxdsl import BuildError, Kernel, Module, OperandError, VersionError, t
 from ptxdsl.instructions.cvt_packed import FORMS, CvtPacked
 from tests.tma_cases import Case, Env, FormChecks
 
@@ -25,15 +25,15 @@ RELU = (False, True)
 
 
 def _pack(d, rnd, relu, sat):
-    return lambda e: ptx.cvt_packed(e.k, d, e.f1, e.f2, rnd=rnd, relu=relu, satfinite=sat)
+    return lambda e: e.k.cvt_packed(d, e.f1, e.f2, rnd=rnd, relu=relu, satfinite=sat)
 
 
 def _from_h2(d, relu):
-    return lambda e: ptx.cvt_packed(e.k, d, e.h2, atype="f16x2", relu=relu)
+    return lambda e: e.k.cvt_packed(d, e.h2, src_type="f16x2", relu=relu)
 
 
 def _unpack(a, relu):
-    return lambda e: ptx.cvt_packed(e.k, "f16x2", e.q, atype=a, relu=relu)
+    return lambda e: e.k.cvt_packed("f16x2", e.q, src_type=a, relu=relu)
 
 
 def _flags(relu, sat=False):
@@ -74,8 +74,8 @@ class TestForms(FormChecks):
 
 def test_text_and_register_types():
     e = CEnv()
-    d = ptx.cvt_packed(e.k, "e4m3x2", e.f1, e.f2, relu=True)
-    w = ptx.cvt_packed(e.k, "f16x2", d, atype="e4m3x2")
+    d = e.k.cvt_packed("e4m3x2", e.f1, e.f2, relu=True)
+    w = e.k.cvt_packed("f16x2", d, src_type="e4m3x2")
     assert d.type is t.b16 and w.type is t.b32
     text = e.module().emit()
     assert "cvt.rn.satfinite.relu.e4m3x2.f32 %rs1, %f1, %f2;" in text
@@ -99,7 +99,7 @@ def test_forms_rows_match_code():
 def test_refuse_fp8_without_satfinite():
     e = CEnv()
     with pytest.raises(BuildError, match="must saturate"):
-        ptx.cvt_packed(e.k, "e4m3x2", e.f1, e.f2, satfinite=False)
+        e.k.cvt_packed("e4m3x2", e.f1, e.f2, satfinite=False)
 
 
 @pytest.mark.parametrize("d, a, rnd", [("e4m3x2", "f32", "rz"), ("f16x2", "f32", "rm"),
@@ -108,13 +108,13 @@ def test_refuse_rounding(d, a, rnd):
     e = CEnv()
     src = (e.f1, e.f2) if a == "f32" else (e.q,)
     with pytest.raises(BuildError, match="the rounding must be"):
-        ptx.cvt_packed(e.k, d, *src, atype=a, rnd=rnd)
+        e.k.cvt_packed(d, *src, src_type=a, rnd=rnd)
 
 
 def test_refuse_satfinite_on_widening():
     e = CEnv()
     with pytest.raises(BuildError, match="no .satfinite when widening"):
-        ptx.cvt_packed(e.k, "f16x2", e.q, atype="e4m3x2", satfinite=True)
+        e.k.cvt_packed("f16x2", e.q, src_type="e4m3x2", satfinite=True)
 
 
 @pytest.mark.parametrize("d, a", [("bf16x2", "f16x2"), ("e4m3x2", "bf16x2"),
@@ -122,15 +122,15 @@ def test_refuse_satfinite_on_widening():
 def test_refuse_pair(d, a):
     e = CEnv()
     with pytest.raises(BuildError, match="not a packed conversion"):
-        ptx.cvt_packed(e.k, d, e.h2, atype=a)
+        e.k.cvt_packed(d, e.h2, src_type=a)
 
 
 def test_refuse_source_count():
     e = CEnv()
     with pytest.raises(BuildError, match="two .f32 sources"):
-        ptx.cvt_packed(e.k, "bf16x2", e.f1)
+        e.k.cvt_packed("bf16x2", e.f1)
     with pytest.raises(BuildError, match="one source"):
-        ptx.cvt_packed(e.k, "e4m3x2", e.h2, e.h2, atype="f16x2")
+        e.k.cvt_packed("e4m3x2", e.h2, e.h2, src_type="f16x2")
 
 
 def test_refuse_register_types():

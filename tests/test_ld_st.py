@@ -238,3 +238,18 @@ def test_refuse_ld_builder_shared_space():
     e = Env()
     with pytest.raises(OperandError, match="ld_L1_evict_last.*'space'.*'global'"):
         ptx.ld_L1_evict_last(e.k, "shared", e.smap32, type=t.b32)
+
+
+@pytest.mark.parametrize("op", ["ld", "st"])
+def test_b128_with_sys_scope_needs_ptx_84(op):
+    """ptxas: "Feature '.b128 with .sys' requires PTX ISA .version 8.4" (.gpu and below: 8.3)."""
+    e = Env()
+    q = e.k.reg(t.b128)
+    for scope in ("gpu", "sys"):
+        if op == "ld":
+            e.k.ld(e.gglobal, type=t.b128, space="global", sem="acquire", scope=scope, dst=q)
+        else:
+            e.k.st(e.gglobal, q, space="global", sem="release", scope=scope)
+    reqs = [str(s.insn.requires.version) for s in e.k.statements()][-2:]
+    assert reqs == ["8.3", "8.4"]
+    assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"

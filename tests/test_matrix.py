@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, ptx, t
+from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, t
 from ptxdsl.instructions.matrix import FORMS, LdMatrix, StMatrix
 from ptxdsl.types import StateSpace
 from tests.test_matrix_gpu import cvt_kernel, matrix_kernel
@@ -36,12 +36,12 @@ SPACES = {"sym": "shared", "r32": "shared", "r64": "shared::cta", "off": "shared
 
 def _ld(n, trans, how):
     space = SPACES[how] or StateSpace.generic
-    return lambda e: ptx.ldmatrix(e.k, _addr(e, how), n, trans=trans, space=space)
+    return lambda e: e.k.ldmatrix(_addr(e, how), n, trans=trans, space=space)
 
 
 def _st(n, trans, how):
     space = SPACES[how] or StateSpace.generic
-    return lambda e: ptx.stmatrix(e.k, _addr(e, how), e.regs(n), trans=trans, space=space)
+    return lambda e: e.k.stmatrix(_addr(e, how), e.regs(n), trans=trans, space=space)
 
 
 COMBOS = list(itertools.product((1, 2, 4), (False, True), SPACES))
@@ -81,8 +81,8 @@ class TestForms(FormChecks):
 
 def test_text_and_operand_order():
     e = MEnv()
-    r = ptx.ldmatrix(e.k, e.tile32, 4, trans=True)
-    ptx.stmatrix(e.k, Addr(e.tile32, 512), r[:2], space="shared::cta")
+    r = e.k.ldmatrix(e.tile32, 4, trans=True)
+    e.k.stmatrix(Addr(e.tile32, 512), r[:2], space="shared::cta")
     text = e.module().emit()
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r2, %r3, %r4, %r5}, [%r1];" in text
     assert "stmatrix.sync.aligned.m8n8.x2.shared::cta.b16 [%r1+512], {%r2, %r3};" in text
@@ -90,7 +90,7 @@ def test_text_and_operand_order():
 
 def test_generic_register_address_picks_generic_space():
     e = MEnv()
-    ptx.ldmatrix(e.k, e.tileg, 1)
+    e.k.ldmatrix(e.tileg, 1)
     assert "ldmatrix.sync.aligned.m8n8.x1.b16 {%r1}, [%rd2];" in e.module().emit()
 
 
@@ -107,36 +107,36 @@ def test_forms_rows_match_code():
 def test_refuse_matrix_count(n):
     e = MEnv()
     with pytest.raises(BuildError, match="1, 2 or 4"):
-        ptx.stmatrix(e.k, e.tile, e.regs(n) if n else ())
+        e.k.stmatrix(e.tile, e.regs(n) if n else ())
     with pytest.raises(BuildError, match="1, 2 or 4"):
-        ptx.ldmatrix(e.k, e.tile, n)
+        e.k.ldmatrix(e.tile, n)
 
 
 def test_refuse_misaligned_row_offset():
     e = MEnv()
     with pytest.raises(BuildError, match="16-byte aligned: offset 8"):
-        ptx.ldmatrix(e.k, Addr(e.tile32, 8), 4)
+        e.k.ldmatrix(Addr(e.tile32, 8), 4)
 
 
 def test_refuse_underaligned_symbol():
     e = MEnv()
     s = e.k.shared_array(t.b16, 64, align=8, name="small")
     with pytest.raises(BuildError, match="small is only 8-byte aligned"):
-        ptx.stmatrix(e.k, s, e.regs(1))
+        e.k.stmatrix(s, e.regs(1))
 
 
 def test_refuse_non_shared_symbol():
     e = MEnv()
     g = e.m.global_array(t.b16, 64, align=16, name="gl")
     with pytest.raises(OperandError, match="a symbol in .shared"):
-        ptx.ldmatrix(e.k, g, 1)
+        e.k.ldmatrix(g, 1)
 
 
 @pytest.mark.parametrize("space", ["global", "shared::cluster", "local"])
 def test_refuse_space(space):
     e = MEnv()
     with pytest.raises(OperandError, match="'shared', 'shared::cta', 'generic'"):
-        ptx.ldmatrix(e.k, e.tile64, 1, space=space)
+        e.k.ldmatrix(e.tile64, 1, space=space)
 
 
 def test_refuse_wrong_register_width():
@@ -150,7 +150,7 @@ def test_refuse_wrong_register_width():
 def test_refuse_32bit_generic_address():
     e = MEnv()
     with pytest.raises(OperandError, match="64-bit integer register"):
-        ptx.ldmatrix(e.k, e.tile32, 1, space=StateSpace.generic)
+        e.k.ldmatrix(e.tile32, 1, space=StateSpace.generic)
 
 
 def test_kernel_of_all_forms_assembles_at_sm90a():

@@ -34,13 +34,13 @@ def matrix_kernel(num: int, load_trans: bool, store_trans: bool) -> Module:
     my_row = k.add(base, k.mul(tid, 16))
     k.st(my_row, row, type=t.b32, space="shared")
     k.bar_sync(0)
-    regs = ptx.ldmatrix(k, my_row, num, trans=load_trans)
+    regs = k.ldmatrix(my_row, num, trans=load_trans)
     for i, r in enumerate(regs):
         k.st(_global_at(k, regs_out, k.add(k.mul(tid, 4), i), 4), r, space="global")
     my_row2 = k.add(base2, k.mul(tid, 16))
     k.st(my_row2, (0, 0, 0, 0), type=t.b32, space="shared")
     k.bar_sync(0)
-    ptx.stmatrix(k, my_row2, regs, trans=store_trans)
+    k.stmatrix(my_row2, regs, trans=store_trans)
     k.bar_sync(0)
     out = k.ld(my_row2, type=t.b32, space="shared", vec=4)
     k.st(_global_at(k, back, tid, 16), out, type=t.b32, space="global")
@@ -59,14 +59,14 @@ def cvt_kernel() -> Module:
     tid = k.tid.x
     a = k.ld(_global_at(k, x, k.mul(tid, 2), 4), type=t.f32, space="global")
     b = k.ld(_global_at(k, x, k.add(k.mul(tid, 2), 1), 4), type=t.f32, space="global")
-    c = ptx.cvt_packed
-    f16 = c(k, "f16x2", a, b)
-    e4 = c(k, "e4m3x2", a, b)
-    e5r = c(k, "e5m2x2", f16, atype="f16x2", relu=True)
-    results = [c(k, "bf16x2", a, b), c(k, "bf16x2", a, b, relu=True, satfinite=True), f16,
-               c(k, "f16x2", a, b, rnd="rz", relu=True), e4, c(k, "e4m3x2", a, b, relu=True),
-               c(k, "e5m2x2", a, b), c(k, "e4m3x2", f16, atype="f16x2"), e5r,
-               c(k, "f16x2", e4, atype="e4m3x2"), c(k, "f16x2", e5r, atype="e5m2x2", relu=True)]
+    c = k.cvt_packed
+    f16 = c("f16x2", a, b)
+    e4 = c("e4m3x2", a, b)
+    e5r = c("e5m2x2", f16, src_type="f16x2", relu=True)
+    results = [c("bf16x2", a, b), c("bf16x2", a, b, relu=True, satfinite=True), f16,
+               c("f16x2", a, b, rnd="rz", relu=True), e4, c("e4m3x2", a, b, relu=True),
+               c("e5m2x2", a, b), c("e4m3x2", f16, src_type="f16x2"), e5r,
+               c("f16x2", e4, src_type="e4m3x2"), c("f16x2", e5r, src_type="e5m2x2", relu=True)]
     for j, r in enumerate(results):
         word = r if r.type.bits == 32 else k.cvt(r, t.u32, atype=t.u16)
         k.st(_global_at(k, out, k.add(k.mul(tid, len(CVT_OUTS)), j), 4), word, type=t.b32,

@@ -110,6 +110,10 @@ GROUPS: dict[str, list[Case]] = {
                                                          val=e.v32, scope="cta"), "8.1", "sm_90"),
         C("red-tags", lambda e: ptx.multimem_red(e.k, ptx.sem_relaxed, ptx.scope_gpu,
                                                  ptx.op_add, e.gglobal, e.v64), "8.1", "sm_90"),
+        C("red-add-f32", lambda e: ptx.multimem_red(e.k, "relaxed", "sys", "add", e.gglobal,
+                                                    e.k.mov(1.5, type=t.f32)), "8.1", "sm_90"),
+        C("st-s64", lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, _s64(e), type=t.s64),
+          "8.1", "sm_90"),
     ],
     "bits/prmt_bfind_shift": [
         *(C(f"prmt{m}", lambda e, m=m: getattr(ptx, f"prmt{m}")(e.k, e.v32, 0x76543210, e.v32),
@@ -119,6 +123,7 @@ GROUPS: dict[str, list[Case]] = {
         C("shl-b64", lambda e: ptx.shl(e.k, e.v64, 3), "6.3", "sm_75"),
         C("shr-u32", lambda e: ptx.shr(e.k, e.v32, e.v32), "6.3", "sm_75"),
         C("shr-s64", lambda e: ptx.shr(e.k, _s64(e), 63), "6.3", "sm_75"),
+        C("shr-f32-bits", lambda e: ptx.shr(e.k, e.k.mov(1.5, type=t.f32), 3), "6.3", "sm_75"),
         C("trap", lambda e: ptx.trap(e.k), "6.3", "sm_75"),
         C("exit", lambda e: ptx.exit(e.k), "6.3", "sm_75"),
     ],
@@ -180,10 +185,16 @@ def test_refuse_multimem_op_type():
         ptx.multimem_ld_reduce(e.k, "weak", "add", e.gptr, type=t.s64)
 
 
-def test_refuse_multimem_float():
+def test_refuse_multimem_float_min():
     e = Env()
-    with pytest.raises(OperandError, match="'type'"):
-        ptx.multimem_red(e.k, "relaxed", "gpu", "add", e.gptr, e.k.mov(1.0, type=t.f32))
+    with pytest.raises(OperandError, match="multimem.red.*min.*'type'"):
+        ptx.multimem_red(e.k, "relaxed", "gpu", "min", e.gptr, e.k.mov(1.0, type=t.f32))
+
+
+def test_refuse_multimem_st_16bit():
+    e = Env()
+    with pytest.raises(OperandError, match="multimem.st.*'type'"):
+        ptx.multimem_st(e.k, "weak", e.gglobal, e.k.reg(t.b16))
 
 
 def test_refuse_multimem_32bit_address():
@@ -231,8 +242,16 @@ def test_refuse_bmsk_64bit():
 
 
 @pytest.mark.parametrize("op", ["shl", "shr"])
-@pytest.mark.parametrize("ty", [t.f32, t.pred])
-def test_refuse_shift_non_integer(op, ty):
+@pytest.mark.parametrize("ty", [t.u8, t.pred, t.b128])
+def test_refuse_shift_width(op, ty):
     e = Env()
-    with pytest.raises(OperandError, match=f"{op}.*'a_reg'.*integer"):
+    with pytest.raises(OperandError, match=f"{op}.*'a_reg'.*16-, 32- or 64-bit value"):
         getattr(ptx, op)(e.k, e.k.reg(ty), 1)
+
+
+def test_shift_of_a_float_shifts_its_bits():
+    """cuda::ptx's B32 template takes a float too: shr.b32, a logical shift of the bits."""
+    e = Env()
+    f = e.k.reg(t.f32)
+    d = ptx.shr(e.k, f, 3)
+    assert d.type is t.f32 and list(e.k.statements())[-1].render() == "shr.b32 %f2, %f1, 3;"

@@ -235,6 +235,21 @@ def test_view_refusals():
         ring.full_at(2)
     with pytest.raises(OperandError, match="at least one cluster rank"):
         c.release(ctas=[])
+    with pytest.raises(OperandError, match="'cluster' or 'cta'"):
+        c.release(ctas=[0], scope="gpu")
+
+
+@pytest.mark.parametrize("scope", ["cluster", "cta"])
+def test_remote_release_scope(scope):
+    """release(scope=) picks the remote arrive's scope; 'cta' is the form without the
+    GPU-wide fence ptxas puts before a .release.cluster arrive."""
+    k = Kernel("rel", reqntid=64, reqnctapercluster=(2, 1, 1))
+    ring = MbarrierRing(k, 2, peers=2)
+    ring.consumer().release(scope=scope)
+    body = _body(k)
+    arrives = re.findall(r"mbarrier\.arrive\.release\.(\w+)\.shared::cluster\.b64 _, "
+                         r"\[%r\d+\];", body)
+    assert arrives == [scope, scope]
 
 
 # -- the hazard checker on rings ------------------------------------------------------------------

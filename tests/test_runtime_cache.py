@@ -247,3 +247,13 @@ def test_stale_temp_files_are_swept_and_fresh_ones_kept(tmp_path, fresh_warnings
     assert fresh.exists()   # a concurrent writer's file, seconds old: left alone
     assert other.exists()   # not a name the cache makes
     assert CubinCache(tmp_path).sweep(max_age_s=0) == 1 and not fresh.exists()
+
+
+def test_no_home_folder_degrades_to_uncached(monkeypatch, fresh_warnings):
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(cache_mod.Path, "home", staticmethod(no_home))
+    asm = FakeAssembler()
+    with pytest.warns(cache_mod.PtxdslCacheWarning, match="home folder"):
+        assert cached_assemble(PTX, "sm_90", asm, "13.0", 13000) == (asm(PTX, "sm_90"), None)

@@ -212,3 +212,29 @@ def _elf_arch(cubin: bytes) -> int:
     import struct
     (flags,) = struct.unpack_from("<I", cubin, 48)
     return (flags >> 8) & 0xFF
+
+
+def test_module_assemble_passes_options_and_names_the_callers_line():
+    m = _simple_module()
+    with pytest.raises(AssemblyError, match="-no-such-option") as ei:
+        m.assemble("sm_90", options=["-no-such-option"])
+    assert ei.value.loc.file == __file__
+    # ptxas acknowledges the option in its info log only when it received it.
+    assert "of maxrregcount option" in m.assemble(
+        "sm_90", options=["-maxrregcount=32"], warn=False).report.log
+
+
+def test_report_has_constant_banks_from_the_cubin():
+    k = Kernel("k")
+    a = k.param(t.u64, "a")
+    b = k.param(t.u64, "b")
+    k.add(k.ld_param(a), k.ld_param(b))
+    k.ret()
+    small = Kernel("small")
+    small.ret()
+    m = Module([k, small])
+    m.const_array(t.u32, 64, name="table", init=range(64))   # .visible: kept though unused
+    rep = m.assemble("sm_90").report
+    assert rep.const == {3: 256}   # the module's .const table: 64 x 4 bytes, in bank 3
+    # bank 0: the driver's reserved words then the parameters (two more u64 for k)
+    assert rep["k"].const[0] - rep["small"].const[0] == 16

@@ -16,6 +16,7 @@ from typing import Any
 from ..operands import Symbol
 from ..types import StateSpace
 from .analysis import STRUCTURAL, Analysis, keys_match
+from .cfg import guard_polarity
 from .findings import Hazard
 from .ops import Op, Role
 from .values import _CMP, _FOLD
@@ -71,11 +72,29 @@ class Threads:
         defs = self.an.values.defs.get(reg, ()) if reg is not None else ()
         return len(defs) == 1 and type(self.an.body[defs[0]].insn).__name__ == "Elect"
 
+    def _loop_exits(self, i: int) -> set:
+        """Value numbers of the branches leaving the loops around statement i: they decide
+        how many iterations (phases) a thread runs, not how many threads arrive per phase."""
+        an = self.an
+        b = an.cfg.block_of(i)
+        out = set()
+        for _header, body in an.loops:
+            if b not in body:
+                continue
+            for x in body:
+                blk = an.cfg.blocks[x]
+                if blk.branch is not None and any(s not in body for s in blk.succs):
+                    out.add(an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]))
+        return out
+
     def running(self, i: int) -> int | None:
         """How many threads of the CTA run statement i (None: the conditions are unknown)."""
         plain, elect = [], []
+        exits = self._loop_exits(i)
         for tok in self.an.div.stmt_tokens(i):
             vn, pol = tok
+            if vn in exits:
+                continue
             if vn == "region":
                 return None
             if self._is_elect(vn):

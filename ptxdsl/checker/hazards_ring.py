@@ -18,7 +18,7 @@ from typing import Any
 from ..instructions.arith import Binary
 from ..operands import Reg
 from .analysis import STRUCTURAL, Analysis, handles
-from .cfg import dominators
+from .cfg import dominators, guard_polarity
 from .findings import Hazard
 from .hazards_bulk import _overlap, _range
 from .ops import Op, Role
@@ -90,6 +90,24 @@ def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
     return False
 
 
+def _reach(an: Analysis, b: int) -> set[int]:
+    table = an.cache.setdefault("reach", {})
+    hit = table.get(b)
+    if hit is None:
+        hit = table[b] = an.cfg.reachable(an.cfg.succs(b), None)
+    return hit
+
+
+def _strictly_after(an: Analysis, later: int, i: int) -> bool:
+    """Does statement `later` run only after statement i (it follows i and cannot come
+    back before it)? A copy issued after a read cannot be what the read sees; one in a
+    sibling branch (another warp's role) or earlier in a loop can."""
+    a, b = an.cfg.block_of(i), an.cfg.block_of(later)
+    if a == b:
+        return later > i and a not in _reach(an, a)
+    return b in _reach(an, a) and a not in _reach(an, b)
+
+
 @handles(Role.SMEM_READ)
 def read(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not report or not _loads(an):
@@ -97,7 +115,8 @@ def read(an: Analysis, state: State, op: Op, report: bool) -> State:
     mine = _range(an, op)
     if mine is None:
         return state
-    sources = [o for o in _loads(an) if _overlap(mine, _range(an, o))]
+    sources = [o for o in _loads(an) if _overlap(mine, _range(an, o))
+               and not _strictly_after(an, o.index, op.index)]
     if not sources:
         return state
     waits = [f[1] for f in state.must if f[0] == "waited"]
@@ -156,7 +175,7 @@ def refills(an: Analysis) -> None:
                 continue
             own = [w for w in waits if an.cfg.block_of(w.index) in body
                    and an.div.same_threads(w.index, o.index)]
-            if not own:
+            if not own and not _fills_once(an, o, body):
                 an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
                           f"{an.describe(o.smem)} on every iteration, but its thread never "
                           "waits in the loop for the consumers (who wait on "
@@ -164,6 +183,25 @@ def refills(an: Analysis) -> None:
                           [("copy", o.index), ("consumer", consumers[0].index)],
                           dedupe=("refill", o.index))
             break
+
+
+def _fills_once(an: Analysis, o: Op, body: frozenset) -> bool:
+    """Does a loop of a constant trip count C load each of at least C stages once (a fill
+    loop, no refill)? Recognised for `i < C` (from 0) and a ring destination of >= C stages."""
+    trips = None
+    for x in body:
+        blk = an.cfg.blocks[x]
+        if blk.branch is None or all(s in body for s in blk.succs):
+            continue
+        vn = an.values.vn(guard_polarity(an.body[blk.branch].guard)[0])
+        if isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[1] in (
+                "lt", "lo", "ne") and isinstance(vn[3], tuple) and vn[3][0] == "const":
+            trips = vn[3][1]
+    if trips is None:
+        return False
+    _, slot = _slot(an, o.smem)
+    stages = slot[2] if slot is not None and slot[0] == "ring" else 1
+    return trips <= stages
 
 
 def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..operands import Reg, Symbol
+import attrs
+
+from ..operands import Addr, NegPred, Reg, Symbol, Vec, registers_in
 from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
@@ -42,6 +44,7 @@ from .values import Kind
 
 _AGE_CAP = 8        # wait_group takes 0..7: older groups all count as "8 or more"
 _TRACE_DEPTH = 16   # how far back a descriptor's arithmetic is followed to its symbol
+_HOLDERS = (tuple, list, Vec, Addr, NegPred)   # operand values that may hold registers
 _SHARED = (StateSpace.generic, StateSpace.shared, StateSpace.shared_cta,
            StateSpace.shared_cluster)   # the spaces whose writes may land in shared memory
 
@@ -75,12 +78,27 @@ def _register_accesses(an: Analysis) -> None:
         return
     watched = _watched(an)
     wgmmas = {op.index for op in an.ops if op.role is Role.WGMMA}
+    fields: dict[type, tuple[str, ...]] = {}
     for i, st in enumerate(an.body):
         insn = getattr(st, "insn", None)
         if insn is None or i in wgmmas:
             continue
-        touched = frozenset(r for r in insn.registers() if r in watched)
-        if touched:
+        cls = type(insn)
+        names = fields.get(cls)
+        if names is None:
+            names = fields[cls] = tuple(f.name for f in attrs.fields(cls))
+        hit = False
+        for n in names:     # most operands are plain registers: test those inline
+            v = getattr(insn, n)
+            if type(v) is Reg:
+                if v in watched:
+                    hit = True
+                    break
+            elif isinstance(v, _HOLDERS) and any(r in watched for r in registers_in(v)):
+                hit = True
+                break
+        if hit:
+            touched = frozenset(r for r in insn.registers() if r in watched)
             an.add_op(Op(Role.WGMMA_REGS, i, value=touched))
 
 

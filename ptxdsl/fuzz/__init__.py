@@ -35,10 +35,10 @@ def examples(default: int = DEFAULT_EXAMPLES) -> int:
 
 
 def _strategies() -> dict[str, st.SearchStrategy]:
-    from . import bulk, core, tma
+    from . import bulk, core, cuda_ptx, tma
     return {"fence": tma.fences(), "tensormap": tma.tensormaps(), "mbarrier": tma.mbarriers(),
             "bulk": bulk.bulks(), "bulk_tensor": bulk.bulk_tensors(),
-            **core.STRATEGIES}
+            **core.STRATEGIES, **cuda_ptx.STRATEGIES}
 
 
 strategies = _strategies()

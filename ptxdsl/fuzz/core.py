@@ -186,6 +186,7 @@ def moves(draw):
                 op="cvta", space=sp, to=to, a=a, d=d)
 
 
+L1 = ("evict_normal", "evict_unchanged", "evict_first", "evict_last", "no_allocate")
 MEM_SPACES = ("global", "shared", "shared::cta", "shared::cluster", "local", "const", "param",
               "generic")
 ADDRS = (R("u64"), R("u64"), R("u32"), S("smem"), A(R("u64"), 16), A(S("smem"), 4),
@@ -209,20 +210,31 @@ def memories(draw):
     val = regs[0] if vec == 1 else regs
     vq = f".v{vec}" if vec > 1 else ""
     vtext = txt(regs[0]) if vec == 1 else "{" + ", ".join(txt(r) for r in regs) + "}"
+    # The cache qualifiers (cuda::ptx ld.h / st.h): L1 eviction priority, L2 cache hint (a
+    # createpolicy register, sometimes of the wrong type), L2 prefetch size (loads only).
+    l1 = maybe(draw, L1, 0.7)
+    policy = maybe(draw, (R("b64"), R("b64"), R("u64"), R("b32")), 0.8)
+    prefetch = maybe(draw, ("64B", "128B", "256B"), 0.8) if load else None
+    cq = (f".L1::{l1}" if l1 else "") + (".L2::cache_hint" if policy else "") + (
+        f".L2::{prefetch}" if prefetch else "")
+    ptext = f", {txt(policy)}" if policy else ""
+    cache = {"l1": l1, "cache_policy": policy}
     if load:
         nc = sp == "global" and draw(st.integers(0, 3)) == 0
         q += ".nc" if nc else ""
         return case(fam, "k.ld", (a,), {"type": ScalarType(t), "space": sp, "vec": vec,
-                                        "dst": val, "sem": sem, "scope": scope, "nc": nc},
-                    f"ld{q}{vq}.{t} {vtext}, {addr(a)};", op="ld", type=t, space=sp, vec=vec,
-                    sem=sem, scope=scope, nc=nc, addr=a, regs=regs)
+                                        "dst": val, "sem": sem, "scope": scope, "nc": nc,
+                                        "prefetch": prefetch, **cache},
+                    f"ld{q}{cq}{vq}.{t} {vtext}, {addr(a)}{ptext};", op="ld", type=t, space=sp,
+                    vec=vec, sem=sem, scope=scope, nc=nc, addr=a, regs=regs, l1=l1,
+                    policy=policy, prefetch=prefetch)
     if vec == 1 and draw(st.booleans()):
         val = operand(draw, t)
         vtext = imm_text(val, t)
     return case(fam, "k.st", (a, val), {"type": ScalarType(t), "space": sp, "sem": sem,
-                                        "scope": scope},
-                f"st{q}{vq}.{t} {addr(a)}, {vtext};", op="st", type=t, space=sp, vec=vec,
-                sem=sem, scope=scope, addr=a, value=val)
+                                        "scope": scope, **cache},
+                f"st{q}{cq}{vq}.{t} {addr(a)}, {vtext}{ptext};", op="st", type=t, space=sp,
+                vec=vec, sem=sem, scope=scope, addr=a, value=val, l1=l1, policy=policy)
 
 
 # -- atomics -----------------------------------------------------------------------------------

@@ -62,6 +62,11 @@ RULES: list[Rule] = [
          "widening float conversion is exact): the PTX ISA gives .rnd to conversions that lose "
          "precision; ptxas 13 accepts (and ignores) one on .bf16 sources.",
          r"expected no rounding mode for this conversion", ("move",), _f("atype", "bf16")),
+    Rule("red-async-s64", "red.async .add takes .u32, .s32 and .u64 in the PTX ISA grammar; "
+         "ptxas 13 also takes .s64. cuda::ptx's int64_t overload emits .add.u64 (the same bits "
+         "in two's complement), and so does ptxdsl for a 64-bit value.",
+         r"red\.async\.add: operand 'type': expected one of 'u32', 's32', 'u64'", ("cluster",),
+         _f("type", "s64")),
     Rule("negated-selector", "selp's selector c is a predicate register in the PTX ISA "
          "grammar (ptxas also takes !c): swap a and b instead.",
          r"operand 'c': expected a \.pred register, got NegPred", ("compare",)),

@@ -142,12 +142,16 @@ def bind(insn: str, args: Sequence[Any], kwargs: dict[str, Any],
     """Match a call against cuda::ptx's overloads; returns (overload index, {name: value}).
 
     Each overload is a tuple of parameter names in cuda::ptx's order; a name starting with '*'
-    is an optional keyword-only ptxdsl extension; a keyword given as None counts as left out.
+    is an optional keyword-only ptxdsl extension; a keyword (or trailing positional) given as
+    None counts as left out.
     As in Python, positional arguments fill the
     first names in order and keywords the rest. Exactly one overload must fit (one reached
     without extensions beats one that needs them); otherwise the error lists them all.
     """
     kwargs = {n: v for n, v in kwargs.items() if v is not None}   # None: not given
+    args = list(args)
+    while args and args[-1] is None:          # an optional trailing argument passed as None
+        args.pop()
     fits: list[tuple[int, dict[str, Any]]] = []
     for i, names in enumerate(overloads):
         plain = [n for n in names if not n.startswith("*")]

@@ -6,7 +6,8 @@ shl.h, shr.h). Each builder takes the kernel first and returns the result regist
     uint32_t n = ptx::bfind_shiftamt(x);      n = ptx.bfind_shiftamt(k, x)
 
 `shl`/`shr` are the kernel's `Binary` instruction (`k.shl`, `k.shr`) in cuda::ptx's typing:
-`shl.bN`; `shr.sN` for a signed value (arithmetic shift), `shr.bN` otherwise.
+`shl.bN`; `shr.sN` for a signed value (arithmetic shift), `shr.bN` otherwise (any type of
+that size, as cuda::ptx's B16/B32/B64 templates).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ class Bmsk(Instruction):
     def __attrs_post_init__(self):
         self._set("mode", check_enum(self.MNEMONIC, "mode", self.mode, BmskMode))
         check_dst(self, "d", self.d, T.b32)
-        self._set("a", check_src(self, "a", self.a, T.b32))
-        self._set("b", check_src(self, "b", self.b, T.b32))
+        # Integer sources (ptxas: "Arguments mismatch" for an .f32 register, although .b32).
+        self._set("a", check_src(self, "a", self.a, T.u32))
+        self._set("b", check_src(self, "b", self.b, T.u32))
 
     def opcode(self) -> str:
         return f"bmsk.{self.mode.value}.b32"
@@ -173,9 +175,11 @@ def bmsk_wrap(k, a_reg, b_reg) -> Reg:
 
 
 def _shift(k, op: str, a_reg, b_reg) -> Reg:
+    """cuda::ptx's shl/shr take any 2-, 4- or 8-byte value (B16/B32/B64, a float too) and
+    shift its bits; shr of int16/32/64 is the arithmetic .sN form."""
     t = infer_type(op, a_reg)
-    if t.bits not in (16, 32, 64) or t.is_float or t is T.pred:
-        raise OperandError(op, "a_reg", "a 16-, 32- or 64-bit integer value", _given(a_reg))
+    if t.bits not in (16, 32, 64) or t is T.pred:
+        raise OperandError(op, "a_reg", "a 16-, 32- or 64-bit value", _given(a_reg))
     it = t if op == "shr" and t.kind == "s" else {16: T.b16, 32: T.b32, 64: T.b64}[t.bits]
     d = k.reg(t)
     k.emit(Binary(op, it, d, a_reg, b_reg))

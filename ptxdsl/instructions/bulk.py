@@ -20,7 +20,7 @@ from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg, Symbol
 from ..types import Requires, ScalarType, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import cvta_advice
+from ._tma_addr import cvta_advice, hint_fits
 from .base import Instruction, _given, check_addr, check_dst, check_enum, check_imm, refuse
 
 __all__ = [
@@ -102,15 +102,15 @@ def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int 
     """A bulk-copy memory operand in `space`, `align`-byte aligned where that is knowable.
 
     Shared operands take symbols or 32/64-bit registers, global ones symbols or 64-bit registers.
-    A register known to hold a generic/global address is refused for a shared operand (and the
-    other way round): PTX would read it as an address in the wrong window.
+    A register known to hold an address of another space (generic included) is refused: PTX
+    would read it as an address in the wrong window.
     """
     addr = check_addr(insn, operand, value, space)
     base = addr.base
     if isinstance(base, Reg) and base.space is not None:
-        wrong = (base.space.is_shared) != space.is_shared or base.space in (
-            StateSpace.param, StateSpace.const, StateSpace.local)
-        if wrong:
+        # the rule of every TMA family (`_tma_addr.tma_addr`): the builders convert a generic
+        # pointer first; given to the instruction itself it is refused
+        if not hint_fits(base.space, space):
             raise OperandError(insn, operand, f"a register holding a .{space.value} address "
                                f"({cvta_advice(base.space, space)})",
                                f"%{base.name}, which holds a .{base.space.value or 'generic'} "
@@ -445,15 +445,16 @@ _COPY = (("dst_space", "src_space", "dst_mem", "src_mem", "size", "smem_bar", "*
          ("dst_space", "src_space", "dst_mem", "src_mem", "size", "*cache_policy", "*byte_mask"))
 
 
-def converted(k, insn: str, addr: Any, space: Any, allowed) -> Any:
-    """`addr` for an operand in `space`, a generic pointer converted (`_ptx_args.space_addr`)."""
-    return A.space_addr(k, insn, addr, space_arg(insn, "space", space, allowed))
+def converted(k, insn: str, addr: Any, space: Any, allowed, operand: str = "space") -> Any:
+    """`addr` for an operand in `space` (the argument `operand`), a generic pointer converted
+    (`_ptx_args.space_addr`)."""
+    return A.space_addr(k, insn, addr, space_arg(insn, operand, space, allowed))
 
 
 def _bar(k, insn: str, bar: Any, dst_space: Any) -> Any:
     if bar is None:
         return None
-    return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL))
+    return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL), "dst_space")
 
 
 def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
@@ -466,8 +467,9 @@ def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
     _, a = A.bind("cp_async_bulk", args, kw, _COPY)
     n, spaces = "cp.async.bulk", (CLUSTER, CTA, GLOBAL)
     return k.emit(CpAsyncBulk(
-        a["dst_space"], a["src_space"], converted(k, n, a["dst_mem"], a["dst_space"], spaces),
-        converted(k, n, a["src_mem"], a["src_space"], spaces), a["size"],
+        a["dst_space"], a["src_space"],
+        converted(k, n, a["dst_mem"], a["dst_space"], spaces, "dst_space"),
+        converted(k, n, a["src_mem"], a["src_space"], spaces, "src_space"), a["size"],
         _bar(k, n, a.get("smem_bar"), a["dst_space"]), cta_mask=a.get("cta_mask"),
         cache_policy=a.get("cache_policy"), byte_mask=a.get("byte_mask")))
 
@@ -504,7 +506,7 @@ def cp_reduce_async_bulk(k, dst_space, src_space, op, dst_mem, src_mem, size, rd
         else:
             refuse(n, "pass type=... (the element type of the reduction)")
     return k.emit(CpReduceAsyncBulk(
-        dst_space, op, type, converted(k, n, dst_mem, dst_space, (CLUSTER, GLOBAL)),
+        dst_space, op, type, converted(k, n, dst_mem, dst_space, (CLUSTER, GLOBAL), "dst_space"),
         A.space_addr(k, n, src_mem, CTA), size, _bar(k, n, rdsmem_bar, CLUSTER),
         cache_policy=cache_policy))
 

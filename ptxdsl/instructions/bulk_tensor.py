@@ -407,7 +407,7 @@ def _tensor_copy(k, name: str, args, kw, mode) -> CpAsyncBulkTensor:
     store = space_arg(n, "dst_space", a["dst_space"], (CLUSTER, CTA, GLOBAL)) is GLOBAL
     smem = a["src_mem"] if store else a["dst_mem"]
     smem_space = a["src_space"] if store else a["dst_space"]
-    smem = converted(k, n, smem, smem_space, (CLUSTER, CTA))
+    smem = converted(k, n, smem, smem_space, (CLUSTER, CTA), "src_space" if store else "dst_space")
     bar = _bar(k, n, a.get("smem_bar"), a["dst_space"])
     coords = a["tensor_coords"]
     return k.emit(CpAsyncBulkTensor(

@@ -90,12 +90,16 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
     if not isinstance(addr, Addr):
         raise OperandError(insn, "addr", "an address (register, symbol or Addr)",
                            _given(addr))
+    if addr.offset:
+        raise OperandError(insn, "addr", "an address without offset (mapa and getctarank "
+                           "take a plain register or symbol)", addr.render())
     base = addr.base
     if isinstance(base, Symbol):
-        if space is not S.shared_cluster or not base.space.is_shared:
-            raise OperandError(insn, "addr", "a shared symbol with .shared::cluster (a generic "
-                               "address must be a 64-bit register: use k.generic_addr)",
-                               _given(base))
+        if space is S.generic:   # ptxas takes the name; its value is a shared-window address
+            raise OperandError(insn, "addr", "a .generic address", f"{_given(base)} (a "
+                               "generic address is a 64-bit register: use k.generic_addr)")
+        if not base.space.is_shared:
+            raise OperandError(insn, "addr", "a shared symbol", _given(base))
         return addr, T.u32
     if not isinstance(base, Reg) or base.type.bits not in widths or base.type.is_float:
         want = " or ".join(f"{w}-bit" for w in widths)
@@ -113,9 +117,6 @@ def _cluster_addr(insn: str, space: StateSpace, addr) -> tuple[Addr, ScalarType]
         raise OperandError(insn, "addr", "a generic address (pass space='cluster' for a "
                            "shared one)", f"{_given(base)}, which holds a "
                            f".{hint.value} address")
-    if addr.offset:
-        raise OperandError(insn, "addr", "a register without offset (mapa and getctarank "
-                           "take a plain address operand)", addr.render())
     return addr, (T.u32 if base.type.bits == 32 else T.u64)
 
 

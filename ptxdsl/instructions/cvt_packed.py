@@ -25,7 +25,7 @@ from ..operands import Reg
 from ..types import Requires, ScalarType, req
 from .base import Instruction, check_dst, check_enum, check_src, refuse
 
-__all__ = ["Packed", "CvtPacked", "cvt_packed", "FORMS"]
+__all__ = ["Packed", "CvtPacked", "PackedCvtOps", "cvt_packed", "FORMS"]
 
 B16, B32, F32 = ScalarType.b16, ScalarType.b32, ScalarType.f32
 
@@ -42,6 +42,11 @@ class Packed(enum.Enum):
     @property
     def is_fp8(self) -> bool:
         return self in (Packed.e4m3x2, Packed.e5m2x2)
+
+
+def _spelled(value: Any) -> Any:
+    """t.f32 / t.f16x2 / t.bf16x2 name the same qualifiers as their spellings."""
+    return value.value if isinstance(value, ScalarType) else value
 
 
 R_HALF = req("7.0", 80)
@@ -85,8 +90,8 @@ class CvtPacked(Instruction):
     satfinite: bool = False
 
     def __attrs_post_init__(self):
-        self._set("dtype", check_enum("cvt", "dtype", self.dtype, Packed))
-        self._set("atype", check_enum("cvt", "atype", self.atype, Packed))
+        self._set("dtype", check_enum("cvt", "dtype", _spelled(self.dtype), Packed))
+        self._set("atype", check_enum("cvt", "atype", _spelled(self.atype), Packed))
         form = _FORMS.get((self.dtype, self.atype))
         if form is None:
             refuse(f"cvt.{self.dtype.value}.{self.atype.value}", "not a packed conversion; "
@@ -133,8 +138,9 @@ def cvt_packed(k, dtype, a, b=None, *, atype=None, rnd: str = "rn", relu: bool =
     atype="f16x2")`; unpack: `cvt_packed(k, "f16x2", q, atype="e4m3x2")`. The source type
     defaults to .f32 with two sources; fp8 destinations saturate by default (PTX requires it).
     Returns d (a fresh .b32 or .b16 register unless `dst` is given)."""
-    d_t = check_enum("cvt_packed", "dtype", dtype, Packed)
-    a_t = check_enum("cvt_packed", "atype", atype if atype is not None else "f32", Packed)
+    d_t = check_enum("cvt_packed", "dtype", _spelled(dtype), Packed)
+    a_t = check_enum("cvt_packed", "atype", _spelled(atype if atype is not None else "f32"),
+                     Packed)
     if satfinite is None:
         satfinite = d_t.is_fp8
     form = _FORMS.get((d_t, a_t))
@@ -142,6 +148,19 @@ def cvt_packed(k, dtype, a, b=None, *, atype=None, rnd: str = "rn", relu: bool =
         dst = k.reg(form.d_type if form is not None else B32)
     k.emit(CvtPacked(d_t, a_t, dst, a, b, rnd, relu, satfinite))
     return dst
+
+
+class PackedCvtOps:
+    """Kernel builder method `k.cvt_packed(dtype, a, b=None, ...)` (see `cvt_packed`)."""
+
+    def cvt_packed(self, to, a, b=None, *, src_type=None, rnd: str = "rn", relu: bool = False,
+                   satfinite: bool | None = None, dst: Reg | None = None) -> Reg:
+        """Pack two .f32 (or one .f16x2) into f16x2/bf16x2/e4m3x2/e5m2x2, or unpack fp8 pairs
+        to .f16x2: `k.cvt_packed("bf16x2", hi, lo)`, `k.cvt_packed("f16x2", q,
+        src_type="e4m3x2")`. (The kernel's `type=`/`atype=` keywords take ptxdsl scalar types
+        only; fp8 pairs have none, hence `to`/`src_type`.)"""
+        return cvt_packed(self, to, a, b, atype=src_type, rnd=rnd, relu=relu,
+                          satfinite=satfinite, dst=dst)
 
 
 FORMS: list[tuple[str, Requires, str]] = [

@@ -22,7 +22,7 @@ from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
 
-__all__ = ["MatrixCount", "LdMatrix", "StMatrix", "ldmatrix", "stmatrix", "FORMS"]
+__all__ = ["MatrixCount", "LdMatrix", "StMatrix", "MatrixOps", "ldmatrix", "stmatrix", "FORMS"]
 
 R_LDMATRIX = req("6.5", 75)
 R_LDMATRIX_CTA = req("7.8", 75)     # .shared::cta [ptxas 13: accepted on sm_75 at 7.8]
@@ -147,6 +147,20 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
     """Store 1, 2 or 4 8x8 b16 matrices held one .b32 register per matrix per thread."""
     k.emit(StMatrix(addr, tuple(regs) if isinstance(regs, list | tuple) else (regs,), trans,
                     _space(addr, space)))
+
+
+class MatrixOps:
+    """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
+
+    def ldmatrix(self, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,
+                 dst=None) -> tuple[Reg, ...]:
+        """Load `num` (1, 2, 4) 8x8 b16 matrices: one .b32 register per matrix (returned).
+        The space defaults to .shared (a generic register address: generic)."""
+        return ldmatrix(self, addr, num, trans=trans, space=space, dst=dst)
+
+    def stmatrix(self, addr, regs, *, trans: bool = False, space=None) -> None:
+        """Store 1, 2 or 4 8x8 b16 matrices, one .b32 register per matrix per thread."""
+        stmatrix(self, addr, regs, trans=trans, space=space)
 
 
 FORMS: list[tuple[str, Requires, str]] = [

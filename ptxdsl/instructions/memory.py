@@ -186,8 +186,11 @@ def _access_requires(space: StateSpace, type: ScalarType | None = None, sem: Sem
         r = r.merge(WIDE)
     if sem is Sem.volatile and space is StateSpace.local:
         r = r.merge(req("9.1"))   # ptxas 13: "ld/st with .local.volatile requires PTX ISA 9.1"
-    # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3".
-    return r.merge(req("8.3")) if type is ScalarType.b128 else r
+    # ptxas: "Instruction type .b128 for instruction st requires PTX ISA .version 8.3", and
+    # "Feature '.b128 with .sys' requires PTX ISA .version 8.4" (found by the fuzzer).
+    if type is ScalarType.b128:
+        r = r.merge(req("8.4" if scope is Scope.sys else "8.3"))
+    return r
 
 
 @attrs.frozen

@@ -9,8 +9,9 @@ cuda::ptx's argument order, kernel first; the `.weak` forms have no scope argume
     ptx::multimem_st(sem_release, scope_sys, p, v);                ptx.multimem_st(k, "release", "sys", p, v)
     ptx::multimem_red(sem_relaxed, scope_gpu, op_add, p, v);       ptx.multimem_red(k, "relaxed", "gpu", "add", p, v)
 
-The integer forms cuda::ptx has are built (min/max .u32 .u64 .s32 .s64, add .u32 .u64 .s32,
-and/or/xor .b32 .b64); the ISA's floating-point and vector forms are not.
+The forms cuda::ptx has are built (min/max .u32 .u64 .s32 .s64, add .u32 .u64 .s32, and/or/xor
+.b32 .b64; st .b32 .b64), plus the scalar ones the ISA adds (add .f32 .f64; st of any 32/64-bit
+type); the ISA's half-precision (.acc::f32) and vector forms are not.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ class MultimemKind(enum.Enum):
 # The op names (and `ptx.op_*` constants) are cp.reduce.async.bulk's: one meaning everywhere.
 _OP_TYPES = {
     RedOp.min: (T.u32, T.u64, T.s32, T.s64), RedOp.max: (T.u32, T.u64, T.s32, T.s64),
-    RedOp.add: (T.u32, T.u64, T.s32),
+    RedOp.add: (T.u32, T.u64, T.s32, T.f32, T.f64),    # float add: ptxas and the ISA, not cuda::ptx
     RedOp.and_: (T.b32, T.b64), RedOp.or_: (T.b32, T.b64), RedOp.xor: (T.b32, T.b64),
 }
+# multimem.st: cuda::ptx has .b32/.b64; the ISA (and ptxas) also take these same-size types.
+_ST_TYPES = (T.b32, T.b64, T.u32, T.u64, T.s32, T.s64, T.f32, T.f64)
 # The memory orders each kind takes; .weak has no scope, the others need one.
 _SEMS = {MultimemKind.ld_reduce: (Sem.weak, Sem.relaxed, Sem.acquire),
          MultimemKind.st: (Sem.weak, Sem.relaxed, Sem.release),
@@ -53,7 +56,7 @@ _SEMS = {MultimemKind.ld_reduce: (Sem.weak, Sem.relaxed, Sem.acquire),
 @attrs.frozen
 class Multimem(Instruction):
     """`multimem.ld_reduce.sem{.scope}.global.op.type d, [a];`,
-    `multimem.st.sem{.scope}.global.type [a], b;` (.b32, .b64),
+    `multimem.st.sem{.scope}.global.type [a], b;` (.b32 .b64 .u32 .u64 .s32 .s64 .f32 .f64),
     `multimem.red.sem.scope.global.op.type [a], b;` — `a` a 64-bit multicast address."""
 
     MNEMONIC = "multimem"
@@ -83,7 +86,7 @@ class Multimem(Instruction):
             if self.op is not None:
                 raise OperandError(insn, "op", "no reduction operation for multimem.st",
                                    repr(self.op))
-            types = (T.b32, T.b64)
+            types = _ST_TYPES
         else:
             op = A.op(insn, self.op, RedOp)
             if op not in _OP_TYPES:
@@ -173,15 +176,16 @@ def multimem_red(k, *args, type=None, **kwargs) -> None:
 
 
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------
-_NOTE = "assembled only (no GPU test); integer forms of cuda::ptx"
+_NOTE = "assembled only (no GPU test)"
 FORMS: list[tuple[str, Requires, str]] = [
     ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{min,max}.{u32,u64,s32,s64}",
      SM90_81, _NOTE),
-    ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.add.{u32,u64,s32}", SM90_81,
-     _NOTE),
+    ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.add.{u32,u64,s32,f32,f64}",
+     SM90_81, _NOTE + "; .f32/.f64 from the ISA"),
     ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{and,or,xor}.{b32,b64}",
      SM90_81, _NOTE),
-    ("multimem.st.{weak,{relaxed,release}.<scope>}.global.{b32,b64}", SM90_81, _NOTE),
+    ("multimem.st.{weak,{relaxed,release}.<scope>}.global.{b,u,s,f}{32,64}", SM90_81,
+     _NOTE + "; .u/.s/.f from the ISA"),
     ("multimem.red.{relaxed,release}.<scope>.global.{min,max,add,and,or,xor}.<type>", SM90_81,
      _NOTE + "; the ld_reduce op/type pairs"),
 ]

@@ -4,15 +4,14 @@ predicate).
 
     uint32_t r = ptx::get_sreg_cluster_ctarank();    r = ptx.get_sreg_cluster_ctarank(k)
 
-The names, types and requirements come from `kernel_core.SPECIAL_REGISTERS`, the one table the
-kernel's `read_special` uses too (so this family reads the kernel layer's table rather than
-keep a second copy); this module only lists which of them cuda::ptx names and makes one
-builder per name (`get_sreg_tid_x` reads `%tid.x`).
+The names, types and requirements come from `operands.READABLE_SPECIAL_REGISTERS`, the one
+table the kernel's `read_special` uses too; this module only lists which of them cuda::ptx
+names and makes one builder per name (`get_sreg_tid_x` reads `%tid.x`).
 """
 
 from __future__ import annotations
 
-from ..kernel_core import SPECIAL_REGISTERS
+from ..operands import READABLE_SPECIAL_REGISTERS as SPECIAL_REGISTERS
 from ..types import Requires
 
 # cuda::ptx's get_sreg set, in get_sreg.h's order.

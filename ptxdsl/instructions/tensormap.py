@@ -108,7 +108,8 @@ def _check_value(insn: str, field: Field, value):
     n = v.value
     lo, hi, rule = {
         Field.global_address: (0, (1 << 64) - 1, "a 16-byte aligned address"),
-        Field.rank: (0, MAX_RANK - 1, "rank - 1 (the field counts from zero)"),
+        Field.rank: (0, MAX_RANK - 1, "rank - 1 (the field counts from zero; for an N-d "
+                     "tensor write N - 1, as cuda::ptx does, or pass rank=N)"),
         Field.box_dim: (1, 256, "a box extent of 1..256 elements"),
         Field.global_dim: (1, (1 << 32) - 1, "a tensor extent of 1..2^32-1 elements"),
         Field.global_stride: (0, (1 << 40) - 1, "a byte stride, a multiple of 16 below 2^40"),
@@ -210,12 +211,15 @@ class TensormapReplaceDim(Instruction):
 
 def _cp_sem(sem) -> Sem:
     insn = "tensormap.cp_fenceproxy"
-    sem = A.sem(insn, sem)
-    if sem is not Sem.release:
-        refuse(insn, f".{sem.value} is rejected: cp_fenceproxy only releases, use sem "
+    try:
+        given = A.sem(insn, sem)
+    except OperandError:                   # not a semantics at all: name the one that fits
+        given = A.sem(insn, sem, (Sem.release,))
+    if given is not Sem.release:
+        refuse(insn, f".{given.value} is rejected: cp_fenceproxy only releases, use sem "
                "'release' (the consumer acquires with fence_proxy_tensormap_generic(k, "
                "'acquire', scope, addr))")
-    return sem
+    return given
 
 
 @attrs.frozen

@@ -190,7 +190,11 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[[str, str], bytes],
     """Assemble `ptx` for `arch` through the cache: (cubin, hit); hit is None when disabled."""
     if not cache_enabled(cache):
         return assemble(ptx, arch), None
-    store = CubinCache(cache_dir if cache_dir is not None else default_cache_dir())
+    try:
+        store = CubinCache(cache_dir if cache_dir is not None else default_cache_dir())
+    except RuntimeError as exc:   # Path.home(): no HOME and no password entry
+        _warn_once(Path("~"), f"cannot find a home folder for it ({exc})")
+        return assemble(ptx, arch), None
     key = cache_key(ptx, arch, toolchain_version, driver_version)
     try:
         payload = store.get(key)

@@ -1,0 +1,492 @@
+"""A grouped (mixture-of-experts) bf16 GEMM in one persistent launch, with tensor maps encoded
+on the device: out_g = X_g @ W_g^T for G experts, f32 accumulation, bf16 out.
+
+Seed: CCCL's "How to initialize a tensor map on device" — a batch of tensors of various sizes in
+one launch, where one `__grid_constant__` map per tensor cannot be passed.
+
+Data: X (T x K bf16) holds the tokens sorted by expert, expert g owning rows offsets[g] ..
+offsets[g+1]-1 (ragged M_g = offsets[g+1] - offsets[g], 0 allowed); W (G x N x K bf16) holds
+each expert's weight K-major (N x K); Y (T x N bf16) receives the outputs. `offsets` (G + 1
+u32) lives on the device; the host never loops over the experts.
+
+`moe_gemm` (384 threads: a producer warpgroup and two consumer warpgroups; one CTA per SM):
+- The work list is every (expert, m-tile, n-tile) in expert order, tile t of expert g being
+  (t / n_tiles, t % n_tiles) of its ceil(M_g / 128) x ceil(N / 256) tiles. CTA c takes items
+  c, c + gridDim, ...; each role walks the experts from the device `offsets` alongside (a
+  running prefix sum of the per-expert tile counts, `ExpertWalk`), so empty experts hold no
+  items and no host-side list exists.
+- Producer warp (warp 0; `setmaxnreg.dec 40`): when its item belongs to a new expert it
+  rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address and
+  row count, and of W_g's address; every other field comes from the host-encoded templates),
+  publishes them with `tensormap.cp_fenceproxy ... .release.gpu` into one of this CTA's
+  STAGES + 1 global map slots (in turn), and acquires them with `fence.proxy.tensormap::generic
+  .acquire.gpu` before its first TMA load through them. A slot is rewritten only right after a
+  `wait_empty`: by then every load issued STAGES or more loads earlier has landed, and the
+  slot's last use is at least STAGES + 1 loads back (each expert switch is >= 1 load), so no
+  TMA load can still be reading the map being overwritten.
+- Per 64-wide K step lane 0 loads X_g's 128 x 64 tile and W_g's 256 x 64 tile (128B swizzle)
+  into a STAGES-deep `MbarrierRing`; rows past M_g and columns past K arrive as zeros (the
+  expert's map bounds), so no expert reads another's tokens.
+- Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
+  rows 64w..64w+63, keeps them in flight while it waits for the next stage (`wait_group 1`,
+  then the previous stage is released: each warp's lane 0, 8 arrivals), and after the tile's
+  last stage (`wait_group 0`) converts the accumulator to bf16 and stores it with stores
+  predicated on the expert's row count and N, so rows past M_g (another expert's) are never
+  written.
+
+`run()` checks every expert's rows against numpy (exact: inputs are multiples of 1/8, products
+and sums of at most K terms stay exact in f32 and round to bf16 the same way) and that the
+padding rows after the last expert keep their poison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive
+from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
+from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+from ptxdsl.operands import SINK
+from ptxdsl.pipeline import MbarrierRing, tx_bytes
+from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+from ptxdsl.types import StateSpace
+
+space_shared = ptx.space_shared
+
+BM, BN, BK = 128, 256, 64           # CTA tile; each consumer warpgroup owns 64 of the BM rows
+STAGES = 4
+MAP_SLOTS = STAGES + 1              # per-CTA map slots, rewritten in turn (see the docstring)
+MAP_BYTES = 128
+SLOT_BYTES = 2 * MAP_BYTES          # one slot: X_g's map, then W_g's
+CONSUMERS = 2                       # consumer warpgroups
+THREADS = 128 * (1 + CONSUMERS)
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+LAYOUT_X = SmemLayout(t.bf16, BM, BK, "K", "128B")        # the TMA box of one X stage
+LAYOUT_XW = SmemLayout(t.bf16, 64, BK, "K", "128B")       # one warpgroup's rows of it
+LAYOUT_W = SmemLayout(t.bf16, BN, BK, "K", "128B")
+STAGE_X, STAGE_W = LAYOUT_X.nbytes, LAYOUT_W.nbytes       # 16 KiB, 32 KiB
+STAGE_TX = tx_bytes(((BM, BK), t.bf16), ((BN, BK), t.bf16))
+# Dynamic shared memory, all of it (static variables would push the tiles off their 1024-byte
+# swizzle alignment): the tile ring, the two shared maps, the ring's barriers.
+TILES_BYTES = STAGES * (STAGE_X + STAGE_W)
+SMAP_OFF = TILES_BYTES
+RING_OFF = SMAP_OFF + 2 * MAP_BYTES
+SHARED_BYTES = RING_OFF + 16 * STAGES
+EMPTY_ARRIVALS = 4 * CONSUMERS                            # every consumer warp releases
+BF16 = 2
+
+
+def _cdiv(k: Kernel, a, b: int):
+    return k.div(k.add(a, b - 1), b)
+
+
+class ExpertWalk:
+    """One role's walk over the experts (the device side of `simulate_walk`): registers g,
+    m_lo/m_hi (the expert's token rows), first/end (its work items [first, end)). `seek(w)`
+    moves on to the expert holding item w, skipping empty experts; afterwards g == G means
+    w is past the last item."""
+
+    def __init__(self, k: Kernel, offsets, G, n_tiles):
+        self.k, self.offsets, self.G, self.n_tiles = k, offsets, G, n_tiles
+        self.g = k.mov(0, dst=k.reg(t.u32, "walk_g"))
+        self.m_lo = k.ld(Addr(offsets), type=t.u32, space="global",
+                         dst=k.reg(t.u32, "walk_m_lo"))
+        self.m_hi = k.ld(Addr(offsets, 4), type=t.u32, space="global",
+                         dst=k.reg(t.u32, "walk_m_hi"))
+        self.first = k.mov(0, dst=k.reg(t.u32, "walk_first"))
+        self.end = k.mul(_cdiv(k, k.sub(self.m_hi, self.m_lo), BM), n_tiles,
+                         dst=k.reg(t.u32, "walk_end"))
+
+    def seek(self, w) -> None:
+        k = self.k
+        with k.loop():
+            k.break_(k.setp("lt", w, self.end, type=t.u32))
+            k.add(self.g, 1, dst=self.g)
+            k.break_(k.setp("ge", self.g, self.G, type=t.u32))
+            k.mov(self.m_hi, dst=self.m_lo)
+            nxt = k.add(self.offsets, k.mul(k.add(self.g, 1), 4, mode="wide"))
+            k.ld(Addr(nxt), type=t.u32, space="global", dst=self.m_hi)
+            k.mov(self.end, dst=self.first)
+            tiles = k.mul(_cdiv(k, k.sub(self.m_hi, self.m_lo), BM), self.n_tiles)
+            k.add(self.first, tiles, dst=self.end)
+
+    def tile(self, w):
+        """(m-tile, n-tile) of item w within the current expert."""
+        k = self.k
+        local = k.sub(w, self.first)
+        mt = k.div(local, self.n_tiles)
+        return mt, k.sub(local, k.mul(mt, self.n_tiles))
+
+
+def _items(k: Kernel, walk: ExpertWalk, body) -> None:
+    """for w in ctaid.x, ctaid.x + nctaid.x, ...: seek the expert, stop past the last item,
+    body(w)."""
+    w = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
+    with k.loop():
+        walk.seek(w)
+        k.break_(k.setp("ge", walk.g, walk.G, type=t.u32))
+        body(w)
+        k.add(w, k.read_special("nctaid.x"), dst=w)
+
+
+def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
+    """`bounded`: every mbarrier wait traps after 2 s with an error record (the GPU tests).
+    `encode_only` (`moe_encode_only`, for the benchmark's share of map encoding): the same
+    walk and the same map publishes, no loads and no math."""
+    k = Kernel("moe_encode_only" if encode_only else "moe_gemm", reqntid=THREADS,
+               minnctapersm=1)
+    if bounded:
+        from ptxdsl import debug
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
+    tmpl_x, tmpl_w = k.param_tensormap("tmpl_x"), k.param_tensormap("tmpl_w")
+    x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
+    offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
+    G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
+    tiles = k.extern_shared("tiles", align=1024)
+    smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)
+    ring = MbarrierRing(k, STAGES, empty_count=EMPTY_ARRIVALS, storage=Addr(tiles, RING_OFF))
+    ring.init()
+
+    G, N, K = k.ld_param(G_p), k.ld_param(N_p), k.ld_param(K_p)
+    offsets = k.cvta(k.ld_param(offsets_p), "global", to=True)
+    n_tiles = _cdiv(k, N, BN)
+    k_steps = _cdiv(k, K, BK)
+    tiles_x = k.mov(tiles)
+    tiles_w = k.add(tiles_x, STAGES * STAGE_X)
+    warpgroup = k.shr(k.tid.x, 7)
+
+    with k.if_(warpgroup == 0):
+        setmaxnreg_dec(k, PRODUCER_REGS)
+        with k.if_(k.shr(k.tid.x, 5) == 0):     # warp 0
+            _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w,
+                      (x_p, w_p, maps_p), offsets, G, N, K, n_tiles, k_steps, encode_only)
+    with k.else_():
+        setmaxnreg_inc(k, CONSUMER_REGS)
+        if not encode_only:
+            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), y_p, offsets, G, N,
+                      n_tiles, k_steps)
+    k.ret()
+    return k
+
+
+def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, offsets, G,
+              N, K, n_tiles, k_steps, encode_only: bool = False) -> None:
+    """Warp 0: expert switches re-encode the maps (whole warp: cp_fenceproxy is .aligned);
+    lane 0 issues the TMA loads."""
+    x_p, w_p, maps_p = ptrs
+    lane0 = k.tid.x == 0
+    x, w = k.ld_param(x_p), k.ld_param(w_p)
+    row_bytes = k.mul(K, BF16)                               # X's and W's row pitch
+    expert_bytes = k.mul(k.mul(N, K), BF16)                  # one W_g (< 4 GiB)
+    my_slots = k.add(k.ld_param(maps_p), k.mul(k.ctaid.x, MAP_SLOTS * SLOT_BYTES, mode="wide"))
+    with k.if_(lane0):    # the fields every expert shares come from the host's templates
+        k.copy(smap_x, tmpl_x, MAP_BYTES)
+        k.copy(smap_w, tmpl_w, MAP_BYTES)
+    slot = k.mov(0, dst=k.reg(t.u32, "map_slot"))
+    cur = k.mov(0xFFFFFFFF, dst=k.reg(t.u32, "map_expert"))   # the expert the slot holds
+    map_x = k.mov(my_slots, dst=k.reg(t.u64, "map_x"))
+    map_w = k.add(map_x, MAP_BYTES, dst=k.reg(t.u64, "map_w"))
+    walk = ExpertWalk(k, offsets, G, n_tiles)
+    p = ring.producer()
+
+    def publish():
+        """The expert's two maps: replace in shared memory, copy to the next slot with
+        release, acquire (whole warp; lane 0 writes and acquires)."""
+        k.syncwarp()         # the previous publish read the shared copies
+        with k.if_(lane0):
+            addr_x = k.add(x, k.mul(walk.m_lo, row_bytes, mode="wide"))
+            ptx.tensormap_replace_global_address(k, space_shared, smap_x, addr_x)
+            ptx.tensormap_replace_global_dim(k, space_shared, smap_x, 1,
+                                             k.sub(walk.m_hi, walk.m_lo))
+            addr_w = k.add(w, k.mul(walk.g, expert_bytes, mode="wide"))
+            ptx.tensormap_replace_global_address(k, space_shared, smap_w, addr_w)
+        k.syncwarp()
+        k.add(my_slots, k.mul(slot, SLOT_BYTES, mode="wide"), dst=map_x)
+        k.add(map_x, MAP_BYTES, dst=map_w)
+        ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, map_x, smap_x,
+                                    MAP_BYTES)
+        ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu, map_w, smap_w,
+                                    MAP_BYTES)
+        with k.if_(lane0):
+            ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_x)
+            ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_w)
+        k.add(slot, 1, dst=slot)
+        with k.guard(k.setp("eq", slot, MAP_SLOTS, type=t.u32)):
+            k.mov(0, dst=slot)
+        k.mov(walk.g, dst=cur)
+
+    def body(item):
+        mt, nt = walk.tile(item)
+        m0, n0 = k.mul(mt, BM), k.mul(nt, BN)
+        switch = k.setp("ne", walk.g, cur, type=t.u32)
+        if encode_only:
+            with k.if_(switch):
+                publish()
+            return
+        with k.for_range(0, k_steps) as kb:
+            p.wait_empty()
+            # After this wait a slot last used STAGES + 1 loads back is free (docstring).
+            with k.if_(switch):
+                publish()
+                k.setp("ne", walk.g, cur, type=t.u32, dst=switch)   # false: once per expert
+            with k.if_(lane0):
+                p.arrive_expect_tx(STAGE_TX)
+                k0 = k.mul(kb, BK)
+                bar = p.full_barrier()
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         p.slot(tiles_x, STAGE_X), map_x, (k0, m0), bar)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         p.slot(tiles_w, STAGE_W), map_w, (k0, n0), bar)
+            p.advance()
+
+    _items(k, walk, body)
+
+
+def _consumer(k, ring, tiles_x, tiles_w, wg, y_p, offsets, G, N, n_tiles, k_steps) -> None:
+    """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of every tile."""
+    y = k.ld_param(y_p)
+    lane = k.and_(k.tid.x, 31)
+    x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
+    walk = ExpertWalk(k, offsets, G, n_tiles)
+    c = ring.consumer()
+    acc = k.fragment(t.f32, shape=(64, BN), zero=False)
+    prev_empty = k.reg(t.u32, "prev_empty")     # empty[] of the step before this one
+
+    def release(bar):
+        """Each consumer warp's lane 0 arrives on `bar` (8 arrivals complete a phase)."""
+        k.syncwarp()
+        with k.if_(lane == 0):
+            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, StateSpace.shared_cta,
+                                  SINK, bar))
+
+    def body(item):
+        mt, nt = walk.tile(item)
+        acc.zero()
+        with k.for_range(0, k_steps) as kb:
+            c.wait_full()
+            da = descriptor(k, LAYOUT_XW, c.slot(x_rows, STAGE_X))
+            db = descriptor(k, LAYOUT_W, c.slot(tiles_w, STAGE_W))
+            ptx.wgmma_fence(k)
+            for kk in range(0, BK, 16):
+                ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
+            ptx.wgmma_commit_group(k)
+            # One step's wgmmas stay in flight while the next stage is awaited: wait for the
+            # previous step's and release its stage.
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb != 0):
+                release(prev_empty)
+            k.mov(c.empty_barrier(), dst=prev_empty)
+            c.advance()
+        ptx.wgmma_wait_group(k, 0)
+        release(prev_empty)
+        # Rows of this warpgroup's 64 within the expert, and columns within N: the rest of
+        # the tile (another expert's rows, padding past N) is not stored.
+        row0 = k.add(k.mul(mt, BM), k.mul(wg, 64))
+        rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
+        n0 = k.mul(nt, BN)
+        first = k.mad(k.add(walk.m_lo, row0), N, n0)
+        out = k.add(y, k.mul(first, BF16, mode="wide"))
+        acc.to_packed(t.bf16).store(out, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
+
+    _items(k, walk, body)
+
+
+def build_module(bounded: bool = False) -> Module:
+    if bounded:
+        from ptxdsl import debug
+        return debug.module([build_moe_gemm(True)], name="grouped_gemm_moe_bounded")
+    return Module([build_moe_gemm()], name="grouped_gemm_moe")
+
+
+def build_encode_only_module() -> Module:
+    """`moe_encode_only` alone (the benchmark's measure of the map-encoding share)."""
+    return Module([build_moe_gemm(encode_only=True)], name="grouped_gemm_moe_encode")
+
+
+# -- the work list on the host: the same walk, for tests and for the reference ----------------
+def simulate_walk(offsets, N: int, grid: int) -> list[list[tuple[int, int, int]]]:
+    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
+    takes, in order (the ExpertWalk/_items logic line by line)."""
+    offsets = [int(v) for v in offsets]
+    G = len(offsets) - 1
+    n_tiles = -(-N // BN)
+    out = []
+    for cta in range(grid):
+        g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
+        end = -(-(m_hi - m_lo) // BM) * n_tiles
+        items, w = [], cta
+        while True:
+            while True:                        # seek
+                if w < end:
+                    break
+                g += 1
+                if g >= G:
+                    break
+                m_lo, m_hi, first = m_hi, offsets[g + 1], end
+                end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+            if g >= G:
+                break
+            local = w - first
+            items.append((g, local // n_tiles, local % n_tiles))
+            w += grid
+        out.append(items)
+    return out
+
+
+def map_switches(items: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(load index, map slot) at each expert switch of one CTA's producer, for K = one step per
+    tile (the closest slot reuse): the check that a slot is rewritten only after its last load
+    is STAGES + 1 loads back."""
+    out, cur, slot = [], None, 0
+    for i, (g, _, _) in enumerate(items):
+        if g != cur:
+            out.append((i, slot))
+            slot, cur = (slot + 1) % MAP_SLOTS, g
+    return out
+
+
+def map_fields(offsets, g: int, K: int, N: int, x_addr: int, w_addr: int) -> dict:
+    """The fields the producer writes for expert g (X_g's address and rows, W_g's address)."""
+    return {"x_address": x_addr + int(offsets[g]) * K * BF16,
+            "x_rows": int(offsets[g + 1]) - int(offsets[g]),
+            "w_address": w_addr + g * N * K * BF16}
+
+
+# -- host side -----------------------------------------------------------------------------------
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns of values exact in bf16."""
+    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even f32 -> bf16 bits (cvt.rn.bf16x2.f32 for finite values)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def expert_sizes(G: int, tokens: int, seed: int = 0, zeros: int = 0) -> np.ndarray:
+    """Ragged M_g summing to `tokens`: random proportions, `zeros` experts with none."""
+    rng = np.random.default_rng(seed)
+    weights = rng.uniform(0.2, 1.0, G)
+    weights[rng.permutation(G)[:zeros]] = 0.0
+    sizes = np.floor(weights / weights.sum() * tokens).astype(np.int64)
+    live = np.flatnonzero(weights)
+    sizes[live[0]] += tokens - sizes.sum()
+    return sizes
+
+
+def templates(x, T: int, w, N: int, K: int) -> tuple:
+    """The host-encoded templates (x, w: device addresses or buffers): every field but X_g's
+    address and row count and W_g's address is final; the layouts check box and swizzle."""
+    from ptxdsl import runtime as rt
+    tmpl_x = rt.TensorMap.tiled(x, (max(T, 1), K), "BFLOAT16", LAYOUT_X.tma_box[::-1],
+                                swizzle=LAYOUT_X.tma_swizzle)
+    tmpl_w = rt.TensorMap.tiled(w, (N, K), "BFLOAT16", LAYOUT_W.tma_box[::-1],
+                                swizzle=LAYOUT_W.tma_swizzle)
+    LAYOUT_X.check_tensormap(tmpl_x)
+    LAYOUT_W.check_tensormap(tmpl_w)
+    return tmpl_x, tmpl_w
+
+
+class MoeProblem:
+    """X, W, offsets and a poisoned Y on the device (plus POISON padding rows after Y's T rows),
+    the two templates, and the map workspace for `grid` CTAs."""
+
+    PAD_ROWS = 8
+
+    def __init__(self, sizes, N: int, K: int, grid: int, seed: int = 0):
+        from ptxdsl import runtime as rt
+        if N % 8 or K % 8:
+            raise ValueError("N and K must be multiples of 8 (16-byte TMA row pitch)")
+        self.sizes = np.asarray(sizes, np.int64)
+        if not len(self.sizes) or (self.sizes < 0).any():
+            raise ValueError("at least one expert, and no negative token counts")
+        self.G, self.N, self.K, self.grid = len(self.sizes), N, K, grid
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.uint32)
+        self.T = int(self.offsets[-1])
+        rng = np.random.default_rng(seed + 7)
+        # float32 is exact here too (sums of at most K multiples of 1/64, each |.| <= 1).
+        self.x = (rng.integers(-8, 9, (max(self.T, 1), K)) / 8.0).astype(np.float32)
+        self.w = (rng.integers(-8, 9, (self.G, N, K)) / 8.0).astype(np.float32)
+        self.dev_x = rt.DeviceBuffer.from_numpy(bf16_bits(self.x))
+        self.dev_w = rt.DeviceBuffer.from_numpy(bf16_bits(self.w))
+        self.dev_off = rt.DeviceBuffer.from_numpy(self.offsets)
+        self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
+        self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
+        self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
+
+    def args(self) -> tuple:
+        return (self.tmpl_x, self.tmpl_w, self.dev_x, self.dev_w, self.dev_y, self.dev_off,
+                self.maps, self.G, self.N, self.K)
+
+    def launch(self, fn) -> None:
+        fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)
+
+    def expected(self) -> np.ndarray:
+        """Y after a correct run: every expert's X_g @ W_g^T in bf16, poison after."""
+        want = np.full((self.T + self.PAD_ROWS, self.N), POISON * 0x0101, np.uint16)
+        for g in range(self.G):
+            lo, hi = int(self.offsets[g]), int(self.offsets[g + 1])
+            if hi > lo:
+                want[lo:hi] = f32_to_bf16_bits(
+                    (self.x[lo:hi] @ self.w[g].T).astype(np.float32))
+        return want
+
+
+def compare(report: Report, prob: MoeProblem, got: np.ndarray, what: str) -> bool:
+    """Per expert: which experts differ, and for the first few which rows/columns."""
+    want = prob.expected()
+    bad = []
+    for g in range(prob.G):
+        lo, hi = int(prob.offsets[g]), int(prob.offsets[g + 1])
+        diff = np.argwhere(got[lo:hi] != want[lo:hi])
+        if len(diff):
+            rows = np.unique(diff[:, 0])
+            cols = np.unique(diff[:, 1])
+            bad.append(f"expert {g} (M_g={hi - lo}, rows {lo}..{hi - 1}): {len(diff)} values "
+                       f"in {len(rows)} rows (first local rows {rows[:6].tolist()}), columns "
+                       f"{cols.min()}..{cols.max()}")
+    pad = got[prob.T:]
+    if not np.array_equal(pad, want[prob.T:]):
+        bad.append(f"the {prob.PAD_ROWS} rows after the last expert were written")
+    sizes = prob.sizes
+    return report.check(f"{what}: every expert's rows equal numpy, nothing else written",
+                        not bad, f"G={prob.G}, M_g {sizes.min()}..{sizes.max()}, N={prob.N}, "
+                        f"K={prob.K}" if not bad else "; ".join(bad[:4]))
+
+
+def sm_count() -> int:
+    from ptxdsl.runtime import device_info
+    return device_info().sm_count
+
+
+def run_case(sizes, N: int, K: int, *, grid: int | None = None, seed: int = 0,
+             report: Report | None = None, module=None) -> Report:
+    report = report or Report("grouped_gemm_moe")
+    mod = module or build_module().load()
+    prob = MoeProblem(sizes, N, K, grid or sm_count(), seed)
+    prob.dev_y.memset(POISON)
+    prob.maps.memset(POISON)
+    prob.launch(mod["moe_gemm"])
+    sync()
+    compare(report, prob, prob.dev_y.to_numpy(), f"G={prob.G} N={N} K={K} grid={prob.grid}")
+    return report
+
+
+def run() -> Report:
+    """A short run (the demo's): ragged experts with an empty one, tails in M, N and K."""
+    report = Report("grouped_gemm_moe")
+    mod = build_module().load()
+    report.note(f"tiles {BM}x{BN}x{BK}, {STAGES} stages, maps encoded on the device")
+    run_case(expert_sizes(6, 1000, seed=1, zeros=1), 520, 200, report=report, module=mod)
+    run_case([0, 0, 300, 0], 256, 40, grid=3, report=report, module=mod)
+    return report
+
+
+def main(argv=None) -> int:
+    return sample_main(argv, __doc__, build_module, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

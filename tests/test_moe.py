@@ -1,0 +1,274 @@
+"""samples/grouped_gemm_moe.py on the CPU: the work list walk, the map fields and slot reuse
+(a Python model of what the kernel computes, line by line), an emulation of the whole kernel
+on top of it against numpy, and the PTX itself: clean under the hazard checker, the device-side
+map protocol present, assembled without spills. The GPU side is tests/test_moe_gpu.py; the
+golden is tests/test_samples.py's."""
+
+from __future__ import annotations
+
+import runpy
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+S = runpy.run_path(str(ROOT / "samples" / "grouped_gemm_moe.py"), run_name="__ptxdsl_test__")
+BM, BN, BK = S["BM"], S["BN"], S["BK"]
+STAGES, MAP_SLOTS = S["STAGES"], S["MAP_SLOTS"]
+
+# (expert sizes, N): empty experts first, last, in a row, all but one; tails in M and N.
+CASES = [
+    ([300], 256),
+    ([0], 256),
+    ([0, 0, 129, 0], 520),
+    ([1, 127, 128, 129, 0, 255, 256, 257], 264),
+    ([0] * 31 + [1000], 2048),
+    (list(S["expert_sizes"](128, 32768, seed=3, zeros=9)), 2048),
+    (list(S["expert_sizes"](8, 16384, seed=4)), 4096),
+]
+GRIDS = [1, 3, 132]
+
+
+def _tiles(sizes, N):
+    n_tiles = -(-N // BN)
+    return [(g, mt, nt) for g, m in enumerate(sizes) for mt in range(-(-m // BM))
+            for nt in range(n_tiles)]
+
+
+def _offsets(sizes):
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+@pytest.mark.parametrize("grid", GRIDS)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_walk_covers_every_tile_once_in_order(case, grid):
+    """Every (expert, m-tile, n-tile) of every non-empty expert is taken by exactly one CTA,
+    CTA c takes items c, c + grid, ... of the expert-ordered list, and no CTA takes a tile of
+    an empty expert or one past an expert's rows or N."""
+    sizes, N = CASES[case]
+    want = _tiles(sizes, N)
+    per_cta = S["simulate_walk"](_offsets(sizes), N, grid)
+    assert len(per_cta) == grid
+    for c, items in enumerate(per_cta):
+        assert items == want[c::grid], f"CTA {c}"
+    taken = [it for items in per_cta for it in items]
+    assert sorted(taken) == sorted(want) and len(set(taken)) == len(taken)
+
+
+def test_walk_matches_an_independent_prefix_sum():
+    """The walk's item -> expert mapping equals a searchsorted over the prefix sums of the
+    per-expert tile counts (what a separate work-list kernel would build)."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        G = int(rng.integers(1, 40))
+        sizes = rng.integers(0, 600, G) * (rng.random(G) < 0.7)
+        N = int(rng.integers(1, 20)) * 8 * 16
+        counts = -(-sizes // BM) * (-(-N // BN))
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        grid = int(rng.integers(1, 9))
+        for c, items in enumerate(S["simulate_walk"](_offsets(sizes), N, grid)):
+            for i, (g, mt, nt) in enumerate(items):
+                w = c + i * grid
+                assert g == np.searchsorted(starts, w, side="right") - 1
+                assert mt * (-(-N // BN)) + nt == w - starts[g]
+            assert len(items) == len(range(c, int(starts[-1]), grid))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_map_slot_is_rewritten_only_after_its_last_load_is_stages_back(case):
+    """With one K step per tile (every item is one load: the closest reuse), a slot rewritten
+    at load j was last read by a load <= j - STAGES - 1, so the producer's wait_empty at load
+    j (which proves loads <= j - STAGES landed) covers it."""
+    sizes, N = CASES[case]
+    for items in S["simulate_walk"](_offsets(sizes), N, 3):
+        switches = S["map_switches"](items)
+        last_use = {}
+        for idx, (j, slot) in enumerate(switches):
+            if slot in last_use:
+                assert last_use[slot] <= j - STAGES - 1, (slot, last_use[slot], j)
+            end = switches[idx + 1][0] if idx + 1 < len(switches) else len(items)
+            last_use[slot] = end - 1
+        assert len(switches) == len({g for g, _, _ in items})   # one switch per expert
+
+
+def _emulate(sizes, N, K, grid, x, w):
+    """The kernel in numpy, driven by the walk and the map fields: TMA loads clip at the
+    per-expert map (rows M_g, columns K; zero fill), the epilogue stores only rows < M_g and
+    columns < N of each tile. Returns Y (T x N f32, NaN where nothing was stored)."""
+    offsets = _offsets(sizes)
+    T = int(offsets[-1])
+    y = np.full((T + 8, N), np.nan, np.float32)
+    flat_x, flat_w = x.reshape(-1), w.reshape(-1)
+    for items in S["simulate_walk"](offsets, N, grid):
+        for g, mt, nt in items:
+            f = S["map_fields"](offsets, g, K, N, 0, 0)
+            rows_x = f["x_rows"]
+            base_x, base_w = f["x_address"] // 2, f["w_address"] // 2
+            acc = np.zeros((BM, BN))
+            for kb in range(-(-K // BK)):
+                a = np.zeros((BM, BK))
+                b = np.zeros((BN, BK))
+                for r in range(BM):
+                    row = mt * BM + r
+                    if row < rows_x:
+                        cols = min(BK, K - kb * BK)
+                        a[r, :cols] = flat_x[base_x + row * K + kb * BK:][:cols]
+                for r in range(BN):
+                    row = nt * BN + r
+                    if row < N:
+                        cols = min(BK, K - kb * BK)
+                        b[r, :cols] = flat_w[base_w + row * K + kb * BK:][:cols]
+                acc += a @ b.T
+            for wg in range(2):                       # each consumer warpgroup's 64 rows
+                row0 = mt * BM + wg * 64
+                rows = rows_x - row0                  # may be <= 0: nothing stored
+                cols = N - nt * BN
+                for r in range(64):
+                    if r < rows:
+                        n = min(BN, cols)
+                        y[int(offsets[g]) + row0 + r, nt * BN:nt * BN + n] = \
+                            acc[wg * 64 + r, :n]
+    return y
+
+
+@pytest.mark.parametrize("sizes,N,K,grid", [
+    ([0, 0, 129, 0], 264, 72, 3),
+    ([1, 130, 0, 64], 16, 40, 2),
+    ([200], 520, 200, 5),
+])
+def test_emulated_kernel_equals_numpy(sizes, N, K, grid):
+    """The whole kernel's index math emulated: every expert's rows equal X_g @ W_g^T, every
+    other row (padding after the last expert) untouched."""
+    rng = np.random.default_rng(len(sizes) * 100 + N)
+    T = sum(sizes)
+    x = rng.integers(-8, 9, (max(T, 1), K)) / 8.0
+    w = rng.integers(-8, 9, (len(sizes), N, K)) / 8.0
+    y = _emulate(sizes, N, K, grid, x, w)
+    offsets = _offsets(sizes)
+    for g in range(len(sizes)):
+        lo, hi = offsets[g], offsets[g + 1]
+        np.testing.assert_array_equal(y[lo:hi], x[lo:hi] @ w[g].T, err_msg=f"expert {g}")
+    assert np.isnan(y[T:]).all()
+
+
+def test_map_fields():
+    offsets = _offsets([5, 0, 7])
+    f = S["map_fields"](offsets, 2, 64, 32, 1 << 20, 1 << 30)
+    assert f == {"x_address": (1 << 20) + 5 * 64 * 2, "x_rows": 7,
+                 "w_address": (1 << 30) + 2 * 32 * 64 * 2}
+
+
+def test_expert_sizes_and_problem_refusals():
+    sizes = S["expert_sizes"](32, 32768, seed=1, zeros=4)
+    assert sizes.sum() == 32768 and (sizes == 0).sum() == 4 and (sizes >= 0).all()
+    assert S["f32_to_bf16_bits"](np.array([1.0, 1.00390625, 1.01171875], np.float32)).tolist() \
+        == [0x3F80, 0x3F80, 0x3F82]      # exact, tie to even (down), tie to even (up)
+
+
+# -- the PTX ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ptx_text():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a hazard warning fails the build
+        return S["build_module"]().emit()
+
+
+def test_checker_passes_the_kernel_clean():
+    """No hazard at any severity; the one note is that expect-tx could not be checked: the
+    loads go through maps the kernel encodes itself (their box comes from the templates, which
+    the checker cannot follow through the shared copy and the global slot)."""
+    from ptxdsl.checker import check_module
+    for bounded in (False, True):
+        assert check_module(S["build_module"](bounded)) == []
+        notes = check_module(S["build_module"](bounded), notes=True)
+        assert [(f.hazard.value, f.message.split(":")[0]) for f in notes] == \
+            [("check-skipped", "expect-tx")], [str(f) for f in notes]
+
+
+def test_ptx_has_the_device_side_map_protocol(ptx_text):
+    p = ptx_text
+    assert p.count("tensormap.replace.tile.global_address.shared::cta.b1024.b64") == 2
+    assert p.count("tensormap.replace.tile.global_dim.shared::cta.b1024.b32") == 1
+    assert p.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
+                   ".sync.aligned") == 2
+    assert p.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in p
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in p
+    assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == BK // 16
+    # one step's wgmmas in flight across the next stage's wait; all done before the epilogue
+    assert p.count("wgmma.wait_group.sync.aligned 1;") == 1
+    assert p.count("wgmma.wait_group.sync.aligned 0;") == 1
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
+        in p
+
+
+def test_assembles_without_spills():
+    from ptxdsl.testing import assemble_declared
+    m = S["build_module"]()
+    cubin = m.assemble()
+    res = cubin.report.kernels["moe_gemm"]
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack_frame == 0
+    assert res.registers <= 168            # 65536 / 384 threads, the entry budget
+    assert assemble_declared(S["build_module"](True).emit())[:4] == b"\x7fELF"
+    enc = S["build_encode_only_module"]()
+    assert check_module_clean(enc)
+    assert "wgmma" not in enc.emit() and "cp.async.bulk.tensor" not in enc.emit()
+    assert enc.emit().count("tensormap.cp_fenceproxy") == 2
+    assert assemble_declared(enc.emit())[:4] == b"\x7fELF"
+
+
+def check_module_clean(module) -> bool:
+    from ptxdsl.checker import check_module
+    return check_module(module) == []
+
+
+@pytest.mark.parametrize("G,N,K,T", [(8, 4096, 4096, 16384), (32, 2048, 7168, 32768),
+                                     (128, 2048, 7168, 32768)])
+def test_benchmark_shapes(G, N, K, T):
+    """The benchmark's expert sizes are ragged multiples of 16 summing to the token count, and
+    its work list has every tile once (the walk at the benchmark's grid of 132)."""
+    from benchmarks import moe
+    assert (G, N, K, T) in moe.SHAPES
+    sample = type("S", (), {"expert_sizes": staticmethod(S["expert_sizes"])})
+    sizes = moe._sizes(sample, G, T)
+    assert sizes.sum() == T and (sizes % 16 == 0).all() and len(set(sizes.tolist())) > 1
+    per_cta = S["simulate_walk"](_offsets(sizes), N, 132)
+    assert sum(map(len, per_cta)) == len(_tiles(sizes, N))
+
+
+def _consumer_releases(k_steps_per_item, stages):
+    """The consumer's ring walk (the `_consumer` loop, line by line): per step the stage it
+    reads, and the (stage, use) each release hands back, with the number of wgmma groups still
+    possibly in flight at that release."""
+    stage, use, events, in_flight = 0, 0, [], 0
+    prev = None
+    for steps in k_steps_per_item:
+        for kb in range(steps):
+            events.append(("read", stage, use))
+            in_flight += 1                              # commit_group
+            in_flight = min(in_flight, 1)               # wait_group 1
+            if kb != 0:
+                events.append(("release", *prev, in_flight))
+            prev = (stage, use)
+            stage, use = (stage + 1, use) if stage + 1 < stages else (0, use + 1)
+        in_flight = 0                                   # wait_group 0
+        events.append(("release", *prev, in_flight))
+    return events
+
+
+@pytest.mark.parametrize("steps", [[1], [1, 1, 1, 1, 1, 1], [3, 1, 7, 2], [112] * 3])
+def test_consumer_releases_every_stage_once_after_its_wgmmas(steps):
+    """Every stage use is released exactly once, after the reads of it completed (the only
+    group that may still be in flight at a release is the one committed after it), and in
+    order, so the producer's wait_empty on use u + 1 of a stage sees the release of use u."""
+    events = _consumer_releases(steps, STAGES)
+    reads = [(s, u) for kind, s, u, *_ in events if kind == "read"]
+    releases = [(s, u) for kind, s, u, *_ in events if kind == "release"]
+    assert releases == reads                            # once each, in order
+    for i, ev in enumerate(events):
+        if ev[0] == "release":
+            j = events.index(("read", ev[1], ev[2]))
+            later_reads = sum(e[0] == "read" for e in events[j + 1:i])
+            assert ev[3] <= later_reads <= 1            # at most the next step's group

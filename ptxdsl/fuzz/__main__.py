@@ -9,7 +9,9 @@ tally of the cases judged so far and exits 130.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -20,14 +22,41 @@ from . import BATCH, check, policy, strategies
 from .oracle import Report, close_assembler, newest_version, targets
 
 
-def _runner(fam: str, examples: int, done: Report):
+def _runner(fam: str, examples: int, done: Report, stop: threading.Event):
     @settings(max_examples=max(1, -(-examples // BATCH)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck),
               phases=(Phase.explicit, Phase.generate))
     @given(st.lists(strategies[fam], min_size=BATCH, max_size=BATCH))
     def run(cases):
-        done.merge(check(cases))
+        # Ctrl-C only sets `stop` (see `_ctrl_c`); a batch is judged whole or not at all, so
+        # the tally never holds a case that the interrupt cut short.
+        if stop.is_set():
+            raise KeyboardInterrupt
+        report = check(cases)
+        if stop.is_set():
+            raise KeyboardInterrupt
+        done.merge(report)
     return run
+
+
+class _ctrl_c:
+    """While active, SIGINT sets an event instead of raising KeyboardInterrupt wherever the
+    main thread happens to be: raised inside a gc callback (hypothesis installs one) Python
+    prints and drops it, and the campaign would run on; raised inside `check` it would be
+    recorded as a disagreement."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self._old = None
+
+    def __enter__(self) -> threading.Event:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        return self.stop
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 class Interrupted(Exception):
@@ -44,15 +73,17 @@ def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) 
     total = Report()
     for fam in families:
         done = Report()
-        run = _runner(fam, examples, done)
-        if seed_ is not None:
-            run = seed(seed_)(run)
         t0 = time.perf_counter()
         stopped = False
-        try:
-            run()
-        except KeyboardInterrupt:
-            stopped = True
+        with _ctrl_c() as stop:
+            run = _runner(fam, examples, done, stop)
+            if seed_ is not None:
+                run = seed(seed_)(run)
+            try:
+                run()
+            except KeyboardInterrupt:
+                stopped = True
+            stopped = stopped or stop.is_set()
         tally = done.tally()
         print(f"{fam:12s} {len(done.outcomes):7d} cases {time.perf_counter() - t0:7.1f} s  "
               f"failures {len(done.failures)}  " + ", ".join(

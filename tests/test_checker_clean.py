@@ -378,3 +378,38 @@ def test_tile_used_as_scratch_before_the_first_tma_load(loop):
             k.ld(k.add(k.add(k.mov(tiles), 512 * s), k.shl(k.tid.x, 2)), type=t.u32,
                  space="shared::cta")
     _clean(k, maps={"tmap": {"box_bytes": 512}})
+
+
+# -- a single-thread double-buffered load loop that prefetches the next stage ----------------------
+@pytest.mark.parametrize("threads", [1, 128])
+def test_prefetching_double_buffer_with_stage_parity(threads):
+    """Thread 0 loads tile 0, then each iteration issues tile i+1 into the other stage and
+    waits for tile i (parity (i >> 1) & 1); with 128 threads the others read after a bar.sync."""
+    k = Kernel("k", reqntid=threads)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tiles = k.shared_array(t.b8, 1024, align=1024, name="tiles")
+    full = k.shared_array(t.b64, 2, align=8, name="full")
+    n = k.ld_param(k.param(t.u32, "n"))
+    with k.if_(k.tid.x == 0):
+        for s in range(2):
+            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", full, 512, dst="_")
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tiles, tmap, (0, 0), full)
+    k.bar_sync(0)
+    with k.for_range(0, n) as i:
+        nxt = k.and_(k.add(i, 1), 1, type=t.b32)
+        with k.if_(k.tid.x == 0):
+            with k.if_(k.add(i, 1) < n):
+                bar = k.add(k.mov(full), k.shl(nxt, 3))
+                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512,
+                                              dst="_")
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         k.add(k.mov(tiles), k.shl(nxt, 9)), tmap, (0, i), bar)
+        s = k.and_(i, 1, type=t.b32)
+        ptx.mbarrier_wait(k, k.add(k.mov(full), k.shl(s, 3)),
+                          k.and_(k.shr(i, 1), 1, type=t.b32))
+        k.ld(k.add(k.add(k.mov(tiles), k.shl(s, 9)), k.shl(k.tid.x, 2)), type=t.u32,
+             space="shared::cta")
+        k.bar_sync(0)                          # everyone is done with stage s before refill
+    _clean(k, maps={"tmap": {"box_bytes": 512}})

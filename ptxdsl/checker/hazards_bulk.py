@@ -13,7 +13,7 @@ import bisect
 from typing import Any
 
 from ..instructions.control import Exit, Ret
-from ..operands import Symbol, Vec
+from ..operands import Addr, Symbol, Vec
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .ops import Op, Role
@@ -61,27 +61,46 @@ def _range(an: Analysis, op: Op) -> Range | None:
     key = ("range", op.index)
     if key in an.cache:
         return an.cache[key]
-    v = an.val(op.smem)
+    start = _start(an, op.smem)
     out: Range | None = None
-    if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
+    if start is not None:
+        root, lo, hi, ring = start
         size = _size(an, op)
-        ring = None
-        if v.offset is not None:
-            lo = hi = v.offset
-        else:
-            span = an.spans.of(op.smem)
-            if span.root is not v.root:
-                span = Span(v.root)
-            lo, hi, ring = span.lo, span.hi, span.ring
         if lo is not None and hi is not None and size is None and ring is None and lo == hi:
-            offs = _offsets(an, v.root)    # a copy of unknown size ends at the next buffer
+            offs = _offsets(an, root)    # a copy of unknown size ends at the next buffer
             j = bisect.bisect_right(offs, lo)
             end = offs[j] if j < len(offs) else None
         else:
             end = None if hi is None or size is None else hi + size
-        out = (v.root, lo, end, ring)
+        out = (root, lo, end, ring)
     an.cache[key] = out
     return out
+
+
+def _start(an: Analysis, operand: Any) -> tuple | None:
+    """(symbol, lowest, highest start offset, ring) of a shared address, or None. `[r+off]`
+    reuses r's bounds (many accesses share one base register)."""
+    off = 0
+    if isinstance(operand, Addr) and not isinstance(operand.base, Symbol):
+        operand, off = operand.base, operand.offset
+    key = ("start", id(operand))
+    hit = an.cache.get(key, key)
+    if hit is key:
+        v = an.val(operand)
+        hit = None
+        if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
+            if v.offset is not None:
+                hit = (v.root, v.offset, v.offset, None)
+            else:
+                span = an.spans.of(operand)
+                if span.root is not v.root:
+                    span = Span(v.root)
+                hit = (v.root, span.lo, span.hi, span.ring)
+        an.cache[key] = hit   # operands live as long as the kernel: ids are safe
+    if hit is None or not off:
+        return hit
+    root, lo, hi, ring = hit
+    return (root, None if lo is None else lo + off, None if hi is None else hi + off, ring)
 
 
 def _extent(a: Range) -> tuple[float, float]:
@@ -96,6 +115,16 @@ def _extent(a: Range) -> tuple[float, float]:
     size = root.size if getattr(root, "count", None) else 0
     return (0 if lo is None else max(lo, 0),
             end if end is not None else (size if size else float("inf")))
+
+
+def extent_of(an: Analysis, op: Op) -> tuple[float, float] | None:
+    """`_extent` of an op's range, cached (None: not a known shared symbol)."""
+    key = ("extent", op.index)
+    hit = an.cache.get(key, key)
+    if hit is key:
+        r = _range(an, op)
+        hit = an.cache[key] = (r[0], *_extent(r)) if r is not None else None
+    return hit
 
 
 def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool:

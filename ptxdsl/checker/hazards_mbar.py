@@ -191,8 +191,11 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
 def _foreign(an: Analysis) -> bool:
     """May this kernel's barriers receive bytes this CTA's own path does not show (st.async,
     red.async, copies from a peer CTA's shared memory)? Then an open phase is not wrong."""
-    return Role.MBAR_REMOTE in an.roles or any(
-        o.role is Role.BULK_LOAD and o.space is CLUSTER for o in an.ops)
+    hit = an.cache.get("foreign_tx")
+    if hit is None:
+        hit = an.cache["foreign_tx"] = Role.MBAR_REMOTE in an.roles or any(
+            o.role is Role.BULK_LOAD and o.space is CLUSTER for o in an.ops)
+    return hit
 
 
 def _open_phases(an: Analysis, state: State, at: int | None, where: str,

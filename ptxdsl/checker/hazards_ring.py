@@ -20,7 +20,7 @@ from ..operands import Reg
 from .analysis import STRUCTURAL, Analysis, handles
 from .cfg import dominators, guard_polarity
 from .findings import Hazard
-from .hazards_bulk import _overlap, _range
+from .hazards_bulk import _start, extent_of
 from .ops import Op, Role
 from .state import State
 
@@ -37,15 +37,15 @@ def _loads(an: Analysis) -> list[Op]:
 def _slot(an: Analysis, operand: Any) -> tuple[Any, Any]:
     """(root, slot) of a barrier or buffer address: slot is ('const', offset),
     ('ring', counter, n, stride) or None when it cannot be followed."""
-    v = an.val(operand)
-    if v.root is None:
+    start = _start(an, operand)
+    if start is None:
         return None, None
-    if v.offset is not None:
-        return v.root, ("const", v.offset)
-    span = an.spans.of(operand)
-    if span.root is v.root and span.ring is not None:
-        return v.root, ("ring", *span.ring)
-    return v.root, None
+    root, lo, hi, ring = start
+    if ring is not None:
+        return root, ("ring", *ring)
+    if lo is not None and lo == hi:
+        return root, ("const", lo)
+    return root, None
 
 
 def _shift(an: Analysis, a: Any, b: Any) -> int | None:
@@ -108,18 +108,42 @@ def _strictly_after(an: Analysis, later: int, i: int) -> bool:
     return b in _reach(an, a) and a not in _reach(an, b)
 
 
+def _slot_key(slot: Any) -> Any:
+    """A hashable stand-in for a slot (its counter register by identity)."""
+    if slot is None or slot[0] == "const":
+        return slot
+    return ("ring", id(slot[1]), *slot[2:])
+
+
 @handles(Role.SMEM_READ)
 def read(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not report or not _loads(an):
         return state
-    mine = _range(an, op)
+    extents = an.cache.get("load_extents")
+    if extents is None:
+        extents = an.cache["load_extents"] = {}
+        for o in _loads(an):
+            ext = extent_of(an, o)
+            if ext is not None:
+                extents.setdefault(id(ext[0]), []).append((o, ext[1], ext[2]))
+    if id(an.val(op.smem).root) not in extents:
+        return state   # no copy lands in that symbol
+    mine = extent_of(an, op)
     if mine is None:
         return state
-    sources = [o for o in _loads(an) if _overlap(mine, _range(an, o))
-               and not _strictly_after(an, o.index, op.index)]
+    root, lo, hi = mine
+    # (With no ring step known, two ranges overlap when their intervals do.)
+    sources = [o for o, a, b in extents.get(id(root), ())
+               if a < hi and lo < b and not _strictly_after(an, o.index, op.index)]
     if not sources:
         return state
-    waits = [f[1] for f in state.must if f[0] == "waited"]
+    waits = sorted(f[1] for f in state.must if f[0] == "waited")
+    if waits:   # the verdict depends only on the waits, the sources and the read's slot
+        key = ("covered", tuple(waits), tuple(o.index for o in sources),
+               _slot_key(_slot(an, op.smem)[1]))
+        if an.cache.get(key):
+            return state
+        an.cache[key] = True
     if not waits:
         an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"this load reads {an.describe(op.smem)}, "
                   "which a TMA copy writes, and no mbarrier wait precedes it on every path",

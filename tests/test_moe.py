@@ -272,3 +272,19 @@ def test_consumer_releases_every_stage_once_after_its_wgmmas(steps):
             j = events.index(("read", ev[1], ev[2]))
             later_reads = sum(e[0] == "read" for e in events[j + 1:i])
             assert ev[3] <= later_reads <= 1            # at most the next step's group
+
+
+def test_template_descriptors_fill_the_layouts_and_the_expect_tx():
+    """The templates' box and swizzle (what every device-encoded map inherits) write exactly
+    the shared layouts the wgmma descriptors read, and one stage's two boxes are the ring's
+    expect-tx count; the whole shared footprint fits an SM (227 KiB)."""
+    from ptxdsl.runtime.tensormap_desc import TiledDesc
+    boxes = []
+    for layout, rows in ((S["LAYOUT_X"], 1000), (S["LAYOUT_W"], 2048)):
+        d = TiledDesc.from_numpy_order(1 << 20, (rows, 7168), "BFLOAT16",
+                                       layout.tma_box[::-1], swizzle=layout.tma_swizzle)
+        layout.check_tensormap(d)
+        boxes.append(d.box_bytes)
+    assert boxes == [S["STAGE_X"], S["STAGE_W"]] and sum(boxes) == S["STAGE_TX"]
+    assert S["LAYOUT_XW"].nbytes * 2 == S["STAGE_X"]        # two warpgroups' 64-row halves
+    assert S["SHARED_BYTES"] <= 227 * 1024

@@ -218,6 +218,29 @@ def test_fenceproxy_under_warp_uniform_condition():
     assert check_kernel(k) == []
 
 
+def test_fenceproxy_under_tid_x_below_a_warp_multiple():
+    # `tid.x < 32` selects whole warps when .reqntid makes each warp one row of 32 x-threads
+    # (here a 1-D CTA of 384 and a 2-D one of 64 x 2): the copy is warp-uniform.
+    for dims in ((384,), (64, 2)):
+        k = Kernel("encode", reqntid=dims)
+        with k.if_(k.tid.x < 32):
+            encode_map(k, k.param_ptr("out"), lane_cond=k.laneid == 0)
+        assert check_kernel(k) == [], dims
+
+
+def test_fenceproxy_under_tid_x_splitting_a_warp():
+    # The twins that do split warps: a bound that is not a multiple of 32, and a 48 x 2 CTA
+    # whose second warp holds x 32..47 of row 0 and x 0..15 of row 1.
+    for dims, bound in (((384,), 16), ((48, 2), 32)):
+        k = Kernel("encode", reqntid=dims)
+        smap = k.shared_array(t.b8, 128, align=128, name="smap")
+        out = k.ld_param(k.param_ptr("out"))
+        with k.if_(k.tid.x < bound):
+            line = here() + 1
+            ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
+        _only(check_kernel(k), Hazard.FENCEPROXY_DIVERGENT, line)
+
+
 # -- modifying a map that copies may still read ----------------------------------------------------
 def _modify_after_load(wait: bool) -> tuple[Kernel, int]:
     e = Tma(map="global")

@@ -63,6 +63,13 @@ def _threads(kernel: Any) -> int | None:
     return n
 
 
+def _warp_rows(kernel: Any) -> bool:
+    """Do warps split the CTA along %tid.x at multiples of 32 (see `Values.warp_rows`)?
+    Only .reqntid fixes the shape: .maxntid bounds the product, not each dimension."""
+    dims = tuple(getattr(kernel, "reqntid", None) or ())
+    return bool(dims) and (dims[0] % 32 == 0 or all(d == 1 for d in dims[1:]))
+
+
 def keys_match(a: Any, b: Any) -> bool:
     """Two memory keys may name the same object: same root, and equal or unknown offsets."""
     if a is None or b is None:
@@ -80,7 +87,7 @@ class Analysis:
         self.ctx = ctx
         if insns is None:
             insns = [getattr(x, "insn", None) for x in self.body]
-        self.values = Values(self.body, _threads(kernel), insns)
+        self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.div = Divergence(self.cfg, self.values)
         self.ops = ops

@@ -78,10 +78,13 @@ class Values:
     """Demand-driven facts about the registers of one kernel body."""
 
     def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
-                 insns: Sequence[Any] | None = None):
+                 insns: Sequence[Any] | None = None, warp_rows: bool = False):
         self.body = body
         # A CTA of one thread has no divergence; one of a single warp none between warps.
         self.nthreads = nthreads
+        # Every warp holds 32 consecutive %tid.x of one (y, z) row, starting at a multiple of
+        # 32 (.reqntid with x a multiple of 32, or a 1-D CTA): `tid.x < 32k` is warp-uniform.
+        self.warp_rows = warp_rows
         if insns is None:
             insns = [getattr(x, "insn", None) for x in body]
         self.defs = Defs(insns)
@@ -350,12 +353,33 @@ class Values:
             return 1 if name == "Elect" and reg is getattr(insn, "d", None) else 2
         if name in _WARP_RESULTS:   # one value per warp
             return 1 if name == "Activemask" else min(lv, 1)
+        if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):
+            return 1
         if isinstance(insn, Binary) and lv == 2 and insn.op in ("shr", "div"):
             # tid / 32 and tid >> 5 are the same in every lane of a warp.
             b = self.const(insn.b)
             if b is not None and (b >= 5 if insn.op == "shr" else b % 32 == 0 and b > 0):
                 return max(1, max((cur.get(s, 0) for s in srcs if s is not insn.a), default=0))
         return lv
+
+    def _warp_split(self, insn: Setp) -> bool:
+        """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps
+        when the CTA's rows are warp-aligned (see `warp_rows`)."""
+        if not self.warp_rows or insn.bool_op is not None or not isinstance(insn.a, Reg):
+            return False
+        defs = self.defs.get(insn.a, ())
+        if len(defs) != 1 or not isinstance(self.body[defs[0]].insn, Mov) \
+                or getattr(self.body[defs[0]].insn.a, "name", None) != "tid.x" \
+                or self.body[defs[0]].guard is not None:
+            return False
+        b = self.const(insn.b)
+        if b is None:
+            return False
+        if insn.cmp in ("lt", "ge", "lo", "hs"):
+            return b % 32 == 0
+        if insn.cmp in ("le", "gt", "ls", "hi"):
+            return (b + 1) % 32 == 0
+        return False
 
 
 def _opaque(reg: Reg) -> tuple[str, int]:

@@ -1,9 +1,12 @@
 """`python -m ptxdsl.fuzz --examples N [--families a,b] [--seed S]`: a fuzz campaign.
 
+Also `python -m ptxdsl fuzz ...`, with the same options.
+
 Draws N cases per family (hypothesis, in batches of `fuzz.BATCH`), judges every builder
 verdict with ptxas and prints the tally per family and verdict, the policy table's use, and
 every disagreement. Exit status 1 when there is any; Ctrl-C stops the campaign, prints the
-tally of the cases judged so far and exits 130.
+tally of the cases judged so far and exits 130. On a terminal, a progress line counts the
+cases of the running family (`--no-progress` turns it off, `--progress` forces it).
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ from collections import Counter
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from ..progress import Progress
 from . import BATCH, check, policy, strategies
 from .oracle import Report, close_assembler, newest_version, targets
 
 
-def _runner(fam: str, examples: int, done: Report):
+def _runner(fam: str, examples: int, done: Report, progress: Progress | None = None):
     @settings(max_examples=max(1, -(-examples // BATCH)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck),
               phases=(Phase.explicit, Phase.generate))
     @given(st.lists(strategies[fam], min_size=BATCH, max_size=BATCH))
     def run(cases):
         done.merge(check(cases))
+        if progress is not None:
+            progress.update(len(done.outcomes))
     return run
 
 
@@ -38,13 +44,18 @@ class Interrupted(Exception):
         self.report = report
 
 
-def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) -> Report:
+def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout,
+             progress: bool | None = None) -> Report:
     """Run `examples` cases of each family; return the merged report. Ctrl-C raises
-    `Interrupted` carrying the cases judged so far (the current family's included)."""
+    `Interrupted` carrying the cases judged so far (the current family's included).
+    `progress`: draw a progress line on stderr (None: only when stderr is a terminal)."""
     total = Report()
     for fam in families:
         done = Report()
-        run = _runner(fam, examples, done)
+        # hypothesis draws whole batches: the family's case count rounds up to BATCH
+        bar = Progress(f"{fam:12s}", total=max(1, -(-examples // BATCH)) * BATCH,
+                       enabled=progress, unit="cases")
+        run = _runner(fam, examples, done, bar)
         if seed_ is not None:
             run = seed(seed_)(run)
         t0 = time.perf_counter()
@@ -53,6 +64,8 @@ def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) 
             run()
         except KeyboardInterrupt:
             stopped = True
+        finally:
+            bar.close()
         tally = done.tally()
         print(f"{fam:12s} {len(done.outcomes):7d} cases {time.perf_counter() - t0:7.1f} s  "
               f"failures {len(done.failures)}  " + ", ".join(
@@ -87,12 +100,17 @@ def _families(ap: argparse.ArgumentParser, text: str) -> list[str]:
     return fams
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptxdsl.fuzz", description=__doc__)
-    ap.add_argument("--examples", type=_positive, default=2000, help="cases per family (>= 1)")
-    ap.add_argument("--families", default="all", help="comma-separated; default all: "
-                    + ",".join(strategies))
-    ap.add_argument("--seed", type=int, default=None)
+def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--examples", type=_positive, default=2000,
+                    help="cases per family, a whole number >= 1 (default: %(default)s)")
+    ap.add_argument("--families", default="all", help="comma-separated families to fuzz; "
+                    "default all: " + ",".join(strategies))
+    ap.add_argument("--seed", type=int, default=None,
+                    help="hypothesis seed, to repeat a campaign (default: random)")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a progress line on stderr (default: only on a terminal)")
     args = ap.parse_args(argv)
     fams = _families(ap, args.families)
     t0 = time.perf_counter()
@@ -100,7 +118,7 @@ def main(argv=None) -> int:
     try:
         print(f"ptxas: newest PTX ISA {newest_version()}, targets {', '.join(targets())}",
               flush=True)
-        report = campaign(fams, args.examples, args.seed)
+        report = campaign(fams, args.examples, args.seed, progress=args.progress)
     except Interrupted as e:
         report, interrupted = e.report, True
     except KeyboardInterrupt:   # before the first case

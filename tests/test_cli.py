@@ -133,3 +133,46 @@ def test_fuzz_progress_is_closed_before_the_interrupted_tally(monkeypatch):
     with pytest.raises(fz.Interrupted) as ei:
         fz.campaign(["fence"], 1, out=io.StringIO(), progress=True)
     assert closed == [0] and ei.value.report.outcomes == []
+
+
+def test_a_ctrl_c_lost_in_a_gc_callback_still_stops_the_campaign(monkeypatch):
+    """SIGINT during a gc callback (hypothesis installs one) only prints 'Exception ignored':
+    the handler remembers it and the batch that was running re-raises it when it ends."""
+    from ptxdsl.fuzz import __main__ as fz
+    from ptxdsl.fuzz.oracle import Report
+    batches = []
+
+    def swallowed(cases):
+        batches.append(len(cases))
+        fz._ctrl_c.seen = True        # what the handler records before its raise is lost
+        return Report()
+    monkeypatch.setattr(fz, "check", swallowed)
+    with fz._ctrl_c, pytest.raises(fz.Interrupted):
+        fz.campaign(["fence"], 10 * fz.BATCH, seed_=1, out=io.StringIO(), progress=False)
+    assert batches == [fz.BATCH]      # stopped after the first batch, not after ten
+
+
+def test_ctrl_c_inside_a_gc_callback_is_deferred_not_lost():
+    import gc
+    import signal
+
+    from ptxdsl.fuzz import __main__ as fz
+    raised = []
+
+    def callback(phase, info):
+        if phase == "start" and not raised:
+            try:
+                signal.raise_signal(signal.SIGINT)     # handled right here, inside the callback
+            except KeyboardInterrupt:
+                raised.append("in the callback")
+    gc.callbacks.append(callback)
+    try:
+        with fz._ctrl_c:
+            gc.collect()
+            assert raised == [] and fz._ctrl_c.seen
+            with pytest.raises(KeyboardInterrupt):
+                fz._ctrl_c.check()                     # the batch's end raises it
+            with pytest.raises(KeyboardInterrupt):     # elsewhere: at once, as by default
+                signal.raise_signal(signal.SIGINT)
+    finally:
+        gc.callbacks.remove(callback)

@@ -12,7 +12,10 @@ cases of the running family (`--no-progress` turns it off, `--progress` forces i
 from __future__ import annotations
 
 import argparse
+import gc
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -24,6 +27,42 @@ from . import BATCH, check, policy, strategies
 from .oracle import Report, close_assembler, newest_version, targets
 
 
+class _CtrlC:
+    """SIGINT raises KeyboardInterrupt at once, as by default, except inside a gc callback
+    (hypothesis installs one): raised there it would only be printed as 'Exception ignored'
+    and lost. Either way it is remembered, and each batch re-raises it when it ends."""
+
+    def __init__(self):
+        self.seen = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.seen = True
+        callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+        while frame is not None:
+            if frame.f_code in callbacks:
+                return                    # deferred to the end of the batch
+            frame = frame.f_back
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _CtrlC:
+        self.seen = False
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+_ctrl_c = _CtrlC()
+
+
 def _runner(fam: str, examples: int, done: Report, progress: Progress | None = None):
     @settings(max_examples=max(1, -(-examples // BATCH)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck),
@@ -33,6 +72,7 @@ def _runner(fam: str, examples: int, done: Report, progress: Progress | None = N
         done.merge(check(cases))
         if progress is not None:
             progress.update(len(done.outcomes))
+        _ctrl_c.check()
     return run
 
 
@@ -118,7 +158,9 @@ def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
     try:
         print(f"ptxas: newest PTX ISA {newest_version()}, targets {', '.join(targets())}",
               flush=True)
-        report = campaign(fams, args.examples, args.seed, progress=args.progress)
+        with _ctrl_c:
+            report = campaign(fams, args.examples, args.seed, progress=args.progress)
+        interrupted = _ctrl_c.seen      # lost in a gc callback during the very last batch
     except Interrupted as e:
         report, interrupted = e.report, True
     except KeyboardInterrupt:   # before the first case

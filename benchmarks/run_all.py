@@ -7,6 +7,9 @@
 Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm. Without a
 usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter still
 runs. A section that fails records its error and the run goes on; the exit status is 1 then.
+Each section's start line counts the sections (`[3/7]`) and the time so far. Ctrl-C stops the
+run, prints the summary of the sections finished so far and exits 130 without overwriting
+BENCHMARKS.md and results.json (a partial run does not replace a whole one).
 """
 
 from __future__ import annotations
@@ -121,8 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     env = environment()
     print(f"GPU: {env.get('gpu') or env.get('gpu_skip_reason')}", flush=True)
-    sections = [run_section(name, env.get("gpu_skip_reason"), not args.in_process)
-                for name in args.only]
+    sections = []
+    try:
+        for i, name in enumerate(args.only, 1):
+            print(f"[{i}/{len(args.only)}] {name} ({time.perf_counter() - t0:.0f} s so far)",
+                  flush=True)
+            sections.append(run_section(name, env.get("gpu_skip_reason"), not args.in_process))
+    except KeyboardInterrupt:
+        done = {"sections": [s.as_dict() for s in sections]}
+        print(render_summary(done))
+        print(f"\ninterrupted after {len(sections)} of {len(args.only)} sections "
+              f"({time.perf_counter() - t0:.0f} s); BENCHMARKS.md and results.json left as "
+              "they were")
+        return 130
     results = {
         "command": "python -m benchmarks" + (f" --only {' '.join(args.only)}"
                                              if args.only != list(SECTIONS) else ""),

@@ -1,4 +1,4 @@
-"""`python -m ptxdsl`: demo, emit, forms, check.
+"""`python -m ptxdsl`: demo, emit, forms, check, fuzz.
 
 - `demo`: build every sample in samples/, write its .ptx under out/, assemble it for its target
   with nvJitLink, and run it (checked against numpy) when a Hopper GPU is present.
@@ -6,6 +6,8 @@
   `build_module()`'s) as .ptx.
 - `forms`: the table of instruction forms with the PTX ISA version and target each needs.
 - `check FILE.py`: the static hazard checker over every module a file defines.
+- `fuzz`: a property-based campaign of the builders against ptxas (the options of
+  `python -m ptxdsl.fuzz`; needs the `fuzz` extra, hypothesis).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
+from . import __version__
 from .errors import PtxdslError
 from .module import Module
 
@@ -176,28 +179,60 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+FUZZ_PROG = "python -m ptxdsl fuzz"
+
+
+def cmd_fuzz(argv: list[str]) -> int:
+    try:
+        from .fuzz.__main__ import main as fuzz_main
+    except ModuleNotFoundError as e:
+        if e.name != "hypothesis":
+            raise
+        print(f"{FUZZ_PROG}: {e}", file=sys.stderr)
+        return 2
+    return fuzz_main(argv, prog=FUZZ_PROG)
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m ptxdsl", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap.add_argument("--version", action="version", version=f"ptxdsl {__version__}",
+                    help="print ptxdsl's version and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                            help="what to do (python -m ptxdsl COMMAND --help for its options)")
     p = sub.add_parser("demo", help="build, assemble and (on a Hopper GPU) run every sample")
-    p.add_argument("-o", "--output", default="out", help="folder for the .ptx files")
+    p.add_argument("-o", "--output", default="out",
+                   help="folder for the .ptx files (default: %(default)s)")
     p.add_argument("only", nargs="*", help="run only these samples (file stems)")
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("emit", help="write the modules a Python file defines as .ptx")
-    p.add_argument("file")
-    p.add_argument("-o", "--output", default=".")
+    p.add_argument("file", help="a Python file defining Modules at top level or in "
+                   "build_module()/build_modules()")
+    p.add_argument("-o", "--output", default=".",
+                   help="folder for the .ptx files (default: the current one)")
     p.add_argument("--assemble", action="store_true", help="also assemble with nvJitLink")
     p.set_defaults(fn=cmd_emit)
     p = sub.add_parser("forms", help="instruction forms with their PTX ISA version and target")
     p.set_defaults(fn=cmd_forms)
     p = sub.add_parser("check", help="report async-proxy and tensor-map hazards")
-    p.add_argument("file")
+    p.add_argument("file", help="a Python file defining Modules at top level or in "
+                   "build_module()/build_modules()")
     p.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
     p.add_argument("--notes", action="store_true",
                    help="also say which checks were skipped for lack of information")
     p.set_defaults(fn=cmd_check)
-    args = ap.parse_args(argv)
+    # Parsed by ptxdsl.fuzz's own parser (so the options stay one list, and hypothesis is
+    # imported only for this command): listed here for --help.
+    sub.add_parser("fuzz", add_help=False, help="fuzz the builders against ptxas (the "
+                   "options of python -m ptxdsl.fuzz; see python -m ptxdsl fuzz --help)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["fuzz"]:
+        return cmd_fuzz(argv[1:])
+    args = parser().parse_args(argv)
     return args.fn(args)
 
 

@@ -71,7 +71,7 @@ def all_forms(families: tuple[str, ...] = FAMILIES) -> list[FormRow]:
 
 
 def forms_table(families: tuple[str, ...] = FAMILIES) -> str:
-    """A markdown table: | Instruction / variant | PTX | Target | Notes |."""
+    """A markdown table: `| Instruction / variant | PTX | Target | Notes |`."""
     lines = ["| Instruction / variant | PTX | Target | Notes |", "|---|---|---|---|"]
     for row in all_forms(families):
         form = row.form.replace("|", "\\|")

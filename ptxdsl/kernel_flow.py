@@ -1,5 +1,5 @@
-"""Structured control flow for the kernel builder: if_/else_, for_range, while_, loop,
-break_/continue_, each lowered to labels and (guarded) branches.
+"""Structured control flow for the kernel builder: `if_`/`else_`, `for_range`, `while_`, `loop`,
+`break_`/`continue_`, each lowered to labels and (guarded) branches.
 
 A mixin of `ptxdsl.kernel.Kernel`; it relies on the core's `emit`, `place`, `fresh_label`,
 `reg` and the instruction mixins' `mov`/`add`/`sub`/`setp`.

@@ -95,3 +95,25 @@ def test_benchmark_kernels_assemble():
     assert "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64" in ptx
     assert len(module.assemble("sm_90")) > 1000
     assert len(probe().assemble("sm_90")) > 1000
+
+
+def test_progress_and_ctrl_c_keep_the_sections_done(monkeypatch, tmp_path, capsys):
+    from benchmarks import run_all
+    ran = []
+
+    def fake_section(name, gpu_reason, isolate=True):
+        if ran:                                   # Ctrl-C during the second section
+            raise KeyboardInterrupt
+        ran.append(name)
+        s = Section(name, run_all.SECTIONS[name][0])
+        s.target("emitter | instructions/s", 250_000, ">= 200,000", True)
+        return s
+    monkeypatch.setattr(run_all, "run_section", fake_section)
+    monkeypatch.setattr(run_all, "environment", lambda: {"gpu_skip_reason": "none here"})
+    rc = run_all.main(["--only", "emitter", "tma_copy", "--out-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 130 and ran == ["emitter"]
+    assert "[1/2] emitter" in out and "[2/2] tma_copy" in out
+    assert "emitter | instructions/s | " in out and "| >= 200,000 | met" in out
+    assert "interrupted after 1 of 2 sections" in out
+    assert not (tmp_path / "BENCHMARKS.md").exists()        # a partial run replaces nothing

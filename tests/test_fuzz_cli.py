@@ -137,7 +137,8 @@ def test_ctrl_c_mid_batch_is_neither_lost_nor_a_disagreement(monkeypatch):
         return Report()
 
     monkeypatch.setattr(cli, "check", fake_check)
-    with pytest.raises(cli.Interrupted) as ei:
-        cli.campaign(["arith"], examples=100 * cli.BATCH, out=open(os.devnull, "w"))
+    with pytest.raises(cli.Interrupted) as ei, cli._ctrl_c:
+        cli.campaign(["arith"], examples=100 * cli.BATCH, out=open(os.devnull, "w"),
+                     progress=False)
     assert len(calls) == 2 and not ei.value.report.failures
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

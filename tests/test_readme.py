@@ -22,3 +22,9 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_main_command_is_the_demo():
     main_cmd = next(c for c in _commands() if "demo" in c)
     assert "pip install -e ." in main_cmd and main_cmd.endswith("python -m ptxdsl demo")
+
+
+def test_ci_builds_the_docs_with_warnings_as_errors():
+    test_cmd = next(c for c in _commands() if "pytest" in c)
+    assert "'.[test,docs]'" in test_cmd
+    assert "sphinx-build -W" in test_cmd and test_cmd.endswith("docs docs/_build")

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import strategies as st
+try:
+    from hypothesis import strategies as st
+except ModuleNotFoundError as e:   # the fuzzer is an optional extra: say which one
+    if e.name != "hypothesis":
+        raise
+    raise ModuleNotFoundError(
+        "ptxdsl.fuzz needs hypothesis, which is not installed: pip install 'ptxdsl[fuzz]' "
+        "(or pip install hypothesis)", name="hypothesis") from None
 
 from . import policy
 from .case import A, Case, N, R, S, case

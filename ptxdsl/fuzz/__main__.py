@@ -1,14 +1,18 @@
 """`python -m ptxdsl.fuzz --examples N [--families a,b] [--seed S]`: a fuzz campaign.
 
+Also `python -m ptxdsl fuzz ...`, with the same options.
+
 Draws N cases per family (hypothesis, in batches of `fuzz.BATCH`), judges every builder
 verdict with ptxas and prints the tally per family and verdict, the policy table's use, and
 every disagreement. Exit status 1 when there is any; Ctrl-C stops the campaign, prints the
-tally of the cases judged so far and exits 130.
+tally of the cases judged so far and exits 130. On a terminal, a progress line counts the
+cases of the running family (`--no-progress` turns it off, `--progress` forces it).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import threading
@@ -18,45 +22,58 @@ from collections import Counter
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from ..progress import Progress
 from . import BATCH, check, policy, strategies
 from .oracle import Report, close_assembler, newest_version, targets
 
 
-def _runner(fam: str, examples: int, done: Report, stop: threading.Event):
+class _CtrlC:
+    """SIGINT raises KeyboardInterrupt at once, as by default, except inside a gc callback
+    (hypothesis installs one): raised there it would only be printed as 'Exception ignored'
+    and lost. Either way it is remembered, and each batch re-raises it when it ends."""
+
+    def __init__(self):
+        self.seen = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.seen = True
+        callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+        while frame is not None:
+            if frame.f_code in callbacks:
+                return                    # deferred to the end of the batch
+            frame = frame.f_back
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _CtrlC:
+        self.seen = False
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+_ctrl_c = _CtrlC()
+
+
+def _runner(fam: str, examples: int, done: Report, progress: Progress | None = None):
     @settings(max_examples=max(1, -(-examples // BATCH)), deadline=None, database=None,
               suppress_health_check=list(HealthCheck),
               phases=(Phase.explicit, Phase.generate))
     @given(st.lists(strategies[fam], min_size=BATCH, max_size=BATCH))
     def run(cases):
-        # Ctrl-C only sets `stop` (see `_ctrl_c`); a batch is judged whole or not at all, so
-        # the tally never holds a case that the interrupt cut short.
-        if stop.is_set():
-            raise KeyboardInterrupt
-        report = check(cases)
-        if stop.is_set():
-            raise KeyboardInterrupt
-        done.merge(report)
+        done.merge(check(cases))
+        if progress is not None:
+            progress.update(len(done.outcomes))
+        _ctrl_c.check()
     return run
-
-
-class _ctrl_c:
-    """While active, SIGINT sets an event instead of raising KeyboardInterrupt wherever the
-    main thread happens to be: raised inside a gc callback (hypothesis installs one) Python
-    prints and drops it, and the campaign would run on; raised inside `check` it would be
-    recorded as a disagreement."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self._old = None
-
-    def __enter__(self) -> threading.Event:
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
-        return self.stop
-
-    def __exit__(self, *exc) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
 
 
 class Interrupted(Exception):
@@ -67,23 +84,28 @@ class Interrupted(Exception):
         self.report = report
 
 
-def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout) -> Report:
+def campaign(families, examples: int, seed_: int | None = None, out=sys.stdout,
+             progress: bool | None = None) -> Report:
     """Run `examples` cases of each family; return the merged report. Ctrl-C raises
-    `Interrupted` carrying the cases judged so far (the current family's included)."""
+    `Interrupted` carrying the cases judged so far (the current family's included).
+    `progress`: draw a progress line on stderr (None: only when stderr is a terminal)."""
     total = Report()
     for fam in families:
         done = Report()
+        # hypothesis draws whole batches: the family's case count rounds up to BATCH
+        bar = Progress(f"{fam:12s}", total=max(1, -(-examples // BATCH)) * BATCH,
+                       enabled=progress, unit="cases")
+        run = _runner(fam, examples, done, bar)
+        if seed_ is not None:
+            run = seed(seed_)(run)
         t0 = time.perf_counter()
         stopped = False
-        with _ctrl_c() as stop:
-            run = _runner(fam, examples, done, stop)
-            if seed_ is not None:
-                run = seed(seed_)(run)
-            try:
-                run()
-            except KeyboardInterrupt:
-                stopped = True
-            stopped = stopped or stop.is_set()
+        try:
+            run()
+        except KeyboardInterrupt:
+            stopped = True
+        finally:
+            bar.close()
         tally = done.tally()
         print(f"{fam:12s} {len(done.outcomes):7d} cases {time.perf_counter() - t0:7.1f} s  "
               f"failures {len(done.failures)}  " + ", ".join(
@@ -118,12 +140,17 @@ def _families(ap: argparse.ArgumentParser, text: str) -> list[str]:
     return fams
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptxdsl.fuzz", description=__doc__)
-    ap.add_argument("--examples", type=_positive, default=2000, help="cases per family (>= 1)")
-    ap.add_argument("--families", default="all", help="comma-separated; default all: "
-                    + ",".join(strategies))
-    ap.add_argument("--seed", type=int, default=None)
+def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--examples", type=_positive, default=2000,
+                    help="cases per family, a whole number >= 1 (default: %(default)s)")
+    ap.add_argument("--families", default="all", help="comma-separated families to fuzz; "
+                    "default all: " + ",".join(strategies))
+    ap.add_argument("--seed", type=int, default=None,
+                    help="hypothesis seed, to repeat a campaign (default: random)")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a progress line on stderr (default: only on a terminal)")
     args = ap.parse_args(argv)
     fams = _families(ap, args.families)
     t0 = time.perf_counter()
@@ -131,7 +158,9 @@ def main(argv=None) -> int:
     try:
         print(f"ptxas: newest PTX ISA {newest_version()}, targets {', '.join(targets())}",
               flush=True)
-        report = campaign(fams, args.examples, args.seed)
+        with _ctrl_c:
+            report = campaign(fams, args.examples, args.seed, progress=args.progress)
+        interrupted = _ctrl_c.seen      # lost in a gc callback during the very last batch
     except Interrupted as e:
         report, interrupted = e.report, True
     except KeyboardInterrupt:   # before the first case

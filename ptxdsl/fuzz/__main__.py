@@ -12,7 +12,6 @@ cases of the running family (`--no-progress` turns it off, `--progress` forces i
 from __future__ import annotations
 
 import argparse
-import gc
 import signal
 import sys
 import threading
@@ -28,9 +27,11 @@ from .oracle import Report, close_assembler, newest_version, targets
 
 
 class _CtrlC:
-    """SIGINT raises KeyboardInterrupt at once, as by default, except inside a gc callback
-    (hypothesis installs one): raised there it would only be printed as 'Exception ignored'
-    and lost. Either way it is remembered, and each batch re-raises it when it ends."""
+    """While active, SIGINT only sets `seen`; each batch raises KeyboardInterrupt when it
+    starts or ends with `seen` set. Raised wherever the main thread happened to be, the
+    interrupt could land in hypothesis's gc callback (Python prints 'Exception ignored' and
+    the campaign runs on) or inside `check` (the cut-short batch would count as a
+    disagreement); judged whole, a batch never holds a half-judged case."""
 
     def __init__(self):
         self.seen = False
@@ -38,12 +39,6 @@ class _CtrlC:
 
     def _handler(self, signum, frame):
         self.seen = True
-        callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
-        while frame is not None:
-            if frame.f_code in callbacks:
-                return                    # deferred to the end of the batch
-            frame = frame.f_back
-        raise KeyboardInterrupt
 
     def check(self) -> None:
         if self.seen:
@@ -69,6 +64,7 @@ def _runner(fam: str, examples: int, done: Report, progress: Progress | None = N
               phases=(Phase.explicit, Phase.generate))
     @given(st.lists(strategies[fam], min_size=BATCH, max_size=BATCH))
     def run(cases):
+        _ctrl_c.check()
         done.merge(check(cases))
         if progress is not None:
             progress.update(len(done.outcomes))
@@ -160,7 +156,7 @@ def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
               flush=True)
         with _ctrl_c:
             report = campaign(fams, args.examples, args.seed, progress=args.progress)
-        interrupted = _ctrl_c.seen      # lost in a gc callback during the very last batch
+        interrupted = _ctrl_c.seen      # after the last batch ended
     except Interrupted as e:
         report, interrupted = e.report, True
     except KeyboardInterrupt:   # before the first case

@@ -97,6 +97,26 @@ class Stream:
         self.close()
 
 
+def stream_key(stream) -> int:
+    """The integer handle of a stream, as `stream_handle` would wrap it, without building a
+    CUstream: the launch-configuration cache keys on it (a framework may hand out a new
+    wrapper object for the same stream on every call, so `id()` would never hit)."""
+    if stream is None:
+        return 0
+    if type(stream) is int:
+        return stream
+    if isinstance(stream, Stream):
+        return int(stream.handle)
+    cs = getattr(stream, "__cuda_stream__", None)
+    if cs is not None:
+        return int(cs()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if value is not None:
+            return int(value)
+    return int(stream)
+
+
 def stream_handle(stream) -> object:
     """A CUstream for a ptxdsl Stream, None/0 (legacy default stream), an int handle, or any
     object with `.handle`/`.ptr` or `__cuda_stream__` (cuda.core, CuPy, PyTorch streams)."""

@@ -111,3 +111,10 @@ def test_a_stream_of_another_device_is_still_refused(fn):
     f, _, _ = fn
     with pytest.raises(Exception, match="belongs to device 1"):
         f.launch(1, 32, (), stream=TorchLikeStream(0x77, device=1))
+
+
+def test_a_cuda_core_stream_of_another_device_is_refused(fn):
+    f, _, _ = fn
+    core_like = SimpleNamespace(handle=0x99, device=SimpleNamespace(device_id=1))
+    with pytest.raises(Exception, match="belongs to device 1"):
+        f.launch(1, 32, (), stream=core_like)

@@ -31,7 +31,7 @@ from ptxdsl.runtime.cluster import (
     max_active_clusters,
     max_cluster_rank,
 )
-from ptxdsl.runtime.device import _tls, device_info, use_device
+from ptxdsl.runtime.device import _tls, device_info, device_ordinal, use_device
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_key
 
@@ -157,7 +157,7 @@ class Function:
         skey = stream_key(stream)
         key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
                else skey, cluster)
-        sdev = getattr(stream, "device", self.device)
+        sdev = device_ordinal(getattr(stream, "device", self.device))
         if isinstance(sdev, int) and sdev != self.device:
             raise LaunchError(f"kernel '{self.name}' is loaded on device {self.device} but the "
                               f"stream belongs to device {sdev}: load the module there too "
@@ -252,7 +252,9 @@ class Function:
         lock = self._lock
         lock.acquire()
         try:
-            params = self._packer.pack(args)
+            packer = self._packer
+            packer.stream = skey or 0
+            params = packer.pack(args)
             if entry[4]:             # all arguments prepared, kernelParams included
                 res = entry[0](*entry[1])
                 if type(res) is tuple:       # cuda.bindings: (CUresult,)

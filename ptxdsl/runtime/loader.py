@@ -32,7 +32,7 @@ from ptxdsl.errors import SourceLoc, user_loc
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
 from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
-from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.device import device_info, device_ordinal, use_device
 from ptxdsl.runtime.errors import JitError, KernelNotFoundError
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
@@ -209,6 +209,7 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     `options`: nvJitLink options for `use_cubin` (e.g. `-maxrregcount=64`), part of the cache
     key.
     """
+    device = device_ordinal(device)
     if isinstance(module_or_text, str):
         ptx, source = module_or_text, None
         kernels = parse_entries(ptx)

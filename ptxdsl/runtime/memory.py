@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
-from ptxdsl.runtime.device import use_device
+from ptxdsl.runtime.device import device_ordinal, use_device
 from ptxdsl.runtime.errors import SyncTimeoutError
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
@@ -51,6 +51,7 @@ class Stream:
     tracked and waited on individually."""
 
     def __init__(self, *, non_blocking: bool = False, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         use_device(device)
         flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
@@ -140,6 +141,7 @@ class Event:
     """A CUDA event (cuEventCreate) for ordering and timing."""
 
     def __init__(self, *, timing: bool = True, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         use_device(device)
         flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
@@ -229,6 +231,7 @@ class DeviceBuffer(Owned):
     """
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         dtype = np.dtype(dtype)
         if shape is None:
             shape = (int(nbytes) // dtype.itemsize,)

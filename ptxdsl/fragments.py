@@ -95,6 +95,22 @@ class Fragment:
     def coords(self, thread: int) -> list[tuple[int, int]]:
         return fragment_coords(self.n, thread, self.dtype)
 
+    def offsets(self, i: int) -> tuple[int, int]:
+        """(row, col) of value `i` relative to the thread's origin (`origin()`), known at build
+        time: (8*((i/2)%2), 8*(i/4) + i%2)."""
+        if not 0 <= i < self.n // 2:
+            raise BuildError(f"fragment.offsets: value index must be in [0, {self.n // 2})")
+        return 8 * ((i // 2) % 2), 8 * (i // 4) + i % 2
+
+    def origin(self) -> tuple[Reg, Reg]:
+        """The thread's first (row, col) in the tile, as registers: (16*warp + lane/4,
+        2*(lane%4)) within the warpgroup; value i sits at origin + offsets(i). For custom
+        epilogues (bias, activation by column, ...)."""
+        k = self.kernel
+        tid = k.and_(k.tid.x, WARPGROUP - 1)
+        row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))
+        return row0, k.shl(k.and_(tid, 3), 1)
+
     def zero(self) -> Fragment:
         """mov 0 into every register (`.f32` 0.0, integer/packed registers 0)."""
         return self.fill(0)
@@ -152,9 +168,7 @@ class Fragment:
             raise BuildError("fragment.store: ptr must be a 64-bit register or a pointer "
                              "parameter")
         eb = self.value_bits // 8
-        tid = k.and_(k.tid.x, WARPGROUP - 1)
-        row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))
-        col0 = k.shl(k.and_(tid, 3), 1)
+        row0, col0 = self.origin()
         first = k.mad(row0, ld, col0, type=T.u32) if not isinstance(ld, int) \
             else k.mad(row0, ld, col0)
         base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
@@ -170,7 +184,7 @@ class Fragment:
                 i = 2 * idx
             else:
                 i = idx
-            dr, dc = 8 * ((i // 2) % 2), 8 * (i // 4) + i % 2
+            dr, dc = self.offsets(i)
             addr_base, extra = (base, 0) if dr == 0 else below
             addr = Addr(addr_base, extra + dc * eb)
             pred = self._bound(col0, cols, dc + (1 if pairs else 0), row_ok[dr])

@@ -213,6 +213,16 @@ def test_fragment_coords_cover_the_tile_once():
     assert fragment_coords(16, 37)[:4] == [(16 + 1, 2), (17, 3), (25, 2), (25, 3)]
 
 
+def test_fragment_offsets_agree_with_coords():
+    frag = Kernel("k").fragment(t.f32, shape=(64, 32), zero=False)
+    for th in (0, 5, 37, 127):
+        coords = fragment_coords(32, th)
+        r0, c0 = coords[0]
+        assert [(r0 + dr, c0 + dc) for dr, dc in map(frag.offsets, range(16))] == coords
+    with pytest.raises(BuildError, match=r"value index must be in \[0, 16\)"):
+        frag.offsets(16)
+
+
 @pytest.mark.parametrize("bits", [16, 32, 8])
 def test_a_fragment_coords_cover_the_tile_once(bits):
     kk = 256 // bits

@@ -176,7 +176,7 @@ def multimem_red(k, *args, type=None, **kwargs) -> None:
 
 
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms ----------------------------------
-_NOTE = "assembled only (no GPU test); integer forms of cuda::ptx"
+_NOTE = "assembled only (no GPU test)"
 FORMS: list[tuple[str, Requires, str]] = [
     ("multimem.ld_reduce.{weak,{relaxed,acquire}.<scope>}.global.{min,max}.{u32,u64,s32,s64}",
      SM90_81, _NOTE),

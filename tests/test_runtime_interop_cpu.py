@@ -236,3 +236,12 @@ def test_argument_error_names_the_way_out():
     (params,) = parse_entries(".visible .entry k(.param .align 64 .b8 m[128]){ret;}").values()
     with pytest.raises(ArgumentError, match="to_cuda_core"):
         ArgPacker("k", params).pack((TensorMapDescriptor(),))
+
+
+def test_a_capsule_cuda_core_refuses_is_read_with_ctypes(monkeypatch):
+    class Refusing:
+        @staticmethod
+        def from_dlpack(obj, stream):
+            raise BufferError("dtype not supported")
+    monkeypatch.setattr(arrays, "_SMV", [Refusing])
+    assert device_pointer(CudaProducer(), 5) == 0x7F00_0000

@@ -118,3 +118,11 @@ def test_a_cuda_core_stream_of_another_device_is_refused(fn):
     core_like = SimpleNamespace(handle=0x99, device=SimpleNamespace(device_id=1))
     with pytest.raises(Exception, match="belongs to device 1"):
         f.launch(1, 32, (), stream=core_like)
+
+
+def test_a_closed_ptxdsl_stream_is_named():
+    from ptxdsl.runtime.memory import Stream
+    closed = object.__new__(Stream)
+    closed.handle = None
+    with pytest.raises(ValueError, match="Stream was closed"):
+        stream_key(closed)

@@ -231,10 +231,15 @@ def _dlpack_stream(stream: int | None) -> int | None:
 def _dlpack_pointer(obj, stream: int | None) -> int:
     smv = _strided_memory_view()
     if smv is not None:
-        view = smv.from_dlpack(obj, -1 if stream is None else _dlpack_stream(stream))
-        if not view.is_device_accessible:
-            raise ValueError("the DLPack tensor lives in host memory, not on the GPU")
-        return int(view.ptr)
+        try:
+            view = smv.from_dlpack(obj, -1 if stream is None else _dlpack_stream(stream))
+        except Exception as exc:  # noqa: BLE001 - e.g. a dtype cuda.core does not map
+            log.debug("StridedMemoryView refused %s (%s); reading the capsule with ctypes",
+                      type(obj).__name__, exc)
+        else:
+            if not view.is_device_accessible:
+                raise ValueError("the DLPack tensor lives in host memory, not on the GPU")
+            return int(view.ptr)
     if stream is not None:
         # The ctypes reader asks for no stream; make the producer order its work first.
         info = _dlpack_info_on(obj, _dlpack_stream(stream))

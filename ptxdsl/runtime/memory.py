@@ -107,6 +107,8 @@ def stream_key(stream) -> int:
     if type(stream) is int:
         return stream
     if isinstance(stream, Stream):
+        if stream.handle is None:
+            raise ValueError("the ptxdsl Stream was closed; launch on an open stream")
         return int(stream.handle)
     cs = getattr(stream, "__cuda_stream__", None)
     if cs is not None:

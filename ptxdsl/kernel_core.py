@@ -26,6 +26,8 @@ from .operands import (
     SpecialReg,
     Symbol,
     Vec,
+    _align,
+    _check_space,
     _show,
     as_int,
     check_identifier,
@@ -111,13 +113,21 @@ def _compute_prefix(t: ScalarType) -> str:
 _TYPE_PREFIX: dict[ScalarType, str] = {}   # filled by _compute_prefix: one lookup per register
 
 
+def _param_kind(kind) -> None:
+    if kind not in ("scalar", "pointer", "tensormap"):
+        raise BuildError(f"Param: kind must be 'scalar', 'pointer' or 'tensormap', got "
+                         f"{_show(kind)}")
+
+
 @attrs.define(eq=False)
 class Param(Symbol):
     """A kernel parameter. `kind` is 'scalar', 'pointer' or 'tensormap'."""
 
-    kind: str = "scalar"
-    ptr_space: StateSpace | None = None
-    ptr_align: int | None = None
+    kind: str = attrs.field(default="scalar", validator=lambda _s, _a, v: _param_kind(v))
+    ptr_space: StateSpace | None = attrs.field(
+        default=None, validator=lambda _s, _a, v: v is None or _check_space("Param", v))
+    ptr_align: int | None = attrs.field(default=None,
+                                        converter=lambda v: _align(v, "Param .ptr"))
     is_bool: bool = False
 
     def declaration(self) -> str:
@@ -373,7 +383,7 @@ class KernelCore:
             counters = self._counters
             n = counters.get(prefix, 0) + 1
             counters[prefix] = n
-            return Reg(type, prefix + str(n), self)
+            return Reg._trusted(type, prefix + str(n), self)
         check_register_name(name)
         if _AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "

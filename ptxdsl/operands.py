@@ -185,6 +185,17 @@ class Reg(Operand):
     def render(self) -> str:
         return "%" + self.name
 
+    @classmethod
+    def _trusted(cls, type: ScalarType, name: str, kernel: Kernel) -> Reg:
+        """A register whose name and type the kernel made itself (an automatic `r12`), built
+        without re-checking them: one is made per instruction result."""
+        r = object.__new__(cls)
+        object.__setattr__(r, "type", type)
+        object.__setattr__(r, "name", name)
+        object.__setattr__(r, "kernel", kernel)
+        object.__setattr__(r, "space", None)
+        return r
+
     def __repr__(self) -> str:
         return f"Reg(%{self.name}: {self.type.value})"
 

@@ -28,9 +28,11 @@ u32) lives on the device; the host never loops over the experts.
   into a STAGES-deep `MbarrierRing`; rows past M_g and columns past K arrive as zeros (the
   expert's map bounds), so no expert reads another's tokens.
 - Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
-  rows 64w..64w+63, waits for them and releases the stage (each warp's lane 0: 8 arrivals),
-  then converts the accumulator to bf16 and stores it with stores predicated on the expert's
-  row count and N, so rows past M_g (another expert's) are never written.
+  rows 64w..64w+63, keeps them in flight while it waits for the next stage (`wait_group 1`,
+  then the previous stage is released: each warp's lane 0, 8 arrivals), and after the tile's
+  last stage (`wait_group 0`) converts the accumulator to bf16 and stores it with stores
+  predicated on the expert's row count and N, so rows past M_g (another expert's) are never
+  written.
 
 `run()` checks every expert's rows against numpy (exact: inputs are multiples of 1/8, products
 and sums of at most K terms stay exact in f32 and round to bf16 the same way) and that the
@@ -42,10 +44,13 @@ from __future__ import annotations
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+from ptxdsl.operands import SINK
 from ptxdsl.pipeline import MbarrierRing, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+from ptxdsl.types import StateSpace
 
 space_shared = ptx.space_shared
 
@@ -246,11 +251,19 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, y_p, offsets, G, N, n_tiles, k_step
     walk = ExpertWalk(k, offsets, G, n_tiles)
     c = ring.consumer()
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
+    prev_empty = k.reg(t.u32, "prev_empty")     # empty[] of the step before this one
+
+    def release(bar):
+        """Each consumer warp's lane 0 arrives on `bar` (8 arrivals complete a phase)."""
+        k.syncwarp()
+        with k.if_(lane == 0):
+            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, StateSpace.shared_cta,
+                                  SINK, bar))
 
     def body(item):
         mt, nt = walk.tile(item)
         acc.zero()
-        with k.for_range(0, k_steps):
+        with k.for_range(0, k_steps) as kb:
             c.wait_full()
             da = descriptor(k, LAYOUT_XW, c.slot(x_rows, STAGE_X))
             db = descriptor(k, LAYOUT_W, c.slot(tiles_w, STAGE_W))
@@ -258,11 +271,15 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, y_p, offsets, G, N, n_tiles, k_step
             for kk in range(0, BK, 16):
                 ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
             ptx.wgmma_commit_group(k)
-            ptx.wgmma_wait_group(k, 0)
-            k.syncwarp()
-            with k.if_(lane == 0):
-                c.release()
+            # One step's wgmmas stay in flight while the next stage is awaited: wait for the
+            # previous step's and release its stage.
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb != 0):
+                release(prev_empty)
+            k.mov(c.empty_barrier(), dst=prev_empty)
             c.advance()
+        ptx.wgmma_wait_group(k, 0)
+        release(prev_empty)
         # Rows of this warpgroup's 64 within the expert, and columns within N: the rest of
         # the tile (another expert's rows, padding past N) is not stored.
         row0 = k.add(k.mul(mt, BM), k.mul(wg, 64))

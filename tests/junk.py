@@ -78,5 +78,11 @@ def positional(fn) -> tuple[int, list[str]]:
     return req, kw
 
 
+def required_keywords(fn) -> list[str]:
+    """Keyword-only parameters without a default (always passed, with junk)."""
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+
+
 __all__ = ["INJECTIONS", "Reg", "Symbol", "junk", "kernel_values", "operand_classes",
-           "positional", "ptx_functions", "public_methods"]
+           "positional", "ptx_functions", "public_methods", "required_keywords"]

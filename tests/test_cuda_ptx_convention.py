@@ -362,3 +362,18 @@ def _follow(fn, kw: dict, fixed: tuple[str, str] | None = None, depth: int = 0) 
 ])
 def test_every_suggestion_is_accepted_when_followed(fn, kw):
     assert _follow(fn, kw) >= 1
+
+
+@pytest.mark.parametrize("call, held", [
+    # a .global address where the operand is generic: convert it to generic
+    (lambda e, a: ptx.fence_proxy_tensormap_generic(e.k, "acquire", "gpu", a), "gmap"),
+    # a generic address given to the instruction (no builder to convert it): convert it
+    (lambda e, a: e.k.emit(ptx.CpAsyncBulk("global", "shared", a, e.smem_buf, 256)), "generic"),
+], ids=["global-as-generic", "generic-as-global"])
+def test_the_cvta_a_refusal_suggests_is_accepted(call, held):
+    e = Env()
+    addr = e.gmap if held == "gmap" else e.k.cvta(e.gmap, "global")   # .global / generic
+    with pytest.raises(PtxdslError, match=r"k\.cvta\(reg, '([\w:]+)'(, to=True)?\)") as info:
+        call(e, addr)
+    m = re.search(r"k\.cvta\(reg, '([\w:]+)'(, to=True)?\)", str(info.value))
+    call(e, e.k.cvta(addr, m.group(1), to=bool(m.group(2))))           # followed: builds

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from ptxdsl import Kernel, Module, ptx
 from ptxdsl.errors import PtxdslError
-from tests.junk import junk, operand_classes, positional, ptx_functions, public_methods
+from tests.junk import (
+    junk,
+    operand_classes,
+    positional,
+    ptx_functions,
+    public_methods,
+    required_keywords,
+)
 
 QUICK = settings(max_examples=10, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))
@@ -28,7 +35,7 @@ def _call(fn, data, k, other):
     args = [data.draw(values, label=f"arg{i}") for i in range(req)]
     chosen = data.draw(st.lists(st.sampled_from(kws), unique=True, max_size=2) if kws
                        else st.just([]), label="keywords")
-    kwargs = {name: data.draw(values, label=name) for name in chosen}
+    kwargs = {n: data.draw(values, label=n) for n in [*chosen, *required_keywords(fn)]}
     try:
         result = fn(*args, **kwargs)
         if hasattr(result, "__enter__"):   # if_/for_range/guard/...: run an empty body
@@ -55,7 +62,7 @@ def _check_ptx(name, data):
     args = [data.draw(values, label=f"arg{i}") for i in range(max(req - 1, 0))]
     chosen = data.draw(st.lists(st.sampled_from(kws), unique=True, max_size=2) if kws
                        else st.just([]), label="keywords")
-    kwargs = {n: data.draw(values, label=n) for n in chosen}
+    kwargs = {n: data.draw(values, label=n) for n in [*chosen, *required_keywords(fn)]}
     with contextlib.suppress(PtxdslError):
         fn(k, *args, **kwargs)
     with contextlib.suppress(PtxdslError):

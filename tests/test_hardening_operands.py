@@ -13,6 +13,7 @@ import pytest
 from ptxdsl import BuildError, Kernel, Module, OperandError, t
 from ptxdsl.errors import PtxdslError
 from ptxdsl.instructions import inline
+from ptxdsl.kernel import Param
 from ptxdsl.kernel_core import SPECIAL_REGISTERS
 from ptxdsl.operands import (
     READABLE_SPECIAL_REGISTERS,
@@ -80,9 +81,15 @@ def test_addr_accepts_numpy_integers_as_ints():
     (Imm, (10 ** 400, t.f32)), (Imm, (float("inf"), t.u32)), (Imm, (1.5, t.s32)),
     (Imm, (1.0, t.bf16)), (Imm, (2, t.pred)),
     (Vec, (("%r1",),)), (Vec, ((),)), (Vec, ("ab",)),
+    (Param, ("p", StateSpace.param, t.u64, 1, None, None)),
 ])
 def test_operand_constructors_refuse_ptx_text(cls, args):
     with pytest.raises(BuildError, match=rf"^{re.escape(HERE)}:\d+: "):
+        if cls is Param:    # each field of a hand-built parameter that reaches .param text
+            for kw in ({"kind": "x"}, {"ptr_align": "8 .u32 x"}, {"ptr_space": "global"}):
+                with pytest.raises(BuildError, match=r"Param"):
+                    Param(*args, **kw)
+            Param("p; trap", *args[1:])
         cls(*args)
 
 

@@ -110,3 +110,15 @@ def test_launch_shapes_take_numpy_integers():
             _dim3(bad, "grid", "k")
     with pytest.raises(LaunchError, match="shared_mem must be a non-negative int"):
         _shared_bytes(-1, "k")
+
+
+@pytest.mark.parametrize("address, shape, match", [
+    (None, (64, 64), "is not a device pointer"),
+    (float("nan"), (64, 64), "is not a device pointer"),
+    (0x10000, (64, 64.7), r"\[integral\] shape"),
+    (0x10000, ("64", 64), r"\[integral\] shape"),
+])
+def test_tensormap_tiled_refuses_before_touching_the_driver(address, shape, match):
+    from ptxdsl.runtime.tensormap import TensorMap
+    with pytest.raises(PtxdslError, match=match):
+        TensorMap.tiled(address, shape, np.float32, (8, 8))

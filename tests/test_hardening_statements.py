@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ptxdsl import Kernel, Module, ptx
 from ptxdsl.errors import PtxdslError
 from ptxdsl.kernel_core import LabelDef, Statement
-from tests.junk import junk, positional, ptx_functions, public_methods
+from tests.junk import junk, positional, ptx_functions, public_methods, required_keywords
 
 # Builders that take PTX text on purpose, or that return rather than build.
 EXCLUDED = {"asm", "check", "render", "statements", "requires", "distinct_requires",
@@ -47,7 +47,7 @@ def run_program(data, k: Kernel, other: Kernel, steps: int) -> None:
         args = [data.draw(values, label=f"{name} arg{i}") for i in range(req - skip)]
         chosen = data.draw(st.lists(st.sampled_from(kws), unique=True, max_size=2)
                            if kws else st.just([]), label="keywords")
-        kwargs = {n: data.draw(values, label=n) for n in chosen}
+        kwargs = {n: data.draw(values, label=n) for n in [*chosen, *required_keywords(fn)]}
         with contextlib.suppress(PtxdslError):
             result = fn(k, *args, **kwargs) if skip else fn(*args, **kwargs)
             if hasattr(result, "__enter__"):

@@ -197,6 +197,9 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in p
     assert "setmaxnreg.inc.sync.aligned.u32 232;" in p
     assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == BK // 16
+    # one step's wgmmas in flight across the next stage's wait; all done before the epilogue
+    assert p.count("wgmma.wait_group.sync.aligned 1;") == 1
+    assert p.count("wgmma.wait_group.sync.aligned 0;") == 1
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
         in p
 
@@ -233,3 +236,39 @@ def test_benchmark_shapes(G, N, K, T):
     assert sizes.sum() == T and (sizes % 16 == 0).all() and len(set(sizes.tolist())) > 1
     per_cta = S["simulate_walk"](_offsets(sizes), N, 132)
     assert sum(map(len, per_cta)) == len(_tiles(sizes, N))
+
+
+def _consumer_releases(k_steps_per_item, stages):
+    """The consumer's ring walk (the `_consumer` loop, line by line): per step the stage it
+    reads, and the (stage, use) each release hands back, with the number of wgmma groups still
+    possibly in flight at that release."""
+    stage, use, events, in_flight = 0, 0, [], 0
+    prev = None
+    for steps in k_steps_per_item:
+        for kb in range(steps):
+            events.append(("read", stage, use))
+            in_flight += 1                              # commit_group
+            in_flight = min(in_flight, 1)               # wait_group 1
+            if kb != 0:
+                events.append(("release", *prev, in_flight))
+            prev = (stage, use)
+            stage, use = (stage + 1, use) if stage + 1 < stages else (0, use + 1)
+        in_flight = 0                                   # wait_group 0
+        events.append(("release", *prev, in_flight))
+    return events
+
+
+@pytest.mark.parametrize("steps", [[1], [1, 1, 1, 1, 1, 1], [3, 1, 7, 2], [112] * 3])
+def test_consumer_releases_every_stage_once_after_its_wgmmas(steps):
+    """Every stage use is released exactly once, after the reads of it completed (the only
+    group that may still be in flight at a release is the one committed after it), and in
+    order, so the producer's wait_empty on use u + 1 of a stage sees the release of use u."""
+    events = _consumer_releases(steps, STAGES)
+    reads = [(s, u) for kind, s, u, *_ in events if kind == "read"]
+    releases = [(s, u) for kind, s, u, *_ in events if kind == "release"]
+    assert releases == reads                            # once each, in order
+    for i, ev in enumerate(events):
+        if ev[0] == "release":
+            j = events.index(("read", ev[1], ev[2]))
+            later_reads = sum(e[0] == "read" for e in events[j + 1:i])
+            assert ev[3] <= later_reads <= 1            # at most the next step's group

@@ -63,7 +63,8 @@ def resolve_space(insn: str, addr: Any, space: Any, allowed: tuple[StateSpace, .
     return parse_space(insn, space, allowed)
 
 
-def _hint_fits(hint: StateSpace, space: StateSpace) -> bool:
+def hint_fits(hint: StateSpace, space: StateSpace) -> bool:
+    """Whether a register whose hint is `hint` may be used as an address in `space`."""
     if space is S.shared_cluster:
         return hint.is_shared            # the own CTA's shared::cta address is valid here
     if space.is_shared:
@@ -77,7 +78,7 @@ def tma_addr(insn: str, operand: str, value: Any, space: StateSpace,
     wrong space still assembles but is undefined behaviour: digest pitfall 10)."""
     addr = check_addr(insn, operand, value, space, widths)
     base = addr.base
-    if isinstance(base, Reg) and base.space is not None and not _hint_fits(base.space, space):
+    if isinstance(base, Reg) and base.space is not None and not hint_fits(base.space, space):
         raise OperandError(insn, operand, f"a .{space.value or 'generic'} address",
                            f"{_given(base)}, which holds a .{base.space.value or 'generic'} "
                            f"address ({cvta_advice(base.space, space)})")

@@ -20,7 +20,7 @@ from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg, Symbol
 from ..types import Requires, ScalarType, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import cvta_advice
+from ._tma_addr import cvta_advice, hint_fits
 from .base import Instruction, _given, check_addr, check_dst, check_enum, check_imm, refuse
 
 __all__ = [
@@ -102,15 +102,15 @@ def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int 
     """A bulk-copy memory operand in `space`, `align`-byte aligned where that is knowable.
 
     Shared operands take symbols or 32/64-bit registers, global ones symbols or 64-bit registers.
-    A register known to hold a generic/global address is refused for a shared operand (and the
-    other way round): PTX would read it as an address in the wrong window.
+    A register known to hold an address of another space (generic included) is refused: PTX
+    would read it as an address in the wrong window.
     """
     addr = check_addr(insn, operand, value, space)
     base = addr.base
     if isinstance(base, Reg) and base.space is not None:
-        wrong = (base.space.is_shared) != space.is_shared or base.space in (
-            StateSpace.param, StateSpace.const, StateSpace.local)
-        if wrong:
+        # the rule of every TMA family (`_tma_addr.tma_addr`): the builders convert a generic
+        # pointer first; given to the instruction itself it is refused
+        if not hint_fits(base.space, space):
             raise OperandError(insn, operand, f"a register holding a .{space.value} address "
                                f"({cvta_advice(base.space, space)})",
                                f"%{base.name}, which holds a .{base.space.value or 'generic'} "

@@ -108,7 +108,8 @@ def _check_value(insn: str, field: Field, value):
     n = v.value
     lo, hi, rule = {
         Field.global_address: (0, (1 << 64) - 1, "a 16-byte aligned address"),
-        Field.rank: (0, MAX_RANK - 1, "rank - 1 (the field counts from zero)"),
+        Field.rank: (0, MAX_RANK - 1, "rank - 1 (the field counts from zero; for an N-d "
+                     "tensor write N - 1, as cuda::ptx does, or pass rank=N)"),
         Field.box_dim: (1, 256, "a box extent of 1..256 elements"),
         Field.global_dim: (1, (1 << 32) - 1, "a tensor extent of 1..2^32-1 elements"),
         Field.global_stride: (0, (1 << 40) - 1, "a byte stride, a multiple of 16 below 2^40"),

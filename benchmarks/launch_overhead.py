@@ -12,7 +12,9 @@ threads, legacy default stream) by:
   of any Python caller);
 - cuda.core `launch(stream, config, kernel, *args)`;
 - CuPy: the same cubin through `RawModule(path=...).get_function(...)`, called with a CuPy
-  array, NumPy scalars and the map as a NumPy structured scalar.
+  array, NumPy scalars and the map as a NumPy structured scalar;
+- PyTorch: `Function.launch` on `torch.cuda.current_stream()`, and the kernel as a
+  `ptxdsl.torch.kernel_op` custom op, eager and under `torch.compile(fullgraph=True)`.
 
 Each sample is the mean over 500 launches timed with perf_counter (the stream is synchronized
 outside the timed region, and 500 stays below the launch queue depth so the host never waits
@@ -131,6 +133,12 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
     except Exception as exc:  # noqa: BLE001
         section.skip("CuPy RawModule kernel call", f"{type(exc).__name__}: {exc}")
 
+    # PyTorch: a launch on torch's current stream, and the kernel as a ptxdsl.torch custom op.
+    try:
+        _torch_rows(section, fn, args, tmap, calls, reps)
+    except Exception as exc:  # noqa: BLE001 - an optional comparison
+        section.skip("ptxdsl.torch kernel_op call", f"{type(exc).__name__}: {exc}")
+
     # The Python-side parts of Function.launch, alone (no driver call).
     pack = section.row("part of it: ptxdsl argument conversion + checks alone (ArgPacker.pack)",
                        host_us_per_call(lambda: fn._packer.pack(args), calls=calls, reps=reps),
@@ -171,6 +179,41 @@ def _cuda_core_row(section, cubin, out, backing, measure) -> None:
         launch(stream, config, kernel, ptr, a, b, desc)
     measure("cuda.core launch(stream, config, kernel, *args)", core,
             f"cuda.core {_ver('cuda-core')}; NumPy scalars and a TensorMapDescriptor")
+
+
+def _torch_rows(section, fn, args, tmap, calls, reps) -> None:
+    """Function.launch with stream=torch.cuda.current_stream() (a new wrapper object on every
+    call: the launch cache keys on its handle), then the same kernel as a ptxdsl.torch custom op,
+    eager and under torch.compile(fullgraph=True). The op allocates its 1-element output each
+    call (the custom-op contract); the kernel writes 8 into it."""
+    import torch
+
+    from ptxdsl.torch import kernel_op
+
+    def on_torch_stream():
+        fn.launch(1, 32, args, stream=torch.cuda.current_stream())
+    section.row("ptxdsl Function.launch(..., stream=torch.cuda.current_stream())",
+                host_us_per_call(on_torch_stream, calls=calls, reps=reps, warmup=2,
+                                 after=torch.cuda.synchronize), "µs/launch",
+                f"torch {torch.__version__}; configurations cached: {len(fn._configs)}")
+    op = kernel_op("ptxdsl_bench::probe", fn, inputs=("x",),
+                   outputs=lambda x: torch.empty_like(x),
+                   launch=lambda x, out: dict(grid=1, block=32, args=(out, 7, 1.5, tmap)))
+    x = torch.zeros(1, dtype=torch.int32, device=f"cuda:{fn.device}")
+    got = int(op(x).item())
+    if got != 8:
+        raise AssertionError(f"ptxdsl.torch op: the kernel wrote {got}, expected 8")
+    section.row("ptxdsl.torch kernel_op call, eager (allocates its output)",
+                host_us_per_call(lambda: op(x), calls=calls, reps=reps, warmup=2,
+                                 after=torch.cuda.synchronize), "µs/call",
+                "torch.library custom op dispatch + output allocation + Function.launch")
+    compiled = torch.compile(lambda t: op(t), fullgraph=True)
+    if int(compiled(x).item()) != 8:
+        raise AssertionError("ptxdsl.torch op under torch.compile: wrong result")
+    section.row("ptxdsl.torch kernel_op call, torch.compile(fullgraph=True)",
+                host_us_per_call(lambda: compiled(x), calls=calls, reps=reps, warmup=2,
+                                 after=torch.cuda.synchronize), "µs/call",
+                "the compiled wrapper's call, guards included")
 
 
 def _cupy_row(section, cubin, out, tmap, measure) -> None:

@@ -316,6 +316,27 @@ class Module:
         from .toolchain import assemble_module
         return assemble_module(self, arch, options=options, warn=warn)
 
+    def to_cuda_core(self, arch: str | None = None, *, options=(), warn: bool = True):
+        """This module as a cuda.core `ObjectCode`, so its kernels drop into a cuda.core
+        program: `Module.to_cuda_core().get_kernel("name")` is a cuda.core `Kernel` for
+        `cuda.core.launch`. The code is the cubin of `assemble(arch, options=...)`; a module
+        using setmaxnreg (which nvJitLink drops) is handed over as PTX, for the driver JIT.
+        cuda.core loads it on the device current when a kernel is first taken from it."""
+        try:
+            from cuda.core import ObjectCode
+        except ImportError:
+            try:
+                from cuda.core.experimental import ObjectCode
+            except ImportError as exc:
+                raise ImportError(f"Module.to_cuda_core() needs cuda.core: {exc}") from None
+        from .toolchain import uses_setmaxnreg
+        ptx = self.emit()
+        name = getattr(self, "name", None) or "+".join(k.name for k in self.kernels)
+        if uses_setmaxnreg(ptx):
+            return ObjectCode.from_ptx(ptx, name=name)
+        return ObjectCode.from_cubin(bytes(self.assemble(arch, options=options, warn=warn)),
+                                     name=name)
+
     def load(self, **kwargs):
         """Load on the current GPU through the CUDA driver (see `ptxdsl.runtime.load_module`)."""
         from .runtime import load_module

@@ -38,6 +38,20 @@ def toolchain_version() -> str:
     return f"{major}.{minor}"
 
 
+def toolchain_identity() -> str:
+    """What built a cached cubin: nvJitLink's version and the installed packages' versions
+    (nvJitLink reports only major.minor; a patch release of the library or of cuda-bindings
+    can change the cubin, so the cache key carries those too)."""
+    from importlib import metadata
+    parts = [f"nvJitLink {toolchain_version()}"]
+    for dist in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return "; ".join(parts)
+
+
 def uses_setmaxnreg(ptx: str) -> bool:
     """Whether PTX text contains a setmaxnreg instruction (which nvJitLink drops: README)."""
     return _SETMAXNREG.search(ptx) is not None
@@ -113,6 +127,8 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: boo
         info = _log(nvjitlink, handle, "info")
     finally:
         nvjitlink.destroy(handle)
+    log.debug("nvJitLink %s %s: %d-byte cubin; info log:\n%s", arch, " ".join(opts),
+              len(cubin), info.strip())
     report = parse_info_log(info, arch, ptx, locate, arch_reason, bytes(cubin))
     if warn:
         warn_about(report, user_loc())

@@ -41,6 +41,7 @@ def run(asm, tmp_path, ptx=PTX, arch="sm_90", **kw):
 def _clean_env(monkeypatch):
     monkeypatch.delenv("PTXDSL_CACHE", raising=False)
     monkeypatch.delenv("PTXDSL_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 
 
 def test_key_depends_on_every_input():

@@ -81,6 +81,10 @@ class FakeDriver:
             self.cuOccupancyMaxActiveClusters = None
 
     @staticmethod
+    def CUstream(h=0):
+        return h
+
+    @staticmethod
     def CUlaunchConfig():
         return SimpleNamespace()
 
@@ -135,7 +139,6 @@ def _function(monkeypatch, drv, *, required=(0, 0, 0), must=False, ptx=""):
                            name="Fake H100", max_shared_per_block_optin=227 * 1024)
     monkeypatch.setattr(L, "driver", lambda: drv)
     monkeypatch.setattr(L, "device_info", lambda device: info)
-    monkeypatch.setattr(L, "stream_handle", lambda stream: 0)
     monkeypatch.setattr(L, "LAUNCH_VIA", "bindings")
     monkeypatch.setattr(L, "use_device", lambda device: None)
     fn = object.__new__(L.Function)

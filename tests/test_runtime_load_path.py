@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ptxdsl import Kernel, Module
+from ptxdsl import AssemblyError, Kernel, Module
 from ptxdsl.assembly_report import PtxdslAssemblerWarning
 from ptxdsl.runtime import compat, device, loader
 from ptxdsl.runtime.device import DeviceInfo
@@ -79,6 +79,20 @@ def test_cache_key_arch_is_the_module_assemble_arch(fake_driver, monkeypatch, tm
     m = _module(False)
     loader.load_module(m, use_cubin=True, cache_dir=tmp_path)
     assert seen == [m.assemble().arch]
+
+
+def test_assembler_options_reach_nvjitlink_and_the_cache_key(fake_driver, tmp_path):
+    m = _module(False)
+    plain = loader.load_module(m, use_cubin=True, cache_dir=tmp_path)
+    capped = loader.load_module(m, use_cubin=True, cache_dir=tmp_path,
+                                options=("-maxrregcount=32",))
+    assert (plain.cache_hit, capped.cache_hit) == (False, False)   # two keys, two builds
+    assert len(list(tmp_path.glob("*.cubin"))) == 2
+    again = loader.load_module(m, use_cubin=True, cache_dir=tmp_path,
+                               options=("-maxrregcount=32",))
+    assert again.cache_hit is True
+    with pytest.raises(AssemblyError, match="-bogus"):
+        loader.load_module(m, use_cubin=True, cache=False, options=("-bogus",))
 
 
 def test_driver_jit_warnings_become_python_warnings(fake_driver, monkeypatch):

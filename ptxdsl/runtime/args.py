@@ -67,7 +67,7 @@ def _as_int(v):
     return None
 
 
-def _int_converter(kernel: str, p) -> tuple[str, Callable]:
+def _int_converter(kernel: str, p, packer) -> tuple[str, Callable]:
     lo, hi, spelled = _int_range(p.type)
     signed = p.type.kind == "s"
     mask = (1 << p.type.bits) - 1
@@ -83,7 +83,7 @@ def _int_converter(kernel: str, p) -> tuple[str, Callable]:
         if iv is None and accepts_pointer and not isinstance(v, (float, np.floating)):
             # A .u64 is how most hand-written PTX declares a pointer: take a buffer too.
             try:
-                iv = device_pointer(v)
+                iv = device_pointer(v, packer.stream)
             except (TypeError, ValueError):
                 iv = None
         if iv is None:
@@ -133,7 +133,7 @@ def _float_converter(kernel: str, p) -> tuple[str, Callable]:
     return fmt, convert
 
 
-def _pointer_converter(kernel: str, p) -> tuple[str, Callable]:
+def _pointer_converter(kernel: str, p, packer) -> tuple[str, Callable]:
     expected = ("a device pointer (DeviceBuffer, int, or an object with "
                 "__cuda_array_interface__ / __dlpack__)")
 
@@ -143,7 +143,7 @@ def _pointer_converter(kernel: str, p) -> tuple[str, Callable]:
             if ptr is not None:
                 return ptr
         try:
-            ptr = device_pointer(v)
+            ptr = device_pointer(v, packer.stream)
         except (TypeError, ValueError, AttributeError, RuntimeError) as exc:
             raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
         if not 0 <= ptr < (1 << 64):
@@ -157,7 +157,8 @@ def tensormap_bytes(v) -> bytes | None:
     """The 128 bytes of a tensor-map argument, or None when `v` is not one.
 
     Accepts ptxdsl's TensorMap, bytes/bytearray/memoryview, a numpy array of 128 bytes,
-    cuda.bindings' CUtensorMap and cuda.core's TensorMapDescriptor.
+    cuda.bindings' CUtensorMap, and cuda.core's TensorMapDescriptor only where it exposes its
+    bytes publicly (`_core_descriptor_bytes`).
     """
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v)
@@ -169,16 +170,31 @@ def tensormap_bytes(v) -> bytes | None:
     if tname == "CUtensorMap":
         return b"".join(int(q).to_bytes(8, "little") for q in v.opaque)
     if tname == "TensorMapDescriptor" and type(v).__module__.startswith("cuda.core"):
-        from ptxdsl.runtime.tensormap import core_descriptor_bytes
-        return core_descriptor_bytes(v)
+        return _core_descriptor_bytes(v)
     return None
+
+
+def _core_descriptor_bytes(v) -> bytes:
+    """A cuda.core TensorMapDescriptor's bytes through a public interface (the buffer protocol
+    or `__bytes__`), which cuda.core does not offer as of 1.2: then a TypeError saying what to
+    do. (ptxdsl once read a private cuda.core field; it moved between releases.)"""
+    try:
+        return bytes(memoryview(v))
+    except TypeError:
+        pass
+    if hasattr(type(v), "__bytes__"):
+        return bytes(v)
+    raise TypeError("cuda.core offers no public way to read a TensorMapDescriptor's 128 bytes; "
+                    "build the map with ptxdsl (TensorMap.from_array), or launch through "
+                    "cuda.core with Module.to_cuda_core().get_kernel(name), which takes the "
+                    "descriptor as it is")
 
 
 def _blob_converter(kernel: str, p) -> tuple[str, Callable]:
     size = p.size
     is_map = p.kind == "tensormap"
-    expected = (f"a tensor map ({size} bytes: TensorMap, bytes, numpy array, CUtensorMap or "
-                "cuda.core TensorMapDescriptor)" if is_map else
+    expected = (f"a tensor map ({size} bytes: TensorMap, bytes, numpy array or CUtensorMap)"
+                if is_map else
                 f"{size} bytes (bytes-like or numpy array)")
 
     def convert(v):
@@ -196,9 +212,9 @@ def _blob_converter(kernel: str, p) -> tuple[str, Callable]:
     return f"{size}s", convert
 
 
-def _converter(kernel: str, p) -> tuple[str, Callable]:
+def _converter(kernel: str, p, packer) -> tuple[str, Callable]:
     if p.kind == "pointer":
-        return _pointer_converter(kernel, p)
+        return _pointer_converter(kernel, p, packer)
     if p.kind in ("tensormap", "bytes"):
         return _blob_converter(kernel, p)
     if p.kind != "scalar":
@@ -206,7 +222,7 @@ def _converter(kernel: str, p) -> tuple[str, Callable]:
     if p.type.is_float and p.type.bits in _FLOAT_FMT:
         return _float_converter(kernel, p)
     if p.type.kind in "usb" and p.type.bits in _UINT_FMT:
-        return _int_converter(kernel, p)
+        return _int_converter(kernel, p, packer)
     raise ValueError(f"kernel '{kernel}': parameter '{p.name}' has unsupported type "
                      f"{p.type.ptx}")
 
@@ -221,6 +237,9 @@ class ArgPacker:
     def __init__(self, kernel: str, params: Sequence):
         self.kernel = kernel
         self.params = tuple(params)
+        # The launch stream's handle while a launch packs (0: legacy default), else None:
+        # array arguments order their producers' streams before it (arrays.device_pointer).
+        self.stream: int | None = None
         offsets, end = [], 0
         for p in self.params:
             align = max(1, int(getattr(p, "align", 0) or p.size))
@@ -241,7 +260,7 @@ class ArgPacker:
         fmt, pos = "<", 0
         convs = []
         for p, off in zip(self.params, offsets, strict=True):
-            code, conv = _converter(kernel, p)
+            code, conv = _converter(kernel, p, self)
             fmt += "x" * (off - pos) + code
             pos = off + p.size
             convs.append(conv)

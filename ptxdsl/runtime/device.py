@@ -20,6 +20,21 @@ _infos: dict[int, DeviceInfo] = {}
 _tls = threading.local()
 
 
+def device_ordinal(device) -> int:
+    """A device ordinal from an int, a cuda.core `Device` (`.device_id`) or a torch.device
+    (`.index`; 'cuda' alone is device 0); anything else is returned as given, for the caller's
+    own check to refuse."""
+    if type(device) is int:
+        return device
+    ordinal = getattr(device, "device_id", None)
+    if isinstance(ordinal, int):
+        return ordinal
+    if getattr(device, "type", None) == "cuda":
+        index = getattr(device, "index", None)
+        return 0 if index is None else int(index)
+    return device
+
+
 def primary_context(device: int = 0):
     """cuDevicePrimaryCtxRetain, once per device for the life of the process."""
     ctx = _contexts.get(device)

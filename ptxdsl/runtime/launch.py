@@ -31,9 +31,9 @@ from ptxdsl.runtime.cluster import (
     max_active_clusters,
     max_cluster_rank,
 )
-from ptxdsl.runtime.device import _tls, device_info, use_device
+from ptxdsl.runtime.device import _tls, device_info, device_ordinal, use_device
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
-from ptxdsl.runtime.memory import stream_handle
+from ptxdsl.runtime.memory import stream_key
 
 _CONFIG_CACHE_MAX = 64
 # "bindings" (default) or "ctypes": how a launch without attributes reaches cuLaunchKernel.
@@ -154,9 +154,10 @@ class Function:
         return self._packer.signature()
 
     def _config(self, grid, block, shared_mem: int, stream, cluster):
+        skey = stream_key(stream)
         key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
-               else id(stream), cluster)
-        sdev = getattr(stream, "device", self.device)
+               else skey, cluster)
+        sdev = device_ordinal(getattr(stream, "device", self.device))
         if isinstance(sdev, int) and sdev != self.device:
             raise LaunchError(f"kernel '{self.name}' is loaded on device {self.device} but the "
                               f"stream belongs to device {sdev}: load the module there too "
@@ -178,7 +179,8 @@ class Function:
                               f"dims {info.max_grid_dim}")
         self._ensure_shared(shared_mem, info)
         c = self._check_cluster(g, cluster, info)
-        hstream = stream_handle(stream)
+        # A CUstream of our own: the cache must not pin the caller's stream object.
+        hstream = drv.CUstream(skey)
         if c is not None:
             if c[0] * c[1] * c[2] > PORTABLE_CLUSTER_SIZE and not self._non_portable:
                 allow_non_portable(drv, self.handle, self.name, c[0] * c[1] * c[2])
@@ -191,21 +193,21 @@ class Function:
             u = ctypes.c_uint
             pre = (ctypes.c_void_p(int(self.handle)), *map(u, g), *map(u, b), u(shared_mem),
                    ctypes.c_void_p(int(hstream)), ctypes.c_void_p(self._packer.address), None)
-            entry = (raw, pre, "cuLaunchKernel", stream, True)
+            entry = (raw, pre, "cuLaunchKernel", None, True)
         elif cluster is None or c == self.required_cluster:
             # No launch attributes (a .reqnctapercluster kernel carries its shape): the plain
             # call is cheaper than building a CUlaunchConfig into C on every launch.
             entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream,
                                           self._packer.address, 0),
-                     "cuLaunchKernel", stream, True)
+                     "cuLaunchKernel", None, True)
         else:
             cfg, a = launch_config(drv, g, b, shared_mem, hstream, c)
-            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", (stream, a),
-                     False)
+            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", a, False)
         if len(self._configs) >= _CONFIG_CACHE_MAX:
             self._configs.clear()
-        # Entry: (driver call, its leading arguments, its name, objects to keep alive: a stream
-        # keyed by id() must outlive its cached entry, whether the call is the ctypes one).
+        # Entry: (driver call, its leading arguments, its name, what the config points into,
+        # whether the call is fully prepared). Keyed by the stream's handle, never by the
+        # caller's object: a stream destroyed and its handle reused is the same launch target.
         self._configs[key] = entry
         return entry
 
@@ -235,7 +237,7 @@ class Function:
         cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)."""
         if getattr(_tls, "device", None) != self.device:
             use_device(self.device)
-        skey = stream if stream is None or type(stream) is int else id(stream)
+        skey = stream if stream is None or type(stream) is int else stream_key(stream)
         try:
             entry = self._configs.get((grid, block, shared_mem, skey, cluster))
         except TypeError:    # a list grid, block or cluster: looked up as tuples below
@@ -250,7 +252,9 @@ class Function:
         lock = self._lock
         lock.acquire()
         try:
-            params = self._packer.pack(args)
+            packer = self._packer
+            packer.stream = skey or 0
+            params = packer.pack(args)
             if entry[4]:             # all arguments prepared, kernelParams included
                 res = entry[0](*entry[1])
                 if type(res) is tuple:       # cuda.bindings: (CUresult,)

@@ -21,6 +21,7 @@ the device (`compat.py`), so a mismatch says what to change instead of failing i
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import warnings
@@ -31,12 +32,13 @@ from ptxdsl.errors import SourceLoc, user_loc
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
 from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
-from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.device import device_info, device_ordinal, use_device
 from ptxdsl.runtime.errors import JitError, KernelNotFoundError
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
 
 _LOG_BYTES = 1 << 16
+log = logging.getLogger(__name__)
 # ptxas (driver JIT and nvJitLink alike): "ptxas application ptx input, line 42; error   : ..."
 _LOC = re.compile(r"^\s*\.loc\s", re.M)
 _LOG_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
@@ -176,6 +178,8 @@ def _cuda_load(image: bytes, ptx: str, name: str, locate) -> tuple[object, str, 
     wall_ms = (time.perf_counter() - t0) * 1e3
     info_log = bytes(info).split(b"\0", 1)[0].decode(errors="replace")
     err_log = bytes(err).split(b"\0", 1)[0].decode(errors="replace")
+    log.debug("cuModuleLoadDataEx %r (%s) %.2f ms; info log:\n%s", name,
+              "cubin" if image.startswith(b"\x7fELF") else "PTX JIT", wall_ms, info_log.strip())
     code = result[0]
     if int(code) != 0:
         exc = error_for("cuModuleLoadDataEx", code, f"loading module '{name}'")
@@ -190,19 +194,22 @@ def _default_toolchain() -> tuple[Callable[[str, str], bytes], str]:
         from ptxdsl import toolchain
     except ImportError as exc:
         raise ImportError(f"use_cubin=True needs ptxdsl.toolchain (nvJitLink): {exc}") from exc
-    return toolchain.assemble, toolchain.toolchain_version()
+    return toolchain.assemble, toolchain.toolchain_identity()
 
 
 def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cache: bool = True,
                 cache_dir=None, name: str | None = None, locate: Callable | None = None,
                 assemble: Callable[[str, str], bytes] | None = None,
-                toolchain_version: str | None = None) -> LoadedModule:
+                toolchain_version: str | None = None, options=()) -> LoadedModule:
     """Load a ptxdsl Module (anything with emit()/kernels/version/target/locate) or raw PTX.
 
     `use_cubin`: assemble with nvJitLink for this device (cached on disk unless `cache=False`
     or PTXDSL_CACHE=0; `cache_dir` overrides the directory) instead of the driver JIT.
     `assemble`/`toolchain_version` replace ptxdsl.toolchain's (tests, other assemblers).
+    `options`: nvJitLink options for `use_cubin` (e.g. `-maxrregcount=64`), part of the cache
+    key.
     """
+    device = device_ordinal(device)
     if isinstance(module_or_text, str):
         ptx, source = module_or_text, None
         kernels = parse_entries(ptx)
@@ -222,6 +229,8 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     arch, hit, report = None, None, None
     if use_cubin and _uses_setmaxnreg(ptx):
         use_cubin = False
+        log.info("module %r uses setmaxnreg: loading it through the driver JIT instead of a "
+                 "cubin", name)
         loc = user_loc()
         warnings.warn_explicit(
             f"module '{name}' uses setmaxnreg, which nvJitLink drops from a cubin; loading it "
@@ -237,7 +246,8 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
         elif toolchain_version is None:
             toolchain_version = f"custom:{assemble.__module__}.{assemble.__qualname__}"
         image, hit = cached_assemble(ptx, arch, assemble, toolchain_version,
-                                     info.driver_version, cache=cache, cache_dir=cache_dir)
+                                     info.driver_version, cache=cache, cache_dir=cache_dir,
+                                     options=options)
         report = getattr(image, "report", None)
     else:
         image = ptx.encode() + b"\0"

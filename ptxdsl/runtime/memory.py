@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
-from ptxdsl.runtime.device import use_device
+from ptxdsl.runtime.device import device_ordinal, use_device
 from ptxdsl.runtime.errors import SyncTimeoutError
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
@@ -51,6 +51,7 @@ class Stream:
     tracked and waited on individually."""
 
     def __init__(self, *, non_blocking: bool = False, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         use_device(device)
         flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
@@ -97,6 +98,28 @@ class Stream:
         self.close()
 
 
+def stream_key(stream) -> int:
+    """The integer handle of a stream, as `stream_handle` would wrap it, without building a
+    CUstream: the launch-configuration cache keys on it (a framework may hand out a new
+    wrapper object for the same stream on every call, so `id()` would never hit)."""
+    if stream is None:
+        return 0
+    if type(stream) is int:
+        return stream
+    if isinstance(stream, Stream):
+        if stream.handle is None:
+            raise ValueError("the ptxdsl Stream was closed; launch on an open stream")
+        return int(stream.handle)
+    cs = getattr(stream, "__cuda_stream__", None)
+    if cs is not None:
+        return int(cs()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if value is not None:
+            return int(value)
+    return int(stream)
+
+
 def stream_handle(stream) -> object:
     """A CUstream for a ptxdsl Stream, None/0 (legacy default stream), an int handle, or any
     object with `.handle`/`.ptr` or `__cuda_stream__` (cuda.core, CuPy, PyTorch streams)."""
@@ -120,6 +143,7 @@ class Event:
     """A CUDA event (cuEventCreate) for ordering and timing."""
 
     def __init__(self, *, timing: bool = True, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         use_device(device)
         flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
@@ -209,6 +233,7 @@ class DeviceBuffer(Owned):
     """
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
+        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         dtype = np.dtype(dtype)
         if shape is None:
             shape = (int(nbytes) // dtype.itemsize,)

@@ -9,8 +9,6 @@ description it was built from, the PTX field values and the 16 qwords.
 
 from __future__ import annotations
 
-import ctypes
-
 import attrs
 
 from ptxdsl.runtime._driver import check, driver
@@ -198,27 +196,3 @@ class TensorMap:
 def encode_tiled(address, shape, dtype, box, **kwargs) -> TensorMap:
     """Function spelling of `TensorMap.tiled`."""
     return TensorMap.tiled(address, shape, dtype, box, **kwargs)
-
-
-def core_descriptor_bytes(descriptor) -> bytes:
-    """The 128 bytes of a cuda.core TensorMapDescriptor.
-
-    cuda.core keeps the CUtensorMap in a C field with no Python accessor; its kernel-argument
-    packer (ParamHolder) exposes a `void*[]` whose one slot points at the map, which is read
-    while the holder is alive.
-    """
-    holder_cls = None
-    for mod in ("cuda.core._kernel_arg_handler", "cuda.core.experimental._kernel_arg_handler"):
-        try:
-            holder_cls = __import__(mod, fromlist=["ParamHolder"]).ParamHolder
-            break
-        except (ImportError, AttributeError):
-            continue
-    if holder_cls is None:
-        raise TypeError("this cuda.core version offers no way to read a TensorMapDescriptor's "
-                        "bytes; pass bytes(...) of a ptxdsl TensorMap instead")
-    holder = holder_cls([descriptor])
-    slot = ctypes.c_void_p.from_address(int(holder.ptr)).value
-    data = ctypes.string_at(slot, TENSORMAP_BYTES)
-    del holder
-    return data

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import __version__
-from .errors import BuildError, SourceLoc, VersionError, user_loc
+from .errors import BuildError, SourceLoc, VersionError, fail_closed, user_loc
 from .kernel import Kernel
 from .operands import (
     Imm,
@@ -271,6 +271,8 @@ class Module:
 
     def locate(self, ptx_line: int) -> SourceLoc | None:
         """The Python location that built 1-based line `ptx_line` of the last `emit()`."""
+        if as_int(ptx_line) is None:
+            raise BuildError(f"Module.locate: expected a PTX line number, got {_show(ptx_line)}")
         if not self._line_locs:
             self.emit()
         if 1 <= ptx_line <= len(self._line_locs):
@@ -283,6 +285,9 @@ class Module:
         The text goes to a temporary file in the same folder first and replaces `path` only
         once it is whole, so a failure (emit, encoding, disk) leaves an existing file intact.
         """
+        if not isinstance(path, str | os.PathLike) or not os.fspath(path) \
+                or os.path.isdir(path):
+            raise BuildError(f"Module.write: expected the path of a file, got {_show(path)}")
         text = self.emit()
         data = text.encode("ascii")   # fails here, before anything on disk is touched
         path = os.path.abspath(os.fspath(path))
@@ -341,3 +346,11 @@ class Module:
         """Load on the current GPU through the CUDA driver (see `ptxdsl.runtime.load_module`)."""
         from .runtime import load_module
         return load_module(self, **kwargs)
+
+
+# The same safety net as the Kernel builders (errors.fail_closed): a raw TypeError/ValueError
+# from junk handed to a public Module method becomes a BuildError naming the user's line.
+# `kernel(name)` is left out: its KeyError for a missing name is the lookup's answer.
+for _name in ("__init__", "add", "global_array", "const_array", "shared_array", "locate",
+              "write", "assemble", "to_cuda_core", "load"):
+    setattr(Module, _name, fail_closed(f"Module.{_name.strip('_')}", getattr(Module, _name)))

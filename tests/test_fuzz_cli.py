@@ -108,10 +108,15 @@ def test_killed_parent_leaves_no_worker(tmp_path, sig):
 @linux_only
 def test_ctrl_c_prints_the_partial_tally_and_exits_130(tmp_path):
     proc = _campaign(tmp_path)
-    worker = _worker_of(proc)
-    time.sleep(1.0)   # let some cases be judged
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        worker = _worker_of(proc)
+        time.sleep(1.0)   # let some cases be judged
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:   # a failed run must not leave a million-case campaign behind
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     assert "(interrupted)" in out and "\ninterrupted: " in out and "cases in" in out
     assert "Traceback" not in err

@@ -26,6 +26,8 @@ myst_heading_anchors = 3
 # The docstrings write code as `x` (Markdown habit): render single backticks as code.
 default_role = "code"
 autodoc_member_order = "bysource"
+# ptxdsl.torch needs the optional [torch] extra: its page documents it without importing torch.
+autodoc_mock_imports = ["torch"]
 # Each object once, in the module that defines it (packages re-export through __all__).
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True,
                            "ignore-module-all": True}

@@ -51,14 +51,16 @@ def test_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch, failure)
         expect = PtxdslError
     elif failure == "non-ascii":
         monkeypatch.setattr(Module, "emit", lambda self: "// caf\u00e9\n")
-        expect = UnicodeEncodeError
+        expect = PtxdslError   # Module's fail-closed net, with the UnicodeEncodeError as cause
     else:
         def full(src, dst):
             raise OSError(28, "No space left on device")
         monkeypatch.setattr(os, "replace", full)
         expect = OSError
-    with pytest.raises(expect):
+    with pytest.raises(expect) as ei:
         m.write(path)
+    if failure == "non-ascii":
+        assert isinstance(ei.value.__cause__, UnicodeEncodeError)
     monkeypatch.undo()
     assert path.read_text() == "OLD GOLDEN\n"
     assert [p.name for p in tmp_path.iterdir()] == ["golden.ptx"]

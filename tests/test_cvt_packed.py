@@ -58,18 +58,9 @@ GROUPS = {
 }
 
 
-def build(cases, name="k", **pins) -> Module:
-    e = CEnv(name, **pins)
-    for c in cases:
-        c.build(e)
-    return e.module()
-
-
 class TestForms(FormChecks):
     GROUPS = GROUPS
-
-    def build(self, cases, **pins):
-        return build(cases, **pins)
+    ENV = CEnv
 
 
 def test_text_and_register_types():

@@ -61,22 +61,13 @@ GROUPS = {
 }
 
 
-def build(cases, name="k", **pins) -> Module:
-    e = MEnv(name, **pins)
-    for c in cases:
-        c.build(e)
-    return e.module()
-
-
 class TestForms(FormChecks):
     GROUPS = GROUPS
+    ENV = MEnv
 
     @classmethod
     def below_target_cases(cls):
         return [c for c in cls.cases() if c.target != "sm_75"]    # nothing below sm_75
-
-    def build(self, cases, **pins):
-        return build(cases, **pins)
 
 
 def test_text_and_operand_order():

@@ -11,7 +11,7 @@ import pytest
 from ptxdsl import BuildError, OperandError, VersionError, ptx, t
 from ptxdsl.instructions.wgmma import INT_N, WgmmaMmaAsync
 from ptxdsl.testing import assemble_declared
-from tests.tma_cases import Case, FormChecks
+from tests.tma_cases import Case, FormChecks, build
 from tests.wgmma_cases import WEnv, all_forms
 
 SM = "sm_90a"
@@ -93,18 +93,9 @@ GROUPS: dict[str, list[Case]] = {
 }
 
 
-def wbuild(cases, name="k", **pins):
-    e = WEnv(name, **pins)
-    for c in cases:
-        c.build(e)
-    return e.module()
-
-
 class TestForms(FormChecks):
     GROUPS = GROUPS
-
-    def build(self, cases, **pins):
-        return wbuild(cases, **pins)
+    ENV = WEnv
 
 
 def test_text():
@@ -183,7 +174,7 @@ def test_each_form_renders_its_qualifiers(form):
 
 
 def test_pin_below_wgmma_target():
-    m = wbuild([GROUPS["wgmma/sync"][0]], version="8.6", target="sm_100a")
+    m = build([GROUPS["wgmma/sync"][0]], env=WEnv, version="8.6", target="sm_100a")
     with pytest.raises(VersionError, match="pinned to .target sm_100a"):
         m.emit()
 

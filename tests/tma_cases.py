@@ -76,8 +76,9 @@ class Case:
     target: str
 
 
-def build(cases, name="k", **pins) -> Module:
-    e = Env(name, **pins)
+def build(cases, name="k", env: type[Env] = Env, **pins) -> Module:
+    """The module of `cases`, built in an `env` (a family's Env subclass for its operands)."""
+    e = env(name, **pins)
     for c in cases:
         c.build(e)
     return e.module()
@@ -112,6 +113,7 @@ class FormChecks:
     `version_case` from the class."""
 
     GROUPS: dict[str, list[Case]] = {}
+    ENV: type[Env] = Env   # the operands the cases build with
 
     @classmethod
     def cases(cls) -> list[Case]:
@@ -127,7 +129,7 @@ class FormChecks:
 
     def build(self, cases: list[Case], **pins) -> Module:
         """The module holding `cases` (pinned by `version=`/`target=` when given)."""
-        return build(cases, **pins)
+        return build(cases, env=self.ENV, **pins)
 
     def version_for_target_pin(self, case: Case, low: str) -> str:
         """The .version to pin with a target one below the case's (the case's own by default)."""

@@ -265,11 +265,7 @@ def write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
-    if not any(f[0] == "bulk" for f in state.may):
-        return state
-    may = frozenset(("bulk", f[1], 0 if f[2] is None else min(f[2] + 1, _AGE_CAP), f[3])
-                    if f[0] == "bulk" else f for f in state.may)
-    return State(state.must, may, state.tx)
+    return state.commit_group("bulk", _AGE_CAP)
 
 
 @handles(Role.WAIT_GROUP)

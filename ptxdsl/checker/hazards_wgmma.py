@@ -239,11 +239,7 @@ def shared_write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.WGMMA_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
-    if not any(f[0] == "wgmma" for f in state.may):
-        return state
-    may = frozenset(("wgmma", f[1], 0 if f[2] is None else min(f[2] + 1, _AGE_CAP), f[3])
-                    if f[0] == "wgmma" else f for f in state.may)
-    return State(state.must, may, state.tx)
+    return state.commit_group("wgmma", _AGE_CAP)
 
 
 @handles(Role.WGMMA_WAIT)

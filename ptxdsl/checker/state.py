@@ -38,6 +38,16 @@ class State:
             items.append((key, value))
         return State(self.must, self.may, tuple(sorted(items, key=_order)))
 
+    def commit_group(self, tag: str, cap: int) -> State:
+        """A commit_group of the async operations whose facts are `(tag, site, age, x)`: an
+        uncommitted one (age None) joins the newest group (age 0), every older group ages by
+        one. Ages stop at `cap` ("cap or more"), which keeps the lattice finite."""
+        if not any(f[0] == tag for f in self.may):
+            return self
+        may = frozenset((tag, f[1], 0 if f[2] is None else min(f[2] + 1, cap), f[3])
+                        if f[0] == tag else f for f in self.may)
+        return State(self.must, may, self.tx)
+
 
 def _order(item: tuple[Any, Tx]) -> tuple:
     root, off = item[0]

@@ -66,20 +66,27 @@ def _space_addr(k, name: str, space, addr):
     return sp, A.space_addr(k, name, addr, sp)
 
 
+def _policy_arg(name: str, hint: bool, args: tuple, cache_policy, sig: str, hinted: str):
+    """The cache policy of a `..._L2_cache_hint` builder (positional after `sig`, or by
+    keyword); any other builder takes none and names its cache-hinted twin."""
+    if hint:
+        if len(args) > 1 or args and cache_policy is not None:
+            raise BuildError(f"{name}: takes ({sig}, cache_policy)")
+        cache_policy = args[0] if args else cache_policy
+        if cache_policy is None:
+            raise BuildError(f"{name}: needs the cache policy (a 64-bit register from "
+                             f"createpolicy): ({sig}, cache_policy)")
+    elif args or cache_policy is not None:
+        raise BuildError(f"{name}: takes ({sig}); the cache-hinted form is {hinted}")
+    return cache_policy
+
+
 def _make_ld(nc, l1, hint, prefetch):
     name = builder_name("ld", nc, l1, hint, prefetch)
 
     def build(k, space, addr, *args, type=None, cache_policy=None):
-        if hint:
-            if len(args) > 1 or args and cache_policy is not None:
-                raise BuildError(f"{name}: takes (k, space, addr, cache_policy)")
-            cache_policy = args[0] if args else cache_policy
-            if cache_policy is None:
-                raise BuildError(f"{name}: needs the cache policy (a 64-bit register from "
-                                 "createpolicy): (k, space, addr, cache_policy)")
-        elif args or cache_policy is not None:
-            raise BuildError(f"{name}: takes (k, space, addr); the cache-hinted form is "
-                             f"{builder_name('ld', nc, l1, True, prefetch)}")
+        cache_policy = _policy_arg(name, hint, args, cache_policy, "k, space, addr",
+                                   builder_name("ld", nc, l1, True, prefetch))
         sp, addr = _space_addr(k, name, space, addr)
         return k.ld(addr, type=_bits_type(name, type), space=sp, nc=nc, l1=l1,
                     prefetch=prefetch, cache_policy=cache_policy)
@@ -94,16 +101,8 @@ def _make_st(l1, hint):
     name = builder_name("st", False, l1, hint, None)
 
     def build(k, space, addr, src, *args, type=None, cache_policy=None):
-        if hint:
-            if len(args) > 1 or args and cache_policy is not None:
-                raise BuildError(f"{name}: takes (k, space, addr, src, cache_policy)")
-            cache_policy = args[0] if args else cache_policy
-            if cache_policy is None:
-                raise BuildError(f"{name}: needs the cache policy (a 64-bit register from "
-                                 "createpolicy): (k, space, addr, src, cache_policy)")
-        elif args or cache_policy is not None:
-            raise BuildError(f"{name}: takes (k, space, addr, src); the cache-hinted form is "
-                             f"{builder_name('st', False, l1, True, None)}")
+        cache_policy = _policy_arg(name, hint, args, cache_policy, "k, space, addr, src",
+                                   builder_name("st", False, l1, True, None))
         sp, addr = _space_addr(k, name, space, addr)
         k.st(addr, src, type=_bits_type(name, type, src), space=sp, l1=l1,
              cache_policy=cache_policy)

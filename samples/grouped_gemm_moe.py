@@ -28,9 +28,17 @@ u32) lives on the device; the host never loops over the experts.
   into a STAGES-deep `MbarrierRing`; rows past M_g and columns past K arrive as zeros (the
   expert's map bounds), so no expert reads another's tokens.
 - Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
-  rows 64w..64w+63, keeps them in flight while it waits for the next stage (`wait_group 1`,
-  then the previous stage is released: each warp's lane 0, 8 arrivals), and after the tile's
-  last stage (`wait_group 0`) converts the accumulator to bf16 and stores it with stores
+  rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), keeps them in
+  flight while it waits for the next stage (`wait_group 1`, then its leader releases the
+  previous stage: 2 arrivals per stage), and after the tile's last stage (`wait_group 0`)
+  converts the accumulator to bf16. A warpgroup whose 64 rows all lie past M_g (the second
+  half of an expert's last tile of at most 64 rows) issues no wgmma at all: it only waits
+  for and releases each stage, so the other warpgroup has the tensor cores to itself and the
+  tile takes about half the time.
+- Epilogue: 64 rows that all belong to the expert go out through `TmaStoreEpilogue`
+  (`stmatrix` into a 128B-swizzled staging buffer, TMA stores through Y's host-encoded map,
+  running on while the warpgroup starts its next tile; N a multiple of 8). The rows of an
+  expert's last partial 64 (and every row when N is not a multiple of 8) are stored directly,
   predicated on the expert's row count and N, so rows past M_g (another expert's) are never
   written.
 
@@ -44,13 +52,11 @@ from __future__ import annotations
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
-from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive
+from ptxdsl.epilogue import BOX_COLS, BOX_ROWS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.operands import SINK
 from ptxdsl.pipeline import MbarrierRing, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
-from ptxdsl.types import StateSpace
 
 space_shared = ptx.space_shared
 
@@ -68,12 +74,14 @@ LAYOUT_W = SmemLayout(t.bf16, BN, BK, "K", "128B")
 STAGE_X, STAGE_W = LAYOUT_X.nbytes, LAYOUT_W.nbytes       # 16 KiB, 32 KiB
 STAGE_TX = tx_bytes(((BM, BK), t.bf16), ((BN, BK), t.bf16))
 # Dynamic shared memory, all of it (static variables would push the tiles off their 1024-byte
-# swizzle alignment): the tile ring, the two shared maps, the ring's barriers.
+# swizzle alignment): the tile ring, each consumer's epilogue staging buffer, the two shared
+# maps, the ring's barriers.
 TILES_BYTES = STAGES * (STAGE_X + STAGE_W)
-SMAP_OFF = TILES_BYTES
+EPI_OFF = TILES_BYTES
+SMAP_OFF = EPI_OFF + CONSUMERS * STAGING_BYTES
 RING_OFF = SMAP_OFF + 2 * MAP_BYTES
 SHARED_BYTES = RING_OFF + 16 * STAGES
-EMPTY_ARRIVALS = 4 * CONSUMERS                            # every consumer warp releases
+EMPTY_ARRIVALS = CONSUMERS                                # each consumer warpgroup's leader
 BF16 = 2
 
 
@@ -140,6 +148,7 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
         from ptxdsl import debug
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     tmpl_x, tmpl_w = k.param_tensormap("tmpl_x"), k.param_tensormap("tmpl_w")
+    map_y = k.param_tensormap("map_y")      # Y's own map (T x N, final: encoded on the host)
     x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
     offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
@@ -164,8 +173,8 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     with k.else_():
         setmaxnreg_inc(k, CONSUMER_REGS)
         if not encode_only:
-            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), y_p, offsets, G, N,
-                      n_tiles, k_steps)
+            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), (y_p, map_y), offsets,
+                      G, N, n_tiles, k_steps)
     k.ret()
     return k
 
@@ -243,53 +252,63 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     _items(k, walk, body)
 
 
-def _consumer(k, ring, tiles_x, tiles_w, wg, y_p, offsets, G, N, n_tiles, k_steps) -> None:
+def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_steps) -> None:
     """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of every tile."""
+    y_p, map_y = out
     y = k.ld_param(y_p)
-    lane = k.and_(k.tid.x, 31)
     x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
+    staging = k.add(k.mov(tiles_x), k.mad(wg, STAGING_BYTES, EPI_OFF))
+    epi = TmaStoreEpilogue(k, staging, k.tensormap_addr(map_y), k.add(wg, 1))
+    tma_ok = k.setp("eq", k.and_(N, 7), 0, type=t.u32)    # Y's row pitch fits TMA
     walk = ExpertWalk(k, offsets, G, n_tiles)
-    c = ring.consumer()
+    read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
-    prev_empty = k.reg(t.u32, "prev_empty")     # empty[] of the step before this one
 
-    def release(bar):
-        """Each consumer warp's lane 0 arrives on `bar` (8 arrivals complete a phase)."""
-        k.syncwarp()
-        with k.if_(lane == 0):
-            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, StateSpace.shared_cta,
-                                  SINK, bar))
+    def mma(first: bool) -> None:
+        read.wait_full()
+        da = descriptor(k, LAYOUT_XW, read.slot(x_rows, STAGE_X))
+        db = descriptor(k, LAYOUT_W, read.slot(tiles_w, STAGE_W))
+        ptx.wgmma_fence(k)
+        for i, kk in enumerate(range(0, BK, 16)):
+            ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
+                                0 if first and i == 0 else 1, atype="bf16")
+        ptx.wgmma_commit_group(k)
+        read.advance()
+
+    def release() -> None:
+        with k.if_(epi.leader):
+            free.release()
+        free.advance()
 
     def body(item):
         mt, nt = walk.tile(item)
-        acc.zero()
-        with k.for_range(0, k_steps) as kb:
-            c.wait_full()
-            da = descriptor(k, LAYOUT_XW, c.slot(x_rows, STAGE_X))
-            db = descriptor(k, LAYOUT_W, c.slot(tiles_w, STAGE_W))
-            ptx.wgmma_fence(k)
-            for kk in range(0, BK, 16):
-                ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
-            ptx.wgmma_commit_group(k)
-            # One step's wgmmas stay in flight while the next stage is awaited: wait for the
-            # previous step's and release its stage.
-            ptx.wgmma_wait_group(k, 1)
-            with k.if_(kb != 0):
-                release(prev_empty)
-            k.mov(c.empty_barrier(), dst=prev_empty)
-            c.advance()
-        ptx.wgmma_wait_group(k, 0)
-        release(prev_empty)
-        # Rows of this warpgroup's 64 within the expert, and columns within N: the rest of
-        # the tile (another expert's rows, padding past N) is not stored.
-        row0 = k.add(k.mul(mt, BM), k.mul(wg, 64))
+        row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
-        n0 = k.mul(nt, BN)
-        first = k.mad(k.add(walk.m_lo, row0), N, n0)
-        out = k.add(y, k.mul(first, BF16, mode="wide"))
-        acc.to_packed(t.bf16).store(out, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
+        with k.if_(k.setp("gt", rows, 0, type=t.s32)):
+            mma(first=True)
+            with k.for_range(1, k_steps):
+                mma(first=False)
+                ptx.wgmma_wait_group(k, 1)                     # the previous stage is read
+                release()
+            ptx.wgmma_wait_group(k, 0)
+            release()
+            packed = acc.to_packed(t.bf16)
+            n0 = k.mul(nt, BN)
+            whole = k.setp("ge", rows, 64, type=t.s32, bool_op="and", c=tma_ok)
+            with k.if_(whole):
+                epi.store(packed, k.add(walk.m_lo, row0), n0)
+            with k.else_():     # the expert's last rows: another expert's follow in Y
+                first = k.mad(k.add(walk.m_lo, row0), N, n0)
+                dst = k.add(y, k.mul(first, BF16, mode="wide"))
+                packed.store(dst, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
+        with k.else_():         # no row of this warpgroup's 64 is the expert's
+            with k.for_range(0, k_steps):
+                read.wait_full()
+                read.advance()
+                release()
 
     _items(k, walk, body)
+    epi.finish()
 
 
 def build_module(bounded: bool = False) -> Module:
@@ -389,6 +408,19 @@ def templates(x, T: int, w, N: int, K: int) -> tuple:
     return tmpl_x, tmpl_w
 
 
+def output_map(y, T: int, N: int, fallback):
+    """Y's tensor map for the TMA-store epilogue (T x N, 64 x 64 boxes, 128B swizzle), or
+    `fallback` (any map: the kernel then stores every row directly) when N * 2 bytes is not
+    a multiple of 16, TMA's pitch rule."""
+    from ptxdsl import runtime as rt
+    if N % 8:
+        return fallback
+    tmap = rt.TensorMap.tiled(y, (max(T, 1), N), "BFLOAT16", (BOX_ROWS, BOX_COLS),
+                              swizzle="128B")
+    TmaStoreEpilogue.check_tensormap(tmap)
+    return tmap
+
+
 class MoeProblem:
     """X, W, offsets and a poisoned Y on the device (plus POISON padding rows after Y's T rows),
     the two templates, and the map workspace for `grid` CTAs."""
@@ -415,10 +447,11 @@ class MoeProblem:
         self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
         self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
         self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
+        self.map_y = output_map(self.dev_y, self.T, N, self.tmpl_x)
 
     def args(self) -> tuple:
-        return (self.tmpl_x, self.tmpl_w, self.dev_x, self.dev_w, self.dev_y, self.dev_off,
-                self.maps, self.G, self.N, self.K)
+        return (self.tmpl_x, self.tmpl_w, self.map_y, self.dev_x, self.dev_w, self.dev_y,
+                self.dev_off, self.maps, self.G, self.N, self.K)
 
     def launch(self, fn) -> None:
         fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)

@@ -196,7 +196,12 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     assert p.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in p
     assert "setmaxnreg.inc.sync.aligned.u32 232;" in p
-    assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == BK // 16
+    # a tile's first stage (scale-d 0: starts from zero) and the rest of its stages
+    assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 2 * (BK // 16)
+    # the staged epilogue: 2 halves x 8 stmatrix.x4, each half two 64 x 64 TMA stores
+    assert p.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16
+    assert p.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
+    assert p.count("fence.proxy.async.shared::cta;") == 2
     # one step's wgmmas in flight across the next stage's wait; all done before the epilogue
     assert p.count("wgmma.wait_group.sync.aligned 1;") == 1
     assert p.count("wgmma.wait_group.sync.aligned 0;") == 1
@@ -238,40 +243,59 @@ def test_benchmark_shapes(G, N, K, T):
     assert sum(map(len, per_cta)) == len(_tiles(sizes, N))
 
 
-def _consumer_releases(k_steps_per_item, stages):
+def _consumer_releases(items, stages):
     """The consumer's ring walk (the `_consumer` loop, line by line): per step the stage it
     reads, and the (stage, use) each release hands back, with the number of wgmma groups still
-    possibly in flight at that release."""
+    possibly in flight at that release. `items`: (k steps, active) per tile; an inactive
+    warpgroup (no row of its 64 is the expert's) reads nothing and releases each stage as it
+    fills."""
     stage, use, events, in_flight = 0, 0, [], 0
     prev = None
-    for steps in k_steps_per_item:
+
+    def advance(stage, use):
+        return (stage + 1, use) if stage + 1 < stages else (0, use + 1)
+
+    for steps, active in items:
+        if not active:
+            for _ in range(steps):
+                events.append(("wait", stage, use))
+                events.append(("release", stage, use, 0))
+                stage, use = advance(stage, use)
+            continue
         for kb in range(steps):
             events.append(("read", stage, use))
             in_flight += 1                              # commit_group
-            in_flight = min(in_flight, 1)               # wait_group 1
+            in_flight = min(in_flight, 1) if kb else in_flight   # wait_group 1 after step 1+
             if kb != 0:
                 events.append(("release", *prev, in_flight))
             prev = (stage, use)
-            stage, use = (stage + 1, use) if stage + 1 < stages else (0, use + 1)
+            stage, use = advance(stage, use)
         in_flight = 0                                   # wait_group 0
         events.append(("release", *prev, in_flight))
     return events
 
 
-@pytest.mark.parametrize("steps", [[1], [1, 1, 1, 1, 1, 1], [3, 1, 7, 2], [112] * 3])
-def test_consumer_releases_every_stage_once_after_its_wgmmas(steps):
+@pytest.mark.parametrize("items", [
+    [(1, True)], [(1, True)] * 6, [(3, True), (1, True), (7, True), (2, True)],
+    [(112, True)] * 3, [(3, False), (1, True), (5, False), (5, False), (2, True)],
+    [(1, False)] * 5 + [(4, True)]])
+def test_consumer_releases_every_stage_once_after_its_wgmmas(items):
     """Every stage use is released exactly once, after the reads of it completed (the only
     group that may still be in flight at a release is the one committed after it), and in
-    order, so the producer's wait_empty on use u + 1 of a stage sees the release of use u."""
-    events = _consumer_releases(steps, STAGES)
-    reads = [(s, u) for kind, s, u, *_ in events if kind == "read"]
+    order, so the producer's wait_empty on use u + 1 of a stage sees the release of use u;
+    an inactive warpgroup releases only stages it saw full."""
+    events = _consumer_releases(items, STAGES)
+    seen = [(s, u) for kind, s, u, *_ in events if kind in ("read", "wait")]
     releases = [(s, u) for kind, s, u, *_ in events if kind == "release"]
-    assert releases == reads                            # once each, in order
+    assert releases == seen                             # once each, in order
     for i, ev in enumerate(events):
         if ev[0] == "release":
-            j = events.index(("read", ev[1], ev[2]))
+            j = max(n for n, e in enumerate(events[:i]) if e[0] in ("read", "wait")
+                    and e[1:3] == ev[1:3])
             later_reads = sum(e[0] == "read" for e in events[j + 1:i])
             assert ev[3] <= later_reads <= 1            # at most the next step's group
+            if events[j][0] == "wait":
+                assert ev[3] == 0 and later_reads == 0
 
 
 def test_template_descriptors_fill_the_layouts_and_the_expect_tx():

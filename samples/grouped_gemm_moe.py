@@ -10,11 +10,19 @@ each expert's weight K-major (N x K); Y (T x N bf16) receives the outputs. `offs
 u32) lives on the device; the host never loops over the experts.
 
 `moe_gemm` (384 threads: a producer warpgroup and two consumer warpgroups; one CTA per SM):
-- The work list is every (expert, m-tile, n-tile) in expert order, tile t of expert g being
-  (t / n_tiles, t % n_tiles) of its ceil(M_g / 128) x ceil(N / 256) tiles. CTA c takes items
-  c, c + gridDim, ...; each role walks the experts from the device `offsets` alongside (a
-  running prefix sum of the per-expert tile counts, `ExpertWalk`), so empty experts hold no
-  items and no host-side list exists.
+- The work list is every (expert, m-tile, n-tile) in expert order, item t of expert g being
+  m-tile t % m_tiles, n-tile t / m_tiles of its m_tiles = ceil(M_g / 128) by ceil(N / 256)
+  tiles: the items that read one W_g tile follow each other. Each role walks the experts from
+  the device `offsets` (a running prefix sum of the per-expert tile counts, `ExpertWalk`), so
+  empty experts hold no items and no host-side list exists.
+- Dynamic work queue: CTA c starts with item c and claims each further one with one
+  `atom.add` on a global counter (`sched[0]`: item gridDim + claim), issued while its current
+  item's loads run. So a CTA that finishes early takes the next item, items claimed together
+  run side by side (the tiles sharing a W_g tile meet in L2), and the end of the launch is
+  balanced. The producer passes each item to the consumers with the stage that carries its
+  first data (a u32 per stage in shared memory, released by the stage's arrive), and a final
+  stage with no data and END_ITEM tells them to stop. The last CTA to finish (an acq_rel
+  count in `sched[1]`) zeroes both counters for the next launch.
 - Producer warp (warp 0; `setmaxnreg.dec 40`): when its item belongs to a new expert it
   rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address and
   row count, and of W_g's address; every other field comes from the host-encoded templates),
@@ -31,10 +39,7 @@ u32) lives on the device; the host never loops over the experts.
   rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), keeps them in
   flight while it waits for the next stage (`wait_group 1`, then its leader releases the
   previous stage: 2 arrivals per stage), and after the tile's last stage (`wait_group 0`)
-  converts the accumulator to bf16. A warpgroup whose 64 rows all lie past M_g (the second
-  half of an expert's last tile of at most 64 rows) issues no wgmma at all: it only waits
-  for and releases each stage, so the other warpgroup has the tensor cores to itself and the
-  tile takes about half the time.
+  converts the accumulator to bf16.
 - Epilogue: 64 rows that all belong to the expert go out through `TmaStoreEpilogue`
   (`stmatrix` into a 128B-swizzled staging buffer, TMA stores through Y's host-encoded map,
   running on while the warpgroup starts its next tile; N a multiple of 8). The rows of an
@@ -80,7 +85,9 @@ TILES_BYTES = STAGES * (STAGE_X + STAGE_W)
 EPI_OFF = TILES_BYTES
 SMAP_OFF = EPI_OFF + CONSUMERS * STAGING_BYTES
 RING_OFF = SMAP_OFF + 2 * MAP_BYTES
-SHARED_BYTES = RING_OFF + 16 * STAGES
+ITEMS_OFF = RING_OFF + 16 * STAGES      # per stage: the work item its data belongs to
+SHARED_BYTES = ITEMS_OFF + 4 * STAGES
+END_ITEM = 0xFFFFFFFF                   # the item of the stage that tells consumers to stop
 EMPTY_ARRIVALS = CONSUMERS                                # each consumer warpgroup's leader
 BF16 = 2
 
@@ -120,22 +127,14 @@ class ExpertWalk:
             k.add(self.first, tiles, dst=self.end)
 
     def tile(self, w):
-        """(m-tile, n-tile) of item w within the current expert."""
+        """(m-tile, n-tile) of item w within the current expert: m-tile fastest, so the
+        items that read one W_g tile are claimed one after another and run side by side,
+        their loads of it meeting in L2."""
         k = self.k
         local = k.sub(w, self.first)
-        mt = k.div(local, self.n_tiles)
-        return mt, k.sub(local, k.mul(mt, self.n_tiles))
-
-
-def _items(k: Kernel, walk: ExpertWalk, body) -> None:
-    """for w in ctaid.x, ctaid.x + nctaid.x, ...: seek the expert, stop past the last item,
-    body(w)."""
-    w = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
-    with k.loop():
-        walk.seek(w)
-        k.break_(k.setp("ge", walk.g, walk.G, type=t.u32))
-        body(w)
-        k.add(w, k.read_special("nctaid.x"), dst=w)
+        m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
+        nt = k.div(local, m_tiles)
+        return k.sub(local, k.mul(nt, m_tiles)), nt
 
 
 def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
@@ -151,6 +150,7 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     map_y = k.param_tensormap("map_y")      # Y's own map (T x N, final: encoded on the host)
     x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
     offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
+    sched_p = k.param_ptr("sched")          # u32 [next item, finished CTAs], zero at launch
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
     tiles = k.extern_shared("tiles", align=1024)
     smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)
@@ -169,7 +169,8 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
         setmaxnreg_dec(k, PRODUCER_REGS)
         with k.if_(k.shr(k.tid.x, 5) == 0):     # warp 0
             _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w,
-                      (x_p, w_p, maps_p), offsets, G, N, K, n_tiles, k_steps, encode_only)
+                      (x_p, w_p, maps_p, sched_p), offsets, G, N, K, n_tiles, k_steps,
+                      encode_only)
     with k.else_():
         setmaxnreg_inc(k, CONSUMER_REGS)
         if not encode_only:
@@ -183,7 +184,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
               N, K, n_tiles, k_steps, encode_only: bool = False) -> None:
     """Warp 0: expert switches re-encode the maps (whole warp: cp_fenceproxy is .aligned);
     lane 0 issues the TMA loads."""
-    x_p, w_p, maps_p = ptrs
+    x_p, w_p, maps_p, sched_p = ptrs
     lane0 = k.tid.x == 0
     x, w = k.ld_param(x_p), k.ld_param(w_p)
     row_bytes = k.mul(K, BF16)                               # X's and W's row pitch
@@ -198,6 +199,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     map_w = k.add(map_x, MAP_BYTES, dst=k.reg(t.u64, "map_w"))
     walk = ExpertWalk(k, offsets, G, n_tiles)
     p = ring.producer()
+    items = k.add(k.mov(tiles_x), ITEMS_OFF)
 
     def publish():
         """The expert's two maps: replace in shared memory, copy to the next slot with
@@ -240,7 +242,8 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                 publish()
                 k.setp("ne", walk.g, cur, type=t.u32, dst=switch)   # false: once per expert
             with k.if_(lane0):
-                p.arrive_expect_tx(STAGE_TX)
+                k.st(Addr(k.add(items, k.shl(p.stage, 2))), item, space="shared")
+                p.arrive_expect_tx(STAGE_TX)      # releases the item with the stage
                 k0 = k.mul(kb, BK)
                 bar = p.full_barrier()
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
@@ -249,7 +252,32 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                                          p.slot(tiles_w, STAGE_W), map_w, (k0, n0), bar)
             p.advance()
 
-    _items(k, walk, body)
+    sched = k.cvta(k.ld_param(sched_p), "global", to=True)
+    grid = k.read_special("nctaid.x")
+    item = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
+    claimed = k.mov(0, dst=k.reg(t.u32, "claimed"))
+    with k.loop():
+        walk.seek(item)
+        k.break_(k.setp("ge", walk.g, G, type=t.u32))
+        # Claim the next item now: the atomic's latency hides behind this item's loads.
+        with k.if_(lane0):
+            k.atom("add", Addr(sched), 1, type=t.u32, space="global", dst=claimed)
+        body(item)
+        k.add(k.shfl_sync("idx", claimed, 0), grid, type=t.u32, dst=item)
+    if not encode_only:       # a stage with no data whose item tells the consumers to stop
+        p.wait_empty()
+        with k.if_(lane0):
+            k.st(Addr(k.add(items, k.shl(p.stage, 2))), END_ITEM, type=t.u32, space="shared")
+            p.arrive()
+        p.advance()
+    # The last CTA to stop claiming zeroes the counters for the next launch: every other
+    # CTA's last claim happens before its acq_rel increment of the finished count.
+    with k.if_(lane0):
+        done = k.atom("add", Addr(sched, 4), 1, type=t.u32, space="global", sem="acq_rel",
+                      scope="gpu")
+        with k.if_(k.setp("eq", done, k.sub(grid, 1), type=t.u32)):
+            k.st(Addr(sched), 0, type=t.u32, space="global")
+            k.st(Addr(sched, 4), 0, type=t.u32, space="global")
 
 
 def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_steps) -> None:
@@ -265,7 +293,8 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
 
     def mma(first: bool) -> None:
-        read.wait_full()
+        if not first:         # a tile's first stage was awaited for its item
+            read.wait_full()
         da = descriptor(k, LAYOUT_XW, read.slot(x_rows, STAGE_X))
         db = descriptor(k, LAYOUT_W, read.slot(tiles_w, STAGE_W))
         ptx.wgmma_fence(k)
@@ -281,17 +310,21 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
         free.advance()
 
     def body(item):
+        # Every tile runs the whole mainloop, even the rows past M_g of an expert's last
+        # tile: a warpgroup that skipped them would finish its tile early and pull away from
+        # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
+        # slower: BENCHMARKS.md section 6).
         mt, nt = walk.tile(item)
+        mma(first=True)
+        with k.for_range(1, k_steps):
+            mma(first=False)
+            ptx.wgmma_wait_group(k, 1)                     # the previous stage is read
+            release()
+        ptx.wgmma_wait_group(k, 0)
+        release()
         row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
-        with k.if_(k.setp("gt", rows, 0, type=t.s32)):
-            mma(first=True)
-            with k.for_range(1, k_steps):
-                mma(first=False)
-                ptx.wgmma_wait_group(k, 1)                     # the previous stage is read
-                release()
-            ptx.wgmma_wait_group(k, 0)
-            release()
+        with k.if_(k.setp("gt", rows, 0, type=t.s32)):      # some of the 64 are the expert's
             packed = acc.to_packed(t.bf16)
             n0 = k.mul(nt, BN)
             whole = k.setp("ge", rows, 64, type=t.s32, bool_op="and", c=tma_ok)
@@ -301,13 +334,14 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
                 first = k.mad(k.add(walk.m_lo, row0), N, n0)
                 dst = k.add(y, k.mul(first, BF16, mode="wide"))
                 packed.store(dst, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
-        with k.else_():         # no row of this warpgroup's 64 is the expert's
-            with k.for_range(0, k_steps):
-                read.wait_full()
-                read.advance()
-                release()
 
-    _items(k, walk, body)
+    items = k.add(k.mov(tiles_x), ITEMS_OFF)
+    with k.loop():            # the producer's items, in the order it claimed them
+        read.wait_full()
+        item = k.ld(Addr(k.add(items, k.shl(read.stage, 2))), type=t.u32, space="shared")
+        walk.seek(item)
+        k.break_(k.setp("ge", walk.g, G, type=t.u32))     # END_ITEM
+        body(item)
     epi.finish()
 
 
@@ -324,33 +358,59 @@ def build_encode_only_module() -> Module:
 
 
 # -- the work list on the host: the same walk, for tests and for the reference ----------------
-def simulate_walk(offsets, N: int, grid: int) -> list[list[tuple[int, int, int]]]:
-    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
-    takes, in order (the ExpertWalk/_items logic line by line)."""
+def total_items(offsets, N: int) -> int:
+    n_tiles = -(-N // BN)
+    sizes = np.diff(np.asarray(offsets, np.int64))
+    return int((-(-sizes // BM)).sum()) * n_tiles
+
+
+def claims(total: int, grid: int, rng=None) -> list[list[int]]:
+    """Which items each CTA's producer takes: CTA c starts with item c; each CTA holding an
+    item claims the next (`atom.add` on the counter: claim j is item grid + j) until it gets
+    one >= total. The claims' order is the GPU's; here CTAs claim in turn (rng None: CTA c
+    then takes c, c + grid, ...) or in a random order (an np.random.Generator)."""
+    out = [[c] if c < total else [] for c in range(grid)]
+    active = [c for c in range(grid) if c < total]
+    nxt = grid
+    while active:
+        for c in (list(active) if rng is None else [active[rng.integers(len(active))]]):
+            out[c].append(nxt)
+            if nxt >= total:
+                active.remove(c)
+            nxt += 1
+    return [[w for w in items if w < total] for items in out]
+
+
+def walk(offsets, N: int, items: list[int]) -> list[tuple[int, int, int]]:
+    """(expert, m-tile, n-tile) of each of one role's increasing `items` (ExpertWalk's seek and
+    tile, line by line)."""
     offsets = [int(v) for v in offsets]
     G = len(offsets) - 1
     n_tiles = -(-N // BN)
+    g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
+    end = -(-(m_hi - m_lo) // BM) * n_tiles
     out = []
-    for cta in range(grid):
-        g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
-        end = -(-(m_hi - m_lo) // BM) * n_tiles
-        items, w = [], cta
-        while True:
-            while True:                        # seek
-                if w < end:
-                    break
-                g += 1
-                if g >= G:
-                    break
-                m_lo, m_hi, first = m_hi, offsets[g + 1], end
-                end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+    for w in items:
+        while True:                        # seek
+            if w < end:
+                break
+            g += 1
             if g >= G:
                 break
-            local = w - first
-            items.append((g, local // n_tiles, local % n_tiles))
-            w += grid
-        out.append(items)
+            m_lo, m_hi, first = m_hi, offsets[g + 1], end
+            end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+        if g >= G:
+            break
+        local, m_tiles = w - first, -(-(m_hi - m_lo) // BM)
+        out.append((g, local % m_tiles, local // m_tiles))
     return out
+
+
+def simulate_walk(offsets, N: int, grid: int, rng=None) -> list[list[tuple[int, int, int]]]:
+    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
+    takes, in order, for the claim order of `claims`."""
+    return [walk(offsets, N, items)
+            for items in claims(total_items(offsets, N), grid, rng)]
 
 
 def map_switches(items: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
@@ -429,8 +489,9 @@ class MoeProblem:
 
     def __init__(self, sizes, N: int, K: int, grid: int, seed: int = 0):
         from ptxdsl import runtime as rt
-        if N % 8 or K % 8:
-            raise ValueError("N and K must be multiples of 8 (16-byte TMA row pitch)")
+        if K % 8 or N % 2 or N < 2:
+            raise ValueError(f"K must be a multiple of 8 (X's and W's 16-byte TMA row pitch) "
+                             f"and N even (bf16 pairs are stored together); got N={N}, K={K}")
         self.sizes = np.asarray(sizes, np.int64)
         if not len(self.sizes) or (self.sizes < 0).any():
             raise ValueError("at least one expert, and no negative token counts")
@@ -446,12 +507,14 @@ class MoeProblem:
         self.dev_off = rt.DeviceBuffer.from_numpy(self.offsets)
         self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
         self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
+        # the work counters: zero once; every launch that runs to its end leaves them zero
+        self.sched = rt.DeviceBuffer.from_numpy(np.zeros(2, np.uint32))
         self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
         self.map_y = output_map(self.dev_y, self.T, N, self.tmpl_x)
 
     def args(self) -> tuple:
         return (self.tmpl_x, self.tmpl_w, self.map_y, self.dev_x, self.dev_w, self.dev_y,
-                self.dev_off, self.maps, self.G, self.N, self.K)
+                self.dev_off, self.maps, self.sched, self.G, self.N, self.K)
 
     def launch(self, fn) -> None:
         fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)

@@ -28,6 +28,7 @@ from .errors import BuildError
 from .instructions.cvt_packed import cvt_packed
 from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, d_count, d_register_type
+from .kernel_host import KernelHost
 from .operands import Addr, Reg, Symbol
 from .types import ScalarType
 
@@ -292,7 +293,7 @@ class AFragment:
         return self
 
 
-class FragmentOps:
+class FragmentOps(KernelHost):
     """Kernel methods: `k.fragment(t.f32, shape=(64, N))`, `k.a_fragment(t.bf16)`."""
 
     def fragment(self, dtype: ScalarType = T.f32, shape: tuple[int, int] = (64, 64), *,

@@ -13,6 +13,7 @@ from typing import ClassVar
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol
 from ..types import BASE, Requires, Scope, Sem, StateSpace, req
 from ..types import ScalarType as T
@@ -198,7 +199,7 @@ def _type_of(insn: str, op, addr, values, type) -> T:
     return type
 
 
-class AtomicOps:
+class AtomicOps(KernelHost):
     """Kernel builder methods for atom and red."""
 
     def atom(self, op, addr, b, *, type: T | None = None, space=None, sem=None, scope=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import NegPred, Reg
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_pred, check_src, infer_type
@@ -108,7 +109,7 @@ class Selp(Instruction):
         return (self.d, self.a, self.b, self.c)
 
 
-class CompareOps:
+class CompareOps(KernelHost):
     def setp(self, cmp: str, a, b, *, type=None, bool_op=None, c=None, ftz=False,
              dst=None) -> Reg:
         """Compare into a fresh predicate: `k.setp('lt', i, n)`; also `i < n` on registers."""

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import (
     SPECIAL_REGISTER_NAMES,
     Addr,
@@ -405,7 +406,7 @@ class InlineAsm(Instruction):
             for depth, parts in self.lines)
 
 
-class InlineOps:
+class InlineOps(KernelHost):
     """Kernel builder method `k.asm` (inline PTX)."""
 
     def asm(self, template: str, *, outs=(), ins=(), requires=None, when=None

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
@@ -149,7 +150,7 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
                     _space(addr, space)))
 
 
-class MatrixOps:
+class MatrixOps(KernelHost):
     """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
 
     def ldmatrix(self, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,

@@ -11,6 +11,7 @@ import enum
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
 from .base import (
@@ -284,7 +285,7 @@ def _space_of(value, given) -> StateSpace:
     raise BuildError("cannot tell the state space of this address; pass space=...")
 
 
-class MemoryOps:
+class MemoryOps(KernelHost):
     def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
            dst=None, sem=None, scope=None, nc: bool = False, l1=None, prefetch=None,
            cache_policy=None):

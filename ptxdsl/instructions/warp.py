@@ -9,6 +9,7 @@ import enum
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import SINK, Imm, NegPred, Reg, Sink
 from ..types import BASE, req
 from ..types import ScalarType as T
@@ -182,7 +183,7 @@ class Elect(Instruction):
         return (self.d, self.p, self.membermask)
 
 
-class WarpOps:
+class WarpOps(KernelHost):
     """Kernel builder methods for warp-collective instructions."""
 
     def shfl_sync(self, mode, a, b, c=None, *, mask=FULL_MASK, pred: bool = False,

@@ -8,7 +8,7 @@ what ptxas accepts, which is narrower than "any type of the right width").
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -61,6 +61,14 @@ class _Atomic(Instruction):
 
     SEMS: ClassVar[tuple[Sem, ...]] = _ATOM_SEMS
     OPS: ClassVar[tuple[AtomOp, ...]] = tuple(AtomOp)
+
+    if TYPE_CHECKING:  # the fields every subclass defines (each in its own order)
+        op: AtomOp
+        type: T
+        a: object
+        space: StateSpace
+        sem: Sem | None
+        scope: Scope | None
 
     def _check_qualifiers(self) -> None:
         mn = self.MNEMONIC
@@ -174,9 +182,10 @@ class Red(_Atomic):
         return (self.a, self.b)
 
 
-def _space_of(insn: str, addr, given) -> StateSpace | str:
-    """The space named by `space=`, else the one the symbol or address register is known to
-    point into (the instruction validates it)."""
+def _space_of(insn: str, addr, given) -> Any:
+    """The space named by `space=` (as the user gave it: a StateSpace or its spelling), else
+    the one the symbol or address register is known to point into (the instruction validates
+    it)."""
     if given is not None:
         return given
     base = addr.base if isinstance(addr, Addr) else addr

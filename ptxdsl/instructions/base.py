@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar, cast
+from typing import Any, ClassVar, Literal, NoReturn, TypeVar, cast, overload
 
 import attrs
 
@@ -112,6 +112,12 @@ def check_dst(insn: Who, operand: str, value: Any, t: ScalarType) -> Reg:
     return value
 
 
+@overload
+def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+              special: Literal[False] = False) -> Reg | Imm: ...
+@overload
+def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+              special: bool) -> Reg | Imm | SpecialReg: ...
 def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
               special: bool = False) -> Reg | Imm | SpecialReg:
     """A source: a compatible register, or (when allowed) an immediate converted to `t`."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import attrs
 
 from ..errors import OperandError
 from ..kernel_host import KernelHost
-from ..operands import NegPred, Reg
+from ..operands import NegPred, Operand, Reg
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_pred, check_src, infer_type
 
@@ -72,7 +74,8 @@ class Setp(Instruction):
 
     def render(self) -> str:
         dst = self.p.render() + (f"|{self.q.render()}" if self.q is not None else "")
-        ops = [dst, self.a.render(), self.b.render()]
+        # a and b hold operands once __attrs_post_init__ has checked them.
+        ops = [dst, cast(Operand, self.a).render(), cast(Operand, self.b).render()]
         if self.c is not None:
             ops.append(self.c.render())
         return f"{self.opcode()} {', '.join(ops)};"

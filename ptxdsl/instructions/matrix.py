@@ -67,13 +67,13 @@ def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
     return a
 
 
-def _check(insn: Instruction, regs_field: str, is_dst: bool) -> None:
+def _check(insn: LdMatrix | StMatrix, regs_field: str, is_dst: bool) -> None:
     insn._set("space", check_enum(insn.MNEMONIC, "space", insn.space, StateSpace, _SPACES))
     insn._set(regs_field, _regs(insn, regs_field, getattr(insn, regs_field), is_dst))
     insn._set("a", _row_address(insn, insn.a, insn.space))
 
 
-def _opcode(insn: Instruction, regs: Vec) -> str:
+def _opcode(insn: LdMatrix | StMatrix, regs: Vec) -> str:
     return (f"{insn.MNEMONIC}.sync.aligned.m8n8.x{len(regs.items)}"
             f"{'.trans' if insn.trans else ''}{insn.space.ptx}.b16")
 

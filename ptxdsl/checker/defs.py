@@ -118,7 +118,7 @@ class Defs:
         else:
             self._last[reg] = i
 
-    def get(self, reg: Any, default: Any = ()) -> Any:
+    def get(self, reg: Any, default: Sequence[int] = ()) -> Sequence[int]:
         hit = self._multi.get(reg)
         if hit is not None:
             return hit

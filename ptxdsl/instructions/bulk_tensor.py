@@ -383,7 +383,8 @@ def _dim_of(coords: Any, mode: Any, dim: int | None) -> int:
 
 _LOAD = ("dst_space", "src_space", "dst_mem", "tensor_map", "tensor_coords", "smem_bar")
 _EXT = ("*mode", "*im2col", "*cache_policy", "*dim")
-_TENSOR: tuple[tuple[str, ...], ...] = (   # cta_group is positional in cuda::ptx; by keyword it may follow the others
+# cta_group is positional in cuda::ptx; by keyword it may follow the others
+_TENSOR: tuple[tuple[str, ...], ...] = (
     (*_LOAD, "*cta_group", *_EXT),
     (*_LOAD[:2], "cta_group", *_LOAD[2:], *_EXT),
     (*_LOAD, "cta_mask", "*cta_group", *_EXT),

@@ -154,7 +154,8 @@ class Fragment:
             raise BuildError("fragment.a_operand: convert with to_packed(t.bf16/t.f16) first")
         if not 0 <= step < self.n // 16:
             raise BuildError(f"fragment.a_operand: step must be in [0, {self.n // 16})")
-        return tuple(self.regs[4 * step:4 * step + 4])
+        a0, a1, a2, a3 = self.regs[4 * step:4 * step + 4]
+        return a0, a1, a2, a3
 
     # -- the direct-store epilogue -----------------------------------------------------------
     def store(self, ptr: Any, ld: Any, *, rows: Any = None, cols: Any = None) -> None:

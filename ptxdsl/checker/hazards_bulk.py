@@ -118,7 +118,8 @@ def _extent(a: Range) -> tuple[float, float]:
 
 
 def extent_of(an: Analysis, op: Op) -> tuple[Any, float, float] | None:
-    """(root, *`_extent`) of an op's range, cached (None: not a known shared symbol)."""
+    """`(root, lo, hi)`: the root and `_extent` of an op's range, cached (None: not a known
+    shared symbol)."""
     key = ("extent", op.index)
     hit = an.cache.get(key, key)
     if hit is key:

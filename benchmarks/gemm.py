@@ -17,7 +17,7 @@ before setmaxnreg moves them), shared memory the launch's dynamic bytes.
 
 from __future__ import annotations
 
-from benchmarks.common import Section
+from benchmarks.common import Section, checker_note
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (128, 8192, 8192),
@@ -42,7 +42,9 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
         return
     from ptxdsl import runtime as rt
     sample = load_sample("gemm_hopper")
-    mod = sample.build_module().load()
+    built = sample.build_module()
+    mod = built.load()
+    section.note(checker_note(built))
     sms = rt.device_info(0).sm_count
     torch.manual_seed(0)
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):

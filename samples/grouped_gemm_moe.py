@@ -508,6 +508,7 @@ class MoeProblem:
         self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
         self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
         # the work counters: zero once; every launch that runs to its end leaves them zero
+        # (after a launch that did not, such as a bounded wait's trap, zero them again)
         self.sched = rt.DeviceBuffer.from_numpy(np.zeros(2, np.uint32))
         self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
         self.map_y = output_map(self.dev_y, self.T, N, self.tmpl_x)

@@ -32,6 +32,16 @@ CASES = {
     "G128": (list(sizes_of(128, 8192, seed=128, zeros=10)), 512, 1024, None),
     "G32_grid_1": (list(sizes_of(32, 1000, seed=5, zeros=4)), 256, 136, 1),
 }
+RELAUNCH = ([0, 300, 17, 0, 129], 520, 200)
+
+
+def test_moe_relaunch_on_the_same_buffers():
+    """Three launches on one set of buffers: each finds the work counters zero (the last CTA
+    of the previous launch reset them) and computes every expert again."""
+    sizes, N, K = RELAUNCH
+    ok, text = debug.isolated(moe_case, sizes, N, K, 5, 0, 3, timeout=240)
+    print(text)
+    assert ok and text.count("the work counters are zero again") == 3, text
 
 
 @pytest.mark.parametrize("name", list(CASES))

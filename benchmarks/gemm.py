@@ -48,16 +48,20 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
     sms = rt.device_info(0).sm_count
     torch.manual_seed(0)
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):
-        fn = mod[sample.CONFIGS[dtype].name]
-        section.note(f"{fn.name}: {fn.num_regs} registers per thread at entry (setmaxnreg "
-                     f"{sample.PRODUCER_REGS} producer / {sample.CONSUMER_REGS} consumers), "
-                     f"{sample.CONFIGS[dtype].smem_bytes} bytes of dynamic shared memory per "
-                     f"CTA, {sample.THREADS} threads, clusters of {sample.CLUSTER}")
+        for cfg in (sample.CONFIGS[dtype], sample.SKINNY[dtype]):
+            fn = mod[cfg.name]
+            section.note(f"{fn.name}: {cfg.bn}-column tiles, {fn.num_regs} registers per "
+                         f"thread at entry (setmaxnreg {sample.PRODUCER_REGS} producer / "
+                         f"{sample.CONSUMER_REGS} consumers), {cfg.smem_bytes} bytes of dynamic "
+                         f"shared memory per CTA ({cfg.stages} stages), {sample.THREADS} "
+                         f"threads, clusters of {cfg.cluster}; used for M "
+                         + (f"<= {sample.SKINNY_M}" if cfg.cluster == 1 else
+                            f"> {sample.SKINNY_M}"))
         for m, n, k in shapes:
-            _row(section, torch, sample, fn, dtype, m, n, k, sms)
+            _row(section, torch, sample, mod, dtype, m, n, k, sms)
 
 
-def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
+def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
     dev = "cuda"
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
@@ -82,7 +86,7 @@ def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
             sample.output_map(c.data_ptr(), m, n))
 
     def ours():
-        sample.launch(fn, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
+        sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
                       sms=sms, maps=maps)
 
     c.fill_(float("nan"))
@@ -100,7 +104,8 @@ def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
         tflops = [flops / (t * 1e-3) / 1e12 for t in ms]
         r = section.row(f"{shape}: {who}", tflops, "TFLOP/s",
                         f"{100 * _median(tflops) / PEAK[dtype]:.0f}% of dense peak"
-                        + (f"; verified (rel. error {err:.1e})" if who == "ptxdsl" else ""))
+                        + (f"; verified (rel. error {err:.1e}); kernel "
+                           f"{sample.config_for(dtype, m).name}" if who == "ptxdsl" else ""))
         meds[who] = r["median"]
     ratio = meds["ptxdsl"] / meds[label]
     section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians")

@@ -25,6 +25,9 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   run on while the warpgroup starts its next tile, and only the next refill of the buffer
   waits for them to have read it (`cp.async.bulk.wait_group.read`). Other even N: the
   pairs are stored directly, predicated on the M and N edges (a launch parameter picks).
+- Skinny M (M <= 256, `launch`'s choice; kernels `gemm_hopper_<dtype>_n128`): the same roles
+  on 128 x 128 tiles, without a cluster, with 6 stages, so that a short A still spreads over
+  twice as many SMs and no CTA works on rows past M alone.
 - Tails: TMA zero-fills rows and columns outside A and B (so K need not be a multiple of the
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
@@ -76,9 +79,10 @@ class Config:
 
 CONFIGS = {name: Config(name) for name in DTYPES}
 # Skinny M (at most SKINNY_M rows): 128 x 128 tiles, no cluster, 6 stages. The default's
-# 256 x 256 cluster tiles would leave most SMs idle and half of each cluster on rows past M.
+# 256 x 256 cluster tiles leave most SMs idle there (M = 256, N = 8192: 64 CTAs on 132 SMs)
+# and at M <= 128 put half of each cluster on rows past M (BENCHMARKS.md section 7).
 SKINNY = {name: Config(name, bn=128, cluster=1, stages=6) for name in DTYPES}
-SKINNY_M = 128
+SKINNY_M = 256
 
 
 def config_for(dtype: str, m: int) -> Config:

@@ -73,7 +73,8 @@ class FakeDriver:
 
     # Calls that only need to succeed (and be recorded).
     _PLAIN = frozenset({"cuCtxDisablePeerAccess", "cuMemFree", "cuMemcpyPeer", "cuMemFreeHost",
-                        "cuMemcpyDtoDAsync", "cuCtxSynchronize", "cuStreamSynchronize"})
+                        "cuMemcpyDtoDAsync", "cuCtxSynchronize", "cuStreamSynchronize",
+                        "cuLaunchKernelEx"})
 
     def __getattr__(self, name):
         if name not in self._PLAIN:

@@ -204,6 +204,16 @@ def _torch_rows(section, fn, args, tmap, calls, reps) -> tuple[dict, dict]:
     compiled_row = section.row("ptxdsl.torch kernel_op call, torch.compile(fullgraph=True)",
                                per_call(lambda: compiled(x)), "µs/call",
                                "the compiled wrapper's call, guards included")
+    # What the op's eager call is made of, apart from Function.launch (rows above).
+    section.row("part of it: torch.empty_like(x) alone", per_call(lambda: torch.empty_like(x)),
+                "µs/call", "the output allocation")
+    lib = torch.library.Library("ptxdsl_bench", "FRAGMENT")
+    lib.define("alloc_only(Tensor x) -> Tensor")
+    lib.impl("alloc_only", lambda t: torch.empty_like(t), "CUDA")
+    alloc_only = torch.ops.ptxdsl_bench.alloc_only.default
+    section.row("part of it: a torch.library op whose Python kernel only allocates",
+                per_call(lambda: alloc_only(x)), "µs/call",
+                "dispatch to a Python kernel + the allocation: the floor of any such op")
     plus_one = torch.compile(lambda t: t + 1, fullgraph=True)
     plus_one(x)
     section.row("for reference: torch.compile(fullgraph=True) of `t + 1`, no ptxdsl",

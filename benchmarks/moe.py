@@ -71,8 +71,10 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
          for name in ("ptxdsl", "grouped", "loop")}
     maps = rt.DeviceBuffer.empty((grid * sample.MAP_SLOTS * sample.SLOT_BYTES,), np.uint8)
     tmpl_x, tmpl_w = sample.templates(x.data_ptr(), T, w.data_ptr(), N, K)
-    args = (tmpl_x, tmpl_w, x.data_ptr(), w.data_ptr(), y["ptxdsl"].data_ptr(),
-            off_dev.data_ptr(), maps, G, N, K)
+    map_y = sample.output_map(y["ptxdsl"].data_ptr(), T, N, tmpl_x)
+    sched = torch.zeros(2, device=dev, dtype=torch.int32)     # left zero by every launch
+    args = (tmpl_x, tmpl_w, map_y, x.data_ptr(), w.data_ptr(), y["ptxdsl"].data_ptr(),
+            off_dev.data_ptr(), maps, sched.data_ptr(), G, N, K)
     bounds = [(g, int(offsets[g]), int(offsets[g + 1])) for g in range(G)]
 
     def ptxdsl():

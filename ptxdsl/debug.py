@@ -103,6 +103,7 @@ class _RecordWriter:
 def _bar_address(k, addr: Addr) -> Reg:
     """The barrier's address as a .u64 (a shared-window offset zero-extended)."""
     base = addr.base
+    assert not isinstance(base, int)   # the wait's check_addr refused an absolute address
     a = k.mov(base) if isinstance(base, Symbol) else base
     if a.type.bits == 32:
         a = k.cvt(a, T.u64, atype=T.u32)
@@ -152,7 +153,8 @@ class ErrorRecord:
         name = next((n for n in names if kernel_id(n) == kid), f"<kernel id {kid:#010x}>")
         space = {0: "generic", 1: "shared::cta", 2: "shared::cluster"}.get(w32[5], "?")
         return cls(name, kid, int.from_bytes(raw[8:16], "little"), space, w32[4],
-                   tuple(w32[6:9]), tuple(w32[9:12]), int.from_bytes(raw[48:56], "little"))
+                   (w32[6], w32[7], w32[8]), (w32[9], w32[10], w32[11]),
+                   int.from_bytes(raw[48:56], "little"))
 
     def __str__(self) -> str:
         return (f"kernel '{self.kernel}' gave up waiting on the mbarrier at {self.barrier:#x} "
@@ -195,8 +197,9 @@ class Recorder:
         from .runtime._driver import check, driver
         from .runtime.device import use_device
         self.device = device
-        self._buf = mmap.mmap(-1, mmap.PAGESIZE)
-        self._view = (ctypes.c_char * mmap.PAGESIZE).from_buffer(self._buf)
+        buf = mmap.mmap(-1, mmap.PAGESIZE)
+        self._buf: mmap.mmap | None = buf
+        self._view = (ctypes.c_char * mmap.PAGESIZE).from_buffer(buf)
         self.host_ptr = ctypes.addressof(self._view)
         drv = driver()
         use_device(device)
@@ -221,7 +224,7 @@ class Recorder:
         return self
 
     def raw(self) -> bytes:
-        return bytes(self._view[:RECORD_BYTES])
+        return self._view.raw[:RECORD_BYTES]
 
     def record(self) -> ErrorRecord | None:
         return ErrorRecord.parse(self.raw(), self.names)

@@ -9,7 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import NamedTuple
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NamedTuple, ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -70,7 +75,7 @@ def _is_library(filename: str) -> bool:
 def user_loc(skip: int = 1) -> SourceLoc:
     """The innermost frame that is not ptxdsl's own code (cheap: walks raw frames), with the
     user's call site when that frame is a helper function called from user code."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     known = _INTERNAL
     while frame is not None:
         name = frame.f_code.co_filename
@@ -148,7 +153,8 @@ _RAW = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowErr
         ZeroDivisionError)
 
 
-def fail_closed(name: str, fn, pre=None):
+def fail_closed(name: str, fn: Callable[_P, _R],
+                pre: Callable[[dict[str, Any]], None] | None = None) -> Callable[_P, _R]:
     """`fn` with every raw Python exception it raises turned into a BuildError that names
     `name` and the user's line (the original chained as its cause). `pre(kwargs)`, when
     given, checks keyword arguments first (for the precise message). With the environment
@@ -161,7 +167,7 @@ def fail_closed(name: str, fn, pre=None):
     import functools
 
     @functools.wraps(fn)
-    def builder(*args, **kwargs):
+    def builder(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if kwargs and pre is not None:
             pre(kwargs)
         try:
@@ -172,5 +178,6 @@ def fail_closed(name: str, fn, pre=None):
             if isinstance(e, PtxdslError):   # pragma: no cover - none derive from these
                 raise
             raise BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})") from e
-    builder.__ptxdsl_fail_closed__ = True
+    # A marker for the tests; a function type has no declared attributes to put it in.
+    builder.__ptxdsl_fail_closed__ = True  # type: ignore[attr-defined]
     return builder

@@ -28,6 +28,7 @@ from .errors import BuildError
 from .instructions.cvt_packed import cvt_packed
 from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, d_count, d_register_type
+from .kernel_host import KernelHost
 from .operands import Addr, Reg, Symbol
 from .types import ScalarType
 
@@ -153,7 +154,8 @@ class Fragment:
             raise BuildError("fragment.a_operand: convert with to_packed(t.bf16/t.f16) first")
         if not 0 <= step < self.n // 16:
             raise BuildError(f"fragment.a_operand: step must be in [0, {self.n // 16})")
-        return tuple(self.regs[4 * step:4 * step + 4])
+        a0, a1, a2, a3 = self.regs[4 * step:4 * step + 4]
+        return a0, a1, a2, a3
 
     # -- the direct-store epilogue -----------------------------------------------------------
     def store(self, ptr: Any, ld: Any, *, rows: Any = None, cols: Any = None) -> None:
@@ -292,7 +294,7 @@ class AFragment:
         return self
 
 
-class FragmentOps:
+class FragmentOps(KernelHost):
     """Kernel methods: `k.fragment(t.f32, shape=(64, N))`, `k.a_fragment(t.bf16)`."""
 
     def fragment(self, dtype: ScalarType = T.f32, shape: tuple[int, int] = (64, 64), *,

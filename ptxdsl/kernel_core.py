@@ -10,13 +10,14 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast, final
 
 import attrs
 
 from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction
 from .instructions.control import Bra
+from .kernel_host import KernelHost
 from .operands import (
     READABLE_SPECIAL_REGISTERS,
     Addr,
@@ -48,6 +49,8 @@ _REG_DECL = {ScalarType.bf16: "b16", ScalarType.bf16x2: "b32"}
 _AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
 
 
+_I = TypeVar("_I", bound=Instruction)
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _HOLDS_REGS = (Reg, NegPred, Addr, Vec, tuple, list)
 
@@ -74,6 +77,7 @@ _NO_REGS: set[type] = {str, int, bool, float, type(None)}
 def _getter(cls: type) -> Callable[[Instruction], tuple]:
     """All field values of an instruction class's object, as one tuple (one C call)."""
     names = _field_names(cls)
+    get: Callable[[Instruction], tuple]
     if len(names) > 1:
         get = operator.attrgetter(*names)
     elif names:
@@ -125,7 +129,7 @@ class Param(Symbol):
 
     kind: str = attrs.field(default="scalar", validator=lambda _s, _a, v: _param_kind(v))
     ptr_space: StateSpace | None = attrs.field(
-        default=None, validator=lambda _s, _a, v: v is None or _check_space("Param", v))
+        default=None, validator=lambda _s, _a, v: _check_space("Param", v, optional=True))
     ptr_align: int | None = attrs.field(default=None,
                                         converter=lambda v: _align(v, "Param .ptr"))
     is_bool: bool = False
@@ -183,6 +187,7 @@ class _Guard:
         self.kernel._guard = None
 
 
+@final   # so that `type(item) is LabelDef` tells a type checker what else `item` is
 @attrs.frozen
 class LabelDef:
     label: Label
@@ -249,7 +254,11 @@ def _dims(value, what: str) -> tuple[int, ...] | None:
     return dims
 
 
-class KernelCore:
+_PTR_SPACES = {"global": StateSpace.global_, "shared": StateSpace.shared,
+               "const": StateSpace.const, "local": StateSpace.local, "generic": None}
+
+
+class KernelCore(KernelHost):
     """One `.entry` function being built. See `ptxdsl.kernel.Kernel` for the full API."""
 
     def __init__(self, name: str, *, maxntid=None, reqntid=None, minnctapersm: int | None = None,
@@ -275,7 +284,8 @@ class KernelCore:
         for what, v, lo, hi in ((".minnctapersm", minnctapersm, 1, 1 << 16),
                                 (".maxnreg", maxnreg, 1, 255),
                                 (".maxclusterrank", maxclusterrank, 1, 1 << 16)):
-            if v is not None and (as_int(v) is None or not lo <= as_int(v) <= hi):
+            n = as_int(v)
+            if v is not None and (n is None or not lo <= n <= hi):
                 raise BuildError(f"kernel directive {what}: expected an integer in "
                                  f"[{lo}, {hi}], got {v!r}")
         minnctapersm, maxnreg, maxclusterrank = (
@@ -346,18 +356,17 @@ class KernelCore:
                   align: int | None = None) -> Param:
         """A pointer parameter: `.param .u64 .ptr .global .align N name` (the .ptr part only when
         `space` or `align` is given; it is a hint to ptxas)."""
-        sp = None
+        sp: StateSpace | None = None
         if space is not None and not isinstance(space, StateSpace | str):
             raise OperandError(".param .ptr", str(name), "space 'global', 'shared', 'const', "
                                "'local' or None", _show(space))
-        if space is not None:
-            sp = space if isinstance(space, StateSpace) else {
-                "global": StateSpace.global_, "shared": StateSpace.shared,
-                "const": StateSpace.const, "local": StateSpace.local, "generic": None,
-            }.get(space, "?")
-            if sp == "?":
+        if isinstance(space, StateSpace):
+            sp = space
+        elif space is not None:
+            if space not in _PTR_SPACES:
                 raise OperandError(".param .ptr", name, "space 'global', 'shared', 'const', "
                                    "'local' or None", repr(space))
+            sp = _PTR_SPACES[space]
         if align is not None and (not isinstance(align, int) or align < 1
                                   or align & (align - 1)):
             raise OperandError(".param .ptr", name, "a power-of-two alignment", repr(align))
@@ -410,7 +419,7 @@ class KernelCore:
         """
         sreg = special(name)
         if name not in _INVARIANT_SREGS:
-            return self.mov(sreg)  # type: ignore[attr-defined]
+            return self.mov(sreg)
         r = self._sreg_regs.get(name)
         if r is None:
             from .instructions.move import Mov
@@ -491,7 +500,7 @@ class KernelCore:
                 return name
 
     # -- statements --------------------------------------------------------------------------
-    def emit(self, insn: Instruction) -> Instruction:
+    def emit(self, insn: _I) -> _I:
         """Append an instruction (under the active guard, if any) and record the user's line."""
         loc = user_loc()
         cls = type(insn)
@@ -517,10 +526,11 @@ class KernelCore:
                     raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
                                        f"%{r.name}", loc)
         if cls is Bra:
-            self._used_labels.setdefault(insn.target.name, loc)
-            if insn.target.kernel is not self:
+            target = cast(Bra, insn).target
+            self._used_labels.setdefault(target.name, loc)
+            if target.kernel is not self:
                 raise OperandError(insn.name, "target", f"a label of kernel '{self.name}'",
-                                   insn.target.name, loc)
+                                   target.name, loc)
         self.body.append(_new_statement(Statement, (insn, guard, loc)))
         self._last_if = None
         return insn

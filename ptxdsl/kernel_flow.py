@@ -18,6 +18,7 @@ from .errors import BuildError, OperandError, user_loc
 from .instructions.base import check_pred
 from .instructions.control import Bra
 from .kernel_core import Statement
+from .kernel_host import KernelHost
 from .operands import Label, NegPred, Reg, as_int
 from .types import ScalarType
 
@@ -27,7 +28,7 @@ class _Undo:
 
     __slots__ = ("kernel", "n_body", "n_entry", "used", "placed", "last_if", "n_loops", "guard")
 
-    def __init__(self, k):
+    def __init__(self, k: KernelHost):
         self.kernel, self.n_body, self.n_entry = k, len(k.body), k._n_entry
         self.used, self.placed = set(k._used_labels), set(k._placed)
         self.last_if, self.n_loops, self.guard = k._last_if, len(k._loops), k._guard
@@ -47,7 +48,7 @@ class _Undo:
         k._guard = self.guard
 
 
-class StructuredFlow:
+class StructuredFlow(KernelHost):
     """`with k.if_(p):`, `with k.else_():`, `with k.for_range(0, n) as i:`, `with
     k.while_(lambda: i < n):`, `with k.loop():` + `k.break_(when=p)`."""
 
@@ -129,7 +130,7 @@ class StructuredFlow:
 
     def _counted(self, start, stop, step, type: ScalarType) -> Iterator[Reg]:
         i = self.reg(type)
-        self.mov(start, dst=i)  # type: ignore[attr-defined]
+        self.mov(start, dst=i)
         head, cont, end = (self.fresh_label(h) for h in ("loop", "next", "endloop"))
         self.place(head)
         cmp_type = type
@@ -138,7 +139,7 @@ class StructuredFlow:
             # Counting down past zero (range(10, 0, -3) ends at 1, then 1 - 3) wraps an unsigned
             # counter to a huge value that still compares greater: compare signed instead.
             cmp_type = {16: ScalarType.s16, 32: ScalarType.s32, 64: ScalarType.s64}[type.bits]
-        p = self.setp("lt" if up else "gt", i, stop,  # type: ignore[attr-defined]
+        p = self.setp("lt" if up else "gt", i, stop,
                       type=cmp_type)
         self._branch(end, NegPred(p))
         self._loops.append((cont, end))
@@ -148,9 +149,9 @@ class StructuredFlow:
             self._loops.pop()
         self.place(cont)
         if up:
-            self.add(i, step, dst=i)  # type: ignore[attr-defined]
+            self.add(i, step, dst=i)
         else:  # an unsigned counter cannot take a negative immediate
-            self.sub(i, -step, dst=i)  # type: ignore[attr-defined]
+            self.sub(i, -step, dst=i)
         self._branch(head)
         self.place(end)
 

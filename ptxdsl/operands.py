@@ -10,7 +10,7 @@ import math
 import operator
 import re
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
 
@@ -18,7 +18,9 @@ from .errors import BuildError, OperandError
 from .types import Requires, ScalarType, StateSpace, req
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .instructions.base import Instruction
     from .kernel import Kernel
+    from .kernel_core import KernelCore
 
 # PTX identifiers (ISA §4.4): followsym = [a-zA-Z0-9_$]; an identifier starts with a letter,
 # or with _ $ % followed by at least one followsym. A leading % is refused here although PTX
@@ -131,7 +133,7 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
 
 
-def _fail(what: str, rule: str, given: Any) -> None:
+def _fail(what: str, rule: str, given: Any) -> NoReturn:
     raise BuildError(f"{what}: {rule}, got {_show(given)}")
 
 
@@ -178,7 +180,7 @@ class Reg(Operand):
 
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
     name: str = attrs.field(validator=lambda _s, _a, v: _check_reg_name(v))
-    kernel: Kernel | None = None
+    kernel: KernelCore | None = None
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
 
@@ -186,7 +188,7 @@ class Reg(Operand):
         return "%" + self.name
 
     @classmethod
-    def _trusted(cls, type: ScalarType, name: str, kernel: Kernel) -> Reg:
+    def _trusted(cls, type: ScalarType, name: str, kernel: KernelCore) -> Reg:
         """A register whose name and type the kernel made itself (an automatic `r12`), built
         without re-checking them: one is made per instruction result."""
         r = object.__new__(cls)
@@ -203,35 +205,37 @@ class Reg(Operand):
     def _k(self) -> Kernel:
         if self.kernel is None:
             raise BuildError(f"register %{self.name} belongs to no kernel")
-        return self.kernel
+        # KernelCore is only ever built as part of a Kernel (registers are made by its `reg`).
+        return cast("Kernel", self.kernel)
 
-    def __add__(self, o): return self._k().add(self, o)
-    def __radd__(self, o): return self._k().add(o, self, type=self.type)
-    def __sub__(self, o): return self._k().sub(self, o)
-    def __rsub__(self, o): return self._k().sub(o, self, type=self.type)
-    def __mul__(self, o): return self._k().mul(self, o)
-    def __rmul__(self, o): return self._k().mul(o, self, type=self.type)
-    def __truediv__(self, o): return self._k().div(self, o)
-    def __floordiv__(self, o): return self._k().div(self, o)
-    def __mod__(self, o): return self._k().rem(self, o)
-    def __and__(self, o): return self._k().and_(self, o)
-    def __or__(self, o): return self._k().or_(self, o)
-    def __xor__(self, o): return self._k().xor(self, o)
-    def __lshift__(self, o): return self._k().shl(self, o)
-    def __rshift__(self, o): return self._k().shr(self, o)
-    def __neg__(self): return self._k().neg(self)
+    def __add__(self, o: Any) -> Reg: return self._k().add(self, o)
+    def __radd__(self, o: Any) -> Reg: return self._k().add(o, self, type=self.type)
+    def __sub__(self, o: Any) -> Reg: return self._k().sub(self, o)
+    def __rsub__(self, o: Any) -> Reg: return self._k().sub(o, self, type=self.type)
+    def __mul__(self, o: Any) -> Reg: return self._k().mul(self, o)
+    def __rmul__(self, o: Any) -> Reg: return self._k().mul(o, self, type=self.type)
+    def __truediv__(self, o: Any) -> Reg: return self._k().div(self, o)
+    def __floordiv__(self, o: Any) -> Reg: return self._k().div(self, o)
+    def __mod__(self, o: Any) -> Reg: return self._k().rem(self, o)
+    def __and__(self, o: Any) -> Reg: return self._k().and_(self, o)
+    def __or__(self, o: Any) -> Reg: return self._k().or_(self, o)
+    def __xor__(self, o: Any) -> Reg: return self._k().xor(self, o)
+    def __lshift__(self, o: Any) -> Reg: return self._k().shl(self, o)
+    def __rshift__(self, o: Any) -> Reg: return self._k().shr(self, o)
+    def __neg__(self) -> Reg: return self._k().neg(self)
 
-    def __invert__(self):
+    def __invert__(self) -> Reg | NegPred:
         if self.type is ScalarType.pred:
             return NegPred(self)
         return self._k().not_(self)
 
-    def __lt__(self, o): return self._k().setp("lt", self, o)
-    def __le__(self, o): return self._k().setp("le", self, o)
-    def __gt__(self, o): return self._k().setp("gt", self, o)
-    def __ge__(self, o): return self._k().setp("ge", self, o)
-    def __eq__(self, o): return self._k().setp("eq", self, o)  # type: ignore[override]
-    def __ne__(self, o): return self._k().setp("ne", self, o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Reg: return self._k().setp("lt", self, o)
+    def __le__(self, o: Any) -> Reg: return self._k().setp("le", self, o)
+    def __gt__(self, o: Any) -> Reg: return self._k().setp("gt", self, o)
+    def __ge__(self, o: Any) -> Reg: return self._k().setp("ge", self, o)
+    # `r == x` builds a predicate register, not a bool: unlike object.__eq__ (so ignore[override]).
+    def __eq__(self, o: Any) -> Reg: return self._k().setp("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Reg: return self._k().setp("ne", self, o)  # type: ignore[override]
     __hash__ = object.__hash__
 
     def __bool__(self):
@@ -317,11 +321,11 @@ _RANGES: dict[ScalarType, tuple[int, int]] = {}
 _IMM_CACHE: dict[tuple[int, ScalarType], Imm] = {}
 
 
-def _nm(insn: Any) -> str:
+def _nm(insn: str | Instruction) -> str:
     return insn if isinstance(insn, str) else getattr(insn, "name", str(insn))
 
 
-def make_imm(insn: str, operand: str, value: Any, t: ScalarType) -> Imm:
+def make_imm(insn: str | Instruction, operand: str, value: Any, t: ScalarType) -> Imm:
     """Turn a Python number into an immediate of type `t`, range-checked."""
     if type(value) is int:  # the common case: small integer immediates, shared (immutable)
         hit = _IMM_CACHE.get((value, t))
@@ -414,7 +418,7 @@ class Symbol(Operand):
     count: int | None = attrs.field(  # elements; None for an unsized .extern array
         default=1, converter=lambda v: _count(v, "Symbol count"))
     align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"))
-    kernel: Kernel | None = None  # None for module scope
+    kernel: KernelCore | None = None  # None for module scope
     loc: Any = attrs.field(default=None, kw_only=True)   # the Python line that declared it
 
     def render(self) -> str:

@@ -341,17 +341,17 @@ class ProducerView(RingView):
         producer's arrival, announcing the bytes the stage's TMA loads will deliver (see
         `tx_bytes`)."""
         self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.expect_tx, S.shared_cta, SINK,
-                                   self.full_barrier(), nbytes, Sem.release, Scope.cta))
+                                   Addr(self.full_barrier()), nbytes, Sem.release, Scope.cta))
 
     def expect_tx(self, nbytes) -> None:
         """`mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [full], nbytes;` (no arrival)."""
-        self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, self.full_barrier(), nbytes,
+        self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, Addr(self.full_barrier()), nbytes,
                                Sem.relaxed, Scope.cta))
 
     def arrive(self) -> None:
         """`mbarrier.arrive.shared::cta.b64 _, [full];` (a producer that writes with st)."""
         self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK,
-                                   self.full_barrier()))
+                                   Addr(self.full_barrier())))
 
 
 class ConsumerView(RingView):
@@ -378,7 +378,8 @@ class ConsumerView(RingView):
         k, ring = self.k, self.ring
         bar = self.empty_barrier()
         if ctas is None and ring.peers == 1:
-            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK, bar))
+            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK,
+                                  Addr(bar)))
             return
         ranks = list(range(ring.peers)) if ctas is None else list(ctas)
         if not ranks:
@@ -392,5 +393,5 @@ class ConsumerView(RingView):
                                    f"{MAX_CLUSTER})", repr(rank))
             remote = cl.mapa(k, "shared::cluster", bar, rank)
             k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cluster, SINK,
-                                  remote, None, Sem.release,
+                                  Addr(remote), None, Sem.release,
                                   Scope.cluster if scope == "cluster" else Scope.cta))

@@ -94,7 +94,7 @@ def _check_pool(kernel: Any, sites: list, reach: list[Reach], warps: int, r: int
                 pool: int) -> None:
     at = dict(sites)
     smallest = min(s.insn.count for _, s in sites)
-    holds: list[int] = []
+    holds: list[tuple[int, int]] = []   # (registers held, warps) per warpgroup
     musts: list[int] = []          # statements of the .inc each such warpgroup must run
     for w in range(-(-warps // 4)):
         group = reach[w * 128:(w + 1) * 128]

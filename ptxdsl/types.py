@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Iterable
 from functools import total_ordering
 
 import attrs
@@ -249,6 +250,15 @@ class Target:
         return f"sm_{self.sm}{self.suffix}"
 
 
+# Named converters: the attrs plugin of mypy types a field's constructor argument from them.
+def _parse_version(text: str | tuple[int, int] | PtxVersion) -> PtxVersion:
+    return PtxVersion.parse(text)
+
+
+def _sm_set(sms: Iterable[int]) -> frozenset[int]:
+    return frozenset(sms)
+
+
 @attrs.frozen
 class Requires:
     """The minimum PTX ISA version and target an instruction form needs.
@@ -257,9 +267,9 @@ class Requires:
     unlocks the form; when empty, any target with sm >= `sm` will do.
     """
 
-    version: PtxVersion = attrs.field(converter=PtxVersion.parse, default=PtxVersion(6, 3))
+    version: PtxVersion = attrs.field(converter=_parse_version, default=PtxVersion(6, 3))
     sm: int = 75
-    arch_specific: frozenset[int] = attrs.field(converter=frozenset, default=frozenset())
+    arch_specific: frozenset[int] = attrs.field(converter=_sm_set, default=frozenset())
     family_ok: bool = False
 
     def satisfied_by(self, target: Target) -> bool:

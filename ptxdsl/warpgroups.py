@@ -14,7 +14,7 @@ it reaches on every path that ends the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -44,7 +44,8 @@ class _Block:
     __slots__ = ("start", "end", "succ", "exits")
 
     def __init__(self, start: int):
-        self.start, self.end, self.succ, self.exits = start, start, [], False
+        self.start, self.end, self.exits = start, start, False
+        self.succ: list[tuple[str, int, Any]] = []   # (kind, block, guard)
 
 
 class Flow:
@@ -55,11 +56,11 @@ class Flow:
         self.body = body
         self.insns = [getattr(s, "insn", None) for s in body]
         label_at = {s.label.name: i for i, s in enumerate(body) if not hasattr(s, "insn")}
-        starts = {0} | set(label_at.values())
+        heads = {0} | set(label_at.values())
         for i, insn in enumerate(self.insns):
             if isinstance(insn, Bra | Ret | Exit | Trap):
-                starts.add(i + 1)
-        starts = sorted(s for s in starts if s < len(body)) or [0]
+                heads.add(i + 1)
+        starts = sorted(s for s in heads if s < len(body)) or [0]
         self.blocks = [_Block(s) for s in starts]
         self.block_at: dict[int, int] = {}
         for b, blk in enumerate(self.blocks):
@@ -67,22 +68,23 @@ class Flow:
             for i in range(blk.start, blk.end):
                 self.block_at[i] = b
         for b, blk in enumerate(self.blocks):
+            succ: list[tuple[str, int | None, Any]] = []   # (kind, block or None: exit, guard)
             last = self.insns[blk.end - 1] if blk.end > blk.start else None
             guard = body[blk.end - 1].guard if last is not None else None
             nxt = b + 1 if b + 1 < len(self.blocks) else None
             if isinstance(last, Bra):
-                blk.succ.append(("taken", self.block_at.get(label_at[last.target.name]),
+                succ.append(("taken", self.block_at.get(label_at[last.target.name]),
                                  guard))
                 if guard is not None:
-                    blk.succ.append(("fall", nxt, guard))
+                    succ.append(("fall", nxt, guard))
             elif isinstance(last, Ret | Exit | Trap):
                 blk.exits = True
                 if guard is not None:
-                    blk.succ.append(("fall", nxt, guard))
+                    succ.append(("fall", nxt, guard))
             else:
-                blk.succ.append(("fall", nxt, None))
-            blk.exits = blk.exits or any(t is None for _, t, _ in blk.succ)
-            blk.succ = [(k, t, g) for k, t, g in blk.succ if t is not None]
+                succ.append(("fall", nxt, None))
+            blk.exits = blk.exits or any(t is None for _, t, _ in succ)
+            blk.succ = [(k, t, g) for k, t, g in succ if t is not None]
         watch = set(watch)
         self.relevant = self._slice(watch)
         # Per block, only the statements that matter: watched ones, guarded ones (their
@@ -143,7 +145,9 @@ class Flow:
                 return Reach(frozenset(reached), frozenset(), False)
             b = work.pop()
             blk = self.blocks[b]
-            env = dict(env_in[b])
+            entry = env_in[b]
+            assert entry is not None   # a block is queued once its entry state is known
+            env = dict(entry)
             for i in self.interesting[b]:
                 insn = self.insns[i]
                 g = self.body[i].guard
@@ -264,9 +268,10 @@ _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b:
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
         "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
         "hs": lambda a, b: a >= b}
-_BIN = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "and": lambda a, b: a & b,
-        "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "min": min, "max": max,
-        "shl": lambda a, b: a << min(b, 64)}
+_BIN: dict[str, Callable[[int, int], int]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "min": min, "max": max,
+    "shl": lambda a, b: a << min(b, 64)}
 
 
 def _eval(env: dict, insn: Any, special: dict[str, int]) -> list[tuple[Reg, Any]] | None:
@@ -308,8 +313,8 @@ def _eval(env: dict, insn: Any, special: dict[str, int]) -> list[tuple[Reg, Any]
             return None
         if t.kind == "pred":
             return [(insn.d, not a)] if insn.op == "not" else None
-        r = {"not": ~a, "neg": -_signed(t, a), "abs": abs(_signed(t, a))}.get(insn.op)
-        return None if r is None else [(insn.d, _wrap(r, t))]
+        u = {"not": ~a, "neg": -_signed(t, a), "abs": abs(_signed(t, a))}.get(insn.op)
+        return None if u is None else [(insn.d, _wrap(u, t))]
     if isinstance(insn, Setp):
         a, b = _val(env, insn.a, special), _val(env, insn.b, special)
         if a is None or b is None or insn.cmp not in _CMP:
@@ -338,7 +343,7 @@ def _eval(env: dict, insn: Any, special: dict[str, int]) -> list[tuple[Reg, Any]
 
 def thread_specials(kernel: Any, linear: int) -> dict[str, int]:
     """The known special registers of the thread with this linear index in the CTA."""
-    dims = kernel.reqntid or kernel.maxntid or (linear + 1,)
+    dims: tuple[int, ...] = kernel.reqntid or kernel.maxntid or (linear + 1,)
     nx = dims[0]
     ny = dims[1] if len(dims) > 1 else 1
     out = {"tid.x": linear % nx, "tid.y": linear // nx % ny, "tid.z": linear // (nx * ny),

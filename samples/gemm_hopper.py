@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, debug, ptx, t
+from ptxdsl.epilogue import BOX_COLS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
@@ -49,8 +50,8 @@ STAGES = 4
 GROUP = 8                            # cluster-tile rows per band of the raster order
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
-EPI_COLS = 64                        # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
-EPI_BYTES = 64 * 2 * EPI_COLS * 2    # a consumer's staging buffer: two boxes (half its tile)
+EPI_COLS = BOX_COLS                  # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
+EPI_BYTES = STAGING_BYTES            # a consumer's staging buffer: two boxes (half its tile)
 DTYPES = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}   # name -> (wgmma type, K per wgmma)
 
 
@@ -199,51 +200,24 @@ def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
 
 class Epilogue:
     """A consumer warpgroup's bf16 output of its 64 x 256 rows. With `tma_store` (N a
-    multiple of 8): `stmatrix` into a 128B-swizzled staging buffer, half the tile at a time,
-    then TMA stores (clipped at the M and N edges by the tensor map) that run on while the
-    warpgroup goes on to the next tile. Otherwise: predicated 32-bit stores of bf16 pairs."""
+    multiple of 8): `TmaStoreEpilogue` (`stmatrix` into a 128B-swizzled staging buffer, half
+    the tile at a time, then TMA stores clipped at the M and N edges by the tensor map, which
+    run on while the warpgroup goes on to the next tile). Otherwise: predicated 32-bit stores
+    of bf16 pairs."""
 
     def __init__(self, k, cfg, smem, map_c, c_p, tma_store, cw, M, N):
         self.k, self.cw, self.M, self.N = k, cw, M, N
         self.tma = tma_store != 0
-        self.tmap = k.tensormap_addr(map_c)
         self.c_base = k.ld_param(c_p)
-        self.barrier = k.add(cw, 1)                   # named barrier 1 or 2: this warpgroup
-        self.leader = k.and_(k.tid.x, 127) == 0
-        # stmatrix addressing: lane L writes row L%8 of matrix L/8 (matrices: rows +0/+8,
-        # columns +0/+8 of a 16 x 16 block); in the 128B swizzle, 16-byte chunk c of row r
-        # sits at chunk c ^ (r % 8), and r % 8 = L % 8 here.
-        tid = k.and_(k.tid.x, 127)
-        lane = k.and_(tid, 31)
-        mat = k.shr(lane, 3)
-        row = k.add(k.add(k.mul(k.shr(tid, 5), 16), k.shl(k.and_(mat, 1), 3)),
-                    k.and_(lane, 7))
         buf = k.add(k.mov(smem), k.mad(cw, EPI_BYTES, cfg.epi_off))
-        self.buf = buf
-        y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
-        row_base = k.add(buf, k.shl(row, 7))
-        self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+        # named barrier 1 or 2: this warpgroup's
+        self.staged = TmaStoreEpilogue(k, buf, k.tensormap_addr(map_c), k.add(cw, 1))
 
     def store(self, packed, m0, n0) -> None:
         k = self.k
         row0 = k.mad(self.cw, 64, m0)
         with k.if_(self.tma):
-            for h in range(2):                        # columns 128h .. 128h + 127
-                with k.if_(self.leader):
-                    ptx.cp_async_bulk_wait_group_read(k, 0)   # the buffer's last store read it
-                k.bar_sync(self.barrier, 128)
-                for q in range(8):
-                    regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
-                    k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * EPI_BYTES // 2), regs)
-                ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
-                k.bar_sync(self.barrier, 128)
-                with k.if_(self.leader):
-                    for box in range(2):
-                        col = k.add(n0, 128 * h + EPI_COLS * box)
-                        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
-                                                 (col, row0),
-                                                 k.add(self.buf, box * EPI_BYTES // 2))
-                    ptx.cp_async_bulk_commit_group(k)
+            self.staged.store(packed, row0, n0)
         with k.else_():
             M, N = self.M, self.N
             out = k.add(self.c_base, k.add(k.mul(row0, k.shl(N, 1), type=t.u32, mode="wide"),
@@ -252,8 +226,7 @@ class Epilogue:
                          cols=k.sub(N, n0, type=t.s32))
 
     def finish(self) -> None:
-        with self.k.if_(self.leader):
-            ptx.cp_async_bulk_wait_group(self.k, 0)    # the last stores are done
+        self.staged.finish()
 
 
 def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:

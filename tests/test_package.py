@@ -1,5 +1,6 @@
-"""Packaging: PEP 639 license metadata, the sdist carries what its tests need, and the optional
-fuzz extra fails with a message naming itself."""
+"""Packaging: PEP 639 license metadata, the sdist carries what its tests need, both the sdist
+and the wheel carry the PEP 561 `py.typed` marker, and the optional fuzz extra fails with a
+message naming itself."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,30 @@ def test_sdist_carries_goldens_test_data_and_samples(tmp_path):
     assert not missing, f"sdist lacks {missing[:10]}"
     assert any(m.startswith("tests/golden/") and m.endswith(".ptx") for m in members)
     assert "tests/data/tensormap_driver_verdicts.jsonl.gz" in members
-    assert {"LICENSE", "pyproject.toml", "README.md", "ptxdsl/__init__.py"} <= members
+    assert {"LICENSE", "pyproject.toml", "README.md", "ptxdsl/__init__.py",
+            "ptxdsl/py.typed"} <= members
     assert "License-Expression: Apache-2.0" in pkg_info
     assert "License-File: LICENSE" in pkg_info
+
+
+def _build(kind: str, out: Path) -> Path:
+    # In a child process: setuptools' build leaves state (distutils, egg-info) behind.
+    code = f"import sys, setuptools.build_meta as b; print(b.build_{kind}(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out / proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(_setuptools_major() < 77, reason="building PEP 639 metadata needs "
+                    "setuptools>=77 (the test extra installs it)")
+def test_wheel_ships_py_typed_and_the_package_only(tmp_path):
+    """PEP 561: an installed ptxdsl tells type checkers to read its annotations."""
+    assert (ROOT / "ptxdsl" / "py.typed").is_file()
+    wheel = _build("wheel", tmp_path)
+    assert wheel.name.startswith(f"ptxdsl-{ptxdsl.__version__}-") and wheel.suffix == ".whl"
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert "ptxdsl/py.typed" in names
+    assert "ptxdsl/kernel_host.py" in names and "ptxdsl/checker/analysis.py" in names
+    assert not any(n.startswith(("tests/", "samples/", "benchmarks/")) for n in names)

@@ -9,7 +9,7 @@ state, so every finding reflects all paths.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from ..kernel_core import Param
@@ -25,11 +25,14 @@ from .ranges import Spans
 from .state import State, join
 from .values import Kind, Val, Values
 
+# Where a finding's site is: a statement index, a declaration (text, SourceLoc), or None (the
+# end of the kernel).
+SiteAt = int | tuple[str, Any] | None
 Handler = Callable[["Analysis", State, Op, bool], State]
 HANDLERS: dict[Role, list[Handler]] = {}
-EXIT_CHECKS: list[Callable[[Analysis, State, int], None]] = []
+EXIT_CHECKS: list[Callable[[Analysis, State, int | None], None]] = []
 # Called with the state leaving a block along a loop's back edge (the end of an iteration).
-LATCH_CHECKS: list[Callable[[Analysis, State, int, frozenset], None]] = []
+LATCH_CHECKS: list[Callable[[Analysis, State, int | None, frozenset], None]] = []
 # Tags of may-facts that belong to the threads that ran their statement (a bulk store's
 # async-group is the committing thread's): a branch on a condition those threads cannot
 # take drops them on that edge.
@@ -106,7 +109,7 @@ class Analysis:
         self._maps: dict[int, tuple[Any, Any]] = {}   # id(operand) -> (operand, class.)
         self._infos: dict[int, tuple[Any, Any]] = {}
         self._vals: dict[int, tuple[Any, Val]] = {}
-        self.cache: dict[str, Any] = {}   # per-kernel tables the hazard modules build lazily
+        self.cache: dict[Hashable, Any] = {}   # per-kernel tables the hazard modules build lazily
         self._spans: Spans | None = None
         self._loops: list[tuple[int, frozenset]] | None = None
         self.back_edges: set[tuple[int, int]] = set()
@@ -156,15 +159,15 @@ class Analysis:
             if block.id in latches:
                 last = block.stmts[-1] if block.stmts else None
                 for h in {h for b, h in self.back_edges if b == block.id}:
-                    for check in LATCH_CHECKS:
-                        check(self, state, last, self.loop_body[h])
+                    for latch_check in LATCH_CHECKS:
+                        latch_check(self, state, last, self.loop_body[h])
             if block.exits:
                 at = block.exit_stmt if block.exit_stmt is not None else (
                     block.stmts[-1] if block.stmts else None)
-                for check in EXIT_CHECKS:
-                    check(self, state, at)
-        for check in STRUCTURAL:
-            check(self)
+                for exit_check in EXIT_CHECKS:
+                    exit_check(self, state, at)
+        for structural in STRUCTURAL:
+            structural(self)
         return sorted(self._findings.values(), key=lambda f: (
             str(f.loc.file) if f.loc else "", f.loc.line if f.loc else 0, f.id))
 
@@ -212,7 +215,7 @@ class Analysis:
         return self.values.level(guard) > 0
 
     # -- reporting ------------------------------------------------------------------------------
-    def site(self, role: str, i: Any) -> Site:
+    def site(self, role: str, i: SiteAt) -> Site:
         if i is None:
             return Site(role, "(end of kernel)", None)
         if isinstance(i, tuple):   # (text, SourceLoc): a declaration, not a statement
@@ -220,12 +223,12 @@ class Analysis:
         st = self.body[i]
         return Site(role, st.render().replace("\n", " "), st.loc)
 
-    def note(self, check: str, message: str, sites: Iterable[tuple[str, int | None]] = ()
+    def note(self, check: str, message: str, sites: Iterable[tuple[str, SiteAt]] = ()
              ) -> None:
         """Say once per kernel that `check` was skipped (a note-level finding)."""
         self.report(Hazard.CHECK_SKIPPED, f"{check}: {message}", sites, dedupe=check)
 
-    def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, int | None]],
+    def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, SiteAt]],
                dedupe: Any = None) -> None:
         sites = [(r, i) for r, i in sites if i is not None or r == "exit"]
         key = (hazard, dedupe if dedupe is not None else tuple(i for _, i in sites))

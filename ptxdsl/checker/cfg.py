@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -49,7 +49,8 @@ class CFG:
     def __init__(self, body: Sequence[Statement | LabelDef],
                  guard_value: Callable[[Any], bool | None] = lambda g: None,
                  insns: Sequence[Any] | None = None):
-        self.body = body
+        # Read as statements: a block's indices (stmts, branch, exit_stmt) never name a label.
+        self.body = cast(Sequence[Statement], body)
         if insns is None:
             insns = [getattr(x, "insn", None) for x in body]
         self.blocks: list[Block] = _build(body, insns, guard_value)
@@ -125,26 +126,28 @@ def _build(body: Sequence[Statement | LabelDef], insns: Sequence[Any],
     blocks: list[Block] = []
     for bid, stmts in enumerate(groups):
         nxt = bid + 1 if bid + 1 < n else exit_id
-        last = body[stmts[-1]] if stmts else None
+        last = cast(Statement, body[stmts[-1]]) if stmts else None   # blocks hold no labels
         insn = last.insn if last is not None else None
-        known = guard_value(last.guard) if isinstance(insn, _ENDERS) else None
+        guard = last.guard if last is not None else None
+        known = guard_value(guard) if isinstance(insn, _ENDERS) else None
+        succs: tuple[int, ...]
         if isinstance(insn, _ENDERS) and known is False:
             blocks.append(Block(bid, stmts, (nxt,), exits=nxt == exit_id))
         elif isinstance(insn, Bra):
             target = label_block.get(insn.target.name, exit_id)
-            if last.guard is None or known:
+            if guard is None or known:
                 blocks.append(Block(bid, stmts, (target,), exits=target == exit_id))
             else:
                 succs = (target,) if target == nxt else (target, nxt)
                 blocks.append(Block(bid, stmts, succs, stmts[-1], target, nxt,
                                     exits=exit_id in succs))
         elif isinstance(insn, Ret | Exit):
-            succs = (exit_id,) if last.guard is None or known else (nxt, exit_id)
+            succs = (exit_id,) if guard is None or known else (nxt, exit_id)
             blocks.append(Block(bid, stmts, tuple(dict.fromkeys(succs)), exits=True,
                                 exit_stmt=stmts[-1]))
         elif isinstance(insn, Trap):
             # A trap aborts the kernel: no successor (and no exit with pending work).
-            succs = () if last.guard is None or known else (nxt,)
+            succs = () if guard is None or known else (nxt,)
             blocks.append(Block(bid, stmts, succs, exits=nxt == exit_id and bool(succs)))
         else:
             blocks.append(Block(bid, stmts, (nxt,), exits=nxt == exit_id))

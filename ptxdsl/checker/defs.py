@@ -106,9 +106,9 @@ class Defs:
             for v, i in [(v, i) for v, i in zip(regs, at, strict=True) if type(v) is Vec]:
                 self._last.pop(v, None)
                 self._multi.pop(v, None)
-                for r in v.items:
-                    if type(r) is Reg:
-                        self._add(r, i)
+                for item in v.items:
+                    if type(item) is Reg:
+                        self._add(item, i)
 
     def _add(self, reg: Reg, i: int) -> None:
         if reg in self._multi:
@@ -118,7 +118,7 @@ class Defs:
         else:
             self._last[reg] = i
 
-    def get(self, reg: Any, default: Any = ()) -> Any:
+    def get(self, reg: Any, default: Sequence[int] = ()) -> Sequence[int]:
         hit = self._multi.get(reg)
         if hit is not None:
             return hit

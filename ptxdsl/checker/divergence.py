@@ -73,12 +73,13 @@ class Divergence:
     def _compute(self) -> None:
         cfg, values = self.cfg, self.values
         n = len(cfg.blocks)
-        level, tokens = [0] * n, [set() for _ in range(n)]
+        level = [0] * n
+        tokens: list[set[tuple[Any, Any]]] = [set() for _ in range(n)]
         union_at: list[set[int]] = [set() for _ in range(n)]
         ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         for b in cfg.blocks:
-            if b.branch is None or b.taken == b.fall:
-                continue
+            if b.branch is None or b.taken is None or b.fall is None or b.taken == b.fall:
+                continue   # (a branch block has both successors)
             pred, polarity = guard_polarity(cfg.body[b.branch].guard)
             lv = values.level(pred)
             if lv == 0:
@@ -112,7 +113,8 @@ class Divergence:
     def _dominating(self, b: int) -> set[int]:
         if self._idom is None:
             self._idom = dominators(self.cfg)
-        out, x = set(), b
+        out: set[int] = set()
+        x: int | None = b
         while x is not None and x not in out:
             out.add(x)
             x = self._idom[x]
@@ -179,7 +181,7 @@ class Divergence:
     def controlling(self, i: int, level: int = 2) -> list[int]:
         """Statements making statement i run in only some threads (at least `level`): its
         guard's definition, then the divergent branches it lies under."""
-        out = []
+        out: list[int] = []
         guard = self.cfg.body[i].guard
         if guard is not None and self.values.level(guard) >= level:
             defs = self.values.defs.get(guard_polarity(guard)[0], ())

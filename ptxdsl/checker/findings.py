@@ -8,6 +8,7 @@ Python line that built it) and says how to fix it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
@@ -252,6 +253,10 @@ class Site:
         return f"{self.role + ':':<10} {self.ptx}{where}"
 
 
+def _sites(sites: Iterable[Site]) -> tuple[Site, ...]:   # a converter the attrs plugin types
+    return tuple(sites)
+
+
 @attrs.frozen
 class Finding:
     """One hazard found in one kernel. `sites[0]` is where it bites (its line leads)."""
@@ -259,7 +264,7 @@ class Finding:
     hazard: Hazard
     kernel: str
     message: str
-    sites: tuple[Site, ...] = attrs.field(converter=tuple)
+    sites: tuple[Site, ...] = attrs.field(converter=_sites)
     severity: Severity = attrs.field()
     fix: str = attrs.field()
 

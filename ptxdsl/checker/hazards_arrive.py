@@ -11,6 +11,7 @@ every thread of the CTA is reported (the condition would have to hold in every l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..operands import Symbol
@@ -21,7 +22,7 @@ from .findings import Hazard
 from .ops import Op, Role
 from .values import _CMP, _FOLD
 
-_ARITH = dict(_FOLD, div=lambda a, b: a // b if b else None,
+_ARITH: dict[str, Callable[[Any, Any], Any]] = dict(_FOLD, div=lambda a, b: a // b if b else None,
               rem=lambda a, b: a % b if b else None, min=min, max=max)
 
 
@@ -147,7 +148,7 @@ def arrive_counts(an: Analysis) -> None:
 
 
 def _check(an: Analysis, o: Op, threads: Threads | None, count: int, per: int,
-           init_at: int) -> None:
+           init_at: int | None) -> None:
     what = an.describe(o.mbar)
     running = threads.running(o.index) if threads is not None else None
     if running is None:

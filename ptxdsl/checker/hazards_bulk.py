@@ -117,8 +117,9 @@ def _extent(a: Range) -> tuple[float, float]:
             end if end is not None else (size if size else float("inf")))
 
 
-def extent_of(an: Analysis, op: Op) -> tuple[float, float] | None:
-    """`_extent` of an op's range, cached (None: not a known shared symbol)."""
+def extent_of(an: Analysis, op: Op) -> tuple[Any, float, float] | None:
+    """`(root, lo, hi)`: the root and `_extent` of an op's range, cached (None: not a known
+    shared symbol)."""
     key = ("extent", op.index)
     hit = an.cache.get(key, key)
     if hit is key:
@@ -133,12 +134,14 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
     if a is None or b is None or a[0] is not b[0]:
         return False
     # (Registers compare by identity: `==` on a Reg builds a setp.)
-    if (a[3] is not None and b[3] is not None and a[3][0] is b[3][0]
-            and a[3][1:] == b[3][1:] and moved is not None and moved % a[3][1]
-            and None not in (a[1], a[2], b[1], b[2])):
+    _, a_lo, a_hi, a_ring = a
+    _, b_lo, b_hi, b_ring = b
+    if (a_ring is not None and b_ring is not None and a_ring[0] is b_ring[0]
+            and a_ring[1:] == b_ring[1:] and moved is not None and moved % a_ring[1]
+            and a_lo is not None and a_hi is not None and b_lo is not None and b_hi is not None):
         # Different stages of one ring: disjoint when both fit inside one stage's stride.
-        first = min(a[1], b[1])
-        if max(a[2], b[2]) - first <= a[3][2]:
+        first = min(a_lo, b_lo)
+        if max(a_hi, b_hi) - first <= a_ring[2]:
             return False
     a0, a1 = _extent(a)
     b0, b1 = _extent(b)
@@ -187,8 +190,8 @@ def _align_check(an: Analysis, op: Op) -> None:
     if v.offset:   # an offset keeps only the alignment its lowest set bit allows
         have = min(have, v.offset & -v.offset)
     if have < need:
-        why = (f"the {info.swizzle_repeat}-byte repeat of its swizzle ({info.source})"
-               if repeat and repeat > 128 else "128 bytes")
+        why = (f"the {repeat}-byte repeat of its swizzle ({info.source})"
+               if info is not None and repeat and repeat > 128 else "128 bytes")
         # The declaration leads: its align= is what to change.
         decl = getattr(an.kernel, "decl_locs", {}).get(sym.name)
         text = (f".{'extern .' if sym.count is None else ''}shared .align {sym.align or '-'} "

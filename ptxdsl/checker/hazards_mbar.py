@@ -180,7 +180,7 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     tx = state.tx_get(key)
     if tx is not None:
-        if report and None not in tx[:2] and tx[0] != tx[1]:
+        if report and tx[0] is not None and tx[1] is not None and tx[0] != tx[1]:
             if tx[0] > tx[1] and _foreign(an):
                 # The missing bytes may come from a peer CTA (st.async, red.async, a copy
                 # from its shared memory) through a mapa'd address of this barrier.

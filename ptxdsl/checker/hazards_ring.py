@@ -247,7 +247,7 @@ def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,
         idom = an.cache["idom"] = dominators(an.cfg)
     b = an.cfg.block_of(defs[0])
 
-    def dominates(x: int, y: int) -> bool:
+    def dominates(x: int, y: int | None) -> bool:
         while y is not None:
             if y == x:
                 return True

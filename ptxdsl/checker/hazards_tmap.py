@@ -65,7 +65,7 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
                       "tensor map is 128", [("acquire", op.index)])
         if v.space not in (None, StateSpace.generic) or kind in ("param", "param_raw", "const"):
             where = (f"a .{v.space.value} address" if v.space not in (None, StateSpace.generic)
-                     else f"a {kind.split('_')[0]}-space map")
+                     else f"a {(kind or '').split('_')[0]}-space map")
             an.report(Hazard.TMAP_ACQUIRE_SPACE, f"the acquire fence is given {an.describe(op.map)}"
                       f", {where}; it needs the generic address of a map in global memory",
                       [("acquire", op.index), ("address", an.origin_site(op.map))])

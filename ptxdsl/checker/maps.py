@@ -47,12 +47,13 @@ class MapFacts:
         box = None
         if rank is not None and elem in ELEM_BYTES:
             dims = [f.get(("box_dim", d)) for d in range(rank + 1)]
+            known = [d for d in dims if d is not None]
             # A traversal stride s loads ceil(box / s) elements of that dimension (1 unless
             # written; a stride written with an unknown value leaves the size unknown).
             strides = [f.get(("element_stride", d), 1) for d in range(rank + 1)]
-            if None not in dims and None not in strides and all(s > 0 for s in strides):
+            if len(known) == len(dims) and None not in strides and all(s > 0 for s in strides):
                 box = ELEM_BYTES[elem]
-                for d, s in zip(dims, strides, strict=True):
+                for d, s in zip(known, strides, strict=True):
                     box *= -(-d // s)
         mode = f.get(("swizzle_mode", None))
         repeat = swizzle_repeat_of_mode(mode) if mode is not None else None

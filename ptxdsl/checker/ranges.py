@@ -157,8 +157,8 @@ class Spans:
         if cx is not None:
             return _scale(self.of(y, d), cx)
         a, b = self.of(x, d).folded(), self.of(y, d).folded()
-        if a.root is None and b.root is None and None not in (a.lo, a.hi, b.lo, b.hi) \
-                and a.lo >= 0 and b.lo >= 0:
+        if a.root is None and b.root is None and a.lo is not None and a.hi is not None \
+                and b.lo is not None and b.hi is not None and a.lo >= 0 and b.lo >= 0:
             return Span(None, a.lo * b.lo, a.hi * b.hi)
         return UNKNOWN
 

@@ -62,6 +62,7 @@ def join(states: list[State], united: list[bool]) -> State:
     must = frozenset().union(*(s.must for s in grouped)) if grouped else None
     for s in rest:
         must = s.must if must is None else must & s.must
+    assert must is not None   # a join of at least one state
     may = frozenset().union(*(s.may for s in states))
     keys = {k for s in states for k, _ in s.tx}
     tx = []

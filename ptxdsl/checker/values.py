@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -79,7 +79,9 @@ class Values:
 
     def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
                  insns: Sequence[Any] | None = None, warp_rows: bool = False):
-        self.body = body
+        # Read as statements: the indices asked about (a definition, a statement's sources or
+        # guard) never name a label.
+        self.body = cast(Sequence[Statement], body)
         # A CTA of one thread has no divergence; one of a single warp none between warps.
         self.nthreads = nthreads
         # Every warp holds 32 consecutive %tid.x of one (y, z) row, starting at a multiple of
@@ -229,7 +231,7 @@ class Values:
             src = self.val(insn.a)
             vn = ("cvta", insn.space.value, bool(insn.to), self.vn(insn.a))
             if src.kind in (Kind.addr, Kind.value):
-                space = insn.space if insn.to else StateSpace.generic
+                space: StateSpace | None = insn.space if insn.to else StateSpace.generic
                 return attrs.evolve(src, space=space), vn
             return UNKNOWN, vn
         if isinstance(insn, Binary):
@@ -240,7 +242,8 @@ class Values:
             if insn.op in ("add", "sub"):
                 sign = 1 if insn.op == "add" else -1
                 if a.kind in (Kind.addr, Kind.value):
-                    return _offset(a, sign * b.const if b.kind is Kind.const else None), key
+                    delta = b.const if b.kind is Kind.const else None
+                    return _offset(a, sign * delta if delta is not None else None), key
                 if b.kind in (Kind.addr, Kind.value) and insn.op == "add":
                     return _offset(b, a.const if a.kind is Kind.const else None), key
             return UNKNOWN, key
@@ -340,9 +343,9 @@ class Values:
         lv = max((cur.get(s, self._level.get(s, 0)) for s in srcs), default=0)
         if st.guard is not None or len(self.defs.get(reg, ())) > 1:
             # A value written under a condition differs where the condition does.
+            p = _pred(st.guard)
             lv = max(lv, self.ctrl_level.get(i, 0),
-                     cur.get(_pred(st.guard), self._level.get(_pred(st.guard), 0))
-                     if st.guard is not None else 0)
+                     cur.get(p, self._level.get(p, 0)) if p is not None else 0)
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             n = insn.a.name
             lv = 2 if n.startswith(_LANE_SREGS) else 1 if n in _WARP_SREGS else 0
@@ -355,6 +358,8 @@ class Values:
             return 1 if name == "Activemask" else min(lv, 1)
         if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):
             return 1
+        if name == "Shfl" and lv == 2 and self._broadcast(insn):
+            return 1         # every lane reads one lane's value: the same in the warp
         if isinstance(insn, Binary) and lv == 2 and insn.op in ("shr", "div"):
             # tid / 32 and tid >> 5 are the same in every lane of a warp.
             b = self.const(insn.b)
@@ -362,15 +367,26 @@ class Values:
                 return max(1, max((cur.get(s, 0) for s in srcs if s is not insn.a), default=0))
         return lv
 
+    def _broadcast(self, insn: Any) -> bool:
+        """`shfl.sync.idx` from a constant lane over the whole warp (full member mask, one
+        32-lane segment): a warp-wide broadcast."""
+        lane, c = self.const(insn.b), self.const(insn.c)
+        mask = self.const(insn.membermask)
+        return getattr(insn.mode, "name", "") == "idx" and lane is not None \
+            and 0 <= lane < 32 and c is not None and (c >> 8) & 0x1F == 0 \
+            and mask is not None and mask & 0xFFFFFFFF == 0xFFFFFFFF
+
     def _warp_split(self, insn: Setp) -> bool:
         """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps
         when the CTA's rows are warp-aligned (see `warp_rows`)."""
         if not self.warp_rows or insn.bool_op is not None or not isinstance(insn.a, Reg):
             return False
         defs = self.defs.get(insn.a, ())
-        if len(defs) != 1 or not isinstance(self.body[defs[0]].insn, Mov) \
-                or getattr(self.body[defs[0]].insn.a, "name", None) != "tid.x" \
-                or self.body[defs[0]].guard is not None:
+        if len(defs) != 1:
+            return False
+        st = self.body[defs[0]]
+        if not isinstance(st.insn, Mov) or getattr(st.insn.a, "name", None) != "tid.x" \
+                or st.guard is not None:
             return False
         b = self.const(insn.b)
         if b is None:
@@ -388,7 +404,7 @@ def _opaque(reg: Reg) -> tuple[str, int]:
     return ("reg", id(reg))
 
 
-def _pred(guard: Any) -> Reg | None:
+def _pred(guard: Reg | NegPred | None) -> Reg | None:
     return guard.reg if isinstance(guard, NegPred) else guard
 
 

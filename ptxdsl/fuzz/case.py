@@ -229,7 +229,8 @@ class Env:
 
 def declarations(tokens) -> tuple[list[str], list[str]]:
     """(parameter declarations, body declarations) of the registers and symbols used."""
-    params, body = [], []
+    params: list[str] = []
+    body: list[str] = []
     for tok in tokens:
         if isinstance(tok, R):
             decl = {"bf16": "b16", "bf16x2": "b32"}.get(tok.type, tok.type)  # no .bf16 regs

@@ -39,7 +39,7 @@ def imm_text(v, t: str) -> str:
 def operand(draw, t: str, *, imm: bool = True):
     """A source for an instruction of type `t`: mostly a matching register or an immediate,
     sometimes a register of another type or an out-of-range immediate."""
-    choices = [R(t), R(t)] if t in REGTYPES else []
+    choices: list[R | int | float] = [R(t), R(t)] if t in REGTYPES else []
     if imm and t != "pred":
         choices += [1, 0, -1, 70000, 2**32, 1.5] if t not in FLT else [1.0, 0.5, 2]
     choices += [R(pick(draw, REGTYPES))]
@@ -69,6 +69,7 @@ def ariths(draw):
         ftz = "ftz" in allowed and draw(st.integers(0, 4)) == 0
         sat = "sat" in allowed and draw(st.integers(0, 4)) == 0
         qt = _bits(t) if op in ("and", "or", "xor", "shl") else t
+        mode_t: str | None
         if mode is None and op in ("mul",) and t in INT:
             mode_t = "lo"
         elif mode is None and op == "div" and t in FLT:

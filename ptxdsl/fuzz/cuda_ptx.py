@@ -8,6 +8,8 @@ B-typed values, the register's own type for bfind and shr of a signed value).
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from .case import A, R, S, addr, case, txt
@@ -15,7 +17,7 @@ from .tma import maybe, pick
 
 VALUES = (R("u32"), R("s32"), R("b32"), R("f32"), R("u64"), R("s64"), R("b64"), R("f64"),
           R("u16"), R("s16"), R("b16"), R("pred"), R("u8"), 5, -1)
-_BITS = {8: "b8", 16: "b16", 32: "b32", 64: "b64"}
+_BITS: dict[int | None, str] = {8: "b8", 16: "b16", 32: "b32", 64: "b64"}
 
 
 def _bits(tok) -> int | None:
@@ -87,7 +89,7 @@ def clusters(draw):
         if which == "mapa":
             cta = pick(draw, (1, 0, R("u32"), R("u64")))
             text = f"{head} {R(w, idx=3).txt}, {txt(a)}, {txt(cta)};"
-            args = (sp, a, cta)
+            args: tuple[Any, ...] = (sp, a, cta)
         else:
             text = f"{head} {R('u32', idx=3).txt}, {txt(a)};"
             args = (sp, a)

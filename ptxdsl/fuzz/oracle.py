@@ -23,7 +23,7 @@ import functools
 import re
 import traceback
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -197,7 +197,7 @@ def accepted_keys(items: list[tuple[object, Case, str]], target: str) -> set:
     return accepted
 
 
-def accepting_target(items: list[tuple[object, Case, str]]) -> dict:
+def accepting_target(items: Sequence[tuple[object, Case, str]]) -> dict:
     """key -> the first candidate target whose ptxas accepts its text (None: none does)."""
     result: dict = {}
     pending = list(items)

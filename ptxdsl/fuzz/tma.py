@@ -7,6 +7,8 @@ Each strategy draws qualifiers and operands (valid ones and near misses), calls 
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 from hypothesis import strategies as st
 
 from .case import PARAMS, A, R, S, addr, case, txt
@@ -51,6 +53,10 @@ NAMED = {"shared": "shared::cta", "space_shared": "shared::cta", "cluster": "sha
          "space_cluster": "shared::cluster", "space_global": "global", "": "generic"}
 
 
+@overload
+def named(space: str) -> str: ...
+@overload
+def named(space: None) -> None: ...
 def named(space: str | None) -> str | None:
     """The PTX spelling of a space name ('shared' is shared::cta, 'cluster' shared::cluster)."""
     return None if space is None else NAMED.get(space, space)
@@ -95,7 +101,7 @@ def fences(draw):
         a = maybe(draw, ADDR64 + (S("tmap"), S("smap")), 0.25)
         size = pick(draw, (128, 128, 64, 256, R("u32")))
         head = f"fence.proxy.tensormap::generic.{sem}.{scope}"
-        text = f"{head};" if a is None else f"{head} {addr(_ptr(a))}, {txt(size)};"
+        text: str | None = f"{head};" if a is None else f"{head} {addr(_ptr(a))}, {txt(size)};"
         if sem == "release" and a is None and size != 128:
             text = None  # a size with nothing to apply it to: no PTX spelling
         return case(fam, "ptx.fence_proxy_tensormap_generic", (sem, scope, a, size),
@@ -262,6 +268,7 @@ def mbarriers(draw):
         suffix = "_no_complete" if kind == "noComplete" else ""
         base = f"ptx.mbarrier_{op}"
         if kind == "expect_tx":
+            args: tuple[Any, ...]
             call, args, kw = base + "_expect_tx", (sem, scope, sp, bar, count), {"dst": dst}
         else:
             call, args = base + suffix, (bar,) if count is None else (bar, count)

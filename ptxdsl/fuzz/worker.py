@@ -20,6 +20,8 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 CRASH, HANG = "CRASH:", "HANG:"
 _PR_SET_PDEATHSIG = 1
@@ -72,12 +74,12 @@ class Assembler:
     def __init__(self, timeout_s: float = 120.0):
         self.timeout_s = timeout_s
         self.crashes = 0
-        self._proc = None
-        self._conn = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
 
-    def _start(self) -> None:
+    def _start(self) -> Connection:
         method = "fork" if sys.platform.startswith("linux") else "spawn"
-        ctx = mp.get_context(method)
+        ctx = mp.get_context("fork") if method == "fork" else mp.get_context("spawn")
         parent, child = ctx.Pipe()
         # Forked, the child also gets `parent`: hand it over so the child can close it.
         args = (child, parent, os.getpid()) if method == "fork" else (child, None, os.getpid())
@@ -86,6 +88,7 @@ class Assembler:
         self._proc.start()
         child.close()
         self._conn = parent
+        return parent
 
     def _stop(self) -> None:
         if self._proc is not None:
@@ -95,15 +98,16 @@ class Assembler:
         self._proc = self._conn = None
 
     def __call__(self, ptx: str, arch: str) -> str | None:
-        if self._proc is None or not self._proc.is_alive():
+        conn = self._conn   # set together with _proc
+        if self._proc is None or not self._proc.is_alive() or conn is None:
             self._stop()
-            self._start()
+            conn = self._start()
         try:
-            self._conn.send((ptx, arch))
-            if not self._conn.poll(self.timeout_s):
+            conn.send((ptx, arch))
+            if not conn.poll(self.timeout_s):
                 self._stop()
                 return f"{HANG} nvJitLink did not answer within {self.timeout_s:g} s"
-            return self._conn.recv()
+            return conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._proc.exitcode if self._proc is not None else None
             self._stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import Reg
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_src, infer_type
@@ -191,7 +192,7 @@ class Mad(Instruction):
         return (self.d, self.a, self.b, self.c)
 
 
-class ArithOps:
+class ArithOps(KernelHost):
     """Kernel builder methods for arithmetic; each returns the destination register."""
 
     def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False):

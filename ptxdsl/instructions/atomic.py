@@ -8,11 +8,12 @@ what ptxas accepts, which is narrower than "any type of the right width").
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol
 from ..types import BASE, Requires, Scope, Sem, StateSpace, req
 from ..types import ScalarType as T
@@ -60,6 +61,14 @@ class _Atomic(Instruction):
 
     SEMS: ClassVar[tuple[Sem, ...]] = _ATOM_SEMS
     OPS: ClassVar[tuple[AtomOp, ...]] = tuple(AtomOp)
+
+    if TYPE_CHECKING:  # the fields every subclass defines (each in its own order)
+        op: AtomOp
+        type: T
+        a: object
+        space: StateSpace
+        sem: Sem | None
+        scope: Scope | None
 
     def _check_qualifiers(self) -> None:
         mn = self.MNEMONIC
@@ -173,9 +182,10 @@ class Red(_Atomic):
         return (self.a, self.b)
 
 
-def _space_of(insn: str, addr, given) -> StateSpace | str:
-    """The space named by `space=`, else the one the symbol or address register is known to
-    point into (the instruction validates it)."""
+def _space_of(insn: str, addr, given) -> Any:
+    """The space named by `space=` (as the user gave it: a StateSpace or its spelling), else
+    the one the symbol or address register is known to point into (the instruction validates
+    it)."""
     if given is not None:
         return given
     base = addr.base if isinstance(addr, Addr) else addr
@@ -198,7 +208,7 @@ def _type_of(insn: str, op, addr, values, type) -> T:
     return type
 
 
-class AtomicOps:
+class AtomicOps(KernelHost):
     """Kernel builder methods for atom and red."""
 
     def atom(self, op, addr, b, *, type: T | None = None, space=None, sem=None, scope=None,

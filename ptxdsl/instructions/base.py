@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, NoReturn, TypeVar, cast, overload
 
 import attrs
 
@@ -75,7 +75,12 @@ class Instruction:
             return self.MNEMONIC
 
 
-def _n(insn: Any) -> str:
+# What a check names in its message: the instruction itself (its name is only built when an
+# error is raised) or a builder's name.
+Who = str | Instruction
+
+
+def _n(insn: Who) -> str:
     """The instruction name for a message; checks may pass the instruction itself so the name
     is only built when an error is raised."""
     return insn.name if isinstance(insn, Instruction) else insn
@@ -95,7 +100,7 @@ def _given(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
+def check_dst(insn: Who, operand: str, value: Any, t: ScalarType) -> Reg:
     """A destination register compatible with instruction type `t`."""
     if type(value) is Reg and _COMPATIBLE[value.type, t]:
         return value  # the common case (compatible() already says no for a .pred mismatch)
@@ -107,7 +112,13 @@ def check_dst(insn: str, operand: str, value: Any, t: ScalarType) -> Reg:
     return value
 
 
-def check_src(insn: str, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+@overload
+def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+              special: Literal[False] = False) -> Reg | Imm: ...
+@overload
+def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
+              special: bool) -> Reg | Imm | SpecialReg: ...
+def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool = True,
               special: bool = False) -> Reg | Imm | SpecialReg:
     """A source: a compatible register, or (when allowed) an immediate converted to `t`."""
     if type(value) is Reg:
@@ -133,7 +144,7 @@ def check_src(insn: str, operand: str, value: Any, t: ScalarType, *, imm: bool =
     return make_imm(insn, operand, value, t)
 
 
-def check_pred(insn: str, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
+def check_pred(insn: Who, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
     if isinstance(value, NegPred) and negatable:
         return value
     if not isinstance(value, Reg) or value.type is not ScalarType.pred:
@@ -141,7 +152,7 @@ def check_pred(insn: str, operand: str, value: Any, *, negatable: bool = False) 
     return value
 
 
-def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
+def check_imm(insn: Who, operand: str, value: Any, lo: int, hi: int) -> int:
     """An integer that must be an immediate (ptxas rejects a register here)."""
     if isinstance(value, Imm):
         value = value.value
@@ -166,7 +177,7 @@ def check_imm(insn: str, operand: str, value: Any, lo: int, hi: int) -> int:
 _SPELLED: dict[tuple[type, str], enum.Enum] = {}   # (enum class, spelling) -> member
 
 
-def check_enum(insn: str, operand: str, value: Any, cls: type[E],
+def check_enum(insn: Who, operand: str, value: Any, cls: type[E],
                allowed: Iterable[E] | None = None) -> E:
     """An enum member, given as the member or its PTX spelling (e.g. 'gpu' or Scope.gpu)."""
     member: E | None = None
@@ -177,7 +188,8 @@ def check_enum(insn: str, operand: str, value: Any, cls: type[E],
     elif isinstance(value, cls):
         member = value
     elif isinstance(value, str):
-        member = _SPELLED.get((cls, value))
+        # The cache is keyed by the enum class, so a hit is a member of `cls`.
+        member = cast("E | None", _SPELLED.get((cls, value)))
         if member is not None and (allowed is None or type(allowed) is tuple
                                    and member in allowed):
             return member
@@ -194,7 +206,7 @@ def check_enum(insn: str, operand: str, value: Any, cls: type[E],
     return member
 
 
-def check_addr(insn: str, operand: str, value: Any, space: StateSpace,
+def check_addr(insn: Who, operand: str, value: Any, space: StateSpace,
                widths: tuple[int, ...] | None = None) -> Addr:
     """An address operand for an access in `space` (the instruction's qualifier).
 
@@ -232,19 +244,19 @@ def check_addr(insn: str, operand: str, value: Any, space: StateSpace,
     return value
 
 
-def check_choice(insn: str, operand: str, value: Any, choices: Sequence[Any]) -> Any:
+def check_choice(insn: Who, operand: str, value: Any, choices: Sequence[Any]) -> Any:
     if value not in choices:
         raise OperandError(_n(insn), operand, "one of " + ", ".join(map(repr, choices)),
                            _given(value))
     return value
 
 
-def refuse(insn: str, rule: str) -> None:
+def refuse(insn: Who, rule: str) -> NoReturn:
     """Raise a build error naming the instruction and the rule broken."""
     raise BuildError(f"{_n(insn)}: {rule}")
 
 
-def infer_type(insn: str, *values: Any, default: ScalarType | None = None) -> ScalarType:
+def infer_type(insn: Who, *values: Any, default: ScalarType | None = None) -> ScalarType:
     """The instruction type taken from the first typed operand, for `k.add(a, 1)` style calls."""
     for v in values:
         if isinstance(v, Reg | SpecialReg | Imm):

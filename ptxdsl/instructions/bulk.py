@@ -270,7 +270,9 @@ class CpAsyncBulk(Instruction):
         return r.merge(R86_SM100) if self.byte_mask is not None else r
 
     def opcode(self) -> str:
-        q = f"cp.async.bulk.{self.dst_space.value}.{self.src_space.value}.{self.completion.value}"
+        completion = self.completion
+        assert completion is not None   # __attrs_post_init__ picks one
+        q = f"cp.async.bulk.{self.dst_space.value}.{self.src_space.value}.{completion.value}"
         if self.multicast:
             q += ".multicast::cluster"
         if self.cache_hint:
@@ -393,7 +395,9 @@ class CpReduceAsyncBulk(Instruction):
         return self.op is RedOp.add and self.type in (T.f16, T.bf16)
 
     def opcode(self) -> str:
-        q = f"cp.reduce.async.bulk.{self.dst_space.value}.shared::cta.{self.completion.value}"
+        completion = self.completion
+        assert completion is not None   # __attrs_post_init__ picks one
+        q = f"cp.reduce.async.bulk.{self.dst_space.value}.shared::cta.{completion.value}"
         if self.cache_hint:
             q += ".L2::cache_hint"
         return f"{q}.{self.op.value}{'.noftz' if self.noftz else ''}.{self.type.value}"

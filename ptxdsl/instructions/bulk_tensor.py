@@ -260,8 +260,10 @@ class CpAsyncBulkTensor(Instruction):
         return tensor_requires(self.dst_space, self.mode, cta_group=self.cta_group is not None)
 
     def opcode(self) -> str:
+        completion = self.completion
+        assert completion is not None   # __attrs_post_init__ picks one
         q = (f"cp.async.bulk.tensor.{self.dim}d.{self.dst_space.value}.{self.src_space.value}"
-             f".{self.mode.value}.{self.completion.value}")
+             f".{self.mode.value}.{completion.value}")
         if self.multicast:
             q += ".multicast::cluster"
         if self.cta_group is not None:
@@ -381,7 +383,8 @@ def _dim_of(coords: Any, mode: Any, dim: int | None) -> int:
 
 _LOAD = ("dst_space", "src_space", "dst_mem", "tensor_map", "tensor_coords", "smem_bar")
 _EXT = ("*mode", "*im2col", "*cache_policy", "*dim")
-_TENSOR = (   # cta_group is positional in cuda::ptx; by keyword it may follow the others
+# cta_group is positional in cuda::ptx; by keyword it may follow the others
+_TENSOR: tuple[tuple[str, ...], ...] = (
     (*_LOAD, "*cta_group", *_EXT),
     (*_LOAD[:2], "cta_group", *_LOAD[2:], *_EXT),
     (*_LOAD, "cta_mask", "*cta_group", *_EXT),
@@ -394,8 +397,8 @@ _TENSOR = (   # cta_group is positional in cuda::ptx; by keyword it may follow t
 def _tensor_copy(k, name: str, args, kw, mode) -> CpAsyncBulkTensor:
     dst = args[0] if args else kw.get("dst_space")
     if dst is not None and A.is_space(dst):     # the direction picks loads or the store
-        store = space_arg("cp.async.bulk.tensor", "dst_space", dst, (CLUSTER, CTA, GLOBAL))
-        overloads = _TENSOR[4:] if store is GLOBAL else _TENSOR[:4]
+        dst_space = space_arg("cp.async.bulk.tensor", "dst_space", dst, (CLUSTER, CTA, GLOBAL))
+        overloads = _TENSOR[4:] if dst_space is GLOBAL else _TENSOR[:4]
     else:
         overloads = _TENSOR
     if len(args) == 7:   # (.., cta_group, dst_mem, ..., bar) or (.., dst_mem, ..., bar, cta_mask)
@@ -467,16 +470,16 @@ def cp_async_bulk_prefetch_tensor(k, *args, mode="tile", im2col=None, cache_poli
                                   dim: int | None = None) -> CpAsyncBulkPrefetchTensor:
     """`cp_async_bulk_prefetch_tensor(k, tensormap, coords, cache_policy=None)`; cuda::ptx's
     leading `space_global` may be given as "global"."""
-    args = list(args)
-    if args and isinstance(args[0], str | StateSpace):
-        space_arg("cp.async.bulk.prefetch.tensor", "src_space", args.pop(0), (GLOBAL,))
-    if len(args) == 3:
+    rest = list(args)
+    if rest and isinstance(rest[0], str | StateSpace):
+        space_arg("cp.async.bulk.prefetch.tensor", "src_space", rest.pop(0), (GLOBAL,))
+    if len(rest) == 3:
         if cache_policy is not None:
             refuse("cp.async.bulk.prefetch.tensor", "cache_policy given twice")
-        cache_policy = args.pop()
-    if len(args) != 2:
+        cache_policy = rest.pop()
+    if len(rest) != 2:
         refuse("cp.async.bulk.prefetch.tensor", "expected (tensormap, coords[, cache_policy])")
-    tmap, coords = args
+    tmap, coords = rest
     return k.emit(CpAsyncBulkPrefetchTensor(_dim_of(coords, mode, dim), tmap, coords, mode,
                                             im2col, None, cache_policy))
 

@@ -117,8 +117,9 @@ class CreatePolicyRange(Instruction):
                 check_imm(n, what, v, 0, 0xFFFFFFFF), T.u32)
             self._set(what, v)
             sizes.append(v)
-        if all(isinstance(v, Imm) for v in sizes) and sizes[0].value > sizes[1].value:
-            refuse(n, f"primary_size ({sizes[0].value}) exceeds total_size ({sizes[1].value})")
+        primary, total = sizes
+        if isinstance(primary, Imm) and isinstance(total, Imm) and primary.value > total.value:
+            refuse(n, f"primary_size ({primary.value}) exceeds total_size ({total.value})")
 
     def opcode(self) -> str:
         return (f"createpolicy.range{self.space.ptx}{_prio_text(self.primary, self.secondary)}"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import attrs
 
 from ..errors import OperandError
-from ..operands import NegPred, Reg
+from ..kernel_host import KernelHost
+from ..operands import NegPred, Operand, Reg
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_pred, check_src, infer_type
 
@@ -71,7 +74,8 @@ class Setp(Instruction):
 
     def render(self) -> str:
         dst = self.p.render() + (f"|{self.q.render()}" if self.q is not None else "")
-        ops = [dst, self.a.render(), self.b.render()]
+        # a and b hold operands once __attrs_post_init__ has checked them.
+        ops = [dst, cast(Operand, self.a).render(), cast(Operand, self.b).render()]
         if self.c is not None:
             ops.append(self.c.render())
         return f"{self.opcode()} {', '.join(ops)};"
@@ -108,7 +112,7 @@ class Selp(Instruction):
         return (self.d, self.a, self.b, self.c)
 
 
-class CompareOps:
+class CompareOps(KernelHost):
     def setp(self, cmp: str, a, b, *, type=None, bool_op=None, c=None, ftz=False,
              dst=None) -> Reg:
         """Compare into a fresh predicate: `k.setp('lt', i, n)`; also `i < n` on registers."""

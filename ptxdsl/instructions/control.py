@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import Label
 from .base import Instruction
 
@@ -59,7 +60,7 @@ class Trap(Instruction):
         return "trap"
 
 
-class ControlOps:
+class ControlOps(KernelHost):
     """Kernel builder methods for control instructions."""
 
     def bra(self, target: Label, *, when=None, uni: bool = False) -> None:

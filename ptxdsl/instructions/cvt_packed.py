@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from ..kernel_host import KernelHost
 from ..operands import Reg
 from ..types import Requires, ScalarType, req
 from .base import Instruction, check_dst, check_enum, check_src, refuse
@@ -150,7 +151,7 @@ def cvt_packed(k, dtype, a, b=None, *, atype=None, rnd: str = "rn", relu: bool =
     return dst
 
 
-class PackedCvtOps:
+class PackedCvtOps(KernelHost):
     """Kernel builder method `k.cvt_packed(dtype, a, b=None, ...)` (see `cvt_packed`)."""
 
     def cvt_packed(self, to, a, b=None, *, src_type=None, rnd: str = "rn", relu: bool = False,

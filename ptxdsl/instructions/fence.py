@@ -208,7 +208,9 @@ class FenceSyncRestrict(Instruction):
 
     def opcode(self) -> str:
         proxy = ".proxy.async::generic" if self.proxy_async else ""
-        return f"fence{proxy}{self.sem.ptx}.sync_restrict::{self.space.value}{self.scope.ptx}"
+        space = self.space
+        assert space is not None   # __attrs_post_init__ derives it from sem when not given
+        return f"fence{proxy}{self.sem.ptx}.sync_restrict::{space.value}{self.scope.ptx}"
 
 
 _PREFETCH_SPACES = (S.generic, S.param, S.const)

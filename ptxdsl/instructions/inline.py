@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import (
     SPECIAL_REGISTER_NAMES,
     Addr,
@@ -42,7 +44,7 @@ _AUTO_NAME = re.compile(r"%(?:p|rs|r|rd|q|h|f|fd|rc)(?:\d+|<\d+>)\Z")
 SPECIAL_REGISTERS = SPECIAL_REGISTER_NAMES
 
 
-def _fail(code: str, pos: int, rule: str):
+def _fail(code: str, pos: int, rule: str) -> NoReturn:
     raise BuildError(f"{INSN} (template line {code.count(chr(10), 0, pos) + 1}): {rule}")
 
 
@@ -180,6 +182,10 @@ def _bind_in(i: int, spec: Any):
                        _given(spec))
 
 
+def _as_tuple(items: Iterable[Any]) -> tuple[Any, ...]:   # a converter the attrs plugin can type
+    return tuple(items)
+
+
 @attrs.frozen
 class InlineAsm(Instruction):
     """Raw PTX: `<template with $0, $1, ...>` (a scoped `{ .reg ...; ... }` block allowed).
@@ -190,8 +196,8 @@ class InlineAsm(Instruction):
 
     MNEMONIC = "asm"
     template: str
-    outs: tuple = attrs.field(converter=tuple, default=())
-    ins: tuple = attrs.field(converter=tuple, default=())
+    outs: tuple = attrs.field(converter=_as_tuple, default=())
+    ins: tuple = attrs.field(converter=_as_tuple, default=())
     stated: Requires = attrs.field(converter=_stated, default=None)
     lines: tuple = attrs.field(init=False, default=(), repr=False, eq=False)
     declared: frozenset = attrs.field(init=False, default=frozenset(), repr=False, eq=False)
@@ -405,7 +411,7 @@ class InlineAsm(Instruction):
             for depth, parts in self.lines)
 
 
-class InlineOps:
+class InlineOps(KernelHost):
     """Kernel builder method `k.asm` (inline PTX)."""
 
     def asm(self, template: str, *, outs=(), ins=(), requires=None, when=None

@@ -26,7 +26,7 @@ from .memory import L1Eviction, L2Prefetch
 
 S = StateSpace
 T = ScalarType
-_BITS = {8: T.b8, 16: T.b16, 32: T.b32, 64: T.b64, 128: T.b128}
+_BITS: dict[int | None, T] = {8: T.b8, 16: T.b16, 32: T.b32, 64: T.b64, 128: T.b128}
 _L1 = (None, *L1Eviction)
 _PREFETCH = (None, *L2Prefetch)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
@@ -66,13 +67,13 @@ def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
     return a
 
 
-def _check(insn: Instruction, regs_field: str, is_dst: bool) -> None:
+def _check(insn: LdMatrix | StMatrix, regs_field: str, is_dst: bool) -> None:
     insn._set("space", check_enum(insn.MNEMONIC, "space", insn.space, StateSpace, _SPACES))
     insn._set(regs_field, _regs(insn, regs_field, getattr(insn, regs_field), is_dst))
     insn._set("a", _row_address(insn, insn.a, insn.space))
 
 
-def _opcode(insn: Instruction, regs: Vec) -> str:
+def _opcode(insn: LdMatrix | StMatrix, regs: Vec) -> str:
     return (f"{insn.MNEMONIC}.sync.aligned.m8n8.x{len(regs.items)}"
             f"{'.trans' if insn.trans else ''}{insn.space.ptx}.b16")
 
@@ -149,7 +150,7 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
                     _space(addr, space)))
 
 
-class MatrixOps:
+class MatrixOps(KernelHost):
     """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
 
     def ldmatrix(self, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,

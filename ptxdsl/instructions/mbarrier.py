@@ -68,7 +68,8 @@ def _sem_scope(insn: str, sem, scope, sems: tuple[Sem, ...]):
 
 
 def _qualifiers(sem: Sem | None, scope: Scope | None, space: StateSpace) -> str:
-    q = (sem.ptx + scope.ptx) if sem is not None else ""
+    # _sem_scope gives both or neither
+    q = (sem.ptx + scope.ptx) if sem is not None and scope is not None else ""
     return q + space.ptx + ".b64"
 
 

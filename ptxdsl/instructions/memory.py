@@ -11,6 +11,7 @@ import enum
 import attrs
 
 from ..errors import BuildError, OperandError
+from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
 from .base import (
@@ -49,7 +50,7 @@ class L2Prefetch(enum.Enum):
 _CACHE_SPACES = (StateSpace.global_, StateSpace.generic)
 
 
-def _check_cache(insn: Instruction) -> None:
+def _check_cache(insn: Ld | St) -> None:
     """Validate l1 / prefetch / cache_policy: the spaces they apply to, no .volatile with an
     eviction priority or cache hint (ptxas: "cannot be combined with modifier '.volatile'"),
     and a 64-bit cache-policy register (from createpolicy)."""
@@ -71,7 +72,7 @@ def _check_cache(insn: Instruction) -> None:
                            "a cache hint (ptxas refuses the combination)", "'volatile'")
 
 
-def _cache_qualifiers(insn: Instruction) -> str:
+def _cache_qualifiers(insn: Ld | St) -> str:
     q = f".L1::{insn.l1.value}" if insn.l1 is not None else ""
     if insn.cache_policy is not None:
         q += ".L2::cache_hint"
@@ -79,7 +80,7 @@ def _cache_qualifiers(insn: Instruction) -> str:
     return q + (f".L2::{prefetch.value}" if prefetch is not None else "")
 
 
-def _cache_requires(insn: Instruction) -> Requires:
+def _cache_requires(insn: Ld | St) -> Requires:
     """PTX 7.4 for every cache qualifier; sm_80 for a cache hint or 256-B prefetch (cuda::ptx's
     ld.h / st.h; the L1 priorities and 64/128-B prefetch are sm_70/75, below ptxdsl's floor)."""
     prefetch = getattr(insn, "prefetch", None)
@@ -135,7 +136,7 @@ _SPACE_SEMS = {StateSpace.local: (Sem.weak, Sem.volatile), StateSpace.const: (Se
                StateSpace.param: (Sem.weak,)}
 
 
-def _check_access(insn: Instruction, sems: tuple[Sem, ...]) -> None:
+def _check_access(insn: Ld | St, sems: tuple[Sem, ...]) -> None:
     """The checks ld and st share: space, type, and the memory-order qualifiers."""
     insn._set("space", _space_arg(insn.space))
     if insn.type not in _MEM_TYPES:
@@ -150,7 +151,7 @@ def _check_access(insn: Instruction, sems: tuple[Sem, ...]) -> None:
     insn._set("scope", scope)
 
 
-def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
+def _access_opcode(insn: Ld | St, value: object, nc: bool = False) -> str:
     q = insn.MNEMONIC
     if insn.sem is not None:
         q += insn.sem.ptx + (insn.scope.ptx if insn.scope else "")
@@ -169,7 +170,7 @@ def _access_opcode(insn: Instruction, value: object, nc: bool = False) -> str:
 WIDE = req("8.8", 100)
 
 
-def _check_wide(insn: Instruction, value: object) -> None:
+def _check_wide(insn: Ld | St, value: object) -> None:
     if isinstance(value, Vec) and len(value.items) * insn.type.bits > 128 \
             and insn.space not in (StateSpace.global_, StateSpace.generic):
         raise OperandError(insn.opcode(), "space", ".global or generic for a 256-bit access "
@@ -284,7 +285,7 @@ def _space_of(value, given) -> StateSpace:
     raise BuildError("cannot tell the state space of this address; pass space=...")
 
 
-class MemoryOps:
+class MemoryOps(KernelHost):
     def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
            dst=None, sem=None, scope=None, nc: bool = False, l1=None, prefetch=None,
            cache_policy=None):

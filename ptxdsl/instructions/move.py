@@ -7,6 +7,7 @@ import enum
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import Reg, SpecialReg, Symbol
 from ..types import BASE, Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_dst, check_enum, check_src, infer_type
@@ -220,7 +221,7 @@ def _holds(dst: ScalarType, src: ScalarType) -> bool:
     return dst.bits > src.bits or dst.kind != "s" and dst.bits == src.bits
 
 
-class MoveOps:
+class MoveOps(KernelHost):
     """Kernel builder methods: mov, cvta, cvt."""
 
     def mov(self, a, *, type: ScalarType | None = None, dst: Reg | None = None) -> Reg:

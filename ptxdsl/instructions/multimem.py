@@ -46,7 +46,7 @@ _OP_TYPES = {
     RedOp.and_: (T.b32, T.b64), RedOp.or_: (T.b32, T.b64), RedOp.xor: (T.b32, T.b64),
 }
 # multimem.st: cuda::ptx has .b32/.b64; the ISA (and ptxas) also take these same-size types.
-_ST_TYPES = (T.b32, T.b64, T.u32, T.u64, T.s32, T.s64, T.f32, T.f64)
+_ST_TYPES: tuple[T, ...] = (T.b32, T.b64, T.u32, T.u64, T.s32, T.s64, T.f32, T.f64)
 # The memory orders each kind takes; .weak has no scope, the others need one.
 _SEMS = {MultimemKind.ld_reduce: (Sem.weak, Sem.relaxed, Sem.acquire),
          MultimemKind.st: (Sem.weak, Sem.relaxed, Sem.release),

@@ -13,6 +13,7 @@ import enum
 import attrs
 
 from ..errors import OperandError
+from ..kernel_host import KernelHost
 from ..operands import Imm, NegPred, Reg
 from ..types import BASE
 from ..types import ScalarType as T
@@ -151,7 +152,7 @@ class WarpSync(Instruction):
         return (self.membermask,)
 
 
-class SyncOps:
+class SyncOps(KernelHost):
     """Kernel builder methods for barriers."""
 
     def bar_sync(self, id=0, count=None) -> None:

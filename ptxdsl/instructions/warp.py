@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import enum
+from typing import cast
 
 import attrs
 
 from ..errors import OperandError
-from ..operands import SINK, Imm, NegPred, Reg, Sink
+from ..kernel_host import KernelHost
+from ..operands import SINK, Imm, NegPred, Operand, Reg, Sink
 from ..types import BASE, req
 from ..types import ScalarType as T
 from .base import Instruction, check_dst, check_enum, check_pred, check_src
@@ -46,7 +48,7 @@ def check_membermask(insn, value) -> Reg | Imm:
     """
     m = _b32_operand(insn, "membermask", value, lambda v: -(1 << 31) <= v <= FULL_MASK and v != 0,
                      "a .b32 register or a non-zero 32-bit mask (0xffffffff for the whole warp)")
-    return MaskImm(m.value & FULL_MASK, T.b32) if isinstance(m, Imm) else m
+    return MaskImm(int(m.value) & FULL_MASK, T.b32) if isinstance(m, Imm) else m
 
 
 class ShflMode(enum.Enum):
@@ -93,7 +95,9 @@ class Shfl(Instruction):
 
     def render(self) -> str:
         dst = self.d.render() + (f"|{self.p.render()}" if self.p is not None else "")
-        rest = ", ".join(op.render() for op in (self.a, self.b, self.c, self.membermask))
+        # the operands as __attrs_post_init__ checked them
+        rest = ", ".join(cast(Operand, op).render()
+                         for op in (self.a, self.b, self.c, self.membermask))
         return f"{self.opcode()} {dst}, {rest};"
 
     def operands(self):
@@ -176,13 +180,14 @@ class Elect(Instruction):
         return "elect.sync"
 
     def render(self) -> str:
-        return f"elect.sync {self.d.render()}|{self.p.render()}, {self.membermask.render()};"
+        mask = cast(Operand, self.membermask)   # as __attrs_post_init__ checked it
+        return f"elect.sync {self.d.render()}|{self.p.render()}, {mask.render()};"
 
     def operands(self):
         return (self.d, self.p, self.membermask)
 
 
-class WarpOps:
+class WarpOps(KernelHost):
     """Kernel builder methods for warp-collective instructions."""
 
     def shfl_sync(self, mode, a, b, c=None, *, mask=FULL_MASK, pred: bool = False,

@@ -113,6 +113,15 @@ def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode
             | sw.code << 62)
 
 
+def _swizzle(v: Any) -> SwizzleMode:   # a named converter: the attrs plugin types the field
+    return SwizzleMode.coerce(v)
+
+
+def _major(v: Any) -> Major:
+    """A Major, from a member of any enum with the same values (or a value)."""
+    return Major(getattr(v, "value", v))
+
+
 @attrs.frozen
 class SmemLayout:
     """A wgmma operand tile in shared memory: `mn` rows (M for A, N for B) by `k` columns of
@@ -121,9 +130,8 @@ class SmemLayout:
     dtype: Any
     mn: int
     k: int
-    major: Major = attrs.field(default=Major.K, converter=lambda v: Major(getattr(v, "value",
-                                                                                  v)))
-    swizzle: SwizzleMode = attrs.field(default=SwizzleMode.b128, converter=SwizzleMode.coerce)
+    major: Major = attrs.field(default=Major.K, converter=_major)
+    swizzle: SwizzleMode = attrs.field(default=SwizzleMode.b128, converter=_swizzle)
 
     def __attrs_post_init__(self):
         bits = _bits(self.dtype)

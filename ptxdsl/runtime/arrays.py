@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from typing import TYPE_CHECKING, overload
 
 import attrs
 import numpy as np
 
 from ptxdsl.runtime.errors import DevicePointerError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from numpy.typing import DTypeLike
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ class ArrayInfo:
     ptr: int
     shape: tuple[int, ...]
     byte_strides: tuple[int, ...] | None
-    dtype: object
+    dtype: DTypeLike   # a numpy dtype, or "bfloat16" (numpy has none)
     device_type: int = DL_CUDA
     source: str = ""
 
@@ -114,7 +118,7 @@ def _from_cai(cai: dict, source: str) -> ArrayInfo:
                      DL_CUDA, source)
 
 
-def _dl_dtype(code: int, bits: int, lanes: int) -> object:
+def _dl_dtype(code: int, bits: int, lanes: int) -> np.dtype | str:
     if lanes != 1:
         raise TypeError(f"DLPack tensor with {lanes} vector lanes is not supported")
     kind = _DL_KIND.get(code)
@@ -220,6 +224,10 @@ def _strided_memory_view():
     return _SMV[0]
 
 
+@overload
+def _dlpack_stream(stream: int) -> int: ...
+@overload
+def _dlpack_stream(stream: None) -> None: ...
 def _dlpack_stream(stream: int | None) -> int | None:
     """The consumer stream to hand `__dlpack__`: None outside a launch, 1 for the legacy default
     stream (the protocol reserves 0)."""

@@ -257,7 +257,7 @@ class CubinCache:
         return payload, False
 
 
-def cached_assemble(ptx: str, arch: str, assemble: Callable[[str, str], bytes],
+def cached_assemble(ptx: str, arch: str, assemble: Callable[..., bytes],
                     toolchain_version: str, driver_version: int | str, *, cache: bool = True,
                     cache_dir: str | os.PathLike | None = None,
                     options=()) -> tuple[bytes, bool | None]:

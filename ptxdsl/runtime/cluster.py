@@ -34,12 +34,14 @@ _MAXCLUSTERRANK = re.compile(r"\.maxclusterrank\s+(\d+)")
 def dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
     # numpy integers count as ints (a grid computed with numpy is common).
     one = as_int(value)
-    dims = (one,) if one is not None else tuple(
+    given = (one,) if one is not None else tuple(
         as_int(d) for d in value) if isinstance(value, tuple | list) else ()
-    if not 1 <= len(dims) <= 3 or not all(d is not None and d >= 1 for d in dims):
+    dims = [d for d in given if d is not None and d >= 1]
+    if not 1 <= len(given) <= 3 or len(dims) != len(given):
         raise LaunchError(f"kernel '{kernel}': {what} must be a positive int or a tuple of 1 to "
                           f"3 positive ints, got {value!r}")
-    return tuple(dims) + (1,) * (3 - len(dims))
+    dims += [1] * (3 - len(dims))
+    return dims[0], dims[1], dims[2]
 
 
 def max_cluster_rank(ptx: str, kernel: str) -> int | None:

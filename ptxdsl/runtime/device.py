@@ -119,8 +119,10 @@ def device_info(device: int = 0) -> DeviceInfo:
                             attr(p + "COMPUTE_CAPABILITY_MINOR")),
         sm_count=attr(p + "MULTIPROCESSOR_COUNT"),
         max_threads_per_block=attr(p + "MAX_THREADS_PER_BLOCK"),
-        max_block_dim=tuple(attr(p + f"MAX_BLOCK_DIM_{c}") for c in "XYZ"),
-        max_grid_dim=tuple(attr(p + f"MAX_GRID_DIM_{c}") for c in "XYZ"),
+        max_block_dim=(attr(p + "MAX_BLOCK_DIM_X"), attr(p + "MAX_BLOCK_DIM_Y"),
+                       attr(p + "MAX_BLOCK_DIM_Z")),
+        max_grid_dim=(attr(p + "MAX_GRID_DIM_X"), attr(p + "MAX_GRID_DIM_Y"),
+                      attr(p + "MAX_GRID_DIM_Z")),
         max_shared_per_block=attr(p + "MAX_SHARED_MEMORY_PER_BLOCK"),
         max_shared_per_block_optin=attr(p + "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         max_shared_per_sm=attr(p + "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
@@ -154,8 +156,9 @@ def current_compute_capability() -> tuple[int, int] | None:
         drv = driver()
         dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
         A = drv.CUdevice_attribute
-        return tuple(int(check(drv.cuDeviceGetAttribute(getattr(A, a), dev), a)) for a in (
+        major, minor = (int(check(drv.cuDeviceGetAttribute(getattr(A, a), dev), a)) for a in (
             "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
             "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+        return major, minor
     except Exception:  # any driver failure means: no device to build for
         return None

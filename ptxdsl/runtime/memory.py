@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from typing import overload
 
 import numpy as np
 
@@ -245,8 +246,8 @@ class DeviceBuffer(Owned):
         self.shape = shape
         self.device = device
         use_device(device)
-        self._ptr = int(check(driver().cuMemAlloc(max(self.nbytes, 1)), "cuMemAlloc",
-                              f"allocating {self.nbytes} bytes"))
+        self._ptr: int | None = int(check(driver().cuMemAlloc(max(self.nbytes, 1)),
+                                          "cuMemAlloc", f"allocating {self.nbytes} bytes"))
 
     @classmethod
     def empty(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
@@ -300,6 +301,10 @@ class DeviceBuffer(Owned):
             # The host array may be a temporary: finish the copy before it can be freed.
             check(drv.cuStreamSynchronize(stream_handle(None)), "cuStreamSynchronize")
 
+    @overload
+    def copy_to(self, dst: DeviceBuffer) -> DeviceBuffer: ...
+    @overload
+    def copy_to(self, dst: np.ndarray | None = None) -> np.ndarray: ...
     def copy_to(self, dst: np.ndarray | DeviceBuffer | None = None) -> np.ndarray | DeviceBuffer:
         """Copy into `dst` (a writable contiguous numpy array or a DeviceBuffer), or into a new
         numpy array of this buffer's dtype and shape; waits for the copy."""

@@ -179,12 +179,13 @@ class HostBuffer(Owned):
         if write_combined:
             flags |= int(drv.CU_MEMHOSTALLOC_WRITECOMBINED)
         use_device(device)
-        self._host = int(check(drv.cuMemHostAlloc(max(self.nbytes, 1), flags),
-                               "cuMemHostAlloc", f"allocating {self.nbytes} pinned bytes"))
+        host = int(check(drv.cuMemHostAlloc(max(self.nbytes, 1), flags),
+                         "cuMemHostAlloc", f"allocating {self.nbytes} pinned bytes"))
+        self._host: int | None = host
         self._dev: dict[int, int] = {}
         self.ptr = self.device_ptr(device)
-        raw = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(self._host)
-        self.array = np.frombuffer(raw, np.uint8, self.nbytes).view(dtype)[
+        raw = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(host)
+        self.array = np.frombuffer(memoryview(raw), np.uint8, self.nbytes).view(dtype)[
             :int(np.prod(shape))].reshape(shape)
 
     @classmethod
@@ -207,7 +208,8 @@ class HostBuffer(Owned):
         return self._dev[device]
 
     @property
-    def host_ptr(self) -> int:
+    def host_ptr(self) -> int | None:
+        """The host address (None once freed)."""
         return self._host
 
     def free(self) -> None:

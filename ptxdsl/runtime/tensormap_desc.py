@@ -43,9 +43,9 @@ def _ints(values, field: str) -> tuple[int, ...]:
         return (one,)
     if not isinstance(values, tuple | list | np.ndarray):
         return _bad(field, values)
-    out = tuple(_int(v) for v in (values.tolist() if isinstance(values, np.ndarray)
-                                  else values))
-    if any(v is None for v in out):
+    items = [_int(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
+    out = tuple(v for v in items if v is not None)
+    if len(out) != len(items):
         return _bad(field, values)
     return out
 

@@ -109,3 +109,23 @@ def test_compiled_fullgraph_equals_eager_on_the_stand_in(cpu_vadd):
     torch._dynamo.reset()
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b)   # a break would raise
     assert torch.equal(got, f(a, b))
+
+
+def test_a_tensor_elsewhere_in_the_launch_args_is_refused_before_the_launch(monkeypatch):
+    import ptxdsl.torch as pt
+    monkeypatch.setattr(pt, "_DISPATCH_KEY", "CPU")
+    monkeypatch.setattr(pt, "_raw_stream", lambda: (lambda index: 0))
+
+    class OnGpu3(torch.Tensor):
+        def get_device(self):
+            return 3
+
+    elsewhere = torch.Tensor._make_subclass(OnGpu3, torch.zeros(4))
+    calls: list = []
+    op = kernel_op(f"ptxdsl_cpu_test::elsewhere{len(pt._LIBRARIES)}", _vadd_function(calls),
+                   inputs=("a",), outputs=lambda a: torch.empty_like(a),
+                   launch=lambda a, out: dict(grid=1, block=32, args=(a, elsewhere, out, 4)))
+    with pytest.raises(ValueError, match=r"elsewhere\d+: a tensor in launch\(...\)\['args'\] "
+                                         r"is on .* not on cuda:-1 with the inputs"):
+        op(torch.zeros(4))
+    assert calls == []

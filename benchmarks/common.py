@@ -105,6 +105,17 @@ def host_us_per_call(fn: Callable[[], object], *, calls: int, reps: int, warmup:
     return out
 
 
+def checker_note(module, reps: int = 5) -> str:
+    """The hazard checker's time on a built module (median of `reps` runs of
+    `check_module`, the module built once before) and what it found, for a section's notes."""
+    from ptxdsl.checker import check_module
+    findings = check_module(module)
+    times = host_ms(lambda: check_module(module), reps=reps)
+    kernels = ", ".join(k.name for k in module.kernels)
+    return (f"hazard checker on {module.name} ({kernels}): {statistics.median(times):.0f} ms "
+            f"median of {reps}, {len(findings)} findings")
+
+
 def host_ms(fn: Callable[[], object], *, reps: int, warmup: int = 1) -> list[float]:
     """Milliseconds of one call of `fn` (perf_counter), `reps` samples after `warmup` calls."""
     for _ in range(warmup):

@@ -2,9 +2,12 @@
 sample `samples/gemm_hopper.py` against torch in the same process on the same GPU.
 
 - bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 2048^3 and
-  the skinny M = 128 and M = 1024 with N = K = 8192;
-- fp8 e4m3 (per-tensor scales, bf16 out): `gemm_hopper_e4m3` vs `torch._scaled_mm` at 8192^3
-  and 4096^3.
+  the skinny M = 128, 256 and 1024 with N = K = 8192;
+- fp8 e4m3 (per-tensor scales, bf16 out): `gemm_hopper_e4m3` vs `torch._scaled_mm` at 8192^3,
+  4096^3 and M = 128, N = K = 8192.
+
+`launch` picks the kernel: for M <= 256 the skinny variant (`_n128`: 128 x 128 tiles, no
+cluster), otherwise the default; each row names the one it ran.
 
 Inputs are random normal (fp8: scaled into e4m3's range). Each row first checks the ptxdsl
 result against torch's (relative Frobenius error below 1e-2), then both are timed with CUDA
@@ -17,12 +20,12 @@ before setmaxnreg moves them), shared memory the launch's dynamic bytes.
 
 from __future__ import annotations
 
-from benchmarks.common import Section
+from benchmarks.common import Section, checker_note
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (128, 8192, 8192),
-        (1024, 8192, 8192))
-FP8 = ((8192, 8192, 8192), (4096, 4096, 4096))
+        (256, 8192, 8192), (1024, 8192, 8192))
+FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 PEAK = {"bf16": 989.4, "e4m3": 1978.9}       # dense TFLOP/s, H100/H200 SXM
 TARGETS = {("bf16", 8192): 1.00, ("bf16", 4096): 0.95, ("e4m3", 8192): 1.00}
 
@@ -42,20 +45,26 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
         return
     from ptxdsl import runtime as rt
     sample = load_sample("gemm_hopper")
-    mod = sample.build_module().load()
+    built = sample.build_module()
+    mod = built.load()
+    section.note(checker_note(built))
     sms = rt.device_info(0).sm_count
     torch.manual_seed(0)
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):
-        fn = mod[sample.CONFIGS[dtype].name]
-        section.note(f"{fn.name}: {fn.num_regs} registers per thread at entry (setmaxnreg "
-                     f"{sample.PRODUCER_REGS} producer / {sample.CONSUMER_REGS} consumers), "
-                     f"{sample.CONFIGS[dtype].smem_bytes} bytes of dynamic shared memory per "
-                     f"CTA, {sample.THREADS} threads, clusters of {sample.CLUSTER}")
+        for cfg in (sample.CONFIGS[dtype], sample.SKINNY[dtype]):
+            fn = mod[cfg.name]
+            section.note(f"{fn.name}: {cfg.bn}-column tiles, {fn.num_regs} registers per "
+                         f"thread at entry (setmaxnreg {sample.PRODUCER_REGS} producer / "
+                         f"{sample.CONSUMER_REGS} consumers), {cfg.smem_bytes} bytes of dynamic "
+                         f"shared memory per CTA ({cfg.stages} stages), {sample.THREADS} "
+                         f"threads, clusters of {cfg.cluster}; used for M "
+                         + (f"<= {sample.SKINNY_M}" if cfg.cluster == 1 else
+                            f"> {sample.SKINNY_M}"))
         for m, n, k in shapes:
-            _row(section, torch, sample, fn, dtype, m, n, k, sms)
+            _row(section, torch, sample, mod, dtype, m, n, k, sms)
 
 
-def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
+def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
     dev = "cuda"
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
@@ -80,7 +89,7 @@ def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
             sample.output_map(c.data_ptr(), m, n))
 
     def ours():
-        sample.launch(fn, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
+        sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
                       sms=sms, maps=maps)
 
     c.fill_(float("nan"))
@@ -98,7 +107,8 @@ def _row(section, torch, sample, fn, dtype, m, n, k, sms) -> None:
         tflops = [flops / (t * 1e-3) / 1e12 for t in ms]
         r = section.row(f"{shape}: {who}", tflops, "TFLOP/s",
                         f"{100 * _median(tflops) / PEAK[dtype]:.0f}% of dense peak"
-                        + (f"; verified (rel. error {err:.1e})" if who == "ptxdsl" else ""))
+                        + (f"; verified (rel. error {err:.1e}); kernel "
+                           f"{sample.config_for(dtype, m).name}" if who == "ptxdsl" else ""))
         meds[who] = r["median"]
     ratio = meds["ptxdsl"] / meds[label]
     section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians")

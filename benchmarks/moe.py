@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.common import Section, interleaved_gpu_ms
+from benchmarks.common import Section, checker_note, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
 SHAPES = ((8, 4096, 4096, 16384), (32, 2048, 7168, 32768), (128, 2048, 7168, 32768))
@@ -35,12 +35,16 @@ def run(section: Section, shapes=SHAPES, reps: int = REPS) -> None:
             section.skip(f"G={G} N={N} K={K} tokens={T}", f"the baselines need torch ({e})")
         return
     sample = load_sample("grouped_gemm_moe")
-    mod = sample.build_module().load()
+    built = sample.build_module()
+    mod = built.load()
     enc = sample.build_encode_only_module().load()
     grid = sample.sm_count()
     section.note(f"ptxdsl: {sample.BM}x{sample.BN}x{sample.BK} tiles, {sample.STAGES} stages, "
                  f"{grid} persistent CTAs of {sample.THREADS} threads, "
-                 f"{sample.SHARED_BYTES} bytes of shared memory each; torch {torch.__version__}")
+                 f"{mod['moe_gemm'].num_regs} registers per thread at entry (setmaxnreg "
+                 f"{sample.PRODUCER_REGS}/{sample.CONSUMER_REGS}), {sample.SHARED_BYTES} bytes "
+                 f"of dynamic shared memory each; torch {torch.__version__}")
+    section.note(checker_note(built))
     for G, N, K, T in shapes:
         _run_shape(section, torch, sample, (mod["moe_gemm"], enc["moe_encode_only"]), grid,
                    G, N, K, T, reps)
@@ -71,8 +75,10 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
          for name in ("ptxdsl", "grouped", "loop")}
     maps = rt.DeviceBuffer.empty((grid * sample.MAP_SLOTS * sample.SLOT_BYTES,), np.uint8)
     tmpl_x, tmpl_w = sample.templates(x.data_ptr(), T, w.data_ptr(), N, K)
-    args = (tmpl_x, tmpl_w, x.data_ptr(), w.data_ptr(), y["ptxdsl"].data_ptr(),
-            off_dev.data_ptr(), maps, G, N, K)
+    map_y = sample.output_map(y["ptxdsl"].data_ptr(), T, N, tmpl_x)
+    sched = torch.zeros(2, device=dev, dtype=torch.int32)     # left zero by every launch
+    args = (tmpl_x, tmpl_w, map_y, x.data_ptr(), w.data_ptr(), y["ptxdsl"].data_ptr(),
+            off_dev.data_ptr(), maps, sched.data_ptr(), G, N, K)
     bounds = [(g, int(offsets[g]), int(offsets[g + 1])) for g in range(G)]
 
     def ptxdsl():
@@ -117,6 +123,11 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
         section.note(what)
     times = interleaved_gpu_ms({"ptxdsl": ptxdsl, "grouped": grouped, "loop": loop,
                                 "encode": encode_only}, reps=reps)
+    # Every timed launch reused the work counters the previous one left zero; the last
+    # launch's output must still be exact.
+    torch.cuda.synchronize()
+    if not torch.equal(y["ptxdsl"].view(torch.int16), ref.view(torch.int16)):
+        raise AssertionError(f"{label}: ptxdsl's output after the timed launches differs")
     flop = 2.0 * T * N * K
     rows = {}
     for name, text in (("ptxdsl", "ptxdsl moe_gemm (one launch, maps encoded on device)"),

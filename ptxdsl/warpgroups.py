@@ -91,14 +91,17 @@ class Flow:
         # guard may make a watched one's block reachable or not) and writers of relevant
         # registers. Everything else is skipped without a look.
         self.interesting: list[list[int]] = []
+        self.outs: dict[int, list[Reg]] = {}    # per kept statement: its relevant registers
         for blk in self.blocks:
             keep = []
             for i in range(blk.start, blk.end):
                 insn = self.insns[i]
                 if insn is None or isinstance(insn, Bra):
                     continue
-                if i in watch or any(r in self.relevant for r in self._dests(insn)):
+                outs = [r for r in self._dests(insn) if r in self.relevant]
+                if i in watch or outs:
                     keep.append(i)
+                    self.outs[i] = outs
             self.interesting.append(keep)
 
     def _slice(self, watch: Iterable[int]) -> set[Reg]:
@@ -157,7 +160,8 @@ class Flow:
                 reached.add(i)
                 if gv is None:
                     maybe.add(i)
-                self._step(env, insn, special, gv is None)
+                if self.outs[i]:
+                    self._step(env, insn, self.outs[i], special, gv is None)
             for kind, t, g in blk.succ:
                 gv = True if g is None else _truth(env, g)
                 if kind == "fall" and g is not None and gv is not None:
@@ -173,14 +177,12 @@ class Flow:
         definite = self._definite(edges, reached - maybe)
         return Reach(frozenset(reached), frozenset(definite))
 
-    def _step(self, env: dict, insn: Any, special: dict[str, int], maybe: bool) -> None:
-        outs = self._dests(insn)
-        if not any(r in self.relevant for r in outs):
-            return
+    def _step(self, env: dict, insn: Any, outs: list[Reg], special: dict[str, int],
+              maybe: bool) -> None:
         value = _eval(env, insn, special) if not maybe else None
-        if value is None:
+        if value is None:          # unknown: absent from the state
             for r in outs:
-                env[r] = UNKNOWN
+                env.pop(r, None)
             return
         for r, v in value:
             env[r] = v
@@ -227,11 +229,9 @@ def _truth(env: dict, g: Any) -> bool | None:
 
 
 def _join(a: dict, b: dict) -> dict:
-    out = {}
-    for r in a.keys() | b.keys():
-        va, vb = a.get(r, UNKNOWN), b.get(r, UNKNOWN)
-        out[r] = va if va is vb or (va is not UNKNOWN and va == vb) else UNKNOWN
-    return out
+    """The values both states know and agree on (a register absent from a state is
+    unknown there)."""
+    return {r: v for r, v in a.items() if r in b and b[r] == v}
 
 
 def _val(env: dict, x: Any, special: dict[str, int]) -> int | None:

@@ -25,6 +25,9 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   run on while the warpgroup starts its next tile, and only the next refill of the buffer
   waits for them to have read it (`cp.async.bulk.wait_group.read`). Other even N: the
   pairs are stored directly, predicated on the M and N edges (a launch parameter picks).
+- Skinny M (M <= 256, `launch`'s choice; kernels `gemm_hopper_<dtype>_n128`): the same roles
+  on 128 x 128 tiles, without a cluster, with 6 stages, so that a short A still spreads over
+  twice as many SMs and no CTA works on rows past M alone.
 - Tails: TMA zero-fills rows and columns outside A and B (so K need not be a multiple of the
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
@@ -39,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, debug, ptx, t
+from ptxdsl.epilogue import BOX_COLS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
@@ -49,30 +53,41 @@ STAGES = 4
 GROUP = 8                            # cluster-tile rows per band of the raster order
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
-EPI_COLS = 64                        # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
-EPI_BYTES = 64 * 2 * EPI_COLS * 2    # a consumer's staging buffer: two boxes (half its tile)
+EPI_COLS = BOX_COLS                  # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
+EPI_BYTES = STAGING_BYTES            # a consumer's staging buffer: two boxes (half its tile)
 DTYPES = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}   # name -> (wgmma type, K per wgmma)
 
 
 class Config:
-    """The build-time constants of one variant."""
+    """The build-time constants of one variant: input type, CTA tile columns `bn`, CTAs per
+    cluster (along M, sharing the B tile) and ring stages."""
 
-    def __init__(self, dtype: str):
-        self.dtype = dtype
+    def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES):
+        self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
         self.layout_a = SmemLayout(self.wtype, BM, self.bk, "K", "128B")
-        self.layout_b = SmemLayout(self.wtype, BN, self.bk, "K", "128B")
+        self.layout_b = SmemLayout(self.wtype, bn, self.bk, "K", "128B")
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
         self.stage_bytes = self.a_bytes + self.b_bytes
-        self.epi_off = STAGES * self.stage_bytes         # 2 x 16 KiB: one per consumer
+        self.epi_off = stages * self.stage_bytes         # 2 x 16 KiB: one per consumer
         self.ring_off = self.epi_off + 2 * EPI_BYTES
-        self.smem_bytes = self.ring_off + 16 * STAGES
-        self.name = f"gemm_hopper_{dtype}"
+        self.smem_bytes = self.ring_off + 16 * stages
+        self.name = f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
 
 
 CONFIGS = {name: Config(name) for name in DTYPES}
+# Skinny M (at most SKINNY_M rows): 128 x 128 tiles, no cluster, 6 stages. The default's
+# 256 x 256 cluster tiles leave most SMs idle there (M = 256, N = 8192: 64 CTAs on 132 SMs)
+# and at M <= 128 put half of each cluster on rows past M (BENCHMARKS.md section 7).
+SKINNY = {name: Config(name, bn=128, cluster=1, stages=6) for name in DTYPES}
+SKINNY_M = 256
+
+
+def config_for(dtype: str, m: int) -> Config:
+    """The variant `launch` uses for M rows."""
+    return SKINNY[dtype] if m <= SKINNY_M else CONFIGS[dtype]
 
 
 def _raster(k, tile, tiles_m, tiles_n):
@@ -89,7 +104,9 @@ def _raster(k, tile, tiles_m, tiles_n):
 def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     """The kernel of `cfg`; `bounded`: every mbarrier wait traps after 2 s with an error
     record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging."""
-    k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1, reqnctapercluster=(CLUSTER, 1, 1))
+    cl = cfg.cluster
+    k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
+               reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     map_a, map_b = k.param_tensormap("map_a"), k.param_tensormap("map_b")
@@ -99,25 +116,26 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     tma_p = k.param(t.u32, "tma_store")
     scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" else None
     smem = k.extern_shared("smem", align=cfg.layout_a.alignment)
-    ring = MbarrierRing(k, STAGES, empty_count=2, peers=CLUSTER,
+    ring = MbarrierRing(k, cfg.stages, empty_count=2, peers=cl,
                         storage=Addr(smem, cfg.ring_off))
-    ring.init()                               # thread 0; ends with a cluster barrier
+    ring.init()                               # thread 0; ends with a (cluster) barrier
     tid = k.tid.x
     wg = k.shr(tid, 7)
-    rank = k.read_special("cluster_ctarank")
+    rank = k.read_special("cluster_ctarank") if cl > 1 else None
     M, N, K = (k.ld_param(p) for p in (m_p, n_p, k_p))
-    tiles_m = k.div(k.add(M, CLUSTER * BM - 1), CLUSTER * BM)
-    tiles_n = k.div(k.add(N, BN - 1), BN)
+    tiles_m = k.div(k.add(M, cl * BM - 1), cl * BM)
+    tiles_n = k.div(k.add(N, cfg.bn - 1), cfg.bn)
     tiles = k.mul(tiles_m, tiles_n)
     kblocks = k.div(k.add(K, cfg.bk - 1), cfg.bk)
-    first_tile = k.read_special("clusterid.x")
-    clusters = k.read_special("nclusterid.x")
+    first_tile = k.read_special("clusterid.x" if cl > 1 else "ctaid.x")
+    clusters = k.read_special("nclusterid.x" if cl > 1 else "nctaid.x")
 
     def tile_loop(body):
         tile = k.mov(first_tile, dst=k.reg(t.u32, "tile"))
         with k.while_(lambda: tile < tiles):
             mb, nb = _raster(k, tile, tiles_m, tiles_n)
-            body(k.mad(mb, CLUSTER * BM, k.mul(rank, BM)), k.mul(nb, BN))
+            m0 = k.mad(mb, cl * BM, k.mul(rank, BM)) if cl > 1 else k.mul(mb, BM)
+            body(m0, k.mul(nb, cfg.bn))
             k.add(tile, clusters, dst=tile)
 
     with k.if_(wg == 0):
@@ -128,19 +146,22 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N)
         _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
-    cluster_sync(k)          # no CTA leaves while its peer may still multicast or release to it
+    if cl > 1:
+        cluster_sync(k)      # no CTA leaves while its peer may still multicast or release to it
     k.ret()
     return k
 
 
 def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> None:
     tmap_a, tmap_b = k.tensormap_addr(map_a), k.tensormap_addr(map_b)
-    half = BN // CLUSTER
-    b_mine = k.mad(rank, half * BK_BYTES, cfg.a_bytes)     # my half of the B tile in a stage
+    half = cfg.bn // cfg.cluster
+    # my part of the B tile in a stage (all of it without a cluster)
+    b_mine = k.mad(rank, half * BK_BYTES, cfg.a_bytes) if cfg.cluster > 1 else cfg.a_bytes
+    multicast = {"cta_mask": (1 << cfg.cluster) - 1} if cfg.cluster > 1 else {}
     p = ring.producer()
 
     def tile(m0, n0):
-        n_mine = k.mad(rank, half, n0)
+        n_mine = k.mad(rank, half, n0) if cfg.cluster > 1 else n0
         with k.for_range(0, kblocks) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
@@ -149,15 +170,14 @@ def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> Non
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap_a, (kc, m0),
                                      full)
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, b_mine),
-                                     tmap_b, (kc, n_mine), full,
-                                     cta_mask=(1 << CLUSTER) - 1)
+                                     tmap_b, (kc, n_mine), full, **multicast)
             p.advance()
 
     tile_loop(tile)
 
 
 def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
-    acc = k.fragment(t.f32, shape=(64, BN), zero=False)
+    acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
     read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     leader = k.and_(k.tid.x, 127) == 0
     a_rows = k.mul(epi.cw, 64 * BK_BYTES)             # this warpgroup's 64 rows of the A tile
@@ -199,51 +219,24 @@ def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
 
 class Epilogue:
     """A consumer warpgroup's bf16 output of its 64 x 256 rows. With `tma_store` (N a
-    multiple of 8): `stmatrix` into a 128B-swizzled staging buffer, half the tile at a time,
-    then TMA stores (clipped at the M and N edges by the tensor map) that run on while the
-    warpgroup goes on to the next tile. Otherwise: predicated 32-bit stores of bf16 pairs."""
+    multiple of 8): `TmaStoreEpilogue` (`stmatrix` into a 128B-swizzled staging buffer, half
+    the tile at a time, then TMA stores clipped at the M and N edges by the tensor map, which
+    run on while the warpgroup goes on to the next tile). Otherwise: predicated 32-bit stores
+    of bf16 pairs."""
 
     def __init__(self, k, cfg, smem, map_c, c_p, tma_store, cw, M, N):
         self.k, self.cw, self.M, self.N = k, cw, M, N
         self.tma = tma_store != 0
-        self.tmap = k.tensormap_addr(map_c)
         self.c_base = k.ld_param(c_p)
-        self.barrier = k.add(cw, 1)                   # named barrier 1 or 2: this warpgroup
-        self.leader = k.and_(k.tid.x, 127) == 0
-        # stmatrix addressing: lane L writes row L%8 of matrix L/8 (matrices: rows +0/+8,
-        # columns +0/+8 of a 16 x 16 block); in the 128B swizzle, 16-byte chunk c of row r
-        # sits at chunk c ^ (r % 8), and r % 8 = L % 8 here.
-        tid = k.and_(k.tid.x, 127)
-        lane = k.and_(tid, 31)
-        mat = k.shr(lane, 3)
-        row = k.add(k.add(k.mul(k.shr(tid, 5), 16), k.shl(k.and_(mat, 1), 3)),
-                    k.and_(lane, 7))
         buf = k.add(k.mov(smem), k.mad(cw, EPI_BYTES, cfg.epi_off))
-        self.buf = buf
-        y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
-        row_base = k.add(buf, k.shl(row, 7))
-        self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+        # named barrier 1 or 2: this warpgroup's
+        self.staged = TmaStoreEpilogue(k, buf, k.tensormap_addr(map_c), k.add(cw, 1))
 
     def store(self, packed, m0, n0) -> None:
         k = self.k
         row0 = k.mad(self.cw, 64, m0)
         with k.if_(self.tma):
-            for h in range(2):                        # columns 128h .. 128h + 127
-                with k.if_(self.leader):
-                    ptx.cp_async_bulk_wait_group_read(k, 0)   # the buffer's last store read it
-                k.bar_sync(self.barrier, 128)
-                for q in range(8):
-                    regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
-                    k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * EPI_BYTES // 2), regs)
-                ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
-                k.bar_sync(self.barrier, 128)
-                with k.if_(self.leader):
-                    for box in range(2):
-                        col = k.add(n0, 128 * h + EPI_COLS * box)
-                        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
-                                                 (col, row0),
-                                                 k.add(self.buf, box * EPI_BYTES // 2))
-                    ptx.cp_async_bulk_commit_group(k)
+            self.staged.store(packed, row0, n0)
         with k.else_():
             M, N = self.M, self.N
             out = k.add(self.c_base, k.add(k.mul(row0, k.shl(N, 1), type=t.u32, mode="wide"),
@@ -252,12 +245,12 @@ class Epilogue:
                          cols=k.sub(N, n0, type=t.s32))
 
     def finish(self) -> None:
-        with self.k.if_(self.leader):
-            ptx.cp_async_bulk_wait_group(self.k, 0)    # the last stores are done
+        self.staged.finish()
 
 
 def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:
-    kernels = [build_gemm(CONFIGS[d], bounded) for d in dtypes]
+    """Every variant of `dtypes`: the default and the skinny-M kernel of each."""
+    kernels = [build_gemm(cfg[d], bounded) for cfg in (CONFIGS, SKINNY) for d in dtypes]
     if bounded:
         return debug.module(kernels, name="gemm_hopper", target="sm_90a")
     return Module(kernels, name="gemm_hopper", target="sm_90a")
@@ -272,13 +265,16 @@ def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
                          f"N even; got M={m} N={n} K={kdim}")
 
 
-def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int):
-    """The tensor maps of A (M x K) and B (N x K) for device buffers `a`, `b` (any pointer)."""
+def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int, cfg: Config | None = None):
+    """The tensor maps of A (M x K) and B (N x K) for device buffers `a`, `b` (any pointer),
+    for variant `cfg` (default: `config_for(dtype, m)`)."""
     from ptxdsl import runtime as rt
-    cfg = CONFIGS[dtype]
+    cfg = cfg or config_for(dtype, m)
     tma = "BFLOAT16" if dtype == "bf16" else "UINT8"
     ma = rt.TensorMap.tiled(a, (m, kdim), tma, (BM, cfg.bk), swizzle="128B")
-    mb = rt.TensorMap.tiled(b, (n, kdim), tma, (BN // CLUSTER, cfg.bk), swizzle="128B")
+    mb = rt.TensorMap.tiled(b, (n, kdim), tma, (cfg.bn // cfg.cluster, cfg.bk),
+                            swizzle="128B")
+    cfg.layout_a.check_tensormap(ma)
     return ma, mb
 
 
@@ -291,22 +287,27 @@ def output_map(c, m: int, n: int):
     return rt.TensorMap.tiled(c, (m, n), "BFLOAT16", (64, EPI_COLS), swizzle="128B")
 
 
-def grid_for(m: int, n: int, sms: int) -> int:
-    """CTAs of a persistent launch: one cluster per cluster tile, at most one CTA per SM."""
-    tiles = -(-m // (CLUSTER * BM)) * -(-n // BN)
-    return CLUSTER * max(1, min(tiles, sms // CLUSTER))
+def grid_for(m: int, n: int, sms: int, cfg: Config = CONFIGS["bf16"]) -> int:
+    """CTAs of a persistent launch of `cfg`: one cluster per cluster tile, at most one CTA
+    per SM."""
+    cl = cfg.cluster
+    tiles = -(-m // (cl * BM)) * -(-n // cfg.bn)
+    return cl * max(1, min(tiles, sms // cl))
 
 
-def launch(fn, dtype: str, a, b, c, m: int, n: int, kdim: int, scale: float = 1.0, *,
-           sms: int, stream=None, maps=None) -> None:
-    """C = A @ B^T on the GPU (`fn`: the loaded kernel of `dtype`; `maps`: the three maps
-    from `tensor_maps` + `output_map`, to skip encoding them per call)."""
+def launch(module, dtype: str, a, b, c, m: int, n: int, kdim: int, scale: float = 1.0, *,
+           sms: int, stream=None, maps=None, cfg: Config | None = None) -> None:
+    """C = A @ B^T on the GPU with the kernel of variant `cfg` (default `config_for(dtype,
+    m)`) from the loaded `module`; `maps`: the three maps from `tensor_maps` (for the same
+    variant) + `output_map`, to skip encoding them per call."""
     check_shape(dtype, m, n, kdim)
-    ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim), output_map(c, m, n))
+    cfg = cfg or config_for(dtype, m)
+    ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
     args = (ma, mb, mc or ma, c, m, n, kdim, int(mc is not None)) + \
         ((scale,) if dtype != "bf16" else ())
-    fn.launch(grid_for(m, n, sms), THREADS, args, shared_mem=CONFIGS[dtype].smem_bytes,
-              cluster=(CLUSTER, 1, 1), stream=stream)
+    module[cfg.name].launch(grid_for(m, n, sms, cfg), THREADS, args,
+                            shared_mem=cfg.smem_bytes, stream=stream,
+                            cluster=(cfg.cluster, 1, 1) if cfg.cluster > 1 else None)
 
 
 def bf16_round(x: np.ndarray) -> np.ndarray:
@@ -347,19 +348,20 @@ SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, 
 
 
 def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
-        bounded: bool = False) -> Report:
-    """Each kernel of `dtypes` on each (M, N, K) of `shapes`; `sms` caps the persistent grid
-    (default: the GPU's SM count); `bounded`: the debug build (a hung wait raises
-    `WaitTimeoutError` naming its barrier)."""
+        bounded: bool = False, variants=("default", "skinny")) -> Report:
+    """Each kernel of `dtypes` and `variants` ("default", "skinny") on each (M, N, K) of
+    `shapes`; `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the
+    debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_hopper")
     mod = build_module(bounded=bounded).load()
     if bounded:
         recorder = debug.Recorder().attach(mod)
     sms = sms or rt.device_info(0).sm_count
-    for fn_name, cfg in ((CONFIGS[d].name, CONFIGS[d]) for d in dtypes):
-        fn = mod[fn_name]
-        report.note(f"{fn_name}: {fn.num_regs} registers per thread at launch (setmaxnreg "
+    table = {"default": CONFIGS, "skinny": SKINNY}
+    for cfg in (table[v][d] for v in variants for d in dtypes):
+        fn = mod[cfg.name]
+        report.note(f"{cfg.name}: {fn.num_regs} registers per thread at launch (setmaxnreg "
                     f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of dynamic "
                     "shared memory")
         for m, n, kdim in shapes:
@@ -367,7 +369,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
             dev_a, dev_b = rt.DeviceBuffer.from_numpy(a), rt.DeviceBuffer.from_numpy(b)
             c = rt.DeviceBuffer.empty((m, n), np.uint16)
             c.memset(POISON)
-            launch(fn, cfg.dtype, dev_a, dev_b, c, m, n, kdim, scale, sms=sms)
+            launch(mod, cfg.dtype, dev_a, dev_b, c, m, n, kdim, scale, sms=sms, cfg=cfg)
             if bounded:
                 try:
                     sync()
@@ -376,7 +378,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
                     raise
             else:
                 sync()
-            report.check_equal(f"{cfg.dtype} M={m} N={n} K={kdim}", c.to_numpy(),
+            report.check_equal(f"{cfg.name} M={m} N={n} K={kdim}", c.to_numpy(),
                                bf16_round(want))
     return report
 

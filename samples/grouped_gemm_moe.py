@@ -10,11 +10,19 @@ each expert's weight K-major (N x K); Y (T x N bf16) receives the outputs. `offs
 u32) lives on the device; the host never loops over the experts.
 
 `moe_gemm` (384 threads: a producer warpgroup and two consumer warpgroups; one CTA per SM):
-- The work list is every (expert, m-tile, n-tile) in expert order, tile t of expert g being
-  (t / n_tiles, t % n_tiles) of its ceil(M_g / 128) x ceil(N / 256) tiles. CTA c takes items
-  c, c + gridDim, ...; each role walks the experts from the device `offsets` alongside (a
-  running prefix sum of the per-expert tile counts, `ExpertWalk`), so empty experts hold no
-  items and no host-side list exists.
+- The work list is every (expert, m-tile, n-tile) in expert order, item t of expert g being
+  m-tile t % m_tiles, n-tile t / m_tiles of its m_tiles = ceil(M_g / 128) by ceil(N / 256)
+  tiles: the items that read one W_g tile follow each other. Each role walks the experts from
+  the device `offsets` (a running prefix sum of the per-expert tile counts, `ExpertWalk`), so
+  empty experts hold no items and no host-side list exists.
+- Dynamic work queue: CTA c starts with item c and claims each further one with one
+  `atom.add` on a global counter (`sched[0]`: item gridDim + claim), issued while its current
+  item's loads run. So a CTA that finishes early takes the next item, items claimed together
+  run side by side (the tiles sharing a W_g tile meet in L2), and the end of the launch is
+  balanced. The producer passes each item to the consumers with the stage that carries its
+  first data (a u32 per stage in shared memory, released by the stage's arrive), and a final
+  stage with no data and END_ITEM tells them to stop. The last CTA to finish (an acq_rel
+  count in `sched[1]`) zeroes both counters for the next launch.
 - Producer warp (warp 0; `setmaxnreg.dec 40`): when its item belongs to a new expert it
   rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address and
   row count, and of W_g's address; every other field comes from the host-encoded templates),
@@ -28,9 +36,14 @@ u32) lives on the device; the host never loops over the experts.
   into a STAGES-deep `MbarrierRing`; rows past M_g and columns past K arrive as zeros (the
   expert's map bounds), so no expert reads another's tokens.
 - Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
-  rows 64w..64w+63, keeps them in flight while it waits for the next stage (`wait_group 1`,
-  then the previous stage is released: each warp's lane 0, 8 arrivals), and after the tile's
-  last stage (`wait_group 0`) converts the accumulator to bf16 and stores it with stores
+  rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), keeps them in
+  flight while it waits for the next stage (`wait_group 1`, then its leader releases the
+  previous stage: 2 arrivals per stage), and after the tile's last stage (`wait_group 0`)
+  converts the accumulator to bf16.
+- Epilogue: 64 rows that all belong to the expert go out through `TmaStoreEpilogue`
+  (`stmatrix` into a 128B-swizzled staging buffer, TMA stores through Y's host-encoded map,
+  running on while the warpgroup starts its next tile; N a multiple of 8). The rows of an
+  expert's last partial 64 (and every row when N is not a multiple of 8) are stored directly,
   predicated on the expert's row count and N, so rows past M_g (another expert's) are never
   written.
 
@@ -44,13 +57,11 @@ from __future__ import annotations
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
-from ptxdsl.instructions.mbarrier import ArriveKind, ArriveOp, MbarrierArrive
+from ptxdsl.epilogue import BOX_COLS, BOX_ROWS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.operands import SINK
 from ptxdsl.pipeline import MbarrierRing, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
-from ptxdsl.types import StateSpace
 
 space_shared = ptx.space_shared
 
@@ -68,12 +79,16 @@ LAYOUT_W = SmemLayout(t.bf16, BN, BK, "K", "128B")
 STAGE_X, STAGE_W = LAYOUT_X.nbytes, LAYOUT_W.nbytes       # 16 KiB, 32 KiB
 STAGE_TX = tx_bytes(((BM, BK), t.bf16), ((BN, BK), t.bf16))
 # Dynamic shared memory, all of it (static variables would push the tiles off their 1024-byte
-# swizzle alignment): the tile ring, the two shared maps, the ring's barriers.
+# swizzle alignment): the tile ring, each consumer's epilogue staging buffer, the two shared
+# maps, the ring's barriers.
 TILES_BYTES = STAGES * (STAGE_X + STAGE_W)
-SMAP_OFF = TILES_BYTES
+EPI_OFF = TILES_BYTES
+SMAP_OFF = EPI_OFF + CONSUMERS * STAGING_BYTES
 RING_OFF = SMAP_OFF + 2 * MAP_BYTES
-SHARED_BYTES = RING_OFF + 16 * STAGES
-EMPTY_ARRIVALS = 4 * CONSUMERS                            # every consumer warp releases
+ITEMS_OFF = RING_OFF + 16 * STAGES      # per stage: the work item its data belongs to
+SHARED_BYTES = ITEMS_OFF + 4 * STAGES
+END_ITEM = 0xFFFFFFFF                   # the item of the stage that tells consumers to stop
+EMPTY_ARRIVALS = CONSUMERS                                # each consumer warpgroup's leader
 BF16 = 2
 
 
@@ -112,22 +127,14 @@ class ExpertWalk:
             k.add(self.first, tiles, dst=self.end)
 
     def tile(self, w):
-        """(m-tile, n-tile) of item w within the current expert."""
+        """(m-tile, n-tile) of item w within the current expert: m-tile fastest, so the
+        items that read one W_g tile are claimed one after another and run side by side,
+        their loads of it meeting in L2."""
         k = self.k
         local = k.sub(w, self.first)
-        mt = k.div(local, self.n_tiles)
-        return mt, k.sub(local, k.mul(mt, self.n_tiles))
-
-
-def _items(k: Kernel, walk: ExpertWalk, body) -> None:
-    """for w in ctaid.x, ctaid.x + nctaid.x, ...: seek the expert, stop past the last item,
-    body(w)."""
-    w = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
-    with k.loop():
-        walk.seek(w)
-        k.break_(k.setp("ge", walk.g, walk.G, type=t.u32))
-        body(w)
-        k.add(w, k.read_special("nctaid.x"), dst=w)
+        m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
+        nt = k.div(local, m_tiles)
+        return k.sub(local, k.mul(nt, m_tiles)), nt
 
 
 def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
@@ -140,8 +147,10 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
         from ptxdsl import debug
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     tmpl_x, tmpl_w = k.param_tensormap("tmpl_x"), k.param_tensormap("tmpl_w")
+    map_y = k.param_tensormap("map_y")      # Y's own map (T x N, final: encoded on the host)
     x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
     offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
+    sched_p = k.param_ptr("sched")          # u32 [next item, finished CTAs], zero at launch
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
     tiles = k.extern_shared("tiles", align=1024)
     smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)
@@ -160,12 +169,13 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
         setmaxnreg_dec(k, PRODUCER_REGS)
         with k.if_(k.shr(k.tid.x, 5) == 0):     # warp 0
             _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w,
-                      (x_p, w_p, maps_p), offsets, G, N, K, n_tiles, k_steps, encode_only)
+                      (x_p, w_p, maps_p, sched_p), offsets, G, N, K, n_tiles, k_steps,
+                      encode_only)
     with k.else_():
         setmaxnreg_inc(k, CONSUMER_REGS)
         if not encode_only:
-            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), y_p, offsets, G, N,
-                      n_tiles, k_steps)
+            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), (y_p, map_y), offsets,
+                      G, N, n_tiles, k_steps)
     k.ret()
     return k
 
@@ -174,7 +184,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
               N, K, n_tiles, k_steps, encode_only: bool = False) -> None:
     """Warp 0: expert switches re-encode the maps (whole warp: cp_fenceproxy is .aligned);
     lane 0 issues the TMA loads."""
-    x_p, w_p, maps_p = ptrs
+    x_p, w_p, maps_p, sched_p = ptrs
     lane0 = k.tid.x == 0
     x, w = k.ld_param(x_p), k.ld_param(w_p)
     row_bytes = k.mul(K, BF16)                               # X's and W's row pitch
@@ -189,6 +199,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     map_w = k.add(map_x, MAP_BYTES, dst=k.reg(t.u64, "map_w"))
     walk = ExpertWalk(k, offsets, G, n_tiles)
     p = ring.producer()
+    items = k.add(k.mov(tiles_x), ITEMS_OFF)
 
     def publish():
         """The expert's two maps: replace in shared memory, copy to the next slot with
@@ -231,7 +242,8 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                 publish()
                 k.setp("ne", walk.g, cur, type=t.u32, dst=switch)   # false: once per expert
             with k.if_(lane0):
-                p.arrive_expect_tx(STAGE_TX)
+                k.st(Addr(k.add(items, k.shl(p.stage, 2))), item, space="shared")
+                p.arrive_expect_tx(STAGE_TX)      # releases the item with the stage
                 k0 = k.mul(kb, BK)
                 bar = p.full_barrier()
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
@@ -240,56 +252,97 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                                          p.slot(tiles_w, STAGE_W), map_w, (k0, n0), bar)
             p.advance()
 
-    _items(k, walk, body)
+    sched = k.cvta(k.ld_param(sched_p), "global", to=True)
+    grid = k.read_special("nctaid.x")
+    item = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
+    claimed = k.mov(0, dst=k.reg(t.u32, "claimed"))
+    with k.loop():
+        walk.seek(item)
+        k.break_(k.setp("ge", walk.g, G, type=t.u32))
+        # Claim the next item now: the atomic's latency hides behind this item's loads.
+        with k.if_(lane0):
+            k.atom("add", Addr(sched), 1, type=t.u32, space="global", dst=claimed)
+        body(item)
+        k.add(k.shfl_sync("idx", claimed, 0), grid, type=t.u32, dst=item)
+    if not encode_only:       # a stage with no data whose item tells the consumers to stop
+        p.wait_empty()
+        with k.if_(lane0):
+            k.st(Addr(k.add(items, k.shl(p.stage, 2))), END_ITEM, type=t.u32, space="shared")
+            p.arrive()
+        p.advance()
+    # The last CTA to stop claiming zeroes the counters for the next launch: every other
+    # CTA's last claim happens before its acq_rel increment of the finished count.
+    with k.if_(lane0):
+        done = k.atom("add", Addr(sched, 4), 1, type=t.u32, space="global", sem="acq_rel",
+                      scope="gpu")
+        with k.if_(k.setp("eq", done, k.sub(grid, 1), type=t.u32)):
+            k.st(Addr(sched), 0, type=t.u32, space="global")
+            k.st(Addr(sched, 4), 0, type=t.u32, space="global")
 
 
-def _consumer(k, ring, tiles_x, tiles_w, wg, y_p, offsets, G, N, n_tiles, k_steps) -> None:
+def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_steps) -> None:
     """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of every tile."""
+    y_p, map_y = out
     y = k.ld_param(y_p)
-    lane = k.and_(k.tid.x, 31)
     x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
+    staging = k.add(k.mov(tiles_x), k.mad(wg, STAGING_BYTES, EPI_OFF))
+    epi = TmaStoreEpilogue(k, staging, k.tensormap_addr(map_y), k.add(wg, 1))
+    tma_ok = k.setp("eq", k.and_(N, 7), 0, type=t.u32)    # Y's row pitch fits TMA
     walk = ExpertWalk(k, offsets, G, n_tiles)
-    c = ring.consumer()
+    read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
-    prev_empty = k.reg(t.u32, "prev_empty")     # empty[] of the step before this one
 
-    def release(bar):
-        """Each consumer warp's lane 0 arrives on `bar` (8 arrivals complete a phase)."""
-        k.syncwarp()
-        with k.if_(lane == 0):
-            k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, StateSpace.shared_cta,
-                                  SINK, bar))
+    def mma(first: bool) -> None:
+        if not first:         # a tile's first stage was awaited for its item
+            read.wait_full()
+        da = descriptor(k, LAYOUT_XW, read.slot(x_rows, STAGE_X))
+        db = descriptor(k, LAYOUT_W, read.slot(tiles_w, STAGE_W))
+        ptx.wgmma_fence(k)
+        for i, kk in enumerate(range(0, BK, 16)):
+            ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
+                                0 if first and i == 0 else 1, atype="bf16")
+        ptx.wgmma_commit_group(k)
+        read.advance()
+
+    def release() -> None:
+        with k.if_(epi.leader):
+            free.release()
+        free.advance()
 
     def body(item):
+        # Every tile runs the whole mainloop, even the rows past M_g of an expert's last
+        # tile: a warpgroup that skipped them would finish its tile early and pull away from
+        # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
+        # slower: BENCHMARKS.md section 6).
         mt, nt = walk.tile(item)
-        acc.zero()
-        with k.for_range(0, k_steps) as kb:
-            c.wait_full()
-            da = descriptor(k, LAYOUT_XW, c.slot(x_rows, STAGE_X))
-            db = descriptor(k, LAYOUT_W, c.slot(tiles_w, STAGE_W))
-            ptx.wgmma_fence(k)
-            for kk in range(0, BK, 16):
-                ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
-            ptx.wgmma_commit_group(k)
-            # One step's wgmmas stay in flight while the next stage is awaited: wait for the
-            # previous step's and release its stage.
-            ptx.wgmma_wait_group(k, 1)
-            with k.if_(kb != 0):
-                release(prev_empty)
-            k.mov(c.empty_barrier(), dst=prev_empty)
-            c.advance()
+        mma(first=True)
+        with k.for_range(1, k_steps):
+            mma(first=False)
+            ptx.wgmma_wait_group(k, 1)                     # the previous stage is read
+            release()
         ptx.wgmma_wait_group(k, 0)
-        release(prev_empty)
-        # Rows of this warpgroup's 64 within the expert, and columns within N: the rest of
-        # the tile (another expert's rows, padding past N) is not stored.
-        row0 = k.add(k.mul(mt, BM), k.mul(wg, 64))
+        release()
+        row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
-        n0 = k.mul(nt, BN)
-        first = k.mad(k.add(walk.m_lo, row0), N, n0)
-        out = k.add(y, k.mul(first, BF16, mode="wide"))
-        acc.to_packed(t.bf16).store(out, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
+        with k.if_(k.setp("gt", rows, 0, type=t.s32)):      # some of the 64 are the expert's
+            packed = acc.to_packed(t.bf16)
+            n0 = k.mul(nt, BN)
+            whole = k.setp("ge", rows, 64, type=t.s32, bool_op="and", c=tma_ok)
+            with k.if_(whole):
+                epi.store(packed, k.add(walk.m_lo, row0), n0)
+            with k.else_():     # the expert's last rows: another expert's follow in Y
+                first = k.mad(k.add(walk.m_lo, row0), N, n0)
+                dst = k.add(y, k.mul(first, BF16, mode="wide"))
+                packed.store(dst, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
 
-    _items(k, walk, body)
+    items = k.add(k.mov(tiles_x), ITEMS_OFF)
+    with k.loop():            # the producer's items, in the order it claimed them
+        read.wait_full()
+        item = k.ld(Addr(k.add(items, k.shl(read.stage, 2))), type=t.u32, space="shared")
+        walk.seek(item)
+        k.break_(k.setp("ge", walk.g, G, type=t.u32))     # END_ITEM
+        body(item)
+    epi.finish()
 
 
 def build_module(bounded: bool = False) -> Module:
@@ -305,33 +358,59 @@ def build_encode_only_module() -> Module:
 
 
 # -- the work list on the host: the same walk, for tests and for the reference ----------------
-def simulate_walk(offsets, N: int, grid: int) -> list[list[tuple[int, int, int]]]:
-    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
-    takes, in order (the ExpertWalk/_items logic line by line)."""
+def total_items(offsets, N: int) -> int:
+    n_tiles = -(-N // BN)
+    sizes = np.diff(np.asarray(offsets, np.int64))
+    return int((-(-sizes // BM)).sum()) * n_tiles
+
+
+def claims(total: int, grid: int, rng=None) -> list[list[int]]:
+    """Which items each CTA's producer takes: CTA c starts with item c; each CTA holding an
+    item claims the next (`atom.add` on the counter: claim j is item grid + j) until it gets
+    one >= total. The claims' order is the GPU's; here CTAs claim in turn (rng None: CTA c
+    then takes c, c + grid, ...) or in a random order (an np.random.Generator)."""
+    out = [[c] if c < total else [] for c in range(grid)]
+    active = [c for c in range(grid) if c < total]
+    nxt = grid
+    while active:
+        for c in (list(active) if rng is None else [active[rng.integers(len(active))]]):
+            out[c].append(nxt)
+            if nxt >= total:
+                active.remove(c)
+            nxt += 1
+    return [[w for w in items if w < total] for items in out]
+
+
+def walk(offsets, N: int, items: list[int]) -> list[tuple[int, int, int]]:
+    """(expert, m-tile, n-tile) of each of one role's increasing `items` (ExpertWalk's seek and
+    tile, line by line)."""
     offsets = [int(v) for v in offsets]
     G = len(offsets) - 1
     n_tiles = -(-N // BN)
+    g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
+    end = -(-(m_hi - m_lo) // BM) * n_tiles
     out = []
-    for cta in range(grid):
-        g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
-        end = -(-(m_hi - m_lo) // BM) * n_tiles
-        items, w = [], cta
-        while True:
-            while True:                        # seek
-                if w < end:
-                    break
-                g += 1
-                if g >= G:
-                    break
-                m_lo, m_hi, first = m_hi, offsets[g + 1], end
-                end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+    for w in items:
+        while True:                        # seek
+            if w < end:
+                break
+            g += 1
             if g >= G:
                 break
-            local = w - first
-            items.append((g, local // n_tiles, local % n_tiles))
-            w += grid
-        out.append(items)
+            m_lo, m_hi, first = m_hi, offsets[g + 1], end
+            end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+        if g >= G:
+            break
+        local, m_tiles = w - first, -(-(m_hi - m_lo) // BM)
+        out.append((g, local % m_tiles, local // m_tiles))
     return out
+
+
+def simulate_walk(offsets, N: int, grid: int, rng=None) -> list[list[tuple[int, int, int]]]:
+    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
+    takes, in order, for the claim order of `claims`."""
+    return [walk(offsets, N, items)
+            for items in claims(total_items(offsets, N), grid, rng)]
 
 
 def map_switches(items: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
@@ -389,6 +468,19 @@ def templates(x, T: int, w, N: int, K: int) -> tuple:
     return tmpl_x, tmpl_w
 
 
+def output_map(y, T: int, N: int, fallback):
+    """Y's tensor map for the TMA-store epilogue (T x N, 64 x 64 boxes, 128B swizzle), or
+    `fallback` (any map: the kernel then stores every row directly) when N * 2 bytes is not
+    a multiple of 16, TMA's pitch rule."""
+    from ptxdsl import runtime as rt
+    if N % 8:
+        return fallback
+    tmap = rt.TensorMap.tiled(y, (max(T, 1), N), "BFLOAT16", (BOX_ROWS, BOX_COLS),
+                              swizzle="128B")
+    TmaStoreEpilogue.check_tensormap(tmap)
+    return tmap
+
+
 class MoeProblem:
     """X, W, offsets and a poisoned Y on the device (plus POISON padding rows after Y's T rows),
     the two templates, and the map workspace for `grid` CTAs."""
@@ -397,8 +489,9 @@ class MoeProblem:
 
     def __init__(self, sizes, N: int, K: int, grid: int, seed: int = 0):
         from ptxdsl import runtime as rt
-        if N % 8 or K % 8:
-            raise ValueError("N and K must be multiples of 8 (16-byte TMA row pitch)")
+        if K % 8 or N % 2 or N < 2:
+            raise ValueError(f"K must be a multiple of 8 (X's and W's 16-byte TMA row pitch) "
+                             f"and N even (bf16 pairs are stored together); got N={N}, K={K}")
         self.sizes = np.asarray(sizes, np.int64)
         if not len(self.sizes) or (self.sizes < 0).any():
             raise ValueError("at least one expert, and no negative token counts")
@@ -414,11 +507,15 @@ class MoeProblem:
         self.dev_off = rt.DeviceBuffer.from_numpy(self.offsets)
         self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
         self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
+        # the work counters: zero once; every launch that runs to its end leaves them zero
+        # (after a launch that did not, such as a bounded wait's trap, zero them again)
+        self.sched = rt.DeviceBuffer.from_numpy(np.zeros(2, np.uint32))
         self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
+        self.map_y = output_map(self.dev_y, self.T, N, self.tmpl_x)
 
     def args(self) -> tuple:
-        return (self.tmpl_x, self.tmpl_w, self.dev_x, self.dev_w, self.dev_y, self.dev_off,
-                self.maps, self.G, self.N, self.K)
+        return (self.tmpl_x, self.tmpl_w, self.map_y, self.dev_x, self.dev_w, self.dev_y,
+                self.dev_off, self.maps, self.sched, self.G, self.N, self.K)
 
     def launch(self, fn) -> None:
         fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)

@@ -10,7 +10,13 @@ from pathlib import Path
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "grouped_gemm_moe.py"
 
 
-def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0):
+def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0,
+             launches: int = 1):
+    """`launches` > 1: launch again on the same buffers (Y re-poisoned in between), relying
+    on the kernel to have left its work counters zero; every launch is compared, and the
+    counters checked zero after each."""
+    import numpy as np
+
     from ptxdsl import debug
     from ptxdsl.runtime import load_module
     from ptxdsl.sample_runner import POISON, Report
@@ -18,13 +24,17 @@ def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0):
     loaded = load_module(s["build_module"](bounded=True))
     fn = loaded["moe_gemm"]
     prob = s["MoeProblem"](sizes, N, K, grid or s["sm_count"](), seed)
-    prob.dev_y.memset(POISON)
     prob.maps.memset(POISON)
-    with debug.Recorder() as rec:
-        rec.attach(loaded)
-        debug.run(fn, prob.grid, s["THREADS"], prob.args(), timeout=60, recorder=rec,
-                  shared_mem=s["SHARED_BYTES"])
     report = Report("grouped_gemm_moe")
-    s["compare"](report, prob, prob.dev_y.to_numpy(), f"G={prob.G} N={N} K={K} "
-                 f"grid={prob.grid}")
+    for n in range(launches):
+        prob.dev_y.memset(POISON)
+        with debug.Recorder() as rec:
+            rec.attach(loaded)
+            debug.run(fn, prob.grid, s["THREADS"], prob.args(), timeout=60, recorder=rec,
+                      shared_mem=s["SHARED_BYTES"])
+        s["compare"](report, prob, prob.dev_y.to_numpy(), f"launch {n + 1}: G={prob.G} N={N} "
+                     f"K={K} grid={prob.grid}")
+        counters = prob.sched.to_numpy()
+        report.check(f"launch {n + 1}: the work counters are zero again",
+                     np.array_equal(counters, [0, 0]), f"sched = {counters.tolist()}")
     return report.ok, report.format()

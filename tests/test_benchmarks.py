@@ -5,6 +5,7 @@ kernels assembling offline."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -117,3 +118,16 @@ def test_progress_and_ctrl_c_keep_the_sections_done(monkeypatch, tmp_path, capsy
     assert "emitter | instructions/s | " in out and "| >= 200,000 | met" in out
     assert "interrupted after 1 of 2 sections" in out
     assert not (tmp_path / "BENCHMARKS.md").exists()        # a partial run replaces nothing
+
+
+def test_checker_note_times_the_checker_and_counts_findings():
+    from benchmarks.common import checker_note
+    from ptxdsl import Addr, Kernel, Module, t
+    k = Kernel("tiny")
+    k.st(Addr(k.cvta(k.ld_param(k.param_ptr("out")), "global", to=True)),
+         k.mov(1, type=t.u32), space="global")
+    k.ret()
+    note = checker_note(Module([k], name="tiny_mod"), reps=2)
+    assert re.fullmatch(r"hazard checker on tiny_mod \(tiny\): \d+ ms median of 2, 0 findings",
+                        note), note
+

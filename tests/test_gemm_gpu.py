@@ -35,13 +35,17 @@ def test_checker_finds_nothing(module):
         assert k.check(strict=True) == [], k.name
 
 
+def _entry(ptx: str, name: str) -> str:
+    return ptx.split(f".entry {name}(")[1].split(".entry")[0]
+
+
 def test_ptx_shape(module):
-    """Both kernels: the warp-specialized register split, the multicast B load, the cluster
-    ring's remote releases and the wgmma of each type."""
+    """Both default kernels: the warp-specialized register split, the multicast B load, the
+    cluster ring's remote releases and the wgmma of each type."""
     ptx = module.emit()
     for name, wgmma in (("bf16", "m64n256k16.f32.bf16.bf16"),
                         ("e4m3", "m64n256k32.f32.e4m3.e4m3")):
-        body = ptx.split(f".entry gemm_hopper_{name}")[1].split(".entry")[0]
+        body = _entry(ptx, f"gemm_hopper_{name}")
         assert ".reqntid 384" in body and ".reqnctapercluster 2, 1, 1" in body
         assert body.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1
         assert body.count("setmaxnreg.inc.sync.aligned.u32 232;") == 1
@@ -56,7 +60,36 @@ def test_ptx_shape(module):
         assert body.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
         assert body.count("cp.async.bulk.wait_group.read 0;") == 2
         assert body.count("st.global.b32") == 64
-    assert ptx.count("mul.f32") == 128          # e4m3 only: the scale, once per accumulator
+    assert _entry(ptx, "gemm_hopper_e4m3").count("mul.f32") == 128   # the scale, per value
+    assert "mul.f32" not in _entry(ptx, "gemm_hopper_bf16")
+
+
+def test_skinny_ptx_shape(module):
+    """The skinny-M kernels: no cluster (no multicast, local releases), 128 x 128 tiles
+    (m64n128 wgmma, one 128-column staging pass), 6 stages."""
+    ptx = module.emit()
+    for name, wgmma in (("bf16", "m64n128k16.f32.bf16.bf16"),
+                        ("e4m3", "m64n128k32.f32.e4m3.e4m3")):
+        body = _entry(ptx, f"gemm_hopper_{name}_n128")
+        assert ".reqnctapercluster" not in body and "multicast" not in body
+        assert "barrier.cluster" not in body and "mapa" not in body
+        assert body.count(f"wgmma.mma_async.sync.aligned.{wgmma}") == 8
+        assert "m64n256" not in body
+        assert body.count("mbarrier.arrive.shared::cta.b64") == 2
+        assert body.count("mbarrier.init.shared::cta.b64") == 12         # 6 stages x 2
+        assert body.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 8
+        assert body.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 2
+        assert body.count("st.global.b32") == 32
+        assert "%nctaid.x" in body and "%nclusterid" not in body
+
+
+def test_config_choice_and_shared_memory():
+    pick, skinny, default = NS["config_for"], NS["SKINNY"], NS["CONFIGS"]
+    for dtype in ("bf16", "e4m3"):
+        assert pick(dtype, 1) is pick(dtype, NS["SKINNY_M"]) is skinny[dtype]
+        assert pick(dtype, NS["SKINNY_M"] + 1) is default[dtype]
+        for cfg in (skinny[dtype], default[dtype]):
+            assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
 
 
 def _ptxas():
@@ -80,7 +113,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module, tmp_path)
         pytest.skip(f"this ptxas is older than the module's PTX ISA: {res.stderr.strip()}")
     log = res.stdout + res.stderr
     assert res.returncode == 0, log
-    assert re.findall(r"Used (\d+) registers", log) == ["168", "168"], log
+    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 4, log
     assert "0 bytes spill stores, 0 bytes spill loads" in log
     assert "C7508" not in log and "serialized" not in log, log
 
@@ -101,6 +134,10 @@ def test_grid_is_whole_clusters_and_persistent():
     assert grid(8192, 8192, 132) == 132             # 1024 tiles on 66 clusters
     assert grid(8192, 8192, 131) == 130             # whole clusters only
     assert grid(1, 2, 132) == 2
+    skinny = NS["SKINNY"]["bf16"]
+    assert grid(128, 8192, 132, skinny) == 64       # one CTA per 128 x 128 tile
+    assert grid(100, 300, 132, skinny) == 3
+    assert grid(1024, 8192, 131, skinny) == 131     # persistent: at most one CTA per SM
 
 
 def test_host_encodings():
@@ -123,6 +160,8 @@ GPU_SHAPES = [                   # N % 8 == 0: TMA-store epilogue; other even N:
     ("e4m3", 300, 520, 208),
     ("e4m3", 129, 258, 48),
     ("e4m3", 2048, 1536, 512),
+    ("bf16", 128, 8192, 1024),    # skinny M: the n128 kernel (launch's choice)
+    ("e4m3", 100, 1032, 208),
 ]
 
 
@@ -132,6 +171,7 @@ def test_gemm_on_gpu(dtype, m, n, k):
     code = ("import runpy, sys\n"
             f"ns = runpy.run_path({str(SAMPLE)!r}, run_name='__ptxdsl_test__')\n"
             f"r = ns['run'](shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}])\n"
+            "assert len(r.checks) == 2, r.format()\n"
             "print(r.format())\nsys.exit(0 if r.ok else 1)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

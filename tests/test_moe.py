@@ -33,8 +33,8 @@ GRIDS = [1, 3, 132]
 
 def _tiles(sizes, N):
     n_tiles = -(-N // BN)
-    return [(g, mt, nt) for g, m in enumerate(sizes) for mt in range(-(-m // BM))
-            for nt in range(n_tiles)]
+    return [(g, mt, nt) for g, m in enumerate(sizes) for nt in range(n_tiles)
+            for mt in range(-(-m // BM))]
 
 
 def _offsets(sizes):
@@ -72,17 +72,34 @@ def test_walk_matches_an_independent_prefix_sum():
             for i, (g, mt, nt) in enumerate(items):
                 w = c + i * grid
                 assert g == np.searchsorted(starts, w, side="right") - 1
-                assert mt * (-(-N // BN)) + nt == w - starts[g]
+                assert nt * -(-int(sizes[g]) // BM) + mt == w - starts[g]
             assert len(items) == len(range(c, int(starts[-1]), grid))
 
 
+@pytest.mark.parametrize("total,grid", [(0, 4), (1, 4), (3, 4), (4, 4), (5, 4), (1000, 132),
+                                        (2520, 132), (37, 1)])
+@pytest.mark.parametrize("seed", [None, 0, 1, 2])
+def test_claims_hand_out_every_item_once_in_increasing_order(total, grid, seed):
+    """Whatever order the producers' atomics land in, every item is taken by exactly one CTA,
+    CTA c starts with item c, and each CTA's items increase (the walk only moves forward)."""
+    rng = None if seed is None else np.random.default_rng(seed)
+    per_cta = S["claims"](total, grid, rng)
+    assert sorted(w for items in per_cta for w in items) == list(range(total))
+    for c, items in enumerate(per_cta):
+        assert items == sorted(items) and (items[:1] == [c] if c < total else items == [])
+    if seed is None:                       # in turn: the static round-robin
+        assert per_cta == [list(range(c, total, grid)) for c in range(grid)]
+
+
+@pytest.mark.parametrize("seed", [None, 3])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_map_slot_is_rewritten_only_after_its_last_load_is_stages_back(case):
+def test_map_slot_is_rewritten_only_after_its_last_load_is_stages_back(case, seed):
     """With one K step per tile (every item is one load: the closest reuse), a slot rewritten
     at load j was last read by a load <= j - STAGES - 1, so the producer's wait_empty at load
-    j (which proves loads <= j - STAGES landed) covers it."""
+    j (which proves loads <= j - STAGES landed) covers it; for any claim order."""
     sizes, N = CASES[case]
-    for items in S["simulate_walk"](_offsets(sizes), N, 3):
+    rng = None if seed is None else np.random.default_rng(seed)
+    for items in S["simulate_walk"](_offsets(sizes), N, 3, rng):
         switches = S["map_switches"](items)
         last_use = {}
         for idx, (j, slot) in enumerate(switches):
@@ -93,7 +110,7 @@ def test_map_slot_is_rewritten_only_after_its_last_load_is_stages_back(case):
         assert len(switches) == len({g for g, _, _ in items})   # one switch per expert
 
 
-def _emulate(sizes, N, K, grid, x, w):
+def _emulate(sizes, N, K, grid, x, w, rng=None):
     """The kernel in numpy, driven by the walk and the map fields: TMA loads clip at the
     per-expert map (rows M_g, columns K; zero fill), the epilogue stores only rows < M_g and
     columns < N of each tile. Returns Y (T x N f32, NaN where nothing was stored)."""
@@ -101,7 +118,7 @@ def _emulate(sizes, N, K, grid, x, w):
     T = int(offsets[-1])
     y = np.full((T + 8, N), np.nan, np.float32)
     flat_x, flat_w = x.reshape(-1), w.reshape(-1)
-    for items in S["simulate_walk"](offsets, N, grid):
+    for items in S["simulate_walk"](offsets, N, grid, rng):
         for g, mt, nt in items:
             f = S["map_fields"](offsets, g, K, N, 0, 0)
             rows_x = f["x_rows"]
@@ -137,6 +154,7 @@ def _emulate(sizes, N, K, grid, x, w):
     ([0, 0, 129, 0], 264, 72, 3),
     ([1, 130, 0, 64], 16, 40, 2),
     ([200], 520, 200, 5),
+    ([65, 191, 256, 257], 136, 24, 3),
 ])
 def test_emulated_kernel_equals_numpy(sizes, N, K, grid):
     """The whole kernel's index math emulated: every expert's rows equal X_g @ W_g^T, every
@@ -145,7 +163,7 @@ def test_emulated_kernel_equals_numpy(sizes, N, K, grid):
     T = sum(sizes)
     x = rng.integers(-8, 9, (max(T, 1), K)) / 8.0
     w = rng.integers(-8, 9, (len(sizes), N, K)) / 8.0
-    y = _emulate(sizes, N, K, grid, x, w)
+    y = _emulate(sizes, N, K, grid, x, w, np.random.default_rng(grid))
     offsets = _offsets(sizes)
     for g in range(len(sizes)):
         lo, hi = offsets[g], offsets[g + 1]
@@ -196,12 +214,24 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     assert p.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in p
     assert "setmaxnreg.inc.sync.aligned.u32 232;" in p
-    assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == BK // 16
+    # a tile's first stage (scale-d 0: starts from zero) and the rest of its stages
+    assert p.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 2 * (BK // 16)
+    # the staged epilogue: 2 halves x 8 stmatrix.x4, each half two 64 x 64 TMA stores
+    assert p.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16
+    assert p.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
+    assert p.count("fence.proxy.async.shared::cta;") == 2
     # one step's wgmmas in flight across the next stage's wait; all done before the epilogue
     assert p.count("wgmma.wait_group.sync.aligned 1;") == 1
     assert p.count("wgmma.wait_group.sync.aligned 0;") == 1
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
         in p
+    # the work queue: one claim per item, broadcast to the producer warp; the end mark through
+    # the ring; the last CTA's reset after an acq_rel count of the finished ones
+    assert p.count("atom.global.add.u32") == 1
+    assert p.count("atom.acq_rel.gpu.global.add.u32") == 1
+    assert p.count("shfl.sync.idx.b32") == 1
+    assert p.count("st.shared.u32 [%r") == 2 and f"], {S['END_ITEM']};" in p
+    assert p.count("ld.shared.u32") == 1          # the consumers read each tile's item
 
 
 def test_assembles_without_spills():
@@ -248,8 +278,8 @@ def _consumer_releases(k_steps_per_item, stages):
         for kb in range(steps):
             events.append(("read", stage, use))
             in_flight += 1                              # commit_group
-            in_flight = min(in_flight, 1)               # wait_group 1
             if kb != 0:
+                in_flight = min(in_flight, 1)           # wait_group 1
                 events.append(("release", *prev, in_flight))
             prev = (stage, use)
             stage, use = (stage + 1, use) if stage + 1 < stages else (0, use + 1)

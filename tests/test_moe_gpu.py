@@ -1,6 +1,7 @@
 """samples/grouped_gemm_moe.py on a Hopper GPU: ragged experts (empty ones, sizes that are not
-multiples of the 128-row tile, all empty but one, G = 1), N and K tails (K smaller than one
-64-wide stage), and G = 8/32/128 at moderate sizes, each checked per expert against numpy
+multiples of the 128-row tile or of its 64-row halves, all empty but one, G = 1), N and K
+tails (K smaller than one 64-wide stage; N not a multiple of 8: direct stores only), and G =
+8/32/128 at moderate sizes, each checked per expert against numpy
 (exact). Every case runs in a child process with bounded waits (tests/moe_gpu_run.py), so a
 hang or a fault fails that case only; a failure names the experts and rows that differ."""
 
@@ -24,11 +25,23 @@ CASES = {
     "all_empty_but_one_last": ([0, 0, 0, 0, 0, 0, 0, 513], 256, 64, None),
     "all_empty_but_one_first": ([129, 0, 0, 0], 520, 72, 7),
     "tile_edges": ([1, 127, 128, 129, 255, 256, 257, 0], 264, 200, None),
+    "half_tile_edges": ([63, 64, 65, 191, 192, 193, 320, 0, 383], 136, 136, None),
+    "N_not_multiple_of_8": ([70, 200, 0, 129], 262, 64, 5),     # every row stored directly
     "G8": (list(sizes_of(8, 4096, seed=8, zeros=1)), 1024, 1024, None),
     "G32": (list(sizes_of(32, 8192, seed=32, zeros=3)), 1024, 1792, None),
     "G128": (list(sizes_of(128, 8192, seed=128, zeros=10)), 512, 1024, None),
     "G32_grid_1": (list(sizes_of(32, 1000, seed=5, zeros=4)), 256, 136, 1),
 }
+RELAUNCH = ([0, 300, 17, 0, 129], 520, 200)
+
+
+def test_moe_relaunch_on_the_same_buffers():
+    """Three launches on one set of buffers: each finds the work counters zero (the last CTA
+    of the previous launch reset them) and computes every expert again."""
+    sizes, N, K = RELAUNCH
+    ok, text = debug.isolated(moe_case, sizes, N, K, 5, 0, 3, timeout=240)
+    print(text)
+    assert ok and text.count("the work counters are zero again") == 3, text
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -101,12 +101,11 @@ class FakeDriver:
         self.calls.append(("occupancy", (cd.x, cd.y, cd.z), cfg.sharedMemBytes))
         return (0, self.active)
 
-    def cuLaunchKernel(self, *args):
-        self.calls.append(("launch",))
-        return (0,)
-
     def cuLaunchKernelEx(self, cfg, handle, params, extra):
-        self.calls.append(("launchEx", (cfg.attrs[0].value.clusterDim.x,)))
+        if cfg.numAttrs == 0:
+            self.calls.append(("launch",))        # no attribute: a plain launch
+        else:
+            self.calls.append(("launchEx", (cfg.attrs[0].value.clusterDim.x,)))
         return (0,)
 
 
@@ -139,17 +138,17 @@ def _function(monkeypatch, drv, *, required=(0, 0, 0), must=False, ptx=""):
                            name="Fake H100", max_shared_per_block_optin=227 * 1024)
     monkeypatch.setattr(L, "driver", lambda: drv)
     monkeypatch.setattr(L, "device_info", lambda device: info)
-    monkeypatch.setattr(L, "LAUNCH_VIA", "bindings")
     monkeypatch.setattr(L, "use_device", lambda device: None)
     fn = object.__new__(L.Function)
     fn.name, fn.handle, fn.device = "k", "h", 0
     fn.max_threads_per_block, fn.static_shared_bytes, fn._dyn_limit = 1024, 0, 48 * 1024
     fn.required_cluster, fn.cluster_must_be_set = required, must
     fn.max_cluster_rank = C.max_cluster_rank(ptx, "k")
-    fn._non_portable, fn._configs, fn._success = False, {}, 0
-    fn._packer = SimpleNamespace(address=0, pack=lambda args: 0)
+    fn._non_portable, fn._configs, fn._pinned, fn._success = False, {}, [], 0
+    fn._free_packers = [SimpleNamespace(pack=lambda args: 0)]
+    fn._launch_ex = drv.cuLaunchKernelEx
     import threading
-    fn._lock = threading.Lock()
+    fn._config_lock = threading.Lock()
     return fn
 
 
@@ -185,7 +184,7 @@ def test_function_refuses_before_the_driver(monkeypatch):
 def test_function_required_cluster_launches_plainly(monkeypatch):
     drv = FakeDriver()
     fn = _function(monkeypatch, drv, required=(2, 1, 1))
-    fn.launch(4, 32)                     # the kernel carries its shape: cuLaunchKernel
+    fn.launch(4, 32)                     # the kernel carries its shape: no attribute
     assert [c[0] for c in drv.calls] == ["occupancy", "launch"]
     with pytest.raises(LaunchError, match="not a whole number of clusters"):
         fn.launch(3, 32)

@@ -73,7 +73,8 @@ class FakeDriver:
 
     # Calls that only need to succeed (and be recorded).
     _PLAIN = frozenset({"cuCtxDisablePeerAccess", "cuMemFree", "cuMemcpyPeer", "cuMemFreeHost",
-                        "cuMemcpyDtoDAsync", "cuCtxSynchronize", "cuStreamSynchronize"})
+                        "cuMemcpyDtoDAsync", "cuCtxSynchronize", "cuStreamSynchronize",
+                        "cuLaunchKernelEx"})
 
     def __getattr__(self, name):
         if name not in self._PLAIN:
@@ -246,6 +247,34 @@ def test_launch_refuses_a_stream_of_another_device(fake):
     with pytest.raises(LaunchError, match="loaded on device 1 but the stream belongs to "
                                           "device 0"):
         fn.launch(1, 32, (), stream=SimpleNamespace(device=0, handle=5))
+
+
+def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
+    """The per-launch device check is a thread-local compare, not a driver call: a launch after
+    another device's context was made current (by a launch there or by use_device) switches
+    back before the driver sees the launch."""
+    import ptxdsl.runtime.launch as launch_mod
+    info = SimpleNamespace(max_threads_per_block=1024, max_block_dim=(1024, 1024, 64),
+                           max_grid_dim=(2**31 - 1, 65535, 65535), name="fake",
+                           max_shared_per_block_optin=232448, cluster_launch=True)
+    monkeypatch.setattr(launch_mod, "device_info", lambda d: info)
+    fake.cuFuncGetAttribute = lambda attr, handle: (
+        0, 1024 if attr == "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK" else 0)
+    fake.CUstream = lambda h=0: h
+    fake.CUlaunchConfig = SimpleNamespace
+    switches = []
+    set_current = fake.cuCtxSetCurrent
+    fake.cuCtxSetCurrent = lambda ctx: switches.append(ctx) or set_current(ctx)
+    k0, k1 = (Function(SimpleNamespace(device=d), f"k{d}", f"h{d}", ()) for d in (0, 1))
+    k0.launch(1, 32)
+    k1.launch(1, 32)
+    k0.launch(1, 32)
+    k0.launch(1, 32)
+    device.use_device(1)
+    k0.launch(1, 32)
+    assert [ctx for _, ctx, _ in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0",
+                                                                     "ctx0", "ctx0"]
+    assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0"]   # none between k0's launches
 
 
 def test_event_refuses_a_stream_of_another_device(fake):

@@ -2,11 +2,12 @@
 
 A framework may hand out a new wrapper for the same stream on every call
 (`torch.cuda.current_stream()` does): keyed by `id()` every launch missed and the cache pinned up
-to 64 dead wrappers. Driven against a fake driver that records each cuLaunchKernel.
+to 64 dead wrappers. Driven against a fake driver that records each cuLaunchKernelEx.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import weakref
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ from ptxdsl.runtime import _driver, device
 from ptxdsl.runtime import launch as launch_mod
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.memory import stream_key
+from ptxdsl.types import ScalarType
 
 
 class _Names:
@@ -37,8 +39,10 @@ class FakeDriver:
     def CUstream(self, h=0):
         return ("CUstream", int(h))
 
-    def cuLaunchKernel(self, *args):
-        self.launches.append(args)
+    CUlaunchConfig = SimpleNamespace
+
+    def cuLaunchKernelEx(self, cfg, handle, params, extra):
+        self.launches.append((cfg, handle))
         return (0,)
 
 
@@ -83,9 +87,9 @@ def test_a_new_wrapper_of_the_same_stream_hits_the_cache(fn):
     for _ in range(5):
         f.launch(1, 32, (), stream=TorchLikeStream(0xABC))
     assert len(misses) == 1
-    assert [a[8] for a in drv.launches] == [("CUstream", 0xABC)] * 5   # hStream argument
+    assert [cfg.hStream for cfg, _ in drv.launches] == [("CUstream", 0xABC)] * 5
     f.launch(1, 32, (), stream=TorchLikeStream(0xDEF))              # another stream: a miss
-    assert len(misses) == 2 and drv.launches[-1][8] == ("CUstream", 0xDEF)
+    assert len(misses) == 2 and drv.launches[-1][0].hStream == ("CUstream", 0xDEF)
 
 
 def test_the_cache_holds_no_reference_to_the_callers_stream(fn):
@@ -96,8 +100,8 @@ def test_the_cache_holds_no_reference_to_the_callers_stream(fn):
     del s
     gc.collect()
     assert dead() is None
-    assert all(not isinstance(v, TorchLikeStream) for e in f._configs.values() for v in e
-               if not isinstance(v, tuple))
+    assert all(not isinstance(v, TorchLikeStream) for cfg in f._configs.values()
+               for v in vars(cfg).values())
 
 
 @pytest.mark.parametrize("stream, handle", [
@@ -126,3 +130,29 @@ def test_a_closed_ptxdsl_stream_is_named():
     closed.handle = None
     with pytest.raises(ValueError, match="Stream was closed"):
         stream_key(closed)
+
+
+def test_overlapping_launches_pack_into_separate_buffers(monkeypatch, fn):
+    """No lock on the hot path: a launch that starts while another is between its pack and
+    the driver's return (another thread, here simulated by re-entering from the driver call)
+    takes its own packer, so the first launch's argument bytes are not overwritten."""
+    f, drv, _ = fn
+    f = Function(SimpleNamespace(device=0, ptx=""), "k", "fn-handle",
+                 (SimpleNamespace(name="n", kind="scalar", type=ScalarType.u32, size=4),))
+    seen = []
+
+    def launch_ex(cfg, handle, params, extra):
+        value = ctypes.c_uint32.from_address(ctypes.c_void_p.from_address(params).value)
+        seen.append((params, value.value))
+        if len(seen) == 1:
+            f.launch(1, 32, (2,))             # starts while launch 1 is still in the driver
+            seen.append((params, value.value))  # launch 1's bytes, after launch 2 packed
+        return (0,)
+
+    monkeypatch.setattr(f, "_launch_ex", launch_ex)
+    f.launch(1, 32, (1,))
+    (p1, v1), (p2, v2), (p1_again, v1_again) = seen
+    assert (v1, v2, v1_again) == (1, 2, 1) and p1 == p1_again != p2
+    assert len(f._free_packers) == 2           # both back for the next launches
+    f.launch(1, 32, (3,))
+    assert seen[-1][1] == 3

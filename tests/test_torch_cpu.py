@@ -50,3 +50,82 @@ def test_a_loader_returning_something_else_is_refused():
     from ptxdsl.torch import _PerDevice
     with pytest.raises(TypeError, match="not a ptxdsl Function"):
         _PerDevice(lambda d: SimpleNamespace())(0)
+
+
+# -- the real implementation on a CPU stand-in ------------------------------------------------
+# The op is registered for the CPU dispatch key instead of CUDA, CPU tensors stand in for GPU
+# ones (get_device() is -1 for them), and the "kernel" is a Function whose launch computes
+# out = a + b through the pointers it is given, so eager and compiled results can be compared.
+def _vadd_function(calls):
+    import ctypes
+
+    import numpy as np
+
+    from ptxdsl.runtime.launch import Function
+    fn = object.__new__(Function)   # a real Function needs a driver; this one only launches
+    fn.name, fn.device = "vadd", -1
+
+    def launch(grid, block, args, *, shared_mem=0, stream=None, cluster=None):
+        calls.append(dict(grid=grid, block=block, args=args, stream=stream))
+        a, b, out, n = args
+        view = (lambda p: np.ctypeslib.as_array((ctypes.c_float * n).from_address(p)))
+        view(out)[:] = view(a) + view(b)
+
+    fn.launch = launch
+    return fn
+
+
+@pytest.fixture
+def cpu_vadd(monkeypatch):
+    import ptxdsl.torch as pt
+    monkeypatch.setattr(pt, "_DISPATCH_KEY", "CPU")
+    monkeypatch.setattr(pt, "_raw_stream", lambda: (lambda index: 0x5EED + index))
+    calls: list = []
+    name = f"ptxdsl_cpu_test::vadd{len(pt._LIBRARIES)}"
+    op = kernel_op(name, _vadd_function(calls), inputs=("a", "b"),
+                   outputs=lambda a, b: torch.empty_like(a),
+                   launch=lambda a, b, out: dict(grid=-(-a.numel() // 256), block=256,
+                                                 args=(a, b, out, a.numel())))
+    return op, calls
+
+
+def test_eager_launches_with_pointers_on_the_current_stream(cpu_vadd):
+    op, calls = cpu_vadd
+    a, b = torch.arange(300, dtype=torch.float32), torch.ones(300)
+    out = op(a, b)
+    assert torch.equal(out, a + b)
+    (call,) = calls
+    assert (call["grid"], call["block"], call["stream"]) == (2, 256, 0x5EED - 1)
+    assert call["args"] == (a.data_ptr(), b.data_ptr(), out.data_ptr(), 300)
+
+
+def test_compiled_fullgraph_equals_eager_on_the_stand_in(cpu_vadd):
+    op, _ = cpu_vadd
+    a, b = torch.randn(64), torch.randn(64)
+
+    def f(x, y):
+        return op(x, y) * 2 + 1
+
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b)   # a break would raise
+    assert torch.equal(got, f(a, b))
+
+
+def test_a_tensor_elsewhere_in_the_launch_args_is_refused_before_the_launch(monkeypatch):
+    import ptxdsl.torch as pt
+    monkeypatch.setattr(pt, "_DISPATCH_KEY", "CPU")
+    monkeypatch.setattr(pt, "_raw_stream", lambda: (lambda index: 0))
+
+    class OnGpu3(torch.Tensor):
+        def get_device(self):
+            return 3
+
+    elsewhere = torch.Tensor._make_subclass(OnGpu3, torch.zeros(4))
+    calls: list = []
+    op = kernel_op(f"ptxdsl_cpu_test::elsewhere{len(pt._LIBRARIES)}", _vadd_function(calls),
+                   inputs=("a",), outputs=lambda a: torch.empty_like(a),
+                   launch=lambda a, out: dict(grid=1, block=32, args=(a, elsewhere, out, 4)))
+    with pytest.raises(ValueError, match=r"elsewhere\d+: a tensor in launch\(...\)\['args'\] "
+                                         r"is on .* not on cuda:-1 with the inputs"):
+        op(torch.zeros(4))
+    assert calls == []

@@ -358,12 +358,23 @@ class Values:
             return 1 if name == "Activemask" else min(lv, 1)
         if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):
             return 1
+        if name == "Shfl" and lv == 2 and self._broadcast(insn):
+            return 1         # every lane reads one lane's value: the same in the warp
         if isinstance(insn, Binary) and lv == 2 and insn.op in ("shr", "div"):
             # tid / 32 and tid >> 5 are the same in every lane of a warp.
             b = self.const(insn.b)
             if b is not None and (b >= 5 if insn.op == "shr" else b % 32 == 0 and b > 0):
                 return max(1, max((cur.get(s, 0) for s in srcs if s is not insn.a), default=0))
         return lv
+
+    def _broadcast(self, insn: Any) -> bool:
+        """`shfl.sync.idx` from a constant lane over the whole warp (full member mask, one
+        32-lane segment): a warp-wide broadcast."""
+        lane, c = self.const(insn.b), self.const(insn.c)
+        mask = self.const(insn.membermask)
+        return getattr(insn.mode, "name", "") == "idx" and lane is not None \
+            and 0 <= lane < 32 and c is not None and (c >> 8) & 0x1F == 0 \
+            and mask is not None and mask & 0xFFFFFFFF == 0xFFFFFFFF
 
     def _warp_split(self, insn: Setp) -> bool:
         """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps

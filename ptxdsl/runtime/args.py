@@ -341,7 +341,8 @@ class ArgPacker:
                 if type(args) is not tuple: args = normalize(args)
                 if len(args) != 4: bad_count(args)
                 a0, a1, a2, a3 = args
-                v0 = a0._ptr if type(a0) is DeviceBuffer and a0._ptr is not None else c0(a0)
+                v0 = (a0._ptr if type(a0) is DeviceBuffer and a0._ptr is not None else
+                      a0 if type(a0) is int and 0 <= a0 <= 18446744073709551615 else c0(a0))
                 v1 = a1 if type(a1) is int and 0 <= a1 <= 4294967295 else c1(a1)
                 v2 = a2 if type(a2) is float else c2(a2)
                 v3 = a3.data if type(a3) is TensorMap else c3(a3)
@@ -370,12 +371,8 @@ class ArgPacker:
         for i, (p, conv) in enumerate(zip(self.params, self._convs, strict=True)):
             ns[f"c{i}"] = conv
             a, v = names[i], values[i]
-            fast = _inline_test(p, a)
-            if fast is None:
-                lines.append(f"    {v} = c{i}({a})")
-            else:
-                test, value = fast
-                lines.append(f"    {v} = {value} if {test} else c{i}({a})")
+            chain = "".join(f"{value} if {test} else " for test, value in _inline_tests(p, a))
+            lines.append(f"    {v} = {chain}c{i}({a})")
         lines += ["    try:",
                   f"        pack_into(buffer, 0, {', '.join(values)})",
                   "    except (OverflowError, struct_error):",
@@ -389,20 +386,22 @@ class ArgPacker:
         return ns["pack"]
 
 
-def _inline_test(p, a: str) -> tuple[str, str] | None:
-    """(test, value) accepting the common argument of parameter `p` without its converter, or
-    None. The test only admits values the converter would return unchanged."""
+def _inline_tests(p, a: str) -> list[tuple[str, str]]:
+    """[(test, value)] accepting the common arguments of parameter `p` without its converter
+    (tried in order), or []. A test only admits values the converter would return unchanged."""
     if p.kind == "pointer":
-        return f"type({a}) is DeviceBuffer and {a}._ptr is not None", f"{a}._ptr"
+        # A live DeviceBuffer, or an address as an int in range (what torch's data_ptr() gives).
+        return [(f"type({a}) is DeviceBuffer and {a}._ptr is not None", f"{a}._ptr"),
+                (f"type({a}) is int and 0 <= {a} <= {(1 << 64) - 1}", a)]
     if p.kind == "tensormap" and p.size == 128:
-        return f"type({a}) is TensorMap", f"{a}.data"
+        return [(f"type({a}) is TensorMap", f"{a}.data")]
     if p.kind != "scalar":
-        return None
+        return []
     if p.type.is_float:
-        return (f"type({a}) is float", a) if p.type.bits in (32, 64) else None
+        return [(f"type({a}) is float", a)] if p.type.bits in (32, 64) else []
     if p.type.kind in "usb" and p.type.bits in _UINT_FMT and not getattr(p, "is_bool", False):
         lo, hi, _ = _int_range(p.type)
         if p.type.kind != "s":
             lo = 0  # negative values of bit types are converted (masked) by the converter
-        return f"type({a}) is int and {lo} <= {a} <= {hi}", a
-    return None
+        return [(f"type({a}) is int and {lo} <= {a} <= {hi}", a)]
+    return []

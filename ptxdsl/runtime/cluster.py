@@ -104,14 +104,17 @@ def allow_non_portable(drv, handle, kernel: str, size: int) -> None:
                           f"NON_PORTABLE_CLUSTER_SIZE_ALLOWED) returned {err})")
 
 
-def launch_config(drv, grid, block, shared_mem: int, hstream, cluster):
-    """A CUlaunchConfig with the CLUSTER_DIMENSION attribute (and the attribute object, which
-    must outlive the config)."""
+def launch_config(drv, grid, block, shared_mem: int, hstream, cluster=None):
+    """A CUlaunchConfig for cuLaunchKernelEx, with the CLUSTER_DIMENSION attribute when
+    `cluster` is given (and the attribute object, which must outlive the config; else None)."""
     cfg = drv.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
     cfg.sharedMemBytes = shared_mem
     cfg.hStream = hstream
+    if cluster is None:
+        cfg.numAttrs = 0
+        return cfg, None
     a = drv.CUlaunchAttribute()
     a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster

@@ -1,22 +1,20 @@
-"""A loaded kernel and its launch through cuLaunchKernel / cuLaunchKernelEx.
+"""A loaded kernel and its launch through cuLaunchKernelEx.
 
-`Function.launch` packs arguments with the kernel's precomputed `ArgPacker`, reuses the checked
-launch arguments per (grid, block, shared memory, stream, cluster) (a CUlaunchConfig with the
-CLUSTER_DIMENSION attribute for cuLaunchKernelEx when a cluster shape is given), raises the kernel's
-MAX_DYNAMIC_SHARED_SIZE_BYTES attribute the first time more than the default 48 KB is asked
-for, and checks the request against the device's opt-in limit before the driver sees it.
+`Function.launch` packs arguments with the kernel's precomputed `ArgPacker` and calls
+cuda.bindings' `cuLaunchKernelEx` with a CUlaunchConfig built and checked the first time a
+(grid, block, shared memory, stream, cluster) combination is seen: the grid and block against
+the device and kernel limits, the cluster shape (a CLUSTER_DIMENSION attribute), the shared
+memory against the device's opt-in limit (raising the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES
+attribute the first time more than the default 48 KB is asked for).
 
-A launch without launch attributes calls cuda.bindings' `cuLaunchKernel` with the argument
-tuple built when the configuration was first seen (the kernelParams array of a packer never
-moves, so its address is part of it). `PTXDSL_LAUNCH_VIA=ctypes` calls libcuda's
-cuLaunchKernel through ctypes instead, with prepared ctypes values; on the H100 host of
-BENCHMARKS.md that was slower per call than cuda.bindings, so it is not the default.
+The hot path of a launch is: the thread's device check, one dict lookup for the configuration,
+the packer's generated `pack` (every argument converted and checked) and the driver call.
+cuLaunchKernelEx with a prepared config is used for every launch, clusters or not: its four
+arguments cost cuda.bindings less to convert than cuLaunchKernel's eleven.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 
 from ptxdsl.operands import as_int
@@ -36,32 +34,6 @@ from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_key
 
 _CONFIG_CACHE_MAX = 64
-# "bindings" (default) or "ctypes": how a launch without attributes reaches cuLaunchKernel.
-LAUNCH_VIA = os.environ.get("PTXDSL_LAUNCH_VIA", "bindings")
-_libcuda_launch: list = []   # [ctypes function or None], filled on first use
-
-
-def _ctypes_launch():
-    """libcuda's cuLaunchKernel as a ctypes function, or None when it cannot be used.
-
-    The library is opened by its soname, which finds the copy cuda.bindings already loaded;
-    that it is the same copy is checked by asking both for the current context.
-    """
-    if _libcuda_launch:
-        return _libcuda_launch[0]
-    fn = None
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        current = ctypes.c_void_p()
-        if lib.cuCtxGetCurrent(ctypes.byref(current)) == 0:
-            theirs = check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
-            if current.value is not None and current.value == int(theirs):
-                fn = lib.cuLaunchKernel
-                fn.restype = ctypes.c_int   # arguments are passed as prepared ctypes values
-    except (OSError, AttributeError):
-        fn = None
-    _libcuda_launch.append(fn)
-    return fn
 
 
 def _shared_bytes(value, kernel: str) -> int:
@@ -86,9 +58,16 @@ class Function:
         self.device = module.device
         self.params = tuple(params)
         self._packer = ArgPacker(name, self.params)
-        self._lock = threading.Lock()
-        self._configs: dict = {}
+        # Packers not in use. A packer's buffer must not change between its pack and the
+        # driver's return, so a launch takes one from here and puts it back; a thread that
+        # finds none free (another thread is between the two) makes its own. list.pop and
+        # list.append are atomic: no lock on the hot path.
+        self._free_packers = [self._packer]
+        self._config_lock = threading.Lock()
+        self._configs: dict = {}      # (grid, block, shared_mem, stream handle, cluster) -> cfg
+        self._pinned: list = []       # launch attributes the cached configs point into
         drv = driver()
+        self._launch_ex = drv.cuLaunchKernelEx
         F = drv.CUfunction_attribute
 
         def attr(a) -> int:
@@ -154,9 +133,9 @@ class Function:
         return self._packer.signature()
 
     def _config(self, grid, block, shared_mem: int, stream, cluster):
+        """The CUlaunchConfig of a configuration not seen before: everything about the launch
+        but its arguments is checked here, once, and the result cached."""
         skey = stream_key(stream)
-        key = (grid, block, shared_mem, stream if stream is None or type(stream) is int
-               else skey, cluster)
         sdev = device_ordinal(getattr(stream, "device", self.device))
         if isinstance(sdev, int) and sdev != self.device:
             raise LaunchError(f"kernel '{self.name}' is loaded on device {self.device} but the "
@@ -186,30 +165,19 @@ class Function:
                 allow_non_portable(drv, self.handle, self.name, c[0] * c[1] * c[2])
                 self._non_portable = True
             max_active_clusters(drv, self.handle, self.name, g, b, shared_mem, hstream, c)
-        raw = _ctypes_launch() if LAUNCH_VIA == "ctypes" else None
-        if (cluster is None or c == self.required_cluster) and raw is not None:
-            # Every argument of the call is fixed for this configuration, the kernelParams
-            # address too: build them once as ctypes values.
-            u = ctypes.c_uint
-            pre = (ctypes.c_void_p(int(self.handle)), *map(u, g), *map(u, b), u(shared_mem),
-                   ctypes.c_void_p(int(hstream)), ctypes.c_void_p(self._packer.address), None)
-            entry = (raw, pre, "cuLaunchKernel", None, True)
-        elif cluster is None or c == self.required_cluster:
-            # No launch attributes (a .reqnctapercluster kernel carries its shape): the plain
-            # call is cheaper than building a CUlaunchConfig into C on every launch.
-            entry = (drv.cuLaunchKernel, (self.handle, *g, *b, shared_mem, hstream,
-                                          self._packer.address, 0),
-                     "cuLaunchKernel", None, True)
-        else:
-            cfg, a = launch_config(drv, g, b, shared_mem, hstream, c)
-            entry = (drv.cuLaunchKernelEx, (cfg, self.handle), "cuLaunchKernelEx", a, False)
+        # A .reqnctapercluster kernel carries its cluster shape: launched without the attribute.
+        attr_cluster = None if cluster is None or c == self.required_cluster else c
+        cfg, attr = launch_config(drv, g, b, shared_mem, hstream, attr_cluster)
         if len(self._configs) >= _CONFIG_CACHE_MAX:
             self._configs.clear()
-        # Entry: (driver call, its leading arguments, its name, what the config points into,
-        # whether the call is fully prepared). Keyed by the stream's handle, never by the
-        # caller's object: a stream destroyed and its handle reused is the same launch target.
-        self._configs[key] = entry
-        return entry
+            self._pinned.clear()
+        # Keyed by the stream's handle, never by the caller's object: a stream destroyed and its
+        # handle reused is the same launch target.
+        self._configs[grid, block, shared_mem, stream if stream is None or type(stream) is int
+                      else skey, cluster] = cfg
+        if attr is not None:
+            self._pinned.append(attr)
+        return cfg
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
         shared_mem = _shared_bytes(shared_mem, self.name)
@@ -239,37 +207,30 @@ class Function:
             use_device(self.device)
         skey = stream if stream is None or type(stream) is int else stream_key(stream)
         try:
-            entry = self._configs.get((grid, block, shared_mem, skey, cluster))
-        except TypeError:    # a list grid, block or cluster: looked up as tuples below
-            entry = None
-        if entry is None:
-            grid, block, cluster = (tuple(v) if type(v) is list else v
-                                    for v in (grid, block, cluster))
-            with self._lock:
-                entry = self._configs.get((grid, block, shared_mem, skey, cluster))
-                if entry is None:
-                    entry = self._config(grid, block, shared_mem, stream, cluster)
-        lock = self._lock
-        lock.acquire()
+            cfg = self._configs[grid, block, shared_mem, skey, cluster]
+        except (KeyError, TypeError):   # a new configuration, or a list grid/block/cluster
+            cfg = self._new_config(grid, block, shared_mem, stream, skey, cluster)
+        free = self._free_packers
         try:
-            packer = self._packer
+            packer = free.pop()
+        except IndexError:              # every packer is in a launch on another thread
+            packer = ArgPacker(self.name, self.params)
+        try:
             packer.stream = skey or 0
-            params = packer.pack(args)
-            if entry[4]:             # all arguments prepared, kernelParams included
-                res = entry[0](*entry[1])
-                if type(res) is tuple:       # cuda.bindings: (CUresult,)
-                    err = res[0]
-                elif res:                    # ctypes: a nonzero CUresult
-                    err = driver().CUresult(res)
-                else:
-                    return
-            else:
-                (err,) = entry[0](*entry[1], params, 0)
+            (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
         finally:
-            lock.release()
+            free.append(packer)
         if err is not self._success and int(err) != 0:
-            raise error_for(entry[2], err, f"kernel '{self.name}' grid={grid} block={block} "
-                            f"shared_mem={shared_mem} cluster={cluster}")
+            raise error_for("cuLaunchKernelEx", err, f"kernel '{self.name}' grid={grid} "
+                            f"block={block} shared_mem={shared_mem} cluster={cluster}")
+
+    def _new_config(self, grid, block, shared_mem, stream, skey, cluster):
+        grid, block, cluster = (tuple(v) if type(v) is list else v
+                                for v in (grid, block, cluster))
+        with self._config_lock:
+            cfg = self._configs.get((grid, block, shared_mem, skey, cluster))
+            return cfg if cfg is not None else self._config(grid, block, shared_mem, stream,
+                                                            cluster)
 
     __call__ = launch
 

@@ -1,0 +1,103 @@
+"""The staged TMA-store epilogue of a wgmma tile: a consumer warpgroup's packed 16-bit 64 x n
+accumulator copy goes to global memory through shared memory, so the global writes are TMA's
+(clipped at the tensor map's edges, running on while the warpgroup starts its next tile)
+instead of 2n predicated stores per thread.
+
+Per 128 columns of the tile (PTX emitted by `TmaStoreEpilogue.store`)::
+
+    @leader cp.async.bulk.wait_group.read 0;     // the staging buffer's last stores read it
+    bar.sync id, 128;
+    stmatrix.sync.aligned.m8n8.x4.shared.b16 [chunk], {r0, r1, r2, r3};    // x 8
+    fence.proxy.async.shared::cta;               // generic-proxy writes -> TMA's reads
+    bar.sync id, 128;
+    @leader cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [map, {c, r}], [box];  // x 2
+    @leader cp.async.bulk.commit_group;
+
+The staging buffer is two 64 x 64 boxes of 128-byte rows in the 128B swizzle (16-byte chunk c
+of row r at chunk c ^ (r % 8)), 16 KiB, 1024-byte aligned; the tensor map must have a 64 x 64
+box of a 16-bit type with the 128B swizzle (`TmaStoreEpilogue.check_tensormap`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import BuildError
+from .instructions.wgmma_desc import SwizzleMode
+from .operands import Addr, Reg
+
+BOX_ROWS = BOX_COLS = 64                       # one TMA store: 64 rows x 64 16-bit values
+STAGING_BYTES = 2 * BOX_ROWS * BOX_COLS * 2    # two boxes: 128 columns of the tile at a time
+STAGING_ALIGN = 1024                           # the 128B swizzle repeats every 8 rows of 128 B
+
+
+class TmaStoreEpilogue:
+    """One consumer warpgroup's epilogue. `staging`: a 32-bit shared address register of its
+    STAGING_BYTES buffer (1024-byte aligned; each warpgroup needs its own); `tmap`: the 64-bit
+    generic address of the output's tensor map (e.g. `k.tensormap_addr(param)`, or a map the
+    kernel encoded in global memory and acquired); `barrier`: a named barrier id (int or .u32
+    register) only this warpgroup's 128 threads use."""
+
+    def __init__(self, k, staging: Reg, tmap: Any, barrier: Any):
+        if not isinstance(staging, Reg) or staging.type.bits != 32:
+            raise BuildError("TmaStoreEpilogue: staging must be a 32-bit shared address "
+                             f"register, got {staging!r}")
+        self.k, self.buf, self.tmap, self.barrier = k, staging, tmap, barrier
+        tid = k.and_(k.tid.x, 127)
+        self.leader = tid == 0
+        # stmatrix addressing: lane L writes row L%8 of matrix L/8 (matrices: rows +0/+8,
+        # columns +0/+8 of a 16 x 16 block); the swizzle's r % 8 is L % 8 here.
+        lane = k.and_(tid, 31)
+        mat = k.shr(lane, 3)
+        row = k.add(k.add(k.mul(k.shr(tid, 5), 16), k.shl(k.and_(mat, 1), 3)),
+                    k.and_(lane, 7))
+        y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
+        row_base = k.add(staging, k.shl(row, 7))
+        self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+
+    def store(self, packed, row0: Any, col0: Any) -> None:
+        """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 128) at
+        (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped."""
+        from . import ptx
+        k = self.k
+        if packed.value_bits != 16 or not packed.packed or packed.n % 128:
+            raise BuildError("TmaStoreEpilogue.store: a packed 16-bit fragment with N a "
+                             f"multiple of 128 (to_packed(t.bf16)), got {packed.dtype} N="
+                             f"{packed.n}")
+        for h in range(packed.n // 128):
+            with k.if_(self.leader):
+                ptx.cp_async_bulk_wait_group_read(k, 0)
+            k.bar_sync(self.barrier, 128)
+            for q in range(8):
+                regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
+                k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * STAGING_BYTES // 2), regs)
+            ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
+            k.bar_sync(self.barrier, 128)
+            with k.if_(self.leader):
+                for box in range(2):
+                    col = k.add(col0, 128 * h + BOX_COLS * box)
+                    ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
+                                             (col, row0),
+                                             k.add(self.buf, box * STAGING_BYTES // 2))
+                ptx.cp_async_bulk_commit_group(k)
+
+    def finish(self) -> None:
+        """Wait until this warpgroup's stores are complete (before the kernel ends)."""
+        from . import ptx
+        with self.k.if_(self.leader):
+            ptx.cp_async_bulk_wait_group(self.k, 0)
+
+    @staticmethod
+    def check_tensormap(tmap: Any) -> None:
+        """Raise BuildError unless `tmap` (a runtime TensorMap or its TiledDesc) stores what
+        `store` stages: a 64 x 64 box of 16-bit elements with the 128B swizzle."""
+        desc = getattr(tmap, "desc", tmap)
+        if desc is None:
+            raise BuildError("TmaStoreEpilogue.check_tensormap: the tensor map was built from "
+                             "raw bytes and carries no description to compare")
+        swizzle = getattr(desc.swizzle, "name", str(desc.swizzle))
+        box, bits = tuple(desc.box_dim), desc.data_type.bits
+        if box != (BOX_COLS, BOX_ROWS) or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
+            raise BuildError(f"TmaStoreEpilogue: the output map needs a box of "
+                             f"{[BOX_COLS, BOX_ROWS]} 16-bit elements with the 128B swizzle, got "
+                             f"box {list(box)}, {bits}-bit elements, {swizzle}")

@@ -47,7 +47,8 @@ class _PerDevice:
 
     def __init__(self, function):
         self._fixed = function if isinstance(function, Function) else None
-        self._load = None if self._fixed is not None else function
+        self._load: Callable[[int], object] | None = (
+            None if self._fixed is not None else function)
         # device -> Function, read directly by the op's hot path (`loaded.get(index)`).
         self.loaded: dict[int, Function] = {}
         if self._fixed is not None:
@@ -66,11 +67,13 @@ class _PerDevice:
             with self._lock:
                 fn = self.loaded.get(index)
                 if fn is None:
-                    fn = self._load(index)
-                    if not isinstance(fn, Function):
+                    load = self._load
+                    assert load is not None   # set whenever no fixed Function is
+                    made = load(index)
+                    if not isinstance(made, Function):
                         raise TypeError(f"the loader given to kernel_op returned "
-                                        f"{type(fn).__name__}, not a ptxdsl Function")
-                    self.loaded[index] = fn
+                                        f"{type(made).__name__}, not a ptxdsl Function")
+                    self.loaded[index] = fn = made
         return fn
 
 

@@ -24,6 +24,15 @@ def test_readme_main_command_is_the_demo():
     assert "pip install -e ." in main_cmd and main_cmd.endswith("python -m ptxdsl demo")
 
 
+def test_ci_type_checks_before_the_tests():
+    """mypy runs once, in the README's test command (configured by pyproject's [tool.mypy]),
+    after ruff and before the tests."""
+    test_cmd = next(c for c in _commands() if "pytest" in c)
+    steps = [s.strip() for s in test_cmd.split("&&")]
+    assert "mypy" in steps
+    assert steps.index("ruff check .") < steps.index("mypy") < steps.index("python -m pytest -q")
+
+
 def test_ci_builds_the_docs_with_warnings_as_errors():
     test_cmd = next(c for c in _commands() if "pytest" in c)
     assert "'.[test,docs]'" in test_cmd

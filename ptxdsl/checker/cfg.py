@@ -187,11 +187,12 @@ def _immediate_dominators(order: list[int], preds: Callable[[int], Sequence[int]
     idom[order[0]] = order[0]
 
     def intersect(a: int, b: int) -> int:
+        # Both walks climb through processed nodes, whose idom is set.
         while a != b:
             while index[a] > index[b]:
-                a = idom[a]  # type: ignore[assignment]
+                a = cast(int, idom[a])
             while index[b] > index[a]:
-                b = idom[b]  # type: ignore[assignment]
+                b = cast(int, idom[b])
         return a
 
     changed = True
@@ -279,12 +280,12 @@ def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
     idom = dominators(cfg)
     rank = {b: i for i, b in enumerate(cfg.rpo)}
 
-    def dominates(h: int, b: int) -> bool:
+    def dominates(h: int, b: int | None) -> bool:
         while b is not None:
             if b == h:
                 return True
             nxt = idom[b]
-            b = None if nxt == b else nxt  # type: ignore[assignment]
+            b = None if nxt == b else nxt
         return False
 
     bodies: dict[int, set[int]] = {}

@@ -195,7 +195,7 @@ class Mad(Instruction):
 class ArithOps(KernelHost):
     """Kernel builder methods for arithmetic; each returns the destination register."""
 
-    def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False):
+    def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False) -> Reg:
         if type is not None:
             t = type
         else:  # infer_type's answer, with the common case (a register first) inline
@@ -209,46 +209,46 @@ class ArithOps(KernelHost):
         self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
         return dst
 
-    def add(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False):
+    def add(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False) -> Reg:
         return self._binary("add", a, b, type, dst, mode, ftz, sat)
 
-    def sub(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False):
+    def sub(self, a, b, *, type=None, dst=None, mode=None, ftz=False, sat=False) -> Reg:
         return self._binary("sub", a, b, type, dst, mode, ftz, sat)
 
-    def mul(self, a, b, *, type=None, dst=None, mode=None, ftz=False):
+    def mul(self, a, b, *, type=None, dst=None, mode=None, ftz=False) -> Reg:
         """`mul.lo` by default for integers; mode='hi' or 'wide' (double-width result)."""
         return self._binary("mul", a, b, type, dst, mode, ftz)
 
-    def div(self, a, b, *, type=None, dst=None, mode=None):
+    def div(self, a, b, *, type=None, dst=None, mode=None) -> Reg:
         return self._binary("div", a, b, type, dst, mode)
 
-    def rem(self, a, b, *, type=None, dst=None):
+    def rem(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("rem", a, b, type, dst)
 
-    def min(self, a, b, *, type=None, dst=None):
+    def min(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("min", a, b, type, dst)
 
-    def max(self, a, b, *, type=None, dst=None):
+    def max(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("max", a, b, type, dst)
 
-    def and_(self, a, b, *, type=None, dst=None):
+    def and_(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("and", a, b, type, dst)
 
-    def or_(self, a, b, *, type=None, dst=None):
+    def or_(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("or", a, b, type, dst)
 
-    def xor(self, a, b, *, type=None, dst=None):
+    def xor(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("xor", a, b, type, dst)
 
-    def shl(self, a, b, *, type=None, dst=None):
+    def shl(self, a, b, *, type=None, dst=None) -> Reg:
         return self._binary("shl", a, b, type, dst)
 
-    def shr(self, a, b, *, type=None, dst=None):
+    def shr(self, a, b, *, type=None, dst=None) -> Reg:
         """`shr.u32`/`shr.s32` (logical/arithmetic by the register's signedness)."""
         t = type or infer_type("shr", a)
         return self._binary("shr", a, b, t, dst)
 
-    def _unary(self, op, a, type, dst, ftz=False):
+    def _unary(self, op, a, type, dst, ftz=False) -> Reg:
         t = type or infer_type(op, a)
         if op == "not":
             t = as_bits(t)
@@ -257,16 +257,16 @@ class ArithOps(KernelHost):
         self.emit(Unary(op, t, d, a, ftz))
         return d
 
-    def abs(self, a, *, type=None, dst=None, ftz=False):
+    def abs(self, a, *, type=None, dst=None, ftz=False) -> Reg:
         return self._unary("abs", a, type, dst, ftz)
 
-    def neg(self, a, *, type=None, dst=None, ftz=False):
+    def neg(self, a, *, type=None, dst=None, ftz=False) -> Reg:
         return self._unary("neg", a, type, dst, ftz)
 
-    def not_(self, a, *, type=None, dst=None):
+    def not_(self, a, *, type=None, dst=None) -> Reg:
         return self._unary("not", a, type, dst)
 
-    def mad(self, a, b, c, *, type=None, dst=None, mode=None, ftz=False):
+    def mad(self, a, b, c, *, type=None, dst=None, mode=None, ftz=False) -> Reg:
         """`mad.lo` for integers (mode='hi'/'wide' too), `mad.rn` for floats."""
         t = type or infer_type("mad", a, b, c)
         wide = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}

@@ -129,7 +129,9 @@ def _float_converter(kernel: str, p) -> tuple[str, Callable]:
                                 "range)", f"an integer of {int(v).bit_length()} bits") from None
         return check(x)
 
-    convert.check = check
+    # The fast converter carries its range check for pack's error path; a function type
+    # declares no attributes.
+    convert.check = check  # type: ignore[attr-defined]
     return fmt, convert
 
 
@@ -268,7 +270,8 @@ class ArgPacker:
         self._struct = struct.Struct(fmt)
         assert self._struct.size == pos, (fmt, pos)
         self._names = {p.name: i for i, p in enumerate(self.params)}
-        self.pack = self._compile_pack()
+        # This instance's generated specialization of the `pack` method below.
+        self.pack = self._compile_pack()  # type: ignore[method-assign]
 
     @property
     def buffer(self) -> bytes:

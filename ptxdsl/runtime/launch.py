@@ -83,8 +83,9 @@ class Function:
         # .explicitcluster / .reqnctapercluster, as the driver read them from the module
         # (CUDA 12+ attributes; absent ones read as "no requirement").
         self.cluster_must_be_set = bool(self._opt_attr(drv, "CLUSTER_SIZE_MUST_BE_SET"))
-        self.required_cluster = tuple(self._opt_attr(drv, f"REQUIRED_CLUSTER_{d}")
-                                      for d in ("WIDTH", "HEIGHT", "DEPTH"))
+        self.required_cluster = (self._opt_attr(drv, "REQUIRED_CLUSTER_WIDTH"),
+                                 self._opt_attr(drv, "REQUIRED_CLUSTER_HEIGHT"),
+                                 self._opt_attr(drv, "REQUIRED_CLUSTER_DEPTH"))
         self.max_cluster_rank = max_cluster_rank(getattr(module, "ptx", "") or "", name)
         self._non_portable = False
         self._check_params(drv)

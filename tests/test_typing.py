@@ -1,0 +1,61 @@
+"""Typing: the mypy configuration stays strict where it counts, CI runs mypy (once, through the
+README's test command), and every `# type: ignore` is narrow and explained.
+
+mypy itself runs in CI, not here: one run, one source of truth (see `tests/test_readme.py`).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+MYPY = PYPROJECT["tool"]["mypy"]
+
+
+def test_mypy_checks_the_package_for_the_supported_python():
+    assert MYPY["packages"] == ["ptxdsl"]
+    floor = re.fullmatch(r">=(\d+\.\d+)", PYPROJECT["project"]["requires-python"]).group(1)
+    assert MYPY["python_version"] == floor
+    for flag in ("check_untyped_defs", "warn_unused_ignores", "warn_redundant_casts"):
+        assert MYPY.get(flag) is True, flag
+
+
+def test_no_blanket_escapes():
+    """Missing stubs are ignored per third-party module, never globally, and no ptxdsl module
+    is exempt from checking."""
+    assert "ignore_missing_imports" not in MYPY and "ignore_errors" not in MYPY
+    for override in MYPY.get("overrides", []):
+        modules = override["module"]
+        modules = [modules] if isinstance(modules, str) else modules
+        assert not any(m == "ptxdsl" or m.startswith("ptxdsl.") for m in modules), modules
+        assert set(override) <= {"module", "ignore_missing_imports"}, override
+
+
+def test_the_test_extra_installs_mypy():
+    test_extra = PYPROJECT["project"]["optional-dependencies"]["test"]
+    assert any(re.fullmatch(r"mypy>=\d+(\.\d+)*", d) for d in test_extra), test_extra
+
+
+def test_type_ignores_name_their_code_and_say_why():
+    bare, unexplained = [], []
+    for path in sorted((ROOT / "ptxdsl").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if "type: ignore" not in line:
+                continue
+            where = f"{path.relative_to(ROOT)}:{n + 1}"
+            if not re.search(r"# type: ignore\[[a-z-]+(, ?[a-z-]+)*\]", line):
+                bare.append(where)
+            # The reason: a comment after the ignore, or a comment line just above it (or above
+            # a run of ignores of one kind, like __eq__ and __ne__).
+            above = n - 1
+            while above >= 0 and "type: ignore" in lines[above]:
+                above -= 1
+            after = line.split("type: ignore", 1)[1]
+            if "#" not in after and not (above >= 0 and lines[above].lstrip().startswith("#")):
+                unexplained.append(where)
+    assert not bare, f"a type: ignore without an error code: {bare}"
+    assert not unexplained, f"a type: ignore without a comment saying why: {unexplained}"

@@ -103,6 +103,9 @@ class FakeDriver:
     def cuDevicePrimaryCtxRetain(self, dev):
         return 0, Ctx(f"ctx{dev}")
 
+    def cuCtxGetCurrent(self):
+        return 0, self.current
+
     def cuCtxSetCurrent(self, ctx):
         self.current = ctx
         return (0,)
@@ -277,6 +280,58 @@ def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
     assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0"]   # none between k0's launches
 
 
+def _launchable(fake, monkeypatch):
+    """The fake driver's launch fails as the real one does for a kernel of another context
+    (CUDA_ERROR_INVALID_HANDLE): function handle 'h<d>' belongs to 'ctx<d>'."""
+    import ptxdsl.runtime.launch as launch_mod
+    info = SimpleNamespace(max_threads_per_block=1024, max_block_dim=(1024, 1024, 64),
+                           max_grid_dim=(2**31 - 1, 65535, 65535), name="fake",
+                           max_shared_per_block_optin=232448, cluster_launch=True)
+    monkeypatch.setattr(launch_mod, "device_info", lambda d: info)
+    fake.cuFuncGetAttribute = lambda attr, handle: (
+        0, 1024 if attr == "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK" else 0)
+    fake.CUstream = lambda h=0: h
+    fake.CUlaunchConfig = SimpleNamespace
+
+    def launch_ex(cfg, handle, params, extra):
+        fake._log("cuLaunchKernelEx", handle)
+        return (0,) if fake.current == f"ctx{handle[1:]}" else (400,)
+    fake.cuLaunchKernelEx = launch_ex
+
+
+def test_a_launch_after_another_library_switched_the_context(fake, monkeypatch):
+    """torch.cuda.set_device(1) (or CuPy) makes device 1's context current behind ptxdsl's
+    per-thread record: the launch of a device-0 kernel fails as the driver's invalid handle,
+    ptxdsl sees the current context is not its device's, makes it current and launches again
+    (seen on 2 x H200: before this, the launch raised CUDA_ERROR_INVALID_HANDLE)."""
+    _launchable(fake, monkeypatch)
+    k0 = Function(SimpleNamespace(device=0), "k0", "h0", ())
+    k0.launch(1, 32)
+    fake.current = Ctx("ctx1")               # another library's cuCtxSetCurrent
+    k0.launch(1, 32)
+    assert [c[1] for c in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0"]
+    assert fake.current == "ctx0"
+    k0.launch(1, 32)                         # the record is true again: no retry
+    assert [c[1] for c in fake.named("cuLaunchKernelEx")][3:] == ["ctx0"]
+
+
+def test_a_launch_error_in_the_right_context_is_raised_not_retried(fake, monkeypatch):
+    _launchable(fake, monkeypatch)
+    bad = Function(SimpleNamespace(device=0), "bad", "h7", ())    # valid in no context
+    with pytest.raises(_driver.DriverError, match="CUDA_ERROR_X"):
+        bad.launch(1, 32)
+    assert len(fake.named("cuLaunchKernelEx")) == 1
+
+
+def test_use_device_checks_the_current_context_not_only_its_record(fake):
+    """An allocation after another library switched contexts goes to the device asked for."""
+    device.use_device(0)
+    fake.current = Ctx("ctx1")
+    buf = DeviceBuffer(256, device=0)
+    assert fake.named("cuMemAlloc")[-1][1] == "ctx0" and fake.current == "ctx0"
+    assert pointer_device(buf) == 0
+
+
 def test_event_refuses_a_stream_of_another_device(fake):
     ev = Event(device=0)
     with pytest.raises(ValueError, match="event of device 0 .* stream of device 1"):
@@ -393,6 +448,27 @@ def test_kernel_reads_and_writes_peer_memory(two_gpus):
     np.testing.assert_array_equal(c0.to_numpy(), a + b)
     with pytest.raises(LaunchError, match="belongs to device 0"):
         fn.launch(1, 256, (a0, b1, c0, n), stream=Stream(device=0))
+
+
+@pytest.mark.gpu
+def test_launch_and_allocation_after_another_library_switched_the_context(two_gpus):
+    """What torch.cuda.set_device(1) does underneath (cuCtxSetCurrent of device 1's primary
+    context), behind ptxdsl's back: a device-0 launch and a device-0 allocation still go to
+    device 0."""
+    drv = _driver.driver()
+    n = 1024
+    a = np.arange(n, dtype=np.float32)
+    a0 = DeviceBuffer.from_numpy(a, device=0)
+    c0 = DeviceBuffer.zeros((n,), np.float32, device=0)
+    fn = _vadd()[0]["vadd"]
+    _driver.check(drv.cuCtxSetCurrent(device.primary_context(1)), "cuCtxSetCurrent")
+    fn.launch(n // 256, 256, (a0, a0, c0, n))
+    synchronize()
+    np.testing.assert_array_equal(c0.to_numpy(), 2 * a)
+    _driver.check(drv.cuCtxSetCurrent(device.primary_context(1)), "cuCtxSetCurrent")
+    buf = DeviceBuffer(1 << 20, device=0)
+    assert pointer_device(buf) == 0
+    buf.free()
 
 
 @pytest.mark.gpu

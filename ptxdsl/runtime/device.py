@@ -9,13 +9,14 @@ last-set device differs, so the hot path costs a thread-local lookup.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import attrs
 
 from ptxdsl.runtime._driver import check, driver, driver_version
 
 _lock = threading.Lock()
-_contexts: dict[int, object] = {}
+_contexts: dict[int, Any] = {}      # device -> its primary CUcontext
 _infos: dict[int, DeviceInfo] = {}
 _tls = threading.local()
 
@@ -56,9 +57,15 @@ def primary_context(device: int = 0):
 
 
 def use_device(device: int = 0):
-    """Make `device`'s primary context current on this thread; return the context."""
+    """Make `device`'s primary context current on this thread; return the context.
+
+    The thread's record of the device ptxdsl last made current is checked against the
+    driver's current context: another library (`torch.cuda.set_device`, CuPy's `Device.use`)
+    may have made another context current since."""
     if getattr(_tls, "device", None) == device:
-        return _contexts[device]
+        ctx = _contexts[device]
+        if int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")) == int(ctx):
+            return ctx
     ctx = primary_context(device)
     check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", f"device {device}")
     _tls.device = device

@@ -29,11 +29,20 @@ from ptxdsl.runtime.cluster import (
     max_active_clusters,
     max_cluster_rank,
 )
-from ptxdsl.runtime.device import _tls, device_info, device_ordinal, use_device
+from ptxdsl.runtime.device import (
+    _tls,
+    device_info,
+    device_ordinal,
+    primary_context,
+    use_device,
+)
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_key
 
 _CONFIG_CACHE_MAX = 64
+# What cuLaunchKernelEx returns for a kernel of another context: CUDA_ERROR_INVALID_HANDLE,
+# CUDA_ERROR_INVALID_CONTEXT.
+_OTHER_CONTEXT = frozenset({400, 201})
 
 
 def _shared_bytes(value, kernel: str) -> int:
@@ -222,8 +231,24 @@ class Function:
         finally:
             free.append(packer)
         if err is not self._success and int(err) != 0:
+            if int(err) in _OTHER_CONTEXT and self._context_was_switched():
+                # Another library made another context current behind this thread's record
+                # (the hot path trusts the record): ours is current again, launch once more.
+                return self.launch(grid, block, args, shared_mem=shared_mem, stream=stream,
+                                   cluster=cluster)
             raise error_for("cuLaunchKernelEx", err, f"kernel '{self.name}' grid={grid} "
                             f"block={block} shared_mem={shared_mem} cluster={cluster}")
+
+    def _context_was_switched(self) -> bool:
+        """After a launch failed as one made from the wrong context does: if the current
+        context is not this kernel's device's, make that one current (and the thread's record
+        true again) and say so; False when it was (the error is the launch's own)."""
+        ours = primary_context(self.device)
+        if int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")) == int(ours):
+            return False
+        _tls.device = None
+        use_device(self.device)
+        return True
 
     def _new_config(self, grid, block, shared_mem, stream, skey, cluster):
         grid, block, cluster = (tuple(v) if type(v) is list else v

@@ -275,19 +275,20 @@ def dominators(cfg: CFG) -> list[int | None]:
     return _immediate_dominators([b for b in cfg.rpo if b < n], lambda b: cfg.preds[b], n)
 
 
+def dominates(idom: list[int | None], h: int, b: int | None) -> bool:
+    """Does block h dominate block b (`idom` from `dominators`; the entry is its own)?"""
+    while b is not None:
+        if b == h:
+            return True
+        nxt = idom[b]
+        b = None if nxt == b else nxt
+    return False
+
+
 def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
     """(header, blocks) of each natural loop; loops sharing a header are merged."""
     idom = dominators(cfg)
     rank = {b: i for i, b in enumerate(cfg.rpo)}
-
-    def dominates(h: int, b: int | None) -> bool:
-        while b is not None:
-            if b == h:
-                return True
-            nxt = idom[b]
-            b = None if nxt == b else nxt
-        return False
-
     bodies: dict[int, set[int]] = {}
     for b in cfg.blocks:
         if idom[b.id] is None:
@@ -295,7 +296,7 @@ def natural_loops(cfg: CFG) -> list[tuple[int, frozenset[int]]]:
         for s in b.succs:
             # Only an edge to a block no later in reverse postorder can close a loop; the
             # dominance walk (long in straight-line code) is done for those alone.
-            if s < len(cfg.blocks) and rank.get(s, -1) <= rank[b.id] and dominates(s, b.id):
+            if s < len(cfg.blocks) and rank.get(s, -1) <= rank[b.id] and dominates(idom, s, b.id):
                 body = bodies.setdefault(s, {s})
                 todo = [b.id]
                 while todo:

@@ -18,7 +18,7 @@ from typing import Any
 from ..instructions.arith import Binary
 from ..operands import Reg
 from .analysis import STRUCTURAL, Analysis, handles
-from .cfg import dominators, guard_polarity
+from .cfg import dominates, dominators, guard_polarity
 from .findings import Hazard
 from .hazards_bulk import _start, extent_of
 from .ops import Op, Role
@@ -246,15 +246,7 @@ def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,
     if idom is None:
         idom = an.cache["idom"] = dominators(an.cfg)
     b = an.cfg.block_of(defs[0])
-
-    def dominates(x: int, y: int | None) -> bool:
-        while y is not None:
-            if y == x:
-                return True
-            nxt = idom[y]
-            y = None if nxt == y else nxt
-        return False
-    return defs[0] if all(dominates(b, latch) for latch in latches) else None
+    return defs[0] if all(dominates(idom, b, latch) for latch in latches) else None
 
 
 def ring_parity(an: Analysis) -> None:

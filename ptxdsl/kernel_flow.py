@@ -142,11 +142,8 @@ class StructuredFlow(KernelHost):
         p = self.setp("lt" if up else "gt", i, stop,
                       type=cmp_type)
         self._branch(end, NegPred(p))
-        self._loops.append((cont, end))
-        try:
+        with self._loop_targets(cont, end):
             yield i
-        finally:
-            self._loops.pop()
         self.place(cont)
         if up:
             self.add(i, step, dst=i)
@@ -158,35 +155,44 @@ class StructuredFlow(KernelHost):
     @contextlib.contextmanager
     def while_(self, cond: Callable[[], Reg | NegPred]) -> Iterator[None]:
         """`while cond(): body`; `cond` is called once to emit the test at the loop head."""
-        with self._block():
-            head, end = self.fresh_label("while"), self.fresh_label("endwhile")
-            self.place(head)
+        def test(end: Label) -> None:
             if not callable(cond):
                 raise OperandError("while_", "cond", "a function returning a predicate, "
                                    "called at the loop head (lambda: i < n)", repr(cond))
             p = check_pred("while_", "cond", cond(), negatable=True)
             self._branch(end, self._negate(p))
-            self._loops.append((head, end))
-            try:
-                yield
-            finally:
-                self._loops.pop()
-            self._branch(head)
-            self.place(end)
+        with self._headed_loop("while", test):
+            yield
 
     @contextlib.contextmanager
     def loop(self) -> Iterator[None]:
         """An endless loop left with `break_()`."""
+        with self._headed_loop("loop"):
+            yield
+
+    @contextlib.contextmanager
+    def _headed_loop(self, name: str,
+                     test: Callable[[Label], None] | None = None) -> Iterator[None]:
+        """`<name>:` head, `test(end label)` emitted there, the body (continue_ goes back to
+        the head), the branch back, `end<name>:`."""
         with self._block():
-            head, end = self.fresh_label("loop"), self.fresh_label("endloop")
+            head, end = self.fresh_label(name), self.fresh_label(f"end{name}")
             self.place(head)
-            self._loops.append((head, end))
-            try:
+            if test is not None:
+                test(end)
+            with self._loop_targets(head, end):
                 yield
-            finally:
-                self._loops.pop()
             self._branch(head)
             self.place(end)
+
+    @contextlib.contextmanager
+    def _loop_targets(self, cont: Label, end: Label) -> Iterator[None]:
+        """Inside a loop body: continue_() branches to `cont`, break_() to `end`."""
+        self._loops.append((cont, end))
+        try:
+            yield
+        finally:
+            self._loops.pop()
 
     def break_(self, when: Reg | NegPred | None = None) -> None:
         if not self._loops:

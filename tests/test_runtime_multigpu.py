@@ -252,34 +252,6 @@ def test_launch_refuses_a_stream_of_another_device(fake):
         fn.launch(1, 32, (), stream=SimpleNamespace(device=0, handle=5))
 
 
-def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
-    """The per-launch device check is a thread-local compare, not a driver call: a launch after
-    another device's context was made current (by a launch there or by use_device) switches
-    back before the driver sees the launch."""
-    import ptxdsl.runtime.launch as launch_mod
-    info = SimpleNamespace(max_threads_per_block=1024, max_block_dim=(1024, 1024, 64),
-                           max_grid_dim=(2**31 - 1, 65535, 65535), name="fake",
-                           max_shared_per_block_optin=232448, cluster_launch=True)
-    monkeypatch.setattr(launch_mod, "device_info", lambda d: info)
-    fake.cuFuncGetAttribute = lambda attr, handle: (
-        0, 1024 if attr == "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK" else 0)
-    fake.CUstream = lambda h=0: h
-    fake.CUlaunchConfig = SimpleNamespace
-    switches = []
-    set_current = fake.cuCtxSetCurrent
-    fake.cuCtxSetCurrent = lambda ctx: switches.append(ctx) or set_current(ctx)
-    k0, k1 = (Function(SimpleNamespace(device=d), f"k{d}", f"h{d}", ()) for d in (0, 1))
-    k0.launch(1, 32)
-    k1.launch(1, 32)
-    k0.launch(1, 32)
-    k0.launch(1, 32)
-    device.use_device(1)
-    k0.launch(1, 32)
-    assert [ctx for _, ctx, _ in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0",
-                                                                     "ctx0", "ctx0"]
-    assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0"]   # none between k0's launches
-
-
 def _launchable(fake, monkeypatch):
     """The fake driver's launch fails as the real one does for a kernel of another context
     (CUDA_ERROR_INVALID_HANDLE): function handle 'h<d>' belongs to 'ctx<d>'."""
@@ -297,6 +269,26 @@ def _launchable(fake, monkeypatch):
         fake._log("cuLaunchKernelEx", handle)
         return (0,) if fake.current == f"ctx{handle[1:]}" else (400,)
     fake.cuLaunchKernelEx = launch_ex
+
+
+def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
+    """The per-launch device check is a thread-local compare, not a driver call: a launch after
+    another device's context was made current (by a launch there or by use_device) switches
+    back before the driver sees the launch."""
+    _launchable(fake, monkeypatch)
+    switches = []
+    set_current = fake.cuCtxSetCurrent
+    fake.cuCtxSetCurrent = lambda ctx: switches.append(ctx) or set_current(ctx)
+    k0, k1 = (Function(SimpleNamespace(device=d), f"k{d}", f"h{d}", ()) for d in (0, 1))
+    k0.launch(1, 32)
+    k1.launch(1, 32)
+    k0.launch(1, 32)
+    k0.launch(1, 32)
+    device.use_device(1)
+    k0.launch(1, 32)
+    assert [ctx for _, ctx, _ in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0",
+                                                                     "ctx0", "ctx0"]
+    assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0"]   # none between k0's launches
 
 
 def test_a_launch_after_another_library_switched_the_context(fake, monkeypatch):

@@ -17,6 +17,7 @@ from ptxdsl.runtime.errors import ArgumentError, LaunchError, TensorMapRuleError
 from ptxdsl.runtime.launch import _shared_bytes
 from ptxdsl.runtime.tensormap_desc import TiledDesc
 from ptxdsl.types import ScalarType as T
+from tests.test_runtime_args import P  # the parameter records ArgPacker reads
 
 HERE = __file__
 
@@ -73,16 +74,6 @@ def test_cuda_array_interface_without_usable_data_is_a_ptxdsl_error(cai):
         with pytest.raises(PtxdslError, match=r"Arr.__cuda_array_interface__ has no usable "
                            "'data'"):
             call(Arr())
-
-
-@attrs.frozen
-class P:
-    name: str
-    kind: str
-    type: T
-    size: int
-    align: int | None = None
-    is_bool: bool = False
 
 
 def test_argument_errors_name_the_callers_line():

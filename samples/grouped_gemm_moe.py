@@ -199,7 +199,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     map_w = k.add(map_x, MAP_BYTES, dst=k.reg(t.u64, "map_w"))
     walk = ExpertWalk(k, offsets, G, n_tiles)
     p = ring.producer()
-    items = k.add(k.mov(tiles_x), ITEMS_OFF)
+    items = k.add(tiles_x, ITEMS_OFF)
 
     def publish():
         """The expert's two maps: replace in shared memory, copy to the next slot with
@@ -285,7 +285,7 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
     y_p, map_y = out
     y = k.ld_param(y_p)
     x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
-    staging = k.add(k.mov(tiles_x), k.mad(wg, STAGING_BYTES, EPI_OFF))
+    staging = k.add(tiles_x, k.mad(wg, STAGING_BYTES, EPI_OFF))
     epi = TmaStoreEpilogue(k, staging, k.tensormap_addr(map_y), k.add(wg, 1))
     tma_ok = k.setp("eq", k.and_(N, 7), 0, type=t.u32)    # Y's row pitch fits TMA
     walk = ExpertWalk(k, offsets, G, n_tiles)
@@ -335,7 +335,7 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
                 dst = k.add(y, k.mul(first, BF16, mode="wide"))
                 packed.store(dst, N, rows=rows, cols=k.sub(N, n0, type=t.s32))
 
-    items = k.add(k.mov(tiles_x), ITEMS_OFF)
+    items = k.add(tiles_x, ITEMS_OFF)
     with k.loop():            # the producer's items, in the order it claimed them
         read.wait_full()
         item = k.ld(Addr(k.add(items, k.shl(read.stage, 2))), type=t.u32, space="shared")

@@ -133,17 +133,23 @@ def test_divergence_levels():
 
 
 def test_shfl_broadcast_is_warp_uniform():
-    """shfl.sync.idx from a constant lane of the whole warp gives every lane one value; other
-    modes, a register lane, a partial member mask or a split segment stay per-lane."""
+    """shfl.sync.idx from a lane that is the same in every lane of the warp (a constant, a
+    parameter, the warp index) gives every lane one value; other modes, a per-lane source
+    lane, a partial member mask or a split segment stay per-lane."""
     k = Kernel("k")
     mine = k.mov(k.tid.x)
+    src = k.ld_param(k.param(t.u32, "src"))
+    warp = k.shr(k.tid.x, 5)
     cases = {"bcast": k.shfl_sync("idx", mine, 0), "bcast7": k.shfl_sync("idx", mine, 7),
+             "param_lane": k.shfl_sync("idx", mine, src),
+             "warp_lane": k.shfl_sync("idx", mine, warp),
              "down": k.shfl_sync("down", mine, 1), "lane_reg": k.shfl_sync("idx", mine, mine),
              "half_mask": k.shfl_sync("idx", mine, 0, mask=0xFFFF),
              "segments": k.shfl_sync("idx", mine, 0, 0x81F)}
     v = Values(k.body)
     assert {n: v.level(r) for n, r in cases.items()} == {
-        "bcast": 1, "bcast7": 1, "down": 2, "lane_reg": 2, "half_mask": 2, "segments": 2}
+        "bcast": 1, "bcast7": 1, "param_lane": 1, "warp_lane": 1, "down": 2, "lane_reg": 2,
+        "half_mask": 2, "segments": 2}
 
 
 def test_divergent_region_tokens():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ptxdsl import Kernel, ptx, t
+from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from tests.checker_kernels import TILE_DESC, Tma, encode_map, here, ids
 
@@ -239,6 +239,57 @@ def test_fenceproxy_under_tid_x_splitting_a_warp():
             line = here() + 1
             ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
         _only(check_kernel(k), Hazard.FENCEPROXY_DIVERGENT, line)
+
+
+# -- a producer warp's work loop whose next item comes from lane 0 ---------------------------------
+def _claiming_encoder(next_item, *, helper: bool = False) -> tuple[Kernel, int]:
+    """Warp 0 of a warp-specialized CTA encodes one map per work item; lane 0 claims the next
+    item with an atomic and `next_item(k, claimed)` hands it to the warp. The loop's exit
+    (and so the cp_fenceproxy under it) is warp-uniform only if that hand-over is a
+    broadcast. `helper`: the edit and publish come from the shared `encode_map`."""
+    k = Kernel("encode", reqntid=256)
+    out = k.ld_param(k.param_ptr("out"))
+    counter = k.cvta(k.ld_param(k.param_ptr("counter")), "global", to=True)
+    n = k.ld_param(k.param(t.u32, "n"))
+    smap = None if helper else k.shared_array(t.b8, 128, align=128, name="smap")
+    line = 0
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        item = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
+        claimed = k.mov(0, dst=k.reg(t.u32, "claimed"))
+        with k.loop():
+            k.break_(k.setp("ge", item, n, type=t.u32))
+            with k.if_(k.laneid == 0):
+                k.atom("add", Addr(counter), 1, type=t.u32, space="global", dst=claimed)
+            if helper:
+                encode_map(k, out, lane_cond=k.laneid == 0)
+            else:
+                with k.if_(k.laneid == 0):
+                    ptx.tensormap_replace_rank(k, ptx.space_shared, smap, rank=2)
+                k.syncwarp()
+                line = here() + 1
+                ptx.tensormap_cp_fenceproxy(k, "release", "gpu", out, smap, 128)
+            k.add(next_item(k, claimed), k.read_special("nctaid.x"), type=t.u32, dst=item)
+    return k, line
+
+
+def test_fenceproxy_in_a_loop_fed_by_a_broadcast_is_clean():
+    """The item broadcast from lane 0 (a constant source lane, or one the kernel reads from a
+    parameter): every lane leaves the loop together."""
+    for next_item in (lambda k, v: k.shfl_sync("idx", v, 0),
+                      lambda k, v: k.shfl_sync("idx", v, k.ld_param(k.param(t.u32, "src")))):
+        for helper in (False, True):
+            assert check_kernel(_claiming_encoder(next_item, helper=helper)[0]) == []
+
+
+def test_fenceproxy_in_a_loop_fed_per_lane_is_divergent():
+    """The twins: the claimed value used as it is (only lane 0 wrote it), or shuffled down
+    (each lane reads its neighbour's): lanes may leave the loop at different items."""
+    for next_item in (lambda k, v: v, lambda k, v: k.shfl_sync("down", v, 1),
+                      lambda k, v: k.shfl_sync("idx", v, k.laneid)):
+        k, line = _claiming_encoder(next_item)
+        _only(check_kernel(k), Hazard.FENCEPROXY_DIVERGENT, line)
+        k, _ = _claiming_encoder(next_item, helper=True)
+        assert ids(check_kernel(k)) == [Hazard.FENCEPROXY_DIVERGENT.value]
 
 
 # -- modifying a map that copies may still read ----------------------------------------------------

@@ -358,7 +358,7 @@ class Values:
             return 1 if name == "Activemask" else min(lv, 1)
         if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):
             return 1
-        if name == "Shfl" and lv == 2 and self._broadcast(insn):
+        if name == "Shfl" and lv == 2 and self._broadcast(insn, cur):
             return 1         # every lane reads one lane's value: the same in the warp
         if isinstance(insn, Binary) and lv == 2 and insn.op in ("shr", "div"):
             # tid / 32 and tid >> 5 are the same in every lane of a warp.
@@ -367,14 +367,19 @@ class Values:
                 return max(1, max((cur.get(s, 0) for s in srcs if s is not insn.a), default=0))
         return lv
 
-    def _broadcast(self, insn: Any) -> bool:
-        """`shfl.sync.idx` from a constant lane over the whole warp (full member mask, one
-        32-lane segment): a warp-wide broadcast."""
-        lane, c = self.const(insn.b), self.const(insn.c)
-        mask = self.const(insn.membermask)
-        return getattr(insn.mode, "name", "") == "idx" and lane is not None \
-            and 0 <= lane < 32 and c is not None and (c >> 8) & 0x1F == 0 \
-            and mask is not None and mask & 0xFFFFFFFF == 0xFFFFFFFF
+    def _broadcast(self, insn: Any, cur: dict[Reg, int]) -> bool:
+        """`shfl.sync.idx` over the whole warp (full member mask, one 32-lane segment) from a
+        source lane that is the same in every lane (a constant, or a register no more
+        divergent than the warp): a warp-wide broadcast."""
+        c, mask = self.const(insn.c), self.const(insn.membermask)
+        if getattr(insn.mode, "name", "") != "idx" or c is None or (c >> 8) & 0x1F \
+                or mask is None or mask & 0xFFFFFFFF != 0xFFFFFFFF:
+            return False
+        lane = insn.b
+        if isinstance(lane, Reg):
+            return cur.get(lane, self._level.get(lane, 0)) <= 1
+        v = self.const(lane)
+        return v is not None and 0 <= v < 32
 
     def _warp_split(self, insn: Setp) -> bool:
         """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps

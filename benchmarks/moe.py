@@ -38,9 +38,10 @@ def run(section: Section, shapes=SHAPES, reps: int = REPS) -> None:
     built = sample.build_module()
     mod = built.load()
     enc = sample.build_encode_only_module().load()
-    grid = sample.sm_count()
+    grid = sample.grid_for(sample.sm_count())
     section.note(f"ptxdsl: {sample.BM}x{sample.BN}x{sample.BK} tiles, {sample.STAGES} stages, "
-                 f"{grid} persistent CTAs of {sample.THREADS} threads, "
+                 f"{grid} persistent CTAs ({sample.CLUSTER}-CTA clusters) of {sample.THREADS} "
+                 f"threads, "
                  f"{mod['moe_gemm'].num_regs} registers per thread at entry (setmaxnreg "
                  f"{sample.PRODUCER_REGS}/{sample.CONSUMER_REGS}), {sample.SHARED_BYTES} bytes "
                  f"of dynamic shared memory each; torch {torch.__version__}")

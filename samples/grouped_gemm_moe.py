@@ -9,37 +9,48 @@ offsets[g+1]-1 (ragged M_g = offsets[g+1] - offsets[g], 0 allowed); W (G x N x K
 each expert's weight K-major (N x K); Y (T x N bf16) receives the outputs. `offsets` (G + 1
 u32) lives on the device; the host never loops over the experts.
 
-`moe_gemm` (384 threads: a producer warpgroup and two consumer warpgroups; one CTA per SM):
-- The work list is every (expert, m-tile, n-tile) in expert order, item t of expert g being
-  m-tile t % m_tiles, n-tile t / m_tiles of its m_tiles = ceil(M_g / 128) by ceil(N / 256)
-  tiles: the items that read one W_g tile follow each other. Each role walks the experts from
-  the device `offsets` (a running prefix sum of the per-expert tile counts, `ExpertWalk`), so
-  empty experts hold no items and no host-side list exists.
-- Dynamic work queue: CTA c starts with item c and claims each further one with one
-  `atom.add` on a global counter (`sched[0]`: item gridDim + claim), issued while its current
-  item's loads run. So a CTA that finishes early takes the next item, items claimed together
-  run side by side (the tiles sharing a W_g tile meet in L2), and the end of the launch is
-  balanced. The producer passes each item to the consumers with the stage that carries its
-  first data (a u32 per stage in shared memory, released by the stage's arrive), and a final
-  stage with no data and END_ITEM tells them to stop. The last CTA to finish (an acq_rel
+`moe_gemm` (384 threads: a producer warpgroup and two consumer warpgroups; one CTA per SM, in
+clusters of two):
+- The work list is every (expert, tile pair) in expert order. A cluster computes two 128 x 256
+  tiles of one expert that share an operand, so that operand is read from L2 once for both
+  and multicast: for each n-tile the M-pairs (m-tiles 2p and 2p + 1: W_g's tile shared), then,
+  when the expert's m_tiles = ceil(M_g / 128) is odd, the last m-tile's N-pairs (n-tiles 2q
+  and 2q + 1: X_g's tile shared; with an odd n-tile count rank 1's last one is past N and
+  stores nothing). M-pairs go pair fastest: the pairs that read one W_g tile follow each
+  other. Each role walks the experts from the device `offsets` (a running prefix sum of the
+  per-expert item counts, `ExpertWalk`), so empty experts hold no items and no host-side
+  list exists.
+- Dynamic work queue: cluster c starts with item c and claims each further one with one
+  `atom.add` on a global counter (`sched[0]`: item nclusters + claim), issued while its
+  current item's loads run. So a cluster that finishes early takes the next item, items
+  claimed together run side by side (the pairs sharing a W_g tile meet in L2), and the end
+  of the launch is balanced. The producer passes each item to both CTAs' consumers with the
+  stage that carries its first data (a u32 per stage in shared memory: stored locally, and
+  into rank 1's by `st.async`, which completes on that stage's full barrier), and a final
+  stage with no data and END_ITEM tells them to stop. The last cluster to finish (an acq_rel
   count in `sched[1]`) zeroes both counters for the next launch.
-- Producer warp (warp 0; `setmaxnreg.dec 40`): when its item belongs to a new expert it
-  rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address and
-  row count, and of W_g's address; every other field comes from the host-encoded templates),
-  publishes them with `tensormap.cp_fenceproxy ... .release.gpu` into one of this CTA's
+- One producer per cluster, warp 0 of rank 0 (`setmaxnreg.dec 40`; rank 1's producer
+  warpgroup only waits at the closing cluster barrier): when its item belongs to a new expert
+  it rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address
+  and row count, and of W_g's address; every other field comes from the host-encoded
+  templates), publishes them with `tensormap.cp_fenceproxy ... .release.gpu` into one of its
   STAGES + 1 global map slots (in turn), and acquires them with `fence.proxy.tensormap::generic
-  .acquire.gpu` before its first TMA load through them. A slot is rewritten only right after a
-  `wait_empty`: by then every load issued STAGES or more loads earlier has landed, and the
+  .acquire.gpu` before its first TMA load through them. A slot is rewritten only right after
+  a `wait_empty`: by then every load issued STAGES or more loads earlier has landed, and the
   slot's last use is at least STAGES + 1 loads back (each expert switch is >= 1 load), so no
   TMA load can still be reading the map being overwritten.
-- Per 64-wide K step lane 0 loads X_g's 128 x 64 tile and W_g's 256 x 64 tile (128B swizzle)
-  into a STAGES-deep `MbarrierRing`; rows past M_g and columns past K arrive as zeros (the
-  expert's map bounds), so no expert reads another's tokens.
+- Per 64-wide K step lane 0 fills the stage of both CTAs of a STAGES-deep `MbarrierRing`
+  (128B swizzle): the shared tile (W_g's 256 x 64 or X_g's 128 x 64) multicast to both
+  (ctaMask 3), each CTA's own tile to it alone (rank 1's through ctaMask 2), after an arrive
+  with the stage's byte count on rank 0's full barrier and one remote arrive on rank 1's
+  (which also expects the item's 4 bytes). Rank 0's empty barriers count both CTAs'
+  consumers, so a stage is refilled only once both released it. Rows past M_g and columns
+  past K arrive as zeros (the expert's map bounds), so no expert reads another's tokens.
 - Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
   rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), keeps them in
   flight while it waits for the next stage (`wait_group 1`, then its leader releases the
-  previous stage: 2 arrivals per stage), and after the tile's last stage (`wait_group 0`)
-  converts the accumulator to bf16.
+  previous stage on rank 0's empty barrier: 2 arrivals per CTA per stage), and after the
+  tile's last stage (`wait_group 0`) converts the accumulator to bf16.
 - Epilogue: 64 rows that all belong to the expert go out through `TmaStoreEpilogue`
   (`stmatrix` into a 128B-swizzled staging buffer, TMA stores through Y's host-encoded map,
   running on while the warpgroup starts its next tile; N a multiple of 8). The rows of an
@@ -60,13 +71,14 @@ from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.epilogue import BOX_COLS, BOX_ROWS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.pipeline import MbarrierRing, tx_bytes
+from ptxdsl.pipeline import MbarrierRing, cluster_sync, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
 
 space_shared = ptx.space_shared
 
 BM, BN, BK = 128, 256, 64           # CTA tile; each consumer warpgroup owns 64 of the BM rows
 STAGES = 4
+CLUSTER = 2                         # CTAs per cluster: a pair of tiles sharing one operand
 MAP_SLOTS = STAGES + 1              # per-CTA map slots, rewritten in turn (see the docstring)
 MAP_BYTES = 128
 SLOT_BYTES = 2 * MAP_BYTES          # one slot: X_g's map, then W_g's
@@ -88,7 +100,9 @@ RING_OFF = SMAP_OFF + 2 * MAP_BYTES
 ITEMS_OFF = RING_OFF + 16 * STAGES      # per stage: the work item its data belongs to
 SHARED_BYTES = ITEMS_OFF + 4 * STAGES
 END_ITEM = 0xFFFFFFFF                   # the item of the stage that tells consumers to stop
-EMPTY_ARRIVALS = CONSUMERS                                # each consumer warpgroup's leader
+EMPTY_ARRIVALS = CONSUMERS              # per CTA: each consumer warpgroup's leader
+PEER = 1                                # the rank whose loads rank 0's producer issues
+ITEM_TX = 4                             # the item's st.async into the peer's stage
 BF16 = 2
 
 
@@ -109,9 +123,17 @@ class ExpertWalk:
                          dst=k.reg(t.u32, "walk_m_lo"))
         self.m_hi = k.ld(Addr(offsets, 4), type=t.u32, space="global",
                          dst=k.reg(t.u32, "walk_m_hi"))
+        self.n_pairs = k.shr(k.add(n_tiles, 1), 1)
         self.first = k.mov(0, dst=k.reg(t.u32, "walk_first"))
-        self.end = k.mul(_cdiv(k, k.sub(self.m_hi, self.m_lo), BM), n_tiles,
-                         dst=k.reg(t.u32, "walk_end"))
+        self.end = k.mov(self._items(), dst=k.reg(t.u32, "walk_end"))
+
+    def _items(self):
+        """The current expert's cluster items: for each n-tile its M-pairs (m-tiles 2p and
+        2p + 1, sharing W_g's tile), then, when m_tiles is odd, the last m-tile's N-pairs
+        (n-tiles 2q and 2q + 1, sharing X_g's tile)."""
+        k = self.k
+        m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
+        return k.mad(k.shr(m_tiles, 1), self.n_tiles, k.mul(k.and_(m_tiles, 1), self.n_pairs))
 
     def seek(self, w) -> None:
         k = self.k
@@ -123,18 +145,25 @@ class ExpertWalk:
             nxt = k.add(self.offsets, k.mul(k.add(self.g, 1), 4, mode="wide"))
             k.ld(Addr(nxt), type=t.u32, space="global", dst=self.m_hi)
             k.mov(self.end, dst=self.first)
-            tiles = k.mul(_cdiv(k, k.sub(self.m_hi, self.m_lo), BM), self.n_tiles)
-            k.add(self.first, tiles, dst=self.end)
+            k.add(self.first, self._items(), dst=self.end)
 
-    def tile(self, w):
-        """(m-tile, n-tile) of item w within the current expert: m-tile fastest, so the
-        items that read one W_g tile are claimed one after another and run side by side,
-        their loads of it meeting in L2."""
+    def tile(self, w, rank):
+        """(m-tile, n-tile) of CTA `rank`'s tile of item w within the current expert, and the
+        predicate "w is an M-pair" (W_g's tile shared, else X_g's). M-pairs go m-pair fastest,
+        so the pairs that read one W_g tile are claimed one after another and run side by
+        side, their loads of it meeting in L2."""
         k = self.k
         local = k.sub(w, self.first)
         m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
-        nt = k.div(local, m_tiles)
-        return k.sub(local, k.mul(nt, m_tiles)), nt
+        pairs = k.shr(m_tiles, 1)
+        pair_items = k.mul(pairs, self.n_tiles)
+        mpair = k.setp("lt", local, pair_items, type=t.u32)
+        per_n = k.max(pairs, 1, type=t.u32)        # no division by 0 when there is no pair
+        nt_m = k.div(local, per_n)
+        mt_m = k.mad(k.sub(local, k.mul(nt_m, per_n)), 2, rank)
+        nt_n = k.mad(k.sub(local, pair_items), 2, rank)
+        return (k.selp(mt_m, k.sub(m_tiles, 1), mpair, type=t.u32),
+                k.selp(nt_m, nt_n, mpair, type=t.u32), mpair)
 
 
 def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
@@ -142,7 +171,7 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     `encode_only` (`moe_encode_only`, for the benchmark's share of map encoding): the same
     walk and the same map publishes, no loads and no math."""
     k = Kernel("moe_encode_only" if encode_only else "moe_gemm", reqntid=THREADS,
-               minnctapersm=1)
+               minnctapersm=1, reqnctapercluster=(CLUSTER, 1, 1))
     if bounded:
         from ptxdsl import debug
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
@@ -154,8 +183,12 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
     tiles = k.extern_shared("tiles", align=1024)
     smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)
-    ring = MbarrierRing(k, STAGES, empty_count=EMPTY_ARRIVALS, storage=Addr(tiles, RING_OFF))
+    # Both CTAs' consumers release rank 0's empty barriers (its producer fills both CTAs);
+    # init() ends with a cluster barrier, so no remote arrive or load meets an uninitialised one.
+    ring = MbarrierRing(k, STAGES, empty_count=EMPTY_ARRIVALS, peers=CLUSTER,
+                        storage=Addr(tiles, RING_OFF))
     ring.init()
+    rank = k.read_special("cluster_ctarank")
 
     G, N, K = k.ld_param(G_p), k.ld_param(N_p), k.ld_param(K_p)
     offsets = k.cvta(k.ld_param(offsets_p), "global", to=True)
@@ -167,15 +200,17 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
 
     with k.if_(warpgroup == 0):
         setmaxnreg_dec(k, PRODUCER_REGS)
-        with k.if_(k.shr(k.tid.x, 5) == 0):     # warp 0
+        # warp 0 of rank 0: the cluster's one producer
+        with k.if_(k.setp("eq", k.or_(k.shr(k.tid.x, 5), rank), 0, type=t.u32)):
             _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w,
                       (x_p, w_p, maps_p, sched_p), offsets, G, N, K, n_tiles, k_steps,
                       encode_only)
     with k.else_():
         setmaxnreg_inc(k, CONSUMER_REGS)
         if not encode_only:
-            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), (y_p, map_y), offsets,
-                      G, N, n_tiles, k_steps)
+            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), rank, (y_p, map_y),
+                      offsets, G, N, n_tiles, k_steps)
+    cluster_sync(k)     # no CTA leaves while its peer may still load into it or release to it
     k.ret()
     return k
 
@@ -227,8 +262,13 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
             k.mov(0, dst=slot)
         k.mov(walk.g, dst=cur)
 
+    def load(slot, tmap, coords, bar, ctas: int) -> None:
+        """One box into `slot` of the CTAs in the `ctas` mask (rank 0 alone: no multicast)."""
+        mc = {"cta_mask": ctas} if ctas != 1 else {}
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar, **mc)
+
     def body(item):
-        mt, nt = walk.tile(item)
+        mt, nt, mpair = walk.tile(item, 0)      # rank 0's tile; the peer's is the next m or n
         m0, n0 = k.mul(mt, BM), k.mul(nt, BN)
         switch = k.setp("ne", walk.g, cur, type=t.u32)
         if encode_only:
@@ -236,25 +276,38 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                 publish()
             return
         with k.for_range(0, k_steps) as kb:
-            p.wait_empty()
+            p.wait_empty()        # both CTAs' consumers released this stage
             # After this wait a slot last used STAGES + 1 loads back is free (docstring).
             with k.if_(switch):
                 publish()
                 k.setp("ne", walk.g, cur, type=t.u32, dst=switch)   # false: once per expert
             with k.if_(lane0):
-                k.st(Addr(k.add(items, k.shl(p.stage, 2))), item, space="shared")
+                item_at = k.add(items, k.shl(p.stage, 2))
+                k.st(Addr(item_at), item, space="shared")
                 p.arrive_expect_tx(STAGE_TX)      # releases the item with the stage
-                k0 = k.mul(kb, BK)
                 bar = p.full_barrier()
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
-                                         p.slot(tiles_x, STAGE_X), map_x, (k0, m0), bar)
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
-                                         p.slot(tiles_w, STAGE_W), map_w, (k0, n0), bar)
+                # The peer's stage: its item by st.async and the loads below, all completing
+                # transaction bytes on its full barrier, which this arrive expects.
+                peer_bar = ptx.mapa(k, "shared::cluster", bar, PEER)
+                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster", peer_bar,
+                                              STAGE_TX + ITEM_TX)
+                ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), item, peer_bar)
+                k0 = k.mul(kb, BK)
+                xs, ws = p.slot(tiles_x, STAGE_X), p.slot(tiles_w, STAGE_W)
+                both, peer = 1 | 1 << PEER, 1 << PEER
+                with k.if_(mpair):      # W_g's tile to both; each CTA its own X_g rows
+                    load(ws, map_w, (k0, n0), bar, both)
+                    load(xs, map_x, (k0, m0), bar, 1)
+                    load(xs, map_x, (k0, k.add(m0, BM)), bar, peer)
+                with k.else_():         # X_g's tile to both; each CTA its own W_g rows
+                    load(xs, map_x, (k0, m0), bar, both)
+                    load(ws, map_w, (k0, n0), bar, 1)
+                    load(ws, map_w, (k0, k.add(n0, BN)), bar, peer)
             p.advance()
 
     sched = k.cvta(k.ld_param(sched_p), "global", to=True)
-    grid = k.read_special("nctaid.x")
-    item = k.mov(k.ctaid.x, dst=k.reg(t.u32, "item"))
+    grid = k.read_special("nclusterid.x")
+    item = k.mov(k.read_special("clusterid.x"), dst=k.reg(t.u32, "item"))
     claimed = k.mov(0, dst=k.reg(t.u32, "claimed"))
     with k.loop():
         walk.seek(item)
@@ -267,11 +320,17 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     if not encode_only:       # a stage with no data whose item tells the consumers to stop
         p.wait_empty()
         with k.if_(lane0):
-            k.st(Addr(k.add(items, k.shl(p.stage, 2))), END_ITEM, type=t.u32, space="shared")
+            item_at = k.add(items, k.shl(p.stage, 2))
+            k.st(Addr(item_at), END_ITEM, type=t.u32, space="shared")
             p.arrive()
+            peer_bar = ptx.mapa(k, "shared::cluster", p.full_barrier(), PEER)
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster", peer_bar,
+                                          ITEM_TX)
+            end = k.mov(END_ITEM, type=t.u32)
+            ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), end, peer_bar)
         p.advance()
-    # The last CTA to stop claiming zeroes the counters for the next launch: every other
-    # CTA's last claim happens before its acq_rel increment of the finished count.
+    # The last cluster to stop claiming zeroes the counters for the next launch: every other
+    # cluster's last claim happens before its acq_rel increment of the finished count.
     with k.if_(lane0):
         done = k.atom("add", Addr(sched, 4), 1, type=t.u32, space="global", sem="acq_rel",
                       scope="gpu")
@@ -280,8 +339,9 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
             k.st(Addr(sched, 4), 0, type=t.u32, space="global")
 
 
-def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_steps) -> None:
-    """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of every tile."""
+def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
+              k_steps) -> None:
+    """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of this CTA's tile of every item."""
     y_p, map_y = out
     y = k.ld_param(y_p)
     x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
@@ -305,8 +365,9 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
         read.advance()
 
     def release() -> None:
+        # to rank 0's producer; .cta: wgmma.wait_group already completed the reads
         with k.if_(epi.leader):
-            free.release()
+            free.release(ctas=[0], scope="cta")
         free.advance()
 
     def body(item):
@@ -314,7 +375,7 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
         # tile: a warpgroup that skipped them would finish its tile early and pull away from
         # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
         # slower: BENCHMARKS.md section 6).
-        mt, nt = walk.tile(item)
+        mt, nt, _ = walk.tile(item, rank)
         mma(first=True)
         with k.for_range(1, k_steps):
             mma(first=False)
@@ -324,9 +385,11 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, out, offsets, G, N, n_tiles, k_step
         release()
         row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
-        with k.if_(k.setp("gt", rows, 0, type=t.s32)):      # some of the 64 are the expert's
+        n0 = k.mul(nt, BN)     # past N for rank 1 of an odd n_tiles' last N-pair
+        some = k.setp("gt", rows, 0, type=t.s32, bool_op="and",
+                      c=k.setp("lt", n0, N, type=t.u32))
+        with k.if_(some):                   # some of the 64 rows are the expert's, within N
             packed = acc.to_packed(t.bf16)
-            n0 = k.mul(nt, BN)
             whole = k.setp("ge", rows, 64, type=t.s32, bool_op="and", c=tma_ok)
             with k.if_(whole):
                 epi.store(packed, k.add(walk.m_lo, row0), n0)
@@ -358,17 +421,23 @@ def build_encode_only_module() -> Module:
 
 
 # -- the work list on the host: the same walk, for tests and for the reference ----------------
+def expert_items(rows: int, n_tiles: int) -> int:
+    """Cluster items of an expert with `rows` tokens (`ExpertWalk._items`)."""
+    m_tiles = -(-rows // BM)
+    return m_tiles // 2 * n_tiles + (m_tiles & 1) * ((n_tiles + 1) // 2)
+
+
 def total_items(offsets, N: int) -> int:
     n_tiles = -(-N // BN)
-    sizes = np.diff(np.asarray(offsets, np.int64))
-    return int((-(-sizes // BM)).sum()) * n_tiles
+    return sum(expert_items(int(m), n_tiles) for m in np.diff(np.asarray(offsets, np.int64)))
 
 
 def claims(total: int, grid: int, rng=None) -> list[list[int]]:
-    """Which items each CTA's producer takes: CTA c starts with item c; each CTA holding an
-    item claims the next (`atom.add` on the counter: claim j is item grid + j) until it gets
-    one >= total. The claims' order is the GPU's; here CTAs claim in turn (rng None: CTA c
-    then takes c, c + grid, ...) or in a random order (an np.random.Generator)."""
+    """Which items each cluster's producer takes (`grid` clusters): cluster c starts with item
+    c; each cluster holding an item claims the next (`atom.add` on the counter: claim j is
+    item grid + j) until it gets one >= total. The claims' order is the GPU's; here clusters
+    claim in turn (rng None: cluster c then takes c, c + grid, ...) or in a random order (an
+    np.random.Generator)."""
     out = [[c] if c < total else [] for c in range(grid)]
     active = [c for c in range(grid) if c < total]
     nxt = grid
@@ -381,14 +450,15 @@ def claims(total: int, grid: int, rng=None) -> list[list[int]]:
     return [[w for w in items if w < total] for items in out]
 
 
-def walk(offsets, N: int, items: list[int]) -> list[tuple[int, int, int]]:
-    """(expert, m-tile, n-tile) of each of one role's increasing `items` (ExpertWalk's seek and
-    tile, line by line)."""
+def walk(offsets, N: int, items: list[int], rank: int = 0) -> list[tuple[int, int, int]]:
+    """(expert, m-tile, n-tile) of CTA `rank`'s tile of each of a cluster's increasing
+    `items` (ExpertWalk's seek and tile, line by line); an n-tile may be past N (rank 1 of an
+    odd n_tiles' last N-pair: nothing stored)."""
     offsets = [int(v) for v in offsets]
     G = len(offsets) - 1
     n_tiles = -(-N // BN)
     g, m_lo, m_hi, first = 0, offsets[0], offsets[1], 0
-    end = -(-(m_hi - m_lo) // BM) * n_tiles
+    end = expert_items(m_hi - m_lo, n_tiles)
     out = []
     for w in items:
         while True:                        # seek
@@ -398,19 +468,29 @@ def walk(offsets, N: int, items: list[int]) -> list[tuple[int, int, int]]:
             if g >= G:
                 break
             m_lo, m_hi, first = m_hi, offsets[g + 1], end
-            end = first + -(-(m_hi - m_lo) // BM) * n_tiles
+            end = first + expert_items(m_hi - m_lo, n_tiles)
         if g >= G:
             break
         local, m_tiles = w - first, -(-(m_hi - m_lo) // BM)
-        out.append((g, local % m_tiles, local // m_tiles))
+        pairs = m_tiles // 2
+        if local < pairs * n_tiles:        # M-pair: W_g's n-tile shared
+            out.append((g, 2 * (local % pairs) + rank, local // pairs))
+        else:                              # N-pair of the last m-tile: X_g's tile shared
+            out.append((g, m_tiles - 1, 2 * (local - pairs * n_tiles) + rank))
     return out
 
 
 def simulate_walk(offsets, N: int, grid: int, rng=None) -> list[list[tuple[int, int, int]]]:
-    """What each CTA's roles compute, in Python: per CTA the (expert, m-tile, n-tile) items it
-    takes, in order, for the claim order of `claims`."""
-    return [walk(offsets, N, items)
-            for items in claims(total_items(offsets, N), grid, rng)]
+    """What each CTA's roles compute, in Python, for a launch of `grid` CTAs (`grid` / 2
+    clusters; CTA 2c + r is rank r of cluster c): per CTA the (expert, m-tile, n-tile) tiles
+    it computes, in order, for the claim order of `claims`. Rank 0's list is also its
+    cluster's item list (its tile is never past N)."""
+    if grid % CLUSTER:
+        raise ValueError(f"grid must be a multiple of the cluster size {CLUSTER}, got {grid}")
+    out = []
+    for items in claims(total_items(offsets, N), grid // CLUSTER, rng):
+        out += [walk(offsets, N, items, r) for r in range(CLUSTER)]
+    return out
 
 
 def map_switches(items: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
@@ -495,6 +575,9 @@ class MoeProblem:
         self.sizes = np.asarray(sizes, np.int64)
         if not len(self.sizes) or (self.sizes < 0).any():
             raise ValueError("at least one expert, and no negative token counts")
+        if grid < CLUSTER or grid % CLUSTER:
+            raise ValueError(f"grid must be a positive multiple of the cluster size {CLUSTER} "
+                             f"(CTA pairs), got {grid}")
         self.G, self.N, self.K, self.grid = len(self.sizes), N, K, grid
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.uint32)
         self.T = int(self.offsets[-1])
@@ -558,11 +641,16 @@ def sm_count() -> int:
     return device_info().sm_count
 
 
+def grid_for(sms: int) -> int:
+    """The persistent grid: one CTA per SM, in whole clusters."""
+    return max(CLUSTER, sms - sms % CLUSTER)
+
+
 def run_case(sizes, N: int, K: int, *, grid: int | None = None, seed: int = 0,
              report: Report | None = None, module=None) -> Report:
     report = report or Report("grouped_gemm_moe")
     mod = module or build_module().load()
-    prob = MoeProblem(sizes, N, K, grid or sm_count(), seed)
+    prob = MoeProblem(sizes, N, K, grid or grid_for(sm_count()), seed)
     prob.dev_y.memset(POISON)
     prob.maps.memset(POISON)
     prob.launch(mod["moe_gemm"])
@@ -577,7 +665,7 @@ def run() -> Report:
     mod = build_module().load()
     report.note(f"tiles {BM}x{BN}x{BK}, {STAGES} stages, maps encoded on the device")
     run_case(expert_sizes(6, 1000, seed=1, zeros=1), 520, 200, report=report, module=mod)
-    run_case([0, 0, 300, 0], 256, 40, grid=3, report=report, module=mod)
+    run_case([0, 0, 300, 0], 256, 40, grid=4, report=report, module=mod)
     return report
 
 

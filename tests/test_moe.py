@@ -28,7 +28,7 @@ CASES = [
     (list(S["expert_sizes"](128, 32768, seed=3, zeros=9)), 2048),
     (list(S["expert_sizes"](8, 16384, seed=4)), 4096),
 ]
-GRIDS = [1, 3, 132]
+GRIDS = [2, 6, 132]                  # CTAs: 1, 3 and 66 clusters of 2
 
 
 def _tiles(sizes, N):
@@ -41,39 +41,74 @@ def _offsets(sizes):
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
+def _cluster_items(sizes, N):
+    """The cluster work list written out directly: per expert, for each n-tile its M-pairs
+    ((2p, n), (2p + 1, n)), then for an odd m-tile count the last m-tile's N-pairs ((m, 2q),
+    (m, 2q + 1)); each item the two CTAs' (expert, m-tile, n-tile)."""
+    n_tiles = -(-N // BN)
+    out = []
+    for g, m in enumerate(sizes):
+        m_tiles = -(-m // BM)
+        out += [((g, 2 * p, n), (g, 2 * p + 1, n))
+                for n in range(n_tiles) for p in range(m_tiles // 2)]
+        if m_tiles % 2:
+            out += [((g, m_tiles - 1, 2 * q), (g, m_tiles - 1, 2 * q + 1))
+                    for q in range(-(-n_tiles // 2))]
+    return out
+
+
 @pytest.mark.parametrize("grid", GRIDS)
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_walk_covers_every_tile_once_in_order(case, grid):
-    """Every (expert, m-tile, n-tile) of every non-empty expert is taken by exactly one CTA,
-    CTA c takes items c, c + grid, ... of the expert-ordered list, and no CTA takes a tile of
-    an empty expert or one past an expert's rows or N."""
+    """Every (expert, m-tile, n-tile) of every non-empty expert is computed by exactly one
+    CTA; cluster c takes items c, c + clusters, ... of the expert-ordered pair list, its rank
+    r the pair's r-th tile; an M-pair's CTAs share the n-tile (W_g's tile, multicast) and an
+    N-pair's the m-tile (X_g's); no CTA takes a tile of an empty expert or past an expert's
+    rows, and the only tile past N is rank 1's of an odd n-tile count's last N-pair."""
     sizes, N = CASES[case]
-    want = _tiles(sizes, N)
+    n_tiles = -(-N // BN)
+    items = _cluster_items(sizes, N)
     per_cta = S["simulate_walk"](_offsets(sizes), N, grid)
     assert len(per_cta) == grid
-    for c, items in enumerate(per_cta):
-        assert items == want[c::grid], f"CTA {c}"
-    taken = [it for items in per_cta for it in items]
-    assert sorted(taken) == sorted(want) and len(set(taken)) == len(taken)
+    clusters = grid // 2
+    for c in range(clusters):
+        mine = items[c::clusters]
+        for r in range(2):
+            assert per_cta[2 * c + r] == [pair[r] for pair in mine], f"cluster {c} rank {r}"
+        for a, b in mine:
+            assert a[0] == b[0] and (a[2] == b[2] and b[1] == a[1] + 1
+                                     or a[1] == b[1] and b[2] == a[2] + 1)
+    real = [it for items in per_cta for it in items if it[2] < n_tiles]
+    assert sorted(real) == sorted(_tiles(sizes, N)) and len(set(real)) == len(real)
+    past = [it for items in per_cta for it in items if it[2] >= n_tiles]
+    assert len(past) == (n_tiles % 2) * sum(-(-m // BM) % 2 for m in sizes)
 
 
 def test_walk_matches_an_independent_prefix_sum():
     """The walk's item -> expert mapping equals a searchsorted over the prefix sums of the
-    per-expert tile counts (what a separate work-list kernel would build)."""
+    per-expert item counts (what a separate work-list kernel would build)."""
     rng = np.random.default_rng(5)
     for _ in range(50):
         G = int(rng.integers(1, 40))
         sizes = rng.integers(0, 600, G) * (rng.random(G) < 0.7)
         N = int(rng.integers(1, 20)) * 8 * 16
-        counts = -(-sizes // BM) * (-(-N // BN))
+        n_tiles = -(-N // BN)
+        m_tiles = -(-sizes // BM)
+        counts = m_tiles // 2 * n_tiles + m_tiles % 2 * (-(-n_tiles // 2))
         starts = np.concatenate([[0], np.cumsum(counts)])
-        grid = int(rng.integers(1, 9))
-        for c, items in enumerate(S["simulate_walk"](_offsets(sizes), N, grid)):
-            for i, (g, mt, nt) in enumerate(items):
-                w = c + i * grid
+        clusters = int(rng.integers(1, 9))
+        per_cta = S["simulate_walk"](_offsets(sizes), N, 2 * clusters)
+        for c in range(clusters):
+            for i, (g, mt, nt) in enumerate(per_cta[2 * c]):
+                w = c + i * clusters
                 assert g == np.searchsorted(starts, w, side="right") - 1
-                assert nt * -(-int(sizes[g]) // BM) + mt == w - starts[g]
-            assert len(items) == len(range(c, int(starts[-1]), grid))
+                pairs = m_tiles[g] // 2
+                local = w - starts[g]
+                if local < pairs * n_tiles:
+                    assert (mt, nt) == (2 * (local % pairs), local // pairs)
+                else:
+                    assert (mt, nt) == (m_tiles[g] - 1, 2 * (local - pairs * n_tiles))
+            assert len(per_cta[2 * c]) == len(range(c, int(starts[-1]), clusters))
 
 
 @pytest.mark.parametrize("total,grid", [(0, 4), (1, 4), (3, 4), (4, 4), (5, 4), (1000, 132),
@@ -99,7 +134,7 @@ def test_map_slot_is_rewritten_only_after_its_last_load_is_stages_back(case, see
     j (which proves loads <= j - STAGES landed) covers it; for any claim order."""
     sizes, N = CASES[case]
     rng = None if seed is None else np.random.default_rng(seed)
-    for items in S["simulate_walk"](_offsets(sizes), N, 3, rng):
+    for items in S["simulate_walk"](_offsets(sizes), N, 6, rng)[::2]:   # the producers
         switches = S["map_switches"](items)
         last_use = {}
         for idx, (j, slot) in enumerate(switches):
@@ -142,6 +177,8 @@ def _emulate(sizes, N, K, grid, x, w, rng=None):
                 row0 = mt * BM + wg * 64
                 rows = rows_x - row0                  # may be <= 0: nothing stored
                 cols = N - nt * BN
+                if cols <= 0:                         # rank 1 past N: nothing stored
+                    continue
                 for r in range(64):
                     if r < rows:
                         n = min(BN, cols)
@@ -151,10 +188,11 @@ def _emulate(sizes, N, K, grid, x, w, rng=None):
 
 
 @pytest.mark.parametrize("sizes,N,K,grid", [
-    ([0, 0, 129, 0], 264, 72, 3),
+    ([0, 0, 129, 0], 264, 72, 4),
     ([1, 130, 0, 64], 16, 40, 2),
-    ([200], 520, 200, 5),
-    ([65, 191, 256, 257], 136, 24, 3),
+    ([200], 520, 200, 6),
+    ([65, 191, 256, 257, 385], 136, 24, 4),
+    ([1, 300, 0, 129], 520, 40, 2),
 ])
 def test_emulated_kernel_equals_numpy(sizes, N, K, grid):
     """The whole kernel's index math emulated: every expert's rows equal X_g @ W_g^T, every
@@ -223,10 +261,23 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     # one step's wgmmas in flight across the next stage's wait; all done before the epilogue
     assert p.count("wgmma.wait_group.sync.aligned 1;") == 1
     assert p.count("wgmma.wait_group.sync.aligned 0;") == 1
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \
-        in p
+    # the cluster pair: rank 0's producer fills both CTAs' stages. Per stage the shared tile
+    # goes to both (mask 3), each CTA's own tile to it alone (rank 1's by mask 2); the peer's
+    # full barrier expects the stage and its item, which arrives by st.async; both CTAs'
+    # consumers (2 each) release rank 0's empty barriers.
+    assert ".reqnctapercluster 2, 1, 1" in p
+    load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    assert p.count(load + " [") == 2 and p.count(load + ".multicast::cluster") == 4
+    assert p.count("], 3;") == 2 and p.count("], 2;") == 2
+    stage = S["STAGE_TX"]
+    assert p.count("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r") == 1
+    assert p.count("mbarrier.arrive.expect_tx.release.cta.shared::cluster.b64 _, [%r") == 2
+    assert f"], {stage};" in p and f"], {stage + 4};" in p and "], 4;" in p
+    assert p.count("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32") == 2
+    assert p.count("mbarrier.init.shared::cta.b64") == 2 * STAGES and p.count("], 4;\n") >= 1
+    assert p.count("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%r") == 2
     # the work queue: one claim per item, broadcast to the producer warp; the end mark through
-    # the ring; the last CTA's reset after an acq_rel count of the finished ones
+    # the ring; the last cluster's reset after an acq_rel count of the finished ones
     assert p.count("atom.global.add.u32") == 1
     assert p.count("atom.acq_rel.gpu.global.add.u32") == 1
     assert p.count("shfl.sync.idx.b32") == 1
@@ -265,7 +316,8 @@ def test_benchmark_shapes(G, N, K, T):
     sizes = moe._sizes(sample, G, T)
     assert sizes.sum() == T and (sizes % 16 == 0).all() and len(set(sizes.tolist())) > 1
     per_cta = S["simulate_walk"](_offsets(sizes), N, 132)
-    assert sum(map(len, per_cta)) == len(_tiles(sizes, N))
+    assert sum(map(len, per_cta)) == len(_tiles(sizes, N)) + \
+        (-(-N // BN) % 2) * sum(-(-int(m) // BM) % 2 for m in sizes)
 
 
 def _consumer_releases(k_steps_per_item, stages):

@@ -13,13 +13,13 @@ u32) lives on the device; the host never loops over the experts.
 clusters of two):
 - The work list is every (expert, tile pair) in expert order. A cluster computes two 128 x 256
   tiles of one expert that share an operand, so that operand is read from L2 once for both
-  and multicast: for each n-tile the M-pairs (m-tiles 2p and 2p + 1: W_g's tile shared), then,
-  when the expert's m_tiles = ceil(M_g / 128) is odd, the last m-tile's N-pairs (n-tiles 2q
-  and 2q + 1: X_g's tile shared; with an odd n-tile count rank 1's last one is past N and
-  stores nothing). M-pairs go pair fastest: the pairs that read one W_g tile follow each
-  other. Each role walks the experts from the device `offsets` (a running prefix sum of the
-  per-expert item counts, `ExpertWalk`), so empty experts hold no items and no host-side
-  list exists.
+  and multicast: M-pairs (m-tiles 2p and 2p + 1 of one n-tile: W_g's tile shared) and, when
+  the expert's m_tiles = ceil(M_g / 128) is odd, the last m-tile's N-pairs (n-tiles 2q and
+  2q + 1: X_g's tile shared; with an odd n-tile count rank 1's last one is past N and stores
+  nothing). They go in blocks per n-tile pair q: the M-pairs of n-tile 2q, those of 2q + 1,
+  the N-pair q, so every item reading a W_g tile is claimed with the others. Each role walks
+  the experts from the device `offsets` (a running prefix sum of the per-expert item counts,
+  `ExpertWalk`), so empty experts hold no items and no host-side list exists.
 - Dynamic work queue: cluster c starts with item c and claims each further one with one
   `atom.add` on a global counter (`sched[0]`: item nclusters + claim), issued while its
   current item's loads run. So a cluster that finishes early takes the next item, items
@@ -149,21 +149,26 @@ class ExpertWalk:
 
     def tile(self, w, rank):
         """(m-tile, n-tile) of CTA `rank`'s tile of item w within the current expert, and the
-        predicate "w is an M-pair" (W_g's tile shared, else X_g's). M-pairs go m-pair fastest,
-        so the pairs that read one W_g tile are claimed one after another and run side by
-        side, their loads of it meeting in L2."""
+        predicate "w is an M-pair" (W_g's tile shared, else X_g's). The items go in blocks,
+        one per pair of n-tiles 2q, 2q + 1: the M-pairs of n-tile 2q (pair fastest), those of
+        2q + 1, then (odd m_tiles) the N-pair of both. So everything that reads one W_g tile
+        is claimed together and runs side by side, its loads meeting in L2."""
         k = self.k
         local = k.sub(w, self.first)
         m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
         pairs = k.shr(m_tiles, 1)
-        pair_items = k.mul(pairs, self.n_tiles)
-        mpair = k.setp("lt", local, pair_items, type=t.u32)
-        per_n = k.max(pairs, 1, type=t.u32)        # no division by 0 when there is no pair
-        nt_m = k.div(local, per_n)
-        mt_m = k.mad(k.sub(local, k.mul(nt_m, per_n)), 2, rank)
-        nt_n = k.mad(k.sub(local, pair_items), 2, rank)
+        block = k.mad(pairs, 2, k.and_(m_tiles, 1))   # >= 1 when the expert has items
+        q = k.div(local, block)
+        r = k.sub(local, k.mul(q, block))
+        first = k.setp("lt", r, pairs, type=t.u32)            # an M-pair of n-tile 2q
+        r2 = k.sub(r, pairs)                                  # wraps (large) when `first`
+        has_2q1 = k.setp("lt", k.mad(q, 2, 1), self.n_tiles, type=t.u32)
+        second = k.setp("lt", r2, pairs, type=t.u32, bool_op="and", c=has_2q1)
+        mpair = k.or_(first, second, type=t.pred)
+        mt_m = k.mad(k.selp(r, r2, first, type=t.u32), 2, rank)
+        nt_m = k.add(k.shl(q, 1), k.selp(0, 1, first, type=t.u32))
         return (k.selp(mt_m, k.sub(m_tiles, 1), mpair, type=t.u32),
-                k.selp(nt_m, nt_n, mpair, type=t.u32), mpair)
+                k.selp(nt_m, k.mad(q, 2, rank), mpair, type=t.u32), mpair)
 
 
 def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
@@ -473,10 +478,13 @@ def walk(offsets, N: int, items: list[int], rank: int = 0) -> list[tuple[int, in
             break
         local, m_tiles = w - first, -(-(m_hi - m_lo) // BM)
         pairs = m_tiles // 2
-        if local < pairs * n_tiles:        # M-pair: W_g's n-tile shared
-            out.append((g, 2 * (local % pairs) + rank, local // pairs))
+        q, r = divmod(local, 2 * pairs + m_tiles % 2)
+        if r < pairs:                      # M-pair of n-tile 2q: W_g's tile shared
+            out.append((g, 2 * r + rank, 2 * q))
+        elif r < 2 * pairs and 2 * q + 1 < n_tiles:        # M-pair of n-tile 2q + 1
+            out.append((g, 2 * (r - pairs) + rank, 2 * q + 1))
         else:                              # N-pair of the last m-tile: X_g's tile shared
-            out.append((g, m_tiles - 1, 2 * (local - pairs * n_tiles) + rank))
+            out.append((g, m_tiles - 1, 2 * q + rank))
     return out
 
 

@@ -42,18 +42,19 @@ def _offsets(sizes):
 
 
 def _cluster_items(sizes, N):
-    """The cluster work list written out directly: per expert, for each n-tile its M-pairs
-    ((2p, n), (2p + 1, n)), then for an odd m-tile count the last m-tile's N-pairs ((m, 2q),
-    (m, 2q + 1)); each item the two CTAs' (expert, m-tile, n-tile)."""
+    """The cluster work list written out directly: per expert, per n-tile pair q the M-pairs
+    ((2p, n), (2p + 1, n)) of n = 2q and of n = 2q + 1, then for an odd m-tile count the last
+    m-tile's N-pair ((m, 2q), (m, 2q + 1)); each item the two CTAs' (expert, m-tile,
+    n-tile)."""
     n_tiles = -(-N // BN)
     out = []
     for g, m in enumerate(sizes):
         m_tiles = -(-m // BM)
-        out += [((g, 2 * p, n), (g, 2 * p + 1, n))
-                for n in range(n_tiles) for p in range(m_tiles // 2)]
-        if m_tiles % 2:
-            out += [((g, m_tiles - 1, 2 * q), (g, m_tiles - 1, 2 * q + 1))
-                    for q in range(-(-n_tiles // 2))]
+        for q in range(-(-n_tiles // 2)):
+            for n in (2 * q, 2 * q + 1)[:n_tiles - 2 * q]:
+                out += [((g, 2 * p, n), (g, 2 * p + 1, n)) for p in range(m_tiles // 2)]
+            if m_tiles % 2:
+                out.append(((g, m_tiles - 1, 2 * q), (g, m_tiles - 1, 2 * q + 1)))
     return out
 
 
@@ -96,18 +97,15 @@ def test_walk_matches_an_independent_prefix_sum():
         m_tiles = -(-sizes // BM)
         counts = m_tiles // 2 * n_tiles + m_tiles % 2 * (-(-n_tiles // 2))
         starts = np.concatenate([[0], np.cumsum(counts)])
+        items = _cluster_items(sizes, N)
+        assert len(items) == starts[-1]
         clusters = int(rng.integers(1, 9))
         per_cta = S["simulate_walk"](_offsets(sizes), N, 2 * clusters)
         for c in range(clusters):
             for i, (g, mt, nt) in enumerate(per_cta[2 * c]):
                 w = c + i * clusters
                 assert g == np.searchsorted(starts, w, side="right") - 1
-                pairs = m_tiles[g] // 2
-                local = w - starts[g]
-                if local < pairs * n_tiles:
-                    assert (mt, nt) == (2 * (local % pairs), local // pairs)
-                else:
-                    assert (mt, nt) == (m_tiles[g] - 1, 2 * (local - pairs * n_tiles))
+                assert (g, mt, nt) == items[w][0]
             assert len(per_cta[2 * c]) == len(range(c, int(starts[-1]), clusters))
 
 

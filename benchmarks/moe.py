@@ -38,7 +38,7 @@ def run(section: Section, shapes=SHAPES, reps: int = REPS) -> None:
     built = sample.build_module()
     mod = built.load()
     enc = sample.build_encode_only_module().load()
-    grid = sample.grid_for(sample.sm_count())
+    grid = sample.persistent_grid(mod["moe_gemm"])
     section.note(f"ptxdsl: {sample.BM}x{sample.BN}x{sample.BK} tiles, {sample.STAGES} stages, "
                  f"{grid} persistent CTAs ({sample.CLUSTER}-CTA clusters) of {sample.THREADS} "
                  f"threads, "

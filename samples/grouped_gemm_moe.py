@@ -649,16 +649,20 @@ def sm_count() -> int:
     return device_info().sm_count
 
 
-def grid_for(sms: int) -> int:
-    """The persistent grid: one CTA per SM, in whole clusters."""
-    return max(CLUSTER, sms - sms % CLUSTER)
+def persistent_grid(fn) -> int:
+    """The persistent grid of the loaded `moe_gemm` (or `moe_encode_only`): as many clusters
+    as fit on the GPU at once (cuOccupancyMaxActiveClusters; one CTA per SM, and a cluster's
+    CTAs on one GPC), in CTAs. A cluster that did not fit would start its first item only
+    when another finished the queue, at the very end."""
+    clusters = fn.max_active_clusters(THREADS, shared_mem=SHARED_BYTES)
+    return CLUSTER * (clusters if clusters else sm_count() // CLUSTER)
 
 
 def run_case(sizes, N: int, K: int, *, grid: int | None = None, seed: int = 0,
              report: Report | None = None, module=None) -> Report:
     report = report or Report("grouped_gemm_moe")
     mod = module or build_module().load()
-    prob = MoeProblem(sizes, N, K, grid or grid_for(sm_count()), seed)
+    prob = MoeProblem(sizes, N, K, grid or persistent_grid(mod["moe_gemm"]), seed)
     prob.dev_y.memset(POISON)
     prob.maps.memset(POISON)
     prob.launch(mod["moe_gemm"])

@@ -23,7 +23,7 @@ def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0,
     s = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
     loaded = load_module(s["build_module"](bounded=True))
     fn = loaded["moe_gemm"]
-    prob = s["MoeProblem"](sizes, N, K, grid or s["grid_for"](s["sm_count"]()), seed)
+    prob = s["MoeProblem"](sizes, N, K, grid or s["persistent_grid"](fn), seed)
     prob.maps.memset(POISON)
     report = Report("grouped_gemm_moe")
     for n in range(launches):

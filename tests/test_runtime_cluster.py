@@ -188,3 +188,18 @@ def test_function_required_cluster_launches_plainly(monkeypatch):
     assert [c[0] for c in drv.calls] == ["occupancy", "launch"]
     with pytest.raises(LaunchError, match="not a whole number of clusters"):
         fn.launch(3, 32)
+
+
+def test_function_max_active_clusters(monkeypatch):
+    """The persistent grid of a cluster kernel: the kernel's required shape by default, or the
+    one given; refused without either."""
+    drv = FakeDriver(active=33)
+    fn = _function(monkeypatch, drv, required=(4, 1, 1))
+    assert fn.max_active_clusters(384, shared_mem=4096) == 33
+    assert drv.calls == [("occupancy", (4, 1, 1), 4096)]
+    fn = _function(monkeypatch, FakeDriver(active=5))
+    assert fn.max_active_clusters((128, 1, 1), cluster=2) == 5
+    with pytest.raises(LaunchError, match="needs a cluster shape"):
+        fn.max_active_clusters(128)
+    with pytest.raises(LaunchError, match="cuOccupancyMaxActiveClusters = 0"):
+        _function(monkeypatch, FakeDriver(active=0)).max_active_clusters(1024, cluster=8)

@@ -207,6 +207,28 @@ class Function:
             f"kernel '{self.name}'")
         self._dyn_limit = shared_mem
 
+    def max_active_clusters(self, block, *, shared_mem: int = 0, cluster=None) -> int | None:
+        """How many clusters of this kernel fit on the GPU at once with `block` threads and
+        `shared_mem` bytes of dynamic shared memory per CTA (cuOccupancyMaxActiveClusters):
+        the grid, in clusters, of a persistent cluster kernel. `cluster` defaults to the
+        kernel's `.reqnctapercluster` shape. None when the driver cannot say; a LaunchError
+        when no such cluster fits."""
+        if getattr(_tls, "device", None) != self.device:
+            use_device(self.device)
+        c = cluster if cluster is not None else (
+            self.required_cluster if all(self.required_cluster) else None)
+        if c is None:
+            raise LaunchError(f"kernel '{self.name}': max_active_clusters needs a cluster "
+                              "shape (cluster=...; the kernel declares no .reqnctapercluster)")
+        info = device_info(self.device)
+        c = dim3(c, "cluster", self.name)
+        b = dim3(block, "block", self.name)
+        c = self._check_cluster(c, c, info)
+        self._ensure_shared(shared_mem, info)
+        drv = driver()
+        return max_active_clusters(drv, self.handle, self.name, c, b,
+                                   _shared_bytes(shared_mem, self.name), drv.CUstream(0), c)
+
     def launch(self, grid, block, args=(), *, shared_mem: int = 0, stream=None,
                cluster=None) -> None:
         """Launch on `grid` x `block` (ints or 1-3 tuples) with `args` in declaration order

@@ -2,11 +2,12 @@
 sample `samples/gemm_hopper.py` against torch in the same process on the same GPU.
 
 - bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 2048^3 and
-  the skinny M = 128, 256 and 1024 with N = K = 8192;
+  the skinny M = 64, 128, 256 and 1024 with N = K = 8192;
 - fp8 e4m3 (per-tensor scales, bf16 out): `gemm_hopper_e4m3` vs `torch._scaled_mm` at 8192^3,
   4096^3 and M = 128, N = K = 8192.
 
-`launch` picks the kernel: for M <= 256 the skinny variant (`_n128`: 128 x 128 tiles, no
+`launch` picks the kernel: for 64 < M <= 128 the one-row variant (`_row`: 128 x 64 tiles in
+pairs along N sharing A), for other M <= 256 the skinny variant (`_n128`: 128 x 128 tiles, no
 cluster), otherwise the default; each row names the one it ran.
 
 Inputs are random normal (fp8: scaled into e4m3's range). Each row first checks the ptxdsl
@@ -23,8 +24,8 @@ from __future__ import annotations
 from benchmarks.common import Section, checker_note
 from benchmarks.compile_latency import load_sample
 
-BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (128, 8192, 8192),
-        (256, 8192, 8192), (1024, 8192, 8192))
+BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (64, 8192, 8192),
+        (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
 FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 PEAK = {"bf16": 989.4, "e4m3": 1978.9}       # dense TFLOP/s, H100/H200 SXM
 TARGETS = {("bf16", 8192): 1.00, ("bf16", 4096): 0.95, ("e4m3", 8192): 1.00}
@@ -51,15 +52,19 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
     sms = rt.device_info(0).sm_count
     torch.manual_seed(0)
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):
-        for cfg in (sample.CONFIGS[dtype], sample.SKINNY[dtype]):
+        uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M}"),
+                (sample.SKINNY[dtype], f"M <= {sample.ROW_M} and {sample.BM} < M <= "
+                                       f"{sample.SKINNY_M}"),
+                (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"))
+        for cfg, use in uses:
             fn = mod[cfg.name]
             section.note(f"{fn.name}: {cfg.bn}-column tiles, {fn.num_regs} registers per "
                          f"thread at entry (setmaxnreg {sample.PRODUCER_REGS} producer / "
                          f"{sample.CONSUMER_REGS} consumers), {cfg.smem_bytes} bytes of dynamic "
                          f"shared memory per CTA ({cfg.stages} stages), {sample.THREADS} "
-                         f"threads, clusters of {cfg.cluster}; used for M "
-                         + (f"<= {sample.SKINNY_M}" if cfg.cluster == 1 else
-                            f"> {sample.SKINNY_M}"))
+                         f"threads, " + (f"clusters of {cfg.cluster} along "
+                                         f"{cfg.along.upper()}" if cfg.cluster > 1 else
+                                         "no cluster") + f"; used for {use}")
         for m, n, k in shapes:
             _row(section, torch, sample, mod, dtype, m, n, k, sms)
 

@@ -3,7 +3,8 @@ accumulator copy goes to global memory through shared memory, so the global writ
 (clipped at the tensor map's edges, running on while the warpgroup starts its next tile)
 instead of 2n predicated stores per thread.
 
-Per 128 columns of the tile (PTX emitted by `TmaStoreEpilogue.store`)::
+Per 128 columns of the tile (PTX emitted by `TmaStoreEpilogue.store`; a last 64 columns take
+4 stmatrix and one box)::
 
     @leader cp.async.bulk.wait_group.read 0;     // the staging buffer's last stores read it
     bar.sync id, 128;
@@ -56,25 +57,26 @@ class TmaStoreEpilogue:
         self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
 
     def store(self, packed, row0: Any, col0: Any) -> None:
-        """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 128) at
+        """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at
         (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped."""
         from . import ptx
         k = self.k
-        if packed.value_bits != 16 or not packed.packed or packed.n % 128:
+        if packed.value_bits != 16 or not packed.packed or packed.n % BOX_COLS:
             raise BuildError("TmaStoreEpilogue.store: a packed 16-bit fragment with N a "
-                             f"multiple of 128 (to_packed(t.bf16)), got {packed.dtype} N="
-                             f"{packed.n}")
-        for h in range(packed.n // 128):
+                             f"multiple of {BOX_COLS} (to_packed(t.bf16)), got {packed.dtype} "
+                             f"N={packed.n}")
+        for h in range(-(-packed.n // 128)):
+            boxes = min(2, (packed.n - 128 * h) // BOX_COLS)      # 64-column boxes this pass
             with k.if_(self.leader):
                 ptx.cp_async_bulk_wait_group_read(k, 0)
             k.bar_sync(self.barrier, 128)
-            for q in range(8):
+            for q in range(4 * boxes):
                 regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
                 k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * STAGING_BYTES // 2), regs)
             ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
             k.bar_sync(self.barrier, 128)
             with k.if_(self.leader):
-                for box in range(2):
+                for box in range(boxes):
                     col = k.add(col0, 128 * h + BOX_COLS * box)
                     ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
                                              (col, row0),

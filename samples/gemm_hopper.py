@@ -28,6 +28,10 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
 - Skinny M (M <= 256, `launch`'s choice; kernels `gemm_hopper_<dtype>_n128`): the same roles
   on 128 x 128 tiles, without a cluster, with 6 stages, so that a short A still spreads over
   twice as many SMs and no CTA works on rows past M alone.
+- One tile row (64 < M <= 128, `launch`'s choice; kernels `gemm_hopper_<dtype>_row`): 128 x 64
+  tiles, 8 stages, in clusters of 2 along N that share the A tile (each CTA loads half of it
+  and multicasts it; each loads its own B): twice the CTAs again, with the L2 reads of the
+  128 x 128 tiles.
 - Tails: TMA zero-fills rows and columns outside A and B (so K need not be a multiple of the
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
@@ -60,21 +64,30 @@ DTYPES = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}   # name -> (wgmma type, K
 
 class Config:
     """The build-time constants of one variant: input type, CTA tile columns `bn`, CTAs per
-    cluster (along M, sharing the B tile) and ring stages."""
+    cluster, the cluster's direction (`along="m"`: its CTAs stack along M and share the B
+    tile; "n": they sit side by side along N and share the A tile) and ring stages."""
 
-    def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES):
+    def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES,
+                 along: str = "m", name: str | None = None):
         self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
+        self.along = along
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
         self.layout_a = SmemLayout(self.wtype, BM, self.bk, "K", "128B")
         self.layout_b = SmemLayout(self.wtype, bn, self.bk, "K", "128B")
+        # the shared operand's tensor-map box: each CTA of a cluster loads 1/cluster of it
+        rows_a, rows_b = (BM // cluster, bn) if along == "n" else (BM, bn // cluster)
+        self.box_a = SmemLayout(self.wtype, rows_a, self.bk, "K", "128B")
+        self.box_b = SmemLayout(self.wtype, rows_b, self.bk, "K", "128B")
+        self.tile_m = BM * (cluster if along == "m" else 1)    # a cluster tile's rows
+        self.tile_n = bn * (cluster if along == "n" else 1)    # and columns
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
         self.stage_bytes = self.a_bytes + self.b_bytes
         self.epi_off = stages * self.stage_bytes         # 2 x 16 KiB: one per consumer
         self.ring_off = self.epi_off + 2 * EPI_BYTES
         self.smem_bytes = self.ring_off + 16 * stages
-        self.name = f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
+        self.name = name or f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
 
 
 CONFIGS = {name: Config(name) for name in DTYPES}
@@ -83,10 +96,20 @@ CONFIGS = {name: Config(name) for name in DTYPES}
 # and at M <= 128 put half of each cluster on rows past M (BENCHMARKS.md section 7).
 SKINNY = {name: Config(name, bn=128, cluster=1, stages=6) for name in DTYPES}
 SKINNY_M = 256
+# One tile row (ROW_M < M <= BM): 128 x 64 tiles in pairs along N that share (multicast) the
+# A tile, 8 stages. Twice the CTAs of the 128 x 128 tiles (M = 128, N = 8192: 128 instead of
+# 64), each loading half of A and its own B, so a memory-bound short GEMM pulls from twice
+# the SMs while the L2 reads stay those of the 128 x 128 tiles. At M <= ROW_M the smaller
+# stages' per-stage costs outweigh that (measured: BENCHMARKS.md section 7).
+ROW = {name: Config(name, bn=64, cluster=2, stages=8, along="n",
+                    name=f"gemm_hopper_{name}_row") for name in DTYPES}
+ROW_M = 64
 
 
 def config_for(dtype: str, m: int) -> Config:
     """The variant `launch` uses for M rows."""
+    if ROW_M < m <= BM:
+        return ROW[dtype]
     return SKINNY[dtype] if m <= SKINNY_M else CONFIGS[dtype]
 
 
@@ -123,8 +146,8 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     wg = k.shr(tid, 7)
     rank = k.read_special("cluster_ctarank") if cl > 1 else None
     M, N, K = (k.ld_param(p) for p in (m_p, n_p, k_p))
-    tiles_m = k.div(k.add(M, cl * BM - 1), cl * BM)
-    tiles_n = k.div(k.add(N, cfg.bn - 1), cfg.bn)
+    tiles_m = k.div(k.add(M, cfg.tile_m - 1), cfg.tile_m)
+    tiles_n = k.div(k.add(N, cfg.tile_n - 1), cfg.tile_n)
     tiles = k.mul(tiles_m, tiles_n)
     kblocks = k.div(k.add(K, cfg.bk - 1), cfg.bk)
     first_tile = k.read_special("clusterid.x" if cl > 1 else "ctaid.x")
@@ -134,8 +157,12 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
         tile = k.mov(first_tile, dst=k.reg(t.u32, "tile"))
         with k.while_(lambda: tile < tiles):
             mb, nb = _raster(k, tile, tiles_m, tiles_n)
-            m0 = k.mad(mb, cl * BM, k.mul(rank, BM)) if cl > 1 else k.mul(mb, BM)
-            body(m0, k.mul(nb, cfg.bn))
+            m0, n0 = k.mul(mb, cfg.tile_m), k.mul(nb, cfg.tile_n)
+            if cl > 1 and cfg.along == "m":
+                m0 = k.mad(rank, BM, m0)
+            elif cl > 1:
+                n0 = k.mad(rank, cfg.bn, n0)
+            body(m0, n0)
             k.add(tile, clusters, dst=tile)
 
     with k.if_(wg == 0):
@@ -153,24 +180,38 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
 
 
 def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> None:
+    """One thread: per k-block its own tile of one operand and its 1/cluster slice of the
+    shared one, multicast to the cluster (the whole of both without a cluster)."""
     tmap_a, tmap_b = k.tensormap_addr(map_a), k.tensormap_addr(map_b)
-    half = cfg.bn // cfg.cluster
-    # my part of the B tile in a stage (all of it without a cluster)
-    b_mine = k.mad(rank, half * BK_BYTES, cfg.a_bytes) if cfg.cluster > 1 else cfg.a_bytes
-    multicast = {"cta_mask": (1 << cfg.cluster) - 1} if cfg.cluster > 1 else {}
+    cl = cfg.cluster
+    multicast = {"cta_mask": (1 << cl) - 1} if cl > 1 else {}
+    shared_b = cfg.along == "m"
+    rows = cfg.box_b.mn if shared_b else cfg.box_a.mn         # rows of my slice
+    # my slice's offset in the stage, after A when it is B's
+    mine = k.mad(rank, rows * BK_BYTES, cfg.a_bytes if shared_b else 0) if cl > 1 else None
     p = ring.producer()
 
     def tile(m0, n0):
-        n_mine = k.mad(rank, half, n0) if cfg.cluster > 1 else n0
+        if cl > 1:      # my slice of the shared tile (whose origin the CTAs have in common)
+            at = k.mad(rank, rows, n0 if shared_b else m0)
         with k.for_range(0, kblocks) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
             p.arrive_expect_tx(cfg.stage_bytes)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
-            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap_a, (kc, m0),
-                                     full)
-            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, b_mine),
-                                     tmap_b, (kc, n_mine), full, **multicast)
+
+            def load(dst, tmap, row, **mc):
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (kc, row),
+                                         full, **mc)
+            if cl == 1:
+                load(slot, tmap_a, m0)
+                load(k.add(slot, cfg.a_bytes), tmap_b, n0)
+            elif shared_b:
+                load(slot, tmap_a, m0)
+                load(k.add(slot, mine), tmap_b, at, **multicast)
+            else:
+                load(k.add(slot, mine), tmap_a, at, **multicast)
+                load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             p.advance()
 
     tile_loop(tile)
@@ -249,8 +290,8 @@ class Epilogue:
 
 
 def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:
-    """Every variant of `dtypes`: the default and the skinny-M kernel of each."""
-    kernels = [build_gemm(cfg[d], bounded) for cfg in (CONFIGS, SKINNY) for d in dtypes]
+    """Every variant of `dtypes`: the default, the skinny-M and the one-row kernel of each."""
+    kernels = [build_gemm(cfg[d], bounded) for cfg in (CONFIGS, SKINNY, ROW) for d in dtypes]
     if bounded:
         return debug.module(kernels, name="gemm_hopper", target="sm_90a")
     return Module(kernels, name="gemm_hopper", target="sm_90a")
@@ -271,10 +312,10 @@ def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int, cfg: Config | None 
     from ptxdsl import runtime as rt
     cfg = cfg or config_for(dtype, m)
     tma = "BFLOAT16" if dtype == "bf16" else "UINT8"
-    ma = rt.TensorMap.tiled(a, (m, kdim), tma, (BM, cfg.bk), swizzle="128B")
-    mb = rt.TensorMap.tiled(b, (n, kdim), tma, (cfg.bn // cfg.cluster, cfg.bk),
-                            swizzle="128B")
-    cfg.layout_a.check_tensormap(ma)
+    ma = rt.TensorMap.tiled(a, (m, kdim), tma, cfg.box_a.tma_box[::-1], swizzle="128B")
+    mb = rt.TensorMap.tiled(b, (n, kdim), tma, cfg.box_b.tma_box[::-1], swizzle="128B")
+    cfg.box_a.check_tensormap(ma)
+    cfg.box_b.check_tensormap(mb)
     return ma, mb
 
 
@@ -291,7 +332,7 @@ def grid_for(m: int, n: int, sms: int, cfg: Config = CONFIGS["bf16"]) -> int:
     """CTAs of a persistent launch of `cfg`: one cluster per cluster tile, at most one CTA
     per SM."""
     cl = cfg.cluster
-    tiles = -(-m // (cl * BM)) * -(-n // cfg.bn)
+    tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n)
     return cl * max(1, min(tiles, sms // cl))
 
 
@@ -348,8 +389,8 @@ SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, 
 
 
 def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
-        bounded: bool = False, variants=("default", "skinny")) -> Report:
-    """Each kernel of `dtypes` and `variants` ("default", "skinny") on each (M, N, K) of
+        bounded: bool = False, variants=("default", "skinny", "row")) -> Report:
+    """Each kernel of `dtypes` and `variants` ("default", "skinny", "row") on each (M, N, K) of
     `shapes`; `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the
     debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
     from ptxdsl import runtime as rt
@@ -358,7 +399,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
     if bounded:
         recorder = debug.Recorder().attach(mod)
     sms = sms or rt.device_info(0).sm_count
-    table = {"default": CONFIGS, "skinny": SKINNY}
+    table = {"default": CONFIGS, "skinny": SKINNY, "row": ROW}
     for cfg in (table[v][d] for v in variants for d in dtypes):
         fn = mod[cfg.name]
         report.note(f"{cfg.name}: {fn.num_regs} registers per thread at launch (setmaxnreg "

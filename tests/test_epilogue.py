@@ -55,12 +55,31 @@ def test_refusals():
     with pytest.raises(BuildError, match="staging must be a 32-bit shared address register"):
         TmaStoreEpilogue(k, k.reg(t.u64), k.tensormap_addr(out), 1)
     epi = TmaStoreEpilogue(k, k.reg(t.u32), k.tensormap_addr(out), 1)
-    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 128"):
+    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 64"):
         epi.store(k.fragment(t.f32, shape=(64, 128)), 0, 0)        # not packed
-    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 128"):
-        epi.store(k.fragment(t.f32, shape=(64, 64)).to_packed(t.bf16), 0, 0)
-    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 128"):
+    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 64"):
+        epi.store(k.fragment(t.f32, shape=(64, 96)).to_packed(t.bf16), 0, 0)
+    with pytest.raises(BuildError, match="packed 16-bit fragment with N a multiple of 64"):
         epi.store(k.fragment(t.f32, shape=(64, 128)).to_packed("e4m3"), 0, 0)
+
+
+@pytest.mark.parametrize("n,seq", [(64, "WB" + "S" * 4 + "FB" + "TC"),
+                                   (192, "WB" + "S" * 8 + "FB" + "TTC" + "WB" + "S" * 4 + "FB"
+                                    + "TC")])
+def test_64_column_remainder_takes_one_box(n, seq):
+    """N = 64 and N = 192: the last 64 columns are one pass of 4 stmatrix and one box, from
+    the fragment's registers that hold them."""
+    text = Module([_kernel(n)], target="sm_90a").emit()
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+    marks = {"wait_group.read 0;": "W", "bar.sync 1, 128;": "B", "stmatrix.sync": "S",
+             "fence.proxy.async.shared::cta;": "F",
+             "cp.async.bulk.tensor.2d.global.shared::cta": "T",
+             "cp.async.bulk.commit_group;": "C"}
+    got = "".join(mark for line in text.splitlines() for key, mark in marks.items()
+                  if key in line)
+    assert got == seq
+    from ptxdsl.checker import check_module
+    assert check_module(Module([_kernel(n)], target="sm_90a")) == []
 
 
 @pytest.mark.parametrize("dtype,box,swizzle,ok", [

@@ -83,12 +83,34 @@ def test_skinny_ptx_shape(module):
         assert "%nctaid.x" in body and "%nclusterid" not in body
 
 
+def test_row_ptx_shape(module):
+    """The one-row kernels: clusters of 2 along N; per stage one multicast load (the CTA's
+    half of the A tile, 64 rows) and one local load (its own 64 x 128-byte B tile); 128 x 64
+    tiles (m64n64 wgmma, one 64-column staging pass: 4 stmatrix, one box), 8 stages, both
+    CTAs' consumers releasing every stage."""
+    ptx = module.emit()
+    for name, wgmma in (("bf16", "m64n64k16.f32.bf16.bf16"),
+                        ("e4m3", "m64n64k32.f32.e4m3.e4m3")):
+        body = _entry(ptx, f"gemm_hopper_{name}_row")
+        assert ".reqnctapercluster 2, 1, 1" in body and "%nclusterid.x" in body
+        load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        assert body.count(load + ".multicast::cluster") == 1 and body.count(load + " [") == 1
+        assert body.count(f"wgmma.mma_async.sync.aligned.{wgmma}") == 8
+        assert "m64n128" not in body and "m64n256" not in body
+        assert body.count("mbarrier.init.shared::cta.b64") == 16         # 8 stages x 2
+        assert body.count("mbarrier.arrive.release.cta.shared::cluster.b64") == 4
+        assert body.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+        assert body.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 1
+
+
 def test_config_choice_and_shared_memory():
-    pick, skinny, default = NS["config_for"], NS["SKINNY"], NS["CONFIGS"]
+    pick, skinny, default, row = NS["config_for"], NS["SKINNY"], NS["CONFIGS"], NS["ROW"]
     for dtype in ("bf16", "e4m3"):
-        assert pick(dtype, 1) is pick(dtype, NS["SKINNY_M"]) is skinny[dtype]
+        assert pick(dtype, 1) is pick(dtype, NS["ROW_M"]) is skinny[dtype]
+        assert pick(dtype, NS["ROW_M"] + 1) is pick(dtype, NS["BM"]) is row[dtype]
+        assert pick(dtype, NS["BM"] + 1) is pick(dtype, NS["SKINNY_M"]) is skinny[dtype]
         assert pick(dtype, NS["SKINNY_M"] + 1) is default[dtype]
-        for cfg in (skinny[dtype], default[dtype]):
+        for cfg in (skinny[dtype], default[dtype], row[dtype]):
             assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
 
 
@@ -113,7 +135,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module, tmp_path)
         pytest.skip(f"this ptxas is older than the module's PTX ISA: {res.stderr.strip()}")
     log = res.stdout + res.stderr
     assert res.returncode == 0, log
-    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 4, log
+    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 6, log
     assert "0 bytes spill stores, 0 bytes spill loads" in log
     assert "C7508" not in log and "serialized" not in log, log
 
@@ -138,6 +160,10 @@ def test_grid_is_whole_clusters_and_persistent():
     assert grid(128, 8192, 132, skinny) == 64       # one CTA per 128 x 128 tile
     assert grid(100, 300, 132, skinny) == 3
     assert grid(1024, 8192, 131, skinny) == 131     # persistent: at most one CTA per SM
+    row = NS["ROW"]["bf16"]
+    assert grid(128, 8192, 132, row) == 128         # a pair per 128 x 128 cluster tile
+    assert grid(100, 300, 132, row) == 6
+    assert grid(128, 8192, 101, row) == 100         # persistent, in whole clusters
 
 
 def test_host_encodings():
@@ -160,7 +186,8 @@ GPU_SHAPES = [                   # N % 8 == 0: TMA-store epilogue; other even N:
     ("e4m3", 300, 520, 208),
     ("e4m3", 129, 258, 48),
     ("e4m3", 2048, 1536, 512),
-    ("bf16", 128, 8192, 1024),    # skinny M: the n128 kernel (launch's choice)
+    ("bf16", 128, 8192, 1024),    # one tile row: the row kernel (launch's choice)
+    ("bf16", 64, 4104, 64),       # skinny M: the n128 kernel (launch's choice)
     ("e4m3", 100, 1032, 208),
 ]
 
@@ -183,8 +210,8 @@ def _run_in_child(run_args: str, checks: int | None = None) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,m,n,k", GPU_SHAPES)
 def test_gemm_on_gpu(dtype, m, n, k):
-    """Both variants (default and skinny) on the shape."""
-    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=2)
+    """Every variant (default, skinny, one row) on the shape."""
+    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=3)
 
 
 @pytest.mark.gpu

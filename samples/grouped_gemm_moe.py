@@ -79,7 +79,7 @@ space_shared = ptx.space_shared
 BM, BN, BK = 128, 256, 64           # CTA tile; each consumer warpgroup owns 64 of the BM rows
 STAGES = 4
 CLUSTER = 2                         # CTAs per cluster: a pair of tiles sharing one operand
-MAP_SLOTS = STAGES + 1              # per-CTA map slots, rewritten in turn (see the docstring)
+MAP_SLOTS = STAGES + 1              # map slots per producer, rewritten in turn (see the docstring)
 MAP_BYTES = 128
 SLOT_BYTES = 2 * MAP_BYTES          # one slot: X_g's map, then W_g's
 CONSUMERS = 2                       # consumer warpgroups
@@ -184,7 +184,7 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     map_y = k.param_tensormap("map_y")      # Y's own map (T x N, final: encoded on the host)
     x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
     offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
-    sched_p = k.param_ptr("sched")          # u32 [next item, finished CTAs], zero at launch
+    sched_p = k.param_ptr("sched")          # u32 [next item, finished clusters], zero at launch
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
     tiles = k.extern_shared("tiles", align=1024)
     smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)

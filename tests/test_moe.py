@@ -113,8 +113,9 @@ def test_walk_matches_an_independent_prefix_sum():
                                         (2520, 132), (37, 1)])
 @pytest.mark.parametrize("seed", [None, 0, 1, 2])
 def test_claims_hand_out_every_item_once_in_increasing_order(total, grid, seed):
-    """Whatever order the producers' atomics land in, every item is taken by exactly one CTA,
-    CTA c starts with item c, and each CTA's items increase (the walk only moves forward)."""
+    """Whatever order the producers' atomics land in, every item is taken by exactly one
+    cluster (`grid` here counts clusters), cluster c starts with item c, and each cluster's
+    items increase (the walk only moves forward)."""
     rng = None if seed is None else np.random.default_rng(seed)
     per_cta = S["claims"](total, grid, rng)
     assert sorted(w for items in per_cta for w in items) == list(range(total))

@@ -5,7 +5,8 @@ The kernel takes a pointer, two scalars (u32, f32) and a CUtensorMap by value; t
 threads, legacy default stream) by:
 
 - ptxdsl `Function.launch(1, 32, (buf, 7, 1.5, tmap))`, converting and checking every argument
-  on every call;
+  on every call, its driver call made from C (`ptxdsl._launch_c`), and the same with that call
+  through cuda.bindings (what an install without a compiler, or PTXDSL_C_LAUNCH=0, gets);
 - raw cuda.bindings `cuLaunchKernel` with the arguments packed once beforehand (the floor a
   binding-level caller gets), and `cuLaunchKernelEx` with the launch configuration built
   beforehand too (the call `Function.launch` makes);
@@ -22,6 +23,7 @@ for the GPU); 40 samples per row after a warm-up.
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 
@@ -82,7 +84,16 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
 
     def ours():
         fn.launch(1, 32, args)
-    ptxdsl_row = measure("ptxdsl Function.launch (args converted and checked each call)", ours)
+    ptxdsl_row = measure("ptxdsl Function.launch (args converted and checked each call)", ours,
+                         f"driver call from {fn.launch_path}")
+    if fn.launch_path == "C":
+        # The same Function with the C call switched off: what PTXDSL_C_LAUNCH=0 (or an
+        # install without a compiler) gives.
+        bindings_fn = copy.copy(fn)
+        bindings_fn._c_launch, bindings_fn._func = None, fn.handle
+        bindings_fn._configs, bindings_fn._pinned = {}, []
+        measure("ptxdsl Function.launch, driver call through cuda.bindings (no C module)",
+                lambda: bindings_fn.launch(1, 32, args))
 
     # Raw cuda.bindings with arguments packed once.
     packer = rt.ArgPacker("launch_probe", fn.params)
@@ -138,11 +149,13 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
         section.target("ptxdsl / cuda.core launch (medians)", vs_core, "<= 1.00",
                        vs_core <= 1.00)
     extra = ptxdsl_row["median"] - raw["median"]
-    section.note(f"ptxdsl adds {extra:.2f} µs per launch to the raw call: converting and "
-                 f"range-checking four arguments ({pack['median']:.2f} µs alone, generated "
-                 "Python), the thread's device check, the launch-configuration lookup and "
-                 "taking a free argument buffer. The raw calls do none of that (arguments "
-                 "packed once, outside the loop); cuda.core packs its arguments in compiled "
+    section.note(f"ptxdsl adds {extra:.2f} µs per launch to the raw cuLaunchKernel call: "
+                 f"converting and range-checking four arguments ({pack['median']:.2f} µs "
+                 "alone, generated Python), the thread's device check, the "
+                 "launch-configuration lookup and taking a free argument buffer. The raw calls "
+                 "do none of that (arguments packed once, outside the loop), but pay cuda."
+                 "bindings' conversion of their arguments on every call, which ptxdsl's C "
+                 "call (ptxdsl._launch_c) does not; cuda.core packs its arguments in compiled "
                  "Cython")
 
 

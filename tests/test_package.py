@@ -4,6 +4,7 @@ message naming itself."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -75,7 +76,7 @@ def test_sdist_carries_goldens_test_data_and_samples(tmp_path):
     assert any(m.startswith("tests/golden/") and m.endswith(".ptx") for m in members)
     assert "tests/data/tensormap_driver_verdicts.jsonl.gz" in members
     assert {"LICENSE", "pyproject.toml", "README.md", "ptxdsl/__init__.py",
-            "ptxdsl/py.typed"} <= members
+            "ptxdsl/py.typed", "ptxdsl/_launch_c.c", "ptxdsl/_launch_c.pyi"} <= members
     assert "License-Expression: Apache-2.0" in pkg_info
     assert "License-File: LICENSE" in pkg_info
 
@@ -98,6 +99,8 @@ def test_wheel_ships_py_typed_and_the_package_only(tmp_path):
     assert wheel.name.startswith(f"ptxdsl-{ptxdsl.__version__}-") and wheel.suffix == ".whl"
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-    assert "ptxdsl/py.typed" in names
+    assert "ptxdsl/py.typed" in names and "ptxdsl/_launch_c.pyi" in names
     assert "ptxdsl/kernel_host.py" in names and "ptxdsl/checker/analysis.py" in names
+    if shutil.which("cc") or shutil.which("gcc"):    # the optional C module, built
+        assert any(n.startswith("ptxdsl/_launch_c.") and n.endswith(".so") for n in names)
     assert not any(n.startswith(("tests/", "samples/", "benchmarks/")) for n in names)

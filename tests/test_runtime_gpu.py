@@ -4,6 +4,7 @@ Hopper GPU by tests/conftest.py); each test runs under a timeout so a hang is a 
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from types import SimpleNamespace
@@ -83,6 +84,25 @@ def test_every_scalar_kind_round_trips():
             got = [struct.unpack_from("<" + f, raw, off)[0] for f, off in
                    zip("HIiQqfd", (0, 4, 8, 16, 24, 32, 40), strict=True)]
             assert got == [int(a) if i < 5 else float(a) for i, a in enumerate(args[:7])]
+
+
+def test_launches_call_the_driver_from_c_when_built():
+    """With ptxdsl._launch_c built, every launch's driver call is made from C (the other GPU
+    tests' launches all take it; tests/test_launch_c.py checks the error path on the CPU)."""
+    try:
+        import ptxdsl._launch_c  # noqa: F401
+    except ImportError:
+        pytest.skip("ptxdsl._launch_c is not built here (no C compiler at install)")
+    import ptxdsl.runtime.launch as L
+    if os.environ.get("PTXDSL_C_LAUNCH") == "0":
+        pytest.skip("PTXDSL_C_LAUNCH=0 switches the C call off")
+    mod = load_ptx(K.ARGS_ECHO, name="args_echo")
+    fn = mod["args_echo"]
+    assert fn.launch_path == "C" and L.c_launcher(None) is not None
+    with DeviceBuffer.zeros(48, np.uint8) as out:
+        fn.launch(1, 1, (1, 2, -3, 4, -5, 0.5, 0.25, out))
+        sync()
+        assert struct.unpack_from("<H", out.to_numpy().tobytes(), 0)[0] == 1
 
 
 def _core_descriptor(array, box):

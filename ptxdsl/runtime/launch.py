@@ -9,13 +9,19 @@ attribute the first time more than the default 48 KB is asked for).
 
 The hot path of a launch is: the thread's device check, one dict lookup for the configuration,
 the packer's generated `pack` (every argument converted and checked) and the driver call.
-cuLaunchKernelEx with a prepared config is used for every launch, clusters or not: its four
-arguments cost cuda.bindings less to convert than cuLaunchKernel's eleven.
+cuLaunchKernelEx with a prepared config is used for every launch, clusters or not. The call is
+made from C (`ptxdsl._launch_c`, built at install when a compiler is there) through the entry
+point cuGetProcAddress gives, with the addresses ptxdsl holds (the config's struct, the
+function, the packed parameters); without that module, through cuda.bindings'
+`cuLaunchKernelEx`, which converts its four arguments on every call (BENCHMARKS.md section 3
+has both).
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import Any
 
 from ptxdsl.operands import as_int
 from ptxdsl.runtime._driver import check, driver, error_for
@@ -43,6 +49,41 @@ _CONFIG_CACHE_MAX = 64
 # What cuLaunchKernelEx returns for a kernel of another context: CUDA_ERROR_INVALID_HANDLE,
 # CUDA_ERROR_INVALID_CONTEXT.
 _OTHER_CONTEXT = frozenset({400, 201})
+
+
+_c_launch: Any = None     # ptxdsl._launch_c.launch_ex, entry set; False: not built or disabled
+
+
+def c_launcher(drv):
+    """`ptxdsl._launch_c.launch_ex` with the driver's cuLaunchKernelEx entry point set, or None:
+    when the module is not built, PTXDSL_C_LAUNCH=0 turns it off, or the driver gives no entry
+    (then cuda.bindings' call is used). The entry is the one cuda.bindings itself would call:
+    the ABI of its CUDA version, and the per-thread default stream where
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM asks for it (cuda.bindings' switch)."""
+    global _c_launch
+    if _c_launch is not None:
+        return _c_launch or None
+    query = getattr(drv, "cuGetProcAddress", None)
+    if query is None:                  # a stand-in driver (the CPU tests'): decide later
+        return None
+    _c_launch = False
+    if os.environ.get("PTXDSL_C_LAUNCH", "1") == "0":
+        return None
+    try:
+        from ptxdsl import _launch_c
+    except ImportError:
+        return None
+    flags = drv.CUdriverProcAddress_flags
+    per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0"
+    version = min(int(getattr(drv, "CUDA_VERSION", 12000)),
+                  int(check(drv.cuDriverGetVersion(), "cuDriverGetVersion")))
+    err, pfn, _status = query(b"cuLaunchKernelEx", version,
+                              flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
+                              else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    if int(err) == 0 and int(pfn):
+        _launch_c.set_entry(int(pfn))
+        _c_launch = _launch_c.launch_ex
+    return _c_launch or None
 
 
 def _shared_bytes(value, kernel: str) -> int:
@@ -77,6 +118,10 @@ class Function:
         self._pinned: list = []       # launch attributes the cached configs point into
         drv = driver()
         self._launch_ex = drv.cuLaunchKernelEx
+        # From C when ptxdsl._launch_c is built: the config cache then holds the addresses of
+        # the configs' structs (the objects stay in _pinned) and the function is its address.
+        self._c_launch = c_launcher(drv)
+        self._func = int(handle) if self._c_launch is not None else handle
         F = drv.CUfunction_attribute
 
         def attr(a) -> int:
@@ -181,12 +226,15 @@ class Function:
         if len(self._configs) >= _CONFIG_CACHE_MAX:
             self._configs.clear()
             self._pinned.clear()
+        if attr is not None:
+            self._pinned.append(attr)
+        if self._c_launch is not None:      # the C call takes the struct's address
+            self._pinned.append(cfg)
+            cfg = cfg.getPtr()
         # Keyed by the stream's handle, never by the caller's object: a stream destroyed and its
         # handle reused is the same launch target.
         self._configs[grid, block, shared_mem, stream if stream is None or type(stream) is int
                       else skey, cluster] = cfg
-        if attr is not None:
-            self._pinned.append(attr)
         return cfg
 
     def _ensure_shared(self, shared_mem: int, info) -> None:
@@ -206,6 +254,11 @@ class Function:
             shared_mem), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             f"kernel '{self.name}'")
         self._dyn_limit = shared_mem
+
+    @property
+    def launch_path(self) -> str:
+        """How `launch` calls the driver: "C" (ptxdsl._launch_c) or "cuda.bindings"."""
+        return "C" if self._c_launch is not None else "cuda.bindings"
 
     def max_active_clusters(self, block, *, shared_mem: int = 0, cluster=None) -> int | None:
         """How many clusters of this kernel fit on the GPU at once with `block` threads and
@@ -249,17 +302,24 @@ class Function:
             packer = ArgPacker(self.name, self.params)
         try:
             packer.stream = skey or 0
-            (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
+            if self._c_launch is not None:
+                err = self._c_launch(cfg, self._func, packer.pack(args))
+            else:
+                (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
+                if err is self._success:
+                    err = 0
         finally:
             free.append(packer)
-        if err is not self._success and int(err) != 0:
+        if err:     # a CUresult, or the C call's int
             if int(err) in _OTHER_CONTEXT and self._context_was_switched():
                 # Another library made another context current behind this thread's record
                 # (the hot path trusts the record): ours is current again, launch once more.
                 return self.launch(grid, block, args, shared_mem=shared_mem, stream=stream,
                                    cluster=cluster)
-            raise error_for("cuLaunchKernelEx", err, f"kernel '{self.name}' grid={grid} "
-                            f"block={block} shared_mem={shared_mem} cluster={cluster}")
+            raise error_for("cuLaunchKernelEx",
+                            err if self._c_launch is None else driver().CUresult(err),
+                            f"kernel '{self.name}' grid={grid} block={block} "
+                            f"shared_mem={shared_mem} cluster={cluster}")
 
     def _context_was_switched(self) -> bool:
         """After a launch failed as one made from the wrong context does: if the current

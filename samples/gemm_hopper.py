@@ -69,6 +69,9 @@ class Config:
 
     def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES,
                  along: str = "m", name: str | None = None):
+        if along not in ("m", "n"):
+            raise ValueError(f"Config: along must be 'm' (CTAs share B) or 'n' (they share A), "
+                             f"got {along!r}")
         self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
         self.along = along
         self.wtype, self.kstep = DTYPES[dtype]

@@ -112,6 +112,8 @@ def test_config_choice_and_shared_memory():
         assert pick(dtype, NS["SKINNY_M"] + 1) is default[dtype]
         for cfg in (skinny[dtype], default[dtype], row[dtype]):
             assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
+    with pytest.raises(ValueError, match="along must be 'm'"):
+        NS["Config"]("bf16", along="k")
 
 
 def _ptxas():

@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks.common import Section, checker_note, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
+from benchmarks.gemm import PEAK
 
 SHAPES = ((8, 4096, 4096, 16384), (32, 2048, 7168, 32768), (128, 2048, 7168, 32768))
 REPS = 20
@@ -136,8 +137,10 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
         r = section.row(f"{label}: {text}", times[name], "ms",
                         f"verified; M_g {sizes.min()}..{sizes.max()}")
         rows[name] = r
-        section.row(f"{label}: {text}, TFLOP/s", [flop / (t * 1e9) for t in times[name]],
-                    "TFLOP/s", "from the same samples")
+        tflops = [flop / (t * 1e9) for t in times[name]]
+        share = 100 * float(np.median(tflops)) / PEAK["bf16"]
+        section.row(f"{label}: {text}, TFLOP/s", tflops, "TFLOP/s",
+                    f"from the same samples; {share:.0f}% of dense bf16 peak")
     enc_row = section.row(f"{label}: moe_encode_only (walk + map publishes only)",
                           times["encode"], "ms", "upper bound on the map-encoding time")
     share = enc_row["median"] / rows["ptxdsl"]["median"]

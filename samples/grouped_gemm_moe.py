@@ -128,9 +128,10 @@ class ExpertWalk:
         self.end = k.mov(self._items(), dst=k.reg(t.u32, "walk_end"))
 
     def _items(self):
-        """The current expert's cluster items: for each n-tile its M-pairs (m-tiles 2p and
-        2p + 1, sharing W_g's tile), then, when m_tiles is odd, the last m-tile's N-pairs
-        (n-tiles 2q and 2q + 1, sharing X_g's tile)."""
+        """How many cluster items the current expert has: an M-pair (m-tiles 2p and 2p + 1,
+        sharing W_g's tile) per pair of m-tiles and n-tile, and when m_tiles is odd an N-pair
+        of the last m-tile (n-tiles 2q and 2q + 1, sharing X_g's tile) per pair of n-tiles
+        (their order: `tile`)."""
         k = self.k
         m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
         return k.mad(k.shr(m_tiles, 1), self.n_tiles, k.mul(k.and_(m_tiles, 1), self.n_pairs))
@@ -267,6 +268,26 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
             k.mov(0, dst=slot)
         k.mov(walk.g, dst=cur)
 
+    def hand_out(value, data_tx: int):
+        """The current stage's item (a register, or END_ITEM) to both CTAs' consumers: stored
+        here and released by this CTA's arrive (expecting `data_tx` bytes of loads, or plain
+        when none follow), and stored into the peer's slot by st.async, whose 4 bytes the
+        peer's full barrier expects with the loads'. Returns this CTA's full barrier."""
+        item_at = k.add(items, k.shl(p.stage, 2))
+        k.st(Addr(item_at), value, type=t.u32, space="shared")
+        if data_tx:
+            p.arrive_expect_tx(data_tx)
+        else:
+            p.arrive()
+        bar = p.full_barrier()
+        peer_bar = ptx.mapa(k, "shared::cluster", bar, PEER)
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster", peer_bar,
+                                      data_tx + ITEM_TX)
+        if isinstance(value, int):
+            value = k.mov(value, type=t.u32)
+        ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), value, peer_bar)
+        return bar
+
     def load(slot, tmap, coords, bar, ctas: int) -> None:
         """One box into `slot` of the CTAs in the `ctas` mask (rank 0 alone: no multicast)."""
         mc = {"cta_mask": ctas} if ctas != 1 else {}
@@ -287,16 +308,9 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
                 publish()
                 k.setp("ne", walk.g, cur, type=t.u32, dst=switch)   # false: once per expert
             with k.if_(lane0):
-                item_at = k.add(items, k.shl(p.stage, 2))
-                k.st(Addr(item_at), item, space="shared")
-                p.arrive_expect_tx(STAGE_TX)      # releases the item with the stage
-                bar = p.full_barrier()
-                # The peer's stage: its item by st.async and the loads below, all completing
-                # transaction bytes on its full barrier, which this arrive expects.
-                peer_bar = ptx.mapa(k, "shared::cluster", bar, PEER)
-                ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster", peer_bar,
-                                              STAGE_TX + ITEM_TX)
-                ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), item, peer_bar)
+                # The item goes out with the stage: the loads below complete transaction bytes
+                # on both CTAs' full barriers, which hand_out's arrives expect.
+                bar = hand_out(item, STAGE_TX)
                 k0 = k.mul(kb, BK)
                 xs, ws = p.slot(tiles_x, STAGE_X), p.slot(tiles_w, STAGE_W)
                 both, peer = 1 | 1 << PEER, 1 << PEER
@@ -325,14 +339,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     if not encode_only:       # a stage with no data whose item tells the consumers to stop
         p.wait_empty()
         with k.if_(lane0):
-            item_at = k.add(items, k.shl(p.stage, 2))
-            k.st(Addr(item_at), END_ITEM, type=t.u32, space="shared")
-            p.arrive()
-            peer_bar = ptx.mapa(k, "shared::cluster", p.full_barrier(), PEER)
-            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster", peer_bar,
-                                          ITEM_TX)
-            end = k.mov(END_ITEM, type=t.u32)
-            ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), end, peer_bar)
+            hand_out(END_ITEM, 0)
         p.advance()
     # The last cluster to stop claiming zeroes the counters for the next launch: every other
     # cluster's last claim happens before its acq_rel increment of the finished count.

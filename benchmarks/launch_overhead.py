@@ -24,7 +24,6 @@ for the GPU); 40 samples per row after a warm-up.
 
 from __future__ import annotations
 
-import copy
 import os
 import tempfile
 
@@ -90,9 +89,7 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
     if fn.launch_path == "C":
         # The same Function with the C call switched off: what PTXDSL_C_LAUNCH=0 (or an
         # install without a compiler) gives.
-        bindings_fn = copy.copy(fn)
-        bindings_fn._c_launch, bindings_fn._func = None, fn.handle
-        bindings_fn._configs, bindings_fn._pinned = {}, []
+        bindings_fn = fn._through_bindings()
         measure("ptxdsl Function.launch, driver call through cuda.bindings (no C module)",
                 lambda: bindings_fn.launch(1, 32, args))
 

@@ -138,9 +138,9 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
                         f"verified; M_g {sizes.min()}..{sizes.max()}")
         rows[name] = r
         tflops = [flop / (t * 1e9) for t in times[name]]
-        share = 100 * float(np.median(tflops)) / PEAK["bf16"]
+        of_peak = 100 * float(np.median(tflops)) / PEAK["bf16"]
         section.row(f"{label}: {text}, TFLOP/s", tflops, "TFLOP/s",
-                    f"from the same samples; {share:.0f}% of dense bf16 peak")
+                    f"from the same samples; {of_peak:.0f}% of dense bf16 peak")
     enc_row = section.row(f"{label}: moe_encode_only (walk + map publishes only)",
                           times["encode"], "ms", "upper bound on the map-encoding time")
     share = enc_row["median"] / rows["ptxdsl"]["median"]

@@ -107,6 +107,9 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
         cfg, f, params, extra = seen[-1]
         value = ctypes.c_uint32.from_address(ctypes.c_void_p.from_address(params).value).value
         print("call:", hex(cfg), hex(f), value, extra, fn.launch_path)
+        twin = fn._through_bindings()
+        print("twin:", twin.launch_path, twin._configs, twin._func, fn.launch_path,
+              len(fn._configs))
         RESULT = 1
         _driver._driver = None
         L.driver = lambda: drv
@@ -118,6 +121,7 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
     assert "lookup: b'cuLaunchKernelEx' 13000 legacy" in out
     assert "launcher: True" in out
     assert "call: 0xc0f 0xf00 7 None C" in out
+    assert "twin: cuda.bindings {} h C 1" in out      # the benchmark's bindings-path copy
     assert "error:" in out and "cuLaunchKernelEx" in out and "CUDA_ERROR_INVALID_VALUE" in out
 
 

@@ -19,6 +19,7 @@ has both).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from typing import Any
@@ -259,6 +260,17 @@ class Function:
     def launch_path(self) -> str:
         """How `launch` calls the driver: "C" (ptxdsl._launch_c) or "cuda.bindings"."""
         return "C" if self._c_launch is not None else "cuda.bindings"
+
+    def _through_bindings(self) -> Function:
+        """A copy of this function whose launches call cuda.bindings' cuLaunchKernelEx, as
+        without ptxdsl._launch_c (for comparing the two paths in one process): its config
+        cache starts empty, since the C path caches struct addresses."""
+        twin = copy.copy(self)
+        twin._c_launch, twin._func = None, self.handle
+        twin._configs, twin._pinned, twin._free_packers = {}, [], [ArgPacker(self.name,
+                                                                             self.params)]
+        twin._config_lock = threading.Lock()
+        return twin
 
     def max_active_clusters(self, block, *, shared_mem: int = 0, cluster=None) -> int | None:
         """How many clusters of this kernel fit on the GPU at once with `block` threads and

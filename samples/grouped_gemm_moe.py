@@ -45,12 +45,14 @@ clusters of two):
   with the stage's byte count on rank 0's full barrier and one remote arrive on rank 1's
   (which also expects the item's 4 bytes). Rank 0's empty barriers count both CTAs'
   consumers, so a stage is refilled only once both released it. Rows past M_g and columns
-  past K arrive as zeros (the expert's map bounds), so no expert reads another's tokens.
+  past K arrive as zeros (the expert's map bounds), so no expert reads another's tokens. The
+  templates ask for 256-byte L2 promotion: a load's L2 miss brings the next K step's bytes of
+  the same rows too.
 - Consumers (`setmaxnreg.inc 232`): warpgroup w issues four `wgmma m64n256k16` per stage on
-  rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), keeps them in
-  flight while it waits for the next stage (`wait_group 1`, then its leader releases the
-  previous stage on rank 0's empty barrier: 2 arrivals per CTA per stage), and after the
-  tile's last stage (`wait_group 0`) converts the accumulator to bf16.
+  rows 64w..64w+63 (the first with scale-d 0: the tile starts from zero), waits for them
+  (`wait_group 0`) and its leader releases the stage on rank 0's empty barrier at once (2
+  arrivals per CTA per stage), so the loads have 3 of the 4 stages; after the tile's last
+  stage it converts the accumulator to bf16.
 - Epilogue: 64 rows that all belong to the expert go out through `TmaStoreEpilogue`
   (`stmatrix` into a 128B-swizzled staging buffer, TMA stores through Y's host-encoded map,
   running on while the warpgroup starts its next tile; N a multiple of 8). The rows of an
@@ -99,6 +101,10 @@ SMAP_OFF = EPI_OFF + CONSUMERS * STAGING_BYTES
 RING_OFF = SMAP_OFF + 2 * MAP_BYTES
 ITEMS_OFF = RING_OFF + 16 * STAGES      # per stage: the work item its data belongs to
 SHARED_BYTES = ITEMS_OFF + 4 * STAGES
+# An L2 miss of a TMA load fetches 256 bytes: a row's 128 bytes of this K step and of the next
+# (rows are 256-byte aligned when K is a multiple of 128), so DRAM serves each row of a W_g or
+# X_g tile in 256-byte pieces. Measured at G = 128 (H100): 538 -> 552 TFLOP/s, from W_g's map.
+L2_PROMOTION = "L2_256B"
 END_ITEM = 0xFFFFFFFF                   # the item of the stage that tells consumers to stop
 EMPTY_ARRIVALS = CONSUMERS              # per CTA: each consumer warpgroup's leader
 PEER = 1                                # the rank whose loads rank 0's producer issues
@@ -361,10 +367,15 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
     epi = TmaStoreEpilogue(k, staging, k.tensormap_addr(map_y), k.add(wg, 1))
     tma_ok = k.setp("eq", k.and_(N, 7), 0, type=t.u32)    # Y's row pitch fits TMA
     walk = ExpertWalk(k, offsets, G, n_tiles)
-    read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
+    read = ring.consumer()
     acc = k.fragment(t.f32, shape=(64, BN), zero=False)
 
-    def mma(first: bool) -> None:
+    def step(first: bool) -> None:
+        """One stage: its four wgmmas, then the stage back to rank 0's producer as soon as
+        they have read it. Waiting for the group at once (not keeping it in flight across the
+        next stage's wait) leaves 3 of the 4 stages to the loads, while the other warpgroup's
+        wgmmas keep the tensor pipe busy: G = 128 went 548 -> 556 TFLOP/s, G = 8 and 32 were
+        unchanged (H100 A/B)."""
         if not first:         # a tile's first stage was awaited for its item
             read.wait_full()
         da = descriptor(k, LAYOUT_XW, read.slot(x_rows, STAGE_X))
@@ -374,13 +385,11 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
             ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
                                 0 if first and i == 0 else 1, atype="bf16")
         ptx.wgmma_commit_group(k)
-        read.advance()
-
-    def release() -> None:
-        # to rank 0's producer; .cta: wgmma.wait_group already completed the reads
+        ptx.wgmma_wait_group(k, 0)
+        # .cta: wgmma.wait_group already completed the reads
         with k.if_(epi.leader):
-            free.release(ctas=[0], scope="cta")
-        free.advance()
+            read.release(ctas=[0], scope="cta")
+        read.advance()
 
     def body(item):
         # Every tile runs the whole mainloop, even the rows past M_g of an expert's last
@@ -388,13 +397,9 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
         # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
         # slower: BENCHMARKS.md section 6).
         mt, nt, _ = walk.tile(item, rank)
-        mma(first=True)
+        step(first=True)
         with k.for_range(1, k_steps):
-            mma(first=False)
-            ptx.wgmma_wait_group(k, 1)                     # the previous stage is read
-            release()
-        ptx.wgmma_wait_group(k, 0)
-        release()
+            step(first=False)
         row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
         n0 = k.mul(nt, BN)     # past N for rank 1 of an odd n_tiles' last N-pair
@@ -555,9 +560,9 @@ def templates(x, T: int, w, N: int, K: int) -> tuple:
     address and row count and W_g's address is final; the layouts check box and swizzle."""
     from ptxdsl import runtime as rt
     tmpl_x = rt.TensorMap.tiled(x, (max(T, 1), K), "BFLOAT16", LAYOUT_X.tma_box[::-1],
-                                swizzle=LAYOUT_X.tma_swizzle)
+                                swizzle=LAYOUT_X.tma_swizzle, l2_promotion=L2_PROMOTION)
     tmpl_w = rt.TensorMap.tiled(w, (N, K), "BFLOAT16", LAYOUT_W.tma_box[::-1],
-                                swizzle=LAYOUT_W.tma_swizzle)
+                                swizzle=LAYOUT_W.tma_swizzle, l2_promotion=L2_PROMOTION)
     LAYOUT_X.check_tensormap(tmpl_x)
     LAYOUT_W.check_tensormap(tmpl_w)
     return tmpl_x, tmpl_w

@@ -14,6 +14,12 @@ before it is timed (the torch baselines too, held to 1% where cuBLAS rounds part
 sums). Times are CUDA-event medians, the candidates taking turns. The
 share of map encoding is the time of `moe_encode_only` (the same walk and map publishes, no
 loads or math: an upper bound, launch included) over the time of `moe_gemm`.
+
+The rows after the three shapes take G = 128's N and K with every expert of one size (256,
+128, 384, 512 tokens) and with G = 128's sizes sorted: what each kind of work item costs on
+its own, and whether the order of the experts matters. Their notes give the time per grid of
+tiles and the DRAM rate at which the memory floor (X, every W_g and Y once) would take that
+long.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from benchmarks.gemm import PEAK
 
 SHAPES = ((8, 4096, 4096, 16384), (32, 2048, 7168, 32768), (128, 2048, 7168, 32768))
 REPS = 20
+# G = 128's N and K with every expert the same size: what each kind of work item costs alone
+# (the tiles are 128 x 256; m_tiles = ceil(M_g / 128) per expert).
+PATTERNS = ((256, "M-pairs only, each W_g tile read by one pair"),
+            (128, "one m-tile per expert: N-pairs only, each W_g tile read by one CTA"),
+            (384, "an M-pair and an N-pair reading each W_g tile"),
+            (512, "two M-pairs reading each W_g tile"))
 
 
 def run(section: Section, shapes=SHAPES, reps: int = REPS) -> None:
@@ -50,6 +62,8 @@ def run(section: Section, shapes=SHAPES, reps: int = REPS) -> None:
     for G, N, K, T in shapes:
         _run_shape(section, torch, sample, (mod["moe_gemm"], enc["moe_encode_only"]), grid,
                    G, N, K, T, reps)
+    if any(G == 128 for G, *_ in shapes):
+        _patterns(section, torch, sample, mod["moe_gemm"], grid, reps)
 
 
 def _sizes(sample, G: int, T: int) -> np.ndarray:
@@ -57,40 +71,104 @@ def _sizes(sample, G: int, T: int) -> np.ndarray:
     return sample.expert_sizes(G, T // 16, seed=G) * 16
 
 
+def _random_bf16(torch, shape, gen):
+    """Multiples of 1/8 in [-1, 1]: every product and K-term sum is exact in f32."""
+    return (torch.randint(-8, 9, shape, device="cuda", dtype=torch.int16, generator=gen)
+            .to(torch.bfloat16) / 8)
+
+
+def _args(sample, grid: int, x, w, y, off_dev, dims) -> tuple:
+    """moe_gemm's (and moe_encode_only's) arguments for these tensors."""
+    from ptxdsl import runtime as rt
+    G, N, K, T = dims
+    maps = rt.DeviceBuffer.empty((grid * sample.MAP_SLOTS * sample.SLOT_BYTES,), np.uint8)
+    tmpl_x, tmpl_w = sample.templates(x.data_ptr(), T, w.data_ptr(), N, K)
+    map_y = sample.output_map(y.data_ptr(), T, N, tmpl_x)
+    sched = rt.DeviceBuffer.zeros((2,), np.uint32)     # left zero by every launch
+    return (tmpl_x, tmpl_w, map_y, x.data_ptr(), w.data_ptr(), y.data_ptr(),
+            off_dev.data_ptr(), maps, sched, G, N, K)
+
+
+def _launch(sample, fn, grid: int, args):
+    def launch():
+        fn.launch(grid, sample.THREADS, args, shared_mem=sample.SHARED_BYTES)
+    return launch
+
+
+def _grouped_mm(torch, x, w, ends):
+    def grouped():
+        torch._grouped_mm(x, w.transpose(1, 2), offs=ends, out_dtype=torch.bfloat16)
+    return grouped
+
+
+def _patterns(section, torch, sample, fn, grid: int, reps: int) -> None:
+    """G = 128's N and K with every expert of one size (PATTERNS), and the G = 128 sizes in
+    ascending order: ptxdsl and torch._grouped_mm, each row verified first. The notes give
+    the time per `grid` tiles and the rate the memory floor (X, every W_g and Y once) would
+    need, which says which rows wait on memory."""
+    G, N, K = 128, 2048, 7168
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    w = _random_bf16(torch, (G, N, K), gen)
+    cases = [(np.full(G, m), f"every M_g = {m} ({what})") for m, what in PATTERNS]
+    cases.append((np.sort(_sizes(sample, G, 32768)),
+                  "the G=128 row's sizes in ascending order (its experts sorted)"))
+    for sizes, what in cases:
+        T = int(sizes.sum())
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        x = _random_bf16(torch, (T, K), gen)
+        off_dev = torch.tensor(offsets, device="cuda", dtype=torch.int32)
+        ends = off_dev[1:].contiguous()
+        y = torch.full((T, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        ptxdsl = _launch(sample, fn, grid, _args(sample, grid, x, w, y, off_dev,
+                                                 (G, N, K, T)))
+        ptxdsl()
+        ref = torch.empty_like(y)
+        for g in range(G):
+            lo, hi = int(offsets[g]), int(offsets[g + 1])
+            ref[lo:hi] = (x[lo:hi].float() @ w[g].float().T).to(torch.bfloat16)
+        got = torch._grouped_mm(x, w.transpose(1, 2), offs=ends, out_dtype=torch.bfloat16)
+        if not torch.equal(y.view(torch.int16), ref.view(torch.int16)):
+            raise AssertionError(f"G={G} N={N} K={K}, {what}: ptxdsl differs from the exact "
+                                 f"f32 reference")
+        err = float((got.float() - ref.float()).abs().max() / ref.float().abs().max())
+        if err > 1e-2:          # cuBLAS may round split-K partial sums (see _run_shape)
+            raise AssertionError(f"G={G} N={N} K={K}, {what}: torch._grouped_mm is off by "
+                                 f"{err:.2e} of the largest output")
+        times = interleaved_gpu_ms({"ptxdsl": ptxdsl,
+                                    "grouped": _grouped_mm(torch, x, w, ends)}, reps=reps)
+        flop = 2.0 * T * N * K
+        tiles = int(sum(-(-int(m) // sample.BM) for m in sizes)) * -(-N // sample.BN)
+        floor_bytes = 2 * (G * N * K + T * K + T * N)
+        for name, text in (("ptxdsl", "ptxdsl moe_gemm"), ("grouped", "torch._grouped_mm")):
+            med = float(np.median(times[name]))
+            note = f"verified; {flop / (med * 1e9):.0f} TFLOP/s"
+            if name == "ptxdsl":
+                note += (f"; {tiles} tiles, {1e3 * med * grid / tiles:.1f} µs per {grid}; the "
+                         f"memory floor ({floor_bytes / 1e9:.2f} GB) at "
+                         f"{floor_bytes / (med * 1e9):.2f} TB/s")
+            section.row(f"G={G} N={N} K={K} tokens={T}, {what}: {text}", times[name], "ms",
+                        note)
+
+
 def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T: int,
                reps: int) -> None:
-    from ptxdsl import runtime as rt
     moe_fn, enc_fn = fns
     dev = "cuda"
     sizes = _sizes(sample, G, T)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     gen = torch.Generator(device=dev).manual_seed(G)
-    x = (torch.randint(-8, 9, (T, K), device=dev, dtype=torch.int16, generator=gen)
-         .to(torch.bfloat16) / 8)
+    x = _random_bf16(torch, (T, K), gen)
     w = torch.empty((G, N, K), device=dev, dtype=torch.bfloat16)
     for g in range(G):
-        w[g] = torch.randint(-8, 9, (N, K), device=dev, dtype=torch.int16,
-                             generator=gen).to(torch.bfloat16) / 8
+        w[g] = _random_bf16(torch, (N, K), gen)
     off_dev = torch.tensor(offsets, device=dev, dtype=torch.int32)
     ends = off_dev[1:].contiguous()
     y = {name: torch.empty((T, N), device=dev, dtype=torch.bfloat16)
          for name in ("ptxdsl", "grouped", "loop")}
-    maps = rt.DeviceBuffer.empty((grid * sample.MAP_SLOTS * sample.SLOT_BYTES,), np.uint8)
-    tmpl_x, tmpl_w = sample.templates(x.data_ptr(), T, w.data_ptr(), N, K)
-    map_y = sample.output_map(y["ptxdsl"].data_ptr(), T, N, tmpl_x)
-    sched = torch.zeros(2, device=dev, dtype=torch.int32)     # left zero by every launch
-    args = (tmpl_x, tmpl_w, map_y, x.data_ptr(), w.data_ptr(), y["ptxdsl"].data_ptr(),
-            off_dev.data_ptr(), maps, sched.data_ptr(), G, N, K)
+    args = _args(sample, grid, x, w, y["ptxdsl"], off_dev, (G, N, K, T))
     bounds = [(g, int(offsets[g]), int(offsets[g + 1])) for g in range(G)]
-
-    def ptxdsl():
-        moe_fn.launch(grid, sample.THREADS, args, shared_mem=sample.SHARED_BYTES)
-
-    def encode_only():
-        enc_fn.launch(grid, sample.THREADS, args, shared_mem=sample.SHARED_BYTES)
-
-    def grouped():
-        torch._grouped_mm(x, w.transpose(1, 2), offs=ends, out_dtype=torch.bfloat16)
+    ptxdsl, encode_only = _launch(sample, moe_fn, grid, args), _launch(sample, enc_fn, grid, args)
+    grouped = _grouped_mm(torch, x, w, ends)
 
     def loop():
         for g, lo, hi in bounds:

@@ -320,6 +320,25 @@ def test_benchmark_shapes(G, N, K, T):
         (-(-N // BN) % 2) * sum(-(-int(m) // BM) % 2 for m in sizes)
 
 
+def test_benchmark_patterns_make_the_items_their_rows_name():
+    """The diagnostic rows of the benchmark (every expert of one size at G = 128's N) are the
+    kinds of work items their descriptions say: from the walk, an M-pair's two tiles share
+    the n-tile (W_g's tile), an N-pair's share the m-tile (X_g's)."""
+    from benchmarks import moe
+    N = 2048
+    kinds = {}
+    for m, what in moe.PATTERNS:
+        offsets = [0, m]
+        items = list(range(S["expert_items"](m, -(-N // BN))))
+        t0, t1 = S["walk"](offsets, N, items, 0), S["walk"](offsets, N, items, 1)
+        mpairs = sum(a[2] == b[2] and a[1] != b[1] for a, b in zip(t0, t1, strict=True))
+        npairs = sum(a[1] == b[1] and a[2] != b[2] for a, b in zip(t0, t1, strict=True))
+        assert mpairs + npairs == len(items)
+        kinds[m] = (mpairs, npairs)
+        assert ("M-pair" in what) == (mpairs > 0) and ("N-pair" in what) == (npairs > 0)
+    assert kinds == {256: (8, 0), 128: (0, 4), 384: (8, 4), 512: (16, 0)}
+
+
 def test_consumer_releases_a_stage_only_after_its_wgmmas_completed(ptx_text):
     """In the PTX, between a stage's wgmma.mma_async and the consumer's release of it (the
     arrive on rank 0's empty barrier) there is a `wgmma.wait_group 0`, with no wgmma issued

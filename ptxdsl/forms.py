@@ -26,6 +26,8 @@ FAMILIES: tuple[str, ...] = (
     "sreg",
     "st_async",
     "ld_st",
+    "prefetch",
+    "control",
     "multimem",
     "bits",
     "control_ptx",

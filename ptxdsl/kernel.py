@@ -20,6 +20,7 @@ from .instructions.inline import InlineOps
 from .instructions.matrix import MatrixOps
 from .instructions.memory import MemoryOps
 from .instructions.move import MoveOps
+from .instructions.prefetch import PrefetchOps
 from .instructions.sync import SyncOps
 from .instructions.warp import WarpOps
 from .kernel_core import KernelCore, Param, Statement
@@ -30,7 +31,8 @@ __all__ = ["Kernel", "Param", "Statement"]
 
 
 class Kernel(
-    KernelCore, StructuredFlow, MoveOps, ArithOps, CompareOps, MemoryOps, ControlOps,
+    KernelCore, StructuredFlow, MoveOps, ArithOps, CompareOps, MemoryOps, PrefetchOps,
+    ControlOps,
     SyncOps,
     AtomicOps,
     WarpOps,

@@ -1,13 +1,23 @@
-"""Control flow: bra, ret, exit, trap (PTX ISA §9.7.12)."""
+"""Control flow: bra, ret, exit, trap (PTX ISA §9.7.12), and nanosleep (§9.7.13.12), which
+suspends the thread for about the given number of nanoseconds (at most about 1 ms): a
+back-off for a spin loop on memory another thread updates.
+
+    nanosleep.u32 t;                        k.nanosleep(t)    (t: a .u32 register or 0..2^32-1)
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 
 from ..errors import OperandError
 from ..kernel_host import KernelHost
 from ..operands import Label
-from .base import Instruction
+from ..types import BASE, Requires, ScalarType
+from .base import Instruction, check_src
+
+__all__ = ["Bra", "Ret", "Exit", "Trap", "Nanosleep", "ControlOps", "FORMS"]
 
 
 @attrs.frozen
@@ -60,6 +70,23 @@ class Trap(Instruction):
         return "trap"
 
 
+@attrs.frozen
+class Nanosleep(Instruction):
+    """`nanosleep.u32 t;` — the thread sleeps for a time in [0, 2t] ns (at most about 1 ms)."""
+
+    MNEMONIC = "nanosleep"
+    t: Any
+
+    def __attrs_post_init__(self):
+        self._set("t", check_src(self.MNEMONIC, "t", self.t, ScalarType.u32))
+
+    def opcode(self) -> str:
+        return "nanosleep.u32"
+
+    def operands(self):
+        return (self.t,)
+
+
 class ControlOps(KernelHost):
     """Kernel builder methods for control instructions."""
 
@@ -79,3 +106,17 @@ class ControlOps(KernelHost):
 
     def trap(self) -> None:
         self.emit(Trap())
+
+    def nanosleep(self, t) -> None:
+        """`nanosleep.u32 t;` (a .u32 register or an integer 0..2^32-1): a spin loop's
+        back-off."""
+        self.emit(Nanosleep(t))
+
+
+FORMS: list[tuple[str, Requires, str]] = [
+    ("bra{.uni} target", BASE, "guarded by @p / @!p: conditional"),
+    ("ret", BASE, ""),
+    ("exit", BASE, ""),
+    ("trap", BASE, ""),
+    ("nanosleep.u32 t", BASE, "t: .u32 register or immediate"),
+]

@@ -77,6 +77,44 @@ def _random_bf16(torch, shape, gen):
             .to(torch.bfloat16) / 8)
 
 
+def _offsets(torch, sizes):
+    """The experts' row offsets on the host (int64) and on the device (int32), and the
+    device copy's ends (torch._grouped_mm's `offs`)."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    off_dev = torch.tensor(offsets, device="cuda", dtype=torch.int32)
+    return offsets, off_dev, off_dev[1:].contiguous()
+
+
+def _reference(torch, x, w, offsets):
+    """The exact result, expert by expert (f32 products and sums, rounded to bf16 once)."""
+    ref = torch.empty((x.shape[0], w.shape[1]), device="cuda", dtype=torch.bfloat16)
+    for g in range(len(offsets) - 1):
+        lo, hi = int(offsets[g]), int(offsets[g + 1])
+        if hi > lo:
+            ref[lo:hi] = (x[lo:hi].float() @ w[g].float().T).to(torch.bfloat16)
+    return ref
+
+
+def _verify(section, torch, label: str, outputs: dict, ref, offsets) -> None:
+    """Each candidate's output (name -> tensor, computed and synchronized) against the exact
+    reference: ptxdsl must match it bit for bit; cuBLAS may reduce split-K partial sums in
+    bf16 (PyTorch's allow_bf16_reduced_precision_reduction), so a baseline is held to 1% of
+    the largest output, and a difference within that is noted."""
+    for name, out in outputs.items():
+        diff = (out.view(torch.int16) != ref.view(torch.int16)).any(dim=1)
+        if not bool(diff.any()):
+            continue
+        rows = diff.nonzero().flatten().tolist()
+        experts = sorted({int(np.searchsorted(offsets, r, side="right") - 1)
+                          for r in rows[:1000]})
+        err = float((out.float() - ref.float()).abs().max() / ref.float().abs().max())
+        what = (f"{label}: {name} differs from the exact f32 reference in {len(rows)} rows "
+                f"(experts {experts[:10]}), max error {err:.2e} of the largest output")
+        if name == "ptxdsl" or err > 1e-2:
+            raise AssertionError(what)
+        section.note(what)
+
+
 def _args(sample, grid: int, x, w, y, off_dev, dims) -> tuple:
     """moe_gemm's (and moe_encode_only's) arguments for these tensors."""
     from ptxdsl import runtime as rt
@@ -114,26 +152,16 @@ def _patterns(section, torch, sample, fn, grid: int, reps: int) -> None:
                   "the G=128 row's sizes in ascending order (its experts sorted)"))
     for sizes, what in cases:
         T = int(sizes.sum())
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        offsets, off_dev, ends = _offsets(torch, sizes)
         x = _random_bf16(torch, (T, K), gen)
-        off_dev = torch.tensor(offsets, device="cuda", dtype=torch.int32)
-        ends = off_dev[1:].contiguous()
         y = torch.full((T, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         ptxdsl = _launch(sample, fn, grid, _args(sample, grid, x, w, y, off_dev,
                                                  (G, N, K, T)))
         ptxdsl()
-        ref = torch.empty_like(y)
-        for g in range(G):
-            lo, hi = int(offsets[g]), int(offsets[g + 1])
-            ref[lo:hi] = (x[lo:hi].float() @ w[g].float().T).to(torch.bfloat16)
         got = torch._grouped_mm(x, w.transpose(1, 2), offs=ends, out_dtype=torch.bfloat16)
-        if not torch.equal(y.view(torch.int16), ref.view(torch.int16)):
-            raise AssertionError(f"G={G} N={N} K={K}, {what}: ptxdsl differs from the exact "
-                                 f"f32 reference")
-        err = float((got.float() - ref.float()).abs().max() / ref.float().abs().max())
-        if err > 1e-2:          # cuBLAS may round split-K partial sums (see _run_shape)
-            raise AssertionError(f"G={G} N={N} K={K}, {what}: torch._grouped_mm is off by "
-                                 f"{err:.2e} of the largest output")
+        torch.cuda.synchronize()
+        _verify(section, torch, f"G={G} N={N} K={K} tokens={T}, {what}",
+                {"ptxdsl": y, "grouped": got}, _reference(torch, x, w, offsets), offsets)
         times = interleaved_gpu_ms({"ptxdsl": ptxdsl,
                                     "grouped": _grouped_mm(torch, x, w, ends)}, reps=reps)
         flop = 2.0 * T * N * K
@@ -155,14 +183,12 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
     moe_fn, enc_fn = fns
     dev = "cuda"
     sizes = _sizes(sample, G, T)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     gen = torch.Generator(device=dev).manual_seed(G)
     x = _random_bf16(torch, (T, K), gen)
     w = torch.empty((G, N, K), device=dev, dtype=torch.bfloat16)
     for g in range(G):
         w[g] = _random_bf16(torch, (N, K), gen)
-    off_dev = torch.tensor(offsets, device=dev, dtype=torch.int32)
-    ends = off_dev[1:].contiguous()
+    offsets, off_dev, ends = _offsets(torch, sizes)
     y = {name: torch.empty((T, N), device=dev, dtype=torch.bfloat16)
          for name in ("ptxdsl", "grouped", "loop")}
     args = _args(sample, grid, x, w, y["ptxdsl"], off_dev, (G, N, K, T))
@@ -176,31 +202,14 @@ def _run_shape(section, torch, sample, fns, grid: int, G: int, N: int, K: int, T
                 torch.matmul(x[lo:hi], w[g].T, out=y["loop"][lo:hi])
 
     # Verify every candidate against the exact per-expert reference before timing it.
-    ref = torch.empty((T, N), device=dev, dtype=torch.bfloat16)
-    for g, lo, hi in bounds:
-        if hi > lo:
-            ref[lo:hi] = (x[lo:hi].float() @ w[g].float().T).to(torch.bfloat16)
+    ref = _reference(torch, x, w, offsets)
     y["ptxdsl"].fill_(float("nan"))
     ptxdsl()
     y["grouped"] = torch._grouped_mm(x, w.transpose(1, 2), offs=ends, out_dtype=torch.bfloat16)
     loop()
     torch.cuda.synchronize()
     label = f"G={G} N={N} K={K} tokens={T}"
-    for name, out in y.items():
-        diff = (out.view(torch.int16) != ref.view(torch.int16)).any(dim=1)
-        if not bool(diff.any()):
-            continue
-        rows = diff.nonzero().flatten().tolist()
-        experts = sorted({int(np.searchsorted(offsets, r, side="right") - 1)
-                          for r in rows[:1000]})
-        err = float((out.float() - ref.float()).abs().max() / ref.float().abs().max())
-        what = (f"{label}: {name} differs from the exact f32 reference in {len(rows)} rows "
-                f"(experts {experts[:10]}), max error {err:.2e} of the largest output")
-        # ptxdsl must be exact; cuBLAS may reduce split-K partial sums in bf16 (PyTorch's
-        # allow_bf16_reduced_precision_reduction), so a baseline is only held to 1%.
-        if name == "ptxdsl" or err > 1e-2:
-            raise AssertionError(what)
-        section.note(what)
+    _verify(section, torch, label, y, ref, offsets)
     times = interleaved_gpu_ms({"ptxdsl": ptxdsl, "grouped": grouped, "loop": loop,
                                 "encode": encode_only}, reps=reps)
     # Every timed launch reused the work counters the previous one left zero; the last

@@ -49,10 +49,18 @@ class PrefetchEviction(enum.Enum):
     normal = "evict_normal"
 
 
+# 'last' / 'normal', besides the PTX spellings 'evict_last' / 'evict_normal' check_enum takes
+_EVICTION_NAMES = {"last": PrefetchEviction.last, "normal": PrefetchEviction.normal}
+
+
 def _spelled_eviction(value: Any) -> Any:
-    """'last' / 'normal' as well as the PTX spellings 'evict_last' / 'evict_normal'."""
-    return {"last": PrefetchEviction.last, "normal": PrefetchEviction.normal}.get(value, value) \
-        if isinstance(value, str) else value
+    return _EVICTION_NAMES.get(value, value) if isinstance(value, str) else value
+
+
+def _known_space(addr: Any) -> StateSpace | None:
+    """The state space an address is known to be in (a symbol's, or a register's hint)."""
+    base = addr.base if isinstance(addr, Addr) else addr
+    return base.space if isinstance(base, Symbol | Reg) else None
 
 
 @attrs.frozen
@@ -104,6 +112,10 @@ class PrefetchU(Instruction):
     a: Any
 
     def __attrs_post_init__(self):
+        known = _known_space(self.a)
+        if known not in (None, S.generic):
+            raise OperandError(self.MNEMONIC, "a", "a generic address (convert it with "
+                               f"k.cvta(a, '{known.value}'))", f"an address in .{known.value}")
         self._set("a", check_addr(self.MNEMONIC, "a", self.a, S.generic))
 
     def opcode(self) -> str:
@@ -113,12 +125,12 @@ class PrefetchU(Instruction):
         return (self.a,)
 
 
-def _space(insn: str, addr: Any, given: Any) -> StateSpace:
-    """The prefetch's space: `given`, else the address's; one of generic, global, local."""
+def _space(insn: str, addr: Any, given: Any) -> Any:
+    """The prefetch's space: `given` (Prefetch validates it), else the address's, which must
+    be one of generic, global, local."""
     if given is not None:
-        return check_enum(insn, "space", given, StateSpace, _SPACES)
-    base = addr.base if isinstance(addr, Addr) else addr
-    known = base.space if isinstance(base, Symbol | Reg) else None
+        return given
+    known = _known_space(addr)
     if known is None:
         raise BuildError(f"{insn}: cannot tell the state space of this address; pass "
                          "space='global', 'local' or 'generic'")
@@ -139,11 +151,6 @@ class PrefetchOps(KernelHost):
 
     def prefetchu(self, addr) -> None:
         """`prefetchu.L1 [addr];`: the line into the uniform cache (a generic address)."""
-        base = addr.base if isinstance(addr, Addr) else addr
-        known = base.space if isinstance(base, Symbol | Reg) else None
-        if known not in (None, S.generic):
-            raise OperandError("prefetchu", "a", "a generic address (convert it with "
-                               f"k.cvta(a, '{known.value}'))", f"an address in .{known.value}")
         self.emit(PrefetchU(addr))
 
 

@@ -123,8 +123,9 @@ def _args(sample, grid: int, x, w, y, off_dev, dims) -> tuple:
     tmpl_x, tmpl_w = sample.templates(x.data_ptr(), T, w.data_ptr(), N, K)
     map_y = sample.output_map(y.data_ptr(), T, N, tmpl_x)
     sched = rt.DeviceBuffer.zeros((2,), np.uint32)     # left zero by every launch
+    partials = rt.DeviceBuffer.zeros((sample.partials_bytes(grid),), np.uint8)   # likewise
     return (tmpl_x, tmpl_w, map_y, x.data_ptr(), w.data_ptr(), y.data_ptr(),
-            off_dev.data_ptr(), maps, sched, G, N, K)
+            off_dev.data_ptr(), maps, sched, partials, G, N, K)
 
 
 def _launch(sample, fn, grid: int, args):

@@ -29,6 +29,17 @@ clusters of two):
   into rank 1's by `st.async`, which completes on that stage's full barrier), and a final
   stage with no data and END_ITEM tells them to stop. The last cluster to finish (an acq_rel
   count in `sched[1]`) zeroes both counters for the next launch.
+- The last partial wave is split along K. With C clusters, the last `total % C` items would
+  run alone while the other clusters wait a whole item (at G = 128 on an H100: 6 items for 73
+  µs, 60 clusters idle, 3.5% of the launch). Every role builds the same `WorkList` (one warp
+  sums the experts' item counts) and hands those items out as `parts` = min(C // rest,
+  K steps // MIN_PART_STEPS, MAX_PARTS) consecutive items over K ranges. A part's consumer
+  warpgroups store their f32 partial sums in the `partials` workspace (one slot per part) and
+  count on the tile's counter (`atom.add.acq_rel.gpu` after a warpgroup barrier); the one that
+  counts last zeroes the counter for the next launch, adds the slots up in part order (the
+  same rounding whichever part ended last) and stores the tile. No part waits for another, so
+  no claim order can hang. G = 128: 555 -> 567 TFLOP/s; G = 8 and 32 (no partial wave to
+  split, or one too large) unchanged.
 - One producer per cluster, warp 0 of rank 0 (`setmaxnreg.dec 40`; rank 1's producer
   warpgroup only waits at the closing cluster barrier): when its item belongs to a new expert
   it rewrites two 128-byte maps in shared memory (`tensormap.replace` of X_g's global address
@@ -106,6 +117,13 @@ SHARED_BYTES = ITEMS_OFF + 4 * STAGES
 # X_g tile in 256-byte pieces. Measured at G = 128 (H100): 538 -> 552 TFLOP/s, from W_g's map.
 L2_PROMOTION = "L2_256B"
 END_ITEM = 0xFFFFFFFF                   # the item of the stage that tells consumers to stop
+# The last partial wave's items split along K (the docstring): into at most MAX_PARTS parts of
+# at least MIN_PART_STEPS K steps. More parts made G = 128 no faster: the last part reads them
+# all back (H100, parts 4 / 6 / 8: 567 / 569 / 560 TFLOP/s against 555 unsplit).
+MAX_PARTS = 4
+MIN_PART_STEPS = 8
+PART_BYTES = 64 * BN * 4                # one warpgroup's f32 accumulator: a part's partial sum
+WORKLIST_UNROLL = 4
 EMPTY_ARRIVALS = CONSUMERS              # per CTA: each consumer warpgroup's leader
 PEER = 1                                # the rank whose loads rank 0's producer issues
 ITEM_TX = 4                             # the item's st.async into the peer's stage
@@ -114,6 +132,61 @@ BF16 = 2
 
 def _cdiv(k: Kernel, a, b: int):
     return k.div(k.add(a, b - 1), b)
+
+
+class WorkList:
+    """The launch's items as one role sees them (the device side of `split_plan` and
+    `decode`): the expert-ordered cluster items, except that the last `total % clusters`
+    (the partial last wave, which would leave the other clusters idle for a whole item) are
+    split along K into `parts` consecutive items each. Every role builds it with one full
+    warp: each lane sums the item counts of every 32nd expert, a butterfly adds them up."""
+
+    def __init__(self, k: Kernel, offsets, G, n_tiles, k_steps):
+        self.k, self.k_steps = k, k_steps
+        lane = k.and_(k.tid.x, 31)
+        n_pairs = k.shr(k.add(n_tiles, 1), 1)
+        total = k.mov(0, dst=k.reg(t.u32, "wl_total"))
+        with k.for_range(lane, G, 32 * WORKLIST_UNROLL) as g0:
+            rows = []
+            for j in range(WORKLIST_UNROLL):     # these experts' loads in flight together
+                g = k.add(g0, 32 * j)
+                lo, hi = k.mov(0, type=t.u32), k.mov(0, type=t.u32)
+                with k.guard(k.setp("lt", g, G, type=t.u32)):
+                    at = k.add(offsets, k.mul(g, 4, mode="wide"))
+                    k.ld(Addr(at), type=t.u32, space="global", dst=lo)
+                    k.ld(Addr(at, 4), type=t.u32, space="global", dst=hi)
+                rows.append((lo, hi))
+            for lo, hi in rows:
+                m_tiles = _cdiv(k, k.sub(hi, lo), BM)
+                k.add(total, k.mad(k.shr(m_tiles, 1), n_tiles,
+                                   k.mul(k.and_(m_tiles, 1), n_pairs)), dst=total)
+        for lanes in (16, 8, 4, 2, 1):
+            k.add(total, k.shfl_sync("bfly", total, lanes, 31), dst=total)
+        # lane 0's copy: the same value, in a register the checker sees as warp-uniform
+        self.total = k.shfl_sync("idx", total, 0, 31)
+        clusters = k.read_special("nclusterid.x")
+        rest = k.rem(self.total, clusters)
+        parts = k.min(k.div(clusters, k.max(rest, 1, type=t.u32)),
+                      k.min(k.div(k_steps, MIN_PART_STEPS), MAX_PARTS, type=t.u32),
+                      type=t.u32)
+        some = k.setp("gt", parts, 1, type=t.u32, bool_op="and",
+                      c=k.setp("ne", rest, 0, type=t.u32))
+        self.parts = k.selp(parts, 1, some, type=t.u32)
+        self.split_base = k.sub(self.total, k.selp(rest, 0, some, type=t.u32))
+
+    def decode(self, v):
+        """Item v: (its cluster item, "a part" predicate, its part's index among all parts
+        (the slot of its partial sum), first and end K step)."""
+        k = self.k
+        split = k.setp("ge", v, self.split_base, type=t.u32)
+        rel = k.sub(v, self.split_base)
+        i = k.div(rel, self.parts)
+        part = k.sub(rel, k.mul(i, self.parts))
+        base = k.selp(k.add(self.split_base, i), v, split, type=t.u32)
+        kb0 = k.selp(k.div(k.mul(part, self.k_steps), self.parts), 0, split, type=t.u32)
+        kb1 = k.selp(k.div(k.mul(k.add(part, 1), self.k_steps), self.parts), self.k_steps,
+                     split, type=t.u32)
+        return base, split, rel, kb0, kb1
 
 
 class ExpertWalk:
@@ -192,6 +265,7 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     x_p, w_p, y_p = k.param_ptr("x"), k.param_ptr("w"), k.param_ptr("y")
     offsets_p, maps_p = k.param_ptr("offsets"), k.param_ptr("maps")
     sched_p = k.param_ptr("sched")          # u32 [next item, finished clusters], zero at launch
+    partials_p = k.param_ptr("partials")    # split parts' counters (zero at launch) and sums
     G_p, N_p, K_p = k.param(t.u32, "G"), k.param(t.u32, "N"), k.param(t.u32, "K")
     tiles = k.extern_shared("tiles", align=1024)
     smap_x, smap_w = Addr(tiles, SMAP_OFF), Addr(tiles, SMAP_OFF + MAP_BYTES)
@@ -220,8 +294,8 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     with k.else_():
         setmaxnreg_inc(k, CONSUMER_REGS)
         if not encode_only:
-            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), rank, (y_p, map_y),
-                      offsets, G, N, n_tiles, k_steps)
+            _consumer(k, ring, tiles_x, tiles_w, k.sub(warpgroup, 1), rank,
+                      (y_p, map_y, partials_p), offsets, G, N, n_tiles, k_steps)
     cluster_sync(k)     # no CTA leaves while its peer may still load into it or release to it
     k.ret()
     return k
@@ -299,15 +373,15 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
         mc = {"cta_mask": ctas} if ctas != 1 else {}
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar, **mc)
 
-    def body(item):
-        mt, nt, mpair = walk.tile(item, 0)      # rank 0's tile; the peer's is the next m or n
+    def body(item, tile_item, kb0, kb1):
+        mt, nt, mpair = walk.tile(tile_item, 0)  # rank 0's tile; the peer's is the next m or n
         m0, n0 = k.mul(mt, BM), k.mul(nt, BN)
         switch = k.setp("ne", walk.g, cur, type=t.u32)
         if encode_only:
             with k.if_(switch):
                 publish()
             return
-        with k.for_range(0, k_steps) as kb:
+        with k.for_range(kb0, kb1) as kb:
             p.wait_empty()        # both CTAs' consumers released this stage
             # After this wait a slot last used STAGES + 1 loads back is free (docstring).
             with k.if_(switch):
@@ -332,15 +406,17 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
 
     sched = k.cvta(k.ld_param(sched_p), "global", to=True)
     grid = k.read_special("nclusterid.x")
+    work = WorkList(k, offsets, G, n_tiles, k_steps)
     item = k.mov(k.read_special("clusterid.x"), dst=k.reg(t.u32, "item"))
     claimed = k.mov(0, dst=k.reg(t.u32, "claimed"))
     with k.loop():
-        walk.seek(item)
+        tile_item, _, _, kb0, kb1 = work.decode(item)
+        walk.seek(tile_item)
         k.break_(k.setp("ge", walk.g, G, type=t.u32))
         # Claim the next item now: the atomic's latency hides behind this item's loads.
         with k.if_(lane0):
             k.atom("add", Addr(sched), 1, type=t.u32, space="global", dst=claimed)
-        body(item)
+        body(item, tile_item, kb0, kb1)
         k.add(k.shfl_sync("idx", claimed, 0), grid, type=t.u32, dst=item)
     if not encode_only:       # a stage with no data whose item tells the consumers to stop
         p.wait_empty()
@@ -360,7 +436,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
 def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
               k_steps) -> None:
     """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of this CTA's tile of every item."""
-    y_p, map_y = out
+    y_p, map_y, partials_p = out
     y = k.ld_param(y_p)
     x_rows = k.add(tiles_x, k.mul(wg, LAYOUT_XW.nbytes))     # this warpgroup's 64 rows
     staging = k.add(tiles_x, k.mad(wg, STAGING_BYTES, EPI_OFF))
@@ -391,20 +467,68 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
             read.release(ctas=[0], scope="cta")
         read.advance()
 
-    def body(item):
+    work = WorkList(k, offsets, G, n_tiles, k_steps)
+    partials = k.cvta(k.ld_param(partials_p), "global", to=True)
+    tid = k.and_(k.tid.x, 127)
+    quads = [tuple(acc.regs[q:q + 4]) for q in range(0, len(acc.regs), 4)]
+    QUAD = 128 * 16                     # one v4 of each thread: a partial is stored quad-major
+
+    def add_up_parts(rel):
+        """A part's end: store this warpgroup's partial sum into its slot, count it on the
+        tile's counter (acq_rel at gpu scope, after a barrier of the warpgroup: every thread's
+        stores are published with it); the part that counts last resets the counter and sums
+        every part's slot in part order into the accumulator (the same rounding whichever
+        part finished last). Returns the predicate "this warpgroup holds the tile's sum"."""
+        clusters = k.read_special("nclusterid.x")
+        first = k.mul(k.div(rel, work.parts), work.parts)      # the tile's first part
+        counter = k.add(partials, k.mul(k.mad(k.mad(first, 2, rank), 2, wg), 4, mode="wide"))
+        slots = k.add(k.add(partials, k.mul(clusters, 16, mode="wide")),
+                      k.cvt(k.mad(k.mad(rank, 2, wg), PART_BYTES, k.mul(tid, 16)), t.u64))
+        mine = k.add(slots, k.mul(rel, 4 * PART_BYTES, mode="wide"))
+        for q, quad in enumerate(quads):
+            k.st(Addr(mine, q * QUAD), quad, type=t.f32, space="global")
+        k.bar_sync(epi.barrier, 128)
+        before = k.mov(0, dst=k.reg(t.u32, "parts_before"))
+        with k.if_(epi.leader):
+            k.atom("add", Addr(counter), 1, type=t.u32, space="global", sem="acq_rel",
+                   scope="gpu", dst=before)
+        last = k.setp("eq", before, k.sub(work.parts, 1), type=t.u32, bool_op="and",
+                      c=epi.leader)
+        with k.if_(last):
+            k.st(Addr(counter), 0, type=t.u32, space="global")    # zero for the next launch
+        holds_sum = k.bar_red("or", last, epi.barrier, 128)
+        with k.if_(holds_sum):
+            src = k.add(slots, k.mul(first, 4 * PART_BYTES, mode="wide"))
+            for q, quad in enumerate(quads):
+                part0 = k.ld(Addr(src, q * QUAD), type=t.f32, space="global", vec=4)
+                for r, v in zip(quad, part0, strict=True):
+                    k.mov(v, dst=r)
+            with k.for_range(1, work.parts):
+                k.add(src, 4 * PART_BYTES, dst=src)
+                for q, quad in enumerate(quads):
+                    more = k.ld(Addr(src, q * QUAD), type=t.f32, space="global", vec=4)
+                    for r, v in zip(quad, more, strict=True):
+                        k.add(r, v, dst=r)
+        return holds_sum
+
+    def body(item, is_part, rel, steps):
         # Every tile runs the whole mainloop, even the rows past M_g of an expert's last
         # tile: a warpgroup that skipped them would finish its tile early and pull away from
         # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
         # slower: BENCHMARKS.md section 6).
         mt, nt, _ = walk.tile(item, rank)
         step(first=True)
-        with k.for_range(1, k_steps):
+        with k.for_range(1, steps):
             step(first=False)
+        store = k.not_(is_part)
+        with k.if_(is_part):
+            k.mov(add_up_parts(rel), dst=store)
         row0 = k.mad(wg, 64, k.mul(mt, BM))                   # within the expert
         rows = k.sub(k.sub(walk.m_hi, walk.m_lo), row0, type=t.s32)
         n0 = k.mul(nt, BN)     # past N for rank 1 of an odd n_tiles' last N-pair
         some = k.setp("gt", rows, 0, type=t.s32, bool_op="and",
                       c=k.setp("lt", n0, N, type=t.u32))
+        k.and_(some, store, dst=some, type=t.pred)
         with k.if_(some):                   # some of the 64 rows are the expert's, within N
             packed = acc.to_packed(t.bf16)
             whole = k.setp("ge", rows, 64, type=t.s32, bool_op="and", c=tma_ok)
@@ -419,9 +543,10 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
     with k.loop():            # the producer's items, in the order it claimed them
         read.wait_full()
         item = k.ld(Addr(k.add(items, k.shl(read.stage, 2))), type=t.u32, space="shared")
-        walk.seek(item)
+        tile_item, is_part, rel, kb0, kb1 = work.decode(item)
+        walk.seek(tile_item)
         k.break_(k.setp("ge", walk.g, G, type=t.u32))     # END_ITEM
-        body(item)
+        body(tile_item, is_part, rel, k.sub(kb1, kb0))
     epi.finish()
 
 
@@ -500,16 +625,54 @@ def walk(offsets, N: int, items: list[int], rank: int = 0) -> list[tuple[int, in
     return out
 
 
-def simulate_walk(offsets, N: int, grid: int, rng=None) -> list[list[tuple[int, int, int]]]:
+def split_plan(total: int, clusters: int, k_steps: int) -> tuple[int, int]:
+    """WorkList's plan for `total` cluster items: (the first split item, parts per split
+    item). The last total % clusters items are split along K into min(clusters // rest,
+    k_steps // MIN_PART_STEPS, MAX_PARTS) parts each, when that is at least 2."""
+    rest = total % clusters
+    parts = max(1, min(clusters // max(rest, 1), k_steps // MIN_PART_STEPS, MAX_PARTS))
+    return (total - rest, parts) if rest and parts > 1 else (total, 1)
+
+
+def decode(v: int, plan: tuple[int, int], k_steps: int) -> tuple[int, int | None, int, int]:
+    """WorkList.decode of item v: its cluster item, its part's index among all parts (None
+    when v is a whole item), its first and end K step."""
+    base, parts = plan
+    if v < base:
+        return v, None, 0, k_steps
+    i, part = divmod(v - base, parts)
+    return base + i, v - base, part * k_steps // parts, (part + 1) * k_steps // parts
+
+
+def partials_bytes(grid: int) -> int:
+    """The `partials` buffer for `grid` CTAs: a u32 counter per (part slot, rank, warpgroup)
+    (zero before the first launch; every launch leaves them zero), then as many f32 partial
+    sums of one warpgroup's 64 x BN (at most one split part per cluster)."""
+    return grid // CLUSTER * (16 + CLUSTER * CONSUMERS * PART_BYTES)
+
+
+def simulate_walk(offsets, N: int, grid: int, rng=None, K: int | None = None) -> list[list]:
     """What each CTA's roles compute, in Python, for a launch of `grid` CTAs (`grid` / 2
     clusters; CTA 2c + r is rank r of cluster c): per CTA the (expert, m-tile, n-tile) tiles
     it computes, in order, for the claim order of `claims`. Rank 0's list is also its
-    cluster's item list (its tile is never past N)."""
+    cluster's item list (its tile is never past N). With K, the claims are WorkList's items
+    (the last partial wave split along K: `split_plan`) and each entry is (expert, m-tile,
+    n-tile, first K step, end K step); without, the cluster items unsplit."""
     if grid % CLUSTER:
         raise ValueError(f"grid must be a multiple of the cluster size {CLUSTER}, got {grid}")
+    clusters, total = grid // CLUSTER, total_items(offsets, N)
+    if K is None:
+        return [walk(offsets, N, items, r) for items in claims(total, clusters, rng)
+                for r in range(CLUSTER)]
+    k_steps = -(-K // BK)
+    plan = split_plan(total, clusters, k_steps)
     out = []
-    for items in claims(total_items(offsets, N), grid // CLUSTER, rng):
-        out += [walk(offsets, N, items, r) for r in range(CLUSTER)]
+    for items in claims(plan[0] + (total - plan[0]) * plan[1], clusters, rng):
+        parts = [decode(v, plan, k_steps) for v in items]
+        for r in range(CLUSTER):
+            tiles = walk(offsets, N, [p[0] for p in parts], r)
+            out.append([(*tile, kb0, kb1)
+                        for tile, (_, _, kb0, kb1) in zip(tiles, parts, strict=True)])
     return out
 
 
@@ -583,7 +746,7 @@ def output_map(y, T: int, N: int, fallback):
 
 class MoeProblem:
     """X, W, offsets and a poisoned Y on the device (plus POISON padding rows after Y's T rows),
-    the two templates, and the map workspace for `grid` CTAs."""
+    the two templates, and the map and split-part workspaces for `grid` CTAs."""
 
     PAD_ROWS = 8
 
@@ -610,6 +773,7 @@ class MoeProblem:
         self.dev_off = rt.DeviceBuffer.from_numpy(self.offsets)
         self.dev_y = rt.DeviceBuffer.empty((self.T + self.PAD_ROWS, N), np.uint16)
         self.maps = rt.DeviceBuffer.empty((grid * MAP_SLOTS * SLOT_BYTES,), np.uint8)
+        self.partials = rt.DeviceBuffer.zeros((partials_bytes(grid),), np.uint8)
         # the work counters: zero once; every launch that runs to its end leaves them zero
         # (after a launch that did not, such as a bounded wait's trap, zero them again)
         self.sched = rt.DeviceBuffer.from_numpy(np.zeros(2, np.uint32))
@@ -618,7 +782,7 @@ class MoeProblem:
 
     def args(self) -> tuple:
         return (self.tmpl_x, self.tmpl_w, self.map_y, self.dev_x, self.dev_w, self.dev_y,
-                self.dev_off, self.maps, self.sched, self.G, self.N, self.K)
+                self.dev_off, self.maps, self.sched, self.partials, self.G, self.N, self.K)
 
     def launch(self, fn) -> None:
         fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)

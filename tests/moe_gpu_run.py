@@ -13,8 +13,8 @@ SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "grouped_gemm_moe.
 def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0,
              launches: int = 1):
     """`launches` > 1: launch again on the same buffers (Y re-poisoned in between), relying
-    on the kernel to have left its work counters zero; every launch is compared, and the
-    counters checked zero after each."""
+    on the kernel to have left its work counters (and the split parts' counters) zero; every
+    launch is compared, and the counters checked zero after each."""
     import numpy as np
 
     from ptxdsl import debug
@@ -35,6 +35,9 @@ def moe_case(sizes, N: int, K: int, grid: int | None = None, seed: int = 0,
         s["compare"](report, prob, prob.dev_y.to_numpy(), f"launch {n + 1}: G={prob.G} N={N} "
                      f"K={K} grid={prob.grid}")
         counters = prob.sched.to_numpy()
+        parts = prob.partials.to_numpy()[:prob.grid // s["CLUSTER"] * 16].view(np.uint32)
         report.check(f"launch {n + 1}: the work counters are zero again",
-                     np.array_equal(counters, [0, 0]), f"sched = {counters.tolist()}")
+                     np.array_equal(counters, [0, 0]) and not parts.any(),
+                     f"sched = {counters.tolist()}, split-part counters "
+                     f"{parts[parts != 0].tolist()[:8]}")
     return report.ok, report.format()

@@ -152,13 +152,14 @@ def _emulate(sizes, N, K, grid, x, w, rng=None):
     T = int(offsets[-1])
     y = np.full((T + 8, N), np.nan, np.float32)
     flat_x, flat_w = x.reshape(-1), w.reshape(-1)
-    for items in S["simulate_walk"](offsets, N, grid, rng):
-        for g, mt, nt in items:
+    k_steps, done, sums = -(-K // BK), {}, {}
+    for items in S["simulate_walk"](offsets, N, grid, rng, K=K):
+        for g, mt, nt, kb0, kb1 in items:
             f = S["map_fields"](offsets, g, K, N, 0, 0)
             rows_x = f["x_rows"]
             base_x, base_w = f["x_address"] // 2, f["w_address"] // 2
             acc = np.zeros((BM, BN))
-            for kb in range(-(-K // BK)):
+            for kb in range(kb0, kb1):
                 a = np.zeros((BM, BK))
                 b = np.zeros((BN, BK))
                 for r in range(BM):
@@ -172,6 +173,13 @@ def _emulate(sizes, N, K, grid, x, w, rng=None):
                         cols = min(BK, K - kb * BK)
                         b[r, :cols] = flat_w[base_w + row * K + kb * BK:][:cols]
                 acc += a @ b.T
+            # a split tile is stored by its last part, with every part's sum
+            done[g, mt, nt] = done.get((g, mt, nt), 0) + kb1 - kb0
+            sums[g, mt, nt] = sums.get((g, mt, nt), 0) + acc
+            assert done[g, mt, nt] <= k_steps
+            if done[g, mt, nt] < k_steps:
+                continue
+            acc = sums[g, mt, nt]
             for wg in range(2):                       # each consumer warpgroup's 64 rows
                 row0 = mt * BM + wg * 64
                 rows = rows_x - row0                  # may be <= 0: nothing stored
@@ -192,6 +200,7 @@ def _emulate(sizes, N, K, grid, x, w, rng=None):
     ([200], 520, 200, 6),
     ([65, 191, 256, 257, 385], 136, 24, 4),
     ([1, 300, 0, 129], 520, 40, 2),
+    ([100, 0, 200], 264, 1024, 12),     # 3 items on 6 clusters: each in 2 parts
 ])
 def test_emulated_kernel_equals_numpy(sizes, N, K, grid):
     """The whole kernel's index math emulated: every expert's rows equal X_g @ W_g^T, every
@@ -277,10 +286,11 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     assert p.count("mbarrier.init.shared::cta.b64") == 2 * STAGES and p.count("], 4;\n") >= 1
     assert p.count("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%r") == 2
     # the work queue: one claim per item, broadcast to the producer warp; the end mark through
-    # the ring; the last cluster's reset after an acq_rel count of the finished ones
+    # the ring; the last cluster's reset after an acq_rel count of the finished ones (the
+    # other acq_rel count is a split part's); each role's WorkList broadcasts its sum
     assert p.count("atom.global.add.u32") == 1
-    assert p.count("atom.acq_rel.gpu.global.add.u32") == 1
-    assert p.count("shfl.sync.idx.b32") == 1
+    assert p.count("atom.acq_rel.gpu.global.add.u32") == 2
+    assert p.count("shfl.sync.idx.b32") == 3 and p.count("shfl.sync.bfly.b32") == 10
     assert p.count("st.shared.u32 [%r") == 2 and f"], {S['END_ITEM']};" in p
     assert p.count("ld.shared.u32") == 1          # the consumers read each tile's item
 
@@ -369,3 +379,74 @@ def test_template_descriptors_fill_the_layouts_and_the_expect_tx():
     assert boxes == [S["STAGE_X"], S["STAGE_W"]] and sum(boxes) == S["STAGE_TX"]
     assert S["LAYOUT_XW"].nbytes * 2 == S["STAGE_X"]        # two warpgroups' 64-row halves
     assert S["SHARED_BYTES"] <= 227 * 1024
+
+
+def test_split_part_publishes_its_sum_before_it_counts_and_reads_after():
+    """In the PTX of a split part's end: the warpgroup's 32 v4 stores of its partial sum, then
+    its barrier, then the leader's acq_rel count (publishing every thread's stores), then the
+    barrier's OR of "counted last", and only then the loads of the parts' sums (the first
+    part's and, in the loop, the others'); the counter is zeroed by the last."""
+    lines = [ln.strip() for ln in S["build_module"]().emit().splitlines()]
+
+    def at(prefix):
+        return [i for i, ln in enumerate(lines) if ln.split(" ")[-1] and
+                ln.lstrip("@!%p0123456789 ").startswith(prefix)]
+    stores, loads = at("st.global.v4.f32"), at("ld.global.v4.f32")
+    count = [i for i in at("atom.acq_rel.gpu.global.add.u32") if i > stores[0]]
+    red = at("bar.red.or.pred")
+    assert len(stores) == 32 and len(loads) == 64 and len(count) == 1 and len(red) == 1
+    barrier = [i for i in at("bar.sync") if stores[-1] < i < count[0]]
+    assert len(barrier) == 1 and max(stores) < barrier[0] < count[0] < red[0] < min(loads)
+    zero = [i for i in at("st.global.u32") if count[0] < i < red[0]]
+    assert len(zero) == 1 and lines[zero[0]].endswith(", 0;")
+
+
+@pytest.mark.parametrize("total,clusters,k_steps,want", [
+    (1260, 66, 112, (1254, 4)),     # G = 128's 6 leftover items, 4 parts each (MAX_PARTS)
+    (1056, 66, 64, (1056, 1)),      # no partial wave
+    (1104, 66, 112, (1104, 1)),     # 48 leftover: one part each would not help
+    (10, 3, 16, (9, 2)),            # 1 leftover, K allows 2 parts of 8 steps
+    (2, 66, 32, (0, 4)),            # fewer items than clusters: all split
+    (2, 66, 15, (2, 1)),            # too few K steps for two parts of 8
+    (0, 66, 112, (0, 1)),
+])
+def test_split_plan(total, clusters, k_steps, want):
+    assert S["split_plan"](total, clusters, k_steps) == want
+    base, parts = want
+    assert base + (total - base) * parts <= base + clusters     # a slot per part
+
+
+@pytest.mark.parametrize("seed", [None, 4])
+@pytest.mark.parametrize("sizes,N,K,grid", [
+    ([300], 256, 2048, 132),                   # 2 items -> 8 parts of 8 K steps
+    ([0, 300, 17, 0, 129], 520, 1024, 6),     # 10 items on 3 clusters: the last in 2 parts
+    (list(S["expert_sizes"](128, 32768 // 16, seed=128) * 16), 2048, 7168, 132),
+    ([77], 264, 40, 132),                      # K < one stage: nothing to split
+])
+def test_split_parts_cover_each_tiles_k_steps_once(sizes, N, K, grid, seed):
+    """With WorkList's items, every tile's K steps are computed exactly once: whole, or by
+    parts whose ranges tile [0, k_steps) in order; every part covers at least MIN_PART_STEPS
+    steps, and the split tiles are the last total % clusters items' ones."""
+    rng = None if seed is None else np.random.default_rng(seed)
+    k_steps = -(-K // BK)
+    per_cta = S["simulate_walk"](_offsets(sizes), N, grid, rng, K=K)
+    ranges = {}
+    for items in per_cta:
+        for g, mt, nt, kb0, kb1 in items:
+            ranges.setdefault((g, mt, nt), []).append((kb0, kb1))
+    assert set(ranges) == {(g, mt, nt) for items in S["simulate_walk"](_offsets(sizes), N,
+                                                                        grid)
+                           for g, mt, nt in items}
+    split = 0
+    for tile, rs in ranges.items():
+        rs.sort()
+        assert rs[0][0] == 0 and rs[-1][1] == k_steps, tile
+        assert all(a[1] == b[0] for a, b in zip(rs, rs[1:])), (tile, rs)
+        if len(rs) > 1:
+            split += 1
+            assert all(b - a >= S["MIN_PART_STEPS"] for a, b in rs) and \
+                len(rs) <= S["MAX_PARTS"]
+    total = S["total_items"](_offsets(sizes), N)
+    base, parts = S["split_plan"](total, grid // 2, k_steps)
+    tiles_per_item = 2                  # both ranks' tiles (one may be past N: not listed)
+    assert split <= (total - base) * tiles_per_item and (split > 0) == (base < total)

@@ -1,7 +1,7 @@
 """samples/grouped_gemm_moe.py on a Hopper GPU: ragged experts (empty ones, sizes that are not
 multiples of the 128-row tile or of its 64-row halves, all empty but one, G = 1), N and K
-tails (K smaller than one 64-wide stage; N not a multiple of 8: direct stores only), and G =
-8/32/128 at moderate sizes, each checked per expert against numpy
+tails (K smaller than one 64-wide stage; N not a multiple of 8: direct stores only), items
+split along K, and G = 8/32/128 at moderate sizes, each checked per expert against numpy
 (exact). Every case runs in a child process with bounded waits (tests/moe_gpu_run.py), so a
 hang or a fault fails that case only; a failure names the experts and rows that differ."""
 
@@ -32,13 +32,18 @@ CASES = {
     "G32": (list(sizes_of(32, 8192, seed=32, zeros=3)), 1024, 1792, None),
     "G128": (list(sizes_of(128, 8192, seed=128, zeros=10)), 512, 1024, None),
     "G32_one_cluster": (list(sizes_of(32, 1000, seed=5, zeros=4)), 256, 136, 2),
+    # the last partial wave split along K: 2 items on the GPU's clusters, 4 parts each; 10
+    # items on 3 clusters, the last in 2 parts
+    "split_parts": ([300], 256, 2048, None),
+    "split_last_item": ([0, 300, 17, 0, 129], 520, 1024, 6),
 }
-RELAUNCH = ([0, 300, 17, 0, 129], 520, 200)
+RELAUNCH = ([0, 300, 17, 0, 129], 520, 1024)      # on 3 clusters: the last item split in two
 
 
 def test_moe_relaunch_on_the_same_buffers():
     """Three launches on one set of buffers: each finds the work counters zero (the last
-    cluster of the previous launch reset them) and computes every expert again."""
+    cluster of the previous launch reset them, and the last part of a split item its
+    counter) and computes every expert again."""
     sizes, N, K = RELAUNCH
     ok, text = debug.isolated(moe_case, sizes, N, K, 6, 0, 3, timeout=240)
     print(text)

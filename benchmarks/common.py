@@ -148,9 +148,15 @@ def gpu_ms(fn: Callable[[], object], *, reps: int, warmup: int = 2, stream=None)
 
 
 def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
-                       warmup: int = 2, stream=None) -> dict[str, list[float]]:
+                       warmup: int = 2, stream=None, burst: int = 1) -> dict[str, list[float]]:
     """CUDA-event milliseconds of each launch in `launches`, the candidates taking turns
-    (ABC, CBA, ABC, ...), so a slow drift of clocks or temperature weighs on all alike."""
+    (ABC, CBA, ABC, ...), so a slow drift of clocks or temperature weighs on all alike.
+
+    Each sample is the mean over `burst` launches back to back. With one, the GPU is idle
+    when the start event is recorded, so the sample includes the host's time to issue the
+    launch: tens of µs for a PyTorch op on a slow host, against a few for ptxdsl's. A burst
+    keeps the GPU busy while the host issues the next launch, so that only the first
+    launch's issue time is counted, `1 / burst` of it per launch."""
     from ptxdsl.runtime import Event
     for fn in launches.values():
         for _ in range(warmup):
@@ -161,10 +167,11 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     for i in range(reps):
         for label in order if i % 2 == 0 else order[::-1]:
             start.record(stream)
-            launches[label]()
+            for _ in range(burst):
+                launches[label]()
             end.record(stream)
             end.synchronize()
-            out[label].append(start.elapsed_ms(end))
+            out[label].append(start.elapsed_ms(end) / burst)
     start.close()
     end.close()
     return out

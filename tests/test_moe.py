@@ -441,7 +441,7 @@ def test_split_parts_cover_each_tiles_k_steps_once(sizes, N, K, grid, seed):
     for tile, rs in ranges.items():
         rs.sort()
         assert rs[0][0] == 0 and rs[-1][1] == k_steps, tile
-        assert all(a[1] == b[0] for a, b in zip(rs, rs[1:])), (tile, rs)
+        assert all(a[1] == b[0] for a, b in zip(rs, rs[1:], strict=False)), (tile, rs)
         if len(rs) > 1:
             split += 1
             assert all(b - a >= S["MIN_PART_STEPS"] for a, b in rs) and \

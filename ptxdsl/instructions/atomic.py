@@ -18,7 +18,15 @@ from ..operands import Addr, Reg, Symbol
 from ..types import BASE, Requires, Scope, Sem, StateSpace, req
 from ..types import ScalarType as T
 from .arith import as_bits
-from .base import Instruction, check_addr, check_dst, check_enum, check_src, infer_type
+from .base import (
+    Instruction,
+    check_addr,
+    check_dst,
+    check_enum,
+    check_src,
+    infer_type,
+    known_space,
+)
 
 
 class AtomOp(enum.Enum):
@@ -188,9 +196,9 @@ def _space_of(insn: str, addr, given) -> Any:
     it)."""
     if given is not None:
         return given
-    base = addr.base if isinstance(addr, Addr) else addr
-    if isinstance(base, Symbol | Reg) and base.space is not None:
-        return base.space
+    known = known_space(addr)
+    if known is not None:
+        return known
     raise BuildError(f"{insn}: cannot tell the state space of this address; pass space=... "
                      "('global', 'shared', 'shared::cta', 'shared::cluster' or 'generic')")
 

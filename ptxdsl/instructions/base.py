@@ -206,6 +206,14 @@ def check_enum(insn: Who, operand: str, value: Any, cls: type[E],
     return member
 
 
+def known_space(addr: Any) -> StateSpace | None:
+    """The state space an address is known to be in: its symbol's, or the space its register
+    was marked as pointing into (a pointer parameter: generic; `k.cvta(p, "global",
+    to=True)`: global); None when nothing says."""
+    base = addr.base if isinstance(addr, Addr) else addr
+    return base.space if isinstance(base, Symbol | Reg) else None
+
+
 def check_addr(insn: Who, operand: str, value: Any, space: StateSpace,
                widths: tuple[int, ...] | None = None) -> Addr:
     """An address operand for an access in `space` (the instruction's qualifier).

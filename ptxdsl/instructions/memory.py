@@ -22,6 +22,7 @@ from .base import (
     check_enum,
     check_src,
     infer_type,
+    known_space,
 )
 
 _SPACES = (StateSpace.generic, StateSpace.param, StateSpace.global_, StateSpace.shared,
@@ -277,12 +278,10 @@ class St(Instruction):
 def _space_of(value, given) -> StateSpace:
     if given is not None:
         return _space_arg(given)
-    base = value.base if isinstance(value, Addr) else value
-    if isinstance(base, Symbol):
-        return base.space
-    if isinstance(base, Reg) and base.space is not None:
-        return base.space
-    raise BuildError("cannot tell the state space of this address; pass space=...")
+    known = known_space(value)
+    if known is None:
+        raise BuildError("cannot tell the state space of this address; pass space=...")
+    return known
 
 
 class MemoryOps(KernelHost):

@@ -25,9 +25,8 @@ import attrs
 
 from ..errors import BuildError, OperandError
 from ..kernel_host import KernelHost
-from ..operands import Addr, Reg, Symbol
 from ..types import BASE, Requires, StateSpace, req
-from .base import Instruction, check_addr, check_enum
+from .base import Instruction, check_addr, check_enum, known_space
 
 __all__ = ["PrefetchLevel", "PrefetchEviction", "Prefetch", "PrefetchU", "PrefetchOps",
            "FORMS"]
@@ -55,12 +54,6 @@ _EVICTION_NAMES = {"last": PrefetchEviction.last, "normal": PrefetchEviction.nor
 
 def _spelled_eviction(value: Any) -> Any:
     return _EVICTION_NAMES.get(value, value) if isinstance(value, str) else value
-
-
-def _known_space(addr: Any) -> StateSpace | None:
-    """The state space an address is known to be in (a symbol's, or a register's hint)."""
-    base = addr.base if isinstance(addr, Addr) else addr
-    return base.space if isinstance(base, Symbol | Reg) else None
 
 
 @attrs.frozen
@@ -112,7 +105,7 @@ class PrefetchU(Instruction):
     a: Any
 
     def __attrs_post_init__(self):
-        known = _known_space(self.a)
+        known = known_space(self.a)
         if known not in (None, S.generic):
             raise OperandError(self.MNEMONIC, "a", "a generic address (convert it with "
                                f"k.cvta(a, '{known.value}'))", f"an address in .{known.value}")
@@ -130,7 +123,7 @@ def _space(insn: str, addr: Any, given: Any) -> Any:
     be one of generic, global, local."""
     if given is not None:
         return given
-    known = _known_space(addr)
+    known = known_space(addr)
     if known is None:
         raise BuildError(f"{insn}: cannot tell the state space of this address; pass "
                          "space='global', 'local' or 'generic'")

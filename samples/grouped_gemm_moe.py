@@ -135,6 +135,14 @@ def _cdiv(k: Kernel, a, b: int):
     return k.div(k.add(a, b - 1), b)
 
 
+def _expert_items(k: Kernel, rows, n_tiles, n_pairs):
+    """How many cluster items an expert of `rows` tokens has (the device side of
+    `expert_items`): an M-pair per pair of m-tiles and n-tile, and when m_tiles is odd an
+    N-pair of the last m-tile per pair of n-tiles (`n_pairs`)."""
+    m_tiles = _cdiv(k, rows, BM)
+    return k.mad(k.shr(m_tiles, 1), n_tiles, k.mul(k.and_(m_tiles, 1), n_pairs))
+
+
 class WorkList:
     """The launch's items as one role sees them (the device side of `split_plan` and
     `decode`): the expert-ordered cluster items, except that the last `total % clusters`
@@ -158,14 +166,12 @@ class WorkList:
                     k.ld(Addr(at, 4), type=t.u32, space="global", dst=hi)
                 rows.append((lo, hi))
             for lo, hi in rows:
-                m_tiles = _cdiv(k, k.sub(hi, lo), BM)
-                k.add(total, k.mad(k.shr(m_tiles, 1), n_tiles,
-                                   k.mul(k.and_(m_tiles, 1), n_pairs)), dst=total)
+                k.add(total, _expert_items(k, k.sub(hi, lo), n_tiles, n_pairs), dst=total)
         for lanes in (16, 8, 4, 2, 1):
             k.add(total, k.shfl_sync("bfly", total, lanes, 31), dst=total)
         # lane 0's copy: the same value, in a register the checker sees as warp-uniform
         self.total = k.shfl_sync("idx", total, 0, 31)
-        clusters = k.read_special("nclusterid.x")
+        self.clusters = clusters = k.read_special("nclusterid.x")
         rest = k.rem(self.total, clusters)
         parts = k.min(k.div(clusters, k.max(rest, 1, type=t.u32)),
                       k.min(k.div(k_steps, MIN_PART_STEPS), MAX_PARTS, type=t.u32),
@@ -208,13 +214,10 @@ class ExpertWalk:
         self.end = k.mov(self._items(), dst=k.reg(t.u32, "walk_end"))
 
     def _items(self):
-        """How many cluster items the current expert has: an M-pair (m-tiles 2p and 2p + 1,
-        sharing W_g's tile) per pair of m-tiles and n-tile, and when m_tiles is odd an N-pair
-        of the last m-tile (n-tiles 2q and 2q + 1, sharing X_g's tile) per pair of n-tiles
-        (their order: `tile`)."""
-        k = self.k
-        m_tiles = _cdiv(k, k.sub(self.m_hi, self.m_lo), BM)
-        return k.mad(k.shr(m_tiles, 1), self.n_tiles, k.mul(k.and_(m_tiles, 1), self.n_pairs))
+        """The current expert's cluster item count (M-pairs share W_g's tile, N-pairs X_g's;
+        their order: `tile`)."""
+        return _expert_items(self.k, self.k.sub(self.m_hi, self.m_lo), self.n_tiles,
+                             self.n_pairs)
 
     def seek(self, w) -> None:
         k = self.k
@@ -479,10 +482,9 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
         stores are published with it); the part that counts last resets the counter and sums
         every part's slot in part order into the accumulator (the same rounding whichever
         part finished last). Returns the predicate "this warpgroup holds the tile's sum"."""
-        clusters = k.read_special("nclusterid.x")
         first = k.mul(k.div(rel, work.parts), work.parts)      # the tile's first part
         counter = k.add(partials, k.mul(k.mad(k.mad(first, 2, rank), 2, wg), 4, mode="wide"))
-        slots = k.add(k.add(partials, k.mul(clusters, 16, mode="wide")),
+        slots = k.add(k.add(partials, k.mul(work.clusters, 16, mode="wide")),
                       k.cvt(k.mad(k.mad(rank, 2, wg), PART_BYTES, k.mul(tid, 16)), t.u64))
         mine = k.add(slots, k.mul(rel, 4 * PART_BYTES, mode="wide"))
         for q, quad in enumerate(quads):

@@ -21,7 +21,7 @@ before setmaxnreg moves them), shared memory the launch's dynamic bytes.
 
 from __future__ import annotations
 
-from benchmarks.common import Section, checker_note
+from benchmarks.common import Section, checker_note, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (64, 8192, 8192),
@@ -104,7 +104,9 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
     err = float((c.float() - ref.float()).norm() / ref.float().norm())
     if not err < 1e-2:
         raise AssertionError(f"{dtype} {m}x{n}x{k}: relative error {err:.3g} against {label}")
-    times = _interleaved(torch, {"ptxdsl": ours, label: theirs}, *_reps(m, n, k))
+    reps, burst = _reps(m, n, k)
+    times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
+                               burst=burst)
     flops = 2.0 * m * n * k
     shape = f"{dtype} M={m} N={n} K={k}"
     meds = {}
@@ -126,24 +128,3 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
 def _median(xs):
     s = sorted(xs)
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-
-
-def _interleaved(torch, launches: dict, reps: int, inner: int) -> dict[str, list[float]]:
-    """CUDA-event milliseconds per launch (the mean over a burst of `inner`), the candidates
-    taking turns (ABBA...)."""
-    for go in launches.values():
-        for _ in range(3):
-            go()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out: dict[str, list[float]] = {who: [] for who in launches}
-    order = list(launches)
-    for i in range(reps):
-        for who in order if i % 2 == 0 else order[::-1]:
-            go = launches[who]
-            start.record()
-            for _ in range(inner):
-                go()
-            end.record()
-            end.synchronize()
-            out[who].append(start.elapsed_time(end) / inner)
-    return out

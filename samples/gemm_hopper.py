@@ -107,6 +107,7 @@ SKINNY_M = 256
 ROW = {name: Config(name, bn=64, cluster=2, stages=8, along="n",
                     name=f"gemm_hopper_{name}_row") for name in DTYPES}
 ROW_M = 64
+VARIANTS = {"default": CONFIGS, "skinny": SKINNY, "row": ROW}      # name -> dtype -> Config
 
 
 def config_for(dtype: str, m: int) -> Config:
@@ -294,7 +295,7 @@ class Epilogue:
 
 def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:
     """Every variant of `dtypes`: the default, the skinny-M and the one-row kernel of each."""
-    kernels = [build_gemm(cfg[d], bounded) for cfg in (CONFIGS, SKINNY, ROW) for d in dtypes]
+    kernels = [build_gemm(cfg[d], bounded) for cfg in VARIANTS.values() for d in dtypes]
     if bounded:
         return debug.module(kernels, name="gemm_hopper", target="sm_90a")
     return Module(kernels, name="gemm_hopper", target="sm_90a")
@@ -392,7 +393,7 @@ SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, 
 
 
 def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
-        bounded: bool = False, variants=("default", "skinny", "row")) -> Report:
+        bounded: bool = False, variants=tuple(VARIANTS)) -> Report:
     """Each kernel of `dtypes` and `variants` ("default", "skinny", "row") on each (M, N, K) of
     `shapes`; `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the
     debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
@@ -402,8 +403,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
     if bounded:
         recorder = debug.Recorder().attach(mod)
     sms = sms or rt.device_info(0).sm_count
-    table = {"default": CONFIGS, "skinny": SKINNY, "row": ROW}
-    for cfg in (table[v][d] for v in variants for d in dtypes):
+    for cfg in (VARIANTS[v][d] for v in variants for d in dtypes):
         fn = mod[cfg.name]
         report.note(f"{cfg.name}: {fn.num_regs} registers per thread at launch (setmaxnreg "
                     f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of dynamic "

@@ -231,6 +231,20 @@ def test_expert_sizes_and_problem_refusals():
         == [0x3F80, 0x3F80, 0x3F82]      # exact, tie to even (down), tie to even (up)
 
 
+@pytest.mark.parametrize("sizes,N,K,grid,what", [
+    ([64], 256, 0, 2, "K must be a positive multiple of 8"),    # no K step: nothing to claim
+    ([64], 256, 12, 2, "K must be a positive multiple of 8"),
+    ([64], 255, 64, 2, "N even"),
+    ([64, -1], 256, 64, 2, "no negative token counts"),
+    ([], 256, 64, 2, "at least one expert"),
+    ([64], 256, 64, 3, "multiple of the cluster size"),
+])
+def test_problem_refusals(sizes, N, K, grid, what):
+    """MoeProblem refuses what the kernel cannot run before it touches the device."""
+    with pytest.raises(ValueError, match=what):
+        S["MoeProblem"](sizes, N, K, grid)
+
+
 # -- the PTX ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ptx_text():
@@ -285,10 +299,11 @@ def test_ptx_has_the_device_side_map_protocol(ptx_text):
     assert p.count("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32") == 2
     assert p.count("mbarrier.init.shared::cta.b64") == 2 * STAGES and p.count("], 4;\n") >= 1
     assert p.count("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%r") == 2
-    # the work queue: one claim per item, broadcast to the producer warp; the end mark through
+    # the work queue: one claim per item (in the K loop, or before it for an item with no K
+    # step: test_producer_claims_...), broadcast to the producer warp; the end mark through
     # the ring; the last cluster's reset after an acq_rel count of the finished ones (the
     # other acq_rel count is a split part's); each role's WorkList broadcasts its sum
-    assert p.count("atom.global.add.u32") == 1
+    assert p.count("atom.global.add.u32") == 2
     assert p.count("atom.acq_rel.gpu.global.add.u32") == 2
     assert p.count("shfl.sync.idx.b32") == 3 and p.count("shfl.sync.bfly.b32") == 10
     assert p.count("st.shared.u32 [%r") == 2 and f"], {S['END_ITEM']};" in p
@@ -363,6 +378,26 @@ def test_consumer_releases_a_stage_only_after_its_wgmmas_completed(ptx_text):
         between = lines[last_mma:i]
         waits = [j for j, ln in enumerate(between) if ln == "wgmma.wait_group.sync.aligned 0;"]
         assert waits and "wgmma.commit_group.sync.aligned;" in between[:waits[0]]
+
+
+def test_producer_claims_its_next_item_near_its_current_items_end(ptx_text):
+    """The producer claims once per item, in its K loop at step max(kb1 - CLAIM_LEAD, kb0)
+    (so clusters claim in the order they free up), or before the loop when the item has no
+    K step: the claim is never skipped, so no producer spins on a stale item."""
+    lines = [ln.strip() for ln in ptx_text.split(".entry moe_gemm")[1].splitlines()]
+    claims = [i for i, ln in enumerate(lines) if ln.startswith("atom.global.add.u32 %claimed,")]
+    assert len(claims) == 2
+    lead = next(i for i in range(claims[0], 0, -1) if lines[i].startswith("sub.s32"))
+    assert lines[lead].endswith(f", {S['CLAIM_LEAD']};")
+    at = lines[lead + 1]                               # max.s32 %at, kb1 - lead, kb0
+    assert at.startswith("max.s32")
+    head = next(i for i in range(claims[1], 0, -1) if lines[i].startswith("$L__loop_"))
+    assert lead < claims[0] < head < claims[1]         # the guard, then the K loop
+    end = lines[head + 2].split()[-1].rstrip(";")      # the loop's exit branch
+    body = lines[head:lines.index(end + ":")]
+    assert any(ln.startswith("cp.async.bulk.tensor") for ln in body)
+    guard = lines[claims[1] - 3]
+    assert guard.startswith("setp.eq.u32") and guard.endswith(f", {at.split()[1].rstrip(',')};")
 
 
 def test_template_descriptors_fill_the_layouts_and_the_expect_tx():

@@ -224,7 +224,7 @@ def test_map_fields():
                  "w_address": (1 << 30) + 2 * 32 * 64 * 2}
 
 
-def test_expert_sizes_and_problem_refusals():
+def test_expert_sizes_and_bf16_rounding():
     sizes = S["expert_sizes"](32, 32768, seed=1, zeros=4)
     assert sizes.sum() == 32768 and (sizes == 0).sum() == 4 and (sizes >= 0).all()
     assert S["f32_to_bf16_bits"](np.array([1.0, 1.00390625, 1.01171875], np.float32)).tolist() \

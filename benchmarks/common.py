@@ -148,7 +148,8 @@ def gpu_ms(fn: Callable[[], object], *, reps: int, warmup: int = 2, stream=None)
 
 
 def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
-                       warmup: int = 2, stream=None, burst: int = 1) -> dict[str, list[float]]:
+                       warmup: int = 2, stream=None, burst: int = 1,
+                       settle_s: float = 0.0) -> dict[str, list[float]]:
     """CUDA-event milliseconds of each launch in `launches`, the candidates taking turns
     (ABC, CBA, ABC, ...), so a slow drift of clocks or temperature weighs on all alike.
 
@@ -156,7 +157,12 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     when the start event is recorded, so the sample includes the host's time to issue the
     launch: tens of µs for a PyTorch op on a slow host, against a few for ptxdsl's. A burst
     keeps the GPU busy while the host issues the next launch, so that only the first
-    launch's issue time is counted, `1 / burst` of it per launch."""
+    launch's issue time is counted, `1 / burst` of it per launch.
+
+    With `settle_s`, the candidates first take turns untimed for that many seconds, so that
+    the samples see the clocks a sustained load runs at: a GPU at its power limit lowers its
+    clock within a second of load, and a kernel that waits on DRAM loses less to that than
+    one that waits on its tensor pipes, so timing from an idle GPU favours the latter."""
     from ptxdsl.runtime import Event
     for fn in launches.values():
         for _ in range(warmup):
@@ -164,6 +170,13 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     start, end = Event(), Event()
     out: dict[str, list[float]] = {label: [] for label in launches}
     order = list(launches)
+    until = time.perf_counter() + settle_s
+    while time.perf_counter() < until:
+        for label in order:
+            for _ in range(burst):
+                launches[label]()
+        end.record(stream)
+        end.synchronize()
     for i in range(reps):
         for label in order if i % 2 == 0 else order[::-1]:
             start.record(stream)

@@ -131,3 +131,48 @@ def test_checker_note_times_the_checker_and_counts_findings():
     assert re.fullmatch(r"hazard checker on tiny_mod \(tiny\): \d+ ms median of 2, 0 findings",
                         note), note
 
+
+
+def test_interleaved_gpu_ms_settles_untimed_then_takes_turns(monkeypatch):
+    """settle_s runs the candidates in turns, untimed, before the first sample; the samples
+    then alternate AB, BA, AB, each a burst, and each is the burst's mean."""
+    import ptxdsl.runtime as rt
+    from benchmarks import common
+
+    log = []
+
+    class FakeEvent:
+        def record(self, stream=None):
+            log.append("record")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_ms(self, other):
+            return 6.0
+
+        def close(self):
+            pass
+
+    class FakeTime:           # each reading is 0.5 s after the one before
+        now = 0.0
+
+        @classmethod
+        def perf_counter(cls):
+            cls.now += 0.5
+            return cls.now
+
+    monkeypatch.setattr(rt, "Event", FakeEvent)
+    monkeypatch.setattr(common, "time", FakeTime)
+    launches = {"a": lambda: log.append("a"), "b": lambda: log.append("b")}
+    out = common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2, settle_s=1.0)
+    assert out == {"a": [3.0] * 3, "b": [3.0] * 3}
+    timed = ["record", "a", "a", "record", "record", "b", "b", "record",
+             "record", "b", "b", "record", "record", "a", "a", "record",
+             "record", "a", "a", "record", "record", "b", "b", "record"]
+    # warm-up, then one untimed round (the clock reads 1.0, 1.5: one turn), then the samples
+    assert log == ["a", "b"] + ["a", "a", "b", "b", "record"] + timed
+    log.clear()
+    FakeTime.now = 0.0
+    common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2)
+    assert log == ["a", "b"] + timed

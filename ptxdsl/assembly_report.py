@@ -252,10 +252,19 @@ _SETMAXNREG_NOTE = (" -- nvJitLink (like every linker) assembles each module as 
                     "through the driver JIT, which keeps it (see README, 'setmaxnreg')")
 
 
+# The module's target is inferred as the lowest that takes every instruction, and ptxas takes
+# .multicast::cluster on sm_90; it only advises the arch-specific target.
+_ARCH_SPECIFIC_NOTE = (" -- ptxdsl infers the lowest target that accepts every instruction; "
+                       "pin Module(..., target='sm_90a') to build the arch-specific Hopper "
+                       "target")
+
+
 def warn_about(report: AssemblyReport, stacklevel_loc: SourceLoc | None = None) -> None:
     """One `PtxdslAssemblerWarning` per ptxas warning, attributed to the Python line that built
     the PTX line it blames (else to `stacklevel_loc`, the caller's line)."""
     for w in report.warnings:
         loc = w.loc or stacklevel_loc or SourceLoc("<ptxas>", 0)
         text = str(w) + (_SETMAXNREG_NOTE if w.code == SETMAXNREG_DROPPED else "")
+        if "should be used on .target 'sm_90a" in text:
+            text += _ARCH_SPECIFIC_NOTE
         warnings.warn_explicit(text, PtxdslAssemblerWarning, loc.file, loc.line)

@@ -40,6 +40,35 @@ _PACKED = {"bf16": ("bf16x2", 16), "f16": ("f16x2", 16), "e4m3": ("e4m3x2", 8),
            "e5m2": ("e5m2x2", 8)}
 
 
+def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
+    """A 64-bit global (or generic) address: a register, or a pointer parameter loaded."""
+    if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
+        ptr = k.ld_param(ptr)
+    space = ptr.space if isinstance(ptr, Reg | Symbol) else None
+    if not isinstance(ptr, Reg) or ptr.type.bits != 64 or space is not None and space.is_shared:
+        given = (f"symbol {ptr.name} in .{ptr.space.value}" if isinstance(ptr, Symbol) else
+                 f"register %{ptr.name} (.{ptr.type.value}"
+                 + (f", a .{space.value} address)" if space is not None else ")")
+                 if isinstance(ptr, Reg) else repr(ptr))
+        raise BuildError(f"{what}: ptr must be a 64-bit global address (a register or a "
+                         f"pointer parameter), got {given}")
+    return ptr
+
+
+def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> None:
+    """A row stride (positive) or a bound (None, or >= 0): an int or a 32-bit integer register,
+    not a float or a bool."""
+    if value is None and bound:
+        return
+    if isinstance(value, Reg) and value.type.is_int and value.type.bits == 32:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1):
+        return
+    sign = "a non-negative" if bound else "a positive"
+    raise BuildError(f"{what}: {name} must be {sign} int or a 32-bit integer register "
+                     f"(elements), got {value!r}")
+
+
 def fragment_coords(n: int, thread: int, dtype: ScalarType = T.f32) -> list[tuple[int, int]]:
     """(row, col) of each value thread `thread` (0..127) holds in an m64nN accumulator, in
     register order (`.f16`: two values per register, low half first)."""
@@ -164,11 +193,9 @@ class Fragment:
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
         outside are not stored. Packed fragments store each register's pair in one store."""
         k = self.kernel
-        if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
-            ptr = k.ld_param(ptr)
-        if not isinstance(ptr, Reg) or ptr.type.bits != 64:
-            raise BuildError("fragment.store: ptr must be a 64-bit register or a pointer "
-                             "parameter")
+        for name, value in (("ld", ld), ("rows", rows), ("cols", cols)):
+            _check_extent(value, "fragment.store", name, bound=name != "ld")
+        ptr = _global_ptr(k, ptr, "fragment.store")
         eb = self.value_bits // 8
         row0, col0 = self.origin()
         first = k.mad(row0, ld, col0, type=T.u32) if not isinstance(ld, int) \
@@ -274,8 +301,8 @@ class AFragment:
         """Load the fragment from a row-major global A (row stride `ld` elements), K columns
         from `k0`: one 32-bit load per register (its elements are adjacent in a row)."""
         k = self.kernel
-        if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
-            ptr = k.ld_param(ptr)
+        _check_extent(ld, "a_fragment.load", "ld")
+        ptr = _global_ptr(k, ptr, "a_fragment.load")
         per = 32 // self.bits
         tid = k.and_(k.tid.x, WARPGROUP - 1)
         row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))

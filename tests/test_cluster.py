@@ -371,6 +371,13 @@ def test_refuse_st_async_immediates_without_type():
         ptx.st_async(e.k, _rbuf(e), 5, _remote(e))
 
 
+def test_refuse_st_async_narrow_register():
+    e = Env()
+    with pytest.raises(OperandError, match=r"st.async: operand 'value': expected a 32- or "
+                       r"64-bit register.*got register %\w+ of type \.u16"):
+        ptx.st_async(e.k, _rbuf(e), e.k.reg(t.u16), _remote(e))
+
+
 def test_refuse_st_async_global_address():
     e = Env()
     with pytest.raises(OperandError, match="'addr'.*shared::cluster"):

@@ -8,8 +8,9 @@ import collections
 
 import pytest
 
-from ptxdsl import BuildError, OperandError, VersionError, ptx, t
+from ptxdsl import BuildError, Kernel, OperandError, VersionError, ptx, t
 from ptxdsl.instructions.wgmma import INT_N, WgmmaMmaAsync
+from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.testing import assemble_declared
 from tests.tma_cases import Case, FormChecks, build
 from tests.wgmma_cases import WEnv, all_forms
@@ -284,6 +285,81 @@ def test_refuse_a_fragment_size():
     e = WEnv()
     with pytest.raises(OperandError, match=r"expected 4 32-bit registers holding A's fragment"):
         ptx.wgmma_mma_async(e.k, e.acc(8), e.a_regs[:2], e.desc_b, atype="bf16")
+
+
+def test_refuse_rs_float_registers():
+    """ptxas 13.0 refuses .f32 registers as A's fragment of every floating-point type (tf32
+    too); the integer forms take them."""
+    e = WEnv()
+    f32 = [e.k.reg(t.f32) for _ in range(4)]
+    for atype in ("f16", "bf16", "tf32", "e4m3"):
+        with pytest.raises(OperandError, match=r"operand 'a'.*move \.f32 values in with "
+                           r"mov\.b32, got a \.f32 register"):
+            ptx.wgmma_mma_async(e.k, e.acc(8), f32, e.desc_b, atype=atype)
+    ptx.wgmma_mma_async(e.k, e.acc(8, t.s32), f32, e.desc_b, atype="s8")
+
+
+def test_refuse_accumulator_count_of_no_tile():
+    e = WEnv()
+    regs = [e.k.reg(t.f16x2) for _ in range(15)]
+    with pytest.raises(OperandError, match=r"operand 'd'.*N/4 of them.*got 15 registers"):
+        ptx.wgmma_mma_async(e.k, regs, e.desc_a, e.desc_b, atype="f16", dtype=t.f16)
+
+
+def _tiles(k, a_major="K", b_major="K", dtype=t.f16):
+    sa = k.shared_array(t.b8, 8192, align=1024, name="sa")
+    sb = k.shared_array(t.b8, 8192, align=1024, name="sb")
+    return (descriptor(k, SmemLayout(dtype, 64, 64, a_major), sa),
+            descriptor(k, SmemLayout(dtype, 64, 64, b_major), sb))
+
+
+def test_descriptor_layout_sets_the_transpose():
+    """An MN-major MatrixDescriptor means imm-trans 1; left out, the flag follows the layout."""
+    k = Kernel("k")
+    da, db = _tiles(k, "MN", "MN")
+    acc = k.fragment(t.f32, (64, 64))
+    insn = ptx.wgmma_mma_async(k, acc, da, db, atype="f16")
+    assert (insn.tnspA, insn.tnspB) == (1, 1)
+    assert insn.render().endswith(", 1, 1, 1, 1, 1;")
+    k = Kernel("k2")
+    da, db = _tiles(k, "K", "MN")
+    insn = ptx.wgmma_mma_async(k, k.fragment(t.f32, (64, 64)), da, db, atype="bf16")
+    assert (insn.tnspA, insn.tnspB) == (None, 1)
+    assert insn.render().endswith(", 1, 1, 1, 0, 1;")
+
+
+def test_refuse_transpose_against_the_layout():
+    k = Kernel("k")
+    da, db = _tiles(k, "K", "MN")
+    acc = k.fragment(t.f32, (64, 64))
+    with pytest.raises(OperandError, match=r"operand 'tnspB': expected 1 for a descriptor of "
+                       r"a 64x64 16-bit MN-major.*got 0"):
+        ptx.wgmma_mma_async(k, acc, da, db, tnspB=0, atype="f16")
+    with pytest.raises(OperandError, match=r"operand 'tnspA': expected 0 .*K-major.*got 1"):
+        ptx.wgmma_mma_async(k, acc, da, db, tnspA=1, atype="f16")
+
+
+def test_refuse_descriptor_of_another_width():
+    k = Kernel("k")
+    da, db = _tiles(k)
+    acc = k.fragment(t.f32, (64, 64))
+    with pytest.raises(OperandError, match=r"operand 'a': expected a descriptor of a tile of "
+                       r"8-bit elements \(\.e4m3 inputs\), got a descriptor of a 64x64 16-bit"):
+        ptx.wgmma_mma_async(k, acc, da, db, atype="e4m3")
+    with pytest.raises(OperandError, match=r"operand 'b_desc': .*32-bit elements"):
+        ptx.wgmma_mma_async(k, acc, k.ld_param(k.param(t.u64, "bare")), db, atype="tf32")
+
+
+def test_refuse_a_fragment_of_another_type():
+    k = Kernel("k")
+    _, db = _tiles(k)
+    acc = k.fragment(t.f32, (64, 64))
+    with pytest.raises(OperandError, match=r"operand 'a': expected A's fragment of \.f16 "
+                       r"values \(atype\), got a fragment of \.bf16 values"):
+        ptx.wgmma_mma_async(k, acc, k.a_fragment(t.bf16), db, atype="f16")
+    packed = k.fragment(t.f32, (64, 16)).to_packed(t.bf16)
+    ptx.wgmma_mma_async(k, acc, k.a_fragment(t.f16), db, atype="f16")
+    ptx.wgmma_mma_async(k, acc, packed.a_operand(0), db, atype="bf16")
 
 
 def test_refuse_wait_group_out_of_range():

@@ -203,6 +203,9 @@ def test_refuse_descriptor_address():
     g = k.param_ptr("g")
     with pytest.raises(BuildError, match="is not in shared memory"):
         descriptor(k, SmemLayout(t.bf16, 64, 64), g)
+    with pytest.raises(BuildError, match=r"wgmma descriptor: operand 'addr': expected a "
+                       r"shared-memory address.*which holds a generic address"):
+        descriptor(k, SmemLayout(t.bf16, 64, 64), k.ld_param(g))
 
 
 # -- fragments --------------------------------------------------------------------------------
@@ -281,6 +284,27 @@ def test_fragment_stores_skip_what_is_out_of_bounds():
     assert len(stores) == 6 and all(s.guard is not None for s in stores)
 
 
+def test_fragment_global_access_refusals():
+    """The direct-store epilogue and the RS fragment load take a global pointer and integer
+    extents; anything else is refused in their own names, not an inner add/mad's."""
+    k = Kernel("k", reqntid=128)
+    out = k.param_ptr("out")
+    acc = k.fragment(t.f32, shape=(64, 16))
+    smem = k.shared_array(t.bf16, 64 * 64, align=16, name="tile")
+    with pytest.raises(BuildError, match=r"fragment.store: ld must be a positive int.*got 1.5"):
+        acc.store(out, 1.5)
+    with pytest.raises(BuildError, match=r"fragment.store: rows must be a non-negative.*-1"):
+        acc.store(out, 16, rows=-1)
+    with pytest.raises(BuildError, match=r"fragment.store: ptr must be a 64-bit global "
+                       r"address.*symbol tile in \.shared"):
+        acc.store(smem, 16)
+    with pytest.raises(BuildError, match=r"a_fragment.load: ptr must be a 64-bit global "
+                       r"address.*symbol tile"):
+        k.a_fragment(t.bf16).load(smem, 64)
+    with pytest.raises(BuildError, match=r"a_fragment.load: ld must be a positive int"):
+        k.a_fragment(t.bf16).load(out, k.reg(t.f32))
+
+
 def test_fragment_refusals():
     k = Kernel("k")
     with pytest.raises(BuildError, match="64 rows per warpgroup"):
@@ -302,5 +326,5 @@ def test_fragment_refusals():
     bf = k.fragment(t.f32, shape=(64, 16)).to_packed(t.bf16)
     with pytest.raises(BuildError, match=r"ld must be an int >= N=16 and a multiple of 8"):
         bf.store_matrix(k.shared_array(t.b8, 4096, name="s2"), 20)
-    with pytest.raises(BuildError, match="ptr must be a 64-bit register"):
+    with pytest.raises(BuildError, match=r"ptr must be a 64-bit global address.*\(\.u32\)"):
         k.fragment(t.f32, shape=(64, 8)).store(k.reg(t.u32), 8)

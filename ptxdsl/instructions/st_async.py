@@ -53,6 +53,10 @@ def _bits_type(insn: str, value) -> ScalarType:
     for v in items:
         if isinstance(v, Reg | Imm) and v.type.bits in (32, 64):
             return T.b32 if v.type.bits == 32 else T.b64
+        if isinstance(v, Reg):
+            raise OperandError(insn, "value", "a 32- or 64-bit register (st.async stores "
+                               ".b32/.b64/.u32/.s32/.f32/... values; widen smaller ones first)",
+                               f"register %{v.name} of type .{v.type.value}")
     refuse(insn, "cannot tell the value's width from immediates alone; pass type=... "
            "(e.g. type=t.b32)")
 

@@ -208,10 +208,17 @@ class WgmmaMmaAsync(Instruction):
                                   f"accumulator registers of .{d_register_type(dtype).value} "
                                   f"(m64n{n}, .{dtype.value})"))
         rs = not isinstance(self.a, Reg | Imm | int | MatrixDescriptor)
+        self._check_layouts(name, atype, btype)
         if rs:
-            self._set("a", check_regs(name, "a", self.a, 4, T.b32,
-                                      "32-bit registers holding A's fragment (m64 x k of one "
-                                      "instruction)"))
+            self._check_a_fragment(name, atype)
+            a = check_regs(name, "a", self.a, 4, T.b32,
+                           "32-bit registers holding A's fragment (m64 x k of one instruction)")
+            if kind.name != "integer" and any(r.type is T.f32 for r in a):
+                # ptxas 13.0 refuses .f32 registers here, even for tf32 values.
+                raise OperandError(name, "a", "4 .b32 (or .u32/.s32/.f16x2/.bf16x2) registers "
+                                   "holding A's fragment; move .f32 values in with mov.b32",
+                                   "a .f32 register")
+            self._set("a", a)
         else:
             self._set("a", check_desc(name, "a", self.a))
         self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
@@ -221,6 +228,38 @@ class WgmmaMmaAsync(Instruction):
             refuse(name, ".satfinite applies to the s8/u8 forms only "
                    f"(not .{atype.value})")
         self._check_extra(name, kind)
+
+    def _check_layouts(self, name: str, atype: WgmmaType, btype: WgmmaType) -> None:
+        """A MatrixDescriptor knows its tile: its element width must be the input type's, and
+        its major-ness sets the transpose flag (MN-major: 1), which a contradicting tnspA /
+        tnspB may not override. Bare descriptor values (registers, ints) say nothing."""
+        for operand, value, wtype, flag in (("a", self.a, atype, "tnspA"),
+                                            ("b_desc", self.b_desc, btype, "tnspB")):
+            if not isinstance(value, MatrixDescriptor):
+                continue
+            layout = value.layout
+            if layout.bits != wtype.bits:
+                raise OperandError(name, operand, f"a descriptor of a tile of {wtype.bits}-bit "
+                                   f"elements (.{wtype.value} inputs)",
+                                   f"a descriptor of a {layout.describe()} tile")
+            given = getattr(self, flag)
+            if given is None and layout.transpose:
+                self._set(flag, 1)
+            elif given is not None and not isinstance(given, bool) and given in (0, 1) \
+                    and given != layout.transpose:
+                raise OperandError(name, flag, f"{layout.transpose} for a descriptor of a "
+                                   f"{layout.describe()} tile (or leave it out)", given)
+
+    def _check_a_fragment(self, name: str, atype: WgmmaType) -> None:
+        """A fragment (`k.a_fragment(dtype)`, or a packed accumulator) holds values of one type,
+        which must be the instruction's atype."""
+        values = getattr(self.a, "packed", None) or getattr(self.a, "dtype", None)
+        if values is None:
+            return
+        spelled = str(getattr(values, "value", values)).lstrip(".")
+        if spelled != atype.value:
+            raise OperandError(name, "a", f"A's fragment of .{atype.value} values (atype)",
+                               f"a fragment of .{spelled} values")
 
     def _check_extra(self, name: str, kind: Kind) -> None:
         """Hook for the sparse form's metadata operands."""
@@ -365,7 +404,13 @@ def _n_of(d: Any, dtype: Any, n: int | None) -> Any:
         return n
     regs = getattr(d, "regs", d)
     if isinstance(regs, Sequence) and not isinstance(regs, str):
-        return len(regs) * (4 if dtype is T.f16 or dtype == "f16" else 2)
+        per = 4 if dtype is T.f16 or dtype == "f16" else 2
+        if len(regs) * per not in ALL_N:
+            # Say it in the user's terms: they gave registers, not an N.
+            raise OperandError("wgmma.mma_async", "d", f"the accumulator registers of an m64nN "
+                               f"tile, N/{per} of them for N = 8..256 in steps of 8 (or pass "
+                               "n=)", f"{len(regs)} registers")
+        return len(regs) * per
     return None
 
 

@@ -26,9 +26,10 @@ from typing import Any
 
 import attrs
 
-from ..errors import BuildError
+from ..errors import BuildError, OperandError
 from ..operands import Addr, Reg, Symbol
 from ..types import ScalarType
+from .base import known_space
 
 __all__ = ["SmemLayout", "MatrixDescriptor", "Major", "SwizzleMode", "encode_descriptor",
            "descriptor"]
@@ -343,6 +344,12 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
         if off:
             reg = k.add(reg, off)
     elif isinstance(addr, Reg) and addr.type.bits in (32, 64) and addr.type.kind in "bus":
+        space = known_space(addr)
+        if space is not None and not space.is_shared:
+            raise OperandError("wgmma descriptor", "addr", "a shared-memory address (the "
+                               "descriptor encodes an offset in the CTA's shared window)",
+                               f"register %{addr.name}, which holds a "
+                               f"{space.value or 'generic'} address")
         reg = addr
     else:
         raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "

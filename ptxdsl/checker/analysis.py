@@ -92,7 +92,7 @@ class Analysis:
             insns = [getattr(x, "insn", None) for x in self.body]
         self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
-        self.div = Divergence(self.cfg, self.values)
+        self.div = Divergence(self.cfg, self.values, getattr(kernel, "reqntid", None))
         self.ops = ops
         self.op_at: dict[int, Op] = {}
         self.by_block: list[list[Op]] = [[] for _ in self.cfg.blocks]
@@ -198,11 +198,9 @@ class Analysis:
                 for k, v in state.tx))
         if not any(f[0] in OWNED for f in state.may):
             return state
-        tok = self.div.edge_token(p, b)
-        if tok is None:
+        if self.div.edge_cond(p, b) is None:
             return state
-        other = (tok[0], not tok[1])
-        drop = {f for f in state.may if f[0] in OWNED and other in self.div.owner_tokens(f[1])}
+        drop = {f for f in state.may if f[0] in OWNED and self.div.leaves(f[1], p, b)}
         return State(state.must, state.may - drop, state.tx) if drop else state
 
     def runs_somewhere(self, i: int) -> bool:

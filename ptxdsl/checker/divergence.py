@@ -8,6 +8,10 @@ tokens are its block's plus its own guard's. "Thread set A is inside thread set 
 approximated by `tokens(B) <= tokens(A)`: the checker uses it to tell whether an init or an
 acquire was done by the same threads that later rely on it.
 
+Where the tokens differ, a CTA of known shape (`.reqntid`) lets `ThreadSets` decide it by
+evaluating the conditions for every thread, so one leader written two ways (`tid == 0` and
+`warp == 0 && lane == 0`, `tid & 127` and `tid % 128`) is one thread set.
+
 At the reconvergence point of a divergent branch, CTA-wide facts ("some thread has initialised
 the barrier") hold if they hold on any path from the branch: `union_at[block]` lists the
 predecessors whose states are united there (the others, such as a loop's back edge, are
@@ -16,11 +20,13 @@ still intersected).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
-from .values import Values
+from .values import _CMP, Values
 
 # A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
 # (Integer comparisons only: the ordered float `ne` is not the negation of `eq` for NaN, but
@@ -54,11 +60,186 @@ def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
     return vn, polarity
 
 
-class Divergence:
-    """Per-block divergence level and condition tokens, and per-statement queries."""
+# Values a condition is evaluated on stay in [0, 2**31): there the signed and unsigned forms
+# of an operation agree (a value number does not record the type); anything else is unknown.
+_LIMIT = 1 << 31
+_ARITH: dict[str, Callable[[int, int], int | None]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "shl": lambda a, b: a << b if b < 32 else None, "shr": lambda a, b: a >> b,
+    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+    "div": lambda a, b: a // b if b else None, "rem": lambda a, b: a % b if b else None,
+    "min": min, "max": max}
+_BOOL = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+_DEPTH = 64   # conditions on thread ids are short; a longer chain is not evaluated
+_SREGS = ("tid.x", "tid.y", "tid.z", "ntid.x", "ntid.y", "ntid.z", "laneid")
+Bits = tuple[int, ...]   # a thread set per possible elected lane (one entry: no elect.sync)
 
-    def __init__(self, cfg: CFG, values: Values):
+
+class _Unknown(Exception):
+    pass
+
+
+def _pairs(a: Bits, b: Bits) -> Iterable[tuple[int, int]]:
+    """Pair the entries of two thread sets (a single entry holds for every elected lane)."""
+    if len(a) == 1:
+        return ((a[0], y) for y in b)
+    if len(b) == 1:
+        return ((x, b[0]) for x in a)
+    return zip(a, b, strict=True)
+
+
+class ThreadSets:
+    """Which threads of a CTA of known shape satisfy thread-invariant conditions: each
+    condition is evaluated for every thread (`%tid`, `%ntid`, `%laneid`, constants, integer
+    arithmetic and comparisons) into a bitmask of linear thread indices.
+
+    `elect.sync` is modelled too. The PTX ISA promises that "the same leader thread is elected
+    for the same membermask every time", not which lane it is: so two elect.sync with one
+    membermask name the same lane L of a warp, and a set that involves one is a tuple with an
+    entry for every lane L of the mask (a question must hold for each). Kernels whose
+    elect.sync use several masks (or one not constant) get no elect modelling.
+    """
+
+    def __init__(self, values: Values, dims: tuple[int, ...]):
+        self.values = values
+        dx, dy, dz = (*dims, 1, 1)[:3]
+        self.n = dx * dy * dz
+        self.all = (1 << self.n) - 1
+        lin = range(self.n)
+        self._sregs: dict[str, list[int]] = dict(zip(_SREGS, (
+            [t % dx for t in lin], [t // dx % dy for t in lin], [t // (dx * dy) for t in lin],
+            [dx] * self.n, [dy] * self.n, [dz] * self.n, [t % 32 for t in lin]), strict=True))
+        self._vals: dict[tuple[Any, int | None], list[int]] = {}
+        self._bits: dict[tuple[Any, bool], Bits | None] = {}
+        self._uses: dict[Any, bool] = {}
+        self._elects: dict[Any, int] | None = None
+        self.lanes: tuple[int, ...] = ()
+
+    def elects(self) -> dict[Any, int]:
+        """The value number of each elect.sync predicate (one unguarded definition) and its
+        membermask; empty unless every such elect.sync uses one constant mask."""
+        if self._elects is None:
+            values = self.values
+            table: dict[Any, int | None] = {}
+            for st in values.body:
+                insn = getattr(st, "insn", None)
+                if isinstance(insn, Elect) and st.guard is None \
+                        and len(values.defs.get(insn.p, ())) == 1:
+                    mask = values.const(insn.membermask)
+                    table[values.vn(insn.p)] = None if mask is None else mask & 0xFFFFFFFF
+            masks = set(table.values())
+            only = masks.pop() if len(masks) == 1 else None
+            if only is not None:
+                self.lanes = tuple(lane for lane in range(32) if only >> lane & 1)
+            self._elects = {k: v for k, v in table.items()
+                            if v is not None and only is not None}
+        return self._elects
+
+    def _elected(self, vn: Any, depth: int = 0) -> bool:
+        """Does a value number depend on an elect.sync result? (_Unknown past _DEPTH.)"""
+        hit = self._uses.get(vn)
+        if hit is None:
+            if depth > _DEPTH:
+                raise _Unknown(vn)
+            hit = vn in self.elects() or (isinstance(vn, tuple) and any(
+                self._elected(x, depth + 1) for x in vn[1:] if isinstance(x, tuple)))
+            self._uses[vn] = hit
+        return hit
+
+    def _eval(self, vn: Any, lane: int | None, depth: int = 0) -> list[int]:
+        """vn's value in every thread (`lane`: the elected lane), or _Unknown."""
+        key = (vn, lane if self._elected(vn) else None)
+        hit = self._vals.get(key)
+        if hit is not None:
+            return hit
+        if not isinstance(vn, tuple) or not vn or depth > _DEPTH:
+            raise _Unknown(vn)
+        d = depth + 1
+        tag, n = vn[0], self.n
+        if vn in self.elects():
+            out = [int(t % 32 == lane) for t in range(n)]
+        elif tag == "const" and isinstance(vn[1], int) and 0 <= vn[1] < _LIMIT:
+            out = [vn[1]] * n
+        elif tag == "sreg" and vn[1] in self._sregs:
+            out = self._sregs[vn[1]]
+        elif tag == "cvt":
+            out = self._eval(vn[1], lane, d)
+        elif tag == "not":   # (a negated predicate: 0 or 1)
+            out = [1 - x for x in self._eval(vn[1], lane, d)]
+        elif tag == "setp" and len(vn) == 6 and vn[1] in _CMP and (
+                vn[4] is None or vn[4] in _BOOL):
+            cmp = _CMP[vn[1]]
+            out = [int(cmp(x, y)) for x, y in zip(self._eval(vn[2], lane, d),
+                                                   self._eval(vn[3], lane, d), strict=True)]
+            if vn[4] is not None:
+                out = [_BOOL[vn[4]](x, int(bool(y))) for x, y in zip(
+                    out, self._eval(vn[5], lane, d), strict=True)]
+        elif tag in _ARITH and len(vn) == 3:
+            fn = _ARITH[tag]
+            out = []
+            for x, y in zip(self._eval(vn[1], lane, d), self._eval(vn[2], lane, d),
+                            strict=True):
+                r = fn(x, y)
+                if r is None or not 0 <= r < _LIMIT:
+                    raise _Unknown(vn)
+                out.append(r)
+        else:
+            raise _Unknown(vn)
+        self._vals[key] = out
+        return out
+
+    def bits(self, tok: tuple[Any, bool]) -> Bits | None:
+        """The threads in which condition `(vn, polarity)` holds (None: not evaluable)."""
+        if tok in self._bits:
+            return self._bits[tok]
+        vn, pol = tok
+        out: Bits | None
+        try:
+            if self._elected(vn):
+                out = tuple(self._mask(self._eval(vn, lane), pol) for lane in self.lanes) \
+                    or None
+            else:
+                out = (self._mask(self._eval(vn, None), pol),)
+        except _Unknown:
+            out = None
+        self._bits[tok] = out
+        return out
+
+    def id_bounds(self, mask: int) -> dict[str, tuple[int, int]]:
+        """The lowest and highest `%tid.x/y/z` and `%laneid` of the threads in a (non-empty)
+        set."""
+        threads = [t for t in range(self.n) if mask >> t & 1]
+        return {name: (min(self._sregs[name][t] for t in threads),
+                       max(self._sregs[name][t] for t in threads))
+                for name in ("tid.x", "tid.y", "tid.z", "laneid")}
+
+    @staticmethod
+    def _mask(vals: list[int], pol: bool) -> int:
+        return int("".join("1" if bool(v) == pol else "0" for v in reversed(vals)) or "0", 2)
+
+    def conj(self, toks: Iterable[tuple[Any, bool]], partial: bool = False) -> Bits | None:
+        """The threads satisfying every condition (None: one is not evaluable); `partial`
+        skips those instead, which over-approximates the set."""
+        out: Bits = (self.all,)
+        for tok in toks:
+            b = self.bits(tok)
+            if b is None:
+                if partial:
+                    continue
+                return None
+            out = tuple(x & y for x, y in _pairs(out, b))
+        return out
+
+
+class Divergence:
+    """Per-block divergence level and condition tokens, and per-statement queries.
+    `dims`: the CTA's exact shape (`.reqntid`), which enables the per-thread `ThreadSets`."""
+
+    def __init__(self, cfg: CFG, values: Values, dims: tuple[int, ...] | None = None):
         self.cfg, self.values = cfg, values
+        self.dims = tuple(dims) if dims else None
+        self._sets: ThreadSets | None = None
+        self._leaves: dict[tuple[int, int, int], bool] = {}
         n = len(cfg.blocks)
         self.level = [0] * n
         self.tokens: list[frozenset] = [frozenset()] * n
@@ -164,19 +345,53 @@ class Divergence:
                 if vn != "region" and invariant(vn))
         return hit
 
-    def edge_token(self, p: int, b: int) -> tuple[Any, bool] | None:
-        """The thread-invariant condition that holds along the CFG edge p -> b (None when the
-        edge says nothing: no branch, both ways to b, or a condition that changes)."""
+    def edge_cond(self, p: int, b: int) -> tuple[Any, bool] | None:
+        """The condition `(vn, polarity)` of a divergent branch that holds along the CFG edge
+        p -> b (None when the edge says nothing: no branch, both ways to b, a uniform one)."""
         blk = self.cfg.blocks[p]
         if blk.branch is None or blk.taken == blk.fall:
             return None
         pred, polarity = guard_polarity(self.cfg.body[blk.branch].guard)
         if not self.values.level(pred):
             return None
-        vn = self.values.vn(pred)
-        if not invariant(vn):
+        return self.values.vn(pred), polarity if b == blk.taken else not polarity
+
+    def edge_token(self, p: int, b: int) -> tuple[Any, bool] | None:
+        """The thread-invariant condition that holds along the CFG edge p -> b (None when the
+        edge says nothing: no branch, both ways to b, or a condition that changes)."""
+        cond = self.edge_cond(p, b)
+        if cond is None or not invariant(cond[0]):
             return None
-        return normal_token(vn, polarity if b == blk.taken else not polarity)
+        return normal_token(*cond)
+
+    @property
+    def threads(self) -> ThreadSets | None:
+        """The per-thread evaluator (None: the CTA shape is not fixed by `.reqntid`)."""
+        if self._sets is None and self.dims:
+            self._sets = ThreadSets(self.values, self.dims)
+        return self._sets
+
+    def leaves(self, i: int, p: int, b: int) -> bool:
+        """Can no thread that runs statement i take the CFG edge p -> b? Then what those
+        threads own (their bulk async-groups) does not flow along it."""
+        key = (i, p, b)
+        hit = self._leaves.get(key)
+        if hit is None:
+            hit = self._leaves[key] = self._leaves_uncached(i, p, b)
+        return hit
+
+    def _leaves_uncached(self, i: int, p: int, b: int) -> bool:
+        tok = self.edge_token(p, b)
+        if tok is not None and (tok[0], not tok[1]) in self.owner_tokens(i):
+            return True
+        cond, sets = self.edge_cond(p, b), self.threads
+        edge = sets.bits(cond) if cond is not None and sets is not None else None
+        if sets is None or edge is None:
+            return False
+        # i's conditions that cannot be evaluated are left out: a superset of its threads.
+        owners = sets.conj(self.stmt_tokens(i), partial=True)
+        assert owners is not None   # (partial: never None)
+        return all(o & e == 0 for o, e in _pairs(owners, edge))
 
     def controlling(self, i: int, level: int = 2) -> list[int]:
         """Statements making statement i run in only some threads (at least `level`): its
@@ -191,13 +406,38 @@ class Divergence:
 
     def same_single_threads(self, earlier: int, later: int) -> bool:
         """Do the same few threads run both statements (equal, non-empty conditions, or a
-        one-thread CTA)? Data one thread writes is then read back by that thread only."""
+        one-thread CTA)? Data one thread writes is then read back by that thread only.
+        Conditions that differ are compared per thread (`ThreadSets`): both must be
+        evaluable and give one set, not the whole CTA."""
         if self.values.nthreads == 1:
             return True
-        toks = self.stmt_tokens(earlier)
-        return bool(toks) and toks == self.stmt_tokens(later)
+        ta, tb = self.stmt_tokens(earlier), self.stmt_tokens(later)
+        if ta and ta == tb:
+            return True
+        sets = self.threads
+        if sets is None or not ta or not tb:
+            return False
+        # A condition both share restricts both alike: only its evaluable part matters.
+        shared = [x for x in ta & tb if sets.bits(x) is not None]
+        a, b = sets.conj([*(ta - tb), *shared]), sets.conj([*(tb - ta), *shared])
+        return a is not None and b is not None and all(
+            x == y and x != sets.all for x, y in _pairs(a, b))
 
-    def same_threads(self, earlier: int, later: int) -> bool:
+    def same_threads(self, earlier: int, later: int,
+                     skip: Callable[[tuple[Any, bool]], bool] | None = None) -> bool:
         """Does every thread that runs statement `later` also run `earlier`? (approximation:
-        the conditions of `earlier` are among those of `later`)."""
-        return self.stmt_tokens(earlier) <= self.stmt_tokens(later)
+        the conditions of `earlier` are among those of `later`, or, evaluated per thread,
+        hold in every thread satisfying those of `later`). `skip(token)`: conditions of
+        `earlier` the caller has accounted for itself."""
+        te, tl = self.stmt_tokens(earlier), self.stmt_tokens(later)
+        rest = [x for x in te - tl if skip is None or not skip(x)]
+        if not rest:
+            return True
+        sets = self.threads
+        need = sets.conj(rest) if sets is not None else None
+        if sets is None or need is None:
+            return False
+        # `later`'s conditions that cannot be evaluated are left out: a superset of its threads.
+        have = sets.conj(tl, partial=True)
+        assert have is not None   # (partial: never None)
+        return all(h & ~n == 0 for h, n in _pairs(have, need))

@@ -77,29 +77,30 @@ class Hazard(enum.Enum):
 
 
 E, W, N = Severity.error, Severity.warning, Severity.note
-# hazard -> (severity, one-line title, how to fix it). Digest section numbers in brackets.
+# hazard -> (severity, one-line title, how to fix it). The reference in brackets: the id's
+# section of docs/hazards.md, or the PTX ISA / CUDA Programming Guide section.
 _INFO: dict[Hazard, tuple[Severity, str, str]] = {
     Hazard.TMAP_NO_ACQUIRE: (
         E, "tensor map in global memory used without an acquire fence",
         "run `fence.proxy.tensormap::generic.acquire.<scope> [map], 128` on that map in this CTA "
         "before its first use on every path (ptx.fence_proxy_tensormap_generic(k, 'acquire', ...))"
-        "; param and .const maps need no fence [digest §3.2, pitfall 8]"),
+        "; param and .const maps need no fence [docs/hazards.md: tmap-no-acquire]"),
     Hazard.TMAP_ACQUIRE_UNSYNCED: (
         E, "tensor map acquired by another thread without a CTA barrier before this use",
         "put a CTA barrier (k.bar_sync(0) / bar.sync 0) between the acquiring thread's fence and "
-        "the other threads' uses [digest pitfall 8]"),
+        "the other threads' uses [docs/hazards.md: tmap-acquire-unsynced]"),
     Hazard.TMAP_ACQUIRE_SIZE: (
         E, "tensor-map acquire fence with a size other than 128",
         "the size operand of fence.proxy.tensormap::generic.acquire must be the literal 128 "
-        "[digest §3.2]"),
+        "[docs/hazards.md: tmap-acquire-size]"),
     Hazard.TMAP_ACQUIRE_SPACE: (
         E, "tensor-map acquire fence on a non-generic address",
         "pass the generic 64-bit pointer to the map (the ld.param value itself, not the result "
-        "of cvta.to.global) [digest pitfall 10]"),
+        "of cvta.to.global) [docs/hazards.md: tmap-acquire-space]"),
     Hazard.TMAP_ACQUIRE_SCOPE: (
         E, "host-written tensor map acquired below .sys scope",
         "use scope='sys' for maps written by the host (cudaMemcpy) or another device; .gpu "
-        "only covers writes made by this GPU [digest pitfall 9]"),
+        "only covers writes made by this GPU [docs/hazards.md: tmap-acquire-scope]"),
     Hazard.TMAP_CROSS_DEVICE_SCOPE: (
         E, "tensor map shared between GPUs released or acquired below .sys scope",
         "a map written on one GPU and used on another needs scope='sys' on both sides: "
@@ -109,62 +110,69 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
     Hazard.TMAP_PARAM_NO_CVTA: (
         E, "by-value tensor-map parameter used without cvta.param",
         "take the map's address with k.tensormap_addr(param) (mov.b64 + cvta.param.u64); a raw "
-        "param-space address faults with 'misaligned address' [digest pitfall 11]"),
+        "param-space address faults with 'misaligned address'"
+        " [docs/hazards.md: tmap-param-no-cvta]"),
     Hazard.TMAP_REPLACE_NO_WARPSYNC: (
         E, "tensormap.replace on a shared map not followed by a warp sync before cp_fenceproxy",
         "run k.syncwarp() (bar.warp.sync -1) after the tensormap.replace ops and before the "
-        "warp-collective tensormap.cp_fenceproxy [digest §2, pitfall 7]"),
+        "warp-collective tensormap.cp_fenceproxy [docs/hazards.md: tmap-replace-no-warpsync]"),
     Hazard.FENCEPROXY_DIVERGENT: (
         E, "tensormap.cp_fenceproxy executed under a per-lane (divergent) condition",
         "cp_fenceproxy is .sync.aligned: move it out of the lane-dependent if/guard so all 32 "
-        "lanes of the warp execute it together [digest §2, pitfall 7]"),
+        "lanes of the warp execute it together [docs/hazards.md: fenceproxy-divergent]"),
     Hazard.TMAP_MODIFIED_IN_FLIGHT: (
         E, "tensor map modified while bulk operations that read it may still be in flight",
         "wait for the earlier copies first: the mbarrier wait for loads, "
-        "cp.async.bulk.wait_group.read for stores/reductions [digest §5.4, pitfall 22]"),
+        "cp.async.bulk.wait_group.read for stores/reductions"
+        " [docs/hazards.md: tmap-modified-in-flight]"),
     Hazard.SMEM_NO_PROXY_FENCE: (
         E, "st.shared data read by a TMA store/reduce without fence.proxy.async and a barrier",
         "after the st.shared writes run fence.proxy.async.shared::cta, then a CTA barrier "
-        "(bar.sync 0), then issue the TMA store/reduce [digest §3.2, pitfall 14]"),
+        "(bar.sync 0), then issue the TMA store/reduce [docs/hazards.md: smem-no-proxy-fence]"),
     Hazard.MBAR_UNINIT: (
         E, "mbarrier used before mbarrier.init",
         "initialise the barrier (mbarrier.init) before any arrive, expect_tx, wait or TMA that "
-        "uses it, on every path [digest §4.1]"),
+        "uses it, on every path [docs/hazards.md: mbar-uninit]"),
     Hazard.MBAR_INIT_UNSYNCED: (
         E, "mbarrier used by other threads or by TMA without a barrier after mbarrier.init",
         "after mbarrier.init run bar.sync 0 (CTA use), fence.proxy.async.shared::cta (TMA from "
         "the same thread) or fence.mbarrier_init.release.cluster + a cluster barrier (cluster / "
-        "multicast use) [digest §3.2, pitfall 15]"),
+        "multicast use) [docs/hazards.md: mbar-init-unsynced]"),
     Hazard.EXPECT_TX_MISMATCH: (
         E, "expect_tx byte count differs from the bytes the TMA loads deliver in that phase",
         "make the expect_tx count equal the full box bytes (product of boxDim x element size, "
         "out-of-bounds elements included) of every load completing on that barrier "
-        "[digest §5.4, pitfall 12]"),
+        "[docs/hazards.md: expect-tx-mismatch]"),
     Hazard.WAIT_PARITY_CONSTANT: (
         E, "mbarrier wait in a loop whose parity never changes across phases",
         "flip the parity after every completed phase (e.g. xor phase, phase, 1) so each "
-        "iteration waits for the next phase [digest pitfall 23]"),
+        "iteration waits for the next phase [docs/hazards.md: wait-parity-constant]"),
     Hazard.WAIT_CLUSTER_SPACE: (
         E, "mbarrier try_wait/test_wait on a .shared::cluster address",
         "wait only on the local CTA's barrier (a .shared::cta address); remote barriers "
-        "support arrive/expect_tx/complete_tx only [digest §4.1, pitfall 16]"),
+        "support arrive/expect_tx/complete_tx only [docs/hazards.md: wait-cluster-space]"),
     Hazard.TMA_STORE_NEGATIVE_COORD: (
         E, "TMA store/reduce whose start coordinate is (or may be) negative",
         "store and reduce start coordinates must be >= 0 (a negative start faults with "
-        "'illegal instruction'); only loads may start out of bounds [digest pitfall 13]"),
+        "'illegal instruction'); only loads may start out of bounds"
+        " [docs/hazards.md: tma-store-negative-coord]"),
     Hazard.TMA_SMEM_ALIGN: (
         W, "TMA shared-memory buffer aligned below 128 bytes (or below the swizzle repeat)",
         "declare the buffer with align=128, or the swizzle repeat for swizzled maps (256/512/"
-        "1024 bytes for 32B/64B/128B) [digest §7.4, pitfall 19]"),
+        "1024 bytes for 32B/64B/128B); for an .extern (dynamic) buffer that already has it, "
+        "move the static .shared variables the message names into the dynamic region "
+        "(MbarrierRing(k, n, storage=Addr(dyn, offset)) for a ring's barriers) "
+        "[docs/hazards.md: tma-smem-align]"),
     Hazard.BULK_SRC_OVERWRITE: (
         E, "shared source buffer overwritten before cp.async.bulk.wait_group.read",
         "commit the group and run cp.async.bulk.wait_group.read N (N small enough to cover "
         "that store) before writing the buffer again, and a CTA barrier after that wait when "
-        "other threads write it [digest §5.7, pitfall 14]"),
+        "other threads write it [docs/hazards.md: bulk-src-overwrite]"),
     Hazard.BULK_GROUP_NOT_WAITED: (
         W, "bulk async-groups committed but never waited for before the kernel exits",
         "end with cp.async.bulk.commit_group + cp.async.bulk.wait_group 0 (or .read 0) on "
-        "every path to ret/exit so the shared source stays valid until read [digest §5.7]"),
+        "every path to ret/exit so the shared source stays valid until read"
+        " [docs/hazards.md: bulk-group-not-waited]"),
     Hazard.WGMMA_REGS_IN_FLIGHT: (
         E, "accumulator (or register A) of a wgmma.mma_async accessed before the "
         "wgmma.wait_group that retires it",
@@ -195,43 +203,49 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         E, "mbarrier arrive count differs from the arrivals each phase gets",
         "initialise the barrier with the number of arrive operations one phase receives "
         "(threads that run the arrive, times its count): 1 for one elected thread, the warp "
-        "count for one lane per warp, the thread count for every thread [digest §4.1]"),
+        "count for one lane per warp, the thread count for every thread"
+        " [docs/hazards.md: mbar-arrive-count]"),
     Hazard.MBAR_REINIT: (
         E, "live mbarrier re-initialised inside a loop",
         "initialise each barrier once, before the loop, and track its phase with a parity "
         "that flips per completed phase; re-initialising a barrier other threads or TMA may "
-        "still use races with them (mbarrier.inval first if it must be reused) [digest §4.1]"),
+        "still use races with them (mbarrier.inval first if it must be reused)"
+        " [docs/hazards.md: mbar-reinit]"),
     Hazard.RING_PARITY: (
         E, "wait parity flips every iteration on a ring of more than one stage",
         "each stage's barrier completes one phase every N iterations: wait for parity "
-        "(i / N) & 1 (or flip the phase when the stage index wraps to 0) [digest pitfall 23]"),
+        "(i / N) & 1 (or flip the phase when the stage index wraps to 0)"
+        " [docs/hazards.md: ring-parity]"),
     Hazard.WAIT_WRONG_BARRIER: (
         E, "shared data read after waiting on a barrier its TMA load does not complete on",
         "wait on the barrier of the same stage as the buffer you read (full[s] for tile[s]): "
-        "the load of that buffer signals only its own barrier [digest §5.4]"),
+        "the load of that buffer signals only its own barrier"
+        " [docs/hazards.md: wait-wrong-barrier]"),
     Hazard.RING_REFILL_UNGUARDED: (
         E, "producer refills a ring stage without waiting for the consumers to free it",
         "before re-issuing the TMA load into stage s, wait on that stage's empty barrier "
-        "(the consumers arrive on it after reading the stage) [digest §5.4]"),
+        "(the consumers arrive on it after reading the stage)"
+        " [docs/hazards.md: ring-refill-unguarded]"),
     Hazard.SMEM_READ_BEFORE_WAIT: (
         E, "shared memory read from a TMA destination before the wait that covers it",
         "wait on the load's mbarrier (try_wait loop on the phase's parity) before reading "
-        "the buffer; the copy lands asynchronously [digest §5.4]"),
+        "the buffer; the copy lands asynchronously [docs/hazards.md: smem-read-before-wait]"),
     Hazard.TRY_WAIT_NOT_LOOPED: (
         E, "mbarrier try_wait/test_wait result never looped on",
         "try_wait may return false before the phase completes: branch back to it while the "
-        "predicate is false (ptx.mbarrier_wait builds that loop) [digest §4.1]"),
+        "predicate is false (ptx.mbarrier_wait builds that loop)"
+        " [docs/hazards.md: try-wait-not-looped]"),
     Hazard.TMAP_REPLACE_NO_RELEASE: (
         E, "tensor map modified in global memory and acquired with no release in between",
         "after tensormap.replace on the global map run fence.proxy.tensormap::generic."
         "release.<scope> (ptx.fence_proxy_tensormap_generic(k, 'release', 'gpu')) before the "
         "acquire; the acquire alone does not order this thread's generic-proxy writes "
-        "[digest §3.2]"),
+        "[docs/hazards.md: tmap-replace-no-release]"),
     Hazard.TMAP_SCOPE_TOO_NARROW: (
         E, "tensor map in global memory released or acquired at .cta/.cluster scope",
         "a map in global memory that other CTAs (or later kernels) use needs .gpu scope (.sys "
         "across devices or from the host) on the release and the acquire; .cta orders only "
-        "this CTA's threads [digest §3.2]"),
+        "this CTA's threads [docs/hazards.md: tmap-scope-too-narrow]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (maps={...} with the map's box, a constant count or "

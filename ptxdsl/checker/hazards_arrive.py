@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..operands import Symbol
+from ..instructions.arith import Binary
+from ..operands import Addr, Reg, Symbol
 from ..types import StateSpace
 from .analysis import STRUCTURAL, Analysis, keys_match
 from .cfg import guard_polarity
 from .findings import Hazard
+from .hazards_bulk import _start
 from .ops import Op, Role
-from .values import _CMP, _FOLD
+from .values import _CMP, _FOLD, Kind
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = dict(_FOLD, div=lambda a, b: a // b if b else None,
               rem=lambda a, b: a % b if b else None, min=min, max=max)
@@ -119,6 +121,93 @@ def _count_of(an: Analysis, inits: list[Op]) -> tuple[int | None, int | None]:
     return (counts.pop(), inits[0].index) if len(counts) == 1 else (None, None)
 
 
+def _anchor(an: Analysis, operand: Any, depth: int = 0) -> tuple[Any, int] | None:
+    """(symbol, offset) of the constant base of `base + run-time offset` (a ring stage
+    `full_base + 8 * stage`), when the base is a known address and the other term a plain
+    integer; None otherwise."""
+    if isinstance(operand, Addr) and not isinstance(operand.base, Symbol):
+        hit = _anchor(an, operand.base, depth + 1)
+        return None if hit is None else (hit[0], hit[1] + operand.offset)
+    if not isinstance(operand, Reg) or depth > 8:
+        return None
+    v = an.val(operand)
+    if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.offset is not None:
+        return v.root, v.offset
+    defs = an.values.defs.get(operand, ())
+    if len(defs) != 1 or an.body[defs[0]].guard is not None:
+        return None
+    insn = an.body[defs[0]].insn
+    if not (isinstance(insn, Binary) and insn.op == "add"):
+        return None
+    for base, rest in ((insn.a, insn.b), (insn.b, insn.a)):
+        hit = _anchor(an, base, depth + 1)
+        if hit is not None and an.spans.of(rest).root is None:
+            return hit
+    return None
+
+
+def _barriers(an: Analysis) -> dict[int, frozenset | None]:
+    """Statement -> the offsets (into its symbol) of the initialised barriers each barrier
+    operand may address (None: unknown). A constant address is one barrier; bounded offsets
+    (`full + 8 * (i % N)`) the inits in those bounds; `base + run-time offset` the run of
+    barriers initialised 8 bytes apart from `base` up to the next base another barrier
+    operation uses (the layout of rings in one buffer: full[0..N), then empty[0..N))."""
+    hit = an.cache.get("arrive_barriers")
+    if hit is not None:
+        return hit
+    inits: dict[int, list[int]] = {}
+    for o in an.ops:
+        if o.role is Role.MBAR_INIT:
+            k = an.key(o, "mbar")
+            if k is not None and k[1] is not None:
+                inits.setdefault(id(k[0]), []).append(k[1])
+    users = [o for o in an.ops if o.mbar is not None and o.role is not Role.MBAR_INIT]
+    anchors: dict[int, tuple[Any, int] | None] = {o.index: _anchor(an, o.mbar) for o in users}
+    bases: dict[int, set[int]] = {}
+    for a in anchors.values():
+        if a is not None:
+            bases.setdefault(id(a[0]), set()).add(a[1])
+    out: dict[int, frozenset | None] = {}
+    for o in an.ops:
+        if o.mbar is None:
+            continue
+        k = an.key(o, "mbar")
+        if k is not None and k[1] is not None:
+            out[o.index] = frozenset({k[1]})
+            continue
+        offs = sorted(set(inits.get(id(k[0]), ()))) if k is not None else []
+        start = _start(an, o.mbar)
+        if start is not None and start[1] is not None and start[2] is not None:
+            _, lo, hi, ring = start
+            if ring is not None:
+                lo, hi = lo + min(0, ring[2] * (ring[1] - 1)), hi + max(0, ring[2] * (ring[1] - 1))
+            out[o.index] = frozenset(x for x in offs if lo <= x <= hi)
+            continue
+        a = anchors.get(o.index)
+        if a is None or k is None or a[0] is not k[0] or a[1] not in offs:
+            out[o.index] = None
+            continue
+        stop = min((b for b in bases.get(id(a[0]), ()) if b > a[1]), default=None)
+        run, x = [], a[1]
+        while x in offs and (stop is None or x < stop):
+            run.append(x)
+            x += 8
+        out[o.index] = frozenset(run)
+    an.cache["arrive_barriers"] = out
+    return out
+
+
+def _same_barriers(an: Analysis, a: Op, b: Op) -> bool:
+    """May two barrier operations address the same barrier?"""
+    ka, kb = an.key(a, "mbar"), an.key(b, "mbar")
+    if ka is None or kb is None or ka[0] is not kb[0]:
+        return False
+    sa, sb = _barriers(an).get(a.index), _barriers(an).get(b.index)
+    if sa is None or sb is None:
+        return keys_match(ka, kb)
+    return bool(sa & sb)
+
+
 def arrive_counts(an: Analysis) -> None:
     arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE]
     if not arrives or Role.MBAR_REMOTE in an.roles:
@@ -135,14 +224,25 @@ def arrive_counts(an: Analysis) -> None:
         if any(o.space is StateSpace.shared_cluster for o in group):
             continue   # other CTAs arrive too
         for o in group:
-            key = an.key(o, "mbar")
-            mine = [i for i in inits if keys_match(an.key(i, "mbar"), key)]
-            rivals = {x.index for x in group if keys_match(an.key(x, "mbar"), key)}
-            if not mine or len(rivals) != 1:
-                continue   # several arrive sites per barrier: which phase each feeds is open
+            mine = [i for i in inits if _same_barriers(an, i, o)]
+            rivals = {x.index for x in group if _same_barriers(an, x, o)}
+            if not mine:
+                continue   # reported as mbar-uninit
+            if len(rivals) != 1:
+                # Which phase each site feeds is open (a release inside the loop and a
+                # drain after it, or two producers).
+                an.note("arrive-count", f"{len(rivals)} arrive sites may arrive on the "
+                        f"mbarrier at {an.describe(o.mbar)}: their counts are not compared "
+                        "with its init", [("arrive", x) for x in sorted(rivals)[:2]])
+                continue
             count, init_at = _count_of(an, mine)
             per = an.const(o.arrivals)
             if count is None or per is None:
+                an.note("arrive-count", f"the mbarrier at {an.describe(o.mbar)} is one of "
+                        "several initialised with different or run-time counts, or the "
+                        "arrive's count is computed at run time: its count is not compared "
+                        "with the init", [("arrive", o.index)] + [("init", i.index)
+                                                                 for i in mine[:1]])
                 continue
             _check(an, o, threads, count, per, init_at)
 

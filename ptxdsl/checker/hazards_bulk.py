@@ -17,7 +17,7 @@ from ..operands import Addr, Symbol, Vec
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .ops import Op, Role
-from .ranges import Span
+from .ranges import Span, Spans
 from .state import State
 from .values import Kind
 
@@ -184,9 +184,12 @@ def _align_check(an: Analysis, op: Op) -> None:
         # Seen on an H100: dynamic shared memory starts right after the kernel's static
         # .shared variables, so an .extern array's own .align is not honoured past 16 bytes.
         have = min(have, 16)
+        static = [s.name for s in an.kernel.shared if s.count is not None]
+        listed = ", ".join(static[:4]) + (", ..." if len(static) > 4 else "")
         after_static = (" (dynamic shared memory starts after this kernel's static .shared "
-                        "variables, so its .align is not honoured: move those variables into "
-                        "the dynamic region, after the buffer)")
+                        f"variables {listed}, so its .align is not honoured: move those "
+                        "variables into the dynamic region, after the buffer, e.g. "
+                        "MbarrierRing(..., storage=Addr(dyn, offset)) for a ring's barriers)")
     if v.offset:   # an offset keeps only the alignment its lowest set bit allows
         have = min(have, v.offset & -v.offset)
     if have < need:
@@ -216,6 +219,8 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
             # TMA reads coordinates as .s32: u32 arithmetic below zero is negative too.
             low = an.spans.of(c).folded().lo if value is None else None
             if low is not None and low < 0:
+                low = _lowest_where_run(an, op.index, c, low)
+            if low is not None and low < 0:
                 an.report(Hazard.TMA_STORE_NEGATIVE_COORD, f"coordinate {n} of the store "
                           f"can be as low as {low} (in the first CTAs or threads, e.g. a halo "
                           "at ctaid * w - h): stores must start inside the tensor",
@@ -225,6 +230,45 @@ def store(an: Analysis, state: State, op: Op, report: bool) -> State:
             _align_check(an, op)
         _fence_check(an, state, op)
     return State(state.must, state.may | {("bulk", op.index, None, 0)}, state.tx)
+
+
+class _Within(Spans):
+    """Spans with the thread identities bounded to the threads that run one statement."""
+
+    def __init__(self, an: Analysis, bounds: dict[str, tuple[int, int]]):
+        super().__init__(an.values, an.spans.dims)
+        self.bounds = bounds
+
+    def _special(self, name: str) -> Span:
+        if name in self.bounds:
+            return Span(None, *self.bounds[name])
+        return super()._special(name)
+
+
+def _lowest_where_run(an: Analysis, i: int, operand: Any, low: int) -> int | None:
+    """The lower bound of `operand` over the threads that run statement i (None: no thread
+    runs it), when the CTA shape lets the conditions guarding i be evaluated per thread: a
+    consumer branch's `wg - 1` is >= 0 there although it is -1 in warpgroup 0. Conditions
+    that cannot be evaluated are left out (more threads: a bound no higher); `low` (the
+    CTA-wide bound) when nothing is known."""
+    sets = an.div.threads
+    if sets is None:
+        return low
+    masks = sets.conj(an.div.stmt_tokens(i), partial=True)
+    assert masks is not None   # (partial: never None)
+    run = 0
+    for m in masks:   # any elected lane
+        run |= m
+    if run == sets.all:
+        return low
+    if not run:
+        return None
+    bounds = sets.id_bounds(run)
+    key = ("within", tuple(sorted(bounds.items())))
+    spans = an.cache.get(key)
+    if spans is None:
+        spans = an.cache[key] = _Within(an, bounds)
+    return spans.of(operand).folded().lo
 
 
 def _fence_check(an: Analysis, state: State, op: Op) -> None:

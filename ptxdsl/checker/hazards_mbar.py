@@ -10,6 +10,7 @@ from ..types import StateSpace
 from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, keys_match
 from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
+from .hazards_arrive import _same_barriers
 from .ops import Op, Role
 from .state import State, add_tx
 
@@ -220,14 +221,27 @@ def _open_phases(an: Analysis, state: State, at: int | None, where: str,
         return
     for _key, tx in state.tx:
         exp, got, sites, waited = tx
-        if waited or exp is None or got is None or exp == got or not exp or not got:
+        if waited or exp is None or got is None or exp == got or not got:
             continue
         if body is not None and not an.touched(sites, body):
             continue   # announced before the loop: compared at the exit
         op = next((an.op_at[s] for s in sorted(sites) if s in an.op_at
                    and an.op_at[s].mbar is not None), None)
-        if op is not None:
-            _mismatch(an, op, tx, end=(where, at))
+        if op is None:
+            continue
+        # A thread that only delivers may rely on another thread's expect_tx (the bytes are
+        # then compared at the waits); with no expect_tx on that barrier anywhere, the phase
+        # completes on its arrivals alone, before the data lands.
+        if not exp and _announced(an, op):
+            continue
+        _mismatch(an, op, tx, end=(where, at))
+
+
+def _announced(an: Analysis, op: Op) -> bool:
+    """Does some expect_tx (or arrive.expect_tx) of the kernel name op's barrier?"""
+    return any((o.role is Role.MBAR_EXPECT_TX or (o.role is Role.MBAR_ARRIVE
+                                                  and o.count is not None))
+               and _same_barriers(an, o, op) for o in an.ops)
 
 
 def _latch(an: Analysis, state: State, at: int | None, body: frozenset) -> None:
@@ -246,6 +260,9 @@ def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = Non
     exp, got, sites, _ = tx
     effect = ("the wait can pass before all the data has landed" if exp < got else
               "the phase never completes and the wait hangs")
+    if not exp:
+        effect = ("with no bytes announced the phase completes on its arrivals alone, "
+                  "before the data lands (arrive.expect_tx, not a plain arrive)")
     announced, delivered = [], []
     for s in sorted(sites):
         o = an.op_at.get(s)

@@ -13,14 +13,17 @@ barrier for a whole ring); stage arithmetic the checker cannot follow is not rep
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..instructions.arith import Binary
+from ..instructions.move import Mov
 from ..operands import Reg
 from .analysis import STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators, guard_polarity
+from .divergence import normal_token
 from .findings import Hazard
-from .hazards_bulk import _start, extent_of
+from .hazards_bulk import _extent, _start, extent_of
 from .ops import Op, Role
 from .state import State
 
@@ -117,8 +120,19 @@ def _slot_key(slot: Any) -> Any:
 
 @handles(Role.SMEM_READ)
 def read(an: Analysis, state: State, op: Op, report: bool) -> State:
-    if not report or not _loads(an):
-        return state
+    if report and _loads(an) and lands_in(an, op.smem):
+        what = "this ldmatrix" if type(an.body[op.index].insn).__name__ == "LdMatrix" \
+            else "this load"
+        check_read(an, state, op.index, op.smem, extent_of(an, op), what)
+    return state
+
+
+def lands_in(an: Analysis, smem: Any) -> bool:
+    """May a copy land in the symbol `smem` addresses (a cheap test before the ranges)?"""
+    return id(an.val(smem).root) in _load_extents(an)
+
+
+def _load_extents(an: Analysis) -> dict[int, list[tuple[Op, float, float]]]:
     extents = an.cache.get("load_extents")
     if extents is None:
         extents = an.cache["load_extents"] = {}
@@ -126,30 +140,45 @@ def read(an: Analysis, state: State, op: Op, report: bool) -> State:
             ext = extent_of(an, o)
             if ext is not None:
                 extents.setdefault(id(ext[0]), []).append((o, ext[1], ext[2]))
-    if id(an.val(op.smem).root) not in extents:
-        return state   # no copy lands in that symbol
-    mine = extent_of(an, op)
-    if mine is None:
-        return state
-    root, lo, hi = mine
+    return extents
+
+
+def read_extent(an: Analysis, smem: Any, size: int) -> tuple[Any, float, float] | None:
+    """`(root, lo, hi)` of `size` bytes read at a shared address (for readers that are not
+    a SMEM_READ op: a wgmma's descriptor start address)."""
+    start = _start(an, smem)
+    if start is None:
+        return None
+    root, lo, hi, ring = start
+    return (root, *_extent((root, lo, None if hi is None else hi + size, ring)))
+
+
+def check_read(an: Analysis, state: State, at: int, smem: Any,
+               extent: tuple[Any, float, float] | None, what: str) -> None:
+    """Report a read (statement `at`, of `extent`, at the address `smem`) of a TMA
+    destination that no wait covers: none on some path (`smem-read-before-wait`), or only
+    waits on another stage's barrier (`wait-wrong-barrier`). `what` names the reader."""
+    if extent is None:
+        return
+    root, lo, hi = extent
     # (With no ring step known, two ranges overlap when their intervals do.)
-    sources = [o for o, a, b in extents.get(id(root), ())
-               if a < hi and lo < b and not _strictly_after(an, o.index, op.index)]
+    sources = [o for o, a, b in _load_extents(an).get(id(root), ())
+               if a < hi and lo < b and not _strictly_after(an, o.index, at)]
     if not sources:
-        return state
+        return
     waits = sorted(f[1] for f in state.must if f[0] == "waited")
     if waits:   # the verdict depends only on the waits, the sources and the read's slot
         key = ("covered", tuple(waits), tuple(o.index for o in sources),
-               _slot_key(_slot(an, op.smem)[1]))
+               _slot_key(_slot(an, smem)[1]))
         if an.cache.get(key):
-            return state
+            return
         an.cache[key] = True
     if not waits:
-        an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"this load reads {an.describe(op.smem)}, "
-                  "which a TMA copy writes, and no mbarrier wait precedes it on every path",
-                  [("read", op.index), ("copy", sources[0].index)], dedupe=op.index)
-        return state
-    read_root, read_slot = _slot(an, op.smem)
+        an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"{what} reads {an.describe(smem)}, which a "
+                  "TMA copy writes, and no mbarrier wait precedes it on every path",
+                  [("read", at), ("copy", sources[0].index)], dedupe=at)
+        return
+    read_root, read_slot = _slot(an, smem)
     covered = False
     for w in waits:
         w_root, w_slot = _slot(an, an.op_at[w].mbar)
@@ -165,12 +194,11 @@ def read(an: Analysis, state: State, op: Op, report: bool) -> State:
             break
     if not covered and any(_slot(an, an.op_at[w].mbar)[0] is _slot(an, s.mbar)[0]
                            for w in waits for s in sources):
-        an.report(Hazard.WAIT_WRONG_BARRIER, f"this load reads {an.describe(op.smem)}, but "
-                  "the wait before it is on a barrier of another stage than the one the "
-                  "copy into this buffer completes on",
-                  [("read", op.index), ("wait", waits[0]), ("copy", sources[0].index)],
-                  dedupe=op.index)
-    return state
+        an.report(Hazard.WAIT_WRONG_BARRIER, f"{what} reads {an.describe(smem)}, but the "
+                  "wait before it is on a barrier of another stage than the one the copy "
+                  "into this buffer completes on",
+                  [("read", at), ("wait", waits[0]), ("copy", sources[0].index)],
+                  dedupe=at)
 
 
 @handles(Role.MBAR_WAIT)
@@ -197,8 +225,11 @@ def refills(an: Analysis) -> None:
         for _header, body in an.loops:
             if an.cfg.block_of(o.index) not in body:
                 continue
+            # A wait skipped on the first pass over the ring (`if i >= S`) still guards
+            # every refill: those first iterations fill stages nothing has filled yet.
+            skip = functools.partial(_first_pass, an, o, body=body)
             own = [w for w in waits if an.cfg.block_of(w.index) in body
-                   and an.div.same_threads(w.index, o.index)]
+                   and an.div.same_threads(w.index, o.index, skip=skip)]
             if not own and not _fills_once(an, o, body):
                 an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
                           f"{an.describe(o.smem)} on every iteration, but its thread never "
@@ -207,6 +238,47 @@ def refills(an: Analysis) -> None:
                           [("copy", o.index), ("consumer", consumers[0].index)],
                           dedupe=("refill", o.index))
             break
+
+
+def _first_pass(an: Analysis, o: Op, tok: tuple[Any, bool], *, body: frozenset) -> bool:
+    """Is condition `tok` of a wait false only on the first pass over the ring load `o`
+    fills: `i >= T` (or `i > T-1`, either operand order) on the ring's counter i, which
+    starts at 0 and steps by 1 in this loop, with T no more than the ring's stages? The
+    iterations that skip the wait then load stages 0..T-1 once each, before any refill."""
+    _, slot = _slot(an, o.smem)
+    if slot is None or slot[0] != "ring":
+        return False
+    counter, stages = slot[1], slot[2]
+    vn, pol = normal_token(*tok)
+    if not (isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[4] is None
+            and vn[1] in ("lt", "lo", "le", "ls")):
+        return False
+    mine = an.values.vn(counter)
+    strict = vn[1] in ("lt", "lo")
+    if vn[2] == mine and isinstance(vn[3], tuple) and vn[3][0] == "const" and not pol:
+        bound = vn[3][1] if strict else vn[3][1] + 1     # not (i < C) / not (i <= C)
+    elif vn[3] == mine and isinstance(vn[2], tuple) and vn[2][0] == "const" and pol:
+        bound = vn[2][1] + 1 if strict else vn[2][1]     # C < i / C <= i
+    else:
+        return False
+    if not isinstance(bound, int) or bound > stages:
+        return False
+    inits: list[int] = []
+    steps: list[int] = []
+    for i in an.values.defs.get(counter, ()):
+        (steps if an.cfg.block_of(i) in body else inits).append(i)
+    if len(inits) != 1 or len(steps) != 1:
+        return False
+    # A counter reset by an outer loop would skip the wait again on stages still in use.
+    home = an.cfg.block_of(o.index)
+    if any(an.cfg.block_of(inits[0]) in outer and home in outer for _, outer in an.loops):
+        return False
+    init, step = an.body[inits[0]], an.body[steps[0]]
+    return (init.guard is None
+            and isinstance(init.insn, Mov) and an.const(init.insn.a) == 0
+            and step.guard is None and isinstance(step.insn, Binary)
+            and step.insn.op == "add" and step.insn.a is counter
+            and an.const(step.insn.b) == 1)
 
 
 def _fills_once(an: Analysis, o: Op, body: frozenset) -> bool:

@@ -12,16 +12,23 @@ setmaxnreg's warpgroup uniformity.
   The buffer a descriptor names is traced back to a shared symbol when its arithmetic starts
   from one; otherwise the wgmma may read any shared write.
 - `wgmma-smem-released`: handing a stage back to its producer (a plain `mbarrier.arrive`, not
-  the producer's arrive.expect_tx) while a wgmma that reads shared memory has not been waited
-  for. A wgmma counts as waited for once any `wgmma.wait_group` ran after it: with
-  wait_group 1 the previous stage is free while the current one still computes (which stage
-  an arrive releases is not tracked).
+  the producer's arrive.expect_tx) while a wgmma that reads it may still run. wait_group N
+  retires all but the N most recent committed groups. When the wgmma's buffer and the
+  arrive's barrier are ring slots on one counter (or on `i` and `(i + c) % n`), and the
+  counter's steps since the wgmma are known, an unretired wgmma is reported exactly when it
+  reads the released stage (release the previous stage after wait_group 1: clean). Otherwise
+  an unretired wgmma is reported when no wait_group after it retired any group (none ran, or
+  N was at least the groups in flight); after one that did, the pipelined idiom is assumed.
+- The descriptors' start addresses also count as shared reads of TMA destinations for
+  `smem-read-before-wait` / `wait-wrong-barrier` (hazards_ring.check_read).
 - `setmaxnreg-not-uniform`: the threads of a warpgroup must all run the same setmaxnreg. With
   `.reqntid`/`.maxntid`, `ptxdsl.warpgroups` decides per thread which ones can run it (exact for
   conditions computed from %tid, %laneid, %ntid and constants); whatever the CTA size, a
   setmaxnreg under a per-lane condition (the checker's divergence level 2) is reported.
 
-Facts: ("wgmma", stmt, groups committed after it or None, waited) pending wgmmas;
+Facts: ("wgmma", stmt, groups committed after it or None, (waits, moved)) pending wgmmas,
+`waits` "none"/"noop"/"retiring" (the wait_groups run since), `moved` how far the counter of
+the ring it reads stepped since (mod n; None: unknown);
 ("wg_touched", stmt) register accesses since the last wgmma.fence; the must-fact
 ("wg_fenced",) once a wgmma.fence ran; shared writes reuse `smem_dirty`/`smem_fenced` (see
 `sync`).
@@ -38,6 +45,7 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
+from .hazards_ring import _shift, _slot, check_read, lands_in, read_extent
 from .ops import Op, Role
 from .state import State
 from .values import Kind
@@ -115,14 +123,55 @@ def register_access(an: Analysis, state: State, op: Op, report: bool) -> State:
         for f in _pending(state):
             hit = op.value & _regs_of(an, f[1])
             if hit:
-                reg = sorted(hit, key=lambda r: r.name)[0]
+                # Collected per wgmma and reported once (`_in_flight`): an epilogue reading
+                # a 64-register fragment is one mistake, not 64.
                 how = ("it was never committed (wgmma.commit_group)" if f[2] is None else
                        "no wgmma.wait_group has retired its group yet")
-                an.report(Hazard.WGMMA_REGS_IN_FLIGHT, f"%{reg.name} is accessed while the "
-                          f"wgmma.mma_async that owns it may still run: {how}",
-                          [("access", op.index), ("wgmma", f[1])])
+                seen = an.cache.setdefault("wg_in_flight", {}).setdefault(
+                    f[1], (set(), set(), how))
+                seen[0].update(hit)
+                seen[1].add(op.index)
                 break
     return State(state.must, state.may | {("wg_touched", op.index)}, state.tx)
+
+
+def _in_flight(an: Analysis) -> None:
+    for w, (regs, sites, how) in sorted(an.cache.get("wg_in_flight", {}).items()):
+        first, *rest = sorted(sites)
+        many = len(regs) > 1
+        where = f" by {len(sites)} instructions" if len(sites) > 1 else ""
+        an.report(Hazard.WGMMA_REGS_IN_FLIGHT, f"{_reg_list(regs)} {'are' if many else 'is'} "
+                  f"accessed{where} while the wgmma.mma_async that owns "
+                  f"{'them' if many else 'it'} may still run: {how}",
+                  [("access", first), ("wgmma", w)] + [("access", s) for s in rest[:2]],
+                  dedupe=("in-flight", w))
+
+
+def _reg_list(regs: set) -> str:
+    """Registers as compact ranges: `%f1..%f64 (64 registers)`, `%f4`, `%f1, %f3`."""
+    groups: dict[str, list[int]] = {}
+    odd: list[str] = []
+    for r in regs:
+        stem = r.name.rstrip("0123456789")
+        digits = r.name[len(stem):]
+        if digits:
+            groups.setdefault(stem, []).append(int(digits))
+        else:
+            odd.append(r.name)
+    parts: list[str] = []
+    for stem, nums in sorted(groups.items()):
+        nums.sort()
+        lo = prev = nums[0]
+        for x in nums[1:] + [None]:
+            if x is not None and x == prev + 1:
+                prev = x
+                continue
+            parts.append(f"%{stem}{lo}" if lo == prev else f"%{stem}{lo}..%{stem}{prev}")
+            if x is not None:
+                lo = prev = x
+    parts += [f"%{n}" for n in sorted(odd)]
+    text = ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
+    return text + (f" ({len(regs)} registers)" if len(regs) > 1 else "")
 
 
 @handles(Role.WGMMA_FENCE)
@@ -136,10 +185,26 @@ def wgmma(an: Analysis, state: State, op: Op, report: bool) -> State:
     if report:
         _fence_check(an, state, op)
         _smem_check(an, state, op)
-    return State(state.must, state.may | {("wgmma", op.index, None, False)}, state.tx)
+        _tma_check(an, state, op)
+    return State(state.must, state.may | {("wgmma", op.index, None, ("none", 0))}, state.tx)
+
+
+def _tma_check(an: Analysis, state: State, op: Op) -> None:
+    """The wgmma reads TMA destinations through its descriptors: like an ld.shared, the read
+    needs the copy's mbarrier wait first. The read is taken as the 16 bytes at the
+    descriptor's start address (the first row of its first core matrix, which every shape
+    reads); the rest of the tile lies in the same copy's box in the layouts TMA fills."""
+    for addr in _addresses(an, op.index):
+        if lands_in(an, addr):
+            check_read(an, state, op.index, addr, read_extent(an, addr, 16),
+                       "this wgmma.mma_async (through its descriptor)")
 
 
 def _fence_check(an: Analysis, state: State, op: Op) -> None:
+    # One finding per group: the wgmmas issued since the last commit_group (uncommitted
+    # facts) share the first one's fence, so they share its finding too.
+    group = min((f[1] for f in state.may if f[0] == "wgmma" and f[2] is None),
+                default=op.index)
     mine = _regs_of(an, op.index)
     for f in sorted((f for f in state.may if f[0] == "wg_touched"), key=lambda f: f[1]):
         hit = _touched(an, f[1]) & mine
@@ -147,11 +212,13 @@ def _fence_check(an: Analysis, state: State, op: Op) -> None:
             reg = sorted(hit, key=lambda r: r.name)[0]
             an.report(Hazard.WGMMA_NO_FENCE, f"%{reg.name} was accessed by another "
                       "instruction and no wgmma.fence follows before this wgmma.mma_async "
-                      "uses it", [("wgmma", op.index), ("access", f[1])])
+                      "uses it", [("wgmma", op.index), ("access", f[1])],
+                      dedupe=("fence", group))
             return
     if ("wg_fenced",) not in state.must:
         an.report(Hazard.WGMMA_NO_FENCE, "no wgmma.fence runs before this wgmma.mma_async "
-                  "on some path (one is needed before the first)", [("wgmma", op.index)])
+                  "on some path (one is needed before the first)", [("wgmma", op.index)],
+                  dedupe=("fence", group))
 
 
 def _touched(an: Analysis, i: int) -> frozenset[Reg]:
@@ -167,24 +234,40 @@ def _touched(an: Analysis, i: int) -> frozenset[Reg]:
 def _descriptor_roots(an: Analysis, i: int) -> frozenset | None:
     """The shared symbols the wgmma at statement i may read (None: unknown, any)."""
     key = ("wg_roots", i)
-    if key in an.cache:
-        return an.cache[key]
+    if key not in an.cache:
+        addrs = _traced(an, i)
+        an.cache[key] = None if addrs is None else frozenset(an.val(r).root for r in addrs)
+    return an.cache[key]
+
+
+def _addresses(an: Analysis, i: int) -> list[Reg]:
+    """The shared addresses the wgmma at statement i's descriptors are built from (those
+    that could be traced)."""
+    key = ("wg_addrs", i)
+    if key not in an.cache:
+        insn = an.body[i].insn
+        out: list[Reg] = []
+        for desc in ([insn.a] if not isinstance(insn.a, tuple) else []) + [insn.b_desc]:
+            out += sorted(_trace(an, desc) or (), key=lambda r: r.name)
+        an.cache[key] = out
+    return an.cache[key]
+
+
+def _traced(an: Analysis, i: int) -> set | None:
+    """The address registers of every descriptor of the wgmma at i (None: one is unknown)."""
     insn = an.body[i].insn
-    roots: set = set()
-    known = True
+    found: set = set()
     for desc in ([insn.a] if not isinstance(insn.a, tuple) else []) + [insn.b_desc]:
-        found = _trace(an, desc)
-        if found is None:
-            known = False
-            break
-        roots |= found
-    out = frozenset(roots) if known else None
-    an.cache[key] = out
-    return out
+        regs = _trace(an, desc)
+        if regs is None:
+            return None
+        found |= regs
+    return found
 
 
 def _trace(an: Analysis, desc: Any) -> set | None:
-    """Shared symbols whose addresses feed a descriptor's arithmetic (None: none found)."""
+    """The registers holding shared-symbol addresses that feed a descriptor's arithmetic
+    (the first such register on each path back; None: none found)."""
     if not isinstance(desc, Reg):
         return None
     found: set = set()
@@ -193,7 +276,7 @@ def _trace(an: Analysis, desc: Any) -> set | None:
         r, depth = todo.pop()
         v = an.val(r)
         if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
-            found.add(v.root)
+            found.add(r)
             continue
         if depth >= _TRACE_DEPTH:
             return None
@@ -244,30 +327,126 @@ def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.WGMMA_WAIT)
 def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """wait_group N retires every group but the N most recent; uncommitted wgmmas stay."""
+    """wait_group N retires every group but the N most recent; uncommitted wgmmas stay. The
+    survivors remember whether a wait_group after them retired anything ("retiring": the
+    pipelined idiom, where the stage of the retired group is the one released) or nothing
+    ("noop": N at least the groups in flight, e.g. wait_group 1 after a single commit)."""
     if not any(f[0] == "wgmma" for f in state.may):
         return state
+    n = op.n if op.n is not None else 0
+    retired = any(f[0] == "wgmma" and f[2] is not None and f[2] >= n for f in state.may)
     may = set()
     for f in state.may:
         if f[0] == "wgmma":
-            if f[2] is not None and f[2] >= op.n:
+            if f[2] is not None and f[2] >= n:
                 continue
-            f = ("wgmma", f[1], f[2], True)
+            seen = "retiring" if retired or f[3][0] == "retiring" else "noop"
+            f = ("wgmma", f[1], f[2], (seen, f[3][1]))
         may.add(f)
     return State(state.must, frozenset(may), state.tx)
 
 
+def _ring_of(an: Analysis, i: int) -> tuple | None:
+    """The ring slot ('ring', counter, n, stride) the wgmma at i reads, if any."""
+    key = ("wg_ring", i)
+    if key not in an.cache:
+        slots = [_slot(an, r)[1] for r in _addresses(an, i)]
+        an.cache[key] = next((s for s in slots if s is not None and s[0] == "ring"), None)
+    return an.cache[key]
+
+
+def _wgmma_ring_steps(an: Analysis) -> None:
+    """A RING_STEP op at every write of the counter of a ring a wgmma reads (unless the bulk
+    hazards placed one there already), so a pending wgmma knows how far its stage is behind
+    the counter's current value."""
+    if Role.WGMMA not in an.roles:
+        return
+    counters = {id(r[1]): r[1] for op in an.ops if op.role is Role.WGMMA
+                and (r := _ring_of(an, op.index)) is not None}
+    for reg in counters.values():
+        for i in an.values.defs.get(reg, ()):
+            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
+                       for o in an.by_block[an.cfg.block_of(i)]):
+                an.add_op(Op(Role.RING_STEP, i, value=reg))
+
+
+PREPARE.append(_wgmma_ring_steps)
+
+
+@handles(Role.RING_STEP)
+def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """`add c, c, k` moves the pending wgmmas' stages k behind c; other writes lose track."""
+    if not any(f[0] == "wgmma" for f in state.may):
+        return state
+    reg = op.value
+    insn = an.body[op.index].insn
+    step = None
+    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg \
+            and an.body[op.index].guard is None:
+        k = an.const(insn.b)
+        step = None if k is None else (k if insn.op == "add" else -k)
+    may = set()
+    for f in state.may:
+        if f[0] == "wgmma" and f[3][1] is not None:
+            ring = _ring_of(an, f[1])
+            if ring is not None and ring[1] is reg:
+                f = (*f[:3], (f[3][0], None if step is None else (f[3][1] + step) % ring[2]))
+        may.add(f)
+    return State(state.must, frozenset(may), state.tx)
+
+
+def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
+    """Does the pending wgmma `f` read the stage the arrive on `released` (a barrier slot)
+    hands back? Known when both are ring slots of n stages on one counter, or on counters
+    one defined from the other (`(i + c) % n`), and the counter's moves since the wgmma are
+    known; None otherwise."""
+    mine = _ring_of(an, f[1])
+    moved = f[3][1]
+    if mine is None or released is None or released[0] != "ring" or moved is None \
+            or mine[2] != released[2]:
+        return None
+    if released[1] is mine[1]:
+        shift: int | None = 0
+    else:
+        shift = _shift(an, released[1], mine[1])
+        if shift is None:
+            back = _shift(an, mine[1], released[1])
+            shift = None if back is None else -back
+    if shift is None:
+        return None
+    return (shift + moved) % mine[2] == 0
+
+
 @handles(Role.MBAR_ARRIVE)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
-    if report and op.count is None:
-        for f in _pending(state):
-            if not f[3]:
-                how = ("it was never committed" if f[2] is None else
-                       "no wgmma.wait_group ran after it")
-                an.report(Hazard.WGMMA_SMEM_RELEASED, "this mbarrier.arrive hands shared "
-                          f"memory back while a wgmma.mma_async may still read it ({how})",
-                          [("arrive", op.index), ("wgmma", f[1])])
-                break
+    if not report or op.count is not None:
+        return state
+    released = None
+    for f in _pending(state):
+        if released is None:
+            released = _slot(an, op.mbar)[1] or ("unknown",)
+        same = _same_stage(an, f, released)
+        if same is False:
+            continue   # it reads another stage (the previous one, with wait_group 1)
+        seen = f[3][0]
+        if f[2] is None:
+            how = "it was never committed"
+        elif same:
+            how = ("it reads the stage this arrive releases, and no wgmma.wait_group after it "
+                   "retired its group" if seen == "none" else "it reads the stage this "
+                   "arrive releases, and the wgmma.wait_group before the arrive leaves its "
+                   "group in flight (wait_group N retires all but the N most recent groups)")
+        elif seen == "none":
+            how = "no wgmma.wait_group ran after it"
+        elif seen == "noop":
+            how = ("the wgmma.wait_group after it retires no group (N is at least the "
+                   "number of groups in flight), so it still runs")
+        else:
+            continue   # a wait_group retired an older group: the idiom that frees its stage
+        an.report(Hazard.WGMMA_SMEM_RELEASED, "this mbarrier.arrive hands shared "
+                  f"memory back while a wgmma.mma_async may still read it ({how})",
+                  [("arrive", op.index), ("wgmma", f[1])])
+        break
     return state
 
 
@@ -309,4 +488,4 @@ def _report_uniform(an: Analysis, i: int, why: str) -> None:
                                                                 for c in ctrl[:1]])
 
 
-STRUCTURAL.append(_setmaxnreg_uniform)
+STRUCTURAL.extend([_setmaxnreg_uniform, _in_flight])

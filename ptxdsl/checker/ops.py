@@ -46,7 +46,7 @@ class Role(enum.Enum):
     MBAR_WAIT = "mbarrier wait"
     RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
     MBAR_REMOTE = "remote mbarrier signal"  # st.async/red.async complete_tx, cp.async arrive
-    SMEM_READ = "shared read"               # ld.shared (reads of TMA destinations)
+    SMEM_READ = "shared read"               # ld.shared, ldmatrix (reads of TMA destinations)
     WGMMA = "wgmma.mma_async"               # dense or sparse; reads shared memory, d/A regs
     WGMMA_FENCE = "wgmma.fence"
     WGMMA_COMMIT = "wgmma.commit_group"
@@ -235,6 +235,7 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
     ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
+    ("matrix", "LdMatrix", _smem_read),     # ldmatrix reads 16 bytes per thread, like ld.shared
     ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
     ("wgmma_sp", "WgmmaMmaAsyncSp", lambda insn, i: [Op(Role.WGMMA, i)]),
     ("wgmma", "WgmmaFence", lambda insn, i: [Op(Role.WGMMA_FENCE, i)]),

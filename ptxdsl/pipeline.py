@@ -90,6 +90,7 @@ import math
 from typing import Any
 
 from .errors import BuildError, OperandError
+from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
 from .instructions.mbarrier import (
     MAX_COUNT,
@@ -128,7 +129,9 @@ def _elem_bytes(dtype: Any) -> int:
 
 def box_bytes(box, dtype) -> int:
     """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory."""
+    box = int_like(box)
     dims = (box,) if isinstance(box, int) else tuple(box)
+    dims = tuple(int_like(d) for d in dims)
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                            for d in dims):
         raise OperandError("tx_bytes", "box", "1 to 5 positive box dimensions", repr(box))
@@ -154,6 +157,7 @@ def tx_bytes(*sources, multicast: int = 1) -> int:
     multicasts it to all of them (each receiving CTA then gets every slice)."""
     if not sources:
         raise BuildError("tx_bytes: give at least one tensor map, TiledDesc or (box, dtype)")
+    multicast = int_like(multicast)
     if isinstance(multicast, bool) or not isinstance(multicast, int) or \
             not 1 <= multicast <= MAX_CLUSTER:
         raise OperandError("tx_bytes", "multicast", f"a CTA count in [1, {MAX_CLUSTER}]",
@@ -166,6 +170,7 @@ def tx_bytes(*sources, multicast: int = 1) -> int:
 
 
 def _count(what: str, v: Any, hi: int) -> int:
+    v = int_like(v)
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
         raise OperandError("MbarrierRing", what, f"an integer in [1, {hi}]", repr(v))
     return v
@@ -232,6 +237,7 @@ class MbarrierRing:
         return self._at(self.empty, stage)
 
     def _at(self, base, stage: int) -> Addr:
+        stage = int_like(stage)
         if isinstance(stage, bool) or not isinstance(stage, int) or \
                 not 0 <= stage < self.stages:
             raise OperandError("MbarrierRing", "stage", f"an int in [0, {self.stages})",
@@ -303,6 +309,7 @@ class RingView:
 
     def slot(self, buffer: Symbol | Reg, stride: int) -> Reg:
         """The current stage's slot of a data buffer: `buffer + stage * stride` (bytes)."""
+        stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
         k = self.k
@@ -387,6 +394,7 @@ class ConsumerView(RingView):
                                repr(ctas))
         from .instructions import cluster as cl
         for rank in ranks:
+            rank = int_like(rank)
             if isinstance(rank, int) and not isinstance(rank, bool) and \
                     not 0 <= rank < MAX_CLUSTER:
                 raise OperandError("ConsumerView.release", "ctas", f"cluster ranks in [0, "

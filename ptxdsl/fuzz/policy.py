@@ -99,6 +99,14 @@ RULES: list[Rule] = [
          "whose declared alignment or offset breaks that is known at build time; ptxas does not "
          "check it and the copy faults (misaligned address) at run time.",
          r"-byte aligned address"),
+    Rule("symbol-bounds", "An access that a symbol's declared size and a constant offset "
+         "prove to lie (partly) outside the symbol (an mbarrier is 8 bytes, a tensor map 128, "
+         "a bulk copy `size` bytes, ld/st their width). ptxas does not check it; the access "
+         "reads or corrupts a neighbouring variable or faults at run time.",
+         r"expected an access inside \w+ \(\d+ bytes\)"),
+    Rule("b128-imm", "ptxas reads a .b128 immediate as a 64-bit constant (high half 0): 2^64 "
+         "assembles as 0 and -1 as 2^64-1, so a wider or negative value would silently change.",
+         r"expected a \.b128 immediate in \[0, 2\^64\)"),
     Rule("generic-symbol", "A .shared/.param symbol named where a generic (or other-space) "
          "address is expected. ptxas accepts the name, but a variable's address is an address "
          "in its own state space (PTX ISA 6.4.1); ptxdsl makes the conversion explicit "

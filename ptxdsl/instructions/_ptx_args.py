@@ -213,3 +213,45 @@ def space_addr(k, insn: str, addr: Any, sp: StateSpace) -> Any:
     # cvta.to.shared (not ::cta) is what cuda::ptx's __as_ptr_smem compiles to.
     base = k.cvta(base, S.shared if sp is S.shared_cta else sp, to=True)
     return Addr(base, off) if off else base
+
+
+def cluster_size(k: Any) -> int | None:
+    """The number of CTAs in the kernel's cluster when it declares it (`.reqnctapercluster`, or
+    the `.maxclusterrank` bound); None when only the launch decides."""
+    dims = getattr(k, "reqnctapercluster", None)
+    if dims:
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    bound = getattr(k, "maxclusterrank", None)
+    return bound if isinstance(bound, int) and bound > 0 else None
+
+
+def _declared(k: Any) -> str:
+    dims = getattr(k, "reqnctapercluster", None)
+    return (f".reqnctapercluster {tuple(dims)}" if dims
+            else f".maxclusterrank {getattr(k, 'maxclusterrank', None)}")
+
+
+def cluster_rank(k: Any, insn: str, operand: str, value: Any) -> None:
+    """A constant CTA rank must name a CTA of the kernel's declared cluster."""
+    from ..operands import Imm
+    n = cluster_size(k)
+    v = value.value if isinstance(value, Imm) else value
+    if n is None or type(v) is not int or 0 <= v < n:
+        return
+    raise OperandError(insn, operand, f"a CTA rank in [0, {n - 1}] (the kernel declares "
+                       f"{_declared(k)}: {n} CTAs per cluster)", v)
+
+
+def cluster_mask(k: Any, insn: str, operand: str, value: Any) -> None:
+    """A constant ctaMask may only have bits for CTAs of the kernel's declared cluster."""
+    from ..operands import Imm
+    n = cluster_size(k)
+    v = value.value if isinstance(value, Imm) else value
+    if n is None or type(v) is not int or v >> n == 0:
+        return
+    raise OperandError(insn, operand, f"a mask of bits 0..{n - 1} (the kernel declares "
+                       f"{_declared(k)}: {n} CTAs per cluster; bit i is the CTA of rank i)",
+                       hex(v))

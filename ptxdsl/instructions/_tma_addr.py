@@ -93,3 +93,56 @@ def cvta_advice(held: StateSpace, want: StateSpace) -> str:
         return (f"pass it to the ptx builder, which converts it, or convert it with "
                 f"k.cvta(reg, '{want.value}', to=True)")
     return "an address in one space is not valid in another"
+
+
+def symbol_align(sym: Symbol) -> int:
+    """The alignment a symbol is known to have: its `.align`, else its type's natural one."""
+    return sym.align or sym.type.bytes
+
+
+def symbol_fit(insn: str, operand: str, value: Any, *, align: int = 1, size: int | None = None,
+               what: str = "") -> None:
+    """Refuse what a symbol base and a constant offset prove wrong (a register base can't be
+    checked): an address not `align`-byte aligned, or `size` bytes from it running outside the
+    symbol (an unsized .extern array has no known end). `what` names the object for the
+    message, e.g. "an mbarrier (8 bytes, 8-byte aligned)"."""
+    base = _base(value)
+    if not isinstance(base, Symbol):
+        return
+    off = value.offset if isinstance(value, Addr) else 0
+    at = f"{base.name}{off:+d}" if off else base.name
+    have = symbol_align(base)
+    if align > 1 and (have < align or off % align):
+        raise OperandError(insn, operand, f"a {align}-byte aligned address"
+                           + (f" for {what}" if what else "")
+                           + f" (declare {base.name} with align={align} or more and use "
+                           f"offsets that are multiples of {align})",
+                           f"{at}, known to be aligned to {min(have, off & -off) if off else have}"
+                           " bytes")
+    if size is not None and base.count is not None and (off < 0 or off + size > base.size):
+        raise OperandError(insn, operand, f"an access inside {base.name} ({base.size} bytes)"
+                           + (f" for {what}" if what else ""),
+                           f"bytes [{off}, {off + size}) of {base.name}")
+
+
+MBARRIER = "an mbarrier (a .b64 object: 8 bytes, 8-byte aligned)"
+
+
+def mbar_addr(insn: str, operand: str, value: Any, space: StateSpace) -> Addr:
+    """`tma_addr` for an mbarrier operand, and a symbol base must hold 8 bytes, 8-aligned, at
+    the offset (`shared_array(t.b64, n)` does)."""
+    addr = tma_addr(insn, operand, value, space)
+    symbol_fit(insn, operand, addr, align=8, size=8, what=MBARRIER)
+    return addr
+
+
+TENSOR_MAP = ("a tensor map (a CUtensorMap: 128 bytes, 128-byte aligned; CUDA 13 declares it "
+              "alignas(128))")
+
+
+def tmap_buffer(insn: str, operand: str, value: Any, space: StateSpace) -> Addr:
+    """`tma_addr` for a tensor map being edited or copied (tensormap.replace,
+    tensormap.cp_fenceproxy): a symbol base must hold 128 bytes, 128-aligned, at the offset."""
+    addr = tma_addr(insn, operand, value, space)
+    symbol_fit(insn, operand, addr, align=128, size=128, what=TENSOR_MAP)
+    return addr

@@ -126,6 +126,8 @@ def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool =
             return value
         return check_dst(insn, operand, value, t)
     if type(value) is int and imm:
+        if t is ScalarType.b128:
+            return b128_imm(insn, operand, value)
         return make_imm(insn, operand, value, t)
     if isinstance(value, Reg):
         return check_dst(insn, operand, value, t)
@@ -141,7 +143,28 @@ def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool =
         value = value.value
     if not imm:
         raise OperandError(_n(insn), operand, f"a .{t.value} register", _given(value))
+    if t is ScalarType.b128:
+        return b128_imm(insn, operand, value)
     return make_imm(insn, operand, value, t)
+
+
+# ptxas 13 reads a .b128 immediate (mov, st, initialisers) as a 64-bit constant: the high half
+# is always 0, 2^64 assembles as 0, -1 as 2^64-1, and above ~2^100 "Constant overflow".
+B128_IMM_RANGE = (0, (1 << 64) - 1)
+
+
+def b128_imm(insn: Who, operand: str, value: Any) -> Imm:
+    """A .b128 immediate in [0, 2^64): the values ptxas encodes as written."""
+    imm = make_imm(insn, operand, value, ScalarType.b128)
+    lo, hi = B128_IMM_RANGE
+    if not lo <= imm.value <= hi:
+        raise OperandError(_n(insn), operand, "a .b128 immediate in [0, 2^64) (ptxas encodes "
+                           "a .b128 immediate as a 64-bit constant with a zero high half: a "
+                           "wider or negative value would silently change); build a wider "
+                           "value from its two 64-bit halves, e.g. two .b64 stores "
+                           "(st.v2.b64 [a], {lo, hi}) or inline PTX `mov.b128 %q, {lo, hi};`",
+                           imm.value)
+    return imm
 
 
 def check_pred(insn: Who, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
@@ -273,3 +296,13 @@ def infer_type(insn: Who, *values: Any, default: ScalarType | None = None) -> Sc
         return default
     raise BuildError(f"{insn}: cannot infer the operand type from immediates alone; "
                      "pass type=... (e.g. type=t.u32)")
+
+
+def int_like(value: Any) -> Any:
+    """A numpy (or other `__index__`) integer as a Python int, so that every check that takes
+    an int takes it; anything else (bool included) unchanged."""
+    if type(value) is int:
+        return value
+    from ..operands import as_int
+    n = as_int(value)
+    return value if n is None else n

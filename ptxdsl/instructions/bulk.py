@@ -20,8 +20,17 @@ from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg, Symbol
 from ..types import Requires, ScalarType, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import cvta_advice, hint_fits
-from .base import Instruction, _given, check_addr, check_dst, check_enum, check_imm, refuse
+from ._tma_addr import MBARRIER, cvta_advice, hint_fits, symbol_fit
+from .base import (
+    Instruction,
+    _given,
+    check_addr,
+    check_dst,
+    check_enum,
+    check_imm,
+    int_like,
+    refuse,
+)
 
 __all__ = [
     "Completion", "RedOp", "CtaGroup",
@@ -80,6 +89,7 @@ def cta_group_arg(insn: str, value: Any) -> CtaGroup:
     CtaGroup."""
     if isinstance(value, str):
         value = value.lstrip(".").replace("cta_group_", "cta_group::")
+    value = int_like(value)
     value = {1: CtaGroup.one, 2: CtaGroup.two}.get(value, value) \
         if isinstance(value, int) and not isinstance(value, bool) else value
     return check_enum(insn, "cta_group", value, CtaGroup)
@@ -94,12 +104,10 @@ def is_cta_group(value: Any) -> bool:
         return False
 
 
-def _align_of(base: Symbol) -> int:
-    return base.align or base.type.bytes
-
-
-def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int = 16) -> Addr:
-    """A bulk-copy memory operand in `space`, `align`-byte aligned where that is knowable.
+def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int = 16,
+             size: int | None = None, what: str = "") -> Addr:
+    """A bulk-copy memory operand in `space`, `align`-byte aligned where that is knowable, and
+    (when `size` is given) with `size` bytes inside a symbol base.
 
     Shared operands take symbols or 32/64-bit registers, global ones symbols or 64-bit registers.
     A register known to hold an address of another space (generic included) is refused: PTX
@@ -115,11 +123,7 @@ def mem_addr(insn: str, operand: str, value: Any, space: StateSpace, align: int 
                                f"({cvta_advice(base.space, space)})",
                                f"%{base.name}, which holds a .{base.space.value or 'generic'} "
                                "address")
-    if isinstance(base, Symbol) and (_align_of(base) < align or addr.offset % align):
-        raise OperandError(insn, operand, f"a {align}-byte aligned address (declare the buffer "
-                           f"with align={128 if align == 16 else align})",
-                           f"{base.name}{addr.offset:+d} aligned to {_align_of(base)} bytes"
-                           if addr.offset else f"{base.name} aligned to {_align_of(base)} bytes")
+    symbol_fit(insn, operand, addr, align=align, size=size, what=what)
     return addr
 
 
@@ -133,6 +137,7 @@ def mask16(insn: str, operand: str, value: Any) -> Reg | Imm:
         return value
     if isinstance(value, Imm):
         value = value.value
+    value = int_like(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFF:
         raise OperandError(insn, operand, "a 16-bit register or an immediate in [0, 65535]",
                            _given(value))
@@ -173,11 +178,17 @@ def multicast_arg(insn: str, multicast: bool | None, mask: Any, dst: StateSpace
     return multicast, (mask16(insn, "cta_mask", mask) if multicast else None)
 
 
+# ptxas 13: "value '1048576' out of range, expected to be in range [0..1048560]" for the size of
+# every cp.async.bulk / cp.async.bulk.prefetch / cp.reduce.async.bulk form (1 MiB - 16).
+BULK_SIZE_MAX = 1048560
+
+
 def size_arg(insn: str, value: Any) -> Reg | Imm:
-    """A byte count: a 32-bit register, or an immediate that is a multiple of 16."""
+    """A byte count: a 32-bit register, or an immediate in [0, 1048560] that is a multiple
+    of 16 (ptxas's range)."""
     if isinstance(value, Reg):
         return check_dst(insn, "size", value, ScalarType.b32)
-    n = check_imm(insn, "size", value, 0, 0xFFFFFFFF)
+    n = check_imm(insn, "size", value, 0, BULK_SIZE_MAX)
     if n % 16:
         raise OperandError(insn, "size", "a multiple of 16 bytes (ptxas rejects other sizes)",
                            n)
@@ -258,11 +269,12 @@ class CpAsyncBulk(Instruction):
             if not is_store:
                 refuse(n, ".cp_mask (byteMask) exists only on the store to .global")
             self._set("byte_mask", mask16(n, "byte_mask", self.byte_mask))
-        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space))
-        self._set("src", mem_addr(n, "src", self.src, self.src_space))
         self._set("size", size_arg(n, self.size))
+        nbytes = int(self.size.value) if isinstance(self.size, Imm) else None
+        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space, size=nbytes))
+        self._set("src", mem_addr(n, "src", self.src, self.src_space, size=nbytes))
         if self.mbar is not None:
-            self._set("mbar", mem_addr(n, "mbar", self.mbar, self.dst_space, 8))
+            self._set("mbar", mem_addr(n, "mbar", self.mbar, self.dst_space, 8, 8, MBARRIER))
 
     @property
     def requires(self) -> Requires:
@@ -384,11 +396,12 @@ class CpReduceAsyncBulk(Instruction):
             refuse(n, ".L2::cache_hint exists only on the reduction into .global")
         self._set("cache_hint", hint)
         self._set("cache_policy", policy)
-        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space))
-        self._set("src", mem_addr(n, "src", self.src, CTA))
         self._set("size", size_arg(n, self.size))
+        nbytes = int(self.size.value) if isinstance(self.size, Imm) else None
+        self._set("dst", mem_addr(n, "dst", self.dst, self.dst_space, size=nbytes))
+        self._set("src", mem_addr(n, "src", self.src, CTA, size=nbytes))
         if self.mbar is not None:
-            self._set("mbar", mem_addr(n, "mbar", self.mbar, CLUSTER, 8))
+            self._set("mbar", mem_addr(n, "mbar", self.mbar, CLUSTER, 8, 8, MBARRIER))
 
     @property
     def noftz(self) -> bool:
@@ -470,12 +483,19 @@ def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
     on the store, `byte_mask=` (.cp_mask, as cp_async_bulk_cp_mask) are keyword extensions."""
     _, a = A.bind("cp_async_bulk", args, kw, _COPY)
     n, spaces = "cp.async.bulk", (CLUSTER, CTA, GLOBAL)
-    return k.emit(CpAsyncBulk(
+    return k.emit(_in_cluster(k, CpAsyncBulk(
         a["dst_space"], a["src_space"],
         converted(k, n, a["dst_mem"], a["dst_space"], spaces, "dst_space"),
         converted(k, n, a["src_mem"], a["src_space"], spaces, "src_space"), a["size"],
         _bar(k, n, a.get("smem_bar"), a["dst_space"]), cta_mask=a.get("cta_mask"),
-        cache_policy=a.get("cache_policy"), byte_mask=a.get("byte_mask")))
+        cache_policy=a.get("cache_policy"), byte_mask=a.get("byte_mask"))))
+
+
+def _in_cluster(k, insn: Any) -> Any:
+    """A multicast's constant ctaMask names only CTAs of the kernel's declared cluster."""
+    if getattr(insn, "cta_mask", None) is not None:
+        A.cluster_mask(k, insn.name, "cta_mask", insn.cta_mask)
+    return insn
 
 
 def cp_async_bulk_cp_mask(k, *args, **kw) -> CpAsyncBulk:

@@ -19,7 +19,8 @@ from ..errors import BuildError, OperandError
 from ..operands import Imm, Operand, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace
 from . import _ptx_args as A
-from .base import Instruction, _given, check_enum, refuse
+from ._tma_addr import MBARRIER
+from .base import Instruction, _given, check_enum, int_like, refuse
 from .bulk import (
     BLACKWELL,
     CLUSTER,
@@ -32,6 +33,7 @@ from .bulk import (
     CtaGroup,
     RedOp,
     _bar,
+    _in_cluster,
     cache_hint_arg,
     completion_arg,
     converted,
@@ -110,6 +112,15 @@ def _tensormap(insn: str, value: Any) -> Reg:
     return value
 
 
+# The shared box of a tensor copy: the PTX ISA requires 16-byte alignment (ptx-isa-digest §5.2,
+# PTXISA §5.5.3.1), which is refused here; the CUDA C++ Programming Guide's TMA table asks for
+# 128 bytes and a swizzled map for the swizzle repeat (256/512/1024 B for 32B/64B/128B) — those
+# are the checker's `tma-smem-align` warning (the swizzle is in the map, a run-time value).
+SMEM_ALIGN = 16
+SMEM_BOX = ("a tensor copy's shared box (the PTX ISA's minimum; use align=128, or the swizzle "
+            "repeat, e.g. 1024 for a 128B swizzle, as the checker's tma-smem-align advises)")
+
+
 def _coords(insn: str, values: Any, want: int, dim: int, mode: TensorMode, store: bool) -> Vec:
     """tensorCoords: `want` 32-bit registers or immediates (non-negative for stores)."""
     if not isinstance(values, tuple | list | Vec):
@@ -129,6 +140,7 @@ def _coords(insn: str, values: Any, want: int, dim: int, mode: TensorMode, store
             continue
         if isinstance(c, Imm):
             c = c.value
+        c = int_like(c)
         if isinstance(c, bool) or not isinstance(c, int) or not -(1 << 31) <= c < (1 << 31):
             raise OperandError(insn, f"coords[{i}]", "a 32-bit register or an int in the .s32 "
                                "range", _given(c))
@@ -161,6 +173,7 @@ def _im2col(insn: str, values: Any, dim: int, mode: TensorMode) -> Vec | None:
 
 def _common(insn: str, dim: Any, mode: Any, modes: tuple[TensorMode, ...], tensormap: Any,
             coords: Any, im2col: Any, store: bool) -> tuple[int, TensorMode, Reg, Vec, Any]:
+    dim = int_like(dim)
     if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 5:
         raise OperandError(insn, "dim", "a dimension 1..5", _given(dim))
     mode = check_enum(insn, "mode", mode, TensorMode, modes)
@@ -247,9 +260,9 @@ class CpAsyncBulkTensor(Instruction):
         self._set("cache_hint", hint)
         self._set("cache_policy", policy)
         self._set("smem", mem_addr(n, "src" if store else "dst", self.smem,
-                                   CTA if store else self.dst_space))
+                                   CTA if store else self.dst_space, SMEM_ALIGN, what=SMEM_BOX))
         if self.mbar is not None:
-            self._set("mbar", mem_addr(n, "mbar", self.mbar, self.dst_space, 8))
+            self._set("mbar", mem_addr(n, "mbar", self.mbar, self.dst_space, 8, 8, MBARRIER))
 
     @property
     def is_store(self) -> bool:
@@ -312,7 +325,7 @@ class CpReduceAsyncBulkTensor(Instruction):
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)
         self._set("cache_policy", policy)
-        self._set("src", mem_addr(n, "src", self.src, CTA))
+        self._set("src", mem_addr(n, "src", self.src, CTA, SMEM_ALIGN, what=SMEM_BOX))
 
     @property
     def requires(self) -> Requires:
@@ -413,10 +426,10 @@ def _tensor_copy(k, name: str, args, kw, mode) -> CpAsyncBulkTensor:
     smem = converted(k, n, smem, smem_space, (CLUSTER, CTA), "src_space" if store else "dst_space")
     bar = _bar(k, n, a.get("smem_bar"), a["dst_space"])
     coords = a["tensor_coords"]
-    return k.emit(CpAsyncBulkTensor(
+    return k.emit(_in_cluster(k, CpAsyncBulkTensor(
         _dim_of(coords, mode, a.get("dim")), a["dst_space"], a["src_space"], smem,
         a["tensor_map"], coords, bar, mode, None, a.get("im2col"), None, a.get("cta_mask"),
-        a.get("cta_group"), None, a.get("cache_policy")))
+        a.get("cta_group"), None, a.get("cache_policy"))))
 
 
 def cp_async_bulk_tensor(k, *args, **kw) -> CpAsyncBulkTensor:

@@ -196,7 +196,9 @@ def mapa(k, space, addr, target_cta) -> Reg:
     addr = A.space_addr(k, "mapa", addr, sp)
     _, t = _cluster_addr("mapa", sp, addr)
     d = k.reg(t)
-    k.emit(Mapa(sp, d, addr, target_cta))
+    insn = Mapa(sp, d, addr, target_cta)
+    A.cluster_rank(k, insn.name, "target_cta", insn.b)
+    k.emit(insn)
     d.space = sp
     return d
 

@@ -74,12 +74,19 @@ def _scan(code: str) -> tuple[list[_Stmt], list[tuple[int, int]]]:
     start: int | None = None
     depth = {"[": 0, "{": 0, "(": 0}
     closing = {"]": "[", "}": "{", ")": "("}
+    pct = code.find("%%")
+    if pct >= 0:   # ptxas: "Parsing error near '%'"
+        _fail(code, pct, "'%%' is CUDA's escaped register syntax (asm(\"mov.b32 %%r1, ...\")); "
+              "a ptxdsl template is plain PTX: write %r1")
     for i, c in enumerate(code):
         if c == "#":
             _fail(code, i, "preprocessor directives (#define, #include, ...) are not allowed")
         if start is None:
-            if c.isspace() or c == ";":
+            if c.isspace():
                 continue
+            if c == ";":   # ptxas: "Parsing error near ';': syntax error"
+                _fail(code, i, "empty statement: a ';' with no instruction before it (';;', "
+                      "'{ ;', '};' or 'label: ;'); ptxas rejects it as a syntax error")
             if c == "}" and not chain:
                 _fail(code, i, "unbalanced '}' (no scoped block is open)")
             if c in "{}":
@@ -237,11 +244,16 @@ class InlineAsm(Instruction):
         labels = {(s.text, s.chain[-1]) for s in stmts if s.label and s.chain}
         decls: set[tuple[str, int]] = set()     # (declared register name, scope id)
         roles: dict[int, tuple[int, str]] = {}
+        defined: set[tuple[str, int]] = set()
         for s in stmts:
             if s.label:
                 if not s.chain:
                     _fail(code, s.start, f"label {s.text}: at the top level it would clash with "
                           "the kernel's labels; put it inside a scoped block { ... }")
+                if (s.text, s.chain[-1]) in defined:   # ptxas: "Duplicate definition of label"
+                    _fail(code, s.start, f"label {s.text} is defined twice in one scoped block "
+                          "(ptxas: duplicate definition); rename one")
+                defined.add((s.text, s.chain[-1]))
                 if s.text.startswith("$L__"):
                     _fail(code, s.start, f"label {s.text} looks like ptxdsl's generated labels")
                 continue
@@ -359,10 +371,15 @@ class InlineAsm(Instruction):
         """Per line: (indent, parts); a part is literal text or (index, bare). The indent is
         the scope depth, one less for a line that closes a block or starts with a label."""
         out, start = [], 0
+        closes = {at for at, d in events if d < 0}
+        level, ev = 0, 0        # the scope depth before `start`, from the (ordered) events
         for line in text.split("\n"):
             end = start + len(line)
-            depth = sum(d for at, d in events if at < start)
-            if start in label_at or any(at == start and d < 0 for at, d in events):
+            while ev < len(events) and events[ev][0] < start:
+                level += events[ev][1]
+                ev += 1
+            depth = level
+            if start in label_at or start in closes:
                 depth -= 1
             parts: list = []
             last = start

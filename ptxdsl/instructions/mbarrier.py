@@ -23,7 +23,7 @@ from ..errors import OperandError
 from ..operands import SINK, Addr, Imm, Reg, Sink
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import tma_addr
+from ._tma_addr import mbar_addr
 from .base import Instruction, check_dst, check_enum, check_src, refuse
 
 __all__ = ["mbarrier_init", "mbarrier_inval", "mbarrier_arrive", "mbarrier_arrive_no_complete",
@@ -94,7 +94,7 @@ class MbarrierInit(Instruction):
     def __attrs_post_init__(self):
         self._set("space", check_enum(self.MNEMONIC, "space", self.space, S, LOCAL_SPACES))
         name = self.opcode()
-        self._set("addr", tma_addr(name, "addr", self.addr, self.space))
+        self._set("addr", mbar_addr(name, "addr", self.addr, self.space))
         self._set("count", _count(name, "count", self.count))
 
     @property
@@ -118,7 +118,7 @@ class MbarrierInval(Instruction):
 
     def __attrs_post_init__(self):
         self._set("space", check_enum(self.MNEMONIC, "space", self.space, S, LOCAL_SPACES))
-        self._set("addr", tma_addr(self.opcode(), "addr", self.addr, self.space))
+        self._set("addr", mbar_addr(self.opcode(), "addr", self.addr, self.space))
 
     @property
     def requires(self) -> Requires:
@@ -192,7 +192,7 @@ class MbarrierArrive(Instruction):
                    "destination must be the sink '_' (dst='_')")
         if not isinstance(self.state, Sink):
             check_dst(name, "state", self.state, T.b64)
-        self._set("addr", tma_addr(name, "addr", self.addr, space))
+        self._set("addr", mbar_addr(name, "addr", self.addr, space))
         if kind is ArriveKind.expect_tx:
             if self.count is None:
                 refuse(name, "needs a txCount (bytes) operand")
@@ -252,7 +252,7 @@ class MbarrierTx(Instruction):
         self._set("scope", scope)
         self._set("space", check_enum(insn, "space", self.space, S, SPACES))
         name = self.opcode()
-        self._set("addr", tma_addr(name, "addr", self.addr, self.space))
+        self._set("addr", mbar_addr(name, "addr", self.addr, self.space))
         self._set("tx_count", _count(name, "txCount", self.tx_count, lo=0))
 
     @property

@@ -14,8 +14,8 @@ from ..errors import BuildError, OperandError
 from ..operands import Addr, Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace
 from . import _ptx_args as A
-from ._tma_addr import tma_addr
-from .base import Instruction, _given, check_dst, check_enum, check_src, refuse
+from ._tma_addr import mbar_addr
+from .base import Instruction, _given, check_dst, check_enum, check_src, int_like, refuse
 from .mbarrier import SPACES, _need, _qualifiers, _sem_req, _sem_scope, _space_req, bar_args
 
 __all__ = ["mbarrier_test_wait", "mbarrier_test_wait_parity", "mbarrier_try_wait",
@@ -69,7 +69,7 @@ class MbarrierWait(Instruction):
         name = self.opcode()
         if not isinstance(self.pred, Reg) or self.pred.type is not T.pred:
             raise OperandError(name, "waitComplete", "a .pred register", _given(self.pred))
-        self._set("addr", tma_addr(name, "addr", self.addr, space))
+        self._set("addr", mbar_addr(name, "addr", self.addr, space))
         if self.parity:
             tok = check_src(name, "phaseParity", self.token, T.b32)
             if isinstance(tok, Imm) and tok.value not in (0, 1):
@@ -199,6 +199,7 @@ class WaitTimeout:
         if (self.ns is None) == (self.cycles is None):
             raise BuildError("WaitTimeout: give exactly one of ns=... or cycles=...")
         limit = self.ns if self.ns is not None else self.cycles
+        limit = int_like(limit)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit < 1 << 63:
             raise OperandError("mbarrier_wait", "timeout", "a positive integer below 2^63",
                                repr(limit))

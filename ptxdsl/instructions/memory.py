@@ -14,6 +14,7 @@ from ..errors import BuildError, OperandError
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
+from ._tma_addr import symbol_fit
 from .base import (
     Instruction,
     _given,
@@ -22,6 +23,7 @@ from .base import (
     check_enum,
     check_src,
     infer_type,
+    int_like,
     known_space,
 )
 
@@ -171,6 +173,21 @@ def _access_opcode(insn: Ld | St, value: object, nc: bool = False) -> str:
 WIDE = req("8.8", 100)
 
 
+def _check_symbol_access(insn: Ld | St, value: object) -> None:
+    """An access through a symbol base with a constant offset must stay inside the symbol
+    and be aligned to its width as far as the symbol's declared alignment shows (a misaligned
+    ld/st faults at run time; ptxas does not check either)."""
+    base = insn.a.base if isinstance(insn.a, Addr) else None
+    if not isinstance(base, Symbol):
+        return
+    n = len(value.items) if isinstance(value, Vec) else 1
+    width = insn.type.bytes * n
+    what = f"a {width}-byte {insn.MNEMONIC}"
+    symbol_fit(insn.opcode(), "a", insn.a, size=width, what=what)
+    if base.space is not StateSpace.param:   # a .param's .ptr alignment is its pointee's
+        symbol_fit(insn.opcode(), "a", insn.a, align=width, what=what)
+
+
 def _check_wide(insn: Ld | St, value: object) -> None:
     if isinstance(value, Vec) and len(value.items) * insn.type.bits > 128 \
             and insn.space not in (StateSpace.global_, StateSpace.generic):
@@ -222,6 +239,7 @@ class Ld(Instruction):
         self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
         _check_wide(self, self.d)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
+        _check_symbol_access(self, self.d)
 
     @property
     def requires(self) -> Requires:
@@ -260,6 +278,7 @@ class St(Instruction):
         self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
         _check_wide(self, self.b)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
+        _check_symbol_access(self, self.b)
 
     @property
     def requires(self) -> Requires:
@@ -345,6 +364,7 @@ class MemoryOps(KernelHost):
              width: int = 8) -> None:
         """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
         parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
+        width, nbytes = int_like(width), int_like(nbytes)
         t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width) \
             if type(width) is int else None
         if t is None or type(nbytes) is not int or nbytes < 0 or nbytes % width:

@@ -20,7 +20,7 @@ from ..errors import OperandError
 from ..operands import Addr, Imm, Reg, Vec
 from ..types import Requires, ScalarType, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import infer_space, tma_addr
+from ._tma_addr import infer_space, mbar_addr, tma_addr
 from .base import Instruction, _given, check_enum, check_src, refuse
 from .bulk import RedOp
 
@@ -78,7 +78,7 @@ class StAsync(Instruction):
         self._set("value", _value(self.MNEMONIC, self.value, self.type))
         name = self.opcode()
         self._set("addr", tma_addr(name, "addr", self.addr, S.shared_cluster))
-        self._set("remote_bar", tma_addr(name, "remote_bar", self.remote_bar, S.shared_cluster))
+        self._set("remote_bar", mbar_addr(name, "remote_bar", self.remote_bar, S.shared_cluster))
 
     def opcode(self) -> str:
         vec = f".v{len(self.value.items)}" if isinstance(self.value, Vec) else ""
@@ -120,7 +120,7 @@ class RedAsync(Instruction):
         name = self.opcode()
         self._set("value", check_src(name, "value", self.value, self.type))
         self._set("dest", tma_addr(name, "dest", self.dest, S.shared_cluster))
-        self._set("remote_bar", tma_addr(name, "remote_bar", self.remote_bar, S.shared_cluster))
+        self._set("remote_bar", mbar_addr(name, "remote_bar", self.remote_bar, S.shared_cluster))
 
     def opcode(self) -> str:
         return f"red.async.relaxed.cluster{_COMPLETE}.{self.op.value}.{self.type.value}"

@@ -22,7 +22,7 @@ from ..errors import OperandError
 from ..operands import Addr, Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
 from . import _ptx_args as A
-from ._tma_addr import tma_addr
+from ._tma_addr import tmap_buffer
 from .base import Instruction, _given, check_enum, check_imm, check_src, refuse
 from .fence import TENSORMAP_BYTES, check_size_128
 from .tensormap_values import (
@@ -123,7 +123,7 @@ def _check_value(insn: str, field: Field, value):
 
 def _addr(insn: str, space, addr) -> tuple[StateSpace, Addr]:
     space = A.space(insn, "space", space, REPLACE_SPACES)
-    return space, tma_addr(insn, "addr", addr, space)
+    return space, tmap_buffer(insn, "addr", addr, space)
 
 
 def _opcode(field: Field, space: StateSpace) -> str:
@@ -241,8 +241,8 @@ class TensormapCpFenceproxy(Instruction):
         self._set("sem", _cp_sem(self.sem))
         self._set("scope", check_enum(insn, "scope", self.scope, Scope))
         name = self.opcode()
-        self._set("dst", tma_addr(name, "dst", self.dst, S.global_))
-        self._set("src", tma_addr(name, "src", self.src, S.shared_cta))
+        self._set("dst", tmap_buffer(name, "dst", self.dst, S.global_))
+        self._set("src", tmap_buffer(name, "src", self.src, S.shared_cta))
         self._set("size", check_size_128(name, self.size))
 
     def opcode(self) -> str:
@@ -258,8 +258,8 @@ _REPLACE = (("space", "tm_addr", "new_val"),)
 _REPLACE_ORD = (("space", "tm_addr", "ord", "new_val"),)
 
 
-def _replace(k, field: Field, args, kw, overloads=_REPLACE, new_val=None):
-    insn = f"tensormap_replace_{field.value}"
+def _replace(k, field: Field, args, kw, overloads=_REPLACE, new_val=None, insn=None):
+    insn = insn or f"tensormap_replace_{field.value}"
     _, a = A.bind(insn, args, kw, overloads)
     name = f"tensormap.replace.tile.{field.value}"
     sp = A.space(name, "space", a["space"], REPLACE_SPACES)
@@ -320,7 +320,11 @@ def tensormap_replace_element_stride(k, *args, **kw) -> None:
     _replace(k, Field.element_stride, args, kw, _REPLACE_ORD)
 
 
-tensormap_replace_element_size = tensormap_replace_element_stride  # CCCL's legacy name
+def tensormap_replace_element_size(k, *args, **kw) -> None:
+    """CCCL's legacy name of tensormap_replace_element_stride (the same PTX): `(k, space,
+    tm_addr, ord, new_val)`."""
+    _replace(k, Field.element_stride, args, kw, _REPLACE_ORD,
+             insn="tensormap_replace_element_size")
 
 
 def tensormap_replace_elemtype(k, *args, driver_dtype=None, **kw) -> None:

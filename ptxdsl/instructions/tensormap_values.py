@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import OperandError
 from ..types import Requires, req
+from .base import int_like
 
 
 class Elemtype(enum.IntEnum):
@@ -118,6 +119,8 @@ def parse_value(insn: str, operand: str, cls, value: Any):
         return value
     if isinstance(value, bool):
         raise OperandError(insn, operand, f"one of {_choices(cls)}", repr(value))
+    if not isinstance(value, enum.Enum):
+        value = int_like(value)
     if isinstance(value, int) and not isinstance(value, enum.Enum):
         return _from_int(insn, operand, cls, value)
     if isinstance(value, str):

@@ -14,7 +14,7 @@ from ..kernel_host import KernelHost
 from ..operands import SINK, Imm, NegPred, Operand, Reg, Sink
 from ..types import BASE, req
 from ..types import ScalarType as T
-from .base import Instruction, check_dst, check_enum, check_pred, check_src
+from .base import Instruction, check_dst, check_enum, check_pred, check_src, int_like
 
 FULL_MASK = 0xFFFFFFFF
 # The shfl `c` operand packs the clamp lane (bits 0-4) and the segment mask (bits 8-12).
@@ -27,6 +27,7 @@ def _b32_operand(insn, operand: str, value, ok, expected: str) -> Reg | Imm:
         return check_src(insn, operand, value, T.b32)
     if isinstance(value, Imm):
         value = value.value
+    value = int_like(value)
     if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
         raise OperandError(insn.name, operand, expected, repr(value))
     return Imm(value, T.b32)

@@ -4,6 +4,8 @@ mistake written another way (in a loop, or behind a helper)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from ptxdsl import Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from tests.checker_kernels import here, ids
@@ -383,3 +385,42 @@ def test_setmaxnreg_guarded_by_a_lane_predicate():
         line = here() + 1
         ptx.setmaxnreg_dec(k, 64)
     _only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line)
+
+
+def _wgmma_under(cond, threads: int = 256) -> tuple[Kernel, int]:
+    """A K step of wgmma (fence, two mma_async, commit, wait) under `cond`."""
+    k = Kernel("mma", reqntid=threads)
+    desc = k.ld_param(k.param(t.u64, "desc"))
+    acc = k.fragment(t.f32, (64, 64))
+    with k.if_(cond(k)) if cond is not None else contextlib.nullcontext():
+        line = here() + 1
+        ptx.wgmma_fence(k)
+        for _ in range(2):
+            ptx.wgmma_mma_async(k, acc, desc, desc, atype="bf16")
+        ptx.wgmma_commit_group(k)
+        ptx.wgmma_wait_group(k, 0)
+    acc.store(k.param_ptr("out"), 64)
+    k.ret()
+    return k, line
+
+
+def test_wgmma_under_a_per_thread_condition():
+    k, line = _wgmma_under(lambda k: k.setp("lt", k.tid.x, 64))
+    f = _only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
+    assert f.message.startswith("wgmma.fence is not run by all 128 threads of its warpgroup: "
+                                "in warpgroup 0, thread 0 may run it but thread 64 never does")
+    assert "(4 more such instructions)" in f.message
+
+
+def test_wgmma_in_a_cta_of_part_of_a_warpgroup():
+    k, line = _wgmma_under(None, threads=96)
+    f = _only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
+    assert "warpgroup 0 has only 96 threads (the CTA has 96; give it a multiple of 128)" \
+        in f.message
+
+
+def test_wgmma_by_warpgroup_index_is_clean():
+    k, _ = _wgmma_under(lambda k: k.setp("eq", k.div(k.tid.x, 128), 1))
+    assert check_kernel(k) == []
+    k, _ = _wgmma_under(None, threads=384)
+    assert check_kernel(k) == []

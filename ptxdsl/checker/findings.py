@@ -52,6 +52,7 @@ class Hazard(enum.Enum):
     WGMMA_SMEM_NO_PROXY_FENCE = "wgmma-smem-no-proxy-fence"
     WGMMA_SMEM_RELEASED = "wgmma-smem-released"
     SETMAXNREG_NOT_UNIFORM = "setmaxnreg-not-uniform"
+    WGMMA_NOT_WARPGROUP = "wgmma-not-warpgroup"
     MBAR_ARRIVE_COUNT = "mbar-arrive-count"
     MBAR_REINIT = "mbar-reinit"
     RING_PARITY = "ring-parity"
@@ -199,6 +200,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "setmaxnreg is .sync.aligned per warpgroup: branch on the warpgroup index (tid / 128, "
         "or anything uniform across 128 threads), never on a per-warp or per-thread value "
         "[PTX ISA §9.7.19.5]"),
+    Hazard.WGMMA_NOT_WARPGROUP: (
+        E, "wgmma instruction executed by only some threads of a warpgroup",
+        "wgmma.fence / mma_async / commit_group / wait_group are .sync.aligned per warpgroup: "
+        "give the CTA a multiple of 128 threads and branch on the warpgroup index (tid / 128, "
+        "or anything uniform across 128 threads), never on a per-warp or per-thread value "
+        "[PTX ISA, wgmma.mma_async]"),
     Hazard.MBAR_ARRIVE_COUNT: (
         E, "mbarrier arrive count differs from the arrivals each phase gets",
         "initialise the barrier with the number of arrive operations one phase receives "

@@ -25,6 +25,9 @@ setmaxnreg's warpgroup uniformity.
   `.reqntid`/`.maxntid`, `ptxdsl.warpgroups` decides per thread which ones can run it (exact for
   conditions computed from %tid, %laneid, %ntid and constants); whatever the CTA size, a
   setmaxnreg under a per-lane condition (the checker's divergence level 2) is reported.
+- `wgmma-not-warpgroup`: the same for the wgmma family (fence, mma_async, commit_group,
+  wait_group), all `.sync.aligned` per warpgroup; both also report a CTA whose last warpgroup
+  is short of 128 threads.
 
 Facts: ("wgmma", stmt, groups committed after it or None, (waits, moved)) pending wgmmas,
 `waits` "none"/"noop"/"retiring" (the wait_groups run since), `moved` how far the counter of
@@ -450,42 +453,62 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     return state
 
 
-# -- setmaxnreg ----------------------------------------------------------------------------------
-def _setmaxnreg_uniform(an: Analysis) -> None:
-    sites = [op.index for op in an.ops if op.role is Role.SETMAXNREG]
+# -- warpgroup-aligned instructions ---------------------------------------------------------------
+# setmaxnreg and the wgmma family are `.sync.aligned` per warpgroup: all 128 threads of a
+# warpgroup run the same instruction (ISA: otherwise the behaviour is undefined).
+_ALIGNED = {Role.SETMAXNREG: (Hazard.SETMAXNREG_NOT_UNIFORM, "setmaxnreg"),
+            Role.WGMMA: (Hazard.WGMMA_NOT_WARPGROUP, "wgmma.mma_async"),
+            Role.WGMMA_FENCE: (Hazard.WGMMA_NOT_WARPGROUP, "wgmma.fence"),
+            Role.WGMMA_COMMIT: (Hazard.WGMMA_NOT_WARPGROUP, "wgmma.commit_group"),
+            Role.WGMMA_WAIT: (Hazard.WGMMA_NOT_WARPGROUP, "wgmma.wait_group")}
+_PER_LANE = "it runs under a condition that differs between the lanes of a warp"
+
+
+def _warpgroup_uniform(an: Analysis) -> None:
+    sites = [op for op in an.ops if op.role in _ALIGNED]
     if not sites:
         return
-    reach = per_thread(an.kernel, sites)
-    for i in sites:
-        if reach is None:
-            if an.div.stmt_level(i) >= 2:
-                _report_uniform(an, i, "it runs under a condition that differs between the "
-                                "lanes of a warp")
-            continue
-        for w in range(0, len(reach), 128):
-            group = reach[w:w + 128]
-            runs = [i in t.reached for t in group]
-            if any(runs) and not all(runs):
-                first = runs.index(not runs[0])
-                lo, hi = (w + first, w) if not runs[0] else (w, w + first)
-                _report_uniform(an, i, f"in warpgroup {w // 128}, thread {lo} may run it but "
-                                f"thread {hi} never does (the condition depends on the "
-                                "thread index within the warpgroup)")
-                break
-            # Reached only through conditions the per-thread analysis cannot evaluate (a
-            # loaded value, elect.sync): the divergence levels still see per-lane ones.
-            if any(i in t.reached and i not in t.definite for t in group) \
-                    and an.div.stmt_level(i) >= 2:
-                _report_uniform(an, i, "it runs under a condition that differs between the "
-                                "lanes of a warp")
-                break
+    reach = per_thread(an.kernel, [op.index for op in sites])
+    bad: dict[Hazard, list[tuple[int, str, str]]] = {}
+    for op in sites:
+        why = _not_uniform(an, op.index, reach)
+        if why is not None:
+            hazard, name = _ALIGNED[op.role]
+            bad.setdefault(hazard, []).append((op.index, name, why))
+    # Each setmaxnreg is its own mistake (a .dec and an .inc in two branches); the wgmma
+    # family gets one finding, because a branch that splits a warpgroup usually holds a whole
+    # K loop of them and the first says it for all.
+    for hazard, found in bad.items():
+        if hazard is Hazard.WGMMA_NOT_WARPGROUP:
+            more = f" ({len(found) - 1} more such instructions)" if len(found) > 1 else ""
+            found = [(found[0][0], found[0][1], found[0][2] + more)]
+        for i, name, why in found:
+            ctrl = an.div.controlling(i, 1)
+            an.report(hazard, f"{name} is not run by all 128 threads of its warpgroup: {why}",
+                      [(name, i)] + [("condition", c) for c in ctrl[:1]])
 
 
-def _report_uniform(an: Analysis, i: int, why: str) -> None:
-    ctrl = an.div.controlling(i, 1)
-    an.report(Hazard.SETMAXNREG_NOT_UNIFORM, f"setmaxnreg is not run by all 128 threads of "
-              f"its warpgroup: {why}", [("setmaxnreg", i)] + [("condition", c)
-                                                                for c in ctrl[:1]])
+def _not_uniform(an: Analysis, i: int, reach: list | None) -> str | None:
+    """Why statement i may run in only part of a warpgroup (None: it runs in whole ones)."""
+    if reach is None:
+        return _PER_LANE if an.div.stmt_level(i) >= 2 else None
+    for w in range(0, len(reach), 128):
+        group = reach[w:w + 128]
+        runs = [i in t.reached for t in group]
+        if any(runs) and len(group) < 128:
+            return (f"warpgroup {w // 128} has only {len(group)} threads (the CTA has "
+                    f"{len(reach)}; give it a multiple of 128)")
+        if any(runs) and not all(runs):
+            first = runs.index(not runs[0])
+            lo, hi = (w + first, w) if not runs[0] else (w, w + first)
+            return (f"in warpgroup {w // 128}, thread {lo} may run it but thread {hi} never "
+                    "does (the condition depends on the thread index within the warpgroup)")
+        # Reached only through conditions the per-thread analysis cannot evaluate (a loaded
+        # value, elect.sync): the divergence levels still see per-lane ones.
+        if any(i in t.reached and i not in t.definite for t in group) \
+                and an.div.stmt_level(i) >= 2:
+            return _PER_LANE
+    return None
 
 
-STRUCTURAL.extend([_setmaxnreg_uniform, _in_flight])
+STRUCTURAL.extend([_warpgroup_uniform, _in_flight])

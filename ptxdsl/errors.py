@@ -143,6 +143,18 @@ class AssemblyError(PtxdslError):
         super().__init__(message, loc if loc is not None else SourceLoc("<ptx>", ptx_line or 0))
 
 
+class OutputError(PtxdslError, OSError):
+    """Writing ptxdsl's output to a file failed (`Module.write`): names the path. Also an
+    OSError carrying the cause's errno, so `except OSError` still catches it."""
+
+    def __init__(self, message: str, cause: OSError, loc: SourceLoc | None = None):
+        super().__init__(message, loc if loc is not None else user_loc(2))
+        self.errno, self.strerror, self.filename = cause.errno, cause.strerror, cause.filename
+
+    def __str__(self) -> str:   # OSError's own __str__ would show only the errno fields
+        return f"{self.loc}: {self.message}"
+
+
 class CudaError(PtxdslError):
     """A CUDA driver call failed."""
 

@@ -25,6 +25,7 @@ from .instructions.sync import SyncOps
 from .instructions.warp import WarpOps
 from .kernel_core import KernelCore, Param, Statement
 from .kernel_flow import StructuredFlow
+from .operands import _show, as_int
 from .types import ScalarType
 
 __all__ = ["Kernel", "Param", "Statement"]
@@ -56,8 +57,37 @@ _TYPE_KEYWORDS = ("type", "dtype", "atype")
 _TYPE_NAMES = frozenset(t.value for t in ScalarType)
 
 
-def _type_keywords(name: str):
+def _check_addr_bits(kwargs) -> None:
+    bits = kwargs.get("bits", 32)
+    if as_int(bits) not in (32, 64):
+        raise OperandError("k.addr_of", "bits", "32 (a shared or const window offset) or 64",
+                           _show(bits))
+    kwargs["bits"] = as_int(bits)
+
+
+def _check_ld_vec(kwargs) -> None:
+    vec = kwargs.get("vec", 1)
+    n = as_int(vec)
+    if n is None or not 1 <= n <= 8:   # 3, 5, ...: few registers; ld's own check names them
+        raise OperandError("k.ld", "vec", "1, 2, 4 or 8 (ld.v2/.v4/.v8)", _show(vec))
+    kwargs["vec"] = n
+
+
+# Keyword arguments checked before the builder runs, where the builder would act on a bad
+# value first: addr_of picks the address size with `bits == 32` (anything else silently meant
+# 64), ld makes `vec` registers before the instruction refuses the count (vec=3_000_000 took
+# seconds and left the registers declared).
+_KEYWORD_CHECKS = {"addr_of": _check_addr_bits, "ld": _check_ld_vec}
+
+
+def _type_keywords(name: str, typed: bool = True):
+    extra = _KEYWORD_CHECKS.get(name.removeprefix("k."))
+
     def pre(kwargs) -> None:
+        if extra is not None:
+            extra(kwargs)
+        if not typed:
+            return
         for key in _TYPE_KEYWORDS:
             v = kwargs.get(key)
             if v is None or type(v) is ScalarType:
@@ -72,6 +102,7 @@ def _type_keywords(name: str):
 
 for _name, _fn in list(inspect.getmembers(Kernel, inspect.isfunction)):
     if not _name.startswith("_") and _name not in _UNGUARDED:
-        _typed = set(_TYPE_KEYWORDS) & set(inspect.signature(_fn).parameters)
-        setattr(Kernel, _name, fail_closed(f"k.{_name}", _fn,
-                                           _type_keywords(f"k.{_name}") if _typed else None))
+        _typed = bool(set(_TYPE_KEYWORDS) & set(inspect.signature(_fn).parameters))
+        setattr(Kernel, _name, fail_closed(
+            f"k.{_name}", _fn, _type_keywords(f"k.{_name}", _typed)
+            if _typed or _name in _KEYWORD_CHECKS else None))

@@ -36,6 +36,7 @@ from .operands import (
     check_shared_type,
     decl_type,
     registers_in,
+    symbols_in,
 )
 from .types import Requires, ScalarType, StateSpace, req
 
@@ -53,12 +54,17 @@ _I = TypeVar("_I", bound=Instruction)
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _HOLDS_REGS = (Reg, NegPred, Addr, Vec, tuple, list)
+# Operands that belong to a kernel (or a module): registers, and the symbols and labels they
+# name. A symbol resolves by name in the PTX, so another kernel's `x` would silently become
+# this kernel's `x` (with the other's type): ownership is checked like a register's.
+_HOLDS_OWNED = (*_HOLDS_REGS, Symbol, Label)
 
 
 def _operand_values(insn: Instruction) -> list[tuple[str, object]]:
-    """(field name, value) of every field that can hold a register (cached per class)."""
+    """(field name, value) of every field that can hold a register, a symbol or a label
+    (cached per class)."""
     return [(n, v) for n in _field_names(type(insn))
-            if isinstance(v := getattr(insn, n), _HOLDS_REGS)]
+            if isinstance(v := getattr(insn, n), _HOLDS_OWNED)]
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -233,6 +239,36 @@ def special(name: str) -> SpecialReg:
 
 MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
 
+# ptxas's limit on an entry's static shared memory (its own .shared arrays plus the module-scope
+# ones it uses), in bytes, as nvJitLink 13 reports it ("uses too much shared data"): 48 KiB for
+# portable and family ('f') targets; an arch-specific target gets its chip's whole opt-in size.
+# Past the limit (and far past it: a 4 GiB array wraps to 0 and assembles) only dynamic shared
+# memory serves.
+STATIC_SHARED_LIMIT = 48 * 1024
+_ARCH_SHARED_LIMIT = {90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227 * 1024,
+                      110: 227 * 1024, 120: 99 * 1024, 121: 99 * 1024}
+MAX_STATIC_SHARED = max(_ARCH_SHARED_LIMIT.values())
+
+
+def static_shared_limit(target) -> int:
+    """ptxas's limit on one entry's static shared memory for `target` (a types.Target)."""
+    if target.suffix == "a":
+        return _ARCH_SHARED_LIMIT.get(target.sm, STATIC_SHARED_LIMIT)
+    return STATIC_SHARED_LIMIT
+
+
+def shared_limit_error(what: str, total: int, limit: int, sym: Symbol,
+                       target: object = None) -> BuildError:
+    """The error for static shared memory past `limit`, at the line that declared `sym`."""
+    where = (f" for .target {target}" if target is not None
+             else " for any target (the most, on sm_90a and sm_100a)")
+    return BuildError(
+        f"{what}: static shared memory reaches {total} bytes with {sym.name} ({sym.size} "
+        f"bytes), above the {limit} bytes ptxas allows{where}; use dynamic shared memory "
+        "instead: k.extern_shared(...) sized at launch (the launch's shared-memory size; above "
+        "48 KiB the kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, set with "
+        "cuFuncSetAttribute)", sym.loc)
+
 
 def _prod(dims: tuple[int, ...]) -> int:
     n = 1
@@ -267,6 +303,11 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
+        # Real bools only: a truthy "no" or 0.0-like object must not silently turn one on.
+        for what, flag in (("visible", visible), ("explicitcluster", explicitcluster)):
+            if type(flag) is not bool:
+                raise BuildError(f"kernel {name}: {what} must be True or False, got "
+                                 f"{_show(flag)}")
         self.visible = visible
         self.maxntid = _dims(maxntid, ".maxntid")
         self.reqntid = _dims(reqntid, ".reqntid")
@@ -294,7 +335,7 @@ class KernelCore(KernelHost):
             raise BuildError(f"kernel {name}: .minnctapersm needs .maxntid or .reqntid")
         self.minnctapersm = minnctapersm
         self.maxnreg = maxnreg
-        self.explicitcluster = bool(explicitcluster)
+        self.explicitcluster = explicitcluster
         self.maxclusterrank = maxclusterrank
         self.params: list[Param] = []
         self.body: list[Statement | LabelDef] = []
@@ -305,6 +346,9 @@ class KernelCore(KernelHost):
         self._labels: dict[str, Label] = {}
         self._placed: dict[str, SourceLoc] = {}
         self.decl_locs: dict[str, SourceLoc] = {}   # shared variable -> where it was declared
+        # Module variables the body uses -> (instruction, operand, line) of the first use:
+        # `Module.emit` refuses one declared by another module.
+        self._module_syms: dict[Symbol, tuple[str, str, SourceLoc]] = {}
         self._used_labels: dict[str, SourceLoc] = {}
         self._guard: Reg | NegPred | None = None
         self._loops: list[tuple[Label, Label]] = []
@@ -468,9 +512,17 @@ class KernelCore(KernelHost):
             name = self._auto("smem")
         sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n,
                      align, self, loc=user_loc())
+        total = self._static_shared_bytes() + sym.size
+        if total > MAX_STATIC_SHARED:   # past every target's limit: refused here already
+            self._names.discard(sym.name)
+            raise shared_limit_error(f"kernel {self.name}", total, MAX_STATIC_SHARED, sym)
         self.shared.append(sym)
         self.decl_locs[sym.name] = user_loc()
         return sym
+
+    def _static_shared_bytes(self) -> int:
+        """Bytes of this kernel's own static `.shared` arrays (no alignment padding)."""
+        return sum(s.size for s in self.shared if s.count is not None)
 
     def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
                       type: ScalarType = ScalarType.b8) -> Symbol:
@@ -514,7 +566,10 @@ class KernelCore(KernelHost):
                     continue
             elif t in _NO_REGS:
                 continue
-            elif not isinstance(value, _HOLDS_REGS):
+            elif t is Symbol or t is Param or t is Label:
+                if value.kernel is self:
+                    continue
+            elif not isinstance(value, _HOLDS_OWNED):
                 _NO_REGS.add(t)
                 continue
             self._check_owners(insn, loc)
@@ -542,6 +597,20 @@ class KernelCore(KernelHost):
                     owner = r.kernel.name if r.kernel is not None else "no kernel"
                     raise OperandError(insn.name, fname, f"a register of kernel '{self.name}'",
                                        f"%{r.name} of kernel '{owner}'", loc)
+            for s in symbols_in(value):
+                if s.kernel is self:
+                    continue
+                if isinstance(s, Label):
+                    owner = s.kernel.name if s.kernel is not None else "no kernel"
+                    raise OperandError(insn.name, fname, f"a label of kernel '{self.name}'",
+                                       f"label {s.name} of kernel '{owner}'", loc)
+                if s.kernel is not None:
+                    what = "parameter" if isinstance(s, Param) else f"{s.space.value} variable"
+                    raise OperandError(insn.name, fname, f"a symbol of kernel '{self.name}' "
+                                       "or a module variable", f"{what} {s.name} of kernel "
+                                       f"'{s.kernel.name}' (declare it in this kernel)", loc)
+                if s.module is not None:   # the module is known at emit: checked there
+                    self._module_syms.setdefault(s, (insn.name, fname, loc))
 
     def guard(self, pred: Reg | NegPred) -> _Guard:
         """Predicate every instruction emitted inside: `@p insn;` (or `@!p` for `~p`)."""
@@ -549,7 +618,17 @@ class KernelCore(KernelHost):
 
     # -- labels ---------------------------------------------------------------------------------
     def label(self, name: str) -> Label:
-        """A label with exactly this name (unique in the kernel); place it with `place()`."""
+        """A label with exactly this name (unique in the kernel); place it with `place()`.
+        Names starting with `$L__` are ptxdsl's own (`fresh_label`, structured control flow)."""
+        if isinstance(name, str) and name.startswith("$L__"):
+            # A user `$L__else_1` would collide with a label if_() makes later, and the
+            # error would then name if_ rather than this line.
+            raise BuildError(f"label name {name!r}: names starting with '$L__' are reserved "
+                             "for ptxdsl's generated labels; choose another (or use "
+                             "k.fresh_label())")
+        return self._new_label(name)
+
+    def _new_label(self, name: str) -> Label:
         check_identifier(name, "label")
         if name in self._labels:
             raise BuildError(f"kernel {self.name}: label {name!r} is already declared")
@@ -561,7 +640,7 @@ class KernelCore(KernelHost):
         """A label with a unique generated name such as `$L__else_3`."""
         n = self._counters.get("$label", 0) + 1
         self._counters["$label"] = n
-        return self.label(f"$L__{hint}_{n}")
+        return self._new_label(f"$L__{hint}_{n}")
 
     def place(self, label: Label) -> None:
         if not isinstance(label, Label):

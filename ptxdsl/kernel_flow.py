@@ -19,18 +19,24 @@ from .instructions.base import check_pred
 from .instructions.control import Bra
 from .kernel_core import Statement
 from .kernel_host import KernelHost
-from .operands import Label, NegPred, Reg, as_int
+from .operands import Label, NegPred, Reg, _show, as_int, int_range
 from .types import ScalarType
 
 
 class _Undo:
-    """The kernel's state at the start of a block, to discard the block if its body raises."""
+    """The kernel's state at the start of a block, to discard the block if its body raises.
 
-    __slots__ = ("kernel", "n_body", "n_entry", "used", "placed", "last_if", "n_loops", "guard")
+    Only sizes are recorded (a block is opened per `if_`/loop, so copying the label tables
+    here made building quadratic): the label tables are dicts that only ever grow, in
+    insertion order, so what a block added is their tail, removed with `popitem()`.
+    """
+
+    __slots__ = ("kernel", "n_body", "n_entry", "n_used", "n_placed", "last_if", "n_loops",
+                 "guard")
 
     def __init__(self, k: KernelHost):
         self.kernel, self.n_body, self.n_entry = k, len(k.body), k._n_entry
-        self.used, self.placed = set(k._used_labels), set(k._placed)
+        self.n_used, self.n_placed = len(k._used_labels), len(k._placed)
         self.last_if, self.n_loops, self.guard = k._last_if, len(k._loops), k._guard
 
     def __call__(self, inserted_at: int | None = None) -> None:
@@ -39,9 +45,9 @@ class _Undo:
         if inserted_at is not None:         # else_()'s branch over the else body
             del k.body[inserted_at + shift]
         del k.body[self.n_body + shift:]
-        for table, keep in ((k._used_labels, self.used), (k._placed, self.placed)):
-            for name in [n for n in table if n not in keep]:
-                del table[name]
+        for table, keep in ((k._used_labels, self.n_used), (k._placed, self.n_placed)):
+            for _ in range(len(table) - keep):
+                table.popitem()   # the newest entry: dicts pop in LIFO order
         last = self.last_if
         k._last_if = None if last is None else (last[0] + shift, *last[1:])
         del k._loops[self.n_loops:]
@@ -112,35 +118,30 @@ class StructuredFlow(KernelHost):
                   type: ScalarType = ScalarType.u32) -> Iterator[Reg]:
         """A counted loop; yields the induction register. `start`, `stop` and `step` may be
         registers; a register step must be positive at run time (the loop runs while
-        `i < stop`), as in a grid-stride loop stepping by `k.nctaid.x * k.ntid.x`."""
-        if isinstance(step, Reg):
-            if not step.type.is_int and step.type.kind != "b":
-                raise OperandError("for_range", "step", "a non-zero integer or an integer "
-                                   "register", f"register %{step.name} of type .{step.type}")
-        else:
-            n = as_int(step)
-            if n is None or n == 0:
-                raise OperandError("for_range", "step", "a non-zero integer or an integer "
-                                   "register", repr(step))
-            step = n
-        if not isinstance(type, ScalarType) or not (type.is_int or type.kind == "b"):
-            raise OperandError("for_range", "type", "an integer type such as t.u32", repr(type))
-        with self._block():
-            yield from self._counted(start, stop, step, type)
+        `i < stop`), as in a grid-stride loop stepping by `k.nctaid.x * k.ntid.x`.
 
-    def _counted(self, start, stop, step, type: ScalarType) -> Iterator[Reg]:
+        `type` is the counter's: .s16/.u16/.s32/.u32 (default)/.s64/.u64. Counting down
+        over an unsigned type compares signed (so that stepping past 0 ends the loop), so
+        register bounds there must stay below 2^(bits-1); immediate bounds beyond that
+        compare unsigned, which needs an immediate `stop >= |step| - 1`."""
+        if type not in _LOOP_TYPES:
+            raise OperandError("for_range", "type", "an integer type: "
+                               + ", ".join(f"t.{t.value}" for t in _LOOP_TYPES), _show(type))
+        start = _loop_operand("start", start, type)
+        stop = _loop_operand("stop", stop, type)
+        step = _loop_operand("step", step, type)
+        cmp_type = _compare_type(start, stop, step, type)
+        with self._block():
+            yield from self._counted(start, stop, step, type, cmp_type)
+
+    def _counted(self, start, stop, step, type: ScalarType,
+                 cmp_type: ScalarType) -> Iterator[Reg]:
         i = self.reg(type)
         self.mov(start, dst=i)
         head, cont, end = (self.fresh_label(h) for h in ("loop", "next", "endloop"))
         self.place(head)
-        cmp_type = type
         up = isinstance(step, Reg) or step > 0
-        if not up and type.kind == "u":
-            # Counting down past zero (range(10, 0, -3) ends at 1, then 1 - 3) wraps an unsigned
-            # counter to a huge value that still compares greater: compare signed instead.
-            cmp_type = {16: ScalarType.s16, 32: ScalarType.s32, 64: ScalarType.s64}[type.bits]
-        p = self.setp("lt" if up else "gt", i, stop,
-                      type=cmp_type)
+        p = self.setp("lt" if up else "gt", i, stop, type=cmp_type)
         self._branch(end, NegPred(p))
         with self._loop_targets(cont, end):
             yield i
@@ -195,12 +196,93 @@ class StructuredFlow(KernelHost):
             self._loops.pop()
 
     def break_(self, when: Reg | NegPred | None = None) -> None:
+        """Leave the innermost loop (when `when`, a predicate or `~p`, holds)."""
+        when = _when("break_", when)
         if not self._loops:
             raise BuildError("break_() outside a loop")
         self._branch(self._loops[-1][1], when)
 
     def continue_(self, when: Reg | NegPred | None = None) -> None:
+        """Go to the innermost loop's next iteration (when `when`, a predicate or `~p`,
+        holds)."""
+        when = _when("continue_", when)
         if not self._loops:
             raise BuildError("continue_() outside a loop")
         self._branch(self._loops[-1][0], when)
 
+
+def _when(name: str, when) -> Reg | NegPred | None:
+    """The condition of a break_/continue_: it becomes the branch's guard, so it must be a
+    predicate (a Python bool is not a run-time condition: use `if`, or no `when`)."""
+    if when is None or isinstance(when, NegPred) or isinstance(when, Reg) \
+            and when.type is ScalarType.pred:
+        return when
+    raise OperandError(name, "when", "a predicate register or its negation (p or ~p)",
+                       _show(when) if not isinstance(when, Reg)
+                       else f"register %{when.name} of type .{when.type.value}")
+
+
+
+_LOOP_TYPES = (ScalarType.s16, ScalarType.u16, ScalarType.s32, ScalarType.u32, ScalarType.s64,
+               ScalarType.u64)
+_SIGNED = {16: ScalarType.s16, 32: ScalarType.s32, 64: ScalarType.s64}
+
+
+def _loop_operand(what: str, value, type: ScalarType) -> Reg | int:
+    """A for_range bound or step: an integer register of the counter's size, or an integer
+    in the counter type's range (checked here, so the error names for_range rather than the
+    mov/setp/add it is lowered to)."""
+    kind = "a non-zero integer" if what == "step" else "an integer"
+    if isinstance(value, Reg):
+        if value.type.bits != type.bits or not (value.type.is_int or value.type.kind == "b"):
+            raise OperandError("for_range", what, f"{kind} or an integer register (of "
+                               f"{type.bits} bits: the counter is .{type.value})",
+                               f"register %{value.name} of type .{value.type.value}")
+        return value
+    n = as_int(value)
+    lo, hi = int_range(type)
+    if what == "step":   # added (up) or subtracted (down): its magnitude must be an immediate
+        lo = -hi
+    if what == "step" and not n:   # None or 0
+        raise OperandError("for_range", "step", "a non-zero integer or an integer register",
+                           repr(value))
+    if n is None or not lo <= n <= hi:
+        raise OperandError("for_range", what, f"{kind} or an integer register (in [{lo}, "
+                           f"{hi}]: the counter is .{type.value})", _show(value))
+    return n
+
+
+def _compare_type(start, stop, step, type: ScalarType) -> ScalarType:
+    """The type of the loop test `i < stop` / `i > stop`, after refusing immediate bounds
+    with which the counter would wrap around its type before the test fails (a loop that
+    never ends, or ends at once)."""
+    if isinstance(step, Reg):
+        return type
+    cmp_type = type
+    if step < 0 and type.kind == "u":
+        # Counting down past zero (range(10, 0, -3) ends at 1, then 1 - 3) wraps an unsigned
+        # counter to a huge value that still compares greater: compare signed instead. That
+        # reads an immediate bound of 2^(bits-1) or more as negative (the loop would run zero
+        # times), so such bounds compare unsigned, which is exact when the counter cannot
+        # step below 0: when stop >= |step| - 1.
+        cmp_type = _SIGNED[type.bits]
+        big = int_range(cmp_type)[1]
+        if any(isinstance(v, int) and v > big for v in (start, stop)):
+            if not isinstance(stop, int) or stop < -step - 1:
+                raise BuildError(
+                    f"for_range: counting down over .{type.value} with a bound of 2^"
+                    f"{type.bits - 1} or more needs an immediate stop >= |step| - 1 = "
+                    f"{-step - 1} (the test then compares unsigned, and a smaller stop would "
+                    f"let the counter step past 0 and wrap); got stop {stop!r}. Or use a wider "
+                    "signed type (type=t.s64)")
+            cmp_type = type
+    if isinstance(stop, int):
+        lo, hi = int_range(cmp_type)
+        last = stop - 1 + step if step > 0 else stop + 1 + step   # one step past the end
+        if not lo <= last <= hi:
+            raise BuildError(
+                f"for_range: with stop {stop} and step {step} the .{type.value} counter can "
+                f"step past the end of its range ({'above' if step > 0 else 'below'} "
+                f"{hi if step > 0 else lo}) and wrap around, so the loop might never end; "
+                "use a wider type or a smaller step")
+    return cmp_type

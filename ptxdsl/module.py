@@ -10,8 +10,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import __version__
-from .errors import BuildError, SourceLoc, VersionError, fail_closed, user_loc
+from .errors import (
+    BuildError,
+    OperandError,
+    OutputError,
+    SourceLoc,
+    VersionError,
+    fail_closed,
+    user_loc,
+)
 from .kernel import Kernel
+from .kernel_core import MAX_STATIC_SHARED, shared_limit_error, static_shared_limit
 from .operands import (
     Imm,
     Symbol,
@@ -41,6 +50,39 @@ def _file_name(path: str) -> str:
                    for c in path)
 
 
+# ptxas's limit on a module's .const data (nvJitLink 13: "too much global constant data").
+CONST_LIMIT = 64 * 1024
+
+# The suffixed targets ptxas knows (nvJitLink 13.x: 'a' from sm_90, 'f' from sm_100; sm_101 is
+# sm_110 from CUDA 13 on, so its ptxas refuses sm_101*, which older ones know).
+_SUFFIX_FROM = {"a": 90, "f": 100}
+
+
+def known_target(text) -> Target:
+    """`Target.parse`, refusing a suffix the chip has no variant for (sm_89a, sm_90f): ptxas
+    knows neither, and would fail only at assembly, far from the line that named it."""
+    if not isinstance(text, str | Target):
+        raise TypeError(f"expected a target name such as 'sm_90a', got {_show(text)}")
+    t = Target.parse(text)
+    low = _SUFFIX_FROM.get(t.suffix)
+    if low is not None and t.sm < low:
+        raise ValueError(f"unknown PTX target {str(t)!r}: the '{t.suffix}' variant exists "
+                         f"from sm_{low} on (sm_90a, sm_100a, sm_100f, sm_120a, ...); for "
+                         f"this chip write 'sm_{t.sm}'")
+    return t
+
+
+# The last minor of each PTX ISA major that is complete (ISA release history); 9.x and later
+# are open-ended: what the installed toolchain knows (ptxas's refusal of one names the
+# Module(...) line, which emit() maps the pinned .version line to).
+_LAST_MINOR = {1: 4, 2: 3, 3: 2, 4: 3, 5: 0, 6: 5, 7: 8, 8: 8}
+
+
+def _known_version(v: PtxVersion) -> bool:
+    last = _LAST_MINOR.get(v.major)
+    return v.minor <= last if last is not None else v.major >= 9
+
+
 class Module:
     """A PTX module: `.version`, `.target`, `.address_size 64`, declarations, entries.
 
@@ -57,18 +99,32 @@ class Module:
                  target: str | None = None, name: str = "module", lineinfo: bool = False,
                  check: bool | Mapping[str, Any] = True, strict: bool | None = None):
         self.loc = user_loc()
+        # A truthy string such as "no" must not turn an option on: options are real bools.
+        if type(lineinfo) is not bool:
+            raise BuildError(f"Module: lineinfo must be True or False, got {_show(lineinfo)}",
+                             self.loc)
+        if strict is not None and type(strict) is not bool:
+            raise BuildError(f"Module: strict must be True, False or None, got {_show(strict)}",
+                             self.loc)
+        if type(check) is not bool and not isinstance(check, Mapping):
+            raise BuildError("Module: check must be True, False or a mapping of checker "
+                             f"context, got {_show(check)}", self.loc)
         self.check_on_emit = check
         self.strict = strict
         self.lineinfo = lineinfo
         self.name = name
         self.kernels: list[Kernel] = []
         self.globals: list[tuple[Symbol, tuple[Imm, ...] | None]] = []
-        self._names: set[str] = set()
+        self._names: set[str] = set()   # module variables
         try:
             self._pinned_version = PtxVersion.parse(version) if version is not None else None
-            self._pinned_target = Target.parse(target) if target is not None else None
+            self._pinned_target = known_target(target) if target is not None else None
         except (ValueError, TypeError) as e:
             raise BuildError(f"Module: {e}", self.loc) from None
+        if self._pinned_version is not None and not _known_version(self._pinned_version):
+            raise BuildError(f"Module: .version {self._pinned_version} is not a PTX ISA "
+                             "version (..., 6.0-6.5, 7.0-7.8, 8.0-8.8, 9.x): ptxas refuses it",
+                             self.loc)
         self._line_locs: list[SourceLoc | None] = []
         for k in kernels:
             self.add(k)
@@ -76,11 +132,22 @@ class Module:
     def add(self, kernel: Kernel) -> Kernel:
         if not isinstance(kernel, Kernel):
             raise BuildError(f"Module.add expects a Kernel, got {type(kernel).__name__}")
-        if kernel.name in self._names:
+        if kernel.name in self._names or any(k.name == kernel.name for k in self.kernels):
             raise BuildError(f"module already has a kernel or symbol named {kernel.name!r}")
-        self._names.add(kernel.name)
         self.kernels.append(kernel)
         return kernel
+
+    def _check_names(self) -> None:
+        """Kernel names are checked when added, but a kernel can be renamed after (`k.name =
+        ...`): two `.entry`s of one name, or an entry named like a module variable, would be
+        refused by ptxas (or resolve to the other)."""
+        seen: dict[str, Kernel] = {}
+        for k in self.kernels:
+            other = seen.setdefault(k.name, k)
+            if other is not k or k.name in self._names:
+                what = "another kernel" if other is not k else "a module variable"
+                raise BuildError(f"module has {what} named {k.name!r} too (kernel renamed "
+                                 "after Module.add?); each .entry needs its own name", k.loc)
 
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:
@@ -92,7 +159,7 @@ class Module:
                  name: str, init: Iterable[float] | None) -> Symbol:
         check_identifier(name, "module variable")
         check_shared_type(f".{space.value}", name, type)
-        if name in self._names:
+        if name in self._names or any(k.name == name for k in self.kernels):
             raise BuildError(f"module already has a symbol named {name!r}")
         n = as_int(count)
         if n is None or n < 1 or n >= 1 << 40:
@@ -111,8 +178,19 @@ class Module:
             if len(values) != count:
                 raise BuildError(f"module variable {name}: {len(values)} initial values for "
                                  f"{count} elements")
+        sym = Symbol(name, space, type, count, align, None, loc=user_loc(), module=self)
+        if space is StateSpace.shared and sym.size > MAX_STATIC_SHARED:
+            raise shared_limit_error(f"module variable {name}", sym.size, MAX_STATIC_SHARED,
+                                     sym)
+        if space is StateSpace.const:
+            total = sum(s.size for s, _ in self.globals if s.space is StateSpace.const)
+            if total + sym.size > CONST_LIMIT:
+                raise BuildError(f"module variable {name}: .const data reaches "
+                                 f"{total + sym.size} bytes with {name} ({sym.size} bytes), "
+                                 f"above the {CONST_LIMIT} bytes (64 KiB) ptxas allows in one "
+                                 "module; put large tables in .global memory "
+                                 "(Module.global_array)", sym.loc)
         self._names.add(name)
-        sym = Symbol(name, space, type, count, align, None, loc=user_loc())
         self.globals.append((sym, values))
         return sym
 
@@ -194,11 +272,36 @@ class Module:
         for k in self.kernels:
             for s in k.extern_shared_symbols():
                 first = seen.setdefault(s.name, (k.name, s.type))
-                if s.name in self._names or first[1] is not s.type:
+                if s.name in self._names or first[1] is not s.type \
+                        or any(other.name == s.name for other in self.kernels):
                     raise BuildError(f"kernel {k.name}: dynamic shared array {s.name!r} clashes "
                                      f"with a module-scope name (kernel {first[0]} declares it "
                                      f"as .{first[1].value}, or a kernel or module variable "
                                      "has that name)", k.loc)
+
+    def _check_module_symbols(self) -> None:
+        """A module variable is declared in its own module's PTX only: used by a kernel of
+        another module it would name nothing there (or another variable of that name)."""
+        for k in self.kernels:
+            for sym, (insn, operand, loc) in k._module_syms.items():
+                if sym.module is not self:
+                    raise OperandError(insn, operand, "a module variable of this kernel's "
+                                       f"module '{self.name}'", f"{sym.space.value} variable "
+                                       f"{sym.name} of module '{sym.module.name}' (declare it "
+                                       "in this module)", loc)
+
+    def _check_static_shared(self) -> None:
+        """Each entry's static shared memory (its own arrays, then the module-scope ones it
+        uses, which ptxas counts against it) within ptxas's limit for the module's target;
+        the error names the array that crosses it."""
+        limit = static_shared_limit(self.target)
+        for k in self.kernels:
+            total = 0
+            module_shared = [s for s in k._module_syms if s.space is StateSpace.shared]
+            for sym in (*k.shared, *module_shared):
+                total += sym.size
+                if total > limit:
+                    raise shared_limit_error(f"kernel {k.name}", total, limit, sym, self.target)
 
     def _global_lines(self) -> list[tuple[str, SourceLoc]]:
         out = []
@@ -217,10 +320,17 @@ class Module:
         self.check_pins()
         if not self.kernels:
             raise BuildError("module has no kernels", self.loc)
+        self._check_names()
         self._check_extern_shared()
+        self._check_module_symbols()
+        self._check_static_shared()
         lines: list[tuple[str, SourceLoc | None]] = [
             ("//", None), (f"// Generated by ptxdsl {__version__}", None), ("//", None),
-            ("", None), (f".version {self.version}", None), (f".target {self.target}", None),
+            # A pinned .version/.target maps to the Module(...) line: ptxas's refusal of
+            # one (a version it does not know) then names that line.
+            ("", None),
+            (f".version {self.version}", self.loc if self._pinned_version else None),
+            (f".target {self.target}", self.loc if self._pinned_target else None),
             (".address_size 64", None), ("", None)]
         decls = self._global_lines()
         if decls:
@@ -291,6 +401,17 @@ class Module:
         text = self.emit()
         data = text.encode("ascii")   # fails here, before anything on disk is touched
         path = os.path.abspath(os.fspath(path))
+        try:
+            self._write_file(path, data)
+        except OSError as e:   # a folder that is a file, no permission, a full disk, ...
+            raise OutputError(f"Module.write: cannot write {path!r}: "
+                              f"{e.strerror or type(e).__name__}"
+                              + (f" ({e.filename!r})" if e.filename and e.filename != path
+                                 else ""), e) from e
+        return text
+
+    @staticmethod
+    def _write_file(path: str, data: bytes) -> None:
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
@@ -306,7 +427,6 @@ class Module:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        return text
 
     def assemble(self, arch: str | None = None, *, options=(), warn: bool = True):
         """A cubin through nvJitLink (no GPU needed), as a `Cubin`: bytes, plus `.arch` (the
@@ -319,7 +439,13 @@ class Module:
         nvJitLink options, all passed on. A module using setmaxnreg: nvJitLink drops it (a
         warning says so); `load()` takes the driver JIT, which keeps it (README)."""
         from .toolchain import assemble_module
-        return assemble_module(self, arch, options=options, warn=warn)
+        target = None
+        if arch is not None:
+            try:
+                target = known_target(arch)
+            except (ValueError, TypeError) as e:
+                raise BuildError(f"Module.assemble: {e}") from None
+        return assemble_module(self, target, options=options, warn=warn)
 
     def to_cuda_core(self, arch: str | None = None, *, options=(), warn: bool = True):
         """This module as a cuda.core `ObjectCode`, so its kernels drop into a cuda.core

@@ -420,6 +420,9 @@ class Symbol(Operand):
     align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"))
     kernel: KernelCore | None = None  # None for module scope
     loc: Any = attrs.field(default=None, kw_only=True)   # the Python line that declared it
+    # The Module that declared a module-scope variable (None for a kernel's own symbols and
+    # for free-standing ones, such as ptxdsl.debug's, declared by name in whichever module).
+    module: Any = attrs.field(default=None, kw_only=True)
 
     def render(self) -> str:
         return self.name
@@ -520,6 +523,18 @@ def _vec_items(items: Any) -> tuple:
     if not items or not all(isinstance(i, Reg | Imm | Sink | SpecialReg) for i in items):
         _fail("Vec", "the items must be a non-empty tuple of registers and immediates", items)
     return items
+
+
+def symbols_in(value: Any):
+    """Every symbol and label an operand value names (recursing into addresses and tuples)."""
+    if isinstance(value, Symbol | Label):
+        yield value
+    elif isinstance(value, Addr):
+        if isinstance(value.base, Symbol):
+            yield value.base
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from symbols_in(item)
 
 
 def registers_in(value: Any):

@@ -13,7 +13,7 @@ import attrs
 
 from ..errors import OperandError
 from ..kernel_host import KernelHost
-from ..operands import Label
+from ..operands import Label, _show
 from ..types import BASE, Requires, ScalarType
 from .base import Instruction, check_src
 
@@ -32,6 +32,8 @@ class Bra(Instruction):
         if not isinstance(self.target, Label):
             raise OperandError("bra", "target", "a label (k.label / k.fresh_label)",
                                repr(self.target))
+        if type(self.uni) is not bool:   # a truthy "no" must not add .uni (a divergence claim)
+            raise OperandError("bra", "uni", "True or False", _show(self.uni))
 
     def opcode(self) -> str:
         return "bra.uni" if self.uni else "bra"

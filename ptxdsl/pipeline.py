@@ -395,10 +395,13 @@ class ConsumerView(RingView):
         from .instructions import cluster as cl
         for rank in ranks:
             rank = int_like(rank)
+            # The ring's empty barriers expect the arrivals of its `peers` CTAs' consumers:
+            # a rank past them arrives on a barrier this ring does not count for.
             if isinstance(rank, int) and not isinstance(rank, bool) and \
-                    not 0 <= rank < MAX_CLUSTER:
-                raise OperandError("ConsumerView.release", "ctas", f"cluster ranks in [0, "
-                                   f"{MAX_CLUSTER})", repr(rank))
+                    not 0 <= rank < ring.peers:
+                raise OperandError("ConsumerView.release", "ctas", f"cluster ranks of the "
+                                   f"ring's CTAs, in [0, {ring.peers}) (a ring shared by a "
+                                   "cluster is MbarrierRing(..., peers=N))", repr(rank))
             remote = cl.mapa(k, "shared::cluster", bar, rank)
             k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cluster, SINK,
                                   Addr(remote), None, Sem.release,

@@ -237,6 +237,9 @@ def test_view_refusals():
         c.release(ctas=[])
     with pytest.raises(OperandError, match="'cluster' or 'cta'"):
         c.release(ctas=[0], scope="gpu")
+    with pytest.raises(OperandError, match=r"'ctas': expected cluster ranks of the ring's "
+                       r"CTAs, in \[0, 1\) .*peers=N\)\), got 1"):
+        c.release(ctas=[1])      # a ring of one CTA counts its own consumers only
 
 
 @pytest.mark.parametrize("scope", ["cluster", "cta"])

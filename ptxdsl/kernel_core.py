@@ -411,6 +411,8 @@ class KernelCore(KernelHost):
                 raise OperandError(".param .ptr", name, "space 'global', 'shared', 'const', "
                                    "'local' or None", repr(space))
             sp = _PTR_SPACES[space]
+        if align is not None and as_int(align) is not None:
+            align = as_int(align)      # a numpy integer as a Python int
         if align is not None and (not isinstance(align, int) or align < 1
                                   or align & (align - 1)):
             raise OperandError(".param .ptr", name, "a power-of-two alignment", repr(align))

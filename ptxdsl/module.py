@@ -19,6 +19,7 @@ from .errors import (
     fail_closed,
     user_loc,
 )
+from .instructions.base import b128_imm
 from .kernel import Kernel
 from .kernel_core import MAX_STATIC_SHARED, shared_limit_error, static_shared_limit
 from .operands import (
@@ -173,7 +174,10 @@ class Module:
                                  "initialised")
             # Typed, range-checked immediates: floats must be written as floats (0f.../0d...),
             # ptxas refuses `.f32 x[2] = {0, 1}` with "Initial value type mismatch".
-            values = tuple(make_imm(f".{space.value} {name}", f"init[{i}]", v, type)
+            # .b128 data takes only what ptxas encodes as written (b128_imm says why).
+            check = b128_imm if type is ScalarType.b128 else None
+            values = tuple(check(f".{space.value} {name}", f"init[{i}]", v) if check else
+                           make_imm(f".{space.value} {name}", f"init[{i}]", v, type)
                            for i, v in enumerate(init))
             if len(values) != count:
                 raise BuildError(f"module variable {name}: {len(values)} initial values for "

@@ -10,7 +10,7 @@ import threading
 import warnings
 
 from .assembly_report import Cubin, PtxdslAssemblerWarning, parse_info_log, warn_about
-from .errors import AssemblyError, PtxdslError, SourceLoc, user_loc
+from .errors import AssemblyError, BuildError, PtxdslError, SourceLoc, user_loc
 from .types import Target
 
 _PTX_LINE = re.compile(r"line (\d+); (error|fatal|warning)\s*:\s*(.*)")
@@ -109,8 +109,12 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: boo
     On failure raises `AssemblyError` quoting ptxas, the offending PTX line, and (when `locate`
     maps PTX lines to Python locations) the Python file:line that built it.
     """
+    from .module import known_target
+    try:
+        arch = str(known_target(arch))
+    except (ValueError, TypeError) as e:   # e.g. sm_89a: ptxas would only say "fatal"
+        raise BuildError(f"assemble: {e}") from None
     nvjitlink = _nvjitlink()
-    arch = str(Target.parse(arch))
     opts = _options(options)
     data = ptx.encode()
     handle = _create(nvjitlink, arch, opts)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from ptxdsl import Kernel, Module, t
 from ptxdsl.errors import BuildError, OperandError, OutputError
+from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.toolchain import assemble
 
 HERE = os.path.abspath(__file__)
@@ -328,3 +330,25 @@ def test_user_labels_cannot_take_generated_names():
         pass
     k.ret()
     assert "$L__else_1:" in Module([k], check=False).emit()
+
+
+def test_numpy_integers_in_layouts_descriptors_and_pointer_alignment():
+    layout = SmemLayout(t.bf16, np.int64(64), np.int32(64))
+    assert (type(layout.mn), layout.mn) == (int, 64)
+    k = Kernel("k")
+    assert descriptor(k, layout, np.int64(1024)).value == layout.encode(1024)
+    assert k.param_ptr("p", align=np.int64(16)).ptr_align == 16
+
+
+def test_refuse_b128_initialiser_ptxas_would_truncate():
+    m = Module([])
+    with pytest.raises(OperandError, match=r"\.global g: operand 'init\[0\]': expected a "
+                       r"\.b128 immediate in \[0, 2\^64\)"):
+        m.global_array(t.b128, 1, name="g", init=[1 << 64])
+    m.global_array(t.b128, 1, name="ok", init=[(1 << 64) - 1])
+
+
+def test_refuse_unknown_suffixed_arch_in_assemble():
+    with pytest.raises(BuildError, match=r"assemble: unknown PTX target 'sm_89a': the 'a' "
+                       r"variant exists from sm_90 on"):
+        assemble(".version 8.0\n.target sm_89\n.address_size 64\n", "sm_89a")

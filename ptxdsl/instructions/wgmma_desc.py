@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError
-from ..operands import Addr, Reg, Symbol
+from ..operands import Addr, Reg, Symbol, as_int
 from ..types import ScalarType
 from .base import known_space
 
@@ -138,6 +138,10 @@ class SmemLayout:
         bits = _bits(self.dtype)
         object.__setattr__(self, "bits", bits)
         for what, v in (("mn", self.mn), ("k", self.k)):
+            n = as_int(v)          # numpy integers too, stored as Python ints
+            if n is not None:
+                object.__setattr__(self, what, n)
+                v = n
             if isinstance(v, bool) or not isinstance(v, int) or v < 8 or v % 8:
                 raise BuildError(f"SmemLayout: {what} must be a positive multiple of 8 "
                                  f"(whole core matrices), got {v!r}")
@@ -330,8 +334,9 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     """The descriptor of `layout` at `addr`: a shared symbol (alignment checked against the
     swizzle), an `Addr(symbol, offset)`, a 32/64-bit register holding a shared address, or an
     int (a known shared address; the whole descriptor folds to a constant)."""
-    if isinstance(addr, int) and not isinstance(addr, bool):
-        return MatrixDescriptor(layout, layout.encode(addr))
+    known = as_int(addr)          # a numpy integer too
+    if known is not None:
+        return MatrixDescriptor(layout, layout.encode(known))
     sym, off = _symbol_of(addr)
     if sym is not None:
         if not sym.space.is_shared:

@@ -136,13 +136,20 @@ def mbar_addr(insn: str, operand: str, value: Any, space: StateSpace) -> Addr:
     return addr
 
 
-TENSOR_MAP = ("a tensor map (a CUtensorMap: 128 bytes, 128-byte aligned; CUDA 13 declares it "
-              "alignas(128))")
+# Measured on an H200 (tensormap.replace in shared memory, cp_fenceproxy to global, a TMA load
+# through the published map): the shared copy worked at 8-, 16-, 32- and 64-byte alignment; the
+# global one worked at 64 and faulted (CUDA_ERROR_MISALIGNED_ADDRESS) at 16 and 32, in line with
+# cuTensorMapEncodeTiled's 64-byte rule. 128 (CUtensorMap's alignas in CUDA 13) is the advice.
+_TMAP_ALIGN = {StateSpace.global_: 64}
 
 
 def tmap_buffer(insn: str, operand: str, value: Any, space: StateSpace) -> Addr:
     """`tma_addr` for a tensor map being edited or copied (tensormap.replace,
-    tensormap.cp_fenceproxy): a symbol base must hold 128 bytes, 128-aligned, at the offset."""
+    tensormap.cp_fenceproxy): a symbol base must hold its 128 bytes at the offset, aligned to
+    64 bytes in global memory and 8 in shared memory (128 recommended for both)."""
     addr = tma_addr(insn, operand, value, space)
-    symbol_fit(insn, operand, addr, align=128, size=128, what=TENSOR_MAP)
+    align = _TMAP_ALIGN.get(space, 8)
+    symbol_fit(insn, operand, addr, align=align, size=128,
+               what=f"a tensor map (128 bytes; {align}-byte aligned at least in "
+                    f".{space.value}, 128 recommended, as CUDA 13's alignas(128) CUtensorMap)")
     return addr

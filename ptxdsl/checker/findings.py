@@ -62,6 +62,8 @@ class Hazard(enum.Enum):
     TRY_WAIT_NOT_LOOPED = "try-wait-not-looped"
     TMAP_REPLACE_NO_RELEASE = "tmap-replace-no-release"
     TMAP_SCOPE_TOO_NARROW = "tmap-scope-too-narrow"
+    WAIT_PARITY_FIRST_PHASE = "wait-parity-first-phase"
+    TMA_DST_OVERLAP = "tma-dst-overlap"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -253,6 +255,17 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "a map in global memory that other CTAs (or later kernels) use needs .gpu scope (.sys "
         "across devices or from the host) on the release and the acquire; .cta orders only "
         "this CTA's threads [docs/hazards.md: tmap-scope-too-narrow]"),
+    Hazard.WAIT_PARITY_FIRST_PHASE: (
+        E, "first wait on a fresh mbarrier asks for the wrong parity",
+        "a fresh barrier is in phase 0 and counts the phase before it (parity 1) as "
+        "completed: consumers waiting for data start at parity 0 ((i / S) & 1), producers "
+        "waiting for free stages start at parity 1 (((i / S) & 1) ^ 1) or skip the wait "
+        "while i < S [docs/hazards.md: wait-parity-first-phase]"),
+    Hazard.TMA_DST_OVERLAP: (
+        E, "two TMA loads of one barrier phase write the same shared bytes",
+        "give each copy completing on a barrier phase its own destination (split producers: "
+        "one slot per producer, e.g. tile + 512 for the second operand); issue a copy from "
+        "one thread, not from every warp that reaches it [docs/hazards.md: tma-dst-overlap]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (maps={...} with the map's box, a constant count or "

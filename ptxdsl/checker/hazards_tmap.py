@@ -101,6 +101,14 @@ def _acquire_order(an: Analysis, state: State, op: Op, key: Any, root: Any) -> N
     one of a map other CTAs or kernels wrote needs .gpu scope at least."""
     for (s,) in an.pending(state, "unreleased"):
         if keys_match(an.key(an.op_at[s], "smem"), key):
+            if an.op_at[s].role is Role.GLOBAL_WRITE:
+                an.report(Hazard.TMAP_REPLACE_NO_RELEASE, f"the tensor map at "
+                          f"{an.describe(op.map)} was written with plain st.global (a "
+                          "generic-proxy copy, not tensormap.cp_fenceproxy) and no "
+                          "fence.proxy.tensormap::generic.release orders that write before "
+                          "this acquire: TMA may read the old map",
+                          [("acquire", op.index), ("store", s)])
+                return
             an.report(Hazard.TMAP_REPLACE_NO_RELEASE, f"the tensor map at "
                       f"{an.describe(op.map)} was modified in global memory by "
                       "tensormap.replace and no fence.proxy.tensormap::generic.release "
@@ -172,6 +180,32 @@ def replace(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     # Written in place through the generic proxy: a tensormap release must follow.
     return State(_forget_release(state, v.key), state.may | {("unreleased", op.index)},
+                 state.tx)
+
+
+def _map_roots(an: Analysis) -> set[int]:
+    """The roots (by id) of the maps in global memory this kernel hands to TMA or acquires."""
+    hit = an.cache.get("map_roots")
+    if hit is None:
+        hit = an.cache["map_roots"] = {
+            id(key[0]) for o in an.ops if o.map is not None and o.role in (
+                Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.TMAP_ACQUIRE)
+            for kind, key, _ in [an.classify_map(o.map)] if kind == "global" and key is not None}
+    return hit
+
+
+@handles(Role.GLOBAL_WRITE)
+def global_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A plain st.global into a map TMA uses (a shared map copied out with generic stores
+    instead of tensormap.cp_fenceproxy): like tensormap.replace in place, the write is in
+    the generic proxy and needs fence.proxy.tensormap::generic.release before the acquire."""
+    if not any(o.role is Role.TMAP_REPLACE for o in an.ops):
+        return state   # only a kernel that edits maps copies them around
+    key = an.val(op.smem).key
+    if key is None or id(key[0]) not in _map_roots(an):
+        return state
+    state = _modified(an, state, op, key, report)
+    return State(_forget_release(state, key), state.may | {("unreleased", op.index)},
                  state.tx)
 
 

@@ -53,6 +53,7 @@ class Role(enum.Enum):
     WGMMA_WAIT = "wgmma.wait_group"
     WGMMA_REGS = "wgmma register access"    # another statement touching d/A regs (synthetic)
     SETMAXNREG = "setmaxnreg"
+    GLOBAL_WRITE = "global write"           # st.global (a generic-proxy write of a map?)
 
 
 @attrs.frozen
@@ -134,6 +135,10 @@ def _barrier(insn: Any, i: int) -> list[Op]:
 
 
 def _smem_write(insn: Any, i: int) -> list[Op]:
+    if insn.space is StateSpace.global_ and type(insn).__name__ == "St":
+        # A tensor map copied into global memory with plain stores needs a tensormap
+        # release before its acquire (hazards_tmap); other global stores are ignored there.
+        return [Op(Role.GLOBAL_WRITE, i, smem=insn.a, space=insn.space)]
     if insn.space in (StateSpace.global_, StateSpace.local, StateSpace.param,
                       StateSpace.const):
         return []

@@ -19,10 +19,10 @@ tracks constants, address provenance and divergence; `ranges` bounds address off
 offsets, ring indices); `divergence` finds the code that only some threads run and correlates
 branches on one thread-invariant condition; `maps` reads box sizes and swizzles from constant
 tensormap.replace values; `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`,
-`hazards_arrive`, `hazards_ring`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a
-fixed point over `state`, and reports `findings`. docs/hazards.md lists every hazard id.
-Checks skipped for lack of information leave a note-level finding (`check_kernel(...,
-notes=True)`).
+`hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_bulk`, `hazards_wgmma`,
+`hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
+docs/hazards.md lists every hazard id. Checks skipped for lack of information leave a
+note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
 dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body
@@ -42,6 +42,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
     hazards_mbar,
+    hazards_phase,
     hazards_ring,
     hazards_tmap,
     hazards_wgmma,

@@ -440,7 +440,7 @@ def dst_overlap(an: Analysis) -> None:
     if not loads:
         return
     from .hazards_arrive import Threads, _same_barriers
-    from .hazards_mbar import FirstTrip
+    from .hazards_phase import FirstTrip
     dims = getattr(an.kernel, "reqntid", None)
     threads = Threads(an, dims) if dims else None
     for o in loads:

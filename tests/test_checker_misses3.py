@@ -299,3 +299,37 @@ def test_st_async_to_another_barrier_keeps_the_expect_tx_check():
     k, line = build(1024)
     _only(check_kernel(k, maps=MAP), Hazard.EXPECT_TX_MISMATCH, line)
     _clean(build(512)[0], maps=MAP)
+
+
+def _multicast_in_cluster(mask: int, tx: int) -> tuple[Kernel, int]:
+    """Every CTA of a declared 2-CTA cluster loads a 256-byte slice multicast to `mask`."""
+    k = Kernel("k", reqntid=128, reqnctapercluster=(2, 1, 1))
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_mbarrier_init(k)
+    k.bar_sync(0)
+    ptx.barrier_cluster_arrive(k, "relaxed")
+    ptx.barrier_cluster_wait(k)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx, dst="_")
+        line = here() + 1
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, 0), bar,
+                                 cta_mask=mask)
+    ptx.mbarrier_wait(k, bar, 0)
+    return k, line
+
+
+def test_multicast_mask_leaving_out_a_cta_of_the_cluster():
+    """With 0b01 both CTAs' loads land in CTA 0 (512 bytes) and none in CTA 1, whose wait
+    never ends: whatever the count, one CTA is wrong."""
+    for tx in (256, 512):
+        k, line = _multicast_in_cluster(0b01, tx)
+        found = check_kernel(k, maps={"tmap": {"box_bytes": 256}})
+        assert ids(found) == ["expect-tx-mismatch"], [f.format() for f in found]
+        assert found[0].loc.line == line
+        assert "leaves out CTA 1: that CTA's barrier gets none" in found[0].message
+    k, _ = _multicast_in_cluster(0b11, 512)
+    assert check_kernel(k, maps={"tmap": {"box_bytes": 256}}) == []

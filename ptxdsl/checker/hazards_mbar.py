@@ -140,9 +140,12 @@ def load(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 
 def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
-    """What this CTA's barrier receives from a multicast load: one slice from every CTA of
-    the mask, when every CTA of the cluster runs the same code (no branch on which CTA it
-    is). Otherwise unknown."""
+    """What this CTA's barrier receives from a multicast load when every CTA of the cluster
+    runs the same code (no branch on which CTA it is): every CTA issues the load, and each
+    delivers one slice to every CTA of the mask. So a CTA of the mask receives a slice from
+    each CTA of the cluster (the mask's CTAs when the cluster size is not declared), and a
+    CTA outside it none: a mask that leaves out a CTA of a declared cluster is reported.
+    Otherwise unknown."""
     mask = an.const(op.mask)
     if mask is None or mask <= 0 or _branches_on_cta(an):
         if report:
@@ -150,7 +153,30 @@ def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
                     "kernel branches on which CTA it is: the bytes the other CTAs deliver "
                     "are unknown and its count is not checked", [("load", op.index)])
         return None
-    return n * bin(mask).count("1")
+    size = _cluster_size(an)
+    if size is None:
+        return n * bin(mask).count("1")
+    left_out = [r for r in range(size) if not mask >> r & 1]
+    if left_out:
+        if report:
+            an.report(Hazard.EXPECT_TX_MISMATCH, f"every CTA of the {size}-CTA cluster runs "
+                      f"this multicast load with ctaMask {mask:#b}, which leaves out CTA "
+                      f"{', '.join(map(str, left_out))}: that CTA's barrier gets none of the "
+                      "bytes its expect_tx announces and its wait never ends, while each CTA "
+                      f"of the mask receives {size} slices", [("load", op.index)])
+        return None
+    return n * size
+
+
+def _cluster_size(an: Analysis) -> int | None:
+    """The CTAs of the kernel's cluster when `.reqnctapercluster` fixes them."""
+    dims = getattr(an.kernel, "reqnctapercluster", None)
+    if not dims:
+        return None
+    size = 1
+    for d in dims:
+        size *= d
+    return size
 
 
 _CTA_SREGS = ("ctaid", "cluster_ctarank", "cluster_ctaid", "clusterid", "nctaid")

@@ -18,25 +18,46 @@ import runpy
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import __version__
-from .errors import PtxdslError
+from .errors import OutputError, PtxdslError
 from .module import Module
+from .operands import _show
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO_ROOT / "samples"
 
 
+class _FileError(Exception):
+    """A one-line reason a FILE argument cannot be used (printed without a traceback)."""
+
+
 def modules_in(path: str | Path) -> dict[str, Module]:
     """Run a Python file and collect its modules: globals that are `Module`s, plus what a
-    `build_module()` (or `build_modules()` returning a dict) gives."""
+    `build_module()` (or `build_modules()` returning a dict) gives. A function returning
+    anything else raises `_FileError` saying what it must return."""
     ns = runpy.run_path(str(path), run_name="__ptxdsl__")
     found = {name: v for name, v in ns.items() if isinstance(v, Module)}
+    # What the functions return is checked here, naming the file and the contract: used
+    # as it is, a wrong value fails later as a bare AttributeError/TypeError of ours.
     if callable(ns.get("build_module")):
-        found["build_module"] = ns["build_module"]()
+        mod = ns["build_module"]()
+        if not isinstance(mod, Module):
+            raise _FileError(f"{path}: build_module() must return a ptxdsl Module, got "
+                             f"{_show(mod)}")
+        found["build_module"] = mod
     if callable(ns.get("build_modules")):
-        found.update(ns["build_modules"]())
+        mods = ns["build_modules"]()
+        what = "a dict of name -> ptxdsl Module"
+        if not isinstance(mods, Mapping):
+            raise _FileError(f"{path}: build_modules() must return {what}, got {_show(mods)}")
+        for n, m in mods.items():
+            if not isinstance(n, str) or not isinstance(m, Module):
+                raise _FileError(f"{path}: build_modules() must return {what}; its entry "
+                                 f"{_show(n)} is {_show(m)}")
+        found.update(mods)
     return found
 
 
@@ -50,17 +71,39 @@ def cmd_emit(args) -> int:
         print(f"ptxdsl emit: {_nothing_found(args.file)}", file=sys.stderr)
         return 1
     out = Path(args.output)
+    if out.exists() and not out.is_dir():   # else every module would fail the same way
+        print(f"ptxdsl emit: -o {args.output}: not a folder", file=sys.stderr)
+        return 2
     stem = Path(args.file).stem
+    failed = []
     for name, mod in mods.items():
         path = out / (f"{stem}.ptx" if len(mods) == 1 else f"{stem}.{name}.ptx")
-        mod.write(path)
-        print(f"wrote {path} (.version {mod.version}, .target {mod.target})")
-        if args.assemble:
-            t0 = time.perf_counter()
-            cubin = mod.assemble()
-            print(f"  assembled {len(cubin)} bytes of cubin for {cubin.arch} "
-                  f"({cubin.report.arch_reason}) in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+        # A module that cannot emit, write or assemble is reported as `check` reports it:
+        # the ptxdsl error names the user's line, so a traceback of the CLI adds nothing.
+        try:
+            mod.write(path)
+            print(f"wrote {path} (.version {mod.version}, .target {mod.target})")
+            if args.assemble:
+                t0 = time.perf_counter()
+                cubin = mod.assemble()
+                print(f"  assembled {len(cubin)} bytes of cubin for {cubin.arch} "
+                      f"({cubin.report.arch_reason}) in "
+                      f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+        except PtxdslError as e:
+            print(f"ptxdsl emit: {args.file}:{name}: {_error_text(e)}", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        print(f"ptxdsl emit: {_count(len(failed), 'module')} failed: {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _error_text(e: PtxdslError) -> str:
+    """A ptxdsl error for the command line: with its user's file:line, except an
+    `OutputError` met by the CLI's own write, whose location would be the CLI's caller (the
+    path it names is what matters)."""
+    return e.message if isinstance(e, OutputError) else str(e)
 
 
 def cmd_forms(args) -> int:
@@ -72,10 +115,6 @@ def cmd_forms(args) -> int:
 _MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
 
 
-class _FileError(Exception):
-    """A one-line reason a FILE argument cannot be used (printed without a traceback)."""
-
-
 def _modules_of(file: str) -> dict[str, Module]:
     path = Path(file)
     if not path.is_file():
@@ -83,6 +122,8 @@ def _modules_of(file: str) -> dict[str, Module]:
                          else f"{file}: not a file")
     try:
         return modules_in(path)
+    except _FileError:
+        raise
     except PtxdslError as e:
         raise _FileError(f"{file}: building its modules failed: {e}") from None
     except Exception as e:  # noqa: BLE001 - the user's file raised: say what, in one line
@@ -152,21 +193,36 @@ def cmd_demo(args) -> int:
               "from a checkout (pip install -e .)", file=sys.stderr)
         return 1
     out = Path(args.output)
+    if out.exists() and not out.is_dir():   # else every sample would fail the same way
+        print(f"ptxdsl demo: -o {args.output}: not a folder", file=sys.stderr)
+        return 2
+    known = [p.stem for p in sample_files()]
+    # A misspelt name would otherwise run nothing and still report success.
+    unknown = [n for n in args.only if n not in known]
+    if unknown:
+        print(f"ptxdsl demo: no sample named {', '.join(map(repr, unknown))}; the samples "
+              f"are: {', '.join(known)}", file=sys.stderr)
+        return 2
     failures = []
-    for path in sample_files():
-        if args.only and path.stem not in args.only:
-            continue
-        print(f"=== {path.stem}")
-        ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
-        main = ns.get("main")
-        if not callable(main):
-            print(f"  {path.name} has no main(argv)")
-            failures.append(path.stem)
-            continue
-        rc = main(["--ptx", str(out / f"{path.stem}.ptx")])
-        rc = rc or main([])
-        if rc:
-            failures.append(path.stem)
+    from . import sample_runner
+    default_dir, sample_runner.PTX_DIR = sample_runner.PTX_DIR, out
+    try:
+        for path in sample_files():
+            if args.only and path.stem not in args.only:
+                continue
+            print(f"=== {path.stem}")
+            ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
+            main = ns.get("main")
+            if not callable(main):
+                print(f"  {path.name} has no main(argv)")
+                failures.append(path.stem)
+                continue
+            rc = main(["--ptx", str(out / f"{path.stem}.ptx")])
+            rc = rc or main([])
+            if rc:
+                failures.append(path.stem)
+    finally:
+        sample_runner.PTX_DIR = default_dir
     print()
     if failures:
         print(f"demo: {len(failures)} sample(s) failed: {', '.join(failures)}")

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import weakref
 import zlib
 
 import attrs
 
-from .errors import BuildError, CudaError
+from .errors import BuildError, CudaError, user_loc
 from .instructions.fence import membar
 from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
-from .operands import Addr, Imm, Reg, Symbol
+from .kernel import Kernel
+from .operands import Addr, Imm, Reg, Symbol, _show
 from .types import ScalarType, StateSpace
 
 RECORD_NAME = "ptxdsl_dbg_record"       # .global .u64: device address of the record, or 0
@@ -45,6 +47,10 @@ SPACE_CODES = {StateSpace.generic: 0, StateSpace.shared: 1, StateSpace.shared_ct
 T = ScalarType
 _RECORD = Symbol(RECORD_NAME, StateSpace.global_, T.u64, 1, 8)
 _CLAIM = Symbol(CLAIM_NAME, StateSpace.global_, T.u32, 1, 4)
+# Kernels whose bounded waits use the record variables -> the line of the first such wait.
+# The variables are free-standing symbols (declared by name in whichever module), so the
+# kernel does not track them: `Module.emit` asks `check_declared` instead.
+_RECORD_USERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def kernel_id(name: str) -> int:
@@ -58,11 +64,23 @@ def bounded_waits(k, *, timeout_ns: int | None = DEFAULT_TIMEOUT_NS,
     """Bound every `mbarrier_wait(k, ...)` built from now on in kernel `k`: past the timeout
     the waiting thread writes the error record (kernel, barrier address and space, parity,
     block, thread, %globaltimer) and traps (`trap=False`: leaves the loop instead)."""
+    # Checked here: a non-kernel would fail as a bare AttributeError, and a truthy string
+    # such as "no" would silently turn trapping on.
+    _check_kernel("debug.bounded_waits", k)
+    if type(trap) is not bool:
+        raise BuildError(f"debug.bounded_waits: trap must be True or False, got {_show(trap)}")
     if timeout_cycles is not None:
         timeout_ns = None
     timeout = WaitTimeout(timeout_ns, timeout_cycles, _RecordWriter(kernel_id(k.name)), trap)
     k.wait_timeout = timeout
     return timeout
+
+
+def _check_kernel(what: str, k) -> None:
+    # A check, not an isinstance narrowing in the caller: `wait_timeout` is a kernel option
+    # that Kernel does not declare (mbarrier_wait reads it with getattr).
+    if not isinstance(k, Kernel):
+        raise BuildError(f"{what}: expected the Kernel whose waits to bound, got {_show(k)}")
 
 
 @attrs.frozen
@@ -78,6 +96,7 @@ class _RecordWriter:
         if wait is None:
             raise BuildError("debug.bounded_waits: on_timeout ran with no mbarrier wait before "
                              "it")
+        _RECORD_USERS.setdefault(k, user_loc())
         rec = k.ld(_RECORD, type=T.u64, space="global")
         with k.if_(k.setp("ne", rec, 0, type=T.u64)):
             old = k.atom_cas(_CLAIM, 0, 1, type=T.b32, space="global")
@@ -108,6 +127,23 @@ def _bar_address(k, addr: Addr) -> Reg:
     if a.type.bits == 32:
         a = k.cvt(a, T.u64, atype=T.u32)
     return k.add(a, addr.offset, type=T.u64) if addr.offset else a
+
+
+def check_declared(module) -> None:
+    """Refuse (at emit) a kernel whose bounded waits use the record variables in a module that
+    does not declare them: ptxas would say only "Illegal operand type ... [ptxdsl_dbg_record]".
+    """
+    names = {s.name for s, _ in module.globals}
+    if {RECORD_NAME, CLAIM_NAME} <= names:
+        return
+    for k in module.kernels:
+        used = _RECORD_USERS.get(k)
+        if used is not None:
+            raise BuildError(f"kernel {k.name}: its bounded waits (debug.bounded_waits; the "
+                             f"first built at {used}) write the error record {RECORD_NAME}, "
+                             f"which module '{module.name}' does not declare: call "
+                             "debug.declare(module) on it, or build it with debug.module(...)",
+                             module.loc)
 
 
 def declare(module) -> None:
@@ -329,6 +365,23 @@ def isolated(target, *args, timeout: float = 300.0, **kwargs):
     module-level function). A child that dies or runs past `timeout` s raises
     `IsolatedCrash` (the child is killed, and its GPU work with it)."""
     import multiprocessing as mp
+    import pickle
+    # The spawn start pickles all three for the child; a lambda or nested function fails
+    # there with a bare pickling AttributeError that does not say what `isolated` needs.
+    if not callable(target):
+        raise BuildError(f"debug.isolated: expected a function to run, got {_show(target)}")
+    try:
+        pickle.dumps(target)
+    except Exception as e:  # noqa: BLE001 - pickle raises several types
+        raise BuildError(f"debug.isolated: {getattr(target, '__qualname__', target)!r} cannot "
+                         "be sent to the child process: the target must be importable (a "
+                         f"module-level function, not a lambda or a nested function) ({e})"
+                         ) from None
+    try:
+        pickle.dumps((args, kwargs))
+    except Exception as e:  # noqa: BLE001 - pickle raises several types
+        raise BuildError("debug.isolated: the arguments for the child process must be "
+                         f"picklable ({e})") from None
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, target, args, kwargs), daemon=True,

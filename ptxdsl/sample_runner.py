@@ -10,7 +10,8 @@ A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, 
 `main` then behaves the same from the shell (`python samples/x.py ...`) and from
 `python -m ptxdsl demo`:
 
-- `--ptx PATH`: write the module's PTX to PATH and return 0 (no GPU needed);
+- `--ptx PATH`: write the module's PTX to PATH and return 0 (no GPU needed); a PATH that
+  cannot be written is one line on stderr and 1;
 - on a Hopper GPU: run the sample, print one line per check and a verdict, return 0 or 1;
 - with no usable GPU: say why, assemble the PTX offline with nvJitLink instead (printing the
   target, the cubin size and the time it took) and return 0.
@@ -19,15 +20,22 @@ A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from .errors import OutputError
 from .module import Module
 
+# The folder for PTX a sample writes without being given a --ptx path (multi_gpu_tensormap
+# writes its module before its single-GPU fallback): `python -m ptxdsl demo -o DIR` sets it
+# to DIR for the samples it runs.
+PTX_DIR = Path("out")
 # How long a sample waits for the GPU before calling a kernel hung (seconds). A hang raises
 # `SyncTimeoutError` instead of freezing the process.
 SYNC_TIMEOUT_S = 30.0
@@ -138,7 +146,16 @@ def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[
     args = ap.parse_args(argv)
     if args.ptx:
         module = build_module()
-        module.write(args.ptx)
+        # A path that cannot be written is the command line's mistake, not the sample's: one
+        # line naming it, where a traceback through this harness would say no more.
+        if os.path.isdir(args.ptx):
+            print(f"  cannot write --ptx {args.ptx}: it is a folder", file=sys.stderr)
+            return 1
+        try:
+            module.write(args.ptx)
+        except OutputError as e:   # no permission, a parent that is a file, a full disk, ...
+            print(f"  --ptx: {e.message}", file=sys.stderr)
+            return 1
         print(f"  wrote {args.ptx} (.version {module.version}, .target {module.target})")
         return 0
 

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, ptx, sample_runner, t
 from ptxdsl.sample_runner import POISON, SYNC_TIMEOUT_S, Report, random_array, sample_main
 
 space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
@@ -45,7 +44,6 @@ THREADS = 32
 SHAPES = {"A": (40, 96), "B": (24, 136)}   # (rows, cols) of u16; B is the updated map's tensor
 ROUNDS, ROUND_AT = 4, (64, 32)             # handoff: rounds, tile (x, y) (overhangs the bottom)
 SPIN_TIMEOUT_NS = 2_000_000_000
-PTX_OUT = Path("out") / "multi_gpu_tensormap.ptx"
 
 
 # -- kernels -------------------------------------------------------------------------------------
@@ -374,8 +372,9 @@ def main(argv=None) -> int:
         return sample_main(argv, __doc__, build_module, run)
     print(f"  multi_gpu_tensormap needs 2 Hopper GPUs with peer access: {reason}")
     module = build_module()
-    module.write(PTX_OUT)
-    print(f"  wrote {PTX_OUT} (.version {module.version}, .target {module.target})")
+    ptx_out = sample_runner.PTX_DIR / "multi_gpu_tensormap.ptx"   # demo -o DIR sets the folder
+    module.write(ptx_out)
+    print(f"  wrote {ptx_out} (.version {module.version}, .target {module.target})")
     if gpu_skip_reason() is not None:   # no GPU: the shared offline path assembles it
         return sample_main(argv, __doc__, build_module, run)
     try:

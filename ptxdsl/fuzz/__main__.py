@@ -140,7 +140,8 @@ def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=_positive, default=2000,
-                    help="cases per family, a whole number >= 1 (default: %(default)s)")
+                    help="cases per family, a whole number >= 1, rounded up to a multiple "
+                    f"of {BATCH} (cases are drawn in batches; default: %(default)s)")
     ap.add_argument("--families", default="all", help="comma-separated families to fuzz; "
                     "default all: " + ",".join(strategies))
     ap.add_argument("--seed", type=int, default=None,

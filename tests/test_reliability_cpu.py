@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from ptxdsl import AssemblyError, Kernel, Module, debug, ptx, t
+from ptxdsl import AssemblyError, BuildError, Kernel, Module, debug, ptx, t
 from ptxdsl.runtime.loader import has_lineinfo
 from ptxdsl.runtime.tensormap_desc import validate
 from ptxdsl.testing import assemble_declared
@@ -117,7 +117,8 @@ def test_unbounded_wait_has_no_record_code():
 
 def test_declare_is_idempotent_and_needed():
     m = Module([parity_kernel()], check=False)
-    with pytest.raises(AssemblyError, match="ptxdsl_dbg_record"):
+    with pytest.raises(BuildError, match=r"ptxdsl_dbg_record, which module 'module' does not "
+                       r"declare: call debug.declare\(module\)"):
         m.assemble()
     debug.declare(m)
     debug.declare(m)

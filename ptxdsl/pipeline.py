@@ -128,7 +128,11 @@ def _elem_bytes(dtype: Any) -> int:
 
 
 def box_bytes(box, dtype) -> int:
-    """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory."""
+    """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
+
+    `box` counts the elements that land: for a map with element strides (TMA loads
+    ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
+    `tx_bytes`, whose `box_bytes` counts them."""
     box = int_like(box)
     dims = (box,) if isinstance(box, int) else tuple(box)
     dims = tuple(int_like(d) for d in dims)
@@ -153,7 +157,8 @@ def _source_bytes(src: Any) -> int:
 def tx_bytes(*sources, multicast: int = 1) -> int:
     """The expect_tx count of one stage: the box bytes of every load completing on the
     barrier (a `TensorMap`, a `TiledDesc` or a `(box, dtype)` pair each, OOB elements
-    included), times `multicast` when each of that many CTAs loads one such slice and
+    included; a map's element strides count as TMA applies them, see `TiledDesc.box_bytes`),
+    times `multicast` when each of that many CTAs loads one such slice and
     multicasts it to all of them (each receiving CTA then gets every slice)."""
     if not sources:
         raise BuildError("tx_bytes: give at least one tensor map, TiledDesc or (box, dtype)")

@@ -30,7 +30,7 @@ import numpy as np
 from ptxdsl.runtime.arrays import device_pointer
 from ptxdsl.runtime.errors import ArgumentError
 from ptxdsl.runtime.memory import DeviceBuffer
-from ptxdsl.runtime.tensormap import TensorMap
+from ptxdsl.runtime.tensormap import MAP_ARRAY_DTYPES, TensorMap
 from ptxdsl.types import ScalarType
 
 _UINT_FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
@@ -158,7 +158,8 @@ def _pointer_converter(kernel: str, p, packer) -> tuple[str, Callable]:
 def tensormap_bytes(v) -> bytes | None:
     """The 128 bytes of a tensor-map argument, or None when `v` is not one.
 
-    Accepts ptxdsl's TensorMap, bytes/bytearray/memoryview, a numpy array of 128 bytes,
+    Accepts ptxdsl's TensorMap, bytes/bytearray/memoryview, a numpy array of 128 bytes (a
+    tensor-map parameter takes only uint8 or uint64 arrays: `_blob_converter`),
     cuda.bindings' CUtensorMap, and cuda.core's TensorMapDescriptor only where it exposes its
     bytes publicly (`_core_descriptor_bytes`).
     """
@@ -195,11 +196,15 @@ def _core_descriptor_bytes(v) -> bytes:
 def _blob_converter(kernel: str, p) -> tuple[str, Callable]:
     size = p.size
     is_map = p.kind == "tensormap"
-    expected = (f"a tensor map ({size} bytes: TensorMap, bytes, numpy array or CUtensorMap)"
-                if is_map else
+    expected = (f"a tensor map ({size} bytes: TensorMap, bytes, numpy array of uint8 or "
+                f"uint64, or CUtensorMap)" if is_map else
                 f"{size} bytes (bytes-like or numpy array)")
 
     def convert(v):
+        # A map's bytes or its qwords; an array of another type (np.zeros(16) is float64 and
+        # also 128 bytes) is data passed by mistake. A plain "bytes" parameter takes any array.
+        if is_map and isinstance(v, np.ndarray) and v.dtype not in MAP_ARRAY_DTYPES:
+            raise ArgumentError(kernel, p.name, expected, f"numpy array of {v.dtype}")
         try:
             data = tensormap_bytes(v)
         except Exception as exc:

@@ -107,15 +107,45 @@ def _cai_pointer(cai, source: str) -> int:
     return int(ptr)
 
 
+def _cai_ints(cai: dict, key: str, source: str, lo: int | None) -> tuple[int, ...]:
+    """`cai[key]` as a tuple of integers (each >= lo unless lo is None), or a
+    DevicePointerError naming the field: `int()` would take 4.5 or "4" silently."""
+    value = cai.get(key)
+    if isinstance(value, tuple | list) and all(
+            isinstance(n, int | np.integer) and not isinstance(n, bool | np.bool_) and
+            (lo is None or n >= lo) for n in value):
+        return tuple(int(n) for n in value)
+    what = "non-negative integers" if lo == 0 else "integers"
+    raise DevicePointerError(f"{source}.__cuda_array_interface__['{key}']: expected a tuple "
+                             f"of {what}, got {type(value).__name__} {value!r}"[:300])
+
+
 def _from_cai(cai: dict, source: str) -> ArrayInfo:
     ptr = _cai_pointer(cai, source)
-    shape = tuple(int(n) for n in cai["shape"])
+    shape = _cai_ints(cai, "shape", source, 0)
     strides = cai.get("strides")
-    typestr = cai["typestr"]
-    # '<V2' is how some producers spell bfloat16; keep it as a 2-byte opaque type.
-    dtype = np.dtype(typestr) if not typestr.endswith("V2") else "bfloat16"
-    return ArrayInfo(ptr, shape, tuple(int(s) for s in strides) if strides else None, dtype,
-                     DL_CUDA, source)
+    byte_strides = _cai_ints(cai, "strides", source, None) if strides else None
+    if byte_strides is not None and len(byte_strides) != len(shape):
+        raise DevicePointerError(f"{source}.__cuda_array_interface__['strides']: expected "
+                                 f"{len(shape)} entries (one per axis of shape {shape}), got "
+                                 f"{strides!r}"[:300])
+    typestr = cai.get("typestr")
+    dtype: np.dtype | str | None = None
+    if isinstance(typestr, str):
+        if typestr.endswith("V2"):
+            # '<V2' is how some producers spell bfloat16; keep it as a 2-byte opaque type.
+            dtype = "bfloat16"
+        else:
+            try:
+                dtype = np.dtype(typestr)
+            except (TypeError, ValueError):
+                pass
+    # A GPU reads little-endian: big-endian data would be misread, not converted.
+    if dtype is None or (isinstance(dtype, np.dtype) and dtype.byteorder == ">"):
+        raise DevicePointerError(f"{source}.__cuda_array_interface__['typestr']: expected a "
+                                 f"little-endian array-interface type string such as '<f4', "
+                                 f"got {type(typestr).__name__} {typestr!r}"[:300])
+    return ArrayInfo(ptr, shape, byte_strides, dtype, DL_CUDA, source)
 
 
 def _dl_dtype(code: int, bits: int, lanes: int) -> np.dtype | str:

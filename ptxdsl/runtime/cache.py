@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import struct
 import tempfile
@@ -86,6 +87,13 @@ def max_cache_bytes() -> int:
         mb = float(raw) if raw else DEFAULT_MAX_MB
     except ValueError:
         log.warning("PTXDSL_CACHE_MAX_MB=%r is not a number; using %d", raw, DEFAULT_MAX_MB)
+        mb = DEFAULT_MAX_MB
+    # float() also takes "nan", "inf" and "1e400" (inf), which int() refuses with a raw
+    # ValueError/OverflowError; a cap of 2^63 bytes or more is no file size either. The docs
+    # promise a warning for a bad value, so these fall back like a non-number.
+    if not math.isfinite(mb) or mb * 1024 * 1024 >= 1 << 63:
+        log.warning("PTXDSL_CACHE_MAX_MB=%r is not a finite size below 2^43 MB; using %d",
+                    raw, DEFAULT_MAX_MB)
         mb = DEFAULT_MAX_MB
     return int(mb * 1024 * 1024)
 

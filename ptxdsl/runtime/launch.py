@@ -95,6 +95,18 @@ def _shared_bytes(value, kernel: str) -> int:
     return n
 
 
+def _key_exact(v) -> bool:
+    """Whether a grid, block or cluster as given may be looked up in the config cache: None, an
+    int, or a tuple of ints (numpy integers included, bool not). 1.0, True and 1+0j equal 1 as
+    dict keys, so a float or bool shape would hit a config cached for an int and skip the
+    checks that refuse it."""
+    if type(v) is int or v is None:
+        return True
+    if type(v) is tuple:
+        return all(type(x) is int or as_int(x) is not None for x in v)
+    return as_int(v) is not None
+
+
 class Function:
     """One `.entry` of a loaded module. Call `launch(grid, block, args, ...)`.
 
@@ -303,9 +315,11 @@ class Function:
         if getattr(_tls, "device", None) != self.device:
             use_device(self.device)
         skey = stream if stream is None or type(stream) is int else stream_key(stream)
-        try:
-            cfg = self._configs[grid, block, shared_mem, skey, cluster]
-        except (KeyError, TypeError):   # a new configuration, or a list grid/block/cluster
+        cfg = None
+        if (type(shared_mem) is int or as_int(shared_mem) is not None) and _key_exact(grid) \
+                and _key_exact(block) and _key_exact(cluster):
+            cfg = self._configs.get((grid, block, shared_mem, skey, cluster))
+        if cfg is None:     # a new configuration, a list shape, or a value to refuse
             cfg = self._new_config(grid, block, shared_mem, stream, skey, cluster)
         free = self._free_packers
         try:
@@ -347,6 +361,16 @@ class Function:
     def _new_config(self, grid, block, shared_mem, stream, skey, cluster):
         grid, block, cluster = (tuple(v) if type(v) is list else v
                                 for v in (grid, block, cluster))
+        # Refused before the cache is consulted: a float or bool equals the int it rounds to
+        # as a key, so it would find that int's config (see _key_exact).
+        if not _key_exact(grid):
+            dim3(grid, "grid", self.name)
+        if not _key_exact(block):
+            dim3(block, "block", self.name)
+        if not _key_exact(cluster):
+            dim3(cluster, "cluster", self.name)
+        if as_int(shared_mem) is None:
+            _shared_bytes(shared_mem, self.name)
         with self._config_lock:
             cfg = self._configs.get((grid, block, shared_mem, skey, cluster))
             return cfg if cfg is not None else self._config(grid, block, shared_mem, stream,

@@ -10,20 +10,56 @@ description it was built from, the PTX field values and the 16 qwords.
 from __future__ import annotations
 
 import attrs
+import numpy as np
 
 from ptxdsl.runtime._driver import check, driver
 from ptxdsl.runtime.arrays import array_info, device_name
 from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.errors import DevicePointerError, TensorMapRuleError
 from ptxdsl.runtime.tensormap_desc import (
     Interleave,
     L2Promotion,
     OobFill,
     Swizzle,
     TiledDesc,
+    Violation,
 )
 from ptxdsl.runtime.tensormap_desc import check as check_desc
 
 TENSORMAP_BYTES = 128
+# numpy arrays taken as a map's bytes: the bytes themselves, or the 16 qwords of the CUtensorMap
+# (what `TensorMap.qwords` and cuda.bindings' `opaque` hold). An array of another type is more
+# likely data passed by mistake than a map.
+MAP_ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint64))
+
+
+def map_bytes(data) -> bytes:
+    """The 128 bytes of a CUtensorMap from bytes, bytearray, memoryview, or a numpy array of
+    128 uint8 / 16 uint64; anything else is refused (rule "map_bytes"). `bytes()` alone
+    would take an int as a count of zero bytes and refuse a str with a raw TypeError."""
+    if isinstance(data, np.ndarray) and data.dtype in MAP_ARRAY_DTYPES:
+        raw: bytes | None = np.ascontiguousarray(data).tobytes()
+    elif isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+    else:
+        raw = None
+    if raw is None or len(raw) != TENSORMAP_BYTES:
+        given = (f"{len(raw)} bytes" if raw is not None else
+                 f"{type(data).__name__}" + (f" of dtype {data.dtype}"
+                                             if isinstance(data, np.ndarray) else ""))
+        raise TensorMapRuleError([Violation(
+            "map_bytes", f"data: a CUtensorMap is {TENSORMAP_BYTES} bytes, got {given} "
+            "(expected bytes, bytearray, memoryview, or a numpy array of 128 uint8 or 16 "
+            "uint64)")])
+    return raw
+
+
+def _map_desc(desc) -> TiledDesc | None:
+    if desc is not None and not isinstance(desc, TiledDesc):
+        raise TensorMapRuleError([Violation(
+            "map_desc", f"desc: expected a TiledDesc or None, got {type(desc).__name__} "
+            f"{desc!r}"[:300])])
+    return desc
 
 
 def _encode(desc: TiledDesc, device: int) -> bytes:
@@ -61,17 +97,17 @@ class TensorMap:
     """128 bytes of CUtensorMap plus the `TiledDesc` it was encoded from (None when built from
     raw bytes). `source` keeps the array the map points into alive."""
 
-    data: bytes = attrs.field(converter=bytes)
-    desc: TiledDesc | None = None
+    data: bytes = attrs.field(converter=map_bytes)
+    desc: TiledDesc | None = attrs.field(default=None, converter=_map_desc)
     source: object = attrs.field(default=None, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        if len(self.data) != TENSORMAP_BYTES:
-            raise ValueError(f"a CUtensorMap is {TENSORMAP_BYTES} bytes, got {len(self.data)}")
 
     @classmethod
     def from_desc(cls, desc: TiledDesc, *, device: int = 0, source=None) -> TensorMap:
         """Check every rule (including the device's compute capability), then encode."""
+        _map_desc(desc)
+        # The rules that need no device first: a broken description is refused by its rules
+        # even where no driver is usable (device_info needs one).
+        check_desc(desc)
         check_desc(desc, device_info(device).compute_capability)
         return cls(_encode(desc, device), desc, source)
 
@@ -106,8 +142,9 @@ class TensorMap:
         come from the array (`dtype` overrides, e.g. 'TFLOAT32' for float32 data)."""
         info = array_info(array)
         if not info.on_device:
-            raise ValueError(f"from_array: the array lives in {device_name(info.device_type)} "
-                             "memory; a tensor map must point to GPU memory")
+            raise DevicePointerError(f"from_array: the array lives in "
+                                     f"{device_name(info.device_type)} memory; a tensor map "
+                                     "must point to GPU memory")
         desc = TiledDesc.from_numpy_order(
             info.ptr, info.shape, dtype if dtype is not None else info.dtype, box,
             byte_strides=info.strides_or_contiguous(), element_strides=element_strides,
@@ -117,7 +154,9 @@ class TensorMap:
 
     @classmethod
     def from_bytes(cls, data, desc: TiledDesc | None = None) -> TensorMap:
-        return cls(bytes(data), desc)
+        """A map from its 128 bytes (see `map_bytes` for what is taken) and, optionally, the
+        `TiledDesc` it was encoded from (for `describe()` and the PTX field values)."""
+        return cls(data, desc)
 
     def __bytes__(self) -> bytes:
         return self.data
@@ -149,7 +188,9 @@ class TensorMap:
     # PTX tensormap.replace field values, for device-side encoding from this description.
     def _field(self, name: str):
         if self.desc is None:
-            raise ValueError("this TensorMap was built from raw bytes: its fields are unknown")
+            raise TensorMapRuleError([Violation(
+                "map_desc", "this TensorMap was built from raw bytes: its fields are unknown "
+                "(give TensorMap.from_bytes the TiledDesc it was encoded from)")])
         return self.desc.ptx_fields[name]
 
     ptx_elemtype = property(lambda self: self._field("elemtype"))
@@ -184,7 +225,9 @@ class TensorMap:
                 f"{f['swizzle_mode']}, .swizzle_atomicity {f['swizzle_atomicity']})",
                 f"  l2 promotion    {d.l2_promotion.name} (no PTX field)",
                 f"  oob fill        {d.oob_fill.name} (PTX .fill_mode {f['fill_mode']})",
-                f"  box bytes       {d.box_bytes} (the expect_tx count of one box)",
+                f"  box bytes       {d.box_bytes} (the expect_tx count of one box: "
+                f"{' x '.join(map(str, d.box_elements[::-1]))} elements in numpy order, "
+                "ceil(box / element stride))",
             ]
         out.append("  qwords:")
         q = self.qwords

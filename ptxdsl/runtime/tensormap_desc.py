@@ -98,11 +98,28 @@ class TiledDesc:
         return len(self.global_dim)
 
     @property
+    def box_elements(self) -> tuple[int, ...]:
+        """Elements one box delivers per dimension (driver order): ceil(boxDim[i] /
+        elementStrides[i]), except dimension 0 with interleave NONE, whose stride TMA ignores
+        (digest §7.2). A stride that is missing or below 1 (a description `validate` refuses)
+        counts as 1."""
+        out = []
+        for i, b in enumerate(self.box_dim):
+            e = self.element_strides[i] if i < len(self.element_strides) else 1
+            if e < 1 or (i == 0 and self.interleave is Interleave.NONE):
+                e = 1
+            out.append(-(-b // e))
+        return tuple(out)
+
+    @property
     def box_bytes(self) -> int:
-        """Shared-memory bytes one box fills: also the mbarrier expect_tx count."""
-        if not self.box_dim:
+        """Shared-memory bytes one box fills: also the mbarrier expect_tx count. Counts the
+        elements TMA delivers (`box_elements`), not boxDim: with elementStrides[i] = s it loads
+        ceil(boxDim[i] / s) along dimension i."""
+        n = self.box_elements
+        if not n:
             return 0
-        return self.data_type.inner_bytes(self.box_dim[0]) * _prod(self.box_dim[1:])
+        return self.data_type.inner_bytes(n[0]) * _prod(n[1:])
 
     @classmethod
     def from_numpy_order(cls, address: int, shape, dtype, box, *, strides=None,
@@ -167,9 +184,11 @@ class Violation:
     message: str
 
 
-# Rule ids, in the order of digest §7.2's table; the docs and tests refer to them. One more
-# rule, "integral" (every dimension, stride, box size and the address is an integer), is
-# checked when a TiledDesc is built: a TensorMapRuleError naming it, before `validate` runs.
+# Rule ids, in the order of digest §7.2's table; the docs and tests refer to them. Two more
+# rules, "integral" (every dimension, stride, box size and the address is an integer) and
+# "enum" (the data type, interleave, swizzle, L2 promotion and OOB fill are members, names or
+# integer values of their enums), are checked when a TiledDesc is built: a TensorMapRuleError
+# naming them, before `validate` runs.
 RULES = ("rank", "interleave_rank", "address_align", "global_dim_range", "packed_dim0",
          "stride_count", "stride_multiple", "stride_range", "box_dim_range", "box_count",
          "box_inner_bytes", "packed_box0", "element_stride_range", "element_stride_count",
@@ -179,7 +198,12 @@ RULES = ("rank", "interleave_rank", "address_align", "global_dim_range", "packed
 # Driver 580 (CUDA 13) on an H100 refuses a box whose traversed bytes — the product over
 # dimensions of boxDim[i] // elementStrides[i], times the element size — exceed 228 KiB, the
 # shared memory of an SM (not in cuda.h; found by tests/gpu_tensormap_fuzz.py: 0 mismatches
-# over 10,674 descriptions the other rules accept).
+# over 10,674 descriptions the other rules accept; an H200 with driver 13000 floors the same
+# way, dimension 0 included). This rule follows the driver (tests/test_reliability_cpu.py
+# replays its recorded verdicts), so it is not `TiledDesc.box_bytes`, the bytes TMA delivers
+# (ceil, dimension 0 whole with interleave NONE): a box whose delivered bytes exceed 228 KiB
+# while its floor count fits is encoded by the driver and passes here, though no shared-memory
+# destination can hold it.
 MAX_BOX_BYTES = 228 * 1024
 
 _ALIGN16_PACKED = (DataType.U4X16_ALIGN16B, DataType.U6X16_ALIGN16B)

@@ -10,12 +10,22 @@ values for the element type (f64, bf16, f32.ftz) and split the swizzle into mode
 from __future__ import annotations
 
 import enum
+from typing import NoReturn
 
 import numpy as np
 
+from ptxdsl.runtime.errors import TensorMapRuleError
+
+
+def _refuse(message: str) -> NoReturn:
+    """Raise the "enum" refusal: a TensorMapRuleError (a ValueError) at the user's line."""
+    from ptxdsl.runtime.tensormap_desc import Violation  # here: that module imports this one
+    raise TensorMapRuleError([Violation("enum", message[:300])])
+
 
 class _Named(enum.IntEnum):
-    """Accepts a member, its int value, or a name with or without the driver's prefix."""
+    """Accepts a member, its int value (a Python or numpy integer), or a name with or without
+    the driver's prefix."""
 
     @classmethod
     def coerce(cls, value, field: str):
@@ -31,12 +41,15 @@ class _Named(enum.IntEnum):
                 if key in (m.name, m.driver_name):
                     return m
             names = ", ".join(m.driver_name for m in cls)
-            raise ValueError(f"{field}: unknown {cls.__name__} {value!r}; expected one of {names}")
+            _refuse(f"{field}: unknown {cls.__name__} {value!r}; expected one of {names}")
+        # int() would turn 1.5 into 1 and True into 1 silently: only integers are values.
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+            _refuse(f"{field}: expected a {cls.__name__} member, its name or its int value "
+                    f"(0..{max(cls)}), got {type(value).__name__} {value!r}")
         try:
             return cls(int(value))
-        except (ValueError, TypeError):
-            raise ValueError(f"{field}: {value!r} is not a {cls.__name__} "
-                             f"(0..{max(cls)})") from None
+        except ValueError:
+            _refuse(f"{field}: {value!r} is not a {cls.__name__} (0..{max(cls)})")
 
     @classmethod
     def _prefixes(cls) -> tuple[str, ...]:
@@ -225,7 +238,11 @@ def data_type_of(dtype) -> DataType:
     int8/int16/bool have no TMA type of their own and map to UINT8/UINT16: a copy moves bits
     unchanged (only reductions and OOB-NaN fill look at the type).
     """
-    if isinstance(dtype, (DataType, int)) and not isinstance(dtype, bool):
+    # np.dtype(None) is float64 and np.dtype(np.True_) is bool: neither names a type here.
+    if dtype is None or isinstance(dtype, bool | np.bool_):
+        _refuse(f"dtype: expected a numpy dtype or a CUtensorMapDataType name, got "
+                f"{type(dtype).__name__} {dtype!r}")
+    if isinstance(dtype, DataType | int | np.integer):
         return DataType.coerce(dtype, "dtype")
     if isinstance(dtype, str) and dtype.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_") in {
             *(m.name for m in DataType), *(m.driver_name for m in DataType)}:
@@ -234,10 +251,10 @@ def data_type_of(dtype) -> DataType:
     if name != "bfloat16":
         try:
             name = np.dtype(dtype).name
-        except TypeError:
-            raise ValueError(f"dtype: {dtype!r} is neither a numpy dtype nor a "
-                             "CUtensorMapDataType name") from None
+        except (TypeError, ValueError):
+            _refuse(f"dtype: {dtype!r} is neither a numpy dtype nor a CUtensorMapDataType "
+                    "name")
     if name not in _NUMPY_TO_DATATYPE:
-        raise ValueError(f"dtype: numpy {name} has no CUtensorMapDataType; supported: "
-                         f"{', '.join(sorted(_NUMPY_TO_DATATYPE))}")
+        _refuse(f"dtype: numpy {name} has no CUtensorMapDataType; supported: "
+                f"{', '.join(sorted(_NUMPY_TO_DATATYPE))}")
     return _NUMPY_TO_DATATYPE[name]

@@ -387,8 +387,9 @@ class KernelCore(KernelHost):
     def param(self, type: ScalarType, name: str) -> Param:
         """A scalar parameter: `.param .u32 name`. A .pred parameter travels as a .u32."""
         if type not in self._SCALAR_PARAM_TYPES:
-            raise OperandError(".param", name, "one of " + ", ".join(
-                t.value for t in self._SCALAR_PARAM_TYPES), f".{type}")
+            given = f".{type.value}" if isinstance(type, ScalarType) else _show(type)
+            raise OperandError(".param", str(name), "a ptxdsl type, one of " + ", ".join(
+                f"t.{t.value}" for t in self._SCALAR_PARAM_TYPES), given)
         is_bool = type is ScalarType.pred
         t = ScalarType.u32 if is_bool else type
         p = Param(self._claim(name, "parameter"), StateSpace.param, t, 1, None, self,

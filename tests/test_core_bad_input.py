@@ -241,7 +241,10 @@ def test_bad_parameter_type():
         line = _next_line()
         k.param(t.f16, "h")
     _at(e.value, line)
-    _operand_error(e.value, ".param", "h", "one of u16, u32, s32", ".f16")
+    _operand_error(e.value, ".param", "h", "a ptxdsl type, one of t.u16, t.u32, t.s32", ".f16")
+    with pytest.raises(OperandError) as e:
+        k.param("u32", "s")          # a type's name is not a type (as for k.reg)
+    _operand_error(e.value, ".param", "s", "a ptxdsl type", "str 'u32'")
 
 
 def test_maxntid_with_reqntid():

@@ -296,3 +296,14 @@ def test_a_plain_bytes_parameter_still_takes_any_array():
     packer = ArgPacker("k", [P("blob", "bytes", T.b8, 8, 8)])
     packer.pack((np.ones(1),))
     assert bytes(packer.buffer[:8]) == np.ones(1).tobytes()
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(strides=(64, 1), byte_strides=(256, 4)), "not both"),
+    (dict(strides=(1, 64)), "innermost) axis must be contiguous"),
+    (dict(strides=(64,)), "1 entries for a rank-2 shape"),
+])
+def test_numpy_order_strides_are_rule_errors(kw, words):
+    e = refused(TensorMapRuleError, "strides", lambda: TiledDesc.from_numpy_order(
+        1 << 20, (64, 64), np.float32, (8, 8), **kw))
+    assert words in str(e) and isinstance(e, ValueError)

@@ -59,6 +59,11 @@ def _address(value) -> int:
     return n
 
 
+def _strides_error(message: str):
+    """A numpy-order stride description the driver's form cannot take (still a ValueError)."""
+    raise TensorMapRuleError([Violation("strides", message)])
+
+
 def _prod(values) -> int:
     n = 1
     for v in values:
@@ -136,7 +141,7 @@ class TiledDesc:
         shape = _ints(shape, "shape")
         box = _ints(box, "box")
         if strides is not None and byte_strides is not None:
-            raise ValueError("give strides (in elements) or byte_strides, not both")
+            _strides_error("give strides (in elements) or byte_strides, not both")
         if strides is not None:
             byte_strides = tuple(dt.inner_bytes(s) for s in _ints(strides, "strides"))
         elif byte_strides is not None:
@@ -144,10 +149,10 @@ class TiledDesc:
         else:
             byte_strides = tuple(dt.inner_bytes(_prod(shape[i + 1:])) for i in range(len(shape)))
         if len(byte_strides) != len(shape):
-            raise ValueError(f"strides: {len(byte_strides)} entries for a rank-{len(shape)} "
-                             f"shape {shape}")
+            _strides_error(f"strides: {len(byte_strides)} entries for a rank-{len(shape)} "
+                           f"shape {shape}")
         if len(shape) and byte_strides[-1] != dt.inner_bytes(1) and dt.bits >= 8:
-            raise ValueError(
+            _strides_error(
                 f"strides: the last (innermost) axis must be contiguous (stride "
                 f"{dt.inner_bytes(1)} bytes for {dt.driver_name}), got {byte_strides[-1]} "
                 "bytes; TMA cannot stride dimension 0")

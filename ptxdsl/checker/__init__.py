@@ -14,15 +14,15 @@ ptxdsl knows every instruction it built, so it can catch these before the GPU do
 `Module(..., check=False)`), and `python -m ptxdsl check FILE.py` prints the findings.
 
 How it works: `ops` maps instructions to roles; `cfg` builds the control-flow graph and solves
-dataflow problems over it; `defs` indexes which statement writes which register; `values`
-tracks constants, address provenance and divergence; `ranges` bounds address offsets (per-thread
+dataflow problems over it; `defs` indexes which statement writes which register; `values` tracks
+constants, address provenance and divergence; `ranges` bounds address offsets (per-thread
 offsets, ring indices); `divergence` finds the code that only some threads run and correlates
-branches on one thread-invariant condition; `maps` reads box sizes and swizzles from constant
-tensormap.replace values; `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`,
-`hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_bulk`, `hazards_wgmma`,
-`hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
-docs/hazards.md lists every hazard id. Checks skipped for lack of information leave a
-note-level finding (`check_kernel(..., notes=True)`).
+branches on one thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
+`maps` reads box sizes and swizzles from constant tensormap.replace values; `analysis` drives
+the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`, `hazards_arrive`,
+`hazards_ring`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over
+`state`, and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack
+of information leave a note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
 dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body

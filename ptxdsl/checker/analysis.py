@@ -38,6 +38,9 @@ LATCH_CHECKS: list[Callable[[Analysis, State, int | None, frozenset], None]] = [
 # take drops them on that edge.
 OWNED: set[str] = set()
 STRUCTURAL: list[Callable[[Analysis], None]] = []
+# Must-facts an edge establishes by its branch condition alone, given (edge source, target):
+# the exit of a try_wait retry loop is taken only once the wait returned true.
+EDGE_FACTS: list[Callable[[Analysis, int, int], frozenset]] = []
 # Run once per kernel before the analysis: may add synthetic ops (`Analysis.add_op`).
 PREPARE: list[Callable[[Analysis], None]] = []
 
@@ -190,7 +193,11 @@ class Analysis:
         the mbarrier phases it announced in the iteration (their accounting is closed; the
         latch checks compared it); and facts owned by threads that cannot take the edge do
         not flow along it (the other threads' path of a second `if tid == 0` carries none of
-        thread 0's groups)."""
+        thread 0's groups); and what `EDGE_FACTS` derive from the branch condition."""
+        for edge_facts in EDGE_FACTS:
+            add = edge_facts(self, p, b)
+            if add and not add <= state.must:
+                state = State(state.must | add, state.may, state.tx)
         if state.tx and (p, b) in self.back_edges:
             body = self.loop_body[b]
             state = State(state.must, state.may, tuple(

@@ -17,6 +17,7 @@ from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .ops import Op, Role
 from .state import State, add_tx
+from .trywait import _spins, _varies
 
 CLUSTER = StateSpace.shared_cluster
 _PENDING_INIT = ("init_nosync", "init_noasync", "init_nocluster", "init_fenced")
@@ -349,29 +350,6 @@ def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = Non
               f"{an.describe(op.mbar)}, but the copies completing on it {phase} deliver "
               f"{got} bytes: {effect}", announced + delivered + last,
               dedupe=("tx", frozenset(sites)))
-
-
-def _varies(an: Analysis, operand, body: frozenset) -> bool:
-    """Is `operand` (a register, or an address on one) written inside the loop `body`?"""
-    reg = operand.base if isinstance(operand, Addr) else operand
-    if not isinstance(reg, Reg):
-        return False
-    return any(an.cfg.block_of(i) in body for i in an.values.defs.get(reg, ()))
-
-
-def _spins(an: Analysis, op: Op, header: int, body: frozenset) -> bool:
-    """Is this loop the wait's own retry loop (left or repeated on the wait's predicate)?"""
-    vn = an.values.vn(op.result)
-    for b in body:
-        blk = an.cfg.blocks[b]
-        if blk.branch is None:
-            continue
-        guard = an.cfg.body[blk.branch].guard
-        pred = guard.reg if hasattr(guard, "reg") else guard
-        if pred is op.result or an.values.vn(pred) == vn:
-            if blk.taken == header or blk.taken not in body or blk.fall not in body:
-                return True
-    return False
 
 
 def parity_loops(an: Analysis) -> None:

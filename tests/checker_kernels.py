@@ -17,6 +17,22 @@ def ids(findings) -> list[str]:
     return sorted(f.id for f in findings)
 
 
+def only(findings, hazard, line: int, count: int = 1):
+    """The findings are `count` of `hazard`, the first (by line) at `line` of the calling test
+    file; returns that one."""
+    assert ids(findings) == [hazard.value] * count, [f.format() for f in findings]
+    f = findings[0]
+    caller = sys._getframe(1).f_code.co_filename
+    assert f.loc.file == caller and f.loc.line == line, f.format()
+    return f
+
+
+def clean(k, **context) -> None:
+    """The checker finds nothing in kernel `k` (with the given context, e.g. maps=)."""
+    from ptxdsl.checker import check_kernel
+    assert [f.format() for f in check_kernel(k, **context)] == []
+
+
 class Tma:
     """A kernel with a tile, an mbarrier, and a map: a by-value parameter (`map="param"`) or a
     pointer to a map in global memory (`map="global"`, acquired by thread 0 unless

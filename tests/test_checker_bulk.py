@@ -5,14 +5,7 @@ from __future__ import annotations
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, Severity, check_kernel
-from tests.checker_kernels import Tma, here, ids
-
-
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
+from tests.checker_kernels import Tma, here, ids, only
 
 
 def _store(e: Tma, coords=(0, 0)) -> int:
@@ -32,7 +25,7 @@ def test_tma_store_of_shared_writes_without_proxy_fence():
     e.fill()
     e.k.bar_sync(0)
     line = _store(e)
-    f = _only(check_kernel(e.k), Hazard.SMEM_NO_PROXY_FENCE, line)
+    f = only(check_kernel(e.k), Hazard.SMEM_NO_PROXY_FENCE, line)
     assert "no fence.proxy.async" in f.message and f.sites[1].ptx.startswith("st.shared")
 
 
@@ -41,7 +34,7 @@ def test_tma_store_of_shared_writes_fenced_without_barrier():
     e.fill()
     ptx.fence_proxy_async(e.k, "shared::cta")
     line = _store(e)
-    f = _only(check_kernel(e.k), Hazard.SMEM_NO_PROXY_FENCE, line)
+    f = only(check_kernel(e.k), Hazard.SMEM_NO_PROXY_FENCE, line)
     assert "other threads" in f.message
 
 
@@ -64,7 +57,7 @@ def test_reduce_of_shared_writes_without_proxy_fence():
         ptx.cp_reduce_async_bulk_tensor(k, "add", e.tmap, (0, 0), e.tile)
         ptx.cp_async_bulk_commit_group(k)
         ptx.cp_async_bulk_wait_group_read(k, 0)
-    _only(check_kernel(k), Hazard.SMEM_NO_PROXY_FENCE, line)
+    only(check_kernel(k), Hazard.SMEM_NO_PROXY_FENCE, line)
 
 
 def test_single_thread_needs_only_the_fence():
@@ -99,7 +92,7 @@ def _overwrite(wait: bool) -> tuple[Kernel, int]:
 
 def test_source_overwritten_before_wait_group_read():
     k, line = _overwrite(wait=False)
-    f = _only(check_kernel(k), Hazard.BULK_SRC_OVERWRITE, line)
+    f = only(check_kernel(k), Hazard.BULK_SRC_OVERWRITE, line)
     assert f.sites[1].role == "store"
 
 
@@ -124,7 +117,7 @@ def _refill(barrier: bool) -> tuple[Kernel, int]:
 
 def test_other_threads_refill_before_the_reader_waited():
     k, line = _refill(barrier=False)
-    f = _only(check_kernel(k), Hazard.BULK_SRC_OVERWRITE, line)
+    f = only(check_kernel(k), Hazard.BULK_SRC_OVERWRITE, line)
     assert [s.role for s in f.sites] == ["write", "store", "wait"]
 
 
@@ -190,7 +183,7 @@ def _store_at(x: int) -> tuple[Kernel, int]:
 
 def test_tma_store_with_negative_constant_coordinate():
     k, line = _store_at(-8)
-    f = _only(check_kernel(k), Hazard.TMA_STORE_NEGATIVE_COORD, line)
+    f = only(check_kernel(k), Hazard.TMA_STORE_NEGATIVE_COORD, line)
     assert "coordinate 0" in f.message and f.sites[1].ptx.startswith("mov.s32")
 
 

@@ -7,11 +7,7 @@ import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import check_kernel
-from tests.checker_kernels import Tma, ids
-
-
-def _clean(k: Kernel, **context) -> None:
-    assert [f.format() for f in check_kernel(k, **context)] == []
+from tests.checker_kernels import Tma, clean, ids
 
 
 def _fill(k: Kernel, buf, *, offset: int = 0) -> None:
@@ -39,7 +35,7 @@ def test_store_committed_and_waited_in_two_blocks_of_the_same_thread():
     e = Tma()
     _store_then_wait_in_later_block(e)
     _fill(e.k, e.tile)                         # the next tile's data, after the barrier
-    _clean(e.k, maps={"tmap": {"box_bytes": 512}})
+    clean(e.k, maps={"tmap": {"box_bytes": 512}})
 
 
 def test_store_committed_and_waited_in_two_blocks_in_a_loop():
@@ -48,7 +44,7 @@ def test_store_committed_and_waited_in_two_blocks_in_a_loop():
     n = k.ld_param(k.param(t.u32, "n"))
     with k.for_range(0, n):
         _store_then_wait_in_later_block(e)
-    _clean(k, maps={"tmap": {"box_bytes": 512}})
+    clean(k, maps={"tmap": {"box_bytes": 512}})
 
 
 def test_store_in_thread_0_waited_under_the_complementary_else():
@@ -64,7 +60,7 @@ def test_store_in_thread_0_waited_under_the_complementary_else():
         ptx.cp_async_bulk_commit_group(k)
     with k.if_(k.tid.x == 0):
         ptx.cp_async_bulk_wait_group_read(k, 0)
-    _clean(k)
+    clean(k)
 
 
 # -- address ranges: distinct symbols, disjoint parts, bounded per-thread offsets ------------------
@@ -98,7 +94,7 @@ def _halves(write_offset: int, *, loop: bool) -> Kernel:
 
 @pytest.mark.parametrize("loop", [False, True])
 def test_writes_to_the_other_half_and_another_symbol(loop):
-    _clean(_halves(512, loop=loop), maps={"tmap": {"box_bytes": 512}})
+    clean(_halves(512, loop=loop), maps={"tmap": {"box_bytes": 512}})
 
 
 @pytest.mark.parametrize("loop", [False, True])
@@ -117,7 +113,7 @@ def test_bulk_store_of_one_part_while_writing_another_part():
     k.st(Addr(buf, 0), 0, type=t.u32, space="shared::cta")
     k.st(Addr(buf, 1020), 0, type=t.u32, space="shared::cta")
     ptx.cp_async_bulk_wait_group_read(k, 0)
-    _clean(k)
+    clean(k)
 
 
 # -- a ring of two buffers with wait_group.read 1 --------------------------------------------------
@@ -148,7 +144,7 @@ def _ring_epilogue(threads: int, keep: int = 1) -> Kernel:
 
 @pytest.mark.parametrize("threads", [1, 128])
 def test_double_buffered_epilogue_with_wait_group_read_1(threads):
-    _clean(_ring_epilogue(threads), maps={"tmap": {"box_bytes": 512}})
+    clean(_ring_epilogue(threads), maps={"tmap": {"box_bytes": 512}})
 
 
 @pytest.mark.parametrize("threads", [1, 128])
@@ -186,7 +182,7 @@ def test_plain_bulk_load_into_own_cta_is_not_cluster_use(loop):
             k.xor(phase, 1, dst=phase)
     else:
         one(0)
-    _clean(k)
+    clean(k)
 
 
 # -- a one-warp CTA publishes its init with bar.warp.sync ------------------------------------------
@@ -208,7 +204,7 @@ def test_one_warp_cta_publishes_init_with_warp_sync(loop):
     else:
         e.load()
         ptx.mbarrier_wait(k, e.bar, 0)
-    _clean(k, maps={"tmap": {"box_bytes": 512}})
+    clean(k, maps={"tmap": {"box_bytes": 512}})
 
 
 def test_warp_sync_in_a_larger_cta_does_not_publish_the_init():
@@ -250,7 +246,7 @@ def test_acquire_at_gpu_after_own_release_at_gpu(how):
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 512, dst="_")
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, (0, 0), bar)
     ptx.mbarrier_wait(k, bar, 0)
-    _clean(k, host_maps=["tmap_ptr"], maps={"tmap_ptr": {"box_bytes": 512}})
+    clean(k, host_maps=["tmap_ptr"], maps={"tmap_ptr": {"box_bytes": 512}})
 
 
 # -- element_stride in the box size ----------------------------------------------------------------
@@ -277,7 +273,7 @@ def test_expect_tx_honours_element_stride(stride, tx):
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, out, (0, 0), bar)
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx)
         ptx.mbarrier_wait(k, bar, 0)
-    _clean(k)
+    clean(k)
 
 
 # -- bulk-group-not-waited counts stores -----------------------------------------------------------
@@ -336,7 +332,7 @@ def test_warp_specialized_ring_with_a_wrapping_stage_counter(stages):
                 ptx.mbarrier_arrive(k, k.add(k.mov(empty), k.shl(stage, 3)), dst="_")
             advance(stage, phase)
     k.ret()
-    _clean(k, maps={"tmap": {"box_bytes": 512}})
+    clean(k, maps={"tmap": {"box_bytes": 512}})
 
 
 # -- shared memory read before a TMA load into it was issued ---------------------------------------
@@ -377,7 +373,7 @@ def test_tile_used_as_scratch_before_the_first_tma_load(loop):
             ptx.mbarrier_wait(k, Addr(full, 8 * s), 0)
             k.ld(k.add(k.add(k.mov(tiles), 512 * s), k.shl(k.tid.x, 2)), type=t.u32,
                  space="shared::cta")
-    _clean(k, maps={"tmap": {"box_bytes": 512}})
+    clean(k, maps={"tmap": {"box_bytes": 512}})
 
 
 # -- a single-thread double-buffered load loop that prefetches the next stage ----------------------
@@ -412,4 +408,4 @@ def test_prefetching_double_buffer_with_stage_parity(threads):
         k.ld(k.add(k.add(k.mov(tiles), k.shl(s, 9)), k.shl(k.tid.x, 2)), type=t.u32,
              space="shared::cta")
         k.bar_sync(0)                          # everyone is done with stage s before refill
-    _clean(k, maps={"tmap": {"box_bytes": 512}})
+    clean(k, maps={"tmap": {"box_bytes": 512}})

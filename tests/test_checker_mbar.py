@@ -6,14 +6,7 @@ from __future__ import annotations
 from ptxdsl import Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.runtime.tensormap_desc import TiledDesc
-from tests.checker_kernels import TILE_DESC, Tma, here, ids
-
-
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
+from tests.checker_kernels import TILE_DESC, Tma, here, ids, only
 
 
 # -- use before init -------------------------------------------------------------------------------
@@ -23,7 +16,7 @@ def test_barrier_never_initialised():
     with k.if_(k.tid.x == 0):
         line = here() + 1
         ptx.mbarrier_arrive(k, e.bar, dst="_")
-    f = _only(check_kernel(k), Hazard.MBAR_UNINIT, line)
+    f = only(check_kernel(k), Hazard.MBAR_UNINIT, line)
     assert "never initialised" in f.message
 
 
@@ -34,7 +27,7 @@ def test_barrier_initialised_on_one_path_only():
         ptx.mbarrier_init(k, e.bar, 128)
     line = here() + 1
     ptx.mbarrier_arrive(k, e.bar, dst="_")
-    f = _only(check_kernel(k), Hazard.MBAR_UNINIT, line)
+    f = only(check_kernel(k), Hazard.MBAR_UNINIT, line)
     assert "some path" in f.message
 
 
@@ -62,7 +55,7 @@ def test_other_threads_wait_without_barrier_after_init():
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", e.bar, 512, dst="_")
     line = here() + 1
     ptx.mbarrier_wait(k, e.bar, 0)
-    f = _only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.MBAR_INIT_UNSYNCED, line)
+    f = only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.MBAR_INIT_UNSYNCED, line)
     assert f.sites[1].role == "init" and f.sites[1].loc.line == init
     assert "did not initialise it" in f.message
 
@@ -76,7 +69,7 @@ def test_tma_right_after_init_in_the_same_thread():
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", e.tile, e.tmap, (0, 0), e.bar)
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", e.bar, 512, dst="_")
         ptx.mbarrier_wait(k, e.bar, 0)
-    f = _only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.MBAR_INIT_UNSYNCED, line)
+    f = only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.MBAR_INIT_UNSYNCED, line)
     assert "TMA unit" in f.message
 
 
@@ -116,7 +109,7 @@ def _multicast(fence_cluster: bool, barrier: str = "asm") -> tuple[Kernel, int]:
 
 def test_multicast_without_cluster_publication():
     k, line = _multicast(fence_cluster=False)
-    f = _only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
+    f = only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
     assert "cluster" in f.message
 
 
@@ -132,7 +125,7 @@ def test_multicast_after_cluster_barrier_builders():
 
 def test_multicast_after_cluster_arrive_without_wait():
     k, line = _multicast(fence_cluster=True, barrier="arrive only")
-    _only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
+    only(check_kernel(k), Hazard.MBAR_INIT_UNSYNCED, line)
 
 
 # -- expect_tx bytes -------------------------------------------------------------------------------
@@ -166,7 +159,7 @@ def test_seed_004_expect_tx_0_for_a_512_byte_load():
     assert HOST_MAP.box_bytes == 512
     k, line = seed_004(0, sync=True)
     context = {"host_maps": ["tensor_map"], "maps": {"tensor_map": HOST_MAP}}
-    f = _only(check_kernel(k, **context), Hazard.EXPECT_TX_MISMATCH, line)
+    f = only(check_kernel(k, **context), Hazard.EXPECT_TX_MISMATCH, line)
     assert "announces 0 bytes" in f.message and "deliver 512 bytes" in f.message
     assert [s.role for s in f.sites] == ["expect_tx", "load", "wait"]
     # As published, the kernel also waits without a bar.sync after thread 0's init.
@@ -207,7 +200,7 @@ def _encoded_then_loaded(tx_bytes: int) -> tuple[Kernel, int]:
 
 def test_expect_tx_against_constant_replace_values():
     k, line = _encoded_then_loaded(1024)
-    f = _only(check_kernel(k), Hazard.EXPECT_TX_MISMATCH, line)
+    f = only(check_kernel(k), Hazard.EXPECT_TX_MISMATCH, line)
     assert "deliver 512 bytes" in f.message and "hangs" in f.message
     assert "can pass" in check_kernel(_encoded_then_loaded(256)[0])[0].message
 
@@ -245,7 +238,7 @@ def _pipeline(flip: bool) -> tuple[Kernel, int]:
 
 def test_wait_loop_with_constant_parity():
     k, line = _pipeline(flip=False)
-    f = _only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.WAIT_PARITY_CONSTANT, line)
+    f = only(check_kernel(k, maps={"tmap": TILE_DESC}), Hazard.WAIT_PARITY_CONSTANT, line)
     assert "parity 0" in f.message and [s.role for s in f.sites] == ["wait", "loop"]
 
 
@@ -290,5 +283,5 @@ def test_init_under_a_uniform_guard_may_not_run():
         ptx.mbarrier_init(k, e.bar, 128)
     line = here() + 1
     ptx.mbarrier_arrive(k, e.bar, dst="_")
-    f = _only(check_kernel(k), Hazard.MBAR_UNINIT, line)
+    f = only(check_kernel(k), Hazard.MBAR_UNINIT, line)
     assert "some path" in f.message

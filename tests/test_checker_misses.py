@@ -7,20 +7,11 @@ import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, Severity, check_kernel
-from tests.checker_kernels import here, ids
+from tests.checker_kernels import clean, here, ids, only
 
 TILE = {"tmap": {"box_bytes": 512}}
 
 
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
-
-
-def _clean(k: Kernel, **context) -> None:
-    assert [f.format() for f in check_kernel(k, **context)] == []
 
 
 # -- expect_tx in warp-specialized kernels ---------------------------------------------------------
@@ -91,14 +82,14 @@ def ws_pipeline(tx: int = 512, prologue_tx: int | None = None, *, stages: int = 
 
 def test_warp_specialized_pipeline_with_a_wrong_expect_tx():
     k, lines = ws_pipeline(tx=256)
-    f = _only(check_kernel(k, **{"maps": TILE}), Hazard.EXPECT_TX_MISMATCH, lines["loop"])
+    f = only(check_kernel(k, **{"maps": TILE}), Hazard.EXPECT_TX_MISMATCH, lines["loop"])
     assert "announces 256" in f.message and "deliver 512" in f.message
 
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_warp_specialized_pipeline_with_the_right_expect_tx(stages):
-    _clean(ws_pipeline(tx=512, stages=stages)[0], maps=TILE)
-    _clean(ws_pipeline(tx=512, prologue_tx=512, stages=stages)[0], maps=TILE)
+    clean(ws_pipeline(tx=512, stages=stages)[0], maps=TILE)
+    clean(ws_pipeline(tx=512, prologue_tx=512, stages=stages)[0], maps=TILE)
 
 
 def test_expect_tx_wrong_only_in_the_prologue():
@@ -135,13 +126,13 @@ def _multicast(tx: int) -> tuple[Kernel, int]:
 
 def test_multicast_count_forgetting_the_other_ctas_slices():
     k, line = _multicast(256)
-    f = _only(check_kernel(k, maps={"tmap": {"box_bytes": 256}}), Hazard.EXPECT_TX_MISMATCH,
+    f = only(check_kernel(k, maps={"tmap": {"box_bytes": 256}}), Hazard.EXPECT_TX_MISMATCH,
               line)
     assert "deliver 512" in f.message
 
 
 def test_multicast_count_with_every_slice():
-    _clean(_multicast(512)[0], maps={"tmap": {"box_bytes": 256}})
+    clean(_multicast(512)[0], maps={"tmap": {"box_bytes": 256}})
 
 
 def test_run_time_count_is_a_note():
@@ -160,7 +151,7 @@ def test_run_time_count_is_a_note():
     ptx.mbarrier_wait(k, bar, 0)
     assert check_kernel(k, maps=TILE) == []
     notes = check_kernel(k, maps=TILE, notes=True)
-    f = _only(notes, Hazard.CHECK_SKIPPED, line)
+    f = only(notes, Hazard.CHECK_SKIPPED, line)
     assert f.severity is Severity.note and "run time" in f.message
     assert k.check(maps=TILE) == []
 
@@ -193,7 +184,7 @@ def _arrivals(count: int, who: str) -> tuple[Kernel, int]:
                                            (4, "thread0", 1), (1, "lane0", 4)])
 def test_arrive_count_the_arrivals_cannot_match(count, who, got):
     k, line = _arrivals(count, who)
-    f = _only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    f = only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
     assert f"expect {count} arrivals" in f.message and f"{got} arrivals" in f.message
     assert [s.role for s in f.sites] == ["arrive", "init"]
 
@@ -201,12 +192,12 @@ def test_arrive_count_the_arrivals_cannot_match(count, who, got):
 @pytest.mark.parametrize("count,who", [(128, "all"), (1, "thread0"), (4, "lane0"),
                                        (4, "elect")])
 def test_arrive_count_matching_the_arrivals(count, who):
-    _clean(_arrivals(count, who)[0])
+    clean(_arrivals(count, who)[0])
 
 
 def test_arrivals_under_a_per_lane_condition_on_a_barrier_expecting_every_thread():
     k, line = _arrivals(128, "valid")
-    f = _only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    f = only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
     assert "differs between lanes" in f.message
 
 
@@ -256,12 +247,12 @@ def _reinit(inside: bool) -> tuple[Kernel, int]:
 
 def test_barrier_re_initialised_every_iteration():
     k, line = _reinit(inside=True)
-    f = _only(check_kernel(k, maps=TILE), Hazard.MBAR_REINIT, line)
+    f = only(check_kernel(k, maps=TILE), Hazard.MBAR_REINIT, line)
     assert "every iteration" in f.message
 
 
 def test_barrier_initialised_once_with_a_flipping_parity():
-    _clean(_reinit(inside=False)[0], maps=TILE)
+    clean(_reinit(inside=False)[0], maps=TILE)
 
 
 # -- tensor maps -----------------------------------------------------------------------------------
@@ -281,8 +272,8 @@ def _two_maps(acquire_b: bool) -> tuple[Kernel, int]:
 
 def test_two_maps_of_one_workspace_are_distinct():
     k, line = _two_maps(acquire_b=False)
-    _only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
-    _clean(_two_maps(acquire_b=True)[0])
+    only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
+    clean(_two_maps(acquire_b=True)[0])
 
 
 def _replace_in_place(release: bool) -> tuple[Kernel, int]:
@@ -300,9 +291,9 @@ def _replace_in_place(release: bool) -> tuple[Kernel, int]:
 
 def test_replace_in_global_memory_then_acquire_without_release():
     k, line = _replace_in_place(release=False)
-    f = _only(check_kernel(k), Hazard.TMAP_REPLACE_NO_RELEASE, line)
+    f = only(check_kernel(k), Hazard.TMAP_REPLACE_NO_RELEASE, line)
     assert [s.role for s in f.sites] == ["acquire", "replace"]
-    _clean(_replace_in_place(release=True)[0])
+    clean(_replace_in_place(release=True)[0])
 
 
 def _published(scope: str, *, per_cta: bool = False, acquire: str = "gpu") -> tuple[Kernel, int]:
@@ -324,13 +315,13 @@ def _published(scope: str, *, per_cta: bool = False, acquire: str = "gpu") -> tu
 
 def test_map_published_at_cta_scope_to_a_shared_slot():
     k, line = _published("cta")
-    f = _only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
+    f = only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
     assert "released at .cta" in f.message
 
 
 def test_map_published_at_gpu_scope_or_into_a_per_cta_slot():
-    _clean(_published("gpu")[0])
-    _clean(_published("cta", per_cta=True, acquire="cta")[0])
+    clean(_published("gpu")[0])
+    clean(_published("cta", per_cta=True, acquire="cta")[0])
 
 
 def test_map_written_elsewhere_acquired_at_cta_scope():
@@ -339,7 +330,7 @@ def test_map_written_elsewhere_acquired_at_cta_scope():
     line = here() + 1
     ptx.fence_proxy_tensormap_generic(k, "acquire", "cta", tmap)
     ptx.cp_async_bulk_prefetch_tensor(k, tmap, (0, 0))
-    f = _only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
+    f = only(check_kernel(k), Hazard.TMAP_SCOPE_TOO_NARROW, line)
     assert "acquired at .cta" in f.message
 
 
@@ -366,42 +357,42 @@ def _halo(h: int, *, load: bool = False) -> tuple[Kernel, int]:
 
 def test_halo_store_starting_below_zero_in_the_first_cta():
     k, line = _halo(4)
-    f = _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
+    f = only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
     assert "as low as -4" in f.message
 
 
 def test_halo_load_may_start_below_zero_and_the_store_starts_at_zero():
-    _clean(_halo(0, load=True)[0], maps=TILE)
+    clean(_halo(0, load=True)[0], maps=TILE)
     k, line = _halo(4, load=True)       # the load at -4 is fine; only the store is reported
-    _only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
+    only(check_kernel(k, maps=TILE), Hazard.TMA_STORE_NEGATIVE_COORD, line)
 
 
 # -- ring discipline -------------------------------------------------------------------------------
 @pytest.mark.parametrize("parity", ["xor", "and"])
 def test_parity_flipping_every_iteration_on_a_two_stage_ring(parity):
     k, lines = ws_pipeline(parity=parity)
-    f = _only(check_kernel(k, maps=TILE), Hazard.RING_PARITY, lines["wait"])
+    f = only(check_kernel(k, maps=TILE), Hazard.RING_PARITY, lines["wait"])
     assert "every 2 iterations" in f.message
 
 
 def test_parity_flipping_every_iteration_is_right_for_one_stage():
-    _clean(ws_pipeline(parity="xor", stages=1)[0], maps=TILE)
+    clean(ws_pipeline(parity="xor", stages=1)[0], maps=TILE)
 
 
 def test_consumer_waiting_on_the_next_stage_barrier():
     k, lines = ws_pipeline(wait_ahead=1)
-    f = _only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, lines["read"])
+    f = only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, lines["read"])
     assert [s.role for s in f.sites] == ["read", "wait", "copy"]
 
 
 def test_producer_refilling_without_waiting_on_the_empty_barriers():
     k, lines = ws_pipeline(producer_waits=False)
-    _only(check_kernel(k, maps=TILE), Hazard.RING_REFILL_UNGUARDED, lines["load"])
+    only(check_kernel(k, maps=TILE), Hazard.RING_REFILL_UNGUARDED, lines["load"])
 
 
 def test_consumer_reading_before_any_wait():
     k, lines = ws_pipeline(consumer_waits=False)
-    _only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, lines["read"])
+    only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, lines["read"])
 
 
 def _two_buffers(wait_slot: int, *, early_read: bool = False) -> tuple[Kernel, int]:
@@ -431,13 +422,13 @@ def _two_buffers(wait_slot: int, *, early_read: bool = False) -> tuple[Kernel, i
 
 def test_read_after_waiting_on_the_other_buffers_barrier():
     k, line = _two_buffers(0)
-    _only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, line)
-    _clean(_two_buffers(1)[0], maps=TILE)
+    only(check_kernel(k, maps=TILE), Hazard.WAIT_WRONG_BARRIER, line)
+    clean(_two_buffers(1)[0], maps=TILE)
 
 
 def test_read_of_a_tma_destination_before_the_wait():
     k, line = _two_buffers(1, early_read=True)
-    _only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, line)
+    only(check_kernel(k, maps=TILE), Hazard.SMEM_READ_BEFORE_WAIT, line)
 
 
 def _try_once(loop: bool) -> tuple[Kernel, int]:
@@ -452,8 +443,8 @@ def _try_once(loop: bool) -> tuple[Kernel, int]:
 
 def test_try_wait_result_never_looped_on():
     k, line = _try_once(loop=False)
-    _only(check_kernel(k), Hazard.TRY_WAIT_NOT_LOOPED, line)
-    _clean(_try_once(loop=True)[0])
+    only(check_kernel(k), Hazard.TRY_WAIT_NOT_LOOPED, line)
+    clean(_try_once(loop=True)[0])
 
 
 @pytest.mark.parametrize("empty_count", [1, 3])

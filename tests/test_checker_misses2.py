@@ -12,21 +12,12 @@ from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, Severity, check_kernel
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from tests import pipeline_kernels as PK
-from tests.checker_kernels import here, ids
+from tests.checker_kernels import clean, here, ids, only
 
 L = SmemLayout(t.bf16, 64, 64, "K", "128B")
 MAPS = {"map_a": {"box_bytes": L.nbytes}, "map_b": {"box_bytes": L.nbytes}}
 
 
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
-
-
-def _clean(k: Kernel, **context) -> None:
-    assert [f.format() for f in check_kernel(k, **context)] == []
 
 
 # -- wgmma / ldmatrix reading a TMA destination before the full wait -------------------------------
@@ -70,17 +61,17 @@ def _tile_reader(reader: str, wait_first: bool) -> tuple[Kernel, int]:
 
 def test_wgmma_reads_a_tma_destination_before_the_wait():
     k, line = _tile_reader("wgmma", wait_first=False)
-    f = _only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
+    f = only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
     assert "wgmma.mma_async (through its descriptor) reads the address of symbol sa" \
         in f.message
-    _clean(_tile_reader("wgmma", wait_first=True)[0], maps=MAPS)
+    clean(_tile_reader("wgmma", wait_first=True)[0], maps=MAPS)
 
 
 def test_ldmatrix_reads_a_tma_destination_before_the_wait():
     k, line = _tile_reader("ldmatrix", wait_first=False)
-    f = _only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
+    f = only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
     assert f.message.startswith("this ldmatrix reads")
-    _clean(_tile_reader("ldmatrix", wait_first=True)[0], maps=MAPS)
+    clean(_tile_reader("ldmatrix", wait_first=True)[0], maps=MAPS)
 
 
 # -- a stage released after a wait_group that leaves its wgmma in flight ---------------------------
@@ -144,10 +135,10 @@ def _released(case: str, n_wait: int) -> tuple[Kernel, int]:
                                                 ("current", 0, 1)])
 def test_stage_released_while_its_wgmma_group_is_in_flight(case, right, wrong):
     k, line = _released(case, wrong)
-    f = _only(check_kernel(k), Hazard.WGMMA_SMEM_RELEASED, line)
+    f = only(check_kernel(k), Hazard.WGMMA_SMEM_RELEASED, line)
     assert ("retires no group" if case == "single" else "leaves its group in flight") \
         in f.message
-    _clean(_released(case, right)[0])
+    clean(_released(case, right)[0])
 
 
 # -- arrive counts of barriers in dynamic shared memory --------------------------------------------
@@ -234,10 +225,10 @@ def _ws_ring(plain: bool) -> tuple[Kernel, int]:
 
 def test_warp_specialized_producer_arriving_without_expect_tx():
     k, line = _ws_ring(plain=True)
-    f = _only(check_kernel(k, maps={"tmap": {"box_bytes": 512}}), Hazard.EXPECT_TX_MISMATCH,
+    f = only(check_kernel(k, maps={"tmap": {"box_bytes": 512}}), Hazard.EXPECT_TX_MISMATCH,
               line)
     assert "announces 0 bytes" in f.message and "arrivals alone" in f.message
-    _clean(_ws_ring(plain=False)[0], maps={"tmap": {"box_bytes": 512}})
+    clean(_ws_ring(plain=False)[0], maps={"tmap": {"box_bytes": 512}})
 
 
 # -- one finding per wgmma, not per register or per instruction ------------------------------------
@@ -266,15 +257,15 @@ def _epilogue(wait: bool, fence: bool) -> tuple[Kernel, int, int]:
 
 def test_accumulators_read_in_flight_is_one_finding():
     k, _, line = _epilogue(wait=False, fence=True)
-    f = _only(check_kernel(k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
+    f = only(check_kernel(k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
     assert "(32 registers) are accessed by" in f.message and ".." in f.message
-    _clean(_epilogue(wait=True, fence=True)[0])
+    clean(_epilogue(wait=True, fence=True)[0])
 
 
 def test_missing_fence_is_one_finding_per_group():
     k, line, _ = _epilogue(wait=True, fence=False)
-    _only(check_kernel(k), Hazard.WGMMA_NO_FENCE, line)
-    _clean(_epilogue(wait=True, fence=True)[0])
+    only(check_kernel(k), Hazard.WGMMA_NO_FENCE, line)
+    clean(_epilogue(wait=True, fence=True)[0])
 
 
 # -- tma-smem-align: name the static variables in front of the dynamic buffer ----------------------
@@ -300,4 +291,4 @@ def test_dynamic_buffer_behind_static_barriers_names_them():
     f = found[0]
     assert "ring_full, ring_empty" in f.message and "storage=Addr" in f.fix
     assert "digest" not in f.fix and "[docs/hazards.md: tma-smem-align]" in f.fix
-    _clean(build(True), maps={"tmap": {"box_bytes": 512}})
+    clean(build(True), maps={"tmap": {"box_bytes": 512}})

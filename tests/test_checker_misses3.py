@@ -9,20 +9,11 @@ import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
-from tests.checker_kernels import here, ids
+from tests.checker_kernels import clean, here, ids, only
 
 MAP = {"tmap": {"box_bytes": 512}}
 
 
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
-
-
-def _clean(k: Kernel, **context) -> None:
-    assert [f.format() for f in check_kernel(k, **context)] == []
 
 
 # -- the first phase of a fresh barrier ------------------------------------------------------------
@@ -91,15 +82,15 @@ def _ring(S: int, style: str, producer_start: int, consumer_start: int
 @pytest.mark.parametrize("style", ["div", "wrap"])
 def test_consumer_first_wait_for_parity_one_reads_before_the_data(style):
     k, _, line = _ring(3, style, producer_start=1, consumer_start=1)
-    f = _only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
+    f = only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
     assert "passes at once" in f.message
-    _clean(_ring(3, style, producer_start=1, consumer_start=0)[0], maps=MAP)
+    clean(_ring(3, style, producer_start=1, consumer_start=0)[0], maps=MAP)
 
 
 @pytest.mark.parametrize("style", ["div", "wrap"])
 def test_producer_first_wait_for_parity_zero_hangs(style):
     k, line, _ = _ring(2, style, producer_start=0, consumer_start=0)
-    f = _only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
+    f = only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
     assert "hangs" in f.message
 
 
@@ -122,8 +113,8 @@ def test_single_load_waited_for_parity_one():
         return k, line
 
     k, line = build(1)
-    _only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
-    _clean(build(0)[0], maps=MAP)
+    only(check_kernel(k, maps=MAP), Hazard.WAIT_PARITY_FIRST_PHASE, line)
+    clean(build(0)[0], maps=MAP)
 
 
 # -- two copies of one phase on the same bytes ----------------------------------------------------
@@ -185,9 +176,9 @@ SPLIT_MAPS = {"map_a": {"box_bytes": 512}, "map_b": {"box_bytes": 512}}
 
 def test_two_producers_load_into_the_same_slot():
     k, line = _split(same_slot=True)
-    f = _only(check_kernel(k, maps=SPLIT_MAPS), Hazard.TMA_DST_OVERLAP, line)
+    f = only(check_kernel(k, maps=SPLIT_MAPS), Hazard.TMA_DST_OVERLAP, line)
     assert "2 threads" in f.message
-    _clean(_split(same_slot=False)[0], maps=SPLIT_MAPS)
+    clean(_split(same_slot=False)[0], maps=SPLIT_MAPS)
 
 
 def test_two_loads_of_one_phase_into_overlapping_offsets():
@@ -212,8 +203,8 @@ def test_two_loads_of_one_phase_into_overlapping_offsets():
         return k, line
 
     k, line = build(256)
-    _only(check_kernel(k, maps=SPLIT_MAPS), Hazard.TMA_DST_OVERLAP, line)
-    _clean(build(512)[0], maps=SPLIT_MAPS)
+    only(check_kernel(k, maps=SPLIT_MAPS), Hazard.TMA_DST_OVERLAP, line)
+    clean(build(512)[0], maps=SPLIT_MAPS)
 
 
 # -- a shared tensor map published with plain stores ----------------------------------------------
@@ -260,10 +251,10 @@ def _publish(how: str) -> tuple[Kernel, int]:
 def test_shared_map_published_with_plain_stores_needs_a_release():
     maps = {"workspace": {"box_bytes": 512}}
     k, line = _publish("stores")
-    f = _only(check_kernel(k, maps=maps), Hazard.TMAP_REPLACE_NO_RELEASE, line)
+    f = only(check_kernel(k, maps=maps), Hazard.TMAP_REPLACE_NO_RELEASE, line)
     assert "st.global" in f.message
-    _clean(_publish("cp_fenceproxy")[0], maps=maps)
-    _clean(_publish("stores+release")[0], maps=maps)
+    clean(_publish("cp_fenceproxy")[0], maps=maps)
+    clean(_publish("stores+release")[0], maps=maps)
 
 
 # -- st.async on another barrier does not silence the byte count of this one ---------------------
@@ -297,8 +288,8 @@ def test_st_async_to_another_barrier_keeps_the_expect_tx_check():
         return k, line
 
     k, line = build(1024)
-    _only(check_kernel(k, maps=MAP), Hazard.EXPECT_TX_MISMATCH, line)
-    _clean(build(512)[0], maps=MAP)
+    only(check_kernel(k, maps=MAP), Hazard.EXPECT_TX_MISMATCH, line)
+    clean(build(512)[0], maps=MAP)
 
 
 def _multicast_in_cluster(mask: int, tx: int) -> tuple[Kernel, int]:

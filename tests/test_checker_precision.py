@@ -8,14 +8,7 @@ import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
-from tests.checker_kernels import here, ids
-
-
-def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
+from tests.checker_kernels import here, ids, only
 
 
 # -- a store coordinate taken under the branch that runs the store ---------------------------------
@@ -53,14 +46,14 @@ def test_store_coordinate_non_negative_in_the_threads_that_store():
 
 def test_store_coordinate_negative_in_the_threads_that_store():
     k, line = _consumer_store(2)          # warpgroup 1 stores at row -64
-    f = _only(check_kernel(k, maps={"map_c": {"box_bytes": 4096}}),
+    f = only(check_kernel(k, maps={"map_c": {"box_bytes": 4096}}),
               Hazard.TMA_STORE_NEGATIVE_COORD, line)
     assert "as low as -64" in f.message
 
 
 def test_store_coordinate_negative_in_the_branch_that_stores():
     k, line = _consumer_store(1, in_producer=True)   # warpgroup 0: wg - 1 = -1
-    f = _only(check_kernel(k, maps={"map_c": {"box_bytes": 4096}}),
+    f = only(check_kernel(k, maps={"map_c": {"box_bytes": 4096}}),
               Hazard.TMA_STORE_NEGATIVE_COORD, line)
     assert "as low as -64" in f.message
 
@@ -207,4 +200,4 @@ def test_wait_skipped_beyond_the_first_pass_leaves_the_refill_unguarded(skip, ou
     # i >= S+1 refills stage 0 at i = S unguarded; i == 1 is no ring pass at all; an outer
     # loop restarting the counter skips the wait on stages still in use.
     k, line = _ring(skip, outer=outer)
-    _only(check_kernel(k, maps={"tmap": {"box_bytes": 512}}), Hazard.RING_REFILL_UNGUARDED, line)
+    only(check_kernel(k, maps={"tmap": {"box_bytes": 512}}), Hazard.RING_REFILL_UNGUARDED, line)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
-from tests.checker_kernels import TILE_DESC, Tma, encode_map, here, ids
+from tests.checker_kernels import TILE_DESC, Tma, encode_map, here, ids, only
 
 
 def _only(findings, hazard: Hazard, line: int):
-    assert ids(findings) == [hazard.value], [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
+    """`only`, and the formatted finding names the id and this file's line."""
+    f = only(findings, hazard, line)
     assert hazard.value in f.format() and f"{__file__}:{line}" in f.format()
     return f
 

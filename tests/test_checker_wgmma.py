@@ -8,15 +8,7 @@ import contextlib
 
 from ptxdsl import Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
-from tests.checker_kernels import here, ids
-
-
-def _only(findings, hazard: Hazard, line: int, count: int = 1):
-    """The findings are `count` of `hazard`; the first (by line) is at `line`."""
-    assert ids(findings) == [hazard.value] * count, [f.format() for f in findings]
-    f = findings[0]
-    assert f.loc.file == __file__ and f.loc.line == line, f.format()
-    return f
+from tests.checker_kernels import here, ids, only
 
 
 class Gemm:
@@ -74,7 +66,7 @@ def test_accumulator_read_before_wait_group():
     line = here() + 1
     g.k.add(g.acc[3], 1.0)
     ptx.wgmma_wait_group(g.k, 0)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
+    f = only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
     assert "%f4" in f.message and "no wgmma.wait_group has retired" in f.message
     assert f.sites[1].ptx.startswith("wgmma.mma_async")
 
@@ -96,7 +88,7 @@ def test_wait_group_without_commit_does_not_retire():
     g.mma()
     ptx.wgmma_wait_group(g.k, 0)
     g.epilogue()
-    f = _only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, EPILOGUE_LINE)
+    f = only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, EPILOGUE_LINE)
     assert "never committed" in f.message
 
 
@@ -115,7 +107,7 @@ def test_epilogue_after_loop_keeping_one_group_in_flight():
     g = Gemm()
     _mainloop(g, 1)
     g.epilogue()
-    _only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, EPILOGUE_LINE)
+    only(check_kernel(g.k), Hazard.WGMMA_REGS_IN_FLIGHT, EPILOGUE_LINE)
 
 
 def test_epilogue_after_loop_drained_is_clean():
@@ -142,7 +134,7 @@ def test_two_groups_in_flight_wait_one_retires_the_older():
     line = here() + 1
     k.add(acc2[0], 1.0)                # the second is not
     ptx.wgmma_wait_group(k, 0)
-    _only(check_kernel(k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
+    only(check_kernel(k), Hazard.WGMMA_REGS_IN_FLIGHT, line)
 
 
 # -- wgmma-no-fence -------------------------------------------------------------------------------
@@ -151,7 +143,7 @@ def test_accumulators_zeroed_without_fence():
     g.mma()
     ptx.wgmma_commit_group(g.k)
     ptx.wgmma_wait_group(g.k, 0)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
+    f = only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
     assert "was accessed by another instruction" in f.message
     assert f.sites[1].ptx.startswith("mov.f32")
 
@@ -161,7 +153,7 @@ def test_no_fence_before_the_first_wgmma():
     g.mma(scale_d=0)
     ptx.wgmma_commit_group(g.k)
     ptx.wgmma_wait_group(g.k, 0)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
+    f = only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
     assert "needed before the first" in f.message
 
 
@@ -182,7 +174,7 @@ def _tiles(g: Gemm, fence_each_tile: bool) -> None:
 def test_next_tile_without_fence_after_epilogue():
     g = Gemm(zero=False)
     _tiles(g, False)
-    _only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
+    only(check_kernel(g.k), Hazard.WGMMA_NO_FENCE, MMA_LINE)
 
 
 def test_next_tile_fenced_is_clean():
@@ -210,7 +202,7 @@ def test_generic_writes_read_by_wgmma_without_proxy_fence():
     _fill(g, g.A)
     g.k.bar_sync(0)
     line = _mma_once(g)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
+    f = only(check_kernel(g.k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
     assert "symbol A" in f.message and "no fence.proxy.async" in f.message
 
 
@@ -219,7 +211,7 @@ def test_generic_writes_fenced_without_barrier():
     _fill(g, g.B)
     ptx.fence_proxy_async(g.k, "shared::cta")
     line = _mma_once(g)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
+    f = only(check_kernel(g.k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
     assert "no barrier" in f.message
 
 
@@ -259,7 +251,7 @@ def test_stmatrix_into_a_tile_then_wgmma_in_a_loop():
         ptx.wgmma_commit_group(k)
         ptx.wgmma_wait_group(k, 0)
         restage(regs)
-    f = _only(check_kernel(k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, MMA_LINE)
+    f = only(check_kernel(k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, MMA_LINE)
     assert f.sites[1].ptx.startswith("stmatrix")
 
 
@@ -283,7 +275,7 @@ def _consumer(g: Gemm, wait_before_release: bool) -> int:
 def test_stage_released_before_wgmma_waited():
     g = Gemm()
     line = _consumer(g, False)
-    f = _only(check_kernel(g.k), Hazard.WGMMA_SMEM_RELEASED, line)
+    f = only(check_kernel(g.k), Hazard.WGMMA_SMEM_RELEASED, line)
     assert "no wgmma.wait_group ran after it" in f.message
 
 
@@ -318,7 +310,7 @@ def _pipelined(g: Gemm, release_first: bool) -> int:
 def test_pipelined_release_before_wait():
     g = Gemm()
     line = _pipelined(g, True)
-    _only(check_kernel(g.k), Hazard.WGMMA_SMEM_RELEASED, line)
+    only(check_kernel(g.k), Hazard.WGMMA_SMEM_RELEASED, line)
 
 
 def test_pipelined_release_after_wait_one_is_clean():
@@ -354,7 +346,7 @@ def _ws(cond, threads: int = 256) -> tuple[Kernel, int]:
 
 def test_setmaxnreg_under_a_per_thread_condition():
     k, line = _ws(lambda k: k.setp("lt", k.tid.x, 64))
-    f = _only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line, count=2)   # dec and inc
+    f = only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line, count=2)   # dec and inc
     assert "warpgroup 0, thread 0 may run it but thread 64 never does" in f.message
 
 
@@ -372,7 +364,7 @@ def test_setmaxnreg_by_thread_range_of_whole_warpgroups_is_clean():
 def test_setmaxnreg_by_warp_index_is_not_warpgroup_uniform():
     """tid / 32 is uniform in a warp, not in a warpgroup: the second way."""
     k, line = _ws(lambda k: k.setp("eq", k.shr(k.tid.x, 5), 1))
-    f = _only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line, count=2)
+    f = only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line, count=2)
     assert "thread 32 may run it but thread 0 never does" in f.message
 
 
@@ -384,7 +376,7 @@ def test_setmaxnreg_guarded_by_a_lane_predicate():
     with k.guard(p):
         line = here() + 1
         ptx.setmaxnreg_dec(k, 64)
-    _only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line)
+    only(check_kernel(k), Hazard.SETMAXNREG_NOT_UNIFORM, line)
 
 
 def _wgmma_under(cond, threads: int = 256) -> tuple[Kernel, int]:
@@ -406,7 +398,7 @@ def _wgmma_under(cond, threads: int = 256) -> tuple[Kernel, int]:
 
 def test_wgmma_under_a_per_thread_condition():
     k, line = _wgmma_under(lambda k: k.setp("lt", k.tid.x, 64))
-    f = _only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
+    f = only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
     assert f.message.startswith("wgmma.fence is not run by all 128 threads of its warpgroup: "
                                 "in warpgroup 0, thread 0 may run it but thread 64 never does")
     assert "(4 more such instructions)" in f.message
@@ -414,7 +406,7 @@ def test_wgmma_under_a_per_thread_condition():
 
 def test_wgmma_in_a_cta_of_part_of_a_warpgroup():
     k, line = _wgmma_under(None, threads=96)
-    f = _only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
+    f = only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
     assert "warpgroup 0 has only 96 threads (the CTA has 96; give it a multiple of 128)" \
         in f.message
 

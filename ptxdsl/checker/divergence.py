@@ -26,7 +26,7 @@ from typing import Any
 from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
-from .values import _CMP, Values
+from .values import _CMP, FOLD_DIV, Values
 
 # A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
 # (Integer comparisons only: the ordered float `ne` is not the negation of `eq` for NaN, but
@@ -63,12 +63,9 @@ def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
 # Values a condition is evaluated on stay in [0, 2**31): there the signed and unsigned forms
 # of an operation agree (a value number does not record the type); anything else is unknown.
 _LIMIT = 1 << 31
-_ARITH: dict[str, Callable[[int, int], int | None]] = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "shl": lambda a, b: a << b if b < 32 else None, "shr": lambda a, b: a >> b,
-    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
-    "div": lambda a, b: a // b if b else None, "rem": lambda a, b: a % b if b else None,
-    "min": min, "max": max}
+# A shift by 32 or more is left unknown (its result depends on the operand's width).
+_ARITH: dict[str, Callable[[int, int], int | None]] = dict(
+    FOLD_DIV, shl=lambda a, b: a << b if b < 32 else None, min=min, max=max)
 _BOOL = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
 _DEPTH = 64   # conditions on thread ids are short; a longer chain is not evaluated
 _SREGS = ("tid.x", "tid.y", "tid.z", "ntid.x", "ntid.y", "ntid.z", "laneid")

@@ -22,10 +22,9 @@ from .cfg import guard_polarity
 from .findings import Hazard
 from .hazards_bulk import _start
 from .ops import Op, Role
-from .values import _CMP, _FOLD, Kind
+from .values import _CMP, FOLD_DIV, Kind
 
-_ARITH: dict[str, Callable[[Any, Any], Any]] = dict(_FOLD, div=lambda a, b: a // b if b else None,
-              rem=lambda a, b: a % b if b else None, min=min, max=max)
+_ARITH: dict[str, Callable[[Any, Any], Any]] = dict(FOLD_DIV, min=min, max=max)
 
 
 class _Unknown(Exception):

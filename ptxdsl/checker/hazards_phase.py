@@ -36,14 +36,12 @@ from .cfg import dominates, dominators, guard_polarity
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .ops import Op, Role
-from .values import _CMP, _FOLD
+from .values import _CMP, FOLD_DIV
 
 CLUSTER = StateSpace.shared_cluster
 _PENDING_INIT = ("init_nosync", "init_noasync", "init_nocluster", "init_fenced")
 
 
-_FOLDS = {**_FOLD, "div": lambda a, b: a // b if b else None,
-          "rem": lambda a, b: a % b if b else None}
 _COMPLETERS = (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_ARRIVE, Role.MBAR_COMPLETE_TX)
 
 
@@ -147,11 +145,11 @@ class FirstTrip:
             return None if isinstance(insn.a, SpecialReg) else self.value(insn.a, d, depth + 1)
         if isinstance(insn, Cvt):
             return self.value(insn.a, d, depth + 1)
-        if isinstance(insn, Binary) and insn.op in _FOLDS:
+        if isinstance(insn, Binary) and insn.op in FOLD_DIV:
             a, b = self.value(insn.a, d, depth + 1), self.value(insn.b, d, depth + 1)
             if a is None or b is None or (insn.op in ("shl", "shr") and not 0 <= b < 64):
                 return None
-            return _FOLDS[insn.op](a, b)
+            return FOLD_DIV[insn.op](a, b)
         if isinstance(insn, Setp) and insn.bool_op is None and insn.cmp in _CMP:
             a, b = self.value(insn.a, d, depth + 1), self.value(insn.b, d, depth + 1)
             return None if a is None or b is None else int(_CMP[insn.cmp](a, b))

@@ -68,6 +68,11 @@ _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, 
          "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "and": lambda a, b: a & b,
          "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
 
+# _FOLD with integer division, for the evaluators that run thread ids and loop counters through
+# conditions (None: a division by zero, which the evaluators treat as unknown).
+FOLD_DIV = {**_FOLD, "div": lambda a, b: a // b if b else None,
+            "rem": lambda a, b: a % b if b else None}
+
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
         "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,

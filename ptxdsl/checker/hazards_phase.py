@@ -38,10 +38,6 @@ from .hazards_arrive import _same_barriers
 from .ops import Op, Role
 from .values import _CMP, FOLD_DIV
 
-CLUSTER = StateSpace.shared_cluster
-_PENDING_INIT = ("init_nosync", "init_noasync", "init_nocluster", "init_fenced")
-
-
 _COMPLETERS = (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_ARRIVE, Role.MBAR_COMPLETE_TX)
 
 

@@ -5,6 +5,7 @@ that differ from what TMA delivers, wait loops whose parity never changes, and w
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..instructions.arith import Binary
@@ -172,12 +173,7 @@ def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
 def _cluster_size(an: Analysis) -> int | None:
     """The CTAs of the kernel's cluster when `.reqnctapercluster` fixes them."""
     dims = getattr(an.kernel, "reqnctapercluster", None)
-    if not dims:
-        return None
-    size = 1
-    for d in dims:
-        size *= d
-    return size
+    return math.prod(dims) if dims else None
 
 
 _CTA_SREGS = ("ctaid", "cluster_ctarank", "cluster_ctaid", "clusterid", "nctaid")

@@ -15,8 +15,6 @@ from ptxdsl import Kernel, ptx, t
 from ptxdsl.checker import check_kernel
 from ptxdsl.errors import PtxdslError
 from ptxdsl.pipeline import tx_bytes
-from ptxdsl.runtime import _driver, device
-from ptxdsl.runtime import launch as launch_mod
 from ptxdsl.runtime import tensormap as tensormap_mod
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.cache import max_cache_bytes
@@ -26,12 +24,11 @@ from ptxdsl.runtime.errors import (
     LaunchError,
     TensorMapRuleError,
 )
-from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.tensormap import TensorMap
 from ptxdsl.runtime.tensormap_desc import MAX_BOX_BYTES, Swizzle, TiledDesc, validate
 from ptxdsl.types import ScalarType as T
 from tests.test_runtime_args import TMAP, P
-from tests.test_runtime_streams_cpu import FakeDriver
+from tests.test_runtime_streams_cpu import FakeDriver, fake_function
 
 HERE = __file__
 A = 1 << 20
@@ -235,15 +232,7 @@ class ClusterDriver(FakeDriver):
 @pytest.fixture
 def fn(monkeypatch):
     drv = ClusterDriver()
-    monkeypatch.setattr(_driver, "_driver", drv)
-    tls = SimpleNamespace(device=0)
-    monkeypatch.setattr(device, "_tls", tls)
-    monkeypatch.setattr(launch_mod, "_tls", tls)
-    info = SimpleNamespace(max_threads_per_block=1024, max_block_dim=(1024, 1024, 64),
-                           max_grid_dim=(2**31 - 1, 65535, 65535), name="fake",
-                           max_shared_per_block_optin=232448, cluster_launch=True)
-    monkeypatch.setattr(launch_mod, "device_info", lambda d: info)
-    return Function(SimpleNamespace(device=0, ptx=""), "k", "fn-handle", ()), drv
+    return fake_function(monkeypatch, drv), drv
 
 
 BAD_LAUNCHES = [

@@ -64,9 +64,8 @@ class CoreLikeStream:
         return (0, self.h)
 
 
-@pytest.fixture
-def fn(monkeypatch):
-    drv = FakeDriver()
+def fake_function(monkeypatch, drv) -> Function:
+    """A Function of kernel 'k' whose launches reach `drv` on a fake device 0."""
     monkeypatch.setattr(_driver, "_driver", drv)
     tls = SimpleNamespace(device=0)
     monkeypatch.setattr(device, "_tls", tls)
@@ -75,7 +74,13 @@ def fn(monkeypatch):
                            max_grid_dim=(2**31 - 1, 65535, 65535), name="fake",
                            max_shared_per_block_optin=232448, cluster_launch=True)
     monkeypatch.setattr(launch_mod, "device_info", lambda d: info)
-    f = Function(SimpleNamespace(device=0, ptx=""), "k", "fn-handle", ())
+    return Function(SimpleNamespace(device=0, ptx=""), "k", "fn-handle", ())
+
+
+@pytest.fixture
+def fn(monkeypatch):
+    drv = FakeDriver()
+    f = fake_function(monkeypatch, drv)
     misses = []
     real = f._config
     monkeypatch.setattr(f, "_config", lambda *a: misses.append(a[3] is None) or real(*a))

@@ -416,3 +416,36 @@ def test_wgmma_by_warpgroup_index_is_clean():
     assert check_kernel(k) == []
     k, _ = _wgmma_under(None, threads=384)
     assert check_kernel(k) == []
+
+
+def _ws_k_loop(consumer_cond) -> tuple[Kernel, int]:
+    """384 threads: warpgroup 0 would produce, the consumers run a run-time K loop of wgmma
+    under `consumer_cond` (inside the loop, as a per-iteration test)."""
+    k = Kernel("ws_mma", reqntid=384)
+    desc = k.ld_param(k.param(t.u64, "desc"))
+    n = k.ld_param(k.param(t.u32, "k_tiles"))
+    acc = k.fragment(t.f32, (64, 64))
+    wg = k.shr(k.tid.x, 7)
+    with k.if_(wg != 0):
+        with k.for_range(0, n):
+            with k.if_(consumer_cond(k, wg)):
+                line = here() + 1
+                ptx.wgmma_fence(k)
+                ptx.wgmma_mma_async(k, acc, desc, desc, atype="bf16")
+                ptx.wgmma_commit_group(k)
+                ptx.wgmma_wait_group(k, 0)
+        acc.store(k.param_ptr("out"), 64)
+    k.ret()
+    return k, line
+
+
+def test_wgmma_in_a_warp_specialized_k_loop_under_a_lane_condition():
+    k, line = _ws_k_loop(lambda k, wg: k.setp("lt", k.and_(k.tid.x, 31), 16))
+    f = only(check_kernel(k), Hazard.WGMMA_NOT_WARPGROUP, line)
+    assert ("in warpgroup 1, thread 128 may run it but thread 144 never does" in f.message
+            and "(3 more such instructions)" in f.message)
+
+
+def test_wgmma_in_a_warp_specialized_k_loop_by_warpgroup_is_clean():
+    k, _ = _ws_k_loop(lambda k, wg: k.setp("le", wg, 2))
+    assert check_kernel(k) == []

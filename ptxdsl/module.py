@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -13,10 +10,10 @@ from typing import Any
 import attrs
 
 from . import __version__
+from ._files import output_target, write_file
 from .errors import (
     BuildError,
     OperandError,
-    OutputError,
     SourceLoc,
     VersionError,
     fail_closed,
@@ -433,39 +430,20 @@ class Module:
 
         The text goes to a temporary file in the same folder first and replaces `path` only
         once it is whole, so a failure (emit, encoding, disk) leaves an existing file intact.
+        `path` must be a regular file or a new name: a folder, a device node, a FIFO or a
+        socket there is refused with an `OutputError` (never replaced: run as root,
+        `write("/dev/null")` would replace the system's /dev/null). A symbolic link is
+        written through to the file it points to, which must be a regular file or new, and
+        stays a link (a symlinked golden stays one).
         """
         if not isinstance(path, str | os.PathLike) or not os.fspath(path) \
                 or os.path.isdir(path):
             raise BuildError(f"Module.write: expected the path of a file, got {_show(path)}")
+        output_target(os.fspath(path), "Module.write")   # refused before emit() runs
         text = self.emit()
         data = text.encode("ascii")   # fails here, before anything on disk is touched
-        path = os.path.abspath(os.fspath(path))
-        try:
-            self._write_file(path, data)
-        except OSError as e:   # a folder that is a file, no permission, a full disk, ...
-            raise OutputError(f"Module.write: cannot write {path!r}: "
-                              f"{e.strerror or type(e).__name__}"
-                              + (f" ({e.filename!r})" if e.filename and e.filename != path
-                                 else ""), e) from e
+        write_file(os.path.abspath(os.fspath(path)), data, "Module.write")
         return text
-
-    @staticmethod
-    def _write_file(path: str, data: bytes) -> None:
-        folder = os.path.dirname(path)
-        os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-        # 0o666 less the umask, as open(path, "w") would give a new file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            if os.path.exists(path):   # an existing file keeps its permissions
-                shutil.copymode(path, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
 
     def assemble(self, arch: str | None = None, *, options=(), warn: bool = True):
         """A cubin through nvJitLink (no GPU needed), as a `Cubin`: bytes, plus `.arch` (the

@@ -6,6 +6,7 @@ import errno
 import multiprocessing
 import os
 import time
+import warnings
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_miss_then_hit(tmp_path):
     assert len(asm.calls) == 2  # one build + the reference call above
     (entry,) = tmp_path.glob("*.cubin")
     assert entry.name == cache_key(PTX, "sm_90", "13.0", 13000) + ".cubin"
-    assert entry.read_bytes()[:8] == b"PTXDSLC1"
+    assert entry.read_bytes()[:8] == b"PTXDSLC2"
 
 
 def test_other_arch_or_text_misses(tmp_path):
@@ -92,10 +93,12 @@ def test_corrupt_entry_is_rebuilt(tmp_path, damage):
         blob += b"junk"
     entry.write_bytes(bytes(blob))
     store = CubinCache(tmp_path)
-    data, hit = store.get_or_build(cache_key(PTX, "sm_90", "13.0", 13000),
-                                   lambda: asm(PTX, "sm_90"))
+    key = cache_key(PTX, "sm_90", "13.0", 13000)
+    with warnings.catch_warnings():   # a flipped byte fails the MAC: a visible warning
+        warnings.simplefilter("ignore", cache_mod.PtxdslCacheWarning)
+        data, hit = store.get_or_build(key, lambda: asm(PTX, "sm_90"))
     assert (data, hit, store.corrupt) == (good, False, 1)
-    assert decode_entry(entry.read_bytes()) == good  # repaired on disk
+    assert decode_entry(entry.read_bytes(), store.mac_key(), key) == good  # repaired on disk
     assert run(asm, tmp_path)[1] is True
 
 
@@ -132,7 +135,7 @@ def test_failed_write_leaves_old_entry_and_no_temp_files(tmp_path, monkeypatch):
         store.put("k", b"new")
     monkeypatch.undo()
     assert store.get("k") == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["k.cubin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hmac.key", "k.cubin"]
 
 
 def test_unusable_directory_is_a_clear_error(tmp_path):
@@ -143,9 +146,10 @@ def test_unusable_directory_is_a_clear_error(tmp_path):
 
 
 def test_header_round_trip():
-    assert decode_entry(encode_entry(b"abc")) == b"abc"
-    assert decode_entry(encode_entry(b"")) == b""
-    assert decode_entry(b"short") is None
+    key = bytes(range(32))
+    assert decode_entry(encode_entry(b"abc", key, "n"), key, "n") == b"abc"
+    assert decode_entry(encode_entry(b"", key, "n"), key, "n") == b""
+    assert decode_entry(b"short", key, "n") is None
 
 
 def _hammer(directory: str, key: str, rounds: int, seed: int) -> int:

@@ -15,6 +15,7 @@ from ptxdsl import Kernel, ptx, t
 from ptxdsl.checker import check_kernel
 from ptxdsl.errors import PtxdslError
 from ptxdsl.pipeline import tx_bytes
+from ptxdsl.runtime import cache as cache_mod
 from ptxdsl.runtime import tensormap as tensormap_mod
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.cache import max_cache_bytes
@@ -115,7 +116,9 @@ def test_checker_maps_use_the_strided_box_size():
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e400", "1e300", "NaN"])
 def test_non_finite_or_huge_cache_cap_warns_and_uses_the_default(raw, monkeypatch, caplog):
     monkeypatch.setenv("PTXDSL_CACHE_MAX_MB", raw)
-    with caplog.at_level(logging.WARNING, logger="ptxdsl"):
+    monkeypatch.setattr(cache_mod, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="ptxdsl"), \
+            pytest.warns(cache_mod.PtxdslCacheWarning, match="PTXDSL_CACHE_MAX_MB"):
         assert max_cache_bytes() == 1024 * 1024 * 1024
     assert any(f"PTXDSL_CACHE_MAX_MB={raw!r}" in r.getMessage() and r.levelname == "WARNING"
                for r in caplog.records)

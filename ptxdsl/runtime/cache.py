@@ -5,19 +5,30 @@ a new nvJitLink (or cuda-bindings), a new driver, another GPU, another `-maxrreg
 changed character of PTX all miss.
 
 Entry file `<key>.cubin` = 48-byte header + payload. The header holds a magic, the payload
-length and the payload's sha256: a truncated or overwritten entry is detected, removed and
-rebuilt instead of being handed to the driver. Writes go to a temporary file in the same
-directory and are published with os.replace, which is atomic on POSIX and Windows: several
-processes may fill the same entry at once and a reader sees either no file or a whole one.
+length and an HMAC-SHA256 of (magic, length, key, payload) under a random per-user key kept in
+the directory (`hmac.key`, 0600): a truncated or overwritten entry, or one written by anyone
+without the key, is detected, removed and rebuilt instead of being handed to the driver.
+Writes go to a temporary file in the same directory and are published with os.replace, which
+is atomic on POSIX and Windows: several processes may fill the same entry at once and a reader
+sees either no file or a whole one.
+
+Trust (the threat model is in docs/interop.md): a cubin from the cache runs in this process,
+so the directory must be this user's and writable by nobody else, entries and the key must be
+regular files of this user's that others cannot write (nor, for the key, read), as ssh and
+pip require of their files. Anything else is not used: one `PtxdslCacheWarning`, and the load
+goes on uncached. Entries are opened without blocking and without following links, so a FIFO
+or a link planted at an entry's name cannot hang or redirect a load.
 
 Disabled by `PTXDSL_CACHE=0` (also 'false', 'no', 'off') or `cache=False`; the directory is
 `cache_dir`, else `$PTXDSL_CACHE_DIR`, else `$XDG_CACHE_HOME/ptxdsl` (an absolute
 XDG_CACHE_HOME only, as the XDG spec says), else `~/.cache/ptxdsl`. A directory the cache
 creates is owner-only (0700): cubins of someone's kernels are nobody else's to read or plant.
 
-Size cap: `PTXDSL_CACHE_MAX_MB` (default 1024). Each hit refreshes its entry's mtime; after a
-write that takes the directory over the cap, the least recently used entries are removed until
-it is at 3/4 of the cap (so eviction runs on a few writes, not on every one).
+Size cap: `PTXDSL_CACHE_MAX_MB` (default 1024; 0 = no cap). Each hit refreshes its entry's
+mtime; after a write that takes the directory over the cap, the least recently used entries are
+removed until it is at 3/4 of the cap (so eviction runs on a few writes, not on every one). A
+value that is not 0 nor a size from one byte to 2^43 MB (a negative, a word, nan, 1e-9) is a
+`PtxdslCacheWarning`, and the default cap is used.
 
 The cache is an optimisation, never a reason to fail a load: when the directory cannot be
 created, read or written (read-only, disk full, a file or folder in the way,
@@ -30,9 +41,12 @@ temporary file is seconds old, so sweeping by age cannot take one from under it)
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import math
 import os
+import secrets
+import stat
 import struct
 import tempfile
 import threading
@@ -43,15 +57,22 @@ from pathlib import Path
 
 import attrs
 
+from ptxdsl._files import file_kind
 from ptxdsl.errors import user_loc
 from ptxdsl.runtime.errors import CacheError
 
-MAGIC = b"PTXDSLC1"
+MAGIC = b"PTXDSLC2"
+_OLD_MAGIC = b"PTXDSLC1"   # entries checked by a plain sha256: rebuilt, quietly
 _HEADER = struct.Struct("<8sQ32s")
 HEADER_SIZE = _HEADER.size  # 48
+KEY_FILE = "hmac.key"
+KEY_SIZE = 32
 STALE_TMP_S = 3600.0
 _TMP_SUFFIX = ".tmp"
 DEFAULT_MAX_MB = 1024
+# Never block on a FIFO planted at an entry's name, never follow a link planted there.
+_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 log = logging.getLogger(__name__)
 
 
@@ -81,19 +102,24 @@ def default_cache_dir() -> Path:
 
 
 def max_cache_bytes() -> int:
-    """The size cap from PTXDSL_CACHE_MAX_MB (default 1024 MB); 0 or less means no cap."""
+    """The size cap from PTXDSL_CACHE_MAX_MB (default 1024 MB); 0 means no cap. A value that
+    is neither 0 nor a size of at least one byte and below 2^43 MB is a `PtxdslCacheWarning`
+    (once per value and process) and gives the default."""
     raw = os.environ.get("PTXDSL_CACHE_MAX_MB", "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB * 1024 * 1024
     try:
-        mb = float(raw) if raw else DEFAULT_MAX_MB
+        mb = float(raw)
     except ValueError:
-        log.warning("PTXDSL_CACHE_MAX_MB=%r is not a number; using %d", raw, DEFAULT_MAX_MB)
-        mb = DEFAULT_MAX_MB
-    # float() also takes "nan", "inf" and "1e400" (inf), which int() refuses with a raw
-    # ValueError/OverflowError; a cap of 2^63 bytes or more is no file size either. The docs
-    # promise a warning for a bad value, so these fall back like a non-number.
-    if not math.isfinite(mb) or mb * 1024 * 1024 >= 1 << 63:
-        log.warning("PTXDSL_CACHE_MAX_MB=%r is not a finite size below 2^43 MB; using %d",
-                    raw, DEFAULT_MAX_MB)
+        mb = math.nan
+    # float() also takes "nan", "inf" and "1e400" (inf); a negative or a fraction of a byte
+    # would otherwise read as "no cap" (0 bytes), a cap of 2^63 bytes or more is no file size.
+    if mb == 0:
+        return 0
+    if not (math.isfinite(mb) and 1 <= mb * 1024 * 1024 < 1 << 63):
+        _warn_once(f"PTXDSL_CACHE_MAX_MB={raw}",
+                   f"PTXDSL_CACHE_MAX_MB={raw!r} is not a size in MB (0 for no cap, else from "
+                   f"one byte to 2^43 MB); using the default, {DEFAULT_MAX_MB} MB")
         mb = DEFAULT_MAX_MB
     return int(mb * 1024 * 1024)
 
@@ -110,21 +136,81 @@ def cache_key(ptx: str, arch: str, toolchain_version: str, driver_version: int |
     return h.hexdigest()
 
 
-def encode_entry(payload: bytes) -> bytes:
-    return _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
+def _mac(mac_key: bytes, name: str, payload: bytes) -> bytes:
+    # The entry's name (its cache key) is signed too: a valid entry copied to another key's
+    # name fails.
+    m = hmac.new(mac_key, MAGIC, hashlib.sha256)
+    for part in (name.encode(), payload):
+        m.update(len(part).to_bytes(8, "little"))
+        m.update(part)
+    return m.digest()
 
 
-def decode_entry(blob: bytes) -> bytes | None:
-    """The payload of a well-formed entry; None for a bad magic, length or hash."""
+def encode_entry(payload: bytes, mac_key: bytes, name: str) -> bytes:
+    """The file of entry `name`: header (magic, length, HMAC under `mac_key`) + payload."""
+    return _HEADER.pack(MAGIC, len(payload), _mac(mac_key, name, payload)) + payload
+
+
+def _decode(blob: bytes, mac_key: bytes | None, name: str) -> tuple[bytes | None, str]:
+    """(payload, "") for a good entry, else (None, why): "old" (the previous format),
+    "damaged" (bad magic or length) or "forged" (its MAC does not verify under our key)."""
     if len(blob) < HEADER_SIZE:
-        return None
+        return None, "damaged"
     magic, length, digest = _HEADER.unpack_from(blob)
     payload = blob[HEADER_SIZE:]
+    if magic == _OLD_MAGIC:
+        return None, "old"
     if magic != MAGIC or length != len(payload):
+        return None, "damaged"
+    if mac_key is None or not hmac.compare_digest(_mac(mac_key, name, payload), digest):
+        return None, "forged"
+    return payload, ""
+
+
+def decode_entry(blob: bytes, mac_key: bytes | None, name: str) -> bytes | None:
+    """The payload of a well-formed entry `name` whose MAC verifies under `mac_key`; else None."""
+    return _decode(blob, mac_key, name)[0]
+
+
+def _not_ours(st: os.stat_result, private: bool = False) -> str | None:
+    """Why a file or folder of the cache cannot be trusted (another user owns it, or others
+    may write it; for `private` ones, read it either), or None. Where there are no POSIX
+    owners (Windows) there is nothing to check."""
+    if not hasattr(os, "geteuid"):
         return None
-    if hashlib.sha256(payload).digest() != digest:
+    uid, mode = os.geteuid(), stat.S_IMODE(st.st_mode)
+    if st.st_uid != uid:
+        return f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+    if mode & (0o077 if private else 0o022):
+        return (f"its mode {mode:04o} lets other users "
+                + ("read or write it" if private else "write to it"))
+    return None
+
+
+def _read_own(path: Path, what: str, private: bool = False) -> bytes | None:
+    """The bytes of `path`, a regular file of this user's (see `_not_ours`); None when there
+    is no such file; CacheError when it cannot be read or trusted."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
         return None
-    return payload
+    except OSError as exc:   # a link (O_NOFOLLOW), a socket, no permission
+        try:
+            mode: int | None = os.lstat(path).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            raise CacheError(f"{what} {path} is {file_kind(mode)}, not a regular file") \
+                from None
+        raise CacheError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheError(f"{what} {path} is {file_kind(st.st_mode)}, not a regular file")
+        why = _not_ours(st, private)
+        if why:
+            raise CacheError(f"refusing {what} {path}: {why}")
+        return f.read()
 
 
 @attrs.define
@@ -140,24 +226,81 @@ class CubinCache:
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.cubin"
 
-    def get(self, key: str) -> bytes | None:
-        path = self.path(key)
+    def _trusted(self) -> bool:
+        """Whether the directory exists (False: nothing cached yet); CacheError when it is
+        not a folder, or not one to trust (another user's, or writable by others)."""
         try:
-            blob = path.read_bytes()
+            st = os.stat(self.directory)
         except FileNotFoundError:
-            return None
+            return False
         except OSError as exc:
-            raise CacheError(f"cannot read cubin cache entry {path}: {exc}") from None
-        payload = decode_entry(blob)
+            raise CacheError(f"cannot look at it: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise CacheError(f"it is {file_kind(st.st_mode)}, not a folder")
+        why = _not_ours(st)
+        if why:
+            raise CacheError(f"refusing it: {why}, so another user could plant cubins in it "
+                             "that this process would run; use a folder of your own, "
+                             "writable by you only (chmod go-w)")
+        return True
+
+    def mac_key(self, create: bool = False) -> bytes | None:
+        """The directory's HMAC key (`hmac.key`), made when missing and `create`; None when
+        missing otherwise. CacheError when the file is not this user's alone or not a key."""
+        path = self.directory / KEY_FILE
+        key = _read_own(path, "the cache's key", private=True)
+        if key is None and create:
+            # Written whole under a temporary name (mkstemp: O_EXCL, mode 0600), then linked
+            # to its name, which fails if another process got there first: nobody reads a
+            # partial key, and every process ends up with the same one.
+            fd, tmp = tempfile.mkstemp(prefix=".hmac.", suffix=_TMP_SUFFIX, dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(secrets.token_bytes(KEY_SIZE))
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    pass
+            finally:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            key = _read_own(path, "the cache's key", private=True)
+        if key is not None and len(key) != KEY_SIZE:
+            raise CacheError(f"the cache's key {path} holds {len(key)} bytes, not {KEY_SIZE}; "
+                             "remove it (a new one is made, and the cache starts afresh)")
+        return key
+
+    def get(self, key: str) -> bytes | None:
+        if not self._trusted():
+            return None
+        path = self.path(key)
+        blob = _read_own(path, "entry")
+        if blob is None:
+            return None
+        payload, why = _decode(blob, self.mac_key(), key)
         if payload is None:
             self.corrupt += 1
-            log.warning("cubin cache entry %s is damaged; removing it and rebuilding", path)
+            if why == "forged":
+                _warn_once(f"{self.directory}\0forged",
+                           f"cubin cache {self.directory}: entry {path.name} fails its "
+                           "integrity check (damaged, or not written by this user's ptxdsl); "
+                           "removing it and rebuilding")
+            elif why == "old":
+                log.info("cubin cache entry %s is of an older format; rebuilding it", path)
+            else:
+                log.warning("cubin cache entry %s is damaged; removing it and rebuilding",
+                            path)
             # Another process may have just replaced it with a good entry; removing that one
             # only costs a rebuild, so no lock is needed.
             try:
                 path.unlink()
             except OSError:
                 pass
+            return None
         try:   # least recently used = oldest mtime: a hit makes the entry young again
             os.utime(path)
         except OSError:
@@ -235,12 +378,15 @@ class CubinCache:
             _swept.add(str(self.directory))
         if first:   # once per directory and process: a sweep lists the whole directory
             self.sweep()
+        self._trusted()   # an existing folder must be ours before anything goes in it
+        mac_key = self.mac_key(create=True)
+        assert mac_key is not None, "mac_key(create=True) makes the key or raises"
         path = self.path(key)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=_TMP_SUFFIX,
                                    dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_entry(payload))
+                f.write(encode_entry(payload, mac_key, key))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -283,13 +429,13 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[..., bytes],
     try:
         store = CubinCache(cache_dir if cache_dir is not None else default_cache_dir())
     except RuntimeError as exc:   # Path.home(): no HOME and no password entry
-        _warn_once(Path("~"), f"cannot find a home folder for it ({exc})")
+        _warn_uncached(Path("~"), f"cannot find a home folder for it ({exc})")
         return assemble(ptx, arch), None
     key = cache_key(ptx, arch, toolchain_version, driver_version, options)
     try:
         payload = store.get(key)
     except (CacheError, OSError) as exc:
-        _warn_once(store.directory, f"cannot read it ({_reason(exc)})")
+        _warn_uncached(store.directory, _reason(exc, "cannot read it"))
         return assemble(ptx, arch), None
     if payload is not None:
         store.hits += 1
@@ -301,22 +447,30 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[..., bytes],
     try:
         store.put(key, bytes(payload))
     except (CacheError, OSError) as exc:
-        _warn_once(store.directory, f"cannot write it ({_reason(exc)})")
+        _warn_uncached(store.directory, _reason(exc, "cannot write it"))
         return payload, None
     return payload, False
 
 
-def _reason(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, CacheError) else f"{type(exc).__name__}: {exc}"
+def _reason(exc: BaseException, doing: str) -> str:
+    return exc.message if isinstance(exc, CacheError) else \
+        f"{doing} ({type(exc).__name__}: {exc})"
 
 
-def _warn_once(directory: Path, what: str) -> None:
+def _warn_uncached(directory: Path, what: str) -> None:
+    """One `PtxdslCacheWarning` per directory and process: the cache is not used."""
+    _warn_once(str(directory), f"cubin cache {directory}: {what}; going on without the cache "
+               "(set PTXDSL_CACHE_DIR to a writable folder of your own, or PTXDSL_CACHE=0 "
+               "to silence this)")
+
+
+def _warn_once(key: str, message: str) -> None:
+    """`message` as a PtxdslCacheWarning at the user's line (and a log record), the first
+    time `key` is met in this process."""
     with _state_lock:
-        if str(directory) in _warned:
+        if key in _warned:
             return
-        _warned.add(str(directory))
-    log.warning("cubin cache %s: %s; going on without the cache", directory, what)
+        _warned.add(key)
+    log.warning("%s", message)
     loc = user_loc()
-    warnings.warn_explicit(f"cubin cache {directory}: {what}; going on without the cache "
-                           "(set PTXDSL_CACHE_DIR to a writable folder, or PTXDSL_CACHE=0 "
-                           "to silence this)", PtxdslCacheWarning, loc.file, loc.line)
+    warnings.warn_explicit(message, PtxdslCacheWarning, loc.file, loc.line)

@@ -290,11 +290,30 @@ class Module:
             for st in k.statements():
                 r = st.insn.requires
                 if not r.satisfied_by(target):
-                    raise VersionError(f"{st.insn.name} needs {r.describe()}, but the module "
-                                       f"is pinned to .target {target}", st.loc)
+                    raise VersionError(f"{st.insn.name} needs {r.describe()}, but "
+                                       f"{self._target_origin()}", st.loc)
                 if r.version > version:
                     raise VersionError(f"{st.insn.name} needs {r.describe()}, but the module "
                                        f"is pinned to .version {version}", st.loc)
+
+    def _target_origin(self) -> str:
+        """Where `.target` came from, for an error about an instruction it cannot hold: the
+        user's pin, or the first statement whose requirement chose it."""
+        target = self.target
+        if self._pinned_target is not None:
+            return f"the module is pinned to .target {target} (Module(target=...) at {self.loc})"
+        for k in self.kernels:
+            for st in k.statements():
+                r = st.insn.requires
+                # An 'a' target comes from an arch-specific form; a portable one from the
+                # form of the highest sm (the target is the least that every form accepts).
+                if (r.arch_specific and target.sm in r.arch_specific) if target.suffix \
+                        else (not r.arch_specific and r.sm == target.sm):
+                    return (f"the module's .target {target} was inferred from {st.insn.name} "
+                            f"at {st.loc.describe()} ({r.describe()}), and no target has "
+                            "both forms (no target was pinned)")
+        return (f"the module's .target {target} was inferred from its kernels' directives; "
+                "no target was pinned")
 
     # -- emission ----------------------------------------------------------------------------------
     def _check_extern_shared(self) -> None:

@@ -283,7 +283,11 @@ class Requires:
 
     def min_target(self) -> Target:
         if self.arch_specific:
-            return Target(min(self.arch_specific), "a")
+            # The least 'a' target that also meets `sm` (an arch-specific form merged with a
+            # portable one of a higher sm: setmaxnreg with a sm_100 .v8 load is sm_100a).
+            # When there is none, the least one: the module's check names the conflict.
+            fits = [a for a in self.arch_specific if a >= self.sm]
+            return Target(min(fits or self.arch_specific), "a")
         return Target(self.sm)
 
     def describe(self) -> str:

@@ -3,16 +3,22 @@
 - `demo`: build every sample in samples/, write its .ptx under out/, assemble it for its target
   with nvJitLink, and run it (checked against numpy) when a Hopper GPU is present.
 - `emit FILE.py`: run a Python file and write every `Module` it defines (or its
-  `build_module()`'s) as .ptx.
+  `build_module()`'s) as .ptx: `DIR/<stem>.<name>.ptx` (a `build_modules()` name must be an
+  identifier), replacing only regular files, as `Module.write` does.
 - `forms`: the table of instruction forms with the PTX ISA version and target each needs.
 - `check FILE.py`: the static hazard checker over every module a file defines.
 - `fuzz`: a property-based campaign of the builders against ptxas (the options of
   `python -m ptxdsl.fuzz`; needs the `fuzz` extra, hypothesis).
+
+A file for `emit` or `check` that ends the run itself (`sys.exit` outside the `__main__`
+guard) is an error, not a success; output piped into a reader that stops early ends the
+command quietly with status 141.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import runpy
 import sys
@@ -24,7 +30,7 @@ from pathlib import Path
 from . import __version__
 from .errors import OutputError, PtxdslError
 from .module import Module
-from .operands import _show
+from .operands import _IDENT, _show
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO_ROOT / "samples"
@@ -57,6 +63,12 @@ def modules_in(path: str | Path) -> dict[str, Module]:
             if not isinstance(n, str) or not isinstance(m, Module):
                 raise _FileError(f"{path}: build_modules() must return {what}; its entry "
                                  f"{_show(n)} is {_show(m)}")
+            # The name becomes part of a file name (emit) and of report lines (check): one
+            # with '/' or '..' would write outside -o DIR, one with a newline forge a line.
+            if not _IDENT.match(n):
+                raise _FileError(f"{path}: build_modules() names a module {n!r}; module names "
+                                 "must be identifiers (letters, digits, '_' and '$', not "
+                                 "starting with a digit), as they name the output files")
         found.update(mods)
     return found
 
@@ -78,6 +90,13 @@ def cmd_emit(args) -> int:
     failed = []
     for name, mod in mods.items():
         path = out / (f"{stem}.ptx" if len(mods) == 1 else f"{stem}.{name}.ptx")
+        # Names are identifiers (modules_in) and the stem a file's own name, so this holds;
+        # checked anyway, as nothing may be written outside -o DIR if that ever changes.
+        if path.parent.resolve() != out.resolve():
+            print(f"ptxdsl emit: {args.file}:{name}: output {str(path)!r} is not a file name "
+                  f"inside {args.output}", file=sys.stderr)
+            failed.append(name)
+            continue
         # A module that cannot emit, write or assemble is reported as `check` reports it:
         # the ptxdsl error names the user's line, so a traceback of the CLI adds nothing.
         try:
@@ -126,6 +145,12 @@ def _modules_of(file: str) -> dict[str, Module]:
         raise
     except PtxdslError as e:
         raise _FileError(f"{file}: building its modules failed: {e}") from None
+    except SystemExit as e:
+        # Typically a `sys.exit(main())` without the __main__ guard: left alone it would end
+        # this command with the file's status (0) before anything was checked.
+        raise _FileError(f"{file}: running it called sys.exit({e.code!r}) before its modules "
+                         "were collected, so nothing was checked (put the call under "
+                         "`if __name__ == \"__main__\":`)") from None
     except Exception as e:  # noqa: BLE001 - the user's file raised: say what, in one line
         raise _FileError(f"{file}: running it raised {type(e).__name__}: {e}") from None
 
@@ -284,12 +309,27 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+# What a shell reports for a command that SIGPIPE ended (128 + 13): a reader that closed the
+# pipe early (`python -m ptxdsl forms | head`) ends ptxdsl as it ends other Unix tools.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["fuzz"]:
-        return cmd_fuzz(argv[1:])
-    args = parser().parse_args(argv)
-    return args.fn(args)
+    try:
+        if argv[:1] == ["fuzz"]:
+            rc = cmd_fuzz(argv[1:])
+        else:
+            args = parser().parse_args(argv)
+            rc = args.fn(args)
+        sys.stdout.flush()   # inside the try: a pipe closed early fails here, not at exit
+    except BrokenPipeError:
+        # The idiom of Python's signal docs ("Note on SIGPIPE"): stdout goes to devnull so
+        # the interpreter's last flush at exit does not fail again with a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return rc
 
 
 if __name__ == "__main__":

@@ -88,13 +88,18 @@ def misaligned_tensormap_kernel() -> Kernel:
 
 
 def oob_store_kernel():
-    """(kernel, the Python line of the faulting store): a store far past `out`'s end, for
-    compute-sanitizer to report against this file's line."""
+    """(kernel, the Python line of the faulting store): a store outside `out`, for
+    compute-sanitizer to report against this file's line.
+
+    Its address is unambiguous on every board: an `st.global` (a generic store's address can
+    fall in a shared-memory window: an H100 reported a generic store 1 GiB past `out` as an
+    `Invalid __remote_shared__ write`) into the null page (`out & 0xF00`: computed at run
+    time so ptxas cannot fold it, 256-aligned as `out` is, and never mapped)."""
     k = Kernel("oob_store", reqntid=32)
     out = k.ld_param(k.param_ptr("out"))
-    far = k.add(out, 1 << 30, type=t.u64)
+    null_page = k.and_(out, 0xF00, type=t.b64)
     line = inspect.currentframe().f_lineno + 1
-    k.st(far, 7, type=t.u32, space="generic")
+    k.st(null_page, 7, type=t.u32, space="global")
     k.ret()
     return k, line
 
@@ -205,7 +210,9 @@ def test_assembly_error_names_the_python_line():
 def test_line_info_only_with_lineinfo():
     k, line = oob_store_kernel()
     with_info = Module([k], lineinfo=True, check=False).emit()
-    assert f"\t.loc 1 {line} 0\n\tst.u32" in with_info
+    # st.global: what test_compute_sanitizer_names_the_python_line expects memcheck to call
+    # an `Invalid __global__ write`.
+    assert f"\t.loc 1 {line} 0\n\tst.global.u32" in with_info
     assert not has_lineinfo(Module([oob_store_kernel()[0]], check=False).emit())
     assemble_declared(with_info)
 

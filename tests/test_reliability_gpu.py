@@ -11,6 +11,7 @@ each. Every test runs under a timeout, so a hang is a failure.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,5 +214,12 @@ def test_compute_sanitizer_names_the_python_line():
                           capture_output=True, text=True, timeout=240, cwd=root)
     report = proc.stdout + proc.stderr
     print("\n" + "\n".join(ln for ln in report.splitlines() if "=====" in ln)[:3000])
-    assert "Invalid __global__ write" in report
-    assert f"test_reliability_cpu.py:{line}" in report, f"expected line {line}"
+    # The store is an st.global into the null page (see oob_store_kernel), so memcheck can
+    # only call it a global write, on any board; and the point: the error names the Python
+    # line that built the store.
+    error = re.search(r"Invalid __global__ write of size 4\b[^\n]*\n(?:[^\n]*\n){0,4}",
+                      report)
+    assert error, report[-3000:]
+    # The error's own lines (`at oob_store+0x.. in FILE:LINE`) name the line.
+    assert re.search(rf"test_reliability_cpu\.py:{line}\b", error[0]), \
+        f"expected the error at test_reliability_cpu.py:{line}:\n{error[0]}"

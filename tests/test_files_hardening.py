@@ -31,6 +31,7 @@ from ptxdsl.runtime.cache import (
     encode_entry,
     max_cache_bytes,
 )
+from ptxdsl.runtime.errors import CacheError
 from ptxdsl.testing import check_golden
 
 
@@ -188,10 +189,15 @@ def test_a_cache_folder_others_can_write_is_refused(tmp_path, mode, words):
     d = tmp_path / "shared"
     d.mkdir()
     d.chmod(mode)
+    stale = d / ".0123456789abcdef.x.tmp"   # a name the cache's sweep would remove
+    stale.write_bytes(b"someone's")
+    os.utime(stale, (0, 0))
     with pytest.warns(PtxdslCacheWarning, match=rf"refusing it: its {words}.*going on "
                                                 "without the cache"):
         assert _run(d) == (_asm(PTX, "sm_90"), None)
-    assert list(d.iterdir()) == []   # no key and no entry put in it
+    with pytest.raises(CacheError, match="refusing it"):
+        cache_mod.CubinCache(d).put(KEY, b"x")
+    assert list(d.iterdir()) == [stale]   # nothing put in it, nothing of it removed
 
 
 def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):

@@ -373,12 +373,12 @@ class CubinCache:
         except OSError as exc:
             raise CacheError(f"cannot create cubin cache directory {self.directory}: {exc}; "
                              "set PTXDSL_CACHE_DIR or PTXDSL_CACHE=0") from None
+        self._trusted()   # an existing folder must be ours before anything in it is touched
         with _state_lock:
             first = str(self.directory) not in _swept
             _swept.add(str(self.directory))
         if first:   # once per directory and process: a sweep lists the whole directory
             self.sweep()
-        self._trusted()   # an existing folder must be ours before anything goes in it
         mac_key = self.mac_key(create=True)
         assert mac_key is not None, "mac_key(create=True) makes the key or raises"
         path = self.path(key)

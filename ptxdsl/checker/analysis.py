@@ -135,7 +135,8 @@ class Analysis:
     def spans(self) -> Spans:
         """Offset bounds of addresses and integers (see `ranges`)."""
         if self._spans is None:
-            self._spans = Spans(self.values, _dims(self.kernel))
+            self._spans = Spans(self.values, _dims(self.kernel), any(
+                s.count is not None for s in getattr(self.kernel, "shared", ())))
         return self._spans
 
     # -- running ------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def _extent(a: Range) -> tuple[float, float]:
     """The byte interval of a range with its ring term folded in, clamped to the symbol."""
     root, lo, end, ring = a
     if ring is not None:
-        _, n, scale = ring
+        _, n, scale, _ = ring
         if lo is not None:
             lo += min(0, scale * (n - 1))
         if end is not None:
@@ -137,7 +137,8 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
     _, a_lo, a_hi, a_ring = a
     _, b_lo, b_hi, b_ring = b
     if (a_ring is not None and b_ring is not None and a_ring[0] is b_ring[0]
-            and a_ring[1:] == b_ring[1:] and moved is not None and moved % a_ring[1]
+            and a_ring[1:3] == b_ring[1:3] and moved is not None
+            and (moved + a_ring[3] - b_ring[3]) % a_ring[1]
             and a_lo is not None and a_hi is not None and b_lo is not None and b_hi is not None):
         # Different stages of one ring: disjoint when both fit inside one stage's stride.
         first = min(a_lo, b_lo)
@@ -236,7 +237,7 @@ class _Within(Spans):
     """Spans with the thread identities bounded to the threads that run one statement."""
 
     def __init__(self, an: Analysis, bounds: dict[str, tuple[int, int]]):
-        super().__init__(an.values, an.spans.dims)
+        super().__init__(an.values, an.spans.dims, an.spans.statics)
         self.bounds = bounds
 
     def _special(self, name: str) -> Span:
@@ -368,21 +369,26 @@ PREPARE.append(_ring_steps)
 
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """`add c, c, k` moves the stores' ring positions by k; any other write of c loses them."""
+    """`add c, c, k` moves the stores' ring positions by k, and `xor c, c, n/2` (an index
+    toggled in place) by n/2; any other write of c loses them."""
     reg = op.value
     insn = an.body[op.index].insn
     step = None
-    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg and an.body[op.index].guard \
-            is None:
+    kind = getattr(insn, "op", None)
+    if kind in ("add", "sub", "xor") and insn.a is reg and an.body[op.index].guard is None:
         k = an.const(insn.b)
-        step = None if k is None else (k if insn.op == "add" else -k)
+        step = None if k is None else -k if kind == "sub" else k
     changed = False
     may = set()
     for f in state.may:
         if f[0] in ("bulk", "bulk_done") and f[3] is not None:
             ring = (_range(an, an.op_at[f[1]]) or (None,) * 4)[3]
             if ring is not None and ring[0] is reg:
-                f = (*f[:3], None if step is None else (f[3] + step) % ring[1])
+                n = ring[1]
+                # x ^ n/2 is x + n/2 modulo n (n a power of two); other XORs are no step.
+                moves = step if kind != "xor" or (n & (n - 1) == 0 and step == n // 2) \
+                    else None
+                f = (*f[:3], None if moves is None else (f[3] + moves) % n)
                 changed = True
         may.add(f)
     return State(state.must, frozenset(may), state.tx) if changed else state

@@ -417,7 +417,8 @@ def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
             shift = None if back is None else -back
     if shift is None:
         return None
-    return (shift + moved) % mine[2] == 0
+    # (A slot of `(i & 1) ^ 1` is one stage ahead of `i & 1`: see ranges.Span.)
+    return (shift + moved + released[4] - mine[4]) % mine[2] == 0
 
 
 @handles(Role.MBAR_ARRIVE)

@@ -251,6 +251,12 @@ class Values:
                     return _offset(a, sign * delta if delta is not None else None), key
                 if b.kind in (Kind.addr, Kind.value) and insn.op == "add":
                     return _offset(b, a.const if a.kind is Kind.const else None), key
+            if insn.op == "xor":
+                # A swizzled address (`addr ^ ((row & 7) << 4)`) stays in its buffer: the
+                # same root, an offset the range analysis bounds (`ranges`).
+                ptrs = [x for x in (a, b) if x.kind in (Kind.addr, Kind.value)]
+                if len(ptrs) == 1:
+                    return _offset(ptrs[0], None), key
             return UNKNOWN, key
         if isinstance(insn, Setp):
             a, b = self.val(insn.a), self.val(insn.b)

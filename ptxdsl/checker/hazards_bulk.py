@@ -77,6 +77,31 @@ def _range(an: Analysis, op: Op) -> Range | None:
     return out
 
 
+def _definite(an: Analysis, op: Op) -> Range | None:
+    """The part of an op's range it touches whatever its unknown size: its first byte when
+    the size is unknown (a TMA copy whose map's box the checker was not told), else all of
+    it. An overlap only the unknown size makes is a note, not a finding."""
+    r = _range(an, op)
+    if r is None or _size(an, op) is not None:
+        return r
+    root, lo, hi, ring = _start(an, op.smem) or (None,) * 4
+    return (root, lo, None if hi is None else hi + 1, ring)
+
+
+def _size_note(an: Analysis, store: int, write: int, check: str = "bulk-src-overwrite"
+               ) -> None:
+    op = an.op_at[store]
+    kind, _, root = an.classify_map(op.map) if op.map is not None else (None, None, None)
+    name = getattr(root, "name", None)
+    how = (f"pass its box, e.g. check_module(mod, maps={{'{name}': TiledDesc or "
+           "{'box_bytes': N}})" if kind in ("param", "param_raw", "global") and name else
+           "pass its box with maps={...}") + ", or encode the map in the kernel with " \
+        "constant tensormap.replace values"
+    an.note(check, f"the size of the {op.role.value} from "
+            f"{an.describe(op.smem)} is unknown: writes past its first byte are not compared "
+            f"with it ({how})", [("store", store), ("write", write)])
+
+
 def _start(an: Analysis, operand: Any) -> tuple | None:
     """(symbol, lowest, highest start offset, ring) of a shared address, or None. `[r+off]`
     reuses r's bounds (many accesses share one base register)."""
@@ -154,7 +179,11 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
         return
     mine = _range(an, op)
     for s, age, moved in an.pending(state, "bulk"):
-        if _overlap(mine, _range(an, an.op_at[s]), moved):
+        if not _overlap(mine, _range(an, an.op_at[s]), moved):
+            continue
+        if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
+            _size_note(an, s, op.index)
+        else:
             how = ("it was never committed" if age is None else
                    "no cp.async.bulk.wait_group.read has covered its group yet")
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
@@ -162,8 +191,12 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
                       f"reading it ({how})", [("write", op.index), ("store", s)])
             return
     for s, w, moved in an.pending(state, "bulk_done"):
-        if _overlap(mine, _range(an, an.op_at[s]), moved) and not an.div.same_single_threads(
-                w, op.index):
+        if not _overlap(mine, _range(an, an.op_at[s]), moved) \
+                or an.div.same_single_threads(w, op.index):
+            continue
+        if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
+            _size_note(an, s, op.index)
+        else:
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                       f"{an.describe(op.smem)} in threads that did not wait for the earlier "
                       "bulk store's read, with no CTA barrier after that wait",
@@ -277,15 +310,23 @@ def _fence_check(an: Analysis, state: State, op: Op) -> None:
         return
     mine = _range(an, op)
     for s, in an.pending(state, "smem_dirty"):
-        if _overlap(mine, _range(an, an.op_at[s])):
+        if not _overlap(mine, _range(an, an.op_at[s])):
+            continue
+        if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
+            _size_note(an, op.index, s, "smem-no-proxy-fence")
+        else:
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written with a "
                       "generic-proxy store and no fence.proxy.async.shared::cta follows it "
                       f"before the {op.role.value} reads it through the async proxy",
                       [("store", op.index), ("write", s)], dedupe=(op.index, "fence"))
             return
     for s, in an.pending(state, "smem_fenced"):
-        if _overlap(mine, _range(an, an.op_at[s])) and not an.div.same_single_threads(
+        if not _overlap(mine, _range(an, an.op_at[s])) or an.div.same_single_threads(
                 s, op.index):
+            continue
+        if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
+            _size_note(an, op.index, s, "smem-no-proxy-fence")
+        else:
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written (and "
                       "fenced) by other threads, with no CTA barrier between those writes and "
                       f"the {op.role.value}", [("store", op.index), ("write", s)],

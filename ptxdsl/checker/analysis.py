@@ -93,7 +93,8 @@ class Analysis:
         self.ctx = ctx
         if insns is None:
             insns = [getattr(x, "insn", None) for x in self.body]
-        self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel))
+        self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel),
+                             getattr(kernel, "reqntid", None))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.div = Divergence(self.cfg, self.values, getattr(kernel, "reqntid", None))
         self.ops = ops

@@ -322,8 +322,9 @@ class Spans:
             cap = (1024, 1024, 64)[axis]
             return Span(None, 0, (dims[axis] if axis < len(dims) else 1) - 1 if dims else cap - 1)
         if name.startswith("ntid.") and axis is not None and dims:
-            n = dims[axis] if axis < len(dims) else 1
-            return _const(n)
+            # (.reqntid's exact sizes are constants already: see Values.ntid. .maxntid
+            # bounds the product of the sizes, not each one.)
+            return Span(None, 1, math.prod(dims))
         if name == "laneid":
             return Span(None, 0, 31)
         if name.startswith(("ctaid.", "nctaid.", "clusterid.", "cluster_ctaid.", "warpid")):

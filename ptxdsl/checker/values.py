@@ -83,7 +83,8 @@ class Values:
     """Demand-driven facts about the registers of one kernel body."""
 
     def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
-                 insns: Sequence[Any] | None = None, warp_rows: bool = False):
+                 insns: Sequence[Any] | None = None, warp_rows: bool = False,
+                 ntid: Sequence[int] | None = None):
         # Read as statements: the indices asked about (a definition, a statement's sources or
         # guard) never name a label.
         self.body = cast(Sequence[Statement], body)
@@ -92,6 +93,11 @@ class Values:
         # Every warp holds 32 consecutive %tid.x of one (y, z) row, starting at a multiple of
         # 32 (.reqntid with x a multiple of 32, or a 1-D CTA): `tid.x < 32k` is warp-uniform.
         self.warp_rows = warp_rows
+        # The CTA's exact shape (.reqntid): %ntid.x/y/z are these constants. (Not .maxntid,
+        # a bound; not %nwarpid, the hardware's warp-slot count rather than the CTA's warps.)
+        dims = tuple(ntid or ())
+        self.ntid = {f"ntid.{a}": (dims + (1, 1, 1))[n] for n, a in enumerate("xyz")} \
+            if dims else {}
         if insns is None:
             insns = [getattr(x, "insn", None) for x in body]
         self.defs = Defs(insns)
@@ -227,6 +233,8 @@ class Values:
                 if self.nthreads is not None and a.name.startswith(_ZERO_IN_ONE_THREAD) and (
                         self.nthreads == 1 or a.name == "warpid" and self.nthreads <= 32):
                     return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
+                if a.name in self.ntid:
+                    return Val(Kind.const, self.ntid[a.name]), ("const", self.ntid[a.name])
                 return Val(Kind.special, root=a.name), ("sreg", a.name)
             if isinstance(a, Reg):
                 return v.get(a, UNKNOWN), self._vn.get(a, _opaque(a))

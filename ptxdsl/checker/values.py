@@ -106,6 +106,7 @@ class Values:
         self._val: dict[Reg, Val] = {}
         self._vn: dict[Reg, Any] = {}
         self._level: dict[Reg, int] = {}
+        self._data_level: dict[Reg, int] = {}
         self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
 
     def sources_of(self, i: int) -> list[Reg]:
@@ -303,6 +304,18 @@ class Values:
                 self._levels(op)
             hit = self._level[op]
         return hit
+
+    def data_level(self, op: Any) -> int:
+        """`level` through data alone: a register written in code only some threads run
+        (a loop counter in a warp-specialized branch) takes its writes' values, not their
+        branch's divergence. 0: the same in every thread that computes it (in the same
+        iteration), 1: in every lane of a warp, 2: may differ per lane."""
+        saved = self.ctrl_level, self._level
+        self.ctrl_level, self._level = {}, self._data_level
+        try:
+            return self.level(op)
+        finally:
+            self.ctrl_level, self._level = saved
 
     def _levels_acyclic(self, root: Reg) -> bool:
         """Levels of a slice of single-definition registers, leaves first (the usual case:

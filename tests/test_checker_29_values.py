@@ -216,6 +216,40 @@ def test_word_inside_a_tile_is_still_found(loop):
     assert "dyn+8292" in f.message
 
 
+def test_write_into_the_second_box_of_a_tile_is_found():
+    # B (n128) arrives as two 8 KiB boxes; its descriptor starts in the first, the wgmma
+    # reads both: a write into the second is in its tile.
+    k = Kernel("k", reqntid=128)
+    dyn = k.extern_shared("dyn", align=1024)
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    acc = tuple(k.reg(t.f32) for _ in range(64))
+    for r in acc:
+        k.mov(0.0, dst=r, type=t.f32)
+    bar = Addr(dyn, 3 * 8192)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    base = k.mov(dyn)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, 3 * 8192,
+                                      dst="_")
+        for box in range(3):
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(base, box * 8192),
+                                     tmap, (0, 64 * box), bar)
+    ptx.mbarrier_wait(k, bar, 0)
+    k.st(Addr(dyn, 2 * 8192 + 100), 0, type=t.u32, space="shared::cta")
+    k.st(Addr(dyn, 3 * 8192 + 64), 0, type=t.u32, space="shared::cta")   # past every tile
+    k.bar_sync(0)
+    ptx.wgmma_fence(k)
+    line = here() + 1
+    ptx.wgmma_mma_async(k, acc, _desc(k, base), _desc(k, k.add(base, 8192)), atype="f16")
+    ptx.wgmma_commit_group(k)
+    ptx.wgmma_wait_group(k, 0)
+    f = only(check_kernel(k, **MAPS), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
+    assert "dyn+16484" in f.message
+
+
 def test_tile_written_by_the_threads_is_compared_by_symbol():
     # A tile no copy fills (a dequantised W tile): any write into its symbol counts.
     k = Kernel("k", reqntid=128)

@@ -300,32 +300,42 @@ def _written_root(an: Analysis, i: int) -> Any:
 
 
 def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
-    """The byte extents `(root, lo, hi)` the wgmma at statement i may read: the copies (TMA
-    or bulk loads) its descriptors' start addresses land in; those start addresses' first 16
-    bytes (what it reads whatever the copies' sizes); and whether a copy's size is unknown
-    (its extent then runs to the next buffer or the end). None when a descriptor's address
-    cannot be followed or lands in no copy (a tile the threads wrote themselves): then its
-    symbol is all that is known."""
+    """The byte extents `(root, lo, hi)` the wgmma at statement i may read: for each of its
+    descriptors, the run of copies (TMA or bulk loads) that holds its start address, grown
+    over every copy it touches (a B tile loaded as several boxes, a ring's stages); those
+    start addresses' first 16 bytes (what it reads whatever the copies' sizes); and whether a
+    copy's size is unknown (its extent then runs to the next buffer or the end). None when a
+    descriptor's address cannot be followed or lands in no copy (a tile the threads wrote
+    themselves): then its symbol is all that is known."""
     key = ("wg_tiles", i)
     if key in an.cache:
         return an.cache[key]
     out: tuple[list, list, bool] | None = None
     addrs = _traced(an, i)
     if addrs:
-        copies: list = []
+        runs: list = []
         firsts: list = []
+        unknown = False
         for r in sorted(addrs, key=lambda r: r.name):
             first = read_extent(an, r, 16)
-            hit = [e for e in _load_extents(an).get(id(first[0]), ())
-                   if e[1] < first[2] and first[1] < e[2]] if first is not None else []
-            if not hit:
-                copies = []
+            copies = _load_extents(an).get(id(first[0]), []) if first is not None else []
+            hit = [e for e in copies if e[1] < first[2] and first[1] < e[2]]
+            if first is None or not hit:
+                runs = []
                 break
-            copies += hit
+            lo, hi = min(e[1] for e in hit), max(e[2] for e in hit)
+            grown = True
+            while grown:
+                grown = False
+                for _, a, b in copies:
+                    if a <= hi and b >= lo and (a < lo or b > hi):
+                        lo, hi, grown = min(lo, a), max(hi, b), True
+            unknown = unknown or any(_size(an, o) is None for o, a, b in copies
+                                     if a < hi and lo < b)
+            runs.append((first[0], lo, hi))
             firsts.append(first)
-        if copies:
-            out = ([extent_of(an, o) for o, _, _ in copies],
-                   firsts, any(_size(an, o) is None for o, _, _ in copies))
+        if runs:
+            out = (runs, firsts, unknown)
     an.cache[key] = out
     return out
 

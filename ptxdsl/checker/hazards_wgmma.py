@@ -319,7 +319,8 @@ def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
         for r in sorted(addrs, key=lambda r: r.name):
             first = read_extent(an, r, 16)
             copies = _load_extents(an).get(id(first[0]), []) if first is not None else []
-            hit = [e for e in copies if e[1] < first[2] and first[1] < e[2]]
+            hit = [e for e in copies if first is not None and e[1] < first[2]
+                   and first[1] < e[2]]
             if first is None or not hit:
                 runs = []
                 break

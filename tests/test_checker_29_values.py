@@ -13,6 +13,7 @@ import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
+from ptxdsl.pipeline import MbarrierRing
 from tests import checker_29_values as cv
 from tests.checker_kernels import clean, here, ids, only
 
@@ -367,3 +368,45 @@ def test_warp_and_k_block_condition_stays_warp_uniform():
     assert check_kernel(k) == []
     k, _ = _ragged(lambda k, tw, kb, n: k.add(k.shr(tw, 5), kb) < n, count=4)
     assert check_kernel(k) == []
+
+
+def _ring_consumers(cond) -> tuple[Kernel, int]:
+    """The same with MbarrierRing: every thread of the consumer warpgroup releases the stage
+    it read (empty_count=128), under `cond(k, t, kb, n)`."""
+    k = Kernel("k", reqntid=256)
+    tiles = k.shared_array(t.b8, 2 * 4096, align=1024, name="tiles")
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    n = k.ld_param(k.param(t.u32, "n"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    ring = MbarrierRing(k, 2, empty_count=128)
+    ring.init()
+    with k.if_(k.shr(k.tid.x, 7) == 0):
+        with k.if_(k.tid.x == 0):
+            p = ring.producer()
+            with k.for_range(0, nk) as kb:
+                p.wait_empty()
+                p.arrive_expect_tx(4096)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, 4096),
+                                         tmap, (0, kb), p.full_barrier())
+                p.advance()
+    with k.else_():
+        c = ring.consumer()
+        tw = k.and_(k.tid.x, 127)
+        with k.for_range(0, nk) as kb:
+            c.wait_full()
+            k.ld(k.add(c.slot(tiles, 4096), k.shl(tw, 2)), type=t.u32, space="shared::cta")
+            with k.if_(cond(k, tw, kb, n)):
+                line = here() + 1
+                c.release(scope="cta")
+            c.advance()
+    return k, line
+
+
+def test_ring_release_in_a_ragged_tail_is_per_lane():
+    k, line = _ring_consumers(lambda k, tw, kb, n: k.add(tw, k.mul(kb, 128)) < n)
+    only(check_kernel(k, maps={"tmap": {"box_bytes": 4096}}), Hazard.MBAR_ARRIVE_COUNT, line)
+
+
+def test_ring_release_on_the_k_block_alone_is_clean():
+    k, _ = _ring_consumers(lambda k, tw, kb, n: k.mul(kb, 128) < n)
+    assert check_kernel(k, maps={"tmap": {"box_bytes": 4096}}, notes=True) == []

@@ -370,6 +370,24 @@ def test_warp_and_k_block_condition_stays_warp_uniform():
     assert check_kernel(k) == []
 
 
+def test_flag_set_under_a_warp_branch_is_not_uniform():
+    # x is 1 in warp 0 only: an arrive under `x == 1` is not run by every thread (its count
+    # is unknown: a note), although x's writes are constants.
+    k = Kernel("k", reqntid=128)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 128)
+    k.bar_sync(0)
+    x = k.mov(0, type=t.u32)
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        k.mov(1, dst=x)
+    with k.if_(x == 1):
+        ptx.mbarrier_arrive(k, bar, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    notes = check_kernel(k, notes=True)
+    assert ids(notes) == [Hazard.CHECK_SKIPPED.value] and "arrive-count" in notes[0].message
+
+
 def _ring_consumers(cond) -> tuple[Kernel, int]:
     """The same with MbarrierRing: every thread of the consumer warpgroup releases the stage
     it read (empty_count=128), under `cond(k, t, kb, n)`."""

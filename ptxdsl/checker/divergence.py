@@ -312,6 +312,8 @@ class Divergence:
                   for b in cfg.blocks if b.branch is not None}
         values.ctrl_level = {i: self.level[b.id] for b in cfg.blocks for i in b.stmts
                              if self.level[b.id]}
+        values.ctrl_branches = {i: tuple(s for s, _ in self.ctrl[b.id]) for b in cfg.blocks
+                                for i in b.stmts if self.ctrl[b.id]}
         values._level.clear()
         return any(values.level(guard_polarity(cfg.body[b.branch].guard)[0]) != lv
                    for b in cfg.blocks if b.branch is not None

@@ -108,6 +108,11 @@ class Values:
         self._level: dict[Reg, int] = {}
         self._data_level: dict[Reg, int] = {}
         self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
+        # statement index -> the divergent branches (statement indices) it lies under (set
+        # with ctrl_level), for `data_level`.
+        self.ctrl_branches: dict[int, tuple[int, ...]] = {}
+        self._data_mode = False
+        self._busy_preds: set[Reg] = set()
 
     def sources_of(self, i: int) -> list[Reg]:
         """The registers statement i reads (cached: the analyses ask repeatedly)."""
@@ -306,16 +311,39 @@ class Values:
         return hit
 
     def data_level(self, op: Any) -> int:
-        """`level` through data alone: a register written in code only some threads run
-        (a loop counter in a warp-specialized branch) takes its writes' values, not their
-        branch's divergence. 0: the same in every thread that computes it (in the same
-        iteration), 1: in every lane of a warp, 2: may differ per lane."""
-        saved = self.ctrl_level, self._level
-        self.ctrl_level, self._level = {}, self._data_level
+        """`level` among the threads that compute a value: a register whose every write lies
+        under one divergent branch (a loop counter in a warp-specialized branch) does not
+        take that branch's divergence, only that of the branches choosing between its
+        writes. 0: the same in every thread that computes it (in the same iteration), 1: in
+        every lane of a warp, 2: may differ per lane."""
+        saved = self._level, self._data_mode
+        self._level, self._data_mode = self._data_level, True
         try:
             return self.level(op)
         finally:
-            self.ctrl_level, self._level = saved
+            self._level, self._data_mode = saved
+
+    def _data_ctrl(self, reg: Reg, i: int) -> int:
+        """The control divergence of write i of `reg` in `data_level`: the levels of the
+        branches over it that do not also enclose every other write of `reg` (a branch's own
+        level through data, its cycles through `reg` taken as uniform: a loop on a counter
+        that only the counter decides)."""
+        mine = self.ctrl_branches.get(i, ())
+        if not mine:
+            return 0
+        common = set(mine).intersection(*(self.ctrl_branches.get(d, ())
+                                            for d in self.defs.get(reg, ())))
+        out = 0
+        for b in mine:
+            p = _pred(self.body[b].guard)
+            if b in common or p is None or p in self._busy_preds:
+                continue
+            self._busy_preds.add(p)
+            try:
+                out = max(out, self.level(p))
+            finally:
+                self._busy_preds.discard(p)
+        return out
 
     def _levels_acyclic(self, root: Reg) -> bool:
         """Levels of a slice of single-definition registers, leaves first (the usual case:
@@ -376,7 +404,8 @@ class Values:
         if st.guard is not None or len(self.defs.get(reg, ())) > 1:
             # A value written under a condition differs where the condition does.
             p = _pred(st.guard)
-            lv = max(lv, self.ctrl_level.get(i, 0),
+            ctrl = self._data_ctrl(reg, i) if self._data_mode else self.ctrl_level.get(i, 0)
+            lv = max(lv, ctrl,
                      cur.get(p, self._level.get(p, 0)) if p is not None else 0)
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             n = insn.a.name

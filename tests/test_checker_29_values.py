@@ -322,6 +322,25 @@ def test_ntid_under_maxntid_is_not_a_constant():
     assert check_kernel(k) == []
 
 
+def test_tid_under_maxntid_is_bounded_by_the_product():
+    # .maxntid (32, 4) bounds the CTA's size, not %tid.x alone: a launch of 128 x 1 threads
+    # writes tile + 4 * tid.x up to byte 511, into the half a store is reading.
+    k = Kernel("k", maxntid=(32, 4))
+    tile = k.shared_array(t.b8, 512, align=128, name="tile")
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    with k.if_(k.tid.x == 0):
+        with k.if_(k.tid.y == 0):
+            ptx.fence_proxy_async(k, "shared::cta")
+            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (0, 0), Addr(tile, 256))
+            ptx.cp_async_bulk_commit_group(k)
+    line = here() + 1
+    k.st(k.add(k.mov(tile), k.shl(k.tid.x, 2)), 0, type=t.u32, space="shared::cta")
+    with k.if_(k.tid.x == 0):
+        with k.if_(k.tid.y == 0):
+            ptx.cp_async_bulk_wait_group(k, 0)
+    only(check_kernel(k, maps={"tmap": {"box_bytes": 256}}), Hazard.BULK_SRC_OVERWRITE, line)
+
+
 # -- per-lane conditions on %tid and a loop counter ------------------------------------------------
 def _ragged(cond, count: int = 128) -> tuple[Kernel, int]:
     """Warpgroup 1 of a 256-thread CTA releases a barrier expecting `count` arrivals, one per

@@ -103,7 +103,8 @@ def _mask_like(s: Span) -> bool:
 
 class Spans:
     """Demand-driven spans of the registers of one kernel (single definitions only: a
-    register written several times is unknown unless every write is one constant)."""
+    register written several times is unknown unless every write is one constant, or it is
+    an index toggled in place: `_toggled`)."""
 
     def __init__(self, values: Values, dims: tuple[int, ...] | None, statics: bool = False):
         self.values = values
@@ -320,6 +321,8 @@ class Spans:
         axis = {"x": 0, "y": 1, "z": 2}.get(name[-1])
         if name.startswith("tid.") and axis is not None:
             cap = (1024, 1024, 64)[axis]
+            if dims and not self.values.ntid:   # .maxntid: a bound on the product only
+                return Span(None, 0, min(cap, math.prod(dims)) - 1)
             return Span(None, 0, (dims[axis] if axis < len(dims) else 1) - 1 if dims else cap - 1)
         if name.startswith("ntid.") and axis is not None and dims:
             # (.reqntid's exact sizes are constants already: see Values.ntid. .maxntid

@@ -311,6 +311,23 @@ def test_ntid_warp_count_with_one_arrival_per_warp_is_clean():
     assert check_kernel(k, notes=True) == []
 
 
+@pytest.mark.parametrize("count", ["cluster_nctarank", "cluster_nctaid.x"])
+def test_cluster_size_under_reqnctapercluster_is_a_constant(count):
+    # A barrier expecting one arrival per CTA of the cluster that only this CTA's thread 0
+    # arrives on (no remote arrive anywhere): the peer's arrival never comes.
+    k = Kernel("k", reqntid=128, reqnctapercluster=2)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, k.read_special(count))
+    k.bar_sync(0)
+    with k.if_(k.tid.x == 0):
+        line = here() + 1
+        ptx.mbarrier_arrive(k, bar, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    f = only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    assert "expect 2 arrivals" in f.message
+
+
 def test_ntid_under_maxntid_is_not_a_constant():
     k = Kernel("k", maxntid=128)
     bar = k.shared_array(t.b64, 1, align=8, name="bar")

@@ -94,7 +94,8 @@ class Analysis:
         if insns is None:
             insns = [getattr(x, "insn", None) for x in self.body]
         self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel),
-                             getattr(kernel, "reqntid", None))
+                             getattr(kernel, "reqntid", None),
+                             getattr(kernel, "reqnctapercluster", None))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.div = Divergence(self.cfg, self.values, getattr(kernel, "reqntid", None))
         self.ops = ops

@@ -16,6 +16,7 @@ computed from, so a 100k-instruction kernel pays only for the slice that matters
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -84,7 +85,7 @@ class Values:
 
     def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
                  insns: Sequence[Any] | None = None, warp_rows: bool = False,
-                 ntid: Sequence[int] | None = None):
+                 ntid: Sequence[int] | None = None, cluster: Sequence[int] | None = None):
         # Read as statements: the indices asked about (a definition, a statement's sources or
         # guard) never name a label.
         self.body = cast(Sequence[Statement], body)
@@ -93,11 +94,14 @@ class Values:
         # Every warp holds 32 consecutive %tid.x of one (y, z) row, starting at a multiple of
         # 32 (.reqntid with x a multiple of 32, or a 1-D CTA): `tid.x < 32k` is warp-uniform.
         self.warp_rows = warp_rows
-        # The CTA's exact shape (.reqntid): %ntid.x/y/z are these constants. (Not .maxntid,
-        # a bound; not %nwarpid, the hardware's warp-slot count rather than the CTA's warps.)
-        dims = tuple(ntid or ())
-        self.ntid = {f"ntid.{a}": (dims + (1, 1, 1))[n] for n, a in enumerate("xyz")} \
-            if dims else {}
+        # Special registers the kernel declares exactly: %ntid.x/y/z under .reqntid (`ntid`:
+        # empty when the CTA's shape is not fixed), %cluster_nctaid.x/y/z and
+        # %cluster_nctarank under .reqnctapercluster. (Not under .maxntid, a bound; never
+        # %nwarpid, the SM's warp-slot count rather than the CTA's warps.)
+        self.ntid = _dims3("ntid", ntid)
+        self.fixed = {**self.ntid, **_dims3("cluster_nctaid", cluster)}
+        if cluster:
+            self.fixed["cluster_nctarank"] = math.prod(cluster)
         if insns is None:
             insns = [getattr(x, "insn", None) for x in body]
         self.defs = Defs(insns)
@@ -239,8 +243,8 @@ class Values:
                 if self.nthreads is not None and a.name.startswith(_ZERO_IN_ONE_THREAD) and (
                         self.nthreads == 1 or a.name == "warpid" and self.nthreads <= 32):
                     return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
-                if a.name in self.ntid:
-                    return Val(Kind.const, self.ntid[a.name]), ("const", self.ntid[a.name])
+                if a.name in self.fixed:
+                    return Val(Kind.const, self.fixed[a.name]), ("const", self.fixed[a.name])
                 return Val(Kind.special, root=a.name), ("sreg", a.name)
             if isinstance(a, Reg):
                 return v.get(a, UNKNOWN), self._vn.get(a, _opaque(a))
@@ -462,6 +466,12 @@ class Values:
         if insn.cmp in ("le", "gt", "ls", "hi"):
             return (b + 1) % 32 == 0
         return False
+
+
+def _dims3(name: str, dims: Sequence[int] | None) -> dict[str, int]:
+    """`{name.x: ..., name.y: ..., name.z: ...}` of a declared shape (missing sizes are 1)."""
+    d = (*(dims or ()), 1, 1, 1)
+    return {f"{name}.{a}": d[n] for n, a in enumerate("xyz")} if dims else {}
 
 
 def _opaque(reg: Reg) -> tuple[str, int]:

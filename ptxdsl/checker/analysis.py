@@ -93,7 +93,9 @@ class Analysis:
         self.ctx = ctx
         if insns is None:
             insns = [getattr(x, "insn", None) for x in self.body]
-        self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel))
+        self.values = Values(self.body, _threads(kernel), insns, _warp_rows(kernel),
+                             getattr(kernel, "reqntid", None),
+                             getattr(kernel, "reqnctapercluster", None))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.div = Divergence(self.cfg, self.values, getattr(kernel, "reqntid", None))
         self.ops = ops
@@ -135,7 +137,8 @@ class Analysis:
     def spans(self) -> Spans:
         """Offset bounds of addresses and integers (see `ranges`)."""
         if self._spans is None:
-            self._spans = Spans(self.values, _dims(self.kernel))
+            self._spans = Spans(self.values, _dims(self.kernel), any(
+                s.count is not None for s in getattr(self.kernel, "shared", ())))
         return self._spans
 
     # -- running ------------------------------------------------------------------------------

@@ -243,6 +243,7 @@ class Divergence:
         self.union_at: list[frozenset[int]] = [frozenset()] * n
         self.ctrl: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self._owners: dict[int, frozenset] = {}
+        self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
         self._compute()
         if any(self.level) and self._refine():
@@ -266,6 +267,7 @@ class Divergence:
             taken = cfg.reachable([b.taken], stop)
             fall = cfg.reachable([b.fall], stop)
             vn = values.vn(pred)
+            self._pred_of.setdefault(vn, pred)
             region = taken | fall
             if b.id in region:
                 # A loop's own branch (a try_wait spin, a latch): the blocks that run before
@@ -310,6 +312,8 @@ class Divergence:
                   for b in cfg.blocks if b.branch is not None}
         values.ctrl_level = {i: self.level[b.id] for b in cfg.blocks for i in b.stmts
                              if self.level[b.id]}
+        values.ctrl_branches = {i: tuple(s for s, _ in self.ctrl[b.id]) for b in cfg.blocks
+                                for i in b.stmts if self.ctrl[b.id]}
         values._level.clear()
         return any(values.level(guard_polarity(cfg.body[b.branch].guard)[0]) != lv
                    for b in cfg.blocks if b.branch is not None
@@ -329,8 +333,19 @@ class Divergence:
         guard = self.cfg.body[i].guard
         if guard is not None and self.values.level(guard):
             pred, polarity = guard_polarity(guard)
-            toks = toks | {(self.values.vn(pred), polarity)}
+            vn = self.values.vn(pred)
+            self._pred_of.setdefault(vn, pred)
+            toks = toks | {(vn, polarity)}
         return toks
+
+    def cond_level(self, vn: Any) -> int | None:
+        """How far a condition token's value may differ between the threads that evaluate it,
+        through data alone (`Values.data_level`): 0 for `kb * 128 < n` on a loop counter
+        even in a warp-specialized branch, 1 for `warp + kb < n`, 2 for `tid + kb * 128 < n`
+        or `lane < rem` (per-lane: in a ragged tail some lanes of a warp pass and others do
+        not). None for a token that is no branch condition."""
+        pred = self._pred_of.get(vn)
+        return None if pred is None else self.values.data_level(pred)
 
     def owner_tokens(self, i: int) -> frozenset:
         """The conditions, fixed for the life of a thread, under which statement i runs

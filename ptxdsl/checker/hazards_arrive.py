@@ -67,6 +67,20 @@ class Threads:
             return out
         raise _Unknown(vn)
 
+    def _known(self, vn: Any) -> bool:
+        try:
+            self.value(vn, 0)
+        except _Unknown:
+            return self._is_elect(vn)
+        return True
+
+    def per_lane_unknown(self, i: int) -> bool:
+        """Does statement i run under a per-lane condition (`tid + kb * 128 < n`, `lane <
+        rem`) that cannot be evaluated per thread?"""
+        div = self.an.div
+        return any(vn != "region" and div.cond_level(vn) == 2 and not self._known(vn)
+                   for vn, _ in div.stmt_tokens(i))
+
     def _is_elect(self, vn: Any) -> bool:
         if self._regs is None:
             self._regs = {v: r for r, v in self.an.values._vn.items()}
@@ -89,15 +103,21 @@ class Threads:
                     out.add(an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]))
         return out
 
-    def running(self, i: int) -> int | None:
-        """How many threads of the CTA run statement i (None: the conditions are unknown)."""
+    def running(self, i: int, partial: bool = False) -> int | None:
+        """How many threads of the CTA run statement i (None: the conditions are unknown).
+        Conditions that are the same in every thread computing them (a loop counter's, even
+        in a warp-specialized branch) decide whether a phase's arrivals happen, not how many.
+        `partial`: leave out the conditions that cannot be evaluated (at most that many)."""
         plain, elect = [], []
         exits = self._loop_exits(i)
-        for tok in self.an.div.stmt_tokens(i):
+        div = self.an.div
+        for tok in div.stmt_tokens(i):
             vn, pol = tok
-            if vn in exits:
+            if vn in exits or div.cond_level(vn) == 0:
                 continue
-            if vn == "region":
+            if vn == "region" or partial and not self._known(vn):
+                if partial:
+                    continue
                 return None
             if self._is_elect(vn):
                 if not pol:
@@ -251,10 +271,13 @@ def _check(an: Analysis, o: Op, threads: Threads | None, count: int, per: int,
     what = an.describe(o.mbar)
     running = threads.running(o.index) if threads is not None else None
     if running is None:
-        lane = an.div.stmt_level(o.index) >= 2
-        if threads is not None and lane and count == threads.n * per:
+        most = threads.running(o.index, partial=True) \
+            if threads is not None and threads.per_lane_unknown(o.index) else None
+        if threads is not None and most is not None and count == most * per:
+            who = (f"every thread of the {threads.n}-thread CTA" if most == threads.n else
+                   f"every one of the {most} threads that can run this arrive")
             an.report(Hazard.MBAR_ARRIVE_COUNT, f"the mbarrier at {what} expects {count} "
-                      f"arrivals per phase (every thread of the {threads.n}-thread CTA), but "
+                      f"arrivals per phase ({who}), but "
                       "this arrive runs under a condition that differs between lanes: some "
                       "threads do not arrive and the phase never completes",
                       [("arrive", o.index), ("init", init_at)]

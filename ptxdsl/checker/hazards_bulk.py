@@ -77,6 +77,31 @@ def _range(an: Analysis, op: Op) -> Range | None:
     return out
 
 
+def _definite(an: Analysis, op: Op) -> Range | None:
+    """The part of an op's range it touches whatever its unknown size: its first byte when
+    the size is unknown (a TMA copy whose map's box the checker was not told), else all of
+    it. An overlap only the unknown size makes is a note, not a finding."""
+    r = _range(an, op)
+    if r is None or _size(an, op) is not None:
+        return r
+    root, lo, hi, ring = _start(an, op.smem) or (None,) * 4
+    return (root, lo, None if hi is None else hi + 1, ring)
+
+
+def _size_note(an: Analysis, store: int, write: int, check: str = "bulk-src-overwrite"
+               ) -> None:
+    op = an.op_at[store]
+    kind, _, root = an.classify_map(op.map) if op.map is not None else (None, None, None)
+    name = getattr(root, "name", None)
+    how = (f"pass its box, e.g. check_module(mod, maps={{'{name}': TiledDesc or "
+           "{'box_bytes': N}})" if kind in ("param", "param_raw", "global") and name else
+           "pass its box with maps={...}") + ", or encode the map in the kernel with " \
+        "constant tensormap.replace values"
+    an.note(check, f"the size of the {op.role.value} from "
+            f"{an.describe(op.smem)} is unknown: writes past its first byte are not compared "
+            f"with it ({how})", [("store", store), ("write", write)])
+
+
 def _start(an: Analysis, operand: Any) -> tuple | None:
     """(symbol, lowest, highest start offset, ring) of a shared address, or None. `[r+off]`
     reuses r's bounds (many accesses share one base register)."""
@@ -107,7 +132,7 @@ def _extent(a: Range) -> tuple[float, float]:
     """The byte interval of a range with its ring term folded in, clamped to the symbol."""
     root, lo, end, ring = a
     if ring is not None:
-        _, n, scale = ring
+        _, n, scale, _ = ring
         if lo is not None:
             lo += min(0, scale * (n - 1))
         if end is not None:
@@ -137,7 +162,8 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
     _, a_lo, a_hi, a_ring = a
     _, b_lo, b_hi, b_ring = b
     if (a_ring is not None and b_ring is not None and a_ring[0] is b_ring[0]
-            and a_ring[1:] == b_ring[1:] and moved is not None and moved % a_ring[1]
+            and a_ring[1:3] == b_ring[1:3] and moved is not None
+            and (moved + a_ring[3] - b_ring[3]) % a_ring[1]
             and a_lo is not None and a_hi is not None and b_lo is not None and b_hi is not None):
         # Different stages of one ring: disjoint when both fit inside one stage's stride.
         first = min(a_lo, b_lo)
@@ -153,7 +179,11 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
         return
     mine = _range(an, op)
     for s, age, moved in an.pending(state, "bulk"):
-        if _overlap(mine, _range(an, an.op_at[s]), moved):
+        if not _overlap(mine, _range(an, an.op_at[s]), moved):
+            continue
+        if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
+            _size_note(an, s, op.index)
+        else:
             how = ("it was never committed" if age is None else
                    "no cp.async.bulk.wait_group.read has covered its group yet")
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
@@ -161,8 +191,12 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
                       f"reading it ({how})", [("write", op.index), ("store", s)])
             return
     for s, w, moved in an.pending(state, "bulk_done"):
-        if _overlap(mine, _range(an, an.op_at[s]), moved) and not an.div.same_single_threads(
-                w, op.index):
+        if not _overlap(mine, _range(an, an.op_at[s]), moved) \
+                or an.div.same_single_threads(w, op.index):
+            continue
+        if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
+            _size_note(an, s, op.index)
+        else:
             an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                       f"{an.describe(op.smem)} in threads that did not wait for the earlier "
                       "bulk store's read, with no CTA barrier after that wait",
@@ -236,7 +270,7 @@ class _Within(Spans):
     """Spans with the thread identities bounded to the threads that run one statement."""
 
     def __init__(self, an: Analysis, bounds: dict[str, tuple[int, int]]):
-        super().__init__(an.values, an.spans.dims)
+        super().__init__(an.values, an.spans.dims, an.spans.statics)
         self.bounds = bounds
 
     def _special(self, name: str) -> Span:
@@ -276,15 +310,23 @@ def _fence_check(an: Analysis, state: State, op: Op) -> None:
         return
     mine = _range(an, op)
     for s, in an.pending(state, "smem_dirty"):
-        if _overlap(mine, _range(an, an.op_at[s])):
+        if not _overlap(mine, _range(an, an.op_at[s])):
+            continue
+        if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
+            _size_note(an, op.index, s, "smem-no-proxy-fence")
+        else:
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written with a "
                       "generic-proxy store and no fence.proxy.async.shared::cta follows it "
                       f"before the {op.role.value} reads it through the async proxy",
                       [("store", op.index), ("write", s)], dedupe=(op.index, "fence"))
             return
     for s, in an.pending(state, "smem_fenced"):
-        if _overlap(mine, _range(an, an.op_at[s])) and not an.div.same_single_threads(
+        if not _overlap(mine, _range(an, an.op_at[s])) or an.div.same_single_threads(
                 s, op.index):
+            continue
+        if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
+            _size_note(an, op.index, s, "smem-no-proxy-fence")
+        else:
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written (and "
                       "fenced) by other threads, with no CTA barrier between those writes and "
                       f"the {op.role.value}", [("store", op.index), ("write", s)],
@@ -368,21 +410,26 @@ PREPARE.append(_ring_steps)
 
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """`add c, c, k` moves the stores' ring positions by k; any other write of c loses them."""
+    """`add c, c, k` moves the stores' ring positions by k, and `xor c, c, n/2` (an index
+    toggled in place) by n/2; any other write of c loses them."""
     reg = op.value
     insn = an.body[op.index].insn
     step = None
-    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg and an.body[op.index].guard \
-            is None:
+    kind = getattr(insn, "op", None)
+    if kind in ("add", "sub", "xor") and insn.a is reg and an.body[op.index].guard is None:
         k = an.const(insn.b)
-        step = None if k is None else (k if insn.op == "add" else -k)
+        step = None if k is None else -k if kind == "sub" else k
     changed = False
     may = set()
     for f in state.may:
         if f[0] in ("bulk", "bulk_done") and f[3] is not None:
             ring = (_range(an, an.op_at[f[1]]) or (None,) * 4)[3]
             if ring is not None and ring[0] is reg:
-                f = (*f[:3], None if step is None else (f[3] + step) % ring[1])
+                n = ring[1]
+                # x ^ n/2 is x + n/2 modulo n (n a power of two); other XORs are no step.
+                moves = step if kind != "xor" or (n & (n - 1) == 0 and step == n // 2) \
+                    else None
+                f = (*f[:3], None if moves is None else (f[3] + moves) % n)
                 changed = True
         may.add(f)
     return State(state.must, frozenset(may), state.tx) if changed else state

@@ -10,7 +10,9 @@ setmaxnreg's warpgroup uniformity.
 - `wgmma-smem-no-proxy-fence`: wgmma reads shared memory through the async proxy; generic
   writes (st.shared, atom, stmatrix) it reads need fence.proxy.async and a barrier first.
   The buffer a descriptor names is traced back to a shared symbol when its arithmetic starts
-  from one; otherwise the wgmma may read any shared write.
+  from one; otherwise the wgmma may read any shared write. When every descriptor's start
+  lies in a TMA/bulk load's destination, the wgmma reads those boxes, and writes elsewhere
+  in the symbol (a scheduler word past the tiles) are not compared (`_tiles`).
 - `wgmma-smem-released`: handing a stage back to its producer (a plain `mbarrier.arrive`, not
   the producer's arrive.expect_tx) while a wgmma that reads it may still run. wait_group N
   retires all but the N most recent committed groups. When the wgmma's buffer and the
@@ -48,7 +50,8 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .hazards_ring import _shift, _slot, check_read, lands_in, read_extent
+from .hazards_bulk import _size, extent_of
+from .hazards_ring import _load_extents, _shift, _slot, check_read, lands_in, read_extent
 from .ops import Op, Role
 from .state import State
 from .values import Kind
@@ -296,8 +299,57 @@ def _written_root(an: Analysis, i: int) -> Any:
     return v.root if v.kind is Kind.addr and isinstance(v.root, Symbol) else None
 
 
+def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
+    """The byte extents `(root, lo, hi)` the wgmma at statement i may read: for each of its
+    descriptors, the run of copies (TMA or bulk loads) that holds its start address, grown
+    over every copy it touches (a B tile loaded as several boxes, a ring's stages); those
+    start addresses' first 16 bytes (what it reads whatever the copies' sizes); and whether a
+    copy's size is unknown (its extent then runs to the next buffer or the end). None when a
+    descriptor's address cannot be followed or lands in no copy (a tile the threads wrote
+    themselves): then its symbol is all that is known."""
+    key = ("wg_tiles", i)
+    if key in an.cache:
+        return an.cache[key]
+    out: tuple[list, list, bool] | None = None
+    addrs = _traced(an, i)
+    if addrs:
+        runs: list = []
+        firsts: list = []
+        unknown = False
+        for r in sorted(addrs, key=lambda r: r.name):
+            first = read_extent(an, r, 16)
+            copies = _load_extents(an).get(id(first[0]), []) if first is not None else []
+            hit = [e for e in copies if first is not None and e[1] < first[2]
+                   and first[1] < e[2]]
+            if first is None or not hit:
+                runs = []
+                break
+            lo, hi = min(e[1] for e in hit), max(e[2] for e in hit)
+            grown = True
+            while grown:
+                grown = False
+                for _, a, b in copies:
+                    if a <= hi and b >= lo and (a < lo or b > hi):
+                        lo, hi, grown = min(lo, a), max(hi, b), True
+            unknown = unknown or any(_size(an, o) is None for o, a, b in copies
+                                     if a < hi and lo < b)
+            runs.append((first[0], lo, hi))
+            firsts.append(first)
+        if runs:
+            out = (runs, firsts, unknown)
+    an.cache[key] = out
+    return out
+
+
+def _apart(ext: tuple | None, tiles: list) -> bool:
+    """Is a write's extent clear of every one of these extents?"""
+    return ext is not None and all(
+        t[0] is not ext[0] or not (t[1] < ext[2] and ext[1] < t[2]) for t in tiles)
+
+
 def _smem_check(an: Analysis, state: State, op: Op) -> None:
     roots = _descriptor_roots(an, op.index)
+    tiles = _tiles(an, op.index)
     for tag, why in (("smem_dirty", "no fence.proxy.async.shared::cta follows it"),
                      ("smem_fenced", "it was fenced, but no barrier orders it before the "
                                      "wgmma (other threads wrote it)")):
@@ -307,6 +359,20 @@ def _smem_check(an: Analysis, state: State, op: Op) -> None:
             root = _written_root(an, s)
             if roots is not None and root is not None and root not in roots:
                 continue
+            if tiles is not None:
+                # Compare byte ranges, as the bulk rules do: a scheduler word past the
+                # tiles in the same buffer is not read by the wgmma.
+                ext = extent_of(an, an.op_at[s])
+                if _apart(ext, tiles[0]):
+                    continue
+                if _apart(ext, tiles[1]) and tiles[2]:
+                    an.note("wgmma-smem-no-proxy-fence", "the write at "
+                            f"{an.describe(an.op_at[s].smem)} may lie in a tile this wgmma "
+                            "reads only because the box size of the TMA loads that fill the "
+                            "tiles is unknown (pass maps={...} or encode the maps with "
+                            "constant tensormap.replace values)",
+                            [("wgmma", op.index), ("write", s)])
+                    continue
             if tag == "smem_fenced" and an.div.same_single_threads(s, op.index):
                 continue
             an.report(Hazard.WGMMA_SMEM_NO_PROXY_FENCE, f"{an.describe(an.op_at[s].smem)} "
@@ -417,7 +483,8 @@ def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
             shift = None if back is None else -back
     if shift is None:
         return None
-    return (shift + moved) % mine[2] == 0
+    # (A slot of `(i & 1) ^ 1` is one stage ahead of `i & 1`: see ranges.Span.)
+    return (shift + moved + released[4] - mine[4]) % mine[2] == 0
 
 
 @handles(Role.MBAR_ARRIVE)

@@ -1,17 +1,21 @@
 """Bounds on the offsets of shared-memory addresses, so writes through `buf + f(tid)` and
 ring-indexed buffers are compared as byte ranges instead of "somewhere in buf".
 
-A `Span` says an address (or integer) is `root + [lo, hi] + scale * (reg mod n)`: `root` the
-symbol (None for a plain integer), `lo`/`hi` bounds on the rest (None: unbounded), and `ring`
-the optional `(reg, n, scale)` term of a ring index (`i & (n-1)`, `i % n` on a loop counter).
-Thread identities are bounded by the CTA shape (`.reqntid`/`.maxntid`), `x & m` by `m`. The
-ring term is kept apart because two ring addresses built from one counter are disjoint when
-the counter moved by a known amount that is not a multiple of n (the bulk hazards track how
-far it moved since a store was issued); everywhere else it is folded into the bounds.
+A `Span` says an address (or integer) is `root + [lo, hi] + scale * ((reg + shift) mod n)`:
+`root` the symbol (None for a plain integer), `lo`/`hi` bounds on the rest (None: unbounded),
+and `ring` the optional `(reg, n, scale, shift)` term of a ring index (`i & (n-1)`, `i % n` on
+a loop counter, `(i & 1) ^ 1`, or an index toggled in place by `s ^= 1`). Thread identities
+are bounded by the CTA shape (`.reqntid`/`.maxntid`), `x & m` by `m`, `x ^ m` by the aligned
+block of x that m's bits can reach (swizzled addresses). The ring term is kept apart because
+two ring addresses built from one counter are disjoint when the counter moved by a known
+amount that is not a multiple of n (the bulk hazards track how far it moved since a store was
+issued); everywhere else it is folded into the bounds. Of two ring terms added together, the
+one with the wider stride (the stage) is kept and the other (a lane's chunk) folded.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -27,13 +31,13 @@ class Span:
     root: Any = None
     lo: int | None = None
     hi: int | None = None
-    ring: tuple | None = None          # (counter register, n, scale)
+    ring: tuple | None = None          # (counter register, n, scale, shift)
 
     def folded(self) -> Span:
         """The same value with its ring term folded into the bounds."""
         if self.ring is None:
             return self
-        _, n, scale = self.ring
+        _, n, scale, _ = self.ring
         lo = None if self.lo is None else self.lo + min(0, scale * (n - 1))
         hi = None if self.hi is None else self.hi + max(0, scale * (n - 1))
         return Span(self.root, lo, hi, None)
@@ -55,7 +59,11 @@ def _add(a: Span, b: Span, sign: int = 1) -> Span:
     if a.root is not None and b.root is not None:
         return UNKNOWN
     if a.ring is not None and b.ring is not None:
-        a, b = a.folded(), b.folded()
+        # Keep the stage (the wider stride): `stage * 8192 + (lane & 7) * 16` stays a ring.
+        if abs(a.ring[2]) >= abs(b.ring[2]):
+            b = b.folded()
+        else:
+            a = a.folded()
     lo = None if a.lo is None or b.lo is None else a.lo + b.lo
     hi = None if a.hi is None or b.hi is None else a.hi + b.hi
     return Span(a.root if a.root is not None else b.root, lo, hi,
@@ -65,7 +73,7 @@ def _add(a: Span, b: Span, sign: int = 1) -> Span:
 def _scale(a: Span, f: int) -> Span:
     if a.root is not None or f < 0:
         return UNKNOWN
-    ring = None if a.ring is None else (a.ring[0], a.ring[1], a.ring[2] * f)
+    ring = None if a.ring is None else (a.ring[0], a.ring[1], a.ring[2] * f, a.ring[3])
     return Span(None, None if a.lo is None else a.lo * f, None if a.hi is None else a.hi * f,
                 ring)
 
@@ -74,13 +82,36 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+def _tz(c: int) -> int:
+    """The known zero low bits of a constant (at most 16)."""
+    return 16 if not c else min(16, (c & -c).bit_length() - 1)
+
+
+def _rank(s: Span) -> tuple[int, int]:
+    """Which operand of an XOR is the mask: a constant first, then the smaller bounded
+    value (the lower rank)."""
+    if s.ring is None and s.root is None and s.lo is not None and s.lo == s.hi:
+        return (0, 0)
+    return (1, s.folded().hi or 0) if _mask_like(s) else (2, 0)
+
+
+def _mask_like(s: Span) -> bool:
+    """A plain non-negative bounded integer (what may be XORed into an address)."""
+    f = s.folded()
+    return f.root is None and f.lo is not None and f.hi is not None and f.lo >= 0
+
+
 class Spans:
     """Demand-driven spans of the registers of one kernel (single definitions only: a
-    register written several times is unknown unless every write is one constant)."""
+    register written several times is unknown unless every write is one constant, or it is
+    an index toggled in place: `_toggled`)."""
 
-    def __init__(self, values: Values, dims: tuple[int, ...] | None):
+    def __init__(self, values: Values, dims: tuple[int, ...] | None, statics: bool = False):
         self.values = values
         self.dims = tuple(dims or ())
+        # Dynamic shared memory starts after the static variables: its .align holds only to
+        # 16 bytes then (see hazards_bulk._align_check).
+        self.statics = statics
         self._memo: dict[Reg, Span] = {}
 
     def of(self, op: Any, depth: int = 0) -> Span:
@@ -108,7 +139,7 @@ class Spans:
             return _const(c)
         defs = self.values.defs.get(reg, ())
         if len(defs) != 1:
-            return UNKNOWN
+            return self._toggled(reg, defs)
         st = self.values.body[defs[0]]
         if st.guard is not None:
             return UNKNOWN
@@ -139,6 +170,8 @@ class Spans:
                 else UNKNOWN
         if op in ("and", "rem"):
             return self._mask(insn, d)
+        if op == "xor":
+            return self._xor(insn, d)
         if op in ("shr", "div"):
             b = self.values.const(insn.b)
             a = self.of(insn.a, d).folded()
@@ -181,21 +214,120 @@ class Spans:
             if not _is_pow2(n):
                 return Span(None, 0, cb if x.hi is None or x.lo is None or x.lo < 0
                             else min(cb, x.hi))
-        if isinstance(a, Reg) and (x.lo is None or x.hi is None or x.hi - x.lo >= n or x.lo < 0):
-            return Span(None, 0, 0, (a, n, 1))
+        if isinstance(a, Reg) and (x.lo is None or x.hi is None):
+            # An unbounded value (a loop counter): a ring index. A bounded one (`lane & 7`)
+            # is only bounded, so that it does not displace a stage's ring term.
+            return Span(None, 0, 0, (a, n, 1, 0))
         if x.lo is not None and x.hi is not None and 0 <= x.lo and x.hi < n:
             return x                           # the mask changes nothing
         return Span(None, 0, n - 1)
+
+    def _xor(self, insn: Binary, d: int) -> Span:
+        """`x ^ m`, m a bounded non-negative integer below 2**k: only x's low k bits change,
+        so the result stays in the 2**k-aligned block holding x. `ring ^ scale * n/2` (the
+        other buffer of `s ^ 1`) moves the ring by n/2."""
+        a, b = self.of(insn.a, d), self.of(insn.b, d)
+        if _rank(a) < _rank(b):
+            a, b = b, a
+        if not _mask_like(b):
+            return UNKNOWN
+        m = b.folded()
+        assert m.hi is not None   # (_mask_like)
+        block = 1 << m.hi.bit_length()
+        ring = a.ring
+        if ring is not None and a.root is None and a.lo == a.hi == 0 and m.lo == m.hi:
+            _, n, scale, shift = ring
+            if n > 1 and _is_pow2(n) and _is_pow2(scale) and m.lo == scale * (n // 2):
+                return Span(None, 0, 0, (ring[0], n, scale, (shift + n // 2) % n))
+        if ring is not None and ring[2] % block:
+            a, ring = a.folded(), None
+        if a.lo is None or a.hi is None:
+            return Span(a.root, None, None, ring)
+        # Bits below both operands' known zero bits stay zero: a 16-byte chunk XORed with
+        # a multiple of 16 stays a 16-byte chunk (its last start is 16 below the block's end).
+        step = 1 << min(self.zeros(insn.a), self.zeros(insn.b))
+        if a.root is None or self._align(a.root) % block == 0:
+            if a.lo < 0:
+                return UNKNOWN
+            return Span(a.root, a.lo & -block, (a.hi | (block - 1)) & -step, ring)
+        return Span(a.root, a.lo - (block - 1), a.hi + (block - 1), ring)
+
+    def zeros(self, op: Any, depth: int = 0) -> int:
+        """How many low bits of a value are known to be zero (at most 16)."""
+        if isinstance(op, Imm):
+            return _tz(op.value) if isinstance(op.value, int) else 0
+        if isinstance(op, int) and not isinstance(op, bool):
+            return _tz(op)
+        if isinstance(op, Symbol):
+            return min(16, self._align(op).bit_length() - 1)
+        if not isinstance(op, Reg) or depth > 32:
+            return 0
+        c = self.values.const(op)
+        if c is not None:
+            return _tz(c)
+        defs = self.values.defs.get(op, ())
+        if len(defs) != 1:
+            return 0
+        insn = self.values.body[defs[0]].insn
+        d = depth + 1
+        if isinstance(insn, Mov | Cvt | Cvta):
+            return self.zeros(insn.a, d) if not isinstance(insn.a, SpecialReg) else 0
+        if not isinstance(insn, Binary):
+            return 0
+        if insn.op in ("add", "sub", "xor", "or"):
+            return min(self.zeros(insn.a, d), self.zeros(insn.b, d))
+        if insn.op == "and":
+            return min(16, max(self.zeros(insn.a, d), self.zeros(insn.b, d)))
+        b = self.values.const(insn.b)
+        if insn.op == "shl" and b is not None and 0 <= b < 32:
+            return min(16, self.zeros(insn.a, d) + b)
+        if insn.op == "mul" and getattr(insn, "mode", None) in (None, "lo", "wide"):
+            return min(16, self.zeros(insn.a, d) + self.zeros(insn.b, d))
+        return 0
+
+    def _align(self, sym: Any) -> int:
+        """The alignment of a symbol's address."""
+        have: int = getattr(sym, "align", None) or getattr(getattr(sym, "type", None),
+                                                            "bytes", None) or 1
+        if getattr(sym, "count", 1) is None and self.statics:
+            have = min(have, 16)
+        return have
+
+    def _toggled(self, reg: Reg, defs: Any) -> Span:
+        """A register written several times, each time with a constant or `r ^= c` (an index
+        toggled in place): its values lie in [0, n), n the power of two above every constant;
+        a ring of n on itself (`r ^= n/2` steps it by n/2)."""
+        consts, flips = [], []
+        for i in defs:
+            st = self.values.body[i]
+            insn = st.insn
+            if isinstance(insn, Mov):
+                c = self.values.const(insn.a)
+            elif isinstance(insn, Binary) and insn.op == "xor" and insn.a is reg:
+                c = self.values.const(insn.b)
+                flips.append(c)
+            else:
+                return UNKNOWN
+            if c is None or c < 0 or c >= 1 << 16:
+                return UNKNOWN
+            consts.append(c)
+        if not flips:
+            return UNKNOWN
+        n = 1 << max(consts).bit_length()
+        return Span(None, 0, 0, (reg, n, 1, 0)) if n > 1 else _const(0)
 
     def _special(self, name: str) -> Span:
         dims = self.dims
         axis = {"x": 0, "y": 1, "z": 2}.get(name[-1])
         if name.startswith("tid.") and axis is not None:
             cap = (1024, 1024, 64)[axis]
+            if dims and not self.values.ntid:   # .maxntid: a bound on the product only
+                return Span(None, 0, min(cap, math.prod(dims)) - 1)
             return Span(None, 0, (dims[axis] if axis < len(dims) else 1) - 1 if dims else cap - 1)
         if name.startswith("ntid.") and axis is not None and dims:
-            n = dims[axis] if axis < len(dims) else 1
-            return _const(n)
+            # (.reqntid's exact sizes are constants already: see Values.ntid. .maxntid
+            # bounds the product of the sizes, not each one.)
+            return Span(None, 1, math.prod(dims))
         if name == "laneid":
             return Span(None, 0, 31)
         if name.startswith(("ctaid.", "nctaid.", "clusterid.", "cluster_ctaid.", "warpid")):

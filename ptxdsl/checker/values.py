@@ -16,6 +16,7 @@ computed from, so a 100k-instruction kernel pays only for the slice that matters
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -83,7 +84,8 @@ class Values:
     """Demand-driven facts about the registers of one kernel body."""
 
     def __init__(self, body: Sequence[Statement | LabelDef], nthreads: int | None = None,
-                 insns: Sequence[Any] | None = None, warp_rows: bool = False):
+                 insns: Sequence[Any] | None = None, warp_rows: bool = False,
+                 ntid: Sequence[int] | None = None, cluster: Sequence[int] | None = None):
         # Read as statements: the indices asked about (a definition, a statement's sources or
         # guard) never name a label.
         self.body = cast(Sequence[Statement], body)
@@ -92,6 +94,14 @@ class Values:
         # Every warp holds 32 consecutive %tid.x of one (y, z) row, starting at a multiple of
         # 32 (.reqntid with x a multiple of 32, or a 1-D CTA): `tid.x < 32k` is warp-uniform.
         self.warp_rows = warp_rows
+        # Special registers the kernel declares exactly: %ntid.x/y/z under .reqntid (`ntid`:
+        # empty when the CTA's shape is not fixed), %cluster_nctaid.x/y/z and
+        # %cluster_nctarank under .reqnctapercluster. (Not under .maxntid, a bound; never
+        # %nwarpid, the SM's warp-slot count rather than the CTA's warps.)
+        self.ntid = _dims3("ntid", ntid)
+        self.fixed = {**self.ntid, **_dims3("cluster_nctaid", cluster)}
+        if cluster:
+            self.fixed["cluster_nctarank"] = math.prod(cluster)
         if insns is None:
             insns = [getattr(x, "insn", None) for x in body]
         self.defs = Defs(insns)
@@ -100,7 +110,13 @@ class Values:
         self._val: dict[Reg, Val] = {}
         self._vn: dict[Reg, Any] = {}
         self._level: dict[Reg, int] = {}
+        self._data_level: dict[Reg, int] = {}
         self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
+        # statement index -> the divergent branches (statement indices) it lies under (set
+        # with ctrl_level), for `data_level`.
+        self.ctrl_branches: dict[int, tuple[int, ...]] = {}
+        self._data_mode = False
+        self._busy_preds: set[Reg] = set()
 
     def sources_of(self, i: int) -> list[Reg]:
         """The registers statement i reads (cached: the analyses ask repeatedly)."""
@@ -227,6 +243,8 @@ class Values:
                 if self.nthreads is not None and a.name.startswith(_ZERO_IN_ONE_THREAD) and (
                         self.nthreads == 1 or a.name == "warpid" and self.nthreads <= 32):
                     return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
+                if a.name in self.fixed:
+                    return Val(Kind.const, self.fixed[a.name]), ("const", self.fixed[a.name])
                 return Val(Kind.special, root=a.name), ("sreg", a.name)
             if isinstance(a, Reg):
                 return v.get(a, UNKNOWN), self._vn.get(a, _opaque(a))
@@ -251,6 +269,12 @@ class Values:
                     return _offset(a, sign * delta if delta is not None else None), key
                 if b.kind in (Kind.addr, Kind.value) and insn.op == "add":
                     return _offset(b, a.const if a.kind is Kind.const else None), key
+            if insn.op == "xor":
+                # A swizzled address (`addr ^ ((row & 7) << 4)`) stays in its buffer: the
+                # same root, an offset the range analysis bounds (`ranges`).
+                ptrs = [x for x in (a, b) if x.kind in (Kind.addr, Kind.value)]
+                if len(ptrs) == 1:
+                    return _offset(ptrs[0], None), key
             return UNKNOWN, key
         if isinstance(insn, Setp):
             a, b = self.val(insn.a), self.val(insn.b)
@@ -289,6 +313,41 @@ class Values:
                 self._levels(op)
             hit = self._level[op]
         return hit
+
+    def data_level(self, op: Any) -> int:
+        """`level` among the threads that compute a value: a register whose every write lies
+        under one divergent branch (a loop counter in a warp-specialized branch) does not
+        take that branch's divergence, only that of the branches choosing between its
+        writes. 0: the same in every thread that computes it (in the same iteration), 1: in
+        every lane of a warp, 2: may differ per lane."""
+        saved = self._level, self._data_mode
+        self._level, self._data_mode = self._data_level, True
+        try:
+            return self.level(op)
+        finally:
+            self._level, self._data_mode = saved
+
+    def _data_ctrl(self, reg: Reg, i: int) -> int:
+        """The control divergence of write i of `reg` in `data_level`: the levels of the
+        branches over it that do not also enclose every other write of `reg` (a branch's own
+        level through data, its cycles through `reg` taken as uniform: a loop on a counter
+        that only the counter decides)."""
+        mine = self.ctrl_branches.get(i, ())
+        if not mine:
+            return 0
+        common = set(mine).intersection(*(self.ctrl_branches.get(d, ())
+                                            for d in self.defs.get(reg, ())))
+        out = 0
+        for b in mine:
+            p = _pred(self.body[b].guard)
+            if b in common or p is None or p in self._busy_preds:
+                continue
+            self._busy_preds.add(p)
+            try:
+                out = max(out, self.level(p))
+            finally:
+                self._busy_preds.discard(p)
+        return out
 
     def _levels_acyclic(self, root: Reg) -> bool:
         """Levels of a slice of single-definition registers, leaves first (the usual case:
@@ -349,7 +408,8 @@ class Values:
         if st.guard is not None or len(self.defs.get(reg, ())) > 1:
             # A value written under a condition differs where the condition does.
             p = _pred(st.guard)
-            lv = max(lv, self.ctrl_level.get(i, 0),
+            ctrl = self._data_ctrl(reg, i) if self._data_mode else self.ctrl_level.get(i, 0)
+            lv = max(lv, ctrl,
                      cur.get(p, self._level.get(p, 0)) if p is not None else 0)
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             n = insn.a.name
@@ -406,6 +466,12 @@ class Values:
         if insn.cmp in ("le", "gt", "ls", "hi"):
             return (b + 1) % 32 == 0
         return False
+
+
+def _dims3(name: str, dims: Sequence[int] | None) -> dict[str, int]:
+    """`{name.x: ..., name.y: ..., name.z: ...}` of a declared shape (missing sizes are 1)."""
+    d = (*(dims or ()), 1, 1, 1)
+    return {f"{name}.{a}": d[n] for n, a in enumerate("xyz")} if dims else {}
 
 
 def _opaque(reg: Reg) -> tuple[str, int]:

@@ -21,7 +21,15 @@ import attrs
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
-from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
+from .base import (
+    Instruction,
+    check_addr,
+    check_dst,
+    check_enum,
+    check_one_type,
+    check_src,
+    refuse,
+)
 
 __all__ = ["MatrixCount", "LdMatrix", "StMatrix", "MatrixOps", "ldmatrix", "stmatrix", "FORMS"]
 
@@ -46,11 +54,11 @@ def _regs(insn: Instruction, operand: str, value: Any, is_dst: bool) -> Vec:
     if len(items) not in (1, 2, 4):
         refuse(insn, f"{operand} must hold 1, 2 or 4 .b32 registers (.x1/.x2/.x4), "
                f"got {len(items)}")
-    if is_dst:
-        return Vec(tuple(check_dst(insn, f"{operand}[{i}]", v, ScalarType.b32)
-                         for i, v in enumerate(items)))
-    return Vec(tuple(check_src(insn, f"{operand}[{i}]", v, ScalarType.b32, imm=False)
-                     for i, v in enumerate(items)))
+    check = check_dst if is_dst else lambda *a: check_src(*a, imm=False)
+    regs = tuple(check(insn, f"{operand}[{i}]", v, ScalarType.b32)
+                 for i, v in enumerate(items))
+    check_one_type(insn, operand, regs)
+    return Vec(regs)
 
 
 def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:

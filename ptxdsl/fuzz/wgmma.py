@@ -1,0 +1,118 @@
+"""Hypothesis strategies for the warpgroup MMA builders: `wgmma_mma_async` (dense, SS and RS
+forms), `wgmma_mma_async_sp` (sparse), `wgmma_fence`, `wgmma_commit_group` and
+`wgmma_wait_group`.
+
+Each draw picks the input types, accumulator type, N, the A operand (a descriptor register or
+value for SS, four registers for RS), scale-d and the optional immediates (scale, transpose),
+mostly from what the type's row of the ISA table allows and sometimes not: a wrong N or
+accumulator, mixed input types, an immediate the type does not take, the wrong number or type of
+accumulator registers. N and the accumulator type are passed explicitly, so the PTX text is
+determined by the draw; the immediates the builder fills in (scale 1, transpose 0) are restated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ..instructions.wgmma import KIND_OF, WgmmaType, d_count, d_register_type
+from ..types import ScalarType
+from .case import N, R, case, txt
+from .tma import maybe, pick
+
+TYPES = tuple(w.value for w in WgmmaType)
+DTYPES = ("f32", "f16", "s32")
+# Mostly the N a type allows (smaller ones more often: they make shorter kernels), sometimes not.
+NS = (8, 8, 16, 16, 24, 32, 48, 64, 64, 128, 256, 40, 56, 264, 12, 0)
+DESCS = (R("b64", idx=1),) * 4 + (R("u64", idx=1), 0x4000004000010040, R("u32"), -1, R("f64"))
+B_DESCS = (R("b64", idx=2),) * 4 + (R("u64", idx=2), 0x4000004000010080, R("b32"))
+SCALE_D = (R("pred"), R("pred"), N(R("pred")), 1, 0, 2)
+
+
+def _kind(atype: str):
+    w = next((w for w in WgmmaType if w.value == atype), None)
+    return None if w is None else KIND_OF[w]
+
+
+def _d_regs(draw, n: int, dtype: str) -> tuple:
+    dt = ScalarType(dtype)
+    count = d_count(n, dt) if n > 0 else 1
+    rtype = d_register_type(dt).value
+    count = pick(draw, (count,) * 8 + (count + 1, max(count - 1, 1)))
+    rtype = pick(draw, (rtype,) * 10 + ("b32", "f32", "u32"))
+    odd = pick(draw, (rtype,) * 8 + ("b32", "u32", "s32", "f32"))   # the last one's type
+    return tuple(R(rtype if i < count - 1 else odd, idx=i) for i in range(count))
+
+
+@st.composite
+def wgmmas(draw):
+    fam = "wgmma"
+    which = pick(draw, ("mma",) * 6 + ("sp", "sp", "fence", "commit", "wait"))
+    if which == "fence":
+        return case(fam, "ptx.wgmma_fence", text="wgmma.fence.sync.aligned;", op=which)
+    if which == "commit":
+        return case(fam, "ptx.wgmma_commit_group", text="wgmma.commit_group.sync.aligned;",
+                    op=which)
+    if which == "wait":
+        n = pick(draw, (0, 1, 7, 8, -1, R("u32")))
+        return case(fam, "ptx.wgmma_wait_group", (n,),
+                    text=f"wgmma.wait_group.sync.aligned {txt(n)};", op=which, n=n)
+    sparse = which == "sp"
+    atype = pick(draw, TYPES)
+    kind = _kind(atype)
+    assert kind is not None
+    same = tuple(w.value for w in kind.types)
+    btype = pick(draw, same * 16 + TYPES)
+    dtype = pick(draw, tuple(t.value for t in kind.dtypes) * 6 + DTYPES)
+    n = pick(draw, tuple(x for x in NS if x in kind.n) * 3 + NS)
+    d = _d_regs(draw, n, dtype)
+    rs = pick(draw, (False, False, False, True))
+    a: Any = tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")), idx=10 + i)
+                   for i in range(4)) if rs else pick(draw, DESCS)
+    b = pick(draw, B_DESCS)
+    scale_d = pick(draw, SCALE_D)
+    # the immediates the type takes, mostly valid; the others now and then
+    scales = (1, -1) * 6 + (0, 2) if kind.scale_ab else (1, -1, 0)
+    imm_a = maybe(draw, scales, 0.5 if kind.scale_ab else 0.93)
+    imm_b = maybe(draw, scales, 0.5 if kind.scale_ab else 0.93)
+    trans = kind.transpose and kind.scale_ab
+    tnsp_a = maybe(draw, (0, 1) * 6 + (2,) if trans and not rs else (0, 1),
+                   0.5 if trans and not rs else 0.93)
+    tnsp_b = maybe(draw, (0, 1) * 6 + (2,) if trans else (0, 1), 0.5 if trans else 0.93)
+    satfinite = pick(draw, (False, True) if atype in ("s8", "u8") else (False,) * 15 + (True,))
+    shape = f"m64n{n}k{kind.k * (2 if sparse else 1)}"
+    q = (f"wgmma.mma_async{'.sp' if sparse else ''}.sync.aligned.{shape}.{dtype}.{atype}."
+         f"{btype}" + (".satfinite" if satfinite else "") + (".and.popc" if atype == "b1"
+                                                              else ""))
+    tail = [txt(scale_d)]
+    if kind.scale_ab or imm_a is not None or imm_b is not None:
+        tail += [txt(1 if imm_a is None else imm_a), txt(1 if imm_b is None else imm_b)]
+    if kind.transpose and kind.scale_ab or tnsp_a is not None or tnsp_b is not None:
+        if not rs or tnsp_a is not None:
+            tail.append(txt(tnsp_a or 0))
+        tail.append(txt(tnsp_b or 0))
+    a_text = "{" + ", ".join(txt(r) for r in a) + "}" if rs else txt(a)
+    ops = ["{" + ", ".join(txt(r) for r in d) + "}", a_text, txt(b)]
+    kw: dict[str, Any] = {"atype": atype, "btype": btype, "dtype": dtype, "n": n,
+                          "satfinite": satfinite}
+    lead: tuple = (d, a, b)
+    facts = dict(op=which, atype=atype, btype=btype, dtype=dtype, n=n, rs=rs, ndregs=len(d),
+                 dreg=d[0].type, scale_d=scale_d, imm_scale_a=imm_a, imm_scale_b=imm_b,
+                 tnspA=tnsp_a, tnspB=tnsp_b, satfinite=satfinite)
+    text: str | None
+    if sparse:
+        meta = maybe(draw, (R("b32", idx=3),) * 4 + (R("u32", idx=3), R("b64", idx=3)), 0.1)
+        sel = pick(draw, (0, 0, 1, 2, -1))
+        lead += (meta, sel)
+        ops += [txt(meta), txt(sel)] if meta is not None else []
+        text = f"{q} {', '.join(ops + tail)};" if meta is not None else None
+        facts |= {"sp_meta": meta, "sp_sel": sel}
+    else:
+        text = f"{q} {', '.join(ops + tail)};"
+    args = (*lead, scale_d, imm_a, imm_b, tnsp_a, tnsp_b)
+    call = "ptx.wgmma_mma_async_sp" if sparse else "ptx.wgmma_mma_async"
+    return case(fam, call, args, kw, text, **facts)
+
+
+STRATEGIES = {"wgmma": wgmmas()}

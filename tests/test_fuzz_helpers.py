@@ -40,6 +40,10 @@ def desc(**cfg):
         "offset": 0, "size": 8192, "align": 1024} | cfg)
 
 
+def a_load(**cfg):
+    return case("fragment", "helper.a_load", (), {"dtype": "bf16", "ld": 64, "k0": 0} | cfg)
+
+
 def ring(**cfg):
     return case("ring", "helper.ring", (), {"stages": 4, "stride": 1024, "size": 4096,
                                             "storage": None, "side": "producer"} | cfg)
@@ -76,6 +80,8 @@ FINDINGS = {
                           lambda c: c.call == "helper.descriptor"),
     "ring-slot-extent": (ring(size=1024),                      # stages 1..3 past 1 KiB
                          lambda c: c.call == "helper.ring"),
+    "a-load-past-row": (a_load(ld=8),                          # K=16 columns, rows of 8
+                        lambda c: c.call == "helper.a_load"),
 }
 
 
@@ -105,7 +111,9 @@ def test_the_model_sees_each_finding(name):
                                             size=4096),
                                desc(dtype="e4m3", swizzle=0, form="addr", offset=256,
                                     size=4352, align=16),
-                               ring(), ring(storage=(80, 8, 16), stages=4, side="consumer")],
+                               ring(), ring(storage=(80, 8, 16), stages=4, side="consumer"),
+                               a_load(), a_load(dtype="e4m3", ld=96, k0=64),
+                               a_load(dtype="tf32", ld=8, k0=("reg", 0))],
                          ids=lambda c: c.describe())
 def test_valid_configurations_are_accepted(c):
     o = verdict(c)

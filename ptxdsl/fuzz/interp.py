@@ -2,10 +2,11 @@
 
 It runs the straight-line body of one emitted kernel for every thread of a warpgroup at once
 (each register holds one Python int per thread, in a numpy object array) and records each
-store's address, width and executing threads. It knows the integer arithmetic the helpers
-emit to compute addresses (mov, add, sub, mul, mad, shl, shr, and, or, xor, setp, selp,
-ld.param, cvta) and the stores (st, stmatrix); the result of anything else (cvt, wgmma, ...)
-is unknown, and an address computed from an unknown value is reported as such, never guessed.
+load's and store's address, width and executing threads. It knows the integer arithmetic
+the helpers emit to compute addresses (mov, add, sub, mul, mad, shl, shr, and, or, xor,
+setp, selp, ld.param, cvta) and the memory accesses (ld, st, stmatrix); the result of
+anything else (cvt, wgmma, a loaded value, ...) is unknown, and an address computed from an
+unknown value is reported as such, never guessed.
 
 Shared symbols get concrete addresses from their declarations, each aligned to its declared
 `.align` and no more (the worst case the hardware may pick), so a misaligned access shows;
@@ -44,13 +45,18 @@ class Buffer:
 
 @attrs.frozen
 class Access:
-    """A store: `op` (its opcode), per-thread addresses `addr`, `width` bytes each (for
-    stmatrix, one 16-byte row per thread), executed by the threads where `mask` is True."""
+    """A load or store: `op` (its opcode), per-thread addresses `addr`, `width` bytes each
+    (for stmatrix, one 16-byte row per thread), executed by the threads where `mask` is
+    True."""
 
     op: str
     addr: np.ndarray
     width: int
     mask: np.ndarray
+
+    @property
+    def store(self) -> bool:
+        return not self.op.startswith("ld")
 
 
 def layout(ptx: str) -> dict[str, Buffer]:
@@ -173,10 +179,10 @@ class Machine:
         q = opcode.split(".")
         op, ty = q[0], q[-1]
         bits = _bits(ty)
-        if op in ("st", "stmatrix"):
+        if op in ("st", "stmatrix") or op == "ld" and "param" not in q:
             if mask is None:
                 raise Unknown(f"{opcode} under a predicate this model does not compute")
-            addr = self.address(ops[0])
+            addr = self.address(ops[0] if op != "ld" else ops[1])
             if op == "stmatrix":
                 count = int(next(x for x in q if re.fullmatch(r"x\d", x))[1:])
                 lanes = np.arange(THREADS) % 32 < 8 * count
@@ -184,6 +190,8 @@ class Machine:
             else:
                 vec = next((int(x[1:]) for x in q if re.fullmatch(r"v\d", x)), 1)
                 self.accesses.append(Access(opcode, addr, vec * bits // 8, mask.astype(bool)))
+            if op == "ld":
+                self._assign(ops[0], None, mask)      # the loaded value: not modelled
             return
         if not ops:
             return

@@ -13,9 +13,10 @@ For each case the builder is called on a fresh kernel. Then:
   rejects, a fatal (parse) error stops it, so what it did not name is assembled again.
 * refused without a PTX spelling (a Python-level mistake): fine, provided the error is a
   ptxdsl error; an accepted one is a failure.
-* a helper case (`helper.<name>`: a fragment store, a descriptor, a ring; see `helpers`): an
-  accepted one must assemble and make exactly the accesses the host-side model expects, all
-  inside their buffers; a refused one must be a configuration the model finds out of bounds.
+* a helper case (`helper.<name>`: a fragment store, a descriptor, a ring; see `helpers` and
+  `model`): an accepted one must assemble and make exactly the accesses the host-side model
+  expects, all inside their buffers; a refused one must be a configuration the model finds
+  out of bounds.
 
 Any other exception from a builder is a failure (a crash).
 """
@@ -302,20 +303,20 @@ def _check_refused(refused: dict[int, Outcome], out: dict[int, Outcome]) -> None
 
 def check(cases: Iterable[Case]) -> Report:
     """Build every case, then judge the builder's verdicts with ptxas (see the module doc)."""
-    from . import helpers
+    from . import helpers, model
     cases = list(cases)
     _crashed.clear()
     out: dict[int, Outcome] = {}
     built: dict[int, tuple[Case, Kernel]] = {}
     refused: dict[int, Outcome] = {}
-    probes: dict[int, helpers.Probe] = {}
+    probes: dict[int, model.Probe] = {}
     for i, case in enumerate(cases):
         if case.call.startswith("helper."):
             h = helpers.build(i, case)
             if isinstance(h[0], Kernel):
                 built[i], probes[i] = (case, h[0]), h[1]
             elif h[0] == "refused":
-                out[i] = Outcome(case, *helpers.judge_refused(case, h[1]))
+                out[i] = Outcome(case, *model.judge_refused(case, h[1]))
             else:
                 out[i] = Outcome(case, *h)
             continue
@@ -335,7 +336,7 @@ def check(cases: Iterable[Case]) -> Report:
         if out[i].verdict == "accepted":
             case, k = built[i]
             ptx = _module([k]).emit()
-            out[i] = Outcome(case, *helpers.judge_built(case, ptx, probe))
+            out[i] = Outcome(case, *model.judge_built(case, ptx, probe))
     _check_renderer(built, out)
     _check_refused(refused, out)
     return Report([out[i] for i in range(len(cases))])

@@ -161,7 +161,13 @@ RULES: list[Rule] = [
          "only neighbouring elements, so it rejects {u32, f32} and accepts {f32, b32, u32}, the "
          "same mix in another order. ptxdsl refuses every such mix (give the registers one "
          "type, or a bit type).", r"registers other than \.bN ones must all have one type",
-         ("matrix", "wgmma")),]
+         ("matrix", "wgmma")),
+    Rule("descriptor-layout", "A MatrixDescriptor made by descriptor() knows its tile: its "
+         "element width and whether it is MN-major (which sets wgmma's transpose flag). In PTX "
+         "the descriptor is a plain .b64, so ptxas accepts one of another width, or a transpose "
+         "immediate that contradicts the tile, and wgmma then reads the wrong layout.",
+         r"a descriptor of a tile of \d+-bit elements|for a descriptor of a .* tile \(or leave "
+         r"it out\)", ("wgmma",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

@@ -6,7 +6,8 @@ Each draw picks the input types, accumulator type, N, the A operand (a descripto
 value for SS, four registers for RS), scale-d and the optional immediates (scale, transpose),
 mostly from what the type's row of the ISA table allows and sometimes not: a wrong N or
 accumulator, mixed input types, an immediate the type does not take, the wrong number or type of
-accumulator registers. N and the accumulator type are passed explicitly, so the PTX text is
+accumulator registers, a MatrixDescriptor of a tile of another width or major-ness. N and the
+accumulator type are passed explicitly, so the PTX text is
 determined by the draw; the immediates the builder fills in (scale 1, transpose 0) are restated.
 """
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from ..instructions.wgmma import KIND_OF, WgmmaType, d_count, d_register_type
 from ..types import ScalarType
-from .case import N, R, case, txt
+from .case import M, N, R, case, txt
 from .tma import maybe, pick
 
 TYPES = tuple(w.value for w in WgmmaType)
@@ -33,6 +34,30 @@ SCALE_D = (R("pred"), R("pred"), N(R("pred")), 1, 0, 2)
 def _kind(atype: str):
     w = next((w for w in WgmmaType if w.value == atype), None)
     return None if w is None else KIND_OF[w]
+
+
+LAYOUT_TYPES = ("f16", "bf16", "tf32", "e4m3", "s8")
+
+
+def _desc(draw, wtype: str, idx: int, plain: tuple):
+    """A descriptor operand: mostly a plain register or value, sometimes a MatrixDescriptor
+    of a tile of the input's width (or, now and then, of another width; 16-bit tiles are
+    K- or MN-major, which sets the transpose flag)."""
+    if pick(draw, (True, True, False)):
+        return pick(draw, plain)
+    bits = {"tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8, "f16": 16, "bf16": 16}
+    same = tuple(t for t in LAYOUT_TYPES if bits[t] == bits.get(wtype))
+    dtype = pick(draw, same * 6 + LAYOUT_TYPES if same else LAYOUT_TYPES)
+    major = "MN" if bits[dtype] == 16 and pick(draw, (False, True)) else "K"
+    return M(R("b64", idx=idx), dtype, 64, 256 // bits[dtype] * 4, major,
+             pick(draw, (128, 64, 32, 0)))
+
+
+def _trans(value, tnsp):
+    """The transpose immediate the builder emits: given, else the descriptor's (MN-major: 1)."""
+    if tnsp is not None:
+        return tnsp
+    return 1 if isinstance(value, M) and value.major == "MN" else 0
 
 
 def _d_regs(draw, n: int, dtype: str) -> tuple:
@@ -69,8 +94,8 @@ def wgmmas(draw):
     d = _d_regs(draw, n, dtype)
     rs = pick(draw, (False, False, False, True))
     a: Any = tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")), idx=10 + i)
-                   for i in range(4)) if rs else pick(draw, DESCS)
-    b = pick(draw, B_DESCS)
+                   for i in range(4)) if rs else _desc(draw, atype, 1, DESCS)
+    b = _desc(draw, btype, 2, B_DESCS)
     scale_d = pick(draw, SCALE_D)
     # the immediates the type takes, mostly valid; the others now and then
     scales = (1, -1) * 6 + (0, 2) if kind.scale_ab else (1, -1, 0)
@@ -80,6 +105,8 @@ def wgmmas(draw):
     tnsp_a = maybe(draw, (0, 1) * 6 + (2,) if trans and not rs else (0, 1),
                    0.5 if trans and not rs else 0.93)
     tnsp_b = maybe(draw, (0, 1) * 6 + (2,) if trans else (0, 1), 0.5 if trans else 0.93)
+    # a descriptor of an MN-major tile sets the flag the builder emits
+    mn_major = any(isinstance(v, M) and v.major == "MN" for v in (a, b))
     satfinite = pick(draw, (False, True) if atype in ("s8", "u8") else (False,) * 15 + (True,))
     shape = f"m64n{n}k{kind.k * (2 if sparse else 1)}"
     q = (f"wgmma.mma_async{'.sp' if sparse else ''}.sync.aligned.{shape}.{dtype}.{atype}."
@@ -88,10 +115,10 @@ def wgmmas(draw):
     tail = [txt(scale_d)]
     if kind.scale_ab or imm_a is not None or imm_b is not None:
         tail += [txt(1 if imm_a is None else imm_a), txt(1 if imm_b is None else imm_b)]
-    if kind.transpose and kind.scale_ab or tnsp_a is not None or tnsp_b is not None:
+    if trans or tnsp_a is not None or tnsp_b is not None or mn_major:
         if not rs or tnsp_a is not None:
-            tail.append(txt(tnsp_a or 0))
-        tail.append(txt(tnsp_b or 0))
+            tail.append(txt(_trans(a, tnsp_a)))
+        tail.append(txt(_trans(b, tnsp_b)))
     a_text = "{" + ", ".join(txt(r) for r in a) + "}" if rs else txt(a)
     ops = ["{" + ", ".join(txt(r) for r in d) + "}", a_text, txt(b)]
     kw: dict[str, Any] = {"atype": atype, "btype": btype, "dtype": dtype, "n": n,

@@ -171,3 +171,17 @@ def test_the_interpreter_runs_every_thread():
              if m]
     assert acc.width == 4 and len(addrs) == 127 and 44 not in addrs
     assert addrs[:3] == [4, 12, 20]
+
+
+def test_a_refusal_of_a_stride_below_n_agrees(monkeypatch):
+    # With cols <= ld the stores stay in their rows (the model accepts a build), but issue 28
+    # asks Fragment.store to refuse ld < N as store_matrix does: either verdict agrees.
+    c = store(ld=32, cols=32)
+    assert verdict(c).verdict == "accepted"
+    from ptxdsl.fragments import Fragment
+
+    def refuse(self, *a, **kw):
+        raise BuildError("fragment.store: ld must be >= N")
+    monkeypatch.setattr(Fragment, "store", refuse)
+    assert verdict(c).verdict == "refused:precondition"
+    assert verdict(store()).verdict == "refused:in-bounds"

@@ -14,7 +14,8 @@ Verdicts (`oracle.check`):
 
 * `accepted`: built, assembles, makes exactly the expected accesses, all of them fine;
 * `refused:out-of-bounds`: the helper raised a ptxdsl error on a configuration the model finds
-  out of bounds, misaligned or overlapping: a correct refusal;
+  out of bounds, misaligned or overlapping: a correct refusal; `refused:precondition`: it
+  refused one that breaks a rule it may enforce though the accesses are fine (`model.strict`);
 * failures: `accepted:out-of-bounds` (built such a configuration without a word),
   `refused:in-bounds` (refused a configuration whose accesses are all fine), `model` (the
   emitted accesses differ from the expected ones, or depend on a value the model does not

@@ -256,6 +256,16 @@ EXPECT = {"store": expected_store, "store_matrix": expected_store_matrix,
           "a_load": expected_a_load, "descriptor": expected_descriptor, "ring": expected_ring}
 
 
+def strict(name: str, cfg: dict) -> list[str]:
+    """Rules a helper may enforce although every access of the configuration is fine: a
+    refusal for one of them agrees too (`refused:precondition`)."""
+    if name == "store" and _val(cfg["ld"]) < cfg["n"]:
+        # issue 28: "refuse ld < N as store_matrix already does" (with cols <= ld the
+        # stores stay in their rows, but the tile does not fit the stride)
+        return [f"a row stride ld={_val(cfg['ld'])} below the tile's N={cfg['n']}"]
+    return []
+
+
 def invalid(name: str, cfg: dict) -> list[str]:
     """Preconditions a configuration breaks besides the bounds of its accesses."""
     if name == "store_matrix" and cfg["packed"] in ("e4m3", "e5m2"):
@@ -302,6 +312,9 @@ def judge_refused(c: Case, message: str) -> tuple[str, str]:
     bad = invalid(_name(c), cfg) + problems(accs, buffers)
     if bad:
         return "refused:out-of-bounds", f"{message} (model: {bad[0]})"
+    rule = strict(_name(c), cfg)
+    if rule:
+        return "refused:precondition", f"{message} (model: {rule[0]})"
     return "refused:in-bounds", (f"the helper refused ({message}) but every access the model "
                                  "finds is inside its buffer and aligned")
 

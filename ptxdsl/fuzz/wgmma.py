@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ..instructions.wgmma import KIND_OF, WgmmaType, d_count, d_register_type
+from ..instructions.wgmma import ALL_N, KIND_OF, WgmmaType, d_count, d_register_type
 from ..types import ScalarType
 from .case import M, N, R, case, txt
 from .tma import maybe, pick
@@ -90,7 +90,7 @@ def wgmmas(draw):
     same = tuple(w.value for w in kind.types)
     btype = pick(draw, same * 16 + TYPES)
     dtype = pick(draw, tuple(t.value for t in kind.dtypes) * 6 + DTYPES)
-    n = pick(draw, tuple(x for x in NS if x in kind.n) * 3 + NS)
+    n = pick(draw, tuple(x for x in NS if x in kind.n) * 3 + NS + ALL_N)   # ALL_N: each N
     d = _d_regs(draw, n, dtype)
     rs = pick(draw, (False, False, False, True))
     a: Any = tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")), idx=10 + i)

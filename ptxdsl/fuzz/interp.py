@@ -134,13 +134,14 @@ class Machine:
         return None          # a float literal, a vector, a sink: not an address
 
     def address(self, tok: str) -> np.ndarray:
-        m = re.fullmatch(r"\[\s*([^+\]]+?)\s*(?:\+\s*(-?\d+))?\s*\]", tok.strip())
+        m = re.fullmatch(r"\[\s*([^+\-\]]+?)\s*(?:([+-])\s*(-?\d+))?\s*\]", tok.strip())
         if m is None:
             raise Unknown(f"address operand {tok!r}")
         base = self.value(m.group(1))
         if base is None:
             raise Unknown(f"the address {tok} depends on a value this model does not compute")
-        return base + int(m.group(2) or 0)
+        off = int(m.group(3) or 0)
+        return base + (-off if m.group(2) == "-" else off)
 
     # -- statements ------------------------------------------------------------------------
     def run(self) -> Machine:

@@ -157,3 +157,17 @@ def test_cvt_packed_needs_a_register_declared_with_the_bit_type():
     built(lambda k: (k.cvt_packed("e4m3x2", k.reg(t.u32), src_type="f16x2"),
                      k.cvt_packed("f16x2", k.reg(t.u16), src_type="e5m2x2"),
                      k.cvt_packed("bf16x2", k.reg(t.b32, "hi"), k.reg(t.f32))))
+
+
+def test_ldmatrix_num_that_disagrees_with_dst_is_refused():
+    # k.ldmatrix(a, 4, dst=(r0, r1)) emitted .x2: the count was dropped without a word.
+    k = Kernel("k")
+    smem = k.shared_array(t.b8, 1024, align=128, name="smem")
+    two = (k.reg(t.b32), k.reg(t.b32))
+    with pytest.raises(BuildError, match=r"num=4 matrices but 2 dst registers") as e:
+        k.ldmatrix(smem, 4, dst=two)
+    assert HERE in str(e.value)
+    text = built(lambda k: (k.ldmatrix(k.shared_array(t.b8, 64, align=16, name="s"),
+                                       dst=(k.reg(t.b32), k.reg(t.b32))),
+                            k.ldmatrix(k.shared_array(t.b8, 64, align=16, name="s2"))))
+    assert ".x2.shared.b16" in text and ".x4.shared.b16" in text

@@ -53,9 +53,14 @@ def matrices(draw):
         if dst is None:      # the builder makes num fresh .b32 registers
             regs = tuple(R("b32", idx=i) for i in range(num))
             vec = "{" + ", ".join(txt(r) for r in regs) + "}"
-        text = f"ldmatrix.sync.aligned.{q} {vec}, {addr(a)};"
-        return case(fam, "k.ldmatrix", (a, num), {"trans": trans, "space": space, "dst": dst},
-                    text, op="ldmatrix", addr=a, space=space, num=num, trans=trans,
+        text: str | None = f"ldmatrix.sync.aligned.{q} {vec}, {addr(a)};"
+        # with dst, num may be left out, or (a mistake) disagree with the registers
+        count: Any = num if dst is None else pick(draw, (None, num, num, 4, 2, 1))
+        if count is not None and count != num:
+            text = None
+        return case(fam, "k.ldmatrix", (a, count), {"trans": trans, "space": space,
+                                                    "dst": dst},
+                    text, op="ldmatrix", addr=a, space=space, num=count, trans=trans,
                     regs=regs)
     return case(fam, "k.stmatrix", (a, regs), {"trans": trans, "space": space},
                 f"stmatrix.sync.aligned.{q} {addr(a)}, {vec};", op="stmatrix", addr=a,

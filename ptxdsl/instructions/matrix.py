@@ -140,14 +140,21 @@ def _space(addr: Any, space: Any) -> Any:
     return StateSpace.shared
 
 
-def ldmatrix(k, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,
-             dst=None) -> tuple[Reg, ...]:
-    """Load `num` (1, 2, 4) 8x8 b16 matrices; returns the .b32 registers (one per matrix)."""
+def ldmatrix(k, addr, num: int | MatrixCount | None = None, *, trans: bool = False,
+             space=None, dst=None) -> tuple[Reg, ...]:
+    """Load `num` (1, 2, 4; default 4, or one per `dst` register) 8x8 b16 matrices; returns
+    the .b32 registers (one per matrix)."""
     n = num.value if isinstance(num, MatrixCount) else num
     if dst is None:
+        n = 4 if n is None else n
         if n not in (1, 2, 4):
             refuse("ldmatrix", f"num must be 1, 2 or 4 (.x1/.x2/.x4), got {n!r}")
         dst = tuple(k.reg(ScalarType.b32) for _ in range(n))
+    elif n is not None and (not isinstance(dst, tuple | list) or len(dst) != n):
+        # the registers set the count: a num that disagrees would be dropped silently
+        count = len(dst) if isinstance(dst, tuple | list) else 1
+        refuse("ldmatrix", f"num={n!r} matrices but {count} dst registers (one .b32 "
+               "register per matrix; leave num out with dst)")
     k.emit(LdMatrix(tuple(dst), addr, trans, _space(addr, space)))
     return tuple(dst)
 
@@ -161,10 +168,11 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
 class MatrixOps(KernelHost):
     """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
 
-    def ldmatrix(self, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,
-                 dst=None) -> tuple[Reg, ...]:
-        """Load `num` (1, 2, 4) 8x8 b16 matrices: one .b32 register per matrix (returned).
-        The space defaults to .shared (a generic register address: generic)."""
+    def ldmatrix(self, addr, num: int | MatrixCount | None = None, *, trans: bool = False,
+                 space=None, dst=None) -> tuple[Reg, ...]:
+        """Load `num` (1, 2, 4; default 4, or one per `dst` register) 8x8 b16 matrices: one
+        .b32 register per matrix (returned). The space defaults to .shared (a generic
+        register address: generic)."""
         return ldmatrix(self, addr, num, trans=trans, space=space, dst=dst)
 
     def stmatrix(self, addr, regs, *, trans: bool = False, space=None) -> None:

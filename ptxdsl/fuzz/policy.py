@@ -167,7 +167,11 @@ RULES: list[Rule] = [
          "the descriptor is a plain .b64, so ptxas accepts one of another width, or a transpose "
          "immediate that contradicts the tile, and wgmma then reads the wrong layout.",
          r"a descriptor of a tile of \d+-bit elements|for a descriptor of a .* tile \(or leave "
-         r"it out\)", ("wgmma",)),]
+         r"it out\)", ("wgmma",)),
+    Rule("fragment-type", "An A fragment (k.a_fragment(t), or a packed accumulator) knows the "
+         "type of the values it holds; ptxas sees four .b32 registers and accepts them for "
+         "any atype, and wgmma then multiplies the bits as another type.",
+         r"expected A's fragment of \.\w+ values \(atype\)", ("wgmma",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ..instructions.wgmma import ALL_N, KIND_OF, WgmmaType, d_count, d_register_type
 from ..types import ScalarType
-from .case import M, N, R, case, txt
+from .case import F, M, N, R, case, txt
 from .tma import maybe, pick
 
 TYPES = tuple(w.value for w in WgmmaType)
@@ -51,6 +51,10 @@ def _desc(draw, wtype: str, idx: int, plain: tuple):
     major = "MN" if bits[dtype] == 16 and pick(draw, (False, True)) else "K"
     return M(R("b64", idx=idx), dtype, 64, 256 // bits[dtype] * 4, major,
              pick(draw, (128, 64, 32, 0)))
+
+
+def _vec(regs) -> str:
+    return regs.txt if isinstance(regs, F) else "{" + ", ".join(txt(r) for r in regs) + "}"
 
 
 def _trans(value, tnsp):
@@ -91,10 +95,16 @@ def wgmmas(draw):
     btype = pick(draw, same * 16 + TYPES)
     dtype = pick(draw, tuple(t.value for t in kind.dtypes) * 6 + DTYPES)
     n = pick(draw, tuple(x for x in NS if x in kind.n) * 3 + NS + ALL_N)   # ALL_N: each N
-    d = _d_regs(draw, n, dtype)
+    d: Any = _d_regs(draw, n, dtype)
+    if dtype in ("f32", "s32", "f16") and len({r.type for r in d}) == 1 and \
+            len(d) == d_count(n, ScalarType(dtype)) and pick(draw, (False, True)):
+        d = F(d, dtype, n)            # the accumulators as k.fragment(...)
     rs = pick(draw, (False, False, False, True))
     a: Any = tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")), idx=10 + i)
                    for i in range(4)) if rs else _desc(draw, atype, 1, DESCS)
+    if rs and all(r.type == "b32" for r in a) and pick(draw, (False, True)):
+        # k.a_fragment(t): its values' type must be atype (or, now and then, is not)
+        a = F(a, pick(draw, (atype,) * 4 + ("bf16", "f16", "tf32", "e4m3", "s8")))
     b = _desc(draw, btype, 2, B_DESCS)
     scale_d = pick(draw, SCALE_D)
     # the immediates the type takes, mostly valid; the others now and then
@@ -119,14 +129,14 @@ def wgmmas(draw):
         if not rs or tnsp_a is not None:
             tail.append(txt(_trans(a, tnsp_a)))
         tail.append(txt(_trans(b, tnsp_b)))
-    a_text = "{" + ", ".join(txt(r) for r in a) + "}" if rs else txt(a)
-    ops = ["{" + ", ".join(txt(r) for r in d) + "}", a_text, txt(b)]
+    ops = [_vec(d), _vec(a) if rs else txt(a), txt(b)]
     kw: dict[str, Any] = {"atype": atype, "btype": btype, "dtype": dtype, "n": n,
                           "satfinite": satfinite}
     lead: tuple = (d, a, b)
-    facts = dict(op=which, atype=atype, btype=btype, dtype=dtype, n=n, rs=rs, ndregs=len(d),
-                 dreg=d[0].type, scale_d=scale_d, imm_scale_a=imm_a, imm_scale_b=imm_b,
-                 tnspA=tnsp_a, tnspB=tnsp_b, satfinite=satfinite)
+    dregs = d.regs if isinstance(d, F) else d
+    facts = dict(op=which, atype=atype, btype=btype, dtype=dtype, n=n, rs=rs,
+                 ndregs=len(dregs), dreg=dregs[0].type, scale_d=scale_d, imm_scale_a=imm_a,
+                 imm_scale_b=imm_b, tnspA=tnsp_a, tnspB=tnsp_b, satfinite=satfinite)
     text: str | None
     if sparse:
         meta = maybe(draw, (R("b32", idx=3),) * 4 + (R("u32", idx=3), R("b64", idx=3)), 0.1)

@@ -8,7 +8,6 @@ Instruction builder methods (`k.add`, `k.ld`, ...) live with their instruction f
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, TypeVar, cast, final
 
@@ -19,6 +18,8 @@ from .instructions.base import Instruction
 from .instructions.control import Bra
 from .kernel_host import KernelHost
 from .operands import (
+    AUTO_DECL,
+    AUTO_NAME,
     READABLE_SPECIAL_REGISTERS,
     Addr,
     Label,
@@ -40,14 +41,13 @@ from .operands import (
 )
 from .types import Requires, ScalarType, StateSpace, req
 
-# Register-name prefixes by (kind, bits) and the type each prefix is declared with.
+# Register-name prefixes by (kind, bits); the type each prefix is declared with is
+# operands.AUTO_DECL.
 _PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "rd",
            ("int", 128): "q", ("f", 16): "h", ("f", 32): "f", ("f", 64): "fd",
            ("int", 8): "rc"}
-_DECL = {"p": "pred", "rs": "b16", "r": "b32", "rd": "b64", "q": "b128", "h": "b16",
-         "f": "f32", "fd": "f64", "rc": "b8"}
 _REG_DECL = {ScalarType.bf16: "b16", ScalarType.bf16x2: "b32"}
-_AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
+_DECL, _AUTO_NAME = AUTO_DECL, AUTO_NAME
 
 
 _I = TypeVar("_I", bound=Instruction)

@@ -102,6 +102,21 @@ def decl_type(t: ScalarType) -> str:
     return _DECL_TYPE.get(t) or t.value
 
 
+# The registers a kernel names itself (%r12, %rs3, ...), declared per prefix (kernel_core).
+AUTO_DECL = {"p": "pred", "rs": "b16", "r": "b32", "rd": "b64", "q": "b128", "h": "b16",
+             "f": "f32", "fd": "f64", "rc": "b8"}
+AUTO_NAME = re.compile(r"(?:p|rs|r|rd|q|h|f|fd|rc)\d+\Z")
+
+
+def declared_type(r: Reg) -> str:
+    """The type register `r` is declared with: an automatic register its prefix's (a bit type
+    for integer and packed values), a named one its own (`decl_type`). Some operands ptxas
+    checks against the declaration, not against the value's type."""
+    if AUTO_NAME.match(r.name):
+        return AUTO_DECL[r.name.rstrip("0123456789")]
+    return decl_type(r.type)
+
+
 def check_shared_type(what: str, name: Any, t: Any) -> None:
     """A type a memory variable can have (ptxas: .pred "can only be used to define scalar
     register variables")."""

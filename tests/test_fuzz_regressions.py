@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl import Kernel, Module, OperandError, ptx, t
+from ptxdsl import BuildError, Kernel, Module, OperandError, ptx, t
 from ptxdsl.testing import assemble_declared
 from ptxdsl.types import StateSpace
 
@@ -110,3 +110,64 @@ def test_tensormap_replace_b32_field_refuses_a_float_register():
     built(lambda k: ptx.tensormap_replace_global_address(
         k, StateSpace.shared_cta, k.shared_array(t.b8, 128, align=128, name="smap"),
         k.reg(t.f64)))
+
+
+# -- issue 28: what the wgmma / matrix / packed-cvt fuzz families found ---------------------------
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def test_matrix_vectors_of_mixed_register_types_are_refused():
+    # ptxas: "Vector with elements of different types are not allowed in stmatrix instruction";
+    # the builder checked each register against .b32 alone and emitted the mix.
+    k = Kernel("k")
+    smem = k.shared_array(t.b8, 1024, align=128, name="smem")
+    mixed = (k.reg(t.u32, "u"), k.reg(t.f32, "f"))
+    with pytest.raises(BuildError, match=r"registers other than \.bN ones must all have one "
+                       r"type .* got \.u32, \.f32") as e:
+        k.stmatrix(smem, mixed)
+    assert HERE in str(e.value)
+    with pytest.raises(BuildError, match="must all have one type"):
+        k.ldmatrix(smem, 2, dst=mixed)
+    # .b32 goes with any 32-bit type (ptxas agrees), and one type is fine
+    built(lambda k: k.stmatrix(k.shared_array(t.b8, 64, align=16, name="s"),
+                               (k.reg(t.b32, "b"), k.reg(t.f32, "g"))))
+
+
+def test_wgmma_a_fragment_of_mixed_register_types_is_refused():
+    k = Kernel("k")
+    d = tuple(k.reg(t.s32) for _ in range(4))
+    a = (k.reg(t.u32, "a0"), k.reg(t.f32, "a1"), k.reg(t.b32, "a2"), k.reg(t.b32, "a3"))
+    with pytest.raises(BuildError, match="must all have one type") as e:
+        ptx.wgmma_mma_async(k, d, a, k.reg(t.b64), 1, atype="s8", n=8)
+    assert HERE in str(e.value)
+
+
+def test_cvt_packed_needs_a_register_declared_with_the_bit_type():
+    # ptxas checks the packed operands against the register's declaration: a named .u32 (or
+    # .f16) register is rejected where an automatic one, declared .b32, is accepted.
+    k = Kernel("k")
+    with pytest.raises(OperandError, match=r"operand 'a': expected a register declared \.b32 "
+                       r"or \.f16x2 .* got %nu, declared \.u32") as e:
+        k.cvt_packed("e4m3x2", k.reg(t.u32, "nu"), src_type="f16x2")
+    assert HERE in str(e.value)
+    with pytest.raises(OperandError, match=r"operand 'd': expected a register declared \.b32"):
+        k.cvt_packed("bf16x2", k.reg(t.f32), k.reg(t.f32), dst=k.reg(t.u32, "du"))
+    with pytest.raises(OperandError, match=r"operand 'a': expected a register declared \.f32 "):
+        k.cvt_packed("f16x2", k.reg(t.b32, "bits"), k.reg(t.f32))   # ptxas: .f32 only here
+    built(lambda k: (k.cvt_packed("e4m3x2", k.reg(t.u32), src_type="f16x2"),
+                     k.cvt_packed("f16x2", k.reg(t.u16), src_type="e5m2x2"),
+                     k.cvt_packed("bf16x2", k.reg(t.b32, "hi"), k.reg(t.f32))))
+
+
+def test_ldmatrix_num_that_disagrees_with_dst_is_refused():
+    # k.ldmatrix(a, 4, dst=(r0, r1)) emitted .x2: the count was dropped without a word.
+    k = Kernel("k")
+    smem = k.shared_array(t.b8, 1024, align=128, name="smem")
+    two = (k.reg(t.b32), k.reg(t.b32))
+    with pytest.raises(BuildError, match=r"num=4 matrices but 2 dst registers") as e:
+        k.ldmatrix(smem, 4, dst=two)
+    assert HERE in str(e.value)
+    text = built(lambda k: (k.ldmatrix(k.shared_array(t.b8, 64, align=16, name="s"),
+                                       dst=(k.reg(t.b32), k.reg(t.b32))),
+                            k.ldmatrix(k.shared_array(t.b8, 64, align=16, name="s2"))))
+    assert ".x2.shared.b16" in text and ".x4.shared.b16" in text

@@ -9,6 +9,11 @@ call the public builders: `fuzz.strategies["fence"]`, ..., `fuzz.tma_cases()`,
 `fuzz.core_cases()`. The oracle (`fuzz.oracle`) judges each verdict with ptxas; the table
 of combinations refused on purpose although ptxas accepts them is `fuzz.policy`.
 
+The helper families (`fuzz.helper_cases()`: "fragment", "descriptor", "ring") draw random
+configurations of `Fragment.store` / `store_matrix`, `descriptor` / `SmemLayout` and
+`MbarrierRing` slots; the oracle assembles what a helper builds and checks every address it
+produces against a host-side model of its buffer (`fuzz.helpers`, `fuzz.interp`).
+
 `python -m ptxdsl.fuzz --examples 20000` runs a large campaign and prints the tally.
 """
 
@@ -27,10 +32,11 @@ except ModuleNotFoundError as e:   # the fuzzer is an optional extra: say which 
 
 from . import policy
 from .case import A, Case, N, R, S, case
+from .helpers import FAMILIES as HELPER_FAMILIES
 from .oracle import Outcome, Report, check
 
 __all__ = ["A", "Case", "N", "Outcome", "R", "Report", "S", "case", "check", "examples",
-           "policy", "strategies", "tma_cases", "core_cases", "BATCH"]
+           "policy", "strategies", "tma_cases", "core_cases", "helper_cases", "BATCH"]
 
 BATCH = 40          # cases per hypothesis example (one assembly covers them all)
 DEFAULT_EXAMPLES = 300
@@ -42,10 +48,12 @@ def examples(default: int = DEFAULT_EXAMPLES) -> int:
 
 
 def _strategies() -> dict[str, st.SearchStrategy]:
-    from . import bulk, core, cuda_ptx, tma
+    from . import bulk, core, cuda_ptx, helpers, matrix, tma, wgmma
     return {"fence": tma.fences(), "tensormap": tma.tensormaps(), "mbarrier": tma.mbarriers(),
             "bulk": bulk.bulks(), "bulk_tensor": bulk.bulk_tensors(),
-            **core.STRATEGIES, **cuda_ptx.STRATEGIES}
+            **core.STRATEGIES, **cuda_ptx.STRATEGIES, **wgmma.STRATEGIES,
+            **matrix.STRATEGIES,
+            **helpers.STRATEGIES}
 
 
 strategies = _strategies()
@@ -57,4 +65,10 @@ def tma_cases() -> st.SearchStrategy:
 
 
 def core_cases() -> st.SearchStrategy:
-    return st.one_of(*(s for f, s in strategies.items() if f not in TMA_FAMILIES))
+    """Every instruction family but the TMA ones (core, cuda::ptx, wgmma, matrix, cvt)."""
+    return st.one_of(*(s for f, s in strategies.items()
+                       if f not in TMA_FAMILIES + HELPER_FAMILIES))
+
+
+def helper_cases() -> st.SearchStrategy:
+    return st.one_of(*(strategies[f] for f in HELPER_FAMILIES))

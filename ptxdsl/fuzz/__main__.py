@@ -3,10 +3,12 @@
 Also `python -m ptxdsl fuzz ...`, with the same options.
 
 Draws N cases per family (hypothesis, in batches of `fuzz.BATCH`), judges every builder
-verdict with ptxas and prints the tally per family and verdict, the policy table's use, and
-every disagreement. Exit status 1 when there is any; Ctrl-C stops the campaign, prints the
-tally of the cases judged so far and exits 130. On a terminal, a progress line counts the
-cases of the running family (`--no-progress` turns it off, `--progress` forces it).
+verdict with ptxas (the helper families "fragment", "descriptor" and "ring": by assembling
+and by a host-side model of every address the helper produces) and prints the tally per
+family and verdict, the policy table's use, and every disagreement. Exit status 1 when
+there is any; Ctrl-C stops the campaign, prints the tally of the cases judged so far and
+exits 130. On a terminal, a progress line counts the cases of the running family
+(`--no-progress` turns it off, `--progress` forces it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What one fuzz example is: a call of a public builder, and the PTX text it stands for.
 
-Operands are *tokens* (`R`, `S`, `A`, `N`) naming objects of a small environment: named
+Operands are *tokens* (`R`, `S`, `A`, `N`, `M`, `F`) naming objects of a small environment: named
 registers of each type, a few shared arrays, a tensor-map and a pointer parameter. The same
 token becomes a real `Reg`/`Symbol`/`Addr` when the builder is called (`materialise`), and its
 PTX spelling in the raw text (`txt`), so a refusal can be checked against ptxas with the text
@@ -92,7 +92,39 @@ class N:
         return "!" + self.reg.txt
 
 
-TOKENS = (R, S, A, N)
+@attrs.frozen
+class M:
+    """A `MatrixDescriptor` of a tile (`SmemLayout(dtype, mn, k, major, swizzle)`) held in
+    register `reg`: its PTX is the register's; the builder also knows the tile's layout."""
+
+    reg: R
+    dtype: str
+    mn: int = 64
+    k: int = 64
+    major: str = "K"
+    swizzle: int = 128
+
+    @property
+    def txt(self) -> str:
+        return self.reg.txt
+
+
+@attrs.frozen
+class F:
+    """A register fragment over the registers `regs`: a wgmma accumulator `Fragment` of
+    `dtype` and width `n`, or (n=0) the A fragment of an RS wgmma (`AFragment`) of `dtype`
+    values. Its PTX is its registers'; the builder also knows what they hold."""
+
+    regs: tuple[R, ...]
+    dtype: str
+    n: int = 0
+
+    @property
+    def txt(self) -> str:
+        return "{" + ", ".join(r.txt for r in self.regs) + "}"
+
+
+TOKENS = (R, S, A, N, M, F)
 
 
 def txt(value: Any) -> str:
@@ -114,6 +146,12 @@ def tokens_in(value: Any):
     if isinstance(value, A):
         yield value
         yield from tokens_in(value.base)
+    elif isinstance(value, M):
+        yield value
+        yield value.reg
+    elif isinstance(value, F):
+        yield value
+        yield from value.regs
     elif isinstance(value, N):
         yield value
         yield value.reg
@@ -180,6 +218,12 @@ def _mentions(text: str, name: str) -> bool:
 def _show(v: Any) -> str:
     if isinstance(v, R):
         return f"%{v.name}"
+    if isinstance(v, F):
+        kind = f"Fragment(.{v.dtype}, n={v.n})" if v.n else f"AFragment(.{v.dtype})"
+        return f"{kind}{_show(v.regs)}"
+    if isinstance(v, M):
+        return (f"MatrixDescriptor(SmemLayout({v.dtype!r}, {v.mn}, {v.k}, major={v.major!r}, "
+                f"swizzle={v.swizzle}), %{v.reg.name})")
     if isinstance(v, TOKENS):
         return v.txt
     if isinstance(v, tuple):
@@ -224,6 +268,16 @@ class Env:
             return SYMBOLS[tok.name][1](self.k)
         if isinstance(tok, A):
             return Addr(self.get(tok.base), tok.offset)
+        if isinstance(tok, F):
+            from ..fragments import AFragment, Fragment
+            regs = [self.get(r) for r in tok.regs]
+            if tok.n:
+                return Fragment(self.k, ScalarType(tok.dtype), tok.n, regs)
+            return AFragment(self.k, tok.dtype, regs)
+        if isinstance(tok, M):
+            from ..instructions.wgmma_desc import MatrixDescriptor, SmemLayout
+            return MatrixDescriptor(SmemLayout(tok.dtype, tok.mn, tok.k, major=tok.major,
+                                               swizzle=tok.swizzle), self.get(tok.reg))
         return NegPred(self.get(tok.reg))
 
 

@@ -13,6 +13,10 @@ For each case the builder is called on a fresh kernel. Then:
   rejects, a fatal (parse) error stops it, so what it did not name is assembled again.
 * refused without a PTX spelling (a Python-level mistake): fine, provided the error is a
   ptxdsl error; an accepted one is a failure.
+* a helper case (`helper.<name>`: a fragment store, a descriptor, a ring; see `helpers` and
+  `model`): an accepted one must assemble and make exactly the accesses the host-side model
+  expects, all inside their buffers; a refused one must be a configuration the model finds
+  out of bounds.
 
 Any other exception from a builder is a failure (a crash).
 """
@@ -39,7 +43,8 @@ from .worker import CRASH, HANG, Assembler
 # have offered it (with that target as its requirement) or listed why not.
 CANDIDATE_TARGETS = ("sm_90a", "sm_100a", "sm_103a", "sm_110a", "sm_120a", "sm_121a")
 FAILURES = ("crash", "accepted:rejected", "accepted:emit", "accepted:no-ptx",
-            "refused:accepted", "renderer")
+            "refused:accepted", "renderer", "accepted:out-of-bounds", "refused:in-bounds",
+            "model")
 _LINE = re.compile(r"line (\d+); (error|fatal)")
 
 
@@ -103,7 +108,9 @@ class Report:
     def describe_failures(self, limit: int = 20) -> str:
         lines = []
         for o in self.failures[:limit]:
-            text = "\n      ".join(o.case.text or ("(no PTX spelling)",))
+            text = "\n      ".join(o.case.text or (
+                "(a helper: judged by its address model)" if o.case.call.startswith("helper.")
+                else "(no PTX spelling)",))
             lines.append(f"[{o.verdict}] {o.case.family}: {o.case.describe()}\n"
                          f"    facts: {dict(o.case.facts)}\n    text: {text}\n"
                          f"    {o.detail.strip()}")
@@ -296,12 +303,23 @@ def _check_refused(refused: dict[int, Outcome], out: dict[int, Outcome]) -> None
 
 def check(cases: Iterable[Case]) -> Report:
     """Build every case, then judge the builder's verdicts with ptxas (see the module doc)."""
+    from . import helpers, model
     cases = list(cases)
     _crashed.clear()
     out: dict[int, Outcome] = {}
     built: dict[int, tuple[Case, Kernel]] = {}
     refused: dict[int, Outcome] = {}
+    probes: dict[int, model.Probe] = {}
     for i, case in enumerate(cases):
+        if case.call.startswith("helper."):
+            h = helpers.build(i, case)
+            if isinstance(h[0], Kernel):
+                built[i], probes[i] = (case, h[0]), h[1]
+            elif h[0] == "refused":
+                out[i] = Outcome(case, *model.judge_refused(case, h[1]))
+            else:
+                out[i] = Outcome(case, *h)
+            continue
         r = build(i, case)
         if isinstance(r, Kernel):
             if case.text is None:
@@ -314,6 +332,11 @@ def check(cases: Iterable[Case]) -> Report:
         else:
             out[i] = r
     _check_accepted(built, out)
+    for i, probe in probes.items():
+        if out[i].verdict == "accepted":
+            case, k = built[i]
+            ptx = _module([k]).emit()
+            out[i] = Outcome(case, *model.judge_built(case, ptx, probe))
     _check_renderer(built, out)
     _check_refused(refused, out)
     return Report([out[i] for i in range(len(cases))])

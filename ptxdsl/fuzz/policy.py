@@ -145,7 +145,33 @@ RULES: list[Rule] = [
          "of the exact type.",
          r"expected a register compatible with|expected a 32-bit integer register or an int|"
          r"expected a 16-bit register|expected a 64-bit register holding an L2|"
-         r"expected an integer or bit register|expected a \.\w+ register, got register"),]
+         r"expected an integer or bit register|expected a \.\w+ register, got register"),
+    Rule("wgmma-a-f32", "The A fragment of an RS wgmma holds packed inputs (two 16-bit or four "
+         "8-bit values, one tf32, 32 b1 bits per register) in .b32 registers. ptxas 13 refuses "
+         "an .f32 register there in the dense 16-bit forms but accepts one in the sparse and "
+         "b1 forms; ptxdsl refuses it in every form alike (mov.b32 moves an .f32 value in).",
+         r"move \.f32 values in with mov\.b32", ("wgmma",)),
+    Rule("matrix-rows", "ldmatrix/stmatrix row addresses are 16-byte aligned (PTX ISA "
+         "ldmatrix: each row is 16 contiguous bytes, aligned); a symbol's declared alignment or "
+         "a constant offset that breaks it is known at build time. ptxas does not check it and "
+         "the access faults (misaligned address) at run time.",
+         r"row addresses must be 16-byte aligned", ("matrix",)),
+    Rule("mixed-vector", "Vector registers (ldmatrix/stmatrix, wgmma's A fragment and "
+         "accumulators) of two types besides the bit types (.u32 and .f32, say): ptxas compares "
+         "only neighbouring elements, so it rejects {u32, f32} and accepts {f32, b32, u32}, the "
+         "same mix in another order. ptxdsl refuses every such mix (give the registers one "
+         "type, or a bit type).", r"registers other than \.bN ones must all have one type",
+         ("matrix", "wgmma")),
+    Rule("descriptor-layout", "A MatrixDescriptor made by descriptor() knows its tile: its "
+         "element width and whether it is MN-major (which sets wgmma's transpose flag). In PTX "
+         "the descriptor is a plain .b64, so ptxas accepts one of another width, or a transpose "
+         "immediate that contradicts the tile, and wgmma then reads the wrong layout.",
+         r"a descriptor of a tile of \d+-bit elements|for a descriptor of a .* tile \(or leave "
+         r"it out\)", ("wgmma",)),
+    Rule("fragment-type", "An A fragment (k.a_fragment(t), or a packed accumulator) knows the "
+         "type of the values it holds; ptxas sees four .b32 registers and accepts them for "
+         "any atype, and wgmma then multiplies the bits as another type.",
+         r"expected A's fragment of \.\w+ values \(atype\)", ("wgmma",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

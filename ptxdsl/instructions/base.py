@@ -153,6 +153,18 @@ def check_src(insn: Who, operand: str, value: Any, t: ScalarType, *, imm: bool =
 B128_IMM_RANGE = (0, (1 << 64) - 1)
 
 
+def check_one_type(insn: Who, operand: str, regs: Sequence[Any]) -> None:
+    """The registers of a vector operand share one type, .b32/.b64 ones aside (a bit type goes
+    with any type of its size). ptxas rejects a vector of mixed types ("Vector with elements
+    of different types are not allowed") comparing only neighbours, so its verdict on a mix
+    depends on the order; ptxdsl refuses every mix."""
+    types = list(dict.fromkeys(r.type for r in regs if isinstance(r, Reg)
+                               and r.type.kind != "b"))
+    if len(types) > 1:
+        refuse(insn, f"{operand} registers other than .bN ones must all have one type (a "
+               "vector of mixed types), got " + ", ".join(f".{t.value}" for t in types))
+
+
 def b128_imm(insn: Who, operand: str, value: Any) -> Imm:
     """A .b128 immediate in [0, 2^64): the values ptxas encodes as written."""
     imm = make_imm(insn, operand, value, ScalarType.b128)

@@ -21,8 +21,9 @@ from typing import Any
 
 import attrs
 
+from ..errors import OperandError
 from ..kernel_host import KernelHost
-from ..operands import Reg
+from ..operands import Reg, declared_type
 from ..types import Requires, ScalarType, req
 from .base import Instruction, check_dst, check_enum, check_src, refuse
 
@@ -75,6 +76,14 @@ _FORMS: dict[tuple[Packed, Packed], _Form] = {
 }
 
 
+def _exact(insn: str, operand: str, reg: Any, allowed: tuple[str, ...]) -> Any:
+    if isinstance(reg, Reg) and declared_type(reg) not in allowed:
+        raise OperandError(insn, operand, "a register declared " + " or ".join(
+            f".{t}" for t in allowed) + " (ptxas checks the declaration here)",
+            f"%{reg.name}, declared .{declared_type(reg)}")
+    return reg
+
+
 @attrs.frozen
 class CvtPacked(Instruction):
     """`cvt.rnd{.relu}{.satfinite}.dtype.atype d, a{, b};` — see the module doc for the forms.
@@ -106,14 +115,27 @@ class CvtPacked(Instruction):
         if form.satfinite == "no" and self.satfinite:
             refuse(self, "no .satfinite when widening fp8 to .f16x2 (every value fits)")
         n = self.opcode()
-        check_dst(n, "d", self.d, form.d_type)
-        self._set("a", check_src(n, "a", self.a, form.a_type, imm=False))
+        _exact(n, "d", check_dst(n, "d", self.d, form.d_type), self._allowed(form.d_type))
+        self._set("a", _exact(n, "a", check_src(n, "a", self.a, form.a_type, imm=False),
+                              self._allowed(form.a_type)))
         if form.sources == 2:
             if self.b is None:
                 refuse(n, "two .f32 sources: b goes to the lower half of d")
-            self._set("b", check_src(n, "b", self.b, form.a_type, imm=False))
+            self._set("b", _exact(n, "b", check_src(n, "b", self.b, form.a_type, imm=False),
+                                  self._allowed(form.a_type)))
         elif self.b is not None:
             refuse(n, f"one source: a holds both .{self.atype.value} values")
+
+    def _allowed(self, t: ScalarType) -> tuple[str, ...]:
+        """The declarations ptxas 13 takes for an operand of the form's register type `t`:
+        stricter than the PTX ISA's same-size rule (no .u32/.s32/.f32 register for a packed
+        value, no .b32 one for the .f32 sources of cvt.f16x2.f32). Automatic registers of
+        integer and packed types are declared .bN, so they pass; named ones keep their type."""
+        if t is F32:
+            return ("f32",) if self.dtype is Packed.f16x2 else ("f32", "b32")
+        if t is B16:
+            return ("b16",)
+        return ("b32", "f16x2") if Packed.f16x2 in (self.dtype, self.atype) else ("b32",)
 
     @property
     def requires(self) -> Requires:

@@ -21,7 +21,15 @@ import attrs
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
-from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
+from .base import (
+    Instruction,
+    check_addr,
+    check_dst,
+    check_enum,
+    check_one_type,
+    check_src,
+    refuse,
+)
 
 __all__ = ["MatrixCount", "LdMatrix", "StMatrix", "MatrixOps", "ldmatrix", "stmatrix", "FORMS"]
 
@@ -46,11 +54,11 @@ def _regs(insn: Instruction, operand: str, value: Any, is_dst: bool) -> Vec:
     if len(items) not in (1, 2, 4):
         refuse(insn, f"{operand} must hold 1, 2 or 4 .b32 registers (.x1/.x2/.x4), "
                f"got {len(items)}")
-    if is_dst:
-        return Vec(tuple(check_dst(insn, f"{operand}[{i}]", v, ScalarType.b32)
-                         for i, v in enumerate(items)))
-    return Vec(tuple(check_src(insn, f"{operand}[{i}]", v, ScalarType.b32, imm=False)
-                     for i, v in enumerate(items)))
+    check = check_dst if is_dst else lambda *a: check_src(*a, imm=False)
+    regs = tuple(check(insn, f"{operand}[{i}]", v, ScalarType.b32)
+                 for i, v in enumerate(items))
+    check_one_type(insn, operand, regs)
+    return Vec(regs)
 
 
 def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
@@ -132,14 +140,21 @@ def _space(addr: Any, space: Any) -> Any:
     return StateSpace.shared
 
 
-def ldmatrix(k, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,
-             dst=None) -> tuple[Reg, ...]:
-    """Load `num` (1, 2, 4) 8x8 b16 matrices; returns the .b32 registers (one per matrix)."""
+def ldmatrix(k, addr, num: int | MatrixCount | None = None, *, trans: bool = False,
+             space=None, dst=None) -> tuple[Reg, ...]:
+    """Load `num` (1, 2, 4; default 4, or one per `dst` register) 8x8 b16 matrices; returns
+    the .b32 registers (one per matrix)."""
     n = num.value if isinstance(num, MatrixCount) else num
     if dst is None:
+        n = 4 if n is None else n
         if n not in (1, 2, 4):
             refuse("ldmatrix", f"num must be 1, 2 or 4 (.x1/.x2/.x4), got {n!r}")
         dst = tuple(k.reg(ScalarType.b32) for _ in range(n))
+    elif n is not None and (not isinstance(dst, tuple | list) or len(dst) != n):
+        # the registers set the count: a num that disagrees would be dropped silently
+        count = len(dst) if isinstance(dst, tuple | list) else 1
+        refuse("ldmatrix", f"num={n!r} matrices but {count} dst registers (one .b32 "
+               "register per matrix; leave num out with dst)")
     k.emit(LdMatrix(tuple(dst), addr, trans, _space(addr, space)))
     return tuple(dst)
 
@@ -153,10 +168,11 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
 class MatrixOps(KernelHost):
     """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
 
-    def ldmatrix(self, addr, num: int | MatrixCount = 4, *, trans: bool = False, space=None,
-                 dst=None) -> tuple[Reg, ...]:
-        """Load `num` (1, 2, 4) 8x8 b16 matrices: one .b32 register per matrix (returned).
-        The space defaults to .shared (a generic register address: generic)."""
+    def ldmatrix(self, addr, num: int | MatrixCount | None = None, *, trans: bool = False,
+                 space=None, dst=None) -> tuple[Reg, ...]:
+        """Load `num` (1, 2, 4; default 4, or one per `dst` register) 8x8 b16 matrices: one
+        .b32 register per matrix (returned). The space defaults to .shared (a generic
+        register address: generic)."""
         return ldmatrix(self, addr, num, trans=trans, space=space, dst=dst)
 
     def stmatrix(self, addr, regs, *, trans: bool = False, space=None) -> None:

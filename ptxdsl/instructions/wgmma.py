@@ -25,7 +25,15 @@ import attrs
 from ..errors import OperandError
 from ..operands import Imm, NegPred, Reg, Vec, make_imm
 from ..types import Requires, ScalarType, req
-from .base import Instruction, _given, check_dst, check_imm, check_pred, refuse
+from .base import (
+    Instruction,
+    _given,
+    check_dst,
+    check_imm,
+    check_one_type,
+    check_pred,
+    refuse,
+)
 from .wgmma_desc import MatrixDescriptor
 
 __all__ = ["wgmma_mma_async", "wgmma_fence", "wgmma_commit_group", "wgmma_wait_group"]
@@ -143,7 +151,9 @@ def check_regs(insn: Any, operand: str, values: Any, count: int, t: ScalarType,
         raise OperandError(insn, operand, f"{count} {what}", _given(values))
     if len(values) != count:
         raise OperandError(insn, operand, f"{count} {what}", f"{len(values)} registers")
-    return tuple(check_dst(insn, f"{operand}[{i}]", r, t) for i, r in enumerate(values))
+    regs = tuple(check_dst(insn, f"{operand}[{i}]", r, t) for i, r in enumerate(values))
+    check_one_type(insn, operand, regs)
+    return regs
 
 
 def _imm(value: int) -> Imm:

@@ -16,11 +16,11 @@ from typing import Any
 
 from ..instructions.arith import Binary
 from ..operands import Addr, Reg, Symbol
-from ..types import StateSpace
 from .analysis import STRUCTURAL, Analysis, keys_match
 from .cfg import guard_polarity
 from .findings import Hazard
 from .hazards_bulk import _start
+from .hazards_cluster import cp_async_arrives, remote_roots
 from .ops import Op, Role
 from .values import _CMP, FOLD_DIV, Kind
 
@@ -209,7 +209,7 @@ def _same_barriers(an: Analysis, a: Op, b: Op) -> bool:
 
 def arrive_counts(an: Analysis) -> None:
     arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE]
-    if not arrives or Role.MBAR_REMOTE in an.roles:
+    if not arrives or cp_async_arrives(an):
         return
     dims = getattr(an.kernel, "reqntid", None)
     inits = [o for o in an.ops if o.role is Role.MBAR_INIT]
@@ -219,9 +219,10 @@ def arrive_counts(an: Analysis) -> None:
         key = an.key(o, "mbar")
         if key is not None and isinstance(key[0], Symbol) and key[0].space.is_shared:
             by_root.setdefault(id(key[0]), []).append(o)
-    for group in by_root.values():
-        if any(o.space is StateSpace.shared_cluster for o in group):
-            continue   # other CTAs arrive too
+    remote = remote_roots(an)
+    for root, group in by_root.items():
+        if root in remote:
+            continue   # other CTAs arrive too: hazards_remote counts them all
         for o in group:
             mine = [i for i in inits if _same_barriers(an, i, o)]
             rivals = {x.index for x in group if _same_barriers(an, x, o)}

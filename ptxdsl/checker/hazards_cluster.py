@@ -1,0 +1,294 @@
+"""Distributed shared memory across a cluster: reads of another CTA's shared memory before a
+cluster barrier orders them after that CTA's writes (`dsmem-read-unsynced`), and a CTA that
+exits or overwrites its shared memory while its peers may still read it, write it or arrive
+on its barriers (`dsmem-released-early`).
+
+Every CTA of a cluster runs the same code, so what one CTA does to a peer's shared memory
+(through a `mapa`'d address) its peers do to its own: a remote read of `buf` means peers read
+this CTA's `buf`, a remote arrive on `empty[s]` means peers arrive on this CTA's `empty[s]`.
+The rules therefore look at one CTA's path and ask whether its remote accesses are settled
+by `barrier.cluster.arrive` + `barrier.cluster.wait` where they must be.
+
+An access through an address that does not come from `mapa` (a `.shared::cluster` form of a
+local symbol), or from `mapa` with this CTA's own `%cluster_ctarank`, is a local one.
+Writes that complete on an mbarrier (st.async, red.async, multicast and peer-to-peer bulk
+copies) are ordered by that barrier's wait instead; st.async and red.async need the final
+cluster barrier only when no thread of the kernel waits on the barrier they complete on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..instructions.arith import Binary
+from ..instructions.cluster import Mapa
+from ..instructions.move import Cvt, Mov
+from ..operands import Addr, Reg
+from ..types import StateSpace
+from .analysis import EXIT_CHECKS, Analysis, handles, keys_match
+from .findings import Hazard
+from .ops import Op, Role
+from .state import State
+
+CLUSTER = StateSpace.shared_cluster
+_SELF = ("sreg", "cluster_ctarank")
+# may-facts: a generic write a peer reads remotely (`w`), a remote read of a peer's memory the
+# peer may overwrite (`r`), any access that keeps a peer's memory in use (`acc`); the `+`
+# forms are those this thread has announced with barrier.cluster.arrive (`w` only with
+# .release), which the next barrier.cluster.wait settles.
+_W, _R, _ACC = "dsmem_w", "dsmem_r", "dsmem_acc"
+_ARRIVED = {_W: _W + "+", _R: _R + "+", _ACC: _ACC + "+"}
+
+
+def mapa_source(an: Analysis, operand: Any) -> tuple[int, Any, Any] | None:
+    """(statement, local address, target rank) of the `mapa` an address comes from, through
+    mov, cvt and adds; None for an address that is not a mapa result."""
+    x = operand.base if isinstance(operand, Addr) else operand
+    key = ("mapa_src", id(x))
+    hit = an.cache.get(key, key)
+    if hit is not key:
+        return hit
+    out = None
+    for _ in range(32):
+        if not isinstance(x, Reg):
+            break
+        defs = an.values.defs.get(x, ())
+        if len(defs) != 1:
+            break
+        insn = an.body[defs[0]].insn
+        if isinstance(insn, Mapa):
+            out = (defs[0], insn.a, insn.b)
+            break
+        if isinstance(insn, Mov | Cvt):
+            x = insn.a
+        elif isinstance(insn, Binary) and insn.op == "add":
+            # the term that is an address: a mapa'd base plus a per-thread or constant offset
+            a = _is_mapa_chain(an, insn.a)
+            x = insn.a if a else insn.b
+        else:
+            break
+        if isinstance(x, Addr):
+            x = x.base
+    an.cache[key] = out
+    return out
+
+
+def _is_mapa_chain(an: Analysis, x: Any) -> bool:
+    for _ in range(32):
+        if not isinstance(x, Reg):
+            return False
+        defs = an.values.defs.get(x, ())
+        if len(defs) != 1:
+            return False
+        insn = an.body[defs[0]].insn
+        if isinstance(insn, Mapa):
+            return True
+        if not isinstance(insn, Mov | Cvt | Binary):
+            return False
+        x = insn.a
+    return False
+
+
+def remote(an: Analysis, operand: Any) -> tuple[int, Any, Any] | None:
+    """The mapa behind an address that may name another CTA's shared memory (not a mapa with
+    this CTA's own rank)."""
+    src = mapa_source(an, operand)
+    if src is None or (isinstance(src[2], Reg) and an.values.vn(src[2]) == _SELF):
+        return None
+    return src
+
+
+def describe(an: Analysis, operand: Any) -> str:
+    """`Analysis.describe` of a possibly mapa'd address: the local buffer it maps."""
+    src = mapa_source(an, operand)
+    if src is None:
+        return an.describe(operand)
+    return f"{an.describe(src[1])} of another CTA (through mapa)"
+
+
+def local_key(an: Analysis, operand: Any) -> Any:
+    """The memory key, in this CTA's terms, of a (possibly mapa'd) shared address: peers run
+    the same code, so the peer's `buf` a remote access names is this CTA's `buf` to them."""
+    src = mapa_source(an, operand)
+    if src is None:
+        return an.val(operand).key
+    k = an.val(src[1]).key
+    if k is None:
+        return None
+    reg, off = (operand.base, operand.offset) if isinstance(operand, Addr) else (operand, 0)
+    if tuple(an.values.defs.get(reg, ())) != (src[0],) or k[1] is None:
+        return (k[0], None)   # mapa'd base plus a computed offset
+    return (k[0], k[1] + off)
+
+
+def cp_async_arrives(an: Analysis) -> bool:
+    """cp.async.mbarrier.arrive arrives when copies land (and .noinc changes the count): the
+    arrive counts are not modelled where one exists."""
+    return any(o.role is Role.MBAR_REMOTE and type(an.body[o.index].insn).__name__
+               == "CpAsyncMbarrierArrive" for o in an.ops)
+
+
+def remote_roots(an: Analysis) -> set[int]:
+    """The barrier symbols (by id) other CTAs arrive on through mapa: their arrive counts are
+    hazards_remote's to check."""
+    hit = an.cache.get("remote_arrive_roots")
+    if hit is None:
+        hit = an.cache["remote_arrive_roots"] = {
+            id(k[0]) for o in an.ops if o.role is Role.MBAR_ARRIVE and o.space is CLUSTER
+            for k in [local_key(an, o.mbar)] if k is not None}
+    return hit
+
+
+def _active(an: Analysis) -> bool:
+    """Does the kernel access another CTA's shared memory at all (cheap exit elsewhere)?"""
+    hit = an.cache.get("dsmem_active")
+    if hit is None:
+        hit = an.cache["dsmem_active"] = any(
+            o.role in (Role.DSMEM_READ, Role.DSMEM_WRITE, Role.MBAR_REMOTE)
+            or (o.role is Role.MBAR_ARRIVE and o.space is CLUSTER) for o in an.ops)
+    return hit
+
+
+def _roots(an: Analysis, role: Role, remote_only: bool) -> set[int]:
+    """Roots (by id) of the buffers ops of `role` touch (only their remote accesses)."""
+    key = ("dsmem_roots", role, remote_only)
+    hit = an.cache.get(key)
+    if hit is None:
+        hit = set()
+        for o in an.ops:
+            if o.role is role and (not remote_only or remote(an, o.smem) is not None):
+                k = local_key(an, o.smem)
+                if k is not None:
+                    hit.add(id(k[0]))
+        an.cache[key] = hit
+    return hit
+
+
+def _waited(an: Analysis, operand: Any) -> bool:
+    """Does some thread of the kernel wait on the barrier a remote write completes on (then
+    the receiving CTA does not go on before the bytes landed)?"""
+    k = local_key(an, operand)
+    return k is not None and any(o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
+                                 for o in an.ops)
+
+
+def _add(state: State, *facts: tuple) -> State:
+    return State(state.must, state.may | set(facts), state.tx)
+
+
+def _pending(an: Analysis, state: State, tags: tuple[str, ...], key: Any,
+             kind: str | None = None) -> int | None:
+    """The first pending write/read fact of these tags on memory `key`."""
+    for f in sorted((f for f in state.may if f[0] in tags), key=lambda f: f[1]):
+        if (kind is None or f[2] == kind) and keys_match(local_key(an, an.op_at[f[1]].smem)
+                                                         if f[1] in an.op_at else None, key):
+            return f[1]
+    return None
+
+
+@handles(Role.SMEM_WRITE)
+def local_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not _active(an) or remote(an, op.smem) is not None:
+        return state
+    key = an.val(op.smem).key
+    if key is None:
+        return state
+    if report:
+        s = _pending(an, state, (_R, _R + "+"), key)
+        if s is not None:
+            an.report(Hazard.DSMEM_RELEASED_EARLY, f"this write overwrites "
+                      f"{an.describe(op.smem)}, which the other CTAs of the cluster read "
+                      "through mapa (as this CTA reads theirs) with no cluster barrier since "
+                      "those reads: a peer may still be reading the old data",
+                      [("write", op.index), ("remote read", s)])
+    if id(key[0]) in _roots(an, Role.DSMEM_READ, True):
+        return _add(state, (_W, op.index, "local"))
+    return state
+
+
+@handles(Role.DSMEM_WRITE)
+def remote_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if remote(an, op.smem) is None:
+        return state
+    return _add(state, (_W, op.index, "remote"), (_ACC, op.index))
+
+
+@handles(Role.DSMEM_READ)
+def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if remote(an, op.smem) is None:
+        return state
+    if report:
+        s = _pending(an, state, (_W, _W + "+"), local_key(an, op.smem), "local")
+        if s is not None:
+            _unsynced(an, op, s, "the other CTAs of the cluster write it here (as this CTA "
+                      "writes its own)")
+    return _add(state, (_R, op.index, None), (_ACC, op.index))
+
+
+@handles(Role.SMEM_READ)
+def local_read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if report and _active(an) and any(f[0] in (_W, _W + "+") for f in state.may):
+        s = _pending(an, state, (_W, _W + "+"), an.val(op.smem).key, "remote")
+        if s is not None:
+            _unsynced(an, op, s, "the other CTAs of the cluster store into it through mapa "
+                      "(as this CTA stores into theirs)")
+    return state
+
+
+def _unsynced(an: Analysis, op: Op, s: int, who: str) -> None:
+    an.report(Hazard.DSMEM_READ_UNSYNCED, f"this read of {describe(an, op.smem)} is not "
+              f"ordered after its writes: {who}, and no barrier.cluster.arrive.release + "
+              "barrier.cluster.wait.acquire lies between the write and the read",
+              [("read", op.index), ("write", s)])
+
+
+@handles(Role.MBAR_ARRIVE)
+def remote_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if op.space is not CLUSTER or remote(an, op.mbar) is None:
+        return state
+    return _add(state, (_ACC, op.index))
+
+
+@handles(Role.MBAR_REMOTE)
+def remote_signal(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """st.async / red.async: writes into a peer that complete on its barrier; with no wait on
+    that barrier anywhere, nothing holds the receiver back until they land. (Multicast
+    copies are left out: a kernel that loads data waits for it.)"""
+    if type(an.body[op.index].insn).__name__ == "CpAsyncMbarrierArrive" or \
+            remote(an, op.mbar) is None or _waited(an, op.mbar):
+        return state
+    return _add(state, (_ACC, op.index))
+
+
+@handles(Role.CLUSTER_ARRIVE)
+def cluster_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    if not any(f[0] in _ARRIVED for f in state.may):
+        return state
+    release = op.field != "relaxed"
+    may = frozenset((_ARRIVED[f[0]], *f[1:]) if f[0] in _ARRIVED and (release or f[0] != _W)
+                    else f for f in state.may)
+    return State(state.must, may, state.tx)
+
+
+@handles(Role.CLUSTER_BARRIER)
+def cluster_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    done = _ARRIVED.values()
+    if not any(f[0] in done for f in state.may):
+        return state
+    return State(state.must, frozenset(f for f in state.may if f[0] not in done), state.tx)
+
+
+def _exit(an: Analysis, state: State, at: int | None) -> None:
+    left = sorted(f[1] for f in state.may if f[0] in (_ACC, _ACC + "+"))
+    if not left:
+        return
+    s = left[-1]
+    what = an.body[s].render().split(" ")[0]
+    an.report(Hazard.DSMEM_RELEASED_EARLY, f"the CTA may exit while the other CTAs of the "
+              f"cluster still access its shared memory: this {what} reaches another CTA's "
+              "(as theirs reach this one's), and no barrier.cluster.arrive + "
+              "barrier.cluster.wait follows it before the exit",
+              [("access", s), ("exit", at)], dedupe=("dsmem-exit", s))
+
+
+EXIT_CHECKS.append(_exit)

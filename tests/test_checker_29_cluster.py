@@ -1,0 +1,146 @@
+"""Checker, issue 29: clusters and distributed shared memory (reads of a peer CTA's shared
+memory before a cluster barrier, a CTA leaving while its peers still use its shared memory,
+arrivals and bytes other CTAs deliver), and tensor maps in a per-CTA workspace (two maps of
+one slot, a .cta release nobody in the kernel acquires). Each hazard is found with its id at
+the user's line, written two ways; each corrected twin checks clean. The split-K and
+multicast-ring kernels are in tests/cluster_kernels29.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl.checker import Hazard, check_kernel
+from tests import cluster_kernels29 as CK
+from tests.checker_kernels import clean, here, only
+
+MAP = {"tmap": {"box_bytes": CK.MC_TILE // 2}}
+
+
+def _only(kl, hazard: Hazard, at: str, **ctx):
+    """The kernel's findings are one `hazard`, at the line recorded as `at`."""
+    k, lines = kl
+    found = check_kernel(k, **ctx)
+    assert [f.id for f in found] == [hazard.value], [f.format() for f in found]
+    assert found[0].loc.line == lines[at], found[0].format()
+    return found[0]
+
+
+# -- the clean corpus: split-K through distributed shared memory, a 2-CTA multicast ring -----------
+@pytest.mark.parametrize("build", [
+    lambda: CK.splitk_ld(), lambda: CK.splitk_push(), lambda: CK.splitk_async(),
+    lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
+    lambda: CK.multicast_ring(by_hand=True)],
+    ids=["ld.shared::cluster", "st.shared::cluster", "st.async+red.async", "exchange",
+         "MbarrierRing", "by-hand-ring"])
+def test_clean_cluster_kernels(build):
+    k, _ = build()
+    clean(k, maps=MAP)
+    assert ".reqnctapercluster 2" in Module([k], target="sm_90a", check=False).emit()
+
+
+# -- reading a peer CTA's shared memory before the cluster barrier ---------------------------------
+@pytest.mark.parametrize("publish", ["cta", "relaxed"])
+def test_peer_read_before_cluster_barrier(publish):
+    """CTA 0 reads CTA 1's partial tile through mapa + ld.shared::cluster after only bar.sync
+    (or a .relaxed cluster arrive, which orders no memory): CTA 1 may not have written it."""
+    f = _only(CK.splitk_ld(publish=publish), Hazard.DSMEM_READ_UNSYNCED, "read")
+    assert "partial" in f.message and [s.role for s in f.sites] == ["read", "write"]
+
+
+def test_pushed_tile_read_before_cluster_barrier():
+    """The second spelling: each CTA stores into the other's buffer (st.shared::cluster) and
+    reads its own after a relaxed cluster barrier."""
+    f = _only(CK.splitk_push(publish="relaxed"), Hazard.DSMEM_READ_UNSYNCED, "read")
+    assert "store into it through mapa" in f.message
+
+
+# -- a CTA leaving (or reusing its shared memory) while peers still use it ------------------------
+def test_cta_exits_while_its_peer_reads_its_partial_tile():
+    f = _only(CK.splitk_ld(final=False), Hazard.DSMEM_RELEASED_EARLY, "read")
+    assert "may exit" in f.message
+
+
+@pytest.mark.parametrize("by_hand", [False, True], ids=["MbarrierRing", "by-hand"])
+def test_ring_without_the_final_cluster_barrier(by_hand):
+    """Consumers release the stage on both CTAs until the last tile: a CTA that exits right
+    after its loop leaves its peer arriving on a barrier that no longer exists."""
+    f = _only(CK.multicast_ring(final=False, by_hand=by_hand), Hazard.DSMEM_RELEASED_EARLY,
+              "release", maps=MAP)
+    assert "mbarrier.arrive" in f.message
+
+
+def test_partial_tile_overwritten_while_the_peer_reads_it():
+    f = _only(CK.splitk_ld(reuse=True), Hazard.DSMEM_RELEASED_EARLY, "reuse")
+    assert "overwrites" in f.message
+
+
+def test_red_async_into_a_barrier_nobody_waits_on():
+    """A count kept with red.async in the peer's shared memory: its barrier is never waited
+    on, so nothing keeps the peer alive until the update landed."""
+    def build(final: bool) -> tuple[Kernel, int]:
+        k = Kernel("k", reqntid=32, reqnctapercluster=2)
+        count = k.shared_array(t.u32, 1, align=4, name="count")
+        bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        with k.if_(k.tid.x == 0):
+            ptx.mbarrier_init(k, bar, 1)
+            ptx.fence_mbarrier_init(k)
+        ptx.barrier_cluster_arrive(k)
+        ptx.barrier_cluster_wait(k)
+        peer = k.xor(k.cluster_ctarank, 1)
+        line = here() + 1
+        ptx.red_async(k, "add", ptx.mapa(k, "cluster", count, peer), k.mov(1, type=t.u32),
+                      ptx.mapa(k, "cluster", bar, peer))
+        if final:
+            ptx.barrier_cluster_arrive(k)
+            ptx.barrier_cluster_wait(k)
+        k.ret()
+        return k, line
+
+    k, line = build(False)
+    only(check_kernel(k), Hazard.DSMEM_RELEASED_EARLY, line)
+    clean(build(True)[0])
+
+
+# -- arrivals other CTAs make ----------------------------------------------------------------------
+@pytest.mark.parametrize("by_hand", [False, True], ids=["MbarrierRing", "by-hand"])
+def test_cluster_consumer_releases_only_its_own_stage(by_hand):
+    """empty[s] expects the 4 consumer warps of both CTAs; releasing only the own CTA's stage
+    (ctas=[rank]) gives each barrier 4 arrivals a phase: the producers hang."""
+    f = _only(CK.multicast_ring(release="own", by_hand=by_hand), Hazard.MBAR_ARRIVE_COUNT,
+              "release", maps=MAP)
+    assert "expect 8 arrivals" in f.message and "receives 4" in f.message
+
+
+def test_remote_arrivals_to_one_constant_rank():
+    """Every CTA arrives on CTA 0's barrier only: CTA 0 gets twice its count, CTA 1 none."""
+    def build(rank) -> tuple[Kernel, int]:
+        k = Kernel("k", reqntid=32, reqnctapercluster=2)
+        bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        with k.if_(k.tid.x == 0):
+            ptx.mbarrier_init(k, bar, 1)
+            ptx.fence_mbarrier_init(k)
+        ptx.barrier_cluster_arrive(k)
+        ptx.barrier_cluster_wait(k)
+        with k.if_(k.tid.x == 0):
+            line = here() + 1
+            ptx.mbarrier_arrive(k, "release", "cluster", "cluster",
+                                ptx.mapa(k, "cluster", bar, rank(k)))
+        ptx.mbarrier_wait(k, bar, 0)
+        ptx.barrier_cluster_arrive(k)
+        ptx.barrier_cluster_wait(k)
+        return k, line
+
+    k, line = build(lambda k: 0)
+    f = only(check_kernel(k), Hazard.MBAR_ARRIVE_COUNT, line)
+    assert "CTA 0 receives 2" in f.message
+    clean(build(lambda k: k.xor(k.cluster_ctarank, 1))[0])
+
+
+# -- bytes other CTAs deliver ----------------------------------------------------------------------
+@pytest.mark.parametrize("exchange", [False, True], ids=["rank-1-to-0", "exchange"])
+def test_expect_tx_forgets_the_red_async_bytes(exchange):
+    f = _only(CK.splitk_async(expect="st", exchange=exchange), Hazard.EXPECT_TX_MISMATCH,
+              "expect")
+    assert "announces 512 bytes" in f.message and "deliver 1024 bytes" in f.message
+    assert "st.async / red.async" in f.message

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ptxdsl import Kernel, Module, ptx, t
-from ptxdsl.checker import Hazard, check_kernel
+from ptxdsl.checker import Hazard, check_kernel, check_module
 from tests import cluster_kernels29 as CK
 from tests.checker_kernels import clean, here, only
 
@@ -144,3 +144,66 @@ def test_expect_tx_forgets_the_red_async_bytes(exchange):
               "expect")
     assert "announces 512 bytes" in f.message and "deliver 1024 bytes" in f.message
     assert "st.async / red.async" in f.message
+
+
+# -- tensor maps in a per-CTA workspace ------------------------------------------------------------
+def _workspace(acquire_b: bool, style: str) -> tuple[Kernel, int]:
+    """Two maps in this CTA's 256-byte slot of a workspace, at +0 and +128; only the first is
+    acquired unless `acquire_b`. `style`: the second map's address from the slot register
+    ("add") or from the workspace pointer again ("again")."""
+    k = Kernel("k", reqntid=32)
+    ws = k.ld_param(k.param_ptr("workspace"))
+    slot = k.add(ws, k.cvt(k.mul(k.ctaid.x, 256, type=t.u32), t.u64))
+    if style == "add":
+        map_b = k.add(slot, 128)
+    else:
+        map_b = k.add(k.add(ws, k.cvt(k.mul(k.ctaid.x, 256, type=t.u32), t.u64)), 128)
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", slot)
+    if acquire_b:
+        ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_b)
+    ptx.cp_async_bulk_prefetch_tensor(k, slot, (0, 0))
+    line = here() + 1
+    ptx.cp_async_bulk_prefetch_tensor(k, map_b, (0, 0))
+    return k, line
+
+
+@pytest.mark.parametrize("style", ["add", "again"])
+def test_two_maps_of_one_per_cta_slot_are_distinct(style):
+    k, line = _workspace(False, style)
+    f = only(check_kernel(k), Hazard.TMAP_NO_ACQUIRE, line)
+    assert "never acquired" in f.message
+    clean(_workspace(True, style)[0])
+
+
+def _per_cta_publish(scope: str, how: str) -> tuple[Module, int]:
+    """A writer kernel publishes a map into its CTA's slot of a workspace (`how`:
+    "cp_fenceproxy", or tensormap.replace in place + a tensormap release); a reader kernel
+    acquires it at .gpu scope and uses it."""
+    w = Kernel("writer", reqntid=32)
+    ws = w.ld_param(w.param_ptr("workspace"))
+    slot = w.add(ws, w.cvt(w.mul(w.ctaid.x, 128, type=t.u32), t.u64))
+    if how == "cp_fenceproxy":
+        smap = w.shared_array(t.b8, 128, align=128, name="smap")
+        with w.if_(w.laneid == 0):
+            ptx.tensormap_replace_box_dim(w, "shared", smap, 0, 16)
+        w.syncwarp()
+        line = here() + 1
+        ptx.tensormap_cp_fenceproxy(w, "release", scope, slot, smap, 128)
+    else:
+        ptx.tensormap_replace_box_dim(w, "global", w.cvta(slot, "global", to=True), 0, 16)
+        line = here() + 1
+        ptx.fence_proxy_tensormap_generic(w, "release", scope)
+    r = Kernel("reader", reqntid=32)
+    ws = r.ld_param(r.param_ptr("workspace"))
+    slot = r.add(ws, r.cvt(r.mul(r.ctaid.x, 128, type=t.u32), t.u64))
+    ptx.fence_proxy_tensormap_generic(r, "acquire", "gpu", slot)
+    ptx.cp_async_bulk_prefetch_tensor(r, slot, (0, 0))
+    return Module([w, r]), line
+
+
+@pytest.mark.parametrize("how", ["cp_fenceproxy", "replace"])
+def test_cta_release_into_a_per_cta_slot_another_kernel_acquires(how):
+    mod, line = _per_cta_publish("cta", how)
+    f = only(check_module(mod), Hazard.TMAP_SCOPE_TOO_NARROW, line)
+    assert "never acquires it" in f.message and f.kernel == "writer"
+    assert check_module(_per_cta_publish("gpu", how)[0]) == []

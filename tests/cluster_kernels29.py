@@ -233,3 +233,32 @@ def multicast_ring(*, release: str = "all", final: bool = True, by_hand: bool = 
         cluster_sync(k)
     k.ret()
     return k, lines
+
+
+def exchange_loop(*, sync: str = "builders", second: bool = True) -> tuple[Kernel, dict]:
+    """Every iteration each CTA writes its value into `buf`, a cluster barrier publishes it,
+    and each CTA reads its peer's (rank ^ 1) through mapa. `sync`: the publishing barrier as
+    builders or as inline PTX ("asm"). `second`: the cluster barrier after the read that keeps
+    the next iteration's write from overwriting what the peer is still reading."""
+    lines: dict = {}
+    k = Kernel("exchange_loop", reqntid=64, reqnctapercluster=(2, 1, 1))
+    n = k.ld_param(k.param(t.u32, "n"))
+    buf = k.shared_array(t.u32, 64, align=16, name="buf")
+    mine = k.add(k.mov(buf), k.shl(k.tid.x, 2))
+    peer = ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctarank, 1))
+    total = k.mov(0, type=t.u32)
+    with k.for_range(0, n) as i:
+        _line(lines, "write")
+        k.st(Addr(mine), i, type=t.u32, space="shared::cta")
+        if sync == "asm":
+            k.asm("barrier.cluster.arrive.release.aligned;\n"
+                  "barrier.cluster.wait.acquire.aligned;", requires=("8.0", "sm_90"))
+        else:
+            cluster_sync(k)
+        k.add(total, k.ld(Addr(peer), type=t.u32, space="shared::cluster"), dst=total)
+        if second:
+            cluster_sync(k)
+    if not second:
+        cluster_sync(k)
+    k.ret()
+    return k, lines

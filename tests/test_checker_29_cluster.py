@@ -30,9 +30,10 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
 @pytest.mark.parametrize("build", [
     lambda: CK.splitk_ld(), lambda: CK.splitk_push(), lambda: CK.splitk_async(),
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
-    lambda: CK.multicast_ring(by_hand=True)],
+    lambda: CK.multicast_ring(by_hand=True), lambda: CK.exchange_loop(),
+    lambda: CK.exchange_loop(sync="asm")],
     ids=["ld.shared::cluster", "st.shared::cluster", "st.async+red.async", "exchange",
-         "MbarrierRing", "by-hand-ring"])
+         "MbarrierRing", "by-hand-ring", "loop", "loop-inline-ptx"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
     clean(k, maps=MAP)
@@ -73,6 +74,13 @@ def test_ring_without_the_final_cluster_barrier(by_hand):
 def test_partial_tile_overwritten_while_the_peer_reads_it():
     f = _only(CK.splitk_ld(reuse=True), Hazard.DSMEM_RELEASED_EARLY, "reuse")
     assert "overwrites" in f.message
+
+
+def test_buffer_overwritten_in_the_next_iteration_while_the_peer_reads_it():
+    """In a loop: with no cluster barrier after the remote read, the next iteration's write
+    races with the peer's read of the previous value."""
+    f = _only(CK.exchange_loop(second=False), Hazard.DSMEM_RELEASED_EARLY, "write")
+    assert "a peer may still be reading the old data" in f.message
 
 
 def test_red_async_into_a_barrier_nobody_waits_on():

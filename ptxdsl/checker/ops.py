@@ -331,7 +331,7 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    out: list[Op] = []
+    found: list[tuple[int, Op]] = []
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None
@@ -339,7 +339,9 @@ def _inline(insn: Any, i: int) -> list[Op]:
                 space = StateSpace(m.group(1)) if m.group(1) else StateSpace.generic
             if role is Role.CLUSTER_ARRIVE:
                 sem = "relaxed" if m.group(1) else "release"
-            out.append(Op(role, i, space=space, field=sem))
+            found.append((m.start(), Op(role, i, space=space, field=sem)))
+    # in the order the statement runs them (a cluster arrive before its wait)
+    out = [op for _, op in sorted(found, key=lambda x: x[0])]
     for m in _ACQUIRE.finditer(text):
         n = int(m.group(2))
         size: Any = int(m.group(3)) if m.group(3).isdigit() else m.group(3)

@@ -157,7 +157,8 @@ def multicast_ring(*, release: str = "all", final: bool = True, by_hand: bool = 
     tile and multicasts it to both; each consumer warp releases the stage on both CTAs
     (`release="all"`), or only on its own (`"own"`: the peer's empty barrier never
     completes). `by_hand`: the same ring written with mbarriers, mapa and arrives instead of
-    MbarrierRing."""
+    MbarrierRing; with it, `"lanes"`: lane r of each consumer warp releases CTA r's stage,
+    `"lane0"`: only lane 0 does (CTA 1's stage is never released)."""
     lines: dict = {}
     ctas = 2
     k = Kernel("mc_ring", reqntid=MC_THREADS, reqnctapercluster=(ctas, 1, 1))
@@ -215,17 +216,13 @@ def multicast_ring(*, release: str = "all", final: bool = True, by_hand: bool = 
                     slot = c.slot(tiles, MC_TILE)
                 k.ld(Addr(k.add(slot, k.shl(k.tid.x, 2))), type=t.u32, space="shared::cta")
                 k.syncwarp()
-                with k.if_(k.and_(k.tid.x, 31) == 0):
-                    ranks = [rank] if release == "own" else list(range(ctas))
-                    if not by_hand:
+                if by_hand:
+                    _release_by_hand(k, lines, release, k.add(k.mov(empty), k.shl(s, 3)),
+                                     rank, ctas)
+                else:
+                    with k.if_(k.and_(k.tid.x, 31) == 0):
                         _line(lines, "release")
-                        c.release(ctas=ranks)
-                    else:
-                        eb = k.add(k.mov(empty), k.shl(s, 3))
-                        for r in ranks:
-                            _line(lines, "release")
-                            ptx.mbarrier_arrive(k, "release", "cluster", "cluster",
-                                                ptx.mapa(k, "cluster", eb, r))
+                        c.release(ctas=[rank] if release == "own" else list(range(ctas)))
                 if not by_hand:
                     c.advance()
     if final:
@@ -233,6 +230,22 @@ def multicast_ring(*, release: str = "all", final: bool = True, by_hand: bool = 
         cluster_sync(k)
     k.ret()
     return k, lines
+
+
+def _release_by_hand(k: Kernel, lines: dict, release: str, eb, rank, ctas: int) -> None:
+    """A consumer warp's release of stage barrier `eb` (see multicast_ring)."""
+    lane = k.and_(k.tid.x, 31)
+    if release in ("lanes", "lane0"):   # CUTLASS-style: lane r releases CTA r's stage
+        with k.if_(lane < (ctas if release == "lanes" else 1)):
+            _line(lines, "release")
+            ptx.mbarrier_arrive(k, "release", "cluster", "cluster",
+                                ptx.mapa(k, "cluster", eb, lane))
+        return
+    with k.if_(lane == 0):
+        for r in [rank] if release == "own" else range(ctas):
+            _line(lines, "release")
+            ptx.mbarrier_arrive(k, "release", "cluster", "cluster",
+                                ptx.mapa(k, "cluster", eb, r))
 
 
 def exchange_loop(*, sync: str = "builders", second: bool = True) -> tuple[Kernel, dict]:

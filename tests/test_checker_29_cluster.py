@@ -30,10 +30,11 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
 @pytest.mark.parametrize("build", [
     lambda: CK.splitk_ld(), lambda: CK.splitk_push(), lambda: CK.splitk_async(),
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
-    lambda: CK.multicast_ring(by_hand=True), lambda: CK.exchange_loop(),
+    lambda: CK.multicast_ring(by_hand=True),
+    lambda: CK.multicast_ring(by_hand=True, release="lanes"), lambda: CK.exchange_loop(),
     lambda: CK.exchange_loop(sync="asm")],
     ids=["ld.shared::cluster", "st.shared::cluster", "st.async+red.async", "exchange",
-         "MbarrierRing", "by-hand-ring", "loop", "loop-inline-ptx"])
+         "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
     clean(k, maps=MAP)
@@ -118,6 +119,14 @@ def test_cluster_consumer_releases_only_its_own_stage(by_hand):
     f = _only(CK.multicast_ring(release="own", by_hand=by_hand), Hazard.MBAR_ARRIVE_COUNT,
               "release", maps=MAP)
     assert "expect 8 arrivals" in f.message and "receives 4" in f.message
+
+
+def test_cluster_release_by_lane_rank_misses_a_cta():
+    """CUTLASS-style, lane r of each consumer warp releases CTA r's stage; with `lane < 1`
+    instead of `lane < 2` CTA 1's stage is never released."""
+    f = _only(CK.multicast_ring(release="lane0", by_hand=True), Hazard.MBAR_ARRIVE_COUNT,
+              "release", maps=MAP)
+    assert "CTA 1 receives 0" in f.message
 
 
 def test_remote_arrivals_to_one_constant_rank():

@@ -91,6 +91,17 @@ class Threads:
 
     def running(self, i: int) -> int | None:
         """How many threads of the CTA run statement i (None: the conditions are unknown)."""
+        hit = self.running_tids(i)
+        if hit is None:
+            return None
+        tids, elect = hit
+        if elect:   # one lane of every warp some thread of which gets there
+            return len({t // 32 for t in tids})
+        return len(tids)
+
+    def running_tids(self, i: int) -> tuple[list[int], bool] | None:
+        """The threads whose conditions let them reach statement i, and whether an
+        elect.sync then picks one lane of each of their warps (None: unknown)."""
         plain, elect = [], []
         exits = self._loop_exits(i)
         for tok in self.an.div.stmt_tokens(i):
@@ -110,9 +121,7 @@ class Threads:
                     if all(bool(self.value(vn, t)) == pol for vn, pol in plain)]
         except _Unknown:
             return None
-        if elect:   # one lane of every warp some thread of which gets there
-            return len({t // 32 for t in tids})
-        return len(tids)
+        return tids, bool(elect)
 
 
 def _count_of(an: Analysis, inits: list[Op]) -> tuple[int | None, int | None]:

@@ -53,18 +53,19 @@ class RankThreads(Threads):
             return self.cluster[name]
         return super()._sreg(name, tid)
 
-    def running(self, i: int) -> int | None:
-        """`Threads.running`, with the branches on the CTA's rank (the same in every thread
-        of a CTA, so not divergence) evaluated for `self.rank`."""
+    def running_tids(self, i: int) -> tuple[list[int], bool] | None:
+        """`Threads.running_tids`, with the branches on the CTA's rank (the same in every
+        thread of a CTA, so not divergence) evaluated for `self.rank`."""
         try:
             if any(bool(self.value(vn, 0)) != pol for vn, pol in _rank_conds(self.an, i)):
-                return 0
+                return [], False
         except _Unknown:
             return None
-        return super().running(i)
+        return super().running_tids(i)
 
-    def target(self, op: Op, operand: Any) -> int | None:
-        """The rank of the CTA whose barrier `operand` names, run as `self.rank`."""
+    def target(self, operand: Any, tid: int) -> int | None:
+        """The rank of the CTA whose barrier `operand` names, in thread `tid` of `self.rank`
+        (a CUTLASS-style release has lane r arrive on CTA r's barrier)."""
         src = mapa_source(self.an, operand)
         if src is None:
             return self.rank
@@ -72,12 +73,11 @@ class RankThreads(Threads):
         c = self.an.const(r)
         if c is not None:
             return c
-        if self.an.values.level(r) > 0:
-            return None   # a rank per thread: not modelled
         try:
-            return self.value(self.an.values.vn(r), 0)
+            t = self.value(self.an.values.vn(r), tid)
         except _Unknown:
             return None
+        return t if 0 <= t < self.size else None
 
     def received(self, sends: list[tuple[Op, Any, int]]) -> list[int] | None:
         """Per rank, the sum of what the sends (op, barrier operand, amount per thread)
@@ -86,15 +86,19 @@ class RankThreads(Threads):
         for c in range(self.size):
             self.rank = c
             for op, operand, amount in sends:
-                n = self.running(op.index)
-                if n is None:
+                hit = self.running_tids(op.index)
+                if hit is None:
                     return None
-                if not n:
-                    continue
-                t = self.target(op, operand)
-                if t is None or not 0 <= t < self.size:
-                    return None
-                out[t] += n * amount
+                tids, elect = hit
+                if elect:   # which lane is elected is not known: its rank must not matter
+                    if _per_lane_rank(self.an, operand):
+                        return None
+                    tids = sorted({t // 32 * 32 for t in tids})
+                for tid in tids:
+                    t = self.target(operand, tid)
+                    if t is None:
+                        return None
+                    out[t] += amount
         return out
 
     def ranks_running(self, i: int) -> list[int]:
@@ -102,9 +106,15 @@ class RankThreads(Threads):
         out = []
         for c in range(self.size):
             self.rank = c
-            if self.running(i) != 0:
+            hit = self.running_tids(i)
+            if hit is None or hit[0]:
                 out.append(c)
         return out
+
+
+def _per_lane_rank(an: Analysis, operand: Any) -> bool:
+    src = mapa_source(an, operand)
+    return src is not None and an.values.level(src[2]) > 1
 
 
 def _on_rank(vn: Any) -> bool:

@@ -75,7 +75,8 @@ def splitk_push(*, publish: str = "cluster") -> tuple[Kernel, dict]:
     """Each CTA of a 2-CTA cluster stores its partial tile into the other's `recv` with
     st.shared::cluster through mapa (rank ^ 1); after `publish` each reads what it received
     and writes its own sum. No remote access follows that barrier, so no final one is
-    needed."""
+    needed. `publish="mbarrier"`: instead of a cluster barrier, every thread arrives
+    (.release.cluster) on the peer's barrier, and each CTA waits on its own."""
     lines: dict = {}
     k = Kernel("splitk_push", reqntid=THREADS, reqnctapercluster=(2, 1, 1))
     a_p, out_p = k.param_ptr("a"), k.param_ptr("out")
@@ -85,9 +86,21 @@ def splitk_push(*, publish: str = "cluster") -> tuple[Kernel, dict]:
     acc = k.ld(Addr(k.add(a, k.mul(k.mad(k.ctaid.x, THREADS, tid), 4, mode="wide"))),
                type=t.f32, space="global")
     mine = k.add(k.mov(recv), k.shl(tid, 2))
-    k.st(Addr(ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctarank, 1))), acc, type=t.f32,
-         space="shared::cluster")
-    _publish(k, publish)
+    peer = k.xor(k.cluster_ctarank, 1)
+    if publish.startswith("mbarrier"):   # every peer thread arrives on this CTA's barrier
+        bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        with k.if_(tid == 0):
+            ptx.mbarrier_init(k, bar, THREADS)
+            ptx.fence_mbarrier_init(k)
+        cluster_sync(k)
+    k.st(Addr(ptx.mapa(k, "cluster", mine, peer)), acc, type=t.f32, space="shared::cluster")
+    if publish.startswith("mbarrier"):
+        # "mbarrier-relaxed": the arrive publishes nothing
+        ptx.mbarrier_arrive(k, "relaxed" if publish.endswith("relaxed") else "release",
+                            "cluster", "cluster", ptx.mapa(k, "cluster", k.mov(bar), peer))
+        ptx.mbarrier_wait(k, bar, 0, sem="acquire", scope="cluster")
+    else:
+        _publish(k, publish)
     _line(lines, "read")
     got = k.ld(Addr(mine), type=t.f32, space="shared::cta")
     out = k.cvta(k.ld_param(out_p), "global", to=True)

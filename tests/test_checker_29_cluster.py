@@ -28,12 +28,14 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
 
 # -- the clean corpus: split-K through distributed shared memory, a 2-CTA multicast ring -----------
 @pytest.mark.parametrize("build", [
-    lambda: CK.splitk_ld(), lambda: CK.splitk_push(), lambda: CK.splitk_async(),
+    lambda: CK.splitk_ld(), lambda: CK.splitk_push(),
+    lambda: CK.splitk_push(publish="mbarrier"), lambda: CK.splitk_async(),
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
     lambda: CK.multicast_ring(by_hand=True),
     lambda: CK.multicast_ring(by_hand=True, release="lanes"), lambda: CK.exchange_loop(),
     lambda: CK.exchange_loop(sync="asm")],
-    ids=["ld.shared::cluster", "st.shared::cluster", "st.async+red.async", "exchange",
+    ids=["ld.shared::cluster", "st.shared::cluster", "st.shared::cluster+mbarrier",
+         "st.async+red.async", "exchange",
          "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
@@ -55,6 +57,17 @@ def test_pushed_tile_read_before_cluster_barrier():
     reads its own after a relaxed cluster barrier."""
     f = _only(CK.splitk_push(publish="relaxed"), Hazard.DSMEM_READ_UNSYNCED, "read")
     assert "store into it through mapa" in f.message
+
+
+def test_pushed_tile_published_by_a_relaxed_remote_arrive():
+    """The stores into the peer are followed by an arrive on its barrier, which the peer
+    waits on: a .relaxed arrive publishes nothing (and does not keep the peer from leaving
+    before the stores landed)."""
+    k, lines = CK.splitk_push(publish="mbarrier-relaxed")
+    found = check_kernel(k)
+    assert sorted(f.id for f in found) == ["dsmem-read-unsynced", "dsmem-released-early"]
+    read = next(f for f in found if f.hazard is Hazard.DSMEM_READ_UNSYNCED)
+    assert read.loc.line == lines["read"]
 
 
 # -- a CTA leaving (or reusing its shared memory) while peers still use it ------------------------

@@ -27,8 +27,9 @@ from ..operands import Addr, Reg
 from ..types import StateSpace
 from .analysis import EXIT_CHECKS, Analysis, handles, keys_match
 from .findings import Hazard
-from .ops import Op, Role
+from .ops import Op, Role, _ev
 from .state import State
+from .trywait import _spins
 
 CLUSTER = StateSpace.shared_cluster
 _SELF = ("sreg", "cluster_ctarank")
@@ -164,12 +165,24 @@ def _roots(an: Analysis, role: Role, remote_only: bool) -> set[int]:
     return hit
 
 
-def _waited(an: Analysis, operand: Any) -> bool:
+def _waited(an: Analysis, operand: Any, arrive: Op | None = None) -> bool:
     """Does some thread of the kernel wait on the barrier a remote write completes on (then
-    the receiving CTA does not go on before the bytes landed)?"""
+    the receiving CTA does not go on before the bytes landed)? For a remote `arrive`, the
+    wait must be in the same loops: a ring's producer does not wait for the releases of the
+    last stages, which is why a ring needs its final cluster barrier."""
     k = local_key(an, operand)
-    return k is not None and any(o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
-                                 for o in an.ops)
+    loops = loops_of(an, arrive) if arrive is not None else None
+    return k is not None and any(
+        o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
+        and (loops is None or loops_of(an, o) == loops) for o in an.ops)
+
+
+def loops_of(an: Analysis, op: Op) -> frozenset:
+    """The loops around an op (a wait's own try_wait retry loop left out): a signal and a
+    wait in the same loops meet once per phase."""
+    b = an.cfg.block_of(op.index)
+    return frozenset(h for h, body in an.loops if b in body and not (
+        op.role is Role.MBAR_WAIT and _spins(an, op, h, body)))
 
 
 def _add(state: State, *facts: tuple) -> State:
@@ -244,9 +257,37 @@ def _unsynced(an: Analysis, op: Op, s: int, who: str) -> None:
 
 @handles(Role.MBAR_ARRIVE)
 def remote_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A remote arrive keeps the peer's barrier in use, unless the peer waits on it in the
+    same loops; a releasing one also publishes this thread's writes to whoever waits on that
+    barrier (by symmetry, this CTA's waits on its own): writes into a peer followed by
+    `mbarrier.arrive.release.shared::cluster` on its barrier are ordered before the reads
+    that follow the peer's wait, and when the peer waits for it, accesses before it are
+    over before the peer goes on."""
     if op.space is not CLUSTER or remote(an, op.mbar) is None:
         return state
-    return _add(state, (_ACC, op.index))
+    waited = _waited(an, op.mbar, op)
+    key = local_key(an, op.mbar)
+    if key is None or _ev(getattr(an.body[op.index].insn, "sem", None)) == "relaxed":
+        return state if waited else _add(state, (_ACC, op.index))
+    if waited:   # the peer goes on only after this arrive, so after the accesses before it
+        state = State(state.must, frozenset(f for f in state.may if f[0] not in (
+            _ACC, _ACC + "+", _R, _R + "+")), state.tx)
+    else:
+        state = _add(state, (_ACC, op.index))
+    return _add(state, *(("dsmem_sig", f[1], id(key[0])) for f in state.may
+                         if f[0] in (_W, _W + "+")))
+
+
+@handles(Role.MBAR_WAIT)
+def barrier_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait on a barrier the writers released their writes to (see `remote_arrive`)."""
+    key = an.key(op, "mbar")
+    if key is None or not any(f[0] == "dsmem_sig" for f in state.may) or \
+            _ev(getattr(an.body[op.index].insn, "sem", None)) == "relaxed":
+        return state
+    signed = {f[1] for f in state.may if f[0] == "dsmem_sig" and f[2] == id(key[0])}
+    return State(state.must, frozenset(f for f in state.may if not (
+        f[0] in (_W, _W + "+", "dsmem_sig") and f[1] in signed)), state.tx)
 
 
 @handles(Role.MBAR_REMOTE)

@@ -26,11 +26,11 @@ from .hazards_cluster import (
     cp_async_arrives,
     describe,
     local_key,
+    loops_of,
     mapa_source,
     remote_roots,
 )
 from .ops import Op, Role
-from .trywait import _spins
 
 
 class RankThreads(Threads):
@@ -219,8 +219,8 @@ def remote_arrive_counts(an: Analysis) -> None:
 
     # Sites in different loops (a release in the loop, a drain after it) feed different
     # phases: each such set is checked as one phase's arrivals.
-    groups = {frozenset(x.index for x in sites if overlap(x, o) and _loops(an, x) ==
-                        _loops(an, o)) for o in sites}
+    groups = {frozenset(x.index for x in sites if overlap(x, o) and loops_of(an, x) ==
+                        loops_of(an, o)) for o in sites}
     inits = [o for o in an.ops if o.role is Role.MBAR_INIT]
     for group in sorted(groups, key=min):
         _group(an, threads, [an.op_at[i] for i in sorted(group)], ident, inits)
@@ -298,7 +298,7 @@ def remote_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, frozenset]
             for o in an.ops):
         return None   # peers announce bytes on it too (a remote expect_tx): not modelled
     threads = _threads(an)
-    if threads is None or any(_loops(an, o) != _loops(an, wait) for o in mine):
+    if threads is None or any(loops_of(an, o) != loops_of(an, wait) for o in mine):
         return None   # the phase a send feeds is not known
     amounts = [an.const(o.count) for o in mine]
     if None in amounts:
@@ -308,14 +308,6 @@ def remote_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, frozenset]
         return None
     sites = frozenset(o.index for o in mine)
     return [(recv[r], sites) for r in threads.ranks_running(wait.index)]
-
-
-def _loops(an: Analysis, op: Op) -> frozenset:
-    """The loops around an op (a wait's own try_wait retry loop left out): a send and a wait
-    in the same loops meet once per phase."""
-    b = an.cfg.block_of(op.index)
-    return frozenset(h for h, body in an.loops if b in body and not (
-        op.role is Role.MBAR_WAIT and _spins(an, op, h, body)))
 
 
 STRUCTURAL.append(remote_arrive_counts)

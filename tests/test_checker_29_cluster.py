@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.pipeline import cluster_sync
 from tests import cluster_kernels29 as CK
 from tests.checker_kernels import clean, here, only
 
@@ -174,6 +175,45 @@ def test_expect_tx_forgets_the_red_async_bytes(exchange):
               "expect")
     assert "announces 512 bytes" in f.message and "deliver 1024 bytes" in f.message
     assert "st.async / red.async" in f.message
+
+
+def _multicast_by_rank(ctas: int, tx: int) -> tuple[Kernel, int]:
+    """Every CTA loads a 256-byte slice and multicasts it with a ctaMask computed from its
+    rank: 2 CTAs, to the peer only (`1 << (rank ^ 1)`: one slice a CTA); 4 CTAs, to its
+    pair (`0b11 << (rank & 2)`: two slices a CTA)."""
+    k = Kernel("k", reqntid=128, reqnctapercluster=(ctas, 1, 1))
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    tile = k.shared_array(t.b8, 1024, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    rank = k.cluster_ctarank
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 1)
+        ptx.fence_mbarrier_init(k)
+    cluster_sync(k)
+    with k.if_(k.tid.x == 0):
+        line = here() + 1
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, tx, dst="_")
+        if ctas == 2:
+            mask = k.shl(k.mov(1, type=t.u32), k.xor(rank, 1))
+        else:
+            mask = k.shl(k.mov(3, type=t.u32), k.and_(rank, 2))
+        dst = Addr(tile, 0) if ctas == 2 else k.add(k.mov(tile), k.shl(k.and_(rank, 1), 8))
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (0, 0), bar,
+                                 cta_mask=k.cvt(mask, t.u16))
+    ptx.mbarrier_wait(k, bar, 0)
+    cluster_sync(k)
+    return k, line
+
+
+@pytest.mark.parametrize("ctas,right", [(2, 256), (4, 512)])
+def test_multicast_mask_computed_from_the_rank(ctas, right):
+    """The slices a CTA receives are counted per rank: an expect_tx of the own slice only
+    (4 CTAs) or of two (2 CTAs, where only the peer's arrives) is wrong."""
+    maps = {"tmap": {"box_bytes": 256}}
+    k, line = _multicast_by_rank(ctas, 768 - right)
+    f = only(check_kernel(k, maps=maps), Hazard.EXPECT_TX_MISMATCH, line)
+    assert f"deliver {right} bytes" in f.message
+    clean(_multicast_by_rank(ctas, right)[0], maps=maps)
 
 
 # -- tensor maps in a per-CTA workspace ------------------------------------------------------------

@@ -16,7 +16,7 @@ from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, 
 from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
-from .hazards_remote import remote_bytes
+from .hazards_remote import multicast_bytes, remote_bytes
 from .ops import Op, Role
 from .state import State, add_tx
 from .trywait import _spins, _varies
@@ -148,9 +148,13 @@ def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
     delivers one slice to every CTA of the mask. So a CTA of the mask receives a slice from
     each CTA of the cluster (the mask's CTAs when the cluster size is not declared), and a
     CTA outside it none: a mask that leaves out a CTA of a declared cluster is reported.
-    Otherwise unknown."""
+    A kernel that branches on the rank, or computes the mask from it, is counted per rank
+    (`hazards_remote.multicast_bytes`). Otherwise unknown."""
     mask = an.const(op.mask)
     if mask is None or mask <= 0 or _branches_on_cta(an):
+        got = multicast_bytes(an, op, n)   # per CTA rank, where the ranks are known
+        if got is not None:
+            return got
         if report:
             an.note("expect-tx", "a multicast load's ctaMask is not a constant, or the "
                     "kernel branches on which CTA it is: the bytes the other CTAs deliver "

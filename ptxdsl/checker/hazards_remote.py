@@ -310,4 +310,38 @@ def remote_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, frozenset]
     return [(recv[r], sites) for r in threads.ranks_running(wait.index)]
 
 
+def multicast_bytes(an: Analysis, op: Op, n: int) -> int | None:
+    """The bytes one multicast load (`n` per slice) delivers to the barrier of the CTA that
+    issues it, counted per rank: each CTA c that runs it sends a slice to every rank of its
+    ctaMask (a constant, or computed from the rank, like `1 << (rank ^ 1)`). Only when every
+    CTA that runs it gets the same, and every other multicast load on that barrier runs in
+    the same CTAs (a slice from a load this CTA does not run is not on its path); else
+    None."""
+    threads = _threads(an)
+    if threads is None or op.mask is None:
+        return None
+    issuers = threads.ranks_running(op.index)
+    key = an.key(op, "mbar")
+    if any(o.role is op.role and o.multicast and o is not op and keys_match(
+            an.key(o, "mbar"), key) and threads.ranks_running(o.index) != issuers
+            for o in an.ops):
+        return None
+    recv = [0] * threads.size
+    for c in issuers:
+        threads.rank = c
+        count = threads.running(op.index)
+        mask = an.const(op.mask)
+        if mask is None and not an.values.level(op.mask):
+            try:
+                mask = threads.value(an.values.vn(op.mask), 0)
+            except _Unknown:
+                mask = None
+        if count is None or mask is None:
+            return None
+        for r in range(threads.size):
+            recv[r] += count * n * (mask >> r & 1)
+    got = {recv[r] for r in issuers}
+    return got.pop() if len(got) == 1 else None
+
+
 STRUCTURAL.append(remote_arrive_counts)

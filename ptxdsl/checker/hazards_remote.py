@@ -41,6 +41,7 @@ class RankThreads(Threads):
         super().__init__(an, dims)
         self.size = math.prod(cluster)
         self.rank = 0
+        self._tids: dict[tuple[int, int], tuple[list[int], bool] | None] = {}
         self.cluster = {"cluster_nctarank": self.size}
         if self.size == cluster[0]:
             self.cluster["cluster_nctaid.x"] = self.size
@@ -55,13 +56,23 @@ class RankThreads(Threads):
 
     def running_tids(self, i: int) -> tuple[list[int], bool] | None:
         """`Threads.running_tids`, with the branches on the CTA's rank (the same in every
-        thread of a CTA, so not divergence) evaluated for `self.rank`."""
-        try:
-            if any(bool(self.value(vn, 0)) != pol for vn, pol in _rank_conds(self.an, i)):
-                return [], False
-        except _Unknown:
-            return None
-        return super().running_tids(i)
+        thread of a CTA, so not divergence) evaluated for `self.rank`. Cached per rank, or
+        once for every rank where no condition of the statement names the rank."""
+        key = (i, self.rank if self._on_rank(i) else -1)
+        if key not in self._tids:
+            try:
+                if any(bool(self.value(vn, 0)) != pol for vn, pol in _rank_conds(self.an, i)):
+                    self._tids[key] = ([], False)
+                    return self._tids[key]
+            except _Unknown:
+                self._tids[key] = None
+                return None
+            self._tids[key] = super().running_tids(i)
+        return self._tids[key]
+
+    def _on_rank(self, i: int) -> bool:
+        return bool(_rank_conds(self.an, i)) or any(
+            _on_rank(vn) for vn, _ in self.an.div.stmt_tokens(i))
 
     def target(self, operand: Any, tid: int) -> int | None:
         """The rank of the CTA whose barrier `operand` names, in thread `tid` of `self.rank`
@@ -90,15 +101,16 @@ class RankThreads(Threads):
                 if hit is None:
                     return None
                 tids, elect = hit
+                per_lane = _per_lane_rank(self.an, operand)
                 if elect:   # which lane is elected is not known: its rank must not matter
-                    if _per_lane_rank(self.an, operand):
+                    if per_lane:
                         return None
                     tids = sorted({t // 32 * 32 for t in tids})
-                for tid in tids:
+                for tid in tids if per_lane else tids[:1]:
                     t = self.target(operand, tid)
                     if t is None:
                         return None
-                    out[t] += amount
+                    out[t] += amount * (1 if per_lane else len(tids))
         return out
 
     def ranks_running(self, i: int) -> list[int]:
@@ -113,8 +125,9 @@ class RankThreads(Threads):
 
 
 def _per_lane_rank(an: Analysis, operand: Any) -> bool:
+    """Does the rank a (mapa'd) barrier address names differ between threads of a CTA?"""
     src = mapa_source(an, operand)
-    return src is not None and an.values.level(src[2]) > 1
+    return src is not None and an.values.level(src[2]) > 0
 
 
 def _on_rank(vn: Any) -> bool:

@@ -110,6 +110,35 @@ def splitk_push(*, publish: str = "cluster") -> tuple[Kernel, dict]:
     return k, lines
 
 
+def splitk_red(*, publish: str = "cluster") -> tuple[Kernel, dict]:
+    """Each CTA of a 2-CTA cluster adds its partial tile into CTA 0's `acc` with
+    red.shared::cluster.add through mapa; after `publish` CTA 0 reads the sums and writes
+    them. No remote access follows that barrier, so no final one is needed."""
+    lines: dict = {}
+    k = Kernel("splitk_red", reqntid=THREADS, reqnctapercluster=(2, 1, 1))
+    a_p, out_p = k.param_ptr("a"), k.param_ptr("out")
+    acc = k.shared_array(t.f32, THREADS, align=16, name="acc")
+    tid = k.tid.x
+    mine = k.add(k.mov(acc), k.shl(tid, 2))
+    with k.if_(k.cluster_ctarank == 0):
+        k.st(Addr(mine), k.mov(0.0, type=t.f32), type=t.f32, space="shared::cta")
+    cluster_sync(k)                      # CTA 0's zeros are in place before any red
+    a = k.cvta(k.ld_param(a_p), "global", to=True)
+    part = k.ld(Addr(k.add(a, k.mul(k.mad(k.ctaid.x, THREADS, tid), 4, mode="wide"))),
+                type=t.f32, space="global")
+    k.red("add", Addr(ptx.mapa(k, "cluster", mine, 0)), part, type=t.f32,
+          space="shared::cluster")
+    _publish(k, publish)
+    with k.if_(k.cluster_ctarank == 0):
+        _line(lines, "read")
+        total = k.ld(Addr(mine), type=t.f32, space="shared::cta")
+        out = k.cvta(k.ld_param(out_p), "global", to=True)
+        k.st(Addr(k.add(out, k.mul(k.mad(k.clusterid.x, THREADS, tid), 4, mode="wide"))),
+             total, type=t.f32, space="global")
+    k.ret()
+    return k, lines
+
+
 def splitk_async(*, expect: str = "both", final: bool = True, exchange: bool = False
                  ) -> tuple[Kernel, dict]:
     """CTA 1 sends its partial tile to CTA 0 with st.async (4 bytes a thread) and counts its

@@ -30,13 +30,14 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
 # -- the clean corpus: split-K through distributed shared memory, a 2-CTA multicast ring -----------
 @pytest.mark.parametrize("build", [
     lambda: CK.splitk_ld(), lambda: CK.splitk_push(),
-    lambda: CK.splitk_push(publish="mbarrier"), lambda: CK.splitk_async(),
+    lambda: CK.splitk_push(publish="mbarrier"), lambda: CK.splitk_red(),
+    lambda: CK.splitk_async(),
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
     lambda: CK.multicast_ring(by_hand=True),
     lambda: CK.multicast_ring(by_hand=True, release="lanes"), lambda: CK.exchange_loop(),
     lambda: CK.exchange_loop(sync="asm")],
     ids=["ld.shared::cluster", "st.shared::cluster", "st.shared::cluster+mbarrier",
-         "st.async+red.async", "exchange",
+         "red.shared::cluster", "st.async+red.async", "exchange",
          "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
@@ -53,11 +54,12 @@ def test_peer_read_before_cluster_barrier(publish):
     assert "partial" in f.message and [s.role for s in f.sites] == ["read", "write"]
 
 
-def test_pushed_tile_read_before_cluster_barrier():
-    """The second spelling: each CTA stores into the other's buffer (st.shared::cluster) and
-    reads its own after a relaxed cluster barrier."""
-    f = _only(CK.splitk_push(publish="relaxed"), Hazard.DSMEM_READ_UNSYNCED, "read")
-    assert "store into it through mapa" in f.message
+@pytest.mark.parametrize("build", [CK.splitk_push, CK.splitk_red], ids=["st", "red"])
+def test_pushed_tile_read_before_cluster_barrier(build):
+    """The second spelling: each CTA stores (st.shared::cluster) or adds (red.shared::cluster)
+    into another CTA's buffer, which reads it after a relaxed cluster barrier."""
+    f = _only(build(publish="relaxed"), Hazard.DSMEM_READ_UNSYNCED, "read")
+    assert "write into it through mapa" in f.message
 
 
 def test_pushed_tile_published_by_a_relaxed_remote_arrive():

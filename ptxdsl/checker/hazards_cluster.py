@@ -41,53 +41,28 @@ _W, _R, _ACC = "dsmem_w", "dsmem_r", "dsmem_acc"
 _ARRIVED = {_W: _W + "+", _R: _R + "+", _ACC: _ACC + "+"}
 
 
-def mapa_source(an: Analysis, operand: Any) -> tuple[int, Any, Any] | None:
+def mapa_source(an: Analysis, operand: Any, depth: int = 0) -> tuple[int, Any, Any] | None:
     """(statement, local address, target rank) of the `mapa` an address comes from, through
-    mov, cvt and adds; None for an address that is not a mapa result."""
+    mov, cvt and adds (a mapa'd base plus a per-thread offset); None for an address that is
+    not a mapa result."""
     x = operand.base if isinstance(operand, Addr) else operand
+    if not isinstance(x, Reg) or depth > 32:
+        return None
     key = ("mapa_src", id(x))
     hit = an.cache.get(key, key)
     if hit is not key:
         return hit
     out = None
-    for _ in range(32):
-        if not isinstance(x, Reg):
-            break
-        defs = an.values.defs.get(x, ())
-        if len(defs) != 1:
-            break
-        insn = an.body[defs[0]].insn
-        if isinstance(insn, Mapa):
-            out = (defs[0], insn.a, insn.b)
-            break
-        if isinstance(insn, Mov | Cvt):
-            x = insn.a
-        elif isinstance(insn, Binary) and insn.op == "add":
-            # the term that is an address: a mapa'd base plus a per-thread or constant offset
-            a = _is_mapa_chain(an, insn.a)
-            x = insn.a if a else insn.b
-        else:
-            break
-        if isinstance(x, Addr):
-            x = x.base
+    defs = an.values.defs.get(x, ())
+    insn = an.body[defs[0]].insn if len(defs) == 1 else None
+    if isinstance(insn, Mapa):
+        out = (defs[0], insn.a, insn.b)
+    elif isinstance(insn, Mov | Cvt):
+        out = mapa_source(an, insn.a, depth + 1)
+    elif isinstance(insn, Binary) and insn.op == "add":
+        out = mapa_source(an, insn.a, depth + 1) or mapa_source(an, insn.b, depth + 1)
     an.cache[key] = out
     return out
-
-
-def _is_mapa_chain(an: Analysis, x: Any) -> bool:
-    for _ in range(32):
-        if not isinstance(x, Reg):
-            return False
-        defs = an.values.defs.get(x, ())
-        if len(defs) != 1:
-            return False
-        insn = an.body[defs[0]].insn
-        if isinstance(insn, Mapa):
-            return True
-        if not isinstance(insn, Mov | Cvt | Binary):
-            return False
-        x = insn.a
-    return False
 
 
 def remote(an: Analysis, operand: Any) -> tuple[int, Any, Any] | None:
@@ -243,8 +218,8 @@ def local_read(an: Analysis, state: State, op: Op, report: bool) -> State:
     if report and _active(an) and any(f[0] in (_W, _W + "+") for f in state.may):
         s = _pending(an, state, (_W, _W + "+"), an.val(op.smem).key, "remote")
         if s is not None:
-            _unsynced(an, op, s, "the other CTAs of the cluster store into it through mapa "
-                      "(as this CTA stores into theirs)")
+            _unsynced(an, op, s, "the other CTAs of the cluster write into it through mapa "
+                      "(st, atom or red .shared::cluster, as this CTA writes into theirs)")
     return state
 
 

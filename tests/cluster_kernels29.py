@@ -1,8 +1,9 @@
 """Cluster kernels of the issue-29 checker tests (tests/test_checker_29_cluster.py): a 2-CTA
-split-K that reduces partial tiles through distributed shared memory, written with
-`ld.shared::cluster` and with st.async / red.async, and a 2-CTA multicast TMA ring, each
-with switches that plant one hazard. `line` records the Python line of the statement a
-finding must name."""
+split-K that reduces partial tiles through distributed shared memory (read from the peer
+with `ld.shared::cluster`; pushed to it with `st.shared::cluster`, `red.shared::cluster` or
+st.async / red.async), a cluster exchange in a loop, and a 2-CTA multicast TMA ring (with
+MbarrierRing and by hand), each with switches that plant one hazard. The returned `lines`
+record the Python line of the statement a finding must name."""
 
 from __future__ import annotations
 

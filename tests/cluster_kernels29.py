@@ -22,14 +22,15 @@ def _line(lines: dict, name: str) -> None:
     lines[name] = sys._getframe(1).f_lineno + 1
 
 
-def splitk_ld(*, publish: str = "cluster", final: bool = True, reuse: bool = False
+def splitk_ld(*, publish: str = "cluster", final: bool = True, reuse: bool | str = False
               ) -> tuple[Kernel, dict]:
     """CTA rank r of a 2-CTA cluster computes the partial tile of its half of K into
     `partial`; CTA 0 reads CTA 1's through mapa + ld.shared::cluster and writes the sum.
     `publish`: what orders CTA 1's writes before CTA 0's reads ("cluster": arrive.release +
     wait.acquire; "relaxed": arrive.relaxed + wait; "cta": bar.sync only). `final`: the
-    cluster barrier that keeps CTA 1 alive until CTA 0 has read. `reuse`: CTA 1 writes the
-    next partial into `partial` right after the reduction, with no cluster barrier."""
+    cluster barrier that keeps CTA 1 alive until CTA 0 has read. `reuse`: every CTA writes
+    the next partial into `partial` right after the reduction, with no cluster barrier (CTA
+    1's is still being read); "rank0": only CTA 0 does, whose `partial` nobody reads."""
     lines: dict = {}
     k = Kernel("splitk_ld", reqntid=THREADS, reqnctapercluster=(2, 1, 1))
     a_p, out_p = k.param_ptr("a"), k.param_ptr("out")
@@ -53,8 +54,9 @@ def splitk_ld(*, publish: str = "cluster", final: bool = True, reuse: bool = Fal
         dst = k.add(out, k.mul(k.mad(k.clusterid.x, THREADS, tid), 4, mode="wide"))
         k.st(Addr(dst), total, type=t.f32, space="global")
     if reuse:
-        _line(lines, "reuse")
-        k.st(Addr(mine), k.add(acc, acc), type=t.f32, space="shared::cta")
+        with k.if_(rank == 0) if reuse == "rank0" else nullcontext():
+            _line(lines, "reuse")
+            k.st(Addr(mine), k.add(acc, acc), type=t.f32, space="shared::cta")
     if final:
         cluster_sync(k)
     k.ret()

@@ -165,13 +165,25 @@ def _add(state: State, *facts: tuple) -> State:
 
 
 def _pending(an: Analysis, state: State, tags: tuple[str, ...], key: Any,
-             kind: str | None = None) -> int | None:
-    """The first pending write/read fact of these tags on memory `key`."""
+             kind: str | None = None, meet: tuple[int, bool] | None = None) -> int | None:
+    """The first pending write/read fact of these tags on memory `key`. `meet` (statement,
+    whether it is the remote access): only a fact whose CTAs can meet that statement's (see
+    `_meet`)."""
     for f in sorted((f for f in state.may if f[0] in tags), key=lambda f: f[1]):
         if (kind is None or f[2] == kind) and keys_match(local_key(an, an.op_at[f[1]].smem)
                                                          if f[1] in an.op_at else None, key):
-            return f[1]
+            if meet is None or _meet(an, *((meet[0], f[1]) if meet[1] else (f[1], meet[0]))):
+                return f[1]
     return None
+
+
+def _meet(an: Analysis, access: int, local: int) -> bool:
+    """Can the CTAs whose shared memory the remote access at `access` reaches be among those
+    that run the local statement `local`? Not when the ranks say otherwise: CTA 0 gathers
+    its peers' partial tiles and then reuses its own buffer, which no CTA reads."""
+    from .hazards_remote import rank_sets  # (hazards_remote imports this module)
+    sets = rank_sets(an, access, local)
+    return sets is None or bool(sets[0] & sets[1])
 
 
 @handles(Role.SMEM_WRITE)
@@ -182,7 +194,7 @@ def local_write(an: Analysis, state: State, op: Op, report: bool) -> State:
     if key is None:
         return state
     if report:
-        s = _pending(an, state, (_R, _R + "+"), key)
+        s = _pending(an, state, (_R, _R + "+"), key, meet=(op.index, False))
         if s is not None:
             an.report(Hazard.DSMEM_RELEASED_EARLY, f"this write overwrites "
                       f"{an.describe(op.smem)}, which the other CTAs of the cluster read "
@@ -206,7 +218,8 @@ def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
     if remote(an, op.smem) is None:
         return state
     if report:
-        s = _pending(an, state, (_W, _W + "+"), local_key(an, op.smem), "local")
+        s = _pending(an, state, (_W, _W + "+"), local_key(an, op.smem), "local",
+                     meet=(op.index, True))
         if s is not None:
             _unsynced(an, op, s, "the other CTAs of the cluster write it here (as this CTA "
                       "writes its own)")
@@ -216,7 +229,8 @@ def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
 @handles(Role.SMEM_READ)
 def local_read(an: Analysis, state: State, op: Op, report: bool) -> State:
     if report and _active(an) and any(f[0] in (_W, _W + "+") for f in state.may):
-        s = _pending(an, state, (_W, _W + "+"), an.val(op.smem).key, "remote")
+        s = _pending(an, state, (_W, _W + "+"), an.val(op.smem).key, "remote",
+                     meet=(op.index, False))
         if s is not None:
             _unsynced(an, op, s, "the other CTAs of the cluster write into it through mapa "
                       "(st, atom or red .shared::cluster, as this CTA writes into theirs)")

@@ -124,6 +124,27 @@ class RankThreads(Threads):
         return out
 
 
+def rank_sets(an: Analysis, access: int, local: int) -> tuple[set, set] | None:
+    """(the ranks whose shared memory the remote access at statement `access` reaches, the
+    ranks that run statement `local`), or None where the ranks are not known."""
+    threads = _threads(an)
+    op = an.op_at.get(access)
+    if threads is None or op is None or op.smem is None:
+        return None
+    reached = set()
+    for c in threads.ranks_running(access):
+        threads.rank = c
+        hit = threads.running_tids(access)
+        if hit is None:
+            return None
+        for tid in hit[0] if _per_lane_rank(an, op.smem) else hit[0][:1]:
+            t = threads.target(op.smem, tid)
+            if t is None:
+                return None
+            reached.add(t)
+    return reached, set(threads.ranks_running(local))
+
+
 def _per_lane_rank(an: Analysis, operand: Any) -> bool:
     """Does the rank a (mapa'd) barrier address names differ between threads of a CTA?"""
     src = mapa_source(an, operand)

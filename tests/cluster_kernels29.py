@@ -293,19 +293,23 @@ def _release_by_hand(k: Kernel, lines: dict, release: str, eb, rank, ctas: int) 
                                 ptx.mapa(k, "cluster", eb, r))
 
 
-def exchange_loop(*, sync: str = "builders", second: bool = True) -> tuple[Kernel, dict]:
+def exchange_loop(*, sync: str = "builders", second: bool = True, double: bool = False
+                  ) -> tuple[Kernel, dict]:
     """Every iteration each CTA writes its value into `buf`, a cluster barrier publishes it,
     and each CTA reads its peer's (rank ^ 1) through mapa. `sync`: the publishing barrier as
     builders or as inline PTX ("asm"). `second`: the cluster barrier after the read that keeps
-    the next iteration's write from overwriting what the peer is still reading."""
+    the next iteration's write from overwriting what the peer is still reading. `double`:
+    `buf` has two halves used in turn (`i & 1`), so the next iteration writes the other half
+    and the one barrier of the iteration after it orders the reuse."""
     lines: dict = {}
     k = Kernel("exchange_loop", reqntid=64, reqnctapercluster=(2, 1, 1))
     n = k.ld_param(k.param(t.u32, "n"))
-    buf = k.shared_array(t.u32, 64, align=16, name="buf")
-    mine = k.add(k.mov(buf), k.shl(k.tid.x, 2))
-    peer = ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctarank, 1))
+    buf = k.shared_array(t.u32, 128 if double else 64, align=16, name="buf")
     total = k.mov(0, type=t.u32)
     with k.for_range(0, n) as i:
+        half = k.shl(k.and_(i, 1, type=t.b32), 8) if double else 0
+        mine = k.add(k.add(k.mov(buf), half), k.shl(k.tid.x, 2))
+        peer = ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctarank, 1))
         _line(lines, "write")
         k.st(Addr(mine), i, type=t.u32, space="shared::cta")
         if sync == "asm":

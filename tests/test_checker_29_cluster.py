@@ -36,10 +36,11 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
     lambda: CK.multicast_ring(by_hand=True),
     lambda: CK.multicast_ring(by_hand=True, release="lanes"), lambda: CK.exchange_loop(),
-    lambda: CK.exchange_loop(sync="asm")],
+    lambda: CK.exchange_loop(sync="asm"), lambda: CK.exchange_loop(second=False, double=True)],
     ids=["ld.shared::cluster", "st.shared::cluster", "st.shared::cluster+mbarrier",
          "red.shared::cluster", "st.async+red.async", "exchange",
-         "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx"])
+         "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx",
+         "loop-double-buffer"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
     clean(k, maps=MAP)

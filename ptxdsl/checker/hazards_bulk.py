@@ -366,16 +366,21 @@ def _ring_steps(an: Analysis) -> None:
 PREPARE.append(_ring_steps)
 
 
+def ring_step_amount(an: Analysis, op: Op) -> int | None:
+    """How far a RING_STEP moves its counter (`add c, c, k`: k), None for any other write."""
+    reg, insn = op.value, an.body[op.index].insn
+    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg and an.body[op.index].guard \
+            is None:
+        k = an.const(insn.b)
+        return None if k is None else (k if insn.op == "add" else -k)
+    return None
+
+
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     """`add c, c, k` moves the stores' ring positions by k; any other write of c loses them."""
     reg = op.value
-    insn = an.body[op.index].insn
-    step = None
-    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg and an.body[op.index].guard \
-            is None:
-        k = an.const(insn.b)
-        step = None if k is None else (k if insn.op == "add" else -k)
+    step = ring_step_amount(an, op)
     changed = False
     may = set()
     for f in state.may:

@@ -25,8 +25,9 @@ from ..instructions.cluster import Mapa
 from ..instructions.move import Cvt, Mov
 from ..operands import Addr, Reg
 from ..types import StateSpace
-from .analysis import EXIT_CHECKS, Analysis, handles, keys_match
+from .analysis import EXIT_CHECKS, PREPARE, Analysis, handles, keys_match
 from .findings import Hazard
+from .hazards_bulk import _overlap, _start, ring_step_amount
 from .ops import Op, Role, _ev
 from .state import State
 from .trywait import _spins
@@ -165,16 +166,70 @@ def _add(state: State, *facts: tuple) -> State:
 
 
 def _pending(an: Analysis, state: State, tags: tuple[str, ...], key: Any,
-             kind: str | None = None, meet: tuple[int, bool] | None = None) -> int | None:
+             kind: str | None = None, meet: tuple[int, bool] | None = None,
+             write: Op | None = None) -> int | None:
     """The first pending write/read fact of these tags on memory `key`. `meet` (statement,
     whether it is the remote access): only a fact whose CTAs can meet that statement's (see
-    `_meet`)."""
+    `_meet`). `write`: a local write, which misses a remote read of another stage of a ring
+    the read's counter has moved on from (a double buffer, `buf + 256 * (i & 1)`)."""
     for f in sorted((f for f in state.may if f[0] in tags), key=lambda f: f[1]):
         if (kind is None or f[2] == kind) and keys_match(local_key(an, an.op_at[f[1]].smem)
                                                          if f[1] in an.op_at else None, key):
-            if meet is None or _meet(an, *((meet[0], f[1]) if meet[1] else (f[1], meet[0]))):
-                return f[1]
+            if meet is not None and not _meet(
+                    an, *((meet[0], f[1]) if meet[1] else (f[1], meet[0]))):
+                continue
+            if write is not None and len(f) > 3 and f[3] is not None and not _overlap(
+                    _start(an, write.smem), _start(an, _local(an, an.op_at[f[1]].smem)),
+                    f[3]):
+                continue
+            return f[1]
     return None
+
+
+def _local(an: Analysis, operand: Any) -> Any:
+    """The local address a (possibly mapa'd) address maps."""
+    src = mapa_source(an, operand)
+    return src[1] if src is not None else operand
+
+
+def _read_ring(an: Analysis, op: Op) -> tuple | None:
+    """The ring term (counter, n, scale) of a remote read's local address, if any."""
+    r = _start(an, _local(an, op.smem))
+    return r[3] if r is not None else None
+
+
+def _ring_steps(an: Analysis) -> None:
+    """RING_STEP ops at the writes of the counters that index remotely read buffers (where
+    hazards_bulk has not placed them), so a read's fact can count how far its ring moved."""
+    if Role.DSMEM_READ not in an.roles:
+        return
+    counters = {id(r[0]): r[0] for o in an.ops if o.role is Role.DSMEM_READ
+                for r in [_read_ring(an, o)] if r is not None}
+    for reg in counters.values():
+        for i in an.values.defs.get(reg, ()):
+            ops = an.by_block[an.cfg.block_of(i)]
+            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
+                       for o in ops):
+                an.add_op(Op(Role.RING_STEP, i, value=reg))
+
+
+PREPARE.append(_ring_steps)
+
+
+@handles(Role.RING_STEP)
+def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """The remote reads on this counter's ring: their stage is now `moved` behind."""
+    if not any(f[0] in (_R, _R + "+") and f[3] is not None for f in state.may):
+        return state
+    step = ring_step_amount(an, op)
+    may = set()
+    for f in state.may:
+        if f[0] in (_R, _R + "+") and f[3] is not None:
+            ring = _read_ring(an, an.op_at[f[1]])
+            if ring is not None and ring[0] is op.value:
+                f = (*f[:3], None if step is None else (f[3] + step) % ring[1])
+        may.add(f)
+    return State(state.must, frozenset(may), state.tx)
 
 
 def _meet(an: Analysis, access: int, local: int) -> bool:
@@ -194,7 +249,7 @@ def local_write(an: Analysis, state: State, op: Op, report: bool) -> State:
     if key is None:
         return state
     if report:
-        s = _pending(an, state, (_R, _R + "+"), key, meet=(op.index, False))
+        s = _pending(an, state, (_R, _R + "+"), key, meet=(op.index, False), write=op)
         if s is not None:
             an.report(Hazard.DSMEM_RELEASED_EARLY, f"this write overwrites "
                       f"{an.describe(op.smem)}, which the other CTAs of the cluster read "
@@ -223,7 +278,8 @@ def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
         if s is not None:
             _unsynced(an, op, s, "the other CTAs of the cluster write it here (as this CTA "
                       "writes its own)")
-    return _add(state, (_R, op.index, None), (_ACC, op.index))
+    moved = 0 if _read_ring(an, op) is not None else None
+    return _add(state, (_R, op.index, None, moved), (_ACC, op.index))
 
 
 @handles(Role.SMEM_READ)

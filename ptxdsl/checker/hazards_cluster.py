@@ -193,8 +193,14 @@ def _local(an: Analysis, operand: Any) -> Any:
 
 
 def _read_ring(an: Analysis, op: Op) -> tuple | None:
-    """The ring term (counter, n, scale) of a remote read's local address, if any."""
-    r = _start(an, _local(an, op.smem))
+    """The ring term (counter, n, scale) of a remote read's local address, if any: only
+    for an address that is the mapa result itself (an offset added after the mapa is not
+    in the local address's range)."""
+    src = mapa_source(an, op.smem)
+    reg, off = (op.smem.base, op.smem.offset) if isinstance(op.smem, Addr) else (op.smem, 0)
+    if src is None or off or tuple(an.values.defs.get(reg, ())) != (src[0],):
+        return None
+    r = _start(an, src[1])
     return r[3] if r is not None else None
 
 

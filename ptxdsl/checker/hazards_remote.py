@@ -146,7 +146,7 @@ def rank_sets(an: Analysis, access: int, local: int) -> tuple[set, set] | None:
 
 
 def _per_lane_rank(an: Analysis, operand: Any) -> bool:
-    """Does the rank a (mapa'd) barrier address names differ between threads of a CTA?"""
+    """Does the rank a mapa'd address names differ between the threads of a CTA?"""
     src = mapa_source(an, operand)
     return src is not None and an.values.level(src[2]) > 0
 

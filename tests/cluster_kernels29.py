@@ -324,3 +324,33 @@ def exchange_loop(*, sync: str = "builders", second: bool = True, double: bool =
         cluster_sync(k)
     k.ret()
     return k, lines
+
+
+def splitk_gather(*, stay: bool = True) -> tuple[Kernel, dict]:
+    """CTA 0 of a 2-CTA cluster gathers CTA 1's partial tile (ld.shared::cluster) and writes
+    the sum; CTA 1 has nothing left to do and returns early, after (`stay`) a second cluster
+    barrier that CTA 0 reaches only once it has read, or (not `stay`) at once, while CTA 0
+    may still be reading its tile."""
+    lines: dict = {}
+    k = Kernel("splitk_gather", reqntid=THREADS, reqnctapercluster=(2, 1, 1))
+    a_p, out_p = k.param_ptr("a"), k.param_ptr("out")
+    partial = k.shared_array(t.f32, THREADS, align=16, name="partial")
+    tid = k.tid.x
+    a = k.cvta(k.ld_param(a_p), "global", to=True)
+    acc = k.ld(Addr(k.add(a, k.mul(k.mad(k.ctaid.x, THREADS, tid), 4, mode="wide"))),
+               type=t.f32, space="global")
+    mine = k.add(k.mov(partial), k.shl(tid, 2))
+    k.st(Addr(mine), acc, type=t.f32, space="shared::cta")
+    cluster_sync(k)
+    with k.if_(k.cluster_ctarank != 0):
+        if stay:
+            cluster_sync(k)             # CTA 0 arrives here only after its reads
+        _line(lines, "exit")
+        k.ret()
+    other = k.ld(Addr(ptx.mapa(k, "cluster", mine, 1)), type=t.f32, space="shared::cluster")
+    out = k.cvta(k.ld_param(out_p), "global", to=True)
+    k.st(Addr(k.add(out, k.mul(k.mad(k.clusterid.x, THREADS, tid), 4, mode="wide"))),
+         k.add(acc, other), type=t.f32, space="global")
+    cluster_sync(k)
+    k.ret()
+    return k, lines

@@ -36,11 +36,12 @@ def _only(kl, hazard: Hazard, at: str, **ctx):
     lambda: CK.splitk_async(exchange=True), lambda: CK.multicast_ring(),
     lambda: CK.multicast_ring(by_hand=True),
     lambda: CK.multicast_ring(by_hand=True, release="lanes"), lambda: CK.exchange_loop(),
-    lambda: CK.exchange_loop(sync="asm"), lambda: CK.exchange_loop(second=False, double=True)],
+    lambda: CK.exchange_loop(sync="asm"), lambda: CK.exchange_loop(second=False, double=True),
+    lambda: CK.splitk_gather()],
     ids=["ld.shared::cluster", "st.shared::cluster", "st.shared::cluster+mbarrier",
          "red.shared::cluster", "st.async+red.async", "exchange",
          "MbarrierRing", "by-hand-ring", "lane-ranks", "loop", "loop-inline-ptx",
-         "loop-double-buffer"])
+         "loop-double-buffer", "gather"])
 def test_clean_cluster_kernels(build):
     k, _ = build()
     clean(k, maps=MAP)
@@ -89,6 +90,15 @@ def test_ring_without_the_final_cluster_barrier(by_hand):
     f = _only(CK.multicast_ring(final=False, by_hand=by_hand), Hazard.DSMEM_RELEASED_EARLY,
               "release", maps=MAP)
     assert "mbarrier.arrive" in f.message
+
+
+def test_peer_returns_early_while_cta0_gathers_its_tile():
+    """CTA 1 returns right after publishing its partial tile (`if rank != 0: ret`) while CTA
+    0 reads it: found at CTA 1's exit, on a path of its own (CTA 0's path ends with a
+    cluster barrier)."""
+    f = _only(CK.splitk_gather(stay=False), Hazard.DSMEM_RELEASED_EARLY, "exit")
+    assert "CTA 1 may exit here" in f.message
+    clean(CK.splitk_gather()[0])
 
 
 def test_partial_tile_overwritten_while_the_peer_reads_it():

@@ -25,7 +25,7 @@ from ..instructions.cluster import Mapa
 from ..instructions.move import Cvt, Mov
 from ..operands import Addr, Reg
 from ..types import StateSpace
-from .analysis import EXIT_CHECKS, PREPARE, Analysis, handles, keys_match
+from .analysis import EXIT_CHECKS, PREPARE, STRUCTURAL, Analysis, handles, keys_match
 from .findings import Hazard
 from .hazards_bulk import _overlap, _start, ring_step_amount
 from .ops import Op, Role, _ev
@@ -267,6 +267,21 @@ def local_write(an: Analysis, state: State, op: Op, report: bool) -> State:
     return state
 
 
+def _keeps_peer(an: Analysis, op: Op) -> bool:
+    """Does this op reach another CTA's shared memory in a way that keeps that CTA's memory
+    in use until a cluster barrier (not one its owner waits for: st.async / red.async on a
+    waited barrier, an arrive waited in the same loops)?"""
+    if op.role in (Role.DSMEM_READ, Role.DSMEM_WRITE):
+        return remote(an, op.smem) is not None
+    if op.role is Role.MBAR_ARRIVE:
+        return op.space is CLUSTER and remote(an, op.mbar) is not None and \
+            not _waited(an, op.mbar, op)
+    if op.role is Role.MBAR_REMOTE:
+        return type(an.body[op.index].insn).__name__ != "CpAsyncMbarrierArrive" and \
+            remote(an, op.mbar) is not None and not _waited(an, op.mbar)
+    return False
+
+
 @handles(Role.DSMEM_WRITE)
 def remote_write(an: Analysis, state: State, op: Op, report: bool) -> State:
     if remote(an, op.smem) is None:
@@ -316,7 +331,7 @@ def remote_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     over before the peer goes on."""
     if op.space is not CLUSTER or remote(an, op.mbar) is None:
         return state
-    waited = _waited(an, op.mbar, op)
+    waited = not _keeps_peer(an, op)
     key = local_key(an, op.mbar)
     if key is None or _ev(getattr(an.body[op.index].insn, "sem", None)) == "relaxed":
         return state if waited else _add(state, (_ACC, op.index))
@@ -346,10 +361,7 @@ def remote_signal(an: Analysis, state: State, op: Op, report: bool) -> State:
     """st.async / red.async: writes into a peer that complete on its barrier; with no wait on
     that barrier anywhere, nothing holds the receiver back until they land. (Multicast
     copies are left out: a kernel that loads data waits for it.)"""
-    if type(an.body[op.index].insn).__name__ == "CpAsyncMbarrierArrive" or \
-            remote(an, op.mbar) is None or _waited(an, op.mbar):
-        return state
-    return _add(state, (_ACC, op.index))
+    return _add(state, (_ACC, op.index)) if _keeps_peer(an, op) else state
 
 
 @handles(Role.CLUSTER_ARRIVE)
@@ -384,3 +396,64 @@ def _exit(an: Analysis, state: State, at: int | None) -> None:
 
 
 EXIT_CHECKS.append(_exit)
+
+
+def early_exits(an: Analysis) -> None:
+    """A CTA that leaves on a path of its own, branching on its rank, while another rank's
+    path still reaches its shared memory: `if rank != 0: ret` before CTA 0 reads the peers'
+    partial tiles. Its exit must come after one more cluster barrier than that access: the
+    barrier the accessing CTA reaches after it. (The CTAs' own paths are checked by `_exit`;
+    here the ranks running the exit and the access differ.) Counted where no loop holds a
+    cluster barrier, with the cluster and CTA shape declared."""
+    from .hazards_remote import rank_sets  # (hazards_remote imports this module)
+    sites = [o for o in an.ops if _keeps_peer(an, o)]
+    if not sites or not any(o.role is Role.CLUSTER_BARRIER for o in an.ops) or any(
+            o.role in (Role.CLUSTER_BARRIER, Role.CLUSTER_ARRIVE) and loops_of(an, o)
+            for o in an.ops):
+        return
+    waits = _count(an, Role.CLUSTER_BARRIER, min)
+    arrives = _count(an, Role.CLUSTER_ARRIVE, max)
+    for block in an.cfg.blocks:
+        if not block.exits or not block.stmts:
+            continue
+        at = block.exit_stmt if block.exit_stmt is not None else block.stmts[-1]
+        for o in sites:
+            sets = rank_sets(an, o.index, at)
+            own = rank_sets(an, o.index, o.index)
+            if sets is None or own is None or own[1] & sets[1] or not sets[0] & sets[1]:
+                continue
+            if waits(at) <= arrives(o.index):
+                an.report(Hazard.DSMEM_RELEASED_EARLY, f"CTA {min(sets[0] & sets[1])} may "
+                          "exit here while another CTA of the cluster still accesses its "
+                          "shared memory (this access, which runs in other ranks than the "
+                          "exit): the exit is not after a cluster barrier that the access "
+                          "comes before", [("exit", at), ("access", o.index)],
+                          dedupe=("dsmem-early-exit", at))
+                break
+
+
+def _count(an: Analysis, role: Role, pick: Any) -> Any:
+    """statement -> the fewest (`pick=min`) or most (`max`) ops of `role` on a path from the
+    kernel's entry to it (no loop holds one, so the counts are finite)."""
+    blocks = an.cfg.blocks
+    per = [sum(1 for o in an.by_block[b.id] if o.role is role) for b in blocks]
+    at_entry: dict[int, int] = {0: 0}
+    todo = [0]
+    while todo:
+        b = todo.pop()
+        out = at_entry[b] + per[b]
+        for s in an.cfg.succs(b):
+            if s >= len(blocks):
+                continue   # the kernel's exit
+            if s not in at_entry or pick(at_entry[s], out) != at_entry[s]:
+                at_entry[s] = out if s not in at_entry else pick(at_entry[s], out)
+                todo.append(s)
+
+    def count(i: int) -> int:
+        b = an.cfg.block_of(i)
+        return at_entry.get(b, 0) + sum(1 for o in an.by_block[b] if o.role is role
+                                        and o.index < i)
+    return count
+
+
+STRUCTURAL.append(early_exits)

@@ -61,8 +61,9 @@ def test_release_to_chosen_ctas_and_run_time_ranks():
 
 
 # What the checker reports on these correct kernels: nothing. dsmem: the bytes arrive from
-# another CTA's st.async (through a mapa'd barrier address), which a per-kernel analysis of
-# one CTA cannot count, so the byte check is skipped with a note (see the next test).
+# another CTA's st.async (through a mapa'd barrier address); the wait counts them per CTA rank
+# (hazards_remote), and the comparison where a thread's part of a phase ends without a wait
+# of its own is skipped with a note (see the next test).
 KERNEL_FINDINGS = {
     "multicast_2": [], "multicast_4": [], "dsmem_2": [], "dsmem_4": [], "l2_hint": [],
 }

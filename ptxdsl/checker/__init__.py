@@ -20,13 +20,14 @@ offsets, ring indices); `divergence` finds the code that only some threads run a
 branches on one thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
 `maps` reads box sizes and swizzles from constant tensormap.replace values; `analysis` drives
 the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`, `hazards_arrive`,
-`hazards_ring`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over
-`state`, and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack
-of information leave a note-level finding (`check_kernel(..., notes=True)`).
+`hazards_ring`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`, `hazards_wgmma`,
+`hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
+docs/hazards.md lists every hazard id. Checks skipped for lack of information leave a
+note-level finding (`check_kernel(..., notes=True)`).
 
-Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
-dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body
-plus the TMA ops.
+Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg or distributed
+shared memory instruction is dismissed in one scan (a few % of emitting it); otherwise the
+analysis is linear in the body plus the TMA ops.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from typing import Any
 from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
+    hazards_cluster,
     hazards_mbar,
     hazards_phase,
+    hazards_remote,
     hazards_ring,
     hazards_tmap,
     hazards_wgmma,

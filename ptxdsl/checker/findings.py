@@ -64,6 +64,8 @@ class Hazard(enum.Enum):
     TMAP_SCOPE_TOO_NARROW = "tmap-scope-too-narrow"
     WAIT_PARITY_FIRST_PHASE = "wait-parity-first-phase"
     TMA_DST_OVERLAP = "tma-dst-overlap"
+    DSMEM_READ_UNSYNCED = "dsmem-read-unsynced"
+    DSMEM_RELEASED_EARLY = "dsmem-released-early"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -266,6 +268,19 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "give each copy completing on a barrier phase its own destination (split producers: "
         "one slot per producer, e.g. tile + 512 for the second operand); issue a copy from "
         "one thread, not from every warp that reaches it [docs/hazards.md: tma-dst-overlap]"),
+    Hazard.DSMEM_READ_UNSYNCED: (
+        E, "shared memory of another CTA of the cluster read without a cluster barrier after "
+        "its writes",
+        "between the writes and the reads run barrier.cluster.arrive.release + "
+        "barrier.cluster.wait.acquire in every thread (pipeline.cluster_sync(k)); a "
+        ".relaxed arrive orders nothing [docs/hazards.md: dsmem-read-unsynced]"),
+    Hazard.DSMEM_RELEASED_EARLY: (
+        E, "a CTA exits or overwrites its shared memory while other CTAs of the cluster may "
+        "still access it",
+        "after the last access to another CTA's shared memory (ld/st.shared::cluster, remote "
+        "mbarrier.arrive, st.async/red.async completing on a barrier nobody waits on) run "
+        "barrier.cluster.arrive + barrier.cluster.wait (pipeline.cluster_sync(k)) before the "
+        "exit or the overwrite [docs/hazards.md: dsmem-released-early]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (maps={...} with the map's box, a constant count or "

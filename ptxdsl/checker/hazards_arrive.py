@@ -16,11 +16,11 @@ from typing import Any
 
 from ..instructions.arith import Binary
 from ..operands import Addr, Reg, Symbol
-from ..types import StateSpace
 from .analysis import STRUCTURAL, Analysis, keys_match
 from .cfg import guard_polarity
 from .findings import Hazard
 from .hazards_bulk import _start
+from .hazards_cluster import cp_async_arrives, remote_roots
 from .ops import Op, Role
 from .values import _CMP, FOLD_DIV, Kind
 
@@ -108,6 +108,18 @@ class Threads:
         Conditions that are the same in every thread computing them (a loop counter's, even
         in a warp-specialized branch) decide whether a phase's arrivals happen, not how many.
         `partial`: leave out the conditions that cannot be evaluated (at most that many)."""
+        hit = self.running_tids(i, partial)
+        if hit is None:
+            return None
+        tids, elect = hit
+        if elect:   # one lane of every warp some thread of which gets there
+            return len({t // 32 for t in tids})
+        return len(tids)
+
+    def running_tids(self, i: int, partial: bool = False) -> tuple[list[int], bool] | None:
+        """The threads whose conditions let them reach statement i, and whether an
+        elect.sync then picks one lane of each of their warps (None: unknown). `partial` as
+        in `running`."""
         plain, elect = [], []
         exits = self._loop_exits(i)
         div = self.an.div
@@ -130,9 +142,7 @@ class Threads:
                     if all(bool(self.value(vn, t)) == pol for vn, pol in plain)]
         except _Unknown:
             return None
-        if elect:   # one lane of every warp some thread of which gets there
-            return len({t // 32 for t in tids})
-        return len(tids)
+        return tids, bool(elect)
 
 
 def _count_of(an: Analysis, inits: list[Op]) -> tuple[int | None, int | None]:
@@ -229,7 +239,7 @@ def _same_barriers(an: Analysis, a: Op, b: Op) -> bool:
 
 def arrive_counts(an: Analysis) -> None:
     arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE]
-    if not arrives or Role.MBAR_REMOTE in an.roles:
+    if not arrives or cp_async_arrives(an):
         return
     dims = getattr(an.kernel, "reqntid", None)
     inits = [o for o in an.ops if o.role is Role.MBAR_INIT]
@@ -239,9 +249,10 @@ def arrive_counts(an: Analysis) -> None:
         key = an.key(o, "mbar")
         if key is not None and isinstance(key[0], Symbol) and key[0].space.is_shared:
             by_root.setdefault(id(key[0]), []).append(o)
-    for group in by_root.values():
-        if any(o.space is StateSpace.shared_cluster for o in group):
-            continue   # other CTAs arrive too
+    remote = remote_roots(an)
+    for root, group in by_root.items():
+        if root in remote:
+            continue   # other CTAs arrive too: hazards_remote counts them all
         for o in group:
             mine = [i for i in inits if _same_barriers(an, i, o)]
             rivals = {x.index for x in group if _same_barriers(an, x, o)}

@@ -408,17 +408,28 @@ def _ring_steps(an: Analysis) -> None:
 PREPARE.append(_ring_steps)
 
 
+def ring_step_amount(an: Analysis, op: Op, n: int) -> int | None:
+    """How far a RING_STEP moves its counter on a ring of n stages (`add c, c, k`: k;
+    `xor c, c, n/2`, an index toggled in place, is x + n/2 modulo n when n is a power of
+    two), None for any other write."""
+    reg, insn = op.value, an.body[op.index].insn
+    kind = getattr(insn, "op", None)
+    if kind not in ("add", "sub", "xor") or insn.a is not reg or an.body[op.index].guard \
+            is not None:
+        return None
+    k = an.const(insn.b)
+    if k is None:
+        return None
+    if kind == "xor":
+        return k if n & (n - 1) == 0 and k == n // 2 else None
+    return -k if kind == "sub" else k
+
+
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     """`add c, c, k` moves the stores' ring positions by k, and `xor c, c, n/2` (an index
     toggled in place) by n/2; any other write of c loses them."""
     reg = op.value
-    insn = an.body[op.index].insn
-    step = None
-    kind = getattr(insn, "op", None)
-    if kind in ("add", "sub", "xor") and insn.a is reg and an.body[op.index].guard is None:
-        k = an.const(insn.b)
-        step = None if k is None else -k if kind == "sub" else k
     changed = False
     may = set()
     for f in state.may:
@@ -426,9 +437,7 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
             ring = (_range(an, an.op_at[f[1]]) or (None,) * 4)[3]
             if ring is not None and ring[0] is reg:
                 n = ring[1]
-                # x ^ n/2 is x + n/2 modulo n (n a power of two); other XORs are no step.
-                moves = step if kind != "xor" or (n & (n - 1) == 0 and step == n // 2) \
-                    else None
+                moves = ring_step_amount(an, op, n)
                 f = (*f[:3], None if moves is None else (f[3] + moves) % n)
                 changed = True
         may.add(f)

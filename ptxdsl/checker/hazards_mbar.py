@@ -16,6 +16,7 @@ from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, 
 from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
+from .hazards_remote import multicast_bytes, remote_bytes
 from .ops import Op, Role
 from .state import State, add_tx
 from .trywait import _spins, _varies
@@ -147,9 +148,13 @@ def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
     delivers one slice to every CTA of the mask. So a CTA of the mask receives a slice from
     each CTA of the cluster (the mask's CTAs when the cluster size is not declared), and a
     CTA outside it none: a mask that leaves out a CTA of a declared cluster is reported.
-    Otherwise unknown."""
+    A kernel that branches on the rank, or computes the mask from it, is counted per rank
+    (`hazards_remote.multicast_bytes`). Otherwise unknown."""
     mask = an.const(op.mask)
     if mask is None or mask <= 0 or _branches_on_cta(an):
+        got = multicast_bytes(an, op, n)   # per CTA rank, where the ranks are known
+        if got is not None:
+            return got
         if report:
             an.note("expect-tx", "a multicast load's ctaMask is not a constant, or the "
                     "kernel branches on which CTA it is: the bytes the other CTAs deliver "
@@ -208,16 +213,20 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     tx = state.tx_get(key)
     if tx is not None:
-        if report and tx[0] is not None and tx[1] is not None and tx[0] != tx[1]:
-            if tx[0] > tx[1] and _foreign(an, key):
-                # The missing bytes may come from a peer CTA (st.async, red.async, a copy
-                # from its shared memory) through a mapa'd address of this barrier.
+        if report and tx[0] is not None and tx[1] is not None:
+            # Bytes a peer CTA sends (st.async, red.async, a copy from its shared memory)
+            # through a mapa'd address of this barrier count too (hazards_remote).
+            peers = remote_bytes(an, key, op) if _foreign(an, key) else [(0, frozenset())]
+            bad = next(((n, s) for n, s in peers or () if tx[1] + n != tx[0]), None)
+            if peers is None and tx[0] > tx[1]:
                 an.note("expect-tx", "bytes may reach this kernel's barriers from other "
-                        "CTAs (st.async, red.async or a copy from a peer's shared memory): "
-                        "a count above this CTA's own deliveries is not checked",
-                        [("wait", op.index)])
-            else:
+                        "CTAs (st.async, red.async or a copy from a peer's shared memory), "
+                        "in numbers not known per CTA: a count above this CTA's own "
+                        "deliveries is not checked", [("wait", op.index)])
+            elif peers is None and tx[0] != tx[1]:
                 _mismatch(an, op, tx)
+            elif bad is not None:
+                _mismatch(an, op, (tx[0], tx[1] + bad[0], tx[2] | bad[1], tx[3]))
         state = state.tx_set(key, (tx[0], tx[1], tx[2], True))
     gone = {f for f in state.may if f[0] == "inflight"
             and keys_match(an.key(an.op_at[f[1]], "mbar"), key)}
@@ -323,6 +332,9 @@ LATCH_CHECKS.append(_latch)
 EXIT_CHECKS.append(_exit)
 
 
+_DELIVERS = {Role.MBAR_COMPLETE_TX: "complete_tx", Role.MBAR_REMOTE: "peer store"}
+
+
 def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = None) -> None:
     exp, got, sites, _ = tx
     effect = ("the wait can pass before all the data has landed" if exp < got else
@@ -333,18 +345,20 @@ def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = Non
     announced, delivered = [], []
     for s in sorted(sites):
         o = an.op_at.get(s)
-        if o is not None and o.role in (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_COMPLETE_TX):
-            delivered.append(("load" if o.role is not Role.MBAR_COMPLETE_TX else "complete_tx",
-                              s))
+        if o is not None and o.role in (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_COMPLETE_TX,
+                                        Role.MBAR_REMOTE):
+            delivered.append((_DELIVERS.get(o.role, "load"), s))
         else:
             announced.append(("expect_tx", s))
     # The expect_tx leads: it is the count to fix (or, with none at all, the first load).
     last = [("wait", op.index)] if end is None else [end] if end[1] is not None else []
     phase = "in this phase" if end is None else (
         "in one loop iteration" if end[0] == "iteration end" else "before the kernel exits")
+    peers = (" (with the st.async / red.async bytes every CTA of the cluster sends)"
+             if any(r == "peer store" for r, _ in delivered) else "")
     an.report(Hazard.EXPECT_TX_MISMATCH, f"expect_tx announces {exp} bytes on the mbarrier at "
-              f"{an.describe(op.mbar)}, but the copies completing on it {phase} deliver "
-              f"{got} bytes: {effect}", announced + delivered + last,
+              f"{an.describe(op.mbar)}, but the copies completing on it {phase}{peers} "
+              f"deliver {got} bytes: {effect}", announced + delivered + last,
               dedupe=("tx", frozenset(sites)))
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..instructions.arith import Binary
+from ..instructions.move import Cvt, Mov
+from ..operands import Reg
 from ..types import Scope, StateSpace
 from .analysis import Analysis, handles, keys_match
 from .findings import Hazard
@@ -33,13 +36,50 @@ def use_map(an: Analysis, state: State, op: Op, report: bool) -> State:
     return state
 
 
+def map_key(an: Analysis, operand: Any) -> Any:
+    """The key of a map in global memory: `classify_map`'s, and where its offset is unknown
+    (a per-CTA workspace, `maps + ctaid*256`) a third part, (value number, constant): the
+    run-time base and the constant added to it. Two maps at `base` and `base + 128` are
+    then told apart; maps on different bases may still be one."""
+    key = an.classify_map(operand)[1]
+    if key is None or key[1] is not None:
+        return key
+    x, c = getattr(operand, "base", operand), getattr(operand, "offset", 0)
+    for _ in range(32):
+        defs = an.values.defs.get(x, ()) if isinstance(x, Reg) else ()
+        if len(defs) != 1 or an.body[defs[0]].guard is not None:
+            break
+        insn = an.body[defs[0]].insn
+        if isinstance(insn, Binary) and insn.op == "add":
+            ca, cb = an.const(insn.a), an.const(insn.b)
+            if cb is not None:
+                c, x = c + cb, insn.a
+            elif ca is not None:
+                c, x = c + ca, insn.b
+            else:
+                break
+        elif isinstance(insn, Mov | Cvt) and isinstance(insn.a, Reg):
+            x = insn.a
+        else:
+            break
+    return (key[0], None, (an.values.vn(x), c))
+
+
+def same_map(a: Any, b: Any) -> bool:
+    """May two map keys (see `map_key`) name the same map?"""
+    if not keys_match(a, b):
+        return False
+    return not (len(a) > 2 and len(b) > 2 and a[2][0] == b[2][0] and a[2][1] != b[2][1])
+
+
 def _check_acquired(an: Analysis, state: State, op: Op, key: Any) -> None:
-    acquired = any(f[0] == "acq" and (f[1] is None or keys_match(f[1], key))
+    key = map_key(an, op.map)
+    acquired = any(f[0] == "acq" and (f[1] is None or same_map(f[1], key))
                    for f in state.must)
     what = an.describe(op.map)
     if not acquired:
         acqs = [o.index for o in an.ops if o.role is Role.TMAP_ACQUIRE
-                and keys_match(an.key(o, "map"), key)]
+                and same_map(map_key(an, o.map) or (None, None), key)]
         why = ("is never acquired in this kernel" if not acqs else
                "is not acquired on every path to this use (or was modified since)")
         an.report(Hazard.TMAP_NO_ACQUIRE, f"{op.role.value} reads a tensor map in global memory "
@@ -77,6 +117,8 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
         if kind == "global":
             _acquire_order(an, state, op, key, root)
     may = {("acq_nosync", op.index)} if an.div.stmt_tokens(op.index) else set()
+    if key is not None:
+        key = map_key(an, op.map)
     must = state.must | {("acq", key)} if an.runs_somewhere(op.index) else state.must
     return State(must, state.may | may, state.tx)
 
@@ -124,11 +166,22 @@ def _acquire_order(an: Analysis, state: State, op: Op, key: Any, root: Any) -> N
 
 
 def _narrow_release(an: Analysis, op: Op, operand: Any, scope: Any, report: bool) -> None:
-    if report and scope in _NARROW and not _per_cta(an, operand):
+    if not report or scope not in _NARROW:
+        return
+    if not _per_cta(an, operand):
         an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(operand)} "
                   f"is released at .{scope.value} scope, but it lives in global memory at an "
                   "address every CTA shares: other CTAs (and later kernels) acquiring it are "
                   "not ordered after this write", [("release", op.index)])
+        return
+    # A per-CTA slot needs no wider scope only when this CTA acquires it again.
+    key = map_key(an, operand)
+    if key is not None and not any(o.role is Role.TMAP_ACQUIRE and same_map(
+            map_key(an, o.map) or (None, None), key) for o in an.ops):
+        an.report(Hazard.TMAP_SCOPE_TOO_NARROW, f"the tensor map at {an.describe(operand)} "
+                  f"is released at .{scope.value} scope into a per-CTA slot, but this kernel "
+                  "never acquires it: the kernel (or later launch) that does is not ordered "
+                  f"after this write at .{scope.value} scope", [("release", op.index)])
 
 
 def _modified(an: Analysis, state: State, op: Op, key: Any, report: bool) -> State:

@@ -30,6 +30,7 @@ class Role(enum.Enum):
     WAIT_GROUP = "wait_group"
     CTA_BARRIER = "cta barrier"             # bar.sync / barrier.sync / bar.red
     CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (builder or inline PTX)
+    CLUSTER_ARRIVE = "cluster arrive"       # barrier.cluster.arrive (field: its sem)
     WARP_SYNC = "warp sync"
     SMEM_WRITE = "shared write"             # st / atom / red that may write shared memory
     TMAP_REPLACE = "tensormap.replace"
@@ -46,6 +47,8 @@ class Role(enum.Enum):
     MBAR_WAIT = "mbarrier wait"
     RING_STEP = "ring counter step"         # a write of a ring-index counter (synthetic)
     MBAR_REMOTE = "remote mbarrier signal"  # st.async/red.async complete_tx, cp.async arrive
+    DSMEM_READ = "cluster shared read"      # ld.shared::cluster (another CTA's, through mapa)
+    DSMEM_WRITE = "cluster shared write"    # st/atom/red.shared::cluster (also a SMEM_WRITE)
     SMEM_READ = "shared read"               # ld.shared, ldmatrix (reads of TMA destinations)
     WGMMA = "wgmma.mma_async"               # dense or sparse; reads shared memory, d/A regs
     WGMMA_FENCE = "wgmma.fence"
@@ -86,7 +89,8 @@ TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BUL
                       Role.BULK_STORE, Role.COMMIT, Role.TMAP_REPLACE, Role.CP_FENCEPROXY,
                       Role.TMAP_ACQUIRE, Role.MBAR_INIT, Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX,
                       Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT, Role.WGMMA, Role.WGMMA_FENCE,
-                      Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG})
+                      Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG,
+                      Role.DSMEM_READ, Role.DSMEM_WRITE, Role.MBAR_REMOTE})
 
 Extractor = Callable[[Any, int], list[Op]]
 
@@ -142,7 +146,10 @@ def _smem_write(insn: Any, i: int) -> list[Op]:
     if insn.space in (StateSpace.global_, StateSpace.local, StateSpace.param,
                       StateSpace.const):
         return []
-    return [Op(Role.SMEM_WRITE, i, smem=insn.a, space=insn.space)]
+    out = [Op(Role.SMEM_WRITE, i, smem=insn.a, space=insn.space)]
+    if insn.space is StateSpace.shared_cluster:   # may land in another CTA (hazards_cluster)
+        out.append(Op(Role.DSMEM_WRITE, i, smem=insn.a, space=insn.space))
+    return out
 
 
 def _fence_async(insn: Any, i: int) -> list[Op]:
@@ -166,6 +173,8 @@ def _arrive(insn: Any, i: int) -> list[Op]:
 
 
 def _smem_read(insn: Any, i: int) -> list[Op]:
+    if insn.space is StateSpace.shared_cluster:
+        return [Op(Role.DSMEM_READ, i, smem=insn.a, space=insn.space)]
     if insn.space not in (StateSpace.shared, StateSpace.shared_cta):
         return []
     return [Op(Role.SMEM_READ, i, smem=insn.a, space=insn.space)]
@@ -193,6 +202,18 @@ def _fenceproxy(insn: Any, i: int) -> list[Op]:
                scope=_first(insn, "scope"), count=_first(insn, "size"))]
 
 
+def _cluster_barrier(insn: Any, i: int) -> list[Op]:
+    if _ev(insn.op) == "wait":
+        return [Op(Role.CLUSTER_BARRIER, i)]
+    return [Op(Role.CLUSTER_ARRIVE, i, field=_ev(insn.sem) or "release")]
+
+
+def _async_bytes(insn: Any) -> int:
+    """The bytes an st.async / red.async delivers (what its complete_tx counts)."""
+    n = len(insn.value.items) if isinstance(insn.value, Vec) else 1
+    return n * insn.type.bits // 8
+
+
 def _first(insn: Any, *names: str) -> Any:
     for n in names:
         v = getattr(insn, n, None)
@@ -214,12 +235,13 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("sync", "Barrier", _barrier),
     ("sync", "BarrierRed", _barrier),
     ("sync", "WarpSync", lambda insn, i: [Op(Role.WARP_SYNC, i)]),
-    ("cluster", "BarrierCluster",
-     lambda insn, i: [Op(Role.CLUSTER_BARRIER, i)] if _ev(insn.op) == "wait" else []),
+    ("cluster", "BarrierCluster", lambda insn, i: _cluster_barrier(insn, i)),
     ("memory", "St", _smem_write),
     ("memory", "Ld", _smem_read),
-    ("st_async", "StAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar)]),
-    ("st_async", "RedAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar)]),
+    ("st_async", "StAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar,
+                                                 smem=insn.addr, count=_async_bytes(insn))]),
+    ("st_async", "RedAsync", lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.remote_bar,
+                                                 smem=insn.dest, count=_async_bytes(insn))]),
     ("st_async", "CpAsyncMbarrierArrive",
      lambda insn, i: [Op(Role.MBAR_REMOTE, i, mbar=insn.addr)]),
     ("atomic", "Atom", _smem_write),
@@ -296,6 +318,7 @@ def extract(insns) -> list[Op]:
 _ASM = (
     (re.compile(r"\b(?:bar|barrier)\.(?:sync|red)\b"), Role.CTA_BARRIER),
     (re.compile(r"\bbarrier\.cluster\.wait\b"), Role.CLUSTER_BARRIER),
+    (re.compile(r"\bbarrier\.cluster\.arrive(\.relaxed)?\b"), Role.CLUSTER_ARRIVE),
     (re.compile(r"\bbar\.warp\.sync\b"), Role.WARP_SYNC),
     (re.compile(r"\bfence\.proxy\.async(?:\.(global|shared::cta|shared::cluster))?\s*;"),
      Role.PROXY_ASYNC_FENCE),
@@ -308,13 +331,17 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    out: list[Op] = []
+    found: list[tuple[int, Op]] = []
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
-            space = None
+            space, sem = None, None
             if role is Role.PROXY_ASYNC_FENCE:
                 space = StateSpace(m.group(1)) if m.group(1) else StateSpace.generic
-            out.append(Op(role, i, space=space))
+            if role is Role.CLUSTER_ARRIVE:
+                sem = "relaxed" if m.group(1) else "release"
+            found.append((m.start(), Op(role, i, space=space, field=sem)))
+    # in the order the statement runs them (a cluster arrive before its wait)
+    out = [op for _, op in sorted(found, key=lambda x: x[0])]
     for m in _ACQUIRE.finditer(text):
         n = int(m.group(2))
         size: Any = int(m.group(3)) if m.group(3).isdigit() else m.group(3)

@@ -21,6 +21,7 @@ import attrs
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..types import Requires, ScalarType, StateSpace, req
+from ._tma_addr import symbol_fit
 from .base import Instruction, check_addr, check_dst, check_enum, check_src, refuse
 
 __all__ = ["MatrixCount", "LdMatrix", "StMatrix", "MatrixOps", "ldmatrix", "stmatrix", "FORMS"]
@@ -64,6 +65,7 @@ def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
                f"{a.base.align}-byte aligned (declare it with align=16 or more)")
     if isinstance(a.base, Symbol) and not a.base.space.is_shared:
         refuse(insn, f"the matrix must be in shared memory, not .{a.base.space.value}")
+    symbol_fit(insn.name, "a", a, size=ROW_BYTES, what="a 16-byte matrix row")
     return a
 
 

@@ -15,6 +15,7 @@ from ptxdsl.operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 
 THREADS = 128
 BOX_BYTES = 64 * 64 * 2        # one cp.async.bulk.tensor box of the TMA-store epilogue
+Values = list[int | None] | None   # per thread (None: unknown), or unknown for all
 
 
 class Unsupported(Exception):
@@ -51,7 +52,7 @@ class Model:
     def __init__(self, kernel, global_sizes: dict[str, int] | None = None):
         self.buffers: dict[str, Buffer] = {}
         self.accesses: list[Access] = []
-        self.env: dict[str, list[int] | None] = {}
+        self.env: dict[str, Values] = {}
         self._next_shared = 0x400          # not 0: a missing base would show
         self._global_sizes = global_sizes or {}
         self._run(kernel)
@@ -74,7 +75,7 @@ class Model:
         return self.buffers[sym.name].start
 
     # -- values ----------------------------------------------------------------------------
-    def value(self, op) -> list[int] | None:
+    def value(self, op) -> Values:
         if isinstance(op, Reg):
             return self.env.get(op.name)
         if isinstance(op, Imm):
@@ -86,12 +87,12 @@ class Model:
             return list(range(THREADS))
         if isinstance(op, NegPred):
             v = self.env.get(op.reg.name)
-            return None if v is None else [1 - x for x in v]
+            return None if v is None else [None if x is None else 1 - x for x in v]
         return None
 
-    def address(self, addr: Addr) -> list[int] | None:
+    def address(self, addr: Addr) -> Values:
         base = self.value(addr.base)
-        return None if base is None else [b + addr.offset for b in base]
+        return None if base is None else [None if b is None else b + addr.offset for b in base]
 
     # -- the run ---------------------------------------------------------------------------
     def _run(self, kernel) -> None:
@@ -109,8 +110,9 @@ class Model:
             guard = active
             if item.guard is not None:
                 g = self.value(item.guard)
-                guard = [a and bool(x) for a, x in zip(active, g, strict=True)] if g is not None \
-                    else active
+                # a thread whose guard is unknown counts as running the statement
+                guard = [a and (x is None or bool(x)) for a, x in zip(active, g, strict=True)] \
+                    if g is not None else active
             self._step(item.insn, guard, pending, placed)
             if item.insn.opcode() == "bra":
                 active = [a and not g for a, g in zip(active, guard, strict=True)]
@@ -148,14 +150,13 @@ class Model:
         if dst is None:
             return
         result = self._compute(name, parts, opcode, ops)
-        old = self.env.get(dst.name)
-        if result is None or old is None and not all(mask):
-            self.env[dst.name] = result if all(mask) else None
-        else:
-            self.env[dst.name] = [r if m else o for r, o, m
-                                  in zip(result, old or result, mask, strict=True)]
+        # threads that do not run the statement keep the old value (unknown if none)
+        old = self.env.get(dst.name) or [None] * THREADS
+        new = result or [None] * THREADS
+        merged = [r if m else o for r, o, m in zip(new, old, mask, strict=True)]
+        self.env[dst.name] = None if all(v is None for v in merged) else merged
 
-    def _compute(self, name, parts, opcode, ops) -> list[int] | None:
+    def _compute(self, name, parts, opcode, ops) -> Values:
         if name == "ld" and isinstance(ops[1], Addr) and isinstance(ops[1].base, Symbol):
             return [self._symbol(ops[1].base)] * THREADS      # a pointer parameter's value
         if name in ("mov", "cvta"):
@@ -169,17 +170,19 @@ class Model:
             cmp, signed = parts[1], opcode.endswith("s32") or opcode.endswith("s64")
             a, b = vals[0], vals[1]
             if signed:
-                a, b = [_signed(x, bits) for x in a], [_signed(x, bits) for x in b]
+                a, b = ([None if x is None else _signed(x, bits) for x in v] for v in (a, b))
             fn = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__,
                   "eq": int.__eq__, "ne": int.__ne__}[cmp]
-            out = [int(fn(x, y)) for x, y in zip(a, b, strict=True)]
+            out = [None if x is None or y is None else int(fn(x, y))
+                   for x, y in zip(a, b, strict=True)]
             if len(vals) == 3:        # setp.cmp.and: the third source predicate
-                out = [o & c for o, c in zip(out, vals[2], strict=True)]
+                out = [None if o is None or c is None else o & c
+                       for o, c in zip(out, vals[2], strict=True)]
             return out
         wide = "wide" in parts
         if name == "mad":
             a, b, c = vals
-            return [(x * y + z) & ((1 << 64) - 1 if wide else mask)
+            return [None if None in (x, y, z) else (x * y + z) & ((1 << 64) - 1 if wide else mask)
                     for x, y, z in zip(a, b, c, strict=True)]
         fns = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "add": int.__add__,
                "sub": int.__sub__, "mul": int.__mul__, "shl": int.__lshift__,
@@ -189,9 +192,10 @@ class Model:
             return None
         a, b = vals
         out_mask = (1 << 64) - 1 if wide else mask
-        return [fn(x & mask, y & mask) & out_mask for x, y in zip(a, b, strict=True)]
+        return [None if x is None or y is None else fn(x & mask, y & mask) & out_mask
+                for x, y in zip(a, b, strict=True)]
 
-    def _access(self, opcode: str, mask: list[bool], addr: list[int] | None, size: int) -> None:
+    def _access(self, opcode: str, mask: list[bool], addr: Values, size: int) -> None:
         for t in range(THREADS):
             if mask[t]:
                 self.accesses.append(Access(opcode, t, None if addr is None else addr[t], size))
@@ -213,7 +217,7 @@ class Model:
     def unknown(self) -> int:
         return sum(a.start is None for a in self.accesses)
 
-    def descriptor_start(self, value) -> list[int] | None:
+    def descriptor_start(self, value) -> Values:
         """The start address (bytes) a descriptor register or int encodes, per thread."""
         v = [value] * THREADS if isinstance(value, int) else self.value(value)
-        return None if v is None else [(x & 0x3FFF) << 4 for x in v]
+        return None if v is None else [None if x is None else (x & 0x3FFF) << 4 for x in v]

@@ -75,8 +75,9 @@ class TmaStoreEpilogue:
                                "tensor map's generic address (k.tensormap_addr(param))",
                                _given(tmap))
         _barrier_id("TmaStoreEpilogue: barrier", barrier)
-        # the symbol (with its offset), kept to check each store's extent against it
-        self.staging = staging if isinstance(base, Symbol) else None
+        # kept to check each store's extent against the symbol it is (or a register is known
+        # to hold the address of: symbol_fit checks that one too, and no other register)
+        self.staging = staging
         staging = shared_dst(k, staging, "TmaStoreEpilogue", STAGING_BYTES // 2, STAGING_ALIGN,
                               STAGING_NEEDS, "staging")
         self.k, self.buf, self.tmap, self.barrier = k, staging, tmap, barrier
@@ -105,9 +106,8 @@ class TmaStoreEpilogue:
                              f"multiple of {BOX_COLS} (to_packed(t.bf16)), got {packed.dtype} "
                              f"N={packed.n}")
         row0, col0 = _coord(row0, "row0"), _coord(col0, "col0")
-        if self.staging is not None:
-            symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
-                       size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
+        symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
+                   size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
         for h in range(-(-packed.n // 128)):
             boxes = min(2, (packed.n - 128 * h) // BOX_COLS)      # 64-column boxes this pass
             with k.if_(self.leader):

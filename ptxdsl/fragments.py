@@ -37,6 +37,7 @@ from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
 from .kernel_host import KernelHost
 from .operands import Addr, Reg, Symbol, make_imm
+from .provenance import known_fit
 from .types import ScalarType
 
 T = ScalarType
@@ -109,17 +110,24 @@ def shared_dst(k: Any, smem: Any, what: str, size: int, align: int, needs: str,
                 operand: str = "smem") -> Reg:
     """A 32-bit shared address register for a store of `size` bytes from `smem`: a shared
     symbol or Addr(symbol, constant) is checked to hold them (`symbol_fit`) and moved into a
-    register; a 32-bit register (no space hint, or a shared one) is taken as it is."""
+    register; a 32-bit register (no space hint, or a shared one) is taken as it is, checked
+    the same way when it is known to hold a symbol's address (`provenance`)."""
+    def fits(at: Addr) -> None:
+        sym = at.base
+        assert isinstance(sym, Symbol)   # a symbol base: here or from known_fit
+        if not sym.space.is_shared:
+            raise BuildError(f"{what}: {sym.name} is not in shared memory")
+        symbol_fit(what, operand, at, align=align, size=size, what=needs)
+
     base = smem.base if isinstance(smem, Addr) else smem
     if isinstance(base, Symbol):
-        if not base.space.is_shared:
-            raise BuildError(f"{what}: {base.name} is not in shared memory")
-        symbol_fit(what, operand, smem, align=align, size=size, what=needs)
-        reg = k.mov(base)
         off = smem.offset if isinstance(smem, Addr) else 0
+        fits(Addr(base, off))
+        reg = k.mov(base)
         return k.add(reg, off) if off else reg
     if isinstance(smem, Reg) and smem.type.bits == 32 and smem.type.kind in "bus" \
             and (smem.space is None or smem.space.is_shared):
+        known_fit(smem, fits)   # a register holding a symbol's address is checked the same
         return smem
     raise OperandError(what, operand, "a shared symbol, Addr(shared symbol, offset) or a 32-bit "
                        "register holding a shared address", _given(smem))

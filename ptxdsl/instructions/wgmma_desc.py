@@ -28,6 +28,7 @@ import attrs
 
 from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods
 from ..operands import Addr, Reg, Symbol, as_int
+from ..provenance import known_fit
 from ..types import ScalarType
 from ._tma_addr import symbol_fit
 from .base import _given, int_like, known_space
@@ -398,6 +399,20 @@ class MatrixDescriptor:
         return MatrixDescriptor(self.layout, k.add(self.value, delta))
 
 
+def _tile_fits(layout: SmemLayout, at: Addr) -> None:
+    """A tile at a symbol plus a constant: in shared memory, aligned for the layout, inside."""
+    sym, off = at.base, at.offset
+    assert isinstance(sym, Symbol)   # both callers pass a symbol base
+    if not sym.space.is_shared:
+        raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
+    if (sym.align or 1) < layout.alignment or off % layout.alignment:
+        raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
+                         f"{layout.alignment}-byte aligned; {sym.name} is declared "
+                         f".align {sym.align} (offset {off})")
+    symbol_fit("wgmma descriptor", "addr", at, size=layout.nbytes,
+               what=f"the {layout.describe()} tile ({layout.nbytes} bytes)")
+
+
 def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     """The descriptor of `layout` at `addr`: a shared symbol (alignment checked against the
     swizzle), an `Addr(symbol, offset)`, a 32/64-bit register holding a shared address, or an
@@ -410,14 +425,7 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
         return MatrixDescriptor(layout, layout.encode(known))
     sym, off = _symbol_of(addr)
     if sym is not None:
-        if not sym.space.is_shared:
-            raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
-        if (sym.align or 1) < layout.alignment or off % layout.alignment:
-            raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
-                             f"{layout.alignment}-byte aligned; {sym.name} is declared "
-                             f".align {sym.align} (offset {off})")
-        symbol_fit("wgmma descriptor", "addr", addr, size=layout.nbytes,
-                   what=f"the {layout.describe()} tile ({layout.nbytes} bytes)")
+        _tile_fits(layout, Addr(sym, off))
         reg = k.mov(sym)
         if off:
             reg = k.add(reg, off)
@@ -428,6 +436,7 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
                                "descriptor encodes an offset in the CTA's shared window)",
                                f"register %{addr.name}, which holds a "
                                f"{space.value or 'generic'} address")
+        known_fit(addr, lambda at: _tile_fits(layout, at))   # a register holding a symbol's
         reg = addr
     else:
         raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "

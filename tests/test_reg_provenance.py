@@ -11,6 +11,8 @@ import inspect
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, ptx, t
 from ptxdsl.epilogue import STAGING_BYTES, TmaStoreEpilogue
@@ -198,3 +200,39 @@ def test_a_discarded_block_leaves_no_check_behind():
         k.stmatrix(r, [k.reg(t.b32)])
         raise BuildError("boom")
     Module([k], target="sm_90a").emit()
+
+
+# -- a register is refused exactly where its symbol is -----------------------------------------
+def _verdict(call) -> str | None:
+    """The refusal's rule (the message up to 'got'/the register note), or None if accepted."""
+    try:
+        call()
+    except BuildError as e:
+        return e.message.split(" (%")[0].split(", got")[0]
+    return None
+
+
+USES = {
+    "store_matrix": lambda k, a: k.fragment(t.f32, shape=(64, 64), zero=False)
+    .to_packed(t.bf16).store_matrix(a, 64),
+    "stmatrix": lambda k, a: k.stmatrix(a, [k.reg(t.b32)]),
+    "descriptor": lambda k, a: descriptor(k, SmemLayout(t.bf16, 64, 64), a),
+    "ld.v2": lambda k, a: k.ld(a, type=t.u32, vec=2, space="shared"),
+    "mbarrier": lambda k, a: ptx.mbarrier_init(k, a, 1),
+}
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(use=st.sampled_from(sorted(USES)), size=st.sampled_from([8, 16, 512, 8192, 12288]),
+       align=st.sampled_from([None, 8, 16, 1024]),
+       offset=st.one_of(st.integers(-32, 12288), st.integers(-2, 768).map(lambda n: 16 * n),
+                        st.integers(-1, 12).map(lambda n: 1024 * n)))
+def test_a_register_is_refused_exactly_where_its_symbol_is(use, size, align, offset):
+    """`k.addr_of(sym) + offset` gets the verdict `Addr(sym, offset)` gets, for every helper."""
+    k = _kernel()
+    sym = k.shared_array(t.b8, size, align=align, name="s")
+    by_symbol = _verdict(lambda: USES[use](k, Addr(sym, offset)))
+    by_register = _verdict(lambda: USES[use](
+        k, k.addr_of(sym) + offset if offset >= 0 else k.addr_of(sym) - -offset))
+    assert by_register == by_symbol

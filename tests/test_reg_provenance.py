@@ -219,6 +219,8 @@ USES = {
     "descriptor": lambda k, a: descriptor(k, SmemLayout(t.bf16, 64, 64), a),
     "ld.v2": lambda k, a: k.ld(a, type=t.u32, vec=2, space="shared"),
     "mbarrier": lambda k, a: ptx.mbarrier_init(k, a, 1),
+    "cp.async.bulk": lambda k, a: ptx.cp_async_bulk(k, "global", "shared::cta",
+                                                    k.reg(t.u64), a, 256),
 }
 
 

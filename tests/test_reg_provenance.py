@@ -142,18 +142,20 @@ def test_any_write_drops_the_register_provenance(write):
 
 
 def test_no_provenance_where_it_is_not_certain():
-    """A register given to mov (`dst=`), made under a guard, or a user's register: no
-    provenance. A mov of a parameter's address neither (ld.param reads the window)."""
+    """A register given to mov (`dst=`), made (or summed) under a guard, or a user's register:
+    no provenance. A mov of a parameter's address neither (ld.param reads the window)."""
     k = _kernel()
     s = k.shared_array(t.b8, 16, align=16, name="s")
     r = k.reg(t.u32)
     k.mov(s, dst=r)
+    base = k.addr_of(s)
     with k.guard(k.tid.x == 0):
         g = k.mov(s)
+        g2 = base + 0              # nor a sum made under a guard
     p = k.mov(k.param(t.u32, "n"))
-    assert r.origin is None and g.origin is None and p.origin is None
+    assert r.origin is None and g.origin is None and g2.origin is None and p.origin is None
     assert k.reg(t.u32).origin is None
-    for reg in (r + 16, g + 16, k.add(r, 16, dst=k.reg(t.u32))):
+    for reg in (r + 16, g + 16, g2 + 16, k.add(r, 16, dst=k.reg(t.u32))):
         k.stmatrix(reg, [k.reg(t.b32)])
 
 

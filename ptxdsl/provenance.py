@@ -15,7 +15,7 @@ certain and dropped wherever it may stop being true:
   `k.reg()` or one a `mov` writes into (`dst=`) has none.
 - Written once *so far* is not enough in a loop: a write later in the body reaches an earlier
   use on the next iteration. So a use is checked at once only when no label was placed since
-  the chain's first `mov` (nothing can branch in between: the only way to the use is the
+  the chain's first `mov` (no branch can land in between, so the only way to the use is the
   straight line from the `mov`). Otherwise the check waits until the kernel is rendered, and
   runs only if the register, and each register it was computed from, was never written again:
   then it holds that one value or was never set.

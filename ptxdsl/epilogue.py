@@ -23,26 +23,63 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import BuildError
-from .instructions.wgmma_desc import SwizzleMode
-from .operands import Addr, Reg
+from .errors import BuildError, OperandError, fail_closed_methods
+from .fragments import Fragment, check_kernel, shared_dst
+from .instructions._tma_addr import symbol_fit
+from .instructions.base import _given, check_src, int_like
+from .instructions.sync import _barrier_id
+from .instructions.wgmma_desc import SwizzleMode, tensormap_desc
+from .operands import Addr, Reg, Symbol
+from .types import ScalarType
 
 BOX_ROWS = BOX_COLS = 64                       # one TMA store: 64 rows x 64 16-bit values
 STAGING_BYTES = 2 * BOX_ROWS * BOX_COLS * 2    # two boxes: 128 columns of the tile at a time
 STAGING_ALIGN = 1024                           # the 128B swizzle repeats every 8 rows of 128 B
+STAGING_NEEDS = (f"the staging buffer ({STAGING_BYTES} bytes, {STAGING_BYTES // 2} for N = 64; "
+                 f"{STAGING_ALIGN}-byte aligned for the 128B swizzle)")
+
+
+def _coord(value: Any, name: str) -> Any:
+    """A tensor coordinate: a 32-bit integer register or an int in the .s32 range (TMA
+    coordinates are signed; rows/columns past the tensor's edges are clipped)."""
+    value = int_like(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if -(1 << 31) <= value < 1 << 31:
+            return value
+    elif isinstance(value, Reg) and value.type.bits == 32 and value.type.kind in "bus":
+        return check_src("TmaStoreEpilogue.store", name, value, ScalarType.s32)
+    raise OperandError("TmaStoreEpilogue.store", name, "a tensor coordinate: a 32-bit integer "
+                       "register or an int in the .s32 range", _given(value))
 
 
 class TmaStoreEpilogue:
-    """One consumer warpgroup's epilogue. `staging`: a 32-bit shared address register of its
-    STAGING_BYTES buffer (1024-byte aligned; each warpgroup needs its own); `tmap`: the 64-bit
-    generic address of the output's tensor map (e.g. `k.tensormap_addr(param)`, or a map the
-    kernel encoded in global memory and acquired); `barrier`: a named barrier id (int or .u32
-    register) only this warpgroup's 128 threads use."""
+    """One consumer warpgroup's epilogue. `staging`: its STAGING_BYTES buffer (1024-byte
+    aligned; each warpgroup needs its own), a 32-bit shared address register or a shared
+    symbol (or `Addr(symbol, offset)`), whose alignment and extent are then checked (a tile of
+    N = 64 uses only the first half); `tmap`: the 64-bit generic address of the output's
+    tensor map (e.g. `k.tensormap_addr(param)`, or a map the kernel encoded in global memory
+    and acquired); `barrier`: a named barrier id (int 0..15 or .u32 register) only this
+    warpgroup's 128 threads use."""
 
-    def __init__(self, k, staging: Reg, tmap: Any, barrier: Any):
-        if not isinstance(staging, Reg) or staging.type.bits != 32:
+    def __init__(self, k, staging: Reg | Symbol | Addr, tmap: Any, barrier: Any):
+        check_kernel("TmaStoreEpilogue", k)
+        base = staging.base if isinstance(staging, Addr) else staging
+        if not isinstance(base, Symbol) and not (
+                isinstance(staging, Reg) and staging.type.bits == 32
+                and (staging.space is None or staging.space.is_shared)):
             raise BuildError("TmaStoreEpilogue: staging must be a 32-bit shared address "
-                             f"register, got {staging!r}")
+                             "register, a shared symbol or Addr(symbol, offset), got "
+                             f"{_given(staging)}"[:300])
+        if not isinstance(tmap, Reg) or tmap.type.bits != 64 or tmap.type.is_float:
+            raise OperandError("TmaStoreEpilogue", "tmap", "a 64-bit register holding the "
+                               "tensor map's generic address (k.tensormap_addr(param))",
+                               _given(tmap))
+        _barrier_id("TmaStoreEpilogue: barrier", barrier)
+        # kept to check each store's extent against the symbol it is (or a register is known
+        # to hold the address of: symbol_fit checks that one too, and no other register)
+        self.staging = staging
+        staging = shared_dst(k, staging, "TmaStoreEpilogue", STAGING_BYTES // 2, STAGING_ALIGN,
+                              STAGING_NEEDS, "staging")
         self.k, self.buf, self.tmap, self.barrier = k, staging, tmap, barrier
         tid = k.and_(k.tid.x, 127)
         self.leader = tid == 0
@@ -61,10 +98,16 @@ class TmaStoreEpilogue:
         (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped."""
         from . import ptx
         k = self.k
+        if not isinstance(packed, Fragment):
+            raise OperandError("TmaStoreEpilogue.store", "packed", "a packed 16-bit fragment "
+                               "(acc.to_packed(t.bf16))", _given(packed))
         if packed.value_bits != 16 or not packed.packed or packed.n % BOX_COLS:
             raise BuildError("TmaStoreEpilogue.store: a packed 16-bit fragment with N a "
                              f"multiple of {BOX_COLS} (to_packed(t.bf16)), got {packed.dtype} "
                              f"N={packed.n}")
+        row0, col0 = _coord(row0, "row0"), _coord(col0, "col0")
+        symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
+                   size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
         for h in range(-(-packed.n // 128)):
             boxes = min(2, (packed.n - 128 * h) // BOX_COLS)      # 64-column boxes this pass
             with k.if_(self.leader):
@@ -77,7 +120,8 @@ class TmaStoreEpilogue:
             k.bar_sync(self.barrier, 128)
             with k.if_(self.leader):
                 for box in range(boxes):
-                    col = k.add(col0, 128 * h + BOX_COLS * box)
+                    step = 128 * h + BOX_COLS * box
+                    col = col0 + step if isinstance(col0, int) else k.add(col0, step)
                     ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
                                              (col, row0),
                                              k.add(self.buf, box * STAGING_BYTES // 2))
@@ -93,13 +137,13 @@ class TmaStoreEpilogue:
     def check_tensormap(tmap: Any) -> None:
         """Raise BuildError unless `tmap` (a runtime TensorMap or its TiledDesc) stores what
         `store` stages: a 64 x 64 box of 16-bit elements with the 128B swizzle."""
-        desc = getattr(tmap, "desc", tmap)
-        if desc is None:
-            raise BuildError("TmaStoreEpilogue.check_tensormap: the tensor map was built from "
-                             "raw bytes and carries no description to compare")
+        desc = tensormap_desc("TmaStoreEpilogue.check_tensormap", tmap)
         swizzle = getattr(desc.swizzle, "name", str(desc.swizzle))
         box, bits = tuple(desc.box_dim), desc.data_type.bits
         if box != (BOX_COLS, BOX_ROWS) or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
             raise BuildError(f"TmaStoreEpilogue: the output map needs a box of "
                              f"{[BOX_COLS, BOX_ROWS]} 16-bit elements with the 128B swizzle, got "
                              f"box {list(box)}, {bits}-bit elements, {swizzle}")
+
+
+fail_closed_methods(TmaStoreEpilogue, "TmaStoreEpilogue")

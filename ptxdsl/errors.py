@@ -193,3 +193,18 @@ def fail_closed(name: str, fn: Callable[_P, _R],
     # A marker for the tests; a function type has no declared attributes to put it in.
     builder.__ptxdsl_fail_closed__ = True  # type: ignore[attr-defined]
     return builder
+
+
+def fail_closed_methods(cls: type, name: str) -> type:
+    """`fail_closed` on the constructor and every public method of a helper class (static and
+    class methods too), named `name.method`: the helpers above the builders (fragments,
+    matrix descriptors, the epilogue) keep the builders' promise of no raw exception."""
+    for attr, member in list(vars(cls).items()):
+        if attr.startswith("_") and attr != "__init__":
+            continue
+        label = name if attr == "__init__" else f"{name}.{attr}"
+        if isinstance(member, staticmethod | classmethod):
+            setattr(cls, attr, type(member)(fail_closed(label, member.__func__)))
+        elif callable(member) and not isinstance(member, type):
+            setattr(cls, attr, fail_closed(label, member))
+    return cls

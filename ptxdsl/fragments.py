@@ -22,14 +22,22 @@ maps for tests.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import math
 from typing import Any
 
-from .errors import BuildError
+from .errors import BuildError, OperandError, fail_closed, fail_closed_methods
+from .instructions._tma_addr import symbol_fit
+from .instructions.base import _given, int_like
 from .instructions.cvt_packed import cvt_packed
 from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, d_count, d_register_type
+from .instructions.wgmma_desc import SMEM_LIMIT, check_index
+from .kernel_core import KernelCore
 from .kernel_host import KernelHost
-from .operands import Addr, Reg, Symbol
+from .operands import Addr, Reg, Symbol, make_imm
+from .provenance import known_fit
 from .types import ScalarType
 
 T = ScalarType
@@ -55,24 +63,159 @@ def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
     return ptr
 
 
-def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> None:
-    """A row stride (positive) or a bound (None, or >= 0): an int or a 32-bit integer register,
-    not a float or a bool."""
+# Offsets within a global tile are computed in 32 bits (mad.lo.u32, then mul.wide): a row
+# stride of up to 2^24 elements keeps 64 rows of the widest value below 2^32 bytes.
+MAX_LD = 1 << 24
+
+
+def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> Any:
+    """A row stride (positive, at most MAX_LD) or a bound (None, or >= 0): an int (a numpy
+    integer too, returned as an int) or a 32-bit integer register, not a float or a bool."""
+    value = int_like(value)
     if value is None and bound:
-        return
+        return value
     if isinstance(value, Reg) and value.type.is_int and value.type.bits == 32:
-        return
-    if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1):
-        return
-    sign = "a non-negative" if bound else "a positive"
-    raise BuildError(f"{what}: {name} must be {sign} int or a 32-bit integer register "
-                     f"(elements), got {value!r}")
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1) \
+            and (bound or value <= MAX_LD):
+        return value
+    sign = "a non-negative int" if bound else f"a positive int (at most {MAX_LD})"
+    raise BuildError(f"{what}: {name} must be {sign} or a 32-bit integer register "
+                     f"(elements), got {value!r}"[:300])
+
+
+def check_kernel(what: str, k: Any) -> None:
+    """The kernel a helper builds into (a `Kernel`)."""
+    if not isinstance(k, KernelCore):
+        raise OperandError(what, "k", "the Kernel to build into", _given(k))
+
+
+def _thread(what: str, thread: Any) -> int:
+    """A thread's index in its warpgroup, from its index in the CTA (a non-negative int)."""
+    t = int_like(thread)
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise BuildError(f"{what}: thread must be a non-negative int (a thread index), got "
+                         f"{thread!r}"[:300])
+    return t % WARPGROUP
+
+
+def _check_n(what: str, n: Any) -> int:
+    m = int_like(n)
+    if isinstance(m, bool) or m not in ALL_N:
+        raise BuildError(f"{what}: N must be 8..256 in steps of 8, got {n!r}"[:300])
+    return m
+
+
+def shared_dst(k: Any, smem: Any, what: str, size: int, align: int, needs: str,
+                operand: str = "smem") -> Reg:
+    """A 32-bit shared address register for a store of `size` bytes from `smem`: a shared
+    symbol or Addr(symbol, constant) is checked to hold them (`symbol_fit`) and moved into a
+    register; a 32-bit register (no space hint, or a shared one) is taken as it is, checked
+    the same way when it is known to hold a symbol's address (`provenance`)."""
+    def fits(at: Addr) -> None:
+        sym = at.base
+        assert isinstance(sym, Symbol)   # a symbol base: here or from known_fit
+        if not sym.space.is_shared:
+            raise BuildError(f"{what}: {sym.name} is not in shared memory")
+        symbol_fit(what, operand, at, align=align, size=size, what=needs)
+
+    base = smem.base if isinstance(smem, Addr) else smem
+    if isinstance(base, Symbol):
+        off = smem.offset if isinstance(smem, Addr) else 0
+        fits(Addr(base, off))
+        reg = k.mov(base)
+        return k.add(reg, off) if off else reg
+    if isinstance(smem, Reg) and smem.type.bits == 32 and smem.type.kind in "bus" \
+            and (smem.space is None or smem.space.is_shared):
+        known_fit(smem, fits)   # a register holding a symbol's address is checked the same
+        return smem
+    raise OperandError(what, operand, "a shared symbol, Addr(shared symbol, offset) or a 32-bit "
+                       "register holding a shared address", _given(smem))
+
+
+# The small float formats a fragment's values may have: (exponent bits, mantissa bits, whether
+# the all-ones exponent is inf/NaN (IEEE) or, for e4m3, holds finite values but one NaN).
+_FLOATS = {"f16": (5, 10, True), "bf16": (8, 7, True), "e5m2": (5, 2, True),
+           "e4m3": (4, 3, False)}
+
+
+@functools.cache
+def _finite(fmt: str) -> tuple[list[float], int]:
+    """The non-negative finite values of a small float format, ascending (= their codes in
+    order), and the code's width in bits."""
+    e_bits, m_bits, ieee = _FLOATS[fmt]
+    bias, top = (1 << (e_bits - 1)) - 1, (1 << e_bits) - 1
+    values = []
+    for code in range(1 << (e_bits + m_bits)):
+        e, m = code >> m_bits, code & ((1 << m_bits) - 1)
+        if e == top and (ieee or m == (1 << m_bits) - 1):
+            break                         # inf/NaN (e4m3: only S.1111.111 is NaN)
+        values.append(math.ldexp(m, 1 - bias - m_bits) if e == 0
+                      else math.ldexp((1 << m_bits) + m, e - bias - m_bits))
+    return values, 1 + e_bits + m_bits
+
+
+def _small_float(fmt: str, x: float) -> int:
+    """The code of `x` rounded to nearest (ties to even) in `fmt`; refused when a finite `x`
+    would round past the largest finite value, or `x` is infinite and `fmt` has no inf."""
+    values, width = _finite(fmt)
+    sign = 1 << (width - 1) if math.copysign(1.0, x) < 0 else 0
+    top = ((1 << (width - 1)) - 1) >> _FLOATS[fmt][1] << _FLOATS[fmt][1]   # exponent all ones
+    if math.isnan(x):      # the canonical quiet NaN; e4m3 has one NaN, mantissa all ones
+        return top | (1 << (_FLOATS[fmt][1] - 1) if _FLOATS[fmt][2] else (1 << (width - 1)) - 1)
+    a = abs(x)
+    big = values[-1] + (values[-1] - values[-2]) / 2       # from here on rounding overflows
+    if math.isinf(a) and _FLOATS[fmt][2]:
+        return sign | top
+    if a >= big:
+        raise OperandError("fragment.fill", "value", f"a value that stays finite as .{fmt} "
+                           f"(the largest is {values[-1]:g})", repr(x))
+    i = bisect.bisect_left(values, a)
+    if i == len(values) or i > 0 and (a - values[i - 1] < values[i] - a
+                                      or a - values[i - 1] == values[i] - a and i % 2):
+        i -= 1
+    return sign | i
+
+
+def fill_bits(values: str, value: Any) -> tuple[ScalarType, int | float]:
+    """The mov type and immediate that put `value` in every value of a register holding
+    `values` ('f32', 's32', or two of 'f16', 'bf16', 'e4m3', 'e5m2'): the checks of an
+    immediate (`make_imm`: an .s32 integer in range, an .f32 finite unless given as inf/NaN),
+    and a 16/8-bit float rounded to nearest-even that must stay finite."""
+    n = int_like(value)
+    if isinstance(n, bool) or not isinstance(n, int | float):
+        import numpy as np
+        if not isinstance(n, np.floating):
+            raise OperandError("fragment.fill", "value", "a number (int or float)",
+                               _given(value))
+        n = float(n)
+    if values in ("f32", "s32"):
+        t = T.f32 if values == "f32" else T.s32
+        imm = make_imm("fragment.fill", "value", n, t).value
+        return (T.f32, imm) if values == "f32" else (T.b32, imm)
+    code = _small_float(values, make_imm("fragment.fill", "value", n, T.f64).value)
+    if values in ("e4m3", "e5m2"):
+        return T.b16, code | code << 8
+    return T.b32, code | code << 16
+
+
+def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]:
+    """`count` new registers of type `rt`, or the given ones checked to be that many
+    registers of `rt`'s width and kind."""
+    if regs is None:
+        return [k.reg(rt) for _ in range(count)]
+    if not isinstance(regs, list | tuple) or len(regs) != count or not all(
+            isinstance(r, Reg) and r.type.bits == rt.bits and r.type.kind in (rt.kind, "b")
+            for r in regs):
+        raise OperandError(what, "regs", f"{count} registers of .{rt.value}", _given(regs))
+    return list(regs)
 
 
 def fragment_coords(n: int, thread: int, dtype: ScalarType = T.f32) -> list[tuple[int, int]]:
     """(row, col) of each value thread `thread` (0..127) holds in an m64nN accumulator, in
     register order (`.f16`: two values per register, low half first)."""
-    w, lane = divmod(thread % WARPGROUP, 32)
+    n = _check_n("fragment_coords", n)
+    w, lane = divmod(_thread("fragment_coords", thread), 32)
     out = []
     for i in range(n // 2):
         out.append((16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4)
@@ -83,7 +226,10 @@ def fragment_coords(n: int, thread: int, dtype: ScalarType = T.f32) -> list[tupl
 def a_fragment_coords(bits: int, thread: int) -> list[list[tuple[int, int]]]:
     """(row, k) of each element of the 4 registers of an RS A fragment (m64 x K of one
     wgmma, K = 256/bits), per register, low bits first."""
-    w, lane = divmod(thread % WARPGROUP, 32)
+    bits = int_like(bits)
+    if isinstance(bits, bool) or bits not in (1, 8, 16, 32):
+        raise BuildError(f"a_fragment_coords: bits must be 1, 8, 16 or 32, got {bits!r}"[:300])
+    w, lane = divmod(_thread("a_fragment_coords", thread), 32)
     per = 32 // bits
     k = 256 // bits
     return [[(16 * w + lane // 4 + 8 * (j % 2), (j // 2) * (k // 2) + (lane % 4) * per + e)
@@ -96,15 +242,20 @@ class Fragment:
 
     def __init__(self, k, dtype: ScalarType, n: int, regs: list[Reg] | None = None,
                  packed: str | None = None):
-        if dtype not in _ACC_TYPES and packed is None:
-            raise BuildError(f"fragment: accumulators are .f32, .s32 or .f16, got {dtype!r}")
-        if n not in ALL_N:
-            raise BuildError(f"fragment: N must be 8..256 in steps of 8, got {n!r}")
+        check_kernel("fragment", k)
+        if not isinstance(dtype, ScalarType) or dtype not in _ACC_TYPES:
+            raise BuildError(f"fragment: accumulators are .f32, .s32 or .f16, got {dtype!r}"
+                             [:300])
+        if packed is not None and (dtype is not T.f32 or not isinstance(packed, str)
+                                   or packed not in _PACKED):
+            raise BuildError("fragment: packed names the copy of an .f32 accumulator: one of "
+                             f"{', '.join(_PACKED)}, got {packed!r}"[:300])
+        n = _check_n("fragment", n)
         self.kernel, self.dtype, self.n, self.m = k, dtype, n, 64
         self.packed = packed          # the value type of a converted copy
         count = n // 4 if packed else d_count(n, dtype)
-        rt = T.b32 if packed else d_register_type(dtype)
-        self.regs = regs if regs is not None else [k.reg(rt) for _ in range(count)]
+        rt = (T.b16 if _PACKED[packed][1] == 8 else T.b32) if packed else d_register_type(dtype)
+        self.regs = _regs("fragment", k, regs, count, rt)
 
     @property
     def value_bits(self) -> int:
@@ -123,13 +274,13 @@ class Fragment:
         return self.regs[i]
 
     def coords(self, thread: int) -> list[tuple[int, int]]:
+        """(row, col) of each value thread `thread` (0..127) holds: `fragment_coords`."""
         return fragment_coords(self.n, thread, self.dtype)
 
     def offsets(self, i: int) -> tuple[int, int]:
         """(row, col) of value `i` relative to the thread's origin (`origin()`), known at build
         time: (8*((i/2)%2), 8*(i/4) + i%2)."""
-        if not 0 <= i < self.n // 2:
-            raise BuildError(f"fragment.offsets: value index must be in [0, {self.n // 2})")
+        i = check_index("fragment.offsets: value index", i, self.n // 2)
         return 8 * ((i // 2) % 2), 8 * (i // 4) + i % 2
 
     def origin(self) -> tuple[Reg, Reg]:
@@ -146,17 +297,14 @@ class Fragment:
         return self.fill(0)
 
     def fill(self, value: int | float) -> Fragment:
-        """mov `value` into every value of the fragment (an .f16 fragment: both halves)."""
+        """mov `value` into every value of the fragment (a register of two values: both
+        halves). The value must fit the values' type (`fill_bits`): an integer in range for
+        .s32, a number that stays finite once rounded to nearest-even for the float types
+        (inf and NaN given as such are kept; e4m3 has no inf)."""
         k = self.kernel
+        mov_type, imm = fill_bits(self.packed or self.dtype.value, value)
         for r in self.regs:
-            if r.type is T.f32:
-                k.mov(float(value), type=T.f32, dst=r)
-            elif self.dtype is T.f16 and not self.packed:
-                import numpy as np
-                half = int(np.float16(value).view(np.uint16))
-                k.mov(half | half << 16, type=T.b32, dst=r)
-            else:
-                k.mov(int(value), type=T.b32, dst=r)
+            k.mov(imm, type=mov_type, dst=r)
         return self
 
     def to_packed(self, dtype: Any = T.bf16) -> Fragment:
@@ -168,9 +316,10 @@ class Fragment:
             got = self.packed or self.dtype.value
             raise BuildError(f"fragment.to_packed: converts an .f32 accumulator (got .{got})")
         name = getattr(dtype, "value", dtype)
-        if name not in _PACKED:
+        if not isinstance(name, str) or name.lstrip(".") not in _PACKED:
             raise BuildError("fragment.to_packed: one of bf16, f16, e4m3, e5m2, got "
-                             f"{dtype!r}")
+                             f"{dtype!r}"[:300])
+        name = name.lstrip(".")
         k = self.kernel
         out = [cvt_packed(k, _PACKED[name][0], self.regs[2 * j + 1], self.regs[2 * j])
                for j in range(self.n // 4)]
@@ -181,8 +330,7 @@ class Fragment:
         copy: its 4 registers, for an RS wgmma (P @ V chains)."""
         if self.value_bits != 16 or not self.packed:
             raise BuildError("fragment.a_operand: convert with to_packed(t.bf16/t.f16) first")
-        if not 0 <= step < self.n // 16:
-            raise BuildError(f"fragment.a_operand: step must be in [0, {self.n // 16})")
+        step = check_index("fragment.a_operand: step", step, self.n // 16)
         a0, a1, a2, a3 = self.regs[4 * step:4 * step + 4]
         return a0, a1, a2, a3
 
@@ -193,8 +341,10 @@ class Fragment:
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
         outside are not stored. Packed fragments store each register's pair in one store."""
         k = self.kernel
-        for name, value in (("ld", ld), ("rows", rows), ("cols", cols)):
-            _check_extent(value, "fragment.store", name, bound=name != "ld")
+        ld, rows, cols = (_check_extent(value, "fragment.store", name, bound=name != "ld")
+                          for name, value in (("ld", ld), ("rows", rows), ("cols", cols)))
+        pairs = self.packed is not None or self.dtype is T.f16
+        self._check_store_ld(ld, cols, pairs)
         ptr = _global_ptr(k, ptr, "fragment.store")
         eb = self.value_bits // 8
         row0, col0 = self.origin()
@@ -206,7 +356,6 @@ class Fragment:
         else:
             below = k.add(base, k.mul(ld, 8 * eb, type=T.u32, mode="wide")), 0
         row_ok = {dr: self._bound(row0, rows, dr) for dr in (0, 8)}
-        pairs = self.packed is not None or self.dtype is T.f16
         st_type = (T.b32 if self.value_bits == 16 else T.b16) if pairs else self.dtype
         for idx, reg in enumerate(self.regs):
             if pairs:      # register idx holds values 2idx, 2idx+1
@@ -225,10 +374,34 @@ class Fragment:
                 with k.guard(pred):
                     k.st(addr, reg, type=st_type, space="global")
 
+    def _check_store_ld(self, ld: Any, cols: Any, pairs: bool) -> None:
+        """What a constant stride and bound prove wrong: rows that overlap (ld below the
+        columns stored), and for a fragment stored two values at a time (packed, .f16), an
+        odd stride (every other row's pairs misaligned) or an odd column bound (the last
+        column's pair would be dropped whole)."""
+        width = self.n if not isinstance(cols, int) else min(self.n, cols)
+        if isinstance(ld, int) and ld < width:
+            raise BuildError(f"fragment.store: ld={ld} is below the {width} columns stored per "
+                             f"row (N={self.n}{f', cols={cols}' if isinstance(cols, int) else ''})"
+                             ": rows would overwrite each other; ld is the row stride of the "
+                             "destination in elements")
+        if not pairs:
+            return
+        size = 2 * self.value_bits // 8
+        if isinstance(ld, int) and ld % 2:
+            raise BuildError(f"fragment.store: ld={ld} must be even: each store writes two "
+                             f"adjacent values as one {size}-byte access, which must be "
+                             f"{size}-byte aligned in every row")
+        if isinstance(cols, int) and cols % 2 and cols < self.n:
+            raise BuildError(f"fragment.store: cols={cols} must be even: each store writes two "
+                             "adjacent columns, so an odd bound would drop the last column")
+
     def store_matrix(self, smem: Any, ld: int) -> None:
         """The `stmatrix` epilogue: a packed bf16/f16 copy to a row-major tile in shared
-        memory (a shared symbol or 32-bit shared address register; row stride `ld` elements,
-        a multiple of 8 so every 8x8 matrix row is 16-byte aligned).
+        memory (a shared symbol, `Addr(symbol, offset)` or 32-bit shared address register; row
+        stride `ld` elements, a multiple of 8 so every 8x8 matrix row is 16-byte aligned). A
+        symbol must hold the whole tile, (63*ld + N)*2 bytes from the offset, 16-byte
+        aligned.
 
         Packed register j of a warp holds the 8x8 matrix (rows 8*(j%2).., columns 8*(j/2)..)
         of the warp's 16 rows in exactly stmatrix's per-thread layout, so registers 4q..4q+3
@@ -237,13 +410,17 @@ class Fragment:
         if self.value_bits != 16 or not self.packed:
             raise BuildError("fragment.store_matrix: stmatrix stores 16-bit values; convert "
                              "with to_packed(t.bf16/t.f16) first")
+        ld = int_like(ld)
         if isinstance(ld, bool) or not isinstance(ld, int) or ld < self.n or ld % 8:
             raise BuildError(f"fragment.store_matrix: ld must be an int >= N={self.n} and a "
-                             f"multiple of 8 (16-byte rows), got {ld!r}")
-        if isinstance(smem, Symbol):
-            if not smem.space.is_shared:
-                raise BuildError(f"fragment.store_matrix: {smem.name} is not in shared memory")
-            smem = k.mov(smem)
+                             f"multiple of 8 (16-byte rows), got {ld!r}"[:300])
+        size = (63 * ld + self.n) * 2
+        if size > SMEM_LIMIT:
+            raise BuildError(f"fragment.store_matrix: ld={ld} makes the 64 x {self.n} tile span "
+                             f"{size} bytes, more than shared memory has")
+        smem = shared_dst(k, smem, "fragment.store_matrix", size, 16,
+                           f"the 64 x {self.n} tile of 16-bit values with row stride {ld} "
+                           f"({size} bytes, 16-byte aligned rows)")
         tid = k.and_(k.tid.x, WARPGROUP - 1)
         lane = k.and_(tid, 31)
         mat = k.shr(lane, 3)
@@ -281,9 +458,10 @@ class AFragment:
 
     def __init__(self, k, dtype: Any, regs: list[Reg] | None = None):
         from .instructions.wgmma_desc import _bits
+        check_kernel("a_fragment", k)
         self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype)
         self.k = 256 // self.bits
-        self.regs = regs if regs is not None else [k.reg(T.b32) for _ in range(4)]
+        self.regs = _regs("a_fragment", k, regs, 4, T.b32)
 
     def __len__(self) -> int:
         return 4
@@ -295,29 +473,49 @@ class AFragment:
         return self.regs[i]
 
     def coords(self, thread: int) -> list[list[tuple[int, int]]]:
+        """(row, k) of each element of the thread's registers: `a_fragment_coords`."""
         return a_fragment_coords(self.bits, thread)
 
     def load(self, ptr: Any, ld: int, *, k0: Any = 0) -> AFragment:
         """Load the fragment from a row-major global A (row stride `ld` elements), K columns
-        from `k0`: one 32-bit load per register (its elements are adjacent in a row)."""
+        from `k0` (int or 32-bit register): one 32-bit load per register (its elements are
+        adjacent in a row), so a constant `ld` and `k0` must keep every load 4-byte aligned
+        and the K columns inside a row."""
         k = self.kernel
-        _check_extent(ld, "a_fragment.load", "ld")
-        ptr = _global_ptr(k, ptr, "a_fragment.load")
+        if self.bits < 8:
+            raise BuildError("a_fragment.load: b1 fragments are loaded by the user")
+        ld = _check_extent(ld, "a_fragment.load", "ld")
+        k0 = int_like(k0)
+        if k0 is None:
+            raise BuildError("a_fragment.load: k0 must be a non-negative int or a 32-bit "
+                             "integer register, got None")
+        k0 = _check_extent(k0, "a_fragment.load", "k0", bound=True)
         per = 32 // self.bits
+        for name, v in (("ld", ld), ("k0", k0)):
+            if isinstance(v, int) and v % per:
+                raise BuildError(f"a_fragment.load: {name}={v} must be a multiple of {per}: "
+                                 f"each register is one 4-byte load of {per} {self.bits}-bit "
+                                 "elements, which must be 4-byte aligned")
+        if isinstance(ld, int) and isinstance(k0, int) and k0 + self.k > ld:
+            raise BuildError(f"a_fragment.load: columns [{k0}, {k0 + self.k}) run past the row "
+                             f"stride ld={ld}: they would read the next row")
+        ptr = _global_ptr(k, ptr, "a_fragment.load")
         tid = k.and_(k.tid.x, WARPGROUP - 1)
         row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))
         col0 = k.mul(k.and_(tid, 3), per)
         if not isinstance(k0, int) or k0:
             col0 = k.add(col0, k0)
-        first = k.mad(row0, ld, col0)
-        base = k.add(ptr, k.mul(first, self.bits // 8 or 1, type=T.u32, mode="wide")) \
-            if self.bits >= 8 else None
-        if base is None:
-            raise BuildError("a_fragment.load: b1 fragments are loaded by the user")
+        first = k.mad(row0, ld, col0) if isinstance(ld, int) else k.mad(row0, ld, col0,
+                                                                         type=T.u32)
         eb = self.bits // 8
+        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
+        # registers 1 and 3 hold row +8: a constant offset, or one add for a register stride
+        below = (base, 8 * ld * eb) if isinstance(ld, int) else \
+            (k.add(base, k.mul(ld, 8 * eb, type=T.u32, mode="wide")), 0)
         for j, r in enumerate(self.regs):
-            off = (8 * (j % 2) * ld + (j // 2) * (self.k // 2)) * eb
-            k.ld(Addr(base, off), type=T.b32, space="global", dst=r)
+            row_base, extra = below if j % 2 else (base, 0)
+            k.ld(Addr(row_base, extra + (j // 2) * (self.k // 2) * eb), type=T.b32,
+                 space="global", dst=r)
         return self
 
 
@@ -327,6 +525,8 @@ class FragmentOps(KernelHost):
     def fragment(self, dtype: ScalarType = T.f32, shape: tuple[int, int] = (64, 64), *,
                  zero: bool = True) -> Fragment:
         """An m64nN wgmma accumulator in registers, zero-filled unless zero=False."""
+        if not isinstance(shape, tuple | list) or len(shape) != 2:
+            raise BuildError(f"fragment: shape must be (64, N), got {shape!r}"[:300])
         m, n = shape
         if m != 64:
             raise BuildError(f"fragment: wgmma accumulators are 64 rows per warpgroup, got "
@@ -337,3 +537,10 @@ class FragmentOps(KernelHost):
     def a_fragment(self, dtype: Any = T.bf16) -> AFragment:
         """4 registers for the A operand of an RS wgmma of `dtype` inputs."""
         return AFragment(self, dtype)
+
+
+# The safety net under the checks above (errors.fail_closed), as for the Kernel builders.
+fail_closed_methods(Fragment, "fragment")
+fail_closed_methods(AFragment, "a_fragment")
+fragment_coords = fail_closed("fragment_coords", fragment_coords)
+a_fragment_coords = fail_closed("a_fragment_coords", a_fragment_coords)

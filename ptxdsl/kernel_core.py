@@ -39,6 +39,7 @@ from .operands import (
     registers_in,
     symbols_in,
 )
+from .provenance import check_pending, forget_written
 from .types import Requires, ScalarType, StateSpace, req
 
 # Register-name prefixes by (kind, bits); the type each prefix is declared with is
@@ -350,6 +351,11 @@ class KernelCore(KernelHost):
         # `Module.emit` refuses one declared by another module.
         self._module_syms: dict[Symbol, tuple[str, str, SourceLoc]] = {}
         self._used_labels: dict[str, SourceLoc] = {}
+        # Address provenance (ptxdsl.provenance): the registers that have some, the labels
+        # placed so far, and the checks put off until rendering.
+        self._origin_regs: set[Reg] = set()
+        self._labels_placed = 0
+        self._pending_fits: list = []
         self._guard: Reg | NegPred | None = None
         self._loops: list[tuple[Label, Label]] = []
         self._last_if: tuple[int, Label, SourceLoc] | None = None
@@ -591,6 +597,8 @@ class KernelCore(KernelHost):
                                    target.name, loc)
         self.body.append(_new_statement(Statement, (insn, guard, loc)))
         self._last_if = None
+        if self._origin_regs:   # whatever it writes may no longer hold a known address
+            forget_written(self, insn)
         return insn
 
     def _check_owners(self, insn: Instruction, loc: SourceLoc) -> None:
@@ -658,6 +666,7 @@ class KernelCore(KernelHost):
             raise BuildError("a label cannot be placed inside a guard block")
         loc = user_loc()
         self._placed[label.name] = loc
+        self._labels_placed += 1
         self.body.append(LabelDef(label, loc))
         self._last_if = None
 
@@ -715,6 +724,8 @@ class KernelCore(KernelHost):
     def render(self) -> list[tuple[str, SourceLoc | None]]:
         """The `.entry` as lines, each with the Python location that produced it."""
         self.check_labels()
+        if self._pending_fits:
+            check_pending(self)
         if self._sreg_regs:
             self._check_special_reads()
         lines: list[tuple[str, SourceLoc | None]] = []

@@ -32,12 +32,13 @@ class _Undo:
     """
 
     __slots__ = ("kernel", "n_body", "n_entry", "n_used", "n_placed", "last_if", "n_loops",
-                 "guard")
+                 "guard", "n_fits")
 
     def __init__(self, k: KernelHost):
         self.kernel, self.n_body, self.n_entry = k, len(k.body), k._n_entry
         self.n_used, self.n_placed = len(k._used_labels), len(k._placed)
         self.last_if, self.n_loops, self.guard = k._last_if, len(k._loops), k._guard
+        self.n_fits = len(k._pending_fits)   # the discarded code's put-off address checks
 
     def __call__(self, inserted_at: int | None = None) -> None:
         k = self.kernel
@@ -51,6 +52,7 @@ class _Undo:
         last = self.last_if
         k._last_if = None if last is None else (last[0] + shift, *last[1:])
         del k._loops[self.n_loops:]
+        del k._pending_fits[self.n_fits:]
         k._guard = self.guard
 
 

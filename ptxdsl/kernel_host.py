@@ -38,6 +38,9 @@ class KernelHost:
         _loops: list[tuple[Label, Label]]
         _last_if: tuple[int, Label, SourceLoc] | None
         _n_entry: int
+        _origin_regs: set[Reg]
+        _labels_placed: int
+        _pending_fits: list
 
         def emit(self, insn: _I) -> _I: ...
         def reg(self, type: ScalarType, name: str | None = None) -> Reg: ...

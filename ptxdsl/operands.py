@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .instructions.base import Instruction
     from .kernel import Kernel
     from .kernel_core import KernelCore
+    from .provenance import Origin
 
 # PTX identifiers (ISA §4.4): followsym = [a-zA-Z0-9_$]; an identifier starts with a letter,
 # or with _ $ % followed by at least one followsym. A leading % is refused here although PTX
@@ -190,7 +191,8 @@ class Reg(Operand):
     """A virtual register of one kernel.
 
     `space` is a hint about what the register holds when it is an address (set by `mov` of a
-    symbol or by `cvta`); the static checker uses it, PTX does not see it.
+    symbol or by `cvta`); the static checker uses it, PTX does not see it. `origin` says which
+    symbol's address (plus a constant) it holds, while that is certain (`ptxdsl.provenance`).
     """
 
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
@@ -198,6 +200,8 @@ class Reg(Operand):
     kernel: KernelCore | None = None
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
+    # Set by ptxdsl only (`provenance.establish`/`derive`), cleared by any write (`emit`).
+    origin: Origin | None = attrs.field(default=None, init=False)
 
     def render(self) -> str:
         return "%" + self.name
@@ -211,6 +215,7 @@ class Reg(Operand):
         object.__setattr__(r, "name", name)
         object.__setattr__(r, "kernel", kernel)
         object.__setattr__(r, "space", None)
+        object.__setattr__(r, "origin", None)
         return r
 
     def __repr__(self) -> str:

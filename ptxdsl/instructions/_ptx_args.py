@@ -234,13 +234,24 @@ def _declared(k: Any) -> str:
             else f".maxclusterrank {getattr(k, 'maxclusterrank', None)}")
 
 
+# No cluster has more than 16 CTAs (8 portable; 16 with the non-portable cluster size
+# attribute on sm_90, CUDA Programming Guide, "Thread Block Clusters").
+MAX_CLUSTER_CTAS = 16
+
+
 def cluster_rank(k: Any, insn: str, operand: str, value: Any) -> None:
-    """A constant CTA rank must name a CTA of the kernel's declared cluster."""
+    """A constant CTA rank must name a CTA of the kernel's declared cluster, or of any
+    cluster (below 16) when the launch decides its size."""
     from ..operands import Imm
     n = cluster_size(k)
     v = value.value if isinstance(value, Imm) else value
-    if n is None or type(v) is not int or 0 <= v < n:
+    if type(v) is not int or 0 <= v < (n or MAX_CLUSTER_CTAS):
         return
+    if n is None:
+        raise OperandError(insn, operand, f"a CTA rank in [0, {MAX_CLUSTER_CTAS - 1}] (no "
+                           f"cluster has more than {MAX_CLUSTER_CTAS} CTAs; declare the "
+                           "kernel's cluster with reqnctapercluster to check against its size)",
+                           v)
     raise OperandError(insn, operand, f"a CTA rank in [0, {n - 1}] (the kernel declares "
                        f"{_declared(k)}: {n} CTAs per cluster)", v)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import OperandError
 from ..operands import Addr, Reg, Symbol
+from ..provenance import known_fit
 from ..types import StateSpace
 from . import _ptx_args as A
 from .base import _given, check_addr
@@ -102,11 +103,16 @@ def symbol_align(sym: Symbol) -> int:
 
 def symbol_fit(insn: str, operand: str, value: Any, *, align: int = 1, size: int | None = None,
                what: str = "") -> None:
-    """Refuse what a symbol base and a constant offset prove wrong (a register base can't be
-    checked): an address not `align`-byte aligned, or `size` bytes from it running outside the
-    symbol (an unsized .extern array has no known end). `what` names the object for the
-    message, e.g. "an mbarrier (8 bytes, 8-byte aligned)"."""
+    """Refuse what a symbol base and a constant offset prove wrong: an address not
+    `align`-byte aligned, or `size` bytes from it running outside the symbol (an unsized
+    .extern array has no known end). A register base is checked against the symbol it is
+    known to hold the address of (`provenance.known_fit`); other registers can't be. `what`
+    names the object for the message, e.g. "an mbarrier (8 bytes, 8-byte aligned)"."""
     base = _base(value)
+    if isinstance(base, Reg):
+        known_fit(value, lambda at: symbol_fit(insn, operand, at, align=align, size=size,
+                                               what=what))
+        return
     if not isinstance(base, Symbol):
         return
     off = value.offset if isinstance(value, Addr) else 0

@@ -12,6 +12,7 @@ import attrs
 from ..errors import OperandError
 from ..kernel_host import KernelHost
 from ..operands import Reg
+from ..provenance import derive
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_src, infer_type
 
@@ -51,6 +52,7 @@ def as_bits(t: T) -> T:
 _AS_BITS: dict[T, T] = {}
 _AS_BITS.update((t, as_bits(t)) for t in T)
 _LOGIC = frozenset(("and", "or", "xor", "shl"))
+_MOVES_ADDRESS = frozenset(("add", "sub"))   # keep a known address known (ptxdsl.provenance)
 _WIDE = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}
 
 
@@ -206,6 +208,12 @@ class ArithOps(KernelHost):
             t = _AS_BITS.get(t) or as_bits(t)
         elif dst is None:
             dst = self.reg(_WIDE.get(t, t) if op == "mul" and mode == "wide" else t)
+            if op in _MOVES_ADDRESS and mode is None and not sat \
+                    and (a.__class__ is Reg and a.origin is not None
+                         or b.__class__ is Reg and b.origin is not None):
+                insn = self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
+                derive(self, op, dst, insn.a, insn.b)   # a known address plus a constant
+                return dst
         self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
         return dst
 

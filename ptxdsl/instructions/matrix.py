@@ -20,7 +20,9 @@ import attrs
 
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
+from ..provenance import known_fit
 from ..types import Requires, ScalarType, StateSpace, req
+from ._tma_addr import symbol_fit
 from .base import (
     Instruction,
     check_addr,
@@ -64,6 +66,12 @@ def _regs(insn: Instruction, operand: str, value: Any, is_dst: bool) -> Vec:
 def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
     """The row address: 16-byte alignment is checked where it is known at build time."""
     a = check_addr(insn, "a", value, space)
+    _row_fits(insn, a)
+    known_fit(a, lambda at: _row_fits(insn, at))   # a register holding a symbol's address
+    return a
+
+
+def _row_fits(insn: Instruction, a: Addr) -> None:
     if a.offset % ROW_BYTES:
         refuse(insn, f"row addresses must be 16-byte aligned: offset {a.offset} is not a "
                "multiple of 16")
@@ -72,7 +80,8 @@ def _row_address(insn: Instruction, value: Any, space: StateSpace) -> Addr:
                f"{a.base.align}-byte aligned (declare it with align=16 or more)")
     if isinstance(a.base, Symbol) and not a.base.space.is_shared:
         refuse(insn, f"the matrix must be in shared memory, not .{a.base.space.value}")
-    return a
+    if isinstance(a.base, Symbol):
+        symbol_fit(insn.name, "a", a, size=ROW_BYTES, what="a 16-byte matrix row")
 
 
 def _check(insn: LdMatrix | StMatrix, regs_field: str, is_dst: bool) -> None:

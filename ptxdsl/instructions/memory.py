@@ -13,6 +13,7 @@ import attrs
 from ..errors import BuildError, OperandError
 from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
+from ..provenance import known_fit
 from ..types import BASE, Requires, ScalarType, Scope, Sem, StateSpace, req
 from ._tma_addr import symbol_fit
 from .base import (
@@ -173,19 +174,23 @@ def _access_opcode(insn: Ld | St, value: object, nc: bool = False) -> str:
 WIDE = req("8.8", 100)
 
 
-def _check_symbol_access(insn: Ld | St, value: object) -> None:
-    """An access through a symbol base with a constant offset must stay inside the symbol
-    and be aligned to its width as far as the symbol's declared alignment shows (a misaligned
-    ld/st faults at run time; ptxas does not check either)."""
-    base = insn.a.base if isinstance(insn.a, Addr) else None
+def _check_symbol_access(insn: Ld | St, addr: object, value: object) -> None:
+    """An access through a symbol base with a constant offset (or a register known to hold
+    one, `provenance`) must stay inside the symbol and be aligned to its width as far as the
+    symbol's declared alignment shows (a misaligned ld/st faults at run time; ptxas does not
+    check either)."""
+    base = addr.base if isinstance(addr, Addr) else None
+    if isinstance(base, Reg):
+        known_fit(addr, lambda at: _check_symbol_access(insn, at, value))
+        return
     if not isinstance(base, Symbol):
         return
     n = len(value.items) if isinstance(value, Vec) else 1
     width = insn.type.bytes * n
     what = f"a {width}-byte {insn.MNEMONIC}"
-    symbol_fit(insn.opcode(), "a", insn.a, size=width, what=what)
+    symbol_fit(insn.opcode(), "a", addr, size=width, what=what)
     if base.space is not StateSpace.param:   # a .param's .ptr alignment is its pointee's
-        symbol_fit(insn.opcode(), "a", insn.a, align=width, what=what)
+        symbol_fit(insn.opcode(), "a", addr, align=width, what=what)
 
 
 def _check_wide(insn: Ld | St, value: object) -> None:
@@ -239,7 +244,7 @@ class Ld(Instruction):
         self._set("d", _vector(self.opcode(), "d", self.d, self.type, True))
         _check_wide(self, self.d)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
-        _check_symbol_access(self, self.d)
+        _check_symbol_access(self, self.a, self.d)
 
     @property
     def requires(self) -> Requires:
@@ -278,7 +283,7 @@ class St(Instruction):
         self._set("b", _vector(self.opcode(), "b", self.b, self.type, False))
         _check_wide(self, self.b)
         self._set("a", check_addr(self.opcode(), "a", self.a, self.space))
-        _check_symbol_access(self, self.b)
+        _check_symbol_access(self, self.a, self.b)
 
     @property
     def requires(self) -> Requires:

@@ -9,6 +9,7 @@ import attrs
 from ..errors import OperandError
 from ..kernel_host import KernelHost
 from ..operands import Reg, SpecialReg, Symbol
+from ..provenance import establish
 from ..types import BASE, Requires, ScalarType, StateSpace, req
 from .base import Instruction, check_dst, check_enum, check_src, infer_type
 
@@ -237,6 +238,7 @@ class MoveOps(KernelHost):
         self.emit(Mov(t, d, a))
         if isinstance(a, Symbol) and dst is None:
             d.space = a.space
+            establish(self, d, a)   # a fresh register: it holds the symbol's address only
         return d
 
     def addr_of(self, sym: Symbol, *, bits: int = 32) -> Reg:

@@ -26,10 +26,12 @@ from typing import Any
 
 import attrs
 
-from ..errors import BuildError, OperandError
+from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods
 from ..operands import Addr, Reg, Symbol, as_int
+from ..provenance import known_fit
 from ..types import ScalarType
-from .base import known_space
+from ._tma_addr import symbol_fit
+from .base import _given, int_like, known_space
 
 __all__ = ["SmemLayout", "MatrixDescriptor", "Major", "SwizzleMode", "encode_descriptor",
            "descriptor"]
@@ -86,15 +88,44 @@ class Major(enum.Enum):
     K = "K"
     MN = "MN"
 
+    @classmethod
+    def coerce(cls, value: Any) -> Major:
+        """A Major from a member (of this or any enum with the same values) or its name, in
+        any case, as `SwizzleMode.coerce` takes swizzle names: Major.K, 'K', 'k', 'mn',
+        'MN-major'."""
+        if isinstance(value, cls):
+            return value
+        text = getattr(value, "value", value)
+        if isinstance(text, str):
+            key = text.strip().upper().removesuffix("-MAJOR").removesuffix("_MAJOR")
+            if key in ("K", "MN"):
+                return cls(key)
+        raise OperandError("SmemLayout", "major", "'K' or 'MN' (any case), or Major.K / "
+                           "Major.MN", _given(value))
+
+
+# Element widths a wgmma operand tile can have: b1, 8-bit (fp8, s8/u8), 16-bit, tf32.
+_WIDTHS = (1, 8, 16, 32)
+
 
 def _bits(dtype: Any) -> int:
-    """Element width in bits of a ptxdsl type, a wgmma type ('e4m3', 'tf32', 'b1') or an int."""
-    if isinstance(dtype, int) and not isinstance(dtype, bool):
-        return dtype
-    if isinstance(dtype, ScalarType):
-        return dtype.bits
-    from .wgmma import check_wtype
-    return check_wtype("SmemLayout", "dtype", dtype).bits
+    """Element width in bits of a ptxdsl type, a wgmma type ('e4m3', 'tf32', 'b1') or an int
+    (1, 8, 16 or 32: the widths wgmma reads)."""
+    n = int_like(dtype)
+    bits = None
+    if isinstance(n, int) and not isinstance(n, bool):
+        bits = n
+    elif isinstance(dtype, ScalarType):
+        # not .pred (1 "bit") nor the packed pairs: a tile element is one value
+        bits = dtype.bits if dtype.kind != "pred" and "x" not in dtype.value else None
+    else:
+        from .wgmma import check_wtype
+        return check_wtype("SmemLayout", "dtype", dtype).bits
+    if bits not in _WIDTHS:
+        raise OperandError("SmemLayout", "dtype", "a wgmma input type (.f16, .bf16, .tf32, "
+                           ".e4m3, .e5m2, .s8, .u8, .b1) or its width in bits (1, 8, 16, 32)",
+                           _given(dtype))
+    return bits
 
 
 def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode.none,
@@ -102,6 +133,7 @@ def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode
     """The 64-bit descriptor from byte values (each checked: 16-byte multiples, 14-bit
     encodings, base offset 0..7)."""
     sw = SwizzleMode.coerce(swizzle)
+    start, lbo, sbo, base_offset = map(int_like, (start, lbo, sbo, base_offset))
     for what, v in (("start address", start), ("leading byte offset", lbo),
                     ("stride byte offset", sbo)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v % 16 or v >= SMEM_LIMIT:
@@ -118,9 +150,8 @@ def _swizzle(v: Any) -> SwizzleMode:   # a named converter: the attrs plugin typ
     return SwizzleMode.coerce(v)
 
 
-def _major(v: Any) -> Major:
-    """A Major, from a member of any enum with the same values (or a value)."""
-    return Major(getattr(v, "value", v))
+def _major(v: Any) -> Major:   # a named converter, as _swizzle
+    return Major.coerce(v)
 
 
 @attrs.frozen
@@ -208,6 +239,8 @@ class SmemLayout:
 
     def offset(self, mn: int, k: int) -> int:
         """Byte offset of element (mn, k) before the swizzle (host side; for tests/fills)."""
+        mn, k = (check_index(f"SmemLayout.offset: {name}", v, hi)
+                 for name, v, hi in (("mn", mn, self.mn), ("k", k, self.k)))
         major, minor = (k, mn) if self.major is Major.K else (mn, k)
         col, inner = divmod(major, self.atom_elems)
         return col * self.column_bytes + minor * self.atom_bytes + inner * self.bits // 8
@@ -239,9 +272,14 @@ class SmemLayout:
     # -- the descriptor --------------------------------------------------------------------
     def encode(self, address: int = 0, base_offset: int = 0) -> int:
         """The descriptor of this tile at shared address `address` (host side)."""
+        address = int_like(address)
         if isinstance(address, int) and address % self.alignment and base_offset == 0:
             raise BuildError(f"SmemLayout: a {self.swizzle.value or 'no'}-swizzle tile must "
                              f"start {self.alignment}-byte aligned (got address {address:#x})")
+        if isinstance(address, int) and address + self.nbytes > SMEM_LIMIT:
+            raise BuildError(f"SmemLayout: a {self.describe()} tile ({self.nbytes} bytes) at "
+                             f"{address:#x} runs past the {SMEM_LIMIT // 1024} KiB a descriptor "
+                             "addresses")
         return encode_descriptor(address, self.lbo, self.sbo, self.swizzle, base_offset)
 
     def constant_bits(self) -> int:
@@ -269,10 +307,7 @@ class SmemLayout:
         """Raise BuildError unless the tensor map (runtime TensorMap or its TiledDesc) writes
         this layout: same element width, swizzle, inner box = one atom, outer box dividing the
         atom column's rows."""
-        desc = getattr(tmap, "desc", tmap)
-        if desc is None:
-            raise BuildError("SmemLayout.check_tensormap: the tensor map was built from raw "
-                             "bytes and carries no description to compare")
+        desc = tensormap_desc("SmemLayout.check_tensormap", tmap)
         problems = []
         sw = getattr(desc.swizzle, "name", str(desc.swizzle))
         if sw != self.tma_swizzle:
@@ -299,6 +334,25 @@ class SmemLayout:
         return f"{self.mn}x{self.k} {self.bits}-bit {self.major.value}-major, {sw} swizzle"
 
 
+def tensormap_desc(what: str, tmap: Any) -> Any:
+    """The description (a TiledDesc) of a runtime TensorMap, or the TiledDesc itself."""
+    desc = getattr(tmap, "desc", tmap)
+    if desc is None:
+        raise BuildError(f"{what}: the tensor map was built from raw bytes and carries no "
+                         "description to compare")
+    if not all(hasattr(desc, a) for a in ("swizzle", "data_type", "box_dim")):
+        raise OperandError(what, "tmap", "a runtime TensorMap or its TiledDesc", _given(tmap))
+    return desc
+
+
+def check_index(what: str, value: Any, hi: int) -> int:
+    """An int in [0, hi) (a numpy integer too), for the helpers' index arguments."""
+    n = int_like(value)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < hi:
+        raise BuildError(f"{what} must be in [0, {hi}) (an int), got {value!r}"[:300])
+    return n
+
+
 def _symbol_of(addr: Any) -> tuple[Symbol | None, int]:
     if isinstance(addr, Symbol):
         return addr, 0
@@ -315,36 +369,63 @@ class MatrixDescriptor:
     layout: SmemLayout
     value: Reg | int
 
+    def __attrs_post_init__(self):
+        if not isinstance(self.layout, SmemLayout):
+            raise OperandError("MatrixDescriptor", "layout", "an SmemLayout",
+                               _given(self.layout))
+        value = int_like(self.value)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64:
+            object.__setattr__(self, "value", value)
+        elif not (isinstance(value, Reg) and value.type.bits == 64
+                  and value.type.kind in "bus"):
+            raise OperandError("MatrixDescriptor", "value", "a 64-bit integer register or a "
+                               "64-bit descriptor known at build time (an int)", _given(value))
+
     def encode(self) -> int:
         if not isinstance(self.value, int):
             raise BuildError("MatrixDescriptor.encode: the address is only known at run time")
         return self.value
 
-    def k_step(self, k, kk: int) -> MatrixDescriptor:
+    def k_step(self, k: Any, kk: int) -> MatrixDescriptor:
         """The descriptor of the same tile advanced to K index `kk` (one add, or folded)."""
-        delta = self.layout.k_offset(kk) >> 4
+        delta = self.layout.k_offset(int_like(kk)) >> 4
         if delta == 0:
             return self
         if isinstance(self.value, int):
             return MatrixDescriptor(self.layout, self.value + delta)
+        if id(k) != id(self.value.kernel):   # (not `is`: mypy would narrow k to its type)
+            raise OperandError("MatrixDescriptor.k_step", "k", "the kernel the descriptor's "
+                               f"register %{self.value.name} belongs to", _given(k))
         return MatrixDescriptor(self.layout, k.add(self.value, delta))
+
+
+def _tile_fits(layout: SmemLayout, at: Addr) -> None:
+    """A tile at a symbol plus a constant: in shared memory, aligned for the layout, inside."""
+    sym, off = at.base, at.offset
+    assert isinstance(sym, Symbol)   # both callers pass a symbol base
+    if not sym.space.is_shared:
+        raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
+    if (sym.align or 1) < layout.alignment or off % layout.alignment:
+        raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
+                         f"{layout.alignment}-byte aligned; {sym.name} is declared "
+                         f".align {sym.align} (offset {off})")
+    symbol_fit("wgmma descriptor", "addr", at, size=layout.nbytes,
+               what=f"the {layout.describe()} tile ({layout.nbytes} bytes)")
 
 
 def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     """The descriptor of `layout` at `addr`: a shared symbol (alignment checked against the
     swizzle), an `Addr(symbol, offset)`, a 32/64-bit register holding a shared address, or an
-    int (a known shared address; the whole descriptor folds to a constant)."""
+    int (a known shared address; the whole descriptor folds to a constant). A symbol must
+    hold the whole tile ([offset, offset + layout.nbytes) inside it): wgmma reads all of it."""
+    if not isinstance(layout, SmemLayout):
+        raise OperandError("wgmma descriptor", "layout", "an SmemLayout", _given(layout))
     known = as_int(addr)          # a numpy integer too
     if known is not None:
         return MatrixDescriptor(layout, layout.encode(known))
     sym, off = _symbol_of(addr)
     if sym is not None:
-        if not sym.space.is_shared:
-            raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
-        if (sym.align or 1) < layout.alignment or off % layout.alignment:
-            raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
-                             f"{layout.alignment}-byte aligned; {sym.name} is declared "
-                             f".align {sym.align} (offset {off})")
+        _tile_fits(layout, Addr(sym, off))
         reg = k.mov(sym)
         if off:
             reg = k.add(reg, off)
@@ -355,6 +436,7 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
                                "descriptor encodes an offset in the CTA's shared window)",
                                f"register %{addr.name}, which holds a "
                                f"{space.value or 'generic'} address")
+        known_fit(addr, lambda at: _tile_fits(layout, at))   # a register holding a symbol's
         reg = addr
     else:
         raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "
@@ -370,3 +452,11 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
         field = k.shr(reg, 4, type=t.u64)
         value = k.or_(field, layout.constant_bits(), type=t.b64)
     return MatrixDescriptor(layout, value)
+
+
+# The safety net under the checks above (errors.fail_closed), as for the Kernel builders.
+for _cls, _name in ((SmemLayout, "SmemLayout"), (MatrixDescriptor, "MatrixDescriptor"),
+                    (SwizzleMode, "SwizzleMode"), (Major, "Major")):
+    fail_closed_methods(_cls, _name)
+encode_descriptor = fail_closed("encode_descriptor", encode_descriptor)
+descriptor = fail_closed("wgmma descriptor", descriptor)

@@ -38,7 +38,7 @@ from .kernel_core import KernelCore
 from .kernel_host import KernelHost
 from .operands import Addr, Reg, Symbol, make_imm
 from .provenance import known_fit
-from .types import ScalarType
+from .types import ScalarType, compatible
 
 T = ScalarType
 WARPGROUP = 128
@@ -201,11 +201,13 @@ def fill_bits(values: str, value: Any) -> tuple[ScalarType, int | float]:
 
 def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]:
     """`count` new registers of type `rt`, or the given ones checked to be that many
-    registers of `rt`'s width and kind."""
+    registers that an instruction of type `rt` takes (ptxas's rule: `.u32` serves an `.s32`
+    accumulator); bit-typed `rt` (packed values, cvt's destinations) wants bit registers."""
     if regs is None:
         return [k.reg(rt) for _ in range(count)]
     if not isinstance(regs, list | tuple) or len(regs) != count or not all(
-            isinstance(r, Reg) and r.type.bits == rt.bits and r.type.kind in (rt.kind, "b")
+            isinstance(r, Reg) and r.type.bits == rt.bits and (
+                r.type.kind == "b" if rt.kind == "b" else compatible(r.type, rt))
             for r in regs):
         raise OperandError(what, "regs", f"{count} registers of .{rt.value}", _given(regs))
     return list(regs)

@@ -439,3 +439,20 @@ def test_model_a_fragment_load_reads_inside_a(dtype, extra, k0_steps):
     want = sorted(base + (r * ld + k0 + c) * eb + i for th in range(128)
                   for reg in a_fragment_coords(frag.bits, th) for r, c in reg for i in range(eb))
     assert got == want
+
+
+def test_fragment_registers_follow_ptxas_type_compatibility():
+    """Registers handed to a Fragment follow the operand rule ptxas applies to wgmma's
+    accumulators: `.u32` or `.b32` registers serve an `.s32` accumulator (the fuzzer's
+    ptxas-judged wgmma family found this refused), float accumulators take only their own
+    type or bits, and packed copies only bit registers."""
+    from ptxdsl.fragments import Fragment
+    k = Kernel("k")
+    ok = Fragment(k, t.s32, 16, regs=[k.reg(t.u32) for _ in range(8)])
+    assert [r.type for r in ok.regs] == [t.u32] * 8
+    Fragment(k, t.f32, 16, regs=[k.reg(t.b32) for _ in range(8)])
+    with pytest.raises(OperandError, match=r"8 registers of \.f32") as e:
+        Fragment(k, t.f32, 16, regs=[k.reg(t.u32) for _ in range(8)])
+    assert _here(e)
+    with pytest.raises(OperandError, match=r"4 registers of \.b32"):
+        Fragment(k, t.f32, 16, regs=[k.reg(t.u32) for _ in range(4)], packed="bf16")

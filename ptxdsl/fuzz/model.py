@@ -263,6 +263,14 @@ def strict(name: str, cfg: dict) -> list[str]:
         # issue 28: "refuse ld < N as store_matrix already does" (with cols <= ld the
         # stores stay in their rows, but the tile does not fit the stride)
         return [f"a row stride ld={_val(cfg['ld'])} below the tile's N={cfg['n']}"]
+    cols, ld = cfg.get("cols"), cfg["ld"] if name == "store" else None
+    if name == "store" and value_bytes(cfg) < 4 and isinstance(ld, int) and ld % 2:
+        # an odd stride misaligns the pairs of every odd row: refused whatever `rows` is
+        return [f"an odd row stride ld={ld} with values stored in pairs"]
+    if name == "store" and value_bytes(cfg) < 4 and isinstance(cols, int) and cols % 2:
+        # 16- and 8-bit values are stored in pairs: an odd constant bound would drop the
+        # last column's in-bounds value, so the helper refuses it (issue 28: never lost data)
+        return [f"an odd column bound cols={cols} with values stored in pairs"]
     return []
 
 

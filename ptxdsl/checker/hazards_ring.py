@@ -21,12 +21,13 @@ from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
 from ..types import StateSpace
-from .analysis import EDGE_FACTS, STRUCTURAL, Analysis, handles
+from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators, guard_polarity
 from .divergence import normal_token
 from .findings import Hazard
 from .hazards_bulk import _extent, _start, extent_of
 from .ops import Op, Role
+from .stages import base, moved
 from .state import State
 
 _LOADS = (Role.TMA_LOAD, Role.BULK_LOAD)
@@ -53,22 +54,10 @@ def _slot(an: Analysis, operand: Any) -> tuple[Any, Any]:
     return root, None
 
 
-def _shift(an: Analysis, a: Any, b: Any) -> int | None:
-    """How far counter a is ahead of counter b when a = b + c (single definition)."""
-    defs = an.values.defs.get(a, ()) if isinstance(a, Reg) else ()
-    if len(defs) != 1:
-        return None
-    insn = an.body[defs[0]].insn
-    if isinstance(insn, Binary) and insn.op in ("add", "sub") and insn.a is b:
-        c = an.const(insn.b)
-        return None if c is None else (c if insn.op == "add" else -c)
-    return None
-
-
-def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
-                 load_buf: Any) -> bool:
-    """Positive evidence that a wait's barrier is not the one the read stage's load
-    completes on."""
+def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: Any,
+                 load_bar: Any, load_buf: Any) -> bool:
+    """Positive evidence that the wait at statement w, on `wait_slot`, is not on the barrier
+    the read stage's load completes on (or is on it for an earlier phase)."""
     if wait_slot is None or load_bar is None:
         return False
     if wait_slot[0] == "const" and load_bar[0] == "const":
@@ -78,21 +67,112 @@ def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
                 and wait_slot[1] != load_bar[1])
     if wait_slot[0] == "ring" and read_slot is not None and read_slot[0] == "ring":
         if load_bar[0] != "ring" or load_buf is None or load_buf[0] != "ring" \
-                or load_bar[1] is not load_buf[1]:
+                or not _same_index(an, load_bar[1], load_buf[1]):
             return False
         n = wait_slot[2]
-        if wait_slot[1] is read_slot[1] or n != read_slot[2]:
+        if n != read_slot[2]:
             return False
-        d = _shift(an, wait_slot[1], read_slot[1])
-        if d is None:
-            d = _shift(an, read_slot[1], wait_slot[1])
-        return d is not None and d % n != 0
+        (wb, wc), (rb, rc) = base(an.values, wait_slot[1]), base(an.values, read_slot[1])
+        if wb is not rb:
+            return False
+        # The wait was on stage V + wc of the counter's value V then; the read is of stage
+        # V' + rc now, V' = V + k after k steps since: the same phase only when wc = k + rc.
+        ks = {f[2] for f in state.may if f[0] == "wstep" and f[1] == w}
+        if not ks or None in ks:
+            return (wc - rc) % n != 0
+        return not any(k < _FAR and wc == k + rc for k in ks)
     if wait_slot[0] == "const" and read_slot is not None and read_slot[0] == "ring" \
             and read_slot[2] > 1:
-        # One fixed barrier waited for a whole ring whose loads each complete on their own.
+        # One fixed barrier waited for a whole ring whose loads each complete on their own
+        # (a read indexed like the ring: `tid & 31` picks a lane's row, not a stage).
         return load_bar[0] == "ring" and load_buf is not None and load_buf[0] == "ring" \
-            and load_bar[1] is load_buf[1]
+            and _same_index(an, load_bar[1], load_buf[1]) and read_slot[2] == load_buf[2]
     return False
+
+
+def _same_index(an: Analysis, a: Any, b: Any) -> bool:
+    """Do two ring index registers hold the same counter value (one counter + the same c)?"""
+    (ab, ac), (bb, bc) = base(an.values, a), base(an.values, b)
+    return ab is bb and ac == bc
+
+
+# Steps of a counter since a wait are counted up to _FAR ("_FAR or more": a wait that far
+# back is never on the phase a read of a nearby stage needs).
+_FAR = 8
+
+
+def _wait_stage(an: Analysis, i: int) -> tuple[Any, int, int] | None:
+    """(counter, c, n) when the wait at statement i is on stage `counter + c` of an n-stage
+    ring of barriers (counter: a register written in place, `stages.base`)."""
+    table = an.cache.setdefault("wait_stage", {})
+    if i not in table:
+        _, slot = _slot(an, an.op_at[i].mbar)
+        table[i] = None if slot is None or slot[0] != "ring" else (
+            *base(an.values, slot[1]), slot[2])
+    return table[i]
+
+
+def _wait_ring_steps(an: Analysis) -> None:
+    """A RING_STEP op at every write of a counter a ring wait is indexed by (unless another
+    hazard module placed one there), so the waits' facts follow the counter."""
+    if not _loads(an):
+        return
+    counters = {}
+    for o in an.ops:
+        st = _wait_stage(an, o.index) if o.role is Role.MBAR_WAIT else None
+        if st is not None and isinstance(st[0], Reg):
+            counters[id(st[0])] = st[0]
+    for reg in counters.values():
+        for i in an.values.defs.get(reg, ()):
+            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
+                       for o in an.by_block[an.cfg.block_of(i)]):
+                an.add_op(Op(Role.RING_STEP, i, value=reg))
+
+
+PREPARE.append(_wait_ring_steps)
+
+
+@handles(Role.RING_STEP)
+def wait_step(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """Count the steps of a counter since each wait on a stage of it (`stages.moved`); a
+    write that is not a forward step loses the count."""
+    if not any(f[0] == "wstep" for f in state.may):
+        return state
+    reg = op.value
+    may = set()
+    for f in state.may:
+        if f[0] == "wstep" and f[2] is not None:
+            st = _wait_stage(an, f[1])
+            if st is not None and st[0] is reg:
+                k = moved(an.values, op.index, reg, st[2])
+                f = ("wstep", f[1], None if k is None or k < 0 else min(f[2] + k, _FAR))
+        may.add(f)
+    return State(state.must, frozenset(may), state.tx)
+
+
+def _apart(an: Analysis, a: Op, b: Op) -> bool:
+    """Positive evidence that two barrier operations address different barriers: two
+    shared symbols, or one symbol (a dynamic buffer holding several rings' barriers) at
+    offsets whose initialised barriers do not meet."""
+    from .hazards_arrive import _barriers
+    ka, kb = an.key(a, "mbar"), an.key(b, "mbar")
+    if ka is None or kb is None:
+        return False
+    if ka[0] is not kb[0]:
+        return isinstance(ka[0], Symbol) and isinstance(kb[0], Symbol)
+    sa, sb = _barriers(an).get(a.index), _barriers(an).get(b.index)
+    return sa is not None and sb is not None and bool(sa) and bool(sb) and not sa & sb
+
+
+def _data_barrier(an: Analysis, w: Op) -> bool:
+    """Is the wait's barrier one that copies complete on (another buffer's full barrier,
+    not a barrier threads arrive on to relay a wait they made)?"""
+    from .hazards_arrive import _same_barriers
+    table = an.cache.setdefault("data_barrier", {})
+    if w.index not in table:
+        table[w.index] = any(o.mbar is not None and _same_barriers(an, w, o)
+                             for o in _loads(an))
+    return table[w.index]
 
 
 def _reach(an: Analysis, b: int) -> set[int]:
@@ -169,8 +249,11 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
     if not sources:
         return
     waits = sorted(f[1] for f in state.must if f[0] == "waited")
-    if waits:   # the verdict depends only on the waits, the sources and the read's slot
-        key = ("covered", tuple(waits), tuple(o.index for o in sources),
+    if waits:   # the verdict depends only on the waits, their steps since, the sources and
+        # the read's slot
+        steps = tuple(sorted((f[1], -1 if f[2] is None else f[2]) for f in state.may
+                             if f[0] == "wstep" and f[1] in waits))
+        key = ("covered", tuple(waits), steps, tuple(o.index for o in sources),
                _slot_key(_slot(an, smem)[1]))
         if an.cache.get(key):
             return
@@ -182,32 +265,46 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         return
     read_root, read_slot = _slot(an, smem)
     covered = False
+    related: int | None = None      # a wait that shows the read means to wait for the copy
     for w in waits:
-        w_root, w_slot = _slot(an, an.op_at[w].mbar)
+        wop = an.op_at[w]
+        w_root, w_slot = _slot(an, wop.mbar)
         for src in sources:
             b_root, b_slot = _slot(an, src.mbar)
-            _, buf_slot = _slot(an, src.smem)
+            if _apart(an, wop, src):
+                # Another ring's barrier (a K ring and a V ring in one buffer): a wait on
+                # it says nothing of this copy, but it shows the read means to wait.
+                if related is None and _data_barrier(an, wop):
+                    related = w
+                continue
             if b_root is not w_root:
                 continue
-            if not _other_stage(an, w_slot, read_slot, b_slot, buf_slot):
+            related = w if related is None else related
+            _, buf_slot = _slot(an, src.smem)
+            if not _other_stage(an, state, w, w_slot, read_slot, b_slot, buf_slot):
                 covered = True
                 break
         if covered:
             break
-    if not covered and any(_slot(an, an.op_at[w].mbar)[0] is _slot(an, s.mbar)[0]
-                           for w in waits for s in sources):
+    if not covered and related is not None:
         an.report(Hazard.WAIT_WRONG_BARRIER, f"{what} reads {an.describe(smem)}, but the "
-                  "wait before it is on a barrier of another stage than the one the copy "
-                  "into this buffer completes on",
-                  [("read", at), ("wait", waits[0]), ("copy", sources[0].index)],
+                  "waits before it are on the barrier of another stage or ring than the one "
+                  "the copy into this buffer completes on (or on an earlier phase of it)",
+                  [("read", at), ("wait", related), ("copy", sources[0].index)],
                   dedupe=at)
 
 
 @handles(Role.MBAR_WAIT)
 def waited(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait: the must-fact ("waited", wait) and, on a ring stage, ("wstep", wait, 0): the
+    counter has not stepped since (the latest run of this wait on this path)."""
     if not _loads(an) or not an.runs_somewhere(op.index):
         return state
-    return State(state.must | {("waited", op.index)}, state.may, state.tx)
+    may = state.may
+    if _wait_stage(an, op.index) is not None:
+        may = frozenset(f for f in may if f[0] != "wstep" or f[1] != op.index) \
+            | {("wstep", op.index, 0)}
+    return State(state.must | {("waited", op.index)}, may, state.tx)
 
 
 def wait_edge(an: Analysis, p: int, b: int) -> frozenset:

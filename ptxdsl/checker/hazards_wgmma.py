@@ -48,8 +48,9 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .hazards_ring import _shift, _slot, check_read, lands_in, read_extent
+from .hazards_ring import _slot, check_read, lands_in, read_extent
 from .ops import Op, Role
+from .stages import base, moved
 from .state import State
 from .values import Kind
 
@@ -358,14 +359,23 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
     return an.cache[key]
 
 
+def _counter(an: Analysis, ring: tuple) -> tuple[Any, int]:
+    """(counter written in place, c) of a ring slot's index register (= counter + c)."""
+    return base(an.values, ring[1])
+
+
 def _wgmma_ring_steps(an: Analysis) -> None:
-    """A RING_STEP op at every write of the counter of a ring a wgmma reads (unless the bulk
-    hazards placed one there already), so a pending wgmma knows how far its stage is behind
-    the counter's current value."""
+    """A RING_STEP op at every write of the counter of a ring a wgmma reads (unless another
+    hazard module placed one there already), so a pending wgmma knows how far its stage is
+    behind the counter's current value."""
     if Role.WGMMA not in an.roles:
         return
-    counters = {id(r[1]): r[1] for op in an.ops if op.role is Role.WGMMA
-                and (r := _ring_of(an, op.index)) is not None}
+    counters = {}
+    for op in an.ops:
+        r = _ring_of(an, op.index) if op.role is Role.WGMMA else None
+        if r is not None:
+            c = _counter(an, r)[0]
+            counters[id(c)] = c
     for reg in counters.values():
         for i in an.values.defs.get(reg, ()):
             if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
@@ -378,22 +388,18 @@ PREPARE.append(_wgmma_ring_steps)
 
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """`add c, c, k` moves the pending wgmmas' stages k behind c; other writes lose track."""
+    """A step of the counter moves the pending wgmmas' stages behind it (`stages.moved`: an
+    add, or a stage register's advance and wrap); other writes lose track."""
     if not any(f[0] == "wgmma" for f in state.may):
         return state
     reg = op.value
-    insn = an.body[op.index].insn
-    step = None
-    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg \
-            and an.body[op.index].guard is None:
-        k = an.const(insn.b)
-        step = None if k is None else (k if insn.op == "add" else -k)
     may = set()
     for f in state.may:
         if f[0] == "wgmma" and f[3][1] is not None:
             ring = _ring_of(an, f[1])
-            if ring is not None and ring[1] is reg:
-                f = (*f[:3], (f[3][0], None if step is None else (f[3][1] + step) % ring[2]))
+            if ring is not None and _counter(an, ring)[0] is reg:
+                k = moved(an.values, op.index, reg, ring[2])
+                f = (*f[:3], (f[3][0], None if k is None else (f[3][1] + k) % ring[2]))
         may.add(f)
     return State(state.must, frozenset(may), state.tx)
 
@@ -404,20 +410,14 @@ def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
     one defined from the other (`(i + c) % n`), and the counter's moves since the wgmma are
     known; None otherwise."""
     mine = _ring_of(an, f[1])
-    moved = f[3][1]
-    if mine is None or released is None or released[0] != "ring" or moved is None \
+    since = f[3][1]
+    if mine is None or released is None or released[0] != "ring" or since is None \
             or mine[2] != released[2]:
         return None
-    if released[1] is mine[1]:
-        shift: int | None = 0
-    else:
-        shift = _shift(an, released[1], mine[1])
-        if shift is None:
-            back = _shift(an, mine[1], released[1])
-            shift = None if back is None else -back
-    if shift is None:
+    (rb, rc), (mb, mc) = _counter(an, released), _counter(an, mine)
+    if rb is not mb:
         return None
-    return (shift + moved) % mine[2] == 0
+    return (rc - mc + since) % mine[2] == 0
 
 
 @handles(Role.MBAR_ARRIVE)

@@ -19,6 +19,7 @@ import attrs
 from ..instructions.arith import Binary, Mad
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
+from .stages import wrap_count
 from .values import Values
 
 
@@ -55,11 +56,20 @@ def _add(a: Span, b: Span, sign: int = 1) -> Span:
     if a.root is not None and b.root is not None:
         return UNKNOWN
     if a.ring is not None and b.ring is not None:
-        a, b = a.folded(), b.folded()
+        # Keep the term that moves the address furthest (a stage of a ring) and fold the
+        # other (a lane's row inside the stage, `(tid & 31) * 16`) into the bounds.
+        if _ring_reach(a.ring) >= _ring_reach(b.ring):
+            b = b.folded()
+        else:
+            a = a.folded()
     lo = None if a.lo is None or b.lo is None else a.lo + b.lo
     hi = None if a.hi is None or b.hi is None else a.hi + b.hi
     return Span(a.root if a.root is not None else b.root, lo, hi,
                 a.ring if a.ring is not None else b.ring)
+
+
+def _ring_reach(ring: tuple) -> int:
+    return abs(ring[2]) * (ring[1] - 1)
 
 
 def _scale(a: Span, f: int) -> Span:
@@ -76,7 +86,8 @@ def _is_pow2(n: int) -> bool:
 
 class Spans:
     """Demand-driven spans of the registers of one kernel (single definitions only: a
-    register written several times is unknown unless every write is one constant)."""
+    register written several times is unknown unless every write is one constant, or it is
+    a stage register a ring advances in place: `stages.wrap_count`)."""
 
     def __init__(self, values: Values, dims: tuple[int, ...] | None):
         self.values = values
@@ -108,7 +119,7 @@ class Spans:
             return _const(c)
         defs = self.values.defs.get(reg, ())
         if len(defs) != 1:
-            return UNKNOWN
+            return self._stage_register(reg)
         st = self.values.body[defs[0]]
         if st.guard is not None:
             return UNKNOWN
@@ -149,6 +160,12 @@ class Spans:
                 return UNKNOWN
             return Span(None, a.lo // f, None if a.hi is None else a.hi // f)
         return UNKNOWN
+
+    def _stage_register(self, reg: Reg) -> Span:
+        """A register written several times: a ring index of N stages when it is a stage
+        register advanced in place and wrapped at N (`stages.wrap_count`), else unknown."""
+        n = wrap_count(self.values, reg)
+        return UNKNOWN if n is None else Span(None, 0, 0, (reg, n, 1))
 
     def _mul(self, x: Any, y: Any, d: int) -> Span:
         cx, cy = self.values.const(x), self.values.const(y)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl import Kernel, ptx, t
+from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
+from ptxdsl.pipeline import MbarrierRing
 from tests.checker_kernels import clean, here, only
 from tests.ring_kernels import MAPS, S, WsRing, only_at
 
@@ -159,3 +160,105 @@ def test_selp_advanced_stage_register():
     k, line = build(False)
     only(check_kernel(k, maps=MAPS), Hazard.WAIT_WRONG_BARRIER, line)
     clean(build(True)[0], maps=MAPS)
+
+
+# -- 2: a wait on the other ring's barrier, both rings in one dynamic buffer -------------------
+KV = 2            # stages of each ring
+TILE = 8192       # one K or V tile
+BARS = 2 * KV * TILE                     # the barriers after the K and V tiles
+
+
+def _kv(style: str, wrong_ring: bool) -> tuple[Kernel, int]:
+    """Warp 0 loads K and V tiles into two rings of one extern buffer (K tiles, V tiles,
+    then the barriers: full/empty of K, full/empty of V); warpgroup 1 reads K after waiting
+    on K's full barrier, or (the mistake) on V's. Returns the kernel and the K read's line."""
+    k = Kernel("kv", reqntid=256)
+    tk = k.tensormap_addr(k.param_tensormap("map_k"))
+    tv = k.tensormap_addr(k.param_tensormap("map_v"))
+    n = k.ld_param(k.param(t.u32, "n"))
+    dyn = k.extern_shared("dyn", align=1024)
+    lane16 = k.shl(k.and_(k.tid.x, 31), 4)
+    if style == "ring":
+        rk = MbarrierRing(k, KV, storage=Addr(dyn, BARS), name="k")
+        rv = MbarrierRing(k, KV, storage=Addr(dyn, BARS + 16 * KV), name="v")
+        rk.init(sync=False)
+        rv.init()
+    else:
+        with k.if_(k.tid.x == 0):
+            for off in range(0, 32 * KV, 8):
+                ptx.mbarrier_init(k, Addr(dyn, BARS + off), 1)
+            ptx.fence_mbarrier_init(k)
+        k.bar_sync(0)
+
+    def bar(ring: int, which: int, s):          # ring 0: K, 1: V; which 0: full, 1: empty
+        return k.add(k.mov(dyn), k.add(k.shl(s, 3), BARS + 16 * KV * ring + 8 * KV * which))
+
+    def tile(ring: int, s):
+        return k.add(k.mov(dyn), k.add(k.mul(s, TILE, type=t.u32), KV * TILE * ring))
+
+    with k.if_(k.shr(k.tid.x, 5) == 0):
+        with k.if_(k.tid.x == 0):
+            views = [rk.producer(), rv.producer()] if style == "ring" else None
+            with k.for_range(0, n) as j:
+                s = k.and_(j, KV - 1, type=t.b32)
+                ph = k.xor(k.and_(k.shr(j, 1), 1, type=t.b32), 1, type=t.b32)
+                for r, tmap in ((0, tk), (1, tv)):
+                    if views is not None:
+                        p = views[r]
+                        p.wait_empty()
+                        full, dst = p.full_barrier(), k.add(p.slot(dyn, TILE), KV * TILE * r)
+                    else:
+                        ptx.mbarrier_wait(k, bar(r, 1, s), ph)
+                        full, dst = bar(r, 0, s), tile(r, s)
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", full,
+                                                  TILE, dst="_")
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
+                                             (0, j), full)
+                if views is not None:
+                    views[0].advance()
+                    views[1].advance()
+    with k.if_(k.shr(k.tid.x, 7) == 1):
+        views = [rk.consumer(), rv.consumer()] if style == "ring" else None
+        with k.for_range(0, n) as j:
+            s = k.and_(j, KV - 1, type=t.b32)
+            ph = k.and_(k.shr(j, 1), 1, type=t.b32)
+
+            def wait(r: int) -> None:
+                if views is not None:
+                    views[r].wait_full()
+                else:
+                    ptx.mbarrier_wait(k, bar(r, 0, s), ph)
+
+            def at(r: int):
+                if views is not None:
+                    return k.add(views[r].slot(dyn, TILE), KV * TILE * r + 0)
+                return tile(r, s)
+
+            wait(1 if wrong_ring else 0)                # QK^T: K must have landed
+            kt = at(0)
+            line = here() + 1
+            k.ldmatrix(k.add(kt, lane16), 4)
+            wait(1)
+            k.ldmatrix(k.add(at(1), lane16), 4)         # PV
+            with k.if_(k.and_(k.tid.x, 127) == 0):
+                for r in (0, 1):
+                    if views is not None:
+                        views[r].release()
+                    else:
+                        ptx.mbarrier_arrive(k, bar(r, 1, s), dst="_")
+            if views is not None:
+                views[0].advance()
+                views[1].advance()
+    k.ret()
+    return k, line
+
+
+KV_MAPS = {"map_k": {"box_bytes": TILE}, "map_v": {"box_bytes": TILE}}
+
+
+@pytest.mark.parametrize("style", ["ring", "hand"])
+def test_k_read_after_waiting_on_the_v_ring(style):
+    k, line = _kv(style, wrong_ring=True)
+    f = only(check_kernel(k, maps=KV_MAPS), Hazard.WAIT_WRONG_BARRIER, line)
+    assert "another stage or ring" in f.message
+    clean(_kv(style, wrong_ring=False)[0], maps=KV_MAPS)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.pipeline import MbarrierRing
+from ptxdsl.pipeline import MbarrierRing, ProducerView
 
 S = 4                                        # stages
 L = SmemLayout(t.bf16, 64, 64, "K", "128B")  # one operand tile (8 KiB)
@@ -36,11 +36,13 @@ class Cursor:
     """One side's walk over the ring: `MbarrierRing` views, or by hand from a loop counter
     (`kb & (S-1)`, parity `(kb / S) & 1`, xor 1 for the producer) with the stage count `n`."""
 
-    def __init__(self, g: WsRing, role: str, n: int = S):
+    def __init__(self, g: WsRing, role: str, n: int = S, start: int | None = None):
         self.g, self.role, self.n = g, role, n
-        self.view = None
+        self.start = (1 if role == "producer" else 0) if start is None else start
+        self.view: Any = None
         if g.ring is not None:
-            self.view = g.ring.producer() if role == "producer" else g.ring.consumer()
+            self.view = ProducerView(g.ring, "p", self.start) if role == "producer" \
+                else g.ring.consumer()
         self.kb: Any = None
 
     def at(self, kb) -> None:
@@ -55,7 +57,7 @@ class Cursor:
     def _parity(self):
         k = self.g.k
         ph = k.and_(k.div(self.kb, self.n, type=t.u32), 1, type=t.b32)
-        return k.xor(ph, 1, type=t.b32) if self.role == "producer" else ph
+        return k.xor(ph, 1, type=t.b32) if self.start else ph
 
     def bar(self, which: str):
         if self.view is not None:
@@ -97,7 +99,7 @@ class WsRing:
     warpgroup 1 runs `consumer(g)`. `style`: "ring" (MbarrierRing) or "hand"."""
 
     def __init__(self, style: str, consumer: Callable[[WsRing], Any],
-                 producer_stages: int = S):
+                 producer_stages: int = S, producer_start: int = 1):
         k = self.k = Kernel("ws", reqntid=256)
         self.style = style
         self.ta = k.tensormap_addr(k.param_tensormap("map_a"))
@@ -120,19 +122,22 @@ class WsRing:
         self.acc = k.fragment(t.f32, shape=(64, 64))
         with k.if_(k.shr(k.tid.x, 7) == 0):
             with k.if_(k.tid.x == 0):
-                self.produce(producer_stages)
+                self.produce(producer_stages, producer_start)
         with k.else_():
             self.result = consumer(self)
         k.ret()
 
-    def cursor(self, role: str, n: int = S) -> Cursor:
-        return Cursor(self, role, n)
+    def cursor(self, role: str, n: int = S, start: int | None = None) -> Cursor:
+        return Cursor(self, role, n, start)
 
-    def produce(self, n: int) -> None:
+    def produce(self, n: int, start: int) -> None:
+        """The producer: its first empty-wait asks for parity `start` (1 is right: the stages
+        start empty); `wait_line` is the line of that wait here."""
         k = self.k
-        p = self.cursor("producer", n)
+        p = self.cursor("producer", n, start)
         with k.for_range(0, self.kblocks) as kb:
             p.at(kb)
+            self.wait_line = sys._getframe().f_lineno + 1
             p.wait()
             full = p.bar("full")
             ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", full, STAGE,

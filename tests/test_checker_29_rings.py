@@ -12,6 +12,7 @@ from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.pipeline import MbarrierRing
 from tests.checker_kernels import clean, here, only
+from tests import ring_kernels
 from tests.ring_kernels import MAPS, S, WsRing, only_at
 
 
@@ -33,39 +34,31 @@ def _release_current(g: WsRing) -> int:
     return line
 
 
-def _release_previous(g: WsRing) -> None:
+def _release_previous(g: WsRing, peeled: bool = False) -> None:
     """The right consumer: after wait_group 1 the previous stage's wgmma is done, so that
-    stage is released; the last one after the loop. With MbarrierRing a second view trails
-    the reading one by a stage (the first wgmma is peeled, as samples/gemm_hopper.py does);
-    by hand, `(kb + S - 1) & (S - 1)` under `kb > 0`."""
+    stage is released (under `kb > 0`, or from a loop after a peeled first wgmma, as
+    samples/gemm_hopper.py does); the last one after the loop. With MbarrierRing a second
+    view trails the reading one by a stage; by hand, `(kb + S - 1) & (S - 1)`."""
     k = g.k
-    if g.ring is not None:
-        read, free = g.cursor("consumer"), g.cursor("consumer")
+    read, free = g.cursor("consumer"), g.cursor("consumer")
+    if peeled:
+        read.at(k.mov(0, type=t.u32))
         read.wait()
         g.mma(read.slot(), first=True)
         read.advance()
-        with k.for_range(1, g.kblocks):
-            read.wait()
-            g.mma(read.slot())
-            read.advance()
-            ptx.wgmma_wait_group(k, 1)
-            free.release()
-            free.advance()
-        ptx.wgmma_wait_group(k, 0)
-        free.release()
-        return
-    c, prev = g.cursor("consumer"), g.cursor("consumer")
-    with k.for_range(0, g.kblocks) as kb:
-        c.at(kb)
-        c.wait()
-        g.mma(c.slot())
+    with k.for_range(1 if peeled else 0, g.kblocks) as kb:
+        read.at(kb)
+        read.wait()
+        g.mma(read.slot())
+        read.advance()
         ptx.wgmma_wait_group(k, 1)
         with k.if_(kb > 0):
-            prev.at(k.add(kb, S - 1))
-            prev.release()
+            free.at(k.add(kb, S - 1))
+            free.release()
+            free.advance()
     ptx.wgmma_wait_group(k, 0)
-    prev.at(k.add(g.kblocks, S - 1))
-    prev.release()
+    free.at(k.add(g.kblocks, S - 1))
+    free.release()
 
 
 @pytest.mark.parametrize("style", ["ring", "hand"])
@@ -74,6 +67,7 @@ def test_current_stage_released_after_wait_group_one(style):
     f = only_at(check_kernel(g.k, maps=MAPS), Hazard.WGMMA_SMEM_RELEASED, g.result)
     assert "reads the stage this arrive releases" in f.message
     clean(WsRing(style, _release_previous).k, maps=MAPS)
+    clean(WsRing(style, lambda g: _release_previous(g, peeled=True)).k, maps=MAPS)
 
 
 # -- 1b: a software-pipelined read of the next stage before its wait ---------------------------
@@ -160,6 +154,22 @@ def test_selp_advanced_stage_register():
     k, line = build(False)
     only(check_kernel(k, maps=MAPS), Hazard.WAIT_WRONG_BARRIER, line)
     clean(build(True)[0], maps=MAPS)
+
+
+# -- 4: the producer's first empty-wait at parity 0, with a tail release after the loop ------
+@pytest.mark.parametrize("style", ["ring", "hand"])
+def test_producer_first_empty_wait_at_parity_zero_with_a_tail_release(style):
+    """The consumer releases the previous stage in the loop and the last one after it (the
+    loop may run no trip); the producer's first wait asks for parity 0, which a fresh empty
+    barrier completes only when the consumers release it, after data it has yet to load."""
+    g = WsRing(style, _release_previous, producer_start=0)
+    f = check_kernel(g.k, maps=MAPS)
+    assert [x.id for x in f] == [Hazard.WAIT_PARITY_FIRST_PHASE.value], [x.format() for x in f]
+    assert "hangs" in f[0].message
+    loc = f[0].loc
+    assert (loc.file, loc.line) == (ring_kernels.__file__, g.wait_line) or \
+        (loc.caller.file, loc.caller.line) == (ring_kernels.__file__, g.wait_line)
+    clean(WsRing(style, _release_previous, producer_start=1).k, maps=MAPS)
 
 
 # -- 2: a wait on the other ring's barrier, both rings in one dynamic buffer -------------------

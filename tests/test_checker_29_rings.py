@@ -11,8 +11,8 @@ import pytest
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.pipeline import MbarrierRing
-from tests.checker_kernels import clean, here, only
 from tests import ring_kernels
+from tests.checker_kernels import clean, here, only
 from tests.ring_kernels import MAPS, S, WsRing, only_at
 
 

@@ -40,7 +40,8 @@ class Cursor:
         self.g, self.role, self.n = g, role, n
         self.start = (1 if role == "producer" else 0) if start is None else start
         self.view: Any = None
-        if g.ring is not None:
+        # A count other than the ring's: written by hand on its barrier arrays.
+        if g.ring is not None and n == g.ring.stages:
             self.view = ProducerView(g.ring, "p", self.start) if role == "producer" \
                 else g.ring.consumer()
         self.kb: Any = None
@@ -110,6 +111,7 @@ class WsRing:
         if style == "ring":
             self.ring = MbarrierRing(k, S)
             self.ring.init()
+            self.full, self.empty = self.ring.full, self.ring.empty
         else:
             self.full = k.shared_array(t.b64, S, align=8, name="full")
             self.empty = k.shared_array(t.b64, S, align=8, name="empty")

@@ -156,6 +156,54 @@ def test_selp_advanced_stage_register():
     clean(build(True)[0], maps=MAPS)
 
 
+# -- 3: producer and consumer count the ring's stages differently -------------------------------
+def _consume(n: int):
+    """A consumer walking the ring modulo n (the producer's is S = 4): kb % 3 against the
+    producer's kb & 3 by hand; against an MbarrierRing of 4 stages, by hand modulo 3."""
+    def consumer(g: WsRing) -> int:
+        k = g.k
+        c = g.cursor("consumer", n)
+        with k.for_range(0, g.kblocks) as kb:
+            c.at(kb)
+            line = here() + 1
+            c.wait()
+            g.mma(c.slot())
+            ptx.wgmma_wait_group(k, 0)
+            c.release()
+            c.advance()
+        return line
+    return consumer
+
+
+@pytest.mark.parametrize("style", ["ring", "hand"])
+def test_consumer_walks_the_ring_modulo_another_count(style):
+    g = WsRing(style, _consume(3))
+    f = only_at(check_kernel(g.k, maps=MAPS), Hazard.RING_STAGE_MISMATCH, g.result)
+    assert "modulo 3, but the ring has 4 stages" in f.message
+    clean(WsRing(style, _consume(S)).k, maps=MAPS)
+
+
+def test_ldmatrix_reads_the_ring_buffer_modulo_another_count():
+    """The barriers agree (kb & 3), the buffer read does not: tiles[kb % 3]."""
+    def consumer(g: WsRing, n: int) -> int:
+        k = g.k
+        c, r = g.cursor("consumer"), g.cursor("consumer", n)
+        with k.for_range(0, g.kblocks) as kb:
+            c.at(kb)
+            r.at(kb)
+            c.wait()
+            slot = r.slot()
+            line = here() + 1
+            k.ldmatrix(slot, 4)
+            c.release()
+        return line
+
+    g = WsRing("hand", lambda g: consumer(g, 3))
+    f = only(check_kernel(g.k, maps=MAPS), Hazard.RING_STAGE_MISMATCH, g.result)
+    assert "ring of buffers" in f.message
+    clean(WsRing("hand", lambda g: consumer(g, S)).k, maps=MAPS)
+
+
 # -- 4: the producer's first empty-wait at parity 0, with a tail release after the loop ------
 @pytest.mark.parametrize("style", ["ring", "hand"])
 def test_producer_first_empty_wait_at_parity_zero_with_a_tail_release(style):

@@ -130,4 +130,3 @@ def stage_counts(an: Analysis) -> None:
 
 
 STRUCTURAL.append(stage_counts)
-

@@ -13,7 +13,7 @@ from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.pipeline import MbarrierRing
 from tests import ring_kernels
 from tests.checker_kernels import clean, here, only
-from tests.ring_kernels import MAPS, S, WsRing, only_at
+from tests.ring_kernels import MAPS, STAGE, S, WsRing, only_at
 
 
 # -- 1a: the stage released after wgmma.wait_group 1 -------------------------------------------
@@ -68,6 +68,37 @@ def test_current_stage_released_after_wait_group_one(style):
     assert "reads the stage this arrive releases" in f.message
     clean(WsRing(style, _release_previous).k, maps=MAPS)
     clean(WsRing(style, lambda g: _release_previous(g, peeled=True)).k, maps=MAPS)
+
+
+def test_trailing_view_that_never_trails():
+    """Two MbarrierRing views, `free` meant to trail `read` by the stage in flight; without
+    the peeled first wgmma (or `kb > 0`) they step in lockstep, so after wait_group 1 `free`
+    releases the stage just issued, from the first trip (where nothing has retired) on."""
+    def consumer(g: WsRing, peeled: bool) -> int:
+        k = g.k
+        read, free = g.ring.consumer(), g.ring.consumer()
+        if peeled:
+            read.wait_full()
+            g.mma(read.slot(g.tiles, STAGE), first=True)
+            read.advance()
+        with k.for_range(1 if peeled else 0, g.kblocks):
+            read.wait_full()
+            g.mma(read.slot(g.tiles, STAGE))
+            read.advance()
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(k.and_(k.tid.x, 127) == 0):
+                line = here() + 1
+                free.release()
+            free.advance()
+        ptx.wgmma_wait_group(k, 0)
+        with k.if_(k.and_(k.tid.x, 127) == 0):
+            free.release()                      # the last stage
+        return line
+
+    g = WsRing("ring", lambda g: consumer(g, False))
+    f = only(check_kernel(g.k, maps=MAPS), Hazard.WGMMA_SMEM_RELEASED, g.result)
+    assert "reads the stage this arrive releases" in f.message
+    clean(WsRing("ring", lambda g: consumer(g, True)).k, maps=MAPS)
 
 
 # -- 1b: a software-pipelined read of the next stage before its wait ---------------------------

@@ -50,7 +50,7 @@ from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
 from .hazards_ring import _slot, check_read, lands_in, read_extent
 from .ops import Op, Role
-from .stages import base, moved
+from .stages import base, moved, relate, relation
 from .state import State
 from .values import Kind
 
@@ -373,9 +373,15 @@ def _wgmma_ring_steps(an: Analysis) -> None:
     counters = {}
     for op in an.ops:
         r = _ring_of(an, op.index) if op.role is Role.WGMMA else None
+        if op.role is Role.MBAR_ARRIVE and op.count is None:
+            slot = _slot(an, op.mbar)[1]
+            r = slot if slot is not None and slot[0] == "ring" else None
         if r is not None:
             c = _counter(an, r)[0]
             counters[id(c)] = c
+    # The counters of the stages wgmmas read and arrives release: their relations are
+    # followed (`stages.relate`), so two views of one ring can be compared.
+    an.cache["wg_counters"] = frozenset(counters)
     for reg in counters.values():
         for i in an.values.defs.get(reg, ()):
             if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
@@ -390,11 +396,14 @@ PREPARE.append(_wgmma_ring_steps)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     """A step of the counter moves the pending wgmmas' stages behind it (`stages.moved`: an
     add, or a stage register's advance and wrap); other writes lose track."""
-    if not any(f[0] == "wgmma" for f in state.may):
-        return state
     reg = op.value
+    facts = state.may
+    if id(reg) in an.cache.get("wg_counters", ()):
+        facts = relate(an.values, facts, op.index, reg)
+    if not any(f[0] == "wgmma" for f in facts):
+        return state if facts is state.may else State(state.must, facts, state.tx)
     may = set()
-    for f in state.may:
+    for f in facts:
         if f[0] == "wgmma" and f[3][1] is not None:
             ring = _ring_of(an, f[1])
             if ring is not None and _counter(an, ring)[0] is reg:
@@ -404,20 +413,22 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     return State(state.must, frozenset(may), state.tx)
 
 
-def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
+def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | None:
     """Does the pending wgmma `f` read the stage the arrive on `released` (a barrier slot)
-    hands back? Known when both are ring slots of n stages on one counter, or on counters
-    one defined from the other (`(i + c) % n`), and the counter's moves since the wgmma are
-    known; None otherwise."""
+    hands back? Known when both are ring slots of n stages on one counter, on counters one
+    defined from the other (`(i + c) % n`), or on two counters the state relates (two views
+    of one ring, `stages.relation`), and the counter's moves since the wgmma are known; None
+    otherwise."""
     mine = _ring_of(an, f[1])
     since = f[3][1]
     if mine is None or released is None or released[0] != "ring" or since is None \
             or mine[2] != released[2]:
         return None
     (rb, rc), (mb, mc) = _counter(an, released), _counter(an, mine)
-    if rb is not mb:
+    d = 0 if rb is mb else relation(state.may, rb, mb, mine[2])
+    if d is None:
         return None
-    return (rc - mc + since) % mine[2] == 0
+    return (d + rc - mc + since) % mine[2] == 0
 
 
 @handles(Role.MBAR_ARRIVE)
@@ -428,7 +439,7 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     for f in _pending(state):
         if released is None:
             released = _slot(an, op.mbar)[1] or ("unknown",)
-        same = _same_stage(an, f, released)
+        same = _same_stage(an, state, f, released)
         if same is False:
             continue   # it reads another stage (the previous one, with wait_group 1)
         seen = f[3][0]

@@ -14,9 +14,11 @@ setmaxnreg's warpgroup uniformity.
 - `wgmma-smem-released`: handing a stage back to its producer (a plain `mbarrier.arrive`, not
   the producer's arrive.expect_tx) while a wgmma that reads it may still run. wait_group N
   retires all but the N most recent committed groups. When the wgmma's buffer and the
-  arrive's barrier are ring slots on one counter (or on `i` and `(i + c) % n`), and the
-  counter's steps since the wgmma are known, an unretired wgmma is reported exactly when it
-  reads the released stage (release the previous stage after wait_group 1: clean). Otherwise
+  arrive's barrier are ring slots on one counter (or on `i` and `(i + c) % n`, or on two
+  counters `stages.relation` relates: two views of one MbarrierRing), and the counter's steps
+  since the wgmma are known (`stages.moved`: adds, and a stage register's advance and wrap),
+  an unretired wgmma is reported exactly when it reads the released stage (release the
+  previous stage after wait_group 1: clean). Otherwise
   an unretired wgmma is reported when no wait_group after it retired any group (none ran, or
   N was at least the groups in flight); after one that did, the pipelined idiom is assumed.
 - The descriptors' start addresses also count as shared reads of TMA destinations for

@@ -251,6 +251,51 @@ def test_producer_first_empty_wait_at_parity_zero_with_a_tail_release(style):
     clean(WsRing(style, _release_previous, producer_start=1).k, maps=MAPS)
 
 
+# -- the first trip's parity through an advance that runs before the wait ----------------------
+@pytest.mark.parametrize("style", ["ring", "selp"])
+def test_advance_before_the_first_wait_flips_to_the_wrong_parity(style):
+    """The consumer advances at the top of each trip, from stage S-1, so its first advance
+    wraps to stage 0 and flips the phase: it must start at parity 1 to wait for parity 0.
+    Starting at 0 (the mistake), the first wait asks for parity 1 and passes before the
+    data lands. The first trip's parity is followed through MbarrierRing's guarded wrap and
+    through a selp-advanced stage and phase."""
+    def build(start: int) -> tuple[Kernel, int]:
+        def consumer(g: WsRing) -> int:
+            k = g.k
+            if style == "ring":
+                c = g.ring.consumer()
+                k.mov(S - 1, dst=c.stage)
+                k.mov(start, dst=c.phase)
+                stage, advance = c.stage, c.advance
+                wait = c.wait_full
+            else:
+                stage, ph = k.mov(S - 1, type=t.u32), k.mov(start, type=t.b32)
+
+                def advance():
+                    nxt = k.add(stage, 1, type=t.u32)
+                    wrap = k.setp("eq", nxt, S, type=t.u32)
+                    k.selp(0, nxt, wrap, dst=stage)
+                    k.selp(k.xor(ph, 1, type=t.b32), ph, wrap, dst=ph)
+
+                def wait():
+                    ptx.mbarrier_wait(k, k.add(k.mov(g.full), k.shl(stage, 3)), ph)
+            with k.for_range(0, g.kblocks):
+                advance()
+                line = here() + 1
+                wait()
+                k.ldmatrix(k.add(k.mov(g.tiles), k.mul(stage, STAGE, type=t.u32)), 4)
+                with k.if_(k.and_(k.tid.x, 127) == 0):
+                    ptx.mbarrier_arrive(k, k.add(k.mov(g.empty), k.shl(stage, 3)), dst="_")
+            return line
+        g = WsRing("ring" if style == "ring" else "hand", consumer)
+        return g.k, g.result
+
+    k, line = build(0)
+    f = only_at(check_kernel(k, maps=MAPS), Hazard.WAIT_PARITY_FIRST_PHASE, line)
+    assert "passes at once" in f.message
+    clean(build(1)[0], maps=MAPS)
+
+
 # -- 2: a wait on the other ring's barrier, both rings in one dynamic buffer -------------------
 KV = 2            # stages of each ring
 TILE = 8192       # one K or V tile

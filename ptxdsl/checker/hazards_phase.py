@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..instructions.arith import Binary
-from ..instructions.compare import Setp
+from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Mov
 from ..instructions.warp import Elect
@@ -188,13 +188,23 @@ class FirstTrip:
         if d is None:
             return None
         st = self.an.body[d]
-        if st.guard is not None:
-            return None
         # A definition in a loop that does not hold `at` ran an unknown number of times.
         bd, ba = self.cfg.block_of(d), self.cfg.block_of(at)
         if any(bd in body and ba not in body for _, body in self.an.loops):
             return None
+        if st.guard is not None:
+            # A guarded write (MbarrierRing's `@p xor phase` on the wrap): the value before
+            # it where its guard is false on this trip, its own where true.
+            pred, polarity = guard_polarity(st.guard)
+            g = self.value(pred, d, depth + 1)
+            if g is None:
+                return None
+            if bool(g) != polarity:
+                return self.value(x, d, depth + 1)
         insn = st.insn
+        if isinstance(insn, Selp):
+            c = self.value(insn.c, d, depth + 1)
+            return None if c is None else self.value(insn.a if c else insn.b, d, depth + 1)
         if isinstance(insn, Mov):
             return None if isinstance(insn.a, SpecialReg) else self.value(insn.a, d, depth + 1)
         if isinstance(insn, Cvt):

@@ -119,6 +119,15 @@ def _wrap_of(values: Values, i: int, reg: Reg) -> int | None:
     return test[0]
 
 
+def _tested_at(values: Values, i: int) -> int | None:
+    """The statement computing the wrap test of the write at i (its guard's, its branch's
+    or its selp's predicate)."""
+    insn = values.body[i].insn
+    pred = insn.c if isinstance(insn, Selp) else (_guarded_by(values, i) or (None,))[0]
+    defs = values.defs.get(pred, ()) if isinstance(pred, Reg) else ()
+    return defs[0] if len(defs) == 1 else None
+
+
 def _selp_step(values: Values, insn: Selp, reg: Reg) -> tuple[int, int] | None:
     """(N, move) of `selp reg, 0, t, (t == N)` (and its mirrored forms): move 1 when t is
     reg + 1, 0 when t is reg itself (a wrap after an add)."""
@@ -200,8 +209,9 @@ def wrap_count(values: Values, reg: Reg) -> int | None:
             continue
         if what == "step" and k == 1 and x + 1 < len(kinds) \
                 and kinds[x + 1][0][0] == "wrap" \
-                and not _reads_between(values, i, kinds[x + 1][1], reg):
-            continue
+                and not _reads_between(values, i, kinds[x + 1][1], reg) \
+                and i < (_tested_at(values, kinds[x + 1][1]) or -1):
+            continue   # the wrap tests the stepped value, right after the step
         return None
     table[reg] = n
     return n

@@ -102,7 +102,7 @@ def _same_index(an: Analysis, a: Any, b: Any) -> bool:
 
 # Steps of a counter since a wait are counted up to _FAR ("_FAR or more": a wait that far
 # back is never on the phase a read of a nearby stage needs).
-_FAR = 8
+_FAR = 4
 
 
 def _wait_stage(an: Analysis, i: int) -> tuple[Any, int, int] | None:

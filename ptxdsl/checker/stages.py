@@ -266,11 +266,11 @@ def base(values: Values, reg: Any) -> tuple[Any, int]:
 # Two views of one ring (MbarrierRing's `read` and `free`, stepped in the same loop) are two
 # registers; what relates them is how far each stepped since both were set. These are
 # per-thread facts, kept as may-facts (a thread came along one path, whatever other threads
-# did): ("cval", id(r), v, N): r may hold v (mod N; N 0: exact), and ("crel", id(a), id(b),
-# d, N) with id(a) < id(b): a - b may be d (mod N); None for "unknown". A relation is known
-# where every path brings the same d: one that holds on the first trip of a loop and on the
-# later ones survives the loop, one that differs between them (a view advanced under
-# `if kb > 0`) does not.
+# did): ("cval", id(r), v, N): stage register r (wrapped at N) may hold v, and ("crel",
+# id(a), id(b), d, N) with id(a) < id(b): a - b may be d (mod N); None for "unknown". A
+# relation is known where every path brings the same d: one that holds on the first trip of
+# a loop and on the later ones survives the loop, one that differs between them (a view
+# advanced under `if kb > 0`) does not.
 _REL = ("cval", "crel")
 
 
@@ -281,18 +281,24 @@ def _values_of(may: frozenset, x: int) -> set:
 def relate(values: Values, may: frozenset, i: int, reg: Reg) -> frozenset:
     """The counter facts of `may` after the write at statement i of counter `reg`."""
     x = id(reg)
-    n = wrap_count(values, reg) or 0
+    n = wrap_count(values, reg)
     mine = [f for f in may if f[0] in _REL and x in f[1:3]]
+    if n is None:
+        # Only stage registers are related: their values mod N are few, so the facts settle
+        # in a few rounds (a plain counter's would grow on every trip).
+        return frozenset(set(may) - set(mine)) if mine else may
     out = set(may) - set(mine)
     what, v, _ = _kind(values, i, reg)
     if what == "init" and v is not None:
-        out.add(("cval", x, v % n if n else v, n))
+        out.add(("cval", x, v % n, n))
         others = {f[1]: f[3] for f in may if f[0] == "cval" and f[1] != x}
         for y, ny in others.items():
+            if ny != n:
+                continue
             vals = _values_of(may, y)
-            d = vals.pop() - v if len(vals) == 1 and None not in vals and ny == n else None
+            d = vals.pop() - v if len(vals) == 1 and None not in vals else None
             a, b, d = (x, y, None if d is None else -d) if x < y else (y, x, d)
-            out.add(("crel", a, b, None if d is None else d % n if n else d, n))
+            out.add(("crel", a, b, None if d is None else d % n, n))
         return frozenset(out)
     if not mine:
         return may
@@ -300,13 +306,11 @@ def relate(values: Values, may: frozenset, i: int, reg: Reg) -> frozenset:
     k = None if s is None or s[1] != n else s[0]
     for f in mine:
         if f[0] == "cval":
-            val = None if k is None or f[2] is None else f[2] + k
-            out.add(("cval", x, None if val is None else val % n if n else val, n))
+            val = None if k is None or f[2] is None else (f[2] + k) % n
+            out.add(("cval", x, val, n))
             continue
-        d = None if k is None or f[3] is None else f[3] + (k if f[1] == x else -k)
-        if d is not None and not n and abs(d) >= 64:
-            d = None                  # (an exact count that keeps growing: unknown)
-        out.add(("crel", f[1], f[2], None if d is None else d % n if n else d, n))
+        d = None if k is None or f[3] is None else (f[3] + (k if f[1] == x else -k)) % n
+        out.add(("crel", f[1], f[2], d, n))
     return frozenset(out)
 
 

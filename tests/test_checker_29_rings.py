@@ -305,16 +305,22 @@ BARS = 2 * KV * TILE                     # the barriers after the K and V tiles
 def _kv(style: str, wrong_ring: bool) -> tuple[Kernel, int]:
     """Warp 0 loads K and V tiles into two rings of one extern buffer (K tiles, V tiles,
     then the barriers: full/empty of K, full/empty of V); warpgroup 1 reads K after waiting
-    on K's full barrier, or (the mistake) on V's. Returns the kernel and the K read's line."""
+    on K's full barrier, or (the mistake) on V's. `style`: MbarrierRing views ("ring"), by
+    hand ("hand"), or MbarrierRings with their own static barrier arrays ("ring-static",
+    static tiles too). Returns the kernel and the K read's line."""
     k = Kernel("kv", reqntid=256)
     tk = k.tensormap_addr(k.param_tensormap("map_k"))
     tv = k.tensormap_addr(k.param_tensormap("map_v"))
     n = k.ld_param(k.param(t.u32, "n"))
-    dyn = k.extern_shared("dyn", align=1024)
+    # (static barriers go with static tiles: an extern buffer after them loses its alignment)
+    dyn = k.shared_array(t.b8, 2 * KV * TILE, align=1024, name="tiles") \
+        if style == "ring-static" else k.extern_shared("dyn", align=1024)
     lane16 = k.shl(k.and_(k.tid.x, 31), 4)
-    if style == "ring":
-        rk = MbarrierRing(k, KV, storage=Addr(dyn, BARS), name="k")
-        rv = MbarrierRing(k, KV, storage=Addr(dyn, BARS + 16 * KV), name="v")
+    if style.startswith("ring"):
+        static = style == "ring-static"          # each ring's barriers in their own arrays
+        rk = MbarrierRing(k, KV, storage=None if static else Addr(dyn, BARS), name="k")
+        rv = MbarrierRing(k, KV, storage=None if static else Addr(dyn, BARS + 16 * KV),
+                          name="v")
         rk.init(sync=False)
         rv.init()
     else:
@@ -332,7 +338,7 @@ def _kv(style: str, wrong_ring: bool) -> tuple[Kernel, int]:
 
     with k.if_(k.shr(k.tid.x, 5) == 0):
         with k.if_(k.tid.x == 0):
-            views = [rk.producer(), rv.producer()] if style == "ring" else None
+            views = [rk.producer(), rv.producer()] if style != "hand" else None
             with k.for_range(0, n) as j:
                 s = k.and_(j, KV - 1, type=t.b32)
                 ph = k.xor(k.and_(k.shr(j, 1), 1, type=t.b32), 1, type=t.b32)
@@ -352,7 +358,7 @@ def _kv(style: str, wrong_ring: bool) -> tuple[Kernel, int]:
                     views[0].advance()
                     views[1].advance()
     with k.if_(k.shr(k.tid.x, 7) == 1):
-        views = [rk.consumer(), rv.consumer()] if style == "ring" else None
+        views = [rk.consumer(), rv.consumer()] if style != "hand" else None
         with k.for_range(0, n) as j:
             s = k.and_(j, KV - 1, type=t.b32)
             ph = k.and_(k.shr(j, 1), 1, type=t.b32)
@@ -390,7 +396,7 @@ def _kv(style: str, wrong_ring: bool) -> tuple[Kernel, int]:
 KV_MAPS = {"map_k": {"box_bytes": TILE}, "map_v": {"box_bytes": TILE}}
 
 
-@pytest.mark.parametrize("style", ["ring", "hand"])
+@pytest.mark.parametrize("style", ["ring", "hand", "ring-static"])
 def test_k_read_after_waiting_on_the_v_ring(style):
     k, line = _kv(style, wrong_ring=True)
     f = only(check_kernel(k, maps=KV_MAPS), Hazard.WAIT_WRONG_BARRIER, line)

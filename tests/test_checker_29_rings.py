@@ -148,6 +148,24 @@ def test_next_stage_read_before_its_wait(style, reader):
     clean(WsRing(style, _pipelined(reader, wait_first=True)).k, maps=MAPS)
 
 
+def test_slot_taken_before_the_advance_is_the_waited_stage():
+    """A consumer that takes the stage's slot and empty barrier, advances, then reads and
+    releases: the addresses hold the stage before the advance, which it waited for."""
+    def consumer(g: WsRing) -> None:
+        k = g.k
+        c = g.ring.consumer()
+        with k.for_range(0, g.kblocks):
+            c.wait_full()
+            slot, empty = c.slot(g.tiles, STAGE), c.empty_barrier()
+            c.advance()
+            k.ldmatrix(k.add(slot, k.shl(k.and_(k.tid.x, 31), 4)), 4)
+            g.mma(slot)
+            ptx.wgmma_wait_group(k, 0)
+            with k.if_(k.and_(k.tid.x, 127) == 0):
+                ptx.mbarrier_arrive(k, empty, dst="_")
+    clean(WsRing("ring", consumer).k, maps=MAPS)
+
+
 def test_selp_advanced_stage_register():
     """A stage advanced with selp (`s = s + 1 == S ? 0 : s + 1`), the phase flipped with a
     selp-made bit: the stage rule follows it like MbarrierRing's guarded wrap."""

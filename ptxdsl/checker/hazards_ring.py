@@ -59,7 +59,7 @@ def _slot(an: Analysis, operand: Any) -> tuple[Any, Any]:
 
 
 def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: Any,
-                 load_bar: Any, load_buf: Any) -> bool:
+                 load_bar: Any, load_buf: Any, read: tuple[Any, int]) -> bool:
     """Positive evidence that the wait at statement w, on `wait_slot`, is not on the barrier
     the read stage's load completes on (or is on it for an earlier phase)."""
     if wait_slot is None or load_bar is None:
@@ -77,8 +77,9 @@ def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: 
         if n != read_slot[2]:
             return False
         (wb, wc), (rb, rc) = base(an.values, wait_slot[1]), base(an.values, read_slot[1])
-        if wb is not rb:
-            return False
+        if wb is not rb or not index_current(an, read[0], rb, read[1]) \
+                or not index_current(an, an.op_at[w].mbar, wb, w):
+            return False      # an index computed before a step of its counter: not followed
         # The wait was on stage V + wc of the counter's value V then; the read is of stage
         # V' + rc now, V' = V + k after k steps since: the same phase only when wc = k + rc.
         ks = {f[2] for f in state.may if f[0] == "wstep" and f[1] == w}
@@ -91,6 +92,60 @@ def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: 
         # (a read indexed like the ring: `tid & 31` picks a lane's row, not a stage).
         return load_bar[0] == "ring" and load_buf is not None and load_buf[0] == "ring" \
             and _same_index(an, load_bar[1], load_buf[1]) and read_slot[2] == load_buf[2]
+    return False
+
+
+def index_current(an: Analysis, operand: Any, counter: Any, at: int) -> bool:
+    """Is the ring index an address computes from `counter` the counter's value at statement
+    `at`? Not when control can go from a statement of the address's arithmetic that reads
+    the counter, through a write of the counter, to `at` without that statement running
+    again (`slot = c.slot(...); c.advance(); read(slot)` reads the stage before the
+    advance)."""
+    key = ("current", id(operand), id(counter), at)
+    hit = an.cache.get(key)
+    if hit is not None:
+        return hit
+    writes = an.values.defs.get(counter, ())
+    ok = True
+    todo = [operand.base if isinstance(operand, Addr) else operand]
+    seen: set[int] = set()
+    while todo and ok:
+        r = todo.pop()
+        if not isinstance(r, Reg) or r is counter or id(r) in seen:
+            continue
+        seen.add(id(r))
+        defs = an.values.defs.get(r, ())
+        if len(defs) != 1:
+            continue
+        d = defs[0]
+        srcs = an.values.sources_of(d)
+        if any(x is counter for x in srcs):
+            ok = not any(_passes(an, d, i, d) and _passes(an, i, at, d) for i in writes)
+        todo.extend(srcs)
+    an.cache[key] = ok
+    return ok
+
+
+def _passes(an: Analysis, p: int, q: int, d: int) -> bool:
+    """Can control go from statement p to statement q without running statement d (other
+    than p itself)?"""
+    cfg = an.cfg
+    bp, bq, bd = cfg.block_of(p), cfg.block_of(q), cfg.block_of(d)
+    if bp == bq and p < q:
+        return not (bd == bp and p < d < q)
+    if bd == bp and p < d:
+        return False
+    seen, todo = set(), list(cfg.succs(bp))
+    while todo:
+        b = todo.pop()
+        if b in seen or b >= len(cfg.blocks):
+            continue
+        seen.add(b)
+        if b == bq and not (bd == b and d < q):
+            return True
+        if b == bd:
+            continue
+        todo.extend(cfg.succs(b))
     return False
 
 
@@ -285,7 +340,7 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
                 continue
             related = w if related is None else related
             _, buf_slot = _slot(an, src.smem)
-            if not _other_stage(an, state, w, w_slot, read_slot, b_slot, buf_slot):
+            if not _other_stage(an, state, w, w_slot, read_slot, b_slot, buf_slot, (smem, at)):
                 covered = True
                 break
         if covered:

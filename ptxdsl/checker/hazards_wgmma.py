@@ -50,7 +50,7 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .hazards_ring import _slot, check_read, lands_in, read_extent
+from .hazards_ring import _slot, check_read, index_current, lands_in, read_extent
 from .ops import Op, Role
 from .stages import base, moved, relate, relation
 from .state import State
@@ -356,8 +356,14 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
     """The ring slot ('ring', counter, n, stride) the wgmma at i reads, if any."""
     key = ("wg_ring", i)
     if key not in an.cache:
-        slots = [_slot(an, r)[1] for r in _addresses(an, i)]
-        an.cache[key] = next((s for s in slots if s is not None and s[0] == "ring"), None)
+        found = None
+        for r in _addresses(an, i):
+            s = _slot(an, r)[1]
+            if s is not None and s[0] == "ring":
+                # (a descriptor built before a step of its counter reads another stage)
+                found = s if index_current(an, r, base(an.values, s[1])[0], i) else None
+                break
+        an.cache[key] = found
     return an.cache[key]
 
 
@@ -437,10 +443,14 @@ def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | N
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not report or op.count is not None:
         return state
-    released = None
+    released: Any = None
     for f in _pending(state):
         if released is None:
-            released = _slot(an, op.mbar)[1] or ("unknown",)
+            slot = _slot(an, op.mbar)[1]
+            # (a barrier address built before a step of its counter releases another stage)
+            ok = slot is not None and (slot[0] != "ring" or index_current(
+                an, op.mbar, base(an.values, slot[1])[0], op.index))
+            released = slot if ok else ("unknown",)
         same = _same_stage(an, state, f, released)
         if same is False:
             continue   # it reads another stage (the previous one, with wait_group 1)

@@ -71,12 +71,12 @@ def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: 
                 and wait_slot[1] != load_bar[1])
     if wait_slot[0] == "ring" and read_slot is not None and read_slot[0] == "ring":
         if load_bar[0] != "ring" or load_buf is None or load_buf[0] != "ring" \
-                or not _same_index(an, load_bar[1], load_buf[1]):
+                or not _same_index(an, load_bar, load_buf):
             return False
         n = wait_slot[2]
         if n != read_slot[2]:
             return False
-        (wb, wc), (rb, rc) = base(an.values, wait_slot[1]), base(an.values, read_slot[1])
+        (wb, wc), (rb, rc) = ring_index(an, wait_slot), ring_index(an, read_slot)
         if wb is not rb or not index_current(an, read[0], rb, read[1]) \
                 or not index_current(an, an.op_at[w].mbar, wb, w):
             return False      # an index computed before a step of its counter: not followed
@@ -91,7 +91,7 @@ def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: 
         # One fixed barrier waited for a whole ring whose loads each complete on their own
         # (a read indexed like the ring: `tid & 31` picks a lane's row, not a stage).
         return load_bar[0] == "ring" and load_buf is not None and load_buf[0] == "ring" \
-            and _same_index(an, load_bar[1], load_buf[1]) and read_slot[2] == load_buf[2]
+            and _same_index(an, load_bar, load_buf) and read_slot[2] == load_buf[2]
     return False
 
 
@@ -149,9 +149,17 @@ def _passes(an: Analysis, p: int, q: int, d: int) -> bool:
     return False
 
 
-def _same_index(an: Analysis, a: Any, b: Any) -> bool:
-    """Do two ring index registers hold the same counter value (one counter + the same c)?"""
-    (ab, ac), (bb, bc) = base(an.values, a), base(an.values, b)
+def ring_index(an: Analysis, slot: tuple) -> tuple[Any, int]:
+    """(counter, c) of a ring slot ('ring', index, n, stride[, shift]): its stage is
+    `counter + c` mod n, counter a register written in place (`stages.base`), c the index's
+    constant offset plus the slot's shift (`(s + shift) mod n`, when `ranges` gives one)."""
+    counter, c = base(an.values, slot[1])
+    return counter, c + (slot[4] if len(slot) > 4 else 0)
+
+
+def _same_index(an: Analysis, a: tuple, b: tuple) -> bool:
+    """Do two ring slots index the same stage (one counter + the same c)?"""
+    (ab, ac), (bb, bc) = ring_index(an, a), ring_index(an, b)
     return ab is bb and ac == bc
 
 
@@ -167,7 +175,7 @@ def _wait_stage(an: Analysis, i: int) -> tuple[Any, int, int] | None:
     if i not in table:
         _, slot = _slot(an, an.op_at[i].mbar)
         table[i] = None if slot is None or slot[0] != "ring" else (
-            *base(an.values, slot[1]), slot[2])
+            *ring_index(an, slot), slot[2])
     return table[i]
 
 

@@ -50,9 +50,9 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .hazards_ring import _slot, check_read, index_current, lands_in, read_extent
+from .hazards_ring import _slot, check_read, index_current, lands_in, read_extent, ring_index
 from .ops import Op, Role
-from .stages import base, moved, relate, relation
+from .stages import moved, relate, relation
 from .state import State
 from .values import Kind
 
@@ -361,7 +361,7 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
             s = _slot(an, r)[1]
             if s is not None and s[0] == "ring":
                 # (a descriptor built before a step of its counter reads another stage)
-                found = s if index_current(an, r, base(an.values, s[1])[0], i) else None
+                found = s if index_current(an, r, ring_index(an, s)[0], i) else None
                 break
         an.cache[key] = found
     return an.cache[key]
@@ -369,7 +369,7 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
 
 def _counter(an: Analysis, ring: tuple) -> tuple[Any, int]:
     """(counter written in place, c) of a ring slot's index register (= counter + c)."""
-    return base(an.values, ring[1])
+    return ring_index(an, ring)
 
 
 def _wgmma_ring_steps(an: Analysis) -> None:
@@ -449,7 +449,7 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
             slot = _slot(an, op.mbar)[1]
             # (a barrier address built before a step of its counter releases another stage)
             ok = slot is not None and (slot[0] != "ring" or index_current(
-                an, op.mbar, base(an.values, slot[1])[0], op.index))
+                an, op.mbar, ring_index(an, slot)[0], op.index))
             released = slot if ok else ("unknown",)
         same = _same_stage(an, state, f, released)
         if same is False:

@@ -11,8 +11,10 @@ advance it where it is:
 Such a register holds a value in [0, N) wherever it is read outside the advance, and it is
 `V mod N` of a virtual counter V that each advance moves by 1 (the wrap to 0 moves V by
 nothing). `wrap_count` recognises one (`ranges` then treats it as a ring index of N stages);
-`step` says how far one write moves a counter, so the facts that remember "the stage this
-wait / wgmma used" can follow it (`hazards_ring`, `hazards_wgmma`).
+`step` says how far one write moves a counter (an add, an advance or its wrap, or `s ^= c`
+on an index below 2c: c modulo 2c), so the facts that remember "the stage this wait / wgmma
+used" can follow it (`hazards_ring`, `hazards_wgmma`); `relate` / `relation` relate two
+stage registers of one ring (two views).
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ def _selp_step(values: Values, insn: Selp, reg: Reg) -> tuple[int, int] | None:
 
 def _kind(values: Values, i: int, reg: Reg) -> tuple[str, int | None, int]:
     """What the write at i does to `reg`: ('init', value, 0), ('step', None, k),
-    ('wrap', N, 0) or ('stepwrap', N, 1); ('other', None, 0) otherwise."""
+    ('wrap', N, 0), ('stepwrap', N, 1) or ('toggle', 2c, c) for `xor reg, reg, c`;
+    ('other', None, 0) otherwise."""
     st = values.body[i]
     insn = st.insn
     if isinstance(insn, Mov):
@@ -163,6 +166,11 @@ def _kind(values: Values, i: int, reg: Reg) -> tuple[str, int | None, int]:
         k = _const(values, insn.b)
         if k is not None:
             return "step", None, k if insn.op == "add" else -k
+    if isinstance(insn, Binary) and insn.op == "xor" and insn.a is reg:
+        # `s ^= c` (c a power of two) on an index in [0, 2c): a step of c modulo 2c.
+        k = _const(values, insn.b)
+        if k is not None and k > 0 and k & (k - 1) == 0:
+            return "toggle", 2 * k, k
     if isinstance(insn, Binary) and insn.op == "rem" and _is_plus_one(values, insn.a, reg):
         n = _const(values, insn.b)
         if n is not None and n > 0:
@@ -222,9 +230,11 @@ def step(values: Values, i: int, reg: Reg) -> tuple[int, int] | None:
     moving by k, exact modulo N (0: exact). None when the write is not a step (a reset, a
     load, ...). A ring of n stages on `reg` moves by k when N is 0 or a multiple of n."""
     n = wrap_count(values, reg)
-    what, _, k = _kind(values, i, reg)
+    what, m, k = _kind(values, i, reg)
     if what == "step":
         return k, n or 0
+    if what == "toggle" and m is not None:
+        return k, m
     if what in ("wrap", "stepwrap") and n is not None:
         return k, n
     return None

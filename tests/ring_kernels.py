@@ -100,13 +100,14 @@ class WsRing:
     warpgroup 1 runs `consumer(g)`. `style`: "ring" (MbarrierRing) or "hand"."""
 
     def __init__(self, style: str, consumer: Callable[[WsRing], Any],
-                 producer_stages: int = S, producer_start: int = 1):
+                 producer_stages: int = S, producer_start: int = 1, extra: int = 0):
         k = self.k = Kernel("ws", reqntid=256)
         self.style = style
         self.ta = k.tensormap_addr(k.param_tensormap("map_a"))
         self.tb = k.tensormap_addr(k.param_tensormap("map_b"))
         self.kblocks = k.ld_param(k.param(t.u32, "kblocks"))
-        self.tiles = k.shared_array(t.b8, S * STAGE, align=1024, name="tiles")
+        # (`extra` bytes after the ring's stages, for the consumer's own tiles)
+        self.tiles = k.shared_array(t.b8, S * STAGE + extra, align=1024, name="tiles")
         self.ring: MbarrierRing | None = None
         if style == "ring":
             self.ring = MbarrierRing(k, S)

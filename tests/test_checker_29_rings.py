@@ -13,7 +13,7 @@ from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.pipeline import MbarrierRing
 from tests import ring_kernels
 from tests.checker_kernels import clean, here, only
-from tests.ring_kernels import MAPS, STAGE, S, WsRing, only_at
+from tests.ring_kernels import MAPS, STAGE, L, S, WsRing, only_at
 
 
 # -- 1a: the stage released after wgmma.wait_group 1 -------------------------------------------
@@ -99,6 +99,46 @@ def test_trailing_view_that_never_trails():
     f = only(check_kernel(g.k, maps=MAPS), Hazard.WGMMA_SMEM_RELEASED, g.result)
     assert "reads the stage this arrive releases" in f.message
     clean(WsRing("ring", lambda g: consumer(g, True)).k, maps=MAPS)
+
+
+def _dequantising(on_stage: bool, same_buffer: bool):
+    """A W8A16-style consumer: it reads its stage with ld.shared, writes the values into a
+    tile of its own with st.shared, runs the wgmma on that tile (one group kept in flight)
+    and releases the stage at once: the wgmma does not read it. The tile is its own array or
+    lies after the ring's stages in the same buffer. The mistake (`on_stage`): the wgmma
+    reads the stage itself, which the release hands back while it runs."""
+    def consumer(g: WsRing) -> int:
+        k = g.k
+        base = k.add(k.mov(g.tiles), S * STAGE) if same_buffer else \
+            k.mov(k.shared_array(t.b8, 2 * L.nbytes, align=1024, name="deq"))
+        c = g.ring.consumer()
+        lane16 = k.shl(k.and_(k.tid.x, 127), 4)
+        with k.for_range(0, g.kblocks) as kb:
+            c.wait_full()
+            slot = c.slot(g.tiles, STAGE)
+            v = k.ld(k.add(slot, lane16), type=t.u32, space="shared::cta")
+            tile = k.add(base, k.mul(k.and_(kb, 1), L.nbytes, type=t.u32))
+            k.st(k.add(tile, lane16), k.mul(v, 3, type=t.u32), type=t.u32, space="shared::cta")
+            ptx.fence_proxy_async(k, "shared::cta")
+            k.bar_sync(1, 128)
+            g.mma(slot if on_stage else tile)
+            with k.if_(k.and_(k.tid.x, 127) == 0):
+                line = here() + 1
+                c.release()
+            c.advance()
+            ptx.wgmma_wait_group(k, 1)
+        ptx.wgmma_wait_group(k, 0)
+        return line
+    return consumer
+
+
+@pytest.mark.parametrize("same_buffer", [False, True])
+def test_release_of_a_stage_the_wgmma_does_not_read(same_buffer):
+    extra = 2 * L.nbytes if same_buffer else 0
+    g = WsRing("ring", _dequantising(True, same_buffer), extra=extra)
+    f = only(check_kernel(g.k, maps=MAPS), Hazard.WGMMA_SMEM_RELEASED, g.result)
+    assert "may still read it" in f.message
+    clean(WsRing("ring", _dequantising(False, same_buffer), extra=extra).k, maps=MAPS)
 
 
 # -- 1b: a software-pipelined read of the next stage before its wait ---------------------------

@@ -18,7 +18,9 @@ setmaxnreg's warpgroup uniformity.
   counters `stages.relation` relates: two views of one MbarrierRing), and the counter's steps
   since the wgmma are known (`stages.moved`: adds, and a stage register's advance and wrap),
   an unretired wgmma is reported exactly when it reads the released stage (release the
-  previous stage after wait_group 1: clean). Otherwise
+  previous stage after wait_group 1: clean). A wgmma that reads no TMA or bulk copy's
+  destination (a tile the consumer wrote itself) is not what a ring's release hands back.
+  Otherwise
   an unretired wgmma is reported when no wait_group after it retired any group (none ran, or
   N was at least the groups in flight); after one that did, the pipelined idiom is assumed.
 - The descriptors' start addresses also count as shared reads of TMA destinations for
@@ -439,6 +441,24 @@ def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | N
     return (d + rc - mc + since) % mine[2] == 0
 
 
+def _reads_no_copy(an: Analysis, i: int) -> bool:
+    """Does the wgmma at statement i read only buffers no TMA or bulk copy fills, in a kernel
+    whose rings are filled by such copies? Then a stage handed back is not what it reads (a
+    W8A16 consumer reads the int8 stage with ld.shared, releases it, and multiplies a tile
+    it dequantised into with st.shared)."""
+    from .hazards_ring import _load_extents, _loads
+    if not _loads(an) or _traced(an, i) is None:
+        return False
+    for a in _addresses(an, i):
+        ext = read_extent(an, a, 16)     # (its first row, as for smem-read-before-wait)
+        if ext is None:
+            return False
+        root, lo, hi = ext
+        if any(x < hi and lo < y for _, x, y in _load_extents(an).get(id(root), ())):
+            return False
+    return True
+
+
 @handles(Role.MBAR_ARRIVE)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not report or op.count is not None:
@@ -452,7 +472,7 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
                 an, op.mbar, ring_index(an, slot)[0], op.index))
             released = slot if ok else ("unknown",)
         same = _same_stage(an, state, f, released)
-        if same is False:
+        if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
         seen = f[3][0]
         if f[2] is None:

@@ -460,3 +460,65 @@ def test_k_read_after_waiting_on_the_v_ring(style):
     f = only(check_kernel(k, maps=KV_MAPS), Hazard.WAIT_WRONG_BARRIER, line)
     assert "another stage or ring" in f.message
     clean(_kv(style, wrong_ring=False)[0], maps=KV_MAPS)
+
+
+# -- a rotated loop: the next stage's wait at the end of the previous trip ---------------------
+@pytest.mark.parametrize("style", ["ring", "hand"])
+def test_rotated_wait_under_a_condition(style):
+    """All 128 threads consume (thread 0 also refills): stage 0 is waited before the loop,
+    each later stage at the end of the trip before, under `if j + 1 < n` (the last trip has
+    no next stage). The read at the top of the loop is covered on every path, by the wait
+    before the loop on the first trip and by the conditional one after. With MbarrierRing's
+    view both waits are on its stage register: clean. By hand, the first on the constant
+    `full + 0` and the later ones on `full + 8 * ((j + 1) & 1)`: not judged (a note)."""
+    k = Kernel("rotated", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("map_a"))
+    n = k.ld_param(k.param(t.u32, "n"))
+    tiles = k.shared_array(t.b8, 2 * STAGE, align=1024, name="tiles")
+    ring = MbarrierRing(k, 2)
+    ring.init()
+    p, c = ring.producer(), ring.consumer()
+    first = k.tid.x == 0
+
+    def refill(j) -> None:
+        with k.if_(first):
+            p.wait_empty()
+            p.arrive_expect_tx(L.nbytes)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, STAGE),
+                                     tmap, (0, j), p.full_barrier())
+        p.advance()
+
+    def at(base, stride, j):
+        return k.add(k.mov(base), k.mul(k.and_(j, 1, type=t.b32), stride, type=t.u32))
+
+    refill(0)
+    refill(1)
+    if style == "ring":
+        c.wait_full()
+    else:
+        ptx.mbarrier_wait(k, Addr(ring.full, 0), 0)
+    with k.for_range(0, n) as j:
+        slot = c.slot(tiles, STAGE) if style == "ring" else at(tiles, STAGE, j)
+        line = here() + 1
+        k.ldmatrix(k.add(slot, k.shl(k.and_(k.tid.x, 31), 4)), 4)
+        k.bar_sync(0)
+        with k.if_(first):
+            if style == "ring":
+                c.release()
+            else:
+                ptx.mbarrier_arrive(k, at(ring.empty, 8, j), dst="_")
+        c.advance()
+        refill(k.add(j, 2))
+        nxt = k.add(j, 1)
+        with k.if_(nxt < n):
+            if style == "ring":
+                c.wait_full()
+            else:
+                ptx.mbarrier_wait(k, at(ring.full, 8, nxt),
+                                  k.and_(k.shr(nxt, 1), 1, type=t.b32))
+    k.ret()
+    found = check_kernel(k, maps={"map_a": {"box_bytes": L.nbytes}}, notes=True)
+    assert [f.id for f in found if f.severity.value != "note"] == [], [f.format() for f in found]
+    note = [f for f in found if "runs on some paths only" in f.message]
+    assert [f.loc.line for f in note] == ([line] if style == "hand" else []), \
+        [f.format() for f in found]

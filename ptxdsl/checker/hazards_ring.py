@@ -354,11 +354,41 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         if covered:
             break
     if not covered and related is not None:
+        some = _waited_on_some_path(an, state, smem, at, read_slot, sources)
+        if some is not None:
+            an.note("wait-wrong-barrier", f"{what} reads {an.describe(smem)}; the wait on "
+                    "its stage runs on some paths only (the next stage's wait at the end of "
+                    "the previous trip under a condition, say): not judged",
+                    [("read", at), ("wait", some)])
+            return
         an.report(Hazard.WAIT_WRONG_BARRIER, f"{what} reads {an.describe(smem)}, but the "
                   "waits before it are on the barrier of another stage or ring than the one "
                   "the copy into this buffer completes on (or on an earlier phase of it)",
                   [("read", at), ("wait", related), ("copy", sources[0].index)],
                   dedupe=at)
+
+
+def _waited_on_some_path(an: Analysis, state: State, smem: Any, at: int,
+                         read_slot: Any, sources: list[Op]) -> int | None:
+    """A wait that, on some path, was on exactly the stage (and phase) a ring read at `at`
+    reads, though it does not run on every path (a rotated loop waits for the next stage at
+    the end of a trip under `if j + 1 < n`, and the checker does not tie that condition to
+    the loop's): the read cannot be judged."""
+    if read_slot is None or read_slot[0] != "ring":
+        return None
+    rb, rc = ring_index(an, read_slot)
+    if not index_current(an, smem, rb, at):
+        return None
+    for f in state.may:
+        if f[0] != "wstep" or f[2] is None or f[2] >= _FAR:
+            continue
+        st = _wait_stage(an, f[1])
+        w = an.op_at[f[1]]
+        if st is not None and st[0] is rb and st[2] == read_slot[2] and st[1] == f[2] + rc \
+                and any(_slot(an, src.mbar)[0] is _slot(an, w.mbar)[0]
+                        and not _apart(an, w, src) for src in sources):
+            return f[1]
+    return None
 
 
 @handles(Role.MBAR_WAIT)
@@ -522,6 +552,15 @@ def _same_in_threads(an: Analysis, x: Any) -> bool:
     return True
 
 
+def _stepped_between(an: Analysis, a: int, b: int, index: Any) -> bool:
+    """May the counter of a ring index be written on the way from statement a to b (without
+    passing a again)? Two copies into `p.slot(...)` with `p.advance()` between them fill
+    two stages."""
+    counter = base(an.values, index)[0]
+    writes = an.values.defs.get(counter, ()) if isinstance(counter, Reg) else ()
+    return any(_passes(an, a, i, a) and _passes(an, i, b, a) for i in writes)
+
+
 def dst_overlap(an: Analysis) -> None:
     """Two copies completing on one barrier phase that write the same shared bytes: one
     load issued by several threads into one address, or two loads into overlapping slots."""
@@ -575,6 +614,9 @@ def dst_overlap(an: Analysis) -> None:
                 if any(_same_barriers(an, w, a) and ft.before(first.index, w.index)
                        and ft.before(w.index, then.index) for w in waits):
                     continue   # waited in between: another phase
+                if ea[2] is not None and _stepped_between(an, first.index, then.index,
+                                                          ea[2][0]):
+                    continue   # the ring's counter steps between them: two stages
             else:
                 ta, tb = an.div.stmt_tokens(a.index), an.div.stmt_tokens(b.index)
                 if not ta or not tb or ta == tb:

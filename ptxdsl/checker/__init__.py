@@ -21,9 +21,10 @@ branches on one thread-invariant condition; `trywait` decides when a try_wait co
 `maps` reads box sizes and swizzles from constant tensormap.replace values; `stages` follows
 stage registers a ring advances in place; `analysis` drives the hazard modules (`hazards_tmap`,
 `hazards_mbar`, `hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_refill`,
-`hazards_stages`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point
-over `state`, and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for
-lack of information leave a note-level finding (`check_kernel(..., notes=True)`).
+`hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_wgmma`, `hazards_xdev`, `sync`)
+to a fixed point over `state`, and reports `findings`. docs/hazards.md lists every hazard id.
+Checks skipped for lack of information leave a note-level finding (`check_kernel(...,
+notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma or setmaxnreg instruction is
 dismissed in one scan (a few % of emitting it); otherwise the analysis is linear in the body
@@ -43,6 +44,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
     hazards_mbar,
+    hazards_overlap,
     hazards_phase,
     hazards_refill,
     hazards_ring,

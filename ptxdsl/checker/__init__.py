@@ -18,12 +18,13 @@ dataflow problems over it; `defs` indexes which statement writes which register;
 constants, address provenance and divergence; `ranges` bounds address offsets (per-thread
 offsets, ring indices); `divergence` finds the code that only some threads run and correlates
 branches on one thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
-`maps` reads box sizes and swizzles from constant tensormap.replace values; `analysis` drives
-the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`, `hazards_arrive`,
-`hazards_ring`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`, `hazards_wgmma`,
-`hazards_xdev`, `sync`) to a fixed point over `state`, and reports `findings`.
-docs/hazards.md lists every hazard id. Checks skipped for lack of information leave a
-note-level finding (`check_kernel(..., notes=True)`).
+`maps` reads box sizes and swizzles from constant tensormap.replace values; `stages` follows
+stage registers a ring advances in place; `analysis` drives the hazard modules (`hazards_tmap`,
+`hazards_mbar`, `hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_refill`,
+`hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
+`hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`, and reports
+`findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of information
+leave a note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg or distributed
 shared memory instruction is dismissed in one scan (a few % of emitting it); otherwise the
@@ -44,9 +45,12 @@ from . import (  # noqa: F401  (register handlers)
     hazards_bulk,
     hazards_cluster,
     hazards_mbar,
+    hazards_overlap,
     hazards_phase,
+    hazards_refill,
     hazards_remote,
     hazards_ring,
+    hazards_stages,
     hazards_tmap,
     hazards_wgmma,
     hazards_xdev,

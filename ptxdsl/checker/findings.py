@@ -58,6 +58,7 @@ class Hazard(enum.Enum):
     RING_PARITY = "ring-parity"
     WAIT_WRONG_BARRIER = "wait-wrong-barrier"
     RING_REFILL_UNGUARDED = "ring-refill-unguarded"
+    RING_STAGE_MISMATCH = "ring-stage-mismatch"
     SMEM_READ_BEFORE_WAIT = "smem-read-before-wait"
     TRY_WAIT_NOT_LOOPED = "try-wait-not-looped"
     TMAP_REPLACE_NO_RELEASE = "tmap-replace-no-release"
@@ -237,6 +238,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "before re-issuing the TMA load into stage s, wait on that stage's empty barrier "
         "(the consumers arrive on it after reading the stage)"
         " [docs/hazards.md: ring-refill-unguarded]"),
+    Hazard.RING_STAGE_MISMATCH: (
+        E, "producer and consumer walk a ring with different stage counts",
+        "index every barrier and buffer of one ring modulo the same stage count on both "
+        "sides (the count of barriers initialised: one constant, or one MbarrierRing for "
+        "both); with N on one side and M on the other the two sides meet on different "
+        "stages, and waits hang or pass on the wrong data [docs/hazards.md: ring-stage-mismatch]"),
     Hazard.SMEM_READ_BEFORE_WAIT: (
         E, "shared memory read from a TMA destination before the wait that covers it",
         "wait on the load's mbarrier (try_wait loop on the phase's parity) before reading "

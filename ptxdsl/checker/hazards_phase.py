@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..instructions.arith import Binary
-from ..instructions.compare import Setp
+from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Mov
 from ..instructions.warp import Elect
@@ -85,6 +85,64 @@ class FirstTrip:
         ba, bb = self.cfg.block_of(a), self.cfg.block_of(b)
         return a < b if ba == bb else dominates(self.idom, ba, bb)
 
+    def _one_trip_succs(self, b: int) -> list[int]:
+        """Successors on the first pass when every loop runs at least once: a loop header
+        does not leave its loop (that edge is the zero-trip path); the end of its first
+        trip (a latch) goes where the header would have left to."""
+        table = self.an.cache.get("one_trip_succs")
+        if table is None:
+            table = {}
+            for h, body in self.an.loops:
+                leave = [s for s in self.cfg.succs(h) if s not in body and s != self.cfg.exit]
+                table.setdefault(h, [set(), []])[0].update(body)
+                for latch, head in self.back:
+                    if head == h:
+                        table.setdefault(latch, [set(), []])[1].extend(leave)
+            self.an.cache["one_trip_succs"] = table
+        succs = self.succs(b)
+        if b not in table:
+            return succs
+        inside, more = table[b]
+        if inside:
+            succs = [s for s in succs if s in inside]
+        return succs + [s for s in more if s not in succs]
+
+    def before_every_trip(self, a: int, b: int) -> bool:
+        """Does statement a run before statement b on every first-pass path on which each
+        loop entered runs at least one trip? A release after a consumer loop follows the
+        loop's first wait unless the loop runs no trip at all (then neither does the work
+        that would need the release)."""
+        if self.dominates(a, b):
+            return True
+        ba, bb = self.cfg.block_of(a), self.cfg.block_of(b)
+        if ba == bb:
+            return False
+        seen, todo = {0}, [0]
+        if ba == 0:
+            return True
+        while todo:
+            x = todo.pop()
+            if x == bb:
+                return False      # a path that reaches b without running a
+            for s in self._one_trip_succs(x):
+                if s not in seen and s != ba:
+                    seen.add(s)
+                    todo.append(s)
+        # Unreached even with a: only a path through a leads to b (or none does).
+        return bb in self._one_trip_reach()
+
+    def _one_trip_reach(self) -> set[int]:
+        hit = self.an.cache.get("one_trip_reach")
+        if hit is None:
+            hit, todo = {0}, [0]
+            while todo:
+                for s in self._one_trip_succs(todo.pop()):
+                    if s not in hit:
+                        hit.add(s)
+                        todo.append(s)
+            self.an.cache["one_trip_reach"] = hit
+        return hit
+
     def _reaching(self, reg: Reg, at: int) -> int | None:
         """The one definition of reg that reaches statement `at` on its first trip."""
         defs = self.an.values.defs.get(reg, ())
@@ -130,13 +188,23 @@ class FirstTrip:
         if d is None:
             return None
         st = self.an.body[d]
-        if st.guard is not None:
-            return None
         # A definition in a loop that does not hold `at` ran an unknown number of times.
         bd, ba = self.cfg.block_of(d), self.cfg.block_of(at)
         if any(bd in body and ba not in body for _, body in self.an.loops):
             return None
+        if st.guard is not None:
+            # A guarded write (MbarrierRing's `@p xor phase` on the wrap): the value before
+            # it where its guard is false on this trip, its own where true.
+            pred, polarity = guard_polarity(st.guard)
+            g = self.value(pred, d, depth + 1)
+            if g is None:
+                return None
+            if bool(g) != polarity:
+                return self.value(x, d, depth + 1)
         insn = st.insn
+        if isinstance(insn, Selp):
+            c = self.value(insn.c, d, depth + 1)
+            return None if c is None else self.value(insn.a if c else insn.b, d, depth + 1)
         if isinstance(insn, Mov):
             return None if isinstance(insn.a, SpecialReg) else self.value(insn.a, d, depth + 1)
         if isinstance(insn, Cvt):
@@ -264,7 +332,7 @@ def _hang(an: Analysis, ft: FirstTrip, w: Op, parity: dict[int, int],
     gate = None
     for a in arrives:
         gates = [g for g, q in parity.items() if q == 0 and g != w.index
-                 and ft.dominates(g, a.index) and _after_only(an, ft, w, an.op_at[g])]
+                 and ft.before_every_trip(g, a.index) and _after_only(an, ft, w, an.op_at[g])]
         if not gates:
             return
         gate = gate if gate is not None else gates[0]

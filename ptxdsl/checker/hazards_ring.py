@@ -1,32 +1,35 @@
 """Ring (multi-stage pipeline) discipline: reads of TMA destinations before the wait that
-covers them or after a wait on another stage's barrier, producers refilling stages without
-waiting for the consumers, parities that flip every iteration on a ring of several stages,
-and try_wait results nobody loops on.
+covers them or after a wait on another stage's (or another ring's) barrier, parities that
+flip every iteration on a ring of several stages, and try_wait results nobody loops on.
+(Refills without a wait: `hazards_refill`; two copies of one phase on the same bytes:
+`hazards_overlap`; stage counts the two sides disagree on: `hazards_stages`.)
 
 Stages are recognised by `ranges`: `base + stride * (i % N)` / `i & (N-1)` on a counter i,
-or constant offsets (a prologue that fills stage 0, 1, ...). A wait "covers" a read when its
-barrier is the one the read buffer's load completes on: the same constant slot, or both
-indexed by the same counter. Only positive evidence of a different stage is reported (a
-constant slot against another constant slot, a stage index off by a constant, or one fixed
-barrier for a whole ring); stage arithmetic the checker cannot follow is not reported.
+a stage register advanced in place (`stages.wrap_count`: MbarrierRing's views), or constant
+offsets (a prologue that fills stage 0, 1, ...). A wait "covers" a read when its barrier is
+the one the read buffer's load completes on: the same constant slot, or the same stage of
+one counter. Each ring wait carries the steps its counter took since (may-facts ("wstep",
+wait, k), k counted up to `_FAR`), so a wait on stage V + c of a counter then covers a read
+of stage V' + d now only when c = k + d: a read of the next stage before its own wait is
+seen even when the stage register is updated in place. Barriers of one dynamic buffer are
+told apart by offset (`_apart`): a wait on another ring's full barrier covers nothing. Only
+positive evidence is reported (a constant slot against another constant slot, a stage off by
+a known count, one fixed barrier for a whole ring, another ring's barrier); stage arithmetic
+the checker cannot follow is not reported.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from ..instructions.arith import Binary, Mad
-from ..instructions.memory import Ld
-from ..instructions.move import Cvt, Cvta, Mov
-from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
-from ..types import StateSpace
-from .analysis import EDGE_FACTS, STRUCTURAL, Analysis, handles
-from .cfg import dominates, dominators, guard_polarity
-from .divergence import normal_token
+from ..instructions.arith import Binary
+from ..operands import Addr, Reg, Symbol
+from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
+from .cfg import dominates, dominators
 from .findings import Hazard
 from .hazards_bulk import _extent, _start, extent_of
 from .ops import Op, Role
+from .stages import base, moved
 from .state import State
 
 _LOADS = (Role.TMA_LOAD, Role.BULK_LOAD)
@@ -53,22 +56,10 @@ def _slot(an: Analysis, operand: Any) -> tuple[Any, Any]:
     return root, None
 
 
-def _shift(an: Analysis, a: Any, b: Any) -> int | None:
-    """How far counter a is ahead of counter b when a = b + c (single definition)."""
-    defs = an.values.defs.get(a, ()) if isinstance(a, Reg) else ()
-    if len(defs) != 1:
-        return None
-    insn = an.body[defs[0]].insn
-    if isinstance(insn, Binary) and insn.op in ("add", "sub") and insn.a is b:
-        c = an.const(insn.b)
-        return None if c is None else (c if insn.op == "add" else -c)
-    return None
-
-
-def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
-                 load_buf: Any) -> bool:
-    """Positive evidence that a wait's barrier is not the one the read stage's load
-    completes on."""
+def _other_stage(an: Analysis, state: State, w: int, wait_slot: Any, read_slot: Any,
+                 load_bar: Any, load_buf: Any, read: tuple[Any, int]) -> bool:
+    """Positive evidence that the wait at statement w, on `wait_slot`, is not on the barrier
+    the read stage's load completes on (or is on it for an earlier phase)."""
     if wait_slot is None or load_bar is None:
         return False
     if wait_slot[0] == "const" and load_bar[0] == "const":
@@ -78,21 +69,175 @@ def _other_stage(an: Analysis, wait_slot: Any, read_slot: Any, load_bar: Any,
                 and wait_slot[1] != load_bar[1])
     if wait_slot[0] == "ring" and read_slot is not None and read_slot[0] == "ring":
         if load_bar[0] != "ring" or load_buf is None or load_buf[0] != "ring" \
-                or load_bar[1] is not load_buf[1]:
+                or not _same_index(an, load_bar, load_buf):
             return False
         n = wait_slot[2]
-        if wait_slot[1] is read_slot[1] or n != read_slot[2]:
+        if n != read_slot[2]:
             return False
-        d = _shift(an, wait_slot[1], read_slot[1])
-        if d is None:
-            d = _shift(an, read_slot[1], wait_slot[1])
-        return d is not None and d % n != 0
+        (wb, wc), (rb, rc) = ring_index(an, wait_slot), ring_index(an, read_slot)
+        if wb is not rb or not index_current(an, read[0], rb, read[1]) \
+                or not index_current(an, an.op_at[w].mbar, wb, w):
+            return False      # an index computed before a step of its counter: not followed
+        # The wait was on stage V + wc of the counter's value V then; the read is of stage
+        # V' + rc now, V' = V + k after k steps since: the same phase only when wc = k + rc.
+        ks = {f[2] for f in state.may if f[0] == "wstep" and f[1] == w}
+        if not ks or None in ks:
+            return (wc - rc) % n != 0
+        return not any(k < _FAR and wc == k + rc for k in ks)
     if wait_slot[0] == "const" and read_slot is not None and read_slot[0] == "ring" \
             and read_slot[2] > 1:
-        # One fixed barrier waited for a whole ring whose loads each complete on their own.
+        # One fixed barrier waited for a whole ring whose loads each complete on their own
+        # (a read indexed like the ring: `tid & 31` picks a lane's row, not a stage).
         return load_bar[0] == "ring" and load_buf is not None and load_buf[0] == "ring" \
-            and load_bar[1] is load_buf[1]
+            and _same_index(an, load_bar, load_buf) and read_slot[2] == load_buf[2]
     return False
+
+
+def index_current(an: Analysis, operand: Any, counter: Any, at: int) -> bool:
+    """Is the ring index an address computes from `counter` the counter's value at statement
+    `at`? Not when control can go from a statement of the address's arithmetic that reads
+    the counter, through a write of the counter, to `at` without that statement running
+    again (`slot = c.slot(...); c.advance(); read(slot)` reads the stage before the
+    advance)."""
+    key = ("current", id(operand), id(counter), at)
+    hit = an.cache.get(key)
+    if hit is not None:
+        return hit
+    writes = an.values.defs.get(counter, ())
+    ok = True
+    todo = [operand.base if isinstance(operand, Addr) else operand]
+    seen: set[int] = set()
+    while todo and ok:
+        r = todo.pop()
+        if not isinstance(r, Reg) or r is counter or id(r) in seen:
+            continue
+        seen.add(id(r))
+        defs = an.values.defs.get(r, ())
+        if len(defs) != 1:
+            continue
+        d = defs[0]
+        srcs = an.values.sources_of(d)
+        if any(x is counter for x in srcs):
+            ok = not any(_passes(an, d, i, d) and _passes(an, i, at, d) for i in writes)
+        todo.extend(srcs)
+    an.cache[key] = ok
+    return ok
+
+
+def _passes(an: Analysis, p: int, q: int, d: int) -> bool:
+    """Can control go from statement p to statement q without running statement d (other
+    than p itself)?"""
+    cfg = an.cfg
+    bp, bq, bd = cfg.block_of(p), cfg.block_of(q), cfg.block_of(d)
+    if bp == bq and p < q:
+        return not (bd == bp and p < d < q)
+    if bd == bp and p < d:
+        return False
+    seen, todo = set(), list(cfg.succs(bp))
+    while todo:
+        b = todo.pop()
+        if b in seen or b >= len(cfg.blocks):
+            continue
+        seen.add(b)
+        if b == bq and not (bd == b and d < q):
+            return True
+        if b == bd:
+            continue
+        todo.extend(cfg.succs(b))
+    return False
+
+
+def ring_index(an: Analysis, slot: tuple) -> tuple[Any, int]:
+    """(counter, c) of a ring slot ('ring', index, n, stride[, shift]): its stage is
+    `counter + c` mod n, counter a register written in place (`stages.base`), c the index's
+    constant offset plus the slot's shift (`(s + shift) mod n`, when `ranges` gives one)."""
+    counter, c = base(an.values, slot[1])
+    return counter, c + (slot[4] if len(slot) > 4 else 0)
+
+
+def _same_index(an: Analysis, a: tuple, b: tuple) -> bool:
+    """Do two ring slots index the same stage (one counter + the same c)?"""
+    (ab, ac), (bb, bc) = ring_index(an, a), ring_index(an, b)
+    return ab is bb and ac == bc
+
+
+# Steps of a counter since a wait are counted up to _FAR ("_FAR or more": a wait that far
+# back is never on the phase a read of a nearby stage needs).
+_FAR = 4
+
+
+def _wait_stage(an: Analysis, i: int) -> tuple[Any, int, int] | None:
+    """(counter, c, n) when the wait at statement i is on stage `counter + c` of an n-stage
+    ring of barriers (counter: a register written in place, `stages.base`)."""
+    table = an.cache.setdefault("wait_stage", {})
+    if i not in table:
+        _, slot = _slot(an, an.op_at[i].mbar)
+        table[i] = None if slot is None or slot[0] != "ring" else (
+            *ring_index(an, slot), slot[2])
+    return table[i]
+
+
+def _wait_ring_steps(an: Analysis) -> None:
+    """A RING_STEP op at every write of a counter a ring wait is indexed by (unless another
+    hazard module placed one there), so the waits' facts follow the counter."""
+    if not _loads(an):
+        return
+    counters = {}
+    for o in an.ops:
+        st = _wait_stage(an, o.index) if o.role is Role.MBAR_WAIT else None
+        if st is not None and isinstance(st[0], Reg):
+            counters[id(st[0])] = st[0]
+    for reg in counters.values():
+        for i in an.values.defs.get(reg, ()):
+            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
+                       for o in an.by_block[an.cfg.block_of(i)]):
+                an.add_op(Op(Role.RING_STEP, i, value=reg))
+
+
+PREPARE.append(_wait_ring_steps)
+
+
+@handles(Role.RING_STEP)
+def wait_step(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """Count the steps of a counter since each wait on a stage of it (`stages.moved`); a
+    write that is not a forward step loses the count."""
+    if not any(f[0] == "wstep" for f in state.may):
+        return state
+    reg = op.value
+    may = set()
+    for f in state.may:
+        if f[0] == "wstep" and f[2] is not None:
+            st = _wait_stage(an, f[1])
+            if st is not None and st[0] is reg:
+                k = moved(an.values, op.index, reg, st[2])
+                f = ("wstep", f[1], None if k is None or k < 0 else min(f[2] + k, _FAR))
+        may.add(f)
+    return State(state.must, frozenset(may), state.tx)
+
+
+def _apart(an: Analysis, a: Op, b: Op) -> bool:
+    """Positive evidence that two barrier operations address different barriers: two
+    shared symbols, or one symbol (a dynamic buffer holding several rings' barriers) at
+    offsets whose initialised barriers do not meet."""
+    from .hazards_arrive import _barriers
+    ka, kb = an.key(a, "mbar"), an.key(b, "mbar")
+    if ka is None or kb is None:
+        return False
+    if ka[0] is not kb[0]:
+        return isinstance(ka[0], Symbol) and isinstance(kb[0], Symbol)
+    sa, sb = _barriers(an).get(a.index), _barriers(an).get(b.index)
+    return sa is not None and sb is not None and bool(sa) and bool(sb) and not sa & sb
+
+
+def _data_barrier(an: Analysis, w: Op) -> bool:
+    """Is the wait's barrier one that copies complete on (another buffer's full barrier,
+    not a barrier threads arrive on to relay a wait they made)?"""
+    from .hazards_arrive import _same_barriers
+    table = an.cache.setdefault("data_barrier", {})
+    if w.index not in table:
+        table[w.index] = any(o.mbar is not None and _same_barriers(an, w, o)
+                             for o in _loads(an))
+    return table[w.index]
 
 
 def _reach(an: Analysis, b: int) -> set[int]:
@@ -169,8 +314,11 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
     if not sources:
         return
     waits = sorted(f[1] for f in state.must if f[0] == "waited")
-    if waits:   # the verdict depends only on the waits, the sources and the read's slot
-        key = ("covered", tuple(waits), tuple(o.index for o in sources),
+    if waits:   # the verdict depends only on the waits, their steps since, the sources and
+        # the read's slot
+        steps = tuple(sorted((f[1], -1 if f[2] is None else f[2]) for f in state.may
+                             if f[0] == "wstep" and f[1] in waits))
+        key = ("covered", tuple(waits), steps, tuple(o.index for o in sources),
                _slot_key(_slot(an, smem)[1]))
         if an.cache.get(key):
             return
@@ -182,32 +330,76 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         return
     read_root, read_slot = _slot(an, smem)
     covered = False
+    related: int | None = None      # a wait that shows the read means to wait for the copy
     for w in waits:
-        w_root, w_slot = _slot(an, an.op_at[w].mbar)
+        wop = an.op_at[w]
+        w_root, w_slot = _slot(an, wop.mbar)
         for src in sources:
             b_root, b_slot = _slot(an, src.mbar)
-            _, buf_slot = _slot(an, src.smem)
+            if _apart(an, wop, src):
+                # Another ring's barrier (a K ring and a V ring in one buffer): a wait on
+                # it says nothing of this copy, but it shows the read means to wait.
+                if related is None and _data_barrier(an, wop):
+                    related = w
+                continue
             if b_root is not w_root:
                 continue
-            if not _other_stage(an, w_slot, read_slot, b_slot, buf_slot):
+            related = w if related is None else related
+            _, buf_slot = _slot(an, src.smem)
+            if not _other_stage(an, state, w, w_slot, read_slot, b_slot, buf_slot, (smem, at)):
                 covered = True
                 break
         if covered:
             break
-    if not covered and any(_slot(an, an.op_at[w].mbar)[0] is _slot(an, s.mbar)[0]
-                           for w in waits for s in sources):
+    if not covered and related is not None:
+        some = _waited_on_some_path(an, state, smem, at, read_slot, sources)
+        if some is not None:
+            an.note("wait-wrong-barrier", f"{what} reads {an.describe(smem)}; the wait on "
+                    "its stage runs on some paths only (the next stage's wait at the end of "
+                    "the previous trip under a condition, say): not judged",
+                    [("read", at), ("wait", some)])
+            return
         an.report(Hazard.WAIT_WRONG_BARRIER, f"{what} reads {an.describe(smem)}, but the "
-                  "wait before it is on a barrier of another stage than the one the copy "
-                  "into this buffer completes on",
-                  [("read", at), ("wait", waits[0]), ("copy", sources[0].index)],
+                  "waits before it are on the barrier of another stage or ring than the one "
+                  "the copy into this buffer completes on (or on an earlier phase of it)",
+                  [("read", at), ("wait", related), ("copy", sources[0].index)],
                   dedupe=at)
+
+
+def _waited_on_some_path(an: Analysis, state: State, smem: Any, at: int,
+                         read_slot: Any, sources: list[Op]) -> int | None:
+    """A wait that, on some path, was on exactly the stage (and phase) a ring read at `at`
+    reads, though it does not run on every path (a rotated loop waits for the next stage at
+    the end of a trip under `if j + 1 < n`, and the checker does not tie that condition to
+    the loop's): the read cannot be judged."""
+    if read_slot is None or read_slot[0] != "ring":
+        return None
+    rb, rc = ring_index(an, read_slot)
+    if not index_current(an, smem, rb, at):
+        return None
+    for f in state.may:
+        if f[0] != "wstep" or f[2] is None or f[2] >= _FAR:
+            continue
+        st = _wait_stage(an, f[1])
+        w = an.op_at[f[1]]
+        if st is not None and st[0] is rb and st[2] == read_slot[2] and st[1] == f[2] + rc \
+                and any(_slot(an, src.mbar)[0] is _slot(an, w.mbar)[0]
+                        and not _apart(an, w, src) for src in sources):
+            return f[1]
+    return None
 
 
 @handles(Role.MBAR_WAIT)
 def waited(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait: the must-fact ("waited", wait) and, on a ring stage, ("wstep", wait, 0): the
+    counter has not stepped since (the latest run of this wait on this path)."""
     if not _loads(an) or not an.runs_somewhere(op.index):
         return state
-    return State(state.must | {("waited", op.index)}, state.may, state.tx)
+    may = state.may
+    if _wait_stage(an, op.index) is not None:
+        may = frozenset(f for f in may if f[0] != "wstep" or f[1] != op.index) \
+            | {("wstep", op.index, 0)}
+    return State(state.must | {("waited", op.index)}, may, state.tx)
 
 
 def wait_edge(an: Analysis, p: int, b: int) -> frozenset:
@@ -224,212 +416,6 @@ def wait_edge(an: Analysis, p: int, b: int) -> frozenset:
 
 
 EDGE_FACTS.append(wait_edge)
-
-
-def refills(an: Analysis) -> None:
-    """A producer loop that refills buffers consumers read (the load's barrier is waited
-    by other threads) with no wait of its own anywhere in the loop.
-
-    The loops around the copy are judged from the innermost out: one with a wait of the
-    copy's thread guards the copy; one whose iterations never write the same bytes twice
-    (a fill loop over fresh stages, or a loop over the boxes of one stage) refills nothing,
-    so the loop around it is judged; any other loop refills unguarded."""
-    loads = [o for o in _loads(an) if o.mbar is not None]
-    if not loads or not an.loops:
-        return
-    waits = [o for o in an.ops if o.role is Role.MBAR_WAIT]
-    for o in loads:
-        key = an.key(o, "mbar")
-        root = key[0] if key is not None else None
-        consumers = [w for w in waits if (an.key(w, "mbar") or (None,))[0] is root
-                     and root is not None and not an.div.same_threads(w.index, o.index)]
-        if not consumers:
-            continue
-        home = an.cfg.block_of(o.index)
-        # Natural loops nest (loops sharing a header are merged), so sorting the ones
-        # holding the copy by size orders them innermost first.
-        enclosing = sorted((lp for lp in an.loops if home in lp[1]), key=lambda lp: len(lp[1]))
-        for depth, (header, body) in enumerate(enclosing):
-            # A wait skipped on the first pass over the ring (`if i >= S`) still guards
-            # every refill: those first iterations fill stages nothing has filled yet.
-            skip = functools.partial(_first_pass, an, o, body=body)
-            if any(an.cfg.block_of(w.index) in body
-                   and an.div.same_threads(w.index, o.index, skip=skip) for w in waits):
-                break
-            # Only the innermost loop runs the copy once per iteration, so only there does
-            # a destination moving by a box a trip show that no bytes are written twice.
-            if _fills_once(an, o, body) or (depth == 0
-                                            and _fresh_each_trip(an, o, header, body)):
-                continue
-            an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
-                      f"{an.describe(o.smem)} on every iteration, but its thread never "
-                      "waits in the loop for the consumers (who wait on "
-                      f"{an.describe(consumers[0].mbar)}) to release the stage",
-                      [("copy", o.index), ("consumer", consumers[0].index)],
-                      dedupe=("refill", o.index))
-            break
-
-
-def _first_pass(an: Analysis, o: Op, tok: tuple[Any, bool], *, body: frozenset) -> bool:
-    """Is condition `tok` of a wait false only on the first pass over the ring load `o`
-    fills: `i >= T` (or `i > T-1`, either operand order) on the ring's counter i, which
-    starts at 0 and steps by 1 in this loop, with T no more than the ring's stages? The
-    iterations that skip the wait then load stages 0..T-1 once each, before any refill."""
-    _, slot = _slot(an, o.smem)
-    if slot is None or slot[0] != "ring":
-        return False
-    counter, stages = slot[1], slot[2]
-    vn, pol = normal_token(*tok)
-    if not (isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[4] is None
-            and vn[1] in ("lt", "lo", "le", "ls")):
-        return False
-    mine = an.values.vn(counter)
-    strict = vn[1] in ("lt", "lo")
-    if vn[2] == mine and isinstance(vn[3], tuple) and vn[3][0] == "const" and not pol:
-        bound = vn[3][1] if strict else vn[3][1] + 1     # not (i < C) / not (i <= C)
-    elif vn[3] == mine and isinstance(vn[2], tuple) and vn[2][0] == "const" and pol:
-        bound = vn[2][1] + 1 if strict else vn[2][1]     # C < i / C <= i
-    else:
-        return False
-    if not isinstance(bound, int) or bound > stages:
-        return False
-    inits: list[int] = []
-    steps: list[int] = []
-    for i in an.values.defs.get(counter, ()):
-        (steps if an.cfg.block_of(i) in body else inits).append(i)
-    if len(inits) != 1 or len(steps) != 1:
-        return False
-    # A counter reset by an outer loop would skip the wait again on stages still in use.
-    home = an.cfg.block_of(o.index)
-    if any(an.cfg.block_of(inits[0]) in outer and home in outer for _, outer in an.loops):
-        return False
-    init, step = an.body[inits[0]], an.body[steps[0]]
-    return (init.guard is None
-            and isinstance(init.insn, Mov) and an.const(init.insn.a) == 0
-            and step.guard is None and isinstance(step.insn, Binary)
-            and step.insn.op == "add" and step.insn.a is counter
-            and an.const(step.insn.b) == 1)
-
-
-def _fills_once(an: Analysis, o: Op, body: frozenset) -> bool:
-    """Does a loop of a constant trip count C load each of at least C stages once (a fill
-    loop, no refill)? Recognised for `i < C` (from 0) and a ring destination of >= C stages."""
-    trips = None
-    for x in body:
-        blk = an.cfg.blocks[x]
-        if blk.branch is None or all(s in body for s in blk.succs):
-            continue
-        vn = an.values.vn(guard_polarity(an.body[blk.branch].guard)[0])
-        if isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[1] in (
-                "lt", "lo", "ne") and isinstance(vn[3], tuple) and vn[3][0] == "const":
-            trips = vn[3][1]
-    if trips is None:
-        return False
-    _, slot = _slot(an, o.smem)
-    stages = slot[2] if slot is not None and slot[0] == "ring" else 1
-    return trips <= stages
-
-
-def _fresh_each_trip(an: Analysis, o: Op, header: int, body: frozenset) -> bool:
-    """Does the copy `o`, in the innermost loop `body`, write other bytes on every trip (a
-    loop over the boxes of one stage: `base + h * 8192` for `h` in 0, 1, ...)? Its
-    destination must be `c * h + (a value the loop never changes)` summed over counters
-    `h` that step by a constant once a trip, the sum of `c * step` moving it by at least
-    its box (by anything but 0 when the box is unknown). A ring index (`h % n`) or a base
-    the loop recomputes from memory is not followed, so such loops stay refills."""
-    idom = an.cache.get("idom")
-    if idom is None:
-        idom = an.cache["idom"] = dominators(an.cfg)
-    latches = [b for b, h in an.back_edges if h == header]
-    home = an.cfg.block_of(o.index)
-    steps: dict[int, tuple[Reg, int]] = {}
-    for x in body:
-        for i in an.cfg.blocks[x].stmts:
-            st = an.body[i]
-            insn = st.insn
-            if not (isinstance(insn, Binary) and insn.op in ("add", "sub")
-                    and isinstance(insn.d, Reg) and insn.a is insn.d):
-                continue
-            c = an.const(insn.b)
-            inside = [d for d in an.values.defs.get(insn.d, ()) if an.cfg.block_of(d) in body]
-            # Stepped exactly once on every trip: one unguarded write in the loop, on a
-            # block every back edge passes through.
-            if c and st.guard is None and inside == [i] \
-                    and all(dominates(idom, x, latch) for latch in latches):
-                steps[id(insn.d)] = (insn.d, c if insn.op == "add" else -c)
-    if not steps:
-        return False
-    coef = _coefficients(an, o.smem, steps, body, idom, home, 0)
-    if coef is None:
-        return False
-    move = abs(sum(c * steps[k][1] for k, c in coef.items()))
-    box = _box(an, o)
-    # (Wrapping the 32-bit address takes 2**32 / move trips, far past any shared window.)
-    return move > 0 and (box is None or move >= box)
-
-
-def _coefficients(an: Analysis, x: Any, steps: dict[int, tuple[Reg, int]], body: frozenset,
-                  idom: list[int | None], home: int, depth: int) -> dict[int, int] | None:
-    """`x` as `sum(c * h) + (a value the loop does not change)` over the stepped counters
-    `h` of `steps`: {id(h): c}, or None when it is not of that form. Registers written in
-    the loop are followed only through single unguarded writes on every path to the copy
-    (block `home`), so the value the copy sees is this trip's."""
-    if isinstance(x, Addr):
-        x = x.base
-    if isinstance(x, int | Imm | Symbol):
-        return {}
-    if not isinstance(x, Reg) or depth > 16:
-        return None
-    if id(x) in steps:
-        return {id(x): 1}
-    defs = an.values.defs.get(x, ())
-    if not any(an.cfg.block_of(d) in body for d in defs):
-        return {}      # not written in the loop: the same on every trip
-    if len(defs) != 1 or an.body[defs[0]].guard is not None \
-            or not dominates(idom, an.cfg.block_of(defs[0]), home):
-        return None
-    insn = an.body[defs[0]].insn
-    d = depth + 1
-
-    def sub(y: Any) -> dict[int, int] | None:
-        return _coefficients(an, y, steps, body, idom, home, d)
-
-    def plus(a: dict[int, int] | None, b: dict[int, int] | None,
-             sign: int = 1) -> dict[int, int] | None:
-        if a is None or b is None:
-            return None
-        out = dict(a)
-        for k, c in b.items():
-            out[k] = out.get(k, 0) + sign * c
-        return out
-
-    def times(a: Any, b: Any) -> dict[int, int] | None:
-        ca, cb = an.const(a), an.const(b)
-        if cb is None and ca is not None:
-            a, cb = b, ca
-        if cb is None:   # a product of two values: affine only when neither moves
-            ta, tb = sub(a), sub(b)
-            return {} if ta == {} and tb == {} else None
-        ta = sub(a)
-        return None if ta is None else {k: c * cb for k, c in ta.items()}
-
-    if isinstance(insn, Mov) and not isinstance(insn.a, SpecialReg):
-        return sub(insn.a)
-    if isinstance(insn, Mad) and insn.mode in (None, "lo"):
-        return plus(times(insn.a, insn.b), sub(insn.c))
-    if not isinstance(insn, Binary):
-        return None
-    if insn.op in ("add", "sub"):
-        return plus(sub(insn.a), sub(insn.b), 1 if insn.op == "add" else -1)
-    if insn.op == "mul" and insn.mode in (None, "lo"):
-        return times(insn.a, insn.b)
-    if insn.op == "shl":
-        b = an.const(insn.b)
-        ta = sub(insn.a)
-        if b is None or not 0 <= b < 32 or ta is None:
-            return None
-        return {k: c << b for k, c in ta.items()}
-    return None
 
 
 def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,
@@ -498,7 +484,7 @@ def try_wait_loops(an: Analysis) -> None:
                   [("wait", o.index)], dedupe=("try-wait", o.index))
 
 
-STRUCTURAL.extend([refills, ring_parity, try_wait_loops])
+STRUCTURAL.extend([ring_parity, try_wait_loops])
 
 
 def _box(an: Analysis, o: Op) -> int | None:
@@ -507,127 +493,3 @@ def _box(an: Analysis, o: Op) -> int | None:
         info = an.map_info(o.map)
         return info.box_bytes if info is not None else None
     return an.const(o.count)
-
-
-def _exact(an: Analysis, o: Op) -> tuple[Any, int, Any, int] | None:
-    """(symbol, start offset, ring term, size) of a load's destination when its start is
-    known exactly (up to the ring stage) and its size too."""
-    start = _start(an, o.smem)
-    size = _box(an, o)
-    if start is None or size is None or start[1] is None or start[1] != start[2]:
-        return None
-    return start[0], start[1], start[3], size
-
-
-def _same_ring(a: Any, b: Any) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and a[0] is b[0]
-                                         and a[1:] == b[1:])
-
-
-def _same_in_threads(an: Analysis, x: Any) -> bool:
-    """Does an operand hold the same value in every thread (built from constants, symbols,
-    parameters and registers every thread computes alike: no thread id, no memory)? A
-    register written several times (a loop counter) is followed through every write."""
-    seen: set[int] = set()
-    todo = [x.base if isinstance(x, Addr) else x]
-    while todo:
-        y = todo.pop()
-        if isinstance(y, int | Imm | Symbol):
-            continue
-        if not isinstance(y, Reg):
-            return False
-        if id(y) in seen:
-            continue
-        seen.add(id(y))
-        defs = an.values.defs.get(y, ())
-        if not defs:
-            return False
-        for d in defs:
-            st = an.body[d]
-            insn = st.insn
-            if st.guard is not None and an.values.level(st.guard):
-                return False
-            if isinstance(insn, Ld):
-                if insn.space is not StateSpace.param:
-                    return False
-                continue
-            if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
-                if not insn.a.name.startswith(("ntid", "nctaid", "ctaid", "cluster")):
-                    return False
-                continue
-            if isinstance(insn, Mov | Cvt | Cvta):
-                todo.append(insn.a)
-            elif isinstance(insn, Binary):
-                todo.extend((insn.a, insn.b))
-            else:
-                return False
-    return True
-
-
-def dst_overlap(an: Analysis) -> None:
-    """Two copies completing on one barrier phase that write the same shared bytes: one
-    load issued by several threads into one address, or two loads into overlapping slots."""
-    loads = [o for o in _loads(an) if o.mbar is not None and o.smem is not None
-             and not o.multicast]
-    if not loads:
-        return
-    from .hazards_arrive import Threads, _same_barriers
-    from .hazards_phase import FirstTrip
-    dims = getattr(an.kernel, "reqntid", None)
-    threads = Threads(an, dims) if dims else None
-    for o in loads:
-        if threads is None:
-            break
-        n = threads.running(o.index)
-        if n is None or n < 2 or not _same_in_threads(an, o.smem) \
-                or not _same_in_threads(an, o.mbar):
-            continue
-        if _exact(an, o) is None:
-            continue
-        an.report(Hazard.TMA_DST_OVERLAP, f"this copy is issued by {n} threads with the same "
-                  f"destination {an.describe(o.smem)} and barrier: the {n} copies land on the "
-                  "same bytes in one phase, so whatever another slot was meant to receive "
-                  "never arrives and the barrier counts the bytes several times",
-                  [("copy", o.index)], dedupe=("dst-overlap", o.index))
-    if len(loads) < 2:
-        return
-    ft = FirstTrip(an)
-    waits = [w for w in an.ops if w.role is Role.MBAR_WAIT]
-    loops = an.loops
-    for x, a in enumerate(loads):
-        ea = _exact(an, a)
-        if ea is None:
-            continue
-        for b in loads[x + 1:]:
-            eb = _exact(an, b)
-            if eb is None or eb[0] is not ea[0] or not _same_ring(ea[2], eb[2]):
-                continue
-            if not (ea[1] < eb[1] + eb[3] and eb[1] < ea[1] + ea[3]):
-                continue
-            _, sa = _slot(an, a.mbar)
-            _, sb = _slot(an, b.mbar)
-            if sa is None or sb is None or _slot_key(sa) != _slot_key(sb) \
-                    or not _same_barriers(an, a, b):
-                continue
-            ba, bb = an.cfg.block_of(a.index), an.cfg.block_of(b.index)
-            if any((ba in body) != (bb in body) for _, body in loops):
-                continue   # not one iteration
-            if ft.before(a.index, b.index) or ft.before(b.index, a.index):
-                first, then = (a, b) if ft.before(a.index, b.index) else (b, a)
-                if any(_same_barriers(an, w, a) and ft.before(first.index, w.index)
-                       and ft.before(w.index, then.index) for w in waits):
-                    continue   # waited in between: another phase
-            else:
-                ta, tb = an.div.stmt_tokens(a.index), an.div.stmt_tokens(b.index)
-                if not ta or not tb or ta == tb:
-                    continue   # alternatives one thread chooses between: one runs
-            an.report(Hazard.TMA_DST_OVERLAP, f"this copy and another one completing on "
-                      f"the same mbarrier phase ({an.describe(a.mbar)}) write overlapping "
-                      f"bytes of {ea[0].name} (offsets {ea[1]}..{ea[1] + ea[3] - 1} and "
-                      f"{eb[1]}..{eb[1] + eb[3] - 1}): one overwrites the other's data "
-                      "and what the other slot should hold never arrives",
-                      [("copy", b.index), ("copy", a.index)],
-                      dedupe=("dst-overlap", a.index, b.index))
-
-
-STRUCTURAL.append(dst_overlap)

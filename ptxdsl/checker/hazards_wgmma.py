@@ -16,9 +16,13 @@ setmaxnreg's warpgroup uniformity.
 - `wgmma-smem-released`: handing a stage back to its producer (a plain `mbarrier.arrive`, not
   the producer's arrive.expect_tx) while a wgmma that reads it may still run. wait_group N
   retires all but the N most recent committed groups. When the wgmma's buffer and the
-  arrive's barrier are ring slots on one counter (or on `i` and `(i + c) % n`), and the
-  counter's steps since the wgmma are known, an unretired wgmma is reported exactly when it
-  reads the released stage (release the previous stage after wait_group 1: clean). Otherwise
+  arrive's barrier are ring slots on one counter (or on `i` and `(i + c) % n`, or on two
+  counters `stages.relation` relates: two views of one MbarrierRing), and the counter's steps
+  since the wgmma are known (`stages.moved`: adds, and a stage register's advance and wrap),
+  an unretired wgmma is reported exactly when it reads the released stage (release the
+  previous stage after wait_group 1: clean). A wgmma that reads no TMA or bulk copy's
+  destination (a tile the consumer wrote itself) is not what a ring's release hands back.
+  Otherwise
   an unretired wgmma is reported when no wait_group after it retired any group (none ran, or
   N was at least the groups in flight); after one that did, the pipelined idiom is assumed.
 - The descriptors' start addresses also count as shared reads of TMA destinations for
@@ -51,8 +55,17 @@ from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
 from .hazards_bulk import _size, extent_of
-from .hazards_ring import _load_extents, _shift, _slot, check_read, lands_in, read_extent
+from .hazards_ring import (
+    _load_extents,
+    _slot,
+    check_read,
+    index_current,
+    lands_in,
+    read_extent,
+    ring_index,
+)
 from .ops import Op, Role
+from .stages import moved, relate, relation
 from .state import State
 from .values import Kind
 
@@ -419,19 +432,40 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
     """The ring slot ('ring', counter, n, stride) the wgmma at i reads, if any."""
     key = ("wg_ring", i)
     if key not in an.cache:
-        slots = [_slot(an, r)[1] for r in _addresses(an, i)]
-        an.cache[key] = next((s for s in slots if s is not None and s[0] == "ring"), None)
+        found = None
+        for r in _addresses(an, i):
+            s = _slot(an, r)[1]
+            if s is not None and s[0] == "ring":
+                # (a descriptor built before a step of its counter reads another stage)
+                found = s if index_current(an, r, ring_index(an, s)[0], i) else None
+                break
+        an.cache[key] = found
     return an.cache[key]
 
 
+def _counter(an: Analysis, ring: tuple) -> tuple[Any, int]:
+    """(counter written in place, c) of a ring slot's index register (= counter + c)."""
+    return ring_index(an, ring)
+
+
 def _wgmma_ring_steps(an: Analysis) -> None:
-    """A RING_STEP op at every write of the counter of a ring a wgmma reads (unless the bulk
-    hazards placed one there already), so a pending wgmma knows how far its stage is behind
-    the counter's current value."""
+    """A RING_STEP op at every write of the counter of a ring a wgmma reads (unless another
+    hazard module placed one there already), so a pending wgmma knows how far its stage is
+    behind the counter's current value."""
     if Role.WGMMA not in an.roles:
         return
-    counters = {id(r[1]): r[1] for op in an.ops if op.role is Role.WGMMA
-                and (r := _ring_of(an, op.index)) is not None}
+    counters = {}
+    for op in an.ops:
+        r = _ring_of(an, op.index) if op.role is Role.WGMMA else None
+        if op.role is Role.MBAR_ARRIVE and op.count is None:
+            slot = _slot(an, op.mbar)[1]
+            r = slot if slot is not None and slot[0] == "ring" else None
+        if r is not None:
+            c = _counter(an, r)[0]
+            counters[id(c)] = c
+    # The counters of the stages wgmmas read and arrives release: their relations are
+    # followed (`stages.relate`), so two views of one ring can be compared.
+    an.cache["wg_counters"] = frozenset(counters)
     for reg in counters.values():
         for i in an.values.defs.get(reg, ()):
             if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
@@ -444,59 +478,75 @@ PREPARE.append(_wgmma_ring_steps)
 
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """`add c, c, k` moves the pending wgmmas' stages k behind c; other writes lose track."""
-    if not any(f[0] == "wgmma" for f in state.may):
-        return state
+    """A step of the counter moves the pending wgmmas' stages behind it (`stages.moved`: an
+    add, or a stage register's advance and wrap); other writes lose track."""
     reg = op.value
-    insn = an.body[op.index].insn
-    step = None
-    if getattr(insn, "op", None) in ("add", "sub") and insn.a is reg \
-            and an.body[op.index].guard is None:
-        k = an.const(insn.b)
-        step = None if k is None else (k if insn.op == "add" else -k)
+    facts = state.may
+    if id(reg) in an.cache.get("wg_counters", ()):
+        facts = relate(an.values, facts, op.index, reg)
+    if not any(f[0] == "wgmma" for f in facts):
+        return state if facts is state.may else State(state.must, facts, state.tx)
     may = set()
-    for f in state.may:
+    for f in facts:
         if f[0] == "wgmma" and f[3][1] is not None:
             ring = _ring_of(an, f[1])
-            if ring is not None and ring[1] is reg:
-                f = (*f[:3], (f[3][0], None if step is None else (f[3][1] + step) % ring[2]))
+            if ring is not None and _counter(an, ring)[0] is reg:
+                k = moved(an.values, op.index, reg, ring[2])
+                f = (*f[:3], (f[3][0], None if k is None else (f[3][1] + k) % ring[2]))
         may.add(f)
     return State(state.must, frozenset(may), state.tx)
 
 
-def _same_stage(an: Analysis, f: tuple, released: Any) -> bool | None:
+def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | None:
     """Does the pending wgmma `f` read the stage the arrive on `released` (a barrier slot)
-    hands back? Known when both are ring slots of n stages on one counter, or on counters
-    one defined from the other (`(i + c) % n`), and the counter's moves since the wgmma are
-    known; None otherwise."""
+    hands back? Known when both are ring slots of n stages on one counter, on counters one
+    defined from the other (`(i + c) % n`), or on two counters the state relates (two views
+    of one ring, `stages.relation`), and the counter's moves since the wgmma are known; None
+    otherwise."""
     mine = _ring_of(an, f[1])
-    moved = f[3][1]
-    if mine is None or released is None or released[0] != "ring" or moved is None \
+    since = f[3][1]
+    if mine is None or released is None or released[0] != "ring" or since is None \
             or mine[2] != released[2]:
         return None
-    if released[1] is mine[1]:
-        shift: int | None = 0
-    else:
-        shift = _shift(an, released[1], mine[1])
-        if shift is None:
-            back = _shift(an, mine[1], released[1])
-            shift = None if back is None else -back
-    if shift is None:
+    (rb, rc), (mb, mc) = _counter(an, released), _counter(an, mine)
+    d = 0 if rb is mb else relation(state.may, rb, mb, mine[2])
+    if d is None:
         return None
-    # (A slot of `(i & 1) ^ 1` is one stage ahead of `i & 1`: see ranges.Span.)
-    return (shift + moved + released[4] - mine[4]) % mine[2] == 0
+    return (d + rc - mc + since) % mine[2] == 0
+
+
+def _reads_no_copy(an: Analysis, i: int) -> bool:
+    """Does the wgmma at statement i read only buffers no TMA or bulk copy fills, in a kernel
+    whose rings are filled by such copies? Then a stage handed back is not what it reads (a
+    W8A16 consumer reads the int8 stage with ld.shared, releases it, and multiplies a tile
+    it dequantised into with st.shared)."""
+    from .hazards_ring import _load_extents, _loads
+    if not _loads(an) or _traced(an, i) is None:
+        return False
+    for a in _addresses(an, i):
+        ext = read_extent(an, a, 16)     # (its first row, as for smem-read-before-wait)
+        if ext is None:
+            return False
+        root, lo, hi = ext
+        if any(x < hi and lo < y for _, x, y in _load_extents(an).get(id(root), ())):
+            return False
+    return True
 
 
 @handles(Role.MBAR_ARRIVE)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     if not report or op.count is not None:
         return state
-    released = None
+    released: Any = None
     for f in _pending(state):
         if released is None:
-            released = _slot(an, op.mbar)[1] or ("unknown",)
-        same = _same_stage(an, f, released)
-        if same is False:
+            slot = _slot(an, op.mbar)[1]
+            # (a barrier address built before a step of its counter releases another stage)
+            ok = slot is not None and (slot[0] != "ring" or index_current(
+                an, op.mbar, ring_index(an, slot)[0], op.index))
+            released = slot if ok else ("unknown",)
+        same = _same_stage(an, state, f, released)
+        if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
         seen = f[3][0]
         if f[2] is None:

@@ -23,6 +23,7 @@ import attrs
 from ..instructions.arith import Binary, Mad
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
+from .stages import wrap_count
 from .values import Values
 
 
@@ -104,7 +105,8 @@ def _mask_like(s: Span) -> bool:
 class Spans:
     """Demand-driven spans of the registers of one kernel (single definitions only: a
     register written several times is unknown unless every write is one constant, or it is
-    an index toggled in place: `_toggled`)."""
+    an index toggled in place, `_toggled`, or a stage register a ring advances in place,
+    `stages.wrap_count`)."""
 
     def __init__(self, values: Values, dims: tuple[int, ...] | None, statics: bool = False):
         self.values = values
@@ -139,7 +141,8 @@ class Spans:
             return _const(c)
         defs = self.values.defs.get(reg, ())
         if len(defs) != 1:
-            return self._toggled(reg, defs)
+            span = self._toggled(reg, defs)
+            return self._stage_register(reg) if span is UNKNOWN else span
         st = self.values.body[defs[0]]
         if st.guard is not None:
             return UNKNOWN
@@ -182,6 +185,12 @@ class Spans:
                 return UNKNOWN
             return Span(None, a.lo // f, None if a.hi is None else a.hi // f)
         return UNKNOWN
+
+    def _stage_register(self, reg: Reg) -> Span:
+        """A register written several times: a ring index of N stages when it is a stage
+        register advanced in place and wrapped at N (`stages.wrap_count`), else unknown."""
+        n = wrap_count(self.values, reg)
+        return UNKNOWN if n is None else Span(None, 0, 0, (reg, n, 1, 0))
 
     def _mul(self, x: Any, y: Any, d: int) -> Span:
         cx, cy = self.values.const(x), self.values.const(y)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
+import attr
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -41,6 +43,9 @@ class SourceLoc(NamedTuple):
 
 
 _INTERNAL: dict[str, bool] = {}
+# attrs runs a field's validator from its own setters module when an attribute is assigned
+# (`sym.name = ...`): those frames are ptxdsl's classes at work, not the user's code.
+_ATTRS_DIR = os.path.dirname(os.path.abspath(attr.__file__)) + os.sep
 
 
 def _is_internal(filename: str) -> bool:
@@ -52,6 +57,7 @@ def _is_internal(filename: str) -> bool:
         # the `with` statement one frame further out.
         hit = _INTERNAL[filename] = (filename.startswith("<attrs generated")
                                      or filename == contextlib.__file__
+                                     or os.path.abspath(filename).startswith(_ATTRS_DIR)
                                      or os.path.abspath(filename).startswith(_PKG_DIR + os.sep))
     return hit
 

@@ -35,6 +35,7 @@ from .operands import (
     check_register_name,
     check_shared_type,
     decl_type,
+    plain_str,
     registers_in,
     symbols_in,
 )
@@ -372,7 +373,7 @@ class KernelCore(KernelHost):
         self._name = check_identifier(value, "kernel")
 
     def _claim(self, name: str, what: str) -> str:
-        check_identifier(name, what)
+        name = check_identifier(name, what)
         if name in self._names:
             raise BuildError(f"kernel {self.name}: {what} name {name!r} is already used in "
                              "this kernel")
@@ -440,7 +441,7 @@ class KernelCore(KernelHost):
             n = counters.get(prefix, 0) + 1
             counters[prefix] = n
             return Reg._trusted(type, prefix + str(n), self)
-        check_register_name(name)
+        name = check_register_name(name)
         if _AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
                              "(p1, r1, rd1, f1, ...); choose another")
@@ -623,6 +624,7 @@ class KernelCore(KernelHost):
     def label(self, name: str) -> Label:
         """A label with exactly this name (unique in the kernel); place it with `place()`.
         Names starting with `$L__` are ptxdsl's own (`fresh_label`, structured control flow)."""
+        name = plain_str(name)
         if isinstance(name, str) and name.startswith("$L__"):
             # A user `$L__else_1` would collide with a label if_() makes later, and the
             # error would then name if_ rather than this line.
@@ -632,7 +634,7 @@ class KernelCore(KernelHost):
         return self._new_label(name)
 
     def _new_label(self, name: str) -> Label:
-        check_identifier(name, "label")
+        name = check_identifier(name, "label")
         if name in self._labels:
             raise BuildError(f"kernel {self.name}: label {name!r} is already declared")
         lab = Label(name, self)

@@ -291,6 +291,92 @@ def _dims(value, what: str) -> tuple[int, ...] | None:
     return dims
 
 
+def _repr(value) -> str:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the real error
+        return _show(value)
+
+
+def _number(what: str, value, lo: int, hi: int) -> int | None:
+    n = as_int(value)
+    if value is not None and (n is None or not lo <= n <= hi):
+        raise BuildError(f"kernel directive {what}: expected an integer in [{lo}, {hi}], got "
+                         f"{_repr(value)}")
+    return n
+
+
+# The kernel's directives: checked on every assignment (`k.maxntid = 128` after construction
+# as in `Kernel(..., maxntid=128)`), since each reaches the `.entry` header as text. Each check
+# takes the kernel (for the rules between directives) and the value; it returns what is kept.
+def _flag(what: str):
+    def check(k: KernelCore, value) -> bool:
+        # Real bools only: a truthy "no" or 0.0-like object must not silently turn one on.
+        if type(value) is not bool:
+            raise BuildError(f"kernel {k.name}: {what} must be True or False, got "
+                             f"{_show(value)}")
+        return value
+    return check
+
+
+def _threads(what: str, other: str):
+    def check(k: KernelCore, value) -> tuple[int, ...] | None:
+        dims = _dims(value, f".{what}")
+        if dims and getattr(k, other):
+            raise BuildError(f"kernel {k.name}: .maxntid and .reqntid cannot be combined "
+                             "(ptxas refuses both on one kernel); keep one")
+        if dims is None and k.minnctapersm is not None and not getattr(k, other):
+            raise BuildError(f"kernel {k.name}: .minnctapersm needs .maxntid or .reqntid "
+                             "(set k.minnctapersm = None first)")
+        return dims
+    return check
+
+
+def _cluster_dims(k: KernelCore, value) -> tuple[int, ...] | None:
+    dims = _dims(value, ".reqnctapercluster")
+    if dims and _prod(dims) > MAX_CLUSTER_CTAS:
+        raise BuildError(f"kernel {k.name}: .reqnctapercluster {_repr(value)} asks for "
+                         f"{_prod(dims)} CTAs per cluster; no GPU launches more than "
+                         f"{MAX_CLUSTER_CTAS} (8 portable)")
+    if dims and k.maxclusterrank is not None:
+        raise BuildError(f"kernel {k.name}: .reqnctapercluster and .maxclusterrank cannot be "
+                         "combined (ptxas refuses both on one kernel)")
+    return dims
+
+
+def _cluster_rank(k: KernelCore, value) -> int | None:
+    if value is not None and k.reqnctapercluster:
+        raise BuildError(f"kernel {k.name}: .reqnctapercluster and .maxclusterrank cannot be "
+                         "combined (ptxas refuses both on one kernel)")
+    return _number(".maxclusterrank", value, 1, 1 << 16)
+
+
+def _min_ctas(k: KernelCore, value) -> int | None:
+    n = _number(".minnctapersm", value, 1, 1 << 16)
+    if n is not None and not (k.maxntid or k.reqntid):
+        raise BuildError(f"kernel {k.name}: .minnctapersm needs .maxntid or .reqntid")
+    return n
+
+
+_DIRECTIVES: dict[str, Callable] = {
+    "visible": _flag("visible"), "explicitcluster": _flag("explicitcluster"),
+    "maxntid": _threads("maxntid", "reqntid"), "reqntid": _threads("reqntid", "maxntid"),
+    "reqnctapercluster": _cluster_dims, "maxclusterrank": _cluster_rank,
+    "minnctapersm": _min_ctas,
+    "maxnreg": lambda _k, v: _number(".maxnreg", v, 1, 255),
+}
+_FLAGS = ("visible", "explicitcluster")
+
+
+def _directive(attr: str) -> property:
+    check, slot = _DIRECTIVES[attr], "_" + attr
+
+    def set_(self: KernelCore, value) -> None:
+        setattr(self, slot, check(self, value))
+    return property(operator.attrgetter(slot), set_,
+                    doc=f"The kernel's `.{attr}` directive, checked on assignment.")
+
+
 _PTR_SPACES = {"global": StateSpace.global_, "shared": StateSpace.shared,
                "const": StateSpace.const, "local": StateSpace.local, "generic": None}
 
@@ -304,40 +390,19 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
-        # Real bools only: a truthy "no" or 0.0-like object must not silently turn one on.
-        for what, flag in (("visible", visible), ("explicitcluster", explicitcluster)):
-            if type(flag) is not bool:
-                raise BuildError(f"kernel {name}: {what} must be True or False, got "
-                                 f"{_show(flag)}")
+        for attr in _DIRECTIVES:   # unset first: each assignment is checked against the rest
+            setattr(self, "_" + attr, False if attr in _FLAGS else None)
+        # The constructor assigns through the same checked properties as `k.maxntid = ...`
+        # does later, in this order (each rule between two directives is checked by the
+        # second one assigned).
         self.visible = visible
-        self.maxntid = _dims(maxntid, ".maxntid")
-        self.reqntid = _dims(reqntid, ".reqntid")
-        self.reqnctapercluster = _dims(reqnctapercluster, ".reqnctapercluster")
-        if self.reqnctapercluster and _prod(self.reqnctapercluster) > MAX_CLUSTER_CTAS:
-            raise BuildError(f"kernel {name}: .reqnctapercluster {reqnctapercluster} asks for "
-                             f"{_prod(self.reqnctapercluster)} CTAs per cluster; no GPU "
-                             f"launches more than {MAX_CLUSTER_CTAS} (8 portable)")
-        if self.maxntid and self.reqntid:
-            raise BuildError(f"kernel {name}: .maxntid and .reqntid cannot be combined "
-                             "(ptxas refuses both on one kernel); keep one")
-        if reqnctapercluster is not None and maxclusterrank is not None:
-            raise BuildError(f"kernel {name}: .reqnctapercluster and .maxclusterrank cannot be "
-                             "combined (ptxas refuses both on one kernel)")
-        for what, v, lo, hi in ((".minnctapersm", minnctapersm, 1, 1 << 16),
-                                (".maxnreg", maxnreg, 1, 255),
-                                (".maxclusterrank", maxclusterrank, 1, 1 << 16)):
-            n = as_int(v)
-            if v is not None and (n is None or not lo <= n <= hi):
-                raise BuildError(f"kernel directive {what}: expected an integer in "
-                                 f"[{lo}, {hi}], got {v!r}")
-        minnctapersm, maxnreg, maxclusterrank = (
-            None if v is None else as_int(v) for v in (minnctapersm, maxnreg, maxclusterrank))
-        if minnctapersm is not None and not (self.maxntid or self.reqntid):
-            raise BuildError(f"kernel {name}: .minnctapersm needs .maxntid or .reqntid")
+        self.explicitcluster = explicitcluster
+        self.maxntid = maxntid
+        self.reqntid = reqntid
+        self.reqnctapercluster = reqnctapercluster
+        self.maxclusterrank = maxclusterrank
         self.minnctapersm = minnctapersm
         self.maxnreg = maxnreg
-        self.explicitcluster = explicitcluster
-        self.maxclusterrank = maxclusterrank
         self.params: list[Param] = []
         self.body: list[Statement | LabelDef] = []
         self.shared: list[Symbol] = []
@@ -362,6 +427,15 @@ class KernelCore(KernelHost):
         self.nctaid = _Dim3(self, "nctaid")
         self.clusterid = _Dim3(self, "clusterid")
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
+
+    visible = _directive("visible")
+    explicitcluster = _directive("explicitcluster")
+    maxntid = _directive("maxntid")
+    reqntid = _directive("reqntid")
+    reqnctapercluster = _directive("reqnctapercluster")
+    maxclusterrank = _directive("maxclusterrank")
+    minnctapersm = _directive("minnctapersm")
+    maxnreg = _directive("maxnreg")
 
     # -- names -------------------------------------------------------------------------------
     @property

@@ -33,6 +33,58 @@ def _ptx(k: Kernel) -> str:
     return "\n".join(line for line, _ in k.render())
 
 
+# -- 3. directives assigned after construction -----------------------------------------------------
+@pytest.mark.parametrize("attr, value, words", [
+    ("maxntid", ("1, 1, 1\n)\n.entry evil(", "2"), r"kernel directive \.maxntid: expected 1 "
+     "to 3 positive integers"),
+    ("maxntid", (1, 2, 3, 4), r"\.maxntid: expected 1 to 3 positive integers"),
+    ("maxnreg", 1000, r"kernel directive \.maxnreg: expected an integer in \[1, 255\], got "
+     "1000"),
+    ("minnctapersm", 2, r"kernel k: \.minnctapersm needs \.maxntid or \.reqntid"),
+    ("maxclusterrank", "4", r"\.maxclusterrank: expected an integer in"),
+    ("reqnctapercluster", (8, 2, 2), "32 CTAs per cluster; no GPU launches more than 16"),
+    ("visible", "yes", "kernel k: visible must be True or False, got str 'yes'"),
+    ("explicitcluster", 1, "kernel k: explicitcluster must be True or False"),
+])
+def test_directives_are_checked_when_assigned(attr, value, words):
+    k = Kernel("k")
+    k.ret()
+    with pytest.raises(BuildError, match=words) as ei:
+        line = _next_line()
+        setattr(k, attr, value)
+    _at(ei, line)
+    assert _ptx(k).count(".entry") == 1
+    assert getattr(k, attr) == getattr(Kernel("k"), attr)        # unchanged
+
+
+def test_directive_rules_between_directives_hold_on_assignment():
+    k = Kernel("k", maxntid=128, minnctapersm=2)
+    with pytest.raises(BuildError, match=r"\.maxntid and \.reqntid cannot be combined"):
+        k.reqntid = 128
+    with pytest.raises(BuildError, match=r"\.minnctapersm needs \.maxntid or \.reqntid"):
+        k.maxntid = None
+    c = Kernel("c", reqnctapercluster=2)
+    with pytest.raises(BuildError, match=r"\.reqnctapercluster and \.maxclusterrank cannot"):
+        c.maxclusterrank = 4
+    c.reqnctapercluster = None
+    c.maxclusterrank = 4
+    with pytest.raises(BuildError, match=r"\.reqnctapercluster and \.maxclusterrank cannot"):
+        c.reqnctapercluster = (2, 1)
+
+
+def test_directives_assigned_after_construction_render_like_the_constructors():
+    k = Kernel("k")
+    k.reqntid = 256                       # an int, as the constructor takes it
+    k.maxnreg = 128
+    k.minnctapersm = 2
+    k.visible = False
+    k.ret()
+    built = Kernel("k", reqntid=256, maxnreg=128, minnctapersm=2, visible=False)
+    built.ret()
+    assert _ptx(k) == _ptx(built)
+    assert k.reqntid == (256,)
+
+
 # -- 4. names as str subclasses --------------------------------------------------------------------
 class Name(str, enum.Enum):  # noqa: UP042 - not StrEnum: format() gives "Name.K"
     K = "kk"

@@ -181,21 +181,69 @@ def fail_closed(name: str, fn: Callable[_P, _R],
 
     The safety net under the builders' own checks, which give the precise message where they
     know the rule: no public builder answers bad input with a raw exception.
+
+    And a failed builder adds nothing to its kernel: a call that raises (any exception) after
+    emitting part of its work (a `cvta` before the instruction that then refuses an operand,
+    the registers and labels it made) leaves the kernel as it was before the call. The kernel
+    is the call's first argument, or the `k` of a helper object passed first (a pipeline
+    view), or the second argument (a helper's constructor: `MbarrierRing(k, ...)`). Only the
+    outermost wrapped call on a kernel takes the snapshot (a builder calls others).
     """
     import functools
 
+    def net(e: BaseException) -> BuildError:
+        return BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})")
+
     @functools.wraps(fn)
     def builder(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if kwargs and pre is not None:
-            pre(kwargs)
+        # Inline for the common case, a kernel first (this runs for every builder call,
+        # nested ones included: they see a depth of 1 and take no snapshot).
+        k: Any = args[0] if args else None
+        depth = getattr(k, "_txn_depth", None)
+        if depth is None:
+            k = _kernel_of(args)
+        elif depth:
+            k = None
+        if k is None:
+            try:
+                if kwargs and pre is not None:
+                    pre(kwargs)
+                return fn(*args, **kwargs)
+            except _RAW as e:
+                if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
+                    raise
+                raise net(e) from e
+        k._txn_depth = 1
+        mark = k._txn_mark()
         try:
+            if kwargs and pre is not None:
+                pre(kwargs)
             return fn(*args, **kwargs)
         except _RAW as e:
-            if os.environ.get("PTXDSL_NO_NET"):
+            k._txn_undo(mark)
+            if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
                 raise
-            if isinstance(e, PtxdslError):   # pragma: no cover - none derive from these
-                raise
-            raise BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})") from e
+            raise net(e) from e
+        except BaseException:
+            k._txn_undo(mark)
+            raise
+        finally:
+            k._txn_depth = 0
     # A marker for the tests; a function type has no declared attributes to put it in.
     builder.__ptxdsl_fail_closed__ = True  # type: ignore[attr-defined]
     return builder
+
+
+def _kernel_of(args: tuple) -> Any:
+    """The kernel of a call whose first argument is not one: the `k` of a helper object, or
+    the second argument; None when there is none or a wrapped call on it is in progress (a
+    kernel's `_txn_depth` is 0 when idle)."""
+    try:
+        for a in (getattr(args[0], "k", None), args[1]) if len(args) > 1 else \
+                (getattr(args[0], "k", None),) if args else ():
+            depth = getattr(a, "_txn_depth", None)
+            if depth is not None:
+                return a if depth == 0 else None
+    except Exception:  # noqa: BLE001 - a hostile argument's attributes: the builder refuses it
+        pass
+    return None

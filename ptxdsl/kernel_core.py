@@ -421,6 +421,7 @@ class KernelCore(KernelHost):
         self._last_if: tuple[int, Label, SourceLoc] | None = None
         self._sreg_regs: dict[str, Reg] = {}   # invariant special register -> its one read
         self._n_entry = 0                       # statements at the top of body reading them
+        self._txn_depth = 0   # public builder calls in progress (errors.fail_closed counts)
         self.tid = _Dim3(self, "tid")
         self.ntid = _Dim3(self, "ntid")
         self.ctaid = _Dim3(self, "ctaid")
@@ -628,6 +629,45 @@ class KernelCore(KernelHost):
             if name not in self._names:
                 self._counters["$" + hint] = n
                 return name
+
+    # -- a failed builder adds nothing ------------------------------------------------------
+    def _txn_mark(self) -> tuple:
+        """What `_txn_undo` needs to put the kernel back as it is now: sizes of the tables
+        that only grow (cheap: taken at every outermost public builder call, see
+        `errors.fail_closed`) and the few small values a builder changes in place."""
+        return (len(self.body), self._n_entry, self._counters.copy(), len(self._named_regs),
+                len(self._labels), len(self._placed), len(self._used_labels), len(self.shared),
+                len(self.params), len(self._sreg_regs), len(self._module_syms),
+                self._last_if, len(self._loops), self._guard)
+
+    def _txn_undo(self, mark: tuple) -> None:
+        """Discard everything added since `mark` (statements, registers, labels, shared
+        variables, parameters): the kernel renders exactly as it did then. For the call that
+        took the mark only: a register it made must not outlive it, since its automatic name
+        is given out again."""
+        (n_body, n_entry, counters, n_regs, n_labels, n_placed, n_used, n_shared, n_params,
+         n_sregs, n_syms, last_if, n_loops, guard) = mark
+        body = self.body
+        del body[n_body + self._n_entry - n_entry:]
+        del body[n_entry:self._n_entry]           # special-register reads put at the top
+        self._n_entry = n_entry
+        self._counters = counters
+        for items, keep in ((self._named_regs, n_regs), (self.shared, n_shared),
+                            (self.params, n_params)):
+            for item in items[keep:]:
+                self._names.discard(item.name)
+                self.decl_locs.pop(item.name, None)
+            del items[keep:]
+        for table, keep in ((self._labels, n_labels), (self._placed, n_placed),
+                            (self._used_labels, n_used), (self._sreg_regs, n_sregs),
+                            (self._module_syms, n_syms)):
+            for _ in range(len(table) - keep):
+                table.popitem()   # dicts pop their newest entry first
+        self._last_if, self._guard = last_if, guard
+        del self._loops[n_loops:]
+        # Caches keyed by the number of statements would take new ones for the discarded.
+        self.__dict__.pop("_distinct_requires", None)
+        self.__dict__.pop("_budget_checked", None)
 
     # -- statements --------------------------------------------------------------------------
     def emit(self, insn: _I) -> _I:

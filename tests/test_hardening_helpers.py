@@ -11,11 +11,15 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from ptxdsl import Kernel, Module, t
-from ptxdsl.errors import BuildError
+from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl.errors import BuildError, PtxdslError
 from ptxdsl.operands import Label, Reg, Symbol
+from ptxdsl.pipeline import MbarrierRing
 from ptxdsl.types import StateSpace
+from tests.junk import junk, positional, ptx_functions, public_methods, required_keywords
 
 HERE = os.path.abspath(__file__)
 
@@ -31,6 +35,103 @@ def _at(err, line: int) -> None:
 
 def _ptx(k: Kernel) -> str:
     return "\n".join(line for line, _ in k.render())
+
+
+# -- 2. a refused builder adds nothing -------------------------------------------------------------
+FEW = settings(max_examples=5, deadline=None, database=None,
+               suppress_health_check=list(HealthCheck))
+
+
+def _tma_kernel():
+    k = Kernel("k")
+    src = k.ld_param(k.param_ptr("src"))                # a generic pointer: needs cvta.to.global
+    smem = k.shared_array(t.u8, 1024, align=128, name="buf")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    return k, src, smem, bar
+
+
+def test_a_refused_builder_leaves_the_kernel_as_it_was():
+    failing = {
+        # cvta.to.global of `src` is emitted, then the size is refused.
+        "ptx TMA": lambda k, src, smem, bar, p, c: ptx.cp_async_bulk(
+            k, "shared::cluster", "global", smem, src, "junk", bar),
+        # the result register is allocated, then the operand is refused.
+        "Kernel method": lambda k, src, smem, bar, p, c: k.atom(
+            "add", Addr(src), "x", type=t.u32, space="global"),
+        "Kernel method, vector": lambda k, src, smem, bar, p, c: k.ld(Addr(src), type=t.u32,
+                                                                         vec=3),
+    }
+    for what, call in failing.items():
+        k, src, smem, bar = _tma_kernel()
+        ring = MbarrierRing(k, 2, peers=2)
+        p, c = ring.producer(), ring.consumer()
+        with k.if_(k.tid.x == 0):
+            k.ld(Addr(src), type=t.u32)
+        before = _ptx(k)
+        with pytest.raises(PtxdslError):
+            call(k, src, smem, bar, p, c)
+        assert _ptx(k) == before, what
+        with k.else_():                                 # the if_ before it is still open
+            k.ret()
+
+
+def test_a_refused_builder_inside_a_block_leaves_the_block_as_it_was():
+    def build(fail: bool) -> str:
+        k, src, smem, bar = _tma_kernel()
+        with k.if_(k.tid.x == 0):
+            v = k.ld(Addr(src), type=t.u32)
+            if fail:
+                with pytest.raises(PtxdslError):
+                    ptx.cp_async_bulk(k, "shared::cluster", "global", smem, src, -1, bar)
+            k.st(Addr(src, 4), v, type=t.u32)
+        k.ret()
+        return Module([k], check=False).emit()
+    assert build(True) == build(False)
+
+
+def test_a_failed_call_is_rolled_back_once_where_builders_nest():
+    # ring.producer() calls k.mov/k.reg (wrapped too): only the outermost call snapshots,
+    # and a failing nested builder inside a succeeding one is the outer builder's business.
+    k, src, smem, bar = _tma_kernel()
+    ring = MbarrierRing(k, 2)
+    p = ring.producer()
+    assert k._txn_depth == 0
+    p.arrive_expect_tx(128)
+    assert "mbarrier.arrive.expect_tx" in _ptx(k) and k._txn_depth == 0
+
+
+def _refused_call_leaves_nothing(fn, data, k, other, skip_k: bool) -> None:
+    req, kws = positional(fn)
+    values = junk(k, other)
+    k.ret()                      # a statement before: the rollback keeps what was there
+    args = [data.draw(values, label=f"arg{i}") for i in range(req - skip_k)]
+    chosen = data.draw(st.lists(st.sampled_from(kws), unique=True, max_size=2) if kws
+                       else st.just([]), label="keywords")
+    kwargs = {n: data.draw(values, label=n) for n in [*chosen, *required_keywords(fn)]}
+    try:
+        before = _ptx(k)
+    except PtxdslError:          # junk made an unplaced label a branch target: nothing to see
+        return
+    try:
+        fn(*([k] if skip_k else []), *args, **kwargs)
+    except PtxdslError:
+        assert _ptx(k) == before, "a refused builder left something in the kernel"
+
+
+@pytest.mark.parametrize("name", public_methods())
+@FEW
+@given(data=st.data())
+def test_every_refused_kernel_method_leaves_the_kernel_as_it_was(name, data):
+    k, other = Kernel("k"), Kernel("other")
+    _refused_call_leaves_nothing(getattr(k, name), data, k, other, skip_k=False)
+
+
+@pytest.mark.parametrize("name", ptx_functions())
+@FEW
+@given(data=st.data())
+def test_every_refused_ptx_function_leaves_the_kernel_as_it_was(name, data):
+    k, other = Kernel("k"), Kernel("other")
+    _refused_call_leaves_nothing(getattr(ptx, name), data, k, other, skip_k=True)
 
 
 # -- 3. directives assigned after construction -----------------------------------------------------

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
-from ptxdsl.errors import BuildError, PtxdslError
+from ptxdsl.errors import BuildError, OperandError, PtxdslError
 from ptxdsl.operands import Label, Reg, Symbol
-from ptxdsl.pipeline import MbarrierRing
+from ptxdsl.pipeline import MbarrierRing, box_bytes, cluster_sync, tx_bytes
 from ptxdsl.types import StateSpace
 from tests.junk import junk, positional, ptx_functions, public_methods, required_keywords
 
@@ -35,6 +35,64 @@ def _at(err, line: int) -> None:
 
 def _ptx(k: Kernel) -> str:
     return "\n".join(line for line, _ in k.render())
+
+
+# -- 1. the ring's slots inside the buffer; junk to its helpers ------------------------------------
+def test_ring_slots_past_their_buffer_are_refused():
+    k = Kernel("k")
+    ring = MbarrierRing(k, 4)
+    p = ring.producer()
+    buf = k.shared_array(t.u8, 1024, align=128, name="buf")
+    p.slot(buf, 256)                                    # 4 x 256 = the whole buffer
+    p.slot(Addr(buf, 512), 128)                         # the upper half
+    with pytest.raises(OperandError, match=r"RingView.slot: operand 'buffer': expected 4 "
+                       r"slots of 1024 bytes \(4096 bytes\) inside the buffer, got buf of "
+                       "1024 bytes from offset 0") as ei:
+        line = _next_line()
+        p.slot(buf, 1024)                               # stages 1..3 past the end
+    _at(ei, line)
+    with pytest.raises(OperandError, match="from offset 640"):
+        p.slot(Addr(buf, 640), 128)                     # symbol + constant offset
+    with pytest.raises(OperandError, match="a shared-memory array"):
+        p.slot(k.param(t.u32, "n"), 4)
+    # Unknown extent (dynamic shared memory, a register): only the shared window bounds it.
+    dyn = k.extern_shared("dyn")
+    p.slot(dyn, 4096)
+    p.slot(k.mov(buf), 256)
+    with pytest.raises(OperandError, match="slots that fit in shared memory"):
+        p.slot(dyn, 1 << 20)
+
+
+def test_ring_helpers_answer_junk_with_ptxdsl_errors():
+    k = Kernel("k")
+    ring = MbarrierRing(k, 2)
+    c = ring.consumer()
+    cases = [
+        (lambda: MbarrierRing(None, 4), "MbarrierRing: operand 'k': expected the Kernel to "
+         "build into, got NoneType None"),
+        (lambda: MbarrierRing(k, 2, name=5), "MbarrierRing name 5 is not a valid PTX"),
+        (lambda: ring.init(sync="no"), "MbarrierRing.init: operand 'sync': expected True or "
+         "False"),
+        (lambda: c.release(ctas=5), "ConsumerView.release: operand 'ctas': expected a list of "
+         "cluster ranks"),
+        (lambda: c.release(scope=None), "operand 'scope': expected 'cluster' or 'cta', got "
+         "NoneType"),
+        (lambda: type(c)(None, "c", 0), "ConsumerView: operand 'ring': expected an "
+         "MbarrierRing"),
+        (lambda: type(c)(ring, "x", 7), "use ring.producer.. / ring.consumer.."),
+        (lambda: cluster_sync(None), "cluster_sync: operand 'k': expected the Kernel"),
+        (lambda: tx_bytes((None, None)), "operand 'box': expected 1 to 5 positive box "
+         "dimensions, got NoneType None"),
+        (lambda: box_bytes(None, t.f32), "operand 'box': expected 1 to 5 positive"),
+        (lambda: box_bytes((2, 3, 4, 5, 6, 7), t.f32), "operand 'box': expected 1 to 5"),
+        # numpy reads None as float64 and takes object dtypes: neither is an element type.
+        (lambda: box_bytes((8, 8), None), "operand 'dtype': expected a ptxdsl type"),
+        (lambda: box_bytes((8, 8), object), "operand 'dtype': expected a ptxdsl type"),
+    ]
+    for call, words in cases:
+        with pytest.raises(PtxdslError, match=words) as ei:
+            call()
+        assert os.path.abspath(ei.value.loc.file) == HERE
 
 
 # -- 2. a refused builder adds nothing -------------------------------------------------------------
@@ -60,6 +118,10 @@ def test_a_refused_builder_leaves_the_kernel_as_it_was():
             "add", Addr(src), "x", type=t.u32, space="global"),
         "Kernel method, vector": lambda k, src, smem, bar, p, c: k.ld(Addr(src), type=t.u32,
                                                                          vec=3),
+        # the stage's barrier address (shl + add) is computed, then the count is refused.
+        "helper": lambda k, src, smem, bar, p, c: p.expect_tx("x"),
+        # two remote arrives (mapa + arrive each), then the third rank is refused.
+        "helper, a loop": lambda k, src, smem, bar, p, c: c.release(ctas=[0, 1, 2]),
     }
     for what, call in failing.items():
         k, src, smem, bar = _tma_kernel()
@@ -226,16 +288,17 @@ def test_every_kind_of_name_is_rendered_as_its_plain_value(make):
     k.mov(1, dst=r)
     k.place(k.label(n("ll")))
     k.extern_shared(n("dd"))
+    ring = MbarrierRing(k, 1, name=n("ring"))
     k.ret()
     m = Module([k], check=False)
     g = m.global_array(t.u32, 4, name=n("gg"))
     text = m.emit()
-    for plain in ("kk", "pp", "ss", "rr", "ll", "dd", "gg"):
+    for plain in ("kk", "pp", "ss", "rr", "ll", "dd", "gg", "ring_full"):
         assert plain in text
     assert "evil" not in text and "Name." not in text
     assert ".entry kk(" in text and "\t.param .u32 pp\n" in text and "%rr" in text
     assert "\nll:\n" in text and ".global .u32 gg[4];" in text
-    for obj in (k, k.params[0], k.shared[0], r, g):
+    for obj in (k, k.params[0], k.shared[0], r, g, ring.full):
         assert type(obj.name) is str
     assert type(Label(n("ll2")).name) is str
     assert type(Symbol(n("s2"), StateSpace.shared, t.u32).name) is str

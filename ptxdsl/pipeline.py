@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from .errors import BuildError, OperandError, fail_closed
@@ -144,8 +144,10 @@ def box_bytes(box, dtype) -> int:
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
     `tx_bytes`, whose `box_bytes` counts them."""
     box = int_like(box)
-    dims = (box,) if isinstance(box, int) else tuple(box) if isinstance(box, Sequence) \
-        and not isinstance(box, str | bytes) else ()
+    # Any iterable of dimensions (a tuple, list, numpy shape or array), but not text, and not
+    # a set or mapping: a set drops repeated dimensions, (8, 8) would count 8 elements.
+    dims = (box,) if isinstance(box, int) else tuple(box) if isinstance(box, Iterable) \
+        and not isinstance(box, str | bytes | Set | Mapping) else ()
     dims = tuple(int_like(d) for d in dims)
     if not 1 <= len(dims) <= 5 or not all(isinstance(d, int) and not isinstance(d, bool)
                                           and d >= 1 for d in dims):
@@ -325,7 +327,9 @@ class RingView:
         if not isinstance(ring, MbarrierRing):
             raise OperandError(type(self).__name__, "ring", "an MbarrierRing (ring.producer() "
                                "or ring.consumer() makes the views)", _show(ring))
-        if tag not in ("p", "c") or parity not in (0, 1) or type(parity) is bool:
+        tag = plain_str(tag)
+        if type(tag) is not str or type(parity) is not int or \
+                (tag, parity) not in (("p", 1), ("c", 0)):
             raise OperandError(type(self).__name__, "tag, parity", "'p', 1 (producer) or 'c', "
                                "0 (consumer): use ring.producer() / ring.consumer()",
                                f"{_show(tag)}, {_show(parity)}")

@@ -199,8 +199,11 @@ def fail_closed(name: str, fn: Callable[_P, _R],
         # Inline for the common case, a kernel first (this runs for every builder call,
         # nested ones included: they see a depth of 1 and take no snapshot).
         k: Any = args[0] if args else None
-        depth = getattr(k, "_txn_depth", None)
-        if depth is None:
+        try:
+            depth = getattr(k, "_txn_depth", None)
+        except Exception:  # noqa: BLE001 - a hostile first argument: the builder refuses it
+            depth = None
+        if type(depth) is not int:      # not a kernel (an int only on a kernel)
             k = _kernel_of(args)
         elif depth:
             k = None
@@ -242,7 +245,7 @@ def _kernel_of(args: tuple) -> Any:
         for a in (getattr(args[0], "k", None), args[1]) if len(args) > 1 else \
                 (getattr(args[0], "k", None),) if args else ():
             depth = getattr(a, "_txn_depth", None)
-            if depth is not None:
+            if type(depth) is int:
                 return a if depth == 0 else None
     except Exception:  # noqa: BLE001 - a hostile argument's attributes: the builder refuses it
         pass

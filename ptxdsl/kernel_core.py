@@ -17,6 +17,7 @@ import attrs
 from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction
 from .instructions.control import Bra
+from .kernel_directives import DIRECTIVES, FLAGS, directive_property
 from .kernel_host import KernelHost
 from .operands import (
     READABLE_SPECIAL_REGISTERS,
@@ -238,7 +239,6 @@ def special(name: str) -> SpecialReg:
     return SpecialReg(name, t, r.sm, str(r.version))
 
 
-MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
 
 # ptxas's limit on an entry's static shared memory (its own .shared arrays plus the module-scope
 # ones it uses), in bytes, as nvJitLink 13 reports it ("uses too much shared data"): 48 KiB for
@@ -271,112 +271,6 @@ def shared_limit_error(what: str, total: int, limit: int, sym: Symbol,
         "cuFuncSetAttribute)", sym.loc)
 
 
-def _prod(dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
-
-
-def _dims(value, what: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    one = as_int(value)
-    dims = (one,) if one is not None else tuple(value) if isinstance(value, tuple | list) \
-        else ()
-    dims = tuple(as_int(d) for d in dims)
-    if not 1 <= len(dims) <= 3 or not all(d is not None and 1 <= d < 1 << 31 for d in dims):
-        raise BuildError(f"kernel directive {what}: expected 1 to 3 positive integers, "
-                         f"got {value!r}")
-    return dims
-
-
-def _repr(value) -> str:
-    try:
-        return repr(value)
-    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the real error
-        return _show(value)
-
-
-def _number(what: str, value, lo: int, hi: int) -> int | None:
-    n = as_int(value)
-    if value is not None and (n is None or not lo <= n <= hi):
-        raise BuildError(f"kernel directive {what}: expected an integer in [{lo}, {hi}], got "
-                         f"{_repr(value)}")
-    return n
-
-
-# The kernel's directives: checked on every assignment (`k.maxntid = 128` after construction
-# as in `Kernel(..., maxntid=128)`), since each reaches the `.entry` header as text. Each check
-# takes the kernel (for the rules between directives) and the value; it returns what is kept.
-def _flag(what: str):
-    def check(k: KernelCore, value) -> bool:
-        # Real bools only: a truthy "no" or 0.0-like object must not silently turn one on.
-        if type(value) is not bool:
-            raise BuildError(f"kernel {k.name}: {what} must be True or False, got "
-                             f"{_show(value)}")
-        return value
-    return check
-
-
-def _threads(what: str, other: str):
-    def check(k: KernelCore, value) -> tuple[int, ...] | None:
-        dims = _dims(value, f".{what}")
-        if dims and getattr(k, other):
-            raise BuildError(f"kernel {k.name}: .maxntid and .reqntid cannot be combined "
-                             "(ptxas refuses both on one kernel); keep one")
-        if dims is None and k.minnctapersm is not None and not getattr(k, other):
-            raise BuildError(f"kernel {k.name}: .minnctapersm needs .maxntid or .reqntid "
-                             "(set k.minnctapersm = None first)")
-        return dims
-    return check
-
-
-def _cluster_dims(k: KernelCore, value) -> tuple[int, ...] | None:
-    dims = _dims(value, ".reqnctapercluster")
-    if dims and _prod(dims) > MAX_CLUSTER_CTAS:
-        raise BuildError(f"kernel {k.name}: .reqnctapercluster {_repr(value)} asks for "
-                         f"{_prod(dims)} CTAs per cluster; no GPU launches more than "
-                         f"{MAX_CLUSTER_CTAS} (8 portable)")
-    if dims and k.maxclusterrank is not None:
-        raise BuildError(f"kernel {k.name}: .reqnctapercluster and .maxclusterrank cannot be "
-                         "combined (ptxas refuses both on one kernel)")
-    return dims
-
-
-def _cluster_rank(k: KernelCore, value) -> int | None:
-    if value is not None and k.reqnctapercluster:
-        raise BuildError(f"kernel {k.name}: .reqnctapercluster and .maxclusterrank cannot be "
-                         "combined (ptxas refuses both on one kernel)")
-    return _number(".maxclusterrank", value, 1, 1 << 16)
-
-
-def _min_ctas(k: KernelCore, value) -> int | None:
-    n = _number(".minnctapersm", value, 1, 1 << 16)
-    if n is not None and not (k.maxntid or k.reqntid):
-        raise BuildError(f"kernel {k.name}: .minnctapersm needs .maxntid or .reqntid")
-    return n
-
-
-_DIRECTIVES: dict[str, Callable] = {
-    "visible": _flag("visible"), "explicitcluster": _flag("explicitcluster"),
-    "maxntid": _threads("maxntid", "reqntid"), "reqntid": _threads("reqntid", "maxntid"),
-    "reqnctapercluster": _cluster_dims, "maxclusterrank": _cluster_rank,
-    "minnctapersm": _min_ctas,
-    "maxnreg": lambda _k, v: _number(".maxnreg", v, 1, 255),
-}
-_FLAGS = ("visible", "explicitcluster")
-
-
-def _directive(attr: str) -> property:
-    check, slot = _DIRECTIVES[attr], "_" + attr
-
-    def set_(self: KernelCore, value) -> None:
-        setattr(self, slot, check(self, value))
-    return property(operator.attrgetter(slot), set_,
-                    doc=f"The kernel's `.{attr}` directive, checked on assignment.")
-
-
 _PTR_SPACES = {"global": StateSpace.global_, "shared": StateSpace.shared,
                "const": StateSpace.const, "local": StateSpace.local, "generic": None}
 
@@ -390,8 +284,8 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
-        for attr in _DIRECTIVES:   # unset first: each assignment is checked against the rest
-            setattr(self, "_" + attr, False if attr in _FLAGS else None)
+        for attr in DIRECTIVES:   # unset first: each assignment is checked against the rest
+            setattr(self, "_" + attr, False if attr in FLAGS else None)
         # The constructor assigns through the same checked properties as `k.maxntid = ...`
         # does later, in this order (each rule between two directives is checked by the
         # second one assigned).
@@ -429,14 +323,14 @@ class KernelCore(KernelHost):
         self.clusterid = _Dim3(self, "clusterid")
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
 
-    visible = _directive("visible")
-    explicitcluster = _directive("explicitcluster")
-    maxntid = _directive("maxntid")
-    reqntid = _directive("reqntid")
-    reqnctapercluster = _directive("reqnctapercluster")
-    maxclusterrank = _directive("maxclusterrank")
-    minnctapersm = _directive("minnctapersm")
-    maxnreg = _directive("maxnreg")
+    visible = directive_property("visible")
+    explicitcluster = directive_property("explicitcluster")
+    maxntid = directive_property("maxntid")
+    reqntid = directive_property("reqntid")
+    reqnctapercluster = directive_property("reqnctapercluster")
+    maxclusterrank = directive_property("maxclusterrank")
+    minnctapersm = directive_property("minnctapersm")
+    maxnreg = directive_property("maxnreg")
 
     # -- names -------------------------------------------------------------------------------
     @property

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
+import attr
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -41,6 +43,9 @@ class SourceLoc(NamedTuple):
 
 
 _INTERNAL: dict[str, bool] = {}
+# attrs runs a field's validator from its own setters module when an attribute is assigned
+# (`sym.name = ...`): those frames are ptxdsl's classes at work, not the user's code.
+_ATTRS_DIR = os.path.dirname(os.path.abspath(attr.__file__)) + os.sep
 
 
 def _is_internal(filename: str) -> bool:
@@ -52,6 +57,7 @@ def _is_internal(filename: str) -> bool:
         # the `with` statement one frame further out.
         hit = _INTERNAL[filename] = (filename.startswith("<attrs generated")
                                      or filename == contextlib.__file__
+                                     or os.path.abspath(filename).startswith(_ATTRS_DIR)
                                      or os.path.abspath(filename).startswith(_PKG_DIR + os.sep))
     return hit
 
@@ -175,21 +181,57 @@ def fail_closed(name: str, fn: Callable[_P, _R],
 
     The safety net under the builders' own checks, which give the precise message where they
     know the rule: no public builder answers bad input with a raw exception.
+
+    And a failed builder adds nothing to its kernel: a call that raises (any exception) after
+    emitting part of its work (a `cvta` before the instruction that then refuses an operand,
+    the registers and labels it made) leaves the kernel as it was before the call. The kernel
+    is the call's first argument, or the `k` of a helper object passed first (a pipeline
+    view), or the second argument (a helper's constructor: `MbarrierRing(k, ...)`). Only the
+    outermost wrapped call on a kernel takes the snapshot (a builder calls others).
     """
     import functools
 
+    def net(e: BaseException) -> BuildError:
+        return BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})")
+
     @functools.wraps(fn)
     def builder(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if kwargs and pre is not None:
-            pre(kwargs)
+        # Inline for the common case, a kernel first (this runs for every builder call,
+        # nested ones included: they see a depth of 1 and take no snapshot).
+        k: Any = args[0] if args else None
         try:
+            depth = getattr(k, "_txn_depth", None)
+        except Exception:  # noqa: BLE001 - a hostile first argument: the builder refuses it
+            depth = None
+        if type(depth) is not int:      # not a kernel (an int only on a kernel)
+            k = _kernel_of(args)
+        elif depth:
+            k = None
+        if k is None:
+            try:
+                if kwargs and pre is not None:
+                    pre(kwargs)
+                return fn(*args, **kwargs)
+            except _RAW as e:
+                if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
+                    raise
+                raise net(e) from e
+        k._txn_depth = 1
+        mark = k._txn_mark()
+        try:
+            if kwargs and pre is not None:
+                pre(kwargs)
             return fn(*args, **kwargs)
         except _RAW as e:
-            if os.environ.get("PTXDSL_NO_NET"):
+            k._txn_undo(mark)
+            if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
                 raise
-            if isinstance(e, PtxdslError):   # pragma: no cover - none derive from these
-                raise
-            raise BuildError(f"{name}: invalid argument ({type(e).__name__}: {e})") from e
+            raise net(e) from e
+        except BaseException:
+            k._txn_undo(mark)
+            raise
+        finally:
+            k._txn_depth = 0
     # A marker for the tests; a function type has no declared attributes to put it in.
     builder.__ptxdsl_fail_closed__ = True  # type: ignore[attr-defined]
     return builder
@@ -199,12 +241,27 @@ def fail_closed_methods(cls: type, name: str) -> type:
     """`fail_closed` on the constructor and every public method of a helper class (static and
     class methods too), named `name.method`: the helpers above the builders (fragments,
     matrix descriptors, the epilogue) keep the builders' promise of no raw exception."""
-    for attr, member in list(vars(cls).items()):
-        if attr.startswith("_") and attr != "__init__":
+    for field, member in list(vars(cls).items()):
+        if field.startswith("_") and field != "__init__":
             continue
-        label = name if attr == "__init__" else f"{name}.{attr}"
+        label = name if field == "__init__" else f"{name}.{field}"
         if isinstance(member, staticmethod | classmethod):
-            setattr(cls, attr, type(member)(fail_closed(label, member.__func__)))
+            setattr(cls, field, type(member)(fail_closed(label, member.__func__)))
         elif callable(member) and not isinstance(member, type):
-            setattr(cls, attr, fail_closed(label, member))
+            setattr(cls, field, fail_closed(label, member))
     return cls
+
+
+def _kernel_of(args: tuple) -> Any:
+    """The kernel of a call whose first argument is not one: the `k` (a pipeline view) or
+    `kernel` (a fragment) of a helper object, or the second argument; None when there is
+    none or a wrapped call on it is in progress (a kernel's `_txn_depth` is 0 when idle)."""
+    try:
+        first = (getattr(args[0], "k", None), getattr(args[0], "kernel", None)) if args else ()
+        for a in (*first, args[1]) if len(args) > 1 else first:
+            depth = getattr(a, "_txn_depth", None)
+            if type(depth) is int:
+                return a if depth == 0 else None
+    except Exception:  # noqa: BLE001 - a hostile argument's attributes: the builder refuses it
+        pass
+    return None

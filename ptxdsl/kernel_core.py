@@ -16,6 +16,7 @@ import attrs
 from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction
 from .instructions.control import Bra
+from .kernel_directives import DIRECTIVES, FLAGS, directive_property
 from .kernel_host import KernelHost
 from .operands import (
     AUTO_DECL,
@@ -36,6 +37,7 @@ from .operands import (
     check_register_name,
     check_shared_type,
     decl_type,
+    plain_str,
     registers_in,
     symbols_in,
 )
@@ -238,7 +240,6 @@ def special(name: str) -> SpecialReg:
     return SpecialReg(name, t, r.sm, str(r.version))
 
 
-MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
 
 # ptxas's limit on an entry's static shared memory (its own .shared arrays plus the module-scope
 # ones it uses), in bytes, as nvJitLink 13 reports it ("uses too much shared data"): 48 KiB for
@@ -271,26 +272,6 @@ def shared_limit_error(what: str, total: int, limit: int, sym: Symbol,
         "cuFuncSetAttribute)", sym.loc)
 
 
-def _prod(dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
-
-
-def _dims(value, what: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    one = as_int(value)
-    dims = (one,) if one is not None else tuple(value) if isinstance(value, tuple | list) \
-        else ()
-    dims = tuple(as_int(d) for d in dims)
-    if not 1 <= len(dims) <= 3 or not all(d is not None and 1 <= d < 1 << 31 for d in dims):
-        raise BuildError(f"kernel directive {what}: expected 1 to 3 positive integers, "
-                         f"got {value!r}")
-    return dims
-
-
 _PTR_SPACES = {"global": StateSpace.global_, "shared": StateSpace.shared,
                "const": StateSpace.const, "local": StateSpace.local, "generic": None}
 
@@ -304,40 +285,19 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
-        # Real bools only: a truthy "no" or 0.0-like object must not silently turn one on.
-        for what, flag in (("visible", visible), ("explicitcluster", explicitcluster)):
-            if type(flag) is not bool:
-                raise BuildError(f"kernel {name}: {what} must be True or False, got "
-                                 f"{_show(flag)}")
+        for attr in DIRECTIVES:   # unset first: each assignment is checked against the rest
+            setattr(self, "_" + attr, False if attr in FLAGS else None)
+        # The constructor assigns through the same checked properties as `k.maxntid = ...`
+        # does later, in this order (each rule between two directives is checked by the
+        # second one assigned).
         self.visible = visible
-        self.maxntid = _dims(maxntid, ".maxntid")
-        self.reqntid = _dims(reqntid, ".reqntid")
-        self.reqnctapercluster = _dims(reqnctapercluster, ".reqnctapercluster")
-        if self.reqnctapercluster and _prod(self.reqnctapercluster) > MAX_CLUSTER_CTAS:
-            raise BuildError(f"kernel {name}: .reqnctapercluster {reqnctapercluster} asks for "
-                             f"{_prod(self.reqnctapercluster)} CTAs per cluster; no GPU "
-                             f"launches more than {MAX_CLUSTER_CTAS} (8 portable)")
-        if self.maxntid and self.reqntid:
-            raise BuildError(f"kernel {name}: .maxntid and .reqntid cannot be combined "
-                             "(ptxas refuses both on one kernel); keep one")
-        if reqnctapercluster is not None and maxclusterrank is not None:
-            raise BuildError(f"kernel {name}: .reqnctapercluster and .maxclusterrank cannot be "
-                             "combined (ptxas refuses both on one kernel)")
-        for what, v, lo, hi in ((".minnctapersm", minnctapersm, 1, 1 << 16),
-                                (".maxnreg", maxnreg, 1, 255),
-                                (".maxclusterrank", maxclusterrank, 1, 1 << 16)):
-            n = as_int(v)
-            if v is not None and (n is None or not lo <= n <= hi):
-                raise BuildError(f"kernel directive {what}: expected an integer in "
-                                 f"[{lo}, {hi}], got {v!r}")
-        minnctapersm, maxnreg, maxclusterrank = (
-            None if v is None else as_int(v) for v in (minnctapersm, maxnreg, maxclusterrank))
-        if minnctapersm is not None and not (self.maxntid or self.reqntid):
-            raise BuildError(f"kernel {name}: .minnctapersm needs .maxntid or .reqntid")
+        self.explicitcluster = explicitcluster
+        self.maxntid = maxntid
+        self.reqntid = reqntid
+        self.reqnctapercluster = reqnctapercluster
+        self.maxclusterrank = maxclusterrank
         self.minnctapersm = minnctapersm
         self.maxnreg = maxnreg
-        self.explicitcluster = explicitcluster
-        self.maxclusterrank = maxclusterrank
         self.params: list[Param] = []
         self.body: list[Statement | LabelDef] = []
         self.shared: list[Symbol] = []
@@ -361,12 +321,22 @@ class KernelCore(KernelHost):
         self._last_if: tuple[int, Label, SourceLoc] | None = None
         self._sreg_regs: dict[str, Reg] = {}   # invariant special register -> its one read
         self._n_entry = 0                       # statements at the top of body reading them
+        self._txn_depth = 0   # public builder calls in progress (errors.fail_closed counts)
         self.tid = _Dim3(self, "tid")
         self.ntid = _Dim3(self, "ntid")
         self.ctaid = _Dim3(self, "ctaid")
         self.nctaid = _Dim3(self, "nctaid")
         self.clusterid = _Dim3(self, "clusterid")
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
+
+    visible = directive_property("visible")
+    explicitcluster = directive_property("explicitcluster")
+    maxntid = directive_property("maxntid")
+    reqntid = directive_property("reqntid")
+    reqnctapercluster = directive_property("reqnctapercluster")
+    maxclusterrank = directive_property("maxclusterrank")
+    minnctapersm = directive_property("minnctapersm")
+    maxnreg = directive_property("maxnreg")
 
     # -- names -------------------------------------------------------------------------------
     @property
@@ -378,7 +348,7 @@ class KernelCore(KernelHost):
         self._name = check_identifier(value, "kernel")
 
     def _claim(self, name: str, what: str) -> str:
-        check_identifier(name, what)
+        name = check_identifier(name, what)
         if name in self._names:
             raise BuildError(f"kernel {self.name}: {what} name {name!r} is already used in "
                              "this kernel")
@@ -446,7 +416,7 @@ class KernelCore(KernelHost):
             n = counters.get(prefix, 0) + 1
             counters[prefix] = n
             return Reg._trusted(type, prefix + str(n), self)
-        check_register_name(name)
+        name = check_register_name(name)
         if _AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
                              "(p1, r1, rd1, f1, ...); choose another")
@@ -560,6 +530,46 @@ class KernelCore(KernelHost):
                 self._counters["$" + hint] = n
                 return name
 
+    # -- a failed builder adds nothing ------------------------------------------------------
+    def _txn_mark(self) -> tuple:
+        """What `_txn_undo` needs to put the kernel back as it is now: sizes of the tables
+        that only grow (cheap: taken at every outermost public builder call, see
+        `errors.fail_closed`) and the few small values a builder changes in place."""
+        return (len(self.body), self._n_entry, self._counters.copy(), len(self._named_regs),
+                len(self._labels), len(self._placed), len(self._used_labels), len(self.shared),
+                len(self.params), len(self._sreg_regs), len(self._module_syms),
+                self._last_if, len(self._loops), self._guard, len(self._pending_fits))
+
+    def _txn_undo(self, mark: tuple) -> None:
+        """Discard everything added since `mark` (statements, registers, labels, shared
+        variables, parameters): the kernel renders exactly as it did then. For the call that
+        took the mark only: a register it made must not outlive it, since its automatic name
+        is given out again."""
+        (n_body, n_entry, counters, n_regs, n_labels, n_placed, n_used, n_shared, n_params,
+         n_sregs, n_syms, last_if, n_loops, guard, n_fits) = mark
+        body = self.body
+        del body[n_body + self._n_entry - n_entry:]
+        del body[n_entry:self._n_entry]           # special-register reads put at the top
+        self._n_entry = n_entry
+        self._counters = counters
+        for items, keep in ((self._named_regs, n_regs), (self.shared, n_shared),
+                            (self.params, n_params)):
+            for item in items[keep:]:
+                self._names.discard(item.name)
+                self.decl_locs.pop(item.name, None)
+            del items[keep:]
+        for table, keep in ((self._labels, n_labels), (self._placed, n_placed),
+                            (self._used_labels, n_used), (self._sreg_regs, n_sregs),
+                            (self._module_syms, n_syms)):
+            for _ in range(len(table) - keep):
+                table.popitem()   # dicts pop their newest entry first
+        self._last_if, self._guard = last_if, guard
+        del self._loops[n_loops:]
+        del self._pending_fits[n_fits:]   # address checks put off for the discarded code
+        # Caches keyed by the number of statements would take new ones for the discarded.
+        self.__dict__.pop("_distinct_requires", None)
+        self.__dict__.pop("_budget_checked", None)
+
     # -- statements --------------------------------------------------------------------------
     def emit(self, insn: _I) -> _I:
         """Append an instruction (under the active guard, if any) and record the user's line."""
@@ -631,6 +641,7 @@ class KernelCore(KernelHost):
     def label(self, name: str) -> Label:
         """A label with exactly this name (unique in the kernel); place it with `place()`.
         Names starting with `$L__` are ptxdsl's own (`fresh_label`, structured control flow)."""
+        name = plain_str(name)
         if isinstance(name, str) and name.startswith("$L__"):
             # A user `$L__else_1` would collide with a label if_() makes later, and the
             # error would then name if_ rather than this line.
@@ -640,7 +651,7 @@ class KernelCore(KernelHost):
         return self._new_label(name)
 
     def _new_label(self, name: str) -> Label:
-        check_identifier(name, "label")
+        name = check_identifier(name, "label")
         if name in self._labels:
             raise BuildError(f"kernel {self.name}: label {name!r} is already declared")
         lab = Label(name, self)

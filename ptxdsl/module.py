@@ -186,7 +186,7 @@ class Module:
 
     def _declare(self, space: StateSpace, type: ScalarType, count: int, align: int | None,
                  name: str, init: Iterable[float] | None) -> Symbol:
-        check_identifier(name, "module variable")
+        name = check_identifier(name, "module variable")
         check_shared_type(f".{space.value}", name, type)
         if name in self._names or any(k.name == name for k in self.kernels):
             raise BuildError(f"module already has a symbol named {name!r}")

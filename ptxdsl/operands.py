@@ -32,8 +32,19 @@ _IDENT = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9_$]*|[_$][a-zA-Z0-9_$]+)\Z")
 _RESERVED = frozenset({"_", "WARP_SZ", "tid", "ntid", "ctaid", "nctaid", "laneid", "warpid"})
 
 
+def plain_str(value: Any) -> Any:
+    """A `str` subclass's value as a plain `str` (a `class N(str, Enum)` member, a subclass with
+    its own `__str__`/`__format__`/`__eq__`): names are checked and rendered as that value, so
+    what the PTX says is what was checked. Anything else is returned as it is."""
+    if type(value) is not str and isinstance(value, str):
+        return str.__str__(value)   # the characters themselves: no method of the subclass runs
+    return value
+
+
 def check_identifier(name: str, what: str) -> str:
-    """Refuse anything but a plain PTX identifier, so no user string is pasted into PTX as is."""
+    """Refuse anything but a plain PTX identifier, so no user string is pasted into PTX as is.
+    Returns the name as a plain `str` (see `plain_str`): use the returned value."""
+    name = plain_str(name)
     if not isinstance(name, str) or not _IDENT.match(name) or name in _RESERVED:
         raise BuildError(f"{what} name {name!r} is not a valid PTX identifier "
                          "(letters, digits, '_' and '$'; starting with a letter, or with '_'/'$' "
@@ -87,7 +98,9 @@ READABLE_SPECIAL_REGISTERS.update({
 
 
 def check_register_name(name: str) -> str:
-    """A register name: a PTX identifier that is not a special register's name."""
+    """A register name: a PTX identifier that is not a special register's name (returned as a
+    plain `str`)."""
+    name = plain_str(name)
     if type(name) is str and name in SPECIAL_REGISTER_NAMES:
         raise BuildError(f"register name {name!r} is the name of the PTX special register "
                          f"%{name}: the register would shadow it; choose another name")
@@ -166,12 +179,13 @@ def _check_space(what: str, value: Any, optional: bool = False) -> None:
 _REG_NAMES_OK: set[str] = set()   # names already checked (automatic names recur per kernel)
 
 
-def _check_reg_name(name: Any) -> None:
+def _check_reg_name(name: Any) -> str:
     if type(name) is str and name in _REG_NAMES_OK:
-        return
-    check_register_name(name)
+        return name
+    name = check_register_name(name)
     if len(_REG_NAMES_OK) < 1 << 16:
         _REG_NAMES_OK.add(name)
+    return name
 
 
 # Address offsets: ptxas takes any 64-bit value in `[reg+imm]` (checked with ptxas 13.0:
@@ -196,7 +210,8 @@ class Reg(Operand):
     """
 
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
-    name: str = attrs.field(validator=lambda _s, _a, v: _check_reg_name(v))
+    # A converter, not a validator: the name is kept as the plain str that was checked.
+    name: str = attrs.field(converter=_check_reg_name)
     kernel: KernelCore | None = None
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
@@ -432,7 +447,7 @@ SINK = Sink()
 class Symbol(Operand):
     """A named variable: kernel parameter, shared/global/const array, or a label-free symbol."""
 
-    name: str = attrs.field(validator=lambda _s, _a, v: check_identifier(v, "symbol"))
+    name: str = attrs.field(converter=lambda v: check_identifier(v, "symbol"))
     space: StateSpace = attrs.field(validator=lambda _s, _a, v: _check_space("Symbol", v))
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Symbol", v))
     count: int | None = attrs.field(  # elements; None for an unsized .extern array
@@ -457,7 +472,7 @@ class Symbol(Operand):
 
 @attrs.frozen
 class Label(Operand):
-    name: str = attrs.field(validator=lambda _s, _a, v: check_identifier(v, "label"))
+    name: str = attrs.field(converter=lambda v: check_identifier(v, "label"))
     kernel: Any = attrs.field(eq=False, default=None)
 
     def render(self) -> str:

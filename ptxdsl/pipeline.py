@@ -86,10 +86,12 @@ reaches a barrier that is not initialised yet.
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
-from .errors import BuildError, OperandError
+from .errors import BuildError, OperandError, fail_closed
 from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
 from .instructions.mbarrier import (
@@ -102,7 +104,9 @@ from .instructions.mbarrier import (
     TxOp,
 )
 from .instructions.mbarrier_wait import mbarrier_wait
-from .operands import SINK, Addr, Reg, Symbol
+from .kernel import Kernel
+from .kernel_core import MAX_STATIC_SHARED
+from .operands import SINK, Addr, Reg, Symbol, _show, check_identifier, plain_str
 from .types import ScalarType, Scope, Sem, StateSpace
 
 __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
@@ -119,12 +123,18 @@ def _elem_bytes(dtype: Any) -> int:
         if dtype.bits % 8:
             raise OperandError("tx_bytes", "dtype", "a type of whole bytes", dtype.value)
         return dtype.bits // 8
-    try:
-        import numpy as np
-        return int(np.dtype(dtype).itemsize)
-    except (TypeError, ValueError, ImportError):
-        raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype",
-                           repr(dtype)) from None
+    # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
+    # element: only numbers (bool, int, uint, float, complex) count.
+    if dtype is not None:
+        try:
+            import numpy as np
+            dt = np.dtype(dtype)
+            if dt.kind in "biufc":
+                return int(dt.itemsize)
+        except Exception:  # noqa: BLE001 - anything numpy cannot read is refused below
+            pass
+    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers",
+                       _show(dtype))
 
 
 def box_bytes(box, dtype) -> int:
@@ -134,11 +144,14 @@ def box_bytes(box, dtype) -> int:
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
     `tx_bytes`, whose `box_bytes` counts them."""
     box = int_like(box)
-    dims = (box,) if isinstance(box, int) else tuple(box)
+    # Any iterable of dimensions (a tuple, list, numpy shape or array), but not text, and not
+    # a set or mapping: a set drops repeated dimensions, (8, 8) would count 8 elements.
+    dims = (box,) if isinstance(box, int) else tuple(box) if isinstance(box, Iterable) \
+        and not isinstance(box, str | bytes | Set | Mapping) else ()
     dims = tuple(int_like(d) for d in dims)
-    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
-                           for d in dims):
-        raise OperandError("tx_bytes", "box", "1 to 5 positive box dimensions", repr(box))
+    if not 1 <= len(dims) <= 5 or not all(isinstance(d, int) and not isinstance(d, bool)
+                                          and d >= 1 for d in dims):
+        raise OperandError("tx_bytes", "box", "1 to 5 positive box dimensions", _show(box))
     return math.prod(dims) * _elem_bytes(dtype)
 
 
@@ -174,6 +187,18 @@ def tx_bytes(*sources, multicast: int = 1) -> int:
     return total
 
 
+def _kernel(what: str, k: Any) -> Kernel:
+    if not isinstance(k, Kernel):
+        raise OperandError(what, "k", "the Kernel to build into", _show(k))
+    return k
+
+
+def _flag(what: str, operand: str, v: Any) -> bool:
+    if type(v) is not bool:
+        raise OperandError(what, operand, "True or False", _show(v))
+    return v
+
+
 def _count(what: str, v: Any, hi: int) -> int:
     v = int_like(v)
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
@@ -193,12 +218,13 @@ class MbarrierRing:
 
     def __init__(self, k, stages: int, *, full_count: int = 1, empty_count: int = 1,
                  peers: int = 1, storage: Symbol | Addr | None = None, name: str = "ring"):
-        self.k = k
+        self.k = k = _kernel("MbarrierRing", k)
+        name = check_identifier(name, "MbarrierRing")   # a plain str: it names the arrays
         self.stages = _count("stages", stages, MAX_STAGES)
         self.full_count = _count("full_count", full_count, MAX_COUNT)
         self.peers = _count("peers", peers, MAX_CLUSTER)
         self.empty_count = _count("empty_count", empty_count, MAX_COUNT // self.peers)
-        cluster = getattr(k, "reqnctapercluster", None)
+        cluster = k.reqnctapercluster
         if cluster and self.peers > math.prod(cluster):
             raise OperandError("MbarrierRing", "peers", f"at most the kernel's "
                                f"{math.prod(cluster)} CTAs per cluster (.reqnctapercluster)",
@@ -257,6 +283,7 @@ class MbarrierRing:
         inits visible: `bar.sync 0`, or for a cluster ring (`peers > 1`) a cluster barrier
         (every CTA's barriers must be ready before any multicast or remote arrive)."""
         k = self.k
+        _flag("MbarrierRing.init", "sync", sync)
         with k.if_(elect if elect is not None else k.tid.x == 0):
             for s in range(self.stages):
                 k.emit(MbarrierInit(S.shared_cta, self.full_at(s), self.full_count))
@@ -286,6 +313,7 @@ def cluster_sync(k, *, aligned: bool = False) -> None:
     reaches together: after a one-thread branch such as the init, warps may not have
     reconverged, so the default is the unaligned form."""
     from .instructions import cluster as cl
+    _kernel("cluster_sync", k)
     cl.barrier_cluster_arrive(k, "release", aligned=aligned)
     cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
 
@@ -296,6 +324,15 @@ class RingView:
     WAIT_ON = "full"
 
     def __init__(self, ring: MbarrierRing, tag: str, parity: int):
+        if not isinstance(ring, MbarrierRing):
+            raise OperandError(type(self).__name__, "ring", "an MbarrierRing (ring.producer() "
+                               "or ring.consumer() makes the views)", _show(ring))
+        tag = plain_str(tag)
+        if type(tag) is not str or type(parity) is not int or \
+                (tag, parity) not in (("p", 1), ("c", 0)):
+            raise OperandError(type(self).__name__, "tag, parity", "'p', 1 (producer) or 'c', "
+                               "0 (consumer): use ring.producer() / ring.consumer()",
+                               f"{_show(tag)}, {_show(parity)}")
         k = ring.k
         self.ring, self.k = ring, k
         self.stage: Reg = k.mov(0, dst=k.reg(T.u32, f"{ring.name}_{tag}_stage"))
@@ -312,16 +349,42 @@ class RingView:
     def empty_barrier(self) -> Reg:
         return self._bar(self.ring.empty_base)
 
-    def slot(self, buffer: Symbol | Reg, stride: int) -> Reg:
-        """The current stage's slot of a data buffer: `buffer + stage * stride` (bytes)."""
+    def slot(self, buffer: Symbol | Addr | Reg, stride: int) -> Reg:
+        """The current stage's slot of a data buffer: `buffer + stage * stride` (bytes).
+
+        `buffer`: a shared array, `Addr(array, offset)`, or a 32-bit shared address register.
+        The ring's `stages` slots of `stride` bytes must fit in the array from the offset
+        (checked where the array's size is known: not for dynamic shared memory or a
+        register), and never run past the largest shared memory of any GPU."""
         stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
-        k = self.k
-        base = k.mov(buffer) if isinstance(buffer, Symbol) else buffer
-        if not isinstance(base, Reg) or base.type.bits != 32:
+        need = self.ring.stages * stride
+        sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
+        if isinstance(sym, Symbol):
+            if not sym.space.is_shared:
+                raise OperandError("RingView.slot", "buffer", "a shared-memory array",
+                                   f"{sym.space.value} variable {sym.name}")
+            if off < 0 or sym.count is not None and off + need > sym.size:
+                raise OperandError("RingView.slot", "buffer", f"{self.ring.stages} slots of "
+                                   f"{stride} bytes ({need} bytes) inside the buffer",
+                                   f"{sym.name} of {sym.size} bytes from offset {off}"
+                                   if sym.count is not None else f"offset {off}")
+        elif not (isinstance(buffer, Reg) and buffer.type.bits == 32):
             raise OperandError("RingView.slot", "buffer", "a shared symbol or a 32-bit shared "
-                               "address register", repr(buffer))
+                               "address register (or Addr(symbol, offset))", _show(buffer))
+        # A .u32 offset past every GPU's shared memory wraps around or lands outside the
+        # window: no size of buffer makes it right.
+        if off + need > MAX_STATIC_SHARED:
+            raise OperandError("RingView.slot", "stride", f"slots that fit in shared memory "
+                               f"({self.ring.stages} x stride at most {MAX_STATIC_SHARED} "
+                               "bytes)", stride)
+        k = self.k
+        base = buffer
+        if isinstance(sym, Symbol):
+            base = k.mov(sym)
+            if off:
+                base = k.add(base, off, type=T.u32)
         return k.add(base, k.mul(self.stage, stride, type=T.u32), type=T.u32)
 
     # -- waiting and moving on ------------------------------------------------------------------
@@ -384,9 +447,13 @@ class ConsumerView(RingView):
         `wgmma.wait_group`), there is nothing to publish at cluster scope, and ptxas turns
         each `.release.cluster` arrive into MEMBAR.ALL.GPU + arrive (seen in the SASS of
         samples/gemm_hopper.py on sm_90a: one GPU-wide fence per stage per consumer)."""
-        if scope not in ("cluster", "cta"):
+        scope = plain_str(scope)
+        if type(scope) is not str or scope not in ("cluster", "cta"):
             raise OperandError("ConsumerView.release", "scope", "'cluster' or 'cta'",
-                               repr(scope))
+                               _show(scope))
+        if ctas is not None and not isinstance(ctas, list | tuple | range):
+            raise OperandError("ConsumerView.release", "ctas", "a list of cluster ranks (ints "
+                               "or .u32 registers), e.g. ctas=[0, 1]", _show(ctas))
         k, ring = self.k, self.ring
         bar = self.empty_barrier()
         if ctas is None and ring.peers == 1:
@@ -411,3 +478,18 @@ class ConsumerView(RingView):
             k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cluster, SINK,
                                   Addr(remote), None, Sem.release,
                                   Scope.cluster if scope == "cluster" else Scope.cta))
+
+
+# Every public helper here answers bad input with a PtxdslError at the user's line, and a
+# call that fails adds nothing to the kernel (errors.fail_closed), like the builders.
+def _fail_closed_all() -> None:
+    g = globals()
+    for fname in ("tx_bytes", "box_bytes", "cluster_sync"):
+        g[fname] = fail_closed(fname, g[fname])
+    for cls in (MbarrierRing, RingView, ProducerView, ConsumerView):
+        for mname, fn in list(vars(cls).items()):
+            if inspect.isfunction(fn) and (mname == "__init__" or not mname.startswith("_")):
+                setattr(cls, mname, fail_closed(f"{cls.__name__}.{mname}", fn))
+
+
+_fail_closed_all()

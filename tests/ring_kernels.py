@@ -10,7 +10,7 @@ from typing import Any
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.pipeline import MbarrierRing, ProducerView
+from ptxdsl.pipeline import MbarrierRing
 
 S = 4                                        # stages
 L = SmemLayout(t.bf16, 64, 64, "K", "128B")  # one operand tile (8 KiB)
@@ -42,8 +42,9 @@ class Cursor:
         self.view: Any = None
         # A count other than the ring's: written by hand on its barrier arrays.
         if g.ring is not None and n == g.ring.stages:
-            self.view = ProducerView(g.ring, "p", self.start) if role == "producer" \
-                else g.ring.consumer()
+            self.view = g.ring.producer() if role == "producer" else g.ring.consumer()
+            if self.start != (1 if role == "producer" else 0):   # a planted starting parity
+                g.k.mov(self.start, dst=self.view.phase)
         self.kb: Any = None
 
     def at(self, kb) -> None:

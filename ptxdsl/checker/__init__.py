@@ -22,9 +22,9 @@ branches on one thread-invariant condition; `trywait` decides when a try_wait co
 stage registers a ring advances in place; `analysis` drives the hazard modules (`hazards_tmap`,
 `hazards_mbar`, `hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
-`hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`, and reports
-`findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of information
-leave a note-level finding (`check_kernel(..., notes=True)`).
+`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`,
+and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of
+information leave a note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg or distributed
 shared memory instruction is dismissed in one scan (a few % of emitting it); otherwise the

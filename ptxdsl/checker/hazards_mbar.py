@@ -17,6 +17,7 @@ from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .hazards_remote import multicast_bytes, remote_bytes
+from .hazards_txrank import cluster_fed, phase_bytes
 from .ops import Op, Role
 from .state import State, add_tx
 from .trywait import _spins, _varies
@@ -212,25 +213,81 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
     if key is None:
         return state
     tx = state.tx_get(key)
+    known = tx is not None and tx[0] is not None and tx[1] is not None
+    # A path shows only its own CTA's multicast loads: with loads behind a branch on the
+    # rank, the slices other ranks' loads send this CTA are on no path of its own.
+    if report and cluster_fed(an, key, _branches_on_cta(an)) and (
+            not known or _rank_multicast(an, key)):
+        _per_rank(an, op, key)
+        report = False
     if tx is not None:
-        if report and tx[0] is not None and tx[1] is not None:
-            # Bytes a peer CTA sends (st.async, red.async, a copy from its shared memory)
-            # through a mapa'd address of this barrier count too (hazards_remote).
-            peers = remote_bytes(an, key, op) if _foreign(an, key) else [(0, frozenset())]
-            bad = next(((n, s) for n, s in peers or () if tx[1] + n != tx[0]), None)
-            if peers is None and tx[0] > tx[1]:
-                an.note("expect-tx", "bytes may reach this kernel's barriers from other "
-                        "CTAs (st.async, red.async or a copy from a peer's shared memory), "
-                        "in numbers not known per CTA: a count above this CTA's own "
-                        "deliveries is not checked", [("wait", op.index)])
-            elif peers is None and tx[0] != tx[1]:
-                _mismatch(an, op, tx)
-            elif bad is not None:
-                _mismatch(an, op, (tx[0], tx[1] + bad[0], tx[2] | bad[1], tx[3]))
+        if report and known:
+            _compare(an, op, key, tx)
         state = state.tx_set(key, (tx[0], tx[1], tx[2], True))
     gone = {f for f in state.may if f[0] == "inflight"
             and keys_match(an.key(an.op_at[f[1]], "mbar"), key)}
     return State(state.must, state.may - gone, state.tx) if gone else state
+
+
+def _compare(an: Analysis, op: Op, key: Any, tx: Any) -> None:
+    """The phase a wait passes, as its own path counts it (`tx`: both counts known)."""
+    exp, got = tx[0], tx[1]
+    assert exp is not None and got is not None
+    # Bytes a peer CTA sends (st.async, red.async, a copy from its shared memory) through a
+    # mapa'd address of this barrier count too (hazards_remote).
+    peers = remote_bytes(an, key, op) if _foreign(an, key) else [(0, frozenset())]
+    bad = next(((n, s) for n, s in peers or () if got + n != exp), None)
+    if peers is None and cluster_fed(an, key, _branches_on_cta(an)):
+        _per_rank(an, op, key, tx)
+    elif peers is None and exp > got:
+        an.note("expect-tx", "bytes may reach this kernel's barriers from other CTAs "
+                "(st.async, red.async or a copy from a peer's shared memory), in numbers not "
+                "known per CTA: a count above this CTA's own deliveries is not checked",
+                [("wait", op.index)])
+    elif peers is None and exp != got:
+        _mismatch(an, op, tx)
+    elif bad is not None:
+        _mismatch(an, op, (exp, got + bad[0], tx[2] | bad[1], tx[3]))
+
+
+def _per_rank(an: Analysis, op: Op, key: Any, tx: Any = None) -> None:
+    """The phase `op` waits for, counted per CTA rank from every site of the kernel
+    (`hazards_txrank`): for a wait whose own path does not show the whole phase (the
+    producer warp announces, a rank branch issues a multicast load, a peer announces through
+    mapa). Unknown: a note, or with this path's own accounting `tx` the path's comparison."""
+    ranks = phase_bytes(an, key, op)
+    if ranks is None:
+        if tx is not None and tx[0] is not None and tx[1] is not None and tx[0] < tx[1]:
+            _mismatch(an, op, tx)
+            return
+        an.note("expect-tx", "the bytes of this barrier's phase come from several CTAs of "
+                "the cluster or from sites off this wait's path (a producer warp's expect_tx, "
+                "a multicast load behind a branch on the rank, an expect_tx through mapa), "
+                "and a count, box, condition or rank is not known per CTA: not checked",
+                [("wait", op.index)])
+        return
+    bad = next(((r, ph) for r, ph in ranks if ph[0] != ph[1]), None)
+    if bad is None:
+        return
+    r, (exp, got, told, sent) = bad
+    effect = ("the wait can pass before all the data has landed" if exp < got else
+              "the phase never completes and the wait hangs")
+    if not exp:
+        effect = "with no bytes announced the phase completes before the data lands"
+    size = _cluster_size(an)
+    an.report(Hazard.EXPECT_TX_MISMATCH, f"in CTA {r} of the {size}-CTA cluster, expect_tx "
+              f"announces {exp} bytes a phase on the mbarrier at {an.describe(op.mbar)}, but "
+              f"the loads and st.async / red.async of every CTA (each thread that runs them, "
+              f"to the rank it names) deliver {got} bytes: {effect}",
+              [("expect_tx", s) for s in sorted(told)] +
+              [(_DELIVERS.get(an.op_at[s].role, "load"), s) for s in sorted(sent)] +
+              [("wait", op.index)], dedupe=("tx", told | sent))
+
+
+def _rank_multicast(an: Analysis, key: Any) -> bool:
+    """Does a multicast load on barrier `key` run in a kernel that branches on its CTA?"""
+    return _branches_on_cta(an) and any(o.multicast and keys_match(an.key(o, "mbar"), key)
+                                        for o in an.ops)
 
 
 def _foreign(an: Analysis, key: Any = None) -> bool:

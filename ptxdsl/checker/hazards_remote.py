@@ -360,8 +360,21 @@ def multicast_bytes(an: Analysis, op: Op, n: int) -> int | None:
             an.key(o, "mbar"), key) and threads.ranks_running(o.index) != issuers
             for o in an.ops):
         return None
+    recv = multicast_recv(an, threads, op, n)
+    if recv is None:
+        return None
+    got = {recv[r] for r in issuers}
+    return got.pop() if len(got) == 1 else None
+
+
+def multicast_recv(an: Analysis, threads: RankThreads, op: Op, n: int) -> list[int] | None:
+    """Per rank, the bytes one multicast load (`n` per slice) delivers to its barrier from
+    every CTA that runs it (each sends a slice to every rank of its ctaMask, a constant or
+    computed from the rank); None when a count or mask is unknown."""
+    if op.mask is None:
+        return None
     recv = [0] * threads.size
-    for c in issuers:
+    for c in threads.ranks_running(op.index):
         threads.rank = c
         count = threads.running(op.index)
         mask = an.const(op.mask)
@@ -374,8 +387,7 @@ def multicast_bytes(an: Analysis, op: Op, n: int) -> int | None:
             return None
         for r in range(threads.size):
             recv[r] += count * n * (mask >> r & 1)
-    got = {recv[r] for r in issuers}
-    return got.pop() if len(got) == 1 else None
+    return recv
 
 
 STRUCTURAL.append(remote_arrive_counts)

@@ -2,8 +2,9 @@
 come from several CTAs, where the waiting thread's own path does not show them all. A
 warp-specialized exchange whose producer warp announces the st.async / red.async bytes its
 peer sends (by hand, 2 or 4 CTAs; and on an MbarrierRing, in a loop), multicast loads only
-some ranks issue, and a MoE-style hand-out whose producer announces the peer's bytes with an
-expect_tx through mapa. The returned `lines` record the Python line a finding must name."""
+some ranks issue, a MoE-style hand-out whose producer announces the peer's bytes with an
+expect_tx through mapa; and a gather through the generic forms of mapa, ld and st. The
+returned `lines` record the Python line a finding must name."""
 
 from __future__ import annotations
 
@@ -224,3 +225,46 @@ def hand_out(*, ring: bool = False, item: bool = True, rank_of_peer: str = "cons
     k.ret()
     return k, lines
 
+
+def generic_gather(*, ctas: int = 2, publish: str = "cluster", final: bool = True,
+                   push: bool = False) -> tuple[Kernel, dict]:
+    """Each CTA writes its partial into `partial` with st.shared; then, through the generic
+    forms (`mapa` of a generic address, a generic ld), CTA 0 reads CTA 1's (2 CTAs), or every
+    CTA reads the next one's (4 CTAs: `(rank + 1) & 3`, the offset added after the mapa).
+    `push`: instead, every CTA stores into the next one's `partial` with a generic st and
+    reads its own. `publish`: "cluster" (arrive.release + wait.acquire) or "relaxed"
+    (orders nothing); `final`: the cluster barrier that keeps a CTA alive while it is read."""
+    lines: dict = {}
+    k = Kernel("generic_gather", reqntid=128, reqnctapercluster=(ctas, 1, 1))
+    partial = k.shared_array(t.f32, 128, align=16, name="partial")
+    off = k.shl(k.tid.x, 2)
+    mine = k.add(k.mov(partial), off)
+    if push:
+        there = k.add(ptx.mapa(k, "generic", k.generic_addr(partial), _peer(k, ctas)),
+                      k.cvt(off, t.u64))
+        _line(lines, "write")
+        k.st(Addr(there), k.mov(1.0, type=t.f32), type=t.f32, space="generic")
+    else:
+        _line(lines, "write")
+        k.st(Addr(mine), k.mov(1.0, type=t.f32), type=t.f32, space="shared::cta")
+    if publish == "cluster":
+        cluster_sync(k)
+    else:
+        ptx.barrier_cluster_arrive(k, "relaxed")
+        ptx.barrier_cluster_wait(k)
+    if push:
+        _line(lines, "read")
+        k.ld(Addr(mine), type=t.f32, space="shared::cta")
+    elif ctas == 2:
+        with k.if_(k.cluster_ctarank == 0):
+            peer = ptx.mapa(k, "generic", k.add(k.generic_addr(partial), k.cvt(off, t.u64)), 1)
+            _line(lines, "read")
+            k.ld(Addr(peer), type=t.f32, space="generic")
+    else:
+        peer = ptx.mapa(k, "generic", k.generic_addr(partial), _peer(k, ctas))
+        _line(lines, "read")
+        k.ld(Addr(k.add(peer, k.cvt(off, t.u64))), type=t.f32, space="generic")
+    if final:
+        cluster_sync(k)
+    k.ret()
+    return k, lines

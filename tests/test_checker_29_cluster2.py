@@ -1,7 +1,8 @@
 """Checker, issue 29 (remote arrivals and bytes, continued): the bytes of an mbarrier phase
 counted per CTA rank where the waiting thread's own path does not show them all (a producer
 warp announces what the peer's st.async / red.async deliver; multicast loads only some ranks
-issue; an expect_tx through mapa announcing a peer's bytes). Each hazard is found with its id
+issue; an expect_tx through mapa announcing a peer's bytes), and a peer's shared memory read
+or written through the generic forms of mapa, ld and st. Each hazard is found with its id
 at the user's line, written two ways; each corrected twin checks clean. The kernels are in
 tests/cluster_kernels29b.py."""
 
@@ -79,3 +80,30 @@ def test_remote_expect_tx_forgets_the_item(ring, rank_of_peer):
     assert "in CTA 1 of the 2-CTA cluster" in f.message
     assert "announces 512 bytes" in f.message and "deliver 516 bytes" in f.message
     _clean(build(), maps=CK.MAPS)
+
+
+# -- the generic forms of mapa, ld and st ------------------------------------------------------
+@pytest.mark.parametrize("ctas", [2, 4], ids=["rank-1", "next-rank"])
+def test_generic_mapa_ld_before_the_cluster_barrier(ctas):
+    """A generic ld of a generic mapa's address reads the peer's shared memory: after a
+    relaxed cluster barrier it is not ordered after the peer's write."""
+    f = _only(CK.generic_gather(ctas=ctas, publish="relaxed"), Hazard.DSMEM_READ_UNSYNCED,
+              "read")
+    assert "partial" in f.message
+    _clean(CK.generic_gather(ctas=ctas))
+
+
+@pytest.mark.parametrize("ctas", [2, 4], ids=["rank-1", "next-rank"])
+def test_generic_mapa_ld_without_the_final_cluster_barrier(ctas):
+    f = _only(CK.generic_gather(ctas=ctas, final=False), Hazard.DSMEM_RELEASED_EARLY, "read")
+    assert "may exit" in f.message
+
+
+@pytest.mark.parametrize("ctas", [2, 4])
+def test_generic_mapa_st_read_before_the_cluster_barrier(ctas):
+    """The push spelling: a generic st through a generic mapa writes the peer's buffer,
+    which reads it after a relaxed cluster barrier."""
+    f = _only(CK.generic_gather(ctas=ctas, push=True, publish="relaxed"),
+              Hazard.DSMEM_READ_UNSYNCED, "read")
+    assert "write into it through mapa" in f.message
+    _clean(CK.generic_gather(ctas=ctas, push=True))

@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from ..operands import Reg, Vec
+from ..instructions.cluster import Mapa as _Mapa
+from ..operands import Addr, Reg, Vec
 from ..types import Scope, StateSpace
 
 
@@ -309,9 +310,43 @@ def extract(insns) -> list[Op]:
     a label)."""
     table = extractors()
     out: list[Op] = []
-    for i in [i for i, c in enumerate(map(type, insns)) if c in table]:
+    types = list(map(type, insns))
+    for i in [i for i, c in enumerate(types) if c in table]:
         out.extend(table[type(insns[i])](insns[i], i))
+    if _Mapa in types:
+        extra = _generic_dsmem(insns)
+        if extra:
+            out = sorted(out + extra, key=lambda o: o.index)   # (stable: a statement's order)
     return out
+
+
+def _generic_dsmem(insns) -> list[Op]:
+    """Generic ld / st / atom / red through the result of a generic `mapa` (moved, converted
+    or offset by adds) may reach a peer CTA's shared memory, as their .shared::cluster forms
+    do: DSMEM_READ / DSMEM_WRITE ops, which hazards_cluster judges by the address's mapa."""
+    from ..instructions.arith import Binary
+    from ..instructions.move import Cvt, Mov
+    mapped: set[int] = set()
+    out: list[Op] = []
+    for _ in range(2):   # a second pass for registers a loop defines after their use
+        for insn in insns:
+            if isinstance(insn, _Mapa) and insn.space is StateSpace.generic:
+                mapped.add(id(insn.d))
+            elif isinstance(insn, Mov | Cvt) or (isinstance(insn, Binary) and insn.op == "add"):
+                if any(id(x) in mapped for x in (insn.a, getattr(insn, "b", None))):
+                    mapped.add(id(insn.d))
+    for i, insn in enumerate(insns):
+        name = type(insn).__name__
+        if name not in _GENERIC or getattr(insn, "space", None) is not StateSpace.generic:
+            continue
+        a = insn.a.base if isinstance(insn.a, Addr) else insn.a
+        if id(a) in mapped:
+            out.append(Op(_GENERIC[name], i, smem=insn.a, space=insn.space))
+    return out
+
+
+_GENERIC = {"Ld": Role.DSMEM_READ, "St": Role.DSMEM_WRITE, "Atom": Role.DSMEM_WRITE,
+            "AtomCas": Role.DSMEM_WRITE, "Red": Role.DSMEM_WRITE}
 
 
 # -- inline PTX ---------------------------------------------------------------------------------

@@ -268,3 +268,35 @@ def generic_gather(*, ctas: int = 2, publish: str = "cluster", final: bool = Tru
         cluster_sync(k)
     k.ret()
     return k, lines
+
+
+def either_order(*, expect: int = 2 * BOX) -> tuple[Kernel, dict]:
+    """CTA 0 multicasts two boxes to both CTAs, in one order or the other by a run-time
+    flag (the MoE producer's `if mpair` picks which operand goes to both): each CTA
+    receives 512 bytes whichever branch runs, and announces `expect`."""
+    lines: dict = {}
+    k = Kernel("either_order", reqntid=64, reqnctapercluster=(2, 1, 1))
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    flag = k.setp("ne", k.ld_param(k.param(t.u32, "flag")), 0, type=t.u32)
+    tile = k.shared_array(t.b8, 2 * BOX, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    _init(k, bar)
+
+    def load(box: int) -> None:
+        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", Addr(tile, box * BOX), tmap,
+                                 (0, box), bar, cta_mask=0b11)
+
+    with k.if_(k.tid.x == 0):
+        _line(lines, "expect")
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, expect, dst="_")
+        with k.if_(k.cluster_ctarank == 0):
+            with k.if_(flag):
+                load(0)
+                load(1)
+            with k.else_():
+                load(1)
+                load(0)
+    ptx.mbarrier_wait(k, bar, 0)
+    cluster_sync(k)
+    k.ret()
+    return k, lines

@@ -69,6 +69,15 @@ def test_multicast_behind_a_rank_branch(ctas, rank, announced, delivered):
     _clean(CK.rank_multicast(ctas=ctas), maps=CK.MAPS)
 
 
+def test_multicast_behind_a_run_time_branch_is_not_counted_twice():
+    """The per-rank count takes a site behind a run-time branch the wait does not share as
+    unknown (a note), rather than adding both branches' loads: 1024 bytes, a false alarm."""
+    k, _ = CK.either_order()
+    clean(k, maps=CK.MAPS)
+    notes = check_kernel(k, maps=CK.MAPS, notes=True)
+    assert [f.message.split(":")[0] for f in notes] == ["expect-tx"], [str(f) for f in notes]
+
+
 # -- an expect_tx through mapa announcing a peer's bytes (the MoE sample's hand-out) -----------
 @pytest.mark.parametrize("ring", [False, True], ids=["by-hand", "MbarrierRing"])
 @pytest.mark.parametrize("rank_of_peer", ["const", "xor"])

@@ -300,3 +300,28 @@ def either_order(*, expect: int = 2 * BOX) -> tuple[Kernel, dict]:
     cluster_sync(k)
     k.ret()
     return k, lines
+
+
+def announced_by_peer(*, tx: int = BOX) -> tuple[Kernel, dict]:
+    """CTA 1 loads a box into its own tile with a bulk copy on its own barrier, and CTA 0
+    announces those bytes for it with an arrive.expect_tx through mapa (rank 1): CTA 1's path
+    shows the bytes, CTA 0's path the announcement. `tx=128`: half the box announced."""
+    lines: dict = {}
+    k = Kernel("announced_by_peer", reqntid=32, reqnctapercluster=(2, 1, 1))
+    src = k.cvta(k.ld_param(k.param_ptr("src")), "global", to=True)
+    tile = k.shared_array(t.b8, BOX, align=128, name="tile")
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    _init(k, bar)
+    rank = k.cluster_ctarank
+    with k.if_(k.tid.x == 0):
+        with k.if_(rank == 0):
+            _line(lines, "expect")
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cluster",
+                                          ptx.mapa(k, "shared::cluster", k.mov(bar), 1), tx)
+        with k.else_():
+            ptx.cp_async_bulk(k, "shared::cluster", "global", tile, src, BOX, bar)
+    with k.if_(rank == 1):
+        ptx.mbarrier_wait(k, bar, 0)
+    cluster_sync(k)
+    k.ret()
+    return k, lines

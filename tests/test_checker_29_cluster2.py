@@ -91,6 +91,15 @@ def test_remote_expect_tx_forgets_the_item(ring, rank_of_peer):
     _clean(build(), maps=CK.MAPS)
 
 
+def test_a_peer_announces_the_bytes_this_cta_loads():
+    """CTA 0 announces through mapa the box CTA 1 loads on its own barrier: CTA 1's path
+    alone shows 0 bytes announced (once a false expect-tx-mismatch); counted per rank it is
+    clean, and half the box announced is found at CTA 0's expect_tx."""
+    _clean(CK.announced_by_peer())
+    f = _only(CK.announced_by_peer(tx=128), Hazard.EXPECT_TX_MISMATCH, "expect")
+    assert "in CTA 1 of the 2-CTA cluster" in f.message and "deliver 256 bytes" in f.message
+
+
 # -- the generic forms of mapa, ld and st ------------------------------------------------------
 @pytest.mark.parametrize("ctas", [2, 4], ids=["rank-1", "next-rank"])
 def test_generic_mapa_ld_before_the_cluster_barrier(ctas):

@@ -17,7 +17,7 @@ from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .hazards_remote import multicast_bytes, remote_bytes
-from .hazards_txrank import cluster_fed, phase_bytes
+from .hazards_txrank import announced_remotely, cluster_fed, phase_bytes
 from .ops import Op, Role
 from .state import State, add_tx
 from .trywait import _spins, _varies
@@ -214,10 +214,11 @@ def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     tx = state.tx_get(key)
     known = tx is not None and tx[0] is not None and tx[1] is not None
-    # A path shows only its own CTA's multicast loads: with loads behind a branch on the
-    # rank, the slices other ranks' loads send this CTA are on no path of its own.
+    # A path shows only its own CTA's multicast loads and announcements: with loads behind a
+    # branch on the rank, or a peer's expect_tx through mapa, part of the phase is on no path
+    # of this CTA's.
     if report and cluster_fed(an, key, _branches_on_cta(an)) and (
-            not known or _rank_multicast(an, key)):
+            not known or _rank_multicast(an, key) or announced_remotely(an, key)):
         _per_rank(an, op, key)
         report = False
     if tx is not None:
@@ -254,10 +255,12 @@ def _per_rank(an: Analysis, op: Op, key: Any, tx: Any = None) -> None:
     """The phase `op` waits for, counted per CTA rank from every site of the kernel
     (`hazards_txrank`): for a wait whose own path does not show the whole phase (the
     producer warp announces, a rank branch issues a multicast load, a peer announces through
-    mapa). Unknown: a note, or with this path's own accounting `tx` the path's comparison."""
+    mapa). Unknown: a note; with this path's own accounting `tx`, more bytes delivered on
+    the path than announced is still wrong, unless a peer announces on it too."""
     ranks = phase_bytes(an, key, op)
     if ranks is None:
-        if tx is not None and tx[0] is not None and tx[1] is not None and tx[0] < tx[1]:
+        if tx is not None and tx[0] is not None and tx[1] is not None and \
+                tx[0] < tx[1] and not announced_remotely(an, key):
             _mismatch(an, op, tx)
             return
         an.note("expect-tx", "the bytes of this barrier's phase come from several CTAs of "

@@ -55,6 +55,13 @@ def cluster_fed(an: Analysis, key: Any, ranks_differ: bool) -> bool:
                if ranks_differ or not o.multicast or an.const(o.mask) is None)
 
 
+def announced_remotely(an: Analysis, key: Any) -> bool:
+    """Does some CTA announce bytes on barrier `key` through mapa (an expect_tx of a peer's)?"""
+    return any(o.role in _ANNOUNCE and o.space is CLUSTER and keys_match(local_key(an, o.mbar),
+                                                                          key)
+               for o in _cluster_sites(an))
+
+
 def _cluster_sites(an: Analysis) -> list[Op]:
     hit = an.cache.get("txrank_cluster_sites")
     if hit is None:

@@ -92,7 +92,7 @@ def _phase_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, Phase]] | 
     if threads is None:
         return None
     sites = []
-    want = _offsets(an, wait.mbar)
+    want = _offs(an, wait)
     for o in an.ops:
         if o.mbar is None or not (o.role in _DELIVER or (
                 o.role in _ANNOUNCE and o.count is not None)):
@@ -104,7 +104,7 @@ def _phase_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, Phase]] | 
             return None   # it may name this barrier
         if keys_match(k, key):
             # (a ring's full and empty barriers may share one buffer: told apart by offset)
-            offs = _offsets(an, o.mbar)
+            offs = _offs(an, o)
             if want is None or offs is None or offs & want:
                 sites.append(o)
     loops = {loops_of(an, o) for o in sites}
@@ -134,6 +134,14 @@ def _phase_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, Phase]] | 
                 seen[r].add(o.index)
     return [(r, (exp[r], got[r], frozenset(told[r]), frozenset(sent[r])))
             for r in threads.ranks_running(wait.index)]
+
+
+def _offs(an: Analysis, o: Op) -> frozenset | None:
+    """`hazards_remote._offsets` of an op's barrier, once per op."""
+    key = ("txrank_offs", o.index, o.role)
+    if key not in an.cache:
+        an.cache[key] = _offsets(an, o.mbar)
+    return an.cache[key]
 
 
 def _amount(an: Analysis, o: Op) -> int | None:

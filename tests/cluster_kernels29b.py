@@ -270,10 +270,11 @@ def generic_gather(*, ctas: int = 2, publish: str = "cluster", final: bool = Tru
     return k, lines
 
 
-def either_order(*, expect: int = 2 * BOX) -> tuple[Kernel, dict]:
+def either_order(*, expect: int = 2 * BOX, short: bool = False) -> tuple[Kernel, dict]:
     """CTA 0 multicasts two boxes to both CTAs, in one order or the other by a run-time
     flag (the MoE producer's `if mpair` picks which operand goes to both): each CTA
-    receives 512 bytes whichever branch runs, and announces `expect`."""
+    receives 512 bytes whichever branch runs, and announces `expect`. `short`: the else arm
+    loads one box only (right or wrong by the flag)."""
     lines: dict = {}
     k = Kernel("either_order", reqntid=64, reqnctapercluster=(2, 1, 1))
     tmap = k.tensormap_addr(k.param_tensormap("tmap"))
@@ -295,7 +296,8 @@ def either_order(*, expect: int = 2 * BOX) -> tuple[Kernel, dict]:
                 load(1)
             with k.else_():
                 load(1)
-                load(0)
+                if not short:
+                    load(0)
     ptx.mbarrier_wait(k, bar, 0)
     cluster_sync(k)
     k.ret()

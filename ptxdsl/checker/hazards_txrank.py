@@ -14,12 +14,13 @@ over every CTA c and every thread of c that runs a site, of what that site sends
   rank of its ctaMask (`hazards_remote.multicast_recv`); st.async / red.async, complete_tx:
   their bytes to the barrier they name.
 
-The ranks and threads come from `.reqnctapercluster` and `.reqntid` (`RankThreads`). The sites
-must all lie in the same loops, as deep as the wait's (a producer loop feeding the consumer
-loop one phase a trip), and no branch the wait does not share may decide whether one runs,
-except branches on the thread or the rank, which are evaluated. Anything else (a count
-computed at run time, a map of unknown box, a site behind a run-time condition) leaves the
-phase unknown: the caller says so in a note.
+The ranks and threads come from `.reqnctapercluster` and `.reqntid` (`RankThreads`), which
+also evaluate the branches on the thread and the rank. The sites must all lie in the same
+loops, as deep as the wait's (a producer loop feeding the consumer loop one phase a trip).
+Run-time branches the wait does not share (the MoE producer's `if mpair`) are followed each
+way they may go: the phase is wrong if it is wrong every way, right if right every way.
+Anything else (a count computed at run time, a map of unknown box, a phase right only some
+ways) leaves the phase unknown: the caller says so in a note.
 """
 
 from __future__ import annotations
@@ -111,29 +112,52 @@ def _phase_bytes(an: Analysis, key: Any, wait: Op) -> list[tuple[int, Phase]] | 
     if len(loops) != 1 or len(loops.pop()) != len(loops_of(an, wait)):
         return None   # which phase each site feeds is open
     mine = _uniform_conds(an, wait.index)
-    if any(not _uniform_conds(an, o.index) <= mine for o in sites):
-        return None   # a run-time branch the wait does not share decides whether it runs
-    size = threads.size
+    fixed = dict(mine)
+    free = sorted({vn for o in sites for vn, _ in _uniform_conds(an, o.index)} - set(fixed),
+                  key=repr)
+    if len(free) > _MAX_FREE:
+        return None
+    sends = {}
+    for o in sites:
+        n = _amount(an, o)
+        recv = None if n is None else multicast_recv(an, threads, o, n) if o.multicast \
+            else _to_ranks(threads, o, n)
+        if recv is None:
+            return None
+        sends[o.index] = recv
+    ranks = threads.ranks_running(wait.index)
+    # Each way the run-time branches the wait does not share may go (conditions on distinct
+    # values taken as independent): a phase is wrong only if it is wrong every way, right if
+    # right every way, and unknown otherwise (an if/else whose arms load the same bytes in
+    # another order is counted once per arm, never both arms at once).
+    outcomes = []
+    for bits in range(1 << len(free)):
+        way = dict(fixed)
+        way.update((vn, bool(bits >> j & 1)) for j, vn in enumerate(free))
+        run = [o for o in sites if all(way[vn] == pol for vn, pol in _uniform_conds(an, o.index))]
+        outcomes.append(_count(ranks, run, sends, threads.size))
+    wrong = [x for x in outcomes if any(ph[0] != ph[1] for _, ph in x)]
+    if wrong and len(wrong) < len(outcomes):
+        return None
+    return (wrong or outcomes)[0]
+
+
+_MAX_FREE = 3     # run-time conditions enumerated (8 ways)
+
+
+def _count(ranks: list[int], run: list[Op], sends: dict, size: int
+           ) -> list[tuple[int, Phase]]:
+    """Per rank of `ranks`, the phase the sites `run` make (their per-rank bytes: `sends`)."""
     exp, got = [0] * size, [0] * size
     told: list[set[int]] = [set() for _ in range(size)]
     sent: list[set[int]] = [set() for _ in range(size)]
-    for o in sites:
-        n = _amount(an, o)
-        if n is None:
-            return None
-        if o.multicast:
-            recv = multicast_recv(an, threads, o, n)
-        else:
-            recv = _to_ranks(threads, o, n)
-        if recv is None:
-            return None
+    for o in run:
         into, seen = (exp, told) if o.role in _ANNOUNCE else (got, sent)
-        for r, b in enumerate(recv):
+        for r, b in enumerate(sends[o.index]):
             into[r] += b
             if b:
                 seen[r].add(o.index)
-    return [(r, (exp[r], got[r], frozenset(told[r]), frozenset(sent[r])))
-            for r in threads.ranks_running(wait.index)]
+    return [(r, (exp[r], got[r], frozenset(told[r]), frozenset(sent[r]))) for r in ranks]
 
 
 def _offs(an: Analysis, o: Op) -> frozenset | None:
@@ -177,9 +201,9 @@ def _uniform_conds(an: Analysis, i: int) -> frozenset:
                 continue
             yes, no = _reach(an, blk.taken, blk.id), _reach(an, blk.fall, blk.id)
             for b in yes - no:
-                table.setdefault(b, set()).add((blk.id, pol))
+                table.setdefault(b, set()).add((vn, pol))
             for b in no - yes:
-                table.setdefault(b, set()).add((blk.id, not pol))
+                table.setdefault(b, set()).add((vn, not pol))
     out = frozenset(table.get(an.cfg.block_of(i), ()))
     guard = an.body[i].guard
     if guard is not None:   # a uniform guard (`@p` on a run-time flag) decides it as well

@@ -969,3 +969,54 @@ def percta_cp_fenceproxy_cta(bug: bool):
     ptx.tensormap_cp_fenceproxy(k, "release", "cta" if bug else "gpu", slot, smap, 128)
     k.ret()
     return k, line if bug else None, {}
+
+
+# -- C1 in CUDA C++'s spelling: generic pointers from cluster.map_shared_rank -------------------
+def generic_push(bug: bool):
+    """A 2-CTA split-K as CUDA C++'s `cluster.map_shared_rank(inbox, rank ^ 1)` compiles it: a
+    generic mapa of a generic pointer, a plain (generic) st into the peer's inbox; each CTA
+    then reads its own inbox with ld.shared. The mistake: bar.sync instead of the cluster
+    barrier between the peer's stores and the reads."""
+    ln = Line(bug)
+    k = Kernel("push_generic", reqntid=128, reqnctapercluster=(2, 1, 1))
+    io = k.cvta(k.ld_param(k.param_ptr("io")), "global", to=True)
+    inbox = k.shared_array(t.f32, 128, align=16, name="inbox")
+    g = k.add(io, k.mul(k.mad(k.ctaid.x, 128, k.tid.x), 4, mode="wide"))
+    x = k.ld(Addr(g), type=t.f32, space="global")
+    mine = k.add(k.generic_addr(inbox), k.mul(k.tid.x, 4, mode="wide"))
+    theirs = ptx.mapa(k, "generic", mine, k.xor(k.cluster_ctarank, 1))
+    k.st(Addr(theirs), x, type=t.f32)
+    if bug:
+        k.bar_sync(0)
+    else:
+        cluster_sync(k)
+    ln.mark()
+    y = k.ld(Addr(k.add(k.mov(inbox), k.shl(k.tid.x, 2))), type=t.f32, space="shared::cta")
+    k.st(Addr(g), k.add(x, y), type=t.f32, space="global")
+    if bug:
+        cluster_sync(k)      # the peer's stores land before this CTA leaves (not the mistake)
+    k.ret()
+    return k, ln.at, {}
+
+
+def generic_pull_exit(bug: bool):
+    """A 4-CTA cluster: each CTA reads the tile of CTA (rank + 2) & 3 through a generic
+    pointer (generic mapa, generic ld) after the cluster barrier. The mistake: no cluster
+    barrier before the exit."""
+    ln = Line(bug)
+    k = Kernel("pull_generic", reqntid=64, reqnctapercluster=(4, 1, 1))
+    io = k.cvta(k.ld_param(k.param_ptr("io")), "global", to=True)
+    tile = k.shared_array(t.u32, 64, align=16, name="gtile")
+    g = k.add(io, k.mul(k.mad(k.ctaid.x, 64, k.tid.x), 4, mode="wide"))
+    k.st(Addr(k.add(k.mov(tile), k.shl(k.tid.x, 2))), k.ld(Addr(g), type=t.u32,
+                                                            space="global"),
+         type=t.u32, space="shared::cta")
+    cluster_sync(k)
+    far = ptx.mapa(k, "generic", k.generic_addr(tile), k.and_(k.add(k.cluster_ctarank, 2), 3))
+    ln.mark()
+    v = k.ld(Addr(k.add(far, k.mul(k.tid.x, 4, mode="wide"))), type=t.u32, space="generic")
+    k.st(Addr(g), v, type=t.u32, space="global")
+    if not bug:
+        cluster_sync(k)
+    k.ret()
+    return k, ln.at, {}

@@ -16,8 +16,10 @@ CASES = [
     # class, builder, hazard, findings (one per unrolled read)
     ("dsmem-read", "allgather_barrier_before_write", H.DSMEM_READ_UNSYNCED, 3),
     ("dsmem-read", "histogram_bar_sync", H.DSMEM_READ_UNSYNCED, 1),
+    ("dsmem-read", "generic_push", H.DSMEM_READ_UNSYNCED, 1),
     ("dsmem-release", "ring_reduce_exit", H.DSMEM_RELEASED_EARLY, 1),
     ("dsmem-release", "exchange_reuse_loop", H.DSMEM_RELEASED_EARLY, 1),
+    ("dsmem-release", "generic_pull_exit", H.DSMEM_RELEASED_EARLY, 1),
     ("remote-arrive", "cluster_release_stale_ranks", H.MBAR_ARRIVE_COUNT, 1),
     ("remote-arrive", "cluster_release_own_by_hand", H.MBAR_ARRIVE_COUNT, 1),
     ("async-bytes", "async_ring4", H.EXPECT_TX_MISMATCH, 1),

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from ..operands import Reg, Vec
+from ..operands import Addr, Reg, Vec
 from ..types import Scope, StateSpace
 
 
@@ -309,9 +309,47 @@ def extract(insns) -> list[Op]:
     a label)."""
     table = extractors()
     out: list[Op] = []
+    peer = _generic_peer_regs(insns)
     for i in [i for i, c in enumerate(map(type, insns)) if c in table]:
-        out.extend(table[type(insns[i])](insns[i], i))
+        ops = table[type(insns[i])](insns[i], i)
+        if peer:
+            ops = _generic_peer_access(insns[i], i, ops, peer)
+        out.extend(ops)
     return out
+
+
+_GENERIC = (None, StateSpace.generic)
+
+
+def _generic_peer_regs(insns) -> set:
+    """Registers holding a generic `mapa` result (CUDA's `cluster.map_shared_rank(ptr, r)`),
+    or an address computed from one by mov, cvt or add, in body order: generic loads and
+    stores through them reach another CTA's shared memory."""
+    peer: set = set()
+    for insn in insns:
+        name = type(insn).__name__
+        if name == "Mapa" and insn.space is StateSpace.generic:
+            peer.add(insn.d)
+        elif peer and name in ("Mov", "Cvt", "Binary") and \
+                (name != "Binary" or insn.op == "add") and \
+                any(getattr(insn, f, None) in peer for f in ("a", "b")):
+            peer.add(insn.d)
+    return peer
+
+
+def _generic_peer_access(insn: Any, i: int, ops: list[Op], peer: set) -> list[Op]:
+    """A generic ld/st/atom/red through a generic mapa result is a distributed shared memory
+    access, as its .shared::cluster form is (hazards_cluster follows the mapa)."""
+    name = type(insn).__name__
+    addr = getattr(insn, "a", None)
+    base = addr.base if isinstance(addr, Addr) else addr
+    if base not in peer or getattr(insn, "space", None) not in _GENERIC:
+        return ops
+    if name == "Ld":
+        return [*ops, Op(Role.DSMEM_READ, i, smem=addr, space=insn.space)]
+    if name in ("St", "Atom", "AtomCas", "Red"):
+        return [*ops, Op(Role.DSMEM_WRITE, i, smem=addr, space=insn.space)]
+    return ops
 
 
 # -- inline PTX ---------------------------------------------------------------------------------

@@ -1020,3 +1020,63 @@ def generic_pull_exit(bug: bool):
         cluster_sync(k)
     k.ret()
     return k, ln.at, {}
+
+
+# -- found on the way: a box loop inside a stage that rewrites one box --------------------------
+def box_loop_same_box(bug: bool):
+    """A producer fills stage kb % 4 of a 4-stage ring (MbarrierRing storage, offsets by hand:
+    `tiles + st * 2 * TILE`), operand A as two boxes in a run-time loop over h. The mistake:
+    both trips load into the stage's first box (the h * TILE term forgotten) with no wait in
+    between, a refill of bytes the consumers may be reading. (A 2-trip loop over a ring of 4
+    was taken for a fill loop over fresh stages, though the ring's counter is the outer
+    loop's.)"""
+    k = Kernel("boxes", reqntid=160)
+    ma = k.tensormap_addr(k.param_tensormap("ma"))
+    n = k.ld_param(k.param(t.u32, "nk"))
+    tiles = k.shared_array(t.b8, 4 * 2 * TILE, align=1024, name="btiles")
+    ring = MbarrierRing(k, 4, empty_count=4, name="br")
+    ring.init()
+    line = None
+    with k.if_(k.shr(k.tid.x, 5) == 0), k.if_(k.elect_sync()):
+        with k.for_range(0, n) as kb:
+            st = k.and_(kb, 3)
+            ph = k.xor(k.and_(k.shr(kb, 2), 1), 1)
+            ptx.mbarrier_wait(k, k.add(ring.empty_base, k.shl(st, 3)), ph)
+            full = k.add(ring.full_base, k.shl(st, 3))
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", full, 2 * TILE,
+                                          dst="_")
+            sa = k.add(k.mov(tiles), k.mul(st, 2 * TILE, type=t.u32))
+            with k.for_range(0, 2) as h:
+                dst = sa if bug else k.add(sa, k.mul(h, TILE, type=t.u32))
+                line = nxt()
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, ma,
+                                         (k.mul(h, 64), kb), full)
+    with k.else_():
+        c = ring.consumer()
+        with k.for_range(0, n):
+            c.wait_full()
+            k.ld(k.add(c.slot(tiles, 2 * TILE), k.shl(k.tid.x, 2)), type=t.u32,
+                 space="shared::cta")
+            k.syncwarp()
+            with k.if_(k.laneid == 0):
+                c.release()
+            c.advance()
+    k.ret()
+    return k, line if bug else None, {"maps": {"ma": {"box_bytes": TILE}}}
+
+
+def workspace_mad_wide(bug: bool):
+    """The per-CTA slot as one `mad.wide.u32 slot, ctaid.x, 256, ws`; maps at +0 and +128,
+    only +0 acquired (the mistake), +128 prefetched. (A mad's result was not followed to the
+    parameter at all, so the map went unchecked.)"""
+    k = Kernel("wsmad", reqntid=32)
+    ws = k.ld_param(k.param_ptr("ws"))
+    slot = k.mad(k.ctaid.x, 256, ws, mode="wide")
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", slot)
+    if not bug:
+        ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", k.add(slot, 128))
+    ptx.cp_async_bulk_prefetch_tensor(k, slot, (0, 0))
+    line = nxt()
+    ptx.cp_async_bulk_prefetch_tensor(k, k.add(slot, 128), (0, 0))
+    k.ret()
+    return k, line if bug else None, {}

@@ -40,8 +40,11 @@ CASES = [
     ("ragged-tail", "ragged_tail_lane", H.MBAR_ARRIVE_COUNT, 1),
     ("tmap-workspace", "workspace_wide_offsets", H.TMAP_NO_ACQUIRE, 1),
     ("tmap-workspace", "workspace_three_maps", H.TMAP_NO_ACQUIRE, 1),
+    ("tmap-workspace", "workspace_mad_wide", H.TMAP_NO_ACQUIRE, 1),
     ("cta-release", "percta_release_cluster_scope", H.TMAP_SCOPE_TOO_NARROW, 1),
     ("cta-release", "percta_cp_fenceproxy_cta", H.TMAP_SCOPE_TOO_NARROW, 1),
+    # found on the way, outside issue 29's list
+    ("extra", "box_loop_same_box", H.RING_REFILL_UNGUARDED, 1),
 ]
 IDS = [f"{c}-{b}" for c, b, _, _ in CASES]
 
@@ -77,6 +80,6 @@ def test_corrected_twin_is_clean(cls, builder, hazard, count):
 
 
 def test_every_class_has_two_spellings():
-    classes = [c for c, _, _, _ in CASES]
+    classes = [c for c, _, _, _ in CASES if c != "extra"]
     assert len(set(classes)) == 13
     assert all(classes.count(c) >= 2 for c in classes)

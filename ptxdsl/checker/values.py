@@ -295,8 +295,16 @@ class Values:
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
             # computed twice is one value: two maps of one per-CTA slot are told apart).
-            return UNKNOWN, ("mad", insn.type, insn.mode, insn.ftz, self.vn(insn.a),
-                             self.vn(insn.b), self.vn(insn.c))
+            mvn = ("mad", insn.type, insn.mode, insn.ftz, self.vn(insn.a), self.vn(insn.b),
+                   self.vn(insn.c))
+            c = self.val(insn.c)
+            # `mad.wide d, ctaid, 256, ws` is ws plus an offset, as add's form is (ranges
+            # bounds the offset the same way).
+            if insn.mode in (None, "lo", "wide") and c.kind in (Kind.addr, Kind.value) and \
+                    not any(self.val(x).kind in (Kind.addr, Kind.value)
+                            for x in (insn.a, insn.b)):
+                return _offset(c, None), mvn
+            return UNKNOWN, mvn
         if isinstance(insn, Selp):
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b

@@ -9,6 +9,7 @@ arguments of check_kernel/check_module."""
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from typing import Any
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
@@ -632,7 +633,8 @@ class ClusterPipe:
     every CTA whose producer waits for it (the empty barriers count every CTA's consumers).
     `style`: "ring" (MbarrierRing(peers=ctas)) or "hand"."""
 
-    def __init__(self, style: str, ctas: int, stages: int, release):
+    def __init__(self, style: str, ctas: int, stages: int, release, *, lanes: bool = False,
+                 final: bool = True):
         k = self.k = Kernel("cpipe", reqntid=256, reqnctapercluster=(ctas, 1, 1))
         self.ctas, self.stages = ctas, stages
         tmap = k.tensormap_addr(k.param_tensormap("ma"))
@@ -685,9 +687,11 @@ class ClusterPipe:
                     ptx.mbarrier_wait(k, k.add(full, k.shl(s, 3)), ph)
                     k.ldmatrix(k.add(k.add(k.mov(self.tiles), k.mul(s, TILE, type=t.u32)),
                                      k.shl(k.and_(k.tid.x, 31), 4)), 4)
-                    with k.if_(k.laneid == 0):
+                    # `lanes`: every lane runs `release` (CUTLASS's lane r releases CTA r)
+                    with k.if_(k.laneid == 0) if not lanes else nullcontext():
                         self.line = release(self, k.add(empty, k.shl(s, 3)))
-        cluster_sync(k)       # no CTA leaves while peers still arrive on its barriers
+        if final:
+            cluster_sync(k)   # no CTA leaves while peers still arrive on its barriers
         k.ret()
 
 
@@ -1080,3 +1084,124 @@ def workspace_mad_wide(bug: bool):
     ptx.cp_async_bulk_prefetch_tensor(k, k.add(slot, 128), (0, 0))
     k.ret()
     return k, line if bug else None, {}
+
+
+# -- further spellings -----------------------------------------------------------------------
+def cluster_release_lane_ranks(bug: bool):
+    """CUTLASS's spelling, by hand in a 2-CTA cluster: lane r of each consumer warp releases
+    CTA r's stage (`if lane < 2: arrive(mapa(empty, lane))`). The mistake: `lane == rank`,
+    each warp releasing only its own CTA's stage."""
+    def release(p: ClusterPipe, eb):
+        k = p.k
+        lane = k.laneid
+        with k.if_(lane == k.cluster_ctarank if bug else lane < 2):
+            line = nxt()
+            ptx.mbarrier_arrive(k, "release", "cluster", "cluster", ptx.mapa(k, "cluster", eb,
+                                                                             lane))
+        return line
+
+    p = ClusterPipe("hand", 2, 2, release, lanes=True)
+    return p.k, p.line if bug else None, {"maps": {"ma": {"box_bytes": TILE}}}
+
+
+def cluster_ring_no_final_barrier(bug: bool):
+    """A 2-CTA MbarrierRing(peers=2) whose consumers release both CTAs' stages. The mistake:
+    no cluster barrier before the exit (the last releases reach a peer that may have left)."""
+    def release(p: ClusterPipe, c):
+        line = nxt()
+        c.release()
+        return line
+
+    p = ClusterPipe("ring", 2, 2, release, final=not bug)
+    return p.k, p.line if bug else None, {"maps": {"ma": {"box_bytes": TILE}}}
+
+
+def mbarrier_publish_before_write(bug: bool):
+    """A 2-CTA exchange published through an mbarrier: each thread stores into the peer's recv
+    and arrives (.release.cluster) on the peer's barrier; each CTA waits on its own, then
+    reads recv. The mistake: the arrive before the store, so it publishes nothing."""
+    ln = Line(bug)
+    k = Kernel("mbpub", reqntid=128, reqnctapercluster=(2, 1, 1))
+    recv = k.shared_array(t.f32, 128, align=16, name="mrecv")
+    bar = k.shared_array(t.b64, 1, align=8, name="mbar")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 128)
+        ptx.fence_mbarrier_init(k)
+    cluster_sync(k)
+    peer = k.xor(k.cluster_ctarank, 1)
+    mine = k.add(k.mov(recv), k.shl(k.tid.x, 2))
+    rb = ptx.mapa(k, "cluster", k.mov(bar), peer)
+    if bug:
+        ptx.mbarrier_arrive(k, "release", "cluster", "cluster", rb)
+    k.st(Addr(ptx.mapa(k, "cluster", mine, peer)), k.cvt(k.tid.x, t.f32), type=t.f32,
+         space="shared::cluster")
+    if not bug:
+        ptx.mbarrier_arrive(k, "release", "cluster", "cluster", rb)
+    ptx.mbarrier_wait(k, bar, 0, sem="acquire", scope="cluster")
+    ln.mark()
+    v = k.ld(Addr(mine), type=t.f32, space="shared::cta")
+    out = k.cvta(k.ld_param(k.param_ptr("out")), "global", to=True)
+    k.st(Addr(k.add(out, k.mul(k.mad(k.ctaid.x, 128, k.tid.x), 4, mode="wide"))), v,
+         type=t.f32, space="global")
+    if bug:
+        cluster_sync(k)      # the stores land before the peer leaves (not the mistake)
+    k.ret()
+    return k, ln.at, {}
+
+
+def async_vector_bytes(bug: bool):
+    """One warp sends 16 bytes a lane to the peer with st.async.v4 (512 bytes). The mistake:
+    expect_tx counts 4 bytes a lane (128), as if the store were scalar."""
+    k, g, recv, cnt, bar, v = _async_kernel("vec4", 2)
+    peer = k.xor(k.cluster_ctarank, 1)
+    with k.if_(k.tid.x < 32):
+        off = k.shl(k.tid.x, 4)
+        rbar = ptx.mapa(k, "cluster", k.mov(bar), peer)
+        ptx.st_async(k, ptx.mapa(k, "cluster", k.add(k.mov(recv), off), peer), (v, v, v, v),
+                     rbar)
+    with k.if_(k.tid.x == 0):
+        line = nxt()
+        ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar,
+                                      128 if bug else 512, dst="_")
+    ptx.mbarrier_wait(k, bar, 0)
+    k.st(Addr(g), k.ld(Addr(k.add(k.mov(recv), k.shl(k.tid.x, 2))), type=t.b32,
+                       space="shared::cta"), type=t.b32, space="global")
+    k.ret()
+    return k, line if bug else None, {}
+
+
+def percta_store_copy_release(bug: bool):
+    """Each CTA copies a template map into its workspace slot with plain st.global, edits the
+    box in place, and releases at .cta (the mistake: a later kernel acquires the slot)."""
+    k = Kernel("stcopy", reqntid=32)
+    ws, tm = k.ld_param(k.param_ptr("ws")), k.ld_param(k.param_ptr("tmpl"))
+    slot = k.add(k.cvta(ws, "global", to=True), k.mul(k.ctaid.x, 128, mode="wide"))
+    lane4 = k.mul(k.laneid, 4, mode="wide")
+    w = k.ld(Addr(k.add(k.cvta(tm, "global", to=True), lane4)), type=t.b32, space="global")
+    k.st(Addr(k.add(slot, lane4)), w, type=t.b32, space="global")
+    k.syncwarp()
+    with k.if_(k.laneid == 0):
+        ptx.tensormap_replace_box_dim(k, "global", slot, 0, 64)
+    k.syncwarp()
+    line = nxt()
+    ptx.fence_proxy_tensormap_generic(k, "release", "cta" if bug else "gpu")
+    k.ret()
+    return k, line if bug else None, {}
+
+
+def replace_lane0_release_warp(bug: bool):
+    """Clean only (`bug` is ignored): lane 0 edits the CTA's map in its workspace slot with
+    tensormap.replace, the warp syncs, and every lane releases, acquires and prefetches. The
+    whole warp's release covers lane 0's write (it was taken for no release at all:
+    tmap-replace-no-release at the acquire)."""
+    k = Kernel("rel_warp", reqntid=32)
+    ws = k.ld_param(k.param_ptr("ws"))
+    slot = k.add(ws, k.mul(k.ctaid.x, 128, mode="wide"))
+    with k.if_(k.laneid == 0):
+        ptx.tensormap_replace_box_dim(k, "global", k.cvta(slot, "global", to=True), 0, 64)
+    k.syncwarp()
+    ptx.fence_proxy_tensormap_generic(k, "release", "gpu")
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", slot)
+    ptx.cp_async_bulk_prefetch_tensor(k, slot, (0, 0))
+    k.ret()
+    return k, None, {}

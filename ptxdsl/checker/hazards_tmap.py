@@ -264,9 +264,12 @@ def global_write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TMAP_RELEASE)
 def release(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """fence.proxy.tensormap::generic.release releases this thread's in-place writes."""
+    """fence.proxy.tensormap::generic.release releases this thread's in-place writes: those
+    of the threads that run it (lane 0's tensormap.replace, then the whole warp's release
+    after bar.warp.sync, covers lane 0's write), or (as before) a write of every thread that
+    runs it."""
     mine = {f for f in state.may if f[0] == "unreleased"
-            and an.div.same_threads(f[1], op.index)}
+            and (an.div.same_threads(f[1], op.index) or an.div.same_threads(op.index, f[1]))}
     if not mine:
         return state
     must = set(state.must)

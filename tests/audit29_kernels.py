@@ -1205,3 +1205,37 @@ def replace_lane0_release_warp(bug: bool):
     ptx.cp_async_bulk_prefetch_tensor(k, slot, (0, 0))
     k.ret()
     return k, None, {}
+
+
+def stage_count_dyn_ring(bug: bool):
+    """A 4-stage MbarrierRing in dynamic shared memory (after 4 tiles); the consumer walks it
+    with its view, the producer by hand with a selp stepper that still wraps at 3 (the
+    mistake). The ring's count comes from its barriers' layout (4 initialised 8 bytes apart
+    before the empty ring), not from the producer's copies (which say 3)."""
+    k = Kernel("dynring", reqntid=256)
+    ma = k.tensormap_addr(k.param_tensormap("ma"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    dyn = k.extern_shared("smem", align=1024)
+    ring = MbarrierRing(k, 4, storage=Addr(dyn, 4 * TILE))
+    ring.init()
+    line = None
+    with k.if_(k.tid.x == 0):
+        st = Stepper(k, 3 if bug else 4, 1)
+        with k.for_range(0, nk) as kb:
+            line = nxt()
+            ptx.mbarrier_wait(k, st.bar(ring.empty_base), st.ph)
+            fb = st.bar(ring.full_base)
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", fb, TILE, dst="_")
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", st.slot(k.mov(dyn), TILE),
+                                     ma, (0, kb), fb)
+            st.advance()
+    with k.if_(k.tid.x >= 128):
+        c = ring.consumer()
+        with k.for_range(0, nk):
+            c.wait_full()
+            k.ldmatrix(k.add(c.slot(dyn, TILE), k.shl(k.and_(k.tid.x, 31), 4)), 4)
+            with k.if_(k.tid.x == 128):
+                c.release()
+            c.advance()
+    k.ret()
+    return k, line if bug else None, {"maps": {"ma": {"box_bytes": TILE}}}

@@ -36,6 +36,7 @@ CASES = [
     ("wrong-ring", "kv_wrong_ring_wgmma", H.WAIT_WRONG_BARRIER, 1),
     ("stage-count", "stage_count_ring_vs_selp", H.RING_STAGE_MISMATCH, 1),
     ("stage-count", "stage_count_mod_vs_and", H.RING_STAGE_MISMATCH, 1),
+    ("stage-count", "stage_count_dyn_ring", H.RING_STAGE_MISMATCH, 1),
     ("producer-parity", "producer_parity_zero_selp", H.WAIT_PARITY_FIRST_PHASE, 1),
     ("producer-parity", "producer_parity_counter_ring", H.WAIT_PARITY_FIRST_PHASE, 1),
     ("ntid", "ntid_count_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),

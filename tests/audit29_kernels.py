@@ -1239,3 +1239,63 @@ def stage_count_dyn_ring(bug: bool):
             c.advance()
     k.ret()
     return k, line if bug else None, {"maps": {"ma": {"box_bytes": TILE}}}
+
+
+# -- C1b: a per-CTA bounds check that lets one CTA of a cluster leave ---------------------------
+def _leave_past(k: Kernel, n, per_cta: bool) -> None:
+    """A helper: CTAs past the problem leave. The mistake (`per_cta`): the test on %ctaid.x,
+    so with n odd one CTA of a 2-CTA cluster leaves and its peer stays; right: on the
+    cluster (%clusterid.x * 2 >= n), every CTA of the cluster alike."""
+    cond = k.ctaid.x >= n if per_cta else k.shl(k.clusterid.x, 1) >= n
+    with k.if_(cond):
+        k.ret()
+
+
+def bounds_exit_pair(bug: bool):
+    """A 2-CTA cluster exchanges tiles (rank ^ 1) between two cluster barriers; CTAs past n
+    leave at the start (in a helper), CTAs that stay but lie past n skip their store."""
+    k = Kernel("pair", reqntid=64, reqnctapercluster=(2, 1, 1))
+    n = k.ld_param(k.param(t.u32, "n"))
+    io = k.cvta(k.ld_param(k.param_ptr("io")), "global", to=True)
+    tile = k.shared_array(t.u32, 64, align=16, name="ptile")
+    line = nxt()
+    _leave_past(k, n, bug)
+    mine = k.add(k.mov(tile), k.shl(k.tid.x, 2))
+    g = k.add(io, k.mul(k.mad(k.ctaid.x, 64, k.tid.x), 4, mode="wide"))
+    k.st(Addr(mine), k.tid.x, type=t.u32, space="shared::cta")
+    cluster_sync(k)
+    v = k.ld(Addr(ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctarank, 1))), type=t.u32,
+             space="shared::cluster")
+    with k.if_(k.ctaid.x < n):
+        k.st(Addr(g), v, type=t.u32, space="global")
+    cluster_sync(k)
+    k.ret()
+    return k, line if bug else None, {}
+
+
+def bounds_exit_after_publish(bug: bool):
+    """A 4-CTA cluster: each CTA publishes its tile, then CTAs whose tile index is past the
+    problem leave (the mistake: per CTA, on %ctaid.x, after the cluster barrier); the others
+    read the right neighbour's tile ((rank + 1) % 4), which may have left. Twin: the
+    staying CTAs keep everyone until the last cluster barrier (no exit; the store is
+    predicated)."""
+    k = Kernel("publish4", reqntid=64, reqnctapercluster=(4, 1, 1))
+    n = k.ld_param(k.param(t.u32, "n"))
+    io = k.cvta(k.ld_param(k.param_ptr("io")), "global", to=True)
+    tile = k.shared_array(t.f32, 64, align=16, name="qtile")
+    mine = k.add(k.mov(tile), k.shl(k.tid.x, 2))
+    g = k.add(io, k.mul(k.mad(k.ctaid.x, 64, k.tid.x), 4, mode="wide"))
+    k.st(Addr(mine), k.cvt(k.tid.x, t.f32), type=t.f32, space="shared::cta")
+    cluster_sync(k)
+    line = None
+    if bug:
+        with k.if_(k.ctaid.x >= n):
+            line = nxt()
+            k.ret()
+    right = k.rem(k.add(k.cluster_ctarank, 1), 4, type=t.u32)
+    v = k.ld(Addr(ptx.mapa(k, "cluster", mine, right)), type=t.f32, space="shared::cluster")
+    with k.if_(k.ctaid.x < n):
+        k.st(Addr(g), v, type=t.f32, space="global")
+    cluster_sync(k)
+    k.ret()
+    return k, line, {}

@@ -22,6 +22,8 @@ CASES = [
     ("dsmem-release", "exchange_reuse_loop", H.DSMEM_RELEASED_EARLY, 1),
     ("dsmem-release", "generic_pull_exit", H.DSMEM_RELEASED_EARLY, 1),
     ("dsmem-release", "cluster_ring_no_final_barrier", H.DSMEM_RELEASED_EARLY, 1),
+    ("dsmem-release", "bounds_exit_pair", H.DSMEM_RELEASED_EARLY, 1),
+    ("dsmem-release", "bounds_exit_after_publish", H.DSMEM_RELEASED_EARLY, 1),
     ("remote-arrive", "cluster_release_stale_ranks", H.MBAR_ARRIVE_COUNT, 1),
     ("remote-arrive", "cluster_release_own_by_hand", H.MBAR_ARRIVE_COUNT, 1),
     ("remote-arrive", "cluster_release_lane_ranks", H.MBAR_ARRIVE_COUNT, 1),

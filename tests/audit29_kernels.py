@@ -1299,3 +1299,209 @@ def bounds_exit_after_publish(bug: bool):
     cluster_sync(k)
     k.ret()
     return k, line, {}
+
+
+# -- C3a, FlashAttention-3 style: two rings, two wgmma groups in flight --------------------------
+def fa3_release_v_in_flight(bug: bool):
+    """Intra-warpgroup overlap: each trip issues S = Q K[j+1]^T, then O += P V[j], and
+    wait_group 1 (S retired, PV still running); K[j+1] is released there. The mistake:
+    V[j] released there too, while its PV wgmma may still read it; twin: after
+    wait_group 0. K and V are MbarrierRings of 2 in one dynamic buffer, Q after them."""
+    ln = Line(bug)
+    k = Kernel("fa3", reqntid=256)
+    mk = k.tensormap_addr(k.param_tensormap("mk"))
+    mv = k.tensormap_addr(k.param_tensormap("mv"))
+    nb = k.ld_param(k.param(t.u32, "nb"))
+    dyn = k.extern_shared("smem", align=1024)
+    kr = MbarrierRing(k, 2, storage=Addr(dyn, 0), name="kr")
+    vr = MbarrierRing(k, 2, storage=Addr(dyn, 32), name="vr")
+    kr.init(sync=False)
+    vr.init()
+    kt, vt, qt = 1024, 1024 + 2 * TILE, 1024 + 4 * TILE
+    with k.if_(k.tid.x == 0):
+        kp, vp = kr.producer(), vr.producer()
+        with k.for_range(0, nb) as j:
+            for p, m, off in ((kp, mk, kt), (vp, mv, vt)):
+                p.wait_empty()
+                p.arrive_expect_tx(TILE)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         p.slot(Addr(dyn, off), TILE), m, (0, j),
+                                         p.full_barrier())
+                p.advance()
+    with k.if_(k.tid.x >= 128):
+        s_acc, o_acc = k.fragment(t.f32, shape=(64, 64)), k.fragment(t.f32, shape=(64, 64))
+        q = k.add(k.mov(dyn), qt)
+        kc, vc = kr.consumer(), vr.consumer()
+
+        def mma(acc, b, scale: int) -> None:
+            ptx.wgmma_fence(k)
+            ptx.wgmma_mma_async(k, acc, descriptor(k, LAY, q), descriptor(k, LAY, b), scale,
+                                atype="f16")
+            ptx.wgmma_commit_group(k)
+
+        kc.wait_full()
+        mma(s_acc, kc.slot(Addr(dyn, kt), TILE), 0)
+        ptx.wgmma_wait_group(k, 0)
+        with k.if_(k.tid.x == 128):
+            kc.release()
+        kc.advance()
+        with k.for_range(1, nb):
+            kc.wait_full()
+            mma(s_acc, kc.slot(Addr(dyn, kt), TILE), 0)       # S of block j + 1
+            vc.wait_full()
+            mma(o_acc, vc.slot(Addr(dyn, vt), TILE), 1)       # O += P V of block j
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(k.tid.x == 128):
+                kc.release()
+                if bug:
+                    ln.mark()
+                    vc.release()
+            kc.advance()
+            ptx.wgmma_wait_group(k, 0)
+            if not bug:
+                with k.if_(k.tid.x == 128):
+                    vc.release()
+            vc.advance()
+        vc.wait_full()
+        mma(o_acc, vc.slot(Addr(dyn, vt), TILE), 1)
+        ptx.wgmma_wait_group(k, 0)
+        with k.if_(k.tid.x == 128):
+            vc.release()
+    k.ret()
+    return k, ln.at, {"maps": KV_MAPS}
+
+
+def producer_parity_kb_release(bug: bool):
+    """An MbarrierRing of 4; the consumer keeps one wgmma in flight and releases the previous
+    stage under `kb > 0` (a trailing view advanced only there), the last after the loop.
+    The mistake: the producer's parity from the counter without the xor 1."""
+    def consumer(g: Gemm) -> None:
+        k = g.k
+        rd, fr = g.ring.consumer(), g.ring.consumer()
+        with k.for_range(0, g.nk) as kb:
+            rd.wait_full()
+            g.mma(rd.slot(g.tiles, 2 * TILE))
+            rd.advance()
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb > 0):
+                with g.leader():
+                    fr.release()
+                fr.advance()
+        ptx.wgmma_wait_group(k, 0)
+        with g.leader():
+            fr.release()
+
+    g = Gemm("ring", 4, consumer, producer_phase=0 if bug else 1, counter_parity=True)
+    return g.k, g.wait_line if bug else None, {"maps": MAPS}
+
+
+def release_issued_after_first(bug: bool):
+    """MbarrierRing of 3: the release moved under `kb > 0` (meant to skip the first trip, as
+    a trailing release does) but still of the reading view's stage, after wait_group 1 (the
+    mistake); twin: a trailing view advanced under the same `kb > 0`, the last after the
+    loop."""
+    ln = Line(bug)
+
+    def consumer(g: Gemm) -> None:
+        k = g.k
+        c, fr = g.ring.consumer(), g.ring.consumer()
+        with k.for_range(0, g.nk) as kb:
+            c.wait_full()
+            g.mma(c.slot(g.tiles, 2 * TILE))
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb > 0):
+                with g.leader():
+                    ln.mark()
+                    (c if bug else fr).release()
+                if not bug:
+                    fr.advance()
+            c.advance()
+        ptx.wgmma_wait_group(k, 0)
+        if not bug:
+            with g.leader():
+                fr.release()
+
+    g = Gemm("ring", 3, consumer)
+    return g.k, ln.at, {"maps": MAPS}
+
+
+def kv_views_wrong_ring(bug: bool):
+    """K and V MbarrierRings in one dynamic buffer, both walked with their views; the
+    consumer waits on the V view's full barrier and reads the K view's slot (the mistake)."""
+    ln = Line(bug)
+    k = Kernel("kvviews", reqntid=256)
+    mk = k.tensormap_addr(k.param_tensormap("mk"))
+    mv = k.tensormap_addr(k.param_tensormap("mv"))
+    nb = k.ld_param(k.param(t.u32, "nb"))
+    dyn = k.extern_shared("smem", align=1024)
+    kr = MbarrierRing(k, 2, storage=Addr(dyn, 0), name="kr")
+    vr = MbarrierRing(k, 2, storage=Addr(dyn, 32), name="vr")
+    kr.init(sync=False)
+    vr.init()
+    with k.if_(k.tid.x == 0):
+        kp, vp = kr.producer(), vr.producer()
+        with k.for_range(0, nb) as j:
+            for p, m, off in ((kp, mk, 1024), (vp, mv, 1024 + 2 * TILE)):
+                p.wait_empty()
+                p.arrive_expect_tx(TILE)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         p.slot(Addr(dyn, off), TILE), m, (0, j),
+                                         p.full_barrier())
+                p.advance()
+    with k.if_(k.tid.x >= 128):
+        kc, vc = kr.consumer(), vr.consumer()
+        lane = k.shl(k.and_(k.tid.x, 31), 4)
+        with k.for_range(0, nb):
+            (vc if bug else kc).wait_full()
+            ln.mark()
+            k.ldmatrix(k.add(kc.slot(Addr(dyn, 1024), TILE), lane), 4)
+            if not bug:
+                vc.wait_full()
+            k.ldmatrix(k.add(vc.slot(Addr(dyn, 1024 + 2 * TILE), TILE), lane), 4)
+            with k.if_(k.tid.x == 128):
+                kc.release()
+                vc.release()
+            kc.advance()
+            vc.advance()
+    k.ret()
+    return k, ln.at, {"maps": KV_MAPS}
+
+
+def ntid_minus_producer_warp(bug: bool):
+    """160 threads, warp 0 waits for the 4 consumer warps: the count written %ntid.x - 32
+    (128 under .reqntid, every consumer thread) while lane 0 of each consumer warp arrives
+    (the mistake); twin: (%ntid.x - 32) / 32."""
+    k = Kernel("ntid3", reqntid=160)
+    bar = k.shared_array(t.b64, 1, align=8, name="cw")
+    with k.if_(k.tid.x == 0):
+        rest = k.sub(k.ntid.x, 32)
+        ptx.mbarrier_init(k, bar, rest if bug else k.shr(rest, 5))
+    k.bar_sync(0)
+    with k.if_(k.tid.x >= 32), k.if_(k.laneid == 0):
+        line = nxt()
+        ptx.mbarrier_arrive(k, bar, dst="_")
+    with k.if_(k.tid.x < 32):
+        ptx.mbarrier_wait(k, bar, 0)
+    k.ret()
+    return k, line if bug else None, {}
+
+
+def ragged_tail_min(bug: bool):
+    """A tail written with min: `cnt = min(n - kb * 128, 128)`, and thread t arrives when
+    `t < cnt` on a barrier expecting 128 (the mistake: per lane); twin: every thread
+    arrives while the chunk exists."""
+    k = Kernel("tail3", reqntid=128)
+    n = k.ld_param(k.param(t.u32, "n"))
+    bar = k.shared_array(t.b64, 1, align=8, name="mb3")
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, bar, 128)
+    k.bar_sync(0)
+    nk = k.shr(k.add(n, 127), 7)
+    with k.for_range(0, nk) as kb:
+        cnt = k.min(k.sub(n, k.shl(kb, 7)), 128)
+        with k.if_(k.tid.x < cnt if bug else kb < nk):
+            line = nxt()
+            ptx.mbarrier_arrive(k, bar, dst="_")
+        ptx.mbarrier_wait(k, bar, k.and_(kb, 1))
+    k.ret()
+    return k, line if bug else None, {}

@@ -1,6 +1,6 @@
 """An independent recall audit of issue 29's classes: kernels written apart from the issue-29
-tests (tests/audit29_kernels.py: other stage counts, thread layouts, 4-CTA clusters, selp
-stage registers, helper functions, run-time indices), each class spelled at least two ways.
+tests (tests/audit29_*.py: other stage counts, thread layouts, 4-CTA clusters, selp stage
+registers, helper functions, run-time indices), each class spelled at least two ways.
 Every planted mistake is found with its id at the line that plants it (the finding's own line,
 or a line of the helper calls that built it); every corrected twin checks with no finding."""
 
@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from ptxdsl.checker import Hazard, check_kernel, check_module
-from tests import audit29_kernels as A
+from tests import audit29_attention, audit29_cluster, audit29_kernels, audit29_values
+
+MODULES = (audit29_kernels, audit29_attention, audit29_cluster, audit29_values)
 
 H = Hazard
 CASES = [
@@ -63,6 +65,12 @@ CASES = [
 IDS = [f"{c}-{b}" for c, b, _, _ in CASES]
 
 
+def _build(builder: str, bug: bool):
+    """(kernel or module, line, context, the file that holds the builder)."""
+    mod = next(m for m in MODULES if hasattr(m, builder))
+    return (*getattr(mod, builder)(bug), mod.__file__)
+
+
 def _check(obj, ctx):
     return check_module(obj, **ctx) if hasattr(obj, "kernels") else check_kernel(obj, **ctx)
 
@@ -78,17 +86,17 @@ def _lines(f) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("cls,builder,hazard,count", CASES, ids=IDS)
 def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
-    obj, line, ctx = getattr(A, builder)(True)
+    obj, line, ctx, path = _build(builder, True)
     found = _check(obj, ctx)
     assert [f.id for f in found] == [hazard.value] * count, [f.format() for f in found]
     assert line is not None
     for f in found:
-        assert (A.__file__, line) in _lines(f), (line, f.format())
+        assert (path, line) in _lines(f), (line, f.format())
 
 
 @pytest.mark.parametrize("cls,builder,hazard,count", CASES, ids=IDS)
 def test_corrected_twin_is_clean(cls, builder, hazard, count):
-    obj, line, ctx = getattr(A, builder)(False)
+    obj, line, ctx, _ = _build(builder, False)
     assert line is None
     assert [f.format() for f in _check(obj, ctx)] == []
 
@@ -96,7 +104,7 @@ def test_corrected_twin_is_clean(cls, builder, hazard, count):
 @pytest.mark.parametrize("builder", ["replace_lane0_release_warp"])
 def test_clean_kernels_outside_the_cases(builder):
     """Correct kernels the audit found false alarms on."""
-    obj, _, ctx = getattr(A, builder)(False)
+    obj, _, ctx, _ = _build(builder, False)
     assert [f.format() for f in _check(obj, ctx)] == []
 
 

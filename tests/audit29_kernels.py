@@ -507,3 +507,44 @@ def release_issued_after_first(bug: bool):
 
     g = Gemm("ring", 3, consumer)
     return g.k, ln.at, {"maps": MAPS}
+
+
+def next_read_not_specialized(bug: bool):
+    """Not warp-specialized: 128 threads, thread 0 loads (an MbarrierRing of 3, two stages
+    ahead), every thread reads each stage with ldmatrix. After a bar.sync (stage kb - 2 is
+    read by all) thread 0 refills, then the loop advances its view to stage kb. The mistake:
+    ldmatrix of stage kb, then its wait."""
+    ln = Line(bug)
+    k = Kernel("nonws", reqntid=128)
+    ma = k.tensormap_addr(k.param_tensormap("ma"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    tiles = k.shared_array(t.b8, 3 * TILE, align=1024, name="nt")
+    ring = MbarrierRing(k, 3, name="nr")
+    ring.init()
+    p, rd = ring.producer(), ring.consumer()
+    lane = k.shl(k.and_(k.tid.x, 31), 4)
+
+    def load(kb) -> None:
+        with k.if_(k.tid.x == 0):
+            p.arrive_expect_tx(TILE)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, TILE), ma,
+                                     (0, kb), p.full_barrier())
+        p.advance()
+
+    load(k.mov(0, type=t.u32))
+    load(k.mov(1, type=t.u32))
+    rd.wait_full()
+    k.ldmatrix(k.add(rd.slot(tiles, TILE), lane), 4)
+    with k.for_range(1, nk) as kb:
+        k.bar_sync(0)
+        with k.if_(k.add(kb, 1) < nk):
+            load(k.add(kb, 1))
+        rd.advance()
+        if not bug:
+            rd.wait_full()
+        ln.mark()
+        k.ldmatrix(k.add(rd.slot(tiles, TILE), lane), 4)
+        if bug:
+            rd.wait_full()
+    k.ret()
+    return k, ln.at, {"maps": {"ma": {"box_bytes": TILE}}}

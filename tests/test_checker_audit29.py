@@ -38,6 +38,7 @@ CASES = [
     ("release-issued", "release_issued_after_first", H.WGMMA_SMEM_RELEASED, 1),
     ("next-stage-read", "next_read_ldmatrix", H.WAIT_WRONG_BARRIER, 1),
     ("next-stage-read", "next_read_wgmma_selp", H.WAIT_WRONG_BARRIER, 1),
+    ("next-stage-read", "next_read_not_specialized", H.WAIT_WRONG_BARRIER, 1),
     ("wrong-ring", "kv_wrong_ring_ldmatrix", H.WAIT_WRONG_BARRIER, 1),
     ("wrong-ring", "kv_wrong_ring_wgmma", H.WAIT_WRONG_BARRIER, 1),
     ("wrong-ring", "kv_views_wrong_ring", H.WAIT_WRONG_BARRIER, 1),

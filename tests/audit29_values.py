@@ -283,3 +283,22 @@ def ragged_tail_min(bug: bool):
         ptx.mbarrier_wait(k, bar, k.and_(kb, 1))
     k.ret()
     return k, line if bug else None, {}
+
+
+def workspace_offset_in_cvt(bug: bool):
+    """The second map's offset added before the widening: `ws + cvt(ctaid * 256)` and `ws +
+    cvt(ctaid * 256 + 128)`; only the first is acquired (the mistake), both are used. (The
+    two addresses were taken for maps on unrelated bases, which may be one map.)"""
+    k = Kernel("wscvt", reqntid=32)
+    ws = k.ld_param(k.param_ptr("ws"))
+    off = k.mul(k.ctaid.x, 256, type=t.u32)
+    map_a = k.add(ws, k.cvt(off, t.u64))
+    map_b = k.add(ws, k.cvt(k.add(off, 128), t.u64))
+    ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_a)
+    if not bug:
+        ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", map_b)
+    ptx.cp_async_bulk_prefetch_tensor(k, map_a, (0, 0))
+    line = nxt()
+    ptx.cp_async_bulk_prefetch_tensor(k, map_b, (0, 0))
+    k.ret()
+    return k, line if bug else None, {}

@@ -57,6 +57,7 @@ CASES = [
     ("tmap-workspace", "workspace_wide_offsets", H.TMAP_NO_ACQUIRE, 1),
     ("tmap-workspace", "workspace_three_maps", H.TMAP_NO_ACQUIRE, 1),
     ("tmap-workspace", "workspace_mad_wide", H.TMAP_NO_ACQUIRE, 1),
+    ("tmap-workspace", "workspace_offset_in_cvt", H.TMAP_NO_ACQUIRE, 1),
     ("cta-release", "percta_release_cluster_scope", H.TMAP_SCOPE_TOO_NARROW, 1),
     ("cta-release", "percta_cp_fenceproxy_cta", H.TMAP_SCOPE_TOO_NARROW, 1),
     ("cta-release", "percta_store_copy_release", H.TMAP_SCOPE_TOO_NARROW, 1),

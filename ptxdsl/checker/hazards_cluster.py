@@ -432,6 +432,74 @@ def early_exits(an: Analysis) -> None:
                 break
 
 
+def _splits_cluster(vn: Any, dims: tuple) -> bool:
+    """Can a CTA-uniform value differ between the CTAs of one cluster (it reads %ctaid along
+    a dimension the cluster spans)? %clusterid, %nctaid and parameters are the same in every
+    CTA of a cluster; branches on the rank are `early_exits`' (it evaluates them per rank)."""
+    if not isinstance(vn, tuple) or not vn:
+        return False
+    if vn[0] == "sreg":
+        name = str(vn[1])
+        if name.startswith("ctaid."):
+            axis = "xyz".find(name[-1])
+            return axis < 0 or axis >= len(dims) or dims[axis] > 1
+        return False
+    return any(_splits_cluster(x, dims) for x in vn[1:] if isinstance(x, tuple))
+
+
+def _constant_target(an: Analysis, op: Op) -> bool:
+    src = mapa_source(an, op.smem if op.smem is not None else op.mbar)
+    return src is None or an.const(src[2]) is not None
+
+
+def split_exits(an: Analysis) -> None:
+    """A CTA that leaves under a condition other CTAs of its cluster may not share (`if
+    ctaid.x >= n: ret`, a per-CTA bounds check: with n not a multiple of the cluster, one
+    CTA of a cluster leaves and the other stays), while the CTAs that stay still access its
+    shared memory: the exit must come after one more cluster barrier than those accesses
+    (as in `early_exits`, for conditions on values it cannot evaluate per rank)."""
+    from .cfg import guard_polarity
+    from .hazards_remote import _reach  # (hazards_remote imports this module)
+    dims = tuple(getattr(an.kernel, "reqnctapercluster", None) or ())
+    # Accesses to a constant rank are left out: under a bounds check (`ctaid.x >= n`) the
+    # CTA of rank 0 is the last of its cluster to leave.
+    sites = [o for o in an.ops if _keeps_peer(an, o) and not _constant_target(an, o)]
+    if not dims or not sites or any(
+            o.role in (Role.CLUSTER_BARRIER, Role.CLUSTER_ARRIVE) and loops_of(an, o)
+            for o in an.ops):
+        return
+    waits = _count(an, Role.CLUSTER_BARRIER, min)
+    arrives = _count(an, Role.CLUSTER_ARRIVE, max)
+    for blk in an.cfg.blocks:
+        if blk.branch is None or blk.taken is None or blk.fall is None or \
+                blk.taken == blk.fall:
+            continue
+        pred, _ = guard_polarity(an.body[blk.branch].guard)
+        if an.values.level(pred) or not _splits_cluster(an.values.vn(pred), dims):
+            continue
+        sides = (_reach(an, blk.taken, blk.id), _reach(an, blk.fall, blk.id))
+        for mine, other in (sides, sides[::-1]):
+            for x in sorted(mine - other):
+                ex = an.cfg.blocks[x]
+                if not ex.exits or not ex.stmts:
+                    continue
+                at = ex.exit_stmt if ex.exit_stmt is not None else ex.stmts[-1]
+                hit = next((o for o in sites if an.cfg.block_of(o.index) in other - mine
+                            and waits(at) <= arrives(o.index)), None)
+                if hit is not None:
+                    an.report(Hazard.DSMEM_RELEASED_EARLY, "the CTA may exit here while "
+                              "another CTA of its cluster, for which the condition leading "
+                              "here differs (it reads %ctaid), still "
+                              "accesses its shared memory (this access): the exit is not "
+                              "after a cluster barrier that the access comes before; guard "
+                              "on the cluster (%clusterid) or stay until the last cluster "
+                              "barrier", [("exit", at), ("access", hit.index)],
+                              dedupe=("dsmem-early-exit", at))
+
+
+STRUCTURAL.append(split_exits)
+
+
 def _count(an: Analysis, role: Role, pick: Any) -> Any:
     """statement -> the fewest (`pick=min`) or most (`max`) ops of `role` on a path from the
     kernel's entry to it (no loop holds one, so the counts are finite)."""

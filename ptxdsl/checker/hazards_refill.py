@@ -123,8 +123,13 @@ def _fills_once(an: Analysis, o: Op, body: frozenset) -> bool:
     if trips is None:
         return False
     _, slot = _slot(an, o.smem)
-    stages = slot[2] if slot is not None and slot[0] == "ring" else 1
-    return trips <= stages
+    if slot is None or slot[0] != "ring":
+        return trips <= 1
+    # The ring's counter must move in this loop: a box loop inside a stage (`sa + h * box`
+    # on the outer loop's stage) writes one stage however many stages the ring has.
+    if not any(an.cfg.block_of(d) in body for d in an.values.defs.get(slot[1], ())):
+        return False
+    return trips <= slot[2]
 
 
 def _fresh_each_trip(an: Analysis, o: Op, header: int, body: frozenset) -> bool:

@@ -54,6 +54,28 @@ def _true_count(an: Analysis, root: Symbol, lo: int, copies: list[tuple[Op, int]
     return ns.pop() if len(ns) == 1 else None
 
 
+def _init_run(an: Analysis, root: Symbol, lo: int, starts: set[int]) -> int | None:
+    """How many barriers `mbarrier.init` sets up 8 bytes apart from `root + lo`, up to the
+    next ring start or constant barrier address on `root` (a ring in dynamic shared memory,
+    `MbarrierRing(k, n, storage=Addr(dyn, off))`: full[0..n) then empty[0..n))."""
+    inits, stops = set(), {b for b in starts if b > lo}
+    for o in an.ops:
+        if o.mbar is None:
+            continue
+        k = an.key(o, "mbar")
+        if k is None or k[0] is not root or k[1] is None:
+            continue
+        if o.role is Role.MBAR_INIT:
+            inits.add(k[1])
+        elif k[1] > lo:
+            stops.add(k[1])
+    stop = min(stops, default=None)
+    n, x = 0, lo
+    while x in inits and (stop is None or x < stop):
+        n, x = n + 1, x + 8
+    return n if n > 1 else None
+
+
 def _compare(an: Analysis, what: str, groups: dict[tuple, list[tuple[Op, int, Any]]],
              truth_of, out: list[tuple]) -> None:
     """Collect in `out`, per group of ring uses (one barrier array, one buffer), the uses
@@ -107,7 +129,14 @@ def stage_counts(an: Analysis) -> None:
     def bar_truth(key: tuple, uses: list[tuple[Op, int, Any]]) -> int | None:
         copies = [(o, n) for o, n, _ in uses if o.role in (Role.TMA_LOAD, Role.BULK_LOAD)]
         root = _ring_at(an, uses[0][0].mbar)
-        return None if root is None else _true_count(an, root[0], key[1], copies)
+        if root is None:
+            return None
+        run = _init_run(an, root[0], key[1], {lo for (r, lo) in bars if r == key[0]})
+        # The layout decides where it agrees with one side (a run the other rings' bases
+        # do not cut, e.g. full[] and empty[] with no use of empty[], is not trusted).
+        if run is not None and any(n == run for _, n, _ in uses):
+            return run
+        return _true_count(an, root[0], key[1], copies)
 
     found: list[tuple] = []
     _compare(an, "barriers", bars, bar_truth, found)

@@ -38,31 +38,35 @@ def use_map(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 def map_key(an: Analysis, operand: Any) -> Any:
     """The key of a map in global memory: `classify_map`'s, and where its offset is unknown
-    (a per-CTA workspace, `maps + ctaid*256`) a third part, (value number, constant): the
-    run-time base and the constant added to it. Two maps at `base` and `base + 128` are
-    then told apart; maps on different bases may still be one."""
+    (a per-CTA workspace, `maps + ctaid*256`) a third part, (run-time terms, constant): the
+    address as a sum, through add, mov and cvt, of the value numbers of its run-time terms
+    and a constant. Two maps at `base` and `base + 128` (or `ws + cvt(off)` and `ws +
+    cvt(off + 128)`) are then told apart; maps whose run-time terms differ may still be
+    one."""
     key = an.classify_map(operand)[1]
     if key is None or key[1] is not None:
         return key
-    x, c = getattr(operand, "base", operand), getattr(operand, "offset", 0)
-    for _ in range(32):
+    terms: dict[Any, int] = {}
+    c = getattr(operand, "offset", 0)
+    todo, budget = [getattr(operand, "base", operand)], 32
+    while todo:
+        x = todo.pop()
+        k = an.const(x)
+        if k is not None:
+            c += k
+            continue
         defs = an.values.defs.get(x, ()) if isinstance(x, Reg) else ()
-        if len(defs) != 1 or an.body[defs[0]].guard is not None:
-            break
-        insn = an.body[defs[0]].insn
-        if isinstance(insn, Binary) and insn.op == "add":
-            ca, cb = an.const(insn.a), an.const(insn.b)
-            if cb is not None:
-                c, x = c + cb, insn.a
-            elif ca is not None:
-                c, x = c + ca, insn.b
-            else:
-                break
-        elif isinstance(insn, Mov | Cvt) and isinstance(insn.a, Reg):
-            x = insn.a
+        insn = an.body[defs[0]].insn if len(defs) == 1 and \
+            an.body[defs[0]].guard is None else None
+        budget -= 1
+        if budget > 0 and isinstance(insn, Binary) and insn.op == "add":
+            todo += [insn.a, insn.b]
+        elif budget > 0 and isinstance(insn, Mov | Cvt) and isinstance(insn.a, Reg):
+            todo.append(insn.a)
         else:
-            break
-    return (key[0], None, (an.values.vn(x), c))
+            vn = an.values.vn(x)
+            terms[vn] = terms.get(vn, 0) + 1
+    return (key[0], None, (frozenset(terms.items()), c))
 
 
 def same_map(a: Any, b: Any) -> bool:
@@ -264,9 +268,12 @@ def global_write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TMAP_RELEASE)
 def release(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """fence.proxy.tensormap::generic.release releases this thread's in-place writes."""
+    """fence.proxy.tensormap::generic.release releases this thread's in-place writes: those
+    of the threads that run it (lane 0's tensormap.replace, then the whole warp's release
+    after bar.warp.sync, covers lane 0's write), or (as before) a write of every thread that
+    runs it."""
     mine = {f for f in state.may if f[0] == "unreleased"
-            and an.div.same_threads(f[1], op.index)}
+            and (an.div.same_threads(f[1], op.index) or an.div.same_threads(op.index, f[1]))}
     if not mine:
         return state
     must = set(state.must)

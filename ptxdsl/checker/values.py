@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import attrs
 
-from ..instructions.arith import Binary
+from ..instructions.arith import Binary, Mad
 from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
@@ -292,6 +292,19 @@ class Values:
         if isinstance(insn, Cvt):
             src = self.val(insn.a)
             return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
+        if isinstance(insn, Mad):
+            # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
+            # computed twice is one value: two maps of one per-CTA slot are told apart).
+            mvn = ("mad", insn.type, insn.mode, insn.ftz, self.vn(insn.a), self.vn(insn.b),
+                   self.vn(insn.c))
+            c = self.val(insn.c)
+            # `mad.wide d, ctaid, 256, ws` is ws plus an offset, as add's form is (ranges
+            # bounds the offset the same way).
+            if insn.mode in (None, "lo", "wide") and c.kind in (Kind.addr, Kind.value) and \
+                    not any(self.val(x).kind in (Kind.addr, Kind.value)
+                            for x in (insn.a, insn.b)):
+                return _offset(c, None), mvn
+            return UNKNOWN, mvn
         if isinstance(insn, Selp):
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b

@@ -40,16 +40,18 @@ def ws_gemm_handwritten() -> tuple[Module, dict]:
     n_dim = k.ld_param(k.param(t.u32, "n"))
     kblocks = k.ld_param(k.param(t.u32, "kblocks"))
     smem = k.extern_shared("smem", align=1024)
-    full = k.shared_array(t.b64, stages, align=8, name="full")
-    empty = k.shared_array(t.b64, stages, align=8, name="empty")
+    # the barriers after the stages: a static .shared array would move the dynamic region,
+    # and the 128B swizzle needs its 1024-byte alignment (tma-smem-align)
+    full, empty = stages * stage_bytes, stages * stage_bytes + 8 * stages
     tid = k.tid.x
     with k.if_(tid == 0):
         for s in range(stages):
-            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
-            ptx.mbarrier_init(k, Addr(empty, 8 * s), 2)     # one arrive per consumer warpgroup
+            ptx.mbarrier_init(k, Addr(smem, full + 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(smem, empty + 8 * s), 2)   # one arrive per consumer WG
         ptx.fence_mbarrier_init(k, "release", "cluster")
     k.bar_sync(0)
-    full_base, empty_base, tiles = k.mov(full), k.mov(empty), k.mov(smem)
+    tiles = k.mov(smem)
+    full_base, empty_base = k.add(tiles, full), k.add(tiles, empty)
     m0, n0 = k.mul(k.ctaid.y, 128), k.mul(k.ctaid.x, 128)
     wg = k.shr(tid, 7)
 
@@ -67,7 +69,7 @@ def ws_gemm_handwritten() -> tuple[Module, dict]:
                 fb = k.add(full_base, k.shl(s, 3))
                 ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", fb,
                                               stage_bytes, dst="_")
-                slot = k.mad(s, stage_bytes, tiles)
+                slot = k.add(tiles, k.mul(s, stage_bytes))
                 kc = k.mul(kb, K_BF16)
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tma, (kc, m0), fb)
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
@@ -80,8 +82,8 @@ def ws_gemm_handwritten() -> tuple[Module, dict]:
         with k.for_range(0, kblocks) as kb:
             s, ph = stage_of(kb)
             ptx.mbarrier_wait(k, k.add(full_base, k.shl(s, 3)), ph)
-            slot = k.mad(s, stage_bytes, tiles)
-            da = descriptor(k, A64, k.mad(cw, A64.nbytes, slot))
+            slot = k.add(tiles, k.mul(s, stage_bytes))
+            da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
             db = descriptor(k, B128, k.add(slot, A128.nbytes))
             ptx.wgmma_fence(k)
             for kk in range(0, K_BF16, 16):
@@ -342,7 +344,7 @@ def fp8_scaled_gemm() -> tuple[Module, dict]:
         with k.for_range(0, kblocks) as kb:
             c.wait_full()
             slot = c.slot(smem, FP8_STAGE)
-            da = descriptor(k, FA8, k.mad(cw, FA8.nbytes, slot))
+            da = descriptor(k, FA8, k.add(slot, k.mul(cw, FA8.nbytes)))
             db = descriptor(k, FB8, k.add(slot, FP8_A))
             ptx.wgmma_fence(k)
             for i, kk in enumerate(range(0, 128, 32)):
@@ -350,8 +352,9 @@ def fp8_scaled_gemm() -> tuple[Module, dict]:
                                     0 if i == 0 else 1, atype="e4m3")
             ptx.wgmma_commit_group(k)
             scales = k.add(slot, FP8_A + FB8.nbytes)
-            sa_lo = k.ld(k.mad(my_row, 4, scales), type=t.f32, space="shared")
-            sa_hi = k.ld(k.mad(k.add(my_row, 8), 4, scales), type=t.f32, space="shared")
+            sa_lo = k.ld(k.add(scales, k.shl(my_row, 2)), type=t.f32, space="shared")
+            sa_hi = k.ld(k.add(scales, k.shl(k.add(my_row, 8), 2)), type=t.f32,
+                         space="shared")
             sb = k.ld(k.add(sb_row, k.mul(kb, 4, type=t.u32, mode="wide")), type=t.f32,
                       space="global")
             ptx.wgmma_wait_group(k, 0)
@@ -419,14 +422,14 @@ def w8a16_gemm() -> tuple[Module, dict]:
                          type=t.f32, space="global")
         deq = k.add(k.mov(smem), deq_off)
         # 16-byte chunk j of row r of a 128B-swizzled tile: row r at 128 * r, chunk j ^ (r % 8)
-        deq_row = k.mad(row, 128, deq)
+        deq_row = k.add(deq, k.shl(row, 7))
         swz = k.and_(row, 7)
         acc = k.fragment(t.f32, shape=(64, 128))
         leader = row == 0
         with k.for_range(0, kblocks):
             c.wait_full()
             slot = c.slot(smem, W_STAGE)
-            src = k.mad(row, 64, k.add(slot, A64.nbytes))
+            src = k.add(k.add(slot, A64.nbytes), k.shl(row, 6))
             ptx.wgmma_wait_group(k, 0)           # the last wgmma has read the bf16 tile
             for q in range(4):                   # 16 int8 -> two 16-byte chunks of bf16
                 words = k.ld(Addr(src, 16 * q), type=t.b32, space="shared", vec=4)
@@ -441,7 +444,7 @@ def w8a16_gemm() -> tuple[Module, dict]:
                                k.cvt_packed("bf16x2", vals[3], vals[2])]
                 for h in range(2):
                     chunk = k.xor(swz, 2 * q + h)
-                    k.st(k.mad(chunk, 16, deq_row), tuple(packed[4 * h:4 * h + 4]),
+                    k.st(k.add(deq_row, k.shl(chunk, 4)), tuple(packed[4 * h:4 * h + 4]),
                          type=t.b32, space="shared")
             ptx.fence_proxy_async(k, "shared::cta")
             k.bar_sync(1, 128)
@@ -516,7 +519,7 @@ def cluster_multicast_gemm(cluster: int = 2) -> tuple[Module, dict]:
         def issue():
             read.wait_full()
             slot = read.slot(smem, stage)
-            da = descriptor(k, A64, k.mad(cw, A64.nbytes, slot))
+            da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
             db = descriptor(k, B256, k.add(slot, a_bytes))
             ptx.wgmma_fence(k)
             for kk in range(0, K_BF16, 16):
@@ -656,19 +659,21 @@ def _stage_tile(k, packed, buf, tid):
     lane = k.and_(tid, 31)
     mat = k.shr(lane, 3)                         # lane L addresses a row of matrix L / 8
     row = k.add(k.mul(k.shr(tid, 5), 16), k.add(k.shl(k.and_(mat, 1), 3), k.and_(lane, 7)))
-    row_addr = k.mad(row, 128, buf)
+    row_addr = k.add(buf, k.shl(row, 7))
     for q in range(4):                           # columns 16q .. 16q + 15
         chunk = k.xor(k.add(2 * q, k.shr(mat, 1)), k.and_(lane, 7))
-        k.stmatrix(k.mad(chunk, 16, row_addr), packed.regs[4 * q:4 * q + 4])
+        k.stmatrix(k.add(row_addr, k.shl(chunk, 4)), packed.regs[4 * q:4 * q + 4])
 
 
-def persistent_gemm_tma_store() -> tuple[Module, dict]:
+def persistent_gemm_tma_store(bug: str | None = None) -> tuple[Module, dict]:
     """A persistent warp-specialized GEMM (C bf16 = A @ B^T, 128 x 64 tiles): every CTA walks
     tiles ctaid.x, ctaid.x + nctaid.x, ...; the producer runs ahead across tiles on a 4-stage
     MbarrierRing. Each consumer warpgroup stages its 64 x 64 result in one of two 8 KiB
     buffers, picked by the parity of its tile count, and TMA-stores it; before refilling a
     buffer it waits (cp.async.bulk.wait_group.read 1) only for the store that read that
-    buffer, so the other buffer's store overlaps the next tile."""
+    buffer, so the other buffer's store overlaps the next tile. `bug="read2"` waits with
+    wait_group.read 2 (the store that read the buffer may still run), "shared" gives both
+    warpgroups the same two buffers."""
     stages = 4
     a_bytes, b_bytes = A128.nbytes, A64.nbytes
     stage = a_bytes + b_bytes
@@ -724,7 +729,7 @@ def persistent_gemm_tma_store() -> tuple[Module, dict]:
             with k.for_range(0, kblocks) as kb:
                 c.wait_full()
                 slot = c.slot(smem, stage)
-                da = descriptor(k, A64, k.mad(cw, A64.nbytes, slot))
+                da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
                 db = descriptor(k, A64, k.add(slot, a_bytes))
                 ptx.wgmma_fence(k)
                 for kk in range(0, K_BF16, 16):
@@ -737,9 +742,10 @@ def persistent_gemm_tma_store() -> tuple[Module, dict]:
                     c.release()
                 c.advance()
             packed = acc.to_packed(t.bf16)
-            buf = k.mad(k.and_(done, 1), BOX_C, staging)
+            buf = k.add(staging, k.mul(k.and_(done, 1), BOX_C))
             with k.if_(leader):
-                ptx.cp_async_bulk_wait_group_read(k, 1)   # the store that read buf is done
+                # the store that read buf is done
+                ptx.cp_async_bulk_wait_group_read(k, 2 if bug == "read2" else 1)
             k.bar_sync(named, 128)
             _stage_tile(k, packed, buf, wtid)
             ptx.fence_proxy_async(k, "shared::cta")
@@ -774,18 +780,18 @@ def cluster4_handwritten_ring() -> tuple[Module, dict]:
     N = k.ld_param(k.param(t.u32, "n"))
     kblocks = k.ld_param(k.param(t.u32, "kblocks"))
     smem = k.extern_shared("smem", align=1024)
-    full = k.shared_array(t.b64, stages, align=8, name="full")
-    empty = k.shared_array(t.b64, stages, align=8, name="empty")
+    full, empty = stages * stage, stages * stage + 8 * stages      # after the stages
     tid = k.tid.x
     with k.if_(tid == 0):
         for s in range(stages):
-            ptx.mbarrier_init(k, Addr(full, 8 * s), 1)
-            ptx.mbarrier_init(k, Addr(empty, 8 * s), 2 * cl)
+            ptx.mbarrier_init(k, Addr(smem, full + 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(smem, empty + 8 * s), 2 * cl)
         ptx.fence_mbarrier_init(k, "release", "cluster")
     ptx.barrier_cluster_arrive(k, "release", aligned=True)
     ptx.barrier_cluster_wait(k, "acquire", aligned=True)
     rank = ptx.get_sreg_cluster_ctarank(k)
-    full_base, empty_base, tiles = k.mov(full), k.mov(empty), k.mov(smem)
+    tiles = k.mov(smem)
+    full_base, empty_base = k.add(tiles, full), k.add(tiles, empty)
     m0 = k.mul(k.clusterid.y, 128)
     n0 = k.mul(k.ctaid.x, 128)
     wg = k.shr(tid, 7)
@@ -805,7 +811,7 @@ def cluster4_handwritten_ring() -> tuple[Module, dict]:
                 fb = bar(full_base, s)
                 ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", fb, stage,
                                               dst="_")
-                slot = k.mad(s, stage, tiles)
+                slot = k.add(tiles, k.mul(s, stage))
                 kc = k.mul(kb, K_BF16)
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, mine),
                                          tma, (kc, a_row), fb, (1 << cl) - 1)
@@ -827,8 +833,8 @@ def cluster4_handwritten_ring() -> tuple[Module, dict]:
         with k.for_range(0, kblocks) as kb:
             s, ph = k.and_(kb, stages - 1), k.and_(k.shr(kb, 2), 1)
             ptx.mbarrier_wait(k, bar(full_base, s), ph, sem="acquire", scope="cluster")
-            slot = k.mad(s, stage, tiles)
-            da = descriptor(k, A64, k.mad(cw, A64.nbytes, slot))
+            slot = k.add(tiles, k.mul(s, stage))
+            da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
             db = descriptor(k, B128, k.add(slot, A128.nbytes))
             ptx.wgmma_fence(k)
             for kk in range(0, K_BF16, 16):
@@ -912,7 +918,7 @@ def persistent_gemm_staged_epilogue() -> tuple[Module, dict]:
         def mma(first: bool) -> None:
             read.wait_full()
             slot = read.slot(smem, stage)
-            da = descriptor(k, A64, k.mad(cw, A64.nbytes, slot))
+            da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
             db = descriptor(k, B128, k.add(slot, A128.nbytes))
             ptx.wgmma_fence(k)
             for kk in range(0, K_BF16, 16):
@@ -950,3 +956,109 @@ def persistent_gemm_staged_epilogue() -> tuple[Module, dict]:
     maps = {"map_a": _box(A128), "map_b": _box(B128),
             "map_c": {"box_bytes": BOX_C, "swizzle": SW}}
     return Module([k], target="sm_90a"), maps
+
+
+# -- variants of the warp-specialized GEMM: idioms from CUTLASS and hand-written kernels --------
+def _asm_wait(k, bar, parity, once: bool = False):
+    """CUTLASS's wait loop as inline PTX (try_wait.parity with a retry branch); `once`: a
+    single try_wait whose result is dropped (a bug: it may return before the phase)."""
+    if once:
+        k.asm("{\n .reg .pred P1;\n mbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n}",
+              ins=[bar, parity])
+        return
+    k.asm("{\n .reg .pred P1;\n WAIT:\n"
+          " mbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n"
+          " @!P1 bra WAIT;\n}", ins=[bar, parity])
+
+
+def ws_gemm_variants(bug: str | None = None) -> tuple[Module, dict]:
+    """The warp-specialized GEMM as others write it: the producer is the thread elect.sync
+    picks in warp 0; the waits are inline-PTX try_wait loops; the stage register wraps with
+    selp and the phase flips with xor; the producer announces A's bytes with
+    arrive.expect_tx and B's with a separate expect_tx; loads carry an L2 evict-last hint;
+    every consumer thread releases (empty barriers count 256 arrivals) after wait_group 1.
+    `bug="current"` releases the stage just issued instead of the previous one, "once" has
+    the consumers try the full barrier once instead of looping."""
+    stages = 3
+    stage = A128.nbytes + B128.nbytes
+    k = Kernel("audit_ws_gemm_variants", reqntid=384, minnctapersm=1)
+    tma, tmb = (k.tensormap_addr(k.param_tensormap(n)) for n in ("map_a", "map_b"))
+    c_ptr = k.ld_param(k.param_ptr("c"))
+    N = k.ld_param(k.param(t.u32, "n"))
+    kblocks = k.ld_param(k.param(t.u32, "kblocks"))
+    smem = k.extern_shared("smem", align=1024)
+    bars = stages * stage                        # full[], then empty[], after the stages
+    tid = k.tid.x
+    warp = k.shr(tid, 5)
+    with k.if_(warp == 0):
+        with k.if_(ptx.elect_sync(k)):
+            for s in range(stages):
+                ptx.mbarrier_init(k, Addr(smem, bars + 8 * s), 1)
+                ptx.mbarrier_init(k, Addr(smem, bars + 8 * (stages + s)), 256)
+            ptx.fence_mbarrier_init(k, "release", "cluster")
+    k.bar_sync(0)
+    tiles = k.mov(smem)
+    full0, empty0 = k.add(tiles, bars), k.add(tiles, bars + 8 * stages)
+    m0, n0 = k.mul(k.ctaid.y, 128), k.mul(k.ctaid.x, 128)
+    wg = k.shr(tid, 7)
+
+    def step(s, ph):
+        """s = s + 1 == stages ? 0 : s + 1; the phase flips on the wrap."""
+        nxt = k.add(s, 1)
+        wrap = nxt == stages
+        k.selp(0, nxt, wrap, type=t.u32, dst=s)
+        k.xor(ph, k.selp(1, 0, wrap, type=t.u32), dst=ph)
+
+    with k.if_(wg == 0):
+        ptx.setmaxnreg_dec(k, 40)
+        with k.if_(warp == 0):
+            with k.if_(ptx.elect_sync(k)):
+                policy = ptx.createpolicy_fractional(k, "evict_last")
+                s = k.mov(0, dst=k.reg(t.u32, "ps"))
+                ph = k.mov(1, dst=k.reg(t.u32, "pph"))
+                with k.for_range(0, kblocks) as kb:
+                    _asm_wait(k, k.add(empty0, k.shl(s, 3)), ph)
+                    fb = k.add(full0, k.shl(s, 3))
+                    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", fb,
+                                                  A128.nbytes, dst="_")
+                    slot = k.add(tiles, k.mul(s, stage))
+                    kc = k.mul(kb, K_BF16)
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tma,
+                                             (kc, m0), fb, cache_policy=policy)
+                    ptx.mbarrier_expect_tx(k, "relaxed", "cta", "shared::cta", fb,
+                                           B128.nbytes)
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             k.add(slot, A128.nbytes), tmb, (kc, n0), fb,
+                                             cache_policy=policy)
+                    step(s, ph)
+    with k.else_():
+        ptx.setmaxnreg_inc(k, 232)
+        cw = k.sub(wg, 1)
+        acc = k.fragment(t.f32, shape=(64, 128))
+        s = k.mov(0, dst=k.reg(t.u32, "cs"))
+        ph = k.mov(0, dst=k.reg(t.u32, "cph"))
+        prev = k.mov(0, dst=k.reg(t.u32, "prev"))
+        with k.for_range(0, kblocks) as kb:
+            _asm_wait(k, k.add(full0, k.shl(s, 3)), ph, once=bug == "once")
+            slot = k.add(tiles, k.mul(s, stage))
+            da = descriptor(k, A64, k.add(slot, k.mul(cw, A64.nbytes)))
+            db = descriptor(k, B128, k.add(slot, A128.nbytes))
+            ptx.wgmma_fence(k)
+            for kk in range(0, K_BF16, 16):
+                ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
+            ptx.wgmma_commit_group(k)
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb > 0):
+                ptx.mbarrier_arrive(k, "release", "cta", "shared::cta",
+                                    k.add(empty0, k.shl(s if bug == "current" else prev, 3)),
+                                    dst="_")
+            k.mov(s, dst=prev)
+            step(s, ph)
+        ptx.wgmma_wait_group(k, 0)
+        with k.if_(kblocks > 0):
+            ptx.mbarrier_arrive(k, "release", "cta", "shared::cta",
+                                k.add(empty0, k.shl(prev, 3)), dst="_")
+        row0 = k.mad(cw, 64, m0)
+        acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)
+    k.ret()
+    return Module([k], target="sm_90a"), {"map_a": _box(A128), "map_b": _box(B128)}

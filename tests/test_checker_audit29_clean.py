@@ -1,8 +1,10 @@
 """Checker precision audit (issue 29): correct kernels written apart from the checker's own
 corpora (tests/audit29_clean_kernels.py) check with zero errors and warnings, with their
 tensor maps described (maps=) and without (then only notes may remain), and assemble for
-sm_90a. The FlashAttention-style kernel's buggy twins show that what made it clean (a
-release of another ring's barrier) still leaves the real early releases found."""
+sm_90a. Each fix that made one clean has buggy twins that are still found: the
+FlashAttention kernel's early K and V releases (another ring's barrier is not this one's),
+the inline-PTX wait loop's single try and wrong-stage release, the per-warpgroup double
+buffer's wait_group.read 2."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ import pytest
 from ptxdsl.checker import Severity, check_module
 from tests import audit29_clean_kernels as kernels
 
-CLEAN = [kernels.ws_gemm_handwritten, kernels.fa3_forward, kernels.fp8_scaled_gemm,
-         kernels.w8a16_gemm, kernels.cluster2_multicast_gemm, kernels.cluster4_multicast_gemm,
-         kernels.cluster4_handwritten_ring, kernels.split_k_st_async,
-         kernels.split_k_ld_cluster, kernels.persistent_gemm_tma_store,
-         kernels.persistent_gemm_staged_epilogue]
+CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fa3_forward,
+         kernels.fp8_scaled_gemm, kernels.w8a16_gemm, kernels.cluster2_multicast_gemm,
+         kernels.cluster4_multicast_gemm, kernels.cluster4_handwritten_ring,
+         kernels.split_k_st_async, kernels.split_k_ld_cluster,
+         kernels.persistent_gemm_tma_store, kernels.persistent_gemm_staged_epilogue]
 
 
 def _errors(findings) -> list[str]:
@@ -43,6 +45,14 @@ def _line(text: str) -> int:
     """The line of the kernels module holding `text` (once)."""
     lines = inspect.getsource(kernels).splitlines()
     hits = [i + 1 for i, s in enumerate(lines) if text in s]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+def _line_in(fn, text: str) -> int:
+    """The line of function `fn` holding `text` (once)."""
+    lines, first = inspect.getsourcelines(fn)
+    hits = [first + i for i, s in enumerate(lines) if text in s]
     assert len(hits) == 1, (text, hits)
     return hits[0]
 
@@ -74,3 +84,32 @@ def test_fa3_k_refilled_after_a_wait_on_v_barrier_is_found():
     # stage j - 1 with S_next (reading K) in flight now lets the producer overwrite K.
     (f,) = _released("k_on_v")
     assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, dst, dq.k_step")
+
+
+def _found(build, bug: str, hazard: str) -> list:
+    mod, maps = build(bug)
+    for context in ({"maps": maps}, {}):
+        found = [f for f in check_module(mod, **context) if f.severity is not Severity.note]
+        assert found and {f.id for f in found} == {hazard}, [f.format() for f in found]
+    return found
+
+
+def test_inline_ptx_wait_loop_then_release_of_the_stage_just_issued_is_found():
+    # CUTLASS's try_wait loop in inline PTX is a wait; the ring is still followed.
+    found = _found(kernels.ws_gemm_variants, "current", "wgmma-smem-released")
+    # (the call starts one line above its barrier argument)
+    assert _site_line(found[0], "arrive") == _line("k.add(empty0, k.shl(s if bug") - 1
+
+
+def test_inline_ptx_single_try_wait_is_not_a_wait():
+    # One try_wait whose result nobody loops on may return before the phase completes.
+    found = _found(kernels.ws_gemm_variants, "once", "smem-read-before-wait")
+    assert _site_line(found[0], "read") == _line_in(kernels.ws_gemm_variants,
+                                                    "ptx.wgmma_mma_async(")
+
+
+def test_per_warpgroup_double_buffer_refilled_after_wait_group_read_2_is_found():
+    # Each warpgroup's buffers are its own (smem + cw * 16384): told apart per thread; inside
+    # one warpgroup's pair, wait_group.read 2 leaves the store that read this buffer running.
+    found = _found(kernels.persistent_gemm_tma_store, "read2", "bulk-src-overwrite")
+    assert _site_line(found[0], "write") == _line("k.stmatrix(k.add(row_addr, k.shl(chunk, 4))")

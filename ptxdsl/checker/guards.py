@@ -83,10 +83,11 @@ def _only_def(an: Analysis, reg: Any) -> Any:
     return an.body[defs[0]].insn if len(defs) == 1 else None
 
 
-def _fields(an: Analysis, desc: Any) -> tuple[int, int] | None:
-    """(constant fields, 16-byte steps added since) of a descriptor register as
-    `wgmma_desc.descriptor` builds it (`mad.wide (addr >> 4), 1, C` or `or (addr >> 4), C`)
-    and `k_step` advances it (`add d, delta`, delta >= 0); None for any other arithmetic."""
+def _fields(an: Analysis, desc: Any) -> tuple[int, int, Any] | None:
+    """(constant fields, 16-byte steps added since, the shared address) of a descriptor
+    register as `wgmma_desc.descriptor` builds it (`mad.wide (addr >> 4), 1, C` or
+    `or (addr >> 4), C`) and `k_step` advances it (`add d, delta`, delta >= 0); None for any
+    other arithmetic."""
     steps = 0
     for _ in range(64):
         insn = _only_def(an, desc)
@@ -104,7 +105,10 @@ def _fields(an: Analysis, desc: Any) -> tuple[int, int] | None:
             return None
         field = _only_def(an, insn.a)
         ok = isinstance(field, Binary) and field.op == "shr" and _imm(field.b) == 4
-        return (bits, steps) if ok and bits is not None else None
+        if not ok or bits is None:
+            return None
+        assert isinstance(field, Binary)
+        return bits, steps, field.a
     return None
 
 
@@ -116,7 +120,6 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
     from the W-aligned row holding the start to the last atom's end. None when a descriptor
     is not built as `descriptor` and `k_step` build it."""
     from .hazards_ring import _slot
-    from .hazards_wgmma import _trace
     insn = an.body[i].insn
     out: list = []
     operands = [(insn.b_desc, insn.n, insn.btype, insn.tnspB)]
@@ -124,10 +127,9 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
         operands.append((insn.a, 64, insn.atype, insn.tnspA))
     for desc, rows, wtype, tnsp in operands:
         got = _fields(an, desc)
-        regs = _trace(an, desc)
-        if got is None or not regs:
+        if got is None:
             return None
-        bits, steps = got
+        bits, steps, addr = got
         width = _WIDTH[(bits >> 62) & 3]
         stride = max((bits >> 16) & 0x3FFF, (bits >> 32) & 0x3FFF) << 4
         eb = max(1, wtype.bits // 8)
@@ -136,15 +138,16 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
         else:               # K-major: 8 rows per atom, K's 32 bytes in ceil(32 / W) atoms
             atoms = rows // 8 + -(-_K_BYTES // width)
         span = (16 * steps) // width * width + (atoms - 2) * stride + 8 * width
-        for r in regs:
-            ext = read_extent(an, r, span)
-            if ext is None:
-                return None
-            root, lo, hi = ext
-            slot = _slot(an, r)[1]
-            aligned = slot is not None and lo % width == 0 and (
-                slot[0] == "const" or (slot[0] == "ring" and slot[3] % width == 0))
-            out.append((root, lo if aligned else lo - width + 16, hi))
+        # (the address the descriptor encodes itself, not a register its arithmetic started
+        # from: one whose offsets the ranges cannot follow leaves the extent unknown)
+        ext = read_extent(an, addr, span)
+        if ext is None:
+            return None
+        root, lo, hi = ext
+        slot = _slot(an, addr)[1]
+        aligned = slot is not None and lo % width == 0 and (
+            slot[0] == "const" or (slot[0] == "ring" and slot[3] % width == 0))
+        out.append((root, lo if aligned else lo - width + 16, hi))
     return out
 
 

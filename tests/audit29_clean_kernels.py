@@ -1062,3 +1062,114 @@ def ws_gemm_variants(bug: str | None = None) -> tuple[Module, dict]:
         acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)
     k.ret()
     return Module([k], target="sm_90a"), {"map_a": _box(A128), "map_b": _box(B128)}
+
+
+def w8a16_early_release(bug: str | None = None) -> tuple[Module, dict]:
+    """W8A16 with two rings in one dynamic buffer: activations (bf16, read by the wgmma) and
+    int8 weights (read by the consumers' ld.shared only). Two consumer warpgroups split the
+    dequantisation of each weight stage (64 rows each) into a double-buffered bf16 tile and
+    hand the int8 stage back as soon as their loads are done, before the wgmma; the
+    activation stage goes back after wait_group 1 retired the wgmma that read it, and the
+    bf16 buffer is rewritten only after the wgmma of two k-blocks ago is retired.
+    `bug="raw"` points the wgmma's B descriptor at the int8 stage itself, which the early
+    release then hands back while the wgmma reads it."""
+    stages = 4
+    k = Kernel("audit_w8a16_early", reqntid=384, minnctapersm=1)
+    tma, tmw = (k.tensormap_addr(k.param_tensormap(n)) for n in ("map_a", "map_w"))
+    c_ptr = k.ld_param(k.param_ptr("c"))
+    N = k.ld_param(k.param(t.u32, "n"))
+    kblocks = k.ld_param(k.param(t.u32, "kblocks"))
+    smem = k.extern_shared("smem", align=1024)
+    a_off, w_off = 0, stages * A128.nbytes
+    deq_off = w_off + stages * W_INT8            # two bf16 B tiles (2 x 16 KiB)
+    bar_off = deq_off + 2 * B128.nbytes
+    ar = MbarrierRing(k, stages, empty_count=2, storage=Addr(smem, bar_off), name="ar")
+    wr = MbarrierRing(k, stages, empty_count=256, storage=Addr(smem, bar_off + 16 * stages),
+                      name="wr")
+    ar.init(sync=False)
+    wr.init()
+    tid = k.tid.x
+    wg = k.shr(tid, 7)
+    m0, n0 = k.mul(k.ctaid.y, 128), k.mul(k.ctaid.x, 128)
+    with k.if_(wg == 0):
+        ptx.setmaxnreg_dec(k, 40)
+        with k.if_(tid == 0):
+            pa, pw = ar.producer(), wr.producer()
+            with k.for_range(0, kblocks) as kb:
+                kc = k.mul(kb, 64)
+                pa.wait_empty()
+                pa.arrive_expect_tx(A128.nbytes)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         pa.slot(Addr(smem, a_off), A128.nbytes), tma,
+                                         (kc, m0), pa.full_barrier())
+                pa.advance()
+                pw.wait_empty()
+                pw.arrive_expect_tx(W_INT8)
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         pw.slot(Addr(smem, w_off), W_INT8), tmw, (kc, n0),
+                                         pw.full_barrier())
+                pw.advance()
+    with k.else_():
+        ptx.setmaxnreg_inc(k, 232)
+        cw = k.sub(wg, 1)
+        ctid = k.sub(tid, 128)                   # 0..255: this thread dequantises row ctid / 2
+        row, half = k.shr(ctid, 1), k.and_(ctid, 1)
+        ca, free, cwr = ar.consumer(), ar.consumer(), wr.consumer()
+        acc = k.fragment(t.f32, shape=(64, 128))
+        leader = k.and_(tid, 127) == 0
+        base = k.mov(smem)
+        with k.for_range(0, kblocks) as kb:
+            deq = k.add(base, k.add(k.mul(k.and_(kb, 1), B128.nbytes), deq_off))
+            cwr.wait_full()
+            src = k.add(cwr.slot(Addr(smem, w_off), W_INT8), k.add(k.shl(row, 6),
+                                                                    k.shl(half, 5)))
+            words = [k.ld(Addr(src, 16 * q), type=t.b32, space="shared", vec=4)
+                     for q in range(2)]
+            cwr.release()                        # every thread: its int8 bytes are in registers
+            cwr.advance()
+            # the wgmma of k-block kb - 2 read this bf16 buffer: wait_group 1 after kb - 1's
+            # issue retired it (the previous iteration), so it can be rewritten
+            deq_row = k.add(deq, k.shl(row, 7))
+            swz = k.and_(row, 7)
+            for q in range(2):
+                packed = []
+                for w in words[q]:
+                    vals = []
+                    for byte in range(4):
+                        (v,) = k.asm(f"bfe.s32 $0, $1, {8 * byte}, 8;", outs=[t.s32],
+                                     ins=[(w, t.b32)])
+                        vals.append(k.cvt(v, t.f32, rnd="rn"))
+                    packed += [k.cvt_packed("bf16x2", vals[1], vals[0]),
+                               k.cvt_packed("bf16x2", vals[3], vals[2])]
+                for h in range(2):
+                    chunk = k.xor(swz, k.add(k.shl(half, 2), 2 * q + h))
+                    k.st(k.add(deq_row, k.shl(chunk, 4)), tuple(packed[4 * h:4 * h + 4]),
+                         type=t.b32, space="shared")
+            ptx.fence_proxy_async(k, "shared::cta")
+            k.bar_sync(1, 256)                   # both warpgroups' halves are written
+            ca.wait_full()
+            a_slot = ca.slot(Addr(smem, a_off), A128.nbytes)
+            ca.advance()
+            da = descriptor(k, A64, k.add(a_slot, k.mul(cw, A64.nbytes)))
+            db = descriptor(k, B128, k.add(src, 0) if bug == "raw" else deq)
+            ptx.wgmma_fence(k)
+            for kk in range(0, 64, 16):
+                ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
+            ptx.wgmma_commit_group(k)
+            ptx.wgmma_wait_group(k, 1)
+            with k.if_(kb > 0):
+                with k.if_(leader):
+                    free.release()               # the activations of k-block kb - 1
+                free.advance()
+            # every thread of both warpgroups retired kb - 1's wgmma before anyone
+            # rewrites its bf16 buffer in the next iteration
+            k.bar_sync(1, 256)
+        ptx.wgmma_wait_group(k, 0)
+        with k.if_(kblocks > 0):
+            with k.if_(leader):
+                free.release()
+        row0 = k.add(m0, k.mul(cw, 64))
+        acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)
+    k.ret()
+    maps = {"map_a": _box(A128), "map_w": {"box_bytes": W_INT8, "swizzle": "NONE"}}
+    return Module([k], target="sm_90a"), maps

@@ -16,7 +16,8 @@ from ptxdsl.checker import Severity, check_module
 from tests import audit29_clean_kernels as kernels
 
 CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fa3_forward,
-         kernels.fp8_scaled_gemm, kernels.w8a16_gemm, kernels.cluster2_multicast_gemm,
+         kernels.fp8_scaled_gemm, kernels.w8a16_gemm, kernels.w8a16_early_release,
+         kernels.cluster2_multicast_gemm,
          kernels.cluster4_multicast_gemm, kernels.cluster4_handwritten_ring,
          kernels.split_k_st_async, kernels.split_k_ld_cluster,
          kernels.persistent_gemm_tma_store, kernels.persistent_gemm_staged_epilogue]
@@ -113,3 +114,11 @@ def test_per_warpgroup_double_buffer_refilled_after_wait_group_read_2_is_found()
     # one warpgroup's pair, wait_group.read 2 leaves the store that read this buffer running.
     found = _found(kernels.persistent_gemm_tma_store, "read2", "bulk-src-overwrite")
     assert _site_line(found[0], "write") == _line("k.stmatrix(k.add(row_addr, k.shl(chunk, 4))")
+
+
+def test_int8_stage_released_early_while_the_wgmma_reads_it_is_found():
+    # The early release is clean while the wgmma reads the dequantised tile (the int8 ring's
+    # copies never land there, with or without the box sizes); reading the int8 stage itself,
+    # it hands back what the wgmma reads.
+    found = _found(kernels.w8a16_early_release, "raw", "wgmma-smem-released")
+    assert _site_line(found[0], "arrive") == _line("cwr.release()")

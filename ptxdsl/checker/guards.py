@@ -151,19 +151,34 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
     return out
 
 
-def released_elsewhere(an: Analysis, tiles: list, arrive: Op) -> bool:
+def _assumed(an: Analysis, o: Op, a: float, b: float) -> tuple[float, float]:
+    """A copy's extent with an unknown box taken to stay inside its ring stage (the stride)
+    instead of running to the symbol's end."""
+    from .hazards_bulk import _size, _start
+    if b != float("inf") or _size(an, o) is not None:
+        return a, b
+    start = _start(an, o.smem)
+    if start is None or start[2] is None or start[3] is None:
+        return a, b
+    _, n, scale, _ = start[3]
+    return a, start[2] + max(0, scale * (n - 1)) + abs(scale)
+
+
+def released_elsewhere(an: Analysis, tiles: list, arrive: Op, *, assume: bool = False) -> bool:
     """Positive evidence that the release `arrive` does not hand back the byte extents
     `tiles` ((root, lo, hi), a wgmma's tiles): no copy that writes them waits for it first
     (`_not_enabled`), and every copy's extent is known (a copy of unknown destination might
-    write them after a wait on that barrier)."""
+    write them after a wait on that barrier). `assume`: a ring copy of unknown box size is
+    taken to stay in its stage (what a note then says the check assumed)."""
     if len(_loads(an)) != sum(len(v) for v in _load_extents(an).values()):
         return False
     hit = False
     for root, lo, hi in tiles:
         for o, a, b in _load_extents(an).get(id(root), ()):
+            if assume:
+                a, b = _assumed(an, o, a, b)
             if a < hi and lo < b:
                 if not _not_enabled(an, o, arrive):
                     return False
                 hit = True
     return hit
-

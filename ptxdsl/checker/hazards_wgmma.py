@@ -554,6 +554,11 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
         spans = tile_spans(an, f[1])
         if spans is not None and released_elsewhere(an, spans, op):
             continue   # another ring's barrier (K and V rings on one stage counter)
+        if spans is not None and released_elsewhere(an, spans, op, assume=True):
+            an.note("wgmma-smem-released", "this arrive releases a buffer the wgmma reads only "
+                    "if a TMA copy's box (unknown: pass maps={...}) runs past its ring stage",
+                    [("arrive", op.index), ("wgmma", f[1])])
+            continue
         seen = f[3][0]
         if f[2] is None:
             how = "it was never committed"

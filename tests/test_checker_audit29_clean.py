@@ -13,14 +13,17 @@ import inspect
 import pytest
 
 from ptxdsl.checker import Severity, check_module
+from tests import audit29_clean_attention as attention
+from tests import audit29_clean_cluster as cluster
 from tests import audit29_clean_kernels as kernels
 
-CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fa3_forward,
-         kernels.fp8_scaled_gemm, kernels.w8a16_gemm, kernels.w8a16_early_release,
-         kernels.cluster2_multicast_gemm,
-         kernels.cluster4_multicast_gemm, kernels.cluster4_handwritten_ring,
-         kernels.split_k_st_async, kernels.split_k_ld_cluster,
-         kernels.persistent_gemm_tma_store, kernels.persistent_gemm_staged_epilogue]
+CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fp8_scaled_gemm,
+         kernels.w8a16_gemm, kernels.w8a16_early_release, attention.fa3_forward,
+         attention.fa3_forward_o_in_q, attention.persistent_gemm_tma_store,
+         attention.persistent_gemm_staged_epilogue, cluster.cluster2_multicast_gemm,
+         cluster.cluster4_multicast_gemm, cluster.cluster4_release_by_rank_registers,
+         cluster.cluster4_handwritten_ring, cluster.split_k_st_async,
+         cluster.split_k_ld_cluster, cluster.split_k_red_async]
 
 
 def _errors(findings) -> list[str]:
@@ -42,9 +45,9 @@ def test_correct_kernel_assembles(build):
     assert cubin.arch == "sm_90a" and len(cubin) > 0
 
 
-def _line(text: str) -> int:
-    """The line of the kernels module holding `text` (once)."""
-    lines = inspect.getsource(kernels).splitlines()
+def _line(text: str, module=kernels) -> int:
+    """The line of a kernels module holding `text` (once)."""
+    lines = inspect.getsource(module).splitlines()
     hits = [i + 1 for i, s in enumerate(lines) if text in s]
     assert len(hits) == 1, (text, hits)
     return hits[0]
@@ -59,7 +62,7 @@ def _line_in(fn, text: str) -> int:
 
 
 def _released(bug: str) -> list:
-    mod, maps = kernels.fa3_forward(bug)
+    mod, maps = attention.fa3_forward(bug)
     found = [f for f in check_module(mod, maps=maps) if f.severity is not Severity.note]
     assert [f.id for f in found] == ["wgmma-smem-released"]
     return found
@@ -72,19 +75,20 @@ def _site_line(f, role: str) -> int:
 
 def test_fa3_k_stage_released_before_s_next_retires_is_found():
     (f,) = _released("early_k")
-    assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, dst, dq.k_step")
+    assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, dst, dq.k_step", attention)
 
 
 def test_fa3_v_stage_released_before_its_pv_retires_is_found():
     (f,) = _released("early_v")
-    assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, o, p.a_operand(step)")
+    pv = _line("ptx.wgmma_mma_async(k, o, p.a_operand(step)", attention)
+    assert _site_line(f, "wgmma") == pv
 
 
 def test_fa3_k_refilled_after_a_wait_on_v_barrier_is_found():
     # The producer guards K's refill with V's empty barrier: the consumers' release of V's
     # stage j - 1 with S_next (reading K) in flight now lets the producer overwrite K.
     (f,) = _released("k_on_v")
-    assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, dst, dq.k_step")
+    assert _site_line(f, "wgmma") == _line("ptx.wgmma_mma_async(k, dst, dq.k_step", attention)
 
 
 def _found(build, bug: str, hazard: str) -> list:
@@ -112,8 +116,9 @@ def test_inline_ptx_single_try_wait_is_not_a_wait():
 def test_per_warpgroup_double_buffer_refilled_after_wait_group_read_2_is_found():
     # Each warpgroup's buffers are its own (smem + cw * 16384): told apart per thread; inside
     # one warpgroup's pair, wait_group.read 2 leaves the store that read this buffer running.
-    found = _found(kernels.persistent_gemm_tma_store, "read2", "bulk-src-overwrite")
-    assert _site_line(found[0], "write") == _line("k.stmatrix(k.add(row_addr, k.shl(chunk, 4))")
+    found = _found(attention.persistent_gemm_tma_store, "read2", "bulk-src-overwrite")
+    stmatrix = _line("k.stmatrix(k.add(row_addr, k.shl(chunk, 4))", attention)
+    assert _site_line(found[0], "write") == stmatrix
 
 
 def test_int8_stage_released_early_while_the_wgmma_reads_it_is_found():

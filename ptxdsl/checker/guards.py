@@ -122,6 +122,7 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
     from .hazards_ring import _slot
     insn = an.body[i].insn
     out: list = []
+    kbytes = 2 * _K_BYTES if getattr(insn, "SPARSE", False) else _K_BYTES   # (.sp: K doubles)
     operands = [(insn.b_desc, insn.n, insn.btype, insn.tnspB)]
     if not isinstance(insn.a, tuple):
         operands.append((insn.a, 64, insn.atype, insn.tnspA))
@@ -134,9 +135,9 @@ def tile_spans(an: Analysis, i: int) -> list[tuple[Any, float, float]] | None:
         stride = max((bits >> 16) & 0x3FFF, (bits >> 32) & 0x3FFF) << 4
         eb = max(1, wtype.bits // 8)
         if tnsp == 1:       # MN-major: W bytes of M/N per atom row, 8 K per atom
-            atoms = -(-rows * eb // width) + _K_BYTES // eb // 8
+            atoms = -(-rows * eb // width) + max(1, kbytes // eb // 8)
         else:               # K-major: 8 rows per atom, K's 32 bytes in ceil(32 / W) atoms
-            atoms = rows // 8 + -(-_K_BYTES // width)
+            atoms = rows // 8 + -(-kbytes // width)
         span = (16 * steps) // width * width + (atoms - 2) * stride + 8 * width
         # (the address the descriptor encodes itself, not a register its arithmetic started
         # from: one whose offsets the ranges cannot follow leaves the extent unknown)

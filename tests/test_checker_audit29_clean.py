@@ -4,7 +4,7 @@ tensor maps described (maps=) and without (then only notes may remain), and asse
 sm_90a. Each fix that made one clean has buggy twins that are still found: the
 FlashAttention kernel's early K and V releases (another ring's barrier is not this one's),
 the inline-PTX wait loop's single try and wrong-stage release, the per-warpgroup double
-buffer's wait_group.read 2."""
+buffer's wait_group.read 2, the W8A16 wgmma reading the int8 stage it released early."""
 
 from __future__ import annotations
 

@@ -19,8 +19,10 @@ constants, address provenance and divergence; `ranges` bounds address offsets (p
 offsets, ring indices); `divergence` finds the code that only some threads run and correlates
 branches on one thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
 `maps` reads box sizes and swizzles from constant tensormap.replace values; `stages` follows
-stage registers a ring advances in place; `analysis` drives the hazard modules (`hazards_tmap`,
-`hazards_mbar`, `hazards_phase`, `hazards_arrive`, `hazards_ring`, `hazards_refill`,
+stage registers a ring advances in place; `guards` finds the waits that guard each copy;
+`blocks` tells apart buffers each warpgroup owns (`smem + cw * size`);
+`analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
+`hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
 `hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`,
 and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..instructions.control import Exit, Ret
 from ..operands import Addr, Symbol, Vec
+from . import blocks
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .ops import Op, Role
@@ -179,9 +180,12 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
         return
     mine = _range(an, op)
     for s, age, moved in an.pending(state, "bulk"):
-        if not _overlap(mine, _range(an, an.op_at[s]), moved):
+        theirs = _range(an, an.op_at[s])
+        if not _overlap(mine, theirs, moved) or blocks.apart(an, op, an.op_at[s], mine, theirs,
+                                                             moved):
             continue
-        if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
+        firsts = _definite(an, op), _definite(an, an.op_at[s])
+        if not _overlap(*firsts, moved) or blocks.apart(an, op, an.op_at[s], *firsts, moved):
             _size_note(an, s, op.index)
         else:
             how = ("it was never committed" if age is None else

@@ -21,7 +21,9 @@ setmaxnreg's warpgroup uniformity.
   since the wgmma are known (`stages.moved`: adds, and a stage register's advance and wrap),
   an unretired wgmma is reported exactly when it reads the released stage (release the
   previous stage after wait_group 1: clean). A wgmma that reads no TMA or bulk copy's
-  destination (a tile the consumer wrote itself) is not what a ring's release hands back.
+  destination (a tile the consumer wrote itself) is not what a ring's release hands back,
+  nor is a buffer whose copies never wait on the released barrier (`guards`: another ring's
+  barrier on the same stage counter, FlashAttention's V release with QK^T reading K).
   Otherwise
   an unretired wgmma is reported when no wait_group after it retired any group (none ran, or
   N was at least the groups in flight); after one that did, the pipelined idiom is assumed.
@@ -54,6 +56,7 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
+from .guards import released_elsewhere, tile_spans
 from .hazards_bulk import _size, extent_of
 from .hazards_ring import (
     _load_extents,
@@ -548,6 +551,14 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
         same = _same_stage(an, state, f, released)
         if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
+        spans = tile_spans(an, f[1])
+        if spans is not None and released_elsewhere(an, spans, op):
+            continue   # another ring's barrier (K and V rings on one stage counter)
+        if spans is not None and released_elsewhere(an, spans, op, assume=True):
+            an.note("wgmma-smem-released", "this arrive releases a buffer the wgmma reads only "
+                    "if a TMA copy's box (unknown: pass maps={...}) runs past its ring stage",
+                    [("arrive", op.index), ("wgmma", f[1])])
+            continue
         seen = f[3][0]
         if f[2] is None:
             how = "it was never committed"

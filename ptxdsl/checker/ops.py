@@ -363,10 +363,43 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
                       r"\[\s*\$(\d+)\s*\]\s*,\s*(\w+)")
 
 
+# A try_wait (or test_wait) on a bound barrier: `pred, [$N], $M` (parity or state token).
+_TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+)\s*,"
+                  r"\s*\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)[^;]*;")
+_LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
+
+
+def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """The wait loops an inline statement holds whole (CUTLASS's `ClusterBarrier::wait`):
+    `L: mbarrier.try_wait... P, [$N], $M;` then `@!P bra L;`, or `@P bra D; bra L;`, with L
+    before the try_wait. Such a statement returns only once the phase completed: a blocking
+    wait on bound[N]. A try_wait whose result the statement does not loop on is left out."""
+    out = []
+    for m in _TRY.finditer(text):
+        labels = [x.group(1) for x in _LABEL.finditer(text[:m.start()])]
+        pred, rest = re.escape(m.group(2)), text[m.end():]
+        if not labels:
+            continue
+        head = re.escape(labels[-1])
+        retry = re.match(rf"\s*@!{pred}\s+bra(?:\.uni)?\s+{head}\s*;", rest) or re.match(
+            rf"\s*@{pred}\s+bra(?:\.uni)?\s+\w+\s*;\s*bra(?:\.uni)?\s+{head}\s*;", rest)
+        n = int(m.group(3))
+        if retry is None or n >= len(bound):
+            continue
+        token = m.group(4)
+        parity = bound[int(token[1:])] if token.startswith("$") else int(token)
+        if token.startswith("$") and int(token[1:]) >= len(bound):
+            continue
+        space = StateSpace.shared_cta if ".shared" in m.group(0) else StateSpace.generic
+        out.append((m.start(), Op(Role.MBAR_WAIT, i, mbar=bound[n], space=space,
+                                  parity=parity if m.group(1) else None)))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = []
+    found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

@@ -309,6 +309,9 @@ class Values:
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
             return (a if same else UNKNOWN), _opaque(reg)
+        if isinstance(insn, Mad) and insn.mode in (None, "lo"):
+            # (a value number only, which per-thread evaluation reads: `mad cw, 16384, off`)
+            return UNKNOWN, ("mad", self.vn(insn.a), self.vn(insn.b), self.vn(insn.c))
         return UNKNOWN, _opaque(reg)
 
     # -- divergence ---------------------------------------------------------------------------

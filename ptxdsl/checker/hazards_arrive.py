@@ -60,8 +60,8 @@ class Threads:
             return self.value(vn[1], tid)
         if tag == "setp" and vn[4] is None and vn[1] in _CMP:
             return int(_CMP[vn[1]](self.value(vn[2], tid), self.value(vn[3], tid)))
-        if tag == "mad" and len(vn) == 4:
-            return self.value(vn[1], tid) * self.value(vn[2], tid) + self.value(vn[3], tid)
+        if tag == "mad" and vn[2] in (None, "lo") and vn[1].is_int:   # values.Values' number
+            return self.value(vn[4], tid) * self.value(vn[5], tid) + self.value(vn[6], tid)
         if tag in _ARITH and len(vn) == 3:
             out = _ARITH[tag](self.value(vn[1], tid), self.value(vn[2], tid))
             if out is None:

@@ -294,7 +294,8 @@ class Values:
             return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
-            # computed twice is one value: two maps of one per-CTA slot are told apart).
+            # computed twice is one value: two maps of one per-CTA slot are told apart), a
+            # number per-thread evaluation reads too (`mad cw, 16384, off`: hazards_arrive).
             mvn = ("mad", insn.type, insn.mode, insn.ftz, self.vn(insn.a), self.vn(insn.b),
                    self.vn(insn.c))
             c = self.val(insn.c)
@@ -309,9 +310,6 @@ class Values:
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
             return (a if same else UNKNOWN), _opaque(reg)
-        if isinstance(insn, Mad) and insn.mode in (None, "lo"):
-            # (a value number only, which per-thread evaluation reads: `mad cw, 16384, off`)
-            return UNKNOWN, ("mad", self.vn(insn.a), self.vn(insn.b), self.vn(insn.c))
         return UNKNOWN, _opaque(reg)
 
     # -- divergence ---------------------------------------------------------------------------

@@ -133,6 +133,15 @@ class Analysis:
         ops.insert(at, op)
         self.roles.add(op.role)
 
+    def add_ring_steps(self, counters: Iterable[Any]) -> None:
+        """A RING_STEP op at every write of each counter register (once per write, whichever
+        rules ask for it), so the ring rules' facts can count how far the counter moved."""
+        for reg in counters:
+            for i in self.values.defs.get(reg, ()):
+                if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
+                           for o in self.by_block[self.cfg.block_of(i)]):
+                    self.add_op(Op(Role.RING_STEP, i, value=reg))
+
     @property
     def spans(self) -> Spans:
         """Offset bounds of addresses and integers (see `ranges`)."""

@@ -404,9 +404,7 @@ def _ring_steps(an: Analysis) -> None:
             r = _range(an, op)
             if r is not None and r[3] is not None:
                 counters[r[3][0]] = r[3][1]
-    for reg in counters:
-        for i in an.values.defs.get(reg, ()):
-            an.add_op(Op(Role.RING_STEP, i, value=reg))
+    an.add_ring_steps(counters)
 
 
 PREPARE.append(_ring_steps)

@@ -211,12 +211,7 @@ def _ring_steps(an: Analysis) -> None:
         return
     counters = {id(r[0]): r[0] for o in an.ops if o.role is Role.DSMEM_READ
                 for r in [_read_ring(an, o)] if r is not None}
-    for reg in counters.values():
-        for i in an.values.defs.get(reg, ()):
-            ops = an.by_block[an.cfg.block_of(i)]
-            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
-                       for o in ops):
-                an.add_op(Op(Role.RING_STEP, i, value=reg))
+    an.add_ring_steps(counters.values())
 
 
 PREPARE.append(_ring_steps)

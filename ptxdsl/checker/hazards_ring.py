@@ -187,11 +187,7 @@ def _wait_ring_steps(an: Analysis) -> None:
         st = _wait_stage(an, o.index) if o.role is Role.MBAR_WAIT else None
         if st is not None and isinstance(st[0], Reg):
             counters[id(st[0])] = st[0]
-    for reg in counters.values():
-        for i in an.values.defs.get(reg, ()):
-            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
-                       for o in an.by_block[an.cfg.block_of(i)]):
-                an.add_op(Op(Role.RING_STEP, i, value=reg))
+    an.add_ring_steps(counters.values())
 
 
 PREPARE.append(_wait_ring_steps)

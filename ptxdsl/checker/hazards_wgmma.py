@@ -469,11 +469,7 @@ def _wgmma_ring_steps(an: Analysis) -> None:
     # The counters of the stages wgmmas read and arrives release: their relations are
     # followed (`stages.relate`), so two views of one ring can be compared.
     an.cache["wg_counters"] = frozenset(counters)
-    for reg in counters.values():
-        for i in an.values.defs.get(reg, ()):
-            if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
-                       for o in an.by_block[an.cfg.block_of(i)]):
-                an.add_op(Op(Role.RING_STEP, i, value=reg))
+    an.add_ring_steps(counters.values())
 
 
 PREPARE.append(_wgmma_ring_steps)

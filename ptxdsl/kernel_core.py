@@ -285,6 +285,9 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
+        # (CTAs, who): helpers built for a cluster of at least that many CTAs (an MbarrierRing
+        # with peers=); the cluster directives, set before or after, must allow them.
+        self._cluster_needs: list[tuple[int, str]] = []
         for attr in DIRECTIVES:   # unset first: each assignment is checked against the rest
             setattr(self, "_" + attr, False if attr in FLAGS else None)
         # The constructor assigns through the same checked properties as `k.maxntid = ...`

@@ -106,7 +106,9 @@ from .instructions.mbarrier import (
 from .instructions.mbarrier_wait import mbarrier_wait
 from .kernel import Kernel
 from .kernel_core import MAX_STATIC_SHARED
+from .kernel_directives import cluster_limit
 from .operands import SINK, Addr, Reg, Symbol, _show, check_identifier, plain_str
+from .provenance import known_fit
 from .types import ScalarType, Scope, Sem, StateSpace
 
 __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
@@ -224,11 +226,10 @@ class MbarrierRing:
         self.full_count = _count("full_count", full_count, MAX_COUNT)
         self.peers = _count("peers", peers, MAX_CLUSTER)
         self.empty_count = _count("empty_count", empty_count, MAX_COUNT // self.peers)
-        cluster = k.reqnctapercluster
-        if cluster and self.peers > math.prod(cluster):
-            raise OperandError("MbarrierRing", "peers", f"at most the kernel's "
-                               f"{math.prod(cluster)} CTAs per cluster (.reqnctapercluster)",
-                               self.peers)
+        cluster = cluster_limit(k)
+        if cluster and self.peers > cluster:
+            raise OperandError("MbarrierRing", "peers", f"at most the kernel's {cluster} CTAs "
+                               "per cluster (.reqnctapercluster / .maxclusterrank)", self.peers)
         self.name = name
         n = self.stages
         if storage is None:
@@ -254,6 +255,8 @@ class MbarrierRing:
             self.full_base = k.add(start, off, dst=k.reg(T.u32, f"{name}_full_base"))
             self.empty_base = k.add(start, off + 8 * n, dst=k.reg(T.u32, f"{name}_empty_base"))
         self._views = 0
+        if self.peers > 1:   # a cluster directive set later must still allow the peers
+            k._cluster_needs.append((self.peers, f"MbarrierRing {name} (peers={self.peers})"))
 
     @property
     def empty_arrivals(self) -> int:
@@ -354,14 +357,17 @@ class RingView:
 
         `buffer`: a shared array, `Addr(array, offset)`, or a 32-bit shared address register.
         The ring's `stages` slots of `stride` bytes must fit in the array from the offset
-        (checked where the array's size is known: not for dynamic shared memory or a
-        register), and never run past the largest shared memory of any GPU."""
+        (checked where the array's size is known: not for dynamic shared memory, nor for a
+        register unless it is known to hold the array's address, `ptxdsl.provenance`), and
+        never run past the largest shared memory of any GPU."""
         stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
         need = self.ring.stages * stride
-        sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
-        if isinstance(sym, Symbol):
+
+        def fits(at: Addr) -> None:
+            sym, off = at.base, at.offset
+            assert isinstance(sym, Symbol)   # a symbol base: here or from known_fit
             if not sym.space.is_shared:
                 raise OperandError("RingView.slot", "buffer", "a shared-memory array",
                                    f"{sym.space.value} variable {sym.name}")
@@ -370,7 +376,13 @@ class RingView:
                                    f"{stride} bytes ({need} bytes) inside the buffer",
                                    f"{sym.name} of {sym.size} bytes from offset {off}"
                                    if sym.count is not None else f"offset {off}")
-        elif not (isinstance(buffer, Reg) and buffer.type.bits == 32):
+
+        sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
+        if isinstance(sym, Symbol):
+            fits(Addr(sym, off))
+        elif isinstance(buffer, Reg) and buffer.type.bits == 32:
+            known_fit(buffer, fits)   # a register holding a symbol's address: checked the same
+        else:
             raise OperandError("RingView.slot", "buffer", "a shared symbol or a 32-bit shared "
                                "address register (or Addr(symbol, offset))", _show(buffer))
         # A .u32 offset past every GPU's shared memory wraps around or lands outside the

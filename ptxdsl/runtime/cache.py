@@ -45,6 +45,7 @@ import hmac
 import logging
 import math
 import os
+import re
 import secrets
 import stat
 import struct
@@ -59,6 +60,7 @@ import attrs
 
 from ptxdsl._files import file_kind
 from ptxdsl.errors import user_loc
+from ptxdsl.operands import _show
 from ptxdsl.runtime.errors import CacheError
 
 MAGIC = b"PTXDSLC2"
@@ -69,6 +71,7 @@ KEY_FILE = "hmac.key"
 KEY_SIZE = 32
 STALE_TMP_S = 3600.0
 _TMP_SUFFIX = ".tmp"
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
 DEFAULT_MAX_MB = 1024
 # Never block on a FIFO planted at an entry's name, never follow a link planted there.
 _READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
@@ -224,6 +227,11 @@ class CubinCache:
     corrupt: int = 0
 
     def path(self, key: str) -> Path:
+        # A key names a file in the directory (cache_key gives sha256 hex): one with a '/',
+        # '..' or a NUL would name a file elsewhere, or none.
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise CacheError(f"cubin cache key must be letters, digits, '_' or '-' (a "
+                             f"cache_key() value), got {_show(key)}")
         return self.directory / f"{key}.cubin"
 
     def _trusted(self) -> bool:
@@ -368,6 +376,7 @@ class CubinCache:
         return removed
 
     def put(self, key: str, payload: bytes) -> Path:
+        path = self.path(key)   # a bad key is refused before anything is created
         try:
             self._make_directory()
         except OSError as exc:
@@ -381,7 +390,6 @@ class CubinCache:
             self.sweep()
         mac_key = self.mac_key(create=True)
         assert mac_key is not None, "mac_key(create=True) makes the key or raises"
-        path = self.path(key)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=_TMP_SUFFIX,
                                    dir=self.directory)
         try:

@@ -1,0 +1,203 @@
+"""An audit of issue 28's helpers (fragments, descriptors, the ring, directives, the CLI, the
+cubin cache, ptxdsl.testing) with bad input a careless or hostile user gives. One test per
+class of mistake that got through: the error's words and the user's line, with the boundary
+that is still accepted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from ptxdsl import Addr, BuildError, Kernel, Module, OperandError, PtxdslError, t
+from ptxdsl.instructions.wgmma_desc import MatrixDescriptor, SmemLayout
+from ptxdsl.pipeline import MbarrierRing
+from ptxdsl.runtime.cache import CubinCache
+from ptxdsl.runtime.errors import CacheError
+from ptxdsl.testing import check_golden, declared_target
+
+HERE = os.path.abspath(__file__)
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def _here(err) -> bool:
+    return os.path.abspath(err.value.loc.file) == HERE
+
+
+def _kernel(**kw) -> Kernel:
+    return Kernel("k", reqntid=128, **kw)
+
+
+# -- the ring ---------------------------------------------------------------------------------
+def test_ring_slot_checks_a_register_known_to_hold_the_buffer():
+    """`slot(k.mov(buf), stride)` is `slot(buf, stride)`: the 4 slots of 1 KiB ran 3 KiB past
+    a 1 KiB buffer without a word, while the symbol itself was refused."""
+    k = _kernel()
+    ring = MbarrierRing(k, 4)
+    buf = k.shared_array(t.b8, 4096, align=128, name="buf")
+    p = ring.producer()
+    with pytest.raises(OperandError, match=r"RingView.slot: operand 'buffer': expected 4 slots "
+                       r"of 1024 bytes \(4096 bytes\) inside the buffer, got buf of 4096 bytes "
+                       r"from offset 1024 \(%r\d+ holds the address of buf\+1024\)") as ei:
+        p.slot(k.add(k.mov(buf), 1024), 1024)
+    assert _here(ei)
+    p.slot(k.mov(buf), 1024)                 # exactly the buffer
+
+
+def test_ring_peers_hold_against_cluster_directives_set_later():
+    """A ring of peers=4 counts 4 CTAs' releases per stage: a cluster of 2 (set after the
+    ring, or as .maxclusterrank) never completes the phase, so the producer hangs."""
+    k = _kernel()
+    MbarrierRing(k, 2, peers=4)
+    with pytest.raises(BuildError, match=r"kernel k: .reqnctapercluster allows 2 CTAs per "
+                       r"cluster, but MbarrierRing ring \(peers=4\) needs 4") as ei:
+        k.reqnctapercluster = 2
+    assert _here(ei)
+    with pytest.raises(BuildError, match=r".maxclusterrank allows 3 CTAs per cluster"):
+        k.maxclusterrank = 3
+    k.reqnctapercluster = (2, 2)             # 4 CTAs: enough
+    k2 = _kernel(maxclusterrank=2)
+    with pytest.raises(OperandError, match=r"at most the kernel's 2 CTAs per cluster "
+                       r"\(.reqnctapercluster / .maxclusterrank\), got 4") as ei:
+        MbarrierRing(k2, 2, peers=4)
+    assert _here(ei)
+
+
+# -- descriptors --------------------------------------------------------------------------------
+def test_k_offset_takes_numpy_integers():
+    """CONTRIBUTING: integer arguments take numpy integers wherever a Python int is
+    (k_step did, k_offset refused np.int64(16) as not an int)."""
+    layout = SmemLayout(t.bf16, 64, 64)
+    assert layout.k_offset(np.int64(16)) == layout.k_offset(16) == 32
+    with pytest.raises(BuildError, match=r"K index must be in \[0, 64\)") as ei:
+        layout.k_offset(np.int64(64))
+    assert _here(ei)
+
+
+def test_known_descriptor_k_step_cannot_carry_out_of_the_address_field():
+    """The start address is bits 0-13 (address >> 4); a K step past them added into the
+    reserved bits and the leading byte offset, a different descriptor."""
+    layout = SmemLayout(t.bf16, 64, 64)
+    top = MatrixDescriptor(layout, layout.constant_bits() | 0x3FFF)
+    with pytest.raises(BuildError, match=r"MatrixDescriptor.k_step: the tile's start address "
+                       r"0x3fff0 plus the K offset 32 bytes runs past the 256 KiB") as ei:
+        top.k_step(None, 16)
+    assert _here(ei)
+    last = MatrixDescriptor(layout, layout.constant_bits() | (0x3FFF - 2))
+    assert last.k_step(None, 16).value == last.value + 2        # the last address that fits
+
+
+# -- ptxdsl.testing -----------------------------------------------------------------------------
+def test_golden_helpers_refuse_junk_and_non_files(tmp_path):
+    """declared_target raised a bare ValueError, check_golden an AttributeError for a
+    non-module, IsADirectoryError for a folder, and blocked forever on a FIFO."""
+    with pytest.raises(BuildError, match=r"declared_target: expected PTX text with a .target "
+                       r"directive, got none in the text") as ei:
+        declared_target(".version 8.0\n")
+    assert _here(ei)
+    with pytest.raises(OperandError, match=r"check_golden: operand 'module_or_text': expected "
+                       r"a Module or PTX text, got NoneType None"):
+        check_golden(None, tmp_path / "g.ptx")
+    (tmp_path / "d.ptx").mkdir()
+    with pytest.raises(BuildError, match=r"golden '.*d.ptx' is a folder, not a regular file"):
+        check_golden("a\n", tmp_path / "d.ptx")
+    fifo = tmp_path / "f.ptx"
+    os.mkfifo(fifo)
+    result: list = []
+
+    def compare():
+        try:
+            check_golden("a\n", fifo)
+        except PtxdslError as e:
+            result.append(e)
+    worker = threading.Thread(target=compare, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():   # unblock the reader so the test process can end
+        with open(fifo, "w"):
+            pass
+        pytest.fail("check_golden blocked on a FIFO")
+    assert "is a FIFO, not a regular file" in str(result[0])
+
+
+# -- the cubin cache ----------------------------------------------------------------------------
+def test_cache_key_names_a_file_in_the_cache(tmp_path):
+    """CubinCache.put/get('../x') named a file outside the directory (put failed with a raw
+    FileNotFoundError, get read the file)."""
+    store = CubinCache(tmp_path / "cache")
+    for key in ("../escaped", "a/b", "x\0y", "", 5):
+        with pytest.raises(CacheError, match=r"cubin cache key must be letters, digits"):
+            store.put(key, b"x")
+    assert not (tmp_path / "escaped.cubin").exists() and not (tmp_path / "cache").exists()
+    store.put("k-1_A", b"x")
+    assert store.get("k-1_A") == b"x"
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+def _cli(tmp_path, src: str, *args: str, name: str = "m.py"):
+    (tmp_path / name).write_text(src)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    return subprocess.run([sys.executable, "-m", "ptxdsl", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+TWO = 'from ptxdsl import Kernel, Module\na, b = Kernel("a"), Kernel("b")\na.ret()\nb.ret()\n'
+
+
+def test_cli_module_names_are_not_silently_merged(tmp_path):
+    """A global Module and a build_modules() entry of the same name: one replaced the other,
+    and `check` said "checked 1 module" with the other never checked."""
+    r = _cli(tmp_path, TWO + "main = Module([a])\ndef build_modules():\n"
+             "    return {'main': Module([b])}\n", "check", "m.py")
+    assert r.returncode == 2, r.stdout
+    assert "build_modules() gives a module named 'main', and a global of that name is " \
+           "another module" in r.stderr
+
+
+def test_cli_global_module_names_are_identifiers(tmp_path):
+    """globals()['x\\ny'] = Module(...) wrote a file name with a newline and forged a report
+    line, as a build_modules() name did before issue 28."""
+    r = _cli(tmp_path, TWO + "globals()['x\\ny'] = Module([a])\nother = Module([b])\n",
+             "emit", "m.py", "-o", "out")
+    assert r.returncode == 2
+    assert "a module is a global named 'x\\ny', which is not a Python identifier" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_emit_never_replaces_its_input(tmp_path):
+    """`emit m.ptx` (a Python file with a .ptx name) wrote m.ptx over its own source."""
+    src = TWO + "mod = Module([a])\n"
+    r = _cli(tmp_path, src, "emit", "m.ptx", name="m.ptx")
+    assert r.returncode == 1
+    assert "the output 'm.ptx' is the input file itself" in r.stderr
+    assert (tmp_path / "m.ptx").read_text() == src
+
+
+def test_cli_emit_writes_beside_a_differently_named_input(tmp_path):
+    r = _cli(tmp_path, TWO + "mod = Module([a])\n", "emit", "m.py")
+    assert r.returncode == 0, r.stderr
+    assert ".entry a" in (tmp_path / "m.ptx").read_text()
+
+
+def test_module_write_refuses_a_nul_in_the_path(tmp_path):
+    k = _kernel()
+    k.ret()
+    with pytest.raises(PtxdslError, match="Module.write") as ei:
+        Module([k]).write(str(tmp_path / "a\0b.ptx"))
+    assert _here(ei)
+
+
+def test_ring_storage_before_its_array_is_refused():
+    k = _kernel()
+    buf = k.shared_array(t.b8, 64, align=8, name="buf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(PtxdslError) as ei:
+            MbarrierRing(k, 2, storage=Addr(buf, -8))
+    assert _here(ei)
+    MbarrierRing(k, 2, storage=Addr(buf, 32))   # 32 bytes from 32: exactly the array

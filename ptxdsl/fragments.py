@@ -530,9 +530,12 @@ class FragmentOps(KernelHost):
         if not isinstance(shape, tuple | list) or len(shape) != 2:
             raise BuildError(f"fragment: shape must be (64, N), got {shape!r}"[:300])
         m, n = shape
-        if m != 64:
+        if type(int_like(m)) is not int or m != 64:
             raise BuildError(f"fragment: wgmma accumulators are 64 rows per warpgroup, got "
-                             f"shape {shape!r}")
+                             f"shape {shape!r}"[:300])
+        # Real bools only, as for the kernel's flags: zero="no" is truthy and would zero-fill.
+        if type(zero) is not bool:
+            raise OperandError("fragment", "zero", "True or False", _given(zero))
         frag = Fragment(self, dtype, n)
         return frag.zero() if zero else frag
 

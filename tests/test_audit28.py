@@ -201,3 +201,25 @@ def test_ring_storage_before_its_array_is_refused():
             MbarrierRing(k, 2, storage=Addr(buf, -8))
     assert _here(ei)
     MbarrierRing(k, 2, storage=Addr(buf, 32))   # 32 bytes from 32: exactly the array
+
+
+# -- fragments ----------------------------------------------------------------------------------
+def test_fragment_flags_and_rows_are_what_they_say():
+    """zero="no" is truthy: it zero-filled, as a kernel flag of "no" would have turned one on
+    (kernel flags take real bools only); shape=(64.0, N) passed as 64 rows."""
+    k = _kernel()
+    with pytest.raises(OperandError, match=r"fragment: operand 'zero': expected True or False, "
+                       r"got str 'no'") as ei:
+        k.fragment(t.f32, shape=(64, 64), zero="no")
+    assert _here(ei)
+    with pytest.raises(BuildError, match=r"64 rows per warpgroup, got shape \(64.0, 64\)"):
+        k.fragment(t.f32, shape=(64.0, 64))
+    k.fragment(t.f32, shape=(np.int64(64), 64), zero=False)
+
+
+def test_cached_assemble_takes_no_options_as_none(tmp_path):
+    """options=None counts as left out (a raw TypeError before)."""
+    from ptxdsl.runtime.cache import cached_assemble
+    cubin, hit = cached_assemble("x", "sm_90", lambda p, a: b"c", "tc", 1,
+                                 cache_dir=tmp_path / "c", options=None)
+    assert (cubin, hit) == (b"c", False)

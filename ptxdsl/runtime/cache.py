@@ -427,7 +427,8 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[..., bytes],
 
     `options` (assembler options) are passed to `assemble(ptx, arch, options=...)` when given
     and are part of the key."""
-    options = (options,) if isinstance(options, str) else tuple(options)
+    options = () if options is None else (options,) if isinstance(options, str) \
+        else tuple(options)
     if options:
         build = assemble
         assemble = lambda p, a: build(p, a, options=options)  # noqa: E731

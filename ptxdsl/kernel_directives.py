@@ -63,9 +63,18 @@ def _flag(what: str):
     return check
 
 
+MAX_CTA_THREADS = 1024   # every CUDA GPU's threads per CTA
+
+
 def _threads(what: str, other: str):
     def check(k: KernelCore, value) -> tuple[int, ...] | None:
         dims = _dims(value, f".{what}")
+        # ptxas only warns ("out of range ... will be ignored") and drops the directive with
+        # .minnctapersm: the kernel would build without what it asked for.
+        if dims and math.prod(dims) > MAX_CTA_THREADS:
+            raise BuildError(f"kernel {k.name}: .{what} {', '.join(map(str, dims))} is "
+                             f"{math.prod(dims)} threads per CTA; no GPU runs more than "
+                             f"{MAX_CTA_THREADS} (ptxas would ignore the directive)")
         if dims and getattr(k, other):
             raise BuildError(f"kernel {k.name}: .maxntid and .reqntid cannot be combined "
                              "(ptxas refuses both on one kernel); keep one")

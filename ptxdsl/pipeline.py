@@ -92,6 +92,7 @@ from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from .errors import BuildError, OperandError, fail_closed
+from .instructions._tma_addr import symbol_align
 from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
 from .instructions.mbarrier import (
@@ -243,10 +244,10 @@ class MbarrierRing:
             if not isinstance(base, Symbol) or not base.space.is_shared:
                 raise OperandError("MbarrierRing", "storage", "a shared-memory symbol or "
                                    "Addr(symbol, offset)", repr(storage))
-            if off % 8 or (base.align or 1) < 8:
+            if off % 8 or symbol_align(base) < 8:   # a .b64 array is 8-aligned undeclared
                 raise OperandError("MbarrierRing", "storage", "an 8-byte aligned address "
                                    "(mbarriers are .b64)", f"{base.name}+{off} (align "
-                                   f"{base.align})")
+                                   f"{symbol_align(base)})")
             if base.count is not None and off + 16 * n > base.size:
                 raise OperandError("MbarrierRing", "storage", f"{16 * n} bytes from offset "
                                    f"{off}", f"{base.name} of {base.size} bytes")

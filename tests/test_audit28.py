@@ -223,3 +223,28 @@ def test_cached_assemble_takes_no_options_as_none(tmp_path):
     cubin, hit = cached_assemble("x", "sm_90", lambda p, a: b"c", "tc", 1,
                                  cache_dir=tmp_path / "c", options=None)
     assert (cubin, hit) == (b"c", False)
+
+
+def test_ring_storage_takes_a_b64_arrays_natural_alignment():
+    """A .b64 array is 8-byte aligned without align= (its type's size): it was refused as
+    'align None'. A .b8 array without align= still is."""
+    k = _kernel()
+    MbarrierRing(k, 2, storage=k.shared_array(t.b64, 4, name="bars"), name="a")
+    with pytest.raises(OperandError, match=r"expected an 8-byte aligned address \(mbarriers "
+                       r"are .b64\), got bytes\+0 \(align 1\)") as ei:
+        MbarrierRing(k, 2, storage=k.shared_array(t.b8, 32, name="bytes"), name="b")
+    assert _here(ei)
+
+
+# -- kernel directives --------------------------------------------------------------------------
+def test_thread_directives_fit_a_cta():
+    """.reqntid 32, 33, 2 (2112 threads) built: ptxas only warns that the value is out of
+    range and ignores it (with .minnctapersm), so the kernel lost what it asked for."""
+    with pytest.raises(BuildError, match=r"kernel k: .reqntid 32, 33, 2 is 2112 threads per "
+                       r"CTA; no GPU runs more than 1024") as ei:
+        Kernel("k", reqntid=(32, 33, 2))
+    assert _here(ei)
+    k = Kernel("k", reqntid=(32, 32, 1))     # 1024: the most
+    with pytest.raises(BuildError, match=r".maxntid 1024, 2 is 2048 threads"):
+        Kernel("k2").maxntid = (1024, 2)
+    assert k.reqntid == (32, 32, 1)

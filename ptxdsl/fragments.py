@@ -53,7 +53,10 @@ def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
     if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
         ptr = k.ld_param(ptr)
     space = ptr.space if isinstance(ptr, Reg | Symbol) else None
-    if not isinstance(ptr, Reg) or ptr.type.bits != 64 or space is not None and space.is_shared:
+    # Any 64-bit integer register (a .b64 one loaded from memory too: the adds are .u64), not
+    # a float one.
+    if not isinstance(ptr, Reg) or ptr.type.bits != 64 or ptr.type.is_float \
+            or space is not None and space.is_shared:
         given = (f"symbol {ptr.name} in .{ptr.space.value}" if isinstance(ptr, Symbol) else
                  f"register %{ptr.name} (.{ptr.type.value}"
                  + (f", a .{space.value} address)" if space is not None else ")")
@@ -352,7 +355,7 @@ class Fragment:
         row0, col0 = self.origin()
         first = k.mad(row0, ld, col0, type=T.u32) if not isinstance(ld, int) \
             else k.mad(row0, ld, col0)
-        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
+        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"), type=T.u64)
         if isinstance(ld, int):
             below = base, ld * 8 * eb
         else:
@@ -510,7 +513,7 @@ class AFragment:
         first = k.mad(row0, ld, col0) if isinstance(ld, int) else k.mad(row0, ld, col0,
                                                                          type=T.u32)
         eb = self.bits // 8
-        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
+        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"), type=T.u64)
         # registers 1 and 3 hold row +8: a constant offset, or one add for a register stride
         below = (base, 8 * ld * eb) if isinstance(ld, int) else \
             (k.add(base, k.mul(ld, 8 * eb, type=T.u32, mode="wide")), 0)

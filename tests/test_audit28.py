@@ -248,3 +248,18 @@ def test_thread_directives_fit_a_cta():
     with pytest.raises(BuildError, match=r".maxntid 1024, 2 is 2048 threads"):
         Kernel("k2").maxntid = (1024, 2)
     assert k.reqntid == (32, 32, 1)
+
+
+def test_fragment_pointers_are_any_64_bit_integer_register():
+    """A .b64 pointer (loaded from memory with type=t.b64) was refused by the helper's own add
+    ('add: operand type ... got .b64'); a .f64 register is refused by the helper, naming it."""
+    k = _kernel()
+    acc = k.fragment(t.f32, shape=(64, 64))
+    acc.store(k.reg(t.b64), 64)
+    k.a_fragment(t.bf16).load(k.reg(t.b64), 64)
+    with pytest.raises(BuildError, match=r"fragment.store: ptr must be a 64-bit global address "
+                       r"\(a register or a pointer parameter\), got register %fd1 \(.f64\)") as ei:
+        acc.store(k.reg(t.f64), 64)
+    assert _here(ei)
+    k.ret()
+    Module([k]).assemble()

@@ -18,7 +18,7 @@ from pathlib import Path
 from ._files import file_kind, write_file
 from .errors import BuildError, OperandError
 from .module import Module
-from .operands import _show
+from .operands import _show, as_int
 from .toolchain import assemble
 
 _TARGET = re.compile(r"^\.target\s+(\S+?)(?:,|\s|$)", re.M)
@@ -96,6 +96,12 @@ def gpu_deadline(seconds: int):
     SIGALRM raises TimeoutError in Python code (ptxdsl's synchronize polls, so a hung kernel
     is interruptible there); faulthandler kills the process `seconds + 30` s in, should a driver
     call itself never return. Main thread only (signals)."""
+    n = as_int(seconds)
+    if n is None or n < 1:   # alarm(0) is no alarm: the test would have no deadline at all
+        raise OperandError("gpu_deadline", "seconds", "a positive number of seconds (an int)",
+                           _show(seconds))
+    seconds = n
+
     def on_alarm(signum, frame):
         raise TimeoutError(f"GPU test exceeded {seconds} s")
 

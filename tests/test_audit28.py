@@ -263,3 +263,44 @@ def test_fragment_pointers_are_any_64_bit_integer_register():
     assert _here(ei)
     k.ret()
     Module([k]).assemble()
+
+
+# -- files --------------------------------------------------------------------------------------
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="planting a link of another user's needs root (lchown)")
+def test_write_refuses_a_link_planted_in_a_public_folder(tmp_path):
+    """As root, Module.write('/tmp/out.ptx') wrote through a link another user planted there
+    to any file (here a stand-in for /root/.bashrc): resolving the link in Python bypasses
+    fs.protected_symlinks. Such a link is refused; one of this user's is written through."""
+    public = tmp_path / "public"
+    public.mkdir()
+    os.chmod(public, 0o1777)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    link = public / "out.ptx"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    k = _kernel()
+    k.ret()
+    with pytest.raises(PtxdslError, match=r"is a symbolic link of uid 65534 in a folder "
+                       r"everyone may write; refusing to write through it") as ei:
+        Module([k]).write(link)
+    assert _here(ei)
+    assert victim.read_text() == "precious"
+    os.lchown(link, 0, 0)
+    Module([k]).write(link)
+    assert link.is_symlink() and ".entry k" in victim.read_text()
+
+
+def test_gpu_deadline_takes_a_positive_int():
+    """gpu_deadline(0) armed no alarm (a test with no deadline, unsaid); 1.5 raised a raw
+    TypeError from signal.alarm."""
+    from ptxdsl.testing import gpu_deadline
+    for bad in (0, -1, 1.5, "5", None):
+        with pytest.raises(OperandError, match=r"gpu_deadline: operand 'seconds': expected a "
+                           r"positive number of seconds \(an int\)") as ei:
+            with gpu_deadline(bad):
+                pass
+        assert _here(ei)
+    with gpu_deadline(np.int64(5)):
+        pass

@@ -32,7 +32,7 @@ from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, int_like
 from .instructions.cvt_packed import cvt_packed
 from .instructions.matrix import stmatrix
-from .instructions.wgmma import ALL_N, d_count, d_register_type
+from .instructions.wgmma import ALL_N, check_distinct, d_count, d_register_type
 from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
 from .kernel_host import KernelHost
@@ -213,6 +213,7 @@ def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]
                 r.type.kind == "b" if rt.kind == "b" else compatible(r.type, rt))
             for r in regs):
         raise OperandError(what, "regs", f"{count} registers of .{rt.value}", _given(regs))
+    check_distinct(what, "regs", regs)   # each holds its own values (fill, cvt, ld write each)
     return list(regs)
 
 

@@ -304,3 +304,33 @@ def test_gpu_deadline_takes_a_positive_int():
         assert _here(ei)
     with gpu_deadline(np.int64(5)):
         pass
+
+
+# -- registers given twice ----------------------------------------------------------------------
+def test_accumulators_and_fragments_take_distinct_registers():
+    """One register given for several accumulators: ptxas assembles
+    `wgmma ... {%f1, %f1, ...}` and the results are silently wrong; a Fragment/AFragment
+    of repeated registers filled, converted and loaded into the same register."""
+    from ptxdsl import ptx
+    from ptxdsl.fragments import AFragment, Fragment
+    from ptxdsl.instructions.wgmma_desc import descriptor
+    k = _kernel()
+    r = k.reg(t.f32)
+    with pytest.raises(OperandError, match=r"fragment: operand 'regs': expected 8 distinct "
+                       r"registers, got %f1 as regs\[0\] and regs\[1\]") as ei:
+        Fragment(k, t.f32, 16, [r] * 8)
+    assert _here(ei)
+    b = k.reg(t.b32)
+    with pytest.raises(OperandError, match=r"a_fragment: operand 'regs': expected 4 distinct"):
+        AFragment(k, t.bf16, [b, k.reg(t.b32), b, k.reg(t.b32)])
+    a_desc = descriptor(k, SmemLayout(t.bf16, 64, 64),
+                        k.shared_array(t.b8, 8192, align=1024, name="a"))
+    b_desc = descriptor(k, SmemLayout(t.bf16, 16, 64),
+                        k.shared_array(t.b8, 2048, align=1024, name="b"))
+    regs = [k.reg(t.f32) for _ in range(7)]
+    with pytest.raises(OperandError, match=r"wgmma.mma_async.*operand 'd': expected 8 distinct "
+                       r"registers, got %f\d+ as d\[0\] and d\[7\]") as ei:
+        ptx.wgmma_mma_async(k, (*regs, regs[0]), a_desc, b_desc, atype="bf16")
+    assert _here(ei)
+    ptx.wgmma_mma_async(k, Fragment(k, t.f32, 16, [*regs, k.reg(t.f32)]), a_desc, b_desc,
+                        atype="bf16")

@@ -334,3 +334,23 @@ def test_accumulators_and_fragments_take_distinct_registers():
     assert _here(ei)
     ptx.wgmma_mma_async(k, Fragment(k, t.f32, 16, [*regs, k.reg(t.f32)]), a_desc, b_desc,
                         atype="bf16")
+
+
+def test_cache_api_answers_junk_with_a_cache_error(tmp_path):
+    """The documented ptxdsl.runtime.cache API raised raw TypeError/AttributeError:
+    CubinCache(None), evict('x'), sweep('x'), put(key, None), cache_key(None, ...)."""
+    from ptxdsl.runtime.cache import cache_key
+    store = CubinCache(tmp_path / "c")
+    for call, words in ((lambda: CubinCache(None), "cubin cache directory must be a path"),
+                        (lambda: store.evict("x"), r"CubinCache.evict: expected a byte count"),
+                        (lambda: store.sweep("x"), r"CubinCache.sweep: expected an age"),
+                        (lambda: store.put("k", None), r"CubinCache.put: the payload must be "
+                                                       r"bytes, got NoneType None"),
+                        (lambda: cache_key(None, "sm_90", "t", 1), r"cache_key: expected the "
+                                                                   r"PTX text")):
+        with pytest.raises(CacheError, match=words) as ei:
+            call()
+        assert _here(ei)
+    assert not (tmp_path / "c").exists()
+    store.put("k", bytearray(b"x"))
+    assert store.get("k") == b"x" and store.evict(10**9) == 0 and store.sweep(0.0) == 0

@@ -55,6 +55,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -130,6 +131,14 @@ def max_cache_bytes() -> int:
 def cache_key(ptx: str, arch: str, toolchain_version: str, driver_version: int | str,
               options=()) -> str:
     """sha256 hex over the inputs, each length-prefixed so no two tuples collide."""
+    options = tuple(options)
+    if not all(isinstance(v, str) for v in (ptx, arch, *options)) or \
+            not isinstance(toolchain_version, str | int) or \
+            not isinstance(driver_version, str | int):
+        raise CacheError("cache_key: expected the PTX text, arch, toolchain and driver "
+                         "versions and options as str (versions may be int), got "
+                         + ", ".join(_show(v) for v in (ptx, arch, toolchain_version,
+                                                        driver_version, options)))
     h = hashlib.sha256()
     opts = "\0".join(options)
     for part in (ptx, arch, str(toolchain_version), str(driver_version), opts):
@@ -216,11 +225,22 @@ def _read_own(path: Path, what: str, private: bool = False) -> bytes | None:
         return f.read()
 
 
+def _directory(d: Any) -> Path:
+    if not isinstance(d, str | os.PathLike) or not os.fspath(d):
+        raise CacheError(f"cubin cache directory must be a path, got {_show(d)}")
+    return Path(d).expanduser()
+
+
+def _amount(who: str, value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CacheError(f"CubinCache.{who}: expected {what}, got {_show(value)}")
+
+
 @attrs.define
 class CubinCache:
     """A cache directory plus hit/miss/rebuild counters (per object, for tests and logs)."""
 
-    directory: Path = attrs.field(converter=lambda d: Path(d).expanduser())
+    directory: Path = attrs.field(converter=_directory)
     max_bytes: int | None = None     # None: max_cache_bytes() at each write
     hits: int = 0
     misses: int = 0
@@ -317,7 +337,9 @@ class CubinCache:
 
     def evict(self, max_bytes: int | None = None) -> int:
         """Remove least recently used entries while the directory holds more than `max_bytes`
-        (down to 3/4 of it); return how many. Never raises."""
+        (down to 3/4 of it); return how many. Never raises for a file it cannot read or remove."""
+        if max_bytes is not None:
+            _amount("evict", max_bytes, "a byte count or None")
         cap = max_cache_bytes() if max_bytes is None else max_bytes
         if cap <= 0:
             return 0
@@ -357,7 +379,9 @@ class CubinCache:
 
     def sweep(self, max_age_s: float = STALE_TMP_S) -> int:
         """Remove temporary files older than `max_age_s` (left by a writer that was killed
-        between creating and publishing one); return how many. Never raises."""
+        between creating and publishing one); return how many. Never raises for a file it cannot
+        read or remove."""
+        _amount("sweep", max_age_s, "an age in seconds")
         removed = 0
         cutoff = time.time() - max_age_s
         try:
@@ -377,6 +401,8 @@ class CubinCache:
 
     def put(self, key: str, payload: bytes) -> Path:
         path = self.path(key)   # a bad key is refused before anything is created
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise CacheError(f"CubinCache.put: the payload must be bytes, got {_show(payload)}")
         try:
             self._make_directory()
         except OSError as exc:

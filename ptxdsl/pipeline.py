@@ -121,11 +121,25 @@ MAX_CLUSTER = 16           # the largest (non-portable) cluster on sm_90
 
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
+def _ptx_type_bits(name: str) -> int | None:
+    """Bits of a PTX or wgmma type spelling ('f16', '.u8', 'e4m3', 'tf32'), else None."""
+    from .instructions.wgmma import WgmmaType
+    name = name.lstrip(".")
+    if name in ScalarType._value2member_map_:
+        return ScalarType(name).bits
+    return WgmmaType(name).bits if name in WgmmaType._value2member_map_ else None
+
+
 def _elem_bytes(dtype: Any) -> int:
-    if isinstance(dtype, ScalarType):
-        if dtype.bits % 8:
-            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", dtype.value)
-        return dtype.bits // 8
+    dtype = plain_str(dtype)
+    # A PTX spelling means the PTX type: numpy reads 'f16' as float128 and 'u8' as uint64,
+    # which made an expect_tx 8 times the bytes the copy delivers (the wait never ends).
+    bits = dtype.bits if isinstance(dtype, ScalarType) else \
+        _ptx_type_bits(dtype) if isinstance(dtype, str) else None
+    if bits is not None:
+        if bits % 8:
+            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", _show(dtype))
+        return bits // 8
     # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
     # element: only numbers (bool, int, uint, float, complex) count.
     if dtype is not None:
@@ -136,12 +150,15 @@ def _elem_bytes(dtype: Any) -> int:
                 return int(dt.itemsize)
         except Exception:  # noqa: BLE001 - anything numpy cannot read is refused below
             pass
-    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers",
-                       _show(dtype))
+    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers, "
+                       "or a PTX or wgmma type name ('f16', 'e4m3')", _show(dtype))
 
 
 def box_bytes(box, dtype) -> int:
     """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
+
+    `dtype`: a ptxdsl type, a PTX or wgmma type name ('f16', 'u8', 'e4m3': PTX's meaning,
+    never numpy's float128 and uint64) or a numpy dtype ('float16', np.uint8).
 
     `box` counts the elements that land: for a map with element strides (TMA loads
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to

@@ -354,3 +354,17 @@ def test_cache_api_answers_junk_with_a_cache_error(tmp_path):
     assert not (tmp_path / "c").exists()
     store.put("k", bytearray(b"x"))
     assert store.get("k") == b"x" and store.evict(10**9) == 0 and store.sweep(0.0) == 0
+
+
+def test_tx_bytes_reads_ptx_type_names_as_ptx_types():
+    """numpy reads 'f16' as float128 and 'u8' as uint64: tx_bytes(((8, 8), 'f16')) was 1024
+    bytes for a 128-byte box, an expect_tx the copy never completes (the wait hangs)."""
+    from ptxdsl.pipeline import box_bytes, tx_bytes
+    assert tx_bytes(((8, 8), "f16")) == tx_bytes(((8, 8), t.f16)) == 128
+    assert box_bytes((8, 8), "u8") == box_bytes((8, 8), ".s8") == 64
+    assert box_bytes((8, 8), "e4m3") == 64 and box_bytes((8, 8), "tf32") == 256
+    assert box_bytes((8, 8), "float16") == box_bytes((8, 8), np.uint16) == 128   # numpy's own
+    with pytest.raises(OperandError, match=r"tx_bytes: operand 'dtype': expected a type of "
+                       r"whole bytes, got str 'b1'") as ei:
+        tx_bytes(((8, 8), "b1"))
+    assert _here(ei)

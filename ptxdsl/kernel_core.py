@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, TypeVar, cast, final
+from typing import Any, NamedTuple, TypeVar, cast, final
 
 import attrs
 
@@ -357,6 +357,23 @@ class KernelCore(KernelHost):
                              "this kernel")
         self._names.add(name)
         return name
+
+    def _rename(self, obj: Any, old: str, new: str) -> None:
+        """`obj` (a register, parameter or shared variable of this kernel) renamed from `old`
+        to `new` (checked as an identifier): claimed as `_claim`/`reg` claim a first name."""
+        what = "register" if isinstance(obj, Reg) else "symbol"
+        if old not in self._names:   # an automatic register: declared by number, %r<N>
+            raise BuildError(f"kernel {self.name}: %{old} is one of ptxdsl's automatic "
+                             "registers, declared by number; it cannot be renamed (name it "
+                             "when it is made: k.reg(type, name))")
+        if what == "register" and _AUTO_NAME.match(new):
+            raise BuildError(f"register name {new!r} collides with ptxdsl's automatic names "
+                             "(p1, r1, rd1, f1, ...); choose another")
+        if new in self._names:
+            raise BuildError(f"kernel {self.name}: {what} name {new!r} is already used in this "
+                             "kernel")
+        self._names.discard(old)
+        self._names.add(new)
 
     # -- parameters ----------------------------------------------------------------------------
     _SCALAR_PARAM_TYPES = (ScalarType.u16, ScalarType.u32, ScalarType.s32, ScalarType.u64,

@@ -200,6 +200,16 @@ class Operand:
         raise NotImplementedError
 
 
+def _renamed(obj: Any, _attribute: Any, name: str) -> str:
+    """A rename (`r.name = ...`, after the converter checked the name) is claimed from the
+    kernel or module that declared `obj`, as its first name was: two declarations of one name,
+    or a renamed automatic register that no `.reg %r<N>` declares, are invalid PTX."""
+    owner = obj.kernel if obj.kernel is not None else getattr(obj, "module", None)
+    if owner is not None and name != obj.name:
+        owner._rename(obj, obj.name, name)
+    return name
+
+
 @attrs.define(eq=False, repr=False)
 class Reg(Operand):
     """A virtual register of one kernel.
@@ -211,7 +221,8 @@ class Reg(Operand):
 
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
     # A converter, not a validator: the name is kept as the plain str that was checked.
-    name: str = attrs.field(converter=_check_reg_name)
+    name: str = attrs.field(converter=_check_reg_name,
+                            on_setattr=attrs.setters.pipe(attrs.setters.convert, _renamed))
     kernel: KernelCore | None = None
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
@@ -447,7 +458,8 @@ SINK = Sink()
 class Symbol(Operand):
     """A named variable: kernel parameter, shared/global/const array, or a label-free symbol."""
 
-    name: str = attrs.field(converter=lambda v: check_identifier(v, "symbol"))
+    name: str = attrs.field(converter=lambda v: check_identifier(v, "symbol"),
+                            on_setattr=attrs.setters.pipe(attrs.setters.convert, _renamed))
     space: StateSpace = attrs.field(validator=lambda _s, _a, v: _check_space("Symbol", v))
     type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Symbol", v))
     count: int | None = attrs.field(  # elements; None for an unsized .extern array

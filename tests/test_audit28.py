@@ -368,3 +368,41 @@ def test_tx_bytes_reads_ptx_type_names_as_ptx_types():
                        r"whole bytes, got str 'b1'") as ei:
         tx_bytes(((8, 8), "b1"))
     assert _here(ei)
+
+
+# -- renames ------------------------------------------------------------------------------------
+def test_a_rename_is_claimed_like_a_first_name():
+    """Renaming checked the identifier only: a shared variable renamed to a parameter's name,
+    a register to a sibling's or to an automatic name (r1), and a renamed automatic register
+    (no longer covered by `.reg .b32 %r<N>`) all emitted PTX ptxas refuses."""
+    from ptxdsl import Module as M
+    k = _kernel()
+    k.param(t.u32, "p")
+    s = k.shared_array(t.u32, 4, name="s")
+    x, y = k.reg(t.u32, "x"), k.reg(t.u32, "y")
+    auto = k.mov(1, type=t.u32)
+    for obj, name, words in ((s, "p", r"kernel k: symbol name 'p' is already used in this "
+                                      r"kernel"),
+                             (y, "x", r"kernel k: register name 'x' is already used"),
+                             (y, "r1", r"register name 'r1' collides with ptxdsl's automatic"),
+                             (auto, "z", r"kernel k: %r\d+ is one of ptxdsl's automatic "
+                                         r"registers, declared by number; it cannot be "
+                                         r"renamed")):
+        with pytest.raises(BuildError, match=words) as ei:
+            obj.name = name
+        assert _here(ei)
+    m = M()
+    g = m.global_array(t.u32, 4, name="g")
+    m.global_array(t.u32, 4, name="h")
+    with pytest.raises(BuildError, match=r"module already has a symbol named 'h'"):
+        g.name = "h"
+    s.name, y.name, g.name = "s2", "y2", "g2"        # free names: renamed
+    k.mov(1, dst=x)
+    k.mov(2, dst=y)
+    k.st(s, k.mov(3, type=t.u32))
+    k.st(g, k.mov(4, type=t.u32))
+    k.ret()
+    m.add(k)
+    text = m.emit()
+    assert "%y2" in text and "s2[4]" in text and "g2[4]" in text
+    m.assemble()

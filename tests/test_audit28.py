@@ -406,3 +406,24 @@ def test_a_rename_is_claimed_like_a_first_name():
     text = m.emit()
     assert "%y2" in text and "s2[4]" in text and "g2[4]" in text
     m.assemble()
+
+
+def test_a_declared_register_or_variable_keeps_what_was_checked():
+    """An automatic register retyped (r.type = t.f64) or a shared array re-spaced, shrunk or
+    realigned after the instructions using it were checked emitted PTX ptxas refuses, or a
+    tile whose extent and alignment no check saw."""
+    from ptxdsl.types import StateSpace
+    k = _kernel()
+    r = k.mov(1, type=t.u32)
+    s = k.shared_array(t.b8, 8192, align=1024, name="s")
+    for obj, field, value in ((r, "type", t.f64), (r, "kernel", _kernel()),
+                              (s, "count", 16), (s, "align", 16),
+                              (s, "space", StateSpace.global_)):
+        with pytest.raises(BuildError, match=rf"its .{field} cannot change once it is "
+                           r"declared") as ei:
+            setattr(obj, field, value)
+        assert _here(ei)
+    from ptxdsl.operands import Symbol
+    free = Symbol("free", StateSpace.shared, t.u32, 4)      # not declared anywhere yet
+    free.count = 8
+    assert free.size == 32

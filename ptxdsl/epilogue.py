@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed_methods
+from .errors import BuildError, OperandError, Sealed, fail_closed_methods
 from .fragments import Fragment, check_kernel, shared_dst
 from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, check_src, int_like
@@ -52,7 +52,7 @@ def _coord(value: Any, name: str) -> Any:
                        "register or an int in the .s32 range", _given(value))
 
 
-class TmaStoreEpilogue:
+class TmaStoreEpilogue(Sealed):
     """One consumer warpgroup's epilogue. `staging`: its STAGING_BYTES buffer (1024-byte
     aligned; each warpgroup needs its own), a 32-bit shared address register or a shared
     symbol (or `Addr(symbol, offset)`), whose alignment and extent are then checked (a tile of
@@ -92,6 +92,7 @@ class TmaStoreEpilogue:
         y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
         row_base = k.add(staging, k.shl(row, 7))
         self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+        self._seal()
 
     def store(self, packed, row0: Any, col0: Any) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at

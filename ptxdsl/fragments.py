@@ -27,7 +27,7 @@ import functools
 import math
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed, fail_closed_methods
+from .errors import BuildError, OperandError, Sealed, fail_closed, fail_closed_methods
 from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, int_like
 from .instructions.cvt_packed import cvt_packed
@@ -242,7 +242,7 @@ def a_fragment_coords(bits: int, thread: int) -> list[list[tuple[int, int]]]:
              for e in range(per)] for j in range(4)]
 
 
-class Fragment:
+class Fragment(Sealed):
     """An m64nN accumulator (or a packed bf16/f16/fp8 copy of one) in a warpgroup's
     registers. `packed` names the copy's value type ('bf16', 'f16', 'e4m3', 'e5m2')."""
 
@@ -262,6 +262,7 @@ class Fragment:
         count = n // 4 if packed else d_count(n, dtype)
         rt = (T.b16 if _PACKED[packed][1] == 8 else T.b32) if packed else d_register_type(dtype)
         self.regs = _regs("fragment", k, regs, count, rt)
+        self._seal()
 
     @property
     def value_bits(self) -> int:
@@ -458,7 +459,7 @@ class Fragment:
         return k.setp("lt", start, lim, type=T.s32, bool_op="and", c=also)
 
 
-class AFragment:
+class AFragment(Sealed):
     """The A operand of an RS wgmma in registers: 4 x 32 bits per thread (m64 x K of one
     instruction, K = 256/bits)."""
 
@@ -468,6 +469,7 @@ class AFragment:
         self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype)
         self.k = 256 // self.bits
         self.regs = _regs("a_fragment", k, regs, 4, T.b32)
+        self._seal()
 
     def __len__(self) -> int:
         return 4

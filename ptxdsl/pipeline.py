@@ -91,7 +91,7 @@ import math
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed
+from .errors import BuildError, OperandError, Sealed, fail_closed
 from .instructions._tma_addr import symbol_align
 from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
@@ -227,7 +227,7 @@ def _count(what: str, v: Any, hi: int) -> int:
 
 
 # -- the ring ------------------------------------------------------------------------------------
-class MbarrierRing:
+class MbarrierRing(Sealed):
     """`stages` full/empty mbarrier pairs in shared memory (see the module docstring for the
     PTX). `full_count`: arrivals completing a full phase (the producer's arrive.expect_tx:
     1); `empty_count`: consumer arrivals per CTA completing an empty phase; `peers`: the CTAs
@@ -275,6 +275,7 @@ class MbarrierRing:
         self._views = 0
         if self.peers > 1:   # a cluster directive set later must still allow the peers
             k._cluster_needs.append((self.peers, f"MbarrierRing {name} (peers={self.peers})"))
+        self._seal()
 
     @property
     def empty_arrivals(self) -> int:
@@ -339,7 +340,7 @@ def cluster_sync(k, *, aligned: bool = False) -> None:
     cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
 
 
-class RingView:
+class RingView(Sealed):
     """One side's position in a ring: `stage` (.u32, 0..N-1) and `phase` (.u32 parity)."""
 
     WAIT_ON = "full"
@@ -358,6 +359,7 @@ class RingView:
         self.ring, self.k = ring, k
         self.stage: Reg = k.mov(0, dst=k.reg(T.u32, f"{ring.name}_{tag}_stage"))
         self.phase: Reg = k.mov(parity, dst=k.reg(T.u32, f"{ring.name}_{tag}_phase"))
+        self._seal()
 
     # -- addresses of the current stage ----------------------------------------------------
     def _bar(self, base: Reg) -> Reg:

@@ -427,3 +427,22 @@ def test_a_declared_register_or_variable_keeps_what_was_checked():
     free = Symbol("free", StateSpace.shared, t.u32, 4)      # not declared anywhere yet
     free.count = 8
     assert free.size == 32
+
+
+def test_helper_objects_are_fixed_once_made():
+    """ring.stages = 4 on a 2-stage ring: advance() then wrapped at 4 and the barrier address
+    of stages 2 and 3 ran past ring_full[2] without a word; acc.n = 128 on 32 registers made
+    the store's offsets disagree with its registers."""
+    from ptxdsl.epilogue import TmaStoreEpilogue
+    k = _kernel()
+    ring = MbarrierRing(k, 2)
+    acc = k.fragment(t.f32, shape=(64, 64))
+    epi = TmaStoreEpilogue(k, k.shared_array(t.b8, 16384, align=1024, name="st"),
+                           k.tensormap_addr(k.param_tensormap("m")), 1)
+    for obj, field, value in ((ring, "stages", 4), (ring.producer(), "stage", k.reg(t.u32)),
+                              (acc, "n", 128), (k.a_fragment(t.bf16), "bits", 8),
+                              (epi, "barrier", 2)):
+        with pytest.raises(BuildError, match=rf"{type(obj).__name__}: .{field} cannot be "
+                           r"assigned once it is made") as ei:
+            setattr(obj, field, value)
+        assert _here(ei)

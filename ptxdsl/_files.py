@@ -64,6 +64,9 @@ def output_target(path: str, who: str) -> str:
     """The absolute path that writing `path` replaces: `path` itself, or the file a symbolic
     link at `path` points to. Raises `OutputError` (naming `who`) when that is anything but
     a regular file or nothing, or when the link may have been planted (`_planted_link`)."""
+    if "\0" in path:   # os.stat would raise a bare ValueError; no file has such a name
+        raise OutputError(f"{who}: cannot write {path!r}: a path has no NUL character",
+                          OSError(errno.EINVAL, "embedded NUL", path))
     planted = _planted_link(path)
     if planted:
         raise OutputError(f"{who}: {path!r} is {planted}", OSError(errno.EACCES, planted, path))

@@ -54,6 +54,9 @@ def check_golden(module_or_text: Module | str, path: str | os.PathLike, *,
     if not isinstance(path, str | os.PathLike):
         raise OperandError("check_golden", "path", "the golden file's path", _show(path))
     text = module_or_text if isinstance(module_or_text, str) else module_or_text.emit()
+    name = os.fspath(path)
+    if not isinstance(name, str) or "\0" in name:
+        raise OperandError("check_golden", "path", "a file's path (text, no NUL)", repr(name))
     path = Path(path)
     if update:
         # write_file: a golden that is a symlink stays one, a FIFO there is refused.

@@ -184,12 +184,20 @@ def test_cli_emit_writes_beside_a_differently_named_input(tmp_path):
     assert ".entry a" in (tmp_path / "m.ptx").read_text()
 
 
-def test_module_write_refuses_a_nul_in_the_path(tmp_path):
+def test_a_nul_in_an_output_path_is_an_output_error(tmp_path):
+    """check_golden(update=True) raised os.stat's bare ValueError; Module.write said only
+    'invalid argument (ValueError: embedded null byte)'."""
     k = _kernel()
     k.ret()
-    with pytest.raises(PtxdslError, match="Module.write") as ei:
+    with pytest.raises(PtxdslError, match=r"Module.write: cannot write .*: a path has no NUL "
+                       r"character") as ei:
         Module([k]).write(str(tmp_path / "a\0b.ptx"))
     assert _here(ei)
+    for update in (True, False):
+        with pytest.raises(OperandError, match=r"check_golden: operand 'path': expected a "
+                           r"file's path \(text, no NUL\)") as ei:
+            check_golden("x", str(tmp_path / "a\0b.ptx"), update=update)
+        assert _here(ei)
 
 
 def test_ring_storage_before_its_array_is_refused():

@@ -77,7 +77,7 @@ def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> Any:
     value = int_like(value)
     if value is None and bound:
         return value
-    if isinstance(value, Reg) and value.type.is_int and value.type.bits == 32:
+    if isinstance(value, Reg) and value.type.kind in "bus" and value.type.bits == 32:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1) \
             and (bound or value <= MAX_LD):

@@ -454,3 +454,19 @@ def test_helper_objects_are_fixed_once_made():
                            r"assigned once it is made") as ei:
             setattr(obj, field, value)
         assert _here(ei)
+
+
+def test_fragment_extents_take_a_b32_register():
+    """A .b32 register (an ld.b32 of a size) was refused as ld/rows/cols/k0 ('a 32-bit integer
+    register'), though the ring's slot and the epilogue's coordinates take one."""
+    k = _kernel()
+    n = k.ld(k.param_ptr("n"), type=t.b32)
+    acc = k.fragment(t.f32, shape=(64, 64))
+    acc.store(k.param_ptr("c"), n, rows=n, cols=n)
+    k.a_fragment(t.bf16).load(k.param_ptr("a"), n, k0=n)
+    with pytest.raises(BuildError, match=r"fragment.store: ld must be a positive int .* or a "
+                       r"32-bit integer register") as ei:
+        acc.store(k.param_ptr("d"), k.reg(t.f32))
+    assert _here(ei)
+    k.ret()
+    Module([k]).assemble()

@@ -221,6 +221,16 @@ def _fixed(obj: Any, attribute: Any, value: Any) -> Any:
     return value
 
 
+def _declared(obj: Any, what: str, maker: str) -> None:
+    """A register or variable that claims a kernel must be one the kernel declared (its
+    builders claim the name first): one made directly (`Reg(t.u32, "x", k)`) passed the
+    instructions' kernel checks and reached the PTX undeclared."""
+    names = getattr(obj.kernel, "_names", None)
+    if names is not None and obj.name not in names:
+        raise BuildError(f"{what} {obj.name!r} of kernel {obj.kernel.name}: it is not declared "
+                         f"in that kernel; make it with {maker}")
+
+
 @attrs.define(eq=False, repr=False)
 class Reg(Operand):
     """A virtual register of one kernel.
@@ -240,6 +250,9 @@ class Reg(Operand):
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
     # Set by ptxdsl only (`provenance.establish`/`derive`), cleared by any write (`emit`).
     origin: Origin | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _declared(self, "register", "k.reg(type, name)")
 
     def render(self) -> str:
         return "%" + self.name
@@ -487,6 +500,9 @@ class Symbol(Operand):
     # The Module that declared a module-scope variable (None for a kernel's own symbols and
     # for free-standing ones, such as ptxdsl.debug's, declared by name in whichever module).
     module: Any = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        _declared(self, "variable", "k.shared_array, k.param, ...")
 
     def render(self) -> str:
         return self.name

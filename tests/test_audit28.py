@@ -470,3 +470,18 @@ def test_fragment_extents_take_a_b32_register():
     assert _here(ei)
     k.ret()
     Module([k]).assemble()
+
+
+def test_a_register_or_variable_made_directly_is_not_the_kernels():
+    """Reg(t.u32, 'zz', k) passed every instruction's 'a register of kernel k' check and
+    reached the PTX undeclared (ptxas: 'Arguments mismatch'); so did a Symbol(..., k)."""
+    from ptxdsl.operands import Reg, Symbol
+    from ptxdsl.types import StateSpace
+    k = _kernel()
+    with pytest.raises(BuildError, match=r"register 'zz' of kernel k: it is not declared in "
+                       r"that kernel; make it with k.reg\(type, name\)") as ei:
+        Reg(t.u32, "zz", k)
+    assert _here(ei)
+    with pytest.raises(BuildError, match=r"variable 'ss' of kernel k: it is not declared"):
+        Symbol("ss", StateSpace.shared, t.u32, 4, None, k)
+    Reg(t.u32, "free")                         # a register of no kernel: nothing to claim

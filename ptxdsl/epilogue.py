@@ -40,16 +40,18 @@ STAGING_NEEDS = (f"the staging buffer ({STAGING_BYTES} bytes, {STAGING_BYTES // 
 
 
 def _coord(value: Any, name: str) -> Any:
-    """A tensor coordinate: a 32-bit integer register or an int in the .s32 range (TMA
-    coordinates are signed; rows/columns past the tensor's edges are clipped)."""
+    """A tensor coordinate: a 32-bit integer register or an int in [0, 2^31) (rows/columns
+    past the tensor's far edges are clipped; a TMA store's start may not be negative, which
+    faults at run time, as cp.async.bulk.tensor's builder says)."""
     value = int_like(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        if -(1 << 31) <= value < 1 << 31:
+        if 0 <= value < 1 << 31:
             return value
     elif isinstance(value, Reg) and value.type.bits == 32 and value.type.kind in "bus":
         return check_src("TmaStoreEpilogue.store", name, value, ScalarType.s32)
     raise OperandError("TmaStoreEpilogue.store", name, "a tensor coordinate: a 32-bit integer "
-                       "register or an int in the .s32 range", _given(value))
+                       "register or a non-negative int below 2^31 (a TMA store may not start "
+                       "at a negative coordinate)", _given(value))
 
 
 class TmaStoreEpilogue(Sealed):

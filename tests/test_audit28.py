@@ -485,3 +485,19 @@ def test_a_register_or_variable_made_directly_is_not_the_kernels():
     with pytest.raises(BuildError, match=r"variable 'ss' of kernel k: it is not declared"):
         Symbol("ss", StateSpace.shared, t.u32, 4, None, k)
     Reg(t.u32, "free")                         # a register of no kernel: nothing to claim
+
+
+def test_epilogue_coordinates_are_where_a_store_may_start():
+    """The epilogue took a negative constant coordinate as 'signed, clipped', and the TMA
+    store it emits then refused it speaking of cp.async.bulk.tensor's coords[0]."""
+    from ptxdsl.epilogue import TmaStoreEpilogue
+    k = _kernel()
+    epi = TmaStoreEpilogue(k, k.shared_array(t.b8, 16384, align=1024, name="st"),
+                           k.tensormap_addr(k.param_tensormap("m")), 1)
+    packed = k.fragment(t.f32, shape=(64, 64)).to_packed(t.bf16)
+    with pytest.raises(OperandError, match=r"TmaStoreEpilogue.store: operand 'col0': expected "
+                       r"a tensor coordinate: a 32-bit integer register or a non-negative int "
+                       r"below 2\^31") as ei:
+        epi.store(packed, 0, -64)
+    assert _here(ei)
+    epi.store(packed, 0, (1 << 31) - 64)     # its one box starts at the last coordinate

@@ -471,8 +471,8 @@ class ConsumerView(RingView):
     def release(self, *, ctas=None, scope: str = "cluster") -> None:
         """Arrive on `empty[stage]`: the local CTA's (`mbarrier.arrive.shared::cta.b64 _,
         [a];`), or with `ctas=` (cluster ranks: ints or .u32 registers; a cluster ring
-        defaults to all `peers` ranks 0..peers-1) on each of those CTAs' through `mapa` +
-        `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`.
+        defaults to all `peers` ranks 0..peers-1; each rank once) on each of those CTAs' through
+        `mapa` + `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`.
 
         `scope="cta"` arrives on the remote barriers with `.release.cta` instead: for
         consumers whose reads of the stage were wgmma's (already complete after
@@ -497,8 +497,16 @@ class ConsumerView(RingView):
             raise OperandError("ConsumerView.release", "ctas", "at least one cluster rank",
                                repr(ctas))
         from .instructions import cluster as cl
+        seen: set[int] = set()
         for rank in ranks:
             rank = int_like(rank)
+            # Two arrivals on one CTA's barrier count for a peer that never arrived: that
+            # CTA's producer refills the stage while the peer may still read it.
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                if rank in seen:
+                    raise OperandError("ConsumerView.release", "ctas", "each cluster rank once",
+                                       f"rank {rank} twice in {_show(ctas)}")
+                seen.add(rank)
             # The ring's empty barriers expect the arrivals of its `peers` CTAs' consumers:
             # a rank past them arrives on a barrier this ring does not count for.
             if isinstance(rank, int) and not isinstance(rank, bool) and \

@@ -501,3 +501,17 @@ def test_epilogue_coordinates_are_where_a_store_may_start():
         epi.store(packed, 0, -64)
     assert _here(ei)
     epi.store(packed, 0, (1 << 31) - 64)     # its one box starts at the last coordinate
+
+
+def test_release_arrives_once_per_cluster_rank():
+    """release(ctas=[0, 0]) on a 2-peer ring arrived twice on CTA 0's empty barrier: its phase
+    completed without CTA 1's consumers, whose stage CTA 0's producer then refilled."""
+    k = _kernel(reqnctapercluster=2)
+    ring = MbarrierRing(k, 2, peers=2)
+    ring.init()
+    c = ring.consumer()
+    with pytest.raises(OperandError, match=r"ConsumerView.release: operand 'ctas': expected "
+                       r"each cluster rank once, got rank 0 twice") as ei:
+        c.release(ctas=[0, np.int64(0)])
+    assert _here(ei)
+    c.release(ctas=[1, 0])

@@ -46,6 +46,12 @@ def modules_in(path: str | Path) -> dict[str, Module]:
     anything else raises `_FileError` saying what it must return."""
     ns = runpy.run_path(str(path), run_name="__ptxdsl__")
     found = {name: v for name, v in ns.items() if isinstance(v, Module)}
+    for name in found:
+        # A global set through globals()['a\nb'] is no Python name: as a file name or report
+        # line it would forge one, as a build_modules() name would (below).
+        if not isinstance(name, str) or not name.isidentifier():
+            raise _FileError(f"{path}: a module is a global named {name!r}, which is not a "
+                             "Python identifier; module names name the output files")
     # What the functions return is checked here, naming the file and the contract: used
     # as it is, a wrong value fails later as a bare AttributeError/TypeError of ours.
     if callable(ns.get("build_module")):
@@ -53,7 +59,7 @@ def modules_in(path: str | Path) -> dict[str, Module]:
         if not isinstance(mod, Module):
             raise _FileError(f"{path}: build_module() must return a ptxdsl Module, got "
                              f"{_show(mod)}")
-        found["build_module"] = mod
+        _add(found, "build_module", mod, path, "build_module()")
     if callable(ns.get("build_modules")):
         mods = ns["build_modules"]()
         what = "a dict of name -> ptxdsl Module"
@@ -69,8 +75,18 @@ def modules_in(path: str | Path) -> dict[str, Module]:
                 raise _FileError(f"{path}: build_modules() names a module {n!r}; module names "
                                  "must be identifiers (letters, digits, '_' and '$', not "
                                  "starting with a digit), as they name the output files")
-        found.update(mods)
+            _add(found, n, m, path, "build_modules()")
     return found
+
+
+def _add(found: dict[str, Module], name: str, mod: Module, path: str | Path, src: str) -> None:
+    """Collect `mod` as `name`; a name already taken by another module (a global of that
+    name) is an error: keeping one of the two would leave the other unchecked, unsaid."""
+    if found.get(name, mod) is not mod:
+        raise _FileError(f"{path}: {src} gives a module named {name!r}, and a global of that "
+                         "name is another module; rename one (each module is written and "
+                         "checked under its name)")
+    found[name] = mod
 
 
 def cmd_emit(args) -> int:
@@ -95,6 +111,13 @@ def cmd_emit(args) -> int:
         if path.parent.resolve() != out.resolve():
             print(f"ptxdsl emit: {args.file}:{name}: output {str(path)!r} is not a file name "
                   f"inside {args.output}", file=sys.stderr)
+            failed.append(name)
+            continue
+        # A Python file named like the output (m.ptx run with -o its own folder) is the
+        # user's source: never replaced by what it built.
+        if path.exists() and Path(args.file).exists() and path.samefile(args.file):
+            print(f"ptxdsl emit: {args.file}:{name}: the output {str(path)!r} is the input "
+                  "file itself; give -o another folder", file=sys.stderr)
             failed.append(name)
             continue
         # A module that cannot emit, write or assemble is reported as `check` reports it:

@@ -10,7 +10,9 @@ Every file ptxdsl writes on request (`Module.write`, a sample's `--ptx PATH`,
   a socket is refused with an `OutputError`;
 - a symbolic link is written through: the file it points to gets the new text and the link
   stays a link (a golden kept as a symlink stays one). Its target must be a regular file or
-  nothing, as above; a dangling link's target is created.
+  nothing, as above; a dangling link's target is created. A link that someone else may have
+  planted (in a sticky folder everyone may write, such as /tmp, owned by neither this user
+  nor the folder's owner: the fs.protected_symlinks rule) is refused.
 
 What this cannot stop: someone who can write in the destination's folder can swap its entry
 between the check and the replace. Such a person can replace the file anyway.
@@ -38,10 +40,36 @@ def file_kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+def _planted_link(path: str) -> str | None:
+    """Why a symbolic link at `path` must not be followed: Linux's fs.protected_symlinks rule,
+    applied whatever the sysctl says (resolving the link here would bypass it anyway). In a
+    sticky folder that everyone may write (/tmp), a link owned by neither this user nor the
+    folder's owner was planted by someone else: written through, it would replace any file
+    this user (root, say) can write."""
+    try:
+        link = os.lstat(path)
+        if not stat.S_ISLNK(link.st_mode) or not hasattr(os, "geteuid"):
+            return None
+        folder = os.stat(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    public = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    if public and link.st_uid not in (os.geteuid(), folder.st_uid):
+        return (f"a symbolic link of uid {link.st_uid} in a folder everyone may write; "
+                "refusing to write through it (it could point anywhere)")
+    return None
+
+
 def output_target(path: str, who: str) -> str:
     """The absolute path that writing `path` replaces: `path` itself, or the file a symbolic
     link at `path` points to. Raises `OutputError` (naming `who`) when that is anything but
-    a regular file or nothing."""
+    a regular file or nothing, or when the link may have been planted (`_planted_link`)."""
+    if "\0" in path:   # os.stat would raise a bare ValueError; no file has such a name
+        raise OutputError(f"{who}: cannot write {path!r}: a path has no NUL character",
+                          OSError(errno.EINVAL, "embedded NUL", path))
+    planted = _planted_link(path)
+    if planted:
+        raise OutputError(f"{who}: {path!r} is {planted}", OSError(errno.EACCES, planted, path))
     real = os.path.realpath(path)
     try:
         st = os.stat(real)

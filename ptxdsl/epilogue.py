@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed_methods
+from .errors import BuildError, OperandError, Sealed, fail_closed_methods
 from .fragments import Fragment, check_kernel, shared_dst
 from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, check_src, int_like
@@ -40,19 +40,21 @@ STAGING_NEEDS = (f"the staging buffer ({STAGING_BYTES} bytes, {STAGING_BYTES // 
 
 
 def _coord(value: Any, name: str) -> Any:
-    """A tensor coordinate: a 32-bit integer register or an int in the .s32 range (TMA
-    coordinates are signed; rows/columns past the tensor's edges are clipped)."""
+    """A tensor coordinate: a 32-bit integer register or an int in [0, 2^31) (rows/columns
+    past the tensor's far edges are clipped; a TMA store's start may not be negative, which
+    faults at run time, as cp.async.bulk.tensor's builder says)."""
     value = int_like(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        if -(1 << 31) <= value < 1 << 31:
+        if 0 <= value < 1 << 31:
             return value
     elif isinstance(value, Reg) and value.type.bits == 32 and value.type.kind in "bus":
         return check_src("TmaStoreEpilogue.store", name, value, ScalarType.s32)
     raise OperandError("TmaStoreEpilogue.store", name, "a tensor coordinate: a 32-bit integer "
-                       "register or an int in the .s32 range", _given(value))
+                       "register or a non-negative int below 2^31 (a TMA store may not start "
+                       "at a negative coordinate)", _given(value))
 
 
-class TmaStoreEpilogue:
+class TmaStoreEpilogue(Sealed):
     """One consumer warpgroup's epilogue. `staging`: its STAGING_BYTES buffer (1024-byte
     aligned; each warpgroup needs its own), a 32-bit shared address register or a shared
     symbol (or `Addr(symbol, offset)`), whose alignment and extent are then checked (a tile of
@@ -92,6 +94,7 @@ class TmaStoreEpilogue:
         y = k.xor(k.and_(lane, 7), k.shr(mat, 1))
         row_base = k.add(staging, k.shl(row, 7))
         self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
+        self._seal()
 
     def store(self, packed, row0: Any, col0: Any) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at

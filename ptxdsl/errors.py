@@ -237,6 +237,25 @@ def fail_closed(name: str, fn: Callable[_P, _R],
     return builder
 
 
+class Sealed:
+    """A helper object (a fragment, a ring and its views, an epilogue) whose fields were
+    checked together and built into the kernel when it was made: assigning one later
+    (`ring.stages = 4` on a 2-stage ring, `acc.n = 128`) would build from values nothing
+    checked, so it is refused. `_seal()` ends the constructor."""
+
+    _sealed = False
+
+    def _seal(self) -> None:
+        object.__setattr__(self, "_sealed", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._sealed:
+            raise BuildError(f"{type(self).__name__}: .{name} cannot be assigned once it is "
+                             "made (its registers and declarations were built from it); "
+                             "make another")
+        object.__setattr__(self, name, value)
+
+
 def fail_closed_methods(cls: type, name: str) -> type:
     """`fail_closed` on the constructor and every public method of a helper class (static and
     class methods too), named `name.method`: the helpers above the builders (fragments,

@@ -27,12 +27,12 @@ import functools
 import math
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed, fail_closed_methods
+from .errors import BuildError, OperandError, Sealed, fail_closed, fail_closed_methods
 from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, int_like
 from .instructions.cvt_packed import cvt_packed
 from .instructions.matrix import stmatrix
-from .instructions.wgmma import ALL_N, d_count, d_register_type
+from .instructions.wgmma import ALL_N, check_distinct, d_count, d_register_type
 from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
 from .kernel_host import KernelHost
@@ -53,7 +53,10 @@ def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
     if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
         ptr = k.ld_param(ptr)
     space = ptr.space if isinstance(ptr, Reg | Symbol) else None
-    if not isinstance(ptr, Reg) or ptr.type.bits != 64 or space is not None and space.is_shared:
+    # Any 64-bit integer register (a .b64 one loaded from memory too: the adds are .u64), not
+    # a float one.
+    if not isinstance(ptr, Reg) or ptr.type.bits != 64 or ptr.type.is_float \
+            or space is not None and space.is_shared:
         given = (f"symbol {ptr.name} in .{ptr.space.value}" if isinstance(ptr, Symbol) else
                  f"register %{ptr.name} (.{ptr.type.value}"
                  + (f", a .{space.value} address)" if space is not None else ")")
@@ -74,7 +77,7 @@ def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> Any:
     value = int_like(value)
     if value is None and bound:
         return value
-    if isinstance(value, Reg) and value.type.is_int and value.type.bits == 32:
+    if isinstance(value, Reg) and value.type.kind in "bus" and value.type.bits == 32:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1) \
             and (bound or value <= MAX_LD):
@@ -210,6 +213,7 @@ def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]
                 r.type.kind == "b" if rt.kind == "b" else compatible(r.type, rt))
             for r in regs):
         raise OperandError(what, "regs", f"{count} registers of .{rt.value}", _given(regs))
+    check_distinct(what, "regs", regs)   # each holds its own values (fill, cvt, ld write each)
     return list(regs)
 
 
@@ -238,7 +242,7 @@ def a_fragment_coords(bits: int, thread: int) -> list[list[tuple[int, int]]]:
              for e in range(per)] for j in range(4)]
 
 
-class Fragment:
+class Fragment(Sealed):
     """An m64nN accumulator (or a packed bf16/f16/fp8 copy of one) in a warpgroup's
     registers. `packed` names the copy's value type ('bf16', 'f16', 'e4m3', 'e5m2')."""
 
@@ -258,6 +262,7 @@ class Fragment:
         count = n // 4 if packed else d_count(n, dtype)
         rt = (T.b16 if _PACKED[packed][1] == 8 else T.b32) if packed else d_register_type(dtype)
         self.regs = _regs("fragment", k, regs, count, rt)
+        self._seal()
 
     @property
     def value_bits(self) -> int:
@@ -352,7 +357,7 @@ class Fragment:
         row0, col0 = self.origin()
         first = k.mad(row0, ld, col0, type=T.u32) if not isinstance(ld, int) \
             else k.mad(row0, ld, col0)
-        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
+        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"), type=T.u64)
         if isinstance(ld, int):
             below = base, ld * 8 * eb
         else:
@@ -454,7 +459,7 @@ class Fragment:
         return k.setp("lt", start, lim, type=T.s32, bool_op="and", c=also)
 
 
-class AFragment:
+class AFragment(Sealed):
     """The A operand of an RS wgmma in registers: 4 x 32 bits per thread (m64 x K of one
     instruction, K = 256/bits)."""
 
@@ -464,6 +469,7 @@ class AFragment:
         self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype)
         self.k = 256 // self.bits
         self.regs = _regs("a_fragment", k, regs, 4, T.b32)
+        self._seal()
 
     def __len__(self) -> int:
         return 4
@@ -510,7 +516,7 @@ class AFragment:
         first = k.mad(row0, ld, col0) if isinstance(ld, int) else k.mad(row0, ld, col0,
                                                                          type=T.u32)
         eb = self.bits // 8
-        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"))
+        base = k.add(ptr, k.mul(first, eb, type=T.u32, mode="wide"), type=T.u64)
         # registers 1 and 3 hold row +8: a constant offset, or one add for a register stride
         below = (base, 8 * ld * eb) if isinstance(ld, int) else \
             (k.add(base, k.mul(ld, 8 * eb, type=T.u32, mode="wide")), 0)
@@ -530,9 +536,12 @@ class FragmentOps(KernelHost):
         if not isinstance(shape, tuple | list) or len(shape) != 2:
             raise BuildError(f"fragment: shape must be (64, N), got {shape!r}"[:300])
         m, n = shape
-        if m != 64:
+        if type(int_like(m)) is not int or m != 64:
             raise BuildError(f"fragment: wgmma accumulators are 64 rows per warpgroup, got "
-                             f"shape {shape!r}")
+                             f"shape {shape!r}"[:300])
+        # Real bools only, as for the kernel's flags: zero="no" is truthy and would zero-fill.
+        if type(zero) is not bool:
+            raise OperandError("fragment", "zero", "True or False", _given(zero))
         frag = Fragment(self, dtype, n)
         return frag.zero() if zero else frag
 

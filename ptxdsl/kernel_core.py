@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, TypeVar, cast, final
+from typing import Any, NamedTuple, TypeVar, cast, final
 
 import attrs
 
@@ -285,6 +285,9 @@ class KernelCore(KernelHost):
                  visible: bool = True):
         self.loc = user_loc()
         self.name = name
+        # (CTAs, who): helpers built for a cluster of at least that many CTAs (an MbarrierRing
+        # with peers=); the cluster directives, set before or after, must allow them.
+        self._cluster_needs: list[tuple[int, str]] = []
         for attr in DIRECTIVES:   # unset first: each assignment is checked against the rest
             setattr(self, "_" + attr, False if attr in FLAGS else None)
         # The constructor assigns through the same checked properties as `k.maxntid = ...`
@@ -354,6 +357,23 @@ class KernelCore(KernelHost):
                              "this kernel")
         self._names.add(name)
         return name
+
+    def _rename(self, obj: Any, old: str, new: str) -> None:
+        """`obj` (a register, parameter or shared variable of this kernel) renamed from `old`
+        to `new` (checked as an identifier): claimed as `_claim`/`reg` claim a first name."""
+        what = "register" if isinstance(obj, Reg) else "symbol"
+        if old not in self._names:   # an automatic register: declared by number, %r<N>
+            raise BuildError(f"kernel {self.name}: %{old} is one of ptxdsl's automatic "
+                             "registers, declared by number; it cannot be renamed (name it "
+                             "when it is made: k.reg(type, name))")
+        if what == "register" and _AUTO_NAME.match(new):
+            raise BuildError(f"register name {new!r} collides with ptxdsl's automatic names "
+                             "(p1, r1, rd1, f1, ...); choose another")
+        if new in self._names:
+            raise BuildError(f"kernel {self.name}: {what} name {new!r} is already used in this "
+                             "kernel")
+        self._names.discard(old)
+        self._names.add(new)
 
     # -- parameters ----------------------------------------------------------------------------
     _SCALAR_PARAM_TYPES = (ScalarType.u16, ScalarType.u32, ScalarType.s32, ScalarType.u64,

@@ -63,9 +63,18 @@ def _flag(what: str):
     return check
 
 
+MAX_CTA_THREADS = 1024   # every CUDA GPU's threads per CTA
+
+
 def _threads(what: str, other: str):
     def check(k: KernelCore, value) -> tuple[int, ...] | None:
         dims = _dims(value, f".{what}")
+        # ptxas only warns ("out of range ... will be ignored") and drops the directive with
+        # .minnctapersm: the kernel would build without what it asked for.
+        if dims and math.prod(dims) > MAX_CTA_THREADS:
+            raise BuildError(f"kernel {k.name}: .{what} {', '.join(map(str, dims))} is "
+                             f"{math.prod(dims)} threads per CTA; no GPU runs more than "
+                             f"{MAX_CTA_THREADS} (ptxas would ignore the directive)")
         if dims and getattr(k, other):
             raise BuildError(f"kernel {k.name}: .maxntid and .reqntid cannot be combined "
                              "(ptxas refuses both on one kernel); keep one")
@@ -76,8 +85,23 @@ def _threads(what: str, other: str):
     return check
 
 
+def cluster_limit(k: KernelCore) -> int | None:
+    """The most CTAs a cluster of `k` can have by its directives (None: not declared)."""
+    return math.prod(k.reqnctapercluster) if k.reqnctapercluster else k.maxclusterrank
+
+
+def _cluster_fits(k: KernelCore, ctas: int, directive: str) -> None:
+    """A helper built for a larger cluster would wait for arrivals that never come."""
+    for need, who in k._cluster_needs:
+        if need > ctas:
+            raise BuildError(f"kernel {k.name}: {directive} allows {ctas} CTAs per cluster, "
+                             f"but {who} needs {need}")
+
+
 def _cluster_dims(k: KernelCore, value) -> tuple[int, ...] | None:
     dims = _dims(value, ".reqnctapercluster")
+    if dims:
+        _cluster_fits(k, math.prod(dims), ".reqnctapercluster")
     if dims and math.prod(dims) > MAX_CLUSTER_CTAS:
         raise BuildError(f"kernel {k.name}: .reqnctapercluster {_repr(value)} asks for "
                          f"{math.prod(dims)} CTAs per cluster; no GPU launches more than "
@@ -92,7 +116,10 @@ def _cluster_rank(k: KernelCore, value) -> int | None:
     if value is not None and k.reqnctapercluster:
         raise BuildError(f"kernel {k.name}: .reqnctapercluster and .maxclusterrank cannot be "
                          "combined (ptxas refuses both on one kernel)")
-    return _number(".maxclusterrank", value, 1, 1 << 16)
+    n = _number(".maxclusterrank", value, 1, 1 << 16)
+    if n is not None:
+        _cluster_fits(k, n, ".maxclusterrank")
+    return n
 
 
 def _min_ctas(k: KernelCore, value) -> int | None:

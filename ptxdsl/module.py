@@ -178,6 +178,13 @@ class Module:
                 raise BuildError(f"module has {what} named {k.name!r} too (kernel renamed "
                                  "after Module.add?); each .entry needs its own name", k.loc)
 
+    def _rename(self, sym: Any, old: str, new: str) -> None:
+        """A module variable renamed (`operands._renamed`): claimed as `_declare` claims."""
+        if new in self._names or any(k.name == new for k in self.kernels):
+            raise BuildError(f"module already has a symbol named {new!r}")
+        self._names.discard(old)
+        self._names.add(new)
+
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:
             if k.name == name:

@@ -200,6 +200,37 @@ class Operand:
         raise NotImplementedError
 
 
+def _renamed(obj: Any, _attribute: Any, name: str) -> str:
+    """A rename (`r.name = ...`, after the converter checked the name) is claimed from the
+    kernel or module that declared `obj`, as its first name was: two declarations of one name,
+    or a renamed automatic register that no `.reg %r<N>` declares, are invalid PTX."""
+    owner = obj.kernel if obj.kernel is not None else getattr(obj, "module", None)
+    if owner is not None and name != obj.name:
+        owner._rename(obj, obj.name, name)
+    return name
+
+
+def _fixed(obj: Any, attribute: Any, value: Any) -> Any:
+    """What a declared register or variable is (its type, space, extent, alignment, kernel)
+    was checked by every instruction built with it: changing it afterwards would emit what
+    nothing checked (an automatic register retyped, a tile's array shrunk or realigned)."""
+    if obj.kernel is not None or getattr(obj, "module", None) is not None:
+        raise BuildError(f"{type(obj).__name__} {obj.name}: its .{attribute.name} cannot change "
+                         "once it is declared (what was built with it was checked against "
+                         "it); declare another")
+    return value
+
+
+def _declared(obj: Any, what: str, maker: str) -> None:
+    """A register or variable that claims a kernel must be one the kernel declared (its
+    builders claim the name first): one made directly (`Reg(t.u32, "x", k)`) passed the
+    instructions' kernel checks and reached the PTX undeclared."""
+    names = getattr(obj.kernel, "_names", None)
+    if names is not None and obj.name not in names:
+        raise BuildError(f"{what} {obj.name!r} of kernel {obj.kernel.name}: it is not declared "
+                         f"in that kernel; make it with {maker}")
+
+
 @attrs.define(eq=False, repr=False)
 class Reg(Operand):
     """A virtual register of one kernel.
@@ -209,14 +240,19 @@ class Reg(Operand):
     symbol's address (plus a constant) it holds, while that is certain (`ptxdsl.provenance`).
     """
 
-    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v))
+    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Reg", v),
+                                   on_setattr=attrs.setters.pipe(_fixed, attrs.setters.validate))
     # A converter, not a validator: the name is kept as the plain str that was checked.
-    name: str = attrs.field(converter=_check_reg_name)
-    kernel: KernelCore | None = None
+    name: str = attrs.field(converter=_check_reg_name,
+                            on_setattr=attrs.setters.pipe(attrs.setters.convert, _renamed))
+    kernel: KernelCore | None = attrs.field(default=None, on_setattr=_fixed)
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
     # Set by ptxdsl only (`provenance.establish`/`derive`), cleared by any write (`emit`).
     origin: Origin | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _declared(self, "register", "k.reg(type, name)")
 
     def render(self) -> str:
         return "%" + self.name
@@ -447,17 +483,26 @@ SINK = Sink()
 class Symbol(Operand):
     """A named variable: kernel parameter, shared/global/const array, or a label-free symbol."""
 
-    name: str = attrs.field(converter=lambda v: check_identifier(v, "symbol"))
-    space: StateSpace = attrs.field(validator=lambda _s, _a, v: _check_space("Symbol", v))
-    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Symbol", v))
+    name: str = attrs.field(converter=lambda v: check_identifier(v, "symbol"),
+                            on_setattr=attrs.setters.pipe(attrs.setters.convert, _renamed))
+    space: StateSpace = attrs.field(validator=lambda _s, _a, v: _check_space("Symbol", v),
+                                    on_setattr=attrs.setters.pipe(_fixed,
+                                                                  attrs.setters.validate))
+    type: ScalarType = attrs.field(validator=lambda _s, _a, v: _check_type("Symbol", v),
+                                   on_setattr=attrs.setters.pipe(_fixed, attrs.setters.validate))
     count: int | None = attrs.field(  # elements; None for an unsized .extern array
-        default=1, converter=lambda v: _count(v, "Symbol count"))
-    align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"))
-    kernel: KernelCore | None = None  # None for module scope
+        default=1, converter=lambda v: _count(v, "Symbol count"),
+        on_setattr=attrs.setters.pipe(_fixed, attrs.setters.convert))
+    align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"),
+                                    on_setattr=attrs.setters.pipe(_fixed, attrs.setters.convert))
+    kernel: KernelCore | None = attrs.field(default=None, on_setattr=_fixed)  # None: module
     loc: Any = attrs.field(default=None, kw_only=True)   # the Python line that declared it
     # The Module that declared a module-scope variable (None for a kernel's own symbols and
     # for free-standing ones, such as ptxdsl.debug's, declared by name in whichever module).
     module: Any = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        _declared(self, "variable", "k.shared_array, k.param, ...")
 
     def render(self) -> str:
         return self.name

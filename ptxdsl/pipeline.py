@@ -91,7 +91,8 @@ import math
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
-from .errors import BuildError, OperandError, fail_closed
+from .errors import BuildError, OperandError, Sealed, fail_closed
+from .instructions._tma_addr import symbol_align
 from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
 from .instructions.mbarrier import (
@@ -106,7 +107,9 @@ from .instructions.mbarrier import (
 from .instructions.mbarrier_wait import mbarrier_wait
 from .kernel import Kernel
 from .kernel_core import MAX_STATIC_SHARED
+from .kernel_directives import cluster_limit
 from .operands import SINK, Addr, Reg, Symbol, _show, check_identifier, plain_str
+from .provenance import known_fit
 from .types import ScalarType, Scope, Sem, StateSpace
 
 __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
@@ -118,11 +121,25 @@ MAX_CLUSTER = 16           # the largest (non-portable) cluster on sm_90
 
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
+def _ptx_type_bits(name: str) -> int | None:
+    """Bits of a PTX or wgmma type spelling ('f16', '.u8', 'e4m3', 'tf32'), else None."""
+    from .instructions.wgmma import WgmmaType
+    name = name.lstrip(".")
+    if name in ScalarType._value2member_map_:
+        return ScalarType(name).bits
+    return WgmmaType(name).bits if name in WgmmaType._value2member_map_ else None
+
+
 def _elem_bytes(dtype: Any) -> int:
-    if isinstance(dtype, ScalarType):
-        if dtype.bits % 8:
-            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", dtype.value)
-        return dtype.bits // 8
+    dtype = plain_str(dtype)
+    # A PTX spelling means the PTX type: numpy reads 'f16' as float128 and 'u8' as uint64,
+    # which made an expect_tx 8 times the bytes the copy delivers (the wait never ends).
+    bits = dtype.bits if isinstance(dtype, ScalarType) else \
+        _ptx_type_bits(dtype) if isinstance(dtype, str) else None
+    if bits is not None:
+        if bits % 8:
+            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", _show(dtype))
+        return bits // 8
     # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
     # element: only numbers (bool, int, uint, float, complex) count.
     if dtype is not None:
@@ -133,12 +150,15 @@ def _elem_bytes(dtype: Any) -> int:
                 return int(dt.itemsize)
         except Exception:  # noqa: BLE001 - anything numpy cannot read is refused below
             pass
-    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers",
-                       _show(dtype))
+    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers, "
+                       "or a PTX or wgmma type name ('f16', 'e4m3')", _show(dtype))
 
 
 def box_bytes(box, dtype) -> int:
     """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
+
+    `dtype`: a ptxdsl type, a PTX or wgmma type name ('f16', 'u8', 'e4m3': PTX's meaning,
+    never numpy's float128 and uint64) or a numpy dtype ('float16', np.uint8).
 
     `box` counts the elements that land: for a map with element strides (TMA loads
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
@@ -207,7 +227,7 @@ def _count(what: str, v: Any, hi: int) -> int:
 
 
 # -- the ring ------------------------------------------------------------------------------------
-class MbarrierRing:
+class MbarrierRing(Sealed):
     """`stages` full/empty mbarrier pairs in shared memory (see the module docstring for the
     PTX). `full_count`: arrivals completing a full phase (the producer's arrive.expect_tx:
     1); `empty_count`: consumer arrivals per CTA completing an empty phase; `peers`: the CTAs
@@ -224,11 +244,10 @@ class MbarrierRing:
         self.full_count = _count("full_count", full_count, MAX_COUNT)
         self.peers = _count("peers", peers, MAX_CLUSTER)
         self.empty_count = _count("empty_count", empty_count, MAX_COUNT // self.peers)
-        cluster = k.reqnctapercluster
-        if cluster and self.peers > math.prod(cluster):
-            raise OperandError("MbarrierRing", "peers", f"at most the kernel's "
-                               f"{math.prod(cluster)} CTAs per cluster (.reqnctapercluster)",
-                               self.peers)
+        cluster = cluster_limit(k)
+        if cluster and self.peers > cluster:
+            raise OperandError("MbarrierRing", "peers", f"at most the kernel's {cluster} CTAs "
+                               "per cluster (.reqnctapercluster / .maxclusterrank)", self.peers)
         self.name = name
         n = self.stages
         if storage is None:
@@ -242,10 +261,10 @@ class MbarrierRing:
             if not isinstance(base, Symbol) or not base.space.is_shared:
                 raise OperandError("MbarrierRing", "storage", "a shared-memory symbol or "
                                    "Addr(symbol, offset)", repr(storage))
-            if off % 8 or (base.align or 1) < 8:
+            if off % 8 or symbol_align(base) < 8:   # a .b64 array is 8-aligned undeclared
                 raise OperandError("MbarrierRing", "storage", "an 8-byte aligned address "
                                    "(mbarriers are .b64)", f"{base.name}+{off} (align "
-                                   f"{base.align})")
+                                   f"{symbol_align(base)})")
             if base.count is not None and off + 16 * n > base.size:
                 raise OperandError("MbarrierRing", "storage", f"{16 * n} bytes from offset "
                                    f"{off}", f"{base.name} of {base.size} bytes")
@@ -254,6 +273,9 @@ class MbarrierRing:
             self.full_base = k.add(start, off, dst=k.reg(T.u32, f"{name}_full_base"))
             self.empty_base = k.add(start, off + 8 * n, dst=k.reg(T.u32, f"{name}_empty_base"))
         self._views = 0
+        if self.peers > 1:   # a cluster directive set later must still allow the peers
+            k._cluster_needs.append((self.peers, f"MbarrierRing {name} (peers={self.peers})"))
+        self._seal()
 
     @property
     def empty_arrivals(self) -> int:
@@ -318,7 +340,7 @@ def cluster_sync(k, *, aligned: bool = False) -> None:
     cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
 
 
-class RingView:
+class RingView(Sealed):
     """One side's position in a ring: `stage` (.u32, 0..N-1) and `phase` (.u32 parity)."""
 
     WAIT_ON = "full"
@@ -337,6 +359,7 @@ class RingView:
         self.ring, self.k = ring, k
         self.stage: Reg = k.mov(0, dst=k.reg(T.u32, f"{ring.name}_{tag}_stage"))
         self.phase: Reg = k.mov(parity, dst=k.reg(T.u32, f"{ring.name}_{tag}_phase"))
+        self._seal()
 
     # -- addresses of the current stage ----------------------------------------------------
     def _bar(self, base: Reg) -> Reg:
@@ -354,14 +377,17 @@ class RingView:
 
         `buffer`: a shared array, `Addr(array, offset)`, or a 32-bit shared address register.
         The ring's `stages` slots of `stride` bytes must fit in the array from the offset
-        (checked where the array's size is known: not for dynamic shared memory or a
-        register), and never run past the largest shared memory of any GPU."""
+        (checked where the array's size is known: not for dynamic shared memory, nor for a
+        register unless it is known to hold the array's address, `ptxdsl.provenance`), and
+        never run past the largest shared memory of any GPU."""
         stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
         need = self.ring.stages * stride
-        sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
-        if isinstance(sym, Symbol):
+
+        def fits(at: Addr) -> None:
+            sym, off = at.base, at.offset
+            assert isinstance(sym, Symbol)   # a symbol base: here or from known_fit
             if not sym.space.is_shared:
                 raise OperandError("RingView.slot", "buffer", "a shared-memory array",
                                    f"{sym.space.value} variable {sym.name}")
@@ -370,7 +396,13 @@ class RingView:
                                    f"{stride} bytes ({need} bytes) inside the buffer",
                                    f"{sym.name} of {sym.size} bytes from offset {off}"
                                    if sym.count is not None else f"offset {off}")
-        elif not (isinstance(buffer, Reg) and buffer.type.bits == 32):
+
+        sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
+        if isinstance(sym, Symbol):
+            fits(Addr(sym, off))
+        elif isinstance(buffer, Reg) and buffer.type.bits == 32:
+            known_fit(buffer, fits)   # a register holding a symbol's address: checked the same
+        else:
             raise OperandError("RingView.slot", "buffer", "a shared symbol or a 32-bit shared "
                                "address register (or Addr(symbol, offset))", _show(buffer))
         # A .u32 offset past every GPU's shared memory wraps around or lands outside the
@@ -439,8 +471,8 @@ class ConsumerView(RingView):
     def release(self, *, ctas=None, scope: str = "cluster") -> None:
         """Arrive on `empty[stage]`: the local CTA's (`mbarrier.arrive.shared::cta.b64 _,
         [a];`), or with `ctas=` (cluster ranks: ints or .u32 registers; a cluster ring
-        defaults to all `peers` ranks 0..peers-1) on each of those CTAs' through `mapa` +
-        `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`.
+        defaults to all `peers` ranks 0..peers-1; each rank once) on each of those CTAs' through
+        `mapa` + `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];`.
 
         `scope="cta"` arrives on the remote barriers with `.release.cta` instead: for
         consumers whose reads of the stage were wgmma's (already complete after
@@ -465,8 +497,16 @@ class ConsumerView(RingView):
             raise OperandError("ConsumerView.release", "ctas", "at least one cluster rank",
                                repr(ctas))
         from .instructions import cluster as cl
+        seen: set[int] = set()
         for rank in ranks:
             rank = int_like(rank)
+            # Two arrivals on one CTA's barrier count for a peer that never arrived: that
+            # CTA's producer refills the stage while the peer may still read it.
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                if rank in seen:
+                    raise OperandError("ConsumerView.release", "ctas", "each cluster rank once",
+                                       f"rank {rank} twice in {_show(ctas)}")
+                seen.add(rank)
             # The ring's empty barriers expect the arrivals of its `peers` CTAs' consumers:
             # a rank past them arrives on a barrier this ring does not count for.
             if isinstance(rank, int) and not isinstance(rank, bool) and \

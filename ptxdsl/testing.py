@@ -12,10 +12,13 @@ import faulthandler
 import os
 import re
 import signal
+import stat
 from pathlib import Path
 
-from ._files import write_file
+from ._files import file_kind, write_file
+from .errors import BuildError, OperandError
 from .module import Module
+from .operands import _show, as_int
 from .toolchain import assemble
 
 _TARGET = re.compile(r"^\.target\s+(\S+?)(?:,|\s|$)", re.M)
@@ -23,9 +26,10 @@ _TARGET = re.compile(r"^\.target\s+(\S+?)(?:,|\s|$)", re.M)
 
 def declared_target(ptx: str) -> str:
     """The `.target` a PTX text declares (the arch its golden is assembled for)."""
-    m = _TARGET.search(ptx)
+    m = _TARGET.search(ptx) if isinstance(ptx, str) else None
     if not m:
-        raise ValueError("PTX text has no .target directive")
+        raise BuildError("declared_target: expected PTX text with a .target directive, got "
+                         + (_show(ptx) if not isinstance(ptx, str) else "none in the text"))
     return m.group(1)
 
 
@@ -44,7 +48,15 @@ def check_golden(module_or_text: Module | str, path: str | os.PathLike, *,
 
     A missing golden is an error unless `update` is set: goldens are created on purpose.
     """
+    if not isinstance(module_or_text, Module | str):
+        raise OperandError("check_golden", "module_or_text", "a Module or PTX text",
+                           _show(module_or_text))
+    if not isinstance(path, str | os.PathLike):
+        raise OperandError("check_golden", "path", "the golden file's path", _show(path))
     text = module_or_text if isinstance(module_or_text, str) else module_or_text.emit()
+    name = os.fspath(path)
+    if not isinstance(name, str) or "\0" in name:
+        raise OperandError("check_golden", "path", "a file's path (text, no NUL)", repr(name))
     path = Path(path)
     if update:
         # write_file: a golden that is a symlink stays one, a FIFO there is refused.
@@ -54,12 +66,26 @@ def check_golden(module_or_text: Module | str, path: str | os.PathLike, *,
     if not path.exists():
         raise GoldenMismatch(f"golden file {path} does not exist; run pytest with "
                              "--update-golden to create it, then review it like code")
-    want = path.read_text()
+    want = _read_golden(path)
     if want != text:
         diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
                                             str(path), "emitted"))
         raise GoldenMismatch(f"emitted PTX differs from {path}:\n{diff}")
     return text
+
+
+def _read_golden(path: Path) -> str:
+    """The golden's text; a folder, FIFO or device there is refused before it is opened (a
+    FIFO would block the read forever)."""
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise BuildError(f"check_golden: golden {str(path)!r} is {file_kind(mode)}, not a "
+                             "regular file")
+        return path.read_text()
+    except OSError as e:
+        raise BuildError(f"check_golden: cannot read golden {str(path)!r}: "
+                         f"{e.strerror or e}") from e
 
 
 def golden_files(root: str | os.PathLike) -> list[Path]:
@@ -73,6 +99,12 @@ def gpu_deadline(seconds: int):
     SIGALRM raises TimeoutError in Python code (ptxdsl's synchronize polls, so a hung kernel
     is interruptible there); faulthandler kills the process `seconds + 30` s in, should a driver
     call itself never return. Main thread only (signals)."""
+    n = as_int(seconds)
+    if n is None or n < 1:   # alarm(0) is no alarm: the test would have no deadline at all
+        raise OperandError("gpu_deadline", "seconds", "a positive number of seconds (an int)",
+                           _show(seconds))
+    seconds = n
+
     def on_alarm(signum, frame):
         raise TimeoutError(f"GPU test exceeded {seconds} s")
 

@@ -153,7 +153,19 @@ def check_regs(insn: Any, operand: str, values: Any, count: int, t: ScalarType,
         raise OperandError(insn, operand, f"{count} {what}", f"{len(values)} registers")
     regs = tuple(check_dst(insn, f"{operand}[{i}]", r, t) for i, r in enumerate(values))
     check_one_type(insn, operand, regs)
+    check_distinct(insn, operand, regs)
     return regs
+
+
+def check_distinct(insn: Any, operand: str, regs: Sequence[Reg]) -> None:
+    """Registers that each hold their own value (accumulators, a fragment): one given twice
+    collapses two values into one; ptxas takes it and the results are silently wrong."""
+    seen: dict[str, int] = {}   # by name: Reg's == builds a setp
+    for i, r in enumerate(regs):
+        if r.name in seen:
+            raise OperandError(insn, operand, f"{len(regs)} distinct registers", f"%{r.name} "
+                               f"as {operand}[{seen[r.name]}] and {operand}[{i}]")
+        seen[r.name] = i
 
 
 def _imm(value: int) -> Imm:

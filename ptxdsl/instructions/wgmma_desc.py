@@ -258,9 +258,7 @@ class SmemLayout:
         """Bytes to add to the start address to reach K index `kk` (a multiple of one
         instruction's K): inside a swizzle atom the byte offset along K (the +32 B per k16
         step for 16-bit K-major), across atoms the column stride; MN-major: kk rows."""
-        if isinstance(kk, bool) or not isinstance(kk, int) or not 0 <= kk < self.k:
-            raise BuildError(f"SmemLayout.k_offset: K index must be in [0, {self.k}), got "
-                             f"{kk!r}")
+        kk = check_index("SmemLayout.k_offset: K index", kk, self.k)
         if (kk * self.bits) % 256:
             raise BuildError(f"SmemLayout.k_offset: K index {kk} is not a multiple of one "
                              f"wgmma's K ({256 // self.bits} elements of {self.bits} bits)")
@@ -392,6 +390,13 @@ class MatrixDescriptor:
         if delta == 0:
             return self
         if isinstance(self.value, int):
+            # The start address is the low 14 bits (address >> 4): a carry out of them would
+            # change the reserved bits and the leading byte offset, not the address.
+            if (self.value & 0x3FFF) + delta > 0x3FFF:
+                raise BuildError(f"MatrixDescriptor.k_step: the tile's start address "
+                                 f"{(self.value & 0x3FFF) << 4:#x} plus the K offset "
+                                 f"{delta << 4} bytes runs past the {SMEM_LIMIT // 1024} KiB "
+                                 "a descriptor addresses")
             return MatrixDescriptor(self.layout, self.value + delta)
         if id(k) != id(self.value.kernel):   # (not `is`: mypy would narrow k to its type)
             raise OperandError("MatrixDescriptor.k_step", "k", "the kernel the descriptor's "

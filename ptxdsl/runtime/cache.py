@@ -45,6 +45,7 @@ import hmac
 import logging
 import math
 import os
+import re
 import secrets
 import stat
 import struct
@@ -54,11 +55,13 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from ptxdsl._files import file_kind
 from ptxdsl.errors import user_loc
+from ptxdsl.operands import _show
 from ptxdsl.runtime.errors import CacheError
 
 MAGIC = b"PTXDSLC2"
@@ -69,6 +72,7 @@ KEY_FILE = "hmac.key"
 KEY_SIZE = 32
 STALE_TMP_S = 3600.0
 _TMP_SUFFIX = ".tmp"
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
 DEFAULT_MAX_MB = 1024
 # Never block on a FIFO planted at an entry's name, never follow a link planted there.
 _READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
@@ -127,6 +131,14 @@ def max_cache_bytes() -> int:
 def cache_key(ptx: str, arch: str, toolchain_version: str, driver_version: int | str,
               options=()) -> str:
     """sha256 hex over the inputs, each length-prefixed so no two tuples collide."""
+    options = tuple(options)
+    if not all(isinstance(v, str) for v in (ptx, arch, *options)) or \
+            not isinstance(toolchain_version, str | int) or \
+            not isinstance(driver_version, str | int):
+        raise CacheError("cache_key: expected the PTX text, arch, toolchain and driver "
+                         "versions and options as str (versions may be int), got "
+                         + ", ".join(_show(v) for v in (ptx, arch, toolchain_version,
+                                                        driver_version, options)))
     h = hashlib.sha256()
     opts = "\0".join(options)
     for part in (ptx, arch, str(toolchain_version), str(driver_version), opts):
@@ -213,17 +225,33 @@ def _read_own(path: Path, what: str, private: bool = False) -> bytes | None:
         return f.read()
 
 
+def _directory(d: Any) -> Path:
+    if not isinstance(d, str | os.PathLike) or not os.fspath(d):
+        raise CacheError(f"cubin cache directory must be a path, got {_show(d)}")
+    return Path(d).expanduser()
+
+
+def _amount(who: str, value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CacheError(f"CubinCache.{who}: expected {what}, got {_show(value)}")
+
+
 @attrs.define
 class CubinCache:
     """A cache directory plus hit/miss/rebuild counters (per object, for tests and logs)."""
 
-    directory: Path = attrs.field(converter=lambda d: Path(d).expanduser())
+    directory: Path = attrs.field(converter=_directory)
     max_bytes: int | None = None     # None: max_cache_bytes() at each write
     hits: int = 0
     misses: int = 0
     corrupt: int = 0
 
     def path(self, key: str) -> Path:
+        # A key names a file in the directory (cache_key gives sha256 hex): one with a '/',
+        # '..' or a NUL would name a file elsewhere, or none.
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise CacheError(f"cubin cache key must be letters, digits, '_' or '-' (a "
+                             f"cache_key() value), got {_show(key)}")
         return self.directory / f"{key}.cubin"
 
     def _trusted(self) -> bool:
@@ -309,7 +337,9 @@ class CubinCache:
 
     def evict(self, max_bytes: int | None = None) -> int:
         """Remove least recently used entries while the directory holds more than `max_bytes`
-        (down to 3/4 of it); return how many. Never raises."""
+        (down to 3/4 of it); return how many. Never raises for a file it cannot read or remove."""
+        if max_bytes is not None:
+            _amount("evict", max_bytes, "a byte count or None")
         cap = max_cache_bytes() if max_bytes is None else max_bytes
         if cap <= 0:
             return 0
@@ -349,7 +379,9 @@ class CubinCache:
 
     def sweep(self, max_age_s: float = STALE_TMP_S) -> int:
         """Remove temporary files older than `max_age_s` (left by a writer that was killed
-        between creating and publishing one); return how many. Never raises."""
+        between creating and publishing one); return how many. Never raises for a file it cannot
+        read or remove."""
+        _amount("sweep", max_age_s, "an age in seconds")
         removed = 0
         cutoff = time.time() - max_age_s
         try:
@@ -368,6 +400,9 @@ class CubinCache:
         return removed
 
     def put(self, key: str, payload: bytes) -> Path:
+        path = self.path(key)   # a bad key is refused before anything is created
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise CacheError(f"CubinCache.put: the payload must be bytes, got {_show(payload)}")
         try:
             self._make_directory()
         except OSError as exc:
@@ -381,7 +416,6 @@ class CubinCache:
             self.sweep()
         mac_key = self.mac_key(create=True)
         assert mac_key is not None, "mac_key(create=True) makes the key or raises"
-        path = self.path(key)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=_TMP_SUFFIX,
                                    dir=self.directory)
         try:
@@ -419,7 +453,8 @@ def cached_assemble(ptx: str, arch: str, assemble: Callable[..., bytes],
 
     `options` (assembler options) are passed to `assemble(ptx, arch, options=...)` when given
     and are part of the key."""
-    options = (options,) if isinstance(options, str) else tuple(options)
+    options = () if options is None else (options,) if isinstance(options, str) \
+        else tuple(options)
     if options:
         build = assemble
         assemble = lambda p, a: build(p, a, options=options)  # noqa: E731

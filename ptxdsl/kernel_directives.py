@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from .errors import BuildError
 from .operands import _show, as_int
+from .types import MAX_CLUSTER_CTAS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kernel_core import KernelCore
 
-MAX_CLUSTER_CTAS = 16     # sm_90's largest (non-portable) cluster; ptxas accepts any size
 
 
 def _dims(value, what: str) -> tuple[int, ...] | None:

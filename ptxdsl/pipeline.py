@@ -110,14 +110,13 @@ from .kernel_core import MAX_STATIC_SHARED
 from .kernel_directives import cluster_limit
 from .operands import SINK, Addr, Reg, Symbol, _show, check_identifier, plain_str
 from .provenance import known_fit
-from .types import ScalarType, Scope, Sem, StateSpace
+from .types import MAX_CLUSTER_CTAS, ScalarType, Scope, Sem, StateSpace
 
 __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
 
 T = ScalarType
 S = StateSpace
 MAX_STAGES = 64            # 2 x 64 barriers = 1 KiB of shared memory; more is surely a mistake
-MAX_CLUSTER = 16           # the largest (non-portable) cluster on sm_90
 
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
@@ -197,8 +196,8 @@ def tx_bytes(*sources, multicast: int = 1) -> int:
         raise BuildError("tx_bytes: give at least one tensor map, TiledDesc or (box, dtype)")
     multicast = int_like(multicast)
     if isinstance(multicast, bool) or not isinstance(multicast, int) or \
-            not 1 <= multicast <= MAX_CLUSTER:
-        raise OperandError("tx_bytes", "multicast", f"a CTA count in [1, {MAX_CLUSTER}]",
+            not 1 <= multicast <= MAX_CLUSTER_CTAS:
+        raise OperandError("tx_bytes", "multicast", f"a CTA count in [1, {MAX_CLUSTER_CTAS}]",
                            repr(multicast))
     total = sum(_source_bytes(s) for s in sources) * multicast
     if total > MAX_COUNT:
@@ -242,7 +241,7 @@ class MbarrierRing(Sealed):
         name = check_identifier(name, "MbarrierRing")   # a plain str: it names the arrays
         self.stages = _count("stages", stages, MAX_STAGES)
         self.full_count = _count("full_count", full_count, MAX_COUNT)
-        self.peers = _count("peers", peers, MAX_CLUSTER)
+        self.peers = _count("peers", peers, MAX_CLUSTER_CTAS)
         self.empty_count = _count("empty_count", empty_count, MAX_COUNT // self.peers)
         cluster = cluster_limit(k)
         if cluster and self.peers > cluster:

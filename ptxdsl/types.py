@@ -200,6 +200,10 @@ class PtxVersion:
         return f"{self.major}.{self.minor}"
 
 
+# The most CTAs one cluster may hold on sm_90 (16 with the non-portable size opt-in, 8
+# portable): a bound on cluster shapes, constant CTA ranks and multicast CTA counts.
+MAX_CLUSTER_CTAS = 16
+
 # Version that introduced each target (ISA §13 release history; digest §8.1).
 TARGET_INTRODUCED: dict[int, PtxVersion] = {
     75: PtxVersion(6, 3), 80: PtxVersion(7, 0), 86: PtxVersion(7, 1), 87: PtxVersion(7, 4),

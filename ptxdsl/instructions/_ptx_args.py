@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import BuildError, OperandError
 from ..operands import Addr, Reg, Symbol
-from ..types import Scope, Sem, StateSpace
+from ..types import MAX_CLUSTER_CTAS, Scope, Sem, StateSpace
 from .base import _given, check_enum
 
 S = StateSpace
@@ -232,11 +232,6 @@ def _declared(k: Any) -> str:
     dims = getattr(k, "reqnctapercluster", None)
     return (f".reqnctapercluster {tuple(dims)}" if dims
             else f".maxclusterrank {getattr(k, 'maxclusterrank', None)}")
-
-
-# No cluster has more than 16 CTAs (8 portable; 16 with the non-portable cluster size
-# attribute on sm_90, CUDA Programming Guide, "Thread Block Clusters").
-MAX_CLUSTER_CTAS = 16
 
 
 def cluster_rank(k: Any, insn: str, operand: str, value: Any) -> None:

@@ -25,9 +25,9 @@ import re
 
 from ptxdsl.operands import as_int
 from ptxdsl.runtime.errors import LaunchError
+from ptxdsl.types import MAX_CLUSTER_CTAS as MAX_CLUSTER_SIZE
 
 PORTABLE_CLUSTER_SIZE = 8
-MAX_CLUSTER_SIZE = 16
 _MAXCLUSTERRANK = re.compile(r"\.maxclusterrank\s+(\d+)")
 
 

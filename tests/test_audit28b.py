@@ -99,3 +99,22 @@ def test_ring_slot_stride_keeps_the_slots_aligned():
     with pytest.raises(PtxdslError, match="expected a multiple of 16 bytes .*got 40") as e:
         p.slot(buf, 40)
     assert _here(e)
+
+
+# -- 4. a descriptor int and its layout -------------------------------------------------------
+def test_descriptor_int_must_describe_its_layout():
+    """MatrixDescriptor(layout, int) took any 64 bits: a no-swizzle descriptor labelled as a
+    128B-swizzled tile (k_step and wgmma's checks then trusted the label)."""
+    from ptxdsl.instructions.wgmma_desc import MatrixDescriptor, SmemLayout
+    layout = SmemLayout(t.bf16, 64, 64, "K", "128B")
+    assert MatrixDescriptor(layout, layout.encode(1024) + 2).value == layout.encode(1024) + 2
+    other = SmemLayout(t.bf16, 64, 64, "K", "none")
+    with pytest.raises(PtxdslError, match=r"MatrixDescriptor: operand 'value': expected a "
+                       r"descriptor of the 64x64 16-bit K-major, 128B swizzle tile \(LBO 16, "
+                       r"SBO 1024, 128B swizzle\), got 0x\w+: LBO 1024, SBO 128, no swizzle"
+                       ) as e:
+        MatrixDescriptor(layout, other.encode(1024))
+    assert _here(e)
+    with pytest.raises(PtxdslError, match="sets reserved bits 0x4000") as e:
+        MatrixDescriptor(layout, layout.encode(1024) | 1 << 14)
+    assert _here(e)

@@ -160,6 +160,22 @@ def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode
             | sw.code << 62)
 
 
+_FIELD_BITS = 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62
+
+
+def decode_descriptor(value: int) -> tuple[int, int, int, SwizzleMode, int]:
+    """`encode_descriptor`'s inverse: (start, lbo, sbo, swizzle, base_offset) in bytes. A
+    value with a reserved bit set is refused (no encode_descriptor gives it)."""
+    if value & ~_FIELD_BITS:
+        raise BuildError(f"wgmma descriptor: {value:#x} sets reserved bits "
+                         f"{value & ~_FIELD_BITS:#x} (only 0-13, 16-29, 32-45, 49-51 and 62-63 "
+                         "are fields)")
+    mode = {0: SwizzleMode.none, 1: SwizzleMode.b128, 2: SwizzleMode.b64,
+            3: SwizzleMode.b32}[value >> 62 & 3]
+    return ((value & 0x3FFF) << 4, (value >> 16 & 0x3FFF) << 4, (value >> 32 & 0x3FFF) << 4,
+            mode, value >> 49 & 7)
+
+
 def _swizzle(v: Any) -> SwizzleMode:   # a named converter: the attrs plugin types the field
     return SwizzleMode.coerce(v)
 
@@ -387,6 +403,16 @@ class MatrixDescriptor:
                                _given(self.layout))
         value = int_like(self.value)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64:
+            _, lbo, sbo, mode, _ = decode_descriptor(value)
+            want = (self.layout.lbo, self.layout.sbo, self.layout.swizzle)
+            # The start address may sit inside an atom (k_step's +32 bytes): only the fields
+            # that describe the layout must be the layout's.
+            if (lbo, sbo, mode) != want:
+                def fields(lbo: int, sbo: int, mode: SwizzleMode) -> str:
+                    return f"LBO {lbo}, SBO {sbo}, {mode.value or 'no'}{'B' * bool(mode.value)}"
+                raise OperandError("MatrixDescriptor", "value", f"a descriptor of the "
+                                   f"{self.layout.describe()} tile ({fields(*want)} swizzle)",
+                                   f"{value:#x}: {fields(lbo, sbo, mode)} swizzle")
             object.__setattr__(self, "value", value)
         elif not (isinstance(value, Reg) and value.type.bits == 64
                   and value.type.kind in "bus"):

@@ -118,3 +118,25 @@ def test_descriptor_int_must_describe_its_layout():
     with pytest.raises(PtxdslError, match="sets reserved bits 0x4000") as e:
         MatrixDescriptor(layout, layout.encode(1024) | 1 << 14)
     assert _here(e)
+
+
+# -- 5. assigning to frozen helpers -----------------------------------------------------------
+def test_frozen_helpers_refuse_assignment_in_ptxdsl_words():
+    """`lab.name = ...`, `layout.k = ...` and `desc.value = ...` raised attrs'
+    FrozenInstanceError, a raw AttributeError without the user's line."""
+    from ptxdsl import Kernel
+    from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+    k = Kernel("k", reqntid=128)
+    lab = k.label("top")
+    layout = SmemLayout(t.bf16, 64, 64, "K", "128B")
+    desc = descriptor(k, layout, 1024)
+    for obj, field, why in ((lab, "name", "a label is placed and branched to by its name"),
+                            (layout, "k", "make another SmemLayout"),
+                            (desc, "value", "checked against its layout")):
+        with pytest.raises(PtxdslError, match=rf"{type(obj).__name__}: \.{field} cannot be "
+                           rf"assigned or deleted \(.*{why}") as e:
+            setattr(obj, field, getattr(obj, field))
+        assert _here(e)
+    with pytest.raises(PtxdslError, match="Label: .name cannot be assigned or deleted"):
+        del lab.name
+    assert lab.name == "top" and desc.layout is layout

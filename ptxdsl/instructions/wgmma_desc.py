@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods
+from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods, refuse_assignment
 from ..operands import Addr, Reg, Symbol, as_int
 from ..provenance import known_fit
 from ..types import ScalarType
@@ -503,5 +503,9 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
 for _cls, _name in ((SmemLayout, "SmemLayout"), (MatrixDescriptor, "MatrixDescriptor"),
                     (SwizzleMode, "SwizzleMode"), (Major, "Major")):
     fail_closed_methods(_cls, _name)
+refuse_assignment(SmemLayout, "the layout's offsets, descriptor fields and TMA box follow from "
+                  "its fields together: make another SmemLayout")
+refuse_assignment(MatrixDescriptor, "its value was checked against its layout: make another, "
+                  "or k_step() for another K index")
 encode_descriptor = fail_closed("encode_descriptor", encode_descriptor)
 descriptor = fail_closed("wgmma descriptor", descriptor)

@@ -140,3 +140,43 @@ def test_frozen_helpers_refuse_assignment_in_ptxdsl_words():
     with pytest.raises(PtxdslError, match="Label: .name cannot be assigned or deleted"):
         del lab.name
     assert lab.name == "top" and desc.layout is layout
+
+
+# -- 6. the wgmma fuzz family draws repeated registers ----------------------------------------
+def _twice():
+    from ptxdsl.fuzz import R, case
+    d = (R("f32"), R("f32"), R("f32", idx=2), R("f32", idx=3))   # %x_f32 as d[0] and d[1]
+    return case("wgmma", "ptx.wgmma_mma_async", (d, R("b64", idx=1), R("b64", idx=2),
+                                                 R("pred")),
+                {"atype": "f16", "dtype": "f32", "n": 8},
+                "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%x_f32, %x_f32, %x_f32_2, "
+                "%x_f32_3}, %x_b64_1, %x_b64_2, %x_pred, 1, 1, 0, 0;")
+
+
+def test_a_repeated_accumulator_rule_removed_is_a_disagreement(monkeypatch):
+    """ptxas takes one register as two accumulators; only the policy table says why ptxdsl
+    refuses (instructions/wgmma.check_distinct), and the fuzz family now draws such cases."""
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import policy
+    (o,) = fuzz.check([_twice()]).outcomes
+    assert o.verdict == "refused:policy:wgmma-distinct"
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES if r.id != "wgmma-distinct"])
+    (o,) = fuzz.check([_twice()]).outcomes
+    assert o.verdict == "refused:accepted"
+
+
+def test_wgmma_family_draws_a_register_twice():
+    from hypothesis import HealthCheck, given, settings
+
+    from ptxdsl.fuzz.wgmma import wgmmas
+    seen = []
+
+    @settings(max_examples=300, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(wgmmas())
+    def draw(c):
+        regs = [a for a in c.args[:2] if isinstance(a, tuple)] if c.fact("op") == "mma" else []
+        seen.extend(len(set(r)) < len(r) for r in regs)
+
+    draw()
+    assert any(seen)

@@ -180,3 +180,15 @@ def test_wgmma_family_draws_a_register_twice():
 
     draw()
     assert any(seen)
+
+
+# -- 7. a fuzz family named twice -------------------------------------------------------------
+def test_fuzz_refuses_a_family_named_twice(capsys):
+    """`--families fence,fence` ran the fence family twice."""
+    from ptxdsl.__main__ import main
+    with pytest.raises(SystemExit) as ei:
+        main(["fuzz", "--families", "fence,arith, fence", "--examples", "1"])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2
+    assert "python -m ptxdsl fuzz: error: argument --families: 'fence' given more than once" \
+        in err

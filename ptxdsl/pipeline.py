@@ -139,6 +139,11 @@ def _elem_bytes(dtype: Any) -> int:
         if bits % 8:
             raise OperandError("tx_bytes", "dtype", "a type of whole bytes", _show(dtype))
         return bits // 8
+    from .instructions.wgmma import numpy_code
+    code = numpy_code(dtype)
+    if code is not None:
+        raise OperandError("tx_bytes", "dtype", f"a PTX type name or numpy's full name "
+                           f"({code!r}): numpy's codes read otherwise in PTX", repr(dtype))
     # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
     # element: only numbers (bool, int, uint, float, complex) count.
     if dtype is not None:

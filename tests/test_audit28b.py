@@ -48,6 +48,17 @@ def test_tensor_map_refuses_numpy_codes_and_typeless_ptx_types():
     assert _here(e)
 
 
+def test_tx_bytes_refuses_a_numpy_code_read_otherwise_in_ptx():
+    """tx_bytes(((8, 8), 'f8')) counted numpy's float64 (512 bytes) for what a PTX reader
+    writes for an 8-bit float (64 bytes): the barrier's wait never ends."""
+    from ptxdsl.pipeline import box_bytes
+    assert box_bytes((8, 8), "e4m3") == 64 and box_bytes((8, 8), "float64") == 512
+    with pytest.raises(PtxdslError, match=r"tx_bytes: operand 'dtype': expected a PTX type "
+                       r"name or numpy's full name \('float64'\).*got 'f8'") as e:
+        box_bytes((8, 8), "f8")
+    assert _here(e)
+
+
 def test_buffer_refuses_a_ptx_type_name_numpy_reads_otherwise():
     from ptxdsl.runtime.memory import DeviceBuffer
     with pytest.raises(PtxdslError, match=r"DeviceBuffer.empty: operand 'dtype'.*'f16' \(numpy "

@@ -75,6 +75,20 @@ def ptx_type_named(name: str) -> ScalarType | WgmmaType | None:
     return WgmmaType(name) if name in WgmmaType._value2member_map_ else None
 
 
+def numpy_code(value: Any) -> str | None:
+    """numpy's full name for `value` when it is a string numpy reads only as a code ('f8' is
+    float64 to numpy, an 8-bit float to a PTX reader; 'u4' uint32, not 4 bits; '<u2', 'float'):
+    callers refuse those as ambiguous and take full names ('float16', 'uint8') and PTX names."""
+    if not isinstance(value, str) or ptx_type_named(value) is not None:
+        return None
+    import numpy as np
+    try:
+        name = np.dtype(value).name
+    except (TypeError, ValueError):
+        return None
+    return None if value.strip().lower() == name else name
+
+
 # The N the integer and b1 forms allow (ISA: 8, 16, 24 and the multiples of 16 up to 256).
 INT_N = (8, 16, 24, *range(32, 257, 16))
 ALL_N = tuple(range(8, 257, 8))

@@ -286,9 +286,8 @@ def data_type_of(dtype) -> DataType:
         except (TypeError, ValueError):
             _refuse(f"dtype: {dtype!r} is neither a numpy dtype nor a CUtensorMapDataType "
                     "name")
-    # numpy's codes mean other things in PTX ('f8' is float64 to numpy, an FP8 type to a PTX
-    # reader; 'u4' uint32, not 4 bits): a string must be the dtype's full name.
-    if isinstance(dtype, str) and dtype.strip().lower() != name:
+    from ptxdsl.instructions.wgmma import numpy_code
+    if numpy_code(dtype) is not None:
         _refuse(f"dtype: {dtype!r} is numpy's code for {name}, ambiguous beside PTX's type "
                 f"names; write {name!r} or a PTX type name ('f16', 'u8')")
     if name not in _NUMPY_TO_DATATYPE:

@@ -112,6 +112,20 @@ def test_ring_slot_stride_keeps_the_slots_aligned():
     assert _here(e)
 
 
+def test_ring_fuzz_model_knows_the_stride_rule(monkeypatch):
+    """The ring family draws misaligned strides; the model calls their refusal a
+    precondition, and a refusal it does not know of stays a disagreement."""
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import case, model
+    cfg = {"stages": 4, "stride": 1000, "size": 4096, "storage": None, "side": "producer"}
+    ring = case("ring", "helper.ring", (), cfg, None, **cfg)
+    (o,) = fuzz.check([ring]).outcomes
+    assert o.verdict == "refused:precondition", o.detail
+    monkeypatch.setattr(model, "strict", lambda name, cfg: [])
+    (o,) = fuzz.check([ring]).outcomes
+    assert o.verdict == "refused:in-bounds"
+
+
 # -- 4. a descriptor int and its layout -------------------------------------------------------
 def test_descriptor_int_must_describe_its_layout():
     """MatrixDescriptor(layout, int) took any 64 bits: a no-swizzle descriptor labelled as a

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, NamedTuple, ParamSpec, TypeVar
+from typing import Any, NamedTuple, NoReturn, ParamSpec, TypeVar
 
 import attr
 
@@ -254,6 +254,18 @@ class Sealed:
                              "made (its registers and declarations were built from it); "
                              "make another")
         object.__setattr__(self, name, value)
+
+
+def refuse_assignment(cls: type, why: str) -> type:
+    """A frozen attrs class whose assignments (`lab.name = ...`, `layout.k = 128`) raise a
+    BuildError at the user's line saying `why`, not attrs' FrozenInstanceError (a raw
+    AttributeError). attrs' own constructor writes through object.__setattr__: unaffected."""
+    def refuse(self: Any, name: str, *_: Any) -> NoReturn:
+        raise BuildError(f"{type(self).__name__}: .{name} cannot be assigned or deleted "
+                         f"({why})")
+    for dunder in ("__setattr__", "__delattr__"):
+        setattr(cls, dunder, refuse)
+    return cls
 
 
 def fail_closed_methods(cls: type, name: str) -> type:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
 
-from .errors import BuildError, OperandError
+from .errors import BuildError, OperandError, refuse_assignment
 from .types import Requires, ScalarType, StateSpace, req
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -522,6 +522,12 @@ class Label(Operand):
 
     def render(self) -> str:
         return self.name
+
+
+# Unlike a Reg or Symbol, a Label is compared by its name (branches and placements find it by
+# that): renaming one would cut it from both.
+refuse_assignment(Label, "a label is placed and branched to by its name: make another with "
+                  "k.label(name)")
 
 
 @attrs.frozen

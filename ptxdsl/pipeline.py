@@ -117,16 +117,15 @@ __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes
 T = ScalarType
 S = StateSpace
 MAX_STAGES = 64            # 2 x 64 barriers = 1 KiB of shared memory; more is surely a mistake
+SLOT_ALIGN = 128           # a TMA/bulk shared buffer's alignment (hazards.md tma-smem-align)
 
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
 def _ptx_type_bits(name: str) -> int | None:
     """Bits of a PTX or wgmma type spelling ('f16', '.u8', 'e4m3', 'tf32'), else None."""
-    from .instructions.wgmma import WgmmaType
-    name = name.lstrip(".")
-    if name in ScalarType._value2member_map_:
-        return ScalarType(name).bits
-    return WgmmaType(name).bits if name in WgmmaType._value2member_map_ else None
+    from .instructions.wgmma import ptx_type_named
+    named = ptx_type_named(name)
+    return None if named is None else named.bits
 
 
 def _elem_bytes(dtype: Any) -> int:
@@ -139,6 +138,11 @@ def _elem_bytes(dtype: Any) -> int:
         if bits % 8:
             raise OperandError("tx_bytes", "dtype", "a type of whole bytes", _show(dtype))
         return bits // 8
+    from .instructions.wgmma import numpy_code
+    code = numpy_code(dtype)
+    if code is not None:
+        raise OperandError("tx_bytes", "dtype", f"a PTX type name or numpy's full name "
+                           f"({code!r}): numpy's codes read otherwise in PTX", repr(dtype))
     # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
     # element: only numbers (bool, int, uint, float, complex) count.
     if dtype is not None:
@@ -378,10 +382,22 @@ class RingView(Sealed):
         The ring's `stages` slots of `stride` bytes must fit in the array from the offset
         (checked where the array's size is known: not for dynamic shared memory, nor for a
         register unless it is known to hold the array's address, `ptxdsl.provenance`), and
-        never run past the largest shared memory of any GPU."""
+        never run past the largest shared memory of any GPU.
+
+        A stride of 128 bytes or more is a multiple of 128, one of 16 or more a multiple of 16:
+        a stage's slot that big is a TMA or bulk buffer (128-byte aligned, the checker's
+        `tma-smem-align` rule) or a vector/ldmatrix/wgmma tile (16); every slot after the
+        first is only as aligned as the stride. Smaller strides (a ring of words) are free."""
         stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
+        unit = SLOT_ALIGN if stride >= SLOT_ALIGN else 16 if stride >= 16 else 1
+        if stride % unit:
+            raise OperandError("RingView.slot", "stride", f"a multiple of {unit} bytes (slot s "
+                               f"starts s x stride after the first, and a {unit}-byte or "
+                               f"larger slot needs {unit}-byte alignment"
+                               + (": a TMA or bulk buffer" if unit == SLOT_ALIGN else "")
+                               + f"); e.g. {-(-stride // unit) * unit}", stride)
         need = self.ring.stages * stride
 
         def fits(at: Addr) -> None:

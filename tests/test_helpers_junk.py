@@ -65,7 +65,7 @@ def _helper_values(k: Kernel, other: Kernel) -> list:
     return [small, kib, big, loose, Addr(big, 8192), Addr(big, 16), Addr(kib, 17),
             Addr(big, -1024), k.mov(big), k.reg(t.u32), k.reg(t.s32), k.reg(t.u64),
             other.fragment(t.f32, shape=(64, 16), zero=False), D.SmemLayout(t.bf16, 128, 64),
-            D.MatrixDescriptor(D.SmemLayout(t.bf16, 64, 64), 0), 0, 8, 15, 16, 17, 63, 64, 65,
+            D.descriptor(k, D.SmemLayout(t.bf16, 64, 64), 0), 0, 8, 15, 16, 17, 63, 64, 65,
             127, 128, 256, 1 << 18, -8, 1.5, 1e6, 1e39, float("inf"), "k", "mn", "128B", "bf16",
             "e4m3", t.bf16, t.s32, t.f64, D.Major.MN, D.SwizzleMode.b64, (64, 16), [64, 16]]
 

@@ -135,6 +135,10 @@ def _families(ap: argparse.ArgumentParser, text: str) -> list[str]:
         ap.error(f"argument --families: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
                  f"{', '.join(map(repr, unknown)) or '(none given)'}; choose from: all, "
                  + ", ".join(strategies))
+    # A family named twice ran twice: the same cases again, counted as twice the examples.
+    twice = sorted({f for f in fams if fams.count(f) > 1})
+    if twice:
+        ap.error(f"argument --families: {', '.join(map(repr, twice))} given more than once")
     return fams
 
 

@@ -207,7 +207,7 @@ def build_ring(k: Kernel, cfg: dict) -> Probe:
 @st.composite
 def rings(draw):
     n = pick(draw, (1, 2, 3, 4, 6))
-    stride = pick(draw, (128, 1024, 4096, 48, 3))
+    stride = pick(draw, (128, 1024, 4096, 48, 3, 1000, 40))   # 1000, 40 misalign the slots
     size = pick(draw, tuple(s for s in (n * stride, n * stride, 2 * n * stride, n * stride - 1,
                                         stride, 1024) if s <= 32768))
     storage = None

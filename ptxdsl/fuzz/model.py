@@ -271,6 +271,12 @@ def strict(name: str, cfg: dict) -> list[str]:
         # 16- and 8-bit values are stored in pairs: an odd constant bound would drop the
         # last column's in-bounds value, so the helper refuses it (issue 28: never lost data)
         return [f"an odd column bound cols={cols} with values stored in pairs"]
+    stride = cfg["stride"] if name == "ring" else 0
+    unit = 128 if stride >= 128 else 16
+    if stride >= 16 and stride % unit:
+        # slot s starts s x stride in: only as aligned as the stride, where a slot that big
+        # is a TMA/bulk buffer (128) or a vector tile (16)
+        return [f"a slot stride of {stride} bytes, not a multiple of {unit}"]
     return []
 
 

@@ -171,7 +171,11 @@ RULES: list[Rule] = [
     Rule("fragment-type", "An A fragment (k.a_fragment(t), or a packed accumulator) knows the "
          "type of the values it holds; ptxas sees four .b32 registers and accepts them for "
          "any atype, and wgmma then multiplies the bits as another type.",
-         r"expected A's fragment of \.\w+ values \(atype\)", ("wgmma",)),]
+         r"expected A's fragment of \.\w+ values \(atype\)", ("wgmma",)),
+    Rule("wgmma-distinct", "Each accumulator (and each register of an RS A operand) holds its "
+         "own values; ptxas accepts one register given twice, and wgmma then writes two "
+         "accumulators' results into it (one is lost) or reads one A value in two places.",
+         r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

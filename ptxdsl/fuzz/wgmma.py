@@ -6,9 +6,10 @@ Each draw picks the input types, accumulator type, N, the A operand (a descripto
 value for SS, four registers for RS), scale-d and the optional immediates (scale, transpose),
 mostly from what the type's row of the ISA table allows and sometimes not: a wrong N or
 accumulator, mixed input types, an immediate the type does not take, the wrong number or type of
-accumulator registers, a MatrixDescriptor of a tile of another width or major-ness. N and the
-accumulator type are passed explicitly, so the PTX text is
-determined by the draw; the immediates the builder fills in (scale 1, transpose 0) are restated.
+accumulator registers, one register given twice (two accumulators or A values), a
+MatrixDescriptor of a tile of another width or major-ness. N and the accumulator type are
+passed explicitly, so the PTX text is determined by the draw; the immediates the builder fills
+in (scale 1, transpose 0) are restated.
 """
 
 from __future__ import annotations
@@ -71,7 +72,14 @@ def _d_regs(draw, n: int, dtype: str) -> tuple:
     count = pick(draw, (count,) * 8 + (count + 1, max(count - 1, 1)))
     rtype = pick(draw, (rtype,) * 10 + ("b32", "f32", "u32"))
     odd = pick(draw, (rtype,) * 8 + ("b32", "u32", "s32", "f32"))   # the last one's type
-    return tuple(R(rtype if i < count - 1 else odd, idx=i) for i in range(count))
+    return _repeat(draw, tuple(R(rtype if i < count - 1 else odd, idx=i) for i in range(count)))
+
+
+def _repeat(draw, regs: tuple) -> tuple:
+    """Now and then one register twice (ptxas takes it; two accumulators become one)."""
+    if len(regs) > 1 and pick(draw, (False,) * 11 + (True,)):
+        return (regs[0], regs[0], *regs[2:])
+    return regs
 
 
 @st.composite
@@ -96,13 +104,16 @@ def wgmmas(draw):
     dtype = pick(draw, tuple(t.value for t in kind.dtypes) * 6 + DTYPES)
     n = pick(draw, tuple(x for x in NS if x in kind.n) * 3 + NS + ALL_N)   # ALL_N: each N
     d: Any = _d_regs(draw, n, dtype)
+    # (a fragment's registers are distinct: k.fragment makes them)
     if dtype in ("f32", "s32", "f16") and len({r.type for r in d}) == 1 and \
+            len(set(d)) == len(d) and \
             len(d) == d_count(n, ScalarType(dtype)) and pick(draw, (False, True)):
         d = F(d, dtype, n)            # the accumulators as k.fragment(...)
     rs = pick(draw, (False, False, False, True))
-    a: Any = tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")), idx=10 + i)
-                   for i in range(4)) if rs else _desc(draw, atype, 1, DESCS)
-    if rs and all(r.type == "b32" for r in a) and pick(draw, (False, True)):
+    a: Any = _repeat(draw, tuple(R(pick(draw, ("b32",) * 30 + ("f32", "u32", "f16x2")),
+                                   idx=10 + i) for i in range(4))) if rs else \
+        _desc(draw, atype, 1, DESCS)
+    if rs and all(r.type == "b32" for r in a) and len(set(a)) == 4 and pick(draw, (False, True)):
         # k.a_fragment(t): its values' type must be atype (or, now and then, is not)
         a = F(a, pick(draw, (atype,) * 4 + ("bf16", "f16", "tf32", "e4m3", "s8")))
     b = _desc(draw, btype, 2, B_DESCS)

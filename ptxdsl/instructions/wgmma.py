@@ -63,6 +63,32 @@ class WgmmaType(enum.Enum):
 _BITS = {WgmmaType.f16: 16, WgmmaType.bf16: 16, WgmmaType.tf32: 32, WgmmaType.e4m3: 8,
          WgmmaType.e5m2: 8, WgmmaType.s8: 8, WgmmaType.u8: 8, WgmmaType.b1: 1}
 
+def ptx_type_named(name: str) -> ScalarType | WgmmaType | None:
+    """The PTX or wgmma type a spelling names ('f16', '.u8', 'e4m3', 'tf32'), else None.
+
+    The one reading of a type string as PTX: numpy reads 'f16' as float128 and 'u8' as uint64,
+    so a dtype string is tried here before numpy sees it (expect_tx bytes, tensor-map types).
+    """
+    name = name.strip().lstrip(".")
+    if name in ScalarType._value2member_map_:
+        return ScalarType(name)
+    return WgmmaType(name) if name in WgmmaType._value2member_map_ else None
+
+
+def numpy_code(value: Any) -> str | None:
+    """numpy's full name for `value` when it is a string numpy reads only as a code ('f8' is
+    float64 to numpy, an 8-bit float to a PTX reader; 'u4' uint32, not 4 bits; '<u2', 'float'):
+    callers refuse those as ambiguous and take full names ('float16', 'uint8') and PTX names."""
+    if not isinstance(value, str) or ptx_type_named(value) is not None:
+        return None
+    import numpy as np
+    try:
+        name = np.dtype(value).name
+    except (TypeError, ValueError):
+        return None
+    return None if value.strip().lower() == name else name
+
+
 # The N the integer and b1 forms allow (ISA: 8, 16, 24 and the multiples of 16 up to 256).
 INT_N = (8, 16, 24, *range(32, 257, 16))
 ALL_N = tuple(range(8, 257, 8))

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods
+from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods, refuse_assignment
 from ..operands import Addr, Reg, Symbol, as_int
 from ..provenance import known_fit
 from ..types import ScalarType
@@ -69,17 +69,31 @@ class SwizzleMode(enum.Enum):
 
     @classmethod
     def coerce(cls, value: Any) -> SwizzleMode:
+        """A SwizzleMode from a member, its width (0, 32, 64, 128), or exactly one of the
+        spellings `SWIZZLE_SPELLINGS` (any case): '128B', 'b128', 'none'. A string enum member
+        is read by its value, like any string; another enum (runtime's `Swizzle.B128`, an
+        IntEnum whose value is the driver's code) by its name."""
         if isinstance(value, cls):
             return value
-        text = str(getattr(value, "name", value)).upper().removeprefix("B").rstrip("B")
-        table = {"NONE": cls.none, "0": cls.none, "INTERLEAVE": cls.none, "32": cls.b32,
-                 "64": cls.b64, "128": cls.b128}
-        if isinstance(value, int) and not isinstance(value, bool):
-            text = str(value)
-        if text not in table:
-            raise BuildError(f"wgmma descriptor: swizzle must be one of none, 32B, 64B, 128B "
-                             f"(got {value!r})")
-        return table[text]
+        text = value.name if isinstance(value, enum.Enum) and not isinstance(value, str) \
+            else value
+        n = int_like(text)
+        if isinstance(n, int) and not isinstance(n, bool):
+            text = str(n)
+        if isinstance(text, str):
+            found = _SWIZZLE_SPELLINGS.get(str.lower(text).strip())
+            if found is not None:
+                return cls(found)
+        raise BuildError(f"wgmma descriptor: swizzle must be one of none, 32B, 64B, 128B (the "
+                         f"spellings taken, any case: {', '.join(_SWIZZLE_SPELLINGS)}; or a "
+                         f"SwizzleMode, or the width 0/32/64/128 as an int), got {value!r}")
+
+
+# Every spelling SwizzleMode.coerce takes; nothing looser ('128bbbb' read as 128B).
+_SWIZZLE_SPELLINGS = {
+    "none": 0, "0": 0, "interleave": 0,
+    **{spelling: w for w in (32, 64, 128) for spelling in (f"{w}b", f"b{w}", str(w))},
+}
 
 
 class Major(enum.Enum):
@@ -144,6 +158,22 @@ def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: Any = SwizzleMode
         raise BuildError(f"wgmma descriptor: base offset must be 0..7, got {base_offset!r}")
     return ((start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | base_offset << 49
             | sw.code << 62)
+
+
+_FIELD_BITS = 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62
+
+
+def decode_descriptor(value: int) -> tuple[int, int, int, SwizzleMode, int]:
+    """`encode_descriptor`'s inverse: (start, lbo, sbo, swizzle, base_offset) in bytes. A
+    value with a reserved bit set is refused (no encode_descriptor gives it)."""
+    if value & ~_FIELD_BITS:
+        raise BuildError(f"wgmma descriptor: {value:#x} sets reserved bits "
+                         f"{value & ~_FIELD_BITS:#x} (only 0-13, 16-29, 32-45, 49-51 and 62-63 "
+                         "are fields)")
+    mode = {0: SwizzleMode.none, 1: SwizzleMode.b128, 2: SwizzleMode.b64,
+            3: SwizzleMode.b32}[value >> 62 & 3]
+    return ((value & 0x3FFF) << 4, (value >> 16 & 0x3FFF) << 4, (value >> 32 & 0x3FFF) << 4,
+            mode, value >> 49 & 7)
 
 
 def _swizzle(v: Any) -> SwizzleMode:   # a named converter: the attrs plugin types the field
@@ -373,6 +403,16 @@ class MatrixDescriptor:
                                _given(self.layout))
         value = int_like(self.value)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64:
+            _, lbo, sbo, mode, _ = decode_descriptor(value)
+            want = (self.layout.lbo, self.layout.sbo, self.layout.swizzle)
+            # The start address may sit inside an atom (k_step's +32 bytes): only the fields
+            # that describe the layout must be the layout's.
+            if (lbo, sbo, mode) != want:
+                def fields(lbo: int, sbo: int, mode: SwizzleMode) -> str:
+                    return f"LBO {lbo}, SBO {sbo}, {mode.value or 'no'}{'B' * bool(mode.value)}"
+                raise OperandError("MatrixDescriptor", "value", f"a descriptor of the "
+                                   f"{self.layout.describe()} tile ({fields(*want)} swizzle)",
+                                   f"{value:#x}: {fields(lbo, sbo, mode)} swizzle")
             object.__setattr__(self, "value", value)
         elif not (isinstance(value, Reg) and value.type.bits == 64
                   and value.type.kind in "bus"):
@@ -463,5 +503,9 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
 for _cls, _name in ((SmemLayout, "SmemLayout"), (MatrixDescriptor, "MatrixDescriptor"),
                     (SwizzleMode, "SwizzleMode"), (Major, "Major")):
     fail_closed_methods(_cls, _name)
+refuse_assignment(SmemLayout, "the layout's offsets, descriptor fields and TMA box follow from "
+                  "its fields together: make another SmemLayout")
+refuse_assignment(MatrixDescriptor, "its value was checked against its layout: make another, "
+                  "or k_step() for another K index")
 encode_descriptor = fail_closed("encode_descriptor", encode_descriptor)
 descriptor = fail_closed("wgmma descriptor", descriptor)

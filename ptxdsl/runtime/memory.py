@@ -226,6 +226,26 @@ class Owned:
             pass
 
 
+def buffer_dtype(dtype, who: str) -> np.dtype:
+    """numpy's dtype of a buffer's `dtype`, refusing a string PTX reads otherwise: numpy takes
+    'f16' as float128 and 'u8' as uint64, so a buffer meant for PTX's f16 got 8x the bytes."""
+    if isinstance(dtype, str):
+        from ptxdsl.errors import OperandError
+        from ptxdsl.instructions.wgmma import ptx_type_named  # lazy: runtime layer
+        if ptx_type_named(dtype) is not None:
+            raise OperandError(who, "dtype", "a numpy dtype or its full name ('float16', "
+                               "'uint8'): a PTX type name means another type to numpy",
+                               f"{dtype!r} (numpy reads it as {_numpy_reading(dtype)})")
+    return np.dtype(dtype)
+
+
+def _numpy_reading(name: str) -> str:
+    try:
+        return np.dtype(name).name
+    except TypeError:
+        return "no type"
+
+
 class DeviceBuffer(Owned):
     """Device memory from cuMemAlloc, with a numpy dtype and shape for interop.
 
@@ -234,8 +254,8 @@ class DeviceBuffer(Owned):
     """
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
+        dtype = buffer_dtype(dtype, "DeviceBuffer")
         device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
-        dtype = np.dtype(dtype)
         if shape is None:
             shape = (int(nbytes) // dtype.itemsize,)
         shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
@@ -252,7 +272,7 @@ class DeviceBuffer(Owned):
     @classmethod
     def empty(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "DeviceBuffer.empty").itemsize
         return cls(nbytes, dtype=dtype, shape=shape, device=device)
 
     @classmethod
@@ -322,7 +342,7 @@ class DeviceBuffer(Owned):
         return dst
 
     def to_numpy(self, dtype=None, shape=None) -> np.ndarray:
-        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        dtype = self.dtype if dtype is None else buffer_dtype(dtype, "DeviceBuffer.to_numpy")
         shape = (self.nbytes // dtype.itemsize,) if shape is None and dtype != self.dtype \
             else (self.shape if shape is None else shape)
         return self.copy_to(np.empty(shape, dtype))

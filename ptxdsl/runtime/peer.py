@@ -31,7 +31,7 @@ import numpy as np
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.device import device_count, device_info, primary_context, use_device
 from ptxdsl.runtime.errors import PeerAccessError
-from ptxdsl.runtime.memory import Owned, stream_handle
+from ptxdsl.runtime.memory import Owned, buffer_dtype, stream_handle
 
 ALREADY_ENABLED = 704    # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 NOT_ENABLED = 705        # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
@@ -168,7 +168,7 @@ class HostBuffer(Owned):
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0,
                  write_combined: bool = False):
-        dtype = np.dtype(dtype)
+        dtype = buffer_dtype(dtype, "HostBuffer")
         shape = (int(nbytes) // dtype.itemsize,) if shape is None else tuple(
             int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if int(np.prod(shape)) * dtype.itemsize > nbytes:
@@ -191,8 +191,8 @@ class HostBuffer(Owned):
     @classmethod
     def zeros(cls, shape, dtype=np.uint8, **kwargs) -> HostBuffer:
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        buf = cls(int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=dtype, shape=shape,
-                  **kwargs)
+        nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "HostBuffer.zeros").itemsize
+        buf = cls(nbytes, dtype=dtype, shape=shape, **kwargs)
         buf.array[...] = 0
         return buf
 

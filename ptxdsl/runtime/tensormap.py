@@ -120,7 +120,8 @@ class TensorMap:
 
         `address`: an int device address or anything `DeviceBuffer`-like (its pointer).
         `shape`, `box`, `element_strides`, and `strides` (elements) or `byte_strides` (bytes)
-        are in numpy order; `dtype` a numpy dtype or a CUtensorMapDataType name; the enums
+        are in numpy order; `dtype` a numpy dtype, a PTX type name ('f16', 'u8': PTX's
+        meaning) or a CUtensorMapDataType name (see `data_type_of`); the enums
         accept members, ints or driver names ('128B', 'SWIZZLE_128B', ...).
         """
         from ptxdsl.runtime.arrays import device_pointer

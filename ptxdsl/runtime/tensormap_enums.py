@@ -232,8 +232,37 @@ _NUMPY_TO_DATATYPE = {
 }
 
 
+# PTX's reading of a type name; the 8-bit floats, like int8, travel as UINT8 (a copy moves
+# bits unchanged and the driver has no FP8 type).
+_PTX_TO_DATATYPE = {
+    "u8": DataType.UINT8, "s8": DataType.UINT8, "b8": DataType.UINT8,
+    "e4m3": DataType.UINT8, "e5m2": DataType.UINT8,
+    "u16": DataType.UINT16, "s16": DataType.UINT16, "b16": DataType.UINT16,
+    "u32": DataType.UINT32, "b32": DataType.UINT32, "s32": DataType.INT32,
+    "u64": DataType.UINT64, "b64": DataType.UINT64, "s64": DataType.INT64,
+    "f16": DataType.FLOAT16, "bf16": DataType.BFLOAT16, "f32": DataType.FLOAT32,
+    "f64": DataType.FLOAT64, "tf32": DataType.TFLOAT32,
+}
+
+
+def _from_ptx_name(dtype) -> DataType | None:
+    """The DataType of a PTX type (t.f16) or a PTX/wgmma type name ('f16', 'u8'), else None."""
+    from ptxdsl.instructions.wgmma import WgmmaType, ptx_type_named  # lazy: runtime layer
+    from ptxdsl.types import ScalarType
+    named = dtype if isinstance(dtype, ScalarType | WgmmaType) else \
+        ptx_type_named(dtype) if isinstance(dtype, str) else None
+    if named is None:
+        return None
+    if named.value not in _PTX_TO_DATATYPE:
+        _refuse(f"dtype: PTX type {named.value} has no CUtensorMapDataType; PTX types that "
+                f"have one: {', '.join(_PTX_TO_DATATYPE)}")
+    return _PTX_TO_DATATYPE[named.value]
+
+
 def data_type_of(dtype) -> DataType:
-    """A CUtensorMapDataType from a DataType, a driver name, or a numpy(-like) dtype.
+    """A CUtensorMapDataType from a DataType, a driver name, a PTX type or type name ('f16',
+    'u8', t.s32: PTX's meaning), or a numpy dtype (a dtype, a scalar type or a dtype name such
+    as 'float16'; numpy's codes such as 'f8' or '<u2' are refused as ambiguous).
 
     int8/int16/bool have no TMA type of their own and map to UINT8/UINT16: a copy moves bits
     unchanged (only reductions and OOB-NaN fill look at the type).
@@ -247,6 +276,9 @@ def data_type_of(dtype) -> DataType:
     if isinstance(dtype, str) and dtype.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_") in {
             *(m.name for m in DataType), *(m.driver_name for m in DataType)}:
         return DataType.coerce(dtype, "dtype")
+    from_ptx = _from_ptx_name(dtype)
+    if from_ptx is not None:
+        return from_ptx
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
     if name != "bfloat16":
         try:
@@ -254,6 +286,10 @@ def data_type_of(dtype) -> DataType:
         except (TypeError, ValueError):
             _refuse(f"dtype: {dtype!r} is neither a numpy dtype nor a CUtensorMapDataType "
                     "name")
+    from ptxdsl.instructions.wgmma import numpy_code
+    if numpy_code(dtype) is not None:
+        _refuse(f"dtype: {dtype!r} is numpy's code for {name}, ambiguous beside PTX's type "
+                f"names; write {name!r} or a PTX type name ('f16', 'u8')")
     if name not in _NUMPY_TO_DATATYPE:
         _refuse(f"dtype: numpy {name} has no CUtensorMapDataType; supported: "
                 f"{', '.join(sorted(_NUMPY_TO_DATATYPE))}")

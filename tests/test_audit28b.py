@@ -196,7 +196,7 @@ def test_wgmma_family_draws_a_register_twice():
     from ptxdsl.fuzz.wgmma import wgmmas
     seen = []
 
-    @settings(max_examples=300, database=None, derandomize=True,
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(wgmmas())
     def draw(c):

@@ -26,6 +26,7 @@ from typing import Any
 from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
+from .ops import inline_elect
 from .values import _CMP, FOLD_DIV, Values
 
 # A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
@@ -120,6 +121,9 @@ class ThreadSets:
             table: dict[Any, int | None] = {}
             for st in values.body:
                 insn = getattr(st, "insn", None)
+                elected = inline_elect(insn) if getattr(st, "guard", 1) is None else None
+                if elected is not None and len(values.defs.get(elected[0], ())) == 1:
+                    table[values.vn(elected[0])] = elected[1] & 0xFFFFFFFF
                 if isinstance(insn, Elect) and st.guard is None \
                         and len(values.defs.get(insn.p, ())) == 1:
                     mask = values.const(insn.membermask)

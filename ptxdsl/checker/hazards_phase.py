@@ -35,7 +35,7 @@ from .analysis import STRUCTURAL, Analysis
 from .cfg import dominates, dominators, guard_polarity
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
-from .ops import Op, Role
+from .ops import Op, Role, inline_elect
 from .values import _CMP, FOLD_DIV
 
 _COMPLETERS = (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_ARRIVE, Role.MBAR_COMPLETE_TX)
@@ -230,7 +230,7 @@ class FirstTrip:
         if len(defs) != 1 or self.an.body[defs[0]].guard is not None:
             return False
         insn = self.an.body[defs[0]].insn
-        if isinstance(insn, Elect):
+        if isinstance(insn, Elect) or (inline_elect(insn) or (None,))[0] is x:
             return True
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             return not insn.a.name.startswith(("clock", "globaltimer", "pm"))

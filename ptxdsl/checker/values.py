@@ -30,6 +30,7 @@ from ..kernel_core import LabelDef, Statement
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..types import StateSpace
 from .defs import Defs, sources
+from .ops import inline_elect
 
 
 class Kind(enum.Enum):
@@ -433,6 +434,9 @@ class Values:
             return lv
         if name in _PER_LANE_RESULTS:
             return 1 if name == "Elect" and reg is getattr(insn, "d", None) else 2
+        elected = inline_elect(insn) if name == "InlineAsm" else None
+        if elected is not None and elected[0] is reg:
+            return 2
         if name in _WARP_RESULTS:   # one value per warp
             return 1 if name == "Activemask" else min(lv, 1)
         if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):

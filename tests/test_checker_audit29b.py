@@ -1,0 +1,70 @@
+"""A second, independent recall audit of issue 29's classes, in the style of kernels written
+outside the project: synchronisation in inline PTX as CUTLASS, ThunderKittens and FA3 write it
+(labelled try_wait loops, elect.sync, mbarrier.arrive[.expect_tx], barrier.cluster
+arrive.release / wait.acquire) mixed with builder calls; rings indexed by one packed counter
+(`it % S`, `(it / S) & 1`) of 2, 3, 5 and 6 stages; producer and consumer in one warp;
+hazards inside helper functions and behind run-time indices; clusters of 2 and 4 CTAs along y
+named by %cluster_ctaid. Kernels: tests/audit29b_*.py. Each planted mistake is found with its
+id at the line that plants it (the finding's line or one of the helper calls that built it);
+each corrected twin checks with no finding."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl.checker import Hazard, check_kernel, check_module
+from tests import audit29b_rings
+
+MODULES = (audit29b_rings,)
+
+H = Hazard
+CASES = [
+    # class, builder, hazard, findings
+    ("read-before-wait", "asm_read_before_wait", H.SMEM_READ_BEFORE_WAIT, 1),
+    ("release-in-flight", "asm_release_in_flight", H.WGMMA_SMEM_RELEASED, 1),
+    ("refill-unguarded", "asm_refill_unguarded", H.RING_REFILL_UNGUARDED, 2),
+    ("first-empty-parity", "asm_first_empty_parity0", H.WAIT_PARITY_FIRST_PHASE, 1),
+    ("expect-tx", "asm_expect_tx_one_box", H.EXPECT_TX_MISMATCH, 1),
+    ("stage-count", "asm_stage_count_5_6", H.RING_STAGE_MISMATCH, 1),
+]
+XFAIL: dict[str, str] = {}
+
+
+def _param(c):
+    reason = XFAIL.get(c[1])
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(*c, id=f"{c[0]}-{c[1]}", marks=marks)
+
+
+def _build(builder: str, bug: bool):
+    mod = next(m for m in MODULES if hasattr(m, builder))
+    return (*getattr(mod, builder)(bug), mod.__file__)
+
+
+def _check(obj, ctx):
+    return check_module(obj, **ctx) if hasattr(obj, "kernels") else check_kernel(obj, **ctx)
+
+
+def _lines(f) -> list[tuple[str, int]]:
+    out, loc = [], f.loc
+    while loc is not None:
+        out.append((loc.file, loc.line))
+        loc = loc.caller
+    return out
+
+
+@pytest.mark.parametrize("cls,builder,hazard,count", [_param(c) for c in CASES])
+def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
+    obj, line, ctx, path = _build(builder, True)
+    found = _check(obj, ctx)
+    assert [f.id for f in found] == [hazard.value] * count, [f.format() for f in found]
+    assert line is not None
+    for f in found:
+        assert (path, line) in _lines(f), (line, f.format())
+
+
+@pytest.mark.parametrize("cls,builder,hazard,count", [_param(c) for c in CASES])
+def test_corrected_twin_is_clean(cls, builder, hazard, count):
+    obj, line, ctx, _ = _build(builder, False)
+    assert line is None
+    assert [f.format() for f in _check(obj, ctx)] == []

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ptxdsl.checker import Hazard, check_kernel, check_module
-from tests import audit29b_rings
+from tests import audit29b_cluster, audit29b_epilogue, audit29b_rings
 
-MODULES = (audit29b_rings,)
+MODULES = (audit29b_rings, audit29b_epilogue, audit29b_cluster)
 
 H = Hazard
 CASES = [
@@ -26,12 +26,27 @@ CASES = [
     ("first-empty-parity", "asm_first_empty_parity0", H.WAIT_PARITY_FIRST_PHASE, 1),
     ("expect-tx", "asm_expect_tx_one_box", H.EXPECT_TX_MISMATCH, 1),
     ("stage-count", "asm_stage_count_5_6", H.RING_STAGE_MISMATCH, 1),
+    ("no-proxy-fence", "epilogue_no_fence", H.SMEM_NO_PROXY_FENCE, 1),
+    ("store-src-overwrite", "epilogue_overwrite", H.BULK_SRC_OVERWRITE, 4),
+    ("read-before-wait", "prefetch_read_early", H.SMEM_READ_BEFORE_WAIT, 1),
+    ("first-empty-parity", "prefetch_parity0", H.WAIT_PARITY_FIRST_PHASE, 1),
+    ("stage-count", "prefetch_stage_count", H.RING_STAGE_MISMATCH, 1),
+    ("dsmem-read", "dsmem_read_y2", H.DSMEM_READ_UNSYNCED, 1),
+    ("dsmem-exit", "dsmem_exit_y4", H.DSMEM_RELEASED_EARLY, 1),
+    ("release-own-cta", "cluster_y_release_own", H.MBAR_ARRIVE_COUNT, 1),
+    ("divergent-arrive", "divergent_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),
 ]
-XFAIL: dict[str, str] = {}
+# Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.
+XFAIL: dict[str, str] = {
+    "prefetch_parity0": "the refill's first wait runs under `it + S-1 < nk` (a loop counter "
+    "against a parameter): not a condition FirstTrip calls fixed, so not judged a first wait",
+    "prefetch_stage_count": "a carried stage register wrapped by selp at S-2 on a ring whose "
+    "producer indexes it % S: the carried register is not a counter ring-stage-mismatch reads",
+}
 
 
-def _param(c):
-    reason = XFAIL.get(c[1])
+def _param(c, found: bool = True):
+    reason = XFAIL.get(c[1]) if found else None
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(*c, id=f"{c[0]}-{c[1]}", marks=marks)
 
@@ -63,7 +78,7 @@ def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
         assert (path, line) in _lines(f), (line, f.format())
 
 
-@pytest.mark.parametrize("cls,builder,hazard,count", [_param(c) for c in CASES])
+@pytest.mark.parametrize("cls,builder,hazard,count", [_param(c, False) for c in CASES])
 def test_corrected_twin_is_clean(cls, builder, hazard, count):
     obj, line, ctx, _ = _build(builder, False)
     assert line is None

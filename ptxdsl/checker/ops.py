@@ -371,6 +371,8 @@ _LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
 # mbarrier.expect_tx{.sem.scope}{.space}.b64 [$N], $M; (CUTLASS's ClusterTransactionBarrier).
 _ARRIVE = re.compile(r"(?<![\w.])mbarrier\.arrive((?:\.[\w:]+)*?)\.b64\s+%?\w+\s*,"
                      r"\s*\[\s*\$(\d+)\s*\]\s*(?:,\s*(\$\d+|\d+)\s*)?;")
+_BULK_COMMIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.commit_group\s*;")
+_BULK_WAIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.wait_group(\.read)?\s+(\$\d+|\d+)\s*;")
 _EXPECT = re.compile(r"(?<![\w.])mbarrier\.expect_tx((?:\.[\w:]+)*?)\.b64\s*"
                      r"\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)\s*;")
 
@@ -457,10 +459,22 @@ def _arrivals(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
+def _bulk_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """Bulk async-group commits and waits (a store's source is free after its wait)."""
+    out = [(m.start(), Op(Role.COMMIT, i)) for m in _BULK_COMMIT.finditer(text)]
+    for m in _BULK_WAIT.finditer(text):
+        n = _bound(bound, m.group(2))
+        n = getattr(n, "value", n)
+        if isinstance(n, int):
+            out.append((m.start(), Op(Role.WAIT_GROUP, i, n=n, read=bool(m.group(1)))))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = _spin_waits(text, bound, i) + _arrivals(text, bound, i)
+    found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _arrivals(text, bound, i)
+                                   + _bulk_groups(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

@@ -9,6 +9,7 @@ from ptxdsl import Addr, Kernel, ptx, t
 from tests.audit29b_rings import BOX, Plant, arrive, elect, spin
 
 ONE = {"ta": {"box_bytes": BOX}}
+SLICE = BOX // 4                                   # a CTA's multicast quarter
 
 
 def csync(k: Kernel) -> None:
@@ -49,22 +50,34 @@ def dsmem_exit_y4(bug: bool):
     return _exchange(4, "exit" if bug else None)
 
 
-def _release(k: Kernel, empty, s, ctas: int, own_only: bool, pl: Plant) -> None:
+def _release(k: Kernel, empty, s, ctas: int, own_only: bool, pl: Plant,
+             whole: bool = False) -> None:
     """A helper: hand stage s back to the producers of the CTAs that wait for it (every CTA's
     producer counts every CTA's consumer warps), one inline remote arrive each."""
     bar = k.add(empty, k.shl(s, 3))
     ranks = [k.cluster_ctaid.y] if own_only else list(range(ctas))
     for r in ranks:
-        pl.here()
+        if whole:     # CUTLASS's ClusterBarrier::arrive(cta_id, pred): mapa inside the asm
+            if own_only:
+                pl.here()
+            k.asm("{\n .reg .pred p;\n .reg .b32 remAddr32;\n setp.eq.u32 p, $2, 1;\n"
+                  " @p mapa.shared::cluster.u32 remAddr32, $0, $1;\n"
+                  " @p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remAddr32];\n}",
+                  ins=[bar, (r, t.u32), (1, t.u32)])
+            continue
+        if own_only:
+            pl.here()
         k.asm("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0];",
               ins=[ptx.mapa(k, "cluster", bar, r)])
 
 
-def cluster_y_release_own(bug: bool):
+def _cluster_ring(bug: str | None, multicast: bool, whole: bool = False):
     """4 CTAs along y, a 3-stage ring per CTA; warpgroup 1's warps read each stage and lane 0
-    of each releases it on every CTA (empty counts 4 warps x 4 CTAs). The mistake: the
-    release names only this CTA (%cluster_ctaid.y), so the peers' producers hang."""
-    pl = Plant(bug)
+    of each releases it on every CTA (empty counts 4 warps x 4 CTAs). `multicast`: each CTA
+    loads a quarter of the stage (box SLICE) and multicasts it to all four, so each full
+    barrier receives four slices. `bug`: "own" releases only this CTA (%cluster_ctaid.y:
+    the peers' producers hang); "tx" announces only this CTA's slice."""
+    pl = Plant(bug is not None)
     ctas, stages = 4, 3
     k = Kernel("cyrel", reqntid=256, reqnctapercluster=(1, ctas, 1))
     ta = k.tensormap_addr(k.param_tensormap("ta"))
@@ -79,6 +92,7 @@ def cluster_y_release_own(bug: bool):
         ptx.fence_mbarrier_init(k)
     csync(k)
     full, empty = k.mov(fa), k.mov(ea)
+    rank = k.cluster_ctaid.y
     with k.if_(k.tid.x < 128):
         with k.if_(k.shr(k.tid.x, 5) == 0), k.if_(elect(k)):
             with k.for_range(0, nk) as it:
@@ -87,11 +101,18 @@ def cluster_y_release_own(bug: bool):
                 ptx.mbarrier_wait(k, k.add(empty, k.shl(s, 3)), k.xor(ph, 1), sem="acquire",
                                   scope="cluster")
                 fb = k.add(full, k.shl(s, 3))
+                if bug == "tx":
+                    pl.here()
                 k.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-                      ins=[fb, (BOX, t.u32)])
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
-                                         k.add(k.mov(tiles), k.mul(s, BOX, type=t.u32)),
-                                         ta, (0, it), fb)
+                      ins=[fb, (SLICE if bug == "tx" else BOX, t.u32)])
+                dst = k.add(k.mov(tiles), k.mul(s, BOX, type=t.u32))
+                if multicast:
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             k.add(dst, k.mul(rank, SLICE, type=t.u32)), ta,
+                                             (0, k.mad(it, 4, rank)), fb, cta_mask=0xF)
+                else:
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, ta, (0, it),
+                                             fb)
     with k.else_():
         with k.for_range(0, nk) as it:
             s = k.rem(it, stages, type=t.u32)
@@ -100,10 +121,22 @@ def cluster_y_release_own(bug: bool):
             k.ldmatrix(k.add(k.add(k.mov(tiles), k.mul(s, BOX, type=t.u32)),
                              k.shl(k.and_(k.tid.x, 31), 4)), 4)
             with k.if_(k.laneid == 0):
-                _release(k, empty, s, ctas, bug, pl)
+                _release(k, empty, s, ctas, bug == "own", pl, whole)
     csync(k)
     k.ret()
-    return k, pl.at, {"maps": ONE}
+    return k, pl.at, {"maps": {"ta": {"box_bytes": SLICE if multicast else BOX}}}
+
+
+def cluster_y_release_own(bug: bool):
+    return _cluster_ring("own" if bug else None, False)
+
+
+def cluster_y_release_own_asm(bug: bool):
+    return _cluster_ring("own" if bug else None, False, whole=True)
+
+
+def cluster_y_multicast_tx(bug: bool):
+    return _cluster_ring("tx" if bug else None, True)
 
 
 def divergent_warp_arrive(bug: bool):

@@ -8,7 +8,7 @@ Builders return `(kernel, line, context)` like tests/audit29b_rings.py's."""
 from __future__ import annotations
 
 from ptxdsl import Kernel, ptx, t
-from tests.audit29b_rings import BOX, MAPS, Plant, Ring, arrive, leader, load, mma, spin
+from tests.audit29b_rings import BOX, MAPS, Plant, Ring, arrive, elect, leader, load, mma, spin
 
 OUT = 64 * 64 * 2                                  # one 64x64 bf16 output tile
 EPI_MAPS = {"tc": {"box_bytes": OUT}}
@@ -149,3 +149,64 @@ def prefetch_read_early(bug: bool):
 
 
 assert BOX
+
+
+def kv_one_buffer(bug: bool):
+    """FA3-style K and V rings of 2 stages (2 x 8 KiB tiles a stage each) in one dynamic
+    buffer with their barriers after them; the producer (inline-elected) loads K then V for
+    each block; the consumer's S = QK^T waits (inline loop) on the V ring's full barrier
+    before reading K (the mistake), then waits on V for PV."""
+    pl = Plant(bug)
+    k = Kernel("b29kv", reqntid=256)
+    ta = k.tensormap_addr(k.param_tensormap("ta"))
+    tb = k.tensormap_addr(k.param_tensormap("tb"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    acc = k.fragment(t.f32, shape=(64, 64))
+    smem = k.extern_shared("smem", align=1024)
+    ring_bytes = 2 * 2 * BOX                       # one ring: 2 stages of 2 tiles
+    bars = 2 * ring_bytes
+    base = k.mov(smem)
+    kfull, vfull, kempty, vempty = (k.add(base, bars + 16 * j) for j in range(4))
+    with k.if_(k.tid.x == 0):
+        for b, n in ((kfull, 1), (vfull, 1), (kempty, 1), (vempty, 1)):
+            for s in range(2):
+                ptx.mbarrier_init(k, k.add(b, 8 * s), n)
+        ptx.fence_mbarrier_init(k)
+    k.bar_sync(0)
+
+    def bar(b, s):
+        return k.add(b, k.shl(s, 3))
+
+    def slot(ring: int, s):
+        return k.add(base, k.add(k.mul(s, 2 * BOX, type=t.u32), ring * ring_bytes))
+
+    with k.if_(k.tid.x < 128):
+        with k.if_(k.shr(k.tid.x, 5) == 0), k.if_(elect(k)):
+            with k.for_range(0, nk) as it:
+                s, ph = k.and_(it, 1), k.and_(k.shr(it, 1), 1)
+                for ring, full, empty in ((0, kfull, kempty), (1, vfull, vempty)):
+                    spin(k, bar(empty, s), k.xor(ph, 1))
+                    fb = bar(full, s)
+                    k.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                          ins=[fb, (2 * BOX, t.u32)])
+                    dst = slot(ring, s)
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, ta, (0, it),
+                                             fb)
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                             k.add(dst, BOX), tb, (0, it), fb)
+    with k.else_():
+        with k.for_range(0, nk) as it:
+            s, ph = k.and_(it, 1), k.and_(k.shr(it, 1), 1)
+            spin(k, bar(vfull if bug else kfull, s), ph)
+            pl.here()
+            mma(k, acc, slot(0, s))
+            ptx.wgmma_wait_group(k, 0)
+            with leader(k):
+                arrive(k, bar(kempty, s))
+            spin(k, bar(vfull, s), ph)
+            mma(k, acc, slot(1, s))
+            ptx.wgmma_wait_group(k, 0)
+            with leader(k):
+                arrive(k, bar(vempty, s))
+    k.ret()
+    return k, pl.at, {"maps": MAPS}

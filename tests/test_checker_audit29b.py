@@ -42,12 +42,12 @@ CASES = [
 # Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.
 XFAIL: dict[str, str] = {
     "prefetch_parity0": "the refill's first wait runs under `it + S-1 < nk` (a loop counter "
-    "against a parameter): not a condition FirstTrip calls fixed, so not judged a first wait",
+    "against a parameter, not a condition FirstTrip calls fixed); and the hang is per stage: "
+    "the prologue's copies complete the consumer's first waits on stages 0..S-2, which the "
+    "checker, keying the barrier array by its symbol, cannot tell from stage S-1's",
     "cluster_y_release_own_asm": "CUTLASS's ClusterBarrier::arrive(cta_id, pred) maps the "
     "barrier inside the template (mapa into a template register, then an arrive on it): the "
     "checker reads arrivals only on a bound operand, so this remote arrive is not seen",
-    "prefetch_stage_count": "a carried stage register wrapped by selp at S-2 on a ring whose "
-    "producer indexes it % S: the carried register is not a counter ring-stage-mismatch reads",
 }
 
 

@@ -162,3 +162,31 @@ def divergent_warp_arrive(bug: bool):
         k.asm("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;")
     k.ret()
     return k, pl.at, {"maps": ONE}
+
+
+def split_phase_read(bug: bool):
+    """ThunderKittens-style split cluster barrier, 2 CTAs along y: each CTA publishes its
+    words, arrives (release) at once, does its own work, then waits (acquire) before
+    reading the peer's (rank ^ 1). The mistake: the peer read between the arrive and the
+    wait (the arrive orders nothing for this CTA's reads)."""
+    pl = Plant(bug)
+    k = Kernel("split2", reqntid=64, reqnctapercluster=(1, 2, 1))
+    io = k.cvta(k.ld_param(k.param_ptr("io")), "global", to=True)
+    buf = k.shared_array(t.f32, 64, align=16, name="sbuf")
+    g = k.add(io, k.mul(k.mad(k.ctaid.y, 64, k.tid.x), 4, mode="wide"))
+    x = k.ld(Addr(g), type=t.f32, space="global")
+    mine = k.add(k.mov(buf), k.shl(k.tid.x, 2))
+    k.st(Addr(mine), x, type=t.f32, space="shared::cta")
+    k.asm("barrier.cluster.arrive.release.aligned;")
+    peer = ptx.mapa(k, "cluster", mine, k.xor(k.cluster_ctaid.y, 1))
+    sq = k.mul(x, x)
+    if bug:
+        pl.here()
+        y = k.ld(Addr(peer), type=t.f32, space="shared::cluster")
+    k.asm("barrier.cluster.wait.acquire.aligned;")
+    if not bug:
+        y = k.ld(Addr(peer), type=t.f32, space="shared::cluster")
+    k.st(Addr(g), k.add(sq, y), type=t.f32, space="global")
+    csync(k)
+    k.ret()
+    return k, pl.at, {}

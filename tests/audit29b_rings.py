@@ -255,3 +255,48 @@ def asm_stage_count_5_6(bug: bool):
             load(k, r, s, it, ta, tb)
 
     return ws_gemm(6, consume, producer), pl.at, {"maps": MAPS}
+
+
+def elect_one_sync(k: Kernel):
+    """CUTLASS's cute::elect_one_sync() verbatim: the lane in $0, 1 in $1 where elected."""
+    flag = k.mov(0, type=t.u32)
+    k.asm("{\n .reg .b32 %rx;\n .reg .pred %px;\n elect.sync %rx|%px, $2;\n"
+          " @%px mov.s32 $1, 1;\n mov.u32 $0, %rx;\n}", outs=[t.u32, flag],
+          ins=[(0xFFFFFFFF, t.u32)])
+    return k.setp("ne", flag, 0, type=t.u32)
+
+
+def tx_split_barrier(bug: bool):
+    """3 stages; the producer elected by CUTLASS's elect_one_sync announces the bytes with
+    ClusterTransactionBarrier's split form (mbarrier.expect_tx, then a plain arrive), the
+    expect counting one box of the two (the mistake)."""
+    pl = Plant(bug)
+
+    def producer(k, r, nk, ta, tb):
+        with k.for_range(0, nk) as it:
+            s, ph = r.stage(it)
+            spin(k, r.bar(r.empty, s), k.xor(ph, 1))
+            fb = r.bar(r.full, s)
+            pl.here()
+            k.asm("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
+                  ins=[fb, (BOX if bug else 2 * BOX, t.u32)])
+            arrive(k, fb)
+            slot = r.slot(s)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, ta, (0, it), fb)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, BOX), tb,
+                                     (0, it), fb)
+
+    k = Kernel("b29tx", reqntid=256)
+    ta = k.tensormap_addr(k.param_tensormap("ta"))
+    tb = k.tensormap_addr(k.param_tensormap("tb"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    acc = k.fragment(t.f32, shape=(64, 64))
+    r = Ring(k, 3)
+    with k.if_(k.tid.x < 128):
+        with k.if_(k.shr(k.tid.x, 5) == 0):
+            with k.if_(elect_one_sync(k)):
+                producer(k, r, nk, ta, tb)
+    with k.else_():
+        consume(k, r, acc, nk)
+    k.ret()
+    return k, pl.at, {"maps": MAPS}

@@ -37,6 +37,8 @@ CASES = [
     ("release-own-cta", "cluster_y_release_own_asm", H.MBAR_ARRIVE_COUNT, 1),
     ("expect-tx", "cluster_y_multicast_tx", H.EXPECT_TX_MISMATCH, 1),
     ("wrong-ring", "kv_one_buffer", H.WAIT_WRONG_BARRIER, 1),
+    ("expect-tx", "tx_split_barrier", H.EXPECT_TX_MISMATCH, 1),
+    ("dsmem-read", "split_phase_read", H.DSMEM_READ_UNSYNCED, 1),
     ("divergent-arrive", "divergent_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),
 ]
 # Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.

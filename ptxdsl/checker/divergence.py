@@ -27,7 +27,7 @@ from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
 from .ops import inline_elect
-from .values import _CMP, FOLD_DIV, Values
+from .values import _CMP, FOLD_DIV, Values, inline_elected
 
 # A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
 # (Integer comparisons only: the ordered float `ne` is not the negation of `eq` for NaN, but
@@ -122,8 +122,9 @@ class ThreadSets:
             for st in values.body:
                 insn = getattr(st, "insn", None)
                 elected = inline_elect(insn) if getattr(st, "guard", 1) is None else None
-                if elected is not None and len(values.defs.get(elected[0], ())) == 1:
-                    table[values.vn(elected[0])] = elected[1] & 0xFFFFFFFF
+                mask = inline_elected(values, elected[0]) if elected is not None else None
+                if elected is not None and mask is not None:
+                    table[values.vn(elected[0])] = mask & 0xFFFFFFFF
                 if isinstance(insn, Elect) and st.guard is None \
                         and len(values.defs.get(insn.p, ())) == 1:
                     mask = values.const(insn.membermask)

@@ -35,8 +35,8 @@ from .analysis import STRUCTURAL, Analysis
 from .cfg import dominates, dominators, guard_polarity
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
-from .ops import Op, Role, inline_elect
-from .values import _CMP, FOLD_DIV
+from .ops import Op, Role
+from .values import _CMP, FOLD_DIV, inline_elected
 
 _COMPLETERS = (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_ARRIVE, Role.MBAR_COMPLETE_TX)
 
@@ -226,11 +226,13 @@ class FirstTrip:
             return True
         if not isinstance(x, Reg) or depth > 40:
             return False
+        if inline_elected(self.an.values, x) is not None:
+            return True
         defs = self.an.values.defs.get(x, ())
         if len(defs) != 1 or self.an.body[defs[0]].guard is not None:
             return False
         insn = self.an.body[defs[0]].insn
-        if isinstance(insn, Elect) or (inline_elect(insn) or (None,))[0] is x:
+        if isinstance(insn, Elect):
             return True
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             return not insn.a.name.startswith(("clock", "globaltimer", "pm"))

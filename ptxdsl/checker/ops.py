@@ -404,20 +404,35 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
-# An inline statement that is one elect.sync into an output predicate (CUTLASS's elect_one_sync:
-# `{ .reg .b32 %rx; elect.sync %rx|$0, 0xffffffff; }`): the same election as the builder's.
+# An inline statement that is one elect.sync into an output predicate
+# (`{ .reg .b32 %rx; elect.sync %rx|$0, 0xffffffff; }`), or CUTLASS's elect_one_sync, which
+# sets a read-write flag to 1 in the elected lane (`elect.sync %rx|%px, $2; @%px mov.s32 $1,
+# 1;`): the same election as the builder's.
 _ELECT = re.compile(r"^\s*\{?\s*(?:\.reg\s+\.\w+\s+%\w+\s*;\s*)*elect\.sync\s+(?:%?\w+)\|"
                     r"\$(\d+)\s*,\s*(0x[0-9a-fA-F]+|-?\d+)\s*;\s*\}?\s*$")
+_ELECT_FLAG = re.compile(r"\belect\.sync\s+%?\w+\|(%\w+)\s*,\s*(\$\d+|0x[0-9a-fA-F]+|-?\d+)\s*;"
+                         r"\s*@\1\s+mov\.[bsu]32\s+\$(\d+)\s*,\s*1\s*;")
 
 
-def inline_elect(insn: Any) -> tuple[Any, int] | None:
-    """(the predicate, the constant membermask) of an inline elect.sync statement, else None."""
-    m = _ELECT.match(getattr(insn, "template", "") or "") if type(insn).__name__ == \
-        "InlineAsm" else None
-    outs = getattr(insn, "outs", ())
-    if m is None or int(m.group(1)) >= len(outs):
+def inline_elect(insn: Any) -> tuple[Any, int, bool] | None:
+    """(the register, the constant membermask, whether it is a flag the statement only sets
+    to 1) of an inline elect.sync statement, else None."""
+    if type(insn).__name__ != "InlineAsm":
         return None
-    return outs[int(m.group(1))], int(m.group(2), 0)
+    text, outs = getattr(insn, "template", "") or "", getattr(insn, "outs", ())
+    m = _ELECT.match(text)
+    if m is not None:
+        n = int(m.group(1))
+        return (outs[n], int(m.group(2), 0), False) if n < len(outs) else None
+    m = _ELECT_FLAG.search(text)
+    if m is None or text.count("elect.sync") != 1:
+        return None
+    n, mask = int(m.group(3)), _bound(getattr(insn, "bound", ()), m.group(2))
+    mask = getattr(mask, "value", mask)
+    if n >= len(outs) or not isinstance(mask, int) or isinstance(mask, bool) or re.search(
+            rf"\${n}\b", text[:m.start()] + text[m.end():]):
+        return None
+    return outs[n], mask, True
 
 
 def _bound(bound: Any, token: str | None) -> Any:

@@ -210,3 +210,58 @@ def kv_one_buffer(bug: bool):
                 arrive(k, bar(vempty, s))
     k.ret()
     return k, pl.at, {"maps": MAPS}
+
+
+def _tile_mainloop(k: Kernel, r: Ring, acc, g, nk, bug: bool, pl: Plant) -> None:
+    """A helper: one tile's k-blocks through the ring, `g` the stage counter carried across
+    tiles (stage g % S, phase (g / S) & 1). The mistake: the wait skipped on the tile's
+    first block (a peeled first iteration that lost its wait)."""
+    with k.for_range(0, nk) as kb:
+        s, ph = r.stage(g)
+        if bug:
+            with k.if_(kb > 0):
+                spin(k, r.bar(r.full, s), ph)
+        else:
+            spin(k, r.bar(r.full, s), ph)
+        if bug:
+            pl.here()
+        mma(k, acc, r.slot(s))
+        ptx.wgmma_wait_group(k, 0)
+        with leader(k):
+            arrive(k, r.bar(r.empty, s))
+        k.add(g, 1, dst=g)
+
+
+def scheduled_tiles(bug: bool):
+    """Persistent, warp-specialized: the producer thread takes tiles from a global counter
+    (atom.add) and publishes each id in a shared word behind a named barrier; both sides
+    run nk k-blocks a tile through a 3-stage ring whose stage counter runs across tiles."""
+    pl = Plant(bug)
+    k = Kernel("b29sched", reqntid=256)
+    ta = k.tensormap_addr(k.param_tensormap("ta"))
+    tb = k.tensormap_addr(k.param_tensormap("tb"))
+    counter = k.ld_param(k.param_ptr("counter"))
+    ntiles = k.ld_param(k.param(t.u32, "ntiles"))
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    acc = k.fragment(t.f32, shape=(64, 64))
+    r = Ring(k, 3)
+    word = k.mov(k.shared_array(t.u32, 1, align=4, name="sched"))
+    g = k.mov(0, type=t.u32)
+    with k.for_range(0, ntiles):
+        with k.if_(k.tid.x == 0):
+            k.st(word, k.atom("add", counter, 1, type=t.u32, space="global"), type=t.u32,
+                 space="shared")
+        k.bar_sync(1, 256)
+        tile = k.ld(word, type=t.u32, space="shared")
+        k.bar_sync(1, 256)
+        with k.if_(k.tid.x < 128):
+            with k.if_(k.shr(k.tid.x, 5) == 0), k.if_(elect(k)):
+                with k.for_range(0, nk) as kb:
+                    s, ph = r.stage(g)
+                    spin(k, r.bar(r.empty, s), k.xor(ph, 1))
+                    load(k, r, s, k.add(k.mul(tile, nk), kb), ta, tb)
+                    k.add(g, 1, dst=g)
+        with k.else_():
+            _tile_mainloop(k, r, acc, g, nk, bug, pl)
+    k.ret()
+    return k, pl.at, {"maps": MAPS}

@@ -39,6 +39,7 @@ CASES = [
     ("wrong-ring", "kv_one_buffer", H.WAIT_WRONG_BARRIER, 1),
     ("expect-tx", "tx_split_barrier", H.EXPECT_TX_MISMATCH, 1),
     ("dsmem-read", "split_phase_read", H.DSMEM_READ_UNSYNCED, 1),
+    ("read-before-wait", "scheduled_tiles", H.SMEM_READ_BEFORE_WAIT, 1),
     ("divergent-arrive", "divergent_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),
 ]
 # Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.
@@ -47,6 +48,10 @@ XFAIL: dict[str, str] = {
     "against a parameter, not a condition FirstTrip calls fixed); and the hang is per stage: "
     "the prologue's copies complete the consumer's first waits on stages 0..S-2, which the "
     "checker, keying the barrier array by its symbol, cannot tell from stage S-1's",
+    "scheduled_tiles": "a wait skipped on the first k-block (`if kb > 0: wait`) inside a "
+    "warp-specialized branch: the loop counter is written under the divergent `tid >= 128` "
+    "branch, so values calls it per-thread and the join after the `if` keeps the wait as a "
+    "must-fact of a divergent branch (the same kernel with one warpgroup is reported)",
     "cluster_y_release_own_asm": "CUTLASS's ClusterBarrier::arrive(cta_id, pred) maps the "
     "barrier inside the template (mapa into a template register, then an arrive on it): the "
     "checker reads arrivals only on a bound operand, so this remote arrive is not seen",

@@ -48,10 +48,6 @@ XFAIL: dict[str, str] = {
     "against a parameter, not a condition FirstTrip calls fixed); and the hang is per stage: "
     "the prologue's copies complete the consumer's first waits on stages 0..S-2, which the "
     "checker, keying the barrier array by its symbol, cannot tell from stage S-1's",
-    "scheduled_tiles": "a wait skipped on the first k-block (`if kb > 0: wait`) inside a "
-    "warp-specialized branch: the loop counter is written under the divergent `tid >= 128` "
-    "branch, so values calls it per-thread and the join after the `if` keeps the wait as a "
-    "must-fact of a divergent branch (the same kernel with one warpgroup is reported)",
     "cluster_y_release_own_asm": "CUTLASS's ClusterBarrier::arrive(cta_id, pred) maps the "
     "barrier inside the template (mapa into a template register, then an arrive on it): the "
     "checker reads arrivals only on a bound operand, so this remote arrive is not seen",

@@ -287,7 +287,10 @@ class Divergence:
                     tokens[x].add(("region", b.id))
                 level[x] = max(level[x], lv)
                 ctrl[x].append((b.branch, lv))
-            if stop is not None and stop < n:
+            # A branch every thread that reaches it takes the same way (a loop counter's
+            # `kb > 0` inside a warp-specialized branch: per-thread only through that
+            # branch) chooses between paths for all of them: its ways are intersected.
+            if stop is not None and stop < n and values.data_level(pred):
                 region = taken | fall | {b.id}
                 union_at[stop] |= {p for p in cfg.preds[stop] if p in region}
         self.level = level

@@ -300,3 +300,63 @@ def tx_split_barrier(bug: bool):
         consume(k, r, acc, nk)
     k.ret()
     return k, pl.at, {"maps": MAPS}
+
+
+class Carried:
+    """A stage and phase carried across trips: after each trip `phase ^= (stage == S-1)`
+    (a selp'd 1 xor'd in) and `stage = stage == S-1 ? 0 : stage + 1`."""
+
+    def __init__(self, k: Kernel, n: int, phase: int):
+        self.k, self.n = k, n
+        self.stage, self.phase = k.mov(0, type=t.u32), k.mov(phase, type=t.u32)
+
+    def step(self) -> None:
+        k = self.k
+        last = k.setp("eq", self.stage, self.n - 1, type=t.u32)
+        k.xor(self.phase, k.selp(1, 0, last, type=t.u32), dst=self.phase)
+        k.selp(0, k.add(self.stage, 1), last, type=t.u32, dst=self.stage)
+
+
+def carried_first_empty_parity(bug: bool):
+    """6 stages; the producer's carried phase starts at 0 (the mistake) instead of 1."""
+    pl = Plant(bug)
+
+    def producer(k, r, nk, ta, tb):
+        c = Carried(k, 6, 0 if bug else 1)
+        with k.for_range(0, nk) as it:
+            pl.here()
+            spin(k, r.bar(r.empty, c.stage), c.phase)
+            load(k, r, c.stage, it, ta, tb)
+            c.step()
+
+    return ws_gemm(6, consume, producer), pl.at, {"maps": MAPS}
+
+
+def carried_release_in_flight(bug: bool):
+    """2 stages, carried stage; after wait_group 1 the consumer hands back `prev` (the stage
+    of the trip before, kept in a register) from the second trip; the mistake hands back the
+    stage just issued."""
+    pl = Plant(bug)
+
+    def consumer(k, r, acc, nk):
+        c = Carried(k, 2, 0)
+        prev = k.mov(0, type=t.u32)
+        with k.for_range(0, nk) as it:
+            spin(k, r.bar(r.full, c.stage), c.phase)
+            mma(k, acc, r.slot(c.stage))
+            ptx.wgmma_wait_group(k, 1)
+            if bug:
+                with leader(k):
+                    pl.here()
+                    arrive(k, r.bar(r.empty, c.stage))
+            else:
+                with k.if_(it > 0), leader(k):
+                    arrive(k, r.bar(r.empty, prev))
+            k.mov(c.stage, dst=prev)
+            c.step()
+        ptx.wgmma_wait_group(k, 0)
+        if not bug:
+            with leader(k):
+                arrive(k, r.bar(r.empty, prev))
+
+    return ws_gemm(2, consumer), pl.at, {"maps": MAPS}

@@ -40,6 +40,8 @@ CASES = [
     ("expect-tx", "tx_split_barrier", H.EXPECT_TX_MISMATCH, 1),
     ("dsmem-read", "split_phase_read", H.DSMEM_READ_UNSYNCED, 1),
     ("read-before-wait", "scheduled_tiles", H.SMEM_READ_BEFORE_WAIT, 1),
+    ("first-empty-parity", "carried_first_empty_parity", H.WAIT_PARITY_FIRST_PHASE, 1),
+    ("release-in-flight", "carried_release_in_flight", H.WGMMA_SMEM_RELEASED, 1),
     ("divergent-arrive", "divergent_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),
 ]
 # Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.

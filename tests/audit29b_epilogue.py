@@ -116,7 +116,10 @@ def prefetch(stages: int, bug: str | None):
             s2, ph2 = r.stage(nxt)
             if bug == "parity":
                 pl.here()
-            spin(k, r.bar(r.empty, s2), ph2 if bug == "parity" else k.xor(ph2, 1))
+            if bug != "refill":
+                spin(k, r.bar(r.empty, s2), ph2 if bug == "parity" else k.xor(ph2, 1))
+            else:
+                pl.here()
             load(k, r, s2, nxt, ta, tb)
         if bug == "read":
             pl.here()
@@ -142,6 +145,10 @@ def prefetch_parity0(bug: bool):
 
 def prefetch_stage_count(bug: bool):
     return prefetch(5, "count" if bug else None)
+
+
+def prefetch_refill_unguarded(bug: bool):
+    return prefetch(6, "refill" if bug else None)
 
 
 def prefetch_read_early(bug: bool):

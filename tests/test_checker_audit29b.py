@@ -42,6 +42,7 @@ CASES = [
     ("read-before-wait", "scheduled_tiles", H.SMEM_READ_BEFORE_WAIT, 1),
     ("first-empty-parity", "carried_first_empty_parity", H.WAIT_PARITY_FIRST_PHASE, 1),
     ("release-in-flight", "carried_release_in_flight", H.WGMMA_SMEM_RELEASED, 1),
+    ("refill-unguarded", "prefetch_refill_unguarded", H.RING_REFILL_UNGUARDED, 1),
     ("divergent-arrive", "divergent_warp_arrive", H.MBAR_ARRIVE_COUNT, 1),
 ]
 # Misses kept as strict xfails (their twins still must check clean); docs/hazards.md says why.
@@ -50,6 +51,9 @@ XFAIL: dict[str, str] = {
     "against a parameter, not a condition FirstTrip calls fixed); and the hang is per stage: "
     "the prologue's copies complete the consumer's first waits on stages 0..S-2, which the "
     "checker, keying the barrier array by its symbol, cannot tell from stage S-1's",
+    "prefetch_refill_unguarded": "thread 0 refills without its empty wait but waits on the "
+    "ring's full barrier as a consumer too: any wait of the copy's thread in the loop counts "
+    "as the refill's guard",
     "cluster_y_release_own_asm": "CUTLASS's ClusterBarrier::arrive(cta_id, pred) maps the "
     "barrier inside the template (mapa into a template register, then an arrive on it): the "
     "checker reads arrivals only on a bound operand, so this remote arrive is not seen",

@@ -26,7 +26,8 @@ from typing import Any
 from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
-from .values import _CMP, FOLD_DIV, Values
+from .ops import inline_elect
+from .values import _CMP, FOLD_DIV, Values, inline_elected
 
 # A comparison and its negation name one condition: `tid != 0` false is `tid == 0` true.
 # (Integer comparisons only: the ordered float `ne` is not the negation of `eq` for NaN, but
@@ -120,6 +121,10 @@ class ThreadSets:
             table: dict[Any, int | None] = {}
             for st in values.body:
                 insn = getattr(st, "insn", None)
+                elected = inline_elect(insn) if getattr(st, "guard", 1) is None else None
+                mask = inline_elected(values, elected[0]) if elected is not None else None
+                if elected is not None and mask is not None:
+                    table[values.vn(elected[0])] = mask & 0xFFFFFFFF
                 if isinstance(insn, Elect) and st.guard is None \
                         and len(values.defs.get(insn.p, ())) == 1:
                     mask = values.const(insn.membermask)
@@ -282,7 +287,10 @@ class Divergence:
                     tokens[x].add(("region", b.id))
                 level[x] = max(level[x], lv)
                 ctrl[x].append((b.branch, lv))
-            if stop is not None and stop < n:
+            # A branch every thread that reaches it takes the same way (a loop counter's
+            # `kb > 0` inside a warp-specialized branch: per-thread only through that
+            # branch) chooses between paths for all of them: its ways are intersected.
+            if stop is not None and stop < n and values.data_level(pred):
                 region = taken | fall | {b.id}
                 union_at[stop] |= {p for p in cfg.preds[stop] if p in region}
         self.level = level

@@ -22,7 +22,7 @@ from .findings import Hazard
 from .hazards_bulk import _start
 from .hazards_cluster import cp_async_arrives, remote_roots
 from .ops import Op, Role
-from .values import _CMP, FOLD_DIV, Kind
+from .values import _CMP, FOLD_DIV, Kind, inline_elected
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = dict(FOLD_DIV, min=min, max=max)
 
@@ -88,6 +88,8 @@ class Threads:
             self._regs = {v: r for r, v in self.an.values._vn.items()}
         reg = self._regs.get(vn)
         defs = self.an.values.defs.get(reg, ()) if reg is not None else ()
+        if reg is not None and inline_elected(self.an.values, reg) is not None:
+            return True
         return len(defs) == 1 and type(self.an.body[defs[0]].insn).__name__ == "Elect"
 
     def _loop_exits(self, i: int) -> set:

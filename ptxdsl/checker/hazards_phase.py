@@ -36,7 +36,7 @@ from .cfg import dominates, dominators, guard_polarity
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .ops import Op, Role
-from .values import _CMP, FOLD_DIV
+from .values import _CMP, FOLD_DIV, inline_elected
 
 _COMPLETERS = (Role.TMA_LOAD, Role.BULK_LOAD, Role.MBAR_ARRIVE, Role.MBAR_COMPLETE_TX)
 
@@ -226,6 +226,8 @@ class FirstTrip:
             return True
         if not isinstance(x, Reg) or depth > 40:
             return False
+        if inline_elected(self.an.values, x) is not None:
+            return True
         defs = self.an.values.defs.get(x, ())
         if len(defs) != 1 or self.an.body[defs[0]].guard is not None:
             return False

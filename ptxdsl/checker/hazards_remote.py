@@ -34,22 +34,27 @@ from .ops import Op, Role
 
 
 class RankThreads(Threads):
-    """`Threads` of one CTA of the cluster: `%cluster_ctarank` (and, for a cluster along x,
-    `%cluster_ctaid.x`) is `rank`."""
+    """`Threads` of one CTA of the cluster: `%cluster_ctarank` is `rank`, and
+    `%cluster_ctaid.x/y/z` its position in the cluster's declared shape (x fastest, as the
+    PTX ISA numbers ranks: a (1, 4, 1) cluster's `%cluster_ctaid.y` is its rank)."""
 
     def __init__(self, an: Analysis, dims: tuple[int, ...], cluster: tuple[int, ...]):
         super().__init__(an, dims)
-        self.size = math.prod(cluster)
+        self.shape = (*tuple(cluster), 1, 1, 1)[:3]
+        self.size = math.prod(self.shape)
         self.rank = 0
         self._tids: dict[tuple[int, int, bool], tuple[list[int], bool] | None] = {}
         self.cluster = {"cluster_nctarank": self.size}
-        if self.size == cluster[0]:
-            self.cluster["cluster_nctaid.x"] = self.size
+        self.cluster.update({f"cluster_nctaid.{a}": n for a, n in zip("xyz", self.shape,
+                                                                       strict=True)})
 
     def _sreg(self, name: str, tid: int) -> int:
-        if name == "cluster_ctarank" or (name == "cluster_ctaid.x" and name.replace(
-                "ctaid", "nctaid") in self.cluster):
+        if name == "cluster_ctarank":
             return self.rank
+        if name.startswith("cluster_ctaid.") and name[-1] in "xyz":
+            cx, cy, _ = self.shape
+            return {"x": self.rank % cx, "y": self.rank // cx % cy,
+                    "z": self.rank // (cx * cy)}[name[-1]]
         if name in self.cluster:
             return self.cluster[name]
         return super()._sreg(name, tid)

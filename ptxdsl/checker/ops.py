@@ -367,6 +367,14 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 _TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+)\s*,"
                   r"\s*\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)[^;]*;")
 _LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
+# mbarrier.arrive{.expect_tx|.noComplete}{.sem.scope}{.space}.b64 state, [$N]{, $M|n}; and
+# mbarrier.expect_tx{.sem.scope}{.space}.b64 [$N], $M; (CUTLASS's ClusterTransactionBarrier).
+_ARRIVE = re.compile(r"(?<![\w.])mbarrier\.arrive((?:\.[\w:]+)*?)\.b64\s+%?\w+\s*,"
+                     r"\s*\[\s*\$(\d+)\s*\]\s*(?:,\s*(\$\d+|\d+)\s*)?;")
+_BULK_COMMIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.commit_group\s*;")
+_BULK_WAIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.wait_group(\.read)?\s+(\$\d+|\d+)\s*;")
+_EXPECT = re.compile(r"(?<![\w.])mbarrier\.expect_tx((?:\.[\w:]+)*?)\.b64\s*"
+                     r"\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)\s*;")
 
 
 def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
@@ -396,10 +404,92 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
+# An inline statement that is one elect.sync into an output predicate
+# (`{ .reg .b32 %rx; elect.sync %rx|$0, 0xffffffff; }`), or CUTLASS's elect_one_sync, which
+# sets a read-write flag to 1 in the elected lane (`elect.sync %rx|%px, $2; @%px mov.s32 $1,
+# 1;`): the same election as the builder's.
+_ELECT = re.compile(r"^\s*\{?\s*(?:\.reg\s+\.\w+\s+%\w+\s*;\s*)*elect\.sync\s+(?:%?\w+)\|"
+                    r"\$(\d+)\s*,\s*(0x[0-9a-fA-F]+|-?\d+)\s*;\s*\}?\s*$")
+_ELECT_FLAG = re.compile(r"\belect\.sync\s+%?\w+\|(%\w+)\s*,\s*(\$\d+|0x[0-9a-fA-F]+|-?\d+)\s*;"
+                         r"\s*@\1\s+mov\.[bsu]32\s+\$(\d+)\s*,\s*1\s*;")
+
+
+def inline_elect(insn: Any) -> tuple[Any, int, bool] | None:
+    """(the register, the constant membermask, whether it is a flag the statement only sets
+    to 1) of an inline elect.sync statement, else None."""
+    if type(insn).__name__ != "InlineAsm":
+        return None
+    text, outs = getattr(insn, "template", "") or "", getattr(insn, "outs", ())
+    m = _ELECT.match(text)
+    if m is not None:
+        n = int(m.group(1))
+        return (outs[n], int(m.group(2), 0), False) if n < len(outs) else None
+    m = _ELECT_FLAG.search(text)
+    if m is None or text.count("elect.sync") != 1:
+        return None
+    n, mask = int(m.group(3)), _bound(getattr(insn, "bound", ()), m.group(2))
+    mask = getattr(mask, "value", mask)
+    if n >= len(outs) or not isinstance(mask, int) or isinstance(mask, bool) or re.search(
+            rf"\${n}\b", text[:m.start()] + text[m.end():]):
+        return None
+    return outs[n], mask, True
+
+
+def _bound(bound: Any, token: str | None) -> Any:
+    """A template operand: $M's bound operand, or a literal number (None: absent, unbound)."""
+    if token is None:
+        return None
+    if token.startswith("$"):
+        return bound[int(token[1:])] if int(token[1:]) < len(bound) else None
+    return int(token)
+
+
+def _space(mods: str) -> StateSpace:
+    for name in ("shared::cluster", "shared::cta"):
+        if "." + name in mods + ".":
+            return StateSpace(name)
+    return StateSpace.shared if ".shared" in mods.split("::")[0] + "." else StateSpace.generic
+
+
+def _arrivals(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """The arrivals and transaction counts an inline statement makes on its bound barriers,
+    as the builders' (a dropped one would leave a barrier fed only by the statement short)."""
+    out = []
+    for m in _ARRIVE.finditer(text):
+        mods, n = m.group(1), int(m.group(2))
+        if n >= len(bound):
+            continue
+        count = _bound(bound, m.group(3))
+        tx = ".expect_tx" in mods + "."
+        if tx and count is None:
+            continue
+        out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=_space(mods),
+                                  count=count if tx else None,
+                                  arrivals=1 if tx or count is None else count)))
+    for m in _EXPECT.finditer(text):
+        n, count = int(m.group(2)), _bound(bound, m.group(3))
+        if n < len(bound) and count is not None:
+            out.append((m.start(), Op(Role.MBAR_EXPECT_TX, i, mbar=bound[n],
+                                      space=_space(m.group(1)), count=count)))
+    return out
+
+
+def _bulk_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """Bulk async-group commits and waits (a store's source is free after its wait)."""
+    out = [(m.start(), Op(Role.COMMIT, i)) for m in _BULK_COMMIT.finditer(text)]
+    for m in _BULK_WAIT.finditer(text):
+        n = _bound(bound, m.group(2))
+        n = getattr(n, "value", n)
+        if isinstance(n, int):
+            out.append((m.start(), Op(Role.WAIT_GROUP, i, n=n, read=bool(m.group(1)))))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
+    found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _arrivals(text, bound, i)
+                                   + _bulk_groups(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

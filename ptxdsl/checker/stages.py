@@ -6,6 +6,7 @@ advance it where it is:
     add r, r, 1;  setp.eq p, r, N;  @p mov r, 0;          (MbarrierRing.advance)
     add r, r, 1;  if (r == N) { r = 0; ... }              (a branch instead of the guard)
     add t, r, 1;  setp.eq p, t, N;  selp r, 0, t, p;      (selp-advanced)
+    setp.eq p, r, N-1;  add t, r, 1;  selp r, 0, t, p;    (the test before the step)
     add t, r, 1;  rem r, t, N;
 
 Such a register holds a value in [0, N) wherever it is read outside the advance, and it is
@@ -137,12 +138,15 @@ def _selp_step(values: Values, insn: Selp, reg: Reg) -> tuple[int, int] | None:
         if _const(values, zero) != 0 or not isinstance(other, Reg):
             continue
         test = _wrap_test(values, insn.c, other)
-        if test is None or test[1] != want:
-            continue
-        if other is reg:
-            return test[0], 0
-        if _is_plus_one(values, other, reg):
-            return test[0], 1
+        if test is not None and test[1] == want:
+            if other is reg:
+                return test[0], 0
+            if _is_plus_one(values, other, reg):
+                return test[0], 1
+        # `selp reg, 0, reg + 1, (reg == N - 1)`: the test on the stage before the step.
+        old = _wrap_test(values, insn.c, reg) if other is not reg else None
+        if old is not None and old[1] == want and _is_plus_one(values, other, reg):
+            return old[0] + 1, 1
     return None
 
 

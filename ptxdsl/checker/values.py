@@ -30,6 +30,7 @@ from ..kernel_core import LabelDef, Statement
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..types import StateSpace
 from .defs import Defs, sources
+from .ops import inline_elect
 
 
 class Kind(enum.Enum):
@@ -433,6 +434,8 @@ class Values:
             return lv
         if name in _PER_LANE_RESULTS:
             return 1 if name == "Elect" and reg is getattr(insn, "d", None) else 2
+        if name == "InlineAsm" and inline_elected(self, reg) is not None:
+            return 2
         if name in _WARP_RESULTS:   # one value per warp
             return 1 if name == "Activemask" else min(lv, 1)
         if isinstance(insn, Setp) and lv == 2 and self._warp_split(insn):
@@ -486,6 +489,26 @@ def _dims3(name: str, dims: Sequence[int] | None) -> dict[str, int]:
     """`{name.x: ..., name.y: ..., name.z: ...}` of a declared shape (missing sizes are 1)."""
     d = (*(dims or ()), 1, 1, 1)
     return {f"{name}.{a}": d[n] for n, a in enumerate("xyz")} if dims else {}
+
+
+def inline_elected(values: Values, reg: Reg) -> int | None:
+    """The membermask when `reg` is the result of an inline elect.sync (ops.inline_elect):
+    its one definition, or for a flag, the statement right after `mov flag, 0` (the flag's
+    only other definition), so that it is 1 in the elected lane and 0 in the others."""
+    defs = sorted(values.defs.get(reg, ()))
+    if not defs or values.body[defs[-1]].guard is not None:
+        return None
+    i = defs[-1]
+    hit = inline_elect(values.body[i].insn)
+    if hit is None or hit[0] is not reg:
+        return None
+    if not hit[2]:
+        return hit[1] if len(defs) == 1 else None
+    prev = values.body[i - 1] if defs == [i - 1, i] else None
+    if prev is None or prev.guard is not None or not isinstance(prev.insn, Mov) \
+            or values.const(prev.insn.a) != 0:
+        return None
+    return hit[1]
 
 
 def _opaque(reg: Reg) -> tuple[str, int]:

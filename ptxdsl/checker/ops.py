@@ -396,10 +396,53 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
+# An unpredicated arrive, arrive.expect_tx or expect_tx on a bound barrier (ThunderKittens'
+# and CUTLASS's `arrive_and_expect_tx`, FA3's releases): `[_|state,] [$N][, $M|count];`.
+# A predicated one (`@p mbarrier.arrive...`), arrive_drop and .noComplete are left out, as
+# the rest of the statement is: the rules then see less, never a wrong count.
+_ARRIVE = re.compile(r"(?<![\w.])mbarrier\.(arrive|expect_tx)"
+                     r"((?:\.[\w:]+)*)\s+(?:%?\w+\s*,\s*)?\[\s*\$(\d+)\s*\]"
+                     r"(?:\s*,\s*(\$\d+|\d+))?\s*;")
+_PRED = re.compile(r"@!?%?\w+\s*$")
+
+
+def _space_of(mods: str) -> StateSpace:
+    if ".shared::cluster" in mods:
+        return StateSpace.shared_cluster
+    if ".shared::cta" in mods:
+        return StateSpace.shared_cta
+    return StateSpace.shared if ".shared" in mods else StateSpace.generic
+
+
+def _inline_arrives(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    out = []
+    for m in _ARRIVE.finditer(text):
+        what, mods, n, tok = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        if _PRED.search(text[:m.start()]) or ".noComplete" in mods or n >= len(bound):
+            continue
+        if tok is not None and tok.startswith("$") and int(tok[1:]) >= len(bound):
+            continue
+        val: Any = None if tok is None else bound[int(tok[1:])] if tok.startswith("$") \
+            else int(tok)
+        space = _space_of(mods)
+        if what == "expect_tx":
+            if val is not None:
+                out.append((m.start(), Op(Role.MBAR_EXPECT_TX, i, mbar=bound[n], space=space,
+                                          count=val)))
+        elif ".expect_tx" in mods:
+            if val is not None:
+                out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=space,
+                                          count=val, arrivals=1)))
+        else:
+            out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=space,
+                                      arrivals=1 if val is None else val)))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
+    found: list[tuple[int, Op]] = _spin_waits(text, bound, i) + _inline_arrives(text, bound, i)
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

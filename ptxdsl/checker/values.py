@@ -63,7 +63,8 @@ UNKNOWN = Val()
 # Fields that hold an instruction's results. Every other register operand is a source.
 _LANE_SREGS = ("tid.", "laneid", "clock", "globaltimer", "lanemask")
 _WARP_SREGS = ("warpid",)
-_PER_LANE_RESULTS = frozenset({"Elect", "Atom", "AtomCas"})   # their `p`/`d` differ per lane
+# their `p`/`d` differ per lane; so may an inline-PTX output (elect.sync, %laneid, a load)
+_PER_LANE_RESULTS = frozenset({"Elect", "Atom", "AtomCas", "InlineAsm"})
 _WARP_RESULTS = frozenset({"Vote", "Activemask"})
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "and": lambda a, b: a & b,

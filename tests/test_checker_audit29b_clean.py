@@ -1,0 +1,76 @@
+"""Checker precision audit b (issue 29): a second, independent corpus of correct kernels in
+spellings the first audit's (tests/test_checker_audit29_clean.py) does not use, each checked
+with its tensor maps described (maps=) and without (only notes may remain), and assembled for
+sm_90a. Each fix that made one clean has buggy twins that are still found: inline-PTX
+arrive.expect_tx announcing too few bytes, every lane of a warp producing where elect.sync
+picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from ptxdsl.checker import Severity, check_module
+from tests import audit29b_clean_asm as asm
+from tests import audit29b_clean_rings as rings
+
+CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, rings.prefetch_gemm3,
+         rings.prefetch_gemm6, rings.persistent_scheduler_gemm]
+
+
+def _errors(findings) -> list[str]:
+    return [f.format() for f in findings if f.severity is not Severity.note]
+
+
+@pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
+def test_correct_kernel_checks_clean_with_and_without_maps(build):
+    mod, maps = build()
+    assert _errors(check_module(mod, maps=maps, notes=True)) == []
+    assert _errors(check_module(mod, notes=True)) == []
+
+
+@pytest.mark.filterwarnings("ignore:.*'setmaxnreg' ignored")    # nvJitLink drops it (README)
+@pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
+def test_correct_kernel_assembles(build):
+    mod, _ = build()
+    cubin = mod.assemble(arch="sm_90a")
+    assert cubin.arch == "sm_90a" and len(cubin) > 0
+
+
+def _line(fn, text: str) -> int:
+    """The line of function `fn` holding `text` (once)."""
+    lines, first = inspect.getsourcelines(fn)
+    hits = [first + i for i, s in enumerate(lines) if text in s]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+def _found(build, bug: str, hazard: str, maps_only: bool = False) -> list:
+    mod, maps = build(bug=bug)
+    for context in ({"maps": maps},) + (() if maps_only else ({},)):
+        found = [f for f in check_module(mod, **context) if f.severity is not Severity.note]
+        assert found and {f.id for f in found} == {hazard}, [f.format() for f in found]
+    return found
+
+
+def _site_line(f, role: str) -> int:
+    (site,) = [s for s in f.sites if s.role == role]
+    return site.loc.line
+
+
+def test_inline_ptx_arrive_expect_tx_of_too_few_bytes_is_found():
+    # The bytes an inline arrive.expect_tx announces are counted (with the boxes known).
+    (f,) = _found(asm.asm_ws_gemm, "bytes", "expect-tx-mismatch", maps_only=True)
+    assert _site_line(f, "expect_tx") == _line(asm.asm_arrive_expect, "k.asm(")
+
+
+def test_every_lane_running_an_inline_arrive_expect_tx_is_found():
+    # Without the inline elect.sync the whole warp arrives on a barrier expecting one.
+    (f,) = _found(asm.asm_ws_gemm, "lanes", "mbar-arrive-count")
+    assert f.loc.line == _line(asm.asm_arrive_expect, "k.asm(")
+
+
+def test_inline_ptx_arrives_counted_against_the_barrier_init():
+    (f,) = _found(asm.asm_ws_gemm, "count", "mbar-arrive-count")
+    assert f.loc.line == _line(asm.asm_arrive, "k.asm(")

@@ -3,7 +3,8 @@ spellings the first audit's (tests/test_checker_audit29_clean.py) does not use, 
 with its tensor maps described (maps=) and without (only notes may remain), and assembled for
 sm_90a. Each fix that made one clean has buggy twins that are still found: inline-PTX
 arrive.expect_tx announcing too few bytes, every lane of a warp producing where elect.sync
-picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives."""
+picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives, a counted
+loop's zeroing stores reaching the wgmma tiles."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import pytest
 
 from ptxdsl.checker import Severity, check_module
 from tests import audit29b_clean_asm as asm
+from tests import audit29b_clean_cluster as cluster
 from tests import audit29b_clean_rings as rings
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, rings.prefetch_gemm3,
-         rings.prefetch_gemm6, rings.persistent_scheduler_gemm]
+         rings.prefetch_gemm6, rings.persistent_scheduler_gemm, cluster.cluster_y2_gemm,
+         cluster.cluster_y4_gemm, cluster.split_k_y2, cluster.split_k_y4]
 
 
 def _errors(findings) -> list[str]:
@@ -74,3 +77,11 @@ def test_every_lane_running_an_inline_arrive_expect_tx_is_found():
 def test_inline_ptx_arrives_counted_against_the_barrier_init():
     (f,) = _found(asm.asm_ws_gemm, "count", "mbar-arrive-count")
     assert f.loc.line == _line(asm.asm_arrive, "k.asm(")
+
+
+def test_counted_loop_stores_over_the_wgmma_tiles_are_found():
+    # A for_range counter is bounded by its loop's constant stop: the partials' zeroing
+    # stays clear of the tiles, and the same loop over the tiles is still reported.
+    found = _found(cluster.split_k_y, "zero", "wgmma-smem-no-proxy-fence")
+    assert {_site_line(f, "write") for f in found} == {
+        _line(cluster.split_k_y, "k.st(k.mad(j, 16, zero)")}

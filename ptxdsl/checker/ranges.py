@@ -316,7 +316,7 @@ class Spans:
         E`, the body, `add i, i, s; bra L; E:`, and no branch from outside into the body.
         Each step follows a passed test, so i stays in [c0, max(c0, C - 1 + s)] (the last
         value, after the loop, is the first that fails). Unknown for any other shape."""
-        body = self.values.body
+        body: Any = self.values.body   # statements and labels
         const = self.values.const
         if len(defs) != 2:
             return UNKNOWN

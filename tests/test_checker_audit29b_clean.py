@@ -4,7 +4,8 @@ with its tensor maps described (maps=) and without (only notes may remain), and 
 sm_90a. Each fix that made one clean has buggy twins that are still found: inline-PTX
 arrive.expect_tx announcing too few bytes, every lane of a warp producing where elect.sync
 picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives, a counted
-loop's zeroing stores reaching the wgmma tiles."""
+loop's zeroing stores reaching the wgmma tiles, a swizzled staging write 4 bytes past its
+buffer and a wait_group.read 2 on a double buffer."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ import pytest
 from ptxdsl.checker import Severity, check_module
 from tests import audit29b_clean_asm as asm
 from tests import audit29b_clean_cluster as cluster
+from tests import audit29b_clean_epilogue as epilogue
 from tests import audit29b_clean_rings as rings
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, rings.prefetch_gemm3,
          rings.prefetch_gemm6, rings.persistent_scheduler_gemm, cluster.cluster_y2_gemm,
-         cluster.cluster_y4_gemm, cluster.split_k_y2, cluster.split_k_y4]
+         cluster.cluster_y4_gemm, cluster.split_k_y2, cluster.split_k_y4,
+         epilogue.swizzled_epilogue128, epilogue.swizzled_epilogue64,
+         epilogue.swizzled_epilogue32]
 
 
 def _errors(findings) -> list[str]:
@@ -85,3 +89,13 @@ def test_counted_loop_stores_over_the_wgmma_tiles_are_found():
     found = _found(cluster.split_k_y, "zero", "wgmma-smem-no-proxy-fence")
     assert {_site_line(f, "write") for f in found} == {
         _line(cluster.split_k_y, "k.st(k.mad(j, 16, zero)")}
+
+
+@pytest.mark.parametrize("bug", ["spill", "read2"])
+def test_swizzled_staging_write_into_the_buffer_in_flight_is_found(bug):
+    # `a * b + c` keeps the zero low bits of both terms: the XOR-swizzled 4-byte stores of
+    # the last box end at the buffer's end, so the other buffer (its store in flight after
+    # wait_group.read 1) is apart; 4 bytes further, or with read 2, it is not.
+    found = _found(epilogue.swizzled_epilogue_gemm, bug, "bulk-src-overwrite")
+    assert {_site_line(f, "write") for f in found} == {
+        _line(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}

@@ -289,6 +289,9 @@ class Spans:
         d = depth + 1
         if isinstance(insn, Mov | Cvt | Cvta):
             return self.zeros(insn.a, d) if not isinstance(insn.a, SpecialReg) else 0
+        if isinstance(insn, Mad) and insn.mode in (None, "lo", "wide"):
+            # (a * b + c: the product's zero bits, then the sum's, as for mul and add)
+            return min(16, self.zeros(insn.a, d) + self.zeros(insn.b, d), self.zeros(insn.c, d))
         if not isinstance(insn, Binary):
             return 0
         if insn.op in ("add", "sub", "xor", "or"):

@@ -5,7 +5,8 @@ sm_90a. Each fix that made one clean has buggy twins that are still found: inlin
 arrive.expect_tx announcing too few bytes, every lane of a warp producing where elect.sync
 picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives, a counted
 loop's zeroing stores reaching the wgmma tiles, a swizzled staging write 4 bytes past its
-buffer and a wait_group.read 2 on a double buffer."""
+buffer and a wait_group.read 2 on a double buffer; and, with no fix needed, the varlen
+backward kernel's second per-CTA map used without its acquire."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from ptxdsl.checker import Severity, check_module
 from tests import audit29b_clean_asm as asm
+from tests import audit29b_clean_backward as backward
 from tests import audit29b_clean_cluster as cluster
 from tests import audit29b_clean_epilogue as epilogue
 from tests import audit29b_clean_rings as rings
@@ -23,7 +25,7 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, rings.prefetch_gem
          rings.prefetch_gemm6, rings.persistent_scheduler_gemm, cluster.cluster_y2_gemm,
          cluster.cluster_y4_gemm, cluster.split_k_y2, cluster.split_k_y4,
          epilogue.swizzled_epilogue128, epilogue.swizzled_epilogue64,
-         epilogue.swizzled_epilogue32]
+         epilogue.swizzled_epilogue32, backward.varlen_backward]
 
 
 def _errors(findings) -> list[str]:
@@ -99,3 +101,11 @@ def test_swizzled_staging_write_into_the_buffer_in_flight_is_found(bug):
     found = _found(epilogue.swizzled_epilogue_gemm, bug, "bulk-src-overwrite")
     assert {_site_line(f, "write") for f in found} == {
         _line(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
+
+
+def test_second_workspace_map_used_without_its_acquire_is_found():
+    # Q's and dO's maps are 128 bytes apart in the CTA's workspace slot: Q's acquire does
+    # not cover dO's.
+    found = _found(backward.varlen_backward, "acquire", "tmap-no-acquire")
+    line = _line(backward.varlen_backward, "k.mad(s, T64.nbytes, k.add(base, ring)), tm,") - 1
+    assert {f.loc.line for f in found} == {line}

@@ -50,7 +50,8 @@ def stage_phase(k, it, stages: int):
 
 
 # -- (1) warp-specialized GEMM, synchronisation in inline PTX ------------------------------------
-def asm_ws_gemm(stages: int = 3, bug: str | None = None) -> tuple[Module, dict]:
+def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False
+                ) -> tuple[Module, dict]:
     """C = A @ B^T, a 128 x 128 tile per CTA; warpgroup 0 produces (its elected lane of warp 0
     waits with an inline try_wait loop, announces the stage's bytes with an inline
     arrive.expect_tx, issues the TMA loads through the builders); warpgroups 1 and 2 wait
@@ -60,7 +61,9 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None) -> tuple[Module, dict]:
     elect.sync and the kernel ends with an inline cluster barrier (a 2-CTA cluster along y
     whose CTAs do not share data but launch together). `bug="bytes"` announces A's bytes
     only, "lanes" has every lane of warp 0 produce (no elect), "count" initialises the empty
-    barriers to 2 arrivals (one per consumer warpgroup) while every consumer thread arrives."""
+    barriers to 2 arrivals (one per consumer warpgroup) while every consumer thread arrives.
+    `bits`: the consumers keep ThunderKittens' phase bit vector instead (parity of stage s is
+    bit s, flipped after each wait on it)."""
     stage = A128.nbytes + B128.nbytes
     k = Kernel(f"audit_b_asm_ws_gemm{stages}", reqntid=384, minnctapersm=1,
                reqnctapercluster=(1, 2, 1))
@@ -104,9 +107,15 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None) -> tuple[Module, dict]:
         ptx.setmaxnreg_inc(k, 232)
         cw = k.sub(wg, 1)
         acc = k.fragment(t.f32, shape=(64, 128))
+        phasebits = k.mov(0, dst=k.reg(t.u32, "phasebits"))
         with k.for_range(0, kblocks) as kb:
             s, ph = stage_phase(k, kb, stages)
-            asm_wait(k, k.mad(s, 8, fulls), ph)
+            if bits:
+                ph = k.and_(k.shr(phasebits, s), 1)
+                asm_wait(k, k.mad(s, 8, fulls), ph)
+                k.xor(phasebits, k.shl(k.mov(1, type=t.u32), s), dst=phasebits)
+            else:
+                asm_wait(k, k.mad(s, 8, fulls), ph)
             src = k.mad(s, stage, base)
             da = descriptor(k, A64, k.mad(cw, A64.nbytes, src))
             db = descriptor(k, B128, k.add(src, A128.nbytes))
@@ -129,3 +138,7 @@ def asm_ws_gemm2() -> tuple[Module, dict]:
 
 def asm_ws_gemm5() -> tuple[Module, dict]:
     return asm_ws_gemm(5)
+
+
+def asm_ws_gemm6_phasebits() -> tuple[Module, dict]:
+    return asm_ws_gemm(6, bits=True)

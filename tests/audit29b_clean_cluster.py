@@ -15,11 +15,14 @@ _CLUSTER_SYNC = ("barrier.cluster.arrive.release.aligned;\n"
                  "barrier.cluster.wait.acquire.aligned;")
 
 
-def cluster_y_gemm(cl: int = 2, stages: int = 3) -> tuple[Module, dict]:
+def cluster_y_gemm(cl: int = 2, stages: int = 3, cutlass: bool = False) -> tuple[Module, dict]:
     """`cl` CTAs along y (N) share A: CTA r loads rows r * 128 / cl of A and multicasts them;
     each empty barrier counts 2 consumer warpgroups x cl CTAs and each consumer warpgroup's
     leader releases the stage on every CTA (mapa + an inline remote arrive) after
-    wgmma.wait_group 0. Full barriers expect the whole stage (A from every CTA, B own)."""
+    wgmma.wait_group 0. Full barriers expect the whole stage (A from every CTA, B own).
+    `cutlass`: CUTLASS's ClusterBarrier::arrive(cta_id, pred) instead: lane r < cl of the
+    warpgroup's first warp maps and arrives in one inline statement (a predicate, mapa and
+    the remote arrive on an asm-local register)."""
     stage = A128.nbytes + B128.nbytes
     part = SmemLayout(t.bf16, 128 // cl, 64, "K", SW)
     k = Kernel(f"audit_b_cluster_y{cl}", reqntid=384, minnctapersm=1,
@@ -38,10 +41,13 @@ def cluster_y_gemm(cl: int = 2, stages: int = 3) -> tuple[Module, dict]:
             ptx.mbarrier_init(k, Addr(smem, full_off + 8 * s), 1)
             ptx.mbarrier_init(k, Addr(smem, empty_off + 8 * s), 2 * cl)
         ptx.fence_mbarrier_init(k, "release", "cluster")
-    k.asm(_CLUSTER_SYNC)                                    # peers' barriers initialised
+    # CUTLASS's split cluster barrier: arrive.relaxed after the init fence, the wait once
+    # the CTA's own set-up is done (peers' barriers are initialised after it)
+    k.asm("barrier.cluster.arrive.relaxed.aligned;")
     base = k.mov(smem)
     wg = k.shr(tid, 7)
     m0, n0 = k.mul(k.ctaid.x, 128), k.mul(k.ctaid.y, 128)
+    k.asm("barrier.cluster.wait.aligned;")
     with k.if_(wg == 0):
         ptx.setmaxnreg_dec(k, 40)
         with k.if_(k.shr(tid, 5) == 0):
@@ -78,12 +84,21 @@ def cluster_y_gemm(cl: int = 2, stages: int = 3) -> tuple[Module, dict]:
                 ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
             ptx.wgmma_commit_group(k)
             ptx.wgmma_wait_group(k, 0)
-            with k.if_(k.and_(tid, 127) == 0):
-                mine_bar = k.mad(s, 8, k.add(base, empty_off))
-                for r in range(cl):
-                    peer = ptx.mapa(k, "shared::cluster", mine_bar, r)
-                    k.asm("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0];",
-                          ins=[peer])
+            if cutlass:
+                lane = k.and_(tid, 31)
+                k.asm("{\n .reg .pred p;\n .reg .b32 remAddr32;\n setp.eq.u32 p, $2, 1;\n"
+                      " @p mapa.shared::cluster.u32 remAddr32, $0, $1;\n"
+                      " @p mbarrier.arrive.shared::cluster.b64 _, [remAddr32];\n}",
+                      ins=[k.mad(s, 8, k.add(base, empty_off)), lane,
+                           k.selp(1, 0, k.and_(k.and_(tid, 127) < 32, lane < cl),
+                                  type=t.u32)])
+            else:
+                with k.if_(k.and_(tid, 127) == 0):
+                    mine_bar = k.mad(s, 8, k.add(base, empty_off))
+                    for r in range(cl):
+                        peer = ptx.mapa(k, "shared::cluster", mine_bar, r)
+                        k.asm("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0];",
+                              ins=[peer])
         row0 = k.mad(cw, 64, m0)
         acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)
     k.asm(_CLUSTER_SYNC)                                    # no peer still multicasts or arrives
@@ -97,6 +112,10 @@ def cluster_y2_gemm() -> tuple[Module, dict]:
 
 def cluster_y4_gemm() -> tuple[Module, dict]:
     return cluster_y_gemm(4, 2)
+
+
+def cluster_y4_cutlass_arrive() -> tuple[Module, dict]:
+    return cluster_y_gemm(4, 2, cutlass=True)
 
 
 S8 = SmemLayout(t.s8, 64, 128, "K", SW)           # 64 rows of 128 int8: one k-block

@@ -15,14 +15,18 @@ from tests.audit29b_clean_asm import SW, asm_wait, box
 T64 = SmemLayout(t.bf16, 64, 64, "K", SW)          # a 64 x 64 bf16 tile (8 KiB)
 
 
-def varlen_backward(bug: str | None = None) -> tuple[Module, dict]:
+def varlen_backward(bug: str | None = None, bulk: bool = False) -> tuple[Module, dict]:
     """dK, dV (64 x 64 each) of key block ctaid.x of sequence ctaid.y, and dQ partials.
     Warpgroup 0: warp 0 builds the two per-sequence maps (lanes 0-15 copy the templates, lane
     0 replaces base and row count, the warp copies them out with cp_fenceproxy); its lane 0
     then acquires them and produces: K once, then Q and dO block by block, each through its
     own 2-stage ring (stage mb & 1, phase (mb >> 1) & 1). Warpgroup 1 multiplies and releases
     each stage after wait_group 0, then adds its dQ block into dq_accum. `bug="acquire"`
-    drops the producer's acquire of the dO map."""
+    drops the producer's acquire of the dO map. `bulk`: FA3's dQ path instead: the partial
+    goes to a shared buffer (generic stores, a proxy fence, a named barrier) and one thread
+    adds it to dq_accum with cp.reduce.async.bulk .add.f32; the buffer is written again only
+    after that thread's wait_group.read 0 and the barrier after it. `bug="reuse"` leaves
+    that wait out."""
     k = Kernel("audit_b_varlen_bwd", reqntid=256, minnctapersm=1)
     map_k = k.tensormap_addr(k.param_tensormap("map_k"))
     tmpl = k.ld_param(k.param_ptr("templates"))            # Q's then dO's map, 256 bytes
@@ -117,15 +121,47 @@ def varlen_backward(bug: str | None = None) -> tuple[Module, dict]:
                     ptx.mbarrier_arrive(k, "release", "cta", "shared::cta",
                                         k.mad(s, 8, k.add(base, empty)), dst="_")
             # this thread's first value: row warp * 16 + lane / 4, column (lane % 4) * 2
-            rows = k.add(k.add(start, k.shl(mb, 6)), k.mad(k.and_(warp, 3), 16,
-                                                            k.shr(lane, 2)))
-            mine = k.mad(rows, 256, k.mad(k.and_(lane, 3), 8, dq, type=t.u32, mode="wide"),
-                         type=t.u32, mode="wide")                     # 64 f32 a row
-            for j, r in enumerate(dqp):
-                at = (j // 2 % 2) * 8 * 256 + (j // 4) * 32 + (j % 2) * 4
-                k.red("add", Addr(mine, at), r, type=t.f32, space="global")
+            if bulk:
+                _dq_bulk(k, dqp, k.add(base, 6 * T64.nbytes), tid,
+                         k.mad(k.add(start, k.shl(mb, 6)), 256, dq, type=t.u32, mode="wide"),
+                         bug)
+            else:
+                rows = k.add(k.add(start, k.shl(mb, 6)), k.mad(k.and_(warp, 3), 16,
+                                                                k.shr(lane, 2)))
+                mine = k.mad(rows, 256, k.mad(k.and_(lane, 3), 8, dq, type=t.u32,
+                                              mode="wide"), type=t.u32, mode="wide")
+                for j, r in enumerate(dqp):                         # 64 f32 a row
+                    at = (j // 2 % 2) * 8 * 256 + (j // 4) * 32 + (j % 2) * 4
+                    k.red("add", Addr(mine, at), r, type=t.f32, space="global")
+        if bulk:
+            with k.if_(k.and_(tid, 127) == 0):
+                ptx.cp_async_bulk_wait_group(k, 0)
         dkv = k.ld_param(k.param_ptr("dkv"))
         dk.store(k.mad(k.add(start, n0), 512, dkv, type=t.u32, mode="wide"), 128)
         dv.store(k.mad(k.add(start, n0), 512, k.add(dkv, 256), type=t.u32, mode="wide"), 128)
     k.ret()
     return Module([k], target="sm_90a"), {"map_k": box(T64)}
+
+
+def _dq_bulk(k, dqp, buf, tid, dst, bug):
+    """dQ's 64 x 64 f32 partial through shared memory into global, added by the bulk copy."""
+    lead = k.and_(tid, 127) == 0
+    with k.if_(lead):
+        if bug != "reuse":
+            ptx.cp_async_bulk_wait_group_read(k, 0)         # the last add read the buffer
+    k.bar_sync(1, 128)
+    lane, w = k.and_(tid, 31), k.and_(k.shr(tid, 5), 3)
+    mine = k.mad(k.mad(w, 16, k.shr(lane, 2)), 256, k.mad(k.and_(lane, 3), 8, buf))
+    for j, r in enumerate(dqp):
+        k.st(Addr(mine, (j // 2 % 2) * 8 * 256 + (j // 4) * 32 + (j % 2) * 4), r,
+             type=t.f32, space="shared")
+    ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(1, 128)
+    with k.if_(lead):
+        ptx.cp_reduce_async_bulk(k, "global", "shared::cta", "add", dst, buf, 64 * 64 * 4,
+                                 type=t.f32)
+        ptx.cp_async_bulk_commit_group(k)
+
+
+def varlen_backward_bulk_dq() -> tuple[Module, dict]:
+    return varlen_backward(bulk=True)

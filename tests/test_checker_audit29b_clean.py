@@ -25,7 +25,8 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_p
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
          cluster.split_k_y2, cluster.split_k_y4, epilogue.swizzled_epilogue128,
-         epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32, backward.varlen_backward]
+         epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32, backward.varlen_backward,
+         backward.varlen_backward_bulk_dq]
 
 
 def _errors(findings) -> list[str]:
@@ -109,3 +110,11 @@ def test_second_workspace_map_used_without_its_acquire_is_found():
     found = _found(backward.varlen_backward, "acquire", "tmap-no-acquire")
     line = _line(backward.varlen_backward, "k.mad(s, T64.nbytes, k.add(base, ring)), tm,") - 1
     assert {f.loc.line for f in found} == {line}
+
+
+def test_dq_buffer_rewritten_before_the_bulk_add_read_it_is_found():
+    def build(bug):
+        return backward.varlen_backward(bug=bug, bulk=True)
+    found = _found(build, "reuse", "bulk-src-overwrite")
+    assert {_site_line(f, "write") for f in found} == {
+        _line(backward._dq_bulk, "k.st(Addr(mine,")}

@@ -202,3 +202,62 @@ def persistent_scheduler_gemm(stages: int = 5) -> tuple[Module, dict]:
             k.add(n, 1, dst=n)
     k.ret()
     return Module([k], target="sm_90a"), {"map_a": box(A128), "map_b": box(B128)}
+
+
+# -- (4) a 1-D bulk-copy ring with run-time sizes ------------------------------------------------
+def bulk_stream_ring(stages: int = 4, bug: str | None = None) -> tuple[Module, dict]:
+    """Sums a float vector: warp 0's lane 0 streams it through a `stages`-deep ring of 16 KiB
+    chunks with 1-D cp.async.bulk, each chunk's size (the last one shorter) computed at run
+    time and announced with the same register; warps 1-4 wait on the full barrier, read the
+    chunk with ld.shared and release it (one arrive per warp, elected lane 0). Stage kb % S,
+    phase (kb / S) & 1. `bug="size"` announces a full chunk for the short last one."""
+    chunk = 16384
+    k = Kernel(f"audit_b_bulk_stream{stages}", reqntid=160)
+    src = k.ld_param(k.param_ptr("x"))
+    out = k.ld_param(k.param_ptr("out"))
+    total = k.ld_param(k.param(t.u32, "nbytes"))             # a multiple of 16
+    smem = k.extern_shared("smem", align=128)
+    full_off = stages * chunk
+    empty_off = full_off + 8 * stages
+    tid = k.tid.x
+    warp = k.shr(tid, 5)
+    with k.if_(tid == 0):
+        for s in range(stages):
+            ptx.mbarrier_init(k, Addr(smem, full_off + 8 * s), 1)
+            ptx.mbarrier_init(k, Addr(smem, empty_off + 8 * s), 4)
+        ptx.fence_mbarrier_init(k, "release", "cluster")
+    k.bar_sync(0)
+    base = k.mov(smem)
+    nchunks = k.div(k.add(total, chunk - 1), chunk)
+    with k.if_(tid == 0):
+        with k.for_range(0, nchunks) as kb:
+            s, ph = stage_phase(k, kb, stages)
+            ptx.mbarrier_wait(k, k.mad(s, 8, k.add(base, empty_off)), k.xor(ph, 1))
+            off = k.mul(kb, chunk)
+            size = k.min(k.sub(total, off), chunk)
+            fb = k.mad(s, 8, k.add(base, full_off))
+            ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", fb,
+                                          chunk if bug == "size" else size, dst="_")
+            ptx.cp_async_bulk(k, "shared", "global", k.mad(s, chunk, base),
+                              k.add(src, k.cvt(off, t.u64)), size, fb)
+    with k.if_(warp > 0):
+        part = k.mov(0.0, type=t.f32)
+        me = k.sub(tid, 32)
+        with k.for_range(0, nchunks) as kb:
+            s, ph = stage_phase(k, kb, stages)
+            ptx.mbarrier_wait(k, k.mad(s, 8, k.add(base, full_off)), ph)
+            size = k.min(k.sub(total, k.mul(kb, chunk)), chunk)
+            stage = k.mad(s, chunk, base)
+            with k.for_range(k.shl(me, 2), size, 512) as at:
+                k.add(part, k.ld(k.add(stage, at), type=t.f32, space="shared"), dst=part)
+            k.syncwarp()
+            with k.if_(k.and_(tid, 31) == 0):
+                ptx.mbarrier_arrive(k, "release", "cta", "shared::cta",
+                                    k.mad(s, 8, k.add(base, empty_off)), dst="_")
+        k.red("add", out, part, type=t.f32, space="global")
+    k.ret()
+    return Module([k], target="sm_90a"), {}
+
+
+def bulk_stream_ring4() -> tuple[Module, dict]:
+    return bulk_stream_ring(4)

@@ -23,6 +23,7 @@ from tests import audit29b_clean_rings as rings
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_phasebits,
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
+         rings.bulk_stream_ring4,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
          cluster.split_k_y2, cluster.split_k_y4, epilogue.swizzled_epilogue128,
          epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32, backward.varlen_backward,

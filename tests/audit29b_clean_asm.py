@@ -50,8 +50,8 @@ def stage_phase(k, it, stages: int):
 
 
 # -- (1) warp-specialized GEMM, synchronisation in inline PTX ------------------------------------
-def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False
-                ) -> tuple[Module, dict]:
+def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
+                asm_init: bool = False) -> tuple[Module, dict]:
     """C = A @ B^T, a 128 x 128 tile per CTA; warpgroup 0 produces (its elected lane of warp 0
     waits with an inline try_wait loop, announces the stage's bytes with an inline
     arrive.expect_tx, issues the TMA loads through the builders); warpgroups 1 and 2 wait
@@ -63,7 +63,8 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False
     only, "lanes" has every lane of warp 0 produce (no elect), "count" initialises the empty
     barriers to 2 arrivals (one per consumer warpgroup) while every consumer thread arrives.
     `bits`: the consumers keep ThunderKittens' phase bit vector instead (parity of stage s is
-    bit s, flipped after each wait on it)."""
+    bit s, flipped after each wait on it). `asm_init`: the barriers are initialised in inline
+    PTX."""
     stage = A128.nbytes + B128.nbytes
     k = Kernel(f"audit_b_asm_ws_gemm{stages}", reqntid=384, minnctapersm=1,
                reqnctapercluster=(1, 2, 1))
@@ -79,9 +80,13 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False
     with k.if_(warp == 0):
         with k.if_(elect_one(k) == 1):
             for s in range(stages):
-                ptx.mbarrier_init(k, Addr(smem, full_off + 8 * s), 1)
-                ptx.mbarrier_init(k, Addr(smem, empty_off + 8 * s),
-                                  2 if bug == "count" else 256)
+                empty = 2 if bug == "count" else 256
+                for off, count in ((full_off, 1), (empty_off, empty)):
+                    if asm_init:    # CUTLASS's ClusterBarrier::init
+                        k.asm("mbarrier.init.shared::cta.b64 [$0], $1;",
+                              ins=[k.add(k.mov(smem), off + 8 * s), (count, t.u32)])
+                    else:
+                        ptx.mbarrier_init(k, Addr(smem, off + 8 * s), count)
             k.asm("fence.mbarrier_init.release.cluster;")
     k.bar_sync(0)
     base = k.mov(smem)
@@ -142,3 +147,7 @@ def asm_ws_gemm5() -> tuple[Module, dict]:
 
 def asm_ws_gemm6_phasebits() -> tuple[Module, dict]:
     return asm_ws_gemm(6, bits=True)
+
+
+def asm_ws_gemm5_asm_init() -> tuple[Module, dict]:
+    return asm_ws_gemm(5, asm_init=True)

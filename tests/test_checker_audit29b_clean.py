@@ -22,6 +22,7 @@ from tests import audit29b_clean_epilogue as epilogue
 from tests import audit29b_clean_rings as rings
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_phasebits,
+         asm.asm_ws_gemm5_asm_init,
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
          rings.bulk_stream_ring4,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
@@ -119,3 +120,14 @@ def test_dq_buffer_rewritten_before_the_bulk_add_read_it_is_found():
     found = _found(build, "reuse", "bulk-src-overwrite")
     assert {_site_line(f, "write") for f in found} == {
         _line(backward._dq_bulk, "k.st(Addr(mine,")}
+
+
+def _asm_init(bug):
+    return asm.asm_ws_gemm(5, bug=bug, asm_init=True)
+
+
+def test_inline_ptx_init_count_is_compared_with_the_arrivals():
+    # CUTLASS's ClusterBarrier::init in inline PTX is an init (not mbar-uninit at every
+    # use), and its count is the one the arrivals are compared with.
+    (f,) = _found(_asm_init, "count", "mbar-arrive-count")
+    assert f.loc.line == _line(asm.asm_arrive, "k.asm(")

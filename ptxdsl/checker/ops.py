@@ -253,7 +253,8 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("fence", "FenceProxyTensormapRelease",
      lambda insn, i: [Op(Role.TMAP_RELEASE, i, scope=insn.scope)]),
     ("fence", "FenceMbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT_FENCE, i)]),
-    ("mbarrier", "MbarrierInit", _mbar(Role.MBAR_INIT)),
+    ("mbarrier", "MbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT, i, mbar=insn.addr,
+                                                     space=insn.space, count=insn.count)]),
     ("mbarrier", "MbarrierInval", _mbar(Role.MBAR_INVAL)),
     ("mbarrier", "MbarrierArrive", _arrive),
     ("mbarrier", "MbarrierTx", _tx),
@@ -396,7 +397,7 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
-# An unpredicated arrive, arrive.expect_tx or expect_tx on a bound barrier (ThunderKittens'
+# An unpredicated init, arrive, arrive.expect_tx or expect_tx on a bound barrier (ThunderKittens'
 # and CUTLASS's `arrive_and_expect_tx`, FA3's releases): `[_|state,] [$N][, $M|count];`.
 # A predicated one (`@p mbarrier.arrive...`), arrive_drop and .noComplete are left out, as
 # the rest of the statement is: the rules then see less, never a wrong count.
@@ -414,8 +415,21 @@ def _space_of(mods: str) -> StateSpace:
     return StateSpace.shared if ".shared" in mods else StateSpace.generic
 
 
+# CUTLASS's ClusterBarrier::init: `mbarrier.init.shared::cta.b64 [$N], $M|count;`.
+_INIT = re.compile(r"(?<![\w.])mbarrier\.init((?:\.[\w:]+)*)\s+\[\s*\$(\d+)\s*\]\s*,"
+                   r"\s*(\$\d+|\d+)\s*;")
+
+
 def _inline_arrives(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     out = []
+    for m in _INIT.finditer(text):
+        n, tok = int(m.group(2)), m.group(3)
+        if _PRED.search(text[:m.start()]) or n >= len(bound) or (
+                tok.startswith("$") and int(tok[1:]) >= len(bound)):
+            continue
+        count: Any = bound[int(tok[1:])] if tok.startswith("$") else int(tok)
+        out.append((m.start(), Op(Role.MBAR_INIT, i, mbar=bound[n], space=_space_of(m.group(1)),
+                                  count=count)))
     for m in _ARRIVE.finditer(text):
         what, mods, n, tok = m.group(1), m.group(2), int(m.group(3)), m.group(4)
         if _PRED.search(text[:m.start()]) or ".noComplete" in mods or n >= len(bound):

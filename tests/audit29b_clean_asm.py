@@ -44,6 +44,19 @@ def asm_arrive(k, bar):
     k.asm("mbarrier.arrive.release.cta.shared::cta.b64 _, [$0];", ins=[bar])
 
 
+def wg_arrive(k):
+    """CUTLASS's warpgroup_arrive / warpgroup_commit_batch / warpgroup_wait<N>, inline."""
+    k.asm("wgmma.fence.sync.aligned;")
+
+
+def wg_commit(k):
+    k.asm("wgmma.commit_group.sync.aligned;")
+
+
+def wg_wait(k, n: int):
+    k.asm("wgmma.wait_group.sync.aligned $0;", ins=[n])
+
+
 def stage_phase(k, it, stages: int):
     """One counter, recomputed every trip: stage it % S, phase (it / S) & 1."""
     return k.rem(it, stages), k.and_(k.div(it, stages), 1)
@@ -56,12 +69,14 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
     waits with an inline try_wait loop, announces the stage's bytes with an inline
     arrive.expect_tx, issues the TMA loads through the builders); warpgroups 1 and 2 wait
     with the same loop, multiply, and after wgmma.wait_group 0 every thread arrives on the
-    stage's empty barrier (count 256) in inline PTX. Stage and phase come from the k-block
+    stage's empty barrier (count 256) in inline PTX; the wgmma fence, commit and wait are
+    inline PTX too. Stage and phase come from the k-block
     counter each trip (kb % S, (kb / S) & 1). Barriers are initialised after an inline
     elect.sync and the kernel ends with an inline cluster barrier (a 2-CTA cluster along y
     whose CTAs do not share data but launch together). `bug="bytes"` announces A's bytes
     only, "lanes" has every lane of warp 0 produce (no elect), "count" initialises the empty
-    barriers to 2 arrivals (one per consumer warpgroup) while every consumer thread arrives.
+    barriers to 2 arrivals (one per consumer warpgroup) while every consumer thread arrives,
+    "wait1" releases the stage after wgmma.wait_group 1 (its wgmma may still read it).
     `bits`: the consumers keep ThunderKittens' phase bit vector instead (parity of stage s is
     bit s, flipped after each wait on it). `asm_init`: the barriers are initialised in inline
     PTX."""
@@ -124,11 +139,11 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
             src = k.mad(s, stage, base)
             da = descriptor(k, A64, k.mad(cw, A64.nbytes, src))
             db = descriptor(k, B128, k.add(src, A128.nbytes))
-            ptx.wgmma_fence(k)
+            wg_arrive(k)
             for kk in range(0, 64, 16):
                 ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
-            ptx.wgmma_commit_group(k)
-            ptx.wgmma_wait_group(k, 0)
+            wg_commit(k)
+            wg_wait(k, 1 if bug == "wait1" else 0)
             asm_arrive(k, k.mad(s, 8, empties))
         row0 = k.mad(cw, 64, m0)
         acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)

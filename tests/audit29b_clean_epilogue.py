@@ -13,7 +13,8 @@ from tests.audit29b_clean_asm import A64, B128, box
 _SWIZZLE = {128: "128B", 64: "64B", 32: "32B"}
 
 
-def swizzled_epilogue_gemm(width: int = 64, bug: str | None = None) -> tuple[Module, dict]:
+def swizzled_epilogue_gemm(width: int = 64, bug: str | None = None, asm_groups: bool = False
+                           ) -> tuple[Module, dict]:
     """Persistent C (bf16) = A @ B^T over 64 x 128 tiles, one warpgroup, tiles
     ctaid.x, ctaid.x + nctaid.x, ... Each tile's row of 256 bytes goes out as 256 / width
     boxes of 64 rows x `width` bytes; a thread writes its packed pairs at
@@ -22,7 +23,9 @@ def swizzled_epilogue_gemm(width: int = 64, bug: str | None = None) -> tuple[Mod
     issues the boxes' TMA stores and commits them. The tile after next reuses the buffer:
     thread 0's cp.async.bulk.wait_group.read 1 and a bar.sync come first. `bug="read2"`
     waits with wait_group.read 2 (the store that read the buffer may still run), "spill"
-    shifts the columns by 4 bytes (the last one lands in the other buffer)."""
+    shifts the columns by 4 bytes (the last one lands in the other buffer). `asm_groups`:
+    the bulk group's commit and waits are inline PTX (CUTLASS's tma_store_arrive and
+    tma_store_wait<N>)."""
     boxes = 256 // width
     stage = A64.nbytes + B128.nbytes
     buf = 64 * 256                                          # one staging buffer (16 KiB)
@@ -72,7 +75,11 @@ def swizzled_epilogue_gemm(width: int = 64, bug: str | None = None) -> tuple[Mod
         packed = acc.to_packed(t.bf16)
         staging = k.mad(k.and_(n, 1), buf, k.add(base, stage))
         with k.if_(tid == 0):
-            ptx.cp_async_bulk_wait_group_read(k, 2 if bug == "read2" else 1)
+            n_read = 2 if bug == "read2" else 1
+            if asm_groups:
+                k.asm("cp.async.bulk.wait_group.read $0;", ins=[n_read])
+            else:
+                ptx.cp_async_bulk_wait_group_read(k, n_read)
         k.bar_sync(1, 128)                                  # the buffer's last store read it
         for j in range(16):
             bx, col = divmod(16 * j, width)
@@ -89,11 +96,17 @@ def swizzled_epilogue_gemm(width: int = 64, bug: str | None = None) -> tuple[Mod
                 ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmc,
                                          (k.add(n0, bx * width // 2), m0),
                                          k.add(staging, bx * 64 * width))
-            ptx.cp_async_bulk_commit_group(k)
+            if asm_groups:
+                k.asm("cp.async.bulk.commit_group;")
+            else:
+                ptx.cp_async_bulk_commit_group(k)
         k.add(n, 1, dst=n)
         k.add(tile, k.nctaid.x, dst=tile)
     with k.if_(tid == 0):
-        ptx.cp_async_bulk_wait_group_read(k, 0)
+        if asm_groups:
+            k.asm("cp.async.bulk.wait_group.read 0;")
+        else:
+            ptx.cp_async_bulk_wait_group_read(k, 0)
     k.ret()
     c_box = {"box_bytes": 64 * width, "swizzle": _SWIZZLE[width]}
     return Module([k], target="sm_90a"), {"map_a": box(A64), "map_b": box(B128),
@@ -110,3 +123,7 @@ def swizzled_epilogue64() -> tuple[Module, dict]:
 
 def swizzled_epilogue32() -> tuple[Module, dict]:
     return swizzled_epilogue_gemm(32)
+
+
+def swizzled_epilogue64_asm_groups() -> tuple[Module, dict]:
+    return swizzled_epilogue_gemm(64, asm_groups=True)

@@ -27,7 +27,8 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_p
          rings.bulk_stream_ring4,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
          cluster.split_k_y2, cluster.split_k_y4, epilogue.swizzled_epilogue128,
-         epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32, backward.varlen_backward,
+         epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32,
+         epilogue.swizzled_epilogue64_asm_groups, backward.varlen_backward,
          backward.varlen_backward_bulk_dq]
 
 
@@ -131,3 +132,24 @@ def test_inline_ptx_init_count_is_compared_with_the_arrivals():
     # use), and its count is the one the arrivals are compared with.
     (f,) = _found(_asm_init, "count", "mbar-arrive-count")
     assert f.loc.line == _line(asm.asm_arrive, "k.asm(")
+
+
+def test_inline_ptx_bulk_wait_group_read_2_is_found():
+    # CUTLASS's tma_store_wait<N> in inline PTX is a wait_group.read N (with 1 the
+    # double buffer checks clean; with 2 the store that read the buffer may still run).
+    def build(bug):
+        return epilogue.swizzled_epilogue_gemm(64, bug=bug, asm_groups=True)
+    found = _found(build, "read2", "bulk-src-overwrite")
+    assert {_site_line(f, "write") for f in found} == {
+        _line(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
+
+
+def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
+    # CUTLASS's warpgroup_wait<N> in inline PTX is a wgmma.wait_group N: after wait 1 the
+    # stage's own wgmma may still read it (and the accumulator may still be written).
+    mod, maps = asm.asm_ws_gemm(bug="wait1")
+    for context in ({"maps": maps}, {}):
+        found = [f for f in check_module(mod, **context) if f.severity is not Severity.note]
+        assert {f.id for f in found} == {"wgmma-smem-released", "wgmma-regs-in-flight"}
+        (f,) = [f for f in found if f.id == "wgmma-smem-released"]
+        assert _site_line(f, "arrive") == _line(asm.asm_arrive, "k.asm(")

@@ -453,10 +453,44 @@ def _inline_arrives(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
+# CUTLASS's tma_store_arrive / tma_store_wait<N> and warpgroup_arrive / commit_batch /
+# wait<N>: the bulk and wgmma group instructions, N literal or a bound immediate.
+_GROUPS = re.compile(r"(?<![\w.])(cp\.async\.bulk\.commit_group|wgmma\.fence\.sync\.aligned|"
+                     r"wgmma\.commit_group\.sync\.aligned)\s*;|(?<![\w.])(cp\.async\.bulk\."
+                     r"wait_group(\.read)?|wgmma\.wait_group\.sync\.aligned)\s+(\$\d+|\d+)\s*;")
+_GROUP_ROLES = {"cp.async.bulk.commit_group": Role.COMMIT,
+                "wgmma.fence.sync.aligned": Role.WGMMA_FENCE,
+                "wgmma.commit_group.sync.aligned": Role.WGMMA_COMMIT}
+
+
+def _inline_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """The unpredicated group instructions of an inline statement (a wait whose N is not a
+    known immediate is left out: the rules then see no wait, never a wrong one)."""
+    out = []
+    for m in _GROUPS.finditer(text):
+        if _PRED.search(text[:m.start()]):
+            continue
+        if m.group(1):
+            out.append((m.start(), Op(_GROUP_ROLES[m.group(1)], i)))
+            continue
+        tok = m.group(4)
+        n: Any = int(tok) if tok.isdigit() else bound[int(tok[1:])] \
+            if int(tok[1:]) < len(bound) else None
+        n = getattr(n, "value", n)
+        if not isinstance(n, int) or isinstance(n, bool):
+            continue
+        if m.group(2).startswith("wgmma"):
+            out.append((m.start(), Op(Role.WGMMA_WAIT, i, n=n)))
+        else:
+            out.append((m.start(), Op(Role.WAIT_GROUP, i, n=n, read=m.group(3) is not None)))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = _spin_waits(text, bound, i) + _inline_arrives(text, bound, i)
+    found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _inline_arrives(text, bound, i)
+                                   + _inline_groups(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

@@ -122,14 +122,17 @@ S8 = SmemLayout(t.s8, 64, 128, "K", SW)           # 64 rows of 128 int8: one k-b
 PART = 64 * 64 * 4                                 # a 64 x 64 s32 partial tile
 
 
-def split_k_y(cl: int = 4, bug: str | None = None) -> tuple[Module, dict]:
+def split_k_y(cl: int = 4, bug: str | None = None, asm_rank: bool = False
+              ) -> tuple[Module, dict]:
     """An int8 64 x 64 tile whose K is split over a cluster of `cl` CTAs along y. One dynamic
     buffer holds A's and B's k-block, the leader's partial sums and the two barriers. The
     leader (cluster_ctaid.y == 0) zeroes the partials and announces (cl - 1) partials' bytes
     with an inline arrive.expect_tx; a cluster barrier publishes both; each other CTA runs
     its k-blocks and adds its partial into the leader's buffer with red.async (completing
     bytes on the leader's barrier) and the leader waits for them before adding its own.
-    `bug="zero"`: the zeroing loop's rows start at the buffer, over A's and B's tiles."""
+    `bug="zero"`: the zeroing loop's rows start at the buffer, over A's and B's tiles;
+    "bytes" announces one partial too few. `asm_rank`: the rank
+    is read in inline PTX (CUTLASS's block_rank_in_cluster)."""
     k = Kernel(f"audit_b_split_k_y{cl}", reqntid=128, reqnctapercluster=(1, cl, 1))
     tma, tmb = (k.tensormap_addr(k.param_tensormap(n)) for n in ("map_a", "map_b"))
     c_ptr = k.ld_param(k.param_ptr("c"))
@@ -140,7 +143,10 @@ def split_k_y(cl: int = 4, bug: str | None = None) -> tuple[Module, dict]:
     tiles_bar, part_bar = part_off + PART, part_off + PART + 8
     base = k.mov(smem)
     tid = k.tid.x
-    rank = k.mov(k.cluster_ctaid.y)
+    if asm_rank:
+        (rank,) = k.asm("mov.u32 $0, %cluster_ctarank;", outs=[t.u32])
+    else:
+        rank = k.mov(k.cluster_ctaid.y)
     row = k.mad(tid, 512, k.add(base, part_off))           # this thread's 512 partial bytes
     with k.if_(tid == 0):
         ptx.mbarrier_init(k, Addr(smem, tiles_bar), 1)
@@ -152,7 +158,7 @@ def split_k_y(cl: int = 4, bug: str | None = None) -> tuple[Module, dict]:
             k.st(k.mad(j, 16, zero), (0, 0, 0, 0), type=t.s32, space="shared")
         with k.if_(tid == 0):
             k.asm("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [$0], $1;",
-                  ins=[k.add(base, part_bar), (cl - 1) * PART])
+                  ins=[k.add(base, part_bar), (cl - 2 if bug == "bytes" else cl - 1) * PART])
     k.asm(_CLUSTER_SYNC)
     m0, n0 = k.mul(k.ctaid.x, 64), k.mul(k.clusterid.y, 64)
     acc = k.fragment(t.s32, shape=(64, 64))
@@ -197,3 +203,7 @@ def split_k_y4() -> tuple[Module, dict]:
 
 def split_k_y2() -> tuple[Module, dict]:
     return split_k_y(2)
+
+
+def split_k_y4_asm_rank() -> tuple[Module, dict]:
+    return split_k_y(4, asm_rank=True)

@@ -26,7 +26,8 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_p
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
          rings.bulk_stream_ring4,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
-         cluster.split_k_y2, cluster.split_k_y4, epilogue.swizzled_epilogue128,
+         cluster.split_k_y2, cluster.split_k_y4, cluster.split_k_y4_asm_rank,
+         epilogue.swizzled_epilogue128,
          epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32,
          epilogue.swizzled_epilogue64_asm_groups, backward.varlen_backward,
          backward.varlen_backward_bulk_dq]
@@ -153,3 +154,14 @@ def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
         assert {f.id for f in found} == {"wgmma-smem-released", "wgmma-regs-in-flight"}
         (f,) = [f for f in found if f.id == "wgmma-smem-released"]
         assert _site_line(f, "arrive") == _line(asm.asm_arrive, "k.asm(")
+
+
+def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():
+    # `mov.u32 $0, %cluster_ctarank;` in inline PTX is the CTA's rank (uniform in the CTA,
+    # the one the per-rank byte balance follows): announcing the leader's own partial too
+    # is found, as with the builder's rank.
+    for asm_rank in (False, True):
+        def build(bug, asm_rank=asm_rank):
+            return cluster.split_k_y(4, bug=bug, asm_rank=asm_rank)
+        found = _found(build, "bytes", "expect-tx-mismatch")
+        assert _site_line(found[0], "expect_tx") == _line(cluster.split_k_y, "k.asm(\"mbarrier")

@@ -34,22 +34,26 @@ from .ops import Op, Role
 
 
 class RankThreads(Threads):
-    """`Threads` of one CTA of the cluster: `%cluster_ctarank` (and, for a cluster along x,
-    `%cluster_ctaid.x`) is `rank`."""
+    """`Threads` of one CTA of the cluster: `%cluster_ctarank` is `rank`, and its
+    `%cluster_ctaid.x/y/z` are the rank's coordinates (the rank counts x fastest, then y)."""
 
     def __init__(self, an: Analysis, dims: tuple[int, ...], cluster: tuple[int, ...]):
         super().__init__(an, dims)
         self.size = math.prod(cluster)
         self.rank = 0
         self._tids: dict[tuple[int, int, bool], tuple[list[int], bool] | None] = {}
+        self.shape = (*cluster, 1, 1)[:3]
         self.cluster = {"cluster_nctarank": self.size}
-        if self.size == cluster[0]:
-            self.cluster["cluster_nctaid.x"] = self.size
+        for axis, n in zip("xyz", self.shape, strict=True):
+            self.cluster[f"cluster_nctaid.{axis}"] = n
 
     def _sreg(self, name: str, tid: int) -> int:
-        if name == "cluster_ctarank" or (name == "cluster_ctaid.x" and name.replace(
-                "ctaid", "nctaid") in self.cluster):
+        if name == "cluster_ctarank":
             return self.rank
+        if name.startswith("cluster_ctaid.") and name[-1] in "xyz":
+            nx, ny, _ = self.shape
+            return (self.rank % nx, self.rank // nx % ny, self.rank // (nx * ny))[
+                "xyz".index(name[-1])]
         if name in self.cluster:
             return self.cluster[name]
         return super()._sreg(name, tid)

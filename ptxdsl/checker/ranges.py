@@ -120,6 +120,7 @@ class Spans:
         self.statics = statics
         self._memo: dict[Reg, Span] = {}
         self._counters: set[Reg] = set()   # counted-loop registers given bounds (`_counted`)
+        self._jump_list: list[tuple[int, Any]] | None = None
 
     def of(self, op: Any, depth: int = 0) -> Span:
         if isinstance(op, bool):
@@ -346,14 +347,22 @@ class Spans:
                 and back.insn.target is head.label) or len(self.values.defs.get(ti.p, ())) != 1:
             return UNKNOWN
         inside = {x.label.name for x in body[i0 + 2:i1 + 1] if isinstance(x, LabelDef)}
-        for n, x in enumerate(body):
-            if i0 + 1 <= n <= i1 + 1 or not isinstance(x, Statement):
-                continue
-            if isinstance(x.insn, Bra) and x.insn.target.name in inside or \
-                    isinstance(x.insn, InlineAsm) and any(lb in x.insn.template for lb in inside):
+        for n, target in self._jumps():
+            if not i0 + 1 <= n <= i1 + 1 and (target in inside if isinstance(target, str)
+                                              else any(lb in target for lb in inside)):
                 return UNKNOWN
         self._counters.add(reg)
         return Span(None, c0, max(c0, c - 1 + s))
+
+    def _jumps(self) -> list[tuple[int, Any]]:
+        """Each branch's statement and target label name, and each inline statement's with
+        its template (which may name a kernel label), once per kernel."""
+        if self._jump_list is None:
+            self._jump_list = [
+                (n, x.insn.target.name if isinstance(x.insn, Bra) else x.insn.template)
+                for n, x in enumerate(self.values.body)
+                if isinstance(x, Statement) and isinstance(x.insn, Bra | InlineAsm)]
+        return self._jump_list
 
     def _toggled(self, reg: Reg, defs: Any) -> Span:
         """A register written several times, each time with a constant or `r ^= c` (an index

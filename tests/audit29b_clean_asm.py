@@ -36,7 +36,12 @@ def asm_wait(k, bar, parity):
           " @done bra DONE;\n bra LAB_WAIT;\n DONE:\n}", ins=[bar, parity])
 
 
-def asm_arrive_expect(k, bar, nbytes: int):
+def asm_arrive_expect(k, bar, nbytes: int, state: bool = False):
+    """`state`: the arrival state goes to an output register (older CUTLASS) instead of _."""
+    if state:
+        k.asm("mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], $2;", outs=[t.b64],
+              ins=[bar, nbytes])
+        return
     k.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", ins=[bar, nbytes])
 
 
@@ -79,7 +84,7 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
     "wait1" releases the stage after wgmma.wait_group 1 (its wgmma may still read it).
     `bits`: the consumers keep ThunderKittens' phase bit vector instead (parity of stage s is
     bit s, flipped after each wait on it). `asm_init`: the barriers are initialised in inline
-    PTX."""
+    PTX (and the producer's arrive keeps its state in a register)."""
     stage = A128.nbytes + B128.nbytes
     k = Kernel(f"audit_b_asm_ws_gemm{stages}", reqntid=384, minnctapersm=1,
                reqnctapercluster=(1, 2, 1))
@@ -116,7 +121,8 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
                     s, ph = stage_phase(k, kb, stages)
                     asm_wait(k, k.mad(s, 8, empties), k.xor(ph, 1))
                     fb = k.mad(s, 8, fulls)
-                    asm_arrive_expect(k, fb, A128.nbytes if bug == "bytes" else stage)
+                    asm_arrive_expect(k, fb, A128.nbytes if bug == "bytes" else stage,
+                                      state=asm_init)
                     dst = k.mad(s, stage, base)
                     kc = k.shl(kb, 6)
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tma,

@@ -73,16 +73,21 @@ def _site_line(f, role: str) -> int:
     return site.loc.line
 
 
-def test_inline_ptx_arrive_expect_tx_of_too_few_bytes_is_found():
-    # The bytes an inline arrive.expect_tx announces are counted (with the boxes known).
-    (f,) = _found(asm.asm_ws_gemm, "bytes", "expect-tx-mismatch", maps_only=True)
-    assert _site_line(f, "expect_tx") == _line(asm.asm_arrive_expect, "k.asm(")
+@pytest.mark.parametrize("asm_init", [False, True])
+def test_inline_ptx_arrive_expect_tx_of_too_few_bytes_is_found(asm_init):
+    # The bytes an inline arrive.expect_tx announces are counted (with the boxes known),
+    # whether its state goes to _ or to an output register.
+    def build(bug):
+        return asm.asm_ws_gemm(bug=bug, asm_init=asm_init)
+    (f,) = _found(build, "bytes", "expect-tx-mismatch", maps_only=True)
+    spelling = '$0, [$1], $2;"' if asm_init else '_, [$0], $1;"'
+    assert _site_line(f, "expect_tx") == _line(asm.asm_arrive_expect, spelling)
 
 
 def test_every_lane_running_an_inline_arrive_expect_tx_is_found():
     # Without the inline elect.sync the whole warp arrives on a barrier expecting one.
     (f,) = _found(asm.asm_ws_gemm, "lanes", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive_expect, "k.asm(")
+    assert f.loc.line == _line(asm.asm_arrive_expect, '_, [$0], $1;"')
 
 
 def test_inline_ptx_arrives_counted_against_the_barrier_init():

@@ -402,7 +402,7 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
 # A predicated one (`@p mbarrier.arrive...`), arrive_drop and .noComplete are left out, as
 # the rest of the statement is: the rules then see less, never a wrong count.
 _ARRIVE = re.compile(r"(?<![\w.])mbarrier\.(arrive|expect_tx)"
-                     r"((?:\.[\w:]+)*)\s+(?:%?\w+\s*,\s*)?\[\s*\$(\d+)\s*\]"
+                     r"((?:\.[\w:]+)*)\s+(?:[%$]?\w+\s*,\s*)?\[\s*\$(\d+)\s*\]"
                      r"(?:\s*,\s*(\$\d+|\d+))?\s*;")
 _PRED = re.compile(r"@!?%?\w+\s*$")
 

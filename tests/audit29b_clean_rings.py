@@ -13,8 +13,16 @@ from ptxdsl.instructions.wgmma_desc import descriptor
 from tests.audit29b_clean_asm import A64, A128, B128, asm_wait, box, elect_one, stage_phase
 
 
-def _wrap(k, s, ph, stages: int, flip: bool = True):
-    """s = s == S-1 ? 0 : s + 1, and phase ^= (s == S-1), both with selp."""
+def _wrap(k, s, ph, stages: int, flip: bool = True, guarded: bool = False):
+    """s = s == S-1 ? 0 : s + 1, and phase ^= (s == S-1), both with selp; `guarded`: as
+    CUTLASS's `++pipeline_state` compiles, s += 1, then `@p xor phase` and `@p mov s, 0`."""
+    if guarded:
+        k.add(s, 1, dst=s)
+        with k.guard(s == stages):
+            if flip:
+                k.xor(ph, 1, dst=ph)
+            k.mov(0, dst=s)
+        return
     last = s == stages - 1
     if flip:
         k.xor(ph, k.selp(1, 0, last, type=t.u32), dst=ph)
@@ -22,7 +30,7 @@ def _wrap(k, s, ph, stages: int, flip: bool = True):
 
 
 # -- (2) non-specialized prefetch loop -----------------------------------------------------------
-def prefetch_gemm(stages: int = 6) -> tuple[Module, dict]:
+def prefetch_gemm(stages: int = 6, guarded: bool = False) -> tuple[Module, dict]:
     """C = A @ B^T for a 64 x 128 tile with one warpgroup: thread 0 issues the TMA loads, all
     128 threads wait on the stage's full barrier and run the wgmma. There is no empty barrier:
     a stage is refilled by the loop trip after the one that read it, once wait_group 1 has
@@ -74,8 +82,8 @@ def prefetch_gemm(stages: int = 6) -> tuple[Module, dict]:
         ahead = k.add(kb, stages - 1)
         with k.if_(k.and_(ahead < kblocks, tid == 0)):
             load(ahead, ws)                                 # the stage kb - 1 read
-        _wrap(k, rs, rph, stages)
-        _wrap(k, ws, rph, stages, flip=False)
+        _wrap(k, rs, rph, stages, guarded=guarded)
+        _wrap(k, ws, rph, stages, flip=False, guarded=guarded)
     ptx.wgmma_wait_group(k, 0)                              # drain
     acc.store(k.add(c_ptr, k.mul(k.mad(m0, N, n0), 4, type=t.u32, mode="wide")), N)
     k.ret()
@@ -88,6 +96,10 @@ def prefetch_gemm6() -> tuple[Module, dict]:
 
 def prefetch_gemm3() -> tuple[Module, dict]:
     return prefetch_gemm(3)
+
+
+def prefetch_gemm5_guarded_wrap() -> tuple[Module, dict]:
+    return prefetch_gemm(5, guarded=True)
 
 
 # -- (3) persistent GEMM with an atomic tile scheduler in shared memory --------------------------

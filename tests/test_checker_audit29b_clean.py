@@ -24,7 +24,7 @@ from tests import audit29b_clean_rings as rings
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_phasebits,
          asm.asm_ws_gemm5_asm_init,
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
-         rings.bulk_stream_ring4,
+         rings.bulk_stream_ring4, rings.prefetch_gemm5_guarded_wrap,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
          cluster.split_k_y2, cluster.split_k_y4, cluster.split_k_y4_asm_rank,
          epilogue.swizzled_epilogue128,

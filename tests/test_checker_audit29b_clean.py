@@ -1,12 +1,14 @@
 """Checker precision audit b (issue 29): a second, independent corpus of correct kernels in
 spellings the first audit's (tests/test_checker_audit29_clean.py) does not use, each checked
 with its tensor maps described (maps=) and without (only notes may remain), and assembled for
-sm_90a. Each fix that made one clean has buggy twins that are still found: inline-PTX
-arrive.expect_tx announcing too few bytes, every lane of a warp producing where elect.sync
-picked one, an empty barrier counting fewer arrivals than the inline-PTX arrives, a counted
-loop's zeroing stores reaching the wgmma tiles, a swizzled staging write 4 bytes past its
-buffer and a wait_group.read 2 on a double buffer; and, with no fix needed, the varlen
-backward kernel's second per-CTA map used without its acquire."""
+sm_90a. Each fix that made one clean has buggy twins that are still found: inline-PTX inits,
+arrives and arrive.expect_tx with wrong counts or bytes, every lane producing where an inline
+elect.sync picked one, an inline-PTX wgmma.wait_group 1 before the release, an inline
+wait_group.read 2 on a double buffer, a counted loop's stores reaching the wgmma tiles, a
+swizzled staging write 4 bytes past its buffer, too few red.async bytes announced with the
+rank read in inline PTX or from %cluster_ctaid.y; and, with no fix needed, the varlen
+backward kernel's second per-CTA map used without its acquire and its dQ buffer rewritten
+before the bulk add read it."""
 
 from __future__ import annotations
 

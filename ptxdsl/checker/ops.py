@@ -18,7 +18,7 @@ import attrs
 
 from ..instructions.cluster import Mapa as _Mapa
 from ..operands import Addr, Reg, Vec
-from ..types import Scope, StateSpace
+from ..types import ScalarType, Scope, StateSpace
 
 
 class Role(enum.Enum):
@@ -365,7 +365,7 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 
 
 # A try_wait (or test_wait) on a bound barrier: `pred, [$N], $M` (parity or state token).
-_TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+)\s*,"
+_TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+|\$\d+)\s*,"
                   r"\s*\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)[^;]*;")
 _LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
 
@@ -374,18 +374,25 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     """The wait loops an inline statement holds whole (CUTLASS's `ClusterBarrier::wait`):
     `L: mbarrier.try_wait... P, [$N], $M;` then `@!P bra L;`, or `@P bra D; bra L;`, with L
     before the try_wait. Such a statement returns only once the phase completed: a blocking
-    wait on bound[N]. A try_wait whose result the statement does not loop on is left out."""
+    wait on bound[N]. A try_wait whose result goes to an output predicate (`$K, [$N], $M;`)
+    is a try_wait with that result, for the rules to see whether the kernel loops on it
+    (`trywait`); one whose result the statement neither loops on nor returns is left out."""
     out = []
     for m in _TRY.finditer(text):
         labels = [x.group(1) for x in _LABEL.finditer(text[:m.start()])]
         pred, rest = re.escape(m.group(2)), text[m.end():]
-        if not labels:
-            continue
-        head = re.escape(labels[-1])
-        retry = re.match(rf"\s*@!{pred}\s+bra(?:\.uni)?\s+{head}\s*;", rest) or re.match(
-            rf"\s*@{pred}\s+bra(?:\.uni)?\s+\w+\s*;\s*bra(?:\.uni)?\s+{head}\s*;", rest)
+        retry = None
+        if labels:
+            head = re.escape(labels[-1])
+            retry = re.match(rf"\s*@!{pred}\s+bra(?:\.uni)?\s+{head}\s*;", rest) or re.match(
+                rf"\s*@{pred}\s+bra(?:\.uni)?\s+\w+\s*;\s*bra(?:\.uni)?\s+{head}\s*;", rest)
+        result = None
+        if retry is None and m.group(2).startswith("$") and int(m.group(2)[1:]) < len(bound):
+            result = bound[int(m.group(2)[1:])]
+            if not (isinstance(result, Reg) and result.type is ScalarType.pred):
+                continue
         n = int(m.group(3))
-        if retry is None or n >= len(bound):
+        if (retry is None and result is None) or n >= len(bound):
             continue
         token = m.group(4)
         parity = bound[int(token[1:])] if token.startswith("$") else int(token)
@@ -393,7 +400,7 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
             continue
         space = StateSpace.shared_cta if ".shared" in m.group(0) else StateSpace.generic
         out.append((m.start(), Op(Role.MBAR_WAIT, i, mbar=bound[n], space=space,
-                                  parity=parity if m.group(1) else None)))
+                                  parity=parity if m.group(1) else None, result=result)))
     return out
 
 

@@ -36,17 +36,25 @@ def asm_wait(k, bar, parity):
           " @done bra DONE;\n bra LAB_WAIT;\n DONE:\n}", ins=[bar, parity])
 
 
-def loop_wait(k, bar, parity, once: bool = False):
+def loop_wait(k, bar, parity, once: bool = False, selp: bool = False):
     """CUTLASS's `while (!barrier.try_wait(phase))`: an inline try_wait returning its
-    predicate, the retry loop in the kernel's own control flow; `once`: no loop (a bug)."""
-    if once:
-        k.asm("mbarrier.try_wait.parity.shared::cta.b64 $0, [$1], $2;", outs=[t.pred],
-              ins=[bar, parity])
-        return
-    with k.loop():
+    predicate (`selp`: as a 0/1 u32, ClusterBarrier::try_wait's spelling), the retry loop
+    in the kernel's own control flow; `once`: no loop (a bug)."""
+    def attempt():
+        if selp:
+            (ok,) = k.asm("{\n .reg .pred P1;\n"
+                          " mbarrier.try_wait.parity.shared::cta.b64 P1, [$1], $2;\n"
+                          " selp.b32 $0, 1, 0, P1;\n}", outs=[t.u32], ins=[bar, parity])
+            return ok != 0
         (ok,) = k.asm("mbarrier.try_wait.parity.shared::cta.b64 $0, [$1], $2;", outs=[t.pred],
                       ins=[bar, parity])
-        k.break_(when=ok)
+        return ok
+
+    if once:
+        attempt()
+        return
+    with k.loop():
+        k.break_(when=attempt())
 
 
 def asm_arrive_expect(k, bar, nbytes: int, state: bool = False):
@@ -82,7 +90,8 @@ def stage_phase(k, it, stages: int):
 
 # -- (1) warp-specialized GEMM, synchronisation in inline PTX ------------------------------------
 def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
-                asm_init: bool = False, kernel_loop: bool = False) -> tuple[Module, dict]:
+                asm_init: bool = False, kernel_loop: str | None = None
+                ) -> tuple[Module, dict]:
     """C = A @ B^T, a 128 x 128 tile per CTA; warpgroup 0 produces (its elected lane of warp 0
     waits with an inline try_wait loop, announces the stage's bytes with an inline
     arrive.expect_tx, issues the TMA loads through the builders); warpgroups 1 and 2 wait
@@ -97,8 +106,9 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
     "wait1" releases the stage after wgmma.wait_group 1 (its wgmma may still read it).
     `bits`: the consumers keep ThunderKittens' phase bit vector instead (parity of stage s is
     bit s, flipped after each wait on it). `asm_init`: the barriers are initialised in inline
-    PTX (and the producer's arrive keeps its state in a register). `kernel_loop`: the
-    consumers' waits retry in the kernel's own loop (`loop_wait`; `bug="once"`: no loop)."""
+    PTX (and the producer's arrive keeps its state in a register). `kernel_loop` ("pred" or
+    "selp"): the consumers' waits retry in the kernel's own loop (`loop_wait`; `bug="once"`:
+    no loop)."""
     stage = A128.nbytes + B128.nbytes
     k = Kernel(f"audit_b_asm_ws_gemm{stages}", reqntid=384, minnctapersm=1,
                reqnctapercluster=(1, 2, 1))
@@ -155,7 +165,8 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
                 asm_wait(k, k.mad(s, 8, fulls), ph)
                 k.xor(phasebits, k.shl(k.mov(1, type=t.u32), s), dst=phasebits)
             elif kernel_loop:
-                loop_wait(k, k.mad(s, 8, fulls), ph, once=bug == "once")
+                loop_wait(k, k.mad(s, 8, fulls), ph, once=bug == "once",
+                          selp=kernel_loop == "selp")
             else:
                 asm_wait(k, k.mad(s, 8, fulls), ph)
             src = k.mad(s, stage, base)
@@ -191,4 +202,8 @@ def asm_ws_gemm5_asm_init() -> tuple[Module, dict]:
 
 
 def asm_ws_gemm3_kernel_loop() -> tuple[Module, dict]:
-    return asm_ws_gemm(3, kernel_loop=True)
+    return asm_ws_gemm(3, kernel_loop="pred")
+
+
+def asm_ws_gemm2_kernel_loop_selp() -> tuple[Module, dict]:
+    return asm_ws_gemm(2, kernel_loop="selp")

@@ -25,6 +25,7 @@ from tests import audit29b_clean_rings as rings
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_phasebits,
          asm.asm_ws_gemm5_asm_init, asm.asm_ws_gemm3_kernel_loop,
+         asm.asm_ws_gemm2_kernel_loop_selp,
          rings.prefetch_gemm3, rings.prefetch_gemm6, rings.persistent_scheduler_gemm,
          rings.bulk_stream_ring4, rings.prefetch_gemm5_guarded_wrap,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
@@ -174,10 +175,12 @@ def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():
         assert _site_line(found[0], "expect_tx") == _line(cluster.split_k_y, "k.asm(\"mbarrier")
 
 
-def test_inline_try_wait_result_not_looped_on_is_found():
-    # An inline try_wait returning its predicate is a try_wait: looped on by the kernel
-    # (clean) it is a wait; its result dropped, it is not.
+@pytest.mark.parametrize("spelling", ["pred", "selp"])
+def test_inline_try_wait_result_not_looped_on_is_found(spelling):
+    # An inline try_wait returning its predicate (or that predicate as 0/1) is a try_wait:
+    # looped on by the kernel (clean) it is a wait; its result dropped, it is not.
     def build(bug):
-        return asm.asm_ws_gemm(3, bug=bug, kernel_loop=True)
+        return asm.asm_ws_gemm(3, bug=bug, kernel_loop=spelling)
     found = _found(build, "once", "try-wait-not-looped")
-    assert {f.loc.line for f in found} == {_line(asm.loop_wait, "        k.asm(\"mbarrier")}
+    text = "(ok,) = k.asm(\"{" if spelling == "selp" else "(ok,) = k.asm(\"mbarrier"
+    assert {f.loc.line for f in found} == {_line(asm.loop_wait, text)}

@@ -391,6 +391,13 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
             result = bound[int(m.group(2)[1:])]
             if not (isinstance(result, Reg) and result.type is ScalarType.pred):
                 continue
+        elif retry is None:
+            # CUTLASS's ClusterBarrier::try_wait: the local predicate as a 0/1 output
+            sel = re.search(rf"\bselp\.[bsu]32\s+\$(\d+)\s*,\s*1\s*,\s*0\s*,\s*{pred}\s*;",
+                            rest)
+            if sel is not None and int(sel.group(1)) < len(bound) \
+                    and isinstance(bound[int(sel.group(1))], Reg):
+                result = bound[int(sel.group(1))]
         n = int(m.group(3))
         if (retry is None and result is None) or n >= len(bound):
             continue

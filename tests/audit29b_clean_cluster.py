@@ -122,8 +122,8 @@ S8 = SmemLayout(t.s8, 64, 128, "K", SW)           # 64 rows of 128 int8: one k-b
 PART = 64 * 64 * 4                                 # a 64 x 64 s32 partial tile
 
 
-def split_k_y(cl: int = 4, bug: str | None = None, asm_rank: bool = False
-              ) -> tuple[Module, dict]:
+def split_k_y(cl: int = 4, bug: str | None = None, asm_rank: bool = False,
+              asm_red: bool = False) -> tuple[Module, dict]:
     """An int8 64 x 64 tile whose K is split over a cluster of `cl` CTAs along y. One dynamic
     buffer holds A's and B's k-block, the leader's partial sums and the two barriers. The
     leader (cluster_ctaid.y == 0) zeroes the partials and announces (cl - 1) partials' bytes
@@ -132,7 +132,8 @@ def split_k_y(cl: int = 4, bug: str | None = None, asm_rank: bool = False
     bytes on the leader's barrier) and the leader waits for them before adding its own.
     `bug="zero"`: the zeroing loop's rows start at the buffer, over A's and B's tiles;
     "bytes" announces one partial too few. `asm_rank`: the rank
-    is read in inline PTX (CUTLASS's block_rank_in_cluster)."""
+    is read in inline PTX (CUTLASS's block_rank_in_cluster); `asm_red`: the red.async are
+    inline PTX too."""
     k = Kernel(f"audit_b_split_k_y{cl}", reqntid=128, reqnctapercluster=(1, cl, 1))
     tma, tmb = (k.tensormap_addr(k.param_tensormap(n)) for n in ("map_a", "map_b"))
     c_ptr = k.ld_param(k.param_ptr("c"))
@@ -184,7 +185,12 @@ def split_k_y(cl: int = 4, bug: str | None = None, asm_rank: bool = False
         dst = ptx.mapa(k, "shared::cluster", row, 0)
         bar0 = ptx.mapa(k, "shared::cluster", k.add(base, part_bar), 0)
         for j, r in enumerate(acc):
-            ptx.red_async(k, "add", k.add(dst, 4 * j), r, bar0, type=t.s32)
+            if asm_red:
+                k.asm("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes"
+                      ".add.s32 [$0], $1, [$2];", ins=[k.add(dst, 4 * j), r, bar0],
+                      requires=("8.1", "sm_90"))
+            else:
+                ptx.red_async(k, "add", k.add(dst, 4 * j), r, bar0, type=t.s32)
     with k.else_():
         asm_wait(k, k.add(base, part_bar), 0)
         for j in range(0, len(acc), 4):
@@ -207,3 +213,7 @@ def split_k_y2() -> tuple[Module, dict]:
 
 def split_k_y4_asm_rank() -> tuple[Module, dict]:
     return split_k_y(4, asm_rank=True)
+
+
+def split_k_y4_asm_red() -> tuple[Module, dict]:
+    return split_k_y(4, asm_rank=True, asm_red=True)

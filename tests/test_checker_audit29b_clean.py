@@ -30,6 +30,7 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_p
          rings.bulk_stream_ring4, rings.prefetch_gemm5_guarded_wrap,
          cluster.cluster_y2_gemm, cluster.cluster_y4_gemm, cluster.cluster_y4_cutlass_arrive,
          cluster.split_k_y2, cluster.split_k_y4, cluster.split_k_y4_asm_rank,
+         cluster.split_k_y4_asm_red,
          epilogue.swizzled_epilogue128,
          epilogue.swizzled_epilogue64, epilogue.swizzled_epilogue32,
          epilogue.swizzled_epilogue64_asm_groups, backward.varlen_backward,
@@ -166,11 +167,11 @@ def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
 
 def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():
     # `mov.u32 $0, %cluster_ctarank;` in inline PTX is the CTA's rank (uniform in the CTA,
-    # the one the per-rank byte balance follows): announcing the leader's own partial too
-    # is found, as with the builder's rank.
-    for asm_rank in (False, True):
-        def build(bug, asm_rank=asm_rank):
-            return cluster.split_k_y(4, bug=bug, asm_rank=asm_rank)
+    # the one the per-rank byte balance follows), and an inline red.async delivers its
+    # bytes: one partial too few announced is found, as with the builders.
+    for asm_rank, asm_red in ((False, False), (True, False), (True, True)):
+        def build(bug, asm_rank=asm_rank, asm_red=asm_red):
+            return cluster.split_k_y(4, bug=bug, asm_rank=asm_rank, asm_red=asm_red)
         found = _found(build, "bytes", "expect-tx-mismatch")
         assert _site_line(found[0], "expect_tx") == _line(cluster.split_k_y, "k.asm(\"mbarrier")
 

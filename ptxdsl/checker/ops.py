@@ -500,11 +500,32 @@ def _inline_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     return out
 
 
+# CUTLASS's st.async / red.async into a peer CTA, completing bytes on its mbarrier.
+_ASYNC = re.compile(r"(?<![\w.])(?:st|red)\.async((?:\.[\w:]+)*)\s+\[\s*\$(\d+)\s*\]\s*,"
+                    r"\s*(?:\{[^}]*\}|\$\d+)\s*,\s*\[\s*\$(\d+)\s*\]\s*;")
+
+
+def _inline_async(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """Unpredicated st.async / red.async with complete_tx: the bytes they deliver."""
+    out = []
+    for m in _ASYNC.finditer(text):
+        mods, a, b = m.group(1), int(m.group(2)), int(m.group(3))
+        bits = re.findall(r"\.[bsuf](8|16|32|64)\b", mods)
+        vec = re.search(r"\.v(2|4)\b", mods)
+        if _PRED.search(text[:m.start()]) or "complete_tx" not in mods or not bits \
+                or max(a, b) >= len(bound):
+            continue
+        count = int(bits[-1]) // 8 * (int(vec.group(1)) if vec else 1)
+        out.append((m.start(), Op(Role.MBAR_REMOTE, i, mbar=bound[b], smem=bound[a],
+                                  count=count)))
+    return out
+
+
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
     found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _inline_arrives(text, bound, i)
-                                   + _inline_groups(text, bound, i))
+                                   + _inline_groups(text, bound, i) + _inline_async(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

@@ -66,7 +66,14 @@ def asm_arrive_expect(k, bar, nbytes: int, state: bool = False):
     k.asm("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", ins=[bar, nbytes])
 
 
-def asm_arrive(k, bar):
+def asm_arrive(k, bar, lane0: bool = False):
+    """`lane0`: only lane 0 of the warp arrives, the others branch around it in the
+    template."""
+    if lane0:
+        k.asm("{\n .reg .pred p;\n setp.ne.u32 p, $1, 0;\n @p bra SKIP;\n"
+              " mbarrier.arrive.release.cta.shared::cta.b64 _, [$0];\n SKIP:\n}",
+              ins=[bar, k.and_(k.tid.x, 31)])
+        return
     k.asm("mbarrier.arrive.release.cta.shared::cta.b64 _, [$0];", ins=[bar])
 
 
@@ -108,7 +115,7 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
     bit s, flipped after each wait on it). `asm_init`: the barriers are initialised in inline
     PTX (and the producer's arrive keeps its state in a register). `kernel_loop` ("pred" or
     "selp"): the consumers' waits retry in the kernel's own loop (`loop_wait`; `bug="once"`:
-    no loop)."""
+    no loop); with "selp" lane 0 of each consumer warp releases (empty barriers count 8)."""
     stage = A128.nbytes + B128.nbytes
     k = Kernel(f"audit_b_asm_ws_gemm{stages}", reqntid=384, minnctapersm=1,
                reqnctapercluster=(1, 2, 1))
@@ -124,7 +131,7 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
     with k.if_(warp == 0):
         with k.if_(elect_one(k) == 1):
             for s in range(stages):
-                empty = 2 if bug == "count" else 256
+                empty = 2 if bug == "count" else 8 if kernel_loop == "selp" else 256
                 for off, count in ((full_off, 1), (empty_off, empty)):
                     if asm_init:    # CUTLASS's ClusterBarrier::init
                         k.asm("mbarrier.init.shared::cta.b64 [$0], $1;",
@@ -177,7 +184,7 @@ def asm_ws_gemm(stages: int = 3, bug: str | None = None, bits: bool = False,
                 ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk), atype="bf16")
             wg_commit(k)
             wg_wait(k, 1 if bug == "wait1" else 0)
-            asm_arrive(k, k.mad(s, 8, empties))
+            asm_arrive(k, k.mad(s, 8, empties), lane0=kernel_loop == "selp")
         row0 = k.mad(cw, 64, m0)
         acc.store(k.add(c_ptr, k.mul(k.mad(row0, N, n0), 4, type=t.u32, mode="wide")), N)
     k.asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;")

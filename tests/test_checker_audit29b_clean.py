@@ -96,7 +96,7 @@ def test_every_lane_running_an_inline_arrive_expect_tx_is_found():
 
 def test_inline_ptx_arrives_counted_against_the_barrier_init():
     (f,) = _found(asm.asm_ws_gemm, "count", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive, "k.asm(")
+    assert f.loc.line == _line(asm.asm_arrive, "ins=[bar])")
 
 
 def test_counted_loop_stores_over_the_wgmma_tiles_are_found():
@@ -141,7 +141,7 @@ def test_inline_ptx_init_count_is_compared_with_the_arrivals():
     # CUTLASS's ClusterBarrier::init in inline PTX is an init (not mbar-uninit at every
     # use), and its count is the one the arrivals are compared with.
     (f,) = _found(_asm_init, "count", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive, "k.asm(")
+    assert f.loc.line == _line(asm.asm_arrive, "ins=[bar])")
 
 
 def test_inline_ptx_bulk_wait_group_read_2_is_found():
@@ -162,7 +162,7 @@ def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
         found = [f for f in check_module(mod, **context) if f.severity is not Severity.note]
         assert {f.id for f in found} == {"wgmma-smem-released", "wgmma-regs-in-flight"}
         (f,) = [f for f in found if f.id == "wgmma-smem-released"]
-        assert _site_line(f, "arrive") == _line(asm.asm_arrive, "k.asm(")
+        assert _site_line(f, "arrive") == _line(asm.asm_arrive, "ins=[bar])")
 
 
 def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():

@@ -524,8 +524,11 @@ def _inline_async(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _inline_arrives(text, bound, i)
-                                   + _inline_groups(text, bound, i) + _inline_async(text, bound, i))
+    found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
+    # A template that branches may skip what follows: its counts are left out (see above).
+    if not re.search(r"\bbra(?:\.uni)?\s", text):
+        found += (_inline_arrives(text, bound, i) + _inline_groups(text, bound, i)
+                  + _inline_async(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

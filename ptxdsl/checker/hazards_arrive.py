@@ -150,7 +150,7 @@ class Threads:
 
 
 def _count_of(an: Analysis, inits: list[Op]) -> tuple[int | None, int | None]:
-    counts = {an.const(an.body[o.index].insn.count) for o in inits}
+    counts = {an.const(o.count) for o in inits}
     return (counts.pop(), inits[0].index) if len(counts) == 1 else (None, None)
 
 

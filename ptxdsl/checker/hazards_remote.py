@@ -275,7 +275,7 @@ def _group(an: Analysis, threads: RankThreads, group: list[Op], ident: dict,
         offs = None if s is None or offs is None else offs | s
     mine = [i for i in inits for k in [an.key(i, "mbar")] if k is not None and k[0] is root
             and (offs is None or k[1] in offs)]
-    counts = {an.const(an.body[i.index].insn.count) for i in mine}
+    counts = {an.const(i.count) for i in mine}
     per = [an.const(o.arrivals) for o in group]
     blocks = {an.cfg.block_of(o.index) for o in group}
     why = None

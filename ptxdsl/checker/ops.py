@@ -18,7 +18,7 @@ import attrs
 
 from ..instructions.cluster import Mapa as _Mapa
 from ..operands import Addr, Reg, Vec
-from ..types import Scope, StateSpace
+from ..types import ScalarType, Scope, StateSpace
 
 
 class Role(enum.Enum):
@@ -253,7 +253,8 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("fence", "FenceProxyTensormapRelease",
      lambda insn, i: [Op(Role.TMAP_RELEASE, i, scope=insn.scope)]),
     ("fence", "FenceMbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT_FENCE, i)]),
-    ("mbarrier", "MbarrierInit", _mbar(Role.MBAR_INIT)),
+    ("mbarrier", "MbarrierInit", lambda insn, i: [Op(Role.MBAR_INIT, i, mbar=insn.addr,
+                                                     space=insn.space, count=insn.count)]),
     ("mbarrier", "MbarrierInval", _mbar(Role.MBAR_INVAL)),
     ("mbarrier", "MbarrierArrive", _arrive),
     ("mbarrier", "MbarrierTx", _tx),
@@ -364,35 +365,41 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 
 
 # A try_wait (or test_wait) on a bound barrier: `pred, [$N], $M` (parity or state token).
-_TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+)\s*,"
+_TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+|\$\d+)\s*,"
                   r"\s*\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)[^;]*;")
 _LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
-# mbarrier.arrive{.expect_tx|.noComplete}{.sem.scope}{.space}.b64 state, [$N]{, $M|n}; and
-# mbarrier.expect_tx{.sem.scope}{.space}.b64 [$N], $M; (CUTLASS's ClusterTransactionBarrier).
-_ARRIVE = re.compile(r"(?<![\w.])mbarrier\.arrive((?:\.[\w:]+)*?)\.b64\s+%?\w+\s*,"
-                     r"\s*\[\s*\$(\d+)\s*\]\s*(?:,\s*(\$\d+|\d+)\s*)?;")
-_BULK_COMMIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.commit_group\s*;")
-_BULK_WAIT = re.compile(r"(?<![\w.])cp\.async\.bulk\.wait_group(\.read)?\s+(\$\d+|\d+)\s*;")
-_EXPECT = re.compile(r"(?<![\w.])mbarrier\.expect_tx((?:\.[\w:]+)*?)\.b64\s*"
-                     r"\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)\s*;")
 
 
 def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
     """The wait loops an inline statement holds whole (CUTLASS's `ClusterBarrier::wait`):
     `L: mbarrier.try_wait... P, [$N], $M;` then `@!P bra L;`, or `@P bra D; bra L;`, with L
     before the try_wait. Such a statement returns only once the phase completed: a blocking
-    wait on bound[N]. A try_wait whose result the statement does not loop on is left out."""
+    wait on bound[N]. A try_wait whose result goes to an output predicate (`$K, [$N], $M;`)
+    is a try_wait with that result, for the rules to see whether the kernel loops on it
+    (`trywait`); one whose result the statement neither loops on nor returns is left out."""
     out = []
     for m in _TRY.finditer(text):
         labels = [x.group(1) for x in _LABEL.finditer(text[:m.start()])]
         pred, rest = re.escape(m.group(2)), text[m.end():]
-        if not labels:
-            continue
-        head = re.escape(labels[-1])
-        retry = re.match(rf"\s*@!{pred}\s+bra(?:\.uni)?\s+{head}\s*;", rest) or re.match(
-            rf"\s*@{pred}\s+bra(?:\.uni)?\s+\w+\s*;\s*bra(?:\.uni)?\s+{head}\s*;", rest)
+        retry = None
+        if labels:
+            head = re.escape(labels[-1])
+            retry = re.match(rf"\s*@!{pred}\s+bra(?:\.uni)?\s+{head}\s*;", rest) or re.match(
+                rf"\s*@{pred}\s+bra(?:\.uni)?\s+\w+\s*;\s*bra(?:\.uni)?\s+{head}\s*;", rest)
+        result = None
+        if retry is None and m.group(2).startswith("$") and int(m.group(2)[1:]) < len(bound):
+            result = bound[int(m.group(2)[1:])]
+            if not (isinstance(result, Reg) and result.type is ScalarType.pred):
+                continue
+        elif retry is None:
+            # CUTLASS's ClusterBarrier::try_wait: the local predicate as a 0/1 output
+            sel = re.search(rf"\bselp\.[bsu]32\s+\$(\d+)\s*,\s*1\s*,\s*0\s*,\s*{pred}\s*;",
+                            rest)
+            if sel is not None and int(sel.group(1)) < len(bound) \
+                    and isinstance(bound[int(sel.group(1))], Reg):
+                result = bound[int(sel.group(1))]
         n = int(m.group(3))
-        if retry is None or n >= len(bound):
+        if (retry is None and result is None) or n >= len(bound):
             continue
         token = m.group(4)
         parity = bound[int(token[1:])] if token.startswith("$") else int(token)
@@ -400,7 +407,117 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
             continue
         space = StateSpace.shared_cta if ".shared" in m.group(0) else StateSpace.generic
         out.append((m.start(), Op(Role.MBAR_WAIT, i, mbar=bound[n], space=space,
-                                  parity=parity if m.group(1) else None)))
+                                  parity=parity if m.group(1) else None, result=result)))
+    return out
+
+
+# An unpredicated init, arrive, arrive.expect_tx or expect_tx on a bound barrier (ThunderKittens'
+# and CUTLASS's `arrive_and_expect_tx`, FA3's releases): `[_|state,] [$N][, $M|count];`.
+# A predicated one (`@p mbarrier.arrive...`), arrive_drop and .noComplete are left out, as
+# the rest of the statement is: the rules then see less, never a wrong count.
+_ARRIVE = re.compile(r"(?<![\w.])mbarrier\.(arrive|expect_tx)"
+                     r"((?:\.[\w:]+)*)\s+(?:[%$]?\w+\s*,\s*)?\[\s*\$(\d+)\s*\]"
+                     r"(?:\s*,\s*(\$\d+|\d+))?\s*;")
+_PRED = re.compile(r"@!?%?\w+\s*$")
+
+
+def _space_of(mods: str) -> StateSpace:
+    if ".shared::cluster" in mods:
+        return StateSpace.shared_cluster
+    if ".shared::cta" in mods:
+        return StateSpace.shared_cta
+    return StateSpace.shared if ".shared" in mods else StateSpace.generic
+
+
+# CUTLASS's ClusterBarrier::init: `mbarrier.init.shared::cta.b64 [$N], $M|count;`.
+_INIT = re.compile(r"(?<![\w.])mbarrier\.init((?:\.[\w:]+)*)\s+\[\s*\$(\d+)\s*\]\s*,"
+                   r"\s*(\$\d+|\d+)\s*;")
+
+
+def _inline_arrives(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    out = []
+    for m in _INIT.finditer(text):
+        n, tok = int(m.group(2)), m.group(3)
+        if _PRED.search(text[:m.start()]) or n >= len(bound) or (
+                tok.startswith("$") and int(tok[1:]) >= len(bound)):
+            continue
+        count: Any = bound[int(tok[1:])] if tok.startswith("$") else int(tok)
+        out.append((m.start(), Op(Role.MBAR_INIT, i, mbar=bound[n], space=_space_of(m.group(1)),
+                                  count=count)))
+    for m in _ARRIVE.finditer(text):
+        what, mods, n, tok = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        if _PRED.search(text[:m.start()]) or ".noComplete" in mods or n >= len(bound):
+            continue
+        if tok is not None and tok.startswith("$") and int(tok[1:]) >= len(bound):
+            continue
+        val: Any = None if tok is None else bound[int(tok[1:])] if tok.startswith("$") \
+            else int(tok)
+        space = _space_of(mods)
+        if what == "expect_tx":
+            if val is not None:
+                out.append((m.start(), Op(Role.MBAR_EXPECT_TX, i, mbar=bound[n], space=space,
+                                          count=val)))
+        elif ".expect_tx" in mods:
+            if val is not None:
+                out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=space,
+                                          count=val, arrivals=1)))
+        else:
+            out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=space,
+                                      arrivals=1 if val is None else val)))
+    return out
+
+
+# CUTLASS's tma_store_arrive / tma_store_wait<N> and warpgroup_arrive / commit_batch /
+# wait<N>: the bulk and wgmma group instructions, N literal or a bound immediate.
+_GROUPS = re.compile(r"(?<![\w.])(cp\.async\.bulk\.commit_group|wgmma\.fence\.sync\.aligned|"
+                     r"wgmma\.commit_group\.sync\.aligned)\s*;|(?<![\w.])(cp\.async\.bulk\."
+                     r"wait_group(\.read)?|wgmma\.wait_group\.sync\.aligned)\s+(\$\d+|\d+)\s*;")
+_GROUP_ROLES = {"cp.async.bulk.commit_group": Role.COMMIT,
+                "wgmma.fence.sync.aligned": Role.WGMMA_FENCE,
+                "wgmma.commit_group.sync.aligned": Role.WGMMA_COMMIT}
+
+
+def _inline_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """The unpredicated group instructions of an inline statement (a wait whose N is not a
+    known immediate is left out: the rules then see no wait, never a wrong one)."""
+    out = []
+    for m in _GROUPS.finditer(text):
+        if _PRED.search(text[:m.start()]):
+            continue
+        if m.group(1):
+            out.append((m.start(), Op(_GROUP_ROLES[m.group(1)], i)))
+            continue
+        tok = m.group(4)
+        n: Any = int(tok) if tok.isdigit() else bound[int(tok[1:])] \
+            if int(tok[1:]) < len(bound) else None
+        n = getattr(n, "value", n)
+        if not isinstance(n, int) or isinstance(n, bool):
+            continue
+        if m.group(2).startswith("wgmma"):
+            out.append((m.start(), Op(Role.WGMMA_WAIT, i, n=n)))
+        else:
+            out.append((m.start(), Op(Role.WAIT_GROUP, i, n=n, read=m.group(3) is not None)))
+    return out
+
+
+# CUTLASS's st.async / red.async into a peer CTA, completing bytes on its mbarrier.
+_ASYNC = re.compile(r"(?<![\w.])(?:st|red)\.async((?:\.[\w:]+)*)\s+\[\s*\$(\d+)\s*\]\s*,"
+                    r"\s*(?:\{[^}]*\}|\$\d+)\s*,\s*\[\s*\$(\d+)\s*\]\s*;")
+
+
+def _inline_async(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
+    """Unpredicated st.async / red.async with complete_tx: the bytes they deliver."""
+    out = []
+    for m in _ASYNC.finditer(text):
+        mods, a, b = m.group(1), int(m.group(2)), int(m.group(3))
+        bits = re.findall(r"\.[bsuf](8|16|32|64)\b", mods)
+        vec = re.search(r"\.v(2|4)\b", mods)
+        if _PRED.search(text[:m.start()]) or "complete_tx" not in mods or not bits \
+                or max(a, b) >= len(bound):
+            continue
+        count = int(bits[-1]) // 8 * (int(vec.group(1)) if vec else 1)
+        out.append((m.start(), Op(Role.MBAR_REMOTE, i, mbar=bound[b], smem=bound[a],
+                                  count=count)))
     return out
 
 
@@ -444,52 +561,14 @@ def _bound(bound: Any, token: str | None) -> Any:
     return int(token)
 
 
-def _space(mods: str) -> StateSpace:
-    for name in ("shared::cluster", "shared::cta"):
-        if "." + name in mods + ".":
-            return StateSpace(name)
-    return StateSpace.shared if ".shared" in mods.split("::")[0] + "." else StateSpace.generic
-
-
-def _arrivals(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
-    """The arrivals and transaction counts an inline statement makes on its bound barriers,
-    as the builders' (a dropped one would leave a barrier fed only by the statement short)."""
-    out = []
-    for m in _ARRIVE.finditer(text):
-        mods, n = m.group(1), int(m.group(2))
-        if n >= len(bound):
-            continue
-        count = _bound(bound, m.group(3))
-        tx = ".expect_tx" in mods + "."
-        if tx and count is None:
-            continue
-        out.append((m.start(), Op(Role.MBAR_ARRIVE, i, mbar=bound[n], space=_space(mods),
-                                  count=count if tx else None,
-                                  arrivals=1 if tx or count is None else count)))
-    for m in _EXPECT.finditer(text):
-        n, count = int(m.group(2)), _bound(bound, m.group(3))
-        if n < len(bound) and count is not None:
-            out.append((m.start(), Op(Role.MBAR_EXPECT_TX, i, mbar=bound[n],
-                                      space=_space(m.group(1)), count=count)))
-    return out
-
-
-def _bulk_groups(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
-    """Bulk async-group commits and waits (a store's source is free after its wait)."""
-    out = [(m.start(), Op(Role.COMMIT, i)) for m in _BULK_COMMIT.finditer(text)]
-    for m in _BULK_WAIT.finditer(text):
-        n = _bound(bound, m.group(2))
-        n = getattr(n, "value", n)
-        if isinstance(n, int):
-            out.append((m.start(), Op(Role.WAIT_GROUP, i, n=n, read=bool(m.group(1)))))
-    return out
-
-
 def _inline(insn: Any, i: int) -> list[Op]:
     text = getattr(insn, "template", "")
     bound = getattr(insn, "bound", ())
-    found: list[tuple[int, Op]] = (_spin_waits(text, bound, i) + _arrivals(text, bound, i)
-                                   + _bulk_groups(text, bound, i))
+    found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
+    # A template that branches may skip what follows: its counts are left out (see above).
+    if not re.search(r"\bbra(?:\.uni)?\s", text):
+        found += (_inline_arrives(text, bound, i) + _inline_groups(text, bound, i)
+                  + _inline_async(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

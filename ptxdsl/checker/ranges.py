@@ -21,8 +21,12 @@ from typing import Any
 import attrs
 
 from ..instructions.arith import Binary, Mad
+from ..instructions.compare import Setp
+from ..instructions.control import Bra
+from ..instructions.inline import InlineAsm
 from ..instructions.move import Cvt, Cvta, Mov
-from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
+from ..kernel_core import LabelDef, Statement
+from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from .stages import wrap_count
 from .values import Values
 
@@ -115,6 +119,8 @@ class Spans:
         # 16 bytes then (see hazards_bulk._align_check).
         self.statics = statics
         self._memo: dict[Reg, Span] = {}
+        self._counters: set[Reg] = set()   # counted-loop registers given bounds (`_counted`)
+        self._jump_list: list[tuple[int, Any]] | None = None
 
     def of(self, op: Any, depth: int = 0) -> Span:
         if isinstance(op, bool):
@@ -141,6 +147,9 @@ class Spans:
             return _const(c)
         defs = self.values.defs.get(reg, ())
         if len(defs) != 1:
+            span = self._counted(reg, defs)
+            if span is not UNKNOWN:
+                return span
             span = self._toggled(reg, defs)
             return self._stage_register(reg) if span is UNKNOWN else span
         st = self.values.body[defs[0]]
@@ -223,7 +232,7 @@ class Spans:
             if not _is_pow2(n):
                 return Span(None, 0, cb if x.hi is None or x.lo is None or x.lo < 0
                             else min(cb, x.hi))
-        if isinstance(a, Reg) and (x.lo is None or x.hi is None):
+        if isinstance(a, Reg) and (x.lo is None or x.hi is None or a in self._counters):
             # An unbounded value (a loop counter): a ring index. A bounded one (`lane & 7`)
             # is only bounded, so that it does not displace a stage's ring term.
             return Span(None, 0, 0, (a, n, 1, 0))
@@ -281,6 +290,9 @@ class Spans:
         d = depth + 1
         if isinstance(insn, Mov | Cvt | Cvta):
             return self.zeros(insn.a, d) if not isinstance(insn.a, SpecialReg) else 0
+        if isinstance(insn, Mad) and insn.mode in (None, "lo", "wide"):
+            # (a * b + c: the product's zero bits, then the sum's, as for mul and add)
+            return min(16, self.zeros(insn.a, d) + self.zeros(insn.b, d), self.zeros(insn.c, d))
         if not isinstance(insn, Binary):
             return 0
         if insn.op in ("add", "sub", "xor", "or"):
@@ -301,6 +313,56 @@ class Spans:
         if getattr(sym, "count", 1) is None and self.statics:
             have = min(have, 16)
         return have
+
+    def _counted(self, reg: Reg, defs: Any) -> Span:
+        """The induction register of a counted loop with constant bounds (`for_range(c0, C)`
+        as the builders lay it out): `mov i, c0`, then the head `L: setp.lt p, i, C; @!p bra
+        E`, the body, `add i, i, s; bra L; E:`, and no branch from outside into the body.
+        Each step follows a passed test, so i stays in [c0, max(c0, C - 1 + s)] (the last
+        value, after the loop, is the first that fails). Unknown for any other shape."""
+        body: Any = self.values.body   # statements and labels
+        const = self.values.const
+        if len(defs) != 2:
+            return UNKNOWN
+        i0, i1 = sorted(defs)
+        if i1 + 2 >= len(body) or i0 + 3 >= i1:
+            return UNKNOWN
+        init, stp, head = body[i0], body[i1], body[i0 + 1]
+        test, leave, back, end = body[i0 + 2], body[i0 + 3], body[i1 + 1], body[i1 + 2]
+        if not all(isinstance(x, Statement) and x.guard is None for x in (init, stp, test)) \
+                or not isinstance(head, LabelDef) or not isinstance(end, LabelDef):
+            return UNKNOWN
+        c0 = const(init.insn.a) if isinstance(init.insn, Mov) else None
+        ins, ti = stp.insn, test.insn
+        s = const(ins.b) if isinstance(ins, Binary) and ins.op == "add" and ins.a is reg \
+            else None
+        c = const(ti.b) if isinstance(ti, Setp) and ti.cmp == "lt" and ti.a is reg \
+            and ti.bool_op is None and ti.q is None else None
+        if c0 is None or s is None or c is None or c0 < 0 or s <= 0 or c > 1 << 30:
+            return UNKNOWN
+        if not (isinstance(leave, Statement) and isinstance(leave.insn, Bra)
+                and isinstance(leave.guard, NegPred) and leave.guard.reg is ti.p
+                and leave.insn.target is end.label and isinstance(back, Statement)
+                and isinstance(back.insn, Bra) and back.guard is None
+                and back.insn.target is head.label) or len(self.values.defs.get(ti.p, ())) != 1:
+            return UNKNOWN
+        inside = {x.label.name for x in body[i0 + 2:i1 + 1] if isinstance(x, LabelDef)}
+        for n, target in self._jumps():
+            if not i0 + 1 <= n <= i1 + 1 and (target in inside if isinstance(target, str)
+                                              else any(lb in target for lb in inside)):
+                return UNKNOWN
+        self._counters.add(reg)
+        return Span(None, c0, max(c0, c - 1 + s))
+
+    def _jumps(self) -> list[tuple[int, Any]]:
+        """Each branch's statement and target label name, and each inline statement's with
+        its template (which may name a kernel label), once per kernel."""
+        if self._jump_list is None:
+            self._jump_list = [
+                (n, x.insn.target.name if isinstance(x.insn, Bra) else x.insn.template)
+                for n, x in enumerate(self.values.body)
+                if isinstance(x, Statement) and isinstance(x.insn, Bra | InlineAsm)]
+        return self._jump_list
 
     def _toggled(self, reg: Reg, defs: Any) -> Span:
         """A register written several times, each time with a constant or `r ^= c` (an index

@@ -194,7 +194,8 @@ def _reads_between(values: Values, lo: int, hi: int, reg: Reg) -> bool:
         insn = getattr(st, "insn", None)
         if insn is None or isinstance(insn, Setp):
             continue
-        if reg in values.sources_of(j):
+        # (by identity: `==` on a Reg builds a setp)
+        if any(s is reg for s in values.sources_of(j)):
             return True
     return False
 

@@ -38,10 +38,17 @@ def _spins(an: Analysis, op: Op, header: int, body: frozenset) -> bool:
             continue
         guard = an.cfg.body[blk.branch].guard
         pred = guard.reg if hasattr(guard, "reg") else guard
-        if pred is op.result or an.values.vn(pred) == vn:
+        pvn = an.values.vn(pred)
+        if pred is op.result or pvn == vn or _true_test(pvn, vn):
             if blk.taken == header or blk.taken not in body or blk.fall not in body:
                 return True
     return False
+
+
+def _true_test(pvn: Any, vn: Any) -> bool:
+    """Is predicate `pvn` a 0/1 result `vn` tested for true (`ok != 0`, `ok == 1`)?"""
+    return isinstance(pvn, tuple) and len(pvn) == 6 and pvn[0] == "setp" and pvn[4] is None \
+        and pvn[2] == vn and (pvn[1], pvn[3]) in (("ne", ("const", 0)), ("eq", ("const", 1)))
 
 
 def _operand_vn(an: Analysis, x: Any) -> Any:

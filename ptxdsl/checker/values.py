@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -65,6 +66,27 @@ UNKNOWN = Val()
 _LANE_SREGS = ("tid.", "laneid", "clock", "globaltimer", "lanemask")
 _WARP_SREGS = ("warpid",)
 _PER_LANE_RESULTS = frozenset({"Elect", "Atom", "AtomCas"})   # their `p`/`d` differ per lane
+# An inline statement's outputs are as uniform as its inputs only when it does arithmetic on
+# them and on CTA-uniform special registers (`mov.u32 $0, %cluster_ctarank;`); anything else
+# (elect.sync, %laneid, a load, a shuffle) may differ per lane.
+_ASM_ARITH = frozenset({"mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor",
+                        "not", "cvt", "selp", "min", "max", "bfe", "bfi", "prmt", "setp"})
+_ASM_UNIFORM_SREGS = re.compile(r"(?:n?ctaid|n?clusterid|cluster_n?ctaid|ntid)\.[xyz]|"
+                                r"cluster_n?ctarank|nsmid|gridid")
+
+
+_ASM_SREG = re.compile(r"\s*mov\.[bsu](?:32|64)\s+\$0\s*,\s*%(\w+(?:\.[xyz])?)\s*;?\s*")
+
+
+def _asm_uniform(insn: Any) -> bool:
+    text = re.sub(r"//[^\n]*", "", getattr(insn, "template", ""))
+    for stmt in re.split(r"[;{}\n]", text):
+        stmt = re.sub(r"^\s*\w+\s*:(?!:)", "", stmt).strip()
+        if not stmt or stmt.startswith("."):
+            continue
+        if stmt.startswith("@") or stmt.split(None, 1)[0].split(".")[0] not in _ASM_ARITH:
+            return False
+    return all(_ASM_UNIFORM_SREGS.fullmatch(x) for x in re.findall(r"%(\w+(?:\.[xyz])?)", text))
 _WARP_RESULTS = frozenset({"Vote", "Activemask"})
 _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "and": lambda a, b: a & b,
@@ -236,17 +258,27 @@ class Values:
             consts.add(insn.a.value)
         return Val(Kind.const, int(consts.pop())) if len(consts) == 1 else UNKNOWN
 
+    def _special(self, name: str) -> tuple[Val, Any]:
+        if self.nthreads is not None and name.startswith(_ZERO_IN_ONE_THREAD) and (
+                self.nthreads == 1 or name == "warpid" and self.nthreads <= 32):
+            return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
+        if name in self.fixed:
+            return Val(Kind.const, self.fixed[name]), ("const", self.fixed[name])
+        return Val(Kind.special, root=name), ("sreg", name)
+
     def _eval(self, reg: Reg, insn: Any) -> tuple[Val, Any]:
         v = self._val
+        if type(insn).__name__ == "InlineAsm":
+            # CUTLASS's block_rank_in_cluster(): `mov.u32 $0, %cluster_ctarank;` is the
+            # special register itself.
+            m = _ASM_SREG.fullmatch(getattr(insn, "template", ""))
+            if m is not None and len(insn.outs) == 1 and reg is insn.outs[0]:
+                return self._special(m.group(1))
+            return UNKNOWN, _opaque(reg)
         if isinstance(insn, Mov):
             a = insn.a
             if isinstance(a, SpecialReg):
-                if self.nthreads is not None and a.name.startswith(_ZERO_IN_ONE_THREAD) and (
-                        self.nthreads == 1 or a.name == "warpid" and self.nthreads <= 32):
-                    return Val(Kind.const, 0), ("const", 0)   # the only thread (or warp)
-                if a.name in self.fixed:
-                    return Val(Kind.const, self.fixed[a.name]), ("const", self.fixed[a.name])
-                return Val(Kind.special, root=a.name), ("sreg", a.name)
+                return self._special(a.name)
             if isinstance(a, Reg):
                 return v.get(a, UNKNOWN), self._vn.get(a, _opaque(a))
             val = self.val(a)
@@ -432,6 +464,8 @@ class Values:
             if self.nthreads is not None and self.nthreads <= (1 if lv == 2 else 32):
                 return 0
             return lv
+        if name == "InlineAsm" and not _asm_uniform(insn):
+            return 2
         if name in _PER_LANE_RESULTS:
             return 1 if name == "Elect" and reg is getattr(insn, "d", None) else 2
         if name == "InlineAsm" and inline_elected(self, reg) is not None:

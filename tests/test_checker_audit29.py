@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.checker import Hazard
 from tests import audit29_attention, audit29_cluster, audit29_kernels, audit29_values
+from tests.audit_support import build, check, lines
 
 MODULES = (audit29_kernels, audit29_attention, audit29_cluster, audit29_values)
 
@@ -67,47 +68,34 @@ CASES = [
 IDS = [f"{c}-{b}" for c, b, _, _ in CASES]
 
 
-def _build(builder: str, bug: bool):
-    """(kernel or module, line, context, the file that holds the builder)."""
-    mod = next(m for m in MODULES if hasattr(m, builder))
-    return (*getattr(mod, builder)(bug), mod.__file__)
 
 
-def _check(obj, ctx):
-    return check_module(obj, **ctx) if hasattr(obj, "kernels") else check_kernel(obj, **ctx)
 
 
-def _lines(f) -> list[tuple[str, int]]:
-    """The finding's line and the lines of the helper calls that built it."""
-    out, loc = [], f.loc
-    while loc is not None:
-        out.append((loc.file, loc.line))
-        loc = loc.caller
-    return out
 
 
 @pytest.mark.parametrize("cls,builder,hazard,count", CASES, ids=IDS)
 def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
-    obj, line, ctx, path = _build(builder, True)
-    found = _check(obj, ctx)
+    obj, line, ctx, path = build(MODULES, builder, True)
+    found = check(obj, ctx)
     assert [f.id for f in found] == [hazard.value] * count, [f.format() for f in found]
     assert line is not None
     for f in found:
-        assert (path, line) in _lines(f), (line, f.format())
+        assert (path, line) in lines(f), (line, f.format())
 
 
 @pytest.mark.parametrize("cls,builder,hazard,count", CASES, ids=IDS)
 def test_corrected_twin_is_clean(cls, builder, hazard, count):
-    obj, line, ctx, _ = _build(builder, False)
+    obj, line, ctx, _ = build(MODULES, builder, False)
     assert line is None
-    assert [f.format() for f in _check(obj, ctx)] == []
+    assert [f.format() for f in check(obj, ctx)] == []
 
 
 @pytest.mark.parametrize("builder", ["replace_lane0_release_warp"])
 def test_clean_kernels_outside_the_cases(builder):
     """Correct kernels the audit found false alarms on."""
-    obj, _, ctx, _ = _build(builder, False)
-    assert [f.format() for f in _check(obj, ctx)] == []
+    obj, _, ctx, _ = build(MODULES, builder, False)
+    assert [f.format() for f in check(obj, ctx)] == []
 
 
 def test_every_class_has_two_spellings():

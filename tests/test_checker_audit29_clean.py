@@ -16,6 +16,7 @@ from ptxdsl.checker import Severity, check_module
 from tests import audit29_clean_attention as attention
 from tests import audit29_clean_cluster as cluster
 from tests import audit29_clean_kernels as kernels
+from tests.audit_support import errors, line_in
 
 CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fp8_scaled_gemm,
          kernels.w8a16_gemm, kernels.w8a16_early_release, attention.fa3_forward,
@@ -26,15 +27,13 @@ CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fp8_scal
          cluster.split_k_ld_cluster, cluster.split_k_red_async]
 
 
-def _errors(findings) -> list[str]:
-    return [f.format() for f in findings if f.severity is not Severity.note]
 
 
 @pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
 def test_correct_kernel_checks_clean_with_and_without_maps(build):
     mod, maps = build()
-    assert _errors(check_module(mod, maps=maps, notes=True)) == []
-    assert _errors(check_module(mod, notes=True)) == []
+    assert errors(check_module(mod, maps=maps, notes=True)) == []
+    assert errors(check_module(mod, notes=True)) == []
 
 
 @pytest.mark.filterwarnings("ignore:.*'setmaxnreg' ignored")    # nvJitLink drops it (README)
@@ -53,12 +52,6 @@ def _line(text: str, module=kernels) -> int:
     return hits[0]
 
 
-def _line_in(fn, text: str) -> int:
-    """The line of function `fn` holding `text` (once)."""
-    lines, first = inspect.getsourcelines(fn)
-    hits = [first + i for i, s in enumerate(lines) if text in s]
-    assert len(hits) == 1, (text, hits)
-    return hits[0]
 
 
 def _released(bug: str) -> list:
@@ -109,7 +102,7 @@ def test_inline_ptx_wait_loop_then_release_of_the_stage_just_issued_is_found():
 def test_inline_ptx_single_try_wait_is_not_a_wait():
     # One try_wait whose result nobody loops on may return before the phase completes.
     found = _found(kernels.ws_gemm_variants, "once", "smem-read-before-wait")
-    assert _site_line(found[0], "read") == _line_in(kernels.ws_gemm_variants,
+    assert _site_line(found[0], "read") == line_in(kernels.ws_gemm_variants,
                                                     "ptx.wgmma_mma_async(")
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.checker import Hazard
 from tests import audit29b_cluster, audit29b_epilogue, audit29b_rings
+from tests.audit_support import build, check, lines
 
 MODULES = (audit29b_rings, audit29b_epilogue, audit29b_cluster)
 
@@ -66,35 +67,24 @@ def _param(c, found: bool = True):
     return pytest.param(*c, id=f"{c[0]}-{c[1]}", marks=marks)
 
 
-def _build(builder: str, bug: bool):
-    mod = next(m for m in MODULES if hasattr(m, builder))
-    return (*getattr(mod, builder)(bug), mod.__file__)
 
 
-def _check(obj, ctx):
-    return check_module(obj, **ctx) if hasattr(obj, "kernels") else check_kernel(obj, **ctx)
 
 
-def _lines(f) -> list[tuple[str, int]]:
-    out, loc = [], f.loc
-    while loc is not None:
-        out.append((loc.file, loc.line))
-        loc = loc.caller
-    return out
 
 
 @pytest.mark.parametrize("cls,builder,hazard,count", [_param(c) for c in CASES])
 def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
-    obj, line, ctx, path = _build(builder, True)
-    found = _check(obj, ctx)
+    obj, line, ctx, path = build(MODULES, builder, True)
+    found = check(obj, ctx)
     assert [f.id for f in found] == [hazard.value] * count, [f.format() for f in found]
     assert line is not None
     for f in found:
-        assert (path, line) in _lines(f), (line, f.format())
+        assert (path, line) in lines(f), (line, f.format())
 
 
 @pytest.mark.parametrize("cls,builder,hazard,count", [_param(c, False) for c in CASES])
 def test_corrected_twin_is_clean(cls, builder, hazard, count):
-    obj, line, ctx, _ = _build(builder, False)
+    obj, line, ctx, _ = build(MODULES, builder, False)
     assert line is None
-    assert [f.format() for f in _check(obj, ctx)] == []
+    assert [f.format() for f in check(obj, ctx)] == []

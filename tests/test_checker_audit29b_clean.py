@@ -12,8 +12,6 @@ before the bulk add read it."""
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
 from ptxdsl.checker import Severity, check_module
@@ -22,6 +20,7 @@ from tests import audit29b_clean_backward as backward
 from tests import audit29b_clean_cluster as cluster
 from tests import audit29b_clean_epilogue as epilogue
 from tests import audit29b_clean_rings as rings
+from tests.audit_support import errors, line_in
 
 CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_phasebits,
          asm.asm_ws_gemm5_asm_init, asm.asm_ws_gemm3_kernel_loop,
@@ -37,15 +36,13 @@ CLEAN = [asm.asm_ws_gemm, asm.asm_ws_gemm2, asm.asm_ws_gemm5, asm.asm_ws_gemm6_p
          backward.varlen_backward_bulk_dq]
 
 
-def _errors(findings) -> list[str]:
-    return [f.format() for f in findings if f.severity is not Severity.note]
 
 
 @pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
 def test_correct_kernel_checks_clean_with_and_without_maps(build):
     mod, maps = build()
-    assert _errors(check_module(mod, maps=maps, notes=True)) == []
-    assert _errors(check_module(mod, notes=True)) == []
+    assert errors(check_module(mod, maps=maps, notes=True)) == []
+    assert errors(check_module(mod, notes=True)) == []
 
 
 @pytest.mark.filterwarnings("ignore:.*'setmaxnreg' ignored")    # nvJitLink drops it (README)
@@ -56,12 +53,6 @@ def test_correct_kernel_assembles(build):
     assert cubin.arch == "sm_90a" and len(cubin) > 0
 
 
-def _line(fn, text: str) -> int:
-    """The line of function `fn` holding `text` (once)."""
-    lines, first = inspect.getsourcelines(fn)
-    hits = [first + i for i, s in enumerate(lines) if text in s]
-    assert len(hits) == 1, (text, hits)
-    return hits[0]
 
 
 def _found(build, bug: str, hazard: str, maps_only: bool = False) -> list:
@@ -85,18 +76,18 @@ def test_inline_ptx_arrive_expect_tx_of_too_few_bytes_is_found(asm_init):
         return asm.asm_ws_gemm(bug=bug, asm_init=asm_init)
     (f,) = _found(build, "bytes", "expect-tx-mismatch", maps_only=True)
     spelling = '$0, [$1], $2;"' if asm_init else '_, [$0], $1;"'
-    assert _site_line(f, "expect_tx") == _line(asm.asm_arrive_expect, spelling)
+    assert _site_line(f, "expect_tx") == line_in(asm.asm_arrive_expect, spelling)
 
 
 def test_every_lane_running_an_inline_arrive_expect_tx_is_found():
     # Without the inline elect.sync the whole warp arrives on a barrier expecting one.
     (f,) = _found(asm.asm_ws_gemm, "lanes", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive_expect, '_, [$0], $1;"')
+    assert f.loc.line == line_in(asm.asm_arrive_expect, '_, [$0], $1;"')
 
 
 def test_inline_ptx_arrives_counted_against_the_barrier_init():
     (f,) = _found(asm.asm_ws_gemm, "count", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive, "ins=[bar])")
+    assert f.loc.line == line_in(asm.asm_arrive, "ins=[bar])")
 
 
 def test_counted_loop_stores_over_the_wgmma_tiles_are_found():
@@ -104,7 +95,7 @@ def test_counted_loop_stores_over_the_wgmma_tiles_are_found():
     # stays clear of the tiles, and the same loop over the tiles is still reported.
     found = _found(cluster.split_k_y, "zero", "wgmma-smem-no-proxy-fence")
     assert {_site_line(f, "write") for f in found} == {
-        _line(cluster.split_k_y, "k.st(k.mad(j, 16, zero)")}
+        line_in(cluster.split_k_y, "k.st(k.mad(j, 16, zero)")}
 
 
 @pytest.mark.parametrize("bug", ["spill", "read2"])
@@ -114,14 +105,14 @@ def test_swizzled_staging_write_into_the_buffer_in_flight_is_found(bug):
     # wait_group.read 1) is apart; 4 bytes further, or with read 2, it is not.
     found = _found(epilogue.swizzled_epilogue_gemm, bug, "bulk-src-overwrite")
     assert {_site_line(f, "write") for f in found} == {
-        _line(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
+        line_in(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
 
 
 def test_second_workspace_map_used_without_its_acquire_is_found():
     # Q's and dO's maps are 128 bytes apart in the CTA's workspace slot: Q's acquire does
     # not cover dO's.
     found = _found(backward.varlen_backward, "acquire", "tmap-no-acquire")
-    line = _line(backward.varlen_backward, "k.mad(s, T64.nbytes, k.add(base, ring)), tm,") - 1
+    line = line_in(backward.varlen_backward, "k.mad(s, T64.nbytes, k.add(base, ring)), tm,") - 1
     assert {f.loc.line for f in found} == {line}
 
 
@@ -130,7 +121,7 @@ def test_dq_buffer_rewritten_before_the_bulk_add_read_it_is_found():
         return backward.varlen_backward(bug=bug, bulk=True)
     found = _found(build, "reuse", "bulk-src-overwrite")
     assert {_site_line(f, "write") for f in found} == {
-        _line(backward._dq_bulk, "k.st(Addr(mine,")}
+        line_in(backward._dq_bulk, "k.st(Addr(mine,")}
 
 
 def _asm_init(bug):
@@ -141,7 +132,7 @@ def test_inline_ptx_init_count_is_compared_with_the_arrivals():
     # CUTLASS's ClusterBarrier::init in inline PTX is an init (not mbar-uninit at every
     # use), and its count is the one the arrivals are compared with.
     (f,) = _found(_asm_init, "count", "mbar-arrive-count")
-    assert f.loc.line == _line(asm.asm_arrive, "ins=[bar])")
+    assert f.loc.line == line_in(asm.asm_arrive, "ins=[bar])")
 
 
 def test_inline_ptx_bulk_wait_group_read_2_is_found():
@@ -151,7 +142,7 @@ def test_inline_ptx_bulk_wait_group_read_2_is_found():
         return epilogue.swizzled_epilogue_gemm(64, bug=bug, asm_groups=True)
     found = _found(build, "read2", "bulk-src-overwrite")
     assert {_site_line(f, "write") for f in found} == {
-        _line(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
+        line_in(epilogue.swizzled_epilogue_gemm, "k.st(k.add(k.add(staging")}
 
 
 def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
@@ -162,7 +153,7 @@ def test_inline_ptx_wgmma_wait_group_1_before_the_release_is_found():
         found = [f for f in check_module(mod, **context) if f.severity is not Severity.note]
         assert {f.id for f in found} == {"wgmma-smem-released", "wgmma-regs-in-flight"}
         (f,) = [f for f in found if f.id == "wgmma-smem-released"]
-        assert _site_line(f, "arrive") == _line(asm.asm_arrive, "ins=[bar])")
+        assert _site_line(f, "arrive") == line_in(asm.asm_arrive, "ins=[bar])")
 
 
 def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():
@@ -173,7 +164,7 @@ def test_inline_ptx_rank_is_the_rank_and_too_many_partial_bytes_are_found():
         def build(bug, asm_rank=asm_rank, asm_red=asm_red):
             return cluster.split_k_y(4, bug=bug, asm_rank=asm_rank, asm_red=asm_red)
         found = _found(build, "bytes", "expect-tx-mismatch")
-        assert _site_line(found[0], "expect_tx") == _line(cluster.split_k_y, "k.asm(\"mbarrier")
+        assert _site_line(found[0], "expect_tx") == line_in(cluster.split_k_y, "k.asm(\"mbarrier")
 
 
 @pytest.mark.parametrize("spelling", ["pred", "selp"])
@@ -184,4 +175,4 @@ def test_inline_try_wait_result_not_looped_on_is_found(spelling):
         return asm.asm_ws_gemm(3, bug=bug, kernel_loop=spelling)
     found = _found(build, "once", "try-wait-not-looped")
     text = "(ok,) = k.asm(\"{" if spelling == "selp" else "(ok,) = k.asm(\"mbarrier"
-    assert {f.loc.line for f in found} == {_line(asm.loop_wait, text)}
+    assert {f.loc.line for f in found} == {line_in(asm.loop_wait, text)}

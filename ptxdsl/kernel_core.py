@@ -330,7 +330,9 @@ class KernelCore(KernelHost):
         self.ctaid = _Dim3(self, "ctaid")
         self.nctaid = _Dim3(self, "nctaid")
         self.clusterid = _Dim3(self, "clusterid")
+        self.nclusterid = _Dim3(self, "nclusterid")
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
+        self.cluster_nctaid = _Dim3(self, "cluster_nctaid")
 
     visible = directive_property("visible")
     explicitcluster = directive_property("explicitcluster")
@@ -493,6 +495,7 @@ class KernelCore(KernelHost):
     clock64 = property(lambda self: self.read_special("clock64"))
     globaltimer = property(lambda self: self.read_special("globaltimer"))
     cluster_ctarank = property(lambda self: self.read_special("cluster_ctarank"))
+    cluster_nctarank = property(lambda self: self.read_special("cluster_nctarank"))
 
     # -- shared memory ---------------------------------------------------------------------------
     def shared_array(self, type: ScalarType, count: int, *, align: int | None = None,

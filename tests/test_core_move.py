@@ -56,6 +56,21 @@ def test_mov_cluster_special_registers_golden(golden):
     golden(m, "core/mov_cluster")
 
 
+def test_every_cluster_special_register_is_a_kernel_attribute():
+    """`k.<name>.x/y/z` and `k.cluster_ctarank`/`k.cluster_nctarank` read each cluster
+    special register (`k.cluster_nctaid.y` was listed as invariant but had no attribute)."""
+    k = Kernel("attrs")
+    regs = [getattr(getattr(k, name), axis)
+            for name in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid")
+            for axis in "xyz"] + [k.cluster_ctarank, k.cluster_nctarank]
+    assert k.cluster_nctaid.y is regs[10]          # invariant: read once per kernel
+    text = Module([k]).emit()
+    for name in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid"):
+        for axis in "xyz":
+            assert f", %{name}.{axis};" in text
+    assert ", %cluster_ctarank;" in text and ", %cluster_nctarank;" in text
+
+
 def test_pinning_below_a_cluster_special_register_raises():
     k = Kernel("c")
     line = sys._getframe().f_lineno + 1

@@ -1,6 +1,7 @@
 """What the checker audits' test files share (tests/test_checker_audit29*.py): building a
 planted kernel by name, checking a kernel or a module, the lines a finding names, the
-findings that are not notes, and the line of a kernel builder that holds some text."""
+findings that are not notes, the line of a kernel builder that holds some text, and the two
+verdicts on a correct kernel (clean with and without its maps; assembles)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,18 @@ def line_in(fn: Any, text: str) -> int:
     hits = [first + i for i, s in enumerate(src) if text in s]
     assert len(hits) == 1, (text, hits)
     return hits[0]
+
+
+def assert_clean(build: Any) -> None:
+    """A correct kernel's module has no error or warning, with its tensor maps described
+    (maps=) and without them (then only notes may remain)."""
+    mod, maps = build()
+    assert errors(check_module(mod, maps=maps, notes=True)) == []
+    assert errors(check_module(mod, notes=True)) == []
+
+
+def assert_assembles(build: Any) -> None:
+    """A correct kernel's module assembles for sm_90a with nvJitLink."""
+    mod, _ = build()
+    cubin = mod.assemble(arch="sm_90a")
+    assert cubin.arch == "sm_90a" and len(cubin) > 0

@@ -68,12 +68,6 @@ CASES = [
 IDS = [f"{c}-{b}" for c, b, _, _ in CASES]
 
 
-
-
-
-
-
-
 @pytest.mark.parametrize("cls,builder,hazard,count", CASES, ids=IDS)
 def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
     obj, line, ctx, path = build(MODULES, builder, True)

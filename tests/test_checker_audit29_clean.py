@@ -16,7 +16,7 @@ from ptxdsl.checker import Severity, check_module
 from tests import audit29_clean_attention as attention
 from tests import audit29_clean_cluster as cluster
 from tests import audit29_clean_kernels as kernels
-from tests.audit_support import errors, line_in
+from tests.audit_support import assert_assembles, assert_clean, line_in
 
 CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fp8_scaled_gemm,
          kernels.w8a16_gemm, kernels.w8a16_early_release, attention.fa3_forward,
@@ -27,21 +27,15 @@ CLEAN = [kernels.ws_gemm_handwritten, kernels.ws_gemm_variants, kernels.fp8_scal
          cluster.split_k_ld_cluster, cluster.split_k_red_async]
 
 
-
-
 @pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
 def test_correct_kernel_checks_clean_with_and_without_maps(build):
-    mod, maps = build()
-    assert errors(check_module(mod, maps=maps, notes=True)) == []
-    assert errors(check_module(mod, notes=True)) == []
+    assert_clean(build)
 
 
 @pytest.mark.filterwarnings("ignore:.*'setmaxnreg' ignored")    # nvJitLink drops it (README)
 @pytest.mark.parametrize("build", CLEAN, ids=lambda b: b.__name__)
 def test_correct_kernel_assembles(build):
-    mod, _ = build()
-    cubin = mod.assemble(arch="sm_90a")
-    assert cubin.arch == "sm_90a" and len(cubin) > 0
+    assert_assembles(build)
 
 
 def _line(text: str, module=kernels) -> int:
@@ -50,8 +44,6 @@ def _line(text: str, module=kernels) -> int:
     hits = [i + 1 for i, s in enumerate(lines) if text in s]
     assert len(hits) == 1, (text, hits)
     return hits[0]
-
-
 
 
 def _released(bug: str) -> list:

@@ -67,12 +67,6 @@ def _param(c, found: bool = True):
     return pytest.param(*c, id=f"{c[0]}-{c[1]}", marks=marks)
 
 
-
-
-
-
-
-
 @pytest.mark.parametrize("cls,builder,hazard,count", [_param(c) for c in CASES])
 def test_planted_mistake_is_found_at_its_line(cls, builder, hazard, count):
     obj, line, ctx, path = build(MODULES, builder, True)

@@ -207,31 +207,24 @@ def fail_closed(name: str, fn: Callable[_P, _R],
             k = _kernel_of(args)
         elif depth:
             k = None
-        if k is None:
-            try:
-                if kwargs and pre is not None:
-                    pre(kwargs)
-                return fn(*args, **kwargs)
-            except _RAW as e:
-                if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
-                    raise
-                raise net(e) from e
-        k._txn_depth = 1
-        mark = k._txn_mark()
+        mark = None
+        if k is not None:
+            k._txn_depth = 1
+            mark = k._txn_mark()
         try:
             if kwargs and pre is not None:
                 pre(kwargs)
             return fn(*args, **kwargs)
-        except _RAW as e:
-            k._txn_undo(mark)
-            if os.environ.get("PTXDSL_NO_NET") or isinstance(e, PtxdslError):
-                raise
-            raise net(e) from e
-        except BaseException:
-            k._txn_undo(mark)
+        except BaseException as e:
+            if k is not None:
+                k._txn_undo(mark)
+            if isinstance(e, _RAW) and not isinstance(e, PtxdslError) \
+                    and not os.environ.get("PTXDSL_NO_NET"):
+                raise net(e) from e
             raise
         finally:
-            k._txn_depth = 0
+            if k is not None:
+                k._txn_depth = 0
     # A marker for the tests; a function type has no declared attributes to put it in.
     builder.__ptxdsl_fail_closed__ = True  # type: ignore[attr-defined]
     return builder

@@ -44,13 +44,11 @@ from .operands import (
 from .provenance import check_pending, forget_written
 from .types import Requires, ScalarType, StateSpace, req
 
-# Register-name prefixes by (kind, bits); the type each prefix is declared with is
-# operands.AUTO_DECL.
+# Register-name prefixes by (kind, bits); the type each prefix is declared with is AUTO_DECL.
 _PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "rd",
            ("int", 128): "q", ("f", 16): "h", ("f", 32): "f", ("f", 64): "fd",
            ("int", 8): "rc"}
 _REG_DECL = {ScalarType.bf16: "b16", ScalarType.bf16x2: "b32"}
-_DECL, _AUTO_NAME = AUTO_DECL, AUTO_NAME
 
 
 _I = TypeVar("_I", bound=Instruction)
@@ -368,7 +366,7 @@ class KernelCore(KernelHost):
             raise BuildError(f"kernel {self.name}: %{old} is one of ptxdsl's automatic "
                              "registers, declared by number; it cannot be renamed (name it "
                              "when it is made: k.reg(type, name))")
-        if what == "register" and _AUTO_NAME.match(new):
+        if what == "register" and AUTO_NAME.match(new):
             raise BuildError(f"register name {new!r} collides with ptxdsl's automatic names "
                              "(p1, r1, rd1, f1, ...); choose another")
         if new in self._names:
@@ -439,7 +437,7 @@ class KernelCore(KernelHost):
             counters[prefix] = n
             return Reg._trusted(type, prefix + str(n), self)
         name = check_register_name(name)
-        if _AUTO_NAME.match(name):
+        if AUTO_NAME.match(name):
             raise BuildError(f"register name {name!r} collides with ptxdsl's automatic names "
                              "(p1, r1, rd1, f1, ...); choose another")
         base, n = name, 1
@@ -792,7 +790,7 @@ class KernelCore(KernelHost):
         for prefix in ("p", "rc", "rs", "h", "r", "f", "rd", "fd", "q"):
             if prefix in self._counters:
                 n = self._counters[prefix] + 1
-                lines.append((f"\t.reg .{_DECL[prefix]} %{prefix}<{n}>;", None))
+                lines.append((f"\t.reg .{AUTO_DECL[prefix]} %{prefix}<{n}>;", None))
         for r in self._named_regs:
             # PTX declares no .bf16/.bf16x2 registers (a syntax error): they are .b16/.b32.
             decl = _REG_DECL.get(r.type, r.type.value)

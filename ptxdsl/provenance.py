@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .errors import PtxdslError, SourceLoc, user_loc
+from .instructions.base import DEST_FIELDS
 from .operands import Addr, Imm, Reg, Symbol, Vec, as_int
 from .types import StateSpace
 
@@ -95,7 +96,6 @@ def forget_written(k: KernelHost, insn: Any) -> None:
     every emit of a kernel that has such a register: the fields are looked up once a class."""
     names = _RESULTS.get(type(insn))
     if names is None:
-        from .checker.defs import DEST_FIELDS  # the checker's one list of result fields
         names = _RESULTS[type(insn)] = tuple(
             f.name for f in attrs.fields(type(insn)) if f.name in DEST_FIELDS)
     for name in names:

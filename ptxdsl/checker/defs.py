@@ -14,9 +14,8 @@ from typing import Any
 
 import attrs
 
+from ..instructions.base import DEST_FIELDS
 from ..operands import Addr, NegPred, Reg, Vec
-
-DEST_FIELDS = ("d", "p", "q", "state", "outs", "wait_complete", "pred", "result")
 
 _FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 

@@ -32,6 +32,12 @@ from ..types import _COMPATIBLE, BASE, Requires, ScalarType, StateSpace, compati
 E = TypeVar("E", bound=enum.Enum)
 
 
+# The fields an instruction keeps its results in (`d`, `p`, `q`, `state`, `pred`, inline PTX's
+# `outs`, ...); every other register operand is a source. Read by the checker's `defs` and by
+# `provenance`, which must both know what an instruction writes.
+DEST_FIELDS = ("d", "p", "q", "state", "outs", "wait_complete", "pred", "result")
+
+
 @attrs.frozen
 class Instruction:
     """Base of every PTX instruction form."""

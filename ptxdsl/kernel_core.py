@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, TypeVar, cast, final
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -29,8 +29,6 @@ from .operands import (
     SpecialReg,
     Symbol,
     Vec,
-    _align,
-    _check_space,
     _show,
     as_int,
     check_identifier,
@@ -42,6 +40,7 @@ from .operands import (
     symbols_in,
 )
 from .provenance import check_pending, forget_written
+from .statements import LabelDef, Param, Statement, _param_kind  # noqa: F401 (re-exported)
 from .types import Requires, ScalarType, StateSpace, req
 
 # Register-name prefixes by (kind, bits); the type each prefix is declared with is AUTO_DECL.
@@ -124,53 +123,6 @@ def _compute_prefix(t: ScalarType) -> str:
 _TYPE_PREFIX: dict[ScalarType, str] = {}   # filled by _compute_prefix: one lookup per register
 
 
-def _param_kind(kind) -> None:
-    if kind not in ("scalar", "pointer", "tensormap"):
-        raise BuildError(f"Param: kind must be 'scalar', 'pointer' or 'tensormap', got "
-                         f"{_show(kind)}")
-
-
-@attrs.define(eq=False)
-class Param(Symbol):
-    """A kernel parameter. `kind` is 'scalar', 'pointer' or 'tensormap'."""
-
-    kind: str = attrs.field(default="scalar", validator=lambda _s, _a, v: _param_kind(v))
-    ptr_space: StateSpace | None = attrs.field(
-        default=None, validator=lambda _s, _a, v: _check_space("Param", v, optional=True))
-    ptr_align: int | None = attrs.field(default=None,
-                                        converter=lambda v: _align(v, "Param .ptr"))
-    is_bool: bool = False
-
-    def declaration(self) -> str:
-        if self.kind == "tensormap":
-            return f".param .align {self.align} .b8 {self.name}[{self.count}]"
-        text = f".param .{self.type.value}"
-        if self.kind == "pointer":
-            text += " .ptr"
-            if self.ptr_space is not None:
-                text += f" .{self.ptr_space.value}"
-            if self.ptr_align is not None:
-                text += f" .align {self.ptr_align}"
-        return f"{text} {self.name}"
-
-
-class Statement(NamedTuple):
-    """One instruction in a kernel body, its guard, and the Python line that built it.
-
-    A NamedTuple rather than an attrs class: one is made per instruction, on the hot path.
-    """
-
-    insn: Instruction
-    guard: Reg | NegPred | None
-    loc: SourceLoc
-
-    def render(self) -> str:
-        text = self.insn.render()
-        if self.guard is not None:
-            text = f"@{self.guard.render()} {text}"
-        return text
-
-
 _new_statement = tuple.__new__   # Statement(...) without the NamedTuple's Python-level __new__
 
 
@@ -192,13 +144,6 @@ class _Guard:
 
     def __exit__(self, *exc) -> None:
         self.kernel._guard = None
-
-
-@final   # so that `type(item) is LabelDef` tells a type checker what else `item` is
-@attrs.frozen
-class LabelDef:
-    label: Label
-    loc: SourceLoc
 
 
 @attrs.frozen

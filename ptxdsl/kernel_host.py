@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:  # pragma: no cover
     from .errors import SourceLoc
     from .instructions.base import Instruction
-    from .kernel_core import LabelDef, Param, Statement, _Guard
+    from .kernel_core import _Guard
     from .operands import Label, NegPred, Reg, Symbol
+    from .statements import LabelDef, Param, Statement
     from .types import ScalarType, StateSpace
 
     _I = TypeVar("_I", bound=Instruction)

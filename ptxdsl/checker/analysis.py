@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from ..kernel_core import Param
 from ..operands import Symbol
+from ..statements import Param
 from ..types import StateSpace
 from .cfg import CFG, natural_loops, solve
 from .context import Context, MapInfo

@@ -16,8 +16,8 @@ from typing import Any, cast
 import attrs
 
 from ..instructions.control import Bra, Exit, Ret, Trap
-from ..kernel_core import LabelDef, Statement
 from ..operands import NegPred
+from ..statements import LabelDef, Statement
 
 
 @attrs.frozen

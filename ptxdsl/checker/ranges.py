@@ -25,8 +25,8 @@ from ..instructions.compare import Setp
 from ..instructions.control import Bra
 from ..instructions.inline import InlineAsm
 from ..instructions.move import Cvt, Cvta, Mov
-from ..kernel_core import LabelDef, Statement
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
+from ..statements import LabelDef, Statement
 from .stages import wrap_count
 from .values import Values
 

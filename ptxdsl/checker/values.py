@@ -27,8 +27,8 @@ from ..instructions.arith import Binary, Mad
 from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
-from ..kernel_core import LabelDef, Statement
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
+from ..statements import LabelDef, Statement
 from ..types import StateSpace
 from .defs import Defs, sources
 from .ops import inline_elect

@@ -637,3 +637,6 @@ def registers_in(value: Any):
     elif isinstance(value, tuple | list):
         for item in value:
             yield from registers_in(item)
+    elif isinstance(value, Operand) and hasattr(value, "inner"):
+        # The front end's compound operands (`[map, {x, y}]`, `p|q`, a kept call list).
+        yield from registers_in(value.inner())

@@ -10,6 +10,8 @@ import pytest
 
 from ptxdsl.testing import check_golden
 
+from .frontend_support import assert_round_trip
+
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
 
@@ -66,6 +68,9 @@ def golden(request):
     update = request.config.getoption("--update-golden")
 
     def check(module_or_text, name: str) -> str:
-        return check_golden(module_or_text, GOLDEN_DIR / f"{name}.ptx", update=update)
+        text = check_golden(module_or_text, GOLDEN_DIR / f"{name}.ptx", update=update)
+        if not isinstance(module_or_text, str):
+            assert_round_trip(module_or_text, text, name)
+        return text
 
     return check

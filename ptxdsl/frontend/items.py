@@ -1,0 +1,149 @@
+"""The statements a PTX file holds that no builder makes: kept as text, with what the
+checker needs to know of them (the registers a raw instruction writes and reads).
+
+`Raw` is an instruction ptxdsl does not model (or one whose typed reading would not render
+back to the same text); `Directive` is a declaration, a scope brace, `.loc` or `.pragma`
+inside a body. Both render exactly the text they were read from. `PlainReg` and
+`ScopedLabel` keep the spelling of names that ptxdsl's own `Reg` and `Label` would render
+differently (a register declared without `%`, a label repeated in sibling `{ }` scopes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ..instructions.base import Instruction
+from ..operands import Label, Operand, Reg
+
+
+def _as_tuple(items: Any) -> tuple:   # a converter the attrs plugin can type
+    return tuple(items)
+
+
+@attrs.frozen
+class Raw(Instruction):
+    """Any PTX instruction, as its text: `<opcode> <operands>;`.
+
+    `d` holds the operands it writes (the checker's definitions), `srcs` those it reads;
+    `why` says why no typed reading was kept (empty when ptxdsl has no model of the opcode).
+    """
+
+    MNEMONIC = "raw"
+
+    text: str
+    op: str
+    d: tuple = attrs.field(default=(), converter=_as_tuple)
+    srcs: tuple = attrs.field(default=(), converter=_as_tuple)
+    why: str = attrs.field(default="", eq=False)
+
+    def opcode(self) -> str:
+        return self.op
+
+    def operands(self) -> tuple:
+        return self.d + self.srcs
+
+    def render(self) -> str:
+        return self.text + ";"
+
+
+@attrs.frozen
+class Directive(Instruction):
+    """A declaration (`.reg`, `.shared`, `.local`, `.param`), `.loc`, `.pragma`, a call
+    prototype, or a scope brace inside a body; `kind` is its first token."""
+
+    MNEMONIC = "directive"
+
+    kind: str
+    text: str
+
+    def opcode(self) -> str:
+        return self.kind
+
+    def render(self) -> str:
+        return self.text
+
+
+@attrs.define(eq=False, repr=False)
+class PlainReg(Reg):
+    """A register declared without the `%` sigil (`.reg .pred P1;`, as cuda::ptx's inline
+    assembly writes them)."""
+
+    def render(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"Reg({self.name}: {self.type.value})"
+
+
+@attrs.frozen
+class ScopedLabel(Label):
+    """A label of a nested `{ }` scope. PTX scopes labels like registers, so compilers repeat
+    one name in sibling scopes (nvcc's inlined `LAB_WAIT`); the analysis needs one name per
+    label, the text keeps the written one."""
+
+    shown: str = attrs.field(default="", eq=False)
+
+    def render(self) -> str:
+        return self.shown
+
+
+@attrs.frozen
+class RawOperand(Operand):
+    """An operand kept as its text (a call's parenthesised list, an address expression no
+    ptxdsl operand spells); `regs` are the registers it mentions."""
+
+    text: str
+    regs: tuple = attrs.field(default=(), converter=_as_tuple)
+
+    def render(self) -> str:
+        return self.text
+
+    def inner(self) -> tuple:
+        return self.regs
+
+
+@attrs.frozen
+class Bracket(Operand):
+    """`[a, b, ...]`: a bracketed operand list (a TMA tensor address `[map, {x, y}]`)."""
+
+    items: tuple = attrs.field(converter=_as_tuple)
+
+    def render(self) -> str:
+        return "[" + ", ".join(_render(i) for i in self.items) + "]"
+
+    def inner(self) -> tuple:
+        return self.items
+
+
+@attrs.frozen
+class Braces(Operand):
+    """`{a, b, ...}` holding immediates or sinks (ptxdsl's `Vec` holds registers only):
+    a vector source with constants, an initialiser."""
+
+    items: tuple = attrs.field(converter=_as_tuple)
+
+    def render(self) -> str:
+        return "{" + ", ".join(_render(i) for i in self.items) + "}"
+
+    def inner(self) -> tuple:
+        return self.items
+
+
+@attrs.frozen
+class PredPair(Operand):
+    """`p|q`: the two predicate results of setp (and friends)."""
+
+    p: Operand
+    q: Operand
+
+    def render(self) -> str:
+        return f"{_render(self.p)}|{_render(self.q)}"
+
+    def inner(self) -> tuple:
+        return (self.p, self.q)
+
+
+def _render(x: Any) -> str:
+    return x.render() if isinstance(x, Operand) else str(x)

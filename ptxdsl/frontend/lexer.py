@@ -1,0 +1,100 @@
+"""PTX tokens: one compiled pattern over the whole text, comments and whitespace skipped.
+
+A token is `(kind, text, offset)` with kind one of `id` (identifiers, directives, dotted
+opcodes, registers: `.shared::cta`, `%tid.x`, `mbarrier.try_wait.parity.b64`), `num`, `str`
+and `p` (punctuation). Line numbers are computed from offsets only where one is reported.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+
+from ..errors import BuildError
+
+_TOKEN = re.compile(r"""
+    [ \t\r\n\f\v]+
+  | //[^\n]*
+  | /\*.*?\*/
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])
+           | 0[dD][0-9a-fA-F]{16}(?![\w$])
+           | 0[xX][0-9a-fA-F]+U?(?![\w$])
+           | 0[bB][01]+U?(?![\w$])
+           | [0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?(?![\w$])
+           | [0-9]+[eE][+-]?[0-9]+(?![\w$])
+           | [0-9]+U?(?![\w$]))
+  | (?P<id>[%.]?[A-Za-z_$][\w$]*(?:(?:\.|::)[\w$]+)*)
+  | (?P<p>[{}()\[\],;:@!<>+\-|=*/~&^?%])
+  | (?P<bad>/\*|.)
+""", re.S | re.X)
+
+Token = tuple[str, str, int]
+
+
+class Source:
+    """A PTX text, its name for messages, and the offsets of its lines."""
+
+    def __init__(self, text: str, file: str = "<ptx>"):
+        self.text, self.file = text, file
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_right(self._starts, offset)
+
+    def fail(self, offset: int, rule: str) -> BuildError:
+        """A parse error naming the PTX file and line (raise what this returns)."""
+        return PtxParseError(f"{self.file}:{self.line(offset)}: {rule}")
+
+
+class PtxParseError(BuildError):
+    """PTX text the front end cannot read; the message names the file and line."""
+
+
+def tokenize(src: Source) -> list[Token]:
+    out: list[Token] = []
+    append = out.append
+    for m in _TOKEN.finditer(src.text):
+        kind = m.lastgroup
+        if kind is None:
+            continue
+        if kind == "bad":
+            what = m.group()
+            rule = "unterminated /* comment" if what == "/*" else (
+                f"unexpected character {what!r}")
+            raise src.fail(m.start(), rule)
+        append((kind, m.group(), m.start()))
+    return out
+
+
+def number(text: str) -> int | float:
+    """The value of a PTX numeric literal (hex floats `0f`/`0d` as their IEEE bits say)."""
+    t = text.rstrip("U")
+    c = t[:2].lower()
+    if c == "0f":
+        return struct.unpack(">f", bytes.fromhex(t[2:]))[0]
+    if c == "0d":
+        return struct.unpack(">d", bytes.fromhex(t[2:]))[0]
+    if c == "0x":
+        return int(t[2:], 16)
+    if c == "0b":
+        return int(t[2:], 2)
+    if "." in t or "e" in t or "E" in t:
+        return float(t)
+    if len(t) > 1 and t[0] == "0":
+        return int(t, 8)   # PTX, like C, reads a leading 0 as octal
+    return int(t)
+
+
+def canon(tokens: list[Token]) -> list:
+    """Tokens compared by meaning: numbers by value (and, for floats, by bits), the rest as
+    written."""
+    out: list = []
+    for kind, text, _ in tokens:
+        if kind == "num":
+            v = number(text)
+            out.append(("num", repr(v) if isinstance(v, float) else v))
+        else:
+            out.append(text)
+    return out

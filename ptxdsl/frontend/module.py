@@ -1,0 +1,135 @@
+"""A parsed PTX module: its top-level items in file order, and its functions' statements.
+
+`ParsedModule.emit()` writes the program back: top-level directives and function headers as
+they were written, body statements one per line (typed instructions rendered by their class,
+everything else as read), so the text is the original modulo whitespace and comments
+between statements. `ParsedModule.kernels` are the `.entry` functions with a body, which the
+hazard checker reads as it reads built kernels: `body`, `name`, `shared` and the directives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from ..operands import Symbol
+from ..statements import LabelDef, Param, Statement
+from .items import Directive, Raw
+
+
+@attrs.define
+class TopLevel:
+    """A module-scope directive or variable, kept as written."""
+
+    kind: str
+    text: str
+    line: int
+
+    def emit(self) -> list[str]:
+        return [self.text]
+
+
+@attrs.define(eq=False)
+class ParsedFunction:
+    """An `.entry` or `.func`, with its parameters, directives and body statements."""
+
+    kind: str                       # "entry" or "func"
+    linkage: tuple[str, ...] = ()
+    name: str = ""
+    file: str = "<ptx>"
+    line: int = 0
+    header: str = ""                # the text from the linkage to the body's '{' as written
+    params: list[Param] = attrs.Factory(list)
+    returns: list[Param] = attrs.Factory(list)
+    directives: dict[str, tuple[int, ...]] = attrs.Factory(dict)
+    body: list[Statement | LabelDef] = attrs.Factory(list)
+    shared: list[Symbol] = attrs.Factory(list)
+    prototype: bool = False          # a declaration without a body
+
+    # The directives as the checker reads them off a built kernel.
+    @property
+    def reqntid(self) -> tuple[int, ...] | None:
+        return self.directives.get("reqntid") or None
+
+    @property
+    def maxntid(self) -> tuple[int, ...] | None:
+        return self.directives.get("maxntid") or None
+
+    @property
+    def reqnctapercluster(self) -> tuple[int, ...] | None:
+        return self.directives.get("reqnctapercluster") or None
+
+    def statements(self) -> Iterator[Statement]:
+        """The instructions of the body (typed and raw), without labels and directives."""
+        for item in self.body:
+            if type(item) is Statement and type(item.insn) is not Directive:
+                yield item
+
+    def raw(self) -> list[Statement]:
+        """The statements kept as text (no typed reading)."""
+        return [s for s in self.statements() if type(s.insn) is Raw]
+
+    def emit(self) -> list[str]:
+        if self.prototype:
+            return [self.header]
+        lines = [self.header, "{"]
+        depth = 1
+        for item in self.body:
+            if type(item) is LabelDef:
+                lines.append(item.label.render() + ":")
+                continue
+            insn = item.insn
+            if type(insn) is Directive and insn.kind == "}":
+                depth -= 1
+            lines.append("\t" * depth + item.render())
+            if type(insn) is Directive and insn.kind == "{":
+                depth += 1
+        lines.append("}")
+        return lines
+
+
+@attrs.define(eq=False)
+class ParsedModule:
+    """What `parse_ptx` returns."""
+
+    file: str = "<ptx>"
+    version: str = ""
+    targets: tuple[str, ...] = ()
+    address_size: int = 64
+    items: list[Any] = attrs.Factory(list)
+    variables: list[Symbol] = attrs.Factory(list)
+    files: dict[int, str] = attrs.Factory(dict)
+
+    @property
+    def target(self) -> str:
+        return self.targets[0] if self.targets else ""
+
+    @property
+    def functions(self) -> list[ParsedFunction]:
+        return [x for x in self.items if isinstance(x, ParsedFunction)]
+
+    @property
+    def kernels(self) -> list[ParsedFunction]:
+        """The `.entry` functions with a body (what the checker checks)."""
+        return [f for f in self.functions if f.kind == "entry" and not f.prototype]
+
+    def function(self, name: str) -> ParsedFunction:
+        for f in self.functions:
+            if f.name == name and not f.prototype:
+                return f
+        raise KeyError(f"no function {name!r} in {self.file}")
+
+    def emit(self) -> str:
+        out: list[str] = []
+        for item in self.items:
+            out.extend(item.emit())
+            if isinstance(item, ParsedFunction):
+                out.append("")
+        return "\n".join(out).rstrip("\n") + "\n"
+
+    def check(self, *, notes: bool = False, **context: Any) -> list:
+        """The hazard checker's findings (see `ptxdsl.checker.check_module`)."""
+        from ..checker import check_module
+        return check_module(self, notes=notes, **context)

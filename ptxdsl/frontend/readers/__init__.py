@@ -1,0 +1,42 @@
+"""Typed readers: PTX instruction text back into ptxdsl's instruction objects.
+
+A reader takes the opcode split at its dots (`("mbarrier", "try_wait", "parity",
+"shared::cta", "b64")`) and the operands the parser made (`Reg`, `SpecialReg`, `NegPred`,
+`Addr`, `Vec`, `Symbol`, `Label`, `SINK`, Python numbers, and the front end's `Bracket`,
+`PredPair`, `RawOperand`) and returns the instruction object a builder would make, or None
+when the text is not a form it reads. It builds the object through the class's own
+constructor, so every rule a builder checks holds. The parser keeps a typed reading only
+when it renders back to the same tokens (numbers compared by value): a reader can never
+change what a program means, only fail to recognise it.
+
+Each family's readers live in a module of this package, registered with `@reader(...)` by
+mnemonic (the opcode's first component); every module here is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+from ...instructions.base import Instruction
+
+Reader = Callable[[tuple[str, ...], list[Any]], Instruction | None]
+READERS: dict[str, list[Reader]] = {}
+
+
+def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
+    def deco(fn: Reader) -> Reader:
+        for m in mnemonics:
+            READERS.setdefault(m, []).append(fn)
+        return fn
+    return deco
+
+
+def _load() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+_load()

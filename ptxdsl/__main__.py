@@ -6,7 +6,9 @@
   `build_module()`'s) as .ptx: `DIR/<stem>.<name>.ptx` (a `build_modules()` name must be an
   identifier), replacing only regular files, as `Module.write` does.
 - `forms`: the table of instruction forms with the PTX ISA version and target each needs.
-- `check FILE.py`: the static hazard checker over every module a file defines.
+- `check FILE.py`: the static hazard checker over every module a file defines;
+  `check FILE.ptx|DIR ...` over PTX from any compiler (`--format json|sarif`; exit 0 clean,
+  1 hazards, 2 unreadable).
 - `fuzz`: a property-based campaign of the builders against ptxas (the options of
   `python -m ptxdsl.fuzz`; needs the `fuzz` extra, hypothesis).
 
@@ -193,6 +195,13 @@ def _nothing_found(file: str) -> str:
 
 
 def cmd_check(args) -> int:
+    if len(args.file) > 1 or args.file[0].endswith(".ptx") or os.path.isdir(args.file[0]):
+        return cmd_check_ptx(args)
+    args.file = args.file[0]
+    if args.format != "text":
+        print("ptxdsl check: --format json/sarif is for PTX files; a Python file's modules "
+              "are reported as text", file=sys.stderr)
+        return 2
     from .checker import Severity, check_module
     try:
         mods = _modules_of(args.file)
@@ -225,6 +234,21 @@ def cmd_check(args) -> int:
           + (f"; {_count(len(failed), 'module')} could not emit: {', '.join(failed)}"
              if failed else ""))
     return 1 if failed or worst == 2 or (worst and args.strict) else 0
+
+
+def cmd_check_ptx(args) -> int:
+    from .check_report import REPORTS, check_ptx_file, exit_code, ptx_files
+    missing = [f for f in args.file if not os.path.exists(f)]
+    if missing:
+        print(f"ptxdsl check: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    files = ptx_files(args.file)
+    if not files:
+        print(f"ptxdsl check: no .ptx files under {', '.join(args.file)}", file=sys.stderr)
+        return 2
+    results = [check_ptx_file(f, notes=args.notes) for f in files]
+    print(REPORTS[args.format](results))
+    return exit_code(results, args.strict)
 
 
 def _count(n: int, what: str) -> str:
@@ -319,8 +343,11 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forms", help="instruction forms with their PTX ISA version and target")
     p.set_defaults(fn=cmd_forms)
     p = sub.add_parser("check", help="report async-proxy and tensor-map hazards")
-    p.add_argument("file", help="a Python file defining Modules at top level or in "
-                   "build_module()/build_modules()")
+    p.add_argument("file", nargs="+", help="a Python file defining Modules at top level or "
+                   "in build_module()/build_modules(); or PTX files and folders of them "
+                   "(any compiler's PTX: nvcc, Triton, ptxdsl)")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text",
+                   help="report format for PTX files (default: %(default)s)")
     p.add_argument("--strict", action="store_true", help="exit non-zero on warnings too")
     p.add_argument("--notes", action="store_true",
                    help="also say which checks were skipped for lack of information")

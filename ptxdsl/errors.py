@@ -39,6 +39,8 @@ class SourceLoc(NamedTuple):
         """`file:line`, and `called from file:line` when built inside a helper function."""
         if self.caller is None:
             return str(self)
+        if self.caller.function == ".loc":   # a PTX line and the source line its .loc names
+            return f"{self} (source {self.caller})"
         return f"{self}, called from {self.caller}"
 
 

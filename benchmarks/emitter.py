@@ -136,6 +136,35 @@ def checker_cost(section: Section, reps: int = REPS, n_instructions: int = INSTR
                 "the fast path: no trigger instruction")
 
 
+PARSE_LINES = 50_000
+
+
+def parse_cost(section: Section, reps: int = REPS) -> None:
+    """The PTX front end: `parse_ptx` of a 50,000-line file (the emitter kernel's own PTX,
+    cut to size) and of the largest samples' PTX, one core."""
+    from ptxdsl import Module
+    from ptxdsl.__main__ import sample_files
+    from ptxdsl.frontend import parse_ptx
+    import runpy
+    text = Module([build_kernel(PARSE_LINES)], name="parse_bench", check=False).emit()
+    lines = text.count("\n")
+    parse_ptx(text)                                   # warm-up: the readers' tables
+    ms = host_ms(lambda: parse_ptx(text), reps=reps, warmup=0)
+    row = section.row(f"parse_ptx, {lines:,}-line PTX file (the kernel above)", ms, "ms",
+                      f"{lines / (min(ms) / 1e3) / 1e3:.0f}k lines/s at best")
+    section.target(f"parse a {lines:,}-line PTX file (median)", row["median"] / 1e3,
+                   "< 2 s", row["median"] < 2000)
+    for path in sample_files():
+        if path.stem != "gemm_hopper":
+            continue
+        mod = runpy.run_path(str(path), run_name="__ptxdsl_bench__")["build_module"]()
+        text = mod.emit()
+        parsed = parse_ptx(text)
+        section.row(f"parse_ptx + check, {path.stem} sample ({text.count(chr(10)):,} lines)",
+                    host_ms(lambda: parsed.check() and None or parse_ptx(text).check(),
+                            reps=reps, warmup=1), "ms", "parse, then every kernel checked")
+
+
 def peak_memory(n_instructions: int) -> int:
     """Peak bytes traced by tracemalloc over one build + emit."""
     gc.collect()
@@ -163,6 +192,7 @@ def run(section: Section, n_instructions: int = INSTRUCTIONS, reps: int = REPS) 
     section.row("emit (render + checks), per instruction", emits, "µs")
     breakdown(section)
     checker_cost(section, reps, n_instructions)
+    parse_cost(section, reps)
     peak = peak_memory(n_instructions)
     section.row("peak Python memory (tracemalloc), one build + emit", [peak / 2**20], "MiB",
                 f"{peak / count:.0f} bytes per instruction")

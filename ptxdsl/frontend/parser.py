@@ -515,9 +515,11 @@ class _Parser:
                 continue
             if insn is None:
                 continue
-            mine = canon(tokenize(Source(insn.render())))
-            theirs = canon(self.toks[a:b]) + [";"]
-            if mine == theirs:
+            mine = insn.render()
+            # Most statements come back exactly as written, whitespace aside; the rest are
+            # compared token by token, numbers by value (`0x10` and `16`).
+            if _squeeze(mine) == _squeeze(self.slice(a, b) + ";") or \
+                    canon(tokenize(Source(mine))) == canon(self.toks[a:b]) + [";"]:
                 return insn
             why = f"a typed reading rendered {insn.render()!r}"
         return why
@@ -642,6 +644,13 @@ class _Parser:
         else:
             return None
         return Addr(base, off) if isinstance(off, int) else None
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _squeeze(text: str) -> str:
+    return _SPACE.sub("", text)
 
 
 def _make_reg(t: ScalarType, name: str) -> Reg:

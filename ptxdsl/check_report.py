@@ -112,7 +112,7 @@ def json_report(results: list[Result]) -> str:
 _LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.note: "note"}
 
 
-def _sarif_location(loc: SourceLoc | None, message: str | None = None) -> dict[str, Any]:
+def _sarif_location(loc: SourceLoc, message: str | None = None) -> dict[str, Any]:
     phys: dict[str, Any] = {"artifactLocation": {"uri": Path(loc.file).as_posix()}}
     if loc.line > 0:
         phys["region"] = {"startLine": loc.line}
@@ -146,7 +146,8 @@ def sarif_report(results: list[Result]) -> str:
             sites = [s for s in f.sites if s.loc is not None]
             if sites:
                 res.setdefault("relatedLocations", []).extend(
-                    _sarif_location(s.loc, f"{s.role} {s.ptx}") for s in sites)
+                    _sarif_location(s.loc, f"{s.role} {s.ptx}") for s in sites
+                    if s.loc is not None)
                 for i, rel in enumerate(res["relatedLocations"]):
                     rel["id"] = i
             out.append(res)

@@ -38,6 +38,51 @@ def assemble_declared(ptx: str) -> bytes:
     return assemble(ptx, declared_target(ptx), warn=False)
 
 
+def nvdisasm_path() -> str | None:
+    """NVIDIA's disassembler: on PATH, or from the `nvidia-cuda-nvdisasm` package."""
+    import shutil
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or ()) if spec is not None else ():
+        for p in sorted(Path(root).glob("*/bin/nvdisasm")):
+            if os.access(p, os.X_OK):
+                return str(p)
+    return None
+
+
+def sass(cubin: bytes) -> str:
+    """The SASS of a cubin, as nvdisasm prints it (BuildError when nvdisasm is missing)."""
+    import subprocess
+    import tempfile
+    tool = nvdisasm_path()
+    if tool is None:
+        raise BuildError("sass: nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "-c", "-hex", f.name], capture_output=True, text=True,
+                             check=False)
+    if out.returncode:
+        raise BuildError(f"sass: nvdisasm failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def same_program(original: str, again: str) -> str | None:
+    """None when two PTX texts assemble (for the target the first declares) to the same
+    cubin, or failing that to the same SASS; otherwise what differs."""
+    a, b = assemble_declared(original), assemble(again, declared_target(original), warn=False)
+    if bytes(a) == bytes(b):
+        return None
+    sa, sb = sass(a), sass(b)
+    if sa == sb:
+        return None
+    diff = difflib.unified_diff(sa.splitlines(True), sb.splitlines(True), "original", "again")
+    return "".join(list(diff)[:40])
+
+
 class GoldenMismatch(AssertionError):
     pass
 

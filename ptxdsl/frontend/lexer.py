@@ -26,8 +26,9 @@ _TOKEN = re.compile(r"""
            | [0-9]+[eE][+-]?[0-9]+(?![\w$])
            | [0-9]+U?(?![\w$]))
   | (?P<id>[%.]?[A-Za-z_$][\w$]*(?:(?:\.|::)[\w$]+)*)
+  | (?P<bad>/\*)
   | (?P<p>[{}()\[\],;:@!<>+\-|=*/~&^?%])
-  | (?P<bad>/\*|.)
+  | (?P<other>.)
 """, re.S | re.X)
 
 Token = tuple[str, str, int]
@@ -60,10 +61,9 @@ def tokenize(src: Source) -> list[Token]:
         if kind is None:
             continue
         if kind == "bad":
-            what = m.group()
-            rule = "unterminated /* comment" if what == "/*" else (
-                f"unexpected character {what!r}")
-            raise src.fail(m.start(), rule)
+            raise src.fail(m.start(), "unterminated /* comment")
+        if kind == "other":
+            raise src.fail(m.start(), f"unexpected character {m.group()!r}")
         append((kind, m.group(), m.start()))
     return out
 

@@ -394,7 +394,7 @@ class _Parser:
         fname = self.src.file
         for p in pieces:
             kind = p[0]
-            at = p[1] if kind == "stmt" else p[2]
+            at = p[1] if kind in ("stmt", "loc") else p[2]
             loc = SourceLoc(fname, self.line(at), fn.name, cur_loc)
             if kind == "open":
                 body.append(Statement(Directive("{", "{"), None, loc))
@@ -402,14 +402,15 @@ class _Parser:
                 body.append(Statement(Directive("}", "}"), None, loc))
             elif kind == "label":
                 body.append(LabelDef(scopes[p[3]].labels[p[1]], loc))
+            elif kind == "loc":
+                cur_loc = self._loc(p[1], p[2], fn.name)
+                loc = SourceLoc(fname, self.line(at), fn.name, cur_loc)
+                body.append(Statement(Directive(".loc", self.slice(p[1], p[2])), None, loc))
             else:
                 s, e, sid = p[1], p[2], p[3]
                 scope = scopes[sid]
                 head = self.toks[s][1]
                 if head.startswith("."):
-                    if head == ".loc":
-                        cur_loc = self._loc(s, e, fn.name)
-                        loc = SourceLoc(fname, self.line(s), fn.name, cur_loc)
                     self._body_directive(fn, scope, s, e, loc)
                 else:
                     body.append(self._instruction(scope, s, e, loc))
@@ -433,6 +434,12 @@ class _Parser:
                 stack.pop()
                 out.append(("close", None, j, stack[-1]))
                 j += 1
+            elif t == ".loc":   # ends at its line's end: PTX gives it no ';'
+                line, k = self.line(j), j + 1
+                while k < b and self.line(k) == line:   # with `, inlined_at 1 2 3`
+                    k += 1
+                out.append(("loc", j, k, stack[-1]))
+                j = k
             elif toks[j][0] == "id" and j + 1 < b and toks[j + 1][1] == ":" \
                     and not t.startswith("."):
                 out.append(("label", t, j, stack[-1]))
@@ -459,7 +466,8 @@ class _Parser:
         return out
 
     def _loc(self, s: int, e: int, fname: str) -> SourceLoc | None:
-        nums = [self.toks[k][1] for k in range(s + 1, e) if self.toks[k][0] == "num"]
+        nums = [self.toks[k][1] for k in range(s + 1, min(e, s + 3))
+                if self.toks[k][0] == "num"]
         if len(nums) < 2:
             return None
         f = self.files.get(int(number(nums[0])))

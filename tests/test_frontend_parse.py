@@ -205,3 +205,17 @@ def test_nothing_is_dropped_or_reordered():
     source = [line.strip() for line in text.split(".visible .entry features")[1].splitlines()]
     assert [s.split()[0] for s in statements if not s.startswith("@")][:6] == [
         s.split()[0] for s in source if s.endswith(";") and not s.startswith((".", "@"))][:6]
+
+
+def test_calls_to_functions_are_inlined_for_the_checker_only():
+    m = features()
+    own = m.function("features")
+    view = m.kernels[0]
+    assert view is not own and len(view.body) == len(own.body) + 6
+    texts = [x.render() if type(x) is Statement else x.label.render() + ":" for x in view.body]
+    at = texts.index(next(t for t in texts if t.startswith("call.uni")))
+    callee = [x.render() for x in m.function("add_one").body]
+    # The callee's body after the call, its `ret` a branch to the end of the spliced body.
+    assert texts[at + 1:at + 5] == callee[:4]
+    assert texts[at + 5:at + 7] == ["bra add_one$ret;", "add_one$ret:"]
+    assert "add_one$ret" not in m.emit()

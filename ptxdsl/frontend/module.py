@@ -112,8 +112,18 @@ class ParsedModule:
 
     @property
     def kernels(self) -> list[ParsedFunction]:
-        """The `.entry` functions with a body (what the checker checks)."""
-        return [f for f in self.functions if f.kind == "entry" and not f.prototype]
+        """The `.entry` functions with a body, as the checker sees them: calls to `.func`
+        helpers of this module inlined (`frontend.calls`; the functions themselves, and what
+        `emit()` writes, are unchanged)."""
+        from .calls import analysis_body
+        defined = {f.name: f for f in self.functions if not f.prototype and f.kind == "func"}
+        out = []
+        for f in self.functions:
+            if f.kind != "entry" or f.prototype:
+                continue
+            body = analysis_body(f, defined) if defined else f.body
+            out.append(f if len(body) == len(f.body) else attrs.evolve(f, body=body))
+        return out
 
     def function(self, name: str) -> ParsedFunction:
         for f in self.functions:

@@ -1,0 +1,93 @@
+"""Calls to `.func` helpers, inlined for the analysis.
+
+The checker reasons about one body; a helper that waits on an mbarrier or issues a TMA copy
+must count at its call sites. `analysis_body` splices each called function's body (defined in
+the same module) after its `call` statement: the callee's labels get one name per call site,
+its `ret` becomes a branch to the end of the spliced body, and a guarded call is skipped
+around by a branch on the negated guard. Recursion and calls through pointers stay calls.
+The emitted program is never changed: this is the checker's view only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+
+from ..instructions.control import Bra, Ret
+from ..operands import Label, NegPred, Symbol
+from ..statements import LabelDef, Statement
+from .items import Raw, RawOperand, ScopedLabel
+
+MAX_DEPTH = 8
+
+
+def callee_name(insn: Raw) -> str | None:
+    """The function a `call` names (None for a call through a register)."""
+    for op in insn.srcs:
+        if isinstance(op, Symbol):
+            return op.name
+        if isinstance(op, RawOperand) and op.text.isidentifier():
+            return op.text
+    return None
+
+
+def analysis_body(fn: Any, functions: dict[str, Any]) -> list:
+    """`fn.body` with the calls to `functions` (name -> ParsedFunction) inlined."""
+    counter = itertools.count()
+    return _inline(fn.body, functions, (fn.name,), counter)
+
+
+def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], counter) -> list:
+    out: list = []
+    for item in body:
+        out.append(item)
+        if type(item) is not Statement or type(item.insn) is not Raw or \
+                not item.insn.op.startswith("call"):
+            continue
+        callee = functions.get(callee_name(item.insn) or "")
+        if callee is None or callee.name in stack or len(stack) > MAX_DEPTH:
+            continue
+        n = next(counter)
+        end = ScopedLabel(f"{callee.name}$ret{n}", shown=f"{callee.name}$ret")
+        if item.guard is not None:
+            skip = item.guard.reg if isinstance(item.guard, NegPred) else NegPred(item.guard)
+            out.append(Statement(Bra(end), skip, item.loc))
+        inner = _inline(callee.body, functions, stack + (callee.name,), counter)
+        out.extend(_rename(inner, n, end))
+        out.append(LabelDef(end, item.loc))
+    return out
+
+
+def _rename(body: list, n: int, end: Label) -> list:
+    """The callee's labels renamed for this call site; `ret` jumps to `end`."""
+    names: dict[str, Label] = {}
+
+    def fresh(label: Label) -> Label:
+        new = names.get(label.name)
+        if new is None:
+            new = names[label.name] = ScopedLabel(f"{label.name}$c{n}", shown=label.render())
+        return new
+
+    out: list = []
+    for item in body:
+        if type(item) is LabelDef:
+            out.append(LabelDef(fresh(item.label), item.loc))
+            continue
+        insn = item.insn
+        if isinstance(insn, Ret):
+            out.append(Statement(Bra(end), item.guard, item.loc))
+        elif isinstance(insn, Bra):
+            out.append(Statement(attrs.evolve(insn, target=fresh(insn.target)), item.guard,
+                                 item.loc))
+        elif type(insn) is Raw and insn.op.split(".")[0] in ("ret", "bra"):
+            # Without the control-flow readers a raw branch is opaque: keep it (the analysis
+            # sees no edge), as it would in the caller.
+            out.append(item)
+        else:
+            out.append(item)
+    return out
+
+
+__all__ = ["analysis_body", "callee_name"]

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PKG = ROOT / "ptxdsl"
 
 # Lowest first. A module may import its own layer and the layers listed before it, except those
 # its row names as `beside` it (neither imports the other). The patterns are module names

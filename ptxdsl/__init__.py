@@ -5,9 +5,7 @@ offline with nvJitLink (`Module.assemble`) and load and launch it through the CU
 (`Module.load`, in `ptxdsl.runtime`).
 """
 
-__version__ = "0.1.0"
-
-import logging as _logging  # noqa: E402
+import logging as _logging
 
 # The library's logger (cache hits/misses, assembler and JIT logs, fallbacks): silent unless the
 # application configures logging, e.g. logging.getLogger("ptxdsl").setLevel(logging.DEBUG).
@@ -15,6 +13,7 @@ _logging.getLogger("ptxdsl").addHandler(_logging.NullHandler())
 
 from . import types  # noqa: E402
 from . import types as t  # noqa: E402
+from ._version import __version__  # noqa: E402
 from .errors import (  # noqa: E402
     AssemblyError,
     BuildError,

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 from .errors import OutputError, PtxdslError
 from .module import Module
 from .operands import _IDENT, _show

@@ -2,30 +2,32 @@
 
 The core (parameters, registers, shared memory, labels, guards, rendering) is in
 `kernel_core`, structured control flow in `kernel_flow`; the instruction builder methods come
-from the instruction families' mixins.
+from the builder mixins in `ptxdsl/builders/` (one per instruction family).
 """
 
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
+from .builders.arith import ArithOps
+from .builders.atomic import AtomicOps
+from .builders.compare import CompareOps
+from .builders.control import ControlOps
+from .builders.cvt_packed import PackedCvtOps
+from .builders.inline import InlineOps
+from .builders.matrix import MatrixOps
+from .builders.memory import MemoryOps
+from .builders.move import MoveOps
+from .builders.prefetch import PrefetchOps
+from .builders.sync import SyncOps
+from .builders.warp import WarpOps
 from .errors import OperandError, fail_closed
 from .fragments import FragmentOps
-from .instructions.arith import ArithOps
-from .instructions.atomic import AtomicOps
-from .instructions.compare import CompareOps
-from .instructions.control import ControlOps
-from .instructions.cvt_packed import PackedCvtOps
-from .instructions.inline import InlineOps
-from .instructions.matrix import MatrixOps
-from .instructions.memory import MemoryOps
-from .instructions.move import MoveOps
-from .instructions.prefetch import PrefetchOps
-from .instructions.sync import SyncOps
-from .instructions.warp import WarpOps
-from .kernel_core import KernelCore, Param, Statement
+from .kernel_core import KernelCore
 from .kernel_flow import StructuredFlow
-from .operands import _show, as_int
+from .operands import Arith, _show, as_int
+from .statements import Param, Statement
 from .types import ScalarType
 
 __all__ = ["Kernel", "Param", "Statement"]
@@ -106,3 +108,9 @@ for _name, _fn in list(inspect.getmembers(Kernel, inspect.isfunction)):
         setattr(Kernel, _name, fail_closed(
             f"k.{_name}", _fn, _type_keywords(f"k.{_name}", _typed)
             if _typed or _name in _KEYWORD_CHECKS else None))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    def _operators_find_their_builders(k: Kernel) -> Arith:
+        """mypy checks here that `Kernel` has what a register's operators call (`Reg._k`)."""
+        return k

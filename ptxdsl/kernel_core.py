@@ -1,8 +1,9 @@
 """The kernel builder's core: parameters, registers, shared memory, labels, statements, guards,
 structured control flow and rendering of one `.entry`.
 
-Instruction builder methods (`k.add`, `k.ld`, ...) live with their instruction families in
-`ptxdsl/instructions/` as mixins; `ptxdsl.kernel.Kernel` puts the two together.
+Instruction builder methods (`k.add`, `k.ld`, ...) are mixins in `ptxdsl/builders/`, one
+file per instruction family, above the instruction classes they emit (which know nothing of the
+kernel); `ptxdsl.kernel.Kernel` puts the core and the mixins together.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from .errors import BuildError, OperandError, SourceLoc, user_loc
-from .instructions.base import Instruction
+from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
+from .instructions.move import Mov
 from .kernel_directives import DIRECTIVES, FLAGS, directive_property
 from .kernel_host import KernelHost
 from .operands import (
@@ -135,7 +137,6 @@ class _Guard:
         self.kernel, self.pred = kernel, pred
 
     def __enter__(self) -> None:
-        from .instructions.base import check_pred
         pred = check_pred("@guard", "pred", self.pred, negatable=True)
         if self.kernel._guard is not None:
             raise BuildError("guards do not nest: PTX allows one guard predicate per "
@@ -410,7 +411,6 @@ class KernelCore(KernelHost):
             return self.mov(sreg)
         r = self._sreg_regs.get(name)
         if r is None:
-            from .instructions.move import Mov
             r = self.reg(sreg.type)
             self.body.insert(self._n_entry, Statement(Mov(sreg.type, r, sreg), None, user_loc()))
             self._n_entry += 1
@@ -423,7 +423,6 @@ class KernelCore(KernelHost):
     def _check_special_reads(self) -> None:
         """Refuse a write to a register that holds a once-read special register: every later
         `k.tid.x` would see the written value."""
-        from .checker.defs import dests
         held = {id(r): name for name, r in self._sreg_regs.items()}
         for st in self.body[self._n_entry:]:
             if type(st) is Statement:

@@ -1,10 +1,11 @@
 """`KernelHost`: what the builder mixins use of the kernel they are mixed into.
 
-`ptxdsl.kernel.Kernel` puts `KernelCore`, `StructuredFlow` and the instruction families' mixins
-together. A mixin's methods call the core (`emit`, `reg`, `guard`, ...) and a few builders of
-other families (`mov`, `setp`, ...). Each mixin derives from `KernelHost`, which declares
-those for the type checker only: at run time it is an empty class, and mypy checks every
-declaration here against the definition `Kernel` inherits, so the two cannot drift apart.
+`ptxdsl.kernel.Kernel` puts `KernelCore`, `StructuredFlow` and the builder mixins
+(`ptxdsl/builders/`, one per instruction family) together. A mixin's methods call the core
+(`emit`, `reg`, `guard`, ...) and a few builders of other families (`mov`, `setp`, ...). Each
+mixin derives from `KernelHost`, which declares those for the type checker only: at run time
+it is an empty class, and mypy checks every declaration here against the definition `Kernel`
+inherits, so the two cannot drift apart.
 """
 
 from __future__ import annotations

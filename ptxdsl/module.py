@@ -9,8 +9,8 @@ from typing import Any
 
 import attrs
 
-from . import __version__
 from ._files import output_target, write_file
+from ._version import __version__
 from .errors import (
     BuildError,
     OperandError,
@@ -33,6 +33,7 @@ from .operands import (
     make_imm,
 )
 from .regbudget import check_kernel_budget
+from .toolchain import assemble_module, known_target, uses_setmaxnreg
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
@@ -53,25 +54,6 @@ def _file_name(path: str) -> str:
 
 # ptxas's limit on a module's .const data (nvJitLink 13: "too much global constant data").
 CONST_LIMIT = 64 * 1024
-
-# The suffixed targets ptxas knows (nvJitLink 13.x: 'a' from sm_90, 'f' from sm_100; sm_101 is
-# sm_110 from CUDA 13 on, so its ptxas refuses sm_101*, which older ones know).
-_SUFFIX_FROM = {"a": 90, "f": 100}
-
-
-def known_target(text) -> Target:
-    """`Target.parse`, refusing a suffix the chip has no variant for (sm_89a, sm_90f): ptxas
-    knows neither, and would fail only at assembly, far from the line that named it."""
-    if not isinstance(text, str | Target):
-        raise TypeError(f"expected a target name such as 'sm_90a', got {_show(text)}")
-    t = Target.parse(text)
-    low = _SUFFIX_FROM.get(t.suffix)
-    if low is not None and t.sm < low:
-        raise ValueError(f"unknown PTX target {str(t)!r}: the '{t.suffix}' variant exists "
-                         f"from sm_{low} on (sm_90a, sm_100a, sm_100f, sm_120a, ...); for "
-                         f"this chip write 'sm_{t.sm}'")
-    return t
-
 
 def _cannot_build(target: Target, arch: Target) -> str:
     """Why ptxas refuses PTX of `.target target` for `-arch=arch` ('' when it builds it):
@@ -481,19 +463,22 @@ class Module:
         there; never below the module's target), else the module's target. `options` are
         nvJitLink options, all passed on. A module using setmaxnreg: nvJitLink drops it (a
         warning says so); `load()` takes the driver JIT, which keeps it (README)."""
-        from .toolchain import assemble_module
-        target = None
-        if arch is not None:
-            try:
-                target = known_target(arch)
-            except (ValueError, TypeError) as e:
-                raise BuildError(f"Module.assemble: {e}") from None
-            # ptxas refuses these with a fatal error and no line ("SM version specified by
-            # .target is higher ..."): say it here, at the caller's line.
-            why = _cannot_build(self.target, target)
-            if why:
-                raise BuildError(f"Module.assemble: arch {target} cannot build this module: "
-                                 f"its .target is {self.target}, {why}")
+        if arch is None:   # the GPU in use's arch when there is one, else the module's target
+            from .runtime.compat import build_arch
+            from .runtime.device import current_compute_capability
+            built, reason, loads = build_arch(self.target, current_compute_capability())
+            return assemble_module(self, built, options=options, warn=warn, arch_reason=reason,
+                                   loads=loads)
+        try:
+            target = known_target(arch)
+        except (ValueError, TypeError) as e:
+            raise BuildError(f"Module.assemble: {e}") from None
+        # ptxas refuses these with a fatal error and no line ("SM version specified by
+        # .target is higher ..."): say it here, at the caller's line.
+        why = _cannot_build(self.target, target)
+        if why:
+            raise BuildError(f"Module.assemble: arch {target} cannot build this module: "
+                             f"its .target is {self.target}, {why}")
         return assemble_module(self, target, options=options, warn=warn)
 
     def to_cuda_core(self, arch: str | None = None, *, options=(), warn: bool = True):
@@ -509,7 +494,6 @@ class Module:
                 from cuda.core.experimental import ObjectCode
             except ImportError as exc:
                 raise ImportError(f"Module.to_cuda_core() needs cuda.core: {exc}") from None
-        from .toolchain import uses_setmaxnreg
         ptx = self.emit()
         name = getattr(self, "name", None) or "+".join(k.name for k in self.kernels)
         if uses_setmaxnreg(ptx):

@@ -10,18 +10,12 @@ import math
 import operator
 import re
 import struct
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import Any, NoReturn, Protocol, cast
 
 import attrs
 
 from .errors import BuildError, OperandError, refuse_assignment
 from .types import Requires, ScalarType, StateSpace, req
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .instructions.base import Instruction
-    from .kernel import Kernel
-    from .kernel_core import KernelCore
-    from .provenance import Origin
 
 # PTX identifiers (ISA §4.4): followsym = [a-zA-Z0-9_$]; an identifier starts with a letter,
 # or with _ $ % followed by at least one followsym. A leading % is refused here although PTX
@@ -231,6 +225,51 @@ def _declared(obj: Any, what: str, maker: str) -> None:
                          f"in that kernel; make it with {maker}")
 
 
+class Owner(Protocol):
+    """The kernel that declared a register or symbol (a `KernelCore`), as far as operands need
+    it: operands sit below the builder and import nothing of it (docs/CONTRIBUTING.md, Layers).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+
+class Arith(Protocol):
+    """The builders a register's operators call (`r + 1` is `k.add(r, 1)`); `Kernel` has them,
+    which mypy checks in ptxdsl/kernel.py."""
+
+    def add(self, a: Any, b: Any, *, type: ScalarType | None = None) -> Reg: ...
+    def sub(self, a: Any, b: Any, *, type: ScalarType | None = None) -> Reg: ...
+    def mul(self, a: Any, b: Any, *, type: ScalarType | None = None) -> Reg: ...
+    def div(self, a: Any, b: Any) -> Reg: ...
+    def rem(self, a: Any, b: Any) -> Reg: ...
+    def and_(self, a: Any, b: Any) -> Reg: ...
+    def or_(self, a: Any, b: Any) -> Reg: ...
+    def xor(self, a: Any, b: Any) -> Reg: ...
+    def shl(self, a: Any, b: Any) -> Reg: ...
+    def shr(self, a: Any, b: Any) -> Reg: ...
+    def neg(self, a: Any) -> Reg: ...
+    def not_(self, a: Any) -> Reg: ...
+    def setp(self, cmp: str, a: Any, b: Any) -> Reg: ...
+
+
+@attrs.frozen(eq=False)
+class Origin:
+    """`symbol`'s address plus `offset` bytes, held by a register (`Reg.origin`; see
+    `ptxdsl.provenance`); `labels`: the kernel's count of placed labels when the chain's first
+    `mov` was emitted; `parent`: the register this one was computed from (with what it held
+    then), which must keep it for the claim to hold."""
+
+    symbol: Symbol
+    offset: int
+    labels: int
+    parent: Reg | None = None
+    parent_origin: Origin | None = None
+
+    def describe(self) -> str:
+        return f"{self.symbol.name}{self.offset:+d}" if self.offset else self.symbol.name
+
+
 @attrs.define(eq=False, repr=False)
 class Reg(Operand):
     """A virtual register of one kernel.
@@ -245,7 +284,7 @@ class Reg(Operand):
     # A converter, not a validator: the name is kept as the plain str that was checked.
     name: str = attrs.field(converter=_check_reg_name,
                             on_setattr=attrs.setters.pipe(attrs.setters.convert, _renamed))
-    kernel: KernelCore | None = attrs.field(default=None, on_setattr=_fixed)
+    kernel: Owner | None = attrs.field(default=None, on_setattr=_fixed)
     space: StateSpace | None = attrs.field(
         default=None, validator=lambda _s, _a, v: _check_space("Reg", v, optional=True))
     # Set by ptxdsl only (`provenance.establish`/`derive`), cleared by any write (`emit`).
@@ -258,7 +297,7 @@ class Reg(Operand):
         return "%" + self.name
 
     @classmethod
-    def _trusted(cls, type: ScalarType, name: str, kernel: KernelCore) -> Reg:
+    def _trusted(cls, type: ScalarType, name: str, kernel: Owner) -> Reg:
         """A register whose name and type the kernel made itself (an automatic `r12`), built
         without re-checking them: one is made per instruction result."""
         r = object.__new__(cls)
@@ -273,11 +312,12 @@ class Reg(Operand):
         return f"Reg(%{self.name}: {self.type.value})"
 
     # Arithmetic sugar: each operator emits exactly one instruction into the owning kernel.
-    def _k(self) -> Kernel:
+    def _k(self) -> Arith:
         if self.kernel is None:
             raise BuildError(f"register %{self.name} belongs to no kernel")
-        # KernelCore is only ever built as part of a Kernel (registers are made by its `reg`).
-        return cast("Kernel", self.kernel)
+        # KernelCore is only ever built as part of a Kernel (registers are made by its `reg`),
+        # and a Kernel has Arith's builders (mypy checks that in ptxdsl/kernel.py).
+        return cast(Arith, self.kernel)
 
     def __add__(self, o: Any) -> Reg: return self._k().add(self, o)
     def __radd__(self, o: Any) -> Reg: return self._k().add(o, self, type=self.type)
@@ -392,11 +432,11 @@ _RANGES: dict[ScalarType, tuple[int, int]] = {}
 _IMM_CACHE: dict[tuple[int, ScalarType], Imm] = {}
 
 
-def _nm(insn: str | Instruction) -> str:
+def _nm(insn: object) -> str:   # an instruction, or its name
     return insn if isinstance(insn, str) else getattr(insn, "name", str(insn))
 
 
-def make_imm(insn: str | Instruction, operand: str, value: Any, t: ScalarType) -> Imm:
+def make_imm(insn: object, operand: str, value: Any, t: ScalarType) -> Imm:
     """Turn a Python number into an immediate of type `t`, range-checked."""
     if type(value) is int:  # the common case: small integer immediates, shared (immutable)
         hit = _IMM_CACHE.get((value, t))
@@ -495,7 +535,7 @@ class Symbol(Operand):
         on_setattr=attrs.setters.pipe(_fixed, attrs.setters.convert))
     align: int | None = attrs.field(default=None, converter=lambda v: _align(v, "Symbol"),
                                     on_setattr=attrs.setters.pipe(_fixed, attrs.setters.convert))
-    kernel: KernelCore | None = attrs.field(default=None, on_setattr=_fixed)  # None: module
+    kernel: Owner | None = attrs.field(default=None, on_setattr=_fixed)  # None: module
     loc: Any = attrs.field(default=None, kw_only=True)   # the Python line that declared it
     # The Module that declared a module-scope variable (None for a kernel's own symbols and
     # for free-standing ones, such as ptxdsl.debug's, declared by name in whichever module).

@@ -27,48 +27,40 @@ rendering names the line that used the register.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 import attrs
 
 from .errors import PtxdslError, SourceLoc, user_loc
 from .instructions.base import DEST_FIELDS
-from .operands import Addr, Imm, Reg, Symbol, Vec, as_int
+from .operands import Addr, Imm, NegPred, Origin, Reg, Symbol, Vec, as_int
 from .types import StateSpace
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .kernel_host import KernelHost
+
+class Tracker(Protocol):
+    """What provenance keeps on a kernel (a `KernelCore`; `KernelHost` declares the same): a
+    Protocol, so that this module, read by the instruction classes' checks, imports nothing of
+    the builder above it (docs/CONTRIBUTING.md, Layers)."""
+
+    _guard: Reg | NegPred | None
+    _labels_placed: int
+    _origin_regs: set[Reg]
+    _pending_fits: list
 
 
-@attrs.frozen(eq=False)
-class Origin:
-    """`symbol`'s address plus `offset` bytes; `labels`: the kernel's count of placed labels
-    when the chain's first `mov` was emitted; `parent`: the register this one was computed
-    from (with what it held then), which must keep it for the claim to hold."""
-
-    symbol: Symbol
-    offset: int
-    labels: int
-    parent: Reg | None = None
-    parent_origin: Origin | None = None
-
-    def describe(self) -> str:
-        return f"{self.symbol.name}{self.offset:+d}" if self.offset else self.symbol.name
-
-
-def _claim(k: KernelHost, reg: Reg, origin: Origin) -> None:
+def _claim(k: Tracker, reg: Reg, origin: Origin) -> None:
     reg.origin = origin
     k._origin_regs.add(reg)
 
 
-def establish(k: KernelHost, reg: Reg, sym: Symbol) -> None:
+def establish(k: Tracker, reg: Reg, sym: Symbol) -> None:
     """`reg` (fresh, just written by `mov reg, sym`) holds `sym`'s address. A parameter's
     address is not tracked (its .param window is read by ld.param only)."""
     if k._guard is None and sym.space is not StateSpace.param and reg.type.kind in "bus":
         _claim(k, reg, Origin(sym, 0, k._labels_placed))
 
 
-def derive(k: KernelHost, op: str, d: Reg, a: Any, b: Any) -> None:
+def derive(k: Tracker, op: str, d: Reg, a: Any, b: Any) -> None:
     """After `add`/`sub` of an integer constant into the fresh register `d`: `d` holds the
     register operand's symbol plus the offset moved by the constant."""
     if k._guard is not None or d.type.kind not in "bus":
@@ -91,7 +83,7 @@ def derive(k: KernelHost, op: str, d: Reg, a: Any, b: Any) -> None:
 _RESULTS: dict[type, tuple[str, ...]] = {}   # instruction class -> its result fields
 
 
-def forget_written(k: KernelHost, insn: Any) -> None:
+def forget_written(k: Tracker, insn: Any) -> None:
     """Drop the provenance of every register `insn` writes (see the module doc). Runs at
     every emit of a kernel that has such a register: the fields are looked up once a class."""
     names = _RESULTS.get(type(insn))
@@ -109,7 +101,7 @@ def forget_written(k: KernelHost, insn: Any) -> None:
                     _drop(k, r)
 
 
-def _drop(k: KernelHost, reg: Reg) -> None:
+def _drop(k: Tracker, reg: Reg) -> None:
     reg.origin = None
     k._origin_regs.discard(reg)
 
@@ -131,7 +123,7 @@ def known_fit(value: Any, check: Callable[[Addr], None]) -> None:
     base = value.base if isinstance(value, Addr) else value
     if type(base) is not Reg or base.origin is None or base.kernel is None:
         return
-    origin, k = base.origin, base.kernel
+    origin, k = base.origin, cast(Tracker, base.kernel)   # a register's kernel: a KernelCore
     at = Addr(origin.symbol, origin.offset + (value.offset if isinstance(value, Addr) else 0))
     if k._labels_placed == origin.labels:
         _run(check, at, base, origin, None)
@@ -153,7 +145,7 @@ def _run(check: Callable[[Addr], None], at: Addr, reg: Reg, origin: Origin,
         raise
 
 
-def check_pending(k: KernelHost) -> None:
+def check_pending(k: Tracker) -> None:
     """The checks `known_fit` put off, for the registers that kept their provenance."""
     for reg, origin, check, at, loc in k._pending_fits:
         if _intact(reg, origin):

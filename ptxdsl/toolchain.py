@@ -11,6 +11,7 @@ import warnings
 
 from .assembly_report import Cubin, PtxdslAssemblerWarning, parse_info_log, warn_about
 from .errors import AssemblyError, BuildError, PtxdslError, SourceLoc, user_loc
+from .operands import _show
 from .types import Target
 
 _PTX_LINE = re.compile(r"line (\d+); (error|fatal|warning)\s*:\s*(.*)")
@@ -95,6 +96,25 @@ def _create(nvjitlink, arch: str, opts: list[str]):
                             str(e), loc=user_loc()) from None
 
 
+# The suffixed targets ptxas knows (nvJitLink 13.x: 'a' from sm_90, 'f' from sm_100; sm_101 is
+# sm_110 from CUDA 13 on, so its ptxas refuses sm_101*, which older ones know).
+_SUFFIX_FROM = {"a": 90, "f": 100}
+
+
+def known_target(text) -> Target:
+    """`Target.parse`, refusing a suffix the chip has no variant for (sm_89a, sm_90f): ptxas
+    knows neither, and would fail only at assembly, far from the line that named it."""
+    if not isinstance(text, str | Target):
+        raise TypeError(f"expected a target name such as 'sm_90a', got {_show(text)}")
+    t = Target.parse(text)
+    low = _SUFFIX_FROM.get(t.suffix)
+    if low is not None and t.sm < low:
+        raise ValueError(f"unknown PTX target {str(t)!r}: the '{t.suffix}' variant exists "
+                         f"from sm_{low} on (sm_90a, sm_100a, sm_100f, sm_120a, ...); for "
+                         f"this chip write 'sm_{t.sm}'")
+    return t
+
+
 def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: bool = True,
              arch_reason: str = "") -> Cubin:
     """Assemble PTX text to a cubin for `arch` (e.g. 'sm_90a').
@@ -109,7 +129,6 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: boo
     On failure raises `AssemblyError` quoting ptxas, the offending PTX line, and (when `locate`
     maps PTX lines to Python locations) the Python file:line that built it.
     """
-    from .module import known_target
     try:
         arch = str(known_target(arch))
     except (ValueError, TypeError) as e:   # e.g. sm_89a: ptxas would only say "fatal"
@@ -158,31 +177,21 @@ def _assembly_error(log: str, ptx: str, arch: str, locate) -> AssemblyError:
     return AssemblyError(msg, log, n, text, loc)
 
 
-def default_arch(target: Target) -> tuple[str, str, bool]:
-    """(arch, why, loads) for a module of `target` when the caller names no arch: the GPU in use's
-    arch when there is one (never below `target`), else `target` (`compat.build_arch`)."""
-    from .runtime.compat import build_arch
-    from .runtime.device import current_compute_capability
-    return build_arch(target, current_compute_capability())
-
-
-def assemble_module(module, arch: str | Target | None = None, *, options=(),
-                    warn: bool = True) -> Cubin:
+def assemble_module(module, arch: str | Target, *, options=(), warn: bool = True,
+                    arch_reason: str = "asked for", loads: bool = True) -> Cubin:
     """Emit and assemble a `Module`; errors point at the Python line of the bad instruction.
-    Without `arch`: see `default_arch`; `cubin.arch` and `cubin.report.arch_reason` say which
-    target was built and why (also logged on the 'ptxdsl.toolchain' logger)."""
+    `arch_reason` says why `arch` was chosen (`Module.assemble` picks the GPU in use's arch when
+    given none, `runtime.compat.build_arch`); `cubin.arch` and `cubin.report.arch_reason` say
+    which target was built and why (also logged on the 'ptxdsl.toolchain' logger). `loads=False`
+    (the cubin will not load on the GPU in use) warns."""
     ptx = module.emit()
-    loads = True
-    if arch is None:
-        arch, reason, loads = default_arch(module.target)
-    else:
-        reason = "asked for"
     cubin = assemble(ptx, arch, locate=module.locate, options=options, warn=warn,
-                     arch_reason=reason)
-    log.info("assembled module %r for %s (%s)", getattr(module, "name", "?"), cubin.arch, reason)
+                     arch_reason=arch_reason)
+    log.info("assembled module %r for %s (%s)", getattr(module, "name", "?"), cubin.arch,
+             arch_reason)
     if not loads:
         loc = user_loc()
-        warnings.warn_explicit(f"cubin built for {cubin.arch}, {reason}: pass arch= to build "
+        warnings.warn_explicit(f"cubin built for {cubin.arch}, {arch_reason}: pass arch= to build "
                                "for another GPU on purpose", PtxdslAssemblerWarning,
                                loc.file, loc.line)
     return cubin

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from .instructions.arith import Binary, Unary
+from .instructions.base import dests, sources
 from .instructions.compare import Selp, Setp
 from .instructions.control import Bra, Exit, Ret, Trap
 from .instructions.move import Cvt, Mov
@@ -113,7 +114,6 @@ class Flow:
                                   or i in watch):
                 want.add(g.reg if isinstance(g, NegPred) else g)
         writers: dict[Reg, list[Any]] = {}
-        from .checker.defs import dests, sources
         for insn in self.insns:
             if insn is not None:
                 for r in dests(insn):

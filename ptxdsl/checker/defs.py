@@ -8,70 +8,13 @@ whose cost grows with every instruction, and it runs at every emit of a TMA kern
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
-
-from ..instructions.base import DEST_FIELDS
-from ..operands import Addr, NegPred, Reg, Vec
-
-_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-
-
-def _class_fields(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(result fields, operand fields) of an instruction class (cached per class)."""
-    names = _FIELDS.get(cls)
-    if names is None:
-        every = tuple(f.name for f in attrs.fields(cls))
-        names = _FIELDS[cls] = (tuple(n for n in every if n in DEST_FIELDS),
-                                tuple(n for n in every if n not in DEST_FIELDS))
-    return names
-
-
-def _fields(insn: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return _class_fields(type(insn))
-
-
-def _regs(value: Any) -> Iterable[Reg]:
-    if isinstance(value, Reg):
-        yield value
-    elif isinstance(value, NegPred):
-        yield value.reg
-    elif isinstance(value, Addr):
-        if isinstance(value.base, Reg):
-            yield value.base
-    elif isinstance(value, Vec | tuple | list):
-        for item in (value.items if isinstance(value, Vec) else value):
-            yield from _regs(item)
-    elif hasattr(value, "tensormap") and hasattr(value, "coords"):  # a [map, {coords}] operand
-        yield from _regs(value.tensormap)
-        yield from _regs(value.coords)
-
-
-def dests(insn: Any) -> list[Reg]:
-    """The registers an instruction writes."""
-    out: list[Reg] = []
-    for name in _fields(insn)[0]:
-        v = getattr(insn, name)
-        if isinstance(v, Reg):
-            out.append(v)
-        elif isinstance(v, Vec | tuple):
-            out.extend(r for r in (v.items if isinstance(v, Vec) else v) if isinstance(r, Reg))
-    return out
-
-
-def sources(insn: Any) -> list[Reg]:
-    """The registers an instruction reads (every register operand outside its results)."""
-    out: list[Reg] = []
-    for name in _fields(insn)[1]:
-        v = getattr(insn, name)
-        if isinstance(v, Reg):   # the common case, without a generator
-            out.append(v)
-        elif v is not None and not isinstance(v, int | str | enum.Enum):
-            out.extend(_regs(v))
-    return out
+# dests/sources live with DEST_FIELDS in instructions/base.py, below the checker: the builder
+# and ptxdsl.warpgroups read them too.
+from ..instructions.base import _class_fields, dests
+from ..operands import Reg, Vec
 
 
 class Defs:

@@ -24,13 +24,14 @@ from typing import Any, cast
 import attrs
 
 from ..instructions.arith import Binary, Mad
+from ..instructions.base import sources
 from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
 from ..types import StateSpace
-from .defs import Defs, sources
+from .defs import Defs
 from .ops import inline_elect
 
 

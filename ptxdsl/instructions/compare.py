@@ -7,10 +7,9 @@ from typing import cast
 import attrs
 
 from ..errors import OperandError
-from ..kernel_host import KernelHost
 from ..operands import NegPred, Operand, Reg
 from ..types import ScalarType as T
-from .base import Instruction, check_choice, check_dst, check_pred, check_src, infer_type
+from .base import Instruction, check_choice, check_dst, check_pred, check_src
 
 INT_CMP = ("eq", "ne", "lt", "le", "gt", "ge")
 UNSIGNED_CMP = ("lo", "ls", "hi", "hs")
@@ -110,20 +109,3 @@ class Selp(Instruction):
 
     def operands(self):
         return (self.d, self.a, self.b, self.c)
-
-
-class CompareOps(KernelHost):
-    def setp(self, cmp: str, a, b, *, type=None, bool_op=None, c=None, ftz=False,
-             dst=None) -> Reg:
-        """Compare into a fresh predicate: `k.setp('lt', i, n)`; also `i < n` on registers."""
-        t = type or infer_type("setp", a, b)
-        p = dst if dst is not None else self.reg(T.pred)
-        self.emit(Setp(cmp, t, p, a, b, bool_op, c, None, ftz))
-        return p
-
-    def selp(self, a, b, c: Reg, *, type=None, dst=None) -> Reg:
-        """`c ? a : b`."""
-        t = type or infer_type("selp", a, b)
-        d = dst if dst is not None else self.reg(t)
-        self.emit(Selp(t, d, a, b, c))
-        return d

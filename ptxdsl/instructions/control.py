@@ -12,12 +12,11 @@ from typing import Any
 import attrs
 
 from ..errors import OperandError
-from ..kernel_host import KernelHost
 from ..operands import Label, _show
 from ..types import BASE, Requires, ScalarType
 from .base import Instruction, check_src
 
-__all__ = ["Bra", "Ret", "Exit", "Trap", "Nanosleep", "ControlOps", "FORMS"]
+__all__ = ["Bra", "Ret", "Exit", "Trap", "Nanosleep", "FORMS"]
 
 
 @attrs.frozen
@@ -87,32 +86,6 @@ class Nanosleep(Instruction):
 
     def operands(self):
         return (self.t,)
-
-
-class ControlOps(KernelHost):
-    """Kernel builder methods for control instructions."""
-
-    def bra(self, target: Label, *, when=None, uni: bool = False) -> None:
-        """`bra target;`, or `@p bra target;` with `when=p` (`when=~p` for `@!p`)."""
-        if when is None:
-            self.emit(Bra(target, uni))
-        else:
-            with self.guard(when):
-                self.emit(Bra(target, uni))
-
-    def ret(self) -> None:
-        self.emit(Ret())
-
-    def exit(self) -> None:
-        self.emit(Exit())
-
-    def trap(self) -> None:
-        self.emit(Trap())
-
-    def nanosleep(self, t) -> None:
-        """`nanosleep.u32 t;` (a .u32 register or an integer 0..2^32-1): a spin loop's
-        back-off."""
-        self.emit(Nanosleep(t))
 
 
 FORMS: list[tuple[str, Requires, str]] = [

@@ -22,12 +22,11 @@ from typing import Any
 import attrs
 
 from ..errors import OperandError
-from ..kernel_host import KernelHost
 from ..operands import Reg, declared_type
 from ..types import Requires, ScalarType, req
 from .base import Instruction, check_dst, check_enum, check_src, refuse
 
-__all__ = ["Packed", "CvtPacked", "PackedCvtOps", "cvt_packed", "FORMS"]
+__all__ = ["Packed", "CvtPacked", "cvt_packed", "FORMS"]
 
 B16, B32, F32 = ScalarType.b16, ScalarType.b32, ScalarType.f32
 
@@ -171,19 +170,6 @@ def cvt_packed(k, dtype, a, b=None, *, atype=None, rnd: str = "rn", relu: bool =
         dst = k.reg(form.d_type if form is not None else B32)
     k.emit(CvtPacked(d_t, a_t, dst, a, b, rnd, relu, satfinite))
     return dst
-
-
-class PackedCvtOps(KernelHost):
-    """Kernel builder method `k.cvt_packed(dtype, a, b=None, ...)` (see `cvt_packed`)."""
-
-    def cvt_packed(self, to, a, b=None, *, src_type=None, rnd: str = "rn", relu: bool = False,
-                   satfinite: bool | None = None, dst: Reg | None = None) -> Reg:
-        """Pack two .f32 (or one .f16x2) into f16x2/bf16x2/e4m3x2/e5m2x2, or unpack fp8 pairs
-        to .f16x2: `k.cvt_packed("bf16x2", hi, lo)`, `k.cvt_packed("f16x2", q,
-        src_type="e4m3x2")`. (The kernel's `type=`/`atype=` keywords take ptxdsl scalar types
-        only; fp8 pairs have none, hence `to`/`src_type`.)"""
-        return cvt_packed(self, to, a, b, atype=src_type, rnd=rnd, relu=relu,
-                          satfinite=satfinite, dst=dst)
 
 
 FORMS: list[tuple[str, Requires, str]] = [

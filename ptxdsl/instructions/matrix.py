@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 
-from ..kernel_host import KernelHost
 from ..operands import Addr, Reg, Symbol, Vec
 from ..provenance import known_fit
 from ..types import Requires, ScalarType, StateSpace, req
@@ -33,7 +32,7 @@ from .base import (
     refuse,
 )
 
-__all__ = ["MatrixCount", "LdMatrix", "StMatrix", "MatrixOps", "ldmatrix", "stmatrix", "FORMS"]
+__all__ = ["MatrixCount", "LdMatrix", "StMatrix", "ldmatrix", "stmatrix", "FORMS"]
 
 R_LDMATRIX = req("6.5", 75)
 R_LDMATRIX_CTA = req("7.8", 75)     # .shared::cta [ptxas 13: accepted on sm_75 at 7.8]
@@ -172,21 +171,6 @@ def stmatrix(k, addr, regs, *, trans: bool = False, space=None) -> None:
     """Store 1, 2 or 4 8x8 b16 matrices held one .b32 register per matrix per thread."""
     k.emit(StMatrix(addr, tuple(regs) if isinstance(regs, list | tuple) else (regs,), trans,
                     _space(addr, space)))
-
-
-class MatrixOps(KernelHost):
-    """Kernel builder methods: `k.ldmatrix(addr, 4, trans=True)`, `k.stmatrix(addr, regs)`."""
-
-    def ldmatrix(self, addr, num: int | MatrixCount | None = None, *, trans: bool = False,
-                 space=None, dst=None) -> tuple[Reg, ...]:
-        """Load `num` (1, 2, 4; default 4, or one per `dst` register) 8x8 b16 matrices: one
-        .b32 register per matrix (returned). The space defaults to .shared (a generic
-        register address: generic)."""
-        return ldmatrix(self, addr, num, trans=trans, space=space, dst=dst)
-
-    def stmatrix(self, addr, regs, *, trans: bool = False, space=None) -> None:
-        """Store 1, 2 or 4 8x8 b16 matrices, one .b32 register per matrix per thread."""
-        stmatrix(self, addr, regs, trans=trans, space=space)
 
 
 FORMS: list[tuple[str, Requires, str]] = [

@@ -7,11 +7,9 @@ import enum
 import attrs
 
 from ..errors import OperandError
-from ..kernel_host import KernelHost
 from ..operands import Reg, SpecialReg, Symbol
-from ..provenance import establish
 from ..types import BASE, Requires, ScalarType, StateSpace, req
-from .base import Instruction, check_dst, check_enum, check_src, infer_type
+from .base import Instruction, check_dst, check_enum, check_src
 
 _NO_MOV = frozenset({ScalarType.b8, ScalarType.u8, ScalarType.s8, ScalarType.f16,
                      ScalarType.bf16, ScalarType.f16x2, ScalarType.bf16x2})
@@ -220,51 +218,3 @@ def _holds(dst: ScalarType, src: ScalarType) -> bool:
     if src.kind == "s":
         return dst.kind == "s" and dst.bits >= src.bits
     return dst.bits > src.bits or dst.kind != "s" and dst.bits == src.bits
-
-
-class MoveOps(KernelHost):
-    """Kernel builder methods: mov, cvta, cvt."""
-
-    def mov(self, a, *, type: ScalarType | None = None, dst: Reg | None = None) -> Reg:
-        """`mov` into `dst` (a fresh register by default); a symbol gives its address."""
-        if dst is not None and not isinstance(dst, Reg):
-            raise OperandError("mov", "dst", "a register",
-                               f"{dst.__class__.__name__} {dst!r}"[:100])
-        if isinstance(a, Symbol):
-            t = type or (ScalarType.u32 if a.space.is_shared else ScalarType.u64)
-        else:
-            t = type or (dst.type if dst is not None else infer_type("mov", a))
-        d = dst if dst is not None else self.reg(t)
-        self.emit(Mov(t, d, a))
-        if isinstance(a, Symbol) and dst is None:
-            d.space = a.space
-            establish(self, d, a)   # a fresh register: it holds the symbol's address only
-        return d
-
-    def addr_of(self, sym: Symbol, *, bits: int = 32) -> Reg:
-        """The address of a symbol in its own space (32-bit for shared by default)."""
-        return self.mov(sym, type=ScalarType.u32 if bits == 32 else ScalarType.u64)
-
-    def cvta(self, a: Reg, space, *, to: bool = False, dst: Reg | None = None) -> Reg:
-        """`cvta.space.u64` (space -> generic) or, with to=True, `cvta.to.space.u64`."""
-        size = ScalarType.u32 if isinstance(a, Reg) and a.type.bits == 32 else ScalarType.u64
-        d = dst if dst is not None else self.reg(ScalarType.u64 if size.bits == 64 else size)
-        insn = self.emit(Cvta(space, to, d, a, size))
-        if dst is None:
-            d.space = StateSpace.generic if not to else insn.space
-        return d
-
-    def generic_addr(self, sym: Symbol) -> Reg:
-        """A 64-bit generic address of a symbol: `mov.u64` + `cvta.<space>.u64`."""
-        if not isinstance(sym, Symbol):
-            raise OperandError("generic_addr", "sym", "a symbol (a shared array, a module "
-                               "variable, a parameter)", f"{type(sym).__name__} {sym!r}"[:100])
-        a = self.mov(sym, type=ScalarType.u64)
-        return self.cvta(a, sym.space)
-
-    def cvt(self, a, dtype: ScalarType, *, atype: ScalarType | None = None, rnd=None,
-            ftz: bool = False, sat: bool = False, dst: Reg | None = None) -> Reg:
-        atype = atype or infer_type("cvt", a)
-        d = dst if dst is not None else self.reg(dtype)
-        self.emit(Cvt(dtype, atype, d, a, rnd, ftz, sat))
-        return d

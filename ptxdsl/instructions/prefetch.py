@@ -24,12 +24,10 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError
-from ..kernel_host import KernelHost
 from ..types import BASE, Requires, StateSpace, req
 from .base import Instruction, check_addr, check_enum, known_space
 
-__all__ = ["PrefetchLevel", "PrefetchEviction", "Prefetch", "PrefetchU", "PrefetchOps",
-           "FORMS"]
+__all__ = ["PrefetchLevel", "PrefetchEviction", "Prefetch", "PrefetchU", "FORMS"]
 
 S = StateSpace
 EVICT = req("7.4", 80)
@@ -133,18 +131,6 @@ def _space(insn: str, addr: Any, given: Any) -> Any:
                            "ptx.prefetch_tensormap for a tensor map)",
                            f"an address in .{known.value}")
     return known
-
-
-class PrefetchOps(KernelHost):
-    def prefetch(self, addr, level="L2", *, space=None, evict=None) -> None:
-        """`prefetch{.space}.level [addr];`: the line holding `addr` into L1 or L2 (`level`).
-        `evict="last"` / `"normal"` (a .global address, level L2) gives it that L2 eviction
-        priority: `prefetch.global.L2::evict_last [addr];` (PTX 7.4, sm_80)."""
-        self.emit(Prefetch(_space("prefetch", addr, space), level, addr, evict))
-
-    def prefetchu(self, addr) -> None:
-        """`prefetchu.L1 [addr];`: the line into the uniform cache (a generic address)."""
-        self.emit(PrefetchU(addr))
 
 
 FORMS: list[tuple[str, Requires, str]] = [

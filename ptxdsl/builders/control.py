@@ -1,0 +1,38 @@
+"""The `Kernel` builder methods of `ptxdsl.instructions.control`'s instructions: `k.bra`, `k.ret`,
+`k.exit`, `k.trap`, `k.nanosleep`.
+
+A mixin of `ptxdsl.kernel.Kernel`; the instruction classes it emits know nothing of the
+kernel (docs/CONTRIBUTING.md, Layers).
+"""
+
+from __future__ import annotations
+
+from ..instructions.control import Bra, Exit, Nanosleep, Ret, Trap
+from ..kernel_host import KernelHost
+from ..operands import Label
+
+
+class ControlOps(KernelHost):
+    """Kernel builder methods for control instructions."""
+
+    def bra(self, target: Label, *, when=None, uni: bool = False) -> None:
+        """`bra target;`, or `@p bra target;` with `when=p` (`when=~p` for `@!p`)."""
+        if when is None:
+            self.emit(Bra(target, uni))
+        else:
+            with self.guard(when):
+                self.emit(Bra(target, uni))
+
+    def ret(self) -> None:
+        self.emit(Ret())
+
+    def exit(self) -> None:
+        self.emit(Exit())
+
+    def trap(self) -> None:
+        self.emit(Trap())
+
+    def nanosleep(self, t) -> None:
+        """`nanosleep.u32 t;` (a .u32 register or an integer 0..2^32-1): a spin loop's
+        back-off."""
+        self.emit(Nanosleep(t))

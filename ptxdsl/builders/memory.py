@@ -1,0 +1,91 @@
+"""The `Kernel` builder methods of `ptxdsl.instructions.memory`'s instructions: `k.ld`,
+`k.ld_param`, `k.st`, `k.tensormap_addr`, `k.copy`.
+
+A mixin of `ptxdsl.kernel.Kernel`; the instruction classes it emits know nothing of the
+kernel (docs/CONTRIBUTING.md, Layers).
+"""
+
+from __future__ import annotations
+
+from ..errors import BuildError, OperandError
+from ..instructions.base import _given, infer_type, int_like
+from ..instructions.memory import Ld, St, _space_of
+from ..kernel_host import KernelHost
+from ..operands import Addr, Reg, Symbol
+from ..types import ScalarType, StateSpace
+
+
+class MemoryOps(KernelHost):
+    def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
+           dst=None, sem=None, scope=None, nc: bool = False, l1=None, prefetch=None,
+           cache_policy=None):
+        """Load from `addr`; the space defaults to the symbol's (or the register's known one).
+
+        `vec=2/4/8` returns a tuple of registers (`ld.v2`/`ld.v4`; `.v8` of a 32-bit type
+        and `.v4` of a 64-bit type are 256-bit loads: .global only, PTX 8.8, sm_100+).
+        `l1='evict_last'` etc., `prefetch='128B'`, `cache_policy=` (a createpolicy register)
+        add the cache qualifiers (global or generic addresses only).
+        """
+        sp = _space_of(addr, space)
+        if type is None:
+            base = addr.base if isinstance(addr, Addr) else addr
+            type = base.type if isinstance(base, Symbol) and base.count == 1 else None
+        if type is None:
+            raise BuildError("ld: pass type=... (the address does not say what it holds)")
+        if dst is None:
+            dst = self.reg(type) if vec == 1 else tuple(self.reg(type) for _ in range(vec))
+        self.emit(Ld(sp, type, dst, addr, sem, scope, nc, l1, prefetch, cache_policy))
+        return dst
+
+    def ld_param(self, p: Symbol):
+        """Read a kernel parameter (`ld.param.type`); a .pred parameter becomes a predicate."""
+        if not isinstance(p, Symbol) or p.space is not StateSpace.param:
+            raise OperandError("ld_param", "p", "a kernel parameter (k.param(...), "
+                               "k.param_ptr(...))", _given(p))
+        if getattr(p, "kind", "scalar") == "tensormap":
+            raise BuildError(f"parameter {p.name} is a tensor map: take its address with "
+                             "k.tensormap_addr(...) instead of loading it")
+        r = self.ld(p, type=p.type, space=StateSpace.param)
+        if getattr(p, "is_bool", False):
+            return self.setp("ne", r, 0)
+        if getattr(p, "kind", "") == "pointer":
+            r.space = StateSpace.generic  # cudaMalloc pointers are generic addresses
+        return r
+
+    def st(self, addr, value, *, type: ScalarType | None = None, space=None, sem=None,
+           scope=None, l1=None, cache_policy=None) -> None:
+        """Store `value` (a tuple for .v2/.v4) to `addr`; `l1=` and `cache_policy=` as for ld."""
+        sp = _space_of(addr, space)
+        items = value if isinstance(value, tuple | list) else (value,)
+        t = type or infer_type("st", *items)
+        self.emit(St(sp, t, addr, tuple(items) if len(items) > 1 else items[0], sem, scope,
+                     l1, cache_policy))
+
+    def tensormap_addr(self, p: Symbol) -> Reg:
+        """The generic address of a by-value tensor-map parameter: `mov.b64` + `cvta.param.u64`.
+
+        A raw param-space address assembles but faults at run time (digest pitfall 11).
+        """
+        if getattr(p, "kind", None) != "tensormap":
+            raise OperandError("tensormap_addr", "p", "a parameter from k.param_tensormap()",
+                               repr(p))
+        raw = self.mov(p, type=ScalarType.b64)
+        return self.cvta(raw, StateSpace.param)
+
+    def copy(self, dst, src, nbytes: int, *, dst_space=None, src_space=None,
+             width: int = 8) -> None:
+        """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
+        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
+        width, nbytes = int_like(width), int_like(nbytes)
+        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width) \
+            if type(width) is int else None
+        if t is None or type(nbytes) is not int or nbytes < 0 or nbytes % width:
+            raise OperandError("copy", "nbytes", f"a multiple of width={width} (4, 8 or 16)",
+                               nbytes)
+        ssp, dsp = _space_of(src, src_space), _space_of(dst, dst_space)
+        src_a = src if isinstance(src, Addr) else Addr(src)
+        dst_a = dst if isinstance(dst, Addr) else Addr(dst)
+        vec = 2 if width == 16 else 1
+        for off in range(0, nbytes, width):
+            r = self.ld(src_a + off, type=t, space=ssp, vec=vec)
+            self.st(dst_a + off, r, type=t, space=dsp)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 from .checker import Finding, Hazard, Severity, check_module
 from .errors import PtxdslError, SourceLoc
 from .frontend import parse_ptx

@@ -219,3 +219,13 @@ def test_calls_to_functions_are_inlined_for_the_checker_only():
     assert texts[at + 1:at + 5] == callee[:4]
     assert texts[at + 5:at + 7] == ["bra add_one$ret;", "add_one$ret:"]
     assert "add_one$ret" not in m.emit()
+
+
+def test_long_compiler_names_are_read_and_the_process_killing_ones_refused():
+    long = "_ZN7cutlass13device_kernel" + "I" * 1200 + "E"
+    text = f".version 8.7\n.target sm_90a\n.entry {long}()\n{{\n\tret;\n}}\n"
+    assert parse_ptx(text).kernels[0].name == long
+    assert same_program(text, parse_ptx(text).emit()) is None
+    huge = "k" * 70_000
+    with pytest.raises(PtxdslError, match="name is too long .* nvJitLink 13 aborts"):
+        parse_ptx(f".version 8.7\n.target sm_90a\n.entry {huge}()\n{{\n\tret;\n}}\n")

@@ -3,9 +3,10 @@ families (and arith's): what a builder makes, emitted and parsed back, is the sa
 instruction, never `Raw` (issue 30).
 
 The builders' own forms come from the fuzz strategies (`ptxdsl.fuzz`: random valid and
-invalid builder calls; the accepted ones are read back here), from cuda::ptx's header forms
-where `tests/cccl_forms.py` expands them, and from lists below for the families the fuzzer
-does not draw (control flow, membar, special registers, every packed cvt). PTX as nvcc
+invalid builder calls; the accepted ones are read back here), from a grid of every
+qualifier combination of each class (the ones its constructor accepts are read back), from
+cuda::ptx's header forms where `tests/cccl_forms.py` expands them, and from lists for what
+neither draws (control flow, membar, special registers, every packed cvt). PTX as nvcc
 writes it (the forms the hazard checker needs typed: a symbol's address, special registers,
 cvta) is read from text.
 """
@@ -23,11 +24,17 @@ from ptxdsl import Kernel, Module, PtxdslError, fuzz, ptx, t
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.frontend.compare import first_difference, instructions
 from ptxdsl.frontend.items import PlainReg, Raw
+from ptxdsl.fuzz.core import BINARY, CMPS
 from ptxdsl.fuzz.oracle import build
+from ptxdsl.instructions.arith import Binary, Mad, Unary
+from ptxdsl.instructions.bits import Bfind, Bmsk, BmskMode, Prmt, PrmtMode
+from ptxdsl.instructions.compare import BOOL_OPS, Selp, Setp
 from ptxdsl.instructions.cvt_packed import Packed
-from ptxdsl.instructions.move import Cvta, Mov
-from ptxdsl.operands import READABLE_SPECIAL_REGISTERS, SpecialReg, Symbol
-from ptxdsl.types import StateSpace
+from ptxdsl.instructions.move import Cvt, Cvta, Mov, Rounding
+from ptxdsl.instructions.sync import Barrier, BarrierOp, BarrierRed, BarrierRedOp, WarpSync
+from ptxdsl.instructions.warp import Activemask, Elect, Shfl, ShflMode, Vote, VoteMode
+from ptxdsl.operands import READABLE_SPECIAL_REGISTERS, SINK, NegPred, Reg, SpecialReg, Symbol
+from ptxdsl.types import ScalarType, StateSpace
 from tests.cccl_forms import needs_cccl
 from tests.test_multimem_bits import FORMS as BITS_FORMS
 from tests.test_multimem_bits import build_form
@@ -77,6 +84,132 @@ def test_fuzzed_builder_calls_read_back_typed(family):
 
     run()
     assert FUZZED[family] <= set(seen), f"never built: {FUZZED[family] - set(seen)}"
+
+
+# -- every qualifier combination each class takes ------------------------------------------
+class Regs:
+    """Two registers per type: an automatic one (declared by its bits, `.b32 %r1`) for
+    results and a named one (declared with its own type) for sources."""
+
+    def __init__(self, k: Kernel):
+        self.k, self._d, self._s = k, {}, {}
+
+    def d(self, ty: ScalarType) -> Reg:
+        return self._d.setdefault(ty, self.k.reg(ty))
+
+    def s(self, ty: ScalarType) -> Reg:
+        return self._s.setdefault(ty, self.k.reg(ty, f"src_{ty.value}"))
+
+
+T = tuple(ScalarType)
+WIDE = {t.u16: t.u32, t.u32: t.u64, t.s16: t.s32, t.s32: t.s64}
+BOOLS = (False, True)
+
+
+def _moves(k, r):
+    smem = k.shared_array(t.b8, 64, align=16, name="smem")
+    for ty in T:
+        for a in (r.s(ty), 1, -1, 1.5, smem, k.param_tensormap("tmap") if ty is t.b64 else smem):
+            yield lambda ty=ty, a=a: Mov(ty, r.d(ty), a)
+    for dt, at, rnd, ftz, sat in itertools.product(T, T, (None, *Rounding), BOOLS, BOOLS):
+        for a in (r.s(at), 3):
+            yield lambda dt=dt, at=at, a=a, rnd=rnd, ftz=ftz, sat=sat: Cvt(dt, at, r.d(dt), a,
+                                                                            rnd, ftz, sat)
+    for space, to, size in itertools.product(StateSpace, BOOLS, (t.u32, t.u64)):
+        yield lambda space=space, to=to, size=size: Cvta(space, to, r.d(size), r.s(size), size)
+
+
+def _compares(k, r):
+    p, q = r.d(t.pred), k.reg(t.pred)
+    for ty, cmp, bool_op, ftz in itertools.product(T, CMPS, (None, *BOOL_OPS), BOOLS):
+        for b, c, qq in ((r.s(ty), p, None), (1, NegPred(p), q)):
+            yield lambda ty=ty, cmp=cmp, bool_op=bool_op, ftz=ftz, b=b, c=c, qq=qq: Setp(
+                cmp, ty, p, r.s(ty), b, bool_op, c if bool_op else None, qq, ftz)
+    for ty, b in itertools.product(T, ("reg", 1, 0.5)):
+        yield lambda ty=ty, b=b: Selp(ty, r.d(ty), r.s(ty), r.s(ty) if b == "reg" else b, p)
+
+
+def _bits(k, r):
+    for mode, c in itertools.product(PrmtMode, ("reg", 0x3210)):
+        yield lambda mode=mode, c=c: Prmt(mode, r.d(t.b32), r.s(t.b32), 7,
+                                          r.s(t.u32) if c == "reg" else c)
+    for ty, shiftamt in itertools.product(T, BOOLS):
+        yield lambda ty=ty, shiftamt=shiftamt: Bfind(ty, r.d(t.u32), r.s(ty), shiftamt)
+    for mode, a, b in itertools.product(BmskMode, ("reg", 0), ("reg", 8)):
+        yield lambda mode=mode, a=a, b=b: Bmsk(mode, r.d(t.b32), r.s(t.u32) if a else a,
+                                               r.s(t.b32) if b == "reg" else b)
+
+
+def _warps(k, r):
+    masks = (-1, 0x0000FFFF, r.s(t.b32))
+    for mode, b, c, m, pred in itertools.product(ShflMode, ("reg", 0, 31), ("reg", 0, 0x1F1F),
+                                                 masks, BOOLS):
+        yield lambda mode=mode, b=b, c=c, m=m, pred=pred: Shfl(
+            mode, r.d(t.b32), r.s(t.f32), r.s(t.u32) if b == "reg" else b,
+            r.s(t.b32) if c == "reg" else c, m, r.d(t.pred) if pred else None)
+    for mode, neg, m in itertools.product(VoteMode, BOOLS, masks):
+        a = NegPred(r.s(t.pred)) if neg else r.s(t.pred)
+        yield lambda mode=mode, a=a, m=m: Vote(mode, r.d(t.b32 if mode is VoteMode.ballot
+                                                          else t.pred), a, m)
+    yield lambda: Activemask(r.d(t.b32))
+    for d, m in itertools.product((SINK, "reg"), masks):
+        yield lambda d=d, m=m: Elect(r.d(t.pred), r.d(t.u32) if d == "reg" else d, m)
+
+
+def _syncs(k, r):
+    for op, aligned, short, i, n in itertools.product(BarrierOp, BOOLS, BOOLS, (0, 15, "reg"),
+                                                      (None, 32, 1024, "reg")):
+        yield lambda op=op, aligned=aligned, short=short, i=i, n=n: Barrier(
+            op, r.s(t.u32) if i == "reg" else i, r.s(t.b32) if n == "reg" else n, aligned, short)
+    for op, aligned, short, n, neg in itertools.product(BarrierRedOp, BOOLS, BOOLS,
+                                                        (None, 64, "reg"), BOOLS):
+        c = NegPred(r.s(t.pred)) if neg else r.s(t.pred)
+        yield lambda op=op, aligned=aligned, short=short, n=n, c=c: BarrierRed(
+            op, r.d(t.u32 if op is BarrierRedOp.popc else t.pred), 1, c,
+            r.s(t.u32) if n == "reg" else n, aligned, short)
+    for m in (-1, 1, r.s(t.u32)):
+        yield lambda m=m: WarpSync(m)
+
+
+def _ariths(k, r):
+    modes = (None, "lo", "hi", "wide", "rn", "rz", "rm", "rp", "approx", "full")
+    for op, ty, mode, ftz, sat in itertools.product(BINARY, T, modes, BOOLS, BOOLS):
+        dt = WIDE.get(ty, ty) if mode == "wide" else ty
+        yield lambda op=op, ty=ty, mode=mode, ftz=ftz, sat=sat, dt=dt: Binary(
+            op, ty, r.d(dt), r.s(ty), 2 if op in ("shl", "shr") else r.s(ty), mode, ftz, sat)
+    for op, ty, ftz in itertools.product(("abs", "neg", "not"), T, BOOLS):
+        yield lambda op=op, ty=ty, ftz=ftz: Unary(op, ty, r.d(ty), r.s(ty), ftz)
+    for ty, mode, ftz in itertools.product(T, modes, BOOLS):
+        dt = WIDE.get(ty, ty) if mode == "wide" else ty
+        yield lambda ty=ty, mode=mode, ftz=ftz, dt=dt: Mad(ty, r.d(dt), r.s(ty), 3, r.s(dt),
+                                                           mode, ftz)
+
+
+# family -> (its combinations, how many of them each class accepts today: at least these
+# many must be built, and every one read back typed)
+GRIDS = {
+    "move": (_moves, {"Mov": 47, "Cvt": 1756, "Cvta": 24}),
+    "compare": (_compares, {"Setp": 768, "Selp": 24}),
+    "bits": (_bits, {"Prmt": 14, "Bfind": 8, "Bmsk": 8}),
+    "warp": (_warps, {"Shfl": 216, "Vote": 24, "Activemask": 1, "Elect": 6}),
+    "sync": (_syncs, {"Barrier": 63, "BarrierRed": 54, "WarpSync": 3}),
+    "arith": (_ariths, {"Binary": 202, "Unary": 16, "Mad": 37}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(GRIDS))
+def test_every_accepted_qualifier_combination_reads_back_typed(family):
+    k = Kernel(f"grid_{family}")
+    r = Regs(k)
+    made: Counter = Counter()
+    combos, want = GRIDS[family]
+    for make in combos(k, r):
+        try:
+            made[type(k.emit(make())).__name__] += 1
+        except PtxdslError:
+            continue
+    assert read_back([k]) == made
+    assert all(made[c] >= n for c, n in want.items()), made
 
 
 # -- forms the fuzzer does not draw ------------------------------------------------------------

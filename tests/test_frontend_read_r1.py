@@ -14,6 +14,7 @@ cvta) is read from text.
 from __future__ import annotations
 
 import itertools
+import random
 from collections import Counter
 
 import pytest
@@ -23,7 +24,8 @@ from hypothesis import strategies as st
 from ptxdsl import Kernel, Module, PtxdslError, fuzz, ptx, t
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.frontend.compare import first_difference, instructions
-from ptxdsl.frontend.items import PlainReg, Raw
+from ptxdsl.frontend.items import Braces, Bracket, PlainReg, PredPair, Raw, RawOperand
+from ptxdsl.frontend.readers import READERS
 from ptxdsl.fuzz.core import BINARY, CMPS
 from ptxdsl.fuzz.oracle import build
 from ptxdsl.instructions.arith import Binary, Mad, Unary
@@ -33,12 +35,24 @@ from ptxdsl.instructions.cvt_packed import Packed
 from ptxdsl.instructions.move import Cvt, Cvta, Mov, Rounding
 from ptxdsl.instructions.sync import Barrier, BarrierOp, BarrierRed, BarrierRedOp, WarpSync
 from ptxdsl.instructions.warp import Activemask, Elect, Shfl, ShflMode, Vote, VoteMode
-from ptxdsl.operands import READABLE_SPECIAL_REGISTERS, SINK, NegPred, Reg, SpecialReg, Symbol
+from ptxdsl.operands import (
+    READABLE_SPECIAL_REGISTERS,
+    SINK,
+    Addr,
+    NegPred,
+    Reg,
+    SpecialReg,
+    Symbol,
+    Vec,
+)
 from ptxdsl.types import ScalarType, StateSpace
 from tests.cccl_forms import needs_cccl
 from tests.test_multimem_bits import FORMS as BITS_FORMS
 from tests.test_multimem_bits import build_form
 from tests.tma_cases import Env
+
+# The reader modules of these families.
+MODULES = {"move", "compare", "control", "bits", "warp", "sync", "cvt_packed", "arith"}
 
 
 def read_back(kernels, module: Module | None = None) -> Counter:
@@ -95,10 +109,14 @@ class Regs:
         self.k, self._d, self._s = k, {}, {}
 
     def d(self, ty: ScalarType) -> Reg:
-        return self._d.setdefault(ty, self.k.reg(ty))
+        if ty not in self._d:
+            self._d[ty] = self.k.reg(ty)
+        return self._d[ty]
 
     def s(self, ty: ScalarType) -> Reg:
-        return self._s.setdefault(ty, self.k.reg(ty, f"src_{ty.value}"))
+        if ty not in self._s:
+            self._s[ty] = self.k.reg(ty, f"src_{ty.value}")
+        return self._s[ty]
 
 
 T = tuple(ScalarType)
@@ -357,3 +375,53 @@ def test_nvcc_text_reads_typed_where_a_class_models_it():
     for raw in body[11:14]:
         assert isinstance(raw, Raw) and raw.why == ""
     assert type(body[14]).__name__ == "Ret"
+
+
+# -- what the parser may hand a reader ---------------------------------------------------------
+def _operand_pool(k: Kernel) -> list:
+    regs = [k.reg(ty) for ty in T]
+    p, q = k.reg(t.pred), k.reg(t.pred)
+    sym = k.shared_array(t.b8, 64, name="pool")
+    return regs + [
+        NegPred(p), SpecialReg("tid.x", t.u32), SpecialReg("clock64", t.u64), sym, k.label("L"),
+        SINK, 0, 1, -1, 31, 2**40, 1.5, Vec([regs[2], regs[2]]), Braces([1, SINK]),
+        Bracket([sym, Vec([regs[7]])]), PredPair(p, q), PredPair(SINK, p), Addr(sym),
+        Addr(regs[8], 4), RawOperand("foo")]
+
+
+def test_readers_decline_or_refuse_any_operands():
+    """Valid opcodes with a qualifier dropped or added and random operands (any kind the
+    parser makes, one too few or too many): a reader returns None or its class refuses with
+    a PtxdslError. Any other exception would leave the statement raw, hiding the bug."""
+    k = Kernel("mutants")
+    pool, r = _operand_pool(k), Regs(k)
+    opcodes: set[tuple[tuple[str, ...], int]] = {
+        (("cvt", "rn", "relu", "satfinite", "bf16x2", "f32"), 3), (("elect", "sync"), 2),
+        (("bra", "uni"), 1), (("nanosleep", "u32"), 1), (("membar", "gl"), 0), (("ret",), 0)}
+    for combos, _ in GRIDS.values():
+        for make in itertools.islice(combos(k, r), 0, None, 7):
+            try:
+                insn = make()
+            except PtxdslError:
+                continue
+            opcodes.add((tuple(insn.opcode().split(".")), len(insn.operands())))
+    words = sorted({w for parts, _ in opcodes for w in parts[1:]})
+    mine = {m: [fn for fn in READERS[m] if fn.__module__.rsplit(".", 1)[-1] in MODULES]
+            for m in {parts[0] for parts, _ in opcodes}}
+    rng = random.Random(30)
+    ordered = sorted(opcodes)
+    outcomes: Counter = Counter()
+    for _ in range(20000):
+        head, n = rng.choice(ordered)
+        parts = list(head)
+        if rng.random() < 0.3:
+            parts.insert(rng.randrange(1, len(parts) + 1), rng.choice(words))
+        elif len(parts) > 1 and rng.random() < 0.2:
+            parts.pop(rng.randrange(1, len(parts)))
+        ops = [rng.choice(pool) for _ in range(max(0, rng.choice((0, n - 1, n, n, n, n + 1))))]
+        for read in mine[parts[0]]:
+            try:
+                outcomes["typed" if read(tuple(parts), ops) is not None else "declined"] += 1
+            except PtxdslError:
+                outcomes["refused"] += 1
+    assert min(outcomes.values()) > 100, outcomes

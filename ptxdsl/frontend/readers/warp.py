@@ -44,7 +44,7 @@ def activemask(parts: tuple[str, ...], ops: list[Any]) -> Activemask | None:
 
 @reader("elect")
 def elect(parts: tuple[str, ...], ops: list[Any]) -> Elect | None:
-    d, p = pair(ops[0])
-    if parts != ("elect", "sync") or len(ops) != 2 or p is None:
+    if parts != ("elect", "sync") or len(ops) != 2:
         return None
-    return Elect(p, d, ops[1])
+    d, p = pair(ops[0])
+    return None if p is None else Elect(p, d, ops[1])

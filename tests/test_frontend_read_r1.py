@@ -100,7 +100,7 @@ def test_fuzzed_builder_calls_read_back_typed(family):
     assert FUZZED[family] <= set(seen), f"never built: {FUZZED[family] - set(seen)}"
 
 
-# -- every qualifier combination each class takes ------------------------------------------
+# -- every qualifier combination each class takes --------------------------------------------
 class Regs:
     """Two registers per type: an automatic one (declared by its bits, `.b32 %r1`) for
     results and a named one (declared with its own type) for sources."""

@@ -1,0 +1,59 @@
+"""Readers for `ptxdsl.instructions.move`: mov, cvta and the scalar cvt (the packed cvt forms
+are `cvt_packed`'s)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...instructions.move import Cvt, Cvta, Mov, Rounding
+from ...operands import Vec
+from ..items import Braces
+from . import reader
+from ._lookup import SCALAR, SPACE
+
+_RND = {r.value: r for r in Rounding}
+
+
+@reader("mov")
+def mov(parts: tuple[str, ...], ops: list[Any]) -> Mov | None:
+    # `mov.b64 d, {lo, hi}` packs a vector and `mov.b64 {lo, hi}, a` unpacks one: forms Mov
+    # does not model.
+    if len(parts) != 2 or len(ops) != 2 or isinstance(ops[0], Vec) or \
+            isinstance(ops[1], Vec | Braces):
+        return None
+    t = SCALAR.get(parts[1])
+    if t is None:
+        return None
+    return Mov(t, ops[0], ops[1])
+
+
+@reader("cvta")
+def cvta(parts: tuple[str, ...], ops: list[Any]) -> Cvta | None:
+    to = len(parts) == 4 and parts[1] == "to"
+    if len(ops) != 2 or len(parts) != 3 + to:
+        return None
+    space, size = SPACE.get(parts[-2]), SCALAR.get(parts[-1])
+    if space is None or size is None:
+        return None
+    return Cvta(space, to, ops[0], ops[1], size)
+
+
+@reader("cvt")
+def cvt(parts: tuple[str, ...], ops: list[Any]) -> Cvt | None:
+    if len(ops) != 2 or len(parts) < 3:
+        return None
+    dtype, atype = SCALAR.get(parts[-2]), SCALAR.get(parts[-1])
+    if dtype is None or atype is None or dtype.value.endswith("x2") or \
+            atype.value.endswith("x2"):
+        return None
+    rnd, ftz, sat = None, False, False
+    for q in parts[1:-2]:
+        if q == "ftz":
+            ftz = True
+        elif q == "sat":
+            sat = True
+        elif q in _RND and rnd is None:
+            rnd = _RND[q]
+        else:
+            return None
+    return Cvt(dtype, atype, ops[0], ops[1], rnd, ftz, sat)

@@ -47,6 +47,9 @@ class ParsedFunction:
     body: list[Statement | LabelDef] = attrs.Factory(list)
     shared: list[Symbol] = attrs.Factory(list)
     prototype: bool = False          # a declaration without a body
+    # Typed statements whose source spelled a number otherwise than the class renders it
+    # (`0xFFFFFFFF` for 4294967295): id(insn) -> (insn, source text), emitted as written.
+    spelling: dict[int, tuple[Any, str]] = attrs.Factory(dict)
 
     # The directives as the checker reads them off a built kernel.
     @property
@@ -83,7 +86,13 @@ class ParsedFunction:
             insn = item.insn
             if type(insn) is Directive and insn.kind == "}":
                 depth -= 1
-            lines.append("\t" * depth + item.render())
+            spelled = self.spelling.get(id(insn))
+            if spelled is not None and spelled[0] is insn:
+                text = spelled[1] if item.guard is None else (
+                    f"@{item.guard.render()} {spelled[1]}")
+            else:
+                text = item.render()
+            lines.append("\t" * depth + text)
             if type(insn) is Directive and insn.kind == "{":
                 depth += 1
         lines.append("}")

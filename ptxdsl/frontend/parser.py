@@ -291,6 +291,7 @@ class _Parser:
         self.i = self.until("}") + 1
         fn.shared = [s for s in mod.variables if s.space.is_shared]
         self._body(fn, scope, body_start + 1, self.i - 1)
+        fn.spelling = {id(insn): (insn, text) for insn, text in self.spelled}
         return fn
 
     def _params(self, scope: _Scope) -> list[Param]:
@@ -390,6 +391,7 @@ class _Parser:
                 scopes[sid].labels[name] = (Label(name) if seen[name] == 1 or sid == 1
                                             else ScopedLabel(f"{name}$s{sid}", shown=name))
         body = fn.body
+        self.spelled: list[tuple[Any, str]] = []
         cur_loc: SourceLoc | None = None
         fname = self.src.file
         for p in pieces:
@@ -526,8 +528,12 @@ class _Parser:
             mine = insn.render()
             # Most statements come back exactly as written, whitespace aside; the rest are
             # compared token by token, numbers by value (`0x10` and `16`).
-            if _squeeze(mine) == _squeeze(self.slice(a, b) + ";") or \
-                    canon(tokenize(Source(mine))) == canon(self.toks[a:b]) + [";"]:
+            if _squeeze(mine) == _squeeze(self.slice(a, b) + ";"):
+                return insn
+            if canon(tokenize(Source(mine))) == canon(self.toks[a:b]) + [";"]:
+                # The same instruction, its numbers spelled otherwise (`0xFFFFFFFF`): the
+                # function emits the source's spelling.
+                self.spelled.append((insn, self.slice(a, b) + ";"))
                 return insn
             why = f"a typed reading rendered {insn.render()!r}"
         return why

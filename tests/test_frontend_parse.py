@@ -229,3 +229,23 @@ def test_long_compiler_names_are_read_and_the_process_killing_ones_refused():
     huge = "k" * 70_000
     with pytest.raises(PtxdslError, match="name is too long .* nvJitLink 13 aborts"):
         parse_ptx(f".version 8.7\n.target sm_90a\n.entry {huge}()\n{{\n\tret;\n}}\n")
+
+
+@pytest.mark.parametrize("line,value", [
+    ("mov.u32 %r1, -1;", 0xFFFFFFFF), ("mov.u64 %rd1, -2;", (1 << 64) - 2),
+    ("mul.wide.u32 %rd1, %r1, -1431655765;", 2863311531)])
+def test_negative_literals_of_unsigned_types_read_typed_and_keep_their_spelling(line, value):
+    text = (".version 8.7\n.target sm_90a\n.entry k()\n{\n\t.reg .b32 %r<2>;\n"
+            f"\t.reg .b64 %rd<2>;\n\t{line}\n\tret;\n}}\n")
+    m = parse_ptx(text)
+    insn = next(m.kernels[0].statements()).insn
+    assert not isinstance(insn, Raw), insn.why
+    assert any(getattr(o, "value", None) == value for o in insn.operands())
+    assert line in m.emit() and same_program(text, m.emit()) is None
+
+
+def test_a_negative_literal_that_does_not_fit_stays_raw():
+    text = (".version 8.7\n.target sm_90a\n.entry k()\n{\n\t.reg .b16 %rs<2>;\n"
+            "\tmov.u16 %rs1, -70000;\n\tret;\n}\n")
+    insn = next(parse_ptx(text).kernels[0].statements()).insn
+    assert isinstance(insn, Raw) and "immediate" in insn.why

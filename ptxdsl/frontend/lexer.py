@@ -91,10 +91,15 @@ def canon(tokens: list[Token]) -> list:
     """Tokens compared by meaning: numbers by value (and, for floats, by bits), the rest as
     written."""
     out: list = []
+    neg = False
     for kind, text, _ in tokens:
         if kind == "num":
             v = number(text)
+            if neg:   # `-1`: one signed number, as `0xFFFFFFFF` is one
+                out.pop()
+                v = -v
             out.append(("num", repr(v) if isinstance(v, float) else v))
         else:
             out.append(text)
+        neg = text == "-" and (len(out) < 2 or out[-2] in (",", "+", "[", "{", "(", "="))
     return out

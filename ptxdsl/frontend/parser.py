@@ -517,25 +517,36 @@ class _Parser:
         if not readers:
             return None
         why = ""
+        # ptxas reads a negative literal for an unsigned or bit type as its two's complement
+        # (`mov.u32 %r1, -1;`, which nvcc and Triton write); ptxdsl's classes take the
+        # unsigned value. Such operands are tried wrapped at 64 bits, then at 32: a 64-bit
+        # type takes the first, a 32-bit one only the second.
+        tries: list[tuple[list, int]] = [(ops, 0)]
+        if any(type(o) is int and o < 0 for o in ops):
+            tries += [([o + (1 << w) if type(o) is int and o < 0 else o for o in ops], w)
+                      for w in (64, 32)]
         for read in readers:
-            try:
-                insn = read(parts, ops)
-            except Exception as e:  # noqa: BLE001 - a builder's refusal: keep the text, say why
-                why = f"{type(e).__name__}: {e}"
-                continue
-            if insn is None:
-                continue
-            mine = insn.render()
-            # Most statements come back exactly as written, whitespace aside; the rest are
-            # compared token by token, numbers by value (`0x10` and `16`).
-            if _squeeze(mine) == _squeeze(self.slice(a, b) + ";"):
-                return insn
-            if canon(tokenize(Source(mine))) == canon(self.toks[a:b]) + [";"]:
-                # The same instruction, its numbers spelled otherwise (`0xFFFFFFFF`): the
-                # function emits the source's spelling.
-                self.spelled.append((insn, self.slice(a, b) + ";"))
-                return insn
-            why = f"a typed reading rendered {insn.render()!r}"
+            for args, wrap in tries:
+                try:
+                    insn = read(parts, args)
+                except Exception as e:  # noqa: BLE001 - a builder's refusal: keep the text
+                    if not wrap:
+                        why = f"{type(e).__name__}: {e}"
+                    continue
+                if insn is None:
+                    break
+                mine = insn.render()
+                # Most statements come back exactly as written, whitespace aside; the rest
+                # are compared token by token, numbers by value (`0x10` and `16`).
+                if not wrap and _squeeze(mine) == _squeeze(self.slice(a, b) + ";"):
+                    return insn
+                if _same(canon(tokenize(Source(mine))), canon(self.toks[a:b]) + [";"], wrap):
+                    # The same instruction, a number spelled otherwise (`0xFFFFFFFF`, `-1`):
+                    # the function emits the source's spelling.
+                    self.spelled.append((insn, self.slice(a, b) + ";"))
+                    return insn
+                why = f"a typed reading rendered {mine!r}"
+                break
         return why
 
     def _commas(self, a: int, b: int) -> list[tuple[int, int]]:
@@ -661,6 +672,23 @@ class _Parser:
 
 
 _SPACE = re.compile(r"\s+")
+
+
+def _same(mine: list, theirs: list, wrap: int) -> bool:
+    """Token lists equal, integers congruent modulo 2**wrap when a negative literal was
+    wrapped (exactly equal otherwise)."""
+    if not wrap:
+        return mine == theirs
+    if len(mine) != len(theirs):
+        return False
+    m = (1 << wrap) - 1
+    for x, y in zip(mine, theirs, strict=True):
+        if x == y:
+            continue
+        if not (type(x) is tuple and type(y) is tuple and type(x[1]) is int
+                and type(y[1]) is int and x[1] & m == y[1] & m):
+            return False
+    return True
 
 
 def _squeeze(text: str) -> str:

@@ -15,6 +15,7 @@ readers land, and none of this file's mnemonics is among them.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ptxdsl import Kernel, fuzz, ptx
+from ptxdsl import Kernel, PtxdslError, fuzz, ptx
 from ptxdsl.frontend import Raw, parse_ptx
 from ptxdsl.frontend.compare import first_difference, instructions
 from ptxdsl.fuzz.oracle import build as build_case
@@ -36,10 +37,42 @@ from ptxdsl.instructions import (
     tensormap,
 )
 from ptxdsl.instructions.base import Instruction
-from ptxdsl.instructions.setmaxnreg import SetMaxNReg
-from ptxdsl.instructions.st_async import CpAsyncMbarrierArrive
-from ptxdsl.operands import Addr
-from ptxdsl.types import StateSpace
+from ptxdsl.instructions.bulk import RedOp
+from ptxdsl.instructions.cluster import BarrierCluster, ClusterBarrierOp, Getctarank, Mapa
+from ptxdsl.instructions.fence import (
+    Fence,
+    FenceMbarrierInit,
+    FenceProxyAlias,
+    FenceProxyAsync,
+    FenceProxyTensormapAcquire,
+    FenceProxyTensormapRelease,
+    FenceSyncRestrict,
+    Membar,
+    MembarLevel,
+    PrefetchTensormap,
+)
+from ptxdsl.instructions.mbarrier import (
+    ArriveKind,
+    ArriveOp,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierInval,
+    MbarrierTx,
+    TxOp,
+)
+from ptxdsl.instructions.mbarrier_wait import MbarrierPendingCount, MbarrierWait, WaitOp
+from ptxdsl.instructions.setmaxnreg import RegAction, SetMaxNReg
+from ptxdsl.instructions.st_async import CpAsyncMbarrierArrive, RedAsync, StAsync
+from ptxdsl.instructions.tensormap import (
+    Field,
+    TensormapCpFenceproxy,
+    TensormapReplace,
+    TensormapReplaceDim,
+)
+from ptxdsl.operands import SINK, Addr
+from ptxdsl.types import ScalarType as T
+from ptxdsl.types import Scope, Sem
+from ptxdsl.types import StateSpace as S
 from tests.cccl_forms import CCCL, needs_cccl
 from tests.frontend_support import unread
 from tests.tma_cases import Env as TmaEnv
@@ -342,6 +375,12 @@ UNTYPED = [
     # writes it.
     spelled("st.async-no-weak", "st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 "
             "[%r1], %r2, [%r3];", "rendered 'st.async.weak.shared::cluster"),
+    # mapa / getctarank take .u32 or .u64 from the address operand's width, and a symbol is
+    # read as .u32; ptxas also takes the symbol with .u64.
+    spelled("mapa-u64-symbol", "mapa.shared::cluster.u64 %rd1, bar, 1;", "mapa.shared::cluster"
+            ".u32: operand 'd'", BAR),
+    spelled("getctarank-u64-symbol", "getctarank.shared::cluster.u64 %r1, bar;",
+            "rendered 'getctarank.shared::cluster.u32", BAR),
     # A generic address in a 32-bit register: ptxas zero-extends it (fuzz.policy).
     spelled("cuda-ptx-cp.async.mbarrier.arrive", "cp.async.mbarrier.arrive.b64 [%r1];",
             "64-bit integer register holding a generic address"),
@@ -352,6 +391,96 @@ UNTYPED = [
 def test_spellings_the_classes_cannot_represent_stay_raw(body, why, decls):
     (got,) = mine(parse_ptx(kernel_text(body, decls)).function("k").body)
     assert type(got.insn) is Raw and why in got.insn.why, got.insn
+
+
+# -- every qualifier combination each class takes -------------------------------------------------
+def accepted(make, **grid) -> list[Instruction]:
+    """`make(**point)` for every point of the grid; the builder's refusals left out."""
+    out = []
+    for values in itertools.product(*grid.values()):
+        try:
+            out.append(make(**dict(zip(grid, values, strict=True))))
+        except PtxdslError:
+            pass
+    return out
+
+
+def class_forms(k: Kernel) -> dict[str, list[Instruction]]:
+    """Each class's instances over the qualifiers and operand kinds it distinguishes."""
+    r32, r64, p = k.reg(T.b32), k.reg(T.b64), k.reg(T.pred)
+    g64 = k.reg(T.u64)
+    g64.space = S.generic
+    bar = k.shared_array(T.b64, 1, align=8, name="bar")
+    smap = k.shared_array(T.b8, 128, align=128, name="smap")
+    tmap = k.param_tensormap("tmap")
+    at = {S.generic: Addr(g64), S.global_: Addr(r64)}
+    bar_at = lambda sp: at.get(sp, Addr(bar))            # noqa: E731 - a table lookup
+    map_at = lambda sp: at.get(sp, Addr(smap))           # noqa: E731
+    sems, scopes = (None, *Sem), (None, *Scope)
+    fields = [f for f in Field if not f.has_ord]
+    values = {f: (list(f.enum) if f.enum else [r32, r64, 0, 16, 1]) for f in Field}
+    return {
+        "MbarrierInit": accepted(lambda sp, n: MbarrierInit(sp, bar_at(sp), n), sp=S, n=(1, r32)),
+        "MbarrierInval": accepted(lambda sp: MbarrierInval(sp, bar_at(sp)), sp=S),
+        "MbarrierArrive": accepted(
+            lambda op, kind, sp, d, n, sem, sc: MbarrierArrive(op, kind, sp, d, bar_at(sp), n,
+                                                               sem, sc),
+            op=ArriveOp, kind=ArriveKind, sp=S, d=(SINK, r64), n=(None, 1, r32), sem=sems,
+            sc=scopes),
+        "MbarrierTx": accepted(lambda op, sp, n, sem, sc: MbarrierTx(op, sp, bar_at(sp), n, sem,
+                                                                     sc),
+                               op=TxOp, sp=S, n=(0, r32), sem=sems, sc=scopes),
+        "MbarrierWait": accepted(
+            lambda op, par, sp, tok, hint, sem, sc: MbarrierWait(op, par, sp, p, bar_at(sp), tok,
+                                                                 hint, sem, sc),
+            op=WaitOp, par=(False, True), sp=S, tok=(1, r32, r64), hint=(None, 100, r32),
+            sem=sems, sc=scopes),
+        "MbarrierPendingCount": [MbarrierPendingCount(r32, r64)],
+        "Membar": accepted(Membar, level=MembarLevel),
+        "Fence": accepted(Fence, sem=Sem, scope=Scope),
+        "FenceProxyAlias": [FenceProxyAlias()],
+        "FenceProxyAsync": accepted(FenceProxyAsync, space=S),
+        "FenceProxyTensormapRelease": accepted(FenceProxyTensormapRelease, scope=Scope),
+        "FenceProxyTensormapAcquire": accepted(lambda sc: FenceProxyTensormapAcquire(
+            sc, Addr(g64)), sc=Scope),
+        "FenceMbarrierInit": accepted(FenceMbarrierInit, sem=Sem, scope=Scope),
+        "FenceSyncRestrict": accepted(FenceSyncRestrict, sem=Sem, space=(None, *S),
+                                      scope=Scope, proxy_async=(False, True)),
+        "PrefetchTensormap": [PrefetchTensormap(S.generic, Addr(g64)),
+                              PrefetchTensormap(S.param, Addr(tmap))],
+        "TensormapReplace": [i for f in fields for i in accepted(
+            lambda sp, v, f=f: TensormapReplace(f, sp, map_at(sp), v), sp=S, v=values[f])],
+        "TensormapReplaceDim": [i for f in Field if f.has_ord for i in accepted(
+            lambda sp, o, v, f=f: TensormapReplaceDim(f, sp, map_at(sp), o, v), sp=S,
+            o=range(5), v=values[f])],
+        "TensormapCpFenceproxy": accepted(lambda sc: TensormapCpFenceproxy(
+            sc, Addr(r64), Addr(smap)), sc=Scope),
+        "BarrierCluster": accepted(BarrierCluster, op=ClusterBarrierOp, sem=sems,
+                                   aligned=(False, True)),
+        "Mapa": accepted(lambda sp, a, b: Mapa(sp, r64 if a in (r64, g64) else r32, a, b),
+                         sp=S, a=(bar, r32, r64, g64), b=(1, r32)),
+        "Getctarank": accepted(lambda sp, a: Getctarank(sp, r32, a), sp=S, a=(bar, r32, r64,
+                                                                               g64)),
+        "StAsync": accepted(lambda t, n: StAsync(t, Addr(r32), (k.reg(t),) * n if n > 1
+                                                 else k.reg(t), Addr(r32)),
+                            t=(T.b32, T.b64, T.u32, T.u64, T.s32, T.s64, T.f32, T.f64),
+                            n=(1, 2, 4)),
+        "RedAsync": accepted(lambda op, t: RedAsync(op, t, Addr(r32), k.reg(t), Addr(r32)),
+                             op=RedOp, t=(T.u32, T.s32, T.u64, T.b32)),
+        "CpAsyncMbarrierArrive": accepted(lambda sp, noinc: CpAsyncMbarrierArrive(
+            sp, bar_at(sp), noinc), sp=S, noinc=(False, True)),
+        "SetMaxNReg": accepted(SetMaxNReg, action=RegAction, count=(24, 256)),
+    }
+
+
+def test_every_qualifier_combination_reads_back_typed():
+    k = Kernel("forms", maxnreg=255)
+    forms = class_forms(k)
+    assert set(forms) == set(CLASSES) and all(forms.values())
+    for insns in forms.values():
+        for insn in insns:
+            k.emit(insn)
+    assert round_trip([k]) == {name: len(insns) for name, insns in forms.items()}
 
 
 # -- the forms no fuzz strategy draws ------------------------------------------------------------
@@ -370,5 +499,5 @@ def test_every_cp_async_mbarrier_arrive_form_reads_back_typed():
         for bar in (e.bar, e.bar32, e.bar64, e.bar_generic):
             fn(e.k, bar)
         fn(e.k, e.bar, space="shared")
-        e.k.emit(CpAsyncMbarrierArrive(StateSpace.shared, Addr(e.bar), bool(noinc)))
+        e.k.emit(CpAsyncMbarrierArrive(S.shared, Addr(e.bar), bool(noinc)))
     assert round_trip([e.k])["CpAsyncMbarrierArrive"] == 12

@@ -280,6 +280,13 @@ SPELLINGS = [
     spelled("triton-wait-loop", "{\n\t.reg .pred complete;\nwaitLoop:\n\tmbarrier.try_wait."
             "parity.shared::cta.b64 complete, [%r1], %r2;\n\t@!complete bra.uni waitLoop;\n}",
             "MbarrierWait"),
+    spelled("nvcc-sibling-scopes", "{\n\t.reg .pred P_OUT;\n\tmbarrier.try_wait.shared::cta"
+            ".b64 P_OUT, [%r1], %rd1;\n\tselp.b32 %r3, 1, 0, P_OUT;\n}\n{\n\t.reg .pred P_OUT;\n"
+            "\tmbarrier.test_wait.parity.shared::cta.b64 P_OUT, [%r1], %r2;\n\tselp.b32 %r4, 1, 0,"
+            " P_OUT;\n}", "MbarrierWait MbarrierWait"),
+    spelled("cutlass-guarded-test_wait", "{\n\t.reg .pred P1;\n\t.reg .pred P2;\n\tsetp.eq.u32"
+            " P2, %r3, 1;\n\t@P2 mbarrier.test_wait.parity.shared::cta.b64 P1, [%r1], %r2;\n}",
+            "MbarrierWait"),
     spelled("try_wait-parity-generic", "mbarrier.try_wait.parity.b64 %p1, [%rd1], %r2;",
             "MbarrierWait"),
     spelled("try_wait-parity-bare-shared", "mbarrier.try_wait.parity.shared.b64 %p1, [%r1], "
@@ -301,6 +308,9 @@ SPELLINGS = [
     spelled("cutlass-arrive-remote", "{\n\t.reg .b32 remAddr32;\n\tmapa.shared::cluster.u32 "
             "remAddr32, %r1, %r2;\n\tmbarrier.arrive.shared::cluster.b64 _, [remAddr32];\n}",
             "Mapa MbarrierArrive"),
+    spelled("cutlass-remote-expect_tx", "{\n\t.reg .b32 remAddr32;\n\tmapa.shared::cluster.u32"
+            " remAddr32, %r1, %r2;\n\t@%p1 mbarrier.arrive.expect_tx.shared::cluster.b64 _, "
+            "[remAddr32], %r3;\n}", "Mapa MbarrierArrive"),
     spelled("nvcc-arrive-state", "mbarrier.arrive.shared.b64 %rd1, [%r1];", "MbarrierArrive"),
     spelled("arrive-generic", "mbarrier.arrive.b64 %rd1, [%rd2];", "MbarrierArrive"),
     spelled("arrive-count", "mbarrier.arrive.release.cta.shared::cta.b64 %rd1, [bar], 2;",

@@ -37,10 +37,10 @@ QUALIFIERS: dict[str, tuple[str, Any]] = {
 }
 
 
-def qualifiers(parts: tuple[str, ...], last: str = "b64") -> dict[str, Any] | None:
+def qualifiers(parts: tuple[str, ...]) -> dict[str, Any] | None:
     """The slots of `parts[2:-1]` (None when one is unknown or given twice, or the opcode
-    does not end in `last`)."""
-    if len(parts) < 3 or parts[-1] != last:
+    does not end in `.b64`)."""
+    if len(parts) < 3 or parts[-1] != "b64":
         return None
     got: dict[str, Any] = {}
     for q in parts[2:-1]:

@@ -467,7 +467,7 @@ def class_forms(k: Kernel) -> dict[str, list[Instruction]]:
             sc, Addr(r64), Addr(smap)), sc=Scope),
         "BarrierCluster": accepted(BarrierCluster, op=ClusterBarrierOp, sem=sems,
                                    aligned=(False, True)),
-        "Mapa": accepted(lambda sp, a, b: Mapa(sp, r64 if a in (r64, g64) else r32, a, b),
+        "Mapa": accepted(lambda sp, a, b: Mapa(sp, r32 if a is bar or a is r32 else r64, a, b),
                          sp=S, a=(bar, r32, r64, g64), b=(1, r32)),
         "Getctarank": accepted(lambda sp, a: Getctarank(sp, r32, a), sp=S, a=(bar, r32, r64,
                                                                                g64)),

@@ -491,6 +491,16 @@ def test_every_qualifier_combination_reads_back_typed():
         for insn in insns:
             k.emit(insn)
     assert round_trip([k]) == {name: len(insns) for name, insns in forms.items()}
+    # every opcode each class spells: e.g. 60 waits = {test,try}_wait x {,.parity} x (no
+    # sem, or {acquire,relaxed} x {cta,cluster}) x {generic, .shared, .shared::cta}
+    assert {name: len({i.opcode() for i in insns}) for name, insns in forms.items()} == {
+        "MbarrierInit": 3, "MbarrierInval": 3, "MbarrierArrive": 92, "MbarrierTx": 24,
+        "MbarrierWait": 60, "MbarrierPendingCount": 1, "Membar": 3, "Fence": 16,
+        "FenceProxyAlias": 1, "FenceProxyAsync": 4, "FenceProxyTensormapRelease": 4,
+        "FenceProxyTensormapAcquire": 4, "FenceMbarrierInit": 1, "FenceSyncRestrict": 4,
+        "PrefetchTensormap": 2, "TensormapReplace": 21, "TensormapReplaceDim": 12,
+        "TensormapCpFenceproxy": 4, "BarrierCluster": 10, "Mapa": 3, "Getctarank": 3,
+        "StAsync": 20, "RedAsync": 12, "CpAsyncMbarrierArrive": 6, "SetMaxNReg": 2}
 
 
 # -- the forms no fuzz strategy draws ------------------------------------------------------------

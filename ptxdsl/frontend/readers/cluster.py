@@ -19,7 +19,7 @@ from ...instructions.st_async import CpAsyncMbarrierArrive, RedAsync, StAsync
 from ...types import ScalarType, StateSpace
 from ..items import Braces
 from . import reader
-from ._enums import SEMS, by_value
+from ._sync_qualifiers import SEMS, by_value
 
 S = StateSpace
 _BARRIER_OPS = by_value(ClusterBarrierOp)

@@ -25,7 +25,7 @@ from ...instructions.fence import (
 )
 from ...types import StateSpace
 from . import reader
-from ._enums import SCOPES, SEMS, by_value
+from ._sync_qualifiers import SCOPES, SEMS, by_value
 
 S = StateSpace
 _LEVELS = by_value(MembarLevel)

@@ -22,7 +22,7 @@ from ...instructions.tensormap import (
 )
 from ...types import StateSpace
 from . import reader
-from ._enums import SCOPES, SEMS, by_value
+from ._sync_qualifiers import SCOPES, SEMS, by_value
 
 S = StateSpace
 _FIELDS = by_value(Field)

@@ -34,6 +34,10 @@ _TOKEN = re.compile(r"""
 Token = tuple[str, str, int]
 
 
+class PtxParseError(BuildError):
+    """PTX text the front end cannot read; the message names the file and line."""
+
+
 class Source:
     """A PTX text, its name for messages, and the offsets of its lines."""
 
@@ -44,13 +48,9 @@ class Source:
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._starts, offset)
 
-    def fail(self, offset: int, rule: str) -> BuildError:
+    def fail(self, offset: int, rule: str) -> PtxParseError:
         """A parse error naming the PTX file and line (raise what this returns)."""
         return PtxParseError(f"{self.file}:{self.line(offset)}: {rule}")
-
-
-class PtxParseError(BuildError):
-    """PTX text the front end cannot read; the message names the file and line."""
 
 
 def tokenize(src: Source) -> list[Token]:
@@ -99,6 +99,9 @@ def canon(tokens: list[Token]) -> list:
                 out.pop()
                 v = -v
             out.append(("num", repr(v) if isinstance(v, float) else v))
+        elif text == "]" and len(out) > 1 and out[-1] == ("num", 0) and out[-2] == "+":
+            del out[-2:]          # `[%r1+0]` is `[%r1]`
+            out.append(text)
         else:
             out.append(text)
         neg = text == "-" and (len(out) < 2 or out[-2] in (",", "+", "[", "{", "(", "="))

@@ -78,7 +78,7 @@ class _Parser:
     # -- token helpers ------------------------------------------------------------------
     def fail(self, at: int, rule: str) -> PtxParseError:
         off = self.toks[min(at, len(self.toks) - 1)][2] if self.toks else 0
-        return self.src.fail(off, rule)  # type: ignore[return-value]
+        return self.src.fail(off, rule)
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -696,11 +696,12 @@ def _squeeze(text: str) -> str:
 
 
 def _make_reg(t: ScalarType, name: str) -> Reg:
-    if name.startswith("%"):
-        return Reg._trusted(t, name[1:], None)  # type: ignore[arg-type]
-    r = object.__new__(PlainReg)
-    for k, v in (("type", t), ("name", name), ("kernel", None), ("space", None),
-                 ("origin", None)):
+    """A declared register, made without the builder's checks (the lexer matched the PTX
+    identifier rule): one is made per declared name, on the parser's hot path."""
+    plain = not name.startswith("%")
+    r = object.__new__(PlainReg if plain else Reg)
+    for k, v in (("type", t), ("name", name if plain else name[1:]), ("kernel", None),
+                 ("space", None), ("origin", None)):
         object.__setattr__(r, k, v)
     return r
 

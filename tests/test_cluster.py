@@ -365,6 +365,14 @@ def test_refuse_st_async_type():
         ptx.st_async(e.k, _rbuf(e), e.v32, _remote(e), type=t.u16)
 
 
+def test_st_async_without_weak_is_the_same_instruction_spelled_as_compilers_do():
+    e = Env()
+    plain = StAsync(t.u32, _rbuf(e), e.v32, _remote(e), weak=False)
+    assert plain.render().startswith("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32")
+    with pytest.raises(OperandError, match="st.async.*'weak'.*True or False"):
+        StAsync(t.u32, _rbuf(e), e.v32, _remote(e), weak="no")
+
+
 def test_refuse_st_async_immediates_without_type():
     e = Env()
     with pytest.raises(BuildError, match="cannot tell the value's width"):

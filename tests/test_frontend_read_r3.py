@@ -272,6 +272,9 @@ def spelled(id, body, want, decls=""):
 BAR = ".shared .align 8 .b64 bar[2];\n"
 SMEM = ".extern .shared .align 1024 .b8 smem[];\n"
 SPELLINGS = [
+    # CUTLASS / CuTe DSL / Triton leave st.async's optional .weak out (StAsync(weak=False)).
+    spelled("st.async-no-weak", "st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 "
+            "[%r1], %r2, [%r3];", "StAsync"),
     spelled("nvcc-try_wait-plain-pred", "{\n\t.reg .pred P1;\n\tmbarrier.try_wait.parity."
             "shared::cta.b64 P1, [%r1], %r2;\n\tselp.b32 %r3, 1, 0, P1;\n}", "MbarrierWait"),
     spelled("cutlass-wait-loop", "{\n\t.reg .pred P1;\nLAB_WAIT:\n\tmbarrier.try_wait.parity."
@@ -381,10 +384,6 @@ UNTYPED = [
     spelled("cutlass-complete_tx-order", "mbarrier.complete_tx.shared::cluster.relaxed.cluster"
             ".b64 [%r1], %r2;", "rendered 'mbarrier.complete_tx.relaxed.cluster."
             "shared::cluster.b64"),
-    # CUTLASS / CuTe DSL / Triton leave st.async's optional .weak out; the class always
-    # writes it.
-    spelled("st.async-no-weak", "st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 "
-            "[%r1], %r2, [%r3];", "rendered 'st.async.weak.shared::cluster"),
     # mapa / getctarank take .u32 or .u64 from the address operand's width, and a symbol is
     # read as .u32; ptxas also takes the symbol with .u64.
     spelled("mapa-u64-symbol", "mapa.shared::cluster.u64 %rd1, bar, 1;", "mapa.shared::cluster"

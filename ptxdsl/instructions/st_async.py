@@ -17,7 +17,7 @@ from __future__ import annotations
 import attrs
 
 from ..errors import OperandError
-from ..operands import Addr, Imm, Reg, Vec
+from ..operands import Addr, Imm, Reg, Vec, _show
 from ..types import Requires, ScalarType, StateSpace, req
 from . import _ptx_args as A
 from ._tma_addr import infer_space, mbar_addr, tma_addr
@@ -63,8 +63,10 @@ def _bits_type(insn: str, value) -> ScalarType:
 
 @attrs.frozen
 class StAsync(Instruction):
-    """`st.async.weak.shared::cluster.mbarrier::complete_tx::bytes{.v2,.v4}.type [addr], value,
-    [remote_bar];` with .type = .b32 .b64 .u32 .u64 .s32 .s64 .f32 .f64 (.v4: 32-bit types)."""
+    """`st.async{.weak}.shared::cluster.mbarrier::complete_tx::bytes{.v2,.v4}.type [addr],
+    value, [remote_bar];` with .type = .b32 .b64 .u32 .u64 .s32 .s64 .f32 .f64 (.v4: 32-bit
+    types). `.weak` is the default semantics: cuda::ptx writes it, CUTLASS and Triton leave it
+    out (`weak=False`); the two are the same instruction."""
 
     MNEMONIC = "st.async"
     REQUIRES = SM90_81
@@ -72,9 +74,12 @@ class StAsync(Instruction):
     addr: object
     value: object
     remote_bar: object
+    weak: bool = attrs.field(default=True, kw_only=True)
 
     def __attrs_post_init__(self):
         self._set("type", check_enum(self.MNEMONIC, "type", self.type, T, _ST_TYPES))
+        if type(self.weak) is not bool:   # a truthy "no" must not change the text
+            raise OperandError(self.MNEMONIC, "weak", "True or False", _show(self.weak))
         self._set("value", _value(self.MNEMONIC, self.value, self.type))
         name = self.opcode()
         self._set("addr", tma_addr(name, "addr", self.addr, S.shared_cluster))
@@ -82,7 +87,7 @@ class StAsync(Instruction):
 
     def opcode(self) -> str:
         vec = f".v{len(self.value.items)}" if isinstance(self.value, Vec) else ""
-        return f"st.async.weak{_COMPLETE}{vec}.{self.type.value}"
+        return f"st.async{'.weak' if self.weak else ''}{_COMPLETE}{vec}.{self.type.value}"
 
     def operands(self):
         return (self.addr, self.value, self.remote_bar)

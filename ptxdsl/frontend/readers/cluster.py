@@ -4,7 +4,7 @@ mapa, getctarank, st.async, red.async, cp.async.mbarrier.arrive{.noinc} and setm
 `barrier`, `st`, `red` and `cp` are shared with other families (barrier.sync, plain st/red,
 cp.async, the bulk copies): these readers return None for forms that are not theirs.
 mapa/getctarank take their `.u32`/`.u64` from the address width (the class derives it), and
-st.async always spells `.weak`: a text that says otherwise renders differently and stays raw.
+st.async is read with or without `.weak` (CUTLASS and Triton leave it out).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def st_async(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
     value = ops[1]
     if isinstance(value, Braces):      # a vector holding immediates
         value = value.items
-    return StAsync(t, ops[0], value, ops[2])
+    return StAsync(t, ops[0], value, ops[2], weak=parts[2] == "weak")
 
 
 @reader("red")

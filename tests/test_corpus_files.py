@@ -1,0 +1,52 @@
+"""The committed PTX corpus (tests/corpus) matches its MANIFEST.json: every file listed, every
+listed file present with the recorded size and sha256, and each entry says what the checker
+should find. Cheap: reads files only (regenerating needs tests/corpus/build.py and the
+compilers, which CI does not have)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ptxdsl.checker.findings import Hazard
+
+CORPUS = Path(__file__).parent / "corpus"
+MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
+FILES = MANIFEST["files"]
+ON_DISK = sorted(str(p.relative_to(CORPUS / "ptx")) for p in (CORPUS / "ptx").rglob("*.ptx"))
+HAZARD_IDS = {h.value for h in Hazard}
+
+
+def test_every_file_on_disk_is_listed():
+    assert sorted(set(ON_DISK) - set(FILES)) == []
+
+
+def test_every_listed_file_is_on_disk():
+    assert sorted(set(FILES) - set(ON_DISK)) == []
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_file_matches_manifest(name):
+    entry = FILES[name]
+    data = (CORPUS / "ptx" / name).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == entry["sha256"], f"{name} changed since build.py"
+    assert len(data) == entry["bytes"]
+    assert data.count(b"\n") == entry["lines"]
+    assert name.split("/")[0] == entry["generator"]
+    assert (CORPUS.parents[1] / entry["source"]).is_file(), f"{name}: source {entry['source']}"
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_expectations_are_hazard_ids(name):
+    entry = FILES[name]
+    assert set(entry["expect"]) <= HAZARD_IDS, f"{name}: unknown hazard id"
+    # A buggy kernel says what its bug is; a clean one has nothing to expect.
+    assert bool(entry.get("bug")) == bool(entry["expect"] or entry.get("expect_undecidable"))
+
+
+def test_corpus_stays_small():
+    total = sum(e["bytes"] for e in FILES.values())
+    assert total < 12 * 2**20, f"corpus is {total / 2**20:.1f} MiB"

@@ -60,6 +60,7 @@ class Job:
     expect: tuple[str, ...] = ()      # hazard ids (ptxdsl/checker/findings.py) of the bug
     bug: str | None = None            # the bug in one line (buggy variants only)
     undecidable: str | None = None    # why the bug cannot be found from the PTX alone
+    repaired: str | None = None       # why a buggy source still compiled to clean PTX
 
 
 def _bug(generator: str, name: str, source: str, define: str, expect: tuple[str, ...],
@@ -224,12 +225,14 @@ def build_triton(env: Env) -> tuple[dict, list]:
                 continue
             res = json.loads(line)
             if "error" in res:
+                error = res["error"].replace(f"{STAGE}/src/", "tests/corpus/src/")
                 failures.append({"generator": "triton", "name": res["name"], "source": rel,
-                                 "error": res["error"]})
+                                 "error": error})
                 print(f"  {res['name']}: FAILED: {res['error'][-400:]}", flush=True)
                 continue
             job = Job("triton", res["name"], rel, expect=tuple(res.get("expect", ())),
-                      bug=res.get("bug"), undecidable=res.get("undecidable"))
+                      bug=res.get("bug"), undecidable=res.get("undecidable"),
+                      repaired=res.get("repaired"))
             record = {"source": f"tests/corpus/src/{rel}", "kernel_fn": res["fn"],
                       "command": res["command"], "options": res["options"]}
             text = (scratch / f"{res['name']}.ptx").read_text()
@@ -265,6 +268,8 @@ def describe(text: str, record: dict, job: Job, tools: dict) -> dict:
         entry["bug"] = job.bug
     if job.undecidable:
         entry["expect_undecidable"] = job.undecidable
+    if job.repaired:
+        entry["bug_repaired_by_compiler"] = job.repaired
     return entry
 
 

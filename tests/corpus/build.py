@@ -77,6 +77,7 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "cluster_dsmem", "cuda/cluster_dsmem.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "cluster_multicast", "cuda/cluster_multicast.cu"),
     Job("nvcc_ptx", "ws_producer_consumer", "cuda/ws_producer_consumer.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "noinline_calls", "cuda/noinline_calls.cu", ("-lineinfo",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),

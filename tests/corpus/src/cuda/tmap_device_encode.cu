@@ -3,8 +3,10 @@
 //  - tmap_encode_smem_publish: warp 0 copies a template map into shared memory, rewrites its
 //    address and extent with tensormap.replace, and publishes it to a global workspace with
 //    tensormap.cp_fenceproxy (release, gpu); thread 0 acquires it before the TMA load.
-//  - tmap_encode_global: thread 0 rewrites the map in place in global memory, releases the
-//    generic-proxy writes to the tensormap proxy and acquires them before the load.
+//  - tmap_encode_global: thread 0 copies the template into its global workspace slot and
+//    rewrites it there with tensormap.replace (every byte of the map is written by this thread,
+//    on this device), releases the generic-proxy writes to the tensormap proxy and acquires
+//    them before the load.
 #include "ptx_common.cuh"
 
 constexpr int kThreads = 128;
@@ -62,13 +64,16 @@ tmap_encode_smem_publish(const __grid_constant__ CUtensorMap tmpl, CUtensorMap* 
 }
 
 __global__ void __launch_bounds__(kThreads)
-tmap_encode_global(CUtensorMap* workspace, const float* const* bases, const int* rows,
-                   float* out) {
+tmap_encode_global(const __grid_constant__ CUtensorMap tmpl, CUtensorMap* workspace,
+                   const float* const* bases, const int* rows, float* out) {
   __shared__ alignas(128) float tile[corpus::kBox * corpus::kBox];
   __shared__ uint64_t bar;
   CUtensorMap* gmap = &workspace[blockIdx.x];
 
   if (threadIdx.x == 0) {
+    for (int j = 0; j < 16; ++j) {
+      reinterpret_cast<uint64_t*>(gmap)[j] = reinterpret_cast<const uint64_t*>(&tmpl)[j];
+    }
     ptx::tensormap_replace_global_address(ptx::space_global, gmap, bases[blockIdx.x]);
     ptx::tensormap_replace_global_dim(ptx::space_global, gmap, ptx::n32_t<1>{},
                                       rows[blockIdx.x]);

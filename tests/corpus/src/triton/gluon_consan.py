@@ -171,6 +171,30 @@ def expect_tx_device_desc(a, out, M, BUG: ttgl.constexpr):
 
 
 @gluon.jit
+def wgmma_from_registers(c, BUG: ttgl.constexpr):
+    """Operands computed in registers, written to shared memory (generic proxy) and read by
+    an async wgmma (async proxy). BUG: no fence_async_shared between the two."""
+    layout: ttgl.constexpr = _regs_layout()
+    smem: ttgl.constexpr = ttgl.NVMMASharedLayout.get_default_for([64, 64], ttgl.float16)
+    r = ttgl.arange(0, 64, layout=ttgl.SliceLayout(1, layout))
+    k = ttgl.arange(0, 64, layout=ttgl.SliceLayout(0, layout))
+    x = ((r[:, None] + k[None, :]) % 7).to(ttgl.float16)
+    a = ttgl.allocate_shared_memory(ttgl.float16, [64, 64], smem)
+    b = ttgl.allocate_shared_memory(ttgl.float16, [64, 64], smem)
+    a.store(x)
+    b.store(x)
+    if not BUG:
+        fence_async_shared()
+    acc_layout: ttgl.constexpr = ttgl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
+    acc = ttgl.zeros([64, 64], ttgl.float32, layout=acc_layout)
+    acc = warpgroup_mma(a, b.permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    out = ttgl.convert_layout(acc, layout)
+    ttgl.store(c + r[:, None] * 64 + k[None, :], out)
+
+
+@gluon.jit
 def _ws_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, k_tiles,
                STAGES: ttgl.constexpr):
     bk: ttgl.constexpr = a_desc.block_type.shape[1]
@@ -270,6 +294,11 @@ CORPUS = [
     *_pair("expect_tx", expect_tx_device_desc, {"a": "*fp16", **_OUT, "M": "i32"},
            ["expect-tx-mismatch"],
            "expect_tx announces 4096 bytes, the device-made descriptor's 64x64 fp16 box is 8192"),
+    *_pair("wgmma_from_registers", wgmma_from_registers, {"c": "*fp32"},
+           ["wgmma-smem-no-proxy-fence"],
+           "st.shared operands read by wgmma.mma_async with no fence.proxy.async",
+           repaired="Triton 3.9's fence insertion adds fence.proxy.async.shared::cta before "
+                    "the wgmma by itself: the PTX is clean"),
     *_pair("ws_gemm_release", ws_gemm,
            {"a_desc": DESC, "b_desc": DESC, "c": "*fp16", "N": "i32", "K": "i32"},
            ["wgmma-smem-released"],

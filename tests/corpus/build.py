@@ -330,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         "failures": sorted(failures, key=lambda f: (f["generator"], f["name"])),
     }
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    for gen in GENERATORS:
+        mine = [e for e in files.values() if e["generator"] == gen]
+        print(f"{gen}: {len(mine)} files, {sum(e['lines'] for e in mine)} lines, "
+              f"{sum(e['bytes'] for e in mine)} bytes, {sum(bool(e['expect']) for e in mine)} "
+              "with expected hazards", flush=True)
     total = sum(e["lines"] for e in files.values())
     print(f"{len(files)} files, {total} lines; {len(failures)} failures", flush=True)
     return 0

@@ -70,6 +70,27 @@ def tma_load_first_phase(desc, out, BUG: ttgl.constexpr):
 
 
 @gluon.jit
+def tma_load_two_barriers(desc, out, BUG: ttgl.constexpr):
+    """Two tiles loaded on two barriers, each waited before its tile is read. BUG: the second
+    tile is read after waiting only on the first tile's barrier."""
+    rows: ttgl.constexpr = desc.block_type.shape[0]
+    row0 = ttgl.program_id(0) * 2 * rows
+    tiles = ttgl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    bars = ttgl.allocate_shared_memory(ttgl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for j in ttgl.static_range(2):
+        mbarrier.init(bars.index(j), count=1)
+    fence_async_shared()
+    for j in ttgl.static_range(2):
+        mbarrier.expect(bars.index(j), desc.block_type.nbytes)
+        tma.async_load(desc, [row0 + j * rows, 0], bars.index(j), tiles.index(j))
+    for j in ttgl.static_range(2):
+        mbarrier.wait(bars.index(0 if BUG else j), phase=0)
+        _row_sums(tiles.index(j), out, row0 + j * rows)
+    for j in ttgl.static_range(2):
+        mbarrier.invalidate(bars.index(j))
+
+
+@gluon.jit
 def tma_load_loop(desc, out, n_tiles, BUG: ttgl.constexpr):
     """Reduce n_tiles tiles one after another through one buffer and one barrier whose phase
     flips per tile. BUG: re-initialises the live barrier every iteration instead."""
@@ -280,6 +301,9 @@ CORPUS = [
     *_pair("tma_load_first_phase", tma_load_first_phase, {"desc": DESC, **_OUT},
            ["wait-parity-first-phase"],
            "first wait on a fresh barrier asks for parity 1: passes before the load lands"),
+    *_pair("tma_load_two_barriers", tma_load_two_barriers, {"desc": DESC, **_OUT},
+           ["wait-wrong-barrier"],
+           "tile 1 is read after waiting on tile 0's barrier, not its own"),
     *_pair("tma_load_loop", tma_load_loop, {"desc": DESC, **_OUT, "n_tiles": "i32"},
            ["mbar-reinit"], "live mbarrier re-initialised in every loop iteration"),
     *_pair("tma_store_fenced", tma_store_fenced, {"desc": DESC, "scale": "fp32"},

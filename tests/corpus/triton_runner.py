@@ -56,7 +56,8 @@ def main(source: str, outdir: str) -> int:
         gluon = getattr(k["fn"], "is_gluon", lambda: False)()
         command = (f"triton.compile({'Gluon' if gluon else ''}ASTSource("
                    f"fn={k['fn'].__name__}, signature="
-                   f"{k['signature']!r}, constexprs={k.get('constexprs', {})!r}), "
+                   f"{k['signature']!r}, constexprs={k.get('constexprs', {})!r}"
+                   + (f", attrs={k['attrs']!r}" if k.get("attrs") else "") + "), "
                    f"target=GPUTarget('cuda', 90, 32), options={options!r})")
         result = {"name": k["name"], "fn": k["fn"].__name__, "command": command,
                   "options": options, "expect": list(k.get("expect", ())),

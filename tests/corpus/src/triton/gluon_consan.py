@@ -70,6 +70,26 @@ def tma_load_first_phase(desc, out, BUG: ttgl.constexpr):
 
 
 @gluon.jit
+def tma_load_init_order(desc, out, BUG: ttgl.constexpr):
+    """As tma_load_wait. BUG: the barrier is initialised after the expect and the TMA load
+    that use it (ConSan: barrier used before initialisation)."""
+    row0 = ttgl.program_id(0) * desc.block_type.shape[0]
+    tile = ttgl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    bar = ttgl.allocate_shared_memory(ttgl.int64, [1], mbarrier.MBarrierLayout())
+    if not BUG:
+        mbarrier.init(bar, count=1)
+        fence_async_shared()
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    tma.async_load(desc, [row0, 0], bar, tile)
+    if BUG:
+        mbarrier.init(bar, count=1)
+        fence_async_shared()
+    mbarrier.wait(bar, phase=0)
+    _row_sums(tile, out, row0)
+    mbarrier.invalidate(bar)
+
+
+@gluon.jit
 def tma_load_two_barriers(desc, out, BUG: ttgl.constexpr):
     """Two tiles loaded on two barriers, each waited before its tile is read. BUG: the second
     tile is read after waiting only on the first tile's barrier."""
@@ -301,6 +321,8 @@ CORPUS = [
     *_pair("tma_load_first_phase", tma_load_first_phase, {"desc": DESC, **_OUT},
            ["wait-parity-first-phase"],
            "first wait on a fresh barrier asks for parity 1: passes before the load lands"),
+    *_pair("tma_load_init_order", tma_load_init_order, {"desc": DESC, **_OUT},
+           ["mbar-uninit"], "expect_tx and the TMA load use the mbarrier before its init"),
     *_pair("tma_load_two_barriers", tma_load_two_barriers, {"desc": DESC, **_OUT},
            ["wait-wrong-barrier"],
            "tile 1 is read after waiting on tile 0's barrier, not its own"),

@@ -78,6 +78,7 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "cluster_multicast", "cuda/cluster_multicast.cu"),
     Job("nvcc_ptx", "ws_producer_consumer", "cuda/ws_producer_consumer.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "noinline_calls", "cuda/noinline_calls.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "cluster_ring", "cuda/cluster_ring.cu", ("-lineinfo",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),
@@ -112,6 +113,10 @@ CUDA_JOBS: tuple[Job, ...] = (
     _bug("nvcc_ptx", "bug_producer_first_phase", "cuda/ws_producer_consumer.cu",
          "CORPUS_BUG_PRODUCER_PARITY", ("wait-parity-first-phase",),
          "producer's first wait on a fresh empty barrier asks for parity 0 (hangs)"),
+    _bug("nvcc_ptx", "bug_cluster_empty_count", "cuda/cluster_ring.cu",
+         "CORPUS_BUG_EMPTY_COUNT", ("mbar-arrive-count",),
+         "rank 0's empty barrier is initialised for 1 arrival a phase, but both CTAs of the "
+         "cluster release each stage to it (remote arrive)"),
     Job("nvcc_cutlass", "cutlass_ws_bf16", "cuda/cutlass_ws_bf16.cu", CUTLASS_FLAGS),
     Job("nvcc_cutlass", "cutlass_pingpong_bf16", "cuda/cutlass_pingpong_bf16.cu",
         CUTLASS_FLAGS),

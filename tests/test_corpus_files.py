@@ -53,3 +53,13 @@ def test_expectations_are_hazard_ids(name):
 def test_corpus_stays_small():
     total = sum(e["bytes"] for e in FILES.values())
     assert total < 12 * 2**20, f"corpus is {total / 2**20:.1f} MiB"
+
+
+def test_readme_sizes_match_manifest():
+    # build.py rewrites the table; a hand edit of the corpus without it shows here.
+    readme = (CORPUS / "README.md").read_text()
+    for gen in ("nvcc_ptx", "nvcc_cutlass", "triton", None):
+        mine = [e for e in FILES.values() if gen in (None, e["generator"])]
+        label = f"`{gen}`" if gen else "total"
+        row = f"| {label} | {len(mine)} | {sum(e['lines'] for e in mine):,} |"
+        assert row in readme, f"README.md's size table is stale for {label}"

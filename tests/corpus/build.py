@@ -288,6 +288,26 @@ def tools_for(generator: str, versions: dict[str, str]) -> dict[str, str]:
     return {k: versions[k] for k in keys}
 
 
+def sizes(files: dict, generator: str | None) -> tuple[int, int, int, int]:
+    """Files, lines, bytes and files with expected hazards, of one generator (None: all)."""
+    mine = [e for e in files.values() if generator in (None, e["generator"])]
+    return (len(mine), sum(e["lines"] for e in mine), sum(e["bytes"] for e in mine),
+            sum(bool(e["expect"]) for e in mine))
+
+
+def update_readme(files: dict) -> None:
+    """Keep the size table of README.md true (tests/test_corpus_files.py checks it)."""
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    for gen in (*GENERATORS, None):
+        n, lines, size, buggy = sizes(files, gen)
+        label = f"`{gen}`" if gen else "total"
+        shown = f"{size / 1e6:.1f} M" if size >= 1e6 else f"{round(size / 1e3)} k"
+        text = re.sub(rf"^\| {re.escape(label)} \| [^|]+\| [^|]+\| [^|]+\| [^|]+\|",
+                      f"| {label} | {n} | {lines:,} | {shown} | {buggy} |", text, flags=re.M)
+    readme.write_text(text)
+
+
 def setup(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
@@ -335,13 +355,12 @@ def main(argv: list[str] | None = None) -> int:
         "failures": sorted(failures, key=lambda f: (f["generator"], f["name"])),
     }
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
-    for gen in GENERATORS:
-        mine = [e for e in files.values() if e["generator"] == gen]
-        print(f"{gen}: {len(mine)} files, {sum(e['lines'] for e in mine)} lines, "
-              f"{sum(e['bytes'] for e in mine)} bytes, {sum(bool(e['expect']) for e in mine)} "
-              "with expected hazards", flush=True)
-    total = sum(e["lines"] for e in files.values())
-    print(f"{len(files)} files, {total} lines; {len(failures)} failures", flush=True)
+    update_readme(files)
+    for gen in (*GENERATORS, None):
+        n, lines, size, buggy = sizes(files, gen)
+        print(f"{gen or 'total'}: {n} files, {lines} lines, {size} bytes, {buggy} with "
+              "expected hazards", flush=True)
+    print(f"{len(failures)} failures", flush=True)
     return 0
 
 

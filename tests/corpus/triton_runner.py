@@ -12,15 +12,18 @@ kernel goes to stdout, with "error" in place of the result where triton.compile 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 
 # A fresh cache: a cached kernel from another Triton build must not stand in for a compile.
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="corpus_triton_cache_")
+atexit.register(shutil.rmtree, os.environ["TRITON_CACHE_DIR"], ignore_errors=True)
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 import triton  # noqa: E402

@@ -1,16 +1,17 @@
 """The PTX front end reads the bulk-copy, tensor-copy and wgmma families back typed (issue 30),
 and a built inline-asm block matches the statements its text parses into.
 
-Three sources of PTX: many builder calls drawn by the fuzz strategies (every class of the
-families: cp.async.bulk, its prefetch and reduction, the bulk groups, the tensor copies,
-reductions and prefetches, dense and sparse wgmma and its fence/commit/wait), emitted and
-parsed back into the same objects; every statement cuda::ptx's bulk headers emit, filled with
-registers and parsed typed; and the spellings compilers write (guards, CUTLASS's predicate
-scale-d in a scoped block, 64 accumulator registers).
+Four sources of PTX: builder calls drawn by the fuzz strategies and the products of every
+class's qualifiers and operand kinds (cp.async.bulk, its prefetch and reduction, the bulk
+groups, the tensor copies, reductions and prefetches, dense and sparse wgmma and its
+fence/commit/wait), emitted and parsed back into the same objects; every statement cuda::ptx's
+bulk headers emit, filled with registers and parsed typed; and the spellings compilers write
+(guards, CUTLASS's predicate scale-d in a scoped block, 64 accumulator registers).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -18,29 +19,38 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from ptxdsl import Kernel, Module, fuzz, t
+from ptxdsl import Addr, Kernel, Module, PtxdslError, fuzz, t
 from ptxdsl.frontend import Raw, parse_ptx
 from ptxdsl.frontend.compare import first_difference, key
 from ptxdsl.fuzz.oracle import build
 from ptxdsl.instructions.bulk import (
+    CLUSTER,
+    CTA,
+    GLOBAL,
+    RED_TYPES,
     CpAsyncBulk,
     CpAsyncBulkCommitGroup,
     CpAsyncBulkPrefetch,
     CpAsyncBulkWaitGroup,
     CpReduceAsyncBulk,
+    RedOp,
 )
 from ptxdsl.instructions.bulk_tensor import (
     CpAsyncBulkPrefetchTensor,
     CpAsyncBulkTensor,
     CpReduceAsyncBulkTensor,
+    TensorMode,
 )
 from ptxdsl.instructions.wgmma import (
+    KINDS,
     WgmmaCommitGroup,
     WgmmaFence,
     WgmmaMmaAsync,
     WgmmaWaitGroup,
+    d_count,
 )
 from ptxdsl.instructions.wgmma_sp import WgmmaMmaAsyncSp
+from ptxdsl.operands import NegPred
 from ptxdsl.statements import Statement
 from tests.cccl_forms import asm_shapes, needs_cccl
 
@@ -90,6 +100,136 @@ def test_fuzzed_builder_calls_read_back_typed(family):
         round_trip(kernels, seen)
     run()
     assert {c.__name__ for c in FAMILY_CLASSES[family]} <= set(seen), seen
+
+
+# -- every form, systematically ------------------------------------------------------------------
+class Operands:
+    """The operands the systematic forms take, declared in one kernel."""
+
+    def __init__(self, k: Kernel):
+        self.k = k
+        self.smem = k.shared_array(t.b8, 8192, align=1024, name="smem")
+        self.bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        self.r32, self.r64, self.r16 = k.reg(t.u32), k.reg(t.u64), k.reg(t.b16)
+        self.pol, self.meta, self.p = k.reg(t.b64), k.reg(t.b32), k.reg(t.pred)
+        self.coords = [k.reg(t.s32) for _ in range(5)]
+        self.b32 = tuple(k.reg(t.b32) for _ in range(4))
+        self.acc = {ty: tuple(k.reg(ty) for _ in range(128)) for ty in (t.f32, t.s32, t.b32)}
+
+    def shared(self):
+        return (Addr(self.smem), Addr(self.smem, 64), Addr(self.r32), Addr(self.r64, 16))
+
+    def coord_sets(self, n: int):
+        return (tuple(self.coords[:n]), tuple(range(n)), (0, *self.coords[1:n]))
+
+
+def _forms(make) -> list:
+    """The instruction objects `make()` yields that the classes accept (the products below
+    also spell combinations the ISA has no form for: those are refused and left out)."""
+    out = []
+    for build_one in make():
+        try:
+            out.append(build_one())
+        except PtxdslError:
+            continue
+    return out
+
+
+def bulk_forms(o: Operands):
+    hints = (None, o.pol)
+    for (dst, src), mbars in {(CLUSTER, GLOBAL): (Addr(o.bar), Addr(o.r32)),
+                              (CTA, GLOBAL): (Addr(o.bar),), (CLUSTER, CTA): (Addr(o.bar),),
+                              (GLOBAL, CTA): (None,)}.items():
+        for size, mbar, mask, hint, bmask, sm in itertools.product(
+                (16, 4096, o.r32), mbars, (None, 3, o.r16), hints, (None, 0xFF, o.r16),
+                o.shared()[:2]):
+            gl = Addr(o.r64, 256)
+            d, s = (gl, sm) if dst is GLOBAL else (sm, gl if src is GLOBAL else Addr(o.smem))
+            yield lambda d=d, s=s, dst=dst, src=src, size=size, mbar=mbar, mask=mask, \
+                hint=hint, bmask=bmask: CpAsyncBulk(dst, src, d, s, size, mbar, cta_mask=mask,
+                                                    cache_policy=hint, byte_mask=bmask)
+    for size, hint in itertools.product((16, o.r32), hints):
+        yield lambda size=size, hint=hint: CpAsyncBulkPrefetch(Addr(o.r64), size,
+                                                               cache_policy=hint)
+    for (space, op), types in RED_TYPES.items():
+        for ty, hint in itertools.product(types, hints):
+            dst = Addr(o.r64) if space is GLOBAL else Addr(o.r32)
+            mbar = Addr(o.bar) if space is CLUSTER else None
+            yield lambda space=space, op=op, ty=ty, dst=dst, mbar=mbar, hint=hint: \
+                CpReduceAsyncBulk(space, op, ty, dst, Addr(o.smem), 256, mbar,
+                                  cache_policy=hint)
+    yield CpAsyncBulkCommitGroup
+    for n, read in itertools.product((0, 1, 7, 63), (False, True)):
+        yield lambda n=n, read=read: CpAsyncBulkWaitGroup(n, read)
+
+
+def tensor_forms(o: Operands):
+    hints = (None, o.pol)
+    for dim, mode in itertools.product(range(1, 6), TensorMode):
+        n = 5 if mode in (TensorMode.tile_gather4, TensorMode.tile_scatter4) else dim
+        im2col = (o.r16,) * (dim - 2) if mode is TensorMode.im2col else (o.r16, 7)
+        for coords, hint in itertools.product(o.coord_sets(n), hints):
+            for dst, mask, group in itertools.product((CLUSTER, CTA), (None, o.r16, 1),
+                                                      (None, 1, 2)):
+                yield lambda dst=dst, mask=mask, group=group, coords=coords, hint=hint, \
+                    dim=dim, mode=mode, im2col=im2col: CpAsyncBulkTensor(
+                        dim, dst, GLOBAL, Addr(o.smem), o.r64, coords, Addr(o.bar), mode,
+                        im2col=im2col, cta_mask=mask, cta_group=group, cache_policy=hint)
+            yield lambda coords=coords, hint=hint, dim=dim, mode=mode: CpAsyncBulkTensor(
+                dim, GLOBAL, CTA, Addr(o.smem, 1024), o.r64, coords, mode=mode,
+                cache_policy=hint)
+            for op in RedOp:
+                yield lambda coords=coords, hint=hint, dim=dim, mode=mode, op=op: \
+                    CpReduceAsyncBulkTensor(dim, op, o.r64, coords, Addr(o.r32), mode,
+                                            cache_policy=hint)
+            yield lambda coords=coords, hint=hint, dim=dim, mode=mode, im2col=im2col: \
+                CpAsyncBulkPrefetchTensor(dim, o.r64, coords, mode, im2col, cache_policy=hint)
+
+
+def wgmma_forms(o: Operands):
+    for kind in KINDS:
+        for atype, btype, dtype, n, rs, sparse, satfinite in itertools.product(
+                kind.types, kind.types, kind.dtypes, (8, 16, 24, 64, 136, 256),
+                (False, True), (False, True), (False, True)):
+            regs = o.acc[t.b32 if dtype is t.f16 else dtype][:d_count(n, dtype)]
+            a = o.b32 if rs else o.r64
+            for scale_d, imms in ((1, (None,) * 4), (0, (-1, 1, 1, 0)),
+                                  (o.p, (1, -1, 0, 1)), (NegPred(o.p), (-1, -1, 1, 1))):
+                if not kind.scale_ab:
+                    imms = (None,) * 4
+                elif not kind.transpose:
+                    imms = (*imms[:2], None, None)
+                if rs:
+                    imms = (*imms[:2], None, imms[3])
+                args = (n, dtype, atype, btype, regs, a, o.pol, scale_d, *imms, satfinite)
+                if sparse:
+                    for sel in kind.sel:
+                        yield lambda args=args, sel=sel: WgmmaMmaAsyncSp(*args, o.meta, sel)
+                else:
+                    yield lambda args=args: WgmmaMmaAsync(*args)
+    yield WgmmaFence
+    yield WgmmaCommitGroup
+    for n in range(8):
+        yield lambda n=n: WgmmaWaitGroup(n)
+
+
+@pytest.mark.parametrize("family, make", [("bulk", bulk_forms), ("bulk_tensor", tensor_forms),
+                                          ("wgmma", wgmma_forms)])
+def test_every_form_reads_back_typed(family, make):
+    """The products of each class's qualifiers and operand kinds that the class accepts, in
+    one kernel, emitted and parsed back equal."""
+    k = Kernel(f"all_{family}")
+    forms = _forms(lambda: make(Operands(k)))
+    for insn in forms:
+        k.emit(insn)
+    seen: Counter = Counter()
+    round_trip([k], seen)
+    assert set(seen) == {c.__name__ for c in FAMILY_CLASSES[family]}
+    assert len({s.insn.opcode() for s in ours(k.body)}) >= MIN_OPCODES[family], seen
+
+
+# distinct opcodes the products reach (all of the 1-D and tensor families' forms)
+MIN_OPCODES = {"bulk": 82, "bulk_tensor": 342, "wgmma": 232}
 
 
 # -- what cuda::ptx emits ------------------------------------------------------------------------

@@ -332,7 +332,9 @@ class WgmmaMmaAsync(Instruction):
             value = check_imm(name, field, value, *lo_hi)
             if field.startswith("imm_scale") and value == 0:
                 refuse(name, f"{field.replace('_', '-')} must be 1 or -1 (got 0)")
-            self._set(field, value)
+            # The default (scale 1, no transpose) is kept as left out: the PTX is the same, so
+            # an instruction given it explicitly equals one built or read without it.
+            self._set(field, None if value == (1 if field.startswith("imm") else 0) else value)
 
     @property
     def kind(self) -> Kind:

@@ -171,6 +171,22 @@ def _im2col(insn: str, values: Any, dim: int, mode: TensorMode) -> Vec | None:
     return Vec(tuple(mask16(insn, f"im2col[{i}]", v) for i, v in enumerate(items)))
 
 
+def _mode_text(insn: Any) -> str:
+    """`.mode`, or nothing where the text left `.tile` implied (`mode_implied=True`, as CUTLASS
+    and Triton write their loads, stores and prefetches: the same instruction)."""
+    if insn.mode_implied:
+        return ""
+    return "." + insn.mode.value
+
+
+def _check_implied(insn: Any) -> None:
+    if type(insn.mode_implied) is not bool:
+        raise OperandError(insn.MNEMONIC, "mode_implied", "True or False",
+                           repr(insn.mode_implied))
+    if insn.mode_implied and insn.mode is not TensorMode.tile:
+        refuse(insn.MNEMONIC, f"only .tile may be left implied, not .{insn.mode.value}")
+
+
 def _common(insn: str, dim: Any, mode: Any, modes: tuple[TensorMode, ...], tensormap: Any,
             coords: Any, im2col: Any, store: bool) -> tuple[int, TensorMode, Reg, Vec, Any]:
     dim = int_like(dim)
@@ -230,6 +246,7 @@ class CpAsyncBulkTensor(Instruction):
     cta_group: CtaGroup | None = None
     cache_hint: bool | None = None
     cache_policy: Any = None
+    mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
         n = self.MNEMONIC
@@ -246,6 +263,7 @@ class CpAsyncBulkTensor(Instruction):
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords),
                          ("im2col", im2col)):
             self._set(field, v)
+        _check_implied(self)
         n = f"{n}.{dim}d.{self.dst_space.value}.{self.src_space.value}.{mode.value}"
         self._set("completion", completion_arg(n, self.completion, self.mbar, store))
         mc, mask = multicast_arg(n, self.multicast, self.cta_mask,
@@ -276,7 +294,7 @@ class CpAsyncBulkTensor(Instruction):
         completion = self.completion
         assert completion is not None   # __attrs_post_init__ picks one
         q = (f"cp.async.bulk.tensor.{self.dim}d.{self.dst_space.value}.{self.src_space.value}"
-             f".{self.mode.value}.{completion.value}")
+             f"{_mode_text(self)}.{completion.value}")
         if self.multicast:
             q += ".multicast::cluster"
         if self.cta_group is not None:
@@ -313,6 +331,7 @@ class CpReduceAsyncBulkTensor(Instruction):
     mode: TensorMode = TensorMode.tile
     cache_hint: bool | None = None
     cache_policy: Any = None
+    mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
         n = self.MNEMONIC
@@ -321,6 +340,7 @@ class CpReduceAsyncBulkTensor(Instruction):
                                              self.tensormap, self.coords, None, True)
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords)):
             self._set(field, v)
+        _check_implied(self)
         n = f"{n}.{dim}d.global.shared::cta.{self.op.value}.{mode.value}"
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)
@@ -333,7 +353,7 @@ class CpReduceAsyncBulkTensor(Instruction):
 
     def opcode(self) -> str:
         return (f"cp.reduce.async.bulk.tensor.{self.dim}d.global.shared::cta.{self.op.value}"
-                f".{self.mode.value}.bulk_group" + (".L2::cache_hint" if self.cache_hint else ""))
+                f"{_mode_text(self)}.bulk_group" + (".L2::cache_hint" if self.cache_hint else ""))
 
     def operands(self):
         ops = [TensorRef(self.tensormap, self.coords), self.src]
@@ -356,6 +376,7 @@ class CpAsyncBulkPrefetchTensor(Instruction):
     im2col: Any = None
     cache_hint: bool | None = None
     cache_policy: Any = None
+    mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
         n = self.MNEMONIC
@@ -364,6 +385,7 @@ class CpAsyncBulkPrefetchTensor(Instruction):
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords),
                          ("im2col", im2col)):
             self._set(field, v)
+        _check_implied(self)
         n = f"{n}.{dim}d.L2.global.{mode.value}"
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)
@@ -374,7 +396,7 @@ class CpAsyncBulkPrefetchTensor(Instruction):
         return tensor_requires(None, self.mode)
 
     def opcode(self) -> str:
-        return (f"cp.async.bulk.prefetch.tensor.{self.dim}d.L2.global.{self.mode.value}"
+        return (f"cp.async.bulk.prefetch.tensor.{self.dim}d.L2.global{_mode_text(self)}"
                 + (".L2::cache_hint" if self.cache_hint else ""))
 
     def operands(self):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from ...instructions.base import Instruction
 from ...instructions.bulk import CTA, GLOBAL, Completion, CtaGroup
 from ...instructions.bulk_tensor import (
@@ -33,19 +35,22 @@ _IM2COL = (TensorMode.im2col, TensorMode.im2col_w, TensorMode.im2col_w_128)
 
 @reader("cp")
 def bulk_tensor(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
-    if parts[1:4] == ("async", "bulk", "tensor") and len(parts) > 7:
-        return _copy(_mode_at(parts[4:], 3), list(ops))
+    if parts[1:4] == ("async", "bulk", "tensor") and len(parts) > 6:
+        return _implied(_copy, parts[4:], 3, ops)
     if parts[1:5] == ("async", "bulk", "prefetch", "tensor") and len(parts) > 7:
-        return _prefetch(_mode_at(parts[5:], 3), list(ops))
-    if parts[1:5] == ("reduce", "async", "bulk", "tensor") and len(parts) > 8:
-        return _reduce(_mode_at(parts[5:], 4), list(ops))
+        return _implied(_prefetch, parts[5:], 3, ops)
+    if parts[1:5] == ("reduce", "async", "bulk", "tensor") and len(parts) > 7:
+        return _implied(_reduce, parts[5:], 4, ops)
     return None
 
 
-def _mode_at(q: tuple[str, ...], i: int) -> tuple[str, ...]:
-    """The qualifiers with the load mode at `i`: where the text leaves `.tile` implied, the
-    reading spells it, so the raw statement's `why` shows the one difference."""
-    return q if i < len(q) and q[i] in MODES else q[:i] + ("tile",) + q[i:]
+def _implied(read: Any, q: tuple[str, ...], i: int, ops: list[Any]) -> Instruction | None:
+    """Read with the load mode at `i`; where the text leaves `.tile` implied (CUTLASS's and
+    Triton's spelling), the reading says so (`mode_implied=True`) and renders as written."""
+    if i < len(q) and q[i] in MODES:
+        return read(q, list(ops))
+    insn = read(q[:i] + ("tile",) + q[i:], list(ops))
+    return None if insn is None else attrs.evolve(insn, mode_implied=True)
 
 
 def _tensor(value: Any) -> tuple[Any, tuple] | None:

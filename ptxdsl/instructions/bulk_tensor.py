@@ -183,8 +183,8 @@ def _check_implied(insn: Any) -> None:
     if type(insn.mode_implied) is not bool:
         raise OperandError(insn.MNEMONIC, "mode_implied", "True or False",
                            repr(insn.mode_implied))
-    if insn.mode_implied and insn.mode is not TensorMode.tile:
-        refuse(insn.MNEMONIC, f"only .tile may be left implied, not .{insn.mode.value}")
+    if insn.mode_implied and insn.mode not in (TensorMode.tile, "tile"):
+        refuse(insn.MNEMONIC, f"only .tile may be left implied, not {insn.mode!r}")
 
 
 def _common(insn: str, dim: Any, mode: Any, modes: tuple[TensorMode, ...], tensormap: Any,
@@ -249,6 +249,7 @@ class CpAsyncBulkTensor(Instruction):
     mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
+        _check_implied(self)
         n = self.MNEMONIC
         self._set("dst_space", space_arg(n, "dst_space", self.dst_space, (CLUSTER, CTA, GLOBAL)))
         self._set("src_space", space_arg(n, "src_space", self.src_space, (GLOBAL, CTA)))
@@ -263,7 +264,6 @@ class CpAsyncBulkTensor(Instruction):
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords),
                          ("im2col", im2col)):
             self._set(field, v)
-        _check_implied(self)
         n = f"{n}.{dim}d.{self.dst_space.value}.{self.src_space.value}.{mode.value}"
         self._set("completion", completion_arg(n, self.completion, self.mbar, store))
         mc, mask = multicast_arg(n, self.multicast, self.cta_mask,
@@ -334,13 +334,13 @@ class CpReduceAsyncBulkTensor(Instruction):
     mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
+        _check_implied(self)
         n = self.MNEMONIC
         self._set("op", A.op(n, self.op, RedOp))
         dim, mode, tmap, coords, _ = _common(n, self.dim, self.mode, STORE_MODES,
                                              self.tensormap, self.coords, None, True)
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords)):
             self._set(field, v)
-        _check_implied(self)
         n = f"{n}.{dim}d.global.shared::cta.{self.op.value}.{mode.value}"
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)
@@ -379,13 +379,13 @@ class CpAsyncBulkPrefetchTensor(Instruction):
     mode_implied: bool = attrs.field(default=False, eq=False, kw_only=True)
 
     def __attrs_post_init__(self):
+        _check_implied(self)
         n = self.MNEMONIC
         dim, mode, tmap, coords, im2col = _common(n, self.dim, self.mode, LOAD_MODES,
                                                   self.tensormap, self.coords, self.im2col, False)
         for field, v in (("dim", dim), ("mode", mode), ("tensormap", tmap), ("coords", coords),
                          ("im2col", im2col)):
             self._set(field, v)
-        _check_implied(self)
         n = f"{n}.{dim}d.L2.global.{mode.value}"
         hint, policy = cache_hint_arg(n, self.cache_hint, self.cache_policy)
         self._set("cache_hint", hint)

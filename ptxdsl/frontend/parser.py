@@ -125,6 +125,11 @@ class _Parser:
     def module(self) -> ParsedModule:
         mod = ParsedModule(file=self.src.file)
         toks = self.toks
+        # nvcc -G writes the `.file` table after the functions whose `.loc` lines use it.
+        for j, t in enumerate(toks):
+            if t[1] == ".file" and j + 2 < len(toks) and toks[j + 1][0] == "num" \
+                    and toks[j + 2][0] == "str":
+                self.files[int(number(toks[j + 1][1]))] = toks[j + 2][1][1:-1]
         while self.i < len(toks):
             start, t = self.i, toks[self.i][1]
             if t in (".version", ".target", ".address_size"):
@@ -140,9 +145,6 @@ class _Parser:
                 mod.items.append(TopLevel(t, self.slice(start, end), self.line(start)))
             elif t == ".file":
                 end = self._line_end()
-                parts = toks[start + 1:end]
-                if len(parts) >= 2 and parts[0][0] == "num" and parts[1][0] == "str":
-                    self.files[int(number(parts[0][1]))] = parts[1][1][1:-1]
                 self.i = end
                 mod.items.append(TopLevel(t, self.slice(start, end), self.line(start)))
             elif t == ".section":

@@ -11,7 +11,7 @@ import bisect
 import re
 import struct
 
-from ..errors import BuildError
+from ..errors import BuildError, SourceLoc
 
 _TOKEN = re.compile(r"""
     [ \t\r\n\f\v]+
@@ -35,7 +35,7 @@ Token = tuple[str, str, int]
 
 
 class PtxParseError(BuildError):
-    """PTX text the front end cannot read; the message names the file and line."""
+    """PTX text the front end cannot read; its location is the PTX file and line."""
 
 
 class Source:
@@ -50,7 +50,7 @@ class Source:
 
     def fail(self, offset: int, rule: str) -> PtxParseError:
         """A parse error naming the PTX file and line (raise what this returns)."""
-        return PtxParseError(f"{self.file}:{self.line(offset)}: {rule}")
+        return PtxParseError(rule, SourceLoc(self.file, self.line(offset)))
 
 
 def tokenize(src: Source) -> list[Token]:

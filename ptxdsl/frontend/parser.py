@@ -52,7 +52,7 @@ def parse_ptx(text: str, *, file: str = "<ptx>") -> ParsedModule:
     """Read a PTX module. `file` names it in errors and in the statements' locations."""
     if not isinstance(text, str):
         raise PtxParseError(f"parse_ptx: expected the PTX text as a str, got "
-                            f"{type(text).__name__}")
+                            f"{type(text).__name__}")   # located at the caller's line
     src = Source(text, file)
     return _Parser(src, tokenize(src)).module()
 
@@ -532,8 +532,8 @@ class _Parser:
                 try:
                     insn = read(parts, args)
                 except Exception as e:  # noqa: BLE001 - a builder's refusal: keep the text
-                    if not wrap:
-                        why = f"{type(e).__name__}: {e}"
+                    if not wrap:   # the refusal without the parser's own Python line
+                        why = f"{type(e).__name__}: {getattr(e, 'message', e)}"
                     continue
                 if insn is None:
                     break

@@ -126,8 +126,8 @@ class _Parser:
         mod = ParsedModule(file=self.src.file)
         toks = self.toks
         # nvcc -G writes the `.file` table after the functions whose `.loc` lines use it.
-        for j, t in enumerate(toks):
-            if t[1] == ".file" and j + 2 < len(toks) and toks[j + 1][0] == "num" \
+        for j, tok in enumerate(toks):
+            if tok[1] == ".file" and j + 2 < len(toks) and toks[j + 1][0] == "num" \
                     and toks[j + 2][0] == "str":
                 self.files[int(number(toks[j + 1][1]))] = toks[j + 2][1][1:-1]
         while self.i < len(toks):

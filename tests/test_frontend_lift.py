@@ -15,7 +15,7 @@ import pytest
 
 from ptxdsl.__main__ import main, modules_in, sample_files
 from ptxdsl.errors import BuildError, OperandError
-from ptxdsl.frontend import ParsedModule, parse_ptx
+from ptxdsl.frontend import ParsedModule, lift, parse_ptx
 from ptxdsl.frontend.compare import first_difference
 from ptxdsl.frontend.lift import _Lifter, lift_ptx
 from ptxdsl.frontend.readers import READERS
@@ -229,10 +229,24 @@ def test_an_instruction_whose_class_refuses_its_own_fields_is_lifted_as_text(mon
     _assert_rebuilds(parsed, _run(lifted.source, tmp_path / "h.py"))
 
 
-def test_lifted_program_is_ruff_clean(tmp_path):
+def test_a_long_body_is_built_in_parts(monkeypatch, tmp_path):
+    """Python finds a call's line by scanning its function's line table: a 50,000-line
+    kernel in one function would build in quadratic time, so long bodies come in parts."""
+    monkeypatch.setattr(lift, "PART", 10)
+    lifted = lift_ptx(MIXED, file="mixed.ptx")
+    assert "    f = m.entry(" in lifted.source and "\n    _mixed_1(f)\n    _mixed_2(f)\n" \
+        in lifted.source
+    assert '\n\ndef _mixed_2(f: FunctionBuilder) -> None:\n    """.entry mixed: lines 11 to ' \
+        '20 of its body."""\n' in lifted.source
+    _assert_rebuilds(parse_ptx(MIXED), _run(lifted.source, tmp_path / "p.py"))
+
+
+@pytest.mark.parametrize("part", [1000, 10])
+def test_lifted_program_is_ruff_clean(monkeypatch, tmp_path, part):
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if not Path(ruff).exists():
         pytest.skip("ruff is not installed")
+    monkeypatch.setattr(lift, "PART", part)
     path = tmp_path / "lifted.py"
     path.write_text(lift_ptx(MIXED, file="mixed.ptx").source)
     done = subprocess.run([ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(path)],
@@ -385,3 +399,14 @@ def test_a_parsed_module_can_be_extended():
                              "\t.reg .b32 %r<2>;\n\tld.global.u32 %r1, [counter];\n\tret;\n}\n")
     load = m.functions[-1].body[1].insn
     assert load.srcs[0].base is m.variables[1]
+
+
+def test_loc_gives_the_statements_after_it_their_source_line():
+    m = ParsedModule(file="k.ptx")
+    m.directive('.version 8.5\n.target sm_90a\n.address_size 64\n.file 1 "/src/k.cu"')
+    f = m.entry(".visible .entry k()")
+    f.declare(".loc 1 42 7")                 # a line of its own, without ';'
+    st = f.ptx("ret;")
+    assert st.loc.caller == ("/src/k.cu", 42, ".loc", None)
+    assert st.loc.describe().endswith("(source /src/k.cu:42)")
+    assert m.emit().endswith("{\n\t.loc 1 42 7\n\tret;\n}\n")

@@ -19,6 +19,7 @@ import enum
 import importlib
 import json
 import math
+import re
 from typing import Any
 
 import attrs
@@ -31,6 +32,9 @@ from .compare import key, statement_key
 from .items import Directive, Raw
 from .module import ParsedFunction, ParsedModule
 from .parser import parse_ptx
+
+# Statements per Python function of a long body's program (see `_Lifter._function`).
+PART = 1000
 
 
 class LiftError(PtxdslError):
@@ -77,6 +81,7 @@ class _Lifter:
         self.typed = 0
         self.as_text: list[tuple[str, str]] = []
         self.uses_r = False
+        self.parts: dict[str, list[str]] = {}   # the functions of a long body's parts
         self.fb: FunctionBuilder | None = None
         self._import(ParsedModule, "ptxdsl.frontend")
 
@@ -112,7 +117,10 @@ class _Lifter:
         out += ["", "", "def build_module() -> ParsedModule:",
                 f"    m = ParsedModule(file={_q(name)})"]
         out += [("    " + ln) if ln else "" for ln in self.lines]
-        out += ["    return m", "", "", 'if __name__ == "__main__":',
+        out += ["    return m"]
+        for part in self.parts.values():
+            out += part
+        out += ["", "", 'if __name__ == "__main__":',
                 '    print(build_module().emit(), end="")', ""]
         return "\n".join(out)
 
@@ -156,41 +164,56 @@ class _Lifter:
         make = self.shadow.entry if fn.kind == "entry" else self.shadow.func
         self.fb = fb = make(fn.header)
         self.ns["r"] = fb.r
-        self.uses_r = False
         labels = _forward_labels(fn.body)
-        top = labels.get(0)
-        body: list[str] = []
-        if top:
-            body.append(self._labels(top))
+        body: list[tuple[str, bool]] = []   # (line, whether it calls r)
+        if labels.get(0):
+            body.append((self._labels(labels[0]), False))
         opened = 0
         for item in fn.body:
             n = len(fb.function.body)
+            self.uses_r = False
             if type(item) is LabelDef:
-                body.append(f"f.label({_q(item.label.render())})")
+                line = f"f.label({_q(item.label.render())})"
                 fb.label(item.label.render())
             elif type(item.insn) is Directive and item.insn.kind == "{":
                 opened += 1
-                body.append("f.open()")
+                line = "f.open()"
                 fb.open()
-                if labels.get(opened):
-                    body.append(self._labels(labels[opened]))
             elif type(item.insn) is Directive and item.insn.kind == "}":
-                body.append("f.close()")
+                line = "f.close()"
                 fb.close()
             elif type(item.insn) is Directive:
-                body.append(f"f.declare({_q(item.insn.text)})")
+                line = f"f.declare({_q(item.insn.text)})"
                 fb.declare(item.insn.text)
             elif type(item.insn) is Raw:
-                body.append(f"f.ptx({_q(item.render())})")
+                line = f"f.ptx({_q(item.render())})"
                 fb.ptx(item.render())
             else:
-                body.append(self._typed(item, fb))
+                line = self._typed(item, fb)
             self._same(item, fb.function.body[n:])
+            body.append((line, self.uses_r))
+            if line == "f.open()" and labels.get(opened):
+                body.append((self._labels(labels[opened]), False))
         head = f"m.{fn.kind}({_q(fn.header)})"
         self.lines += ["", f"# .{fn.kind} {fn.name}", f"f = {head}" if body else head]
-        if self.uses_r:
-            self.lines.append("r = f.r")
-        self.lines.extend(body)
+        if len(body) <= PART:
+            self.lines += _with_r(body)
+            return
+        # A Python function finds the line of each call by scanning its line table from the
+        # start (frame.f_lineno): one long function builds in quadratic time. Parts of PART
+        # statements keep a 50,000-line kernel's program fast.
+        stem = re.sub(r"\W", "_", fn.name).strip("_") or "function"
+        for k in range(0, len(body), PART):
+            name = f"_{stem}_{k // PART + 1}"
+            while name in self.parts:
+                name += "_"
+            self.lines.append(f"{name}(f)")
+            self.parts[name] = [
+                "", "", f"def {name}(f: FunctionBuilder) -> None:",
+                f'    """.{fn.kind} {_q(fn.name)[1:-1]}: lines {k + 1} to '
+                f'{min(k + PART, len(body))} of its body."""',
+                *("    " + ln for ln in _with_r(body[k:k + PART]))]
+        self._import(FunctionBuilder, "ptxdsl.frontend.build")
 
     def _labels(self, names: list[str]) -> str:
         assert self.fb is not None
@@ -302,6 +325,12 @@ class _Lifter:
                 continue
             args.append(f"{f.alias}={self._expr(value, as_imm)}")
         return f"{self._import(t)}({', '.join(args)})"
+
+
+def _with_r(body: list[tuple[str, bool]]) -> list[str]:
+    """The lines, after `r = f.r` when one of them calls `r`."""
+    lines = [line for line, _ in body]
+    return ["r = f.r", *lines] if any(uses for _, uses in body) else lines
 
 
 def _same_value(a: Any, b: Any) -> bool:

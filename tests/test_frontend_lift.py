@@ -16,6 +16,7 @@ import pytest
 from ptxdsl.__main__ import main, modules_in, sample_files
 from ptxdsl.errors import BuildError, OperandError
 from ptxdsl.frontend import ParsedModule, lift, parse_ptx
+from ptxdsl.frontend.build import FunctionBuilder
 from ptxdsl.frontend.compare import first_difference
 from ptxdsl.frontend.lift import _Lifter, lift_ptx
 from ptxdsl.frontend.readers import READERS
@@ -410,3 +411,30 @@ def test_loc_gives_the_statements_after_it_their_source_line():
     assert st.loc.caller == ("/src/k.cu", 42, ".loc", None)
     assert st.loc.describe().endswith("(source /src/k.cu:42)")
     assert m.emit().endswith("{\n\t.loc 1 42 7\n\tret;\n}\n")
+
+
+@pytest.mark.parametrize("case", ["differs", "fails"])
+def test_a_program_that_would_not_rebuild_the_ptx_is_never_written(monkeypatch, tmp_path,
+                                                                   capsys, case):
+    """The lifter runs every call it writes and compares what it made with the parsed
+    statement: a defect is its error (status 1), not a wrong program."""
+    ptx = tmp_path / "mixed.ptx"
+    ptx.write_text(MIXED)
+    real = FunctionBuilder.ptx
+
+    def ptx_call(self, text):
+        if "%tid.x" not in text:
+            return real(self, text)
+        if case == "fails":
+            raise BuildError("no")
+        return real(self, text.replace("%tid.x", "%tid.y"))
+
+    monkeypatch.setattr(FunctionBuilder, "ptx", ptx_call)
+    out = tmp_path / "m.py"
+    assert main(["lift", str(ptx), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    line = MIXED.splitlines().index("\tmov.u32 %r2, %tid.x;") + 1
+    assert err.startswith(f"ptxdsl lift: {ptx}:{line}: the lifted call ")
+    assert ("does not rebuild this statement: the PTX has 'mov.u32 %r2, %tid.x;', the call "
+            "made 'mov.u32 %r2, %tid.y;'" if case == "differs" else "fails: no") in err
+    assert not out.exists()

@@ -131,13 +131,12 @@ def _module_directive(m: ParsedModule, text: Any) -> None:
 def _module_function(m: ParsedModule, header: Any, kind: str) -> FunctionBuilder:
     names = _names(m)
     what = f"m.{kind}"
-    if not isinstance(header, str) or "{" in header or header.rstrip().endswith(";"):
+    words = [t[1] for t in _Snippet(names, header, what).toks]
+    if not words or "{" in words or words[-1] == ";":
         raise BuildError(f"{what}: expected a function header without its body (the text "
                          f"before the body's '{{'; a prototype goes through m.directive), got "
                          f"{_show(header)}")
     sub = _Snippet(names, header + "\n{\n}", what)
-    if not sub.toks:
-        raise BuildError(f"{what}: the header is empty")
     fn = sub.run(sub._declaration_or_function, m)
     if not isinstance(fn, ParsedFunction) or fn.kind != kind or sub.i != len(sub.toks):
         raise BuildError(f"{what}: expected one .{kind} header, got {header!r}")

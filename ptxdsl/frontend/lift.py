@@ -93,7 +93,7 @@ class _Lifter:
             else:
                 text = item.header if isinstance(item, ParsedFunction) else item.text
                 self.lines.append(f"m.directive({_q(text)})")
-                self.shadow.directive(text)
+                self._checked(item, self.shadow.directive, text)
         want, got = self.module.emit(), self.shadow.emit()
         if got != want:
             a, b = want.split("\n"), got.split("\n")
@@ -162,7 +162,7 @@ class _Lifter:
     # -- functions -----------------------------------------------------------------------------
     def _function(self, fn: ParsedFunction) -> None:
         make = self.shadow.entry if fn.kind == "entry" else self.shadow.func
-        self.fb = fb = make(fn.header)
+        self.fb = fb = self._checked(fn, make, fn.header)
         self.ns["r"] = fb.r
         labels = _forward_labels(fn.body)
         body: list[tuple[str, bool]] = []   # (line, whether it calls r)
@@ -170,30 +170,12 @@ class _Lifter:
             body.append((self._labels(labels[0]), False))
         opened = 0
         for item in fn.body:
-            n = len(fb.function.body)
-            self.uses_r = False
-            if type(item) is LabelDef:
-                line = f"f.label({_q(item.label.render())})"
-                fb.label(item.label.render())
-            elif type(item.insn) is Directive and item.insn.kind == "{":
-                opened += 1
-                line = "f.open()"
-                fb.open()
-            elif type(item.insn) is Directive and item.insn.kind == "}":
-                line = "f.close()"
-                fb.close()
-            elif type(item.insn) is Directive:
-                line = f"f.declare({_q(item.insn.text)})"
-                fb.declare(item.insn.text)
-            elif type(item.insn) is Raw:
-                line = f"f.ptx({_q(item.render())})"
-                fb.ptx(item.render())
-            else:
-                line = self._typed(item, fb)
-            self._same(item, fb.function.body[n:])
+            line = self._checked(item, self._item, item, fb)
             body.append((line, self.uses_r))
-            if line == "f.open()" and labels.get(opened):
-                body.append((self._labels(labels[opened]), False))
+            if line == "f.open()":
+                opened += 1
+                if labels.get(opened):
+                    body.append((self._labels(labels[opened]), False))
         head = f"m.{fn.kind}({_q(fn.header)})"
         self.lines += ["", f"# .{fn.kind} {fn.name}", f"f = {head}" if body else head]
         if len(body) <= PART:
@@ -215,6 +197,42 @@ class _Lifter:
                 *("    " + ln for ln in _with_r(body[k:k + PART]))]
         self._import(FunctionBuilder, "ptxdsl.frontend.build")
 
+    def _item(self, item: Any, fb: FunctionBuilder) -> str:
+        """The program's line for one body item, made on the shadow module too."""
+        n = len(fb.function.body)
+        self.uses_r = False
+        if type(item) is LabelDef:
+            line = f"f.label({_q(item.label.render())})"
+            fb.label(item.label.render())
+        elif type(item.insn) is Directive and item.insn.kind == "{":
+            line = "f.open()"
+            fb.open()
+        elif type(item.insn) is Directive and item.insn.kind == "}":
+            line = "f.close()"
+            fb.close()
+        elif type(item.insn) is Directive:
+            line = f"f.declare({_q(item.insn.text)})"
+            fb.declare(item.insn.text)
+        elif type(item.insn) is Raw:
+            line = f"f.ptx({_q(item.render())})"
+            fb.ptx(item.render())
+        else:
+            line = self._typed(item, fb)
+        self._same(item, fb.function.body[n:])
+        return line
+
+    def _checked(self, what: Any, fn: Any, *args: Any) -> Any:
+        """`fn(*args)`; an error is the lifter's (the PTX was read): a `LiftError` naming the
+        PTX line of `what`."""
+        try:
+            return fn(*args)
+        except LiftError:
+            raise
+        except PtxdslError as e:
+            line = what.loc.line if hasattr(what, "loc") else what.line
+            raise LiftError(f"{self.module.file}:{line}: the lifted call fails: "
+                            f"{e.message}") from e
+
     def _labels(self, names: list[str]) -> str:
         assert self.fb is not None
         self.fb.labels(*names)
@@ -229,8 +247,11 @@ class _Lifter:
             ok = statement_key(made[0]) == statement_key(item) \
                 and made[0].render() == item.render()
         if not ok:
+            def show(x: Any) -> str:
+                return x.label.render() + ":" if type(x) is LabelDef else x.render()
             raise LiftError(f"{self.module.file}:{item.loc.line}: the lifted call does not "
-                            f"rebuild this statement (got {made!r})")
+                            f"rebuild this statement: the PTX has {show(item)!r}, the call "
+                            f"made {' '.join(show(x) for x in made)!r}")
 
     # -- typed instructions --------------------------------------------------------------------
     def _typed(self, st: Statement, fb: FunctionBuilder) -> str:

@@ -15,14 +15,15 @@ import pytest
 
 from ptxdsl.__main__ import main, modules_in, sample_files
 from ptxdsl.errors import BuildError, OperandError
-from ptxdsl.frontend import ParsedModule, lift, parse_ptx
+from ptxdsl.frontend import Directive, ParsedModule, lift, parse_ptx
 from ptxdsl.frontend.build import FunctionBuilder
 from ptxdsl.frontend.compare import first_difference
-from ptxdsl.frontend.lift import _Lifter, lift_ptx
+from ptxdsl.frontend.lift import lift_module, lift_ptx
 from ptxdsl.frontend.readers import READERS
 from ptxdsl.instructions.arith import Binary
 from ptxdsl.instructions.base import Instruction, check_dst
-from ptxdsl.operands import Imm, Label, Reg, SpecialReg, Symbol
+from ptxdsl.operands import Imm, Reg
+from ptxdsl.statements import Statement
 from ptxdsl.types import ScalarType
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,37 +162,29 @@ def test_editing_a_field_of_the_lifted_program_is_checked_by_the_class(tmp_path)
     assert (e.value.loc.file, e.value.loc.line) == (str(path), line)
 
 
-def _names_in(value, out: dict) -> dict:
-    todo = [value]
-    while todo:
-        v = todo.pop()
-        if isinstance(v, Reg | Symbol | Label | SpecialReg):
-            out[v.render()] = v
-        elif isinstance(v, tuple | list):
-            todo.extend(v)
-        elif attrs.has(type(v)):
-            todo.extend(getattr(v, f.name) for f in attrs.fields(type(v)))
-    return out
-
-
-def test_every_instruction_class_the_samples_build_rebuilds_from_its_fields():
-    """The lifter spells any instruction by its attrs fields (readers for more families will
-    type more statements): every typed statement of the samples' kernels, of every class
-    they use, is rebuilt equal by the expression the lifter writes."""
-    classes, failed = set(), []
+def test_samples_read_with_every_statement_typed_lift_and_rebuild(tmp_path):
+    """Readers for more families will type more statements: the lifter spells any class by
+    its attrs fields. Each sample's PTX parsed, with every instruction replaced by the typed
+    one the builder made (what readers for all families would give), lifts into calls of
+    those classes that rebuild the same statements."""
+    classes: set[str] = set()
     for path in sample_files():
-        for mod in modules_in(path).values():
+        for name, mod in modules_in(path).items():
+            parsed = parse_ptx(mod.emit(), file=f"{path.stem}.{name}.ptx")
+            count = 0
             for k in mod.kernels:
-                for st in k.body:
-                    if not hasattr(st, "insn"):
-                        continue
-                    lifter = _Lifter(ParsedModule())
-                    lifter.ns["r"] = _names_in((st.insn, st.guard), {}).__getitem__
-                    code, why = lifter.rebuild(st.insn, st.guard)
+                body = parsed.function(k.name).body
+                at = [i for i, s in enumerate(body)
+                      if type(s) is Statement and type(s.insn) is not Directive]
+                built = [s for s in k.body if type(s) is Statement]
+                assert len(at) == len(built)
+                for i, st in zip(at, built, strict=True):
+                    body[i] = Statement(st.insn, st.guard, body[i].loc)
                     classes.add(type(st.insn).__name__)
-                    if code is None:
-                        failed.append((type(st.insn).__name__, why))
-    assert not failed
+                count += len(built)
+            lifted = lift_module(parsed)
+            assert (lifted.typed, lifted.as_text) == (count, ())
+            _assert_rebuilds(parsed, _run(lifted.source, tmp_path / f"{path.stem}.py"))
     assert len(classes) >= 40   # wgmma, TMA, tensormap, mbarrier, memory, control, ...
 
 

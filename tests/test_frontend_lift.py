@@ -22,9 +22,11 @@ from ptxdsl.frontend.lift import lift_module, lift_ptx
 from ptxdsl.frontend.readers import READERS
 from ptxdsl.instructions.arith import Binary
 from ptxdsl.instructions.base import Instruction, check_dst
-from ptxdsl.operands import Imm, Reg
+from ptxdsl.instructions.control import Bra
+from ptxdsl.instructions.memory import Ld
+from ptxdsl.operands import Imm, Label, NegPred, Reg, Symbol
 from ptxdsl.statements import Statement
-from ptxdsl.types import ScalarType
+from ptxdsl.types import ScalarType, StateSpace
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = sorted((ROOT / "tests" / "golden").rglob("*.ptx"))
@@ -298,7 +300,10 @@ def _module():
 def test_building_a_function_by_hand():
     m, f = _module()
     r = f.r
+    f.declare(".shared .align 4 .b32 buf[4];")
+    f.emit(Ld(StateSpace.shared, ScalarType.b32, r("%r3"), r("buf")))
     f.labels("done")
+    f.emit(Bra(r("done")), guard=NegPred(r("%p1")))
     st = f.ptx("@%p1 bra done;")
     assert st.insn.srcs == (r("done"),)   # the label declared above, not text
     f.emit(Binary(op="add", type=ScalarType.u32, d=r("%r1"), a=r("%r2"), b=5), guard=r("%p1"))
@@ -308,7 +313,9 @@ def test_building_a_function_by_hand():
     f.ptx("mov.b32 %r1, 3;")
     f.close()
     f.ptx("ret;")
-    assert m.emit().endswith("{\n\t.reg .b32 %r<4>;\n\t.reg .pred %p<2>;\n\t@%p1 bra done;\n"
+    assert m.emit().endswith("{\n\t.reg .b32 %r<4>;\n\t.reg .pred %p<2>;\n"
+                              "\t.shared .align 4 .b32 buf[4];\n\tld.shared.b32 %r3, [buf];\n"
+                              "\t@!%p1 bra done;\n\t@%p1 bra done;\n"
                               "\t@%p1 add.u32 %r1, %r2, 5;\ndone:\n\t{\n\t\t.reg .b32 %r<2>;\n"
                               "\t\tmov.b32 %r1, 3;\n\t}\n\tret;\n}\n")
     assert m.version == "8.5" and m.target == "sm_90a"
@@ -335,6 +342,13 @@ MISTAKES = {
         lambda m, f: f.emit(Binary(op="add", type=ScalarType.u32, d=f.r("%r1"), a=f.r("%r1"),
                                    b=1), guard=f.r("%r2")),
         r"f.emit: operand 'guard': expected a .pred register"),
+    "label of no scope here": (
+        lambda m, f: (f.open(), f.label("inner"), f.close(), f.emit(Bra(Label("inner")))),
+        r"f.emit: bra: label inner is not the one declared under that name at this point"),
+    "undeclared variable": (
+        lambda m, f: f.emit(Ld(StateSpace.shared, ScalarType.b32, f.r("%r1"),
+                               Symbol("buf", StateSpace.shared, ScalarType.b32, 4))),
+        r"f.emit: ld.shared.b32: variable buf is not the one declared under that name"),
     "text to emit": (lambda m, f: f.emit("ret;"), r"f.emit: expected a ptxdsl instruction"),
     "two statements": (lambda m, f: f.ptx("ret; ret;"),
                        r"f.ptx: expected one statement ending in ';', got 2 statements"),

@@ -226,8 +226,12 @@ class FunctionBuilder:
                               else guard)
             assert isinstance(pred, Reg), "check_pred without negatable gives a register"
             self._check_declared("f.emit: guard", pred)
-        for reg in insn.registers():
-            self._check_declared(f"f.emit: {insn.name}", reg)
+        who = f"f.emit: {insn.name}"
+        for x in names_in(insn):
+            if isinstance(x, Reg):
+                self._check_declared(who, x)
+            else:
+                self._check_known(who, x)
         st = Statement(insn, guard, self._loc())
         self.function.body.append(st)
         return st
@@ -244,6 +248,24 @@ class FunctionBuilder:
                 reg.type is ScalarType.pred):
             raise BuildError(f"{who}: register {reg.render()} is declared .{mine.type.value}, "
                              f"the instruction uses it as .{reg.type.value}")
+
+    def _check_known(self, who: str, x: Symbol | Label) -> None:
+        """A label or variable of a typed instruction must be the one its name means here
+        (a nested scope's label is its own: take it from `f.r`)."""
+        what = "label" if isinstance(x, Label) else "variable"
+        try:
+            mine = self._resolver._name(self._scope, x.render(), 0)
+        except PtxParseError:
+            mine = None
+        if isinstance(x, Label):
+            ok = isinstance(mine, Label) and mine.name == x.name
+        else:
+            ok = isinstance(mine, Symbol) and mine.name == x.name \
+                and mine.space is x.space
+        if not ok:
+            raise BuildError(f"{who}: {what} {x.render()} is not the one declared under that "
+                             f"name at this point of function {self.function.name} (declare "
+                             "it first, and take it from f.r)")
 
     def ptx(self, text: str) -> Statement:
         """Append one instruction written as PTX text (`"@%p1 bra $L__BB0_2;"`): typed when a
@@ -310,6 +332,21 @@ class FunctionBuilder:
             raise BuildError(f"function {self.function.name}: a scope opened with f.open() "
                              "is not closed (f.close())")
         self._check_placed(1, "emit")
+
+
+def names_in(value: Any) -> list[Reg | Symbol | Label]:
+    """Every register, variable and label a statement's fields mention (in operands, in
+    tuples, in nested objects such as the front end's `[map, {x, y}]`)."""
+    out: list[Reg | Symbol | Label] = []
+    todo = [value]
+    for v in todo:   # in field order: the first operand named is the first wrong one
+        if isinstance(v, Reg | Symbol | Label):
+            out.append(v)
+        elif isinstance(v, tuple | list):
+            todo.extend(v)
+        elif attrs.has(type(v)):
+            todo.extend(getattr(v, f.name) for f in attrs.fields(type(v)))
+    return out
 
 
 def check_complete(m: ParsedModule) -> None:

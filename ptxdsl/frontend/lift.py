@@ -27,7 +27,7 @@ import attrs
 from ..errors import PtxdslError
 from ..operands import SINK, Addr, Imm, Label, NegPred, Reg, Sink, SpecialReg, Symbol, Vec
 from ..statements import LabelDef, Statement
-from .build import FunctionBuilder
+from .build import FunctionBuilder, names_in
 from .compare import key, statement_key
 from .items import Directive, Raw
 from .module import ParsedFunction, ParsedModule
@@ -370,7 +370,8 @@ def _forward_labels(body: list[Any]) -> dict[int, list[str]]:
         if type(item) is LabelDef:
             placed.add(item.label.name)
         elif type(item.insn) is not Directive:
-            early.update(lab.name for lab in _labels_in(item.insn) if lab.name not in placed)
+            early.update(x.name for x in names_in(item.insn)
+                         if isinstance(x, Label) and x.name not in placed)
     out: dict[int, list[str]] = {}
     stack, opened = [0], 0
     for item in body:
@@ -382,19 +383,4 @@ def _forward_labels(body: list[Any]) -> dict[int, list[str]]:
             stack.append(opened)
         elif type(item.insn) is Directive and item.insn.kind == "}":
             stack.pop()
-    return out
-
-
-def _labels_in(value: Any) -> list[Label]:
-    """Every label a statement's fields mention (in operands, tuples, nested objects)."""
-    out: list[Label] = []
-    todo = [value]
-    while todo:
-        v = todo.pop()
-        if isinstance(v, Label):
-            out.append(v)
-        elif isinstance(v, tuple | list):
-            todo.extend(v)
-        elif attrs.has(type(v)) and not isinstance(v, Reg | Symbol):
-            todo.extend(getattr(v, f.name) for f in attrs.fields(type(v)))
     return out

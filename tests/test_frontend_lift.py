@@ -381,6 +381,12 @@ def test_builder_mistakes_are_refused_at_the_callers_line(case):
     assert e.value.loc.file == __file__
 
 
+def test_lift_module_takes_a_parsed_module():
+    with pytest.raises(BuildError, match=r"lift_module: expected a ParsedModule \(parse_ptx's\), "
+                       r"got str"):
+        lift_module(MIXED)
+
+
 @pytest.mark.parametrize("case", ["open scope", "label declared"])
 def test_an_incomplete_function_does_not_emit(case):
     m, f = _module()

@@ -24,8 +24,20 @@ from typing import Any
 
 import attrs
 
-from ..errors import PtxdslError
-from ..operands import SINK, Addr, Imm, Label, NegPred, Reg, Sink, SpecialReg, Symbol, Vec
+from ..errors import BuildError, PtxdslError
+from ..operands import (
+    SINK,
+    Addr,
+    Imm,
+    Label,
+    NegPred,
+    Reg,
+    Sink,
+    SpecialReg,
+    Symbol,
+    Vec,
+    _show,
+)
 from ..statements import LabelDef, Statement
 from .build import FunctionBuilder, names_in
 from .compare import key, statement_key
@@ -59,6 +71,9 @@ def lift_ptx(text: str, *, file: str = "<ptx>") -> Lifted:
 
 def lift_module(module: ParsedModule) -> Lifted:
     """The Python program that rebuilds `module` (as `parse_ptx` gave it)."""
+    if not isinstance(module, ParsedModule):
+        raise BuildError(f"lift_module: expected a ParsedModule (parse_ptx's), got "
+                         f"{_show(module)}")
     return _Lifter(module).run()
 
 

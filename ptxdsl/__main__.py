@@ -289,8 +289,8 @@ def cmd_lift(args) -> int:
         return 2
     try:
         write_file(out, lifted.source.encode(), "ptxdsl lift")
-    except OutputError as e:
-        print(f"ptxdsl lift: {e.message}", file=sys.stderr)
+    except OutputError as e:   # its message begins with "ptxdsl lift: "
+        print(e.message, file=sys.stderr)
         return 2
     print(f"wrote {out} ({_count(lifted.typed, 'instruction')} built by their classes)")
     return 0

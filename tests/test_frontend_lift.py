@@ -267,7 +267,7 @@ def test_cli_lift_writes_a_program_that_prints_the_ptx(tmp_path, capsys):
     assert capsys.readouterr().out == out.read_text()
 
 
-@pytest.mark.parametrize("case", ["missing", "folder", "parse", "same"])
+@pytest.mark.parametrize("case", ["missing", "folder", "parse", "same", "output folder"])
 def test_cli_lift_refuses_what_it_cannot_read_with_status_2(tmp_path, capsys, case):
     ptx = tmp_path / "k.ptx"
     ptx.write_text(MIXED.replace("\tmov.u32 %r2, %tid.x;", "\tmov.u32 %r2, %q9;"))
@@ -276,12 +276,13 @@ def test_cli_lift_refuses_what_it_cannot_read_with_status_2(tmp_path, capsys, ca
         "folder": ([str(tmp_path)], f"{tmp_path}: not a file"),
         "parse": ([str(ptx)], f"{ptx}:34: register %q9 is not declared"),
         "same": ([str(ptx), "-o", str(ptx)], "is the input file itself"),
+        "output folder": ([str(ptx), "-o", str(tmp_path)], f"'{tmp_path}' is a folder"),
     }[case]
-    if case == "same":
+    if case in ("same", "output folder"):
         ptx.write_text(MIXED)
     assert main(["lift", *args]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("ptxdsl lift: ") and want in err
+    assert err.startswith("ptxdsl lift: ") and want in err and err.count("ptxdsl lift") == 1
     if case == "same":
         assert ptx.read_text() == MIXED
 

@@ -4,6 +4,7 @@ classes (issue 30, "Round trip"), and the construction API the program calls
 
 from __future__ import annotations
 
+import ast
 import runpy
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptxdsl.__main__ import main, modules_in, sample_files
 from ptxdsl.errors import BuildError, OperandError
@@ -144,6 +147,7 @@ def test_compiler_style_ptx_lifts_into_a_program_that_rebuilds_it(tmp_path):
     assert 'f.open()\n    f.labels("LAB_WAIT")\n' in src
     assert 'f.labels("$L__BB0_3")' in src
     assert lifted.typed == 8 and lifted.as_text == ()
+    assert "    m.directive('.file 1 \"/src/kernel.cu\"')\n" in src
 
 
 def test_editing_a_field_of_the_lifted_program_is_checked_by_the_class(tmp_path):
@@ -180,9 +184,9 @@ def test_samples_read_with_every_statement_typed_lift_and_rebuild(tmp_path):
                       if type(s) is Statement and type(s.insn) is not Directive]
                 built = [s for s in k.body if type(s) is Statement]
                 assert len(at) == len(built)
-                for i, st in zip(at, built, strict=True):
-                    body[i] = Statement(st.insn, st.guard, body[i].loc)
-                    classes.add(type(st.insn).__name__)
+                for i, made in zip(at, built, strict=True):
+                    body[i] = Statement(made.insn, made.guard, body[i].loc)
+                    classes.add(type(made.insn).__name__)
                 count += len(built)
             lifted = lift_module(parsed)
             assert (lifted.typed, lifted.as_text) == (count, ())
@@ -452,3 +456,9 @@ def test_a_program_that_would_not_rebuild_the_ptx_is_never_written(monkeypatch, 
     assert ("does not rebuild this statement: the PTX has 'mov.u32 %r2, %tid.x;', the call "
             "made 'mov.u32 %r2, %tid.y;'" if case == "differs" else "fails: no") in err
     assert not out.exists()
+
+
+@given(st.text(alphabet=st.sampled_from('ab"\'\\\n\t\r\x00é%{};')))
+@settings(max_examples=300, deadline=None)
+def test_every_text_is_written_as_a_literal_of_itself(text):
+    assert ast.literal_eval(lift._q(text)) == text

@@ -78,8 +78,15 @@ def lift_module(module: ParsedModule) -> Lifted:
 
 
 def _q(text: str) -> str:
-    """A Python string literal (double quotes; JSON's escapes are Python's)."""
-    return json.dumps(text, ensure_ascii=False)
+    """A Python string literal: JSON's (its escapes are Python's), in single quotes when the
+    text has double quotes and no single one (`'.file 1 "k.cu"'`)."""
+    lit = json.dumps(text, ensure_ascii=False)
+    if '"' not in text or "'" in text:
+        return lit
+    return "'" + _ESCAPE.sub(lambda m: '"' if m.group(1) == '"' else m.group(0), lit[1:-1]) + "'"
+
+
+_ESCAPE = re.compile(r"\\(.)", re.S)
 
 
 class _Unliftable(Exception):

@@ -159,7 +159,7 @@ def test_editing_a_field_of_the_lifted_program_is_checked_by_the_class(tmp_path)
     # A valid edit rebuilds: the class takes it, the PTX says it.
     edited = lifted.source.replace(call, call.replace('op="sub"', 'op="min"'))
     assert "\tmin.s32 %r4, %r3, -16;" in _run(edited, tmp_path / "ok.py").emit()
-    # An invalid one (a 64-bit register where add.s32 writes 32 bits) is the class's error,
+    # An invalid one (a 64-bit register where sub.s32 writes 32 bits) is the class's error,
     # at the program's line.
     bad = lifted.source.replace(call, call.replace('d=r("%r4")', 'd=r("%rd4")'))
     path = tmp_path / "bad.py"

@@ -1,4 +1,4 @@
-"""`python -m ptxdsl`: demo, emit, forms, check, fuzz.
+"""`python -m ptxdsl`: demo, emit, forms, check, lift, fuzz.
 
 - `demo`: build every sample in samples/, write its .ptx under out/, assemble it for its target
   with nvJitLink, and run it (checked against numpy) when a Hopper GPU is present.
@@ -9,6 +9,9 @@
 - `check FILE.py`: the static hazard checker over every module a file defines;
   `check FILE.ptx|DIR ...` over PTX from any compiler (`--format json|sarif`; exit 0 clean,
   1 hazards, 2 unreadable).
+- `lift FILE.ptx [-o OUT.py]`: a Python program that rebuilds the PTX file through ptxdsl's
+  classes (typed instructions by their constructors, the rest as PTX text), to take a
+  compiler's output over and edit it in Python; exit 2 when the file cannot be read or parsed.
 - `fuzz`: a property-based campaign of the builders against ptxas (the options of
   `python -m ptxdsl.fuzz`; needs the `fuzz` extra, hypothesis).
 
@@ -251,6 +254,47 @@ def cmd_check_ptx(args) -> int:
     return exit_code(results, args.strict)
 
 
+def cmd_lift(args) -> int:
+    from ._files import write_file
+    from .frontend.lift import LiftError, lift_ptx
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        why = "no such file" if isinstance(e, FileNotFoundError) else \
+            "not a file" if isinstance(e, IsADirectoryError) else \
+            f"cannot read: {getattr(e, 'strerror', None) or e}"
+        print(f"ptxdsl lift: {args.file}: {why}", file=sys.stderr)
+        return 2
+    try:
+        lifted = lift_ptx(text, file=args.file)
+    except LiftError as e:   # ptxdsl's defect, not the file's: the file was read
+        print(f"ptxdsl lift: {e.message}", file=sys.stderr)
+        return 1
+    except PtxdslError as e:   # a parse error: located at the PTX file and line
+        print(f"ptxdsl lift: {e}", file=sys.stderr)
+        return 2
+    if lifted.as_text:
+        names = sorted({name for name, _ in lifted.as_text})
+        print(f"ptxdsl lift: {_count(len(lifted.as_text), 'typed instruction')} written as "
+              f"text (the class does not take its own fields back): {', '.join(names)}",
+              file=sys.stderr)
+    if args.output is None:
+        sys.stdout.write(lifted.source)
+        return 0
+    out = Path(args.output)
+    if out.exists() and out.samefile(path):
+        print(f"ptxdsl lift: -o {args.output} is the input file itself", file=sys.stderr)
+        return 2
+    try:
+        write_file(out, lifted.source.encode(), "ptxdsl lift")
+    except OutputError as e:   # its message begins with "ptxdsl lift: "
+        print(e.message, file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({_count(lifted.typed, 'instruction')} built by their classes)")
+    return 0
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
@@ -352,6 +396,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--notes", action="store_true",
                    help="also say which checks were skipped for lack of information")
     p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("lift", help="write a Python program that rebuilds a PTX file "
+                       "through ptxdsl's classes, to edit it in Python")
+    p.add_argument("file", help="a PTX file (any compiler's)")
+    p.add_argument("-o", "--output", default=None,
+                   help="the Python file to write (default: print the program)")
+    p.set_defaults(fn=cmd_lift)
     # Parsed by ptxdsl.fuzz's own parser (so the options stay one list, and hypothesis is
     # imported only for this command): listed here for --help.
     sub.add_parser("fuzz", add_help=False, help="fuzz the builders against ptxas (the "

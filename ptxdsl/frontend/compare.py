@@ -2,15 +2,16 @@
 back the statements `m` was built from.
 
 Registers and symbols are compared by name and type (a parsed register is a new object),
-labels by their rendered name, immediates by value and type, everything else by the
-instruction's attrs fields. Inline PTX (`k.asm`) is one built statement whose text is several
-PTX statements (scope braces, `.reg` lines, labels, instructions): it matches the run of parsed
-items its text renders to, token for token (numbers by value).
+labels by their rendered name, immediates by value and type, floats by their bits,
+everything else by the instruction's attrs fields. Inline PTX (`k.asm`) is one built statement
+whose text is several PTX statements (scope braces, `.reg` lines, labels, instructions): it
+matches the run of parsed items its text renders to, token for token (numbers by value).
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +39,9 @@ def key(value: Any) -> Any:
         return ("sreg", value.name)
     if isinstance(value, enum.Enum):
         return (type(value).__name__, value.value)
+    if type(value) is float:
+        # By bits: a NaN (as `0f7FC00000` reads) equals itself, -0.0 differs from 0.0.
+        return ("float", struct.pack(">d", value))
     if isinstance(value, tuple | list):
         return tuple(key(v) for v in value)
     if attrs.has(type(value)):

@@ -10,13 +10,16 @@ hazard checker reads as it reads built kernels: `body`, `name`, `shared` and the
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..operands import Symbol
 from ..statements import LabelDef, Param, Statement
 from .items import Directive, Raw
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .build import FunctionBuilder
 
 
 @attrs.define
@@ -141,6 +144,8 @@ class ParsedModule:
         raise KeyError(f"no function {name!r} in {self.file}")
 
     def emit(self) -> str:
+        from .build import check_complete
+        check_complete(self)
         out: list[str] = []
         for item in self.items:
             out.extend(item.emit())
@@ -152,3 +157,19 @@ class ParsedModule:
         """The hazard checker's findings (see `ptxdsl.checker.check_module`)."""
         from ..checker import check_module
         return check_module(self, notes=notes, **context)
+
+    # -- building in Python (`ptxdsl.frontend.build`; what `python -m ptxdsl lift` writes) --
+    def directive(self, text: str) -> None:
+        """Append module-level PTX text: `.version`, `.target`, a variable, a prototype."""
+        from .build import module_directive
+        module_directive(self, text)
+
+    def entry(self, header: str) -> FunctionBuilder:
+        """Append an `.entry` from its header; add its body through the builder returned."""
+        from .build import module_function
+        return module_function(self, header, "entry")
+
+    def func(self, header: str) -> FunctionBuilder:
+        """Append a `.func` from its header; add its body through the builder returned."""
+        from .build import module_function
+        return module_function(self, header, "func")

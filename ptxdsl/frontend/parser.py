@@ -74,6 +74,8 @@ class _Parser:
         self.globals = _Scope(None, 0)
         self.functions: dict[str, Symbol] = {}
         self.files: dict[int, str] = {}
+        # Typed statements whose source spells a number otherwise: (insn, source text).
+        self.spelled: list[tuple[Any, str]] = []
 
     # -- token helpers ------------------------------------------------------------------
     def fail(self, at: int, rule: str) -> PtxParseError:
@@ -393,7 +395,7 @@ class _Parser:
                 scopes[sid].labels[name] = (Label(name) if seen[name] == 1 or sid == 1
                                             else ScopedLabel(f"{name}$s{sid}", shown=name))
         body = fn.body
-        self.spelled: list[tuple[Any, str]] = []
+        self.spelled = []
         cur_loc: SourceLoc | None = None
         fname = self.src.file
         for p in pieces:

@@ -67,6 +67,11 @@ class ParsedFunction:
     def reqnctapercluster(self) -> tuple[int, ...] | None:
         return self.directives.get("reqnctapercluster") or None
 
+    @property
+    def decl_locs(self) -> dict[str, Any]:
+        """Where each shared variable is declared (the checker names the declaration)."""
+        return {s.name: s.loc for s in self.shared if s.loc is not None}
+
     def statements(self) -> Iterator[Statement]:
         """The instructions of the body (typed and raw), without labels and directives."""
         for item in self.body:

@@ -234,7 +234,7 @@ class _Parser:
             for d in dims:
                 if d is not None and count is not None:
                     count *= d
-        sym = Symbol(name, space, t, count, align)
+        sym = Symbol(name, space, t, count, align, loc=SourceLoc(self.src.file, self.line(a)))
         scope.syms[name] = sym
         return sym
 

@@ -214,6 +214,24 @@ def test_handwritten_ptx_reads_typed_with_its_address(line, cls, base, offset):
         assert (a.base.render(), a.offset) == (base, offset)
 
 
+# Compilers' spellings of a zero offset (Triton: `[ %r1 + 0 ]` on every address; nvcc:
+# `[retval0+0]`): the same access as ptxdsl's `[%r1]`, read typed.
+ZERO_OFFSET = [
+    ("@%p1 st.shared::cta.b32 [ %r1 + 0 ], %r2;", St),
+    ("ld.shared.v2.b32 { %r1, %r2 }, [ %r3 + 0 ];", Ld),
+    ("st.global.v4.b32 [ %rd1 + 0 ], { %r1, %r2, %r3, %r4 };", St),
+    ("atom.shared.add.u32 %r4, [smem+0], 1;", Atom),
+    ("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r6, %r7}, [%r1+0];", LdMatrix),
+]
+
+
+@pytest.mark.parametrize("line,cls", ZERO_OFFSET, ids=[z[0] for z in ZERO_OFFSET])
+def test_zero_offset_spellings_read_typed(line, cls):
+    (s,) = instructions(parse_ptx(f"{HEADER}\t{line}\n}}\n").function("k").body)
+    assert type(s.insn) is cls, getattr(s.insn, "why", "")
+    assert s.insn.a.offset == 0
+
+
 # Forms the classes do not model, or refuse as ptxas does, kept Raw (with the constructor's
 # reason where one refused), each beside its twin in a spelling the class has, read typed: a
 # reading of the first would hand the checker an access the text does not make.

@@ -214,22 +214,35 @@ def test_handwritten_ptx_reads_typed_with_its_address(line, cls, base, offset):
         assert (a.base.render(), a.offset) == (base, offset)
 
 
-# Compilers' spellings of a zero offset (Triton: `[ %r1 + 0 ]` on every address; nvcc:
-# `[retval0+0]`): the same access as ptxdsl's `[%r1]`, read typed.
-ZERO_OFFSET = [
-    ("@%p1 st.shared::cta.b32 [ %r1 + 0 ], %r2;", St),
-    ("ld.shared.v2.b32 { %r1, %r2 }, [ %r3 + 0 ];", Ld),
-    ("st.global.v4.b32 [ %rd1 + 0 ], { %r1, %r2, %r3, %r4 };", St),
-    ("atom.shared.add.u32 %r4, [smem+0], 1;", Atom),
-    ("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r6, %r7}, [%r1+0];", LdMatrix),
+# Compilers' spellings of what ptxdsl writes otherwise, read typed as the same access: a zero
+# offset (Triton: `[ %r1 + 0 ]` on every address; nvcc: `[retval0+0]`) and a scalar's one
+# register in braces (Triton: `{ %rs1 }`).
+SPELLINGS = [
+    ("@%p1 st.shared::cta.b32 [ %r1 + 0 ], %r2;", St, "%r2"),
+    ("ld.shared.v2.b32 { %r1, %r2 }, [ %r3 + 0 ];", Ld, None),
+    ("st.global.v4.b32 [ %rd1 + 0 ], { %r1, %r2, %r3, %r4 };", St, None),
+    ("atom.shared.add.u32 %r4, [smem+0], 1;", Atom, None),
+    ("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r6, %r7}, [%r1+0];", LdMatrix, None),
+    ("@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];", Ld, "%rs1"),
+    ("st.global.b32 [ %rd1 + 0 ], { %r2 };", St, "%r2"),
+    ("st.shared.b32 [ %r1 + 0 ], { 7 };", St, "7"),
 ]
 
 
-@pytest.mark.parametrize("line,cls", ZERO_OFFSET, ids=[z[0] for z in ZERO_OFFSET])
-def test_zero_offset_spellings_read_typed(line, cls):
+@pytest.mark.parametrize("line,cls,value", SPELLINGS, ids=[z[0] for z in SPELLINGS])
+def test_compiler_spellings_read_typed(line, cls, value):
     (s,) = instructions(parse_ptx(f"{HEADER}\t{line}\n}}\n").function("k").body)
     assert type(s.insn) is cls, getattr(s.insn, "why", "")
     assert s.insn.a.offset == 0
+    if value is not None:     # the scalar, unbraced
+        assert (s.insn.d if cls is Ld else s.insn.b).render() == value
+
+
+def test_braces_hold_one_scalar_only():
+    """`{ %r1 }` is the scalar, not a one-element vector: ptxdsl has no .v1."""
+    for line in ("ld.global.v2.b32 { %r1 }, [%rd1];", "st.global.v4.b32 [%rd1], { %r1 };"):
+        (s,) = instructions(parse_ptx(f"{HEADER}\t{line}\n}}\n").function("k").body)
+        assert type(s.insn) is Raw
 
 
 # Forms the classes do not model, or refuse as ptxas does, kept Raw (with the constructor's

@@ -89,16 +89,22 @@ def number(text: str) -> int | float:
 
 def canon(tokens: list[Token]) -> list:
     """Tokens compared by meaning: numbers by value (and, for floats, by bits), an address's
-    `+0` offset as none, the rest as written."""
+    `+0` offset as none, a one-element `{ x }` as `x`, the rest as written."""
     out: list = []
     for kind, text, _ in tokens:
         if kind == "num":
             v = number(text)
             out.append(("num", repr(v) if isinstance(v, float) else v))
-        else:
+        elif text == "]" and out[-2:] == ["+", ("num", 0)]:
             # Triton writes every address `[ %r1 + 0 ]` (nvcc `[retval0+0]`); ptxdsl's Addr
             # renders a zero offset as nothing, so a typed reading would never match.
-            if text == "]" and out[-2:] == ["+", ("num", 0)]:
-                del out[-2:]
+            out[-2:] = ["]"]
+        elif text == "}" and len(out) > 1 and out[-2] == "{" and out[-1] not in _PUNCT:
+            # Triton's scalar ld/st name their one register `{ %r1 }`: the same operand.
+            out[-2:] = out[-1:]
+        else:
             out.append(text)
     return out
+
+
+_PUNCT = frozenset("{}[](),;:|")

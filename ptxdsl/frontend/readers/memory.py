@@ -46,9 +46,12 @@ def qualifiers(quals: tuple[str, ...], table: Table) -> dict[str, Any] | None:
 
 def vector(value: Any, n: int | None) -> Any:
     """A register operand, or the items of a `.vN` vector (`{...}` of registers, or with
-    immediates as a store's source); None when the shape disagrees with the `.vN`."""
+    immediates as a store's source); None when the shape disagrees with the `.vN`. A scalar
+    access may brace its one operand (`{ %r1 }`, as Triton writes it)."""
     if isinstance(value, Vec | Braces):
         items = tuple(value.items)
+        if n is None and len(items) == 1:
+            return items[0]
         return items if len(items) == n else None
     return None if n is not None else value
 

@@ -215,8 +215,8 @@ def test_handwritten_ptx_reads_typed_with_its_address(line, cls, base, offset):
 
 
 # Compilers' spellings of what ptxdsl writes otherwise, read typed as the same access: a zero
-# offset (Triton: `[ %r1 + 0 ]` on every address; nvcc: `[retval0+0]`) and a scalar's one
-# register in braces (Triton: `{ %rs1 }`).
+# offset (Triton: `[ %r1 + 0 ]` on every address; nvcc: `[retval0+0]`), a scalar's one
+# register in braces (Triton: `{ %rs1 }`), ldmatrix/stmatrix's qualifiers in another order.
 SPELLINGS = [
     ("@%p1 st.shared::cta.b32 [ %r1 + 0 ], %r2;", St, "%r2"),
     ("ld.shared.v2.b32 { %r1, %r2 }, [ %r3 + 0 ];", Ld, None),
@@ -226,6 +226,9 @@ SPELLINGS = [
     ("@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];", Ld, "%rs1"),
     ("st.global.b32 [ %rd1 + 0 ], { %r2 };", St, "%r2"),
     ("st.shared.b32 [ %r1 + 0 ], { 7 };", St, "7"),
+    # CUTLASS: the count before the shape
+    ("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%r6, %r7, %r8, %r9}, [%r1];", LdMatrix, None),
+    ("stmatrix.sync.aligned.x2.m8n8.trans.shared.b16 [%r1], {%r6, %r7};", StMatrix, None),
 ]
 
 
@@ -276,7 +279,9 @@ UNREAD = [
      "multimem.ld_reduce.weak.global.add.u32 %r1, [%rd1];"),
     ("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r6, %r7}, [%r1];", "",
      "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r6, %r7}, [%r1];"),
-    ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r6, %r7, %r8, %r9}, [%r1+8];", "16-byte",
+    ("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%r6, %r7}, [%r1];", "",   # text as written
+     "ldmatrix.sync.aligned.x2.m8n8.shared.b16 {%r6, %r7}, [%r1];"),
+    ("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%r6, %r7, %r8, %r9}, [%r1+8];", "16-byte",
      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r6, %r7, %r8, %r9}, [%r1+16];"),
     ("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], %r6;", "",
      "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r6};"),

@@ -24,12 +24,27 @@ from ...instructions.base import Instruction
 
 Reader = Callable[[tuple[str, ...], list[Any]], Instruction | None]
 READERS: dict[str, list[Reader]] = {}
+# Per mnemonic, opcode -> the same opcode with its qualifiers in the order ptxdsl renders
+# (a compiler's other order: CUTLASS's `ldmatrix.sync.aligned.x4.m8n8`); only a
+# permutation of the written qualifiers (`respell` checks it), so the meaning is kept.
+RESPELL: dict[str, Callable[[str], str]] = {}
 
 
 def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
     def deco(fn: Reader) -> Reader:
         for m in mnemonics:
             READERS.setdefault(m, []).append(fn)
+        return fn
+    return deco
+
+
+def respell(*mnemonics: str) -> Callable[[Callable[[str], str]], Callable[[str], str]]:
+    def deco(fn: Callable[[str], str]) -> Callable[[str], str]:
+        def checked(opcode: str) -> str:
+            out = fn(opcode)
+            return out if sorted(out.split(".")) == sorted(opcode.split(".")) else opcode
+        for m in mnemonics:
+            RESPELL[m] = checked
         return fn
     return deco
 

@@ -8,11 +8,20 @@ from typing import Any
 from ...instructions.matrix import LdMatrix, StMatrix
 from ...operands import Vec
 from ...types import StateSpace
-from . import reader
+from . import reader, respell
 
 _HEAD = ("sync", "aligned", "m8n8")
 _COUNTS = frozenset(("x1", "x2", "x4"))
 _SPACES = {"shared": StateSpace.shared, "shared::cta": StateSpace.shared_cta}
+
+
+@respell("ldmatrix", "stmatrix")
+def _count_first(opcode: str) -> str:
+    """CUTLASS writes the count before the shape (`.x4.m8n8`); ptxas reads either order."""
+    parts = opcode.split(".")
+    if len(parts) > 4 and parts[3] in _COUNTS and parts[4] == "m8n8":
+        parts[3], parts[4] = parts[4], parts[3]
+    return ".".join(parts)
 
 
 def _shape(parts: tuple[str, ...]) -> tuple[bool, StateSpace] | None:

@@ -226,6 +226,13 @@ SPELLINGS = [
     ("@%p1 ld.global.b16 { %rs1 }, [ %rd1 + 0 ];", Ld, "%rs1"),
     ("st.global.b32 [ %rd1 + 0 ], { %r2 };", St, "%r2"),
     ("st.shared.b32 [ %r1 + 0 ], { 7 };", St, "7"),
+    # CUTLASS's semaphores and Triton's atomics: the space before the memory order
+    ("ld.global.acquire.gpu.b32 %r1, [%rd1];", Ld, None),
+    ("st.global.release.gpu.b32 [%rd1], %r1;", St, None),
+    ("ld.shared.volatile.u32 %r1, [%r2];", Ld, None),
+    ("atom.global.gpu.acq_rel.add.f32 %f1, [ %rd1 + 0 ], %f2;", Atom, None),
+    ("atom.global.gpu.release.exch.b32 %r1, [%rd1], %r2;", Atom, None),
+    ("red.shared::cta.cta.relaxed.add.u32 [%r1], %r2;", Red, None),
     # CUTLASS: the count before the shape
     ("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%r6, %r7, %r8, %r9}, [%r1];", LdMatrix, None),
     ("stmatrix.sync.aligned.x2.m8n8.trans.shared.b16 [%r1], {%r6, %r7};", StMatrix, None),
@@ -266,8 +273,8 @@ UNREAD = [
     ("ld.volatile.global.L1::evict_last.u32 %r1, [%rd1];", "volatile",
      "ld.volatile.global.u32 %r1, [%rd1];"),
     ("ld.shared.v2.u32 {%r1, _}, [%r2];", "Sink", "ld.shared.v2.u32 {%r1, %r3}, [%r2];"),
-    ("ld.global.relaxed.gpu.u32 %r1, [%rd1];", "rendered",               # qualifier order
-     "ld.relaxed.gpu.global.u32 %r1, [%rd1];"),
+    ("ld.global.L1::evict_last.nc.u32 %r1, [%rd1];", "rendered",        # qualifier order
+     "ld.global.nc.L1::evict_last.u32 %r1, [%rd1];"),
     ("atom.global.add.f16 %rs1, [%rd1], %rs2;", "rendered",             # ptxas wants .noftz
      "atom.global.add.noftz.f16 %rs1, [%rd1], %rs2;"),
     ("atom.global.noftz.add.u32 %r1, [%rd1], 1;", "rendered",

@@ -10,7 +10,10 @@ when it renders back to the same tokens (numbers compared by value): a reader ca
 change what a program means, only fail to recognise it.
 
 Each family's readers live in a module of this package, registered with `@reader(...)` by
-mnemonic (the opcode's first component); every module here is imported.
+mnemonic (the opcode's first component); every module here is imported. A compiler that
+orders an opcode's qualifiers otherwise than ptxdsl renders them (CUTLASS's
+`ld.global.acquire.gpu`) is met by `@respell(...)`: the opcode is read and compared in
+ptxdsl's order, a permutation of the written qualifiers only.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ def respell(*mnemonics: str) -> Callable[[Callable[[str], str]], Callable[[str],
     def deco(fn: Callable[[str], str]) -> Callable[[str], str]:
         def checked(opcode: str) -> str:
             out = fn(opcode)
-            return out if sorted(out.split(".")) == sorted(opcode.split(".")) else opcode
+            if out == opcode or sorted(out.split(".")) != sorted(opcode.split(".")):
+                return opcode
+            return out
         for m in mnemonics:
             RESPELL[m] = checked
         return fn

@@ -10,11 +10,14 @@ from typing import Any
 
 from ...instructions.atomic import Atom, AtomCas, AtomOp, Red
 from ...types import StateSpace
-from . import reader
-from .memory import SCOPES, SEMS, SPACES, TYPES, Table, qualifiers
+from . import reader, respell
+from .memory import SCOPES, SEMS, SPACES, TYPES, Table, order_first, qualifiers
 
 _ATOMIC: Table = {**SEMS, **SCOPES, **SPACES, **{op.value: ("op", op) for op in AtomOp},
                   "noftz": ("noftz", True)}
+
+
+respell("atom", "red")(order_first)
 
 
 def _read(parts: tuple[str, ...]) -> tuple[dict[str, Any], Any] | None:

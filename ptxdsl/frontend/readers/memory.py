@@ -15,7 +15,7 @@ from ...instructions.memory import L1Eviction, L2Prefetch, Ld, St
 from ...operands import Vec
 from ...types import ScalarType, Scope, Sem, StateSpace
 from ..items import Braces
-from . import reader
+from . import reader, respell
 
 Table = dict[str, tuple[str, Any]]
 
@@ -30,6 +30,23 @@ _ACCESS: Table = {**SEMS, **SCOPES, **SPACES, "nc": ("nc", True),
                   "L2::cache_hint": ("hint", True),
                   **{f"L2::{p.value}": ("prefetch", p) for p in L2Prefetch},
                   "v2": ("vec", 2), "v4": ("vec", 4), "v8": ("vec", 8)}
+
+
+_ORDER = {**dict.fromkeys(SEMS, 0), **dict.fromkeys(SCOPES, 1), **dict.fromkeys(SPACES, 2)}
+
+
+@respell("ld", "st")
+def order_first(opcode: str) -> str:
+    """The leading memory order, scope and space in ptxdsl's order: CUTLASS's semaphores
+    write `ld.global.acquire.gpu.b32`, Triton's atomics `atom.global.gpu.acq_rel.add.f32`;
+    ptxas reads them as `ld.acquire.gpu.global.b32`."""
+    parts = opcode.split(".")
+    n = 1
+    while n < len(parts) - 1 and parts[n] in _ORDER:
+        n += 1
+    if n < 3:
+        return opcode
+    return ".".join([parts[0], *sorted(parts[1:n], key=_ORDER.__getitem__), *parts[n:]])
 
 
 def qualifiers(quals: tuple[str, ...], table: Table) -> dict[str, Any] | None:

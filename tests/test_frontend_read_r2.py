@@ -13,6 +13,7 @@ mnemonics read here that set is empty, so every one must be typed.
 from __future__ import annotations
 
 import collections
+import random
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -21,8 +22,11 @@ from hypothesis import strategies as st
 from ptxdsl import Kernel, Module, PtxdslError, t
 from ptxdsl.frontend import Raw, parse_ptx
 from ptxdsl.frontend.compare import first_difference, instructions
+from ptxdsl.frontend.items import Braces, Bracket, PredPair, RawOperand
+from ptxdsl.frontend.readers import READERS
 from ptxdsl.fuzz import bulk, core, cuda_ptx, matrix, oracle
 from ptxdsl.instructions.atomic import Atom, AtomCas, Red
+from ptxdsl.instructions.base import Instruction
 from ptxdsl.instructions.cache_policy import (
     CreatePolicyCvt,
     CreatePolicyFractional,
@@ -32,8 +36,8 @@ from ptxdsl.instructions.matrix import LdMatrix, StMatrix
 from ptxdsl.instructions.memory import Ld, St
 from ptxdsl.instructions.multimem import Multimem
 from ptxdsl.instructions.prefetch import Prefetch, PrefetchU
-from ptxdsl.operands import Addr, Reg, Symbol
-from ptxdsl.types import StateSpace
+from ptxdsl.operands import SINK, Addr, Label, NegPred, Reg, SpecialReg, Symbol, Vec
+from ptxdsl.types import ScalarType, StateSpace
 from tests import test_ld_st, test_multimem_bits
 from tests.cccl_forms import needs_cccl
 from tests.frontend_support import unread
@@ -313,3 +317,50 @@ def test_unmodelled_forms_stay_raw_beside_their_typed_twin(line, why, twin):
     got = _one(line)
     assert type(got) is Raw and got.render() == line and why in got.why
     assert type(_one(twin)) is not Raw, _one(twin).why
+
+
+# -- any operand the parser makes, under mutated opcodes: None, an instruction or a refusal ----
+_K = Kernel("junk")
+_R32, _R64, _P, _F32 = (_K.reg(ty) for ty in (t.b32, t.b64, t.pred, t.f32))
+_SMEM = _K.shared_array(t.b8, 1024, align=16, name="smem")
+JUNK = [_R32, _R64, _P, _F32, NegPred(_P),
+        SpecialReg("tid.x", ScalarType.u32), Addr(_R32), Addr(_R64, -4), Addr(_SMEM, 8), Addr(8),
+        Vec([_R32, _R32]), Vec([_R32]), Braces([_R32, 1]), Braces([SINK]),
+        Bracket([_R64, Vec([_R32, _R32])]), PredPair(_P, _P), _SMEM, Label("L"), SINK, 0, -1,
+        1.5, 2**70, RawOperand("x"), RawOperand("%r1.x", (_R32,))]
+SEEDS = ["ld.global.nc.L2::cache_hint.v4.f32", "st.shared.v2.b32", "atom.global.cas.b32",
+         "red.add.noftz.f16", "prefetch.global.L2::evict_last", "prefetchu.L1",
+         "createpolicy.fractional.L2::evict_last.b64",
+         "createpolicy.range.global.L2::evict_last.b64", "createpolicy.cvt.L2.b64",
+         "multimem.ld_reduce.relaxed.gpu.global.add.u32", "multimem.st.weak.global.b32",
+         "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16", "stmatrix.sync.aligned.m8n8.x1.b16"]
+_MODULES = {f"ptxdsl.frontend.readers.{m}" for m in ("memory", "atomic", "prefetch",
+                                                     "cache_policy", "multimem", "matrix")}
+
+
+def _mutations(opcode: str):
+    parts = opcode.split(".")
+    yield tuple(parts[:1])
+    for i in range(1, len(parts) + 1):
+        yield tuple(parts[:i])                                # cut short
+        yield tuple(parts[:i] + parts[i - 1:])                # a qualifier twice
+        yield tuple(parts[:i - 1] + ["zz"] + parts[i:])       # one unknown
+
+
+@pytest.mark.parametrize("opcode", SEEDS)
+def test_readers_take_any_operands_without_crashing(opcode):
+    """The parser keeps a reader's exception as the reason a statement stayed Raw; anything
+    but a refusal (`PtxdslError`) would be a reader's bug shown to the user as the reason."""
+    rnd = random.Random(opcode)
+    mine = [fn for fn in READERS[opcode.split(".")[0]] if fn.__module__ in _MODULES]
+    assert mine
+    for parts in _mutations(opcode):
+        for fn in mine:
+            for n in range(6):
+                for _ in range(10):
+                    ops = [rnd.choice(JUNK) for _ in range(n)]
+                    try:
+                        out = fn(parts, ops)
+                    except PtxdslError:
+                        continue
+                    assert out is None or isinstance(out, Instruction), (parts, ops)

@@ -3,11 +3,13 @@ red (atomic.py), prefetch and prefetchu, createpolicy, multimem, ldmatrix and st
 
 Every instance a builder makes, emitted and parsed back, must come back as the same typed
 object: the fuzz strategies' random builder calls (no ptxas involved), every cuda::ptx form
-of ld.h / st.h / multimem_*.h, every prefetch combination, and hand-written PTX in the
-spelling compilers use (the shared-memory accesses the hazard checker reads, with register,
-symbol and negative offsets). Statements of other families that scaffold a kernel (`ret`,
-`cvta`, `mov`) may stay Raw only while no reader claims their mnemonic (`unread()`): for the
-mnemonics read here that set is empty, so every one must be typed.
+of ld.h / st.h / multimem_*.h, every prefetch combination, and hand-written PTX (the
+shared-memory accesses the hazard checker reads, with register, symbol and negative
+offsets), also in the spellings nvcc, CUTLASS and Triton use where ptxdsl writes the same
+instruction otherwise. What the classes do not model stays Raw, beside a typed twin; no
+operand makes a reader raise anything but a refusal. A statement of another family that
+scaffolds a kernel (`ret`) may stay Raw only while no reader claims its mnemonic
+(`unread()`): for the mnemonics read here that set is empty, so every one must be typed.
 """
 
 from __future__ import annotations

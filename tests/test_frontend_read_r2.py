@@ -25,7 +25,7 @@ from ptxdsl import Kernel, Module, PtxdslError, t
 from ptxdsl.frontend import Raw, parse_ptx
 from ptxdsl.frontend.compare import first_difference, instructions
 from ptxdsl.frontend.items import Braces, Bracket, PredPair, RawOperand
-from ptxdsl.frontend.readers import READERS
+from ptxdsl.frontend.readers import READERS, RESPELL, respell
 from ptxdsl.fuzz import bulk, core, cuda_ptx, matrix, oracle
 from ptxdsl.instructions.atomic import Atom, AtomCas, Red
 from ptxdsl.instructions.base import Instruction
@@ -252,6 +252,17 @@ def test_compiler_spellings_read_typed(line, cls, value):
     assert s.insn.a.offset == 0
     if value is not None:     # the scalar, unbraced
         assert (s.insn.d if cls is Ld else s.insn.b).render() == value
+
+
+def test_respellings_chain_and_only_permute():
+    try:
+        respell("zz")(lambda op: op.replace("b.a", "a.b"))
+        respell("zz")(lambda op: op.replace("d.c", "c.d"))
+        assert RESPELL["zz"]("zz.b.a.d.c.u32") == "zz.a.b.c.d.u32"
+        respell("zz")(lambda op: op + ".x")          # adds a qualifier: not a respelling
+        assert RESPELL["zz"]("zz.b.a.u32") == "zz.a.b.u32"
+    finally:
+        del RESPELL["zz"]
 
 
 def test_braces_hold_one_scalar_only():

@@ -48,10 +48,17 @@ def respell(*mnemonics: str) -> Callable[[Callable[[str], str]], Callable[[str],
             if out == opcode or sorted(out.split(".")) != sorted(opcode.split(".")):
                 return opcode
             return out
-        for m in mnemonics:
-            RESPELL[m] = checked
+        for m in mnemonics:   # a second family's respelling of one mnemonic runs after
+            prev = RESPELL.get(m)
+            RESPELL[m] = checked if prev is None else _then(prev, checked)
         return fn
     return deco
+
+
+def _then(first: Callable[[str], str], second: Callable[[str], str]) -> Callable[[str], str]:
+    def both(opcode: str) -> str:
+        return second(first(opcode))
+    return both
 
 
 def _load() -> None:

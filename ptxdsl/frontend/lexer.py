@@ -88,8 +88,8 @@ def number(text: str) -> int | float:
 
 
 def canon(tokens: list[Token]) -> list:
-    """Tokens compared by meaning: numbers by value (and, for floats, by bits), the rest as
-    written."""
+    """Tokens compared by meaning: numbers by value (and, for floats, by bits), an address's
+    `+0` offset as none, a one-element `{ x }` as `x`, the rest as written."""
     out: list = []
     neg = False
     for kind, text, _ in tokens:
@@ -99,10 +99,17 @@ def canon(tokens: list[Token]) -> list:
                 out.pop()
                 v = -v
             out.append(("num", repr(v) if isinstance(v, float) else v))
-        elif text == "]" and len(out) > 1 and out[-1] == ("num", 0) and out[-2] == "+":
-            del out[-2:]          # `[%r1+0]` is `[%r1]`
-            out.append(text)
+        elif text == "]" and out[-2:] == ["+", ("num", 0)]:
+            # Triton writes every address `[ %r1 + 0 ]` (nvcc `[retval0+0]`); ptxdsl's Addr
+            # renders a zero offset as nothing, so a typed reading would never match.
+            out[-2:] = ["]"]
+        elif text == "}" and len(out) > 1 and out[-2] == "{" and out[-1] not in _PUNCT:
+            # Triton's scalar ld/st name their one register `{ %r1 }`: the same operand.
+            out[-2:] = out[-1:]
         else:
             out.append(text)
         neg = text == "-" and (len(out) < 2 or out[-2] in (",", "+", "[", "{", "(", "="))
     return out
+
+
+_PUNCT = frozenset("{}[](),;:|")

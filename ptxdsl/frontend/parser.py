@@ -31,7 +31,7 @@ from ..types import ScalarType, StateSpace
 from .items import Braces, Bracket, Directive, PlainReg, PredPair, Raw, RawOperand, ScopedLabel
 from .lexer import PtxParseError, Source, Token, canon, number, tokenize
 from .module import ParsedFunction, ParsedModule, TopLevel
-from .readers import READERS
+from .readers import READERS, RESPELL
 
 _SPACES = {".shared": StateSpace.shared, ".global": StateSpace.global_,
            ".const": StateSpace.const, ".local": StateSpace.local, ".param": StateSpace.param}
@@ -507,13 +507,19 @@ class _Parser:
             j += 1
         if toks[j][0] != "id":
             raise self.fail(j, f"expected an instruction, got {toks[j][1]!r}")
-        opcode = toks[j][1]
+        opcode = written = toks[j][1]
+        respell = RESPELL.get(opcode.split(".", 1)[0])
+        if respell is not None:
+            # The same opcode in the qualifier order ptxdsl renders: read and compared as
+            # that (the text keeps the written one).
+            opcode = respell(opcode)
+            toks[j] = (toks[j][0], opcode, toks[j][2])
         ops = [self._operand(scope, a, b) for a, b in self._commas(j + 1, e)]
         text = self.slice(j, e)
         parts = tuple(opcode.split("."))
         insn = self._typed(parts, ops, j, e)
         if insn is None or isinstance(insn, str):
-            insn = _raw(text, opcode, parts, ops, insn or "")
+            insn = _raw(text, written, parts, ops, insn or "")
         return Statement(insn, guard, loc)
 
     def _typed(self, parts: tuple[str, ...], ops: list, a: int, b: int) -> Any:

@@ -10,7 +10,10 @@ when it renders back to the same tokens (numbers compared by value): a reader ca
 change what a program means, only fail to recognise it.
 
 Each family's readers live in a module of this package, registered with `@reader(...)` by
-mnemonic (the opcode's first component); every module here is imported.
+mnemonic (the opcode's first component); every module here is imported. A compiler that
+orders an opcode's qualifiers otherwise than ptxdsl renders them (CUTLASS's
+`ld.global.acquire.gpu`) is met by `@respell(...)`: the opcode is read and compared in
+ptxdsl's order, a permutation of the written qualifiers only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from ...instructions.base import Instruction
 
 Reader = Callable[[tuple[str, ...], list[Any]], Instruction | None]
 READERS: dict[str, list[Reader]] = {}
+# Per mnemonic, opcode -> the same opcode with its qualifiers in the order ptxdsl renders
+# (a compiler's other order: CUTLASS's `ldmatrix.sync.aligned.x4.m8n8`); only a
+# permutation of the written qualifiers (`respell` checks it), so the meaning is kept.
+RESPELL: dict[str, Callable[[str], str]] = {}
 
 
 def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
@@ -32,6 +39,26 @@ def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
             READERS.setdefault(m, []).append(fn)
         return fn
     return deco
+
+
+def respell(*mnemonics: str) -> Callable[[Callable[[str], str]], Callable[[str], str]]:
+    def deco(fn: Callable[[str], str]) -> Callable[[str], str]:
+        def checked(opcode: str) -> str:
+            out = fn(opcode)
+            if out == opcode or sorted(out.split(".")) != sorted(opcode.split(".")):
+                return opcode
+            return out
+        for m in mnemonics:   # a second family's respelling of one mnemonic runs after
+            prev = RESPELL.get(m)
+            RESPELL[m] = checked if prev is None else _then(prev, checked)
+        return fn
+    return deco
+
+
+def _then(first: Callable[[str], str], second: Callable[[str], str]) -> Callable[[str], str]:
+    def both(opcode: str) -> str:
+        return second(first(opcode))
+    return both
 
 
 def _load() -> None:

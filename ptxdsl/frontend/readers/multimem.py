@@ -1,0 +1,30 @@
+"""Readers for `ptxdsl.instructions.multimem`: multimem.ld_reduce / st / red, the scalar
+forms (the `.acc::f32` and `.vN` forms are not modelled: they stay Raw)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...instructions.bulk import RedOp
+from ...instructions.multimem import Multimem, MultimemKind
+from . import reader
+from .memory import SCOPES, SEMS, SPACES, TYPES, Table, qualifiers
+
+_KINDS = {k.value: k for k in MultimemKind}
+_QUALS: Table = {**SEMS, **SCOPES, "global": SPACES["global"],
+                 **{op.value: ("op", op) for op in RedOp}}
+
+
+@reader("multimem")
+def multimem(parts: tuple[str, ...], ops: list[Any]) -> Multimem | None:
+    kind = _KINDS.get(parts[1]) if len(parts) > 2 else None
+    q = qualifiers(parts[2:-1], _QUALS)
+    t = TYPES.get(parts[-1])
+    if kind is None or q is None or t is None or "space" not in q or "sem" not in q \
+            or len(ops) != 2:
+        return None
+    if kind is MultimemKind.ld_reduce:
+        d, a = ops
+    else:
+        a, d = ops
+    return Multimem(kind, q["sem"], q.get("scope"), q.get("op"), t, a, d)

@@ -155,11 +155,39 @@ def parse_cost(section: Section, reps: int = REPS) -> None:
                       f"{lines / (min(ms) / 1e3) / 1e3:.0f}k lines/s at best")
     section.target(f"parse a {lines:,}-line PTX file (median)", row["median"] / 1e3,
                    "< 2 s", row["median"] < 2000)
+    corpus_cost(section, reps)
     path = next(p for p in sample_files() if p.stem == "gemm_hopper")
     sample = runpy.run_path(str(path), run_name="__ptxdsl_bench__")["build_module"]().emit()
     section.row(f"parse_ptx + check, {path.stem} sample ({sample.count(chr(10)):,} lines)",
                 host_ms(lambda: parse_ptx(sample).check(), reps=reps, warmup=1), "ms",
                 "parse, then every kernel checked")
+
+
+def corpus_cost(section: Section, reps: int = REPS) -> None:
+    """Parse and check the compiler-generated corpus (tests/corpus), per generator: its size,
+    how much of it reads typed, and the time of each step."""
+    import json
+    from pathlib import Path
+
+    from ptxdsl.frontend import Raw, parse_ptx
+    root = Path(__file__).resolve().parent.parent / "tests" / "corpus"
+    manifest = json.loads((root / "MANIFEST.json").read_text())
+    gens: dict[str, list[tuple[str, str]]] = {}
+    for rel, entry in sorted(manifest["files"].items()):
+        gens.setdefault(entry["generator"], []).append((rel, (root / "ptx" / rel).read_text()))
+    for gen, files in gens.items():
+        lines = sum(t.count("\n") for _, t in files)
+        mods = [parse_ptx(t, file=rel) for rel, t in files]
+        stmts = [s for m in mods for f in m.functions for s in f.statements()]
+        typed = sum(1 for s in stmts if type(s.insn) is not Raw)
+        section.row(f"parse_ptx, corpus {gen} ({len(files)} files, {lines:,} lines)",
+                    host_ms(lambda files=files: [parse_ptx(t) for _, t in files], reps=reps,
+                            warmup=0), "ms",
+                    f"{typed:,} of {len(stmts):,} instructions typed "
+                    f"({100 * typed / max(1, len(stmts)):.0f}%)")
+        section.row(f"check, corpus {gen} (every kernel, parsed beforehand)",
+                    host_ms(lambda mods=mods: [m.check() for m in mods], reps=reps, warmup=0),
+                    "ms")
 
 
 def peak_memory(n_instructions: int) -> int:

@@ -13,23 +13,28 @@ import struct
 
 from ..errors import BuildError, SourceLoc
 
+# One match per token: the whitespace and comments before it are part of the match, the
+# token is group 1 (its kind told by its first character), so a 50,000-line file makes one
+# match object per token and none for the space between.
 _TOKEN = re.compile(r"""
-    [ \t\r\n\f\v]+
-  | //[^\n]*
-  | /\*.*?\*/
-  | (?P<str>"(?:[^"\\\n]|\\.)*")
-  | (?P<num>0[fF][0-9a-fA-F]{8}(?![\w$])
-           | 0[dD][0-9a-fA-F]{16}(?![\w$])
-           | 0[xX][0-9a-fA-F]+U?(?![\w$])
-           | 0[bB][01]+U?(?![\w$])
-           | [0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?(?![\w$])
-           | [0-9]+[eE][+-]?[0-9]+(?![\w$])
-           | [0-9]+U?(?![\w$]))
-  | (?P<id>[%.]?[A-Za-z_$][\w$]*(?:(?:\.|::)[\w$]+)*)
-  | (?P<bad>/\*)
-  | (?P<p>[{}()\[\],;:@!<>+\-|=*/~&^?%])
-  | (?P<other>.)
+    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/)*
+    (   "(?:[^"\\\n]|\\.)*"
+      | 0[fF][0-9a-fA-F]{8}(?![\w$])
+      | 0[dD][0-9a-fA-F]{16}(?![\w$])
+      | 0[xX][0-9a-fA-F]+U?(?![\w$])
+      | 0[bB][01]+U?(?![\w$])
+      | [0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?(?![\w$])
+      | [0-9]+[eE][+-]?[0-9]+(?![\w$])
+      | [0-9]+U?(?![\w$])
+      | [%.]?[A-Za-z_$][\w$]*(?:(?:\.|::)[\w$]+)*
+      | /\*
+      | [{}()\[\],;:@!<>+\-|=*/~&^?%]
+      | .
+      | $ )
 """, re.S | re.X)
+_KIND = {c: "num" for c in "0123456789"} | {'"': "str"} | {
+    c: "id" for c in "%.$_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+_PUNCT_CHARS = frozenset("{}()[],;:@!<>+-|=*/~&^?%")
 
 Token = tuple[str, str, int]
 
@@ -56,15 +61,25 @@ class Source:
 def tokenize(src: Source) -> list[Token]:
     out: list[Token] = []
     append = out.append
+    kinds, punct = _KIND, _PUNCT_CHARS
     for m in _TOKEN.finditer(src.text):
-        kind = m.lastgroup
-        if kind is None:
-            continue
-        if kind == "bad":
-            raise src.fail(m.start(), "unterminated /* comment")
-        if kind == "other":
-            raise src.fail(m.start(), f"unexpected character {m.group()!r}")
-        append((kind, m.group(), m.start()))
+        text = m.group(1)
+        if not text:
+            break                  # the end of the text (after trailing space or comments)
+        start = m.start(1)
+        c = text[0]
+        kind = kinds.get(c)
+        if kind is None or (kind == "id" and len(text) == 1 and c in punct):
+            if text == "/*":
+                raise src.fail(start, "unterminated /* comment")
+            if c not in punct:
+                raise src.fail(start, f"unexpected character {text!r}")
+            kind = "p"
+        elif kind == "id" and len(text) == 1 and c in "%.$":
+            if c == "$":
+                raise src.fail(start, "unexpected character '$'")
+            kind = "p"
+        append((kind, text, start))
     return out
 
 

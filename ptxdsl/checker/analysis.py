@@ -238,6 +238,12 @@ class Analysis:
         if isinstance(i, tuple):   # (text, SourceLoc): a declaration, not a statement
             return Site(role, i[0], i[1])
         st = self.body[i]
+        # A block of parsed PTX may begin with a directive (`.loc`, a scope brace): the site
+        # is the first instruction from there.
+        while getattr(getattr(st, "insn", None), "MNEMONIC", "") == "directive" and \
+                i + 1 < len(self.body):
+            i += 1
+            st = self.body[i]
         return Site(role, st.render().replace("\n", " "), st.loc)
 
     def note(self, check: str, message: str, sites: Iterable[tuple[str, SiteAt]] = ()

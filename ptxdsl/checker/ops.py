@@ -12,6 +12,7 @@ import enum
 import importlib
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -153,6 +154,30 @@ def _smem_write(insn: Any, i: int) -> list[Op]:
     return out
 
 
+_RAW_SPACES = {"shared": StateSpace.shared, "shared::cta": StateSpace.shared_cta,
+               "shared::cluster": StateSpace.shared_cluster, "global": StateSpace.global_,
+               "local": StateSpace.local, "param": StateSpace.param, "const": StateSpace.const}
+
+
+def _raw_memory(insn: Any, i: int) -> list[Op]:
+    """A memory access kept as text (a form no class models: `ld.shared.b8` into a 16-bit
+    register, a cache operator, ...) still reads or writes shared memory: the same ops as its
+    typed twin, on its address operand."""
+    parts = insn.op.split(".")
+    if parts[0] not in ("ld", "st", "atom", "red") or parts[1:2] == ["async"]:
+        return []
+    space = next((_RAW_SPACES[q] for q in parts[1:] if q in _RAW_SPACES), StateSpace.generic)
+    addr = next((o for o in insn.srcs if isinstance(o, Addr)), None)
+    if addr is None:
+        return []
+    op = SimpleNamespace(space=space, a=addr)
+    if parts[0] == "ld":
+        return _smem_read(op, i)
+    if space is StateSpace.global_:
+        return []    # a raw global store is no tensor-map copy the checker could follow
+    return _smem_write(op, i)
+
+
 def _fence_async(insn: Any, i: int) -> list[Op]:
     return [Op(Role.PROXY_ASYNC_FENCE, i, space=insn.space)]
 
@@ -263,6 +288,7 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapReplaceDim", _replace),
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
+    ("raw", "Raw", _raw_memory),
     ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
     ("matrix", "LdMatrix", _smem_read),     # ldmatrix reads 16 bytes per thread, like ld.shared
     ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),

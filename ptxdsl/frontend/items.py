@@ -14,55 +14,12 @@ from typing import Any
 
 import attrs
 
-from ..instructions.base import Instruction
+from ..instructions.raw import Directive, Raw  # noqa: F401 (re-exported: the front end's)
 from ..operands import Label, Operand, Reg
 
 
 def _as_tuple(items: Any) -> tuple:   # a converter the attrs plugin can type
     return tuple(items)
-
-
-@attrs.frozen
-class Raw(Instruction):
-    """Any PTX instruction, as its text: `<opcode> <operands>;`.
-
-    `d` holds the operands it writes (the checker's definitions), `srcs` those it reads;
-    `why` says why no typed reading was kept (empty when ptxdsl has no model of the opcode).
-    """
-
-    MNEMONIC = "raw"
-
-    text: str
-    op: str
-    d: tuple = attrs.field(default=(), converter=_as_tuple)
-    srcs: tuple = attrs.field(default=(), converter=_as_tuple)
-    why: str = attrs.field(default="", eq=False)
-
-    def opcode(self) -> str:
-        return self.op
-
-    def operands(self) -> tuple:
-        return self.d + self.srcs
-
-    def render(self) -> str:
-        return self.text + ";"
-
-
-@attrs.frozen
-class Directive(Instruction):
-    """A declaration (`.reg`, `.shared`, `.local`, `.param`), `.loc`, `.pragma`, a call
-    prototype, or a scope brace inside a body; `kind` is its first token."""
-
-    MNEMONIC = "directive"
-
-    kind: str
-    text: str
-
-    def opcode(self) -> str:
-        return self.kind
-
-    def render(self) -> str:
-        return self.text
 
 
 @attrs.define(eq=False, repr=False)

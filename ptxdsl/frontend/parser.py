@@ -515,11 +515,10 @@ class _Parser:
             opcode = respell(opcode)
             toks[j] = (toks[j][0], opcode, toks[j][2])
         ops = [self._operand(scope, a, b) for a, b in self._commas(j + 1, e)]
-        text = self.slice(j, e)
         parts = tuple(opcode.split("."))
         insn = self._typed(parts, ops, j, e)
         if insn is None or isinstance(insn, str):
-            insn = _raw(text, written, parts, ops, insn or "")
+            insn = _raw(self.slice(j, e), written, parts, ops, insn or "")
         return Statement(insn, guard, loc)
 
     def _typed(self, parts: tuple[str, ...], ops: list, a: int, b: int) -> Any:
@@ -548,8 +547,10 @@ class _Parser:
                 mine = insn.render()
                 # Most statements come back exactly as written, whitespace aside; the rest
                 # are compared token by token, numbers by value (`0x10` and `16`).
-                if not wrap and _squeeze(mine) == _squeeze(self.slice(a, b) + ";"):
-                    return insn
+                if not wrap:
+                    src = self.slice(a, b) + ";"
+                    if mine == src or _squeeze(mine) == _squeeze(src):
+                        return insn
                 if _same(canon(tokenize(Source(mine))), canon(self.toks[a:b]) + [";"], wrap):
                     # The same instruction, a number spelled otherwise (`0xFFFFFFFF`, `-1`):
                     # the function emits the source's spelling.

@@ -36,14 +36,17 @@ class Result:
     """One file's outcome: its findings, or why it could not be checked."""
 
     def __init__(self, path: str, findings: list[Finding] | None = None, error: str = "",
-                 kernels: int = 0):
+                 kernels: int = 0, versions: list[str] | None = None):
         self.path, self.findings, self.error, self.kernels = path, findings or [], error, kernels
+        # Typed statements whose form the file's .version/.target do not allow (ptxas would
+        # refuse the file): errors too.
+        self.versions = versions or []
 
     def worst(self, strict: bool) -> int:
         if self.error:
             return 2
         sev = {f.severity for f in self.findings}
-        if Severity.error in sev or (strict and Severity.warning in sev):
+        if self.versions or Severity.error in sev or (strict and Severity.warning in sev):
             return 1
         return 0
 
@@ -59,7 +62,7 @@ def check_ptx_file(path: Path, *, notes: bool = False, context: dict | None = No
         findings = check_module(mod, notes=notes, **(context or {}))
     except PtxdslError as e:
         return Result(name, error=str(e))
-    return Result(name, findings, kernels=len(mod.kernels))
+    return Result(name, findings, kernels=len(mod.kernels), versions=mod.version_problems())
 
 
 def exit_code(results: list[Result], strict: bool) -> int:
@@ -75,8 +78,10 @@ def text_report(results: list[Result]) -> str:
         if r.error:
             lines.append(f"{r.path}: cannot check: {r.error}")
             continue
+        lines.extend(f"{v.split(': ', 1)[0]}: error[ptx-version] {v.split(': ', 1)[1]}"
+                     for v in r.versions)
         lines.extend(f.format() for f in r.findings)
-        if not [f for f in r.findings if f.severity is not Severity.note]:
+        if not r.versions and not [f for f in r.findings if f.severity is not Severity.note]:
             lines.append(f"{r.path}: no hazards found ({r.kernels} kernels)")
     n = len(results)
     bad = sum(1 for r in results if r.error)
@@ -99,6 +104,7 @@ def json_report(results: list[Result]) -> str:
     for r in results:
         files.append({
             "file": r.path, "error": r.error or None, "kernels": r.kernels,
+            "version_problems": r.versions,
             "findings": [{
                 "id": f.id, "severity": f.severity.value, "kernel": f.kernel,
                 "title": f.hazard.title, "message": f.message, "fix": f.fix,
@@ -127,6 +133,12 @@ def sarif_report(results: list[Result]) -> str:
     rules = [{"id": h.value, "shortDescription": {"text": h.title},
               "help": {"text": h.fix},
               "defaultConfiguration": {"level": _LEVEL[h.severity]}} for h in used]
+    if any(r.versions for r in results):
+        rules.append({"id": "ptx-version", "shortDescription": {
+            "text": "an instruction needs a newer .version or another .target"},
+            "help": {"text": "raise the file's .version/.target to what the instruction needs "
+                             "(ptxas refuses the file as it is)"},
+            "defaultConfiguration": {"level": "error"}})
     index = {h: i for i, h in enumerate(used)}
     out: list[dict[str, Any]] = []
     notifications: list[dict[str, Any]] = []
@@ -134,6 +146,12 @@ def sarif_report(results: list[Result]) -> str:
         if r.error:
             notifications.append({"level": "error", "message": {"text": r.error},
                                   "locations": [_sarif_location(SourceLoc(r.path, 0))]})
+        for v in r.versions:
+            where, what = v.split(": ", 1)
+            file, _, line = where.rpartition(":")
+            out.append({"ruleId": "ptx-version", "ruleIndex": len(rules) - 1, "level": "error",
+                        "message": {"text": what},
+                        "locations": [_sarif_location(SourceLoc(file, int(line)))]})
         for f in r.findings:
             res: dict[str, Any] = {
                 "ruleId": f.id, "ruleIndex": index[f.hazard], "level": _LEVEL[f.severity],

@@ -126,3 +126,20 @@ def test_strict_makes_warnings_fail(capsys, tmp_path, strict, want):
     rc, out, _ = run(capsys, *(["--strict"] if strict else []), path)
     assert "warning[tma-smem-align]" in out and "error[" not in out
     assert rc == want
+
+
+def test_a_form_the_declared_version_does_not_allow_is_an_error(capsys, tmp_path):
+    golden = Path(__file__).parent / "golden" / "mbarrier" / "sm90_v86.ptx"
+    old = tmp_path / "old.ptx"
+    old.write_text(golden.read_text().replace(".version 8.6", ".version 7.0"))
+    rc, out, _ = run(capsys, old)
+    assert rc == 1
+    assert f"{old}:20: error[ptx-version] mbarrier.arrive.relaxed.cta.shared::cta.b64 needs " \
+           "PTX ISA 8.6, sm_90+; the file declares .version 7.0, .target sm_90" in out
+    rc, out, _ = run(capsys, "--format", "sarif", old)
+    doc = json.loads(out)["runs"][0]
+    mine = [r for r in doc["results"] if r["ruleId"] == "ptx-version"]
+    assert len(mine) == 10 and mine[0]["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": 20}
+    assert doc["tool"]["driver"]["rules"][mine[0]["ruleIndex"]]["id"] == "ptx-version"
+    assert "ptx-version" not in run(capsys, golden)[1]

@@ -249,3 +249,14 @@ def test_a_negative_literal_that_does_not_fit_stays_raw():
             "\tmov.u16 %rs1, -70000;\n\tret;\n}\n")
     insn = next(parse_ptx(text).kernels[0].statements()).insn
     assert isinstance(insn, Raw) and "immediate" in insn.why
+
+
+def test_typed_statements_say_what_version_and_target_they_need():
+    golden = GOLDEN_DIR / "mbarrier" / "sm90_v86.ptx"
+    assert parse_ptx(golden.read_text()).version_problems() == []
+    old = parse_ptx(golden.read_text().replace(".version 8.6", ".version 7.0"), file="x.ptx")
+    problems = old.version_problems()
+    assert problems[0] == ("x.ptx:20: mbarrier.arrive.relaxed.cta.shared::cta.b64 needs PTX "
+                           "ISA 8.6, sm_90+; the file declares .version 7.0, .target sm_90")
+    needs = {str(r.version) for _, r in old.requirements()}
+    assert "8.6" in needs

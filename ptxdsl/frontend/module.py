@@ -16,6 +16,7 @@ import attrs
 
 from ..operands import Symbol
 from ..statements import LabelDef, Param, Statement
+from ..types import PtxVersion, Requires, Target
 from .items import Directive, Raw
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,6 +158,27 @@ class ParsedModule:
             if isinstance(item, ParsedFunction):
                 out.append("")
         return "\n".join(out).rstrip("\n") + "\n"
+
+    def requirements(self) -> list[tuple[Statement, Requires]]:
+        """Each typed statement with the PTX ISA version and target its form needs (raw ones
+        are the text's own business: ptxas judges them)."""
+        return [(st, st.insn.requires) for f in self.functions for st in f.statements()
+                if type(st.insn) is not Raw]
+
+    def version_problems(self) -> list[str]:
+        """The typed statements whose form the file's `.version`/`.target` do not allow, as
+        `file:line: ...` messages (what ptxas would refuse, said before it runs)."""
+        try:
+            have, target = PtxVersion.parse(self.version), Target.parse(self.target)
+        except (ValueError, TypeError):
+            return []    # no (or an unknown) .version/.target: nothing to compare with
+        out = []
+        for st, need in self.requirements():
+            if need.version > have or not need.satisfied_by(target):
+                out.append(f"{st.loc.file}:{st.loc.line}: {st.insn.opcode()} needs "
+                           f"{need.describe()}; the file declares .version {self.version}, "
+                           f".target {self.target}")
+        return out
 
     def check(self, *, notes: bool = False, **context: Any) -> list:
         """The hazard checker's findings (see `ptxdsl.checker.check_module`)."""

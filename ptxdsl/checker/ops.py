@@ -302,6 +302,11 @@ def extractors() -> dict[type, Extractor]:
                         table[klass] = _fenceproxy
         except ImportError:
             pass
+        try:   # PTX read by ptxdsl.frontend: a statement a class refused stays text
+            from ..frontend.items import Raw
+            table[Raw] = _raw
+        except ImportError:
+            pass
         _EXTRACTORS = table
     return _EXTRACTORS
 
@@ -348,6 +353,25 @@ def _generic_dsmem(insns) -> list[Op]:
 
 _GENERIC = {"Ld": Role.DSMEM_READ, "St": Role.DSMEM_WRITE, "Atom": Role.DSMEM_WRITE,
             "AtomCas": Role.DSMEM_WRITE, "Red": Role.DSMEM_WRITE}
+
+
+# -- raw PTX ------------------------------------------------------------------------------------
+_RAW_ACQUIRE = re.compile(r"fence\.proxy\.tensormap::generic\.acquire\.(\w+)")
+
+
+def _raw(insn: Any, i: int) -> list[Op]:
+    """A `Raw` statement of parsed PTX whose form a rule judges although the class refuses
+    it (as the same text in inline PTX is judged): an acquire fence of a size other than 128
+    (tmap-acquire-size)."""
+    m = _RAW_ACQUIRE.fullmatch(insn.op)
+    if m is None or len(insn.srcs) != 2 or isinstance(insn.srcs[1], bool) \
+            or not isinstance(insn.srcs[1], int):
+        return []
+    try:
+        scope = Scope(m.group(1))
+    except ValueError:
+        scope = None
+    return [Op(Role.TMAP_ACQUIRE, i, map=insn.srcs[0], count=insn.srcs[1], scope=scope)]
 
 
 # -- inline PTX ---------------------------------------------------------------------------------

@@ -3,13 +3,16 @@ checker and the PTX must say as well. A lane mask spelled `0xffffffff` (inline P
 write it) reads as the typed elect.sync the builder makes; a value written under a guard
 differs where its guard does (CUTLASS's elect_one_sync flag once the inline PTX is part of
 the kernel); an acquire fence of a size the class refuses stays raw text and is still judged;
-pending facts come in one order whatever the hash seed. Each clean form checks clean; each
+pending facts come in one order whatever the hash seed; an inline-PTX wait on a variable bound
+to `$N` without brackets is the wait the parsed PTX shows. Each clean form checks clean; each
 buggy twin is reported."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ptxdsl import Addr, Kernel, ptx, t
+from ptxdsl.checker import check_kernel
 from ptxdsl.checker.analysis import Analysis
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.frontend.items import Raw
@@ -128,3 +131,22 @@ def test_pending_facts_come_in_one_order_whatever_the_set_iterates():
     ab = Analysis.pending(None, SimpleNamespace(may=facts), "bulk")   # type: ignore[arg-type]
     ba = Analysis.pending(None, SimpleNamespace(may=facts[::-1]), "bulk")   # type: ignore[arg-type]
     assert ab == ba == [(224, 0, 1), (224, 1, 0)]
+
+
+def _asm_wait(init: bool) -> list[str]:
+    """A built kernel waiting in inline PTX on a variable bound to `$0` without brackets
+    (an address operand renders as `[bar]`): the same wait the parsed PTX shows."""
+    k = Kernel("k", reqntid=32)
+    bar = k.shared_array(t.b64, 1, align=8, name="bar")
+    if init:
+        ptx.mbarrier_init(k, Addr(bar), 1)
+        ptx.fence_mbarrier_init(k)
+        k.bar_sync(0)
+    k.asm("{\n .reg .pred P1;\nLAB_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 P1, $0, $1;\n"
+          " @P1 bra DONE;\n bra LAB_WAIT;\nDONE:\n}", ins=[bar, (0, t.u32)])
+    return [f.id for f in check_kernel(k)]
+
+
+def test_inline_wait_on_an_unbracketed_variable_operand_is_a_wait():
+    assert _asm_wait(init=True) == []
+    assert _asm_wait(init=False) == ["mbar-uninit"]

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ..instructions.cluster import Mapa as _Mapa
-from ..operands import Addr, Reg, Vec
+from ..operands import Addr, Reg, Symbol, Vec
 from ..types import ScalarType, Scope, StateSpace
 
 
@@ -389,8 +389,9 @@ _ACQUIRE = re.compile(r"\bfence\.proxy\.tensormap::generic\.acquire\.(\w+)\s*"
 
 
 # A try_wait (or test_wait) on a bound barrier: `pred, [$N], $M` (parity or state token).
+# The barrier is `[$N]`, or `$N` bound to a variable or an address (which renders in brackets).
 _TRY = re.compile(r"\bmbarrier\.(?:try_wait|test_wait)(\.parity)?[\w.:]*\s+(%?\w+|\$\d+)\s*,"
-                  r"\s*\[\s*\$(\d+)\s*\]\s*,\s*(\$\d+|\d+)[^;]*;")
+                  r"\s*(?:\[\s*\$(\d+)\s*\]|\$(\d+))\s*,\s*(\$\d+|\d+)[^;]*;")
 _LABEL = re.compile(r"(?:^|[;{}\s])(\w+)\s*:(?!:)")
 
 
@@ -422,10 +423,11 @@ def _spin_waits(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
             if sel is not None and int(sel.group(1)) < len(bound) \
                     and isinstance(bound[int(sel.group(1))], Reg):
                 result = bound[int(sel.group(1))]
-        n = int(m.group(3))
-        if (retry is None and result is None) or n >= len(bound):
+        n = int(m.group(3) or m.group(4))
+        if (retry is None and result is None) or n >= len(bound) or (
+                m.group(4) and not isinstance(bound[n], Addr | Symbol)):
             continue
-        token = m.group(4)
+        token = m.group(5)
         parity = bound[int(token[1:])] if token.startswith("$") else int(token)
         if token.startswith("$") and int(token[1:]) >= len(bound):
             continue

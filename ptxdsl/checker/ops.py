@@ -302,11 +302,6 @@ def extractors() -> dict[type, Extractor]:
                         table[klass] = _fenceproxy
         except ImportError:
             pass
-        try:   # PTX read by ptxdsl.frontend: a statement a class refused stays text
-            from ..frontend.items import Raw
-            table[Raw] = _raw
-        except ImportError:
-            pass
         _EXTRACTORS = table
     return _EXTRACTORS
 
@@ -317,8 +312,9 @@ def extract(insns) -> list[Op]:
     table = extractors()
     out: list[Op] = []
     types = list(map(type, insns))
-    for i in [i for i, c in enumerate(types) if c in table]:
-        out.extend(table[type(insns[i])](insns[i], i))
+    # (ptxdsl.frontend's `Raw` by name: the front end sits above the checker.)
+    for i in [i for i, c in enumerate(types) if c in table or c.__name__ == "Raw"]:
+        out.extend(table.get(types[i], _raw)(insns[i], i))
     if _Mapa in types:
         extra = _generic_dsmem(insns)
         if extra:
@@ -363,15 +359,15 @@ def _raw(insn: Any, i: int) -> list[Op]:
     """A `Raw` statement of parsed PTX whose form a rule judges although the class refuses
     it (as the same text in inline PTX is judged): an acquire fence of a size other than 128
     (tmap-acquire-size)."""
-    m = _RAW_ACQUIRE.fullmatch(insn.op)
-    if m is None or len(insn.srcs) != 2 or isinstance(insn.srcs[1], bool) \
-            or not isinstance(insn.srcs[1], int):
+    op, srcs = getattr(insn, "op", None), tuple(getattr(insn, "srcs", None) or ())
+    m = _RAW_ACQUIRE.fullmatch(op) if isinstance(op, str) else None
+    if m is None or len(srcs) != 2 or isinstance(srcs[1], bool) or not isinstance(srcs[1], int):
         return []
     try:
         scope = Scope(m.group(1))
     except ValueError:
         scope = None
-    return [Op(Role.TMAP_ACQUIRE, i, map=insn.srcs[0], count=insn.srcs[1], scope=scope)]
+    return [Op(Role.TMAP_ACQUIRE, i, map=srcs[0], count=srcs[1], scope=scope)]
 
 
 # -- inline PTX ---------------------------------------------------------------------------------

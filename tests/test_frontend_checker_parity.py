@@ -49,9 +49,16 @@ KNOWN: dict[str, str] = {
 }
 
 
+# Known differences another branch fixes (c1's try_wait work, commit 12fa447): not strict, so
+# that the test passes before and after the merge; strict again (or gone) once merged.
+FIXED_ELSEWHERE = {"asm_ws_gemm2_kernel_loop_selp"}
+
+
 def _param(key: str, *values):
-    reason = KNOWN.get(key) or KNOWN.get(key.removesuffix("/no-maps"))
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    base = key.removesuffix("/no-maps")
+    reason = KNOWN.get(key) or KNOWN.get(base)
+    marks = [pytest.mark.xfail(strict=base not in FIXED_ELSEWHERE, reason=reason)] \
+        if reason else []
     return pytest.param(*values, id=key, marks=marks)
 
 

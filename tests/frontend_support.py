@@ -1,11 +1,16 @@
 """The front end's round-trip promise, checked on every golden a test builds: the PTX a
-module emits parses back into the statements the module was built from."""
+module emits parses back into the statements the module was built from, and the checker
+finds the same on them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ptxdsl.checker.context import Context
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.frontend.compare import first_difference
 from ptxdsl.frontend.readers import READERS
+from tests.parsed_check import differences
 
 
 def unread() -> frozenset[str]:
@@ -29,3 +34,14 @@ def assert_round_trip(module, text: str, name: str) -> None:
         got = parsed.function(k.name)
         diff = first_difference(k.body, got.body, raw_ok=raw_ok)
         assert diff is None, f"{name}: kernel {k.name}: parse_ptx(emit()) differs: {diff}"
+    assert_same_findings(module, text, name)
+
+
+def assert_same_findings(module, text: str, name: str) -> None:
+    """The checker finds on the parsed PTX what it finds on the module (notes included),
+    with the module's own emit-time context."""
+    own = getattr(module, "check_on_emit", None)
+    ctx = Context.make(**own) if isinstance(own, Mapping) else Context.make()
+    for k in module.kernels:
+        diff = differences(k, ctx, text)
+        assert not diff, f"{name}: kernel {k.name}: checked otherwise parsed: {diff}"

@@ -333,8 +333,10 @@ class Analysis:
         return info
 
     def pending(self, state: State, tag: str) -> list[Any]:
-        """The statement indices (and extra fields) of the may-facts with this tag."""
-        return sorted((f[1:] for f in state.may if f[0] == tag), key=lambda t: t[0])
+        """The statement indices (and extra fields) of the may-facts with this tag. In one
+        order whatever the set's (a string's hash changes with PYTHONHASHSEED): a rule that
+        stops at its first finding reports the same notes in every run."""
+        return sorted((f[1:] for f in state.may if f[0] == tag), key=lambda t: (t[0], repr(t)))
 
     def def_site(self, operand: Any) -> int | None:
         """The statement that defined a register (its only definition), for messages."""

@@ -414,7 +414,7 @@ class Values:
                 done.append((r, defs[0] if defs else -1))   # postorder: sources first
                 continue
             stack.append((r, True))
-            for s in self.sources_of(defs[0]):
+            for s in self._slice_sources(defs[0]):
                 if s not in memo and s not in seen:
                     seen.add(s)
                     stack.append((s, False))
@@ -431,7 +431,7 @@ class Values:
             r = todo.pop()
             slice_.append(r)
             for i in self.defs.get(r, ()):
-                for s in self.sources_of(i):
+                for s in self._slice_sources(i):
                     if s not in seen and s not in self._level:
                         seen.add(s)
                         todo.append(s)
@@ -446,6 +446,12 @@ class Values:
             if not changed:
                 break
         self._level.update(cur)
+
+    def _slice_sources(self, i: int) -> list[Reg]:
+        """The registers statement i's level depends on: those it reads, and its guard (a
+        value written in the lanes `@p` picks differs where p does)."""
+        p = _pred(self.body[i].guard)
+        return self.sources_of(i) if p is None else [*self.sources_of(i), p]
 
     def _def_level(self, reg: Reg, i: int, cur: dict[Reg, int]) -> int:
         st = self.body[i]

@@ -687,9 +687,10 @@ _SPACE = re.compile(r"\s+")
 
 def _same(mine: list, theirs: list, wrap: int) -> bool:
     """Token lists equal, integers congruent modulo 2**wrap when a negative literal was
-    wrapped (exactly equal otherwise)."""
-    if not wrap:
-        return mine == theirs
+    wrapped (exactly equal otherwise, except a 32-bit number the class renders negative,
+    as lane masks render `0xFFFFFFFF`: `-1`, where the source spells its unsigned value)."""
+    if mine == theirs:
+        return True
     if len(mine) != len(theirs):
         return False
     m = (1 << wrap) - 1
@@ -697,7 +698,12 @@ def _same(mine: list, theirs: list, wrap: int) -> bool:
         if x == y:
             continue
         if not (type(x) is tuple and type(y) is tuple and type(x[1]) is int
-                and type(y[1]) is int and x[1] & m == y[1] & m):
+                and type(y[1]) is int):
+            return False
+        if wrap:
+            if x[1] & m != y[1] & m:
+                return False
+        elif not (-(1 << 31) <= x[1] < 0 and y[1] == x[1] + (1 << 32)):
             return False
     return True
 

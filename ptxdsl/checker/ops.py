@@ -288,7 +288,7 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapReplaceDim", _replace),
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
-    ("raw", "Raw", _raw_memory),
+    ("raw", "Raw", lambda insn, i: _raw_memory(insn, i) + _raw(insn, i)),
     ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
     ("matrix", "LdMatrix", _smem_read),     # ldmatrix reads 16 bytes per thread, like ld.shared
     ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
@@ -338,9 +338,8 @@ def extract(insns) -> list[Op]:
     table = extractors()
     out: list[Op] = []
     types = list(map(type, insns))
-    # (ptxdsl.frontend's `Raw` by name: the front end sits above the checker.)
-    for i in [i for i, c in enumerate(types) if c in table or c.__name__ == "Raw"]:
-        out.extend(table.get(types[i], _raw)(insns[i], i))
+    for i in [i for i, c in enumerate(types) if c in table]:
+        out.extend(table[types[i]](insns[i], i))
     if _Mapa in types:
         extra = _generic_dsmem(insns)
         if extra:

@@ -1,0 +1,255 @@
+"""Checker on parsed PTX: the wait idioms nvcc makes of `cuda::ptx` and CUTLASS.
+
+nvcc compiles `while (!cuda::ptx::mbarrier_try_wait_parity(...))` into an inline-asm scope
+that turns the wait's predicate into an integer (`selp.b32 r, 1, 0, P_OUT`), then tests that
+integer outside (`setp.eq.s32 p, r, 0; @p bra retry`); `-G` and `__noinline__` helpers add
+`cvt`, `not.pred` and a `.func` return parameter on the way. The checker must see the retry
+loop (no `try-wait-not-looped`, and the loop is not a loop over phases:
+no `wait-parity-constant`). Each clean form checks clean; each buggy twin (a test that does
+not decide on the wait, an exit taken when the wait failed, a constant parity in the loop over
+phases, a helper whose result is not the wait's) is still reported.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl.frontend import parse_ptx
+
+HEAD = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.shared .align 8 .b8 bar[8];
+.shared .align 16 .b8 data[64];
+"""
+
+# One thread initialises the barrier; every thread then waits on phase `it & 1` of it in a
+# loop over phases (PARITY), with the wait written as WAIT.
+LOOP = HEAD + """
+.visible .entry k(.param .u32 n)
+{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .b16 %rs<4>;
+  .reg .b64 %rd<4>;
+  mov.u32 %r1, bar;
+  mov.u32 %r9, %tid.x;
+  setp.ne.s32 %p5, %r9, 0;
+  @%p5 bra $SKIP;
+  mbarrier.init.shared::cta.b64 [%r1], 1;
+  fence.mbarrier_init.release.cluster;
+$SKIP:
+  bar.sync 0;
+  ld.param.u32 %r2, [n];
+  mov.u32 %r3, 0;
+$LOOP:
+  PARITY
+  mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+$WAIT:
+  {
+  .reg .pred P_OUT;
+  mbarrier.WAITOP.parity.shared::cta.b64 P_OUT, [%r1], %r4;
+  SELP
+  }
+  TEST
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p2, %r3, %r2;
+  @%p2 bra $LOOP;
+  ret;
+}
+"""
+
+NVCC_SELP = "selp.b32 %r5, 1, 0, P_OUT;"
+NVCC_TEST = "setp.eq.s32 %p1, %r5, 0;\n  @%p1 bra $WAIT;"
+
+
+def ids(text: str) -> list[str]:
+    return sorted({f.id for f in parse_ptx(text, file="k.ptx").check()})
+
+
+def loop(selp: str = NVCC_SELP, test: str = NVCC_TEST, parity: str = "and.b32 %r4, %r3, 1;",
+         waitop: str = "try_wait") -> str:
+    return LOOP.replace("PARITY", parity).replace("SELP", selp).replace("TEST", test) \
+        .replace("WAITOP", waitop)
+
+
+# The retry loop's test, the way compilers write it (each: what the wait's result becomes).
+CLEAN = {
+    "nvcc": {},                                   # selp 1/0, `== 0` retries
+    "selp_0_1_ne": dict(selp="selp.b32 %r5, 0, 1, P_OUT;",
+                        test="setp.ne.b32 %p1, %r5, 0;\n  @%p1 bra $WAIT;"),
+    "constant_first": dict(test="setp.eq.s32 %p1, 0, %r5;\n  @%p1 bra $WAIT;"),
+    "unsigned_lt": dict(test="setp.lt.u32 %p1, %r5, 1;\n  @%p1 bra $WAIT;"),
+    "cvt_u16": dict(test="cvt.u16.u32 %rs1, %r5;\n  setp.eq.s16 %p1, %rs1, 0;\n"
+                         "  @%p1 bra $WAIT;"),
+    # nvcc -G: `!(!ok)` decides the exit, an unconditional branch retries
+    "not_not": dict(test="setp.ne.s32 %p1, %r5, 0;\n  not.pred %p3, %p1;\n"
+                         "  not.pred %p4, %p3;\n  @%p4 bra $DONE;\n  bra.uni $WAIT;\n$DONE:"),
+    "and_exit": dict(test="setp.ne.s32 %p1, %r5, 0;\n  setp.ne.s32 %p3, %r2, 0;\n"
+                          "  and.pred %p4, %p1, %p3;\n  @%p4 bra $DONE;\n  bra.uni $WAIT;\n"
+                          "$DONE:"),
+    "or_retry": dict(test="setp.eq.s32 %p1, %r5, 0;\n  setp.eq.s32 %p3, %r2, 0;\n"
+                          "  or.pred %p4, %p1, %p3;\n  @%p4 bra $WAIT;"),
+    "setp_p_q": dict(test="setp.ne.s32 %p1|%p3, %r5, 0;\n  @%p3 bra $WAIT;"),
+    "test_wait": dict(waitop="test_wait"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CLEAN))
+def test_retry_loop_on_the_waits_integer_is_clean(form):
+    assert ids(loop(**CLEAN[form])) == []
+
+
+BUGGY = {
+    # the test is false whatever the wait returned: nothing retries
+    "test_ignores_wait": dict(test="setp.eq.s32 %p1, %r5, 7;\n  @%p1 bra $WAIT;"),
+    # retries while the wait succeeds, leaves when it failed
+    "exit_when_false": dict(test="setp.ne.s32 %p1, %r5, 0;\n  @%p1 bra $WAIT;"),
+    # leaves when the wait succeeded or on another condition
+    "or_exit": dict(test="setp.ne.s32 %p1, %r5, 0;\n  setp.ne.s32 %p3, %r2, 0;\n"
+                         "  or.pred %p4, %p1, %p3;\n  @%p4 bra $DONE;\n  bra.uni $WAIT;\n"
+                         "$DONE:"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(BUGGY))
+def test_loop_not_decided_by_the_wait_is_reported(form):
+    assert "try-wait-not-looped" in ids(loop(**BUGGY[form]))
+
+
+def test_retry_loop_is_not_the_loop_over_phases():
+    # The retry loop repeats one phase by design; the loop around it must change the parity.
+    assert ids(loop(parity="mov.u32 %r4, 0;")) == ["wait-parity-constant"]
+
+
+# A `__noinline__` helper returning the wait's bool through its return parameter.
+HELPER = HEAD + """
+.func (.param .b32 func_retval0) try_phase(.param .b32 try_phase_param_0,
+                                          .param .b32 try_phase_param_1)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<5>;
+  ld.param.u32 %r2, [try_phase_param_0];
+  ld.param.u32 %r3, [try_phase_param_1];
+  {
+  .reg .pred P_OUT;
+  mbarrier.try_wait.parity.shared::cta.b64 P_OUT, [%r2], %r3;
+  selp.b32 %r1, 1, 0, P_OUT;
+  }
+  setp.ne.s32 %p1, %r1, 0;
+  selp.u32 %r4, 1, 0, %p1;
+  RESULT
+  st.param.b32 [func_retval0+0], %r4;
+  ret;
+}
+
+.visible .entry k(.param .u32 n)
+{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .b16 %rs<4>;
+  .reg .b64 %rd<4>;
+  mov.u32 %r1, bar;
+  mov.u32 %r9, %tid.x;
+  setp.ne.s32 %p5, %r9, 0;
+  @%p5 bra $SKIP;
+  mbarrier.init.shared::cta.b64 [%r1], 1;
+  fence.mbarrier_init.release.cluster;
+$SKIP:
+  bar.sync 0;
+  ld.param.u32 %r2, [n];
+  mov.u32 %r3, 0;
+$LOOP:
+  and.b32 %r4, %r3, 1;
+  mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+$WAIT:
+  {
+  .param .b32 param0;
+  st.param.b32 [param0+0], %r1;
+  .param .b32 param1;
+  st.param.b32 [param1+0], %r4;
+  .param .b32 retval0;
+  call.uni (retval0), try_phase, (param0, param1);
+  ld.param.b32 %r5, [retval0+0];
+  }
+  cvt.u16.u32 %rs1, %r5;
+  setp.eq.s16 %p1, %rs1, 0;
+  @%p1 bra $WAIT;
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p2, %r3, %r2;
+  @%p2 bra $LOOP;
+  ret;
+}
+"""
+
+
+def test_retry_loop_on_a_helpers_return_value_is_clean():
+    assert ids(HELPER.replace("RESULT", "")) == []
+
+
+def test_helper_returning_something_else_is_reported():
+    assert ids(HELPER.replace("RESULT", "mov.u32 %r4, 1;")) == ["try-wait-not-looped"]
+
+
+# CUTLASS's consumer_try_wait (the token) and consumer_wait(state, token): skip the blocking
+# ClusterBarrier::wait scope when the token is true.
+TOKEN = HEAD + """
+.visible .entry k(.param .u32 n, .param .u64 out)
+{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<4>;
+  mov.u32 %r1, bar;
+  mov.u32 %r9, %tid.x;
+  setp.ne.s32 %p5, %r9, 0;
+  @%p5 bra $SKIP;
+  mbarrier.init.shared::cta.b64 [%r1], 1;
+  fence.mbarrier_init.release.cluster;
+$SKIP:
+  bar.sync 0;
+  ld.param.u32 %r2, [n];
+  ld.param.u64 %rd2, [out];
+  mov.u32 %r3, 0;
+  mov.u32 %r6, 10000000;
+  mov.f32 %f2, 0f00000000;
+$LOOP:
+  and.b32 %r4, %r3, 1;
+  mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+  {
+  .reg .pred P1;
+  mbarrier.try_wait.parity.shared::cta.b64 P1, [%r1], %r4;
+  selp.b32 %r5, 1, 0, P1;
+  }
+  setp.ne.s32 %p1, %r5, 0;
+  @%p1 bra $READY;
+  BLOCKING
+$READY:
+  ld.shared.f32 %f1, [data];
+  add.f32 %f2, %f2, %f1;
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p2, %r3, %r2;
+  @%p2 bra $LOOP;
+  st.global.f32 [%rd2], %f2;
+  ret;
+}
+"""
+
+CLUSTER_BARRIER_WAIT = """{
+  .reg .pred P1;
+  LAB_WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 P1, [%r1], %r4, %r6;
+  @P1 bra DONE;
+  bra LAB_WAIT;
+  DONE:
+  }"""
+
+
+def test_token_then_blocking_wait_is_clean():
+    assert ids(TOKEN.replace("BLOCKING", CLUSTER_BARRIER_WAIT)) == []
+
+
+def test_token_without_blocking_wait_is_reported():
+    assert ids(TOKEN.replace("BLOCKING", "")) == ["try-wait-not-looped"]

@@ -253,3 +253,57 @@ def test_token_then_blocking_wait_is_clean():
 
 def test_token_without_blocking_wait_is_reported():
     assert ids(TOKEN.replace("BLOCKING", "")) == ["try-wait-not-looped"]
+
+
+# A tensor map encoded by warp 0 (`if (threadIdx.x < 32)`, lane 0 replaces, the warp copies it
+# out with the .sync.aligned cp_fenceproxy), as nvcc compiles it under
+# `__launch_bounds__(128)`: `.maxntid 128, 1, 1` bounds the CTA's size, not its shape.
+ENCODE = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.shared .align 128 .b8 smap[128];
+
+.visible .entry k(.param .u64 ws, .param .u64 base)
+SHAPE
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [ws];
+  ld.param.u64 %rd2, [base];
+  cvta.to.global.u64 %rd3, %rd1;
+  mov.u32 %r1, %tid.x;
+  setp.gt.u32 %p1, %r1, LAST;
+  @%p1 bra $DONE;
+  mov.u32 %r2, smap;
+  setp.ne.s32 %p2, %r1, 0;
+  @%p2 bra $SYNC;
+  tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r2], %rd2;
+$SYNC:
+  bar.warp.sync -1;
+  tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned \
+ [%rd3], [%r2], 128;
+$DONE:
+  ret;
+}
+"""
+
+
+def encode(shape: str, last: int) -> str:
+    return ENCODE.replace("SHAPE", shape).replace("LAST", str(last))
+
+
+@pytest.mark.parametrize("shape", [".maxntid 128, 1, 1", ""])
+def test_fenceproxy_in_the_first_warp_of_an_unfixed_shape_is_clean(shape):
+    # Without .reqntid the checker takes warps as rows of x (as `tid.x >> 5`, the warp
+    # index, does): `tid.x < 32` is warp 0.
+    assert ids(encode(shape, 31)) == []
+
+
+@pytest.mark.parametrize("shape,last", [(".maxntid 128, 1, 1", 15), ("", 15),
+                                        (".reqntid 48, 2", 31)])
+def test_fenceproxy_under_a_condition_splitting_a_warp_is_reported(shape, last):
+    # Half a warp; or a declared 48 x 2 CTA whose second warp holds x 32..47 and x 0..15.
+    assert ids(encode(shape, last)) == ["fenceproxy-divergent"]

@@ -307,3 +307,78 @@ def test_fenceproxy_in_the_first_warp_of_an_unfixed_shape_is_clean(shape):
 def test_fenceproxy_under_a_condition_splitting_a_warp_is_reported(shape, last):
     # Half a warp; or a declared 48 x 2 CTA whose second warp holds x 32..47 and x 0..15.
     assert ids(encode(shape, last)) == ["fenceproxy-divergent"]
+
+
+# Every thread fills a tile through a pointer nvcc steps in place (`for (j = tid; j < 1024;
+# j += 128) tile[j] = ...` becomes `add r, r, 512`), then thread 0 stores it with TMA.
+STORE = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry k(.param .align 64 .b8 tmap[128], .param .f32 scale)
+.maxntid 128, 1, 1
+{
+  .reg .pred %p<4>;
+  .reg .f32 %f<4>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  .shared .align 128 .b8 tile[4096];
+  mov.b64 %rd1, tmap;
+  ld.param.f32 %f1, [scale];
+  mov.u32 %r1, %tid.x;
+  shl.b32 %r2, %r1, 2;
+  mov.u32 %r3, tile;
+  add.s32 %r4, %r3, %r2;
+  mov.u32 %r5, %r1;
+$FILL:
+  st.shared.f32 [%r4], %f1;
+  add.s32 %r4, %r4, 512;
+  add.s32 %r5, %r5, 128;
+  setp.lt.s32 %p1, %r5, 1024;
+  @%p1 bra $FILL;
+  FENCE
+  bar.sync 0;
+  setp.ne.s32 %p2, %r1, 0;
+  @%p2 bra $END;
+  cvta.param.u64 %rd2, %rd1;
+  mov.u32 %r6, 0;
+  cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd2, {%r6, %r6}], [%r3];
+  cp.async.bulk.commit_group;
+  AFTER
+  cp.async.bulk.wait_group.read 0;
+$END:
+  ret;
+}
+"""
+FENCE = "fence.proxy.async.shared::cta;"
+# Thread 0 writes the tile again, through a stepped pointer, while the store may read it.
+REFILL = """mov.u32 %r7, %r3;
+  add.s32 %r8, %r3, 4096;
+$REFILL:
+  st.shared.f32 [%r7], %f1;
+  add.s32 %r7, %r7, 4;
+  setp.lt.u32 %p3, %r7, %r8;
+  @%p3 bra $REFILL;"""
+
+
+def store(fence: str = FENCE, after: str = "") -> str:
+    return STORE.replace("FENCE", fence).replace("AFTER", after)
+
+
+def test_stepped_pointer_fill_fenced_then_stored_is_clean():
+    assert ids(store()) == []
+
+
+def test_stepped_pointer_fill_without_proxy_fence_is_reported():
+    assert ids(store(fence="")) == ["smem-no-proxy-fence"]
+
+
+def test_stepped_pointer_write_before_wait_group_read_is_reported():
+    assert ids(store(after=REFILL)) == ["bulk-src-overwrite"]
+
+
+def test_pointer_stepped_by_another_address_stays_unknown():
+    # `r += other_buffer` is no step within one buffer: nothing is known of r.
+    text = store(fence="").replace("add.s32 %r4, %r4, 512;", "add.s32 %r4, %r4, %r3;")
+    assert ids(text) == []

@@ -250,7 +250,8 @@ class Values:
             self._vn[reg] = vn if vn is not None else ("const", val.const)
 
     def _multi(self, reg: Reg, defs: Sequence[int]) -> Val:
-        """A register written several times is known only if every write is one constant."""
+        """A register written several times is known only if every write is one constant,
+        or as an induction pointer (`_induction`)."""
         consts = set()
         for i in defs:
             insn = self.body[i].insn
@@ -258,6 +259,33 @@ class Values:
                 return UNKNOWN
             consts.add(insn.a.value)
         return Val(Kind.const, int(consts.pop())) if len(consts) == 1 else UNKNOWN
+
+    def stepped(self, reg: Any) -> Val:
+        """A buffer's address stepped in place (`add r, r, 512` in a loop: nvcc's strength-
+        reduced `tile[j]`, j += blockDim) stays in that buffer, at an offset not known: every
+        write either steps `reg` by a non-address, or sets it to an address of one symbol.
+        Not part of `val` (a stepped register is unknown there): only the rules that compare
+        a write with everything in its buffer ask (UNKNOWN otherwise)."""
+        defs = self.defs.get(reg, ()) if isinstance(reg, Reg) else ()
+        if len(defs) < 2:
+            return UNKNOWN
+        found: Val | None = None
+        for i in defs:
+            insn = self.body[i].insn
+            if isinstance(insn, Binary) and insn.op in ("add", "sub") and (
+                    insn.a is reg or insn.op == "add" and insn.b is reg):
+                step = insn.b if insn.a is reg else insn.a
+                if self.val(step).kind in (Kind.addr, Kind.value):
+                    return UNKNOWN
+                continue
+            for src in self.sources_of(i):
+                self.val(src)
+            v = self._eval(reg, insn)[0]
+            if v.kind is not Kind.addr or found is not None and (
+                    v.root is not found.root or v.space != found.space):
+                return UNKNOWN
+            found = v
+        return UNKNOWN if found is None else attrs.evolve(found, offset=None)
 
     def _special(self, name: str) -> tuple[Val, Any]:
         if self.nthreads is not None and name.startswith(_ZERO_IN_ONE_THREAD) and (

@@ -382,3 +382,86 @@ def test_pointer_stepped_by_another_address_stays_unknown():
     # `r += other_buffer` is no step within one buffer: nothing is known of r.
     text = store(fence="").replace("add.s32 %r4, %r4, 512;", "add.s32 %r4, %r4, %r3;")
     assert ids(text) == []
+
+
+# A 2-CTA cluster ring's empty barrier, which rank 0's producer waits on and thread 0 of
+# every CTA releases through mapa, the way nvcc spells `cluster.map_shared_rank(&empty, 0)`
+# for cuda::ptx: the 32-bit shared address widened (`cvt.u64.u32`), made generic, mapped,
+# then made a 32-bit shared::cluster address again (`cvta.to.shared.u64`, `cvt.u32.u64`).
+CLUSTER = """
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry k(.param .u32 n)
+SHAPE
+.explicitcluster
+.reqnctapercluster 2, 1, 1
+{
+  .reg .pred %p<6>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<12>;
+  .shared .align 8 .b8 empty[8];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  ld.param.u32 %r3, [n];
+  setp.ne.s32 %p1, %r1, 0;
+  @%p1 bra $SYNC;
+  mov.u32 %r4, empty;
+  mbarrier.init.shared.b64 [%r4], COUNT;
+  fence.mbarrier_init.release.cluster;
+$SYNC:
+  barrier.cluster.arrive.release;
+  barrier.cluster.wait.acquire;
+  mov.u32 %r5, 0;
+$LOOP:
+  and.b32 %r6, %r5, 1;
+  xor.b32 %r7, %r6, 1;
+  setp.ne.s32 %p2, %r2, 0;
+  or.pred %p3, %p1, %p2;
+  @%p3 bra $RELEASE;
+  mov.u32 %r8, empty;
+$WAIT:
+  {
+  .reg .pred P_OUT;
+  mbarrier.try_wait.parity.shared::cta.b64 P_OUT, [%r8], %r7;
+  selp.b32 %r9, 1, 0, P_OUT;
+  }
+  setp.eq.s32 %p4, %r9, 0;
+  @%p4 bra $WAIT;
+$RELEASE:
+  bar.sync 0;
+  @%p1 bra $NEXT;
+  mov.u32 %r10, empty;
+  {
+  .reg .b64 %tmp;
+  cvt.u64.u32 %tmp, %r10;
+  cvta.shared.u64 %rd1, %tmp;
+  }
+  mapa.u64 %rd2, %rd1, 0;
+  {
+  .reg .b64 %tmp;
+  cvta.to.shared.u64 %tmp, %rd2;
+  cvt.u32.u64 %r11, %tmp;
+  }
+  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r11];
+$NEXT:
+  add.s32 %r5, %r5, 1;
+  setp.lt.s32 %p5, %r5, %r3;
+  @%p5 bra $LOOP;
+  barrier.cluster.arrive.release;
+  barrier.cluster.wait.acquire;
+  ret;
+}
+"""
+
+
+def cluster(shape: str, count: int) -> str:
+    return CLUSTER.replace("SHAPE", shape).replace("COUNT", str(count))
+
+
+@pytest.mark.parametrize("count,found", [(2, []), (1, ["mbar-arrive-count"]),
+                                         (3, ["mbar-arrive-count"])])
+def test_remote_release_through_nvcc_address_conversions_is_counted(count, found):
+    # Two CTAs release rank 0's barrier once each per phase: it expects 2.
+    assert ids(cluster(".reqntid 128, 1, 1", count)) == found

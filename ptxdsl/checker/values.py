@@ -353,7 +353,8 @@ class Values:
                 return Val(Kind.value, root=base, offset=off, space=space), ("param", base, off)
         if isinstance(insn, Cvt):
             src = self.val(insn.a)
-            return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
+            return (src if src.kind is Kind.const or _keeps_address(insn, src) else UNKNOWN), \
+                ("cvt", self.vn(insn.a))
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
             # computed twice is one value: two maps of one per-CTA slot are told apart), a
@@ -546,6 +547,18 @@ class Values:
         if insn.cmp in ("le", "gt", "ls", "hi"):
             return (b + 1) % 32 == 0
         return False
+
+
+def _keeps_address(insn: Cvt, src: Val) -> bool:
+    """Does an integer `cvt` of an address keep it? Widening an unsigned value does (nvcc's
+    `cvt.u64.u32` before `cvta.shared.u64`); narrowing to 32 bits does for a shared-window
+    address, which fits (`cvta.to.shared.u64` then `cvt.u32.u64`), not for a generic one."""
+    if src.kind is not Kind.addr or src.space is None or insn.dtype.kind not in ("u", "s") \
+            or insn.atype.kind not in ("u", "b", "s") or insn.sat:
+        return False
+    if insn.dtype.bits >= insn.atype.bits:
+        return insn.atype.kind != "s" or insn.dtype.bits == insn.atype.bits
+    return insn.dtype.bits >= 32 and src.space.is_shared
 
 
 def _dims3(name: str, dims: Sequence[int] | None) -> dict[str, int]:

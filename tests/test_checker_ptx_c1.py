@@ -465,3 +465,11 @@ def cluster(shape: str, count: int) -> str:
 def test_remote_release_through_nvcc_address_conversions_is_counted(count, found):
     # Two CTAs release rank 0's barrier once each per phase: it expects 2.
     assert ids(cluster(".reqntid 128, 1, 1", count)) == found
+
+
+@pytest.mark.parametrize("count,found", [(2, []), (1, ["mbar-arrive-count"]), (3, [])])
+def test_remote_release_without_a_declared_cta_shape_is_a_lower_bound(count, found):
+    # `__launch_bounds__(128)` is `.maxntid 128, 1, 1`: `tid.x == 0` may be several threads
+    # (one per row), so thread 0 of each CTA, 2 arrivals, is a lower bound: above a count
+    # of 1 in every shape, and no proof that 3 is too many.
+    assert ids(cluster(".maxntid 128, 1, 1", count)) == found

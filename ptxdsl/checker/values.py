@@ -250,8 +250,7 @@ class Values:
             self._vn[reg] = vn if vn is not None else ("const", val.const)
 
     def _multi(self, reg: Reg, defs: Sequence[int]) -> Val:
-        """A register written several times is known only if every write is one constant,
-        or as an induction pointer (`_induction`)."""
+        """A register written several times is known only if every write is one constant."""
         consts = set()
         for i in defs:
             insn = self.body[i].insn
@@ -554,7 +553,7 @@ def _keeps_address(insn: Cvt, src: Val) -> bool:
     `cvt.u64.u32` before `cvta.shared.u64`); narrowing to 32 bits does for a shared-window
     address, which fits (`cvta.to.shared.u64` then `cvt.u32.u64`), not for a generic one."""
     if src.kind is not Kind.addr or src.space is None or insn.dtype.kind not in ("u", "s") \
-            or insn.atype.kind not in ("u", "b", "s") or insn.sat:
+            or insn.atype.kind not in ("u", "s") or insn.sat:
         return False
     if insn.dtype.bits >= insn.atype.bits:
         return insn.atype.kind != "s" or insn.dtype.bits == insn.atype.bits

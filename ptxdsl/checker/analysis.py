@@ -71,9 +71,12 @@ def _threads(kernel: Any) -> int | None:
 
 def _warp_rows(kernel: Any) -> bool:
     """Do warps split the CTA along %tid.x at multiples of 32 (see `Values.warp_rows`)?
-    Only .reqntid fixes the shape: .maxntid bounds the product, not each dimension."""
+    Only .reqntid fixes the shape (.maxntid bounds the product, not each dimension; nvcc
+    writes `__launch_bounds__(128)` as `.maxntid 128, 1, 1`). Without it the checker takes
+    warps as rows of x, as it does for `tid.x >> 5` (the warp index): `tid.x < 32` is then
+    the same threads as `tid.x >> 5 == 0`."""
     dims = tuple(getattr(kernel, "reqntid", None) or ())
-    return bool(dims) and (dims[0] % 32 == 0 or all(d == 1 for d in dims[1:]))
+    return not dims or dims[0] % 32 == 0 or all(d == 1 for d in dims[1:])
 
 
 def keys_match(a: Any, b: Any) -> bool:

@@ -63,6 +63,8 @@ def _range(an: Analysis, op: Op) -> Range | None:
     if key in an.cache:
         return an.cache[key]
     start = _start(an, op.smem)
+    if start is None and op.role is Role.SMEM_WRITE:
+        start = _stepped(an, op.smem)
     out: Range | None = None
     if start is not None:
         root, lo, hi, ring = start
@@ -76,6 +78,15 @@ def _range(an: Analysis, op: Op) -> Range | None:
         out = (root, lo, end, ring)
     an.cache[key] = out
     return out
+
+
+def _stepped(an: Analysis, operand: Any) -> tuple | None:
+    """A write through a pointer a loop steps in place (`Values.stepped`): anywhere in its
+    buffer (nvcc's `for (j = tid; j < n; j += 128) tile[j] = ...`)."""
+    v = an.values.stepped(operand.base if isinstance(operand, Addr) else operand)
+    if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
+        return (v.root, None, None, None)
+    return None
 
 
 def _definite(an: Analysis, op: Op) -> Range | None:

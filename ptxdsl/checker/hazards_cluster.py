@@ -22,7 +22,7 @@ from typing import Any
 
 from ..instructions.arith import Binary
 from ..instructions.cluster import Mapa
-from ..instructions.move import Cvt, Mov
+from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Reg
 from ..types import StateSpace
 from .analysis import EXIT_CHECKS, PREPARE, STRUCTURAL, Analysis, handles, keys_match
@@ -58,7 +58,9 @@ def mapa_source(an: Analysis, operand: Any, depth: int = 0) -> tuple[int, Any, A
     insn = an.body[defs[0]].insn if len(defs) == 1 else None
     if isinstance(insn, Mapa):
         out = (defs[0], insn.a, insn.b)
-    elif isinstance(insn, Mov | Cvt):
+    elif isinstance(insn, Mov | Cvt) or isinstance(insn, Cvta) and insn.to \
+            and insn.space.is_shared:
+        # (`cvta.to.shared` of a mapa'd generic address is its shared::cluster address.)
         out = mapa_source(an, insn.a, depth + 1)
     elif isinstance(insn, Binary) and insn.op == "add":
         out = mapa_source(an, insn.a, depth + 1) or mapa_source(an, insn.b, depth + 1)

@@ -9,7 +9,9 @@ the analysis evaluates the arrive's conditions and the target rank for every ran
 declared cluster (`.reqnctapercluster`) and every thread of the CTA (`.reqntid`), like the
 local arrive-count check (`hazards_arrive.Threads`). Ranks are constants, `%cluster_ctarank`
 and what is computed from them (`rank ^ 1`, `(rank + 1) % n`); anything else, or a kernel
-whose cluster or CTA shape is not declared, leaves a note.
+whose cluster shape is not declared, leaves a note. Where only the CTA's shape is not declared,
+thread 0 of each CTA gives a lower bound on the arrivals (`FirstThread`): too many are
+reported, too few leave a note.
 """
 
 from __future__ import annotations
@@ -129,6 +131,21 @@ class RankThreads(Threads):
         return out
 
 
+class FirstThread(RankThreads):
+    """`RankThreads` of a CTA whose shape is not declared (`.maxntid` bounds only its size):
+    thread (0, 0, 0) alone, which every CTA has, with the CTA's extent (`%ntid`) unknown.
+    What it sends is a lower bound on what each CTA sends, so arrivals above the count are
+    too many in every launch shape (fewer prove nothing)."""
+
+    def __init__(self, an: Analysis, cluster: tuple[int, ...]):
+        super().__init__(an, (1,), cluster)
+
+    def _sreg(self, name: str, tid: int) -> int:
+        if name.startswith("ntid."):
+            raise _Unknown(name)
+        return super()._sreg(name, tid)
+
+
 def rank_sets(an: Analysis, access: int, local: int) -> tuple[set, set] | None:
     """(the ranks whose shared memory the remote access at statement `access` reaches, the
     ranks that run statement `local`), or None where the ranks are not known."""
@@ -245,6 +262,9 @@ def remote_arrive_counts(an: Analysis) -> None:
     sites = [o for o in arrives if ident[o.index][0] is not None
              and id(ident[o.index][0][0]) in roots]
     threads = _threads(an)
+    cluster = getattr(an.kernel, "reqnctapercluster", None)
+    if threads is None and cluster:
+        threads = FirstThread(an, tuple(cluster))
     if threads is None:
         an.note("arrive-count", "other CTAs of the cluster arrive on these barriers through "
                 "mapa, and the kernel does not declare its cluster and CTA shape "
@@ -288,6 +308,10 @@ def _group(an: Analysis, threads: RankThreads, group: list[Op], ident: dict,
                "feeds is open)")
     recv = None if why else threads.received(
         [(o, o.mbar, n or 0) for o, n in zip(group, per, strict=True)])
+    low = isinstance(threads, FirstThread)
+    if recv is not None and low and max(recv) <= (next(iter(counts)) or 0):   # (one count)
+        recv, why = None, ("the CTA shape is not declared (reqntid=): only thread 0's "
+                           "arrivals are counted, and they do not exceed the count")
     if recv is None:
         an.note("arrive-count", f"the arrivals other CTAs of the cluster make on the mbarrier "
                 f"at {describe(an, group[0].mbar)} are not counted: "
@@ -299,16 +323,19 @@ def _group(an: Analysis, threads: RankThreads, group: list[Op], ident: dict,
     # (rank 0 alone may produce: the peers' consumers release rank 0's stage only).
     waiting = {r for w in an.ops if w.role is Role.MBAR_WAIT and _overlaps(
         an, w, root, offs) for r in threads.ranks_running(w.index)}
-    wrong = [r for r, n in enumerate(recv) if n != count and (n or r in waiting)]
+    wrong = [r for r, n in enumerate(recv) if (n > count if low else n != count)
+             and (n or r in waiting)]
     if not wrong:
         return
     r = wrong[0]
     effect = ("the phase never completes and its waiters hang" if recv[r] < count else
               "the phase completes before all of them arrived")
+    got = (f"at least {recv[r]} (thread 0 of each CTA, whatever the CTA's shape)" if low
+           else str(recv[r]))
     an.report(Hazard.MBAR_ARRIVE_COUNT, f"the mbarrier at {describe(an, group[0].mbar)} is "
               f"initialised to expect {count} arrivals per phase in every CTA of the "
               f"{threads.size}-CTA cluster, but with every CTA running these arrives (through "
-              f"mapa to the ranks they name) CTA {r} receives {recv[r]}: {effect}",
+              f"mapa to the ranks they name) CTA {r} receives {got}: {effect}",
               where + [("init", mine[0].index)], dedupe=("cluster-arrive", group[0].index))
 
 

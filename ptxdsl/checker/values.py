@@ -259,6 +259,33 @@ class Values:
             consts.add(insn.a.value)
         return Val(Kind.const, int(consts.pop())) if len(consts) == 1 else UNKNOWN
 
+    def stepped(self, reg: Any) -> Val:
+        """A buffer's address stepped in place (`add r, r, 512` in a loop: nvcc's strength-
+        reduced `tile[j]`, j += blockDim) stays in that buffer, at an offset not known: every
+        write either steps `reg` by a non-address, or sets it to an address of one symbol.
+        Not part of `val` (a stepped register is unknown there): only the rules that compare
+        a write with everything in its buffer ask (UNKNOWN otherwise)."""
+        defs = self.defs.get(reg, ()) if isinstance(reg, Reg) else ()
+        if len(defs) < 2:
+            return UNKNOWN
+        found: Val | None = None
+        for i in defs:
+            insn = self.body[i].insn
+            if isinstance(insn, Binary) and insn.op in ("add", "sub") and (
+                    insn.a is reg or insn.op == "add" and insn.b is reg):
+                step = insn.b if insn.a is reg else insn.a
+                if self.val(step).kind in (Kind.addr, Kind.value):
+                    return UNKNOWN
+                continue
+            for src in self.sources_of(i):
+                self.val(src)
+            v = self._eval(reg, insn)[0]
+            if v.kind is not Kind.addr or found is not None and (
+                    v.root is not found.root or v.space != found.space):
+                return UNKNOWN
+            found = v
+        return UNKNOWN if found is None else attrs.evolve(found, offset=None)
+
     def _special(self, name: str) -> tuple[Val, Any]:
         if self.nthreads is not None and name.startswith(_ZERO_IN_ONE_THREAD) and (
                 self.nthreads == 1 or name == "warpid" and self.nthreads <= 32):
@@ -325,7 +352,8 @@ class Values:
                 return Val(Kind.value, root=base, offset=off, space=space), ("param", base, off)
         if isinstance(insn, Cvt):
             src = self.val(insn.a)
-            return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
+            return (src if src.kind is Kind.const or _keeps_address(insn, src) else UNKNOWN), \
+                ("cvt", self.vn(insn.a))
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
             # computed twice is one value: two maps of one per-CTA slot are told apart), a
@@ -524,6 +552,18 @@ class Values:
         if insn.cmp in ("le", "gt", "ls", "hi"):
             return (b + 1) % 32 == 0
         return False
+
+
+def _keeps_address(insn: Cvt, src: Val) -> bool:
+    """Does an integer `cvt` of an address keep it? Widening an unsigned value does (nvcc's
+    `cvt.u64.u32` before `cvta.shared.u64`); narrowing to 32 bits does for a shared-window
+    address, which fits (`cvta.to.shared.u64` then `cvt.u32.u64`), not for a generic one."""
+    if src.kind is not Kind.addr or src.space is None or insn.dtype.kind not in ("u", "s") \
+            or insn.atype.kind not in ("u", "s") or insn.sat:
+        return False
+    if insn.dtype.bits >= insn.atype.bits:
+        return insn.atype.kind != "s" or insn.dtype.bits == insn.atype.bits
+    return insn.dtype.bits >= 32 and src.space.is_shared
 
 
 def _dims3(name: str, dims: Sequence[int] | None) -> dict[str, int]:

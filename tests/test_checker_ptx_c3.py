@@ -115,3 +115,110 @@ def test_epilogue_writing_the_buffer_still_read_is_found(offset):
     found = _check(_epilogue(OFFSETS[offset], 0))
     assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]
     assert found[0].sites[0].ptx.startswith("st.shared.v4.b32 [%r22]")   # the second write
+
+
+# -- wait-parity-constant: constant parities that are right ------------------------------------
+def _laps(parities: tuple[int, ...]) -> str:
+    """A loop over tiles waiting on a ring of two full barriers unrolled over two laps, as
+    CUTLASS's epilogue does when a tile has twice as many subtiles as the ring has stages:
+    stage 0, stage 1, stage 0, stage 1, with the constant parities given. Each wait is
+    CUTLASS's ClusterBarrier::wait retry loop; thread 0 arrives before each wait."""
+    steps = []
+    for n, parity in enumerate(parities):
+        bar = "%r2" if n % 2 == 0 else "%r3"
+        steps.append(f"""  @%p1 mbarrier.arrive.shared::cta.b64 _, [{bar}];
+  {{
+  .reg .pred P1;
+  LAB_WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 P1, [{bar}], {parity};
+  @P1 bra DONE;
+  bra LAB_WAIT;
+  DONE:
+  }}""")
+    body = "\n".join(steps)
+    return f"""
+.shared .align 8 .b8 bars[16];
+.visible .entry k(.param .u32 k_n)
+.reqntid 128
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<20>;
+  ld.param.u32 %r5, [k_n];
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r2, bars;
+  add.s32 %r3, %r2, 8;
+  @%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+  @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+  bar.sync 0;
+  mov.u32 %r6, 0;
+$L_tile:
+{body}
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p2, %r6, %r5;
+  @%p2 bra $L_tile;
+  ret;
+}}
+"""
+
+
+def test_ring_unrolled_over_two_laps_waits_each_stage_for_both_parities():
+    assert _check(_laps((0, 0, 1, 1))) == []
+
+
+def test_ring_unrolled_over_two_laps_with_one_parity_is_found():
+    found = _check(_laps((0, 0, 0, 0)))
+    assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
+
+
+def _turns(condition: str) -> str:
+    """CUTLASS's ping-pong consumers: the two math warpgroups take turns on one barrier,
+    each tile loop waiting for a parity fixed per warpgroup (`condition` picks 1; from
+    %tid.x it differs between warpgroups, from a parameter it is one value for the CTA)."""
+    return f"""
+.shared .align 8 .b8 bars[8];
+.visible .entry k(.param .u32 k_n)
+.reqntid 256
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<20>;
+  ld.param.u32 %r5, [k_n];
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r2, bars;
+  @%p1 mbarrier.init.shared::cta.b64 [%r2], 256;
+  bar.sync 0;
+  {condition}
+  mov.u32 %r7, 0;
+  @!%p3 bra $L_go;
+  mov.u32 %r7, 1;
+$L_go:
+  mov.u32 %r6, 0;
+$L_tile:
+  mbarrier.arrive.shared::cta.b64 _, [%r2];
+  {{
+  .reg .pred P1;
+  LAB_WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 P1, [%r2], %r7;
+  @P1 bra DONE;
+  bra LAB_WAIT;
+  DONE:
+  }}
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p2, %r6, %r5;
+  @%p2 bra $L_tile;
+  ret;
+}}
+"""
+
+
+def test_warpgroups_taking_turns_with_their_own_parity_are_a_note():
+    text = _turns("shr.u32 %r8, %r1, 7;\n  setp.eq.s32 %p3, %r8, 1;")
+    assert _check(text) == []
+    notes = parse_ptx(HEAD + text, file="k.ptx").check(notes=True)
+    assert any("differs between warps" in f.message for f in notes)
+
+
+def test_one_parity_for_the_whole_cta_is_still_found():
+    found = _check(_turns("setp.eq.s32 %p3, %r5, 7;"))
+    assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]

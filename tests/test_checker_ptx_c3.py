@@ -222,3 +222,103 @@ def test_warpgroups_taking_turns_with_their_own_parity_are_a_note():
 def test_one_parity_for_the_whole_cta_is_still_found():
     found = _check(_turns("setp.eq.s32 %p3, %r5, 7;"))
     assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
+
+
+# -- wgmma-smem-released: an ordering barrier is no release ------------------------------------
+_WAIT = """  {{
+  .reg .pred P1;
+  LAB_WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 P1, [{bar}], {parity};
+  @P1 bra DONE;
+  bra LAB_WAIT;
+  DONE:
+  }}"""
+
+
+_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+_MMA = "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16"
+
+
+def _ordered(early: str) -> str:
+    """A producer thread (warpgroup 0) refills one 8 KiB stage by TMA after the empty
+    barrier's wait; the consumer warpgroup waits for the full barrier, multiplies from the
+    stage with wgmma, arrives on `early` while the wgmma may still run, then waits for it and
+    releases the stage on the empty barrier. `early` is CUTLASS's ping-pong order barrier
+    (%r9: no producer waits on it) or the empty barrier itself (%r4: the stage handed back
+    too soon)."""
+    return f"""
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(.param .align 64 .b8 k_tmap[128], .param .u32 k_n)
+.reqntid 256
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<40>;
+  .reg .b64 %rd<20>;
+  .reg .f32 %f<9>;
+  ld.param.u32 %r5, [k_n];
+  mov.u64 %rd2, k_tmap;
+  cvta.param.u64 %rd1, %rd2;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, smem;
+  add.s32 %r3, %r2, 8192;
+  add.s32 %r4, %r2, 8200;
+  add.s32 %r9, %r2, 8208;
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+  @%p1 mbarrier.init.shared::cta.b64 [%r4], 128;
+  @%p1 mbarrier.init.shared::cta.b64 [%r9], 128;
+  fence.mbarrier_init.release.cluster;
+  bar.sync 0;
+  mov.u32 %r6, 0;
+  mov.u32 %r7, 0;
+  setp.lt.u32 %p2, %r1, 128;
+  @!%p2 bra $L_consumer;
+  @!%p1 bra $L_end;
+$L_prod:
+  xor.b32 %r8, %r7, 1;
+{_WAIT.format(bar="%r4", parity="%r8")}
+  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 8192;
+  {_LOAD} [%r2], [%rd1, {{%r6, %r6}}], [%r3];
+  xor.b32 %r7, %r7, 1;
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p3, %r6, %r5;
+  @%p3 bra $L_prod;
+  bra.uni $L_end;
+$L_consumer:
+  shr.u32 %r20, %r2, 4;
+  cvt.u64.u32 %rd3, %r20;
+  or.b64 %rd4, %rd3, 4611686018427387904;
+  mov.f32 %f1, 0f00000000;
+  mov.f32 %f2, 0f00000000;
+  mov.f32 %f3, 0f00000000;
+  mov.f32 %f4, 0f00000000;
+  mov.f32 %f5, 0f00000000;
+  mov.f32 %f6, 0f00000000;
+  mov.f32 %f7, 0f00000000;
+  mov.f32 %f8, 0f00000000;
+$L_cons:
+{_WAIT.format(bar="%r3", parity="%r7")}
+  wgmma.fence.sync.aligned;
+  {_MMA} {{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}}, %rd4, %rd4, 1, 1, 1, 0, 1;
+  wgmma.commit_group.sync.aligned;
+  mbarrier.arrive.shared::cta.b64 _, [{early}];
+  wgmma.wait_group.sync.aligned 0;
+  mbarrier.arrive.shared::cta.b64 _, [%r4];
+  xor.b32 %r7, %r7, 1;
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p3, %r6, %r5;
+  @%p3 bra $L_cons;
+$L_end:
+  ret;
+}}
+"""
+
+
+def test_arrive_on_a_barrier_no_producer_waits_for_releases_nothing():
+    assert _check(_ordered("%r9")) == []
+
+
+def test_arrive_on_the_empty_barrier_before_the_wgmma_finished_is_found():
+    found = _check(_ordered("%r4"))
+    assert _ids(found) == ["wgmma-smem-released"], [f.format() for f in found]
+    assert found[0].sites[0].ptx == "mbarrier.arrive.shared::cta.b64 _, [%r4];"

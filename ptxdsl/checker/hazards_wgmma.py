@@ -56,7 +56,7 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .guards import released_elsewhere, tile_spans
+from .guards import enables_no_copy, released_elsewhere, tile_spans
 from .hazards_bulk import _size, extent_of
 from .hazards_ring import (
     _load_extents,
@@ -547,6 +547,8 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
         same = _same_stage(an, state, f, released)
         if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
+        if enables_no_copy(an, op):
+            break      # no producer waits for this barrier: it releases nothing
         spans = tile_spans(an, f[1])
         if spans is not None and released_elsewhere(an, spans, op):
             continue   # another ring's barrier (K and V rings on one stage counter)

@@ -322,3 +322,55 @@ def test_arrive_on_the_empty_barrier_before_the_wgmma_finished_is_found():
     found = _check(_ordered("%r4"))
     assert _ids(found) == ["wgmma-smem-released"], [f.format() for f in found]
     assert found[0].sites[0].ptx == "mbarrier.arrive.shared::cta.b64 _, [%r4];"
+
+
+# -- bulk-group-not-waited: the "did any tile run" flag before the epilogue's last wait --------
+def _tail(latch_flag: int) -> str:
+    """A persistent loop over tiles storing each by TMA (one store kept in flight), and
+    nvcc's flag for "a tile ran": `mov.pred %p4, -1` before the loop, `mov.pred %p4,
+    latch_flag` in its latch, and `@%p4 bra` past the final wait_group (CUTLASS's
+    store_tail, which only a CTA that stored needs)."""
+    return f"""
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(.param .align 64 .b8 k_tmap[128], .param .u32 k_n)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<4>;
+  ld.param.u32 %r5, [k_n];
+  mov.u64 %rd2, k_tmap;
+  cvta.param.u64 %rd1, %rd2;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r2, smem;
+  mov.u32 %r6, %ctaid.x;
+  mov.u32 %r7, %nctaid.x;
+  setp.ge.u32 %p2, %r6, %r5;
+  mov.pred %p4, -1;
+  @%p2 bra $L_after;
+$L_tile:
+  bar.sync 0;
+  @%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {{%r6, %r6}}], [%r2];
+  @%p1 cp.async.bulk.commit_group;
+  @%p1 cp.async.bulk.wait_group.read 1;
+  add.s32 %r6, %r6, %r7;
+  setp.lt.u32 %p3, %r6, %r5;
+  mov.pred %p4, {latch_flag};
+  @%p3 bra $L_tile;
+$L_after:
+  @%p4 bra $L_end;
+  cp.async.bulk.wait_group.read 0;
+$L_end:
+  ret;
+}}
+"""
+
+
+def test_flag_that_skips_the_last_wait_only_when_no_tile_ran():
+    assert _check(_tail(0)) == []
+
+
+def test_flag_that_skips_the_last_wait_after_tiles_ran_is_found():
+    found = _check(_tail(-1))
+    assert _ids(found) == ["bulk-group-not-waited"], [f.format() for f in found]

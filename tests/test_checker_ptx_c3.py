@@ -171,7 +171,7 @@ def test_ring_unrolled_over_two_laps_with_one_parity_is_found():
     assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
 
 
-def _turns(condition: str) -> str:
+def _turns(condition: str, picked: int = 1) -> str:
     """CUTLASS's ping-pong consumers: the two math warpgroups take turns on one barrier,
     each tile loop waiting for a parity fixed per warpgroup (`condition` picks 1; from
     %tid.x it differs between warpgroups, from a parameter it is one value for the CTA)."""
@@ -191,7 +191,7 @@ def _turns(condition: str) -> str:
   {condition}
   mov.u32 %r7, 0;
   @!%p3 bra $L_go;
-  mov.u32 %r7, 1;
+  mov.u32 %r7, {picked};
 $L_go:
   mov.u32 %r6, 0;
 $L_tile:
@@ -221,6 +221,12 @@ def test_warpgroups_taking_turns_with_their_own_parity_are_a_note():
 
 def test_one_parity_for_the_whole_cta_is_still_found():
     found = _check(_turns("setp.eq.s32 %p3, %r5, 7;"))
+    assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
+
+
+def test_warpgroups_that_all_wait_for_one_parity_are_still_found():
+    # Chosen per warpgroup, but 0 (or 2) in each: no group waits for the other phase.
+    found = _check(_turns("shr.u32 %r8, %r1, 7;\n  setp.eq.s32 %p3, %r8, 1;", picked=2))
     assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
 
 

@@ -443,7 +443,7 @@ def parity_loops(an: Analysis) -> None:
                 continue
             if c is not None and _both_parities(an, op, body, waits):
                 continue
-            if c is None and an.values.level(op.parity) > 0:
+            if c is None and an.values.level(op.parity) > 0 and _both_values(an, op.parity):
                 an.note("wait-parity-constant", "the parity of a wait repeated by a loop is "
                         "fixed in each thread but differs between warps (consumers taking "
                         "turns on one barrier, as CUTLASS's ping-pong warpgroups do): each "
@@ -461,6 +461,18 @@ def parity_loops(an: Analysis) -> None:
                       [("wait", op.index), ("loop", first[0] if first else None),
                        ("parity", an.def_site(op.parity))], dedupe=op.index)
             break
+
+
+def _both_values(an: Analysis, parity: Any) -> bool:
+    """May the parity be 0 in some threads and 1 in others? Every write a constant, both
+    among them, or a value of one thread index bounded to [0, 1] with both reached."""
+    writes = an.values.defs.get(parity, ())
+    consts = {an.const(an.body[i].insn.a) if isinstance(an.body[i].insn, Mov) else None
+              for i in writes}
+    if writes and None not in consts:
+        return {0, 1} <= {x & 1 for x in consts if x is not None}
+    span = an.spans.of(parity)
+    return span.root is None and span.ring is None and span.lo == 0 and span.hi == 1
 
 
 def _both_parities(an: Analysis, op: Op, body: frozenset, waits: list[Op]) -> bool:

@@ -16,8 +16,9 @@ ptxdsl knows every instruction it built, so it can catch these before the GPU do
 How it works: `ops` maps instructions to roles; `cfg` builds the control-flow graph and solves
 dataflow problems over it; `defs` indexes which statement writes which register; `values` tracks
 constants, address provenance and divergence; `ranges` bounds address offsets (per-thread
-offsets, ring indices); `divergence` finds the code that only some threads run and correlates
-branches on one thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
+offsets, ring indices), with `threadwise` evaluating those of one thread index exactly;
+`divergence` finds the code that only some threads run and correlates branches on one
+thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
 `maps` reads box sizes and swizzles from constant tensormap.replace values; `stages` follows
 stage registers a ring advances in place; `guards` finds the waits that guard each copy;
 `blocks` tells apart buffers each warpgroup owns (`smem + cw * size`);

@@ -16,6 +16,7 @@ from typing import Any, cast
 import attrs
 
 from ..instructions.control import Bra, Exit, Ret, Trap
+from ..instructions.move import Mov
 from ..operands import NegPred
 from ..statements import LabelDef, Statement
 
@@ -91,6 +92,83 @@ class CFG:
             todo.extend(s for s in self.succs(n) if s != stop and s != self.exit
                         and s not in seen)
         return seen
+
+
+    def thread_flags(self, defs: Any, const: Callable[[Any], int | None]) -> None:
+        """Jump threading for flag predicates. A block holding only `@f bra T`, on a
+        predicate every write of which is an unguarded `mov` of a constant, is passed
+        through by each predecessor that set f on its way in: that edge goes straight to the
+        successor f picks. nvcc keeps CUTLASS's "did any tile run" this way (`mov.pred f, -1`
+        before the persistent loop, `mov.pred f, 0` in its latch, `@f bra` past the
+        epilogue's final `cp.async.bulk.wait_group`): the path from the latch never skips
+        that wait, and the path that skips it ran no tile."""
+        exit_id = self.exit
+        changed = False
+        for blk in self.blocks:
+            if blk.branch is None or blk.taken == blk.fall or any(
+                    getattr(self.body[i].insn, "MNEMONIC", None) != "directive"
+                    for i in blk.stmts if i != blk.branch):
+                continue   # (a parsed `.loc` or declaration runs nothing)
+            pred, polarity = guard_polarity(self.body[blk.branch].guard)
+            writes = defs.get(pred, ())
+            values: dict[int, int] = {}
+            for i in writes:
+                st = self.body[i]
+                c = _moved_constant(st.insn, const) if st.guard is None else None
+                if c is None:
+                    break
+                values[i] = c
+            else:
+                for p in list(self.preds[blk.id]):
+                    v = self._set_on_entry(p, values)
+                    if v is not None and p != blk.id:
+                        s = blk.taken if bool(v) == polarity else blk.fall
+                        assert s is not None   # (a branch block has both)
+                        self._redirect(p, blk.id, s, exit_id)
+                        changed = True
+        if changed:
+            self.preds = [[] for _ in range(len(self.blocks) + 1)]
+            for b in self.blocks:
+                for s in b.succs:
+                    self.preds[s].append(b.id)
+            self.rpo = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1)
+            self._ipdom = None
+
+    def _set_on_entry(self, p: int, values: dict[int, int]) -> int | None:
+        """The constant the last write in `values` before the end of block p gives, found
+        in p or up a chain of single predecessors (None: not found, or a join first)."""
+        for _ in range(16):
+            for i in reversed(self.blocks[p].stmts):
+                if i in values:
+                    return values[i]
+            if len(self.preds[p]) != 1:
+                return None
+            p = self.preds[p][0]
+        return None
+
+    def _redirect(self, p: int, old: int, new: int, exit_id: int) -> None:
+        blk = self.blocks[p]
+        taken = new if blk.taken == old else blk.taken
+        fall = new if blk.fall == old else blk.fall
+        succs = tuple(dict.fromkeys(new if s == old else s for s in blk.succs))
+        if blk.branch is not None and taken == fall:
+            blk = attrs.evolve(blk, succs=succs, branch=None, taken=None, fall=None)
+        else:
+            blk = attrs.evolve(blk, succs=succs, taken=taken, fall=fall)
+        self.blocks[p] = attrs.evolve(blk, exits=blk.exits or exit_id in succs)
+
+
+def _moved_constant(insn: Any, const: Callable[[Any], int | None]) -> int | None:
+    """The constant a `mov` writes (None: not a mov of a constant). The parser keeps
+    `mov.pred p, -1` as raw text (ptxdsl's Mov takes no immediate predicate): its one
+    source is the number."""
+    if isinstance(insn, Mov):
+        return const(insn.a)
+    srcs: Sequence[Any] = getattr(insn, "srcs", ())
+    if getattr(insn, "MNEMONIC", None) == "raw" and str(getattr(insn, "op", "")).startswith(
+            "mov.") and len(srcs) == 1 and isinstance(srcs[0], int):
+        return int(srcs[0])
+    return None
 
 
 _ENDERS = (Bra, Ret, Exit, Trap)

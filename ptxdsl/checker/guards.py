@@ -72,6 +72,20 @@ def _not_enabled(an: Analysis, o: Op, arrive: Op) -> bool:
     return True
 
 
+def enables_no_copy(an: Analysis, arrive: Op) -> bool:
+    """Does no TMA or bulk copy of the kernel wait on `arrive`'s barrier before it runs? The
+    arrive then hands no buffer to a producer: it orders threads, as CUTLASS's
+    OrderedSequenceBarrier does between ping-pong warpgroups (one's arrive lets the other
+    start its MMAs)."""
+    table = an.cache.setdefault("enables_no_copy", {})
+    hit = table.get(arrive.index)
+    if hit is None:
+        loads = _loads(an)
+        hit = table[arrive.index] = bool(loads) and all(_not_enabled(an, o, arrive)
+                                                        for o in loads)
+    return hit
+
+
 def _imm(x: Any) -> int | None:
     if isinstance(x, Imm) and isinstance(x.value, int):
         return x.value

@@ -441,6 +441,16 @@ def parity_loops(an: Analysis) -> None:
             c = an.const(op.parity)
             if c is None and _varies(an, op.parity, body):
                 continue
+            if c is not None and _both_parities(an, op, body, waits):
+                continue
+            if c is None and an.values.level(op.parity) > 0 and _both_values(an, op.parity):
+                an.note("wait-parity-constant", "the parity of a wait repeated by a loop is "
+                        "fixed in each thread but differs between warps (consumers taking "
+                        "turns on one barrier, as CUTLASS's ping-pong warpgroups do): each "
+                        "one's phases are right only if the others consume the phases "
+                        "between, which the checker does not follow",
+                        [("wait", op.index), ("parity", an.def_site(op.parity))])
+                continue
             what = f"parity {c}" if c is not None else (
                 f"parity %{op.parity.name}" if isinstance(op.parity, Reg) else "parity")
             first = an.cfg.blocks[header].stmts
@@ -451,6 +461,35 @@ def parity_loops(an: Analysis) -> None:
                       [("wait", op.index), ("loop", first[0] if first else None),
                        ("parity", an.def_site(op.parity))], dedupe=op.index)
             break
+
+
+def _both_values(an: Analysis, parity: Any) -> bool:
+    """May the parity be 0 in some threads and 1 in others? Every write a constant, both
+    among them, or a value of one thread index bounded to [0, 1] with both reached."""
+    writes = an.values.defs.get(parity, ())
+    consts = {an.const(an.body[i].insn.a) if isinstance(an.body[i].insn, Mov) else None
+              for i in writes}
+    if writes and None not in consts:
+        return {0, 1} <= {x & 1 for x in consts if x is not None}
+    span = an.spans.of(parity)
+    return span.root is None and span.ring is None and span.lo == 0 and span.hi == 1
+
+
+def _both_parities(an: Analysis, op: Op, body: frozenset, waits: list[Op]) -> bool:
+    """Is op's barrier (a known address) also waited for the other parity in the same loop?
+    Its phase then advances twice per iteration: a ring unrolled over two laps (CUTLASS's
+    epilogue, whose subtiles per tile are twice its stages, waits each stage for parity 0
+    and then 1)."""
+    key = an.key(op, "mbar")
+    if key is None or key[1] is None:
+        return False
+    c = an.const(op.parity)
+    for o in waits:
+        other = an.key(o, "mbar") if o is not op and an.cfg.block_of(o.index) in body else None
+        if other is not None and other[0] is key[0] and other[1] == key[1] \
+                and an.const(o.parity) not in (None, c):
+            return True
+    return False
 
 
 STRUCTURAL.append(parity_loops)

@@ -56,7 +56,7 @@ from ..types import StateSpace
 from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
-from .guards import released_elsewhere, tile_spans
+from .guards import enables_no_copy, released_elsewhere, tile_spans
 from .hazards_bulk import _size, extent_of
 from .hazards_ring import (
     _load_extents,
@@ -522,6 +522,8 @@ def _reads_no_copy(an: Analysis, i: int) -> bool:
     from .hazards_ring import _load_extents, _loads
     if not _loads(an) or _traced(an, i) is None:
         return False
+    if sum(map(len, _load_extents(an).values())) < len(_loads(an)):
+        return False   # a copy it cannot place may fill what the wgmma reads
     for a in _addresses(an, i):
         ext = read_extent(an, a, 16)     # (its first row, as for smem-read-before-wait)
         if ext is None:
@@ -547,6 +549,8 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
         same = _same_stage(an, state, f, released)
         if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
+        if enables_no_copy(an, op):
+            break      # no producer waits for this barrier: it releases nothing
         spans = tile_spans(an, f[1])
         if spans is not None and released_elsewhere(an, spans, op):
             continue   # another ring's barrier (K and V rings on one stage counter)

@@ -6,11 +6,14 @@ A `Span` says an address (or integer) is `root + [lo, hi] + scale * ((reg + shif
 and `ring` the optional `(reg, n, scale, shift)` term of a ring index (`i & (n-1)`, `i % n` on
 a loop counter, `(i & 1) ^ 1`, or an index toggled in place by `s ^= 1`). Thread identities
 are bounded by the CTA shape (`.reqntid`/`.maxntid`), `x & m` by `m`, `x ^ m` by the aligned
-block of x that m's bits can reach (swizzled addresses). The ring term is kept apart because
-two ring addresses built from one counter are disjoint when the counter moved by a known
-amount that is not a multiple of n (the bulk hazards track how far it moved since a store was
-issued); everywhere else it is folded into the bounds. Of two ring terms added together, the
-one with the wider stride (the stage) is kept and the other (a lane's chunk) folded.
+block of x that m's bits can reach (swizzled addresses), bitwise results also by the bits that
+may be set in them (`ones`), and `a - (a & m)` (nvcc's signed remainder) by `~m`. A value of one
+thread index alone is bounded exactly, by evaluating it for every index (`threadwise`).
+The ring term is kept apart because two ring addresses built from one counter are disjoint
+when the counter moved by a known amount that is not a multiple of n (the bulk hazards track
+how far it moved since a store was issued); everywhere else it is folded into the bounds. Of
+two ring terms added together, the one with the wider stride (the stage) is kept and the other
+(a lane's chunk) folded.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
 from .stages import wrap_count
+from .threadwise import Threadwise
 from .values import Values
 
 
@@ -119,6 +123,8 @@ class Spans:
         # 16 bytes then (see hazards_bulk._align_check).
         self.statics = statics
         self._memo: dict[Reg, Span] = {}
+        self._ones: dict[Reg, int | None] = {}
+        self._threadwise = Threadwise(values, self._special)
         self._counters: set[Reg] = set()   # counted-loop registers given bounds (`_counted`)
         self._jump_list: list[tuple[int, Any]] | None = None
 
@@ -145,6 +151,9 @@ class Spans:
         c = self.values.const(reg)
         if c is not None:
             return _const(c)
+        exact = self._threadwise.bounds(reg)
+        if exact is not None:
+            return Span(*exact)
         defs = self.values.defs.get(reg, ())
         if len(defs) != 1:
             span = self._counted(reg, defs)
@@ -173,6 +182,9 @@ class Spans:
         if op == "add":
             return _add(self.of(insn.a, d), self.of(insn.b, d))
         if op == "sub":
+            low = self._low_bits(insn, d)
+            if low is not None:
+                return low
             return _add(self.of(insn.a, d), self.of(insn.b, d), -1)
         if op == "mul" and getattr(insn, "mode", None) in (None, "lo", "wide"):
             return self._mul(insn.a, insn.b, d)
@@ -181,9 +193,14 @@ class Spans:
             return _scale(self.of(insn.a, d), 1 << b) if b is not None and 0 <= b < 63 \
                 else UNKNOWN
         if op in ("and", "rem"):
-            return self._mask(insn, d)
+            return self._within_ones(reg, self._mask(insn, d))
         if op == "xor":
-            return self._xor(insn, d)
+            return self._within_ones(reg, self._xor(insn, d))
+        if op == "or":
+            x, y = self.of(insn.a, d).folded(), self.of(insn.b, d).folded()
+            least = max(x.lo, y.lo) if x.lo is not None and y.lo is not None \
+                and x.lo >= 0 and y.lo >= 0 and x.root is None and y.root is None else 0
+            return self._within_ones(reg, Span(None, least, None))
         if op in ("shr", "div"):
             b = self.values.const(insn.b)
             a = self.of(insn.a, d).folded()
@@ -192,8 +209,130 @@ class Spans:
             f = 1 << b if op == "shr" else b
             if f <= 0:
                 return UNKNOWN
+            if op == "shr" and insn.type.kind == "s" and b >= insn.type.bits - 1:
+                return _const(0)   # the sign of a non-negative value (nvcc's `a >> 31`)
             return Span(None, a.lo // f, None if a.hi is None else a.hi // f)
         return UNKNOWN
+
+    def _within_ones(self, reg: Reg, span: Span) -> Span:
+        """A bitwise result bounded by the bits that may be set in it (`ones`): a swizzle's
+        `(row & 192 | k & 8) ^ (row & 192) >> 3` has at most bits 3, 4, 6 and 7 set."""
+        mask = self.ones(reg)
+        if mask is None or span.root is not None or span.ring is not None:
+            return span
+        if span.lo is not None and span.lo >= 0 and span.hi is not None and span.hi <= mask:
+            return span
+        return Span(None, span.lo if span.lo is not None and span.lo >= 0 else 0,
+                    mask if span.hi is None else min(span.hi, mask))
+
+    def _low_bits(self, insn: Binary, d: int) -> Span | None:
+        """`a - (a & m)`, which is `a & ~m` (the bits m keeps are subtracted back out, with
+        no borrow): nvcc's signed `a % 2**k` of a value it cannot prove non-negative,
+        `a - ((a + bias) & -2**k)`, whose bias (`(a >> 31) >>> (32 - k)`) is 0 when a is.
+        None when insn is not that shape."""
+        low = self._low_mask(insn)
+        if low is None:
+            return None
+        a = self.of(insn.a, d).folded()
+        if a.root is None and a.lo is not None and a.lo >= 0 and a.hi is not None:
+            mask = self.ones(insn.a)
+            top = (1 << a.hi.bit_length()) - 1 if mask is None else mask
+            return Span(None, 0, min(a.hi, top & low))
+        return Span(None, 0, low) if low < 1 << (insn.type.bits - 1) else UNKNOWN
+
+    def _low_mask(self, insn: Binary) -> int | None:
+        """The mask `~m` (as an unsigned value of insn's width) when insn is `sub d, a, t`
+        with `t = (a + 0) & m`, m a constant; else None."""
+        t = insn.b
+        defs = self.values.defs.get(t, ()) if isinstance(t, Reg) else ()
+        if len(defs) != 1 or self.values.body[defs[0]].guard is not None:
+            return None
+        st = self.values.body[defs[0]].insn
+        if not isinstance(st, Binary) or st.op != "and":
+            return None
+        m, x = self.values.const(st.b), st.a
+        if m is None:
+            m, x = self.values.const(st.a), st.b
+        if m is None or not self._plus_zero(x, insn.a):
+            return None
+        return ~m & ((1 << insn.type.bits) - 1)
+
+    def _plus_zero(self, x: Any, a: Any) -> bool:
+        """Is x the value a: a itself, or `add x, a, z` with z known to be 0?"""
+        if x is a:
+            return True
+        defs = self.values.defs.get(x, ()) if isinstance(x, Reg) else ()
+        if len(defs) != 1 or self.values.body[defs[0]].guard is not None:
+            return False
+        st = self.values.body[defs[0]].insn
+        if not isinstance(st, Binary) or st.op != "add":
+            return False
+        z = st.b if st.a is a else st.a if st.b is a else None
+        if z is None:
+            return False
+        zs = self.of(z).folded()
+        return zs.root is None and zs.lo == 0 and zs.hi == 0
+
+    def ones(self, op: Any, depth: int = 0) -> int | None:
+        """A mask of the bits that may be set in a non-negative integer (None: unknown, or
+        possibly negative). Follows and/or/xor/shifts bit by bit, where the span of a sum
+        or an `or` would add up the operands' bounds."""
+        if isinstance(op, Imm):
+            op = op.value
+        if isinstance(op, int) and not isinstance(op, bool):
+            return op if op >= 0 else None
+        if not isinstance(op, Reg) or depth > 64:
+            return None
+        if op in self._ones:
+            return self._ones[op]
+        self._ones[op] = None                 # a cycle: unknown
+        hit = self._ones[op] = self._reg_ones(op, depth + 1)
+        return hit
+
+    def _reg_ones(self, reg: Reg, d: int) -> int | None:
+        c = self.values.const(reg)
+        if c is not None:
+            return c if c >= 0 else None
+        defs = self.values.defs.get(reg, ())
+        insn = self.values.body[defs[0]].insn if len(defs) == 1 \
+            and self.values.body[defs[0]].guard is None else None
+        out: int | None = None
+        if isinstance(insn, Mov) and not isinstance(insn.a, SpecialReg):
+            out = self.ones(insn.a, d)
+        elif isinstance(insn, Binary):
+            out = self._binary_ones(insn, d)
+        if out is None:
+            s = self.of(reg).folded()
+            if s.root is None and s.lo is not None and s.lo >= 0 and s.hi is not None:
+                out = (1 << s.hi.bit_length()) - 1
+        return out
+
+    def _binary_ones(self, insn: Binary, d: int) -> int | None:
+        op, bits = insn.op, insn.type.bits
+        if op == "and":
+            raw = [self.values.const(x) for x in (insn.a, insn.b)]
+            raw = [r if r is not None else self.ones(x, d) for r, x in zip(
+                raw, (insn.a, insn.b), strict=True)]
+            known = [r for r in raw if r is not None]
+            out = -1
+            for r in known:
+                out &= r
+            return out if known and out >= 0 else None
+        if op == "sub":
+            low = self._low_mask(insn)
+            a = self.ones(insn.a, d) if low is not None else None
+            return None if low is None else a & low if a is not None else (
+                low if low < 1 << (bits - 1) else None)
+        a, b = self.ones(insn.a, d), self.ones(insn.b, d)
+        if op in ("or", "xor") or (op == "add" and a is not None and b is not None
+                                   and not a & b):   # (a sum without carries)
+            return None if a is None or b is None else a | b
+        k = self.values.const(insn.b)
+        if a is None or k is None or not 0 <= k < bits:
+            return None
+        if op == "shl":
+            return a << k if (a << k).bit_length() <= bits else None
+        return a >> k if op == "shr" else None
 
     def _stage_register(self, reg: Reg) -> Span:
         """A register written several times: a ring index of N stages when it is a stage

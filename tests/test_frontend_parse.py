@@ -260,3 +260,26 @@ def test_typed_statements_say_what_version_and_target_they_need():
                            "ISA 8.6, sm_90+; the file declares .version 7.0, .target sm_90")
     needs = {str(r.version) for _, r in old.requirements()}
     assert "8.6" in needs
+
+
+def test_loc_of_inlined_code_names_the_users_line():
+    text = """.version 8.7
+.target sm_90a
+.entry k()
+{
+\t.reg .b32 %r<3>;
+\t.loc 1 49 5
+\tmov.u32 %r1, 1;
+\t.loc 2 15 3, function_name $L__info_string5, inlined_at 1 49 5
+\tmov.u32 %r2, 2;
+\t.loc 3 18 3, function_name $L__info_string6, inlined_at 2 15 3
+\tadd.s32 %r1, %r1, %r2;
+\tret;
+}
+\t.file 1 "kernel.cu"
+\t.file 2 "ptx_common.cuh"
+\t.file 3 "cccl/mbarrier_try_wait.h"
+"""
+    k = parse_ptx(text, file="k.ptx").kernels[0]
+    assert [s.loc.caller[:2] for s in k.statements()] == [("kernel.cu", 49)] * 4
+    assert [s.loc.line for s in k.statements()] == [7, 9, 11, 12]

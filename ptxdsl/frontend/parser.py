@@ -74,6 +74,8 @@ class _Parser:
         self.globals = _Scope(None, 0)
         self.functions: dict[str, Symbol] = {}
         self.files: dict[int, str] = {}
+        # `.loc` (file, line, column) -> where that code was inlined (`inlined_at`).
+        self.inlined: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         # Typed statements whose source spells a number otherwise: (insn, source text).
         self.spelled: list[tuple[Any, str]] = []
 
@@ -472,14 +474,27 @@ class _Parser:
         return out
 
     def _loc(self, s: int, e: int, fname: str) -> SourceLoc | None:
-        nums = [self.toks[k][1] for k in range(s + 1, min(e, s + 3))
-                if self.toks[k][0] == "num"]
-        if len(nums) < 2:
+        """The source line a `.loc` names: for code inlined from a header (`.loc 7 18 3,
+        function_name ..., inlined_at 6 15 3`), the line of the outermost caller, the user's
+        own code, by the chain of `inlined_at` the function's earlier `.loc` lines gave."""
+        toks = self.toks
+        words = [toks[k][1] for k in range(s + 1, e)]
+        here = _triple(words[:3])
+        if here is None:
             return None
-        f = self.files.get(int(number(nums[0])))
-        if f is None or int(number(nums[1])) == 0:
+        if "inlined_at" in words:
+            at = _triple(words[words.index("inlined_at") + 1:][:3])
+            if at is not None:
+                self.inlined[here] = at
+                seen = {here}
+                while at in self.inlined and at not in seen and len(seen) < 64:
+                    seen.add(at)
+                    at = self.inlined[at]
+                here = at
+        f = self.files.get(here[0])
+        if f is None or here[1] == 0:
             return None
-        return SourceLoc(f, int(number(nums[1])), ".loc")
+        return SourceLoc(f, here[1], ".loc")
 
     def _body_directive(self, fn: ParsedFunction, scope: _Scope, s: int, e: int,
                         loc: SourceLoc) -> None:
@@ -710,6 +725,15 @@ def _same(mine: list, theirs: list, wrap: int) -> bool:
 
 def _squeeze(text: str) -> str:
     return _SPACE.sub("", text)
+
+
+def _triple(words: list[str]) -> tuple[int, int, int] | None:
+    """(file, line, column) of a `.loc`'s numbers."""
+    try:
+        f, line, col = (int(number(w)) for w in words)
+    except (ValueError, TypeError):
+        return None
+    return f, line, col
 
 
 def _make_reg(t: ScalarType, name: str) -> Reg:

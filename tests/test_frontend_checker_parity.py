@@ -37,11 +37,6 @@ KNOWN: dict[str, str] = {
     "statement whose barrier a mapa in the same template computes (the built checker reads "
     "arrivals only on a bound operand: a known miss, test_checker_audit29b's xfail); the "
     "parsed PTX has the mapa and the arrive as instructions, and its mbar-arrive-count is found",
-    "asm_ws_gemm2_kernel_loop_selp": "the inline statement copies the try_wait's predicate "
-    "into a 0/1 register (`selp.b32 $0, 1, 0, P1`, CUTLASS's ClusterBarrier::try_wait) which "
-    "the kernel loops on; the built checker reads that register as the wait's result, the "
-    "parsed kernel's try_wait result is P1, which trywait does not follow through the selp "
-    "(nvcc writes the same idiom: the cuda::ptx try_wait work of issue 30)",
     "ws_gemm_variants/once": "one try_wait whose result nobody reads: the built checker leaves "
     "an inline try_wait with a dropped result out (smem-read-before-wait at the reads), the "
     "parsed kernel has the typed try_wait (try-wait-not-looped at the wait): both report the "
@@ -49,16 +44,10 @@ KNOWN: dict[str, str] = {
 }
 
 
-# Known differences another branch fixes (c1's try_wait work, commit 12fa447): not strict, so
-# that the test passes before and after the merge; strict again (or gone) once merged.
-FIXED_ELSEWHERE = {"asm_ws_gemm2_kernel_loop_selp"}
-
-
 def _param(key: str, *values):
     base = key.removesuffix("/no-maps")
     reason = KNOWN.get(key) or KNOWN.get(base)
-    marks = [pytest.mark.xfail(strict=base not in FIXED_ELSEWHERE, reason=reason)] \
-        if reason else []
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(*values, id=key, marks=marks)
 
 

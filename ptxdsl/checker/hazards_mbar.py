@@ -19,6 +19,7 @@ from .hazards_arrive import _same_barriers
 from .hazards_remote import multicast_bytes, remote_bytes
 from .hazards_txrank import announced_remotely, cluster_fed, phase_bytes
 from .ops import Op, Role
+from .published import published
 from .state import State, add_tx
 from .trywait import _spins, _varies
 
@@ -39,7 +40,8 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
     if not (isinstance(root, Symbol) and root.space.is_shared):
         return   # a barrier passed in or computed (e.g. another CTA's): its init is elsewhere
     i = op.index
-    if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must):
+    if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must) \
+            and not published(an, key, i):
         what = an.describe(op.mbar)
         inits = _inits_of(an, key)
         where = ("is never initialised in this kernel" if not inits else

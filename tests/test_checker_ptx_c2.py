@@ -1,0 +1,130 @@
+"""Triton/Gluon idioms the checker reads from compiler PTX (tests/corpus/ptx/triton): each as
+a small kernel parsed with `parse_ptx`, clean, beside its buggy twin where one exists."""
+
+from __future__ import annotations
+
+from ptxdsl.checker import Severity
+from ptxdsl.frontend import parse_ptx
+
+HEAD = ".version 8.7\n.target sm_90a\n.address_size 64\n"
+
+
+def _check(text: str, **context) -> list:
+    found = parse_ptx(HEAD + text, file="k.ptx").check(**context)
+    return [f for f in found if f.severity is not Severity.note]
+
+
+def _ids(found: list) -> list[str]:
+    return sorted({f.id for f in found})
+
+
+# -- tma-smem-align: Triton's dynamic buffer, declared .align 16, with no static .shared -------
+def _tma_load(offset: int, static: bool) -> str:
+    """One TMA load of a 128B-swizzled box into `global_smem + offset`, as Triton lays it out:
+    `.extern .shared .align 16`, the barrier after the tiles in the same buffer."""
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+{".shared .align 8 .b8 flag[8];" if static else ""}
+.visible .entry k(.param .align 64 .b8 k_param_0[128])
+.reqntid 128
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<8>;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.b32 %r9, global_smem;
+  add.s32 %r17, %r9, 16384;
+  @%p1 mbarrier.init.shared::cta.b64 [%r17], 1;
+  fence.proxy.async.shared::cta;
+  bar.sync 0;
+  mov.u64 %rd4, k_param_0;
+  cvta.param.u64 %rd1, %rd4;
+  add.s32 %r3, %r9, {offset};
+  mov.b32 %r10, 0;
+  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r17], 8192;
+  @%p1 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes
+      [%r3], [%rd1, {{%r10, %r10}}], [%r17];
+waitLoop:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r17], %r10;
+  @!%p2 bra.uni waitLoop;
+  ret;
+}}
+"""
+
+
+MAP = {"k_param_0": {"box_bytes": 8192, "swizzle": "128B"}}
+
+
+def test_dynamic_base_counts_as_1024_aligned_with_nothing_static_before_it():
+    assert _check(_tma_load(1024, static=False), maps=MAP) == []
+    assert _check(_tma_load(0, static=False), maps=MAP) == []
+
+
+def test_offset_inside_the_dynamic_region_must_keep_the_swizzle_alignment():
+    found = _check(_tma_load(1024 + 128, static=False), maps=MAP)
+    assert _ids(found) == ["tma-smem-align"], [f.format() for f in found]
+    assert "global_smem+1152, aligned to 128 bytes" in found[0].message
+    assert "1024-byte repeat" in found[0].message
+
+
+def test_static_shared_before_the_dynamic_region_still_leaves_16_bytes():
+    found = _check(_tma_load(1024, static=True), maps=MAP)
+    assert _ids(found) == ["tma-smem-align"], [f.format() for f in found]
+    assert "aligned to 16 bytes" in found[0].message and "flag" in found[0].message
+
+
+# -- mbar-uninit: a warp-specialized kernel's default partition initialises, the workers use ---
+def _ws(order: str = "init, barrier", barrier: str = "barrier.sync 1;") -> str:
+    """Triton's warp specialization: warps 0-3 (the default partition, `warp < 4` through
+    the broadcast `shfl.sync.idx` of `tid >> 5`) initialise the barrier, and every warp meets
+    at the CTA barrier before the workers (warps 4-7) wait on it."""
+    init = "@%p2 mbarrier.init.shared::cta.b64 [%r17], 1;"
+    default = {"init, barrier": f"{init}\n  bar.sync 0, 128;\n  {barrier}",
+               "barrier, init": f"{barrier}\n  {init}\n  bar.sync 0, 128;"}[order]
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry ws()
+.reqntid 256
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  mov.u32 %r1, %tid.x;
+  shr.u32 %r2, %r1, 5;
+  shfl.sync.idx.b32 %r3, %r2, 0, 31, -1;
+  setp.lt.u32 %p1, %r3, 4;
+  mov.b32 %r9, global_smem;
+  add.s32 %r17, %r9, 1024;
+  @!%p1 bra $WORKER;
+  setp.eq.b32 %p5, %r2, 0;
+  elect.sync %r8|%p6, -1;
+  and.pred %p2, %p5, %p6;
+  {default}
+  @%p2 mbarrier.arrive.shared::cta.b64 _, [%r17];
+  bra.uni $DONE;
+$WORKER:
+  {barrier}
+  mov.b32 %r10, 0;
+$WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r17], %r10;
+  @!%p3 bra.uni $WAIT;
+$DONE:
+  ret;
+}}
+"""
+
+
+def test_init_published_to_other_partitions_by_a_cta_barrier():
+    found = _check(_ws())
+    assert found == [], [f.format() for f in found]
+
+
+def test_init_after_the_cta_barrier_is_still_reported():
+    found = _check(_ws("barrier, init"))
+    assert _ids(found) == ["mbar-uninit"], [f.format() for f in found]
+    assert "try_wait" in found[0].sites[0].ptx
+
+
+def test_a_barrier_of_some_threads_only_does_not_publish():
+    found = _check(_ws(barrier="bar.sync 1, 128;"))
+    assert _ids(found) == ["mbar-uninit"], [f.format() for f in found]

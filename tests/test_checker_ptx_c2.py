@@ -128,3 +128,49 @@ def test_init_after_the_cta_barrier_is_still_reported():
 def test_a_barrier_of_some_threads_only_does_not_publish():
     found = _check(_ws(barrier="bar.sync 1, 128;"))
     assert _ids(found) == ["mbar-uninit"], [f.format() for f in found]
+
+
+# -- a register an unmodelled instruction writes (`Raw`) is defined there ----------------------
+def _parity_loop(in_loop: bool) -> str:
+    """One thread arrives, every thread waits, once per trip; the parity is bit 0 of the
+    trip count taken with `bfe` (which the front end keeps as raw text, as Triton's
+    `bfe.u32 %r50, %r52, 1, 1` for a ring's phase) in the loop, or once before it."""
+    bfe = "bfe.u32 %r50, %r186, 0, 1;"
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry par(.param .u32 par_n)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<200>;
+  ld.param.u32 %r9, [par_n];
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.b32 %r48, global_smem;
+  @%p1 mbarrier.init.shared::cta.b64 [%r48], 1;
+  bar.sync 0;
+  mov.b32 %r186, 0;
+  {"" if in_loop else bfe}
+$LOOP:
+  @%p1 mbarrier.arrive.shared::cta.b64 _, [%r48];
+  {bfe if in_loop else ""}
+$WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r48], %r50;
+  @!%p2 bra.uni $WAIT;
+  bar.sync 0;
+  add.s32 %r186, %r186, 1;
+  setp.lt.u32 %p3, %r186, %r9;
+  @%p3 bra $LOOP;
+  ret;
+}}
+"""
+
+
+def test_a_parity_an_unmodelled_instruction_computes_from_the_trip_is_not_constant():
+    found = _check(_parity_loop(in_loop=True))
+    assert found == [], [f.format() for f in found]
+
+
+def test_a_parity_it_computes_once_before_the_loop_is_constant():
+    found = _check(_parity_loop(in_loop=False))
+    assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]

@@ -44,11 +44,14 @@ class Defs:
             multi = {r for r, i in zip(regs, at, strict=True) if last[r] != i}
             for r, i in [(r, i) for r, i in zip(regs, at, strict=True) if r in multi]:
                 self._multi.setdefault(r, []).append(i)
-        if Vec in set(map(type, regs)):       # ld.v2/.v4 and friends write each lane
-            for v, i in [(v, i) for v, i in zip(regs, at, strict=True) if type(v) is Vec]:
+        kinds = set(map(type, regs))
+        if Vec in kinds or tuple in kinds:    # ld.v2/.v4 and friends write each lane; the
+            # front end's Raw statements keep the registers they write as a tuple in `d`.
+            for v, i in [(v, i) for v, i in zip(regs, at, strict=True)
+                         if type(v) is Vec or type(v) is tuple]:
                 self._last.pop(v, None)
                 self._multi.pop(v, None)
-                for item in v.items:
+                for item in (v.items if type(v) is Vec else v):
                     if type(item) is Reg:
                         self._add(item, i)
 

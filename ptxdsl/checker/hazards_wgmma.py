@@ -522,6 +522,8 @@ def _reads_no_copy(an: Analysis, i: int) -> bool:
     from .hazards_ring import _load_extents, _loads
     if not _loads(an) or _traced(an, i) is None:
         return False
+    if sum(map(len, _load_extents(an).values())) < len(_loads(an)):
+        return False   # a copy it cannot place may fill what the wgmma reads
     for a in _addresses(an, i):
         ext = read_extent(an, a, 16)     # (its first row, as for smem-read-before-wait)
         if ext is None:

@@ -51,7 +51,8 @@ class Defs:
                          if type(v) is Vec or type(v) is tuple]:
                 self._last.pop(v, None)
                 self._multi.pop(v, None)
-                for item in (v.items if type(v) is Vec else v):
+                items: Any = v.items if type(v) is Vec else v
+                for item in items:
                     if type(item) is Reg:
                         self._add(item, i)
 

@@ -174,3 +174,48 @@ def test_a_parity_an_unmodelled_instruction_computes_from_the_trip_is_not_consta
 def test_a_parity_it_computes_once_before_the_loop_is_constant():
     found = _check(_parity_loop(in_loop=False))
     assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
+
+
+# -- fenceproxy-divergent: Triton's device-side descriptor, written by warp 0 of a warpgroup ----
+def _device_desc(cond: str) -> str:
+    """Lane 0 edits a tensor map in shared memory, the warp syncs, and the threads with
+    `cond` (Triton: `(tid & 127) < 32`, warp 0 of each warpgroup) copy it out with the
+    warp-collective cp_fenceproxy."""
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry desc(.param .u64 desc_ws)
+.reqntid 256
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<20>;
+  ld.param.u64 %rd2, [desc_ws];
+  mov.u32 %r1, %tid.x;
+  {cond}
+  mov.b32 %r5, global_smem;
+  setp.ne.b32 %p1, %r1, 0;
+  @%p1 bra $SKIP;
+  cvt.u64.u32 %rd3, %r5;
+  tensormap.replace.tile.rank.shared::cta.b1024.b32 [%rd3], 1;
+$SKIP:
+  bar.warp.sync -1;
+  cvt.u64.u32 %rd7, %r5;
+  @%p2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
+      [%rd2], [%rd7], 128;
+  ret;
+}}
+"""
+
+
+def test_whole_warps_picked_through_a_mask_of_tid_run_the_collective_copy():
+    for cond in ("and.b32 %r2, %r1, 127;\n  setp.lt.u32 %p2, %r2, 32;",
+                 "rem.u32 %r2, %r1, 128;\n  setp.lt.u32 %p2, %r2, 64;"):
+        found = _check(_device_desc(cond))
+        assert found == [], [f.format() for f in found]
+
+
+def test_part_of_a_warp_picked_through_a_mask_of_tid_is_divergent():
+    for cond in ("and.b32 %r2, %r1, 127;\n  setp.lt.u32 %p2, %r2, 16;",
+                 "and.b32 %r2, %r1, 63;\n  setp.lt.u32 %p2, %r2, 48;"):
+        found = _check(_device_desc(cond))
+        assert _ids(found) == ["fenceproxy-divergent"], [f.format() for f in found]

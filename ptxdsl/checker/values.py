@@ -504,6 +504,14 @@ class Values:
         v = self.const(lane)
         return v is not None and 0 <= v < 32
 
+    def _keeps_lane(self, insn: Binary) -> bool:
+        """`x & m` with m's low five bits set, or `x % c` with c a multiple of 32: the lane
+        bits of x pass unchanged, and what is above them stays whole per warp."""
+        c = self.const(insn.b)
+        if c is None or c <= 0:
+            return False
+        return (insn.op == "and" and c & 31 == 31) or (insn.op == "rem" and c % 32 == 0)
+
     def _warp_split(self, insn: Setp) -> bool:
         """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps
         when the CTA's rows are warp-aligned (see `warp_rows`)."""
@@ -513,6 +521,14 @@ class Values:
         if len(defs) != 1:
             return False
         st = self.body[defs[0]]
+        if isinstance(st.insn, Binary) and st.guard is None and isinstance(st.insn.a, Reg) \
+                and self._keeps_lane(st.insn):
+            # Triton's `(tid & 127) < 32` (warp 0 of each warpgroup): a mask keeping the
+            # lane bits, or `tid % 128`, moves whole warps together.
+            defs = self.defs.get(st.insn.a, ())
+            if len(defs) != 1:
+                return False
+            st = self.body[defs[0]]
         if not isinstance(st.insn, Mov) or getattr(st.insn.a, "name", None) != "tid.x" \
                 or st.guard is not None:
             return False

@@ -219,3 +219,64 @@ def test_part_of_a_warp_picked_through_a_mask_of_tid_is_divergent():
                  "and.b32 %r2, %r1, 63;\n  setp.lt.u32 %p2, %r2, 48;"):
         found = _check(_device_desc(cond))
         assert _ids(found) == ["fenceproxy-divergent"], [f.format() for f in found]
+
+
+# -- expect-tx-mismatch: the box of a map Triton encodes on the device ------------------------
+def _device_box_load(announced: int) -> str:
+    """Lane 0 writes a 64 x 64 f16 box (8192 bytes) into a map in shared memory through the
+    widened address Triton uses (`cvt.u64.u32` of global_smem), warp 0 releases it to global
+    memory and acquires it, and thread 0 loads one box announcing `announced` bytes."""
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry dd(.param .u64 dd_ws, .param .u64 dd_a)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<20>;
+  ld.param.u64 %rd2, [dd_ws];
+  ld.param.u64 %rd4, [dd_a];
+  mov.u32 %r1, %tid.x;
+  and.b32 %r2, %r1, 127;
+  setp.lt.u32 %p2, %r2, 32;
+  mov.b32 %r5, global_smem;
+  setp.ne.b32 %p1, %r2, 0;
+  @%p1 bra $SKIP;
+  cvt.u64.u32 %rd3, %r5;
+  tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%rd3], %rd4;
+  tensormap.replace.tile.rank.shared::cta.b1024.b32 [%rd3], 1;
+  mov.b32 %r6, 64;
+  tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%rd3], 0, %r6;
+  tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%rd3], 1, %r6;
+  tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%rd3], 6;
+$SKIP:
+  bar.warp.sync -1;
+  cvt.u64.u32 %rd7, %r5;
+  @%p2 tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned
+      [%rd2], [%rd7], 128;
+  @%p2 fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
+  bar.sync 0;
+  setp.eq.b32 %p4, %r2, 0;
+  add.s32 %r9, %r5, 16384;
+  @%p4 mbarrier.init.shared::cta.b64 [%r9], 1;
+  fence.proxy.async.shared::cta;
+  bar.sync 0;
+  @%p4 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], {announced};
+  mov.b32 %r10, 0;
+  add.s32 %r11, %r5, 1024;
+  @%p4 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes
+      [%r11], [%rd2, {{%r10, %r10}}], [%r9];
+$WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r9], %r10;
+  @!%p3 bra.uni $WAIT;
+  ret;
+}}
+"""
+
+
+def test_box_of_a_map_encoded_through_a_widened_shared_address_is_known():
+    found = parse_ptx(HEAD + _device_box_load(8192), file="k.ptx").check(notes=True)
+    assert found == [], [f.format() for f in found]   # not even a note: the box is known
+    found = _check(_device_box_load(4096))
+    assert _ids(found) == ["expect-tx-mismatch"], [f.format() for f in found]
+    assert "announces 4096 bytes" in found[0].message and "deliver 8192" in found[0].message

@@ -30,7 +30,7 @@ from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
-from ..types import StateSpace
+from ..types import ScalarType, StateSpace
 from .defs import Defs
 from .ops import inline_elect
 
@@ -325,7 +325,13 @@ class Values:
                 return Val(Kind.value, root=base, offset=off, space=space), ("param", base, off)
         if isinstance(insn, Cvt):
             src = self.val(insn.a)
-            return (src if src.kind is Kind.const else UNKNOWN), ("cvt", self.vn(insn.a))
+            # Triton widens a 32-bit shared address for tensormap.replace and cp_fenceproxy
+            # (`cvt.u64.u32 %rd3, %r5`): zero-extended, it is the same address.
+            widened = src.kind is Kind.addr and isinstance(src.root, Symbol) \
+                and src.root.space.is_shared and insn.dtype is ScalarType.u64 \
+                and insn.atype is ScalarType.u32 and not insn.sat
+            return (src if src.kind is Kind.const or widened else UNKNOWN), \
+                ("cvt", self.vn(insn.a))
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
             # computed twice is one value: two maps of one per-CTA slot are told apart), a

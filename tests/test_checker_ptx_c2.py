@@ -280,3 +280,78 @@ def test_box_of_a_map_encoded_through_a_widened_shared_address_is_known():
     found = _check(_device_box_load(4096))
     assert _ids(found) == ["expect-tx-mismatch"], [f.format() for f in found]
     assert "announces 4096 bytes" in found[0].message and "deliver 8192" in found[0].message
+
+
+# -- bulk-src-overwrite: a persistent kernel's TMA-store epilogue beside the next tile's ring --
+def _persistent(wrap_above: int) -> str:
+    """Per output tile: a K loop loading stage s (16 KB each) of a ring whose stage register
+    Triton advances as `t = s + 1; s = t > 2 ? 0 : t` (three stages, [0, 48 KB)), then an
+    epilogue staging C at +48 KB and storing it with TMA; the next tile's loads start while
+    that store may still read C (its wait_group.read comes before the next epilogue only).
+    `wrap_above`: the constant of the wrap test (2: three stages; 3: four, the fourth over C)."""
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry pm(.param .align 64 .b8 pm_map[128], .param .u32 pm_n)
+.reqntid 128
+{{
+  .reg .pred %p<50>;
+  .reg .b32 %r<240>;
+  .reg .b64 %rd<10>;
+  ld.param.u32 %r30, [pm_n];
+  mov.u64 %rd1, pm_map;
+  cvta.param.u64 %rd2, %rd1;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.b32 %r21, global_smem;
+  add.s32 %r9, %r21, 65536;
+  @%p1 mbarrier.init.shared::cta.b64 [%r9], 1;
+  fence.proxy.async.shared::cta;
+  bar.sync 0;
+  mov.b32 %r20, 0;
+  mov.b32 %r25, 0;
+$TILE:
+  mov.b32 %r162, 0;
+  mov.b32 %r227, 0;
+$K:
+  shl.b32 %r112, %r162, 14;
+  add.s32 %r86, %r21, %r112;
+  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 16384;
+  @%p1 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes
+      [%r86], [%rd2, {{%r227, %r25}}], [%r9];
+$W:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r9], %r20;
+  @!%p2 bra.uni $W;
+  xor.b32 %r20, %r20, 1;
+  ld.shared.u32 %r5, [%r86];
+  bar.sync 0;
+  add.s32 %r109, %r162, 1;
+  setp.gt.s32 %p33, %r109, {wrap_above};
+  selp.b32 %r162, 0, %r109, %p33;
+  add.s32 %r227, %r227, 64;
+  setp.lt.s32 %p38, %r227, %r30;
+  @%p38 bra $K;
+  cp.async.bulk.wait_group.read 0;
+  bar.sync 0;
+  add.s32 %r117, %r21, 49152;
+  st.shared.u32 [%r117], %r5;
+  fence.proxy.async.shared::cta;
+  bar.sync 0;
+  @%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd2, {{%r25, %r25}}], [%r117];
+  cp.async.bulk.commit_group;
+  add.s32 %r25, %r25, 1;
+  setp.lt.s32 %p48, %r25, %r30;
+  @%p48 bra $TILE;
+  cp.async.bulk.wait_group 0;
+  ret;
+}}
+"""
+
+
+def test_ring_loads_of_the_next_tile_stay_clear_of_the_stored_tile():
+    found = _check(_persistent(2), maps={"pm_map": {"box_bytes": 16384}})
+    assert found == [], [f.format() for f in found]
+
+
+def test_a_ring_stage_over_the_stored_tile_is_overwritten_while_the_store_reads_it():
+    found = _check(_persistent(3), maps={"pm_map": {"box_bytes": 16384}})
+    assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]

@@ -283,12 +283,21 @@ def test_box_of_a_map_encoded_through_a_widened_shared_address_is_known():
 
 
 # -- bulk-src-overwrite: a persistent kernel's TMA-store epilogue beside the next tile's ring --
-def _persistent(wrap_above: int) -> str:
+def _persistent(wrap_above: int, reduced: str = "", k_once: bool = False) -> str:
     """Per output tile: a K loop loading stage s (16 KB each) of a ring whose stage register
     Triton advances as `t = s + 1; s = t > 2 ? 0 : t` (three stages, [0, 48 KB)), then an
     epilogue staging C at +48 KB and storing it with TMA; the next tile's loads start while
     that store may still read C (its wait_group.read comes before the next epilogue only).
-    `wrap_above`: the constant of the wrap test (2: three stages; 3: four, the fourth over C)."""
+    `wrap_above`: the constant of the wrap test (2: three stages; 3: four, the fourth over C).
+    `reduced`: instead, the stage's offset as LLVM strength-reduces `16 KB * (k % N)`
+    (Triton's tl_ws_matmul_desc): an offset stepped by 16 KB beside k, less `N * 16 KB *
+    (k / N)` (this text computes k / N into %r27), added to global_smem. `k_once`: k starts
+    once, before the tile loop, while the offset restarts every tile (not in step)."""
+    k0 = "mov.b32 %r151, 0;"
+    stage = ("shl.b32 %r112, %r162, 14;\n  add.s32 %r86, %r21, %r112;" if not reduced else
+             f"{reduced}\n  mul.lo.s32 %r28, %r27, {16384 * (4 if 'div' in reduced else 3)};"
+             "\n  sub.s32 %r112, %r149, %r28;\n  add.s32 %r86, %r112, %r21;")
+    steps = ("add.s32 %r151, %r151, 1;\n  add.s32 %r149, %r149, 16384;" if reduced else "")
     return f"""
 .extern .shared .align 16 .b8 global_smem[];
 .visible .entry pm(.param .align 64 .b8 pm_map[128], .param .u32 pm_n)
@@ -309,12 +318,14 @@ def _persistent(wrap_above: int) -> str:
   bar.sync 0;
   mov.b32 %r20, 0;
   mov.b32 %r25, 0;
+  {k0 if k_once else ""}
 $TILE:
   mov.b32 %r162, 0;
   mov.b32 %r227, 0;
+  {"" if k_once else k0}
+  mov.b32 %r149, 0;
 $K:
-  shl.b32 %r112, %r162, 14;
-  add.s32 %r86, %r21, %r112;
+  {stage}
   @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 16384;
   @%p1 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes
       [%r86], [%rd2, {{%r227, %r25}}], [%r9];
@@ -327,6 +338,7 @@ $W:
   add.s32 %r109, %r162, 1;
   setp.gt.s32 %p33, %r109, {wrap_above};
   selp.b32 %r162, 0, %r109, %p33;
+  {steps}
   add.s32 %r227, %r227, 64;
   setp.lt.s32 %p38, %r227, %r30;
   @%p38 bra $K;
@@ -354,4 +366,23 @@ def test_ring_loads_of_the_next_tile_stay_clear_of_the_stored_tile():
 
 def test_a_ring_stage_over_the_stored_tile_is_overwritten_while_the_store_reads_it():
     found = _check(_persistent(3), maps={"pm_map": {"box_bytes": 16384}})
+    assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]
+
+
+_DIV3 = "mul.hi.u32 %r26, %r151, -1431655765;\n  shr.u32 %r27, %r26, 1;"   # k / 3, as LLVM
+_DIV4 = "div.u32 %r27, %r151, 4;"
+
+
+def test_a_strength_reduced_ring_offset_is_a_ring_of_its_stages():
+    found = _check(_persistent(2, _DIV3), maps={"pm_map": {"box_bytes": 16384}})
+    assert found == [], [f.format() for f in found]
+
+
+def test_a_strength_reduced_ring_of_four_stages_reaches_the_stored_tile():
+    found = _check(_persistent(2, _DIV4), maps={"pm_map": {"box_bytes": 16384}})
+    assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]
+
+
+def test_an_offset_not_stepped_with_its_counter_is_not_a_ring():
+    found = _check(_persistent(2, _DIV3, k_once=True), maps={"pm_map": {"box_bytes": 16384}})
     assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]

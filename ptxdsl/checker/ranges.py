@@ -27,6 +27,7 @@ from ..instructions.inline import InlineAsm
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
+from .lockstep import lockstep_ring
 from .stages import wrap_count
 from .values import Values
 
@@ -172,6 +173,10 @@ class Spans:
             return UNKNOWN
         insn = st.insn
         d = depth + 1
+        ring = lockstep_ring(self.values, defs[0])
+        if ring is not None:   # LLVM's strength-reduced `base + S * (k % N)`
+            base, k, n, step = ring
+            return _add(self.of(base, d), Span(None, 0, 0, (k, n, step, 0)))
         if isinstance(insn, Mov):
             if isinstance(insn.a, SpecialReg):
                 return self._special(insn.a.name)

@@ -386,3 +386,55 @@ def test_a_strength_reduced_ring_of_four_stages_reaches_the_stored_tile():
 def test_an_offset_not_stepped_with_its_counter_is_not_a_ring():
     found = _check(_persistent(2, _DIV3, k_once=True), maps={"pm_map": {"box_bytes": 16384}})
     assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]
+
+
+# -- mbar-reinit: the init moved into the loop leaves the inval after it uninitialised ---------
+def _init_in_loop(inval_in_loop: bool) -> str:
+    """Gluon's tma_load_loop bug: each trip initialises the barrier, uses it, and (when
+    `inval_in_loop`) invalidates it; after the loop, which may run no trip, thread 0
+    invalidates it (or, with the loop's own inval, arrives on it)."""
+    inval = "@%p1 mbarrier.inval.shared::cta.b64 [%r5];\n  bar.sync 0;"
+    after = ("@%p1 mbarrier.arrive.shared::cta.b64 _, [%r5];" if inval_in_loop
+             else "@%p1 mbarrier.inval.shared::cta.b64 [%r5];")
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry lp(.param .u32 lp_n)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  ld.param.u32 %r9, [lp_n];
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.b32 %r5, global_smem;
+  mov.b32 %r6, 0;
+  setp.lt.s32 %p4, %r9, 1;
+  @%p4 bra $END;
+$LOOP:
+  @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+  bar.sync 0;
+  @%p1 mbarrier.arrive.shared::cta.b64 _, [%r5];
+$W:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+  @!%p2 bra.uni $W;
+  bar.sync 0;
+  {inval if inval_in_loop else ""}
+  add.s32 %r6, %r6, 1;
+  setp.lt.s32 %p3, %r6, %r9;
+  @%p3 bra $LOOP;
+$END:
+  {after}
+  ret;
+}}
+"""
+
+
+def test_the_inval_after_a_loop_that_reinitialises_is_the_reinit_mistake():
+    found = _check(_init_in_loop(inval_in_loop=False))
+    assert _ids(found) == ["mbar-reinit"], [f.format() for f in found]
+
+
+def test_a_use_after_a_loop_that_invalidates_is_still_uninitialised():
+    found = _check(_init_in_loop(inval_in_loop=True))
+    assert "mbar-uninit" in _ids(found) and "mbar-reinit" not in _ids(found), \
+        [f.format() for f in found]

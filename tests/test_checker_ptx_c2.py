@@ -283,7 +283,8 @@ def test_box_of_a_map_encoded_through_a_widened_shared_address_is_known():
 
 
 # -- bulk-src-overwrite: a persistent kernel's TMA-store epilogue beside the next tile's ring --
-def _persistent(wrap_above: int, reduced: str = "", k_once: bool = False) -> str:
+def _persistent(wrap_above: int, reduced: str = "", k_once: bool = False,
+                pointer: bool = False) -> str:
     """Per output tile: a K loop loading stage s (16 KB each) of a ring whose stage register
     Triton advances as `t = s + 1; s = t > 2 ? 0 : t` (three stages, [0, 48 KB)), then an
     epilogue staging C at +48 KB and storing it with TMA; the next tile's loads start while
@@ -292,11 +293,14 @@ def _persistent(wrap_above: int, reduced: str = "", k_once: bool = False) -> str
     `reduced`: instead, the stage's offset as LLVM strength-reduces `16 KB * (k % N)`
     (Triton's tl_ws_matmul_desc): an offset stepped by 16 KB beside k, less `N * 16 KB *
     (k / N)` (this text computes k / N into %r27), added to global_smem. `k_once`: k starts
-    once, before the tile loop, while the offset restarts every tile (not in step)."""
+    once, before the tile loop, while the offset restarts every tile (not in step).
+    `pointer`: the stepped register is the stage's address itself, starting at global_smem
+    (Gluon's ws_gemm), not an offset added to it."""
     k0 = "mov.b32 %r151, 0;"
     stage = ("shl.b32 %r112, %r162, 14;\n  add.s32 %r86, %r21, %r112;" if not reduced else
              f"{reduced}\n  mul.lo.s32 %r28, %r27, {16384 * (4 if 'div' in reduced else 3)};"
-             "\n  sub.s32 %r112, %r149, %r28;\n  add.s32 %r86, %r112, %r21;")
+             + ("\n  sub.s32 %r86, %r149, %r28;" if pointer else
+                "\n  sub.s32 %r112, %r149, %r28;\n  add.s32 %r86, %r112, %r21;"))
     steps = ("add.s32 %r151, %r151, 1;\n  add.s32 %r149, %r149, 16384;" if reduced else "")
     return f"""
 .extern .shared .align 16 .b8 global_smem[];
@@ -323,7 +327,7 @@ $TILE:
   mov.b32 %r162, 0;
   mov.b32 %r227, 0;
   {"" if k_once else k0}
-  mov.b32 %r149, 0;
+  mov.b32 %r149, {"%r21" if pointer else "0"};
 $K:
   {stage}
   @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 16384;
@@ -438,3 +442,69 @@ def test_a_use_after_a_loop_that_invalidates_is_still_uninitialised():
     found = _check(_init_in_loop(inval_in_loop=True))
     assert "mbar-uninit" in _ids(found) and "mbar-reinit" not in _ids(found), \
         [f.format() for f in found]
+
+
+def test_a_strength_reduced_stage_pointer_is_an_address_in_the_ring():
+    maps = {"pm_map": {"box_bytes": 16384}}
+    found = _check(_persistent(2, _DIV3, pointer=True), maps=maps)
+    assert found == [], [f.format() for f in found]
+    found = _check(_persistent(2, _DIV4, pointer=True), maps=maps)
+    assert _ids(found) == ["bulk-src-overwrite"], [f.format() for f in found]
+
+
+# -- smem-read-before-wait: a K loop of no trip skips the copies as well as the wait ----------
+def _zero_trip(copy_in_loop: bool) -> str:
+    """Thread 0 loads a tile per trip of a loop of `n` trips that every thread waits in; the
+    tile is read after the loop, whose no-trip path (n < 1) has no wait. With the copy in
+    the loop that path issues no copy either; with one copy before the loop it does."""
+    copy = """@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r8], 4096;
+  @%p1 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes
+      [%r5], [%rd2, {%r6, %r6}], [%r8];"""
+    return f"""
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry zt(.param .align 64 .b8 zt_map[128], .param .u32 zt_n)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b32 %r<20>;
+  .reg .b64 %rd<8>;
+  ld.param.u32 %r9, [zt_n];
+  mov.u64 %rd1, zt_map;
+  cvta.param.u64 %rd2, %rd1;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.b32 %r5, global_smem;
+  add.s32 %r8, %r5, 4096;
+  @%p1 mbarrier.init.shared::cta.b64 [%r8], 1;
+  fence.proxy.async.shared::cta;
+  bar.sync 0;
+  mov.b32 %r6, 0;
+  mov.b32 %r7, 0;
+  {"" if copy_in_loop else copy}
+  setp.lt.s32 %p4, %r9, 1;
+  @%p4 bra $SKIP;
+$LOOP:
+  {copy if copy_in_loop else ""}
+$W:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r8], %r7;
+  @!%p2 bra.uni $W;
+  xor.b32 %r7, %r7, 1;
+  bar.sync 0;
+  add.s32 %r6, %r6, 1;
+  setp.lt.s32 %p3, %r6, %r9;
+  @%p3 bra $LOOP;
+$SKIP:
+  ld.shared.u32 %r10, [%r5];
+  ret;
+}}
+"""
+
+
+def test_a_read_after_a_loop_of_no_trip_that_also_skips_the_copies_is_clean():
+    found = _check(_zero_trip(copy_in_loop=True), maps={"zt_map": {"box_bytes": 4096}})
+    assert "smem-read-before-wait" not in _ids(found), [f.format() for f in found]
+
+
+def test_a_read_after_a_loop_of_no_trip_with_a_copy_before_it_is_reported():
+    found = _check(_zero_trip(copy_in_loop=False), maps={"zt_map": {"box_bytes": 4096}})
+    assert "smem-read-before-wait" in _ids(found), [f.format() for f in found]

@@ -246,8 +246,20 @@ class Values:
                 stack.extend((s, False) for s in self.sources_of(defs[0]) if s not in self._val)
                 continue
             val, vn = self._eval(reg, insn)
+            if val.kind is Kind.unknown and isinstance(insn, Binary | Mad):
+                val = self._lockstep(defs[0], val)
             self._val[reg] = val
             self._vn[reg] = vn if vn is not None else ("const", val.const)
+
+    def _lockstep(self, i: int, val: Val) -> Val:
+        """LLVM's strength-reduced ring offset `p - (S * N) * (k / N)` (`lockstep`) is an
+        address when p starts at one: the base's, at an offset `ranges` bounds."""
+        from .lockstep import lockstep_ring
+        ring = lockstep_ring(self, i)
+        if ring is None:
+            return val
+        base = self.val(ring[0])
+        return _offset(base, None) if base.kind in (Kind.addr, Kind.value) else val
 
     def _multi(self, reg: Reg, defs: Sequence[int]) -> Val:
         """A register written several times is known only if every write is one constant."""

@@ -80,6 +80,8 @@ def copy_free_without_wait(an: Analysis, at: int, sources: Iterable[Op]) -> bool
     if not conds:
         return False
     sources = list(sources)
+    if any(getattr(o, "multicast", False) for o in sources):
+        return False   # another CTA issues it, where a condition on %ctaid may differ
     # A blocking wait stops a path; a try_wait counts only on the edge taken when it passed.
     stops = {o.index for o in an.ops if o.role is Role.MBAR_WAIT
              and getattr(o, "result", None) is None}

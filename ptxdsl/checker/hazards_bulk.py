@@ -18,7 +18,7 @@ from . import blocks
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .ops import Op, Role
-from .ranges import Span, Spans
+from .ranges import Span, Spans, extern_align
 from .state import State
 from .values import Kind
 
@@ -229,10 +229,13 @@ def _align_check(an: Analysis, op: Op) -> None:
     need = max(128, repeat or 0)
     have = sym.align or sym.type.bytes
     after_static = ""
-    if sym.count is None and any(s.count is not None for s in an.kernel.shared):
+    statics = any(s.count is not None for s in an.kernel.shared)
+    if sym.count is None:
         # Seen on an H100: dynamic shared memory starts right after the kernel's static
-        # .shared variables, so an .extern array's own .align is not honoured past 16 bytes.
-        have = min(have, 16)
+        # .shared variables, so an .extern array's own .align is not honoured past 16 bytes;
+        # with none, it starts at the 1024-aligned start of the window (`extern_align`).
+        have = extern_align(have, statics)
+    if sym.count is None and statics:
         static = [s.name for s in an.kernel.shared if s.count is not None]
         listed = ", ".join(static[:4]) + (", ..." if len(static) > 4 else "")
         after_static = (" (dynamic shared memory starts after this kernel's static .shared "

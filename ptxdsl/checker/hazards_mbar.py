@@ -19,6 +19,7 @@ from .hazards_arrive import _same_barriers
 from .hazards_remote import multicast_bytes, remote_bytes
 from .hazards_txrank import announced_remotely, cluster_fed, phase_bytes
 from .ops import Op, Role
+from .published import published
 from .state import State, add_tx
 from .trywait import _spins, _varies
 
@@ -39,7 +40,8 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
     if not (isinstance(root, Symbol) and root.space.is_shared):
         return   # a barrier passed in or computed (e.g. another CTA's): its init is elsewhere
     i = op.index
-    if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must):
+    if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must) \
+            and not published(an, key, i) and not _init_loop_skipped(an, key, i):
         what = an.describe(op.mbar)
         inits = _inits_of(an, key)
         where = ("is never initialised in this kernel" if not inits else
@@ -54,6 +56,27 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
         an.report(Hazard.MBAR_INIT_UNSYNCED, why.format(use=op.role.value,
                                                         what=an.describe(op.mbar)),
                   [("use", i), ("init", s)])
+
+
+def _init_loop_skipped(an: Analysis, key, i: int) -> bool:
+    """Is every init of the barrier inside a loop that also uses it (`mbar-reinit`), and the
+    use at statement i after that loop? Then it is uninitialised only where the loop ran no
+    trip: the same mistake as the re-init (the init belongs before the loop), reported once,
+    as mbar-reinit."""
+    inits = _inits_of(an, key)
+    if not inits or not an.loops:
+        return False
+    for s in inits:
+        in_loop = [[o for o in an.ops if o.mbar is not None and o.role is not Role.MBAR_INIT
+                    and an.cfg.block_of(o.index) in body and keys_match(an.key(o, "mbar"), key)]
+                   for _h, body in an.loops
+                   if an.cfg.block_of(s) in body and an.cfg.block_of(i) not in body]
+        # (a loop that also invalidates it re-initialises it rightly: no mbar-reinit)
+        loops = [ops for ops in in_loop
+                 if ops and not any(o.role is Role.MBAR_INVAL for o in ops)]
+        if not loops:
+            return False
+    return True
 
 
 def _unsynced(an: Analysis, state: State, op: Op, key, how: str) -> tuple[int, str] | None:

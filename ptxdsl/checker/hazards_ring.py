@@ -28,6 +28,7 @@ from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators
 from .findings import Hazard
 from .hazards_bulk import _extent, _start, extent_of
+from .launch_conds import copy_free_without_wait
 from .ops import Op, Role
 from .stages import base, moved
 from .state import State
@@ -320,6 +321,8 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
             return
         an.cache[key] = True
     if not waits:
+        if copy_free_without_wait(an, at, sources):
+            return   # the paths with no wait are those where no copy runs (a K loop of 0 trips)
         an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"{what} reads {an.describe(smem)}, which a "
                   "TMA copy writes, and no mbarrier wait precedes it on every path",
                   [("read", at), ("copy", sources[0].index)], dedupe=at)

@@ -30,6 +30,7 @@ from ..instructions.inline import InlineAsm
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
+from .lockstep import lockstep_ring
 from .stages import wrap_count
 from .threadwise import Threadwise
 from .values import Values
@@ -110,6 +111,21 @@ def _mask_like(s: Span) -> bool:
     return f.root is None and f.lo is not None and f.hi is not None and f.lo >= 0
 
 
+# With no static .shared variable in front of it, dynamic shared memory starts where the CTA's
+# shared window does: 0x400 on sm_80+ (the 1 KB the driver reserves comes first), so its base
+# is 1024-aligned whatever the .extern declares. No CUDA document promises it; Triton
+# (`.extern .shared .align 16 .b8 global_smem[]`) and CUTLASS (`.align 16 ... smem[]`) place
+# 128B-swizzled TMA tiles at multiples of 1024 from that base and rely on it (docs/hazards.md,
+# tma-smem-align). Behind static variables it starts right after them: 16 bytes is all that holds.
+DYNAMIC_BASE_ALIGN = 1024
+
+
+def extern_align(declared: int, statics: bool) -> int:
+    """The alignment of an `.extern .shared` array's base, declared `.align declared`, in a
+    kernel with (`statics`) or without static `.shared` variables."""
+    return min(declared, 16) if statics else max(declared, DYNAMIC_BASE_ALIGN)
+
+
 class Spans:
     """Demand-driven spans of the registers of one kernel (single definitions only: a
     register written several times is unknown unless every write is one constant, or it is
@@ -166,6 +182,10 @@ class Spans:
             return UNKNOWN
         insn = st.insn
         d = depth + 1
+        ring = lockstep_ring(self.values, defs[0])
+        if ring is not None:   # LLVM's strength-reduced `base + S * (k % N)`
+            base, k, n, step = ring
+            return _add(self.of(base, d), Span(None, 0, 0, (k, n, step, 0)))
         if isinstance(insn, Mov):
             if isinstance(insn.a, SpecialReg):
                 return self._special(insn.a.name)
@@ -449,8 +469,8 @@ class Spans:
         """The alignment of a symbol's address."""
         have: int = getattr(sym, "align", None) or getattr(getattr(sym, "type", None),
                                                             "bytes", None) or 1
-        if getattr(sym, "count", 1) is None and self.statics:
-            have = min(have, 16)
+        if getattr(sym, "count", 1) is None:
+            have = extern_align(have, self.statics)
         return have
 
     def _counted(self, reg: Reg, defs: Any) -> Span:

@@ -34,6 +34,8 @@ from .values import Values
 _WRAPS: weakref.WeakKeyDictionary[Values, dict[Reg, int | None]] = weakref.WeakKeyDictionary()
 _EQ = ("eq",)
 _REACHED = ("ge", "hs")      # `r >= N` is `r == N` right after a step of 1 from below N
+_PAST = ("gt", "hi")         # `r > N - 1`: the same test
+_WITHIN = ("le", "ls")       # `r <= N - 1`: its negation
 _NOT_EQ = ("ne",)
 _BELOW = ("lt", "lo")
 
@@ -66,6 +68,9 @@ def _wrap_test(values: Values, pred: Any, x: Reg) -> tuple[int, bool] | None:
     if a is not x:
         return None
     n = _const(values, b)
+    if n is not None and cmp in _PAST + _WITHIN:   # `x > N - 1` (Triton's `setp.gt t, 2`
+        n += 1                                     # for N = 3), `x <= N - 1`
+        cmp = "ge" if cmp in _PAST else "lt"
     if n is None or n < 1:
         return None
     if cmp in _EQ + _REACHED:

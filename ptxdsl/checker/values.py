@@ -30,7 +30,7 @@ from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
-from ..types import StateSpace
+from ..types import ScalarType, StateSpace
 from .defs import Defs
 from .ops import inline_elect
 
@@ -246,8 +246,20 @@ class Values:
                 stack.extend((s, False) for s in self.sources_of(defs[0]) if s not in self._val)
                 continue
             val, vn = self._eval(reg, insn)
+            if val.kind is Kind.unknown and isinstance(insn, Binary | Mad):
+                val = self._lockstep(defs[0], val)
             self._val[reg] = val
             self._vn[reg] = vn if vn is not None else ("const", val.const)
+
+    def _lockstep(self, i: int, val: Val) -> Val:
+        """LLVM's strength-reduced ring offset `p - (S * N) * (k / N)` (`lockstep`) is an
+        address when p starts at one: the base's, at an offset `ranges` bounds."""
+        from .lockstep import lockstep_ring
+        ring = lockstep_ring(self, i)
+        if ring is None:
+            return val
+        base = self.val(ring[0])
+        return _offset(base, None) if base.kind in (Kind.addr, Kind.value) else val
 
     def _multi(self, reg: Reg, defs: Sequence[int]) -> Val:
         """A register written several times is known only if every write is one constant."""
@@ -352,7 +364,13 @@ class Values:
                 return Val(Kind.value, root=base, offset=off, space=space), ("param", base, off)
         if isinstance(insn, Cvt):
             src = self.val(insn.a)
-            return (src if src.kind is Kind.const or _keeps_address(insn, src) else UNKNOWN), \
+            # Triton widens a 32-bit shared address for tensormap.replace and cp_fenceproxy
+            # (`cvt.u64.u32 %rd3, %r5`): zero-extended, it is the same address.
+            widened = src.kind is Kind.addr and isinstance(src.root, Symbol) \
+                and src.root.space.is_shared and insn.dtype is ScalarType.u64 \
+                and insn.atype is ScalarType.u32 and not insn.sat
+            return (src if src.kind is Kind.const or widened or _keeps_address(insn, src)
+                    else UNKNOWN), \
                 ("cvt", self.vn(insn.a))
         if isinstance(insn, Mad):
             # Numbered by its inputs (a linear CTA id, `ctaid.y * nctaid.x + ctaid.x`,
@@ -372,6 +390,12 @@ class Values:
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
             return (a if same else UNKNOWN), _opaque(reg)
+        if type(insn).__name__ == "Shfl" and reg is insn.d and self.level(insn.a) <= 1 \
+                and self._broadcast(insn, {}):
+            # Triton's `shfl.sync.idx d, warp, 0, 31, -1` (warp = tid >> 5): broadcasting a
+            # value every lane of the warp already holds is that value.
+            return v.get(insn.a, UNKNOWN) if isinstance(insn.a, Reg) else self.val(insn.a), \
+                self.vn(insn.a)
         return UNKNOWN, _opaque(reg)
 
     # -- divergence ---------------------------------------------------------------------------
@@ -532,6 +556,14 @@ class Values:
         v = self.const(lane)
         return v is not None and 0 <= v < 32
 
+    def _keeps_lane(self, insn: Binary) -> bool:
+        """`x & m` with m's low five bits set, or `x % c` with c a multiple of 32: the lane
+        bits of x pass unchanged, and what is above them stays whole per warp."""
+        c = self.const(insn.b)
+        if c is None or c <= 0:
+            return False
+        return (insn.op == "and" and c & 31 == 31) or (insn.op == "rem" and c % 32 == 0)
+
     def _warp_split(self, insn: Setp) -> bool:
         """`setp.lt %tid.x, 32k` (and its le/gt/ge, signed or not, forms): true for whole warps
         when the CTA's rows are warp-aligned (see `warp_rows`)."""
@@ -541,6 +573,14 @@ class Values:
         if len(defs) != 1:
             return False
         st = self.body[defs[0]]
+        if isinstance(st.insn, Binary) and st.guard is None and isinstance(st.insn.a, Reg) \
+                and self._keeps_lane(st.insn):
+            # Triton's `(tid & 127) < 32` (warp 0 of each warpgroup): a mask keeping the
+            # lane bits, or `tid % 128`, moves whole warps together.
+            defs = self.defs.get(st.insn.a, ())
+            if len(defs) != 1:
+                return False
+            st = self.body[defs[0]]
         if not isinstance(st.insn, Mov) or getattr(st.insn.a, "name", None) != "tid.x" \
                 or st.guard is not None:
             return False

@@ -143,3 +143,20 @@ def test_a_form_the_declared_version_does_not_allow_is_an_error(capsys, tmp_path
         "startLine": 20}
     assert doc["tool"]["driver"]["rules"][mine[0]["ruleIndex"]]["id"] == "ptx-version"
     assert "ptx-version" not in run(capsys, golden)[1]
+
+
+def test_the_worked_example_of_the_docs_is_what_the_cli_prints(capsys, monkeypatch):
+    """docs/ptx_frontend.md shows `check` on a Triton kernel: its output is the CLI's."""
+    root = Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "ptx_frontend.md").read_text()
+    block = doc.split("```console\n$ python -m ptxdsl check tests/corpus/ptx/triton/"
+                      "gluon_bug_tma_load_first_phase.ptx\n")[1].split("$ echo $?")[0]
+    monkeypatch.chdir(root)
+    rc, out, _ = run(capsys, "tests/corpus/ptx/triton/gluon_bug_tma_load_first_phase.ptx")
+    assert rc == 1 and out == block
+    rc, out, _ = run(capsys, "tests/corpus/ptx/triton/gluon_tma_load_first_phase.ptx")
+    assert rc == 0 and out in doc
+    snippet = doc.split("```python\nfrom ptxdsl.frontend import parse_ptx\n\npath = ")[1]
+    code = "from ptxdsl.frontend import parse_ptx\n\npath = " + snippet.split("```")[0]
+    exec(compile(code, "docs/ptx_frontend.md", "exec"), {})
+    assert "gluon_bug_tma_load_first_phase.ptx:81" in capsys.readouterr().out

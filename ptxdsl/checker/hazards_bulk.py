@@ -4,7 +4,8 @@ waited for, negative store coordinates, and under-aligned TMA buffers.
 
 Shared buffers are compared as byte ranges of one symbol: `smem+off` for `size` bytes (the
 box size when the map is known, the bulk size, or up to the next buffer offset that a copy of
-that symbol uses). An unknown offset overlaps everything in the symbol.
+that symbol uses; a ring load's, up to the ring's next stage). An unknown offset overlaps
+everything in the symbol.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def _range(an: Analysis, op: Op) -> Range | None:
             offs = _offsets(an, root)    # a copy of unknown size ends at the next buffer
             j = bisect.bisect_right(offs, lo)
             end = offs[j] if j < len(offs) else None
+        elif size is None and op.role is Role.TMA_LOAD and ring is not None \
+                and lo is not None and lo == hi and ring[2] > 0:
+            # A ring fills one stage while the others are read: a load of unknown box into
+            # a stage ends where the next stage begins, as one into a buffer ends at the next
+            # buffer. (A store's staged tile keeps its note: only its first byte is sure.)
+            end = lo + ring[2]
         else:
             end = None if hi is None or size is None else hi + size
         out = (root, lo, end, ring)

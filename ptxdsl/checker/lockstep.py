@@ -13,7 +13,8 @@ index on k (`ranges.Span`). The division may be `div.u` or the multiply-high by 
 constant and a shift that divides exactly for every value of the type. p and k must each be
 written exactly twice (a start and a step), and on every path to the subtraction both were
 last set to their starts (k to 0) and since stepped only together (a small dataflow over the
-kernel's CFG).
+kernel's CFG). p's start may be another stepped register set to a constant just before
+(`mov q, 0; mov p, q`): the base is then that constant.
 """
 
 from __future__ import annotations
@@ -120,28 +121,30 @@ def lockstep_ring(values: Any, i: int) -> tuple[Any, Reg, int, int] | None:
     k, n = qk
     ki = _induction(values, k)
     if ki is None or ki[1] != 1 or step <= 0 or c != step * n \
-            or not _zero_at(values, ki[0], ki[2]):
+            or _const_at(values, ki[0], ki[2]) != 0:
         return None
     if not _in_step(values, i, (p0, ki[2]), (p1, ki[3])):
         return None
-    return base, k, n, step
+    # p may start from another stepped register just set (`mov q, 0; mov p, q`: Triton's
+    # second ring beside the first): its value there, not the register's (unknown) one.
+    start = _const_at(values, base, p0)
+    return base if start is None else start, k, n, step
 
 
-def _zero_at(values: Any, x: Any, i: int) -> bool:
-    """Is operand x zero at statement i: the constant 0, or a register whose last write
-    before i in straight-line code (no label or branch between) is `mov x, 0`?"""
-    if values.const(x) == 0:
-        return True
-    if not isinstance(x, Reg):
-        return False
+def _const_at(values: Any, x: Any, i: int) -> int | None:
+    """The constant operand x holds at statement i: a constant, or a register whose last
+    write before i in straight-line code (no label or branch between) is `mov x, C`."""
+    c = values.const(x)
+    if c is not None or not isinstance(x, Reg):
+        return c
     for j in range(i - 1, -1, -1):
         insn = getattr(values.body[j], "insn", None)
         if insn is None or isinstance(insn, Bra):
-            return False
+            return None
         if any(r is x for r in dests(insn)):
-            return isinstance(insn, Mov) and values.const(insn.a) == 0 \
-                and values.body[j].guard is None
-    return False
+            return values.const(insn.a) if isinstance(insn, Mov) \
+                and values.body[j].guard is None else None
+    return None
 
 
 _CFGS: weakref.WeakKeyDictionary[Any, CFG] = weakref.WeakKeyDictionary()

@@ -190,6 +190,9 @@ class Spans:
             if isinstance(insn.a, SpecialReg):
                 return self._special(insn.a.name)
             return self.of(insn.a, d)
+        shared = self.values.broadcast_source(reg, insn)
+        if shared is not None:   # a warp broadcast of what every lane holds: Values' rule
+            return self.of(shared, d)
         if isinstance(insn, Cvt | Cvta):
             s = self.of(insn.a, d)
             # A conversion keeps non-negative values (the offsets here); others are unknown.

@@ -390,13 +390,19 @@ class Values:
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
             return (a if same else UNKNOWN), _opaque(reg)
-        if type(insn).__name__ == "Shfl" and reg is insn.d and self.level(insn.a) <= 1 \
-                and self._broadcast(insn, {}):
-            # Triton's `shfl.sync.idx d, warp, 0, 31, -1` (warp = tid >> 5): broadcasting a
-            # value every lane of the warp already holds is that value.
+        if self.broadcast_source(reg, insn) is not None:
             return v.get(insn.a, UNKNOWN) if isinstance(insn.a, Reg) else self.val(insn.a), \
                 self.vn(insn.a)
         return UNKNOWN, _opaque(reg)
+
+    def broadcast_source(self, reg: Reg, insn: Any) -> Any:
+        """The operand a `shfl.sync.idx` writing `reg` broadcasts when every lane of the warp
+        already holds it (Triton's `shfl.sync.idx d, warp, 0, 31, -1`, warp = tid >> 5): `reg`
+        is that value. None otherwise."""
+        if type(insn).__name__ == "Shfl" and reg is insn.d and self.level(insn.a) <= 1 \
+                and self._broadcast(insn, {}):
+            return insn.a
+        return None
 
     # -- divergence ---------------------------------------------------------------------------
     def level(self, op: Any) -> int:

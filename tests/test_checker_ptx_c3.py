@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl.checker import Severity
 from ptxdsl.frontend import parse_ptx
-
-HEAD = ".version 8.7\n.target sm_90a\n.address_size 64\n"
-
-
-def _check(text: str, **context) -> list:
-    found = parse_ptx(HEAD + text, file="k.ptx").check(**context)
-    return [f for f in found if f.severity is not Severity.note]
-
-
-def _ids(found: list) -> list[str]:
-    return sorted({f.id for f in found})
+from tests.ptx_check_support import HEAD
+from tests.ptx_check_support import check_text as _check
+from tests.ptx_check_support import ids as _ids
 
 
 # -- bulk-src-overwrite: the TMA-store epilogue's ring of staging buffers ----------------------

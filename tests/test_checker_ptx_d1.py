@@ -8,15 +8,8 @@ ring load of unknown box ends where the ring's next stage begins. Each kernel is
 
 from __future__ import annotations
 
-from ptxdsl.checker import Severity
-from ptxdsl.frontend import parse_ptx
-
-HEAD = ".version 8.7\n.target sm_90a\n.address_size 64\n"
-
-
-def _check(text: str) -> list:
-    found = parse_ptx(HEAD + text, file="k.ptx").check()
-    return [f for f in found if f.severity is not Severity.note]
+from tests.ptx_check_support import HEAD
+from tests.ptx_check_support import check_text as _check
 
 
 def _ws(read_at: int) -> str:

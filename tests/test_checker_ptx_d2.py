@@ -169,3 +169,66 @@ def test_a_generic_store_into_the_tile_is_still_reported(idiom, maps):
     assert _ids(found) == ["wgmma-smem-no-proxy-fence"], [f.format() for f in found]
     assert "the address of symbol smem" in found[0].message
     assert "no fence.proxy.async.shared::cta follows it" in found[0].message
+
+
+# -- smem-read-before-wait: a ring of copies of unknown size ends at the next buffer ------------
+def _ring_read(read_at: int) -> str:
+    """Triton's attention prologue, reduced: Q by a map of known box (8 KiB at smem+32768)
+    and a 2-stage ring of K tiles at smem + (k & 1) * 8192 by a map whose box is not known,
+    then a read of one byte at `read_at` before the wait."""
+    return f"""
+.shared .align 1024 .b8 smem[49152];
+.visible .entry k(.param .align 64 .b8 k_param_0[128], .param .align 64 .b8 k_param_1[128],
+                  .param .u32 k_param_2)
+.reqntid 128
+{{
+  .reg .pred %p<8>;
+  .reg .b16 %rs<4>;
+  .reg .b32 %r<40>;
+  .reg .b64 %rd<8>;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r2, smem;
+  add.s32 %r3, %r2, 45056;
+  @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+  bar.sync 0;
+  mov.u64 %rd3, k_param_0;
+  cvta.param.u64 %rd1, %rd3;
+  mov.u64 %rd4, k_param_1;
+  cvta.param.u64 %rd2, %rd4;
+  ld.param.u32 %r5, [k_param_2];
+  mov.u32 %r0, 0;
+  add.s32 %r4, %r2, 32768;
+  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 8192;
+  @%p1 {TMA} [%r4], [%rd2, {{%r0, %r0}}], [%r3];
+  mov.u32 %r30, 0;
+  mov.u32 %r31, 0;
+$L_loop:
+  and.b32 %r10, %r30, 1;
+  shl.b32 %r11, %r10, 13;
+  add.s32 %r12, %r2, %r11;
+  @%p1 {TMA} [%r12], [%rd1, {{%r30, %r0}}], [%r3];
+  ld.shared.b8 %rs1, [%r2+{read_at}];
+$L_wait:
+  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], %r31;
+  @!%p2 bra.uni $L_wait;
+  xor.b32 %r31, %r31, 1;
+  bar.sync 0;
+  add.s32 %r30, %r30, 1;
+  setp.lt.s32 %p4, %r30, %r5;
+  @%p4 bra $L_loop;
+  ret;
+}}
+"""
+
+
+def test_a_ring_of_unknown_box_size_ends_at_the_next_buffer():
+    # The ring's last stage starts at 8192; the next buffer (Q) at 32768 bounds it, and Q's
+    # box ends at 40960: the byte at 40964 is no copy's destination.
+    assert _check(_ring_read(40964), maps={"k_param_1": {"box_bytes": 8192}}) == []
+
+
+def test_a_read_in_the_ring_before_its_wait_is_still_reported():
+    found = _check(_ring_read(8196), maps={"k_param_1": {"box_bytes": 8192}})
+    assert _ids(found) == ["smem-read-before-wait"], [f.format() for f in found]
+    assert "smem+8196, which a TMA copy writes" in found[0].message

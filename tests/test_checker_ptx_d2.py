@@ -232,3 +232,82 @@ def test_a_read_in_the_ring_before_its_wait_is_still_reported():
     found = _check(_ring_read(8196), maps={"k_param_1": {"box_bytes": 8192}})
     assert _ids(found) == ["smem-read-before-wait"], [f.format() for f in found]
     assert "smem+8196, which a TMA copy writes" in found[0].message
+
+
+# -- wait-parity-constant: CUTLASS's epilogue laps under `if (source_needed)` --------------------
+def _stage(n: int, addr: str, parity: str, skip: str) -> str:
+    """One subtile's wait (after every thread's arrive), skipped by `@%p2 bra` when no
+    source is needed."""
+    return f"""  @%p2 bra {skip};
+{addr}
+  {parity}
+  mbarrier.arrive.shared::cta.b64 %rd{n}, [%r{20 + n}];
+$W{n}:
+  mbarrier.try_wait.parity.shared::cta.b64 %p{20 + n}, [%r{20 + n}], %r{40 + n};
+  @!%p{20 + n} bra.uni $W{n};
+{skip}:"""
+
+
+def _laps(second: str) -> str:
+    """Two load stages at smem+64 and +72, four subtiles per tile: stage 0 then 1 for
+    parity 0, again for the parity `second` sets (in %r{n}). nvcc spells the stage of a
+    subtile under the flag p2 as `selp(0, k, p2)` and the second lap's parity as
+    `selp(1, 0, p10)`, p10 the flag's negation: both known only on the path where p2 is
+    false."""
+    s0 = _stage(0, "  add.s32 %r20, %r2, 64;", "mov.u32 %r40, 0;", "$S0")
+    s1 = _stage(1, """  selp.u16 %rs2, 1, 0, %p2;
+  mul.wide.u16 %r5, %rs2, 8;
+  xor.b32 %r6, %r5, 8;
+  add.s32 %r7, %r2, %r6;
+  add.s32 %r21, %r7, 64;""", "mov.u32 %r41, 0;", "$S1")
+    s2 = _stage(2, """  selp.b32 %r8, 0, 0, %p2;
+  shl.b32 %r9, %r8, 3;
+  add.s32 %r11, %r2, %r9;
+  add.s32 %r22, %r11, 64;""", second.format(n=42), "$S2")
+    s3 = _stage(3, """  selp.b32 %r12, 0, 1, %p2;
+  shl.b32 %r13, %r12, 3;
+  add.s32 %r14, %r2, %r13;
+  add.s32 %r23, %r14, 64;""", second.format(n=43), "$S3")
+    return f"""
+.shared .align 8 .b8 smem[128];
+.visible .entry k(.param .u32 k_param_0, .param .u32 k_param_1)
+.reqntid 128
+{{
+  .reg .pred %p<30>;
+  .reg .b16 %rs<4>;
+  .reg .b32 %r<50>;
+  .reg .b64 %rd<8>;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  mov.u32 %r2, smem;
+  @%p1 mbarrier.init.shared::cta.b64 [%r2+64], 128;
+  @%p1 mbarrier.init.shared::cta.b64 [%r2+72], 128;
+  bar.sync 0;
+  ld.param.u32 %r3, [k_param_0];
+  setp.ne.s32 %p3, %r3, 0;
+  selp.u16 %rs1, 1, 0, %p3;
+  ld.param.u32 %r4, [k_param_1];
+  mov.u32 %r30, 0;
+$L_tile:
+  setp.eq.s16 %p2, %rs1, 0;
+  setp.ne.s16 %p10, %rs1, 0;
+{s0}
+{s1}
+{s2}
+{s3}
+  add.s32 %r30, %r30, 1;
+  setp.lt.s32 %p4, %r30, %r4;
+  @%p4 bra $L_tile;
+  ret;
+}}
+"""
+
+
+def test_both_laps_of_a_stage_under_the_flag_branch_are_seen():
+    assert _check(_laps("selp.u32 %r{n}, 1, 0, %p10;")) == []
+
+
+def test_a_stage_waited_for_parity_0_on_both_laps_is_still_reported():
+    found = _check(_laps("mov.u32 %r{n}, 0;"))
+    assert _ids(found) == ["wait-parity-constant"], [f.format() for f in found]
+    assert "always waits for parity 0" in found[0].message

@@ -44,7 +44,21 @@ RAW_REASONS = {
 
 # Checker verdicts that differ from the manifest, each with its reason (strict xfails: a fix
 # makes the test fail until the entry is removed).
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "nvcc_cutlass/cutlass_grouped_bf16.ptx": (
+        "bulk-src-overwrite x4: the epilogue's issue_tma_store (warp 0 && elect_one_sync()) is "
+        "recomputed per tile into one u16 written twice (mov 0, then selp under a branch), "
+        "from an elect flag also written twice (mov 0, @px mov 1): a register written more "
+        "than once has no thread-invariant value number, so the subtiles' `@p bra` over each "
+        "store and "
+        "over its wait_group.read (each p = setp.eq that u16, 0) are not known to go the same "
+        "way, and a store's group seems to outlive the later waits. fenceproxy-divergent x4, "
+        "wgmma-not-warpgroup x1: divergence is per register, not per definition: the "
+        "GroupProblemVisitor's group search (per-lane candidates, ballot, shfl) writes "
+        "registers that also carry the loop's work-tile state after the broadcast, so the "
+        "group index, did_batch_change (the cp_fenceproxy branch) and is_valid (the "
+        "consumer's branch) read as per-lane, or per-warp where the warpgroup is needed"),
+}
 
 
 def parsed(rel: str):

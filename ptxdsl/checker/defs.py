@@ -14,7 +14,7 @@ from typing import Any
 # dests/sources live with DEST_FIELDS in instructions/base.py, below the checker: the builder
 # and ptxdsl.warpgroups read them too.
 from ..instructions.base import _class_fields, dests
-from ..operands import Reg, Vec
+from ..operands import Reg, Vec, registers_in
 
 
 class Defs:
@@ -46,15 +46,15 @@ class Defs:
                 self._multi.setdefault(r, []).append(i)
         kinds = set(map(type, regs))
         if Vec in kinds or tuple in kinds:    # ld.v2/.v4 and friends write each lane; the
-            # front end's Raw statements keep the registers they write as a tuple in `d`.
+            # front end's Raw statements keep what they write as a tuple in `d`, which may
+            # itself hold a vector (`mov.b64 {%r1, %r2}, %rd1` unpacks into two registers) or
+            # `p|q`: every register in it, at any depth, is written.
             for v, i in [(v, i) for v, i in zip(regs, at, strict=True)
                          if type(v) is Vec or type(v) is tuple]:
                 self._last.pop(v, None)
                 self._multi.pop(v, None)
-                items: Any = v.items if type(v) is Vec else v
-                for item in items:
-                    if type(item) is Reg:
-                        self._add(item, i)
+                for item in registers_in(v):
+                    self._add(item, i)
 
     def _add(self, reg: Reg, i: int) -> None:
         if reg in self._multi:

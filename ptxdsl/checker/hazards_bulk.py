@@ -70,16 +70,20 @@ def _range(an: Analysis, op: Op) -> Range | None:
     if start is not None:
         root, lo, hi, ring = start
         size = _size(an, op)
-        if lo is not None and hi is not None and size is None and ring is None and lo == hi:
+        if lo is not None and hi is not None and size is None and lo == hi \
+                and (ring is None or ring[2] > 0):
             offs = _offsets(an, root)    # a copy of unknown size ends at the next buffer
-            j = bisect.bisect_right(offs, lo)
-            end = offs[j] if j < len(offs) else None
-        elif size is None and op.role is Role.TMA_LOAD and ring is not None \
-                and lo is not None and lo == hi and ring[2] > 0:
-            # A ring fills one stage while the others are read: a load of unknown box into
-            # a stage ends where the next stage begins, as one into a buffer ends at the next
-            # buffer. (A store's staged tile keeps its note: only its first byte is sure.)
-            end = lo + ring[2]
+            # (above the last stage of a ring; the end is kept without the ring's reach,
+            # which `_extent` adds back)
+            reach = 0 if ring is None else ring[2] * (ring[1] - 1)
+            j = bisect.bisect_right(offs, lo + reach)
+            end = offs[j] - reach if j < len(offs) else None
+            if ring is not None and op.role is Role.TMA_LOAD:
+                # A ring fills one stage while the others are read: a load of unknown box
+                # into a stage ends where the next stage begins, as one into a buffer ends at
+                # the next buffer. (A store's staged tile keeps its note: only its first byte
+                # is sure.)
+                end = lo + ring[2] if end is None else min(end, lo + ring[2])
         else:
             end = None if hi is None or size is None else hi + size
         out = (root, lo, end, ring)

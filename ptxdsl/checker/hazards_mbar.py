@@ -13,6 +13,7 @@ from ..instructions.move import Cvt, Mov
 from ..operands import Addr, Reg, Symbol
 from ..types import StateSpace
 from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, keys_match
+from .assume import assuming, edge_fact
 from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
@@ -22,6 +23,7 @@ from .ops import Op, Role
 from .published import published
 from .state import State, add_tx
 from .trywait import _spins, _varies
+from .values import Kind
 
 CLUSTER = StateSpace.shared_cluster
 _PENDING_INIT = ("init_nosync", "init_noasync", "init_nocluster", "init_fenced")
@@ -504,13 +506,33 @@ def _both_parities(an: Analysis, op: Op, body: frozenset, waits: list[Op]) -> bo
     epilogue, whose subtiles per tile are twice its stages, waits each stage for parity 0
     and then 1)."""
     key = an.key(op, "mbar")
-    if key is None or key[1] is None:
+    if key is not None and key[1] is not None:
+        c = an.const(op.parity)
+        for o in waits:
+            other = an.key(o, "mbar") if o is not op and an.cfg.block_of(o.index) in body \
+                else None
+            if other is not None and other[0] is key[0] and other[1] == key[1] \
+                    and an.const(o.parity) not in (None, c):
+                return True
+    # nvcc's form under a flag (`if (source_needed)`): the barrier's address and the parity
+    # are known only on the path the flag's branch leaves to them (`assume`). Both waits
+    # must lie under that same edge fact: then one iteration runs both or neither.
+    fact = edge_fact(an, op.index)
+    if fact is None:
         return False
-    c = an.const(op.parity)
+    view = assuming(an, fact)
+    mine, c = view.val(op.mbar), view.const(op.parity)
+    if mine.kind is not Kind.addr or mine.offset is None or c is None:
+        return False
     for o in waits:
-        other = an.key(o, "mbar") if o is not op and an.cfg.block_of(o.index) in body else None
-        if other is not None and other[0] is key[0] and other[1] == key[1] \
-                and an.const(o.parity) not in (None, c):
+        if o is op or an.cfg.block_of(o.index) not in body:
+            continue
+        theirs = edge_fact(an, o.index)
+        if theirs is None or theirs[0] is not fact[0] or theirs[1] != fact[1]:
+            continue
+        v = view.val(o.mbar)
+        if v.kind is Kind.addr and v.root is mine.root and v.offset == mine.offset \
+                and view.const(o.parity) not in (None, c):
             return True
     return False
 

@@ -67,6 +67,7 @@ from .hazards_ring import (
     read_extent,
     ring_index,
 )
+from .lockstep import modulus
 from .ops import Op, Role
 from .stages import moved, relate, relation
 from .state import State
@@ -302,6 +303,8 @@ def _trace(an: Analysis, desc: Any) -> set | None:
             continue
         if depth >= _TRACE_DEPTH:
             return None
+        if modulus(an.values, r) is not None:
+            continue   # a stage index (`k % 6`): what k was computed from is no address here
         for d in an.values.defs.get(r, ()):
             for s in an.values.sources_of(d):
                 if s not in seen:

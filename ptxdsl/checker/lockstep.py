@@ -54,8 +54,9 @@ def _induction(values: Any, reg: Any) -> tuple[Any, int, int, int] | None:
 
 
 def _quotient(values: Any, q: Any) -> tuple[Any, int] | None:
-    """(k, N) when q is computed once as k / N: `div.u`, or `shr(mul.hi(k, M), s)` with a
-    magic M that divides every value of the type exactly, through conversions."""
+    """(k, N) when q is computed once as k / N: `div.u`, or `shr(mul.hi(k, M), s)` (or
+    `shr(mul.wide(k, M), 32 + s)`, nvcc's form) with a magic M that divides every value of
+    the type exactly, through conversions."""
     for _ in range(4):
         insn = _single(values, q)
         if isinstance(insn, Cvt) and isinstance(insn.a, Reg):
@@ -73,22 +74,77 @@ def _quotient(values: Any, q: Any) -> tuple[Any, int] | None:
     s = values.const(insn.b)
     hi = _single(values, insn.a)
     if s is None or s < 0 or not isinstance(hi, Binary) or hi.op != "mul" \
-            or getattr(hi, "mode", None) != "hi" or getattr(hi.type, "kind", "") != "u":
+            or getattr(hi, "mode", None) not in ("hi", "wide") \
+            or getattr(hi.type, "kind", "") != "u":
         return None
     w = hi.type.bytes * 8
     m = values.const(hi.b)
     if m is None:
         return None
     m &= (1 << w) - 1
+    # mul.hi keeps the product's high w bits, then shifts; mul.wide keeps all 2w bits and
+    # the one shift does both (it must be of the 2w-bit value).
+    if hi.mode == "wide":
+        if insn.type.bytes * 8 != 2 * w:
+            return None
+        t = s
+    else:
+        t = w + s
     if not m:
         return None
-    n = round((1 << (w + s)) / m)
-    # floor(k * m / 2^(w+s)) == k // n for every k < 2^w when the error e = m*n - 2^(w+s)
-    # satisfies 0 <= e and e * (2^w - 1) < 2^(w+s) (the round-up method).
-    e = m * n - (1 << (w + s))
-    if n < 1 or e < 0 or e * ((1 << w) - 1) >= 1 << (w + s):
+    n = round((1 << t) / m)
+    # floor(k * m / 2^t) == k // n for every k < 2^w when the error e = m*n - 2^t
+    # satisfies 0 <= e and e * (2^w - 1) < 2^t (the round-up method).
+    e = m * n - (1 << t)
+    if n < 1 or e < 0 or e * ((1 << w) - 1) >= 1 << t:
         return None
     return hi.a, n
+
+
+def remainder(values: Any, insn: Any) -> int | None:
+    """N when insn computes `k - (k / N) * N` (`sub`, or `mad.lo` by -N) with the quotient
+    `_quotient` reads: k % N, in [0, N) whatever k is."""
+    if isinstance(insn, Binary) and insn.op == "sub":
+        k, mul = insn.a, _single(values, insn.b)
+        if not isinstance(mul, Binary) or mul.op != "mul" \
+                or getattr(mul, "mode", None) not in (None, "lo"):
+            return None
+        pairs: tuple[tuple[Any, int | None], ...] = (
+            (mul.a, values.const(mul.b)), (mul.b, values.const(mul.a)))
+    elif isinstance(insn, Mad) and insn.mode in (None, "lo"):
+        k = insn.c
+        pairs = tuple((q, None if c is None else -c) for q, c in (
+            (insn.a, values.const(insn.b)), (insn.b, values.const(insn.a))))
+    else:
+        return None
+    for q, n in pairs:
+        qk = _quotient(values, q) if n is not None and n > 0 else None
+        if qk is not None and qk[0] is k and qk[1] == n:   # (`==` on a Reg builds a setp)
+            return n
+    return None
+
+
+def modulus(values: Any, reg: Any) -> int | None:
+    """N when every write of reg leaves an index in [0, N): a constant, `rem.u` by N, or a
+    `remainder` by N (a stage index `k % 6`, whatever k was: nothing k was computed from is
+    an address it carries)."""
+    defs = values.defs.get(reg, ()) if isinstance(reg, Reg) else ()
+    n = 0
+    for i in defs:
+        insn = getattr(values.body[i], "insn", None)
+        if insn is None or len(dests(insn)) != 1:
+            return None
+        if isinstance(insn, Mov):
+            c = values.const(insn.a)
+            m = c + 1 if c is not None and c >= 0 else None
+        elif isinstance(insn, Binary) and insn.op == "rem" and insn.type.kind == "u":
+            m = values.const(insn.b)
+        else:
+            m = remainder(values, insn)
+        if m is None or m <= 0:
+            return None
+        n = max(n, m)
+    return n or None
 
 
 def lockstep_ring(values: Any, i: int) -> tuple[Any, Reg, int, int] | None:

@@ -24,13 +24,15 @@ from typing import Any
 import attrs
 
 from ..instructions.arith import Binary, Mad
-from ..instructions.compare import Setp
+from ..instructions.base import dests
+from ..instructions.compare import Selp, Setp
 from ..instructions.control import Bra
 from ..instructions.inline import InlineAsm
 from ..instructions.move import Cvt, Cvta, Mov
+from ..instructions.warp import Shfl
 from ..operands import Addr, Imm, NegPred, Reg, SpecialReg, Symbol
 from ..statements import LabelDef, Statement
-from .lockstep import lockstep_ring
+from .lockstep import lockstep_ring, remainder
 from .stages import wrap_count
 from .threadwise import Threadwise
 from .values import Values
@@ -78,6 +80,14 @@ def _add(a: Span, b: Span, sign: int = 1) -> Span:
     hi = None if a.hi is None or b.hi is None else a.hi + b.hi
     return Span(a.root if a.root is not None else b.root, lo, hi,
                 a.ring if a.ring is not None else b.ring)
+
+
+def _either(a: Span, b: Span) -> Span:
+    """A value that is one of a and b (selp, or a register's several writes)."""
+    a, b = a.folded(), b.folded()
+    if a.root is not b.root or a.lo is None or b.lo is None or a.hi is None or b.hi is None:
+        return UNKNOWN
+    return Span(a.root, min(a.lo, b.lo), max(a.hi, b.hi))
 
 
 def _scale(a: Span, f: int) -> Span:
@@ -176,16 +186,46 @@ class Spans:
             if span is not UNKNOWN:
                 return span
             span = self._toggled(reg, defs)
-            return self._stage_register(reg) if span is UNKNOWN else span
+            if span is UNKNOWN:
+                span = self._stage_register(reg)
+            return self._any_write(defs, depth + 1) if span is UNKNOWN else span
         st = self.values.body[defs[0]]
         if st.guard is not None:
             return UNKNOWN
-        insn = st.insn
-        d = depth + 1
-        ring = lockstep_ring(self.values, defs[0])
+        return self._write(defs[0], reg, depth + 1)
+
+    def _any_write(self, defs: Any, d: int) -> Span:
+        """A register written several times holds what one of its writes wrote: a plain
+        integer bounded by every write's bounds (`i = (i + n) % 6` after `i = 0`), else
+        unknown. A write that reads the register itself sees it unknown (`of`'s cycle
+        guard), so only writes bounded whatever they read bound it."""
+        out: Span | None = None
+        for i in defs:
+            st = self.values.body[i]
+            span = self._write(i, None, d) if isinstance(st, Statement) \
+                and len(dests(st.insn)) == 1 else UNKNOWN
+            if span.root is not None:
+                return UNKNOWN
+            out = span if out is None else _either(out, span)
+        return UNKNOWN if out is None else out
+
+    def _write(self, i: int, reg: Reg | None, d: int) -> Span:
+        """The span of what statement i writes (its one result; `reg` that result where it
+        is the register's only write, for the bit-mask bounds `ones` gives)."""
+        insn = self.values.body[i].insn
+        ring = lockstep_ring(self.values, i)
         if ring is not None:   # LLVM's strength-reduced `base + S * (k % N)`
             base, k, n, step = ring
             return _add(self.of(base, d), Span(None, 0, 0, (k, n, step, 0)))
+        rem = remainder(self.values, insn)
+        if rem is not None:
+            return Span(None, 0, rem - 1)
+        if isinstance(insn, Shfl) and (reg is None or reg is insn.d) \
+                and self.values.const(insn.membermask) == 0xFFFFFFFF:
+            # Every lane reads some lane's `a` (its own when the source is out of range).
+            return self.of(insn.a, d)
+        if isinstance(insn, Selp):
+            return _either(self.of(insn.a, d), self.of(insn.b, d))
         if isinstance(insn, Mov):
             if isinstance(insn.a, SpecialReg):
                 return self._special(insn.a.name)
@@ -237,10 +277,10 @@ class Spans:
             return Span(None, a.lo // f, None if a.hi is None else a.hi // f)
         return UNKNOWN
 
-    def _within_ones(self, reg: Reg, span: Span) -> Span:
+    def _within_ones(self, reg: Reg | None, span: Span) -> Span:
         """A bitwise result bounded by the bits that may be set in it (`ones`): a swizzle's
         `(row & 192 | k & 8) ^ (row & 192) >> 3` has at most bits 3, 4, 6 and 7 set."""
-        mask = self.ones(reg)
+        mask = None if reg is None else self.ones(reg)
         if mask is None or span.root is not None or span.ring is not None:
             return span
         if span.lo is not None and span.lo >= 0 and span.hi is not None and span.hi <= mask:

@@ -387,6 +387,10 @@ class Values:
                 return _offset(c, None), mvn
             return UNKNOWN, mvn
         if isinstance(insn, Selp):
+            c = self.val(insn.c)
+            if c.kind is Kind.const and c.const is not None:   # (known on one path only:
+                pick = insn.a if c.const else insn.b            # `assume`)
+                return self.val(pick), self.vn(pick)
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
             return (a if same else UNKNOWN), _opaque(reg)
@@ -395,7 +399,7 @@ class Values:
                 self.vn(insn.a)
         return UNKNOWN, _opaque(reg)
 
-    def broadcast_source(self, reg: Reg, insn: Any) -> Any:
+    def broadcast_source(self, reg: Reg | None, insn: Any) -> Any:
         """The operand a `shfl.sync.idx` writing `reg` broadcasts when every lane of the warp
         already holds it (Triton's `shfl.sync.idx d, warp, 0, 31, -1`, warp = tid >> 5): `reg`
         is that value. None otherwise."""

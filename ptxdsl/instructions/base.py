@@ -370,7 +370,8 @@ def dests(insn: Any) -> list[Reg]:
         if isinstance(v, Reg):
             out.append(v)
         elif isinstance(v, Vec | tuple):
-            out.extend(r for r in (v.items if isinstance(v, Vec) else v) if isinstance(r, Reg))
+            # A parsed statement's results may nest (`{%r1, %r2}` or `p|q` inside its tuple).
+            out.extend(registers_in(v))
     return out
 
 

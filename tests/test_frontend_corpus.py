@@ -52,12 +52,7 @@ KNOWN: dict[str, str] = {
         "than once has no thread-invariant value number, so the subtiles' `@p bra` over each "
         "store and "
         "over its wait_group.read (each p = setp.eq that u16, 0) are not known to go the same "
-        "way, and a store's group seems to outlive the later waits. fenceproxy-divergent x4, "
-        "wgmma-not-warpgroup x1: divergence is per register, not per definition: the "
-        "GroupProblemVisitor's group search (per-lane candidates, ballot, shfl) writes "
-        "registers that also carry the loop's work-tile state after the broadcast, so the "
-        "group index, did_batch_change (the cp_fenceproxy branch) and is_valid (the "
-        "consumer's branch) read as per-lane, or per-warp where the warpgroup is needed"),
+        "way, and a store's group seems to outlive the later waits"),
 }
 
 

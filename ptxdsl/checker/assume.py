@@ -70,6 +70,8 @@ def assuming(an: Any, fact: tuple[Reg, bool]) -> Values:
     view._sym = {}
     view._level = {}
     view._data_level = {}
+    view._def_level = {}
+    view._def_data_level = {}
     view._busy_preds = set()
     an.cache[key] = view
     return view

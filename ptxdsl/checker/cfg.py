@@ -94,6 +94,30 @@ class CFG:
         return seen
 
 
+    def reaching(self, defs: Sequence[int], at: int) -> frozenset[int]:
+        """Which of a register's writes `defs` (statement indices) may reach statement `at`:
+        searching back from `at`, an unguarded write ends a path; a guarded one may not run,
+        so the search goes on past it."""
+        by_block: dict[int, list[int]] = {}
+        for d in sorted(defs, reverse=True):
+            by_block.setdefault(self.block_of(d), []).append(d)
+        found: set[int] = set()
+        seen: set[int] = set()
+        todo: list[tuple[int, int]] = [(self.block_of(at), at)]
+        while todo:
+            b, limit = todo.pop()
+            for d in by_block.get(b, ()):
+                if d < limit:
+                    found.add(d)
+                    if self.body[d].guard is None:
+                        break
+            else:
+                for p in self.preds[b]:
+                    if p not in seen:
+                        seen.add(p)
+                        todo.append((p, len(self.body)))
+        return frozenset(found)
+
     def thread_flags(self, defs: Any, const: Callable[[Any], int | None]) -> None:
         """Jump threading for flag predicates. A block holding only `@f bra T`, on a
         predicate every write of which is an unguarded `mov` of a constant, is passed

@@ -250,6 +250,11 @@ class Divergence:
         self._owners: dict[int, frozenset] = {}
         self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
+        # Reads of a register written more than once take the level of the writes that
+        # reach them (see `Values._read_level`): levels computed before are recomputed.
+        values.reaching = cfg.reaching
+        values._level.clear()
+        values._data_level.clear()
         self._compute()
         if any(self.level) and self._refine():
             self._compute()
@@ -323,6 +328,7 @@ class Divergence:
         values.ctrl_branches = {i: tuple(s for s, _ in self.ctrl[b.id]) for b in cfg.blocks
                                 for i in b.stmts if self.ctrl[b.id]}
         values._level.clear()
+        values._def_level.clear()
         return any(values.level(guard_polarity(cfg.body[b.branch].guard)[0]) != lv
                    for b in cfg.blocks if b.branch is not None
                    for lv in (before[b.id],))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import attrs
@@ -135,6 +135,14 @@ class Values:
         self._vn: dict[Reg, Any] = {}
         self._level: dict[Reg, int] = {}
         self._data_level: dict[Reg, int] = {}
+        # The level of each write of a register written more than once: (id(reg), statement
+        # index) -> level (`_def_data_level` for `data_level`).
+        self._def_level: dict[tuple[int, int], int] = {}
+        self._def_data_level: dict[tuple[int, int], int] = {}
+        # Which of a register's writes reach a statement (`CFG.reaching`, set by Divergence):
+        # a read takes the level of those writes only.
+        self.reaching: Callable[[Sequence[int], int], frozenset[int]] | None = None
+        self._reach: dict[tuple[int, int], frozenset[int]] = {}
         self.ctrl_level: dict[int, int] = {}   # statement index -> control divergence (set later)
         # statement index -> the divergent branches (statement indices) it lies under (set
         # with ctrl_level), for `data_level`.
@@ -430,12 +438,13 @@ class Values:
         take that branch's divergence, only that of the branches choosing between its
         writes. 0: the same in every thread that computes it (in the same iteration), 1: in
         every lane of a warp, 2: may differ per lane."""
-        saved = self._level, self._data_mode
-        self._level, self._data_mode = self._data_level, True
+        saved = self._level, self._def_level, self._data_mode
+        self._level, self._def_level, self._data_mode = \
+            self._data_level, self._def_data_level, True
         try:
             return self.level(op)
         finally:
-            self._level, self._data_mode = saved
+            self._level, self._def_level, self._data_mode = saved
 
     def _data_ctrl(self, reg: Reg, i: int) -> int:
         """The control divergence of write i of `reg` in `data_level`: the levels of the
@@ -481,7 +490,7 @@ class Values:
                     seen.add(s)
                     stack.append((s, False))
         for r, i in done:
-            memo[r] = 0 if i < 0 else self._def_level(r, i, memo)
+            memo[r] = 0 if i < 0 else self._level_of_def(r, i, memo)
         return True
 
     def _levels(self, root: Reg) -> None:
@@ -498,15 +507,22 @@ class Values:
                         seen.add(s)
                         todo.append(s)
         cur = dict.fromkeys(slice_, 0)
-        for _ in range(4):   # levels only grow and are at most 2
+        per_def = self._def_level
+        changed = True
+        while changed:   # levels only grow and are at most 2
             changed = False
             for r in reversed(slice_):
-                lv = max((self._def_level(r, i, cur) for i in self.defs.get(r, ())), default=0)
+                defs = self.defs.get(r, ())
+                lv = 0
+                for i in defs:
+                    d = self._level_of_def(r, i, cur)
+                    lv = max(lv, d)
+                    if len(defs) > 1 and d > per_def.get((id(r), i), 0):
+                        per_def[id(r), i] = d
+                        changed = True
                 if lv > cur[r]:
                     cur[r] = lv
                     changed = True
-            if not changed:
-                break
         self._level.update(cur)
 
     def _slice_sources(self, i: int) -> list[Reg]:
@@ -515,18 +531,34 @@ class Values:
         p = _pred(self.body[i].guard)
         return self.sources_of(i) if p is None else [*self.sources_of(i), p]
 
-    def _def_level(self, reg: Reg, i: int, cur: dict[Reg, int]) -> int:
+    def _read_level(self, s: Reg, at: int, cur: dict[Reg, int]) -> int:
+        """The level of register s as statement `at` reads it: for a register written more
+        than once, that of the writes reaching `at` (a group search's per-lane candidates in
+        a register that a later warp-wide broadcast overwrites do not make the broadcast
+        value per-lane), while their levels are being computed; else the register's."""
+        whole = cur.get(s, self._level.get(s, 0))
+        defs = self.defs.get(s, ())
+        if self.reaching is None or len(defs) < 2 or whole == 0:
+            return whole
+        key = (id(s), at)
+        reach = self._reach.get(key)
+        if reach is None:
+            reach = self._reach[key] = self.reaching(defs, at)
+        if not reach:
+            return whole
+        return max(self._def_level.get((id(s), d), 0) for d in reach)
+
+    def _level_of_def(self, reg: Reg, i: int, cur: dict[Reg, int]) -> int:
         st = self.body[i]
         insn = st.insn
         name = type(insn).__name__
         srcs = self.sources_of(i)
-        lv = max((cur.get(s, self._level.get(s, 0)) for s in srcs), default=0)
+        lv = max((self._read_level(s, i, cur) for s in srcs), default=0)
         if st.guard is not None or len(self.defs.get(reg, ())) > 1:
             # A value written under a condition differs where the condition does.
             p = _pred(st.guard)
             ctrl = self._data_ctrl(reg, i) if self._data_mode else self.ctrl_level.get(i, 0)
-            lv = max(lv, ctrl,
-                     cur.get(p, self._level.get(p, 0)) if p is not None else 0)
+            lv = max(lv, ctrl, self._read_level(p, i, cur) if p is not None else 0)
         if isinstance(insn, Mov) and isinstance(insn.a, SpecialReg):
             n = insn.a.name
             lv = 2 if n.startswith(_LANE_SREGS) else 1 if n in _WARP_SREGS else 0

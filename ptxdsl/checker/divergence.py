@@ -253,8 +253,9 @@ class Divergence:
         # Reads of a register written more than once take the level of the writes that
         # reach them (see `Values._read_level`): levels computed before are recomputed.
         values.reaching = cfg.reaching
-        values._level.clear()
-        values._data_level.clear()
+        for memo in (values._level, values._data_level, values._def_level,
+                     values._def_data_level):
+            memo.clear()
         self._compute()
         if any(self.level) and self._refine():
             self._compute()

@@ -365,11 +365,21 @@ def cmd_fuzz(argv: list[str]) -> int:
     return fuzz_main(argv, prog=FUZZ_PROG)
 
 
+def version_line() -> str:
+    """`ptxdsl X.Y.Z`, and whether the optional C launch module was built at install (without
+    it, launches go through cuda.bindings' cuLaunchKernelEx: the same result, slower)."""
+    import importlib.util
+    built = importlib.util.find_spec("ptxdsl._launch_c") is not None
+    return (f"ptxdsl {__version__} (C launch path: "
+            + ("built" if built else "not built; launches use cuda.bindings") + ")")
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m ptxdsl", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", action="version", version=f"ptxdsl {__version__}",
-                    help="print ptxdsl's version and exit")
+    ap.add_argument("--version", action="version", version=version_line(),
+                    help="print ptxdsl's version (and whether its C launch path is built) "
+                    "and exit")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
                             help="what to do (python -m ptxdsl COMMAND --help for its options)")
     p = sub.add_parser("demo", help="build, assemble and (on a Hopper GPU) run every sample")

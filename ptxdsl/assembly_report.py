@@ -262,9 +262,15 @@ _ARCH_SPECIFIC_NOTE = (" -- ptxdsl infers the lowest target that accepts every i
 def warn_about(report: AssemblyReport, stacklevel_loc: SourceLoc | None = None) -> None:
     """One `PtxdslAssemblerWarning` per ptxas warning, attributed to the Python line that built
     the PTX line it blames (else to `stacklevel_loc`, the caller's line)."""
+    said: set[tuple[str, str, int]] = set()
     for w in report.warnings:
         loc = w.loc or stacklevel_loc or SourceLoc("<ptxas>", 0)
         text = str(w) + (_SETMAXNREG_NOTE if w.code == SETMAXNREG_DROPPED else "")
         if "should be used on .target 'sm_90a" in text:
             text += _ARCH_SPECIFIC_NOTE
+        # ptxas repeats a message per kernel (setmaxnreg dropped in each of a module's six
+        # kernels, from one PTX and one Python line): say it once.
+        if (text, loc.file, loc.line) in said:
+            continue
+        said.add((text, loc.file, loc.line))
         warnings.warn_explicit(text, PtxdslAssemblerWarning, loc.file, loc.line)

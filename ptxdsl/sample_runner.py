@@ -111,6 +111,10 @@ class Report:
         return "\n".join([*lines, self.verdict()])
 
 
+# The no-GPU reasons already printed in this process (`python -m ptxdsl demo` runs every
+# sample in one).
+_SAID: set[str] = set()
+
 def random_array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     """Random bits of any dtype (every byte uniform), so a copy is checked bit for bit."""
     dtype = np.dtype(dtype)
@@ -162,7 +166,10 @@ def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[
     from .runtime import device_info, gpu_skip_reason
     reason = gpu_skip_reason()
     if reason is not None:
-        print(f"  no Hopper GPU here ({reason}); assembling the PTX offline instead of "
+        # One reason for the whole demo: the first sample says it, the others refer to it.
+        shown = "as above" if reason in _SAID else reason
+        _SAID.add(reason)
+        print(f"  no Hopper GPU here ({shown}); assembling the PTX offline instead of "
               "running it")
         return _assemble_offline(build_module())
 

@@ -22,7 +22,11 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as ei:
         main(["--version"])
     assert ei.value.code == 0
-    assert capsys.readouterr().out.strip() == f"ptxdsl {ptxdsl.__version__}"
+    out = capsys.readouterr().out.strip()
+    import importlib.util
+    built = importlib.util.find_spec("ptxdsl._launch_c") is not None
+    assert out == f"ptxdsl {ptxdsl.__version__} (C launch path: " + (
+        "built)" if built else "not built; launches use cuda.bindings)")
 
 
 def _parsers():

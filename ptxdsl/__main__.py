@@ -322,6 +322,7 @@ def cmd_demo(args) -> int:
     failures = []
     from . import sample_runner
     default_dir, sample_runner.PTX_DIR = sample_runner.PTX_DIR, out
+    sample_runner._SAID.clear()    # this demo says why no GPU runs once, whatever ran before
     try:
         for path in sample_files():
             if args.only and path.stem not in args.only:

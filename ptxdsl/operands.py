@@ -303,9 +303,10 @@ class Reg(Operand):
         return "%" + self.name
 
     @classmethod
-    def _trusted(cls, type: ScalarType, name: str, kernel: Owner) -> Reg:
-        """A register whose name and type the kernel made itself (an automatic `r12`), built
-        without re-checking them: one is made per instruction result."""
+    def _trusted(cls, type: ScalarType, name: str, kernel: Owner | None) -> Reg:
+        """A register whose name and type the kernel made itself (an automatic `r12`), or
+        the PTX front end read from a declaration (kernel None), built without re-checking
+        them: one is made per instruction result."""
         r = object.__new__(cls)
         object.__setattr__(r, "type", type)
         object.__setattr__(r, "name", name)

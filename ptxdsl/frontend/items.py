@@ -14,12 +14,9 @@ from typing import Any
 
 import attrs
 
+from ..instructions.base import as_tuple
 from ..instructions.raw import Directive, Raw  # noqa: F401 (re-exported: the front end's)
 from ..operands import Label, Operand, Reg
-
-
-def _as_tuple(items: Any) -> tuple:   # a converter the attrs plugin can type
-    return tuple(items)
 
 
 @attrs.define(eq=False, repr=False)
@@ -52,7 +49,7 @@ class RawOperand(Operand):
     ptxdsl operand spells); `regs` are the registers it mentions."""
 
     text: str
-    regs: tuple = attrs.field(default=(), converter=_as_tuple)
+    regs: tuple = attrs.field(default=(), converter=as_tuple)
 
     def render(self) -> str:
         return self.text
@@ -65,7 +62,7 @@ class RawOperand(Operand):
 class Bracket(Operand):
     """`[a, b, ...]`: a bracketed operand list (a TMA tensor address `[map, {x, y}]`)."""
 
-    items: tuple = attrs.field(converter=_as_tuple)
+    items: tuple = attrs.field(converter=as_tuple)
 
     def render(self) -> str:
         return "[" + ", ".join(_render(i) for i in self.items) + "]"
@@ -79,7 +76,7 @@ class Braces(Operand):
     """`{a, b, ...}` holding immediates or sinks (ptxdsl's `Vec` holds registers only):
     a vector source with constants, an initialiser."""
 
-    items: tuple = attrs.field(converter=_as_tuple)
+    items: tuple = attrs.field(converter=as_tuple)
 
     def render(self) -> str:
         return "{" + ", ".join(_render(i) for i in self.items) + "}"

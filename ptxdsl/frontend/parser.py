@@ -737,14 +737,11 @@ def _triple(words: list[str]) -> tuple[int, int, int] | None:
 
 
 def _make_reg(t: ScalarType, name: str) -> Reg:
-    """A declared register, made without the builder's checks (the lexer matched the PTX
-    identifier rule): one is made per declared name, on the parser's hot path."""
-    plain = not name.startswith("%")
-    r = object.__new__(PlainReg if plain else Reg)
-    for k, v in (("type", t), ("name", name if plain else name[1:]), ("kernel", None),
-                 ("space", None), ("origin", None)):
-        object.__setattr__(r, k, v)
-    return r
+    """A declared register (the lexer matched the PTX identifier rule): one is made per
+    declared name, on the parser's hot path."""
+    if name.startswith("%"):
+        return Reg._trusted(t, name[1:], None)
+    return PlainReg._trusted(t, name, None)
 
 
 def _raw(text: str, opcode: str, parts: tuple[str, ...], ops: list, why: str) -> Raw:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import attrs
@@ -28,7 +27,7 @@ from ..operands import (
     make_imm,
 )
 from ..types import BASE, PtxVersion, Requires, ScalarType, Target
-from .base import Instruction, _given, check_src
+from .base import Instruction, _given, as_tuple, check_src
 
 INSN = "inline asm"
 _PLACEHOLDER = re.compile(r"(?<![\w$])\$(\d+)")
@@ -188,8 +187,6 @@ def _bind_in(i: int, spec: Any):
                        _given(spec))
 
 
-def _as_tuple(items: Iterable[Any]) -> tuple[Any, ...]:   # a converter the attrs plugin can type
-    return tuple(items)
 
 
 @attrs.frozen
@@ -202,8 +199,8 @@ class InlineAsm(Instruction):
 
     MNEMONIC = "asm"
     template: str
-    outs: tuple = attrs.field(converter=_as_tuple, default=())
-    ins: tuple = attrs.field(converter=_as_tuple, default=())
+    outs: tuple = attrs.field(converter=as_tuple, default=())
+    ins: tuple = attrs.field(converter=as_tuple, default=())
     stated: Requires = attrs.field(converter=_stated, default=None)
     lines: tuple = attrs.field(init=False, default=(), repr=False, eq=False)
     declared: frozenset = attrs.field(init=False, default=frozenset(), repr=False, eq=False)

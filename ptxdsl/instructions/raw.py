@@ -9,15 +9,9 @@ instruction classes so that the checker (which sits below the front end) can rea
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
-from .base import Instruction
-
-
-def _as_tuple(items: Any) -> tuple:   # a converter the attrs plugin can type
-    return tuple(items)
+from .base import Instruction, as_tuple
 
 
 @attrs.frozen
@@ -32,8 +26,8 @@ class Raw(Instruction):
 
     text: str
     op: str
-    d: tuple = attrs.field(default=(), converter=_as_tuple)
-    srcs: tuple = attrs.field(default=(), converter=_as_tuple)
+    d: tuple = attrs.field(default=(), converter=as_tuple)
+    srcs: tuple = attrs.field(default=(), converter=as_tuple)
     why: str = attrs.field(default="", eq=False)
 
     def opcode(self) -> str:

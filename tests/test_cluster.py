@@ -93,6 +93,8 @@ GROUPS: dict[str, list[Case]] = {
                                               _remote(e), type=t.f32), "8.1", "sm_90"),
         C("st-local-symbols", lambda e: ptx.st_async(e.k, e.smap, 5, e.bar, type=t.s32), "8.1",
           "sm_90"),
+        C("st-no-weak", lambda e: e.k.emit(StAsync(t.u32, _rbuf(e), e.v32, _remote(e),
+                                                   weak=False)), "8.1", "sm_90"),
         *(C(f"red-{op}-{ty}", lambda e, op=op, ty=ty: ptx.red_async(
             e.k, op, _rbuf(e), e.v64 if ty == "u64" else e.v32, _remote(e),
             type=None if ty in ("u32", "u64", "b32") else ty), "8.1", "sm_90")

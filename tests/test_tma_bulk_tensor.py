@@ -118,6 +118,15 @@ def prefetch(n, mode="tile", hint=False):
     return build
 
 
+def implied(n: int, store: bool = False):
+    """A tile load (or store) spelled as CUTLASS and Triton write it, `.tile` left implied."""
+    def build(e: Env):
+        spaces = ("global", "shared::cta") if store else ("shared::cluster", "global")
+        return e.k.emit(CpAsyncBulkTensor(n, *spaces, e.smem, e.tmap, e.coords(n),
+                                          None if store else e.bar, mode_implied=True))
+    return build
+
+
 CL, CTA = "shared::cluster", "shared::cta"
 GROUPS: dict[str, list[Case]] = {
     "bulk/tensor_load_cluster": [
@@ -133,6 +142,10 @@ GROUPS: dict[str, list[Case]] = {
         *(Case(f"cta-tile-{n}d", load(CTA, n), "8.6", "sm_90") for n in range(1, 6)),
         *(Case(f"cta-im2col-{n}d", load(CTA, n, "im2col"), "8.6", "sm_90") for n in range(3, 6)),
         Case("cta-tile-3d-cache_hint", load(CTA, 3, hint=True), "8.6", "sm_90"),
+    ],
+    "bulk/tensor_mode_implied": [
+        *(Case(f"load-{n}d-implied", implied(n), "8.0", "sm_90") for n in (1, 2, 5)),
+        Case("store-2d-implied", implied(2, store=True), "8.0", "sm_90"),
     ],
     "bulk/tensor_store": [
         *(Case(f"store-tile-{n}d", store(n), "8.0", "sm_90") for n in range(1, 6)),

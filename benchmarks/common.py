@@ -105,6 +105,33 @@ def host_us_per_call(fn: Callable[[], object], *, calls: int, reps: int, warmup:
     return out
 
 
+def host_us_interleaved(fns: dict[str, Callable[[], object]], *, calls: int, reps: int,
+                        warmup: int = 2, after: Callable[[], object] | None = None
+                        ) -> dict[str, list[float]]:
+    """`host_us_per_call` for several contenders at once, their samples taken in turn (rep 1
+    of each, then rep 2 of each, ...): a contender timed first would otherwise meet a colder
+    CPU (clock ramp, caches) than one timed last, and the ratio would say when it ran."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            for _ in range(calls):
+                fns[name]()
+            if after is not None:
+                after()
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(reps):
+        for name in names:
+            f = fns[name]
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            t1 = time.perf_counter()
+            if after is not None:
+                after()
+            out[name].append((t1 - t0) / calls * 1e6)
+    return out
+
+
 def checker_note(module, reps: int = 5) -> str:
     """The hazard checker's time on a built module (median of `reps` runs of
     `check_module`, the module built once before) and what it found, for a section's notes."""

@@ -19,7 +19,10 @@ threads, legacy default stream) by:
 
 Each sample is the mean over 500 launches timed with perf_counter (the stream is synchronized
 outside the timed region, and 500 stays below the launch queue depth so the host never waits
-for the GPU); 40 samples per row after a warm-up.
+for the GPU); 40 samples per row after a warm-up. The launches (not the torch rows) are timed
+in turn, one sample of each before the next of any, so the order they are listed in gives none
+a warmer or colder host; the bare driver call from C, with everything prepared, is among them,
+so what ptxdsl's own work costs reads off the same run.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common import Section, host_us_per_call
+from benchmarks.common import Section, host_us_interleaved, host_us_per_call
 
 CALLS = 500
 REPS = 40
+OURS = "ptxdsl Function.launch (args converted and checked each call)"
+RAW = "raw cuda.bindings cuLaunchKernel, args packed beforehand"
+C_FLOOR = "the driver call alone from C (config and args prepared)"
+CORE = "cuda.core launch(stream, config, kernel, *args)"
 
 
 def build_module():
@@ -74,24 +81,24 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
             raise AssertionError(f"{what}: the kernel wrote {got}, expected 8")
         out.memset(0)
 
-    def measure(name: str, launch, note: str = "") -> dict:
+    # The launches compared, timed in turn (host_us_interleaved) so that none meets a colder
+    # host than another; each is checked before and after its samples.
+    contenders: dict[str, tuple] = {}
+
+    def add(name: str, launch, note: str = "") -> None:
         launch()
         check_out(name)
-        row = section.row(name, host_us_per_call(launch, calls=calls, reps=reps, warmup=2,
-                                                 after=sync), "µs/launch", note)
-        check_out(name)
-        return row
+        contenders[name] = (launch, note)
 
     def ours():
         fn.launch(1, 32, args)
-    ptxdsl_row = measure("ptxdsl Function.launch (args converted and checked each call)", ours,
-                         f"driver call from {fn.launch_path}")
+    add(OURS, ours, f"driver call from {fn.launch_path}")
     if fn.launch_path == "C":
         # The same Function with the C call switched off: what PTXDSL_C_LAUNCH=0 (or an
         # install without a compiler) gives.
         bindings_fn = fn._through_bindings()
-        measure("ptxdsl Function.launch, driver call through cuda.bindings (no C module)",
-                lambda: bindings_fn.launch(1, 32, args))
+        add("ptxdsl Function.launch, driver call through cuda.bindings (no C module)",
+            lambda: bindings_fn.launch(1, 32, args))
 
     # Raw cuda.bindings with arguments packed once.
     packer = rt.ArgPacker("launch_probe", fn.params)
@@ -102,27 +109,37 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
 
     def raw_bindings():
         cu_launch(handle, 1, 1, 1, 32, 1, 1, 0, stream0, params, 0)
-    raw = measure("raw cuda.bindings cuLaunchKernel, args packed beforehand", raw_bindings)
+    add(RAW, raw_bindings)
     cfg, _ = launch_config(drv, (1, 1, 1), (32, 1, 1), 0, stream0)
     cu_launch_ex = drv.cuLaunchKernelEx
 
     def raw_bindings_ex():
         cu_launch_ex(cfg, handle, params, 0)
-    measure("raw cuda.bindings cuLaunchKernelEx, config built and args packed beforehand",
-            raw_bindings_ex)
+    add("raw cuda.bindings cuLaunchKernelEx, config built and args packed beforehand",
+        raw_bindings_ex)
+    if fn.launch_path == "C":
+        # The driver call alone, from C, with the config and the arguments prepared: what
+        # Function.launch costs beyond it is ptxdsl's own work.
+        c_cfg = next(iter(fn._configs.values()))
+        c_launch, c_func = fn._c_launch, fn._func
+        add(C_FLOOR, lambda: c_launch(c_cfg, c_func, params),
+            "ptxdsl._launch_c.launch_ex, nothing converted or checked")
 
-    # cuda.core.
-    core = None
     try:
-        core = _cuda_core_row(section, cubin, out, backing, measure)
+        add(CORE, *_cuda_core_launch(cubin, out, backing))
     except Exception as exc:  # noqa: BLE001 - an optional comparison
-        section.skip("cuda.core launch", f"{type(exc).__name__}: {exc}")
-
-    # CuPy.
+        section.skip(CORE, f"{type(exc).__name__}: {exc}")
     try:
-        _cupy_row(section, cubin, out, tmap, measure)
+        add("CuPy RawModule kernel call", *_cupy_launch(cubin, out, tmap))
     except Exception as exc:  # noqa: BLE001
         section.skip("CuPy RawModule kernel call", f"{type(exc).__name__}: {exc}")
+
+    samples = host_us_interleaved({name: f for name, (f, _) in contenders.items()},
+                                  calls=calls, reps=reps, after=sync)
+    rows = {name: section.row(name, samples[name], "µs/launch", note)
+            for name, (_, note) in contenders.items()}
+    check_out("the launches timed in turn")
+    ptxdsl_row, raw, core = rows[OURS], rows[RAW], rows.get(CORE)
 
     # PyTorch: a launch on torch's current stream, and the kernel as a ptxdsl.torch custom op.
     try:
@@ -135,10 +152,19 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
             section.target(f"ptxdsl.torch op call, {what} (median, µs; peer DSL: 14)",
                            row["median"], "< 14", row["median"] < 14)
 
-    # The Python-side parts of Function.launch, alone (no driver call).
-    pack = section.row("part of it: ptxdsl argument conversion + checks alone (ArgPacker.pack)",
+    # The argument packing alone (no driver call): in C where the module is built (what the
+    # launch does for these arguments), and the generated Python pack (the path without it,
+    # and for arguments the C packer leaves to Python).
+    if fn.launch_path == "C" and fn._packer.c_spec is not None:
+        from ptxdsl import _launch_c
+        spec = fn._packer.c_spec
+        section.row("part of it: argument conversion + checks in C (launch_packed's packing)",
+                    host_us_per_call(lambda: _launch_c.pack(spec, args), calls=calls,
+                                     reps=reps), "µs/call")
+    pack = section.row("part of it: argument conversion + checks in Python (ArgPacker.pack)",
                        host_us_per_call(lambda: fn._packer.pack(args), calls=calls, reps=reps),
-                       "µs/call")
+                       "µs/call", "the path without the C module, and for arguments C leaves "
+                       "to Python (numpy scalars, arrays, dicts)")
     ratio = ptxdsl_row["median"] / raw["median"]
     section.target("ptxdsl / raw cuda.bindings cuLaunchKernel (medians)", ratio, "<= 1.10",
                    ratio <= 1.10)
@@ -146,18 +172,22 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
         vs_core = ptxdsl_row["median"] / core["median"]
         section.target("ptxdsl / cuda.core launch (medians)", vs_core, "<= 1.00",
                        vs_core <= 1.00)
-    extra = ptxdsl_row["median"] - raw["median"]
-    section.note(f"ptxdsl adds {extra:.2f} µs per launch to the raw cuLaunchKernel call: "
-                 f"converting and range-checking four arguments ({pack['median']:.2f} µs "
-                 "alone, generated Python), the thread's device check, the "
-                 "launch-configuration lookup and taking a free argument buffer. The raw calls "
-                 "do none of that (arguments packed once, outside the loop), but pay cuda."
-                 "bindings' conversion of their arguments on every call, which ptxdsl's C "
-                 "call (ptxdsl._launch_c) does not; cuda.core packs its arguments in compiled "
-                 "Cython")
+    floor = rows.get(C_FLOOR)
+    if floor is not None:
+        section.note(f"ptxdsl's own work per launch: {ptxdsl_row['median'] - floor['median']:.2f}"
+                     f" µs over the bare driver call from C ({floor['median']:.2f} µs): the "
+                     "thread's device check, the launch-configuration lookup, taking a free "
+                     "argument buffer, and converting and range-checking four arguments in C "
+                     "(the common cases: exact ints in range, floats, a DeviceBuffer, a "
+                     "TensorMap; anything else goes to the generated Python pack, "
+                     f"{pack['median']:.2f} µs here)"
+                     + (f"; cuda.core spends {core['median'] - floor['median']:.2f} µs over "
+                        "the same call" if core is not None else ""))
+    section.note("The launches above are timed in turn, one sample of each before the next "
+                 "sample of any, so that none meets a colder host than another")
 
 
-def _cuda_core_row(section, cubin, out, backing, measure) -> dict:
+def _cuda_core_launch(cubin, out, backing) -> tuple:
     try:
         from cuda.core import Device, LaunchConfig, ObjectCode, launch
     except ImportError:
@@ -177,8 +207,7 @@ def _cuda_core_row(section, cubin, out, backing, measure) -> dict:
 
     def core():
         launch(stream, config, kernel, ptr, a, b, desc)
-    return measure("cuda.core launch(stream, config, kernel, *args)", core,
-                   f"cuda.core {_ver('cuda-core')}; NumPy scalars and a TensorMapDescriptor")
+    return core, f"cuda.core {_ver('cuda-core')}; NumPy scalars and a TensorMapDescriptor"
 
 
 def _torch_rows(section, fn, args, tmap, calls, reps) -> tuple[dict, dict]:
@@ -249,7 +278,7 @@ def _torch_rows(section, fn, args, tmap, calls, reps) -> tuple[dict, dict]:
     return eager, compiled_row
 
 
-def _cupy_row(section, cubin, out, tmap, measure) -> None:
+def _cupy_launch(cubin, out, tmap) -> tuple:
     import cupy
     tmp = tempfile.mkdtemp()          # kept: CuPy may read the file when it first loads it
     path = os.path.join(tmp, "probe.cubin")
@@ -264,8 +293,7 @@ def _cupy_row(section, cubin, out, tmap, measure) -> None:
 
     def cupy_call():
         kernel((1,), (32,), (out_cp, a, b, record))
-    measure("CuPy RawModule kernel call", cupy_call,
-            f"CuPy {cupy.__version__}; map as a NumPy structured scalar")
+    return cupy_call, f"CuPy {cupy.__version__}; map as a NumPy structured scalar"
 
 
 def _ver(name: str) -> str:

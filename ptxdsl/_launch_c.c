@@ -9,10 +9,29 @@
  *   set_entry(address)                  the cuLaunchKernelEx entry point (0: unset)
  *   launch_ex(config, function, params) its CUresult, as an int; the GIL is released
  *                                       around the call, as cuda.bindings does
+ *
+ * The arguments' common cases are packed here too (runtime/args.py, `ArgPacker`): a spec
+ * made once per packer names each parameter's kind, offset and range, and `launch_packed`
+ * converts exactly the values the packer's generated Python `pack` takes without its
+ * converters (an exact int in range, an exact float, a live DeviceBuffer, a TensorMap),
+ * writes them into the packer's buffer and launches. Anything else, or any doubt (an int
+ * too wide, an f32 that overflows), returns -1 with nothing launched, and Python packs and
+ * reports as before: the C side never decides that an argument is wrong.
+ *
+ *   set_types(DeviceBuffer, TensorMap)  the two classes whose instances are packed here
+ *   make_spec(buffer, size, params, kinds)  a capsule: the buffer's and the kernelParams
+ *                                       array's addresses, and one (kind, bits, offset, lo,
+ *                                       hi) tuple per parameter
+ *   pack(spec, args)                    True when packed into the buffer, False: not here
+ *   launch_packed(config, function, spec, args)  pack, then launch_ex: the CUresult, or
+ *                                       -1 when the arguments were not packed here
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
  *                           void **extra); CUresult is an enum (int-sized). */
@@ -65,10 +84,271 @@ static PyObject *launch_ex(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromLong(err);
 }
 
+
+/* Parameter kinds of a spec; the values are runtime/args.py's C_* constants. */
+enum { K_SLOW = 0, K_PTR = 1, K_UINT = 2, K_SINT = 3, K_F32 = 4, K_F64 = 5, K_MAP = 6 };
+#define MAP_BYTES 128
+
+typedef struct {
+    int kind, bits;
+    Py_ssize_t offset;
+    long long lo;
+    unsigned long long hi;
+} param_t;
+
+typedef struct {
+    char *buffer;
+    Py_ssize_t size, n;
+    void **params;
+    param_t p[];
+} spec_t;
+
+static PyObject *devbuf_type = NULL, *tmap_type = NULL, *str_ptr = NULL, *str_data = NULL;
+
+static PyObject *set_types(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_types(DeviceBuffer, TensorMap)");
+        return NULL;
+    }
+    Py_XDECREF(devbuf_type);
+    Py_XDECREF(tmap_type);
+    Py_INCREF(args[0]);
+    Py_INCREF(args[1]);
+    devbuf_type = args[0];
+    tmap_type = args[1];
+    Py_RETURN_NONE;
+}
+
+static void free_spec(PyObject *capsule)
+{
+    free(PyCapsule_GetPointer(capsule, "ptxdsl.argspec"));
+}
+
+static PyObject *make_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    void *buffer, *params;
+    if (nargs != 4 || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "make_spec(buffer, size, params, kinds)");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if ((size == -1 && PyErr_Occurred()) || address(args[0], &buffer) < 0 ||
+        address(args[2], &params) < 0)
+        return NULL;
+    Py_ssize_t n = PyTuple_Size(args[3]);
+    spec_t *spec = malloc(sizeof(spec_t) + (size_t)n * sizeof(param_t));
+    if (spec == NULL)
+        return PyErr_NoMemory();
+    spec->buffer = buffer;
+    spec->size = size;
+    spec->n = n;
+    spec->params = params;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        param_t *p = &spec->p[i];
+        PyObject *t = PyTuple_GetItem(args[3], i);
+        if (t == NULL || !PyTuple_Check(t) || PyTuple_Size(t) != 5) {
+            free(spec);
+            PyErr_SetString(PyExc_TypeError, "make_spec: a kind is (kind, bits, offset, lo, hi)");
+            return NULL;
+        }
+        p->kind = (int)PyLong_AsLong(PyTuple_GetItem(t, 0));
+        p->bits = (int)PyLong_AsLong(PyTuple_GetItem(t, 1));
+        p->offset = PyLong_AsSsize_t(PyTuple_GetItem(t, 2));
+        p->lo = PyLong_AsLongLong(PyTuple_GetItem(t, 3));
+        p->hi = PyLong_AsUnsignedLongLong(PyTuple_GetItem(t, 4));
+        if (PyErr_Occurred()) {
+            free(spec);
+            return NULL;
+        }
+        Py_ssize_t width = p->kind == K_MAP ? MAP_BYTES : p->bits / 8;
+        if (p->kind < K_SLOW || p->kind > K_MAP || p->offset < 0 || p->offset + width > size ||
+            (p->kind != K_MAP && p->kind != K_SLOW && p->bits != 8 && p->bits != 16 &&
+             p->bits != 32 && p->bits != 64)) {
+            free(spec);
+            PyErr_SetString(PyExc_ValueError, "make_spec: a kind out of range");
+            return NULL;
+        }
+    }
+    PyObject *capsule = PyCapsule_New(spec, "ptxdsl.argspec", free_spec);
+    if (capsule == NULL)
+        free(spec);
+    return capsule;
+}
+
+static void put(char *at, int bits, unsigned long long v)
+{
+    /* Hosts CUDA runs on are little-endian: the low bytes of v are the value. */
+    uint8_t b8 = (uint8_t)v;
+    uint16_t b16 = (uint16_t)v;
+    uint32_t b32 = (uint32_t)v;
+    switch (bits) {
+    case 8: memcpy(at, &b8, 1); break;
+    case 16: memcpy(at, &b16, 2); break;
+    case 32: memcpy(at, &b32, 4); break;
+    default: memcpy(at, &v, 8); break;
+    }
+}
+
+/* 1: one argument written; 0: not one this code takes (no exception left set). */
+static int put_arg(const param_t *p, char *buffer, PyObject *v)
+{
+    char *at = buffer + p->offset;
+    switch (p->kind) {
+    case K_PTR:
+        if (devbuf_type != NULL && (PyObject *)Py_TYPE(v) == devbuf_type) {
+            PyObject *ptr = PyObject_GetAttr(v, str_ptr);
+            if (ptr == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            int ok = PyLong_CheckExact(ptr);
+            unsigned long long a = ok ? PyLong_AsUnsignedLongLong(ptr) : 0;
+            Py_DECREF(ptr);
+            if (!ok || (a == (unsigned long long)-1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return 0;
+            }
+            put(at, 64, a);
+            return 1;
+        }
+        /* fall through: an address as an exact int */
+    case K_UINT: {
+        if (!PyLong_CheckExact(v))
+            return 0;
+        unsigned long long a = PyLong_AsUnsignedLongLong(v);
+        if (a == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();      /* negative, or wider than 64 bits */
+            return 0;
+        }
+        if (a > p->hi)
+            return 0;
+        put(at, p->kind == K_PTR ? 64 : p->bits, a);
+        return 1;
+    }
+    case K_SINT: {
+        if (!PyLong_CheckExact(v))
+            return 0;
+        long long a = PyLong_AsLongLong(v);
+        if (a == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (a < p->lo || (a >= 0 && (unsigned long long)a > p->hi))
+            return 0;
+        put(at, p->bits, (unsigned long long)a);
+        return 1;
+    }
+    case K_F32: {
+        if (!PyFloat_CheckExact(v))
+            return 0;
+        double d = PyFloat_AsDouble(v);
+        float f = (float)d;
+        if (isinf(f) && !isinf(d))
+            return 0;       /* struct's "f" refuses it: Python reports the parameter */
+        memcpy(at, &f, 4);
+        return 1;
+    }
+    case K_F64: {
+        if (!PyFloat_CheckExact(v))
+            return 0;
+        double d = PyFloat_AsDouble(v);
+        memcpy(at, &d, 8);
+        return 1;
+    }
+    case K_MAP: {
+        if (tmap_type == NULL || (PyObject *)Py_TYPE(v) != tmap_type)
+            return 0;
+        PyObject *data = PyObject_GetAttr(v, str_data);
+        if (data == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        char *bytes;
+        Py_ssize_t len;
+        int ok = PyBytes_CheckExact(data) && PyBytes_AsStringAndSize(data, &bytes, &len) == 0 &&
+                 len == MAP_BYTES;
+        if (ok)
+            memcpy(at, bytes, MAP_BYTES);
+        else
+            PyErr_Clear();
+        Py_DECREF(data);
+        return ok;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* 1: every argument packed into the spec's buffer; 0: not here; -1: a bad spec (error set). */
+static int pack_args(PyObject *capsule, PyObject *args)
+{
+    spec_t *spec = PyCapsule_GetPointer(capsule, "ptxdsl.argspec");
+    if (spec == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(args) || PyTuple_Size(args) != spec->n)
+        return 0;
+    /* The padding between parameters reads as zeros, as struct.pack_into leaves it. */
+    memset(spec->buffer, 0, (size_t)spec->size);
+    for (Py_ssize_t i = 0; i < spec->n; i++) {
+        if (!put_arg(&spec->p[i], spec->buffer, PyTuple_GetItem(args, i)))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "pack(spec, args)");
+        return NULL;
+    }
+    int r = pack_args(args[0], args[1]);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "launch_packed(config, function, spec, args)");
+        return NULL;
+    }
+    if (entry == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "launch_packed: set_entry() was not called");
+        return NULL;
+    }
+    void *cfg, *f;
+    if (address(args[0], &cfg) < 0 || address(args[1], &f) < 0)
+        return NULL;
+    if (cfg == NULL || f == NULL) {
+        PyErr_SetString(PyExc_ValueError, "launch_packed: a null config or function");
+        return NULL;
+    }
+    int r = pack_args(args[2], args[3]);
+    if (r <= 0)
+        return r < 0 ? NULL : PyLong_FromLong(-1);
+    spec_t *spec = PyCapsule_GetPointer(args[2], "ptxdsl.argspec");
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = entry(cfg, f, spec->params, NULL);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(err);
+}
+
 static PyMethodDef methods[] = {
     {"set_entry", set_entry, METH_O, "Set the cuLaunchKernelEx entry point (an address)."},
     {"launch_ex", (PyCFunction)(void (*)(void))launch_ex, METH_FASTCALL,
      "launch_ex(config, function, params) -> CUresult: cuLaunchKernelEx from C."},
+    {"set_types", (PyCFunction)(void (*)(void))set_types, METH_FASTCALL,
+     "set_types(DeviceBuffer, TensorMap): the classes packed here."},
+    {"make_spec", (PyCFunction)(void (*)(void))make_spec, METH_FASTCALL,
+     "make_spec(buffer, size, params, kinds) -> a packing spec (capsule)."},
+    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,
+     "pack(spec, args) -> whether the arguments were packed into the spec's buffer."},
+    {"launch_packed", (PyCFunction)(void (*)(void))launch_packed, METH_FASTCALL,
+     "launch_packed(config, function, spec, args) -> CUresult, or -1: not packed here."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -79,5 +359,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__launch_c(void)
 {
+    str_ptr = PyUnicode_InternFromString("_ptr");
+    str_data = PyUnicode_InternFromString("data");
+    if (str_ptr == NULL || str_data == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

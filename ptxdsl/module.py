@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -38,6 +38,10 @@ from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
 FLOOR = req("6.3", 75)
+
+
+def _nothing() -> None:
+    """The check to finish when the module is emitted unchecked."""
 
 
 def _file_name(path: str) -> str:
@@ -357,6 +361,14 @@ class Module:
 
     def emit(self) -> str:
         """The module's PTX text. Also records which Python line produced each PTX line."""
+        text, finish_check = self.emit_deferred(thread=False)
+        finish_check()
+        return text
+
+    def emit_deferred(self, *, thread: bool = True) -> tuple[str, Callable[[], object]]:
+        """`emit()` with its hazard check left running (in a worker thread, `thread`): the
+        text, and a call that waits for the check and warns (or raises, strict) as `emit()`
+        does. `load_module(..., use_cubin=True)` assembles while the checker runs."""
         self.check_pins()
         if not self.kernels:
             raise BuildError("module has no kernels", self.loc)
@@ -384,15 +396,17 @@ class Module:
                 body.append(("", None))
             body += k.render()
             check_kernel_budget(k)    # setmaxnreg's register budget (no-op without it)
+        finish_check: Callable[[], object] = _nothing
         if self.check_on_emit is not False:   # after render: labels are known to be placed
-            from .checker import emit_check
-            emit_check(self, strict=self.strict, context=self.check_on_emit
-                       if isinstance(self.check_on_emit, Mapping) else None)
+            from .checker import emit_check_started
+            finish_check = emit_check_started(
+                self, strict=self.strict, thread=thread, context=self.check_on_emit
+                if isinstance(self.check_on_emit, Mapping) else None)
         if self.lineinfo:
             lines, body = self._with_lineinfo(lines, body)
         lines += body
         self._line_locs = [loc for _, loc in lines]
-        return "\n".join(text for text, _ in lines) + "\n"
+        return "\n".join(text for text, _ in lines) + "\n", finish_check
 
     def check(self, strict: bool = False, **context: Any) -> list:
         """The hazard checker's findings for every kernel (`ptxdsl.checker.check_module`);

@@ -101,12 +101,14 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
         fn._packer = ArgPacker("k", fn.params)
         fn._free_packers = [fn._packer]
         fn._configs = {(1, 32, 0, None, None): 0xC0F}
-        fn._c_launch = launch
+        fn._c_launch, fn._c_packed = launch, L._c_launch_packed
         L._tls.device = 0
-        fn.launch(1, 32, (7,))
-        cfg, f, params, extra = seen[-1]
-        value = ctypes.c_uint32.from_address(ctypes.c_void_p.from_address(params).value).value
-        print("call:", hex(cfg), hex(f), value, extra, fn.launch_path)
+        import numpy as np
+        for arg in (7, np.uint32(9)):     # packed in C; converted in Python, then the C call
+            fn.launch(1, 32, (arg,))
+            cfg, f, params, extra = seen[-1]
+            value = ctypes.c_uint32.from_address(ctypes.c_void_p.from_address(params).value).value
+            print("call:", hex(cfg), hex(f), value, extra, fn.launch_path, len(seen))
         twin = fn._through_bindings()
         print("twin:", twin.launch_path, twin._configs, twin._func, fn.launch_path,
               len(fn._configs))
@@ -120,7 +122,8 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
     """)
     assert "lookup: b'cuLaunchKernelEx' 13000 legacy" in out
     assert "launcher: True" in out
-    assert "call: 0xc0f 0xf00 7 None C" in out
+    assert "call: 0xc0f 0xf00 7 None C 1" in out
+    assert "call: 0xc0f 0xf00 9 None C 2" in out
     assert "twin: cuda.bindings {} h C 1" in out      # the benchmark's bindings-path copy
     assert "error:" in out and "cuLaunchKernelEx" in out and "CUDA_ERROR_INVALID_VALUE" in out
 
@@ -135,3 +138,105 @@ def test_switched_off_by_the_environment():
         print("launcher:", L.c_launcher(drv))
     """)
     assert "launcher: None" in out
+
+
+# -- packing in C (launch_packed's first half): the same bytes as the Python pack, or "not here"
+
+def _packers():
+    from ptxdsl.runtime.args import ArgPacker
+    from ptxdsl.types import ScalarType as T
+    from tests.test_runtime_args import PTR, TMAP, P, scalar
+    params = [scalar("a", T.u8), scalar("b", T.s16), PTR, scalar("c", T.u32),
+              scalar("f", T.f32), TMAP, scalar("d", T.f64), scalar("q", T.s64),
+              scalar("w", T.b32), scalar("u", T.u64)]
+    return ArgPacker("k", params), ArgPacker("k", params), P
+
+
+def _device_buffer(ptr):
+    from ptxdsl.runtime.memory import DeviceBuffer
+    buf = object.__new__(DeviceBuffer)      # no driver here: fake the allocation
+    buf._ptr = ptr
+    return buf
+
+
+def _tmap(fill):
+    from ptxdsl.runtime.tensormap import TensorMap
+    return TensorMap(bytes([fill]) * 128)
+
+
+def test_c_pack_writes_the_bytes_the_python_pack_writes():
+    from ptxdsl import _launch_c
+    c_side, py_side, _ = _packers()
+    assert c_side.c_spec is not None
+    cases = [
+        (0, -32768, 0, 0, 0.0, _tmap(0), 0.0, -(1 << 63), 0, 0),
+        (255, 32767, (1 << 64) - 1, (1 << 32) - 1, 3.4e38, _tmap(0xA5), -1e308, (1 << 63) - 1,
+         (1 << 32) - 1, (1 << 64) - 1),
+        (7, -1, _device_buffer(0x7F00_0000_1000), 12345, float("inf"), _tmap(1), float("nan"),
+         -5, 17, 1 << 40),
+        (1, 2, 0x1000, 3, 1.1, _tmap(2), 1.1, 4, 5, 6),
+    ]
+    for args in cases:
+        assert _launch_c.pack(c_side.c_spec, args) is True, args
+        py_side.pack(args)
+        assert c_side.buffer == py_side.buffer, args
+
+
+@pytest.mark.parametrize("index,value", [
+    (0, 256), (0, -1), (0, True), (0, 1.0), (1, 32768), (1, -32769),      # u8, s16 ranges
+    (2, -1), (2, 1 << 64), (2, "0x10"),                                    # pointer
+    (3, 1 << 32), (3, 2**100), (4, 1e39), (4, 1), (5, b"\0" * 128),        # u32, f32, map
+    (6, 1), (7, 1 << 63), (8, -1), (9, 2**64),                             # f64, s64, b32, u64
+])
+def test_c_pack_leaves_to_python_what_python_converts_or_refuses(index, value):
+    """Whatever the generated Python pack sends to a converter (to convert it: a negative .b32,
+    a bytes map; or to refuse it) is not packed in C, so the checks and messages stay one."""
+    from ptxdsl import _launch_c
+    c_side, _, _ = _packers()
+    args = [1, 2, 0x1000, 3, 1.5, _tmap(0), 2.5, 4, 5, 6]
+    args[index] = value
+    assert _launch_c.pack(c_side.c_spec, tuple(args)) is False
+
+
+def test_c_pack_takes_only_an_exact_tuple_of_the_right_length():
+    from ptxdsl import _launch_c
+    c_side, _, _ = _packers()
+    args = [1, 2, 0x1000, 3, 1.5, _tmap(0), 2.5, 4, 5, 6]
+    assert _launch_c.pack(c_side.c_spec, args) is False          # a list: Python normalizes it
+    assert _launch_c.pack(c_side.c_spec, tuple(args[:-1])) is False
+    assert _launch_c.pack(c_side.c_spec, tuple(args)) is True
+
+
+def test_a_freed_device_buffer_is_left_to_python():
+    from ptxdsl import _launch_c
+    c_side, _, _ = _packers()
+    args = (1, 2, _device_buffer(None), 3, 1.5, _tmap(0), 2.5, 4, 5, 6)
+    assert _launch_c.pack(c_side.c_spec, args) is False
+
+
+def test_no_c_spec_for_a_signature_with_a_parameter_python_always_converts():
+    from ptxdsl.runtime.args import ArgPacker
+    from ptxdsl.types import ScalarType as T
+    from tests.test_runtime_args import PTR, scalar
+    assert ArgPacker("k", [PTR, scalar("h", T.f16)]).c_spec is None
+    assert ArgPacker("k", [PTR, scalar("p", T.u32, is_bool=True)]).c_spec is None
+    assert ArgPacker("k", [PTR, scalar("x", T.f32)]).c_spec is not None
+
+
+def test_launch_packed_launches_only_what_it_packed():
+    out = _child("""
+        RESULT = 0
+        from ptxdsl import _launch_c as c
+        from ptxdsl.runtime.args import ArgPacker
+        from ptxdsl.types import ScalarType as T
+        from types import SimpleNamespace as P
+        p = ArgPacker("k", [P(name="n", kind="scalar", type=T.u32, size=4, align=4,
+                              is_bool=False)])
+        c.set_entry(address)
+        print("packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (5,)))
+        print("seen:", [s[2] == p.address for s in seen], p.buffer[:4].hex())
+        print("not packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (-5,)), len(seen))
+    """)
+    assert "packed: 0" in out
+    assert "seen: [True] 05000000" in out
+    assert "not packed: -1 1" in out

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import (  # noqa: F401  (register handlers)
@@ -144,14 +145,49 @@ def emit_check(module: Any, *, strict: bool | None = None,
                context: Mapping[str, Any] | None = None) -> list[Finding]:
     """What `Module.emit()` runs: check, then warn (or raise when strict). A module emitted
     again unchanged is neither re-checked nor re-warned."""
+    return emit_check_started(module, strict=strict, context=context, thread=False)()
+
+
+def emit_check_started(module: Any, *, strict: bool | None = None,
+                       context: Mapping[str, Any] | None = None,
+                       thread: bool = True) -> Callable[[], list[Finding]]:
+    """`emit_check` in two halves: the checking starts now, in a worker thread (`thread`),
+    and the returned call waits for it, then warns (or raises) from the caller's thread and
+    returns the findings. `load_module` assembles in between: nvJitLink runs without the GIL,
+    so the checker's time hides behind ptxas's instead of adding to it."""
     strict = strict_from_env() if strict is None else strict
     shape = (tuple((id(k), len(k.body)) for k in module.kernels), id(context))
     hit = _EMITTED.get(module)
     if hit is not None and hit[0] == shape:
-        findings = hit[1]
-        if strict:
-            report(findings, strict=True)
+        def again() -> list[Finding]:
+            if strict:
+                report(hit[1], strict=True)
+            return hit[1]
+        return again
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["findings"] = check_module(module, **dict(context or {}))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            result["error"] = exc
+    worker = None
+    if thread:
+        worker = threading.Thread(target=work, name="ptxdsl-hazard-check", daemon=True)
+        worker.start()
+    else:
+        work()
+
+    def finish() -> list[Finding]:
+        if worker is not None:
+            worker.join()
+        if "error" in result:
+            raise result["error"]
+        findings = result["findings"]
+        _EMITTED[module] = (shape, findings)
+        report(findings, strict=strict)
         return findings
+    return finish
     findings = check_module(module, **dict(context or {}))
     _EMITTED[module] = (shape, findings)
     report(findings, strict=strict)

@@ -9,13 +9,16 @@ per-launch allocation.
 
 Converters raise `ArgumentError` naming the kernel, the parameter, what was expected and what
 was given. The buffer is reused by every launch (the driver copies the values during the
-launch call), so one packer must not be used by two threads at once: `Function` holds a lock
-around pack + launch.
+launch call), so one packer must not be used by two threads at once: `Function` keeps a pool
+of packers and takes one per launch.
 
 `pack` is generated once per signature (see `_compile_pack`): the common argument types
 (an int in range, a float, a DeviceBuffer, a ptxdsl TensorMap) are accepted inline without a
 converter call, everything else goes through the parameter's converter, so the checks are the
-same either way.
+same either way. Where the C launch module is built, the same common cases are packed in C
+by the launch call itself (`c_spec`, `ptxdsl._launch_c.launch_packed`); anything else
+returns to the Python `pack`, so what is accepted, refused and written is the same on both
+paths (tests/test_launch_c.py compares the bytes).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ctypes
 import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +36,17 @@ from ptxdsl.runtime.errors import ArgumentError
 from ptxdsl.runtime.memory import DeviceBuffer
 from ptxdsl.runtime.tensormap import MAP_ARRAY_DTYPES, TensorMap
 from ptxdsl.types import ScalarType
+
+_launch_c: Any
+try:
+    from ptxdsl import _launch_c
+except ImportError:     # built at install only where a compiler was found
+    _launch_c = None
+else:
+    _launch_c.set_types(DeviceBuffer, TensorMap)
+
+# A parameter's kind in a C packing spec (the K_* values of ptxdsl/_launch_c.c).
+C_SLOW, C_PTR, C_UINT, C_SINT, C_F32, C_F64, C_MAP = range(7)
 
 _UINT_FMT = {8: "B", 16: "H", 32: "I", 64: "Q"}
 _SINT_FMT = {8: "b", 16: "h", 32: "i", 64: "q"}
@@ -277,6 +292,12 @@ class ArgPacker:
         self._names = {p.name: i for i, p in enumerate(self.params)}
         # This instance's generated specialization of the `pack` method below.
         self.pack = self._compile_pack()  # type: ignore[method-assign]
+        # The C module's spec for this buffer, or None when the module is absent or a
+        # parameter has no inline case (it then always packs in Python).
+        kinds = [_c_kind(p, off) for p, off in zip(self.params, offsets, strict=True)]
+        self.c_spec = (_launch_c.make_spec(self.base, max(end, 1), self.address, tuple(kinds))
+                       if _launch_c is not None and C_SLOW not in (k[0] for k in kinds)
+                       else None)
 
     @property
     def buffer(self) -> bytes:
@@ -392,6 +413,24 @@ class ArgPacker:
                              f"<ArgPacker {self.kernel}>")
         exec(compile("\n".join(lines), where, "exec"), ns)  # noqa: S102
         return ns["pack"]
+
+
+def _c_kind(p, offset: int) -> tuple[int, int, int, int, int]:
+    """(kind, bits, offset, lo, hi) of parameter `p` for the C packer: exactly the values
+    `_inline_tests` admits, so C and Python take the same arguments without a converter."""
+    if p.kind == "pointer":
+        return (C_PTR, 64, offset, 0, (1 << 64) - 1)
+    if p.kind == "tensormap" and p.size == 128:
+        return (C_MAP, 0, offset, 0, 0)
+    if p.kind == "scalar" and p.type.is_float and p.type.bits in (32, 64):
+        return (C_F32 if p.type.bits == 32 else C_F64, p.type.bits, offset, 0, 0)
+    if (p.kind == "scalar" and not p.type.is_float and p.type.kind in "usb"
+            and p.type.bits in _UINT_FMT and not getattr(p, "is_bool", False)):
+        lo, hi, _ = _int_range(p.type)
+        if p.type.kind == "s":
+            return (C_SINT, p.type.bits, offset, lo, hi)
+        return (C_UINT, p.type.bits, offset, 0, hi)
+    return (C_SLOW, 0, offset, 0, 0)
 
 
 def _inline_tests(p, a: str) -> list[tuple[str, str]]:

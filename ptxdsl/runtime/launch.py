@@ -53,6 +53,7 @@ _OTHER_CONTEXT = frozenset({400, 201})
 
 
 _c_launch: Any = None     # ptxdsl._launch_c.launch_ex, entry set; False: not built or disabled
+_c_launch_packed: Any = None   # ptxdsl._launch_c.launch_packed, set with _c_launch
 
 
 def c_launcher(drv):
@@ -61,7 +62,7 @@ def c_launcher(drv):
     (then cuda.bindings' call is used). The entry is the one cuda.bindings itself would call:
     the ABI of its CUDA version, and the per-thread default stream where
     CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM asks for it (cuda.bindings' switch)."""
-    global _c_launch
+    global _c_launch, _c_launch_packed
     if _c_launch is not None:
         return _c_launch or None
     query = getattr(drv, "cuGetProcAddress", None)
@@ -83,7 +84,7 @@ def c_launcher(drv):
                               else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
     if int(err) == 0 and int(pfn):
         _launch_c.set_entry(int(pfn))
-        _c_launch = _launch_c.launch_ex
+        _c_launch, _c_launch_packed = _launch_c.launch_ex, _launch_c.launch_packed
     return _c_launch or None
 
 
@@ -134,6 +135,7 @@ class Function:
         # From C when ptxdsl._launch_c is built: the config cache then holds the addresses of
         # the configs' structs (the objects stay in _pinned) and the function is its address.
         self._c_launch = c_launcher(drv)
+        self._c_packed: Any = _c_launch_packed if self._c_launch is not None else None
         self._func = int(handle) if self._c_launch is not None else handle
         F = drv.CUfunction_attribute
 
@@ -278,7 +280,7 @@ class Function:
         without ptxdsl._launch_c (for comparing the two paths in one process): its config
         cache starts empty, since the C path caches struct addresses."""
         twin = copy.copy(self)
-        twin._c_launch, twin._func = None, self.handle
+        twin._c_launch, twin._c_packed, twin._func = None, None, self.handle
         twin._configs, twin._pinned, twin._free_packers = {}, [], [ArgPacker(self.name,
                                                                              self.params)]
         twin._config_lock = threading.Lock()
@@ -316,8 +318,10 @@ class Function:
             use_device(self.device)
         skey = stream if stream is None or type(stream) is int else stream_key(stream)
         cfg = None
-        if (type(shared_mem) is int or as_int(shared_mem) is not None) and _key_exact(grid) \
-                and _key_exact(block) and _key_exact(cluster):
+        # The exact-int tests first: they spare the common launch three calls.
+        if ((type(grid) is int or _key_exact(grid)) and (type(block) is int or _key_exact(block))
+                and (cluster is None or _key_exact(cluster))
+                and (type(shared_mem) is int or as_int(shared_mem) is not None)):
             cfg = self._configs.get((grid, block, shared_mem, skey, cluster))
         if cfg is None:     # a new configuration, a list shape, or a value to refuse
             cfg = self._new_config(grid, block, shared_mem, stream, skey, cluster)
@@ -327,10 +331,16 @@ class Function:
         except IndexError:              # every packer is in a launch on another thread
             packer = ArgPacker(self.name, self.params)
         try:
-            packer.stream = skey or 0
             if self._c_launch is not None:
-                err = self._c_launch(cfg, self._func, packer.pack(args))
+                # Packed and launched in one C call where every argument is a common case;
+                # -1: nothing launched, the Python pack converts (and refuses) instead.
+                spec = packer.c_spec
+                err = -1 if spec is None else self._c_packed(cfg, self._func, spec, args)
+                if err < 0:
+                    packer.stream = skey or 0
+                    err = self._c_launch(cfg, self._func, packer.pack(args))
             else:
+                packer.stream = skey or 0
                 (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
                 if err is self._success:
                     err = 0

@@ -210,6 +210,7 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     key.
     """
     device = device_ordinal(device)
+    finish_check: Callable[[], object] = _no_check
     if isinstance(module_or_text, str):
         ptx, source = module_or_text, None
         kernels = parse_entries(ptx)
@@ -217,11 +218,44 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
         name = name or "<ptx>"
     else:
         source = module_or_text
-        ptx = source.emit()
+        # A ptxdsl Module's hazard check runs in a worker thread while nvJitLink assembles
+        # (which releases the GIL); its warnings, or its HazardError, come before the load.
+        emit_deferred = getattr(source, "emit_deferred", None) if use_cubin else None
+        if emit_deferred is not None:
+            ptx, finish_check = emit_deferred()
+        else:
+            ptx = source.emit()
         kernels = {k.name: tuple(k.params) for k in source.kernels}
         version, target = source.version, source.target
         locate = locate or getattr(source, "locate", None)
         name = name or getattr(source, "name", None) or "+".join(kernels) or "<module>"
+    try:
+        image, arch, report, hit = _image(ptx, target, version, device, name, use_cubin, cache,
+                                          cache_dir, assemble, toolchain_version, options)
+    except BaseException:
+        finish_check()      # a HazardError (strict) comes first, as it would from emit()
+        raise
+    finish_check()
+    handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
+    if arch is None:
+        info = device_info(device)
+        report = parse_info_log(info_log, cubin_arch(target, info.compute_capability), ptx,
+                                locate, "driver JIT of the PTX for the GPU in use")
+        warn_about(report, user_loc())
+    loaded = LoadedModule(handle, device, ptx, kernels, name, info_log, wall_ms, arch, hit,
+                          source)
+    loaded.report = report
+    return loaded
+
+
+def _no_check() -> None:
+    """No hazard check pending: raw PTX, or a module emitted with its check done."""
+
+
+def _image(ptx, target, version, device, name, use_cubin, cache, cache_dir, assemble,
+           toolchain_version, options):
+    """What `load_module` hands the driver: (image, arch or None, assembly report, cache hit);
+    a cubin from nvJitLink (`use_cubin`, cached), else the PTX for the driver's JIT."""
     use_device(device)
     info = device_info(device)
     check_module_compat(version, target, info.driver_version, info.compute_capability,
@@ -251,15 +285,7 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
         report = getattr(image, "report", None)
     else:
         image = ptx.encode() + b"\0"
-    handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
-    if arch is None:
-        report = parse_info_log(info_log, cubin_arch(target, info.compute_capability), ptx,
-                                locate, "driver JIT of the PTX for the GPU in use")
-        warn_about(report, user_loc())
-    loaded = LoadedModule(handle, device, ptx, kernels, name, info_log, wall_ms, arch, hit,
-                          source)
-    loaded.report = report
-    return loaded
+    return image, arch, report, hit
 
 
 def _uses_setmaxnreg(ptx: str) -> bool:

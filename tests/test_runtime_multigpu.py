@@ -153,7 +153,7 @@ def fake(monkeypatch):
     drv = FakeDriver()
     monkeypatch.setattr(_driver, "_driver", drv)
     monkeypatch.setattr(device, "_contexts", {})
-    monkeypatch.setattr(device, "_tls", SimpleNamespace())
+    monkeypatch.setattr(device, "_tls", device._ThreadState())
     monkeypatch.setattr(peer, "_enabled", set())
     monkeypatch.setattr(peer, "_skip", {})
     import ptxdsl.runtime.launch as launch_mod

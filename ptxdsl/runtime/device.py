@@ -18,7 +18,15 @@ from ptxdsl.runtime._driver import check, driver, driver_version
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}      # device -> its primary CUcontext
 _infos: dict[int, DeviceInfo] = {}
-_tls = threading.local()
+
+
+class _ThreadState(threading.local):
+    # The device whose primary context ptxdsl last made current on this thread. A class
+    # default, so the launch's hot path reads it as a plain attribute (no getattr default).
+    device: int | None = None
+
+
+_tls = _ThreadState()
 
 
 def device_ordinal(device) -> int:
@@ -62,7 +70,7 @@ def use_device(device: int = 0):
     The thread's record of the device ptxdsl last made current is checked against the
     driver's current context: another library (`torch.cuda.set_device`, CuPy's `Device.use`)
     may have made another context current since."""
-    if getattr(_tls, "device", None) == device:
+    if _tls.device == device:
         ctx = _contexts[device]
         if int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")) == int(ctx):
             return ctx
@@ -153,7 +161,7 @@ def current_compute_capability() -> tuple[int, int] | None:
     use it to pick a default, and no GPU is a normal answer. Creates no context (an offline
     `Module.assemble()` should not allocate GPU memory): attributes need only cuInit."""
     from ptxdsl.runtime._driver import init_error
-    ordinal = getattr(_tls, "device", None) or 0
+    ordinal = _tls.device or 0
     info = _infos.get(ordinal)
     if info is not None:
         return info.compute_capability

@@ -292,7 +292,7 @@ class Function:
         the grid, in clusters, of a persistent cluster kernel. `cluster` defaults to the
         kernel's `.reqnctapercluster` shape. None when the driver cannot say; a LaunchError
         when no such cluster fits."""
-        if getattr(_tls, "device", None) != self.device:
+        if _tls.device != self.device:
             use_device(self.device)
         c = cluster if cluster is not None else (
             self.required_cluster if all(self.required_cluster) else None)
@@ -314,7 +314,7 @@ class Function:
         (or a dict by parameter name); `shared_mem` bytes of dynamic shared memory; `stream`
         a ptxdsl Stream, None (legacy default stream) or a foreign stream; `cluster` the
         cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)."""
-        if getattr(_tls, "device", None) != self.device:
+        if _tls.device != self.device:
             use_device(self.device)
         skey = stream if stream is None or type(stream) is int else stream_key(stream)
         cfg = None

@@ -157,9 +157,9 @@ def run(section: Section, calls: int = CALLS, reps: int = REPS) -> None:
     # and for arguments the C packer leaves to Python).
     if fn.launch_path == "C" and fn._packer.c_spec is not None:
         from ptxdsl import _launch_c
-        spec = fn._packer.c_spec
+        spec, into = fn._packer.c_spec, fn._packer.base
         section.row("part of it: argument conversion + checks in C (launch_packed's packing)",
-                    host_us_per_call(lambda: _launch_c.pack(spec, args), calls=calls,
+                    host_us_per_call(lambda: _launch_c.pack(spec, args, into), calls=calls,
                                      reps=reps), "µs/call")
     pack = section.row("part of it: argument conversion + checks in Python (ArgPacker.pack)",
                        host_us_per_call(lambda: fn._packer.pack(args), calls=calls, reps=reps),

@@ -11,18 +11,20 @@
  *                                       around the call, as cuda.bindings does
  *
  * The arguments' common cases are packed here too (runtime/args.py, `ArgPacker`): a spec
- * made once per packer names each parameter's kind, offset and range, and `launch_packed`
- * converts exactly the values the packer's generated Python `pack` takes without its
+ * made once per kernel signature names each parameter's kind, offset and range, and
+ * `launch_packed` converts exactly the values the generated Python `pack` takes without its
  * converters (an exact int in range, an exact float, a live DeviceBuffer, a TensorMap),
- * writes them into the packer's buffer and launches. Anything else, or any doubt (an int
- * too wide, an f32 that overflows), returns -1 with nothing launched, and Python packs and
- * reports as before: the C side never decides that an argument is wrong.
+ * writes them into a buffer on this call's stack (the driver copies the values during the
+ * call, so concurrent launches need no shared buffer) and launches. Anything else, or any
+ * doubt (an int too wide, an f32 that overflows, more than STACK_BYTES of parameters),
+ * returns -1 with nothing launched, and Python packs and reports as before: the C side
+ * never decides that an argument is wrong.
  *
  *   set_types(DeviceBuffer, TensorMap)  the two classes whose instances are packed here
- *   make_spec(buffer, size, params, kinds)  a capsule: the buffer's and the kernelParams
- *                                       array's addresses, and one (kind, bits, offset, lo,
- *                                       hi) tuple per parameter
- *   pack(spec, args)                    True when packed into the buffer, False: not here
+ *   make_spec(size, kinds)              a capsule: the parameters' total size and one
+ *                                       (kind, bits, offset, lo, hi) tuple per parameter
+ *   pack(spec, args, buffer)            True when packed into the buffer at that address
+ *                                       (spec's size bytes), False: not here
  *   launch_packed(config, function, spec, args)  pack, then launch_ex: the CUresult, or
  *                                       -1 when the arguments were not packed here
  */
@@ -88,6 +90,10 @@ static PyObject *launch_ex(PyObject *self, PyObject *const *args, Py_ssize_t nar
 /* Parameter kinds of a spec; the values are runtime/args.py's C_* constants. */
 enum { K_SLOW = 0, K_PTR = 1, K_UINT = 2, K_SINT = 3, K_F32 = 4, K_F64 = 5, K_MAP = 6 };
 #define MAP_BYTES 128
+/* Parameters packed on the stack: the classic 4 KB kernel-parameter limit (a larger list,
+ * possible since CUDA 12.1, goes through Python's buffer). */
+#define STACK_BYTES 4096
+#define STACK_PARAMS 1024
 
 typedef struct {
     int kind, bits;
@@ -97,9 +103,7 @@ typedef struct {
 } param_t;
 
 typedef struct {
-    char *buffer;
     Py_ssize_t size, n;
-    void **params;
     param_t p[];
 } spec_t;
 
@@ -127,26 +131,26 @@ static void free_spec(PyObject *capsule)
 
 static PyObject *make_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    void *buffer, *params;
-    if (nargs != 4 || !PyTuple_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "make_spec(buffer, size, params, kinds)");
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "make_spec(size, kinds)");
         return NULL;
     }
-    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
-    if ((size == -1 && PyErr_Occurred()) || address(args[0], &buffer) < 0 ||
-        address(args[2], &params) < 0)
+    Py_ssize_t size = PyLong_AsSsize_t(args[0]);
+    if (size == -1 && PyErr_Occurred())
         return NULL;
-    Py_ssize_t n = PyTuple_Size(args[3]);
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "make_spec: a negative size");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(args[1]);
     spec_t *spec = malloc(sizeof(spec_t) + (size_t)n * sizeof(param_t));
     if (spec == NULL)
         return PyErr_NoMemory();
-    spec->buffer = buffer;
     spec->size = size;
     spec->n = n;
-    spec->params = params;
     for (Py_ssize_t i = 0; i < n; i++) {
         param_t *p = &spec->p[i];
-        PyObject *t = PyTuple_GetItem(args[3], i);
+        PyObject *t = PyTuple_GetItem(args[1], i);
         if (t == NULL || !PyTuple_Check(t) || PyTuple_Size(t) != 5) {
             free(spec);
             PyErr_SetString(PyExc_TypeError, "make_spec: a kind is (kind, bits, offset, lo, hi)");
@@ -280,8 +284,9 @@ static int put_arg(const param_t *p, char *buffer, PyObject *v)
     }
 }
 
-/* 1: every argument packed into the spec's buffer; 0: not here; -1: a bad spec (error set). */
-static int pack_args(PyObject *capsule, PyObject *args)
+/* 1: every argument packed into `buffer` (the spec's size) and, when `params` is given, the
+ * kernelParams array filled; 0: not here; -1: not a spec (error set). */
+static int pack_args(PyObject *capsule, PyObject *args, char *buffer, void **params)
 {
     spec_t *spec = PyCapsule_GetPointer(capsule, "ptxdsl.argspec");
     if (spec == NULL)
@@ -289,21 +294,30 @@ static int pack_args(PyObject *capsule, PyObject *args)
     if (!PyTuple_CheckExact(args) || PyTuple_Size(args) != spec->n)
         return 0;
     /* The padding between parameters reads as zeros, as struct.pack_into leaves it. */
-    memset(spec->buffer, 0, (size_t)spec->size);
+    memset(buffer, 0, (size_t)spec->size);
     for (Py_ssize_t i = 0; i < spec->n; i++) {
-        if (!put_arg(&spec->p[i], spec->buffer, PyTuple_GetItem(args, i)))
+        if (!put_arg(&spec->p[i], buffer, PyTuple_GetItem(args, i)))
             return 0;
+        if (params != NULL)
+            params[i] = buffer + spec->p[i].offset;
     }
     return 1;
 }
 
 static PyObject *pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "pack(spec, args)");
+    void *buffer;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "pack(spec, args, buffer)");
         return NULL;
     }
-    int r = pack_args(args[0], args[1]);
+    if (address(args[2], &buffer) < 0)
+        return NULL;
+    if (buffer == NULL) {
+        PyErr_SetString(PyExc_ValueError, "pack: a null buffer");
+        return NULL;
+    }
+    int r = pack_args(args[0], args[1], buffer, NULL);
     if (r < 0)
         return NULL;
     return PyBool_FromLong(r);
@@ -326,13 +340,20 @@ static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_ValueError, "launch_packed: a null config or function");
         return NULL;
     }
-    int r = pack_args(args[2], args[3]);
+    spec_t *spec = PyCapsule_GetPointer(args[2], "ptxdsl.argspec");
+    if (spec == NULL)
+        return NULL;
+    if (spec->size > STACK_BYTES || spec->n > STACK_PARAMS)
+        return PyLong_FromLong(-1);
+    /* 128-byte aligned, as a CUtensorMap parameter is declared (alignas(128)). */
+    _Alignas(128) char buffer[STACK_BYTES];
+    void *params[STACK_PARAMS];
+    int r = pack_args(args[2], args[3], buffer, params);
     if (r <= 0)
         return r < 0 ? NULL : PyLong_FromLong(-1);
-    spec_t *spec = PyCapsule_GetPointer(args[2], "ptxdsl.argspec");
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = entry(cfg, f, spec->params, NULL);
+    err = entry(cfg, f, params, NULL);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(err);
 }
@@ -344,9 +365,9 @@ static PyMethodDef methods[] = {
     {"set_types", (PyCFunction)(void (*)(void))set_types, METH_FASTCALL,
      "set_types(DeviceBuffer, TensorMap): the classes packed here."},
     {"make_spec", (PyCFunction)(void (*)(void))make_spec, METH_FASTCALL,
-     "make_spec(buffer, size, params, kinds) -> a packing spec (capsule)."},
+     "make_spec(size, kinds) -> a packing spec (capsule)."},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,
-     "pack(spec, args) -> whether the arguments were packed into the spec's buffer."},
+     "pack(spec, args, buffer) -> whether the arguments were packed into the buffer."},
     {"launch_packed", (PyCFunction)(void (*)(void))launch_packed, METH_FASTCALL,
      "launch_packed(config, function, spec, args) -> CUresult, or -1: not packed here."},
     {NULL, NULL, 0, NULL},

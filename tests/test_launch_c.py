@@ -101,7 +101,7 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
         fn._packer = ArgPacker("k", fn.params)
         fn._free_packers = [fn._packer]
         fn._configs = {(1, 32, 0, None, None): 0xC0F}
-        fn._c_launch, fn._c_packed = launch, L._c_launch_packed
+        fn._c_launch, fn._c_packed, fn._c_spec = launch, L._c_launch_packed, fn._packer.c_spec
         L._tls.device = 0
         import numpy as np
         for arg in (7, np.uint32(9)):     # packed in C; converted in Python, then the C call
@@ -142,14 +142,26 @@ def test_switched_off_by_the_environment():
 
 # -- packing in C (launch_packed's first half): the same bytes as the Python pack, or "not here"
 
-def _packers():
+def _packer():
     from ptxdsl.runtime.args import ArgPacker
     from ptxdsl.types import ScalarType as T
-    from tests.test_runtime_args import PTR, TMAP, P, scalar
+    from tests.test_runtime_args import PTR, TMAP, scalar
     params = [scalar("a", T.u8), scalar("b", T.s16), PTR, scalar("c", T.u32),
               scalar("f", T.f32), TMAP, scalar("d", T.f64), scalar("q", T.s64),
               scalar("w", T.b32), scalar("u", T.u64)]
-    return ArgPacker("k", params), ArgPacker("k", params), P
+    return ArgPacker("k", params)
+
+
+def _c_pack(packer, args):
+    """(packed?, bytes) of the C packer on `args`, into a buffer of the layout's size that
+    starts as 0xEE bytes (so padding left unwritten would show)."""
+    import ctypes
+
+    from ptxdsl import _launch_c
+    size = len(packer.buffer)
+    buf = (ctypes.c_char * size)(*([b"\xee"] * size))
+    ok = _launch_c.pack(packer.c_spec, args, ctypes.addressof(buf))
+    return ok, bytes(buf)
 
 
 def _device_buffer(ptr):
@@ -165,9 +177,8 @@ def _tmap(fill):
 
 
 def test_c_pack_writes_the_bytes_the_python_pack_writes():
-    from ptxdsl import _launch_c
-    c_side, py_side, _ = _packers()
-    assert c_side.c_spec is not None
+    packer = _packer()
+    assert packer.c_spec is not None
     cases = [
         (0, -32768, 0, 0, 0.0, _tmap(0), 0.0, -(1 << 63), 0, 0),
         (255, 32767, (1 << 64) - 1, (1 << 32) - 1, 3.4e38, _tmap(0xA5), -1e308, (1 << 63) - 1,
@@ -177,9 +188,10 @@ def test_c_pack_writes_the_bytes_the_python_pack_writes():
         (1, 2, 0x1000, 3, 1.1, _tmap(2), 1.1, 4, 5, 6),
     ]
     for args in cases:
-        assert _launch_c.pack(c_side.c_spec, args) is True, args
-        py_side.pack(args)
-        assert c_side.buffer == py_side.buffer, args
+        ok, packed = _c_pack(packer, args)
+        assert ok is True, args
+        packer.pack(args)
+        assert packed == packer.buffer, args
 
 
 @pytest.mark.parametrize("index,value", [
@@ -191,27 +203,22 @@ def test_c_pack_writes_the_bytes_the_python_pack_writes():
 def test_c_pack_leaves_to_python_what_python_converts_or_refuses(index, value):
     """Whatever the generated Python pack sends to a converter (to convert it: a negative .b32,
     a bytes map; or to refuse it) is not packed in C, so the checks and messages stay one."""
-    from ptxdsl import _launch_c
-    c_side, _, _ = _packers()
     args = [1, 2, 0x1000, 3, 1.5, _tmap(0), 2.5, 4, 5, 6]
     args[index] = value
-    assert _launch_c.pack(c_side.c_spec, tuple(args)) is False
+    assert _c_pack(_packer(), tuple(args))[0] is False
 
 
 def test_c_pack_takes_only_an_exact_tuple_of_the_right_length():
-    from ptxdsl import _launch_c
-    c_side, _, _ = _packers()
+    packer = _packer()
     args = [1, 2, 0x1000, 3, 1.5, _tmap(0), 2.5, 4, 5, 6]
-    assert _launch_c.pack(c_side.c_spec, args) is False          # a list: Python normalizes it
-    assert _launch_c.pack(c_side.c_spec, tuple(args[:-1])) is False
-    assert _launch_c.pack(c_side.c_spec, tuple(args)) is True
+    assert _c_pack(packer, args)[0] is False          # a list: Python normalizes it
+    assert _c_pack(packer, tuple(args[:-1]))[0] is False
+    assert _c_pack(packer, tuple(args))[0] is True
 
 
 def test_a_freed_device_buffer_is_left_to_python():
-    from ptxdsl import _launch_c
-    c_side, _, _ = _packers()
     args = (1, 2, _device_buffer(None), 3, 1.5, _tmap(0), 2.5, 4, 5, 6)
-    assert _launch_c.pack(c_side.c_spec, args) is False
+    assert _c_pack(_packer(), args)[0] is False
 
 
 def test_no_c_spec_for_a_signature_with_a_parameter_python_always_converts():
@@ -232,11 +239,18 @@ def test_launch_packed_launches_only_what_it_packed():
         from types import SimpleNamespace as P
         p = ArgPacker("k", [P(name="n", kind="scalar", type=T.u32, size=4, align=4,
                               is_bool=False)])
-        c.set_entry(address)
-        print("packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (5,)))
-        print("seen:", [s[2] == p.address for s in seen], p.buffer[:4].hex())
-        print("not packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (-5,)), len(seen))
+        values = []
+        def reading_entry(cfg, f, params, extra):
+            # the driver reads the values during the call: read them the same way here
+            slot = ctypes.c_void_p.from_address(params).value
+            values.append(ctypes.c_uint32.from_address(slot).value)
+            return 0
+        reading = ENTRY(reading_entry)
+        c.set_entry(ctypes.cast(reading, ctypes.c_void_p).value)
+        print("packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (5,)), values)
+        print("not packed:", c.launch_packed(0x1000, 0x2000, p.c_spec, (-5,)), values)
+        print("python buffer untouched:", p.buffer.hex())
     """)
-    assert "packed: 0" in out
-    assert "seen: [True] 05000000" in out
-    assert "not packed: -1 1" in out
+    assert "packed: 0 [5]" in out
+    assert "not packed: -1 [5]" in out
+    assert "python buffer untouched: 00000000" in out

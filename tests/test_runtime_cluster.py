@@ -146,7 +146,7 @@ def _function(monkeypatch, drv, *, required=(0, 0, 0), must=False, ptx=""):
     fn.max_cluster_rank = C.max_cluster_rank(ptx, "k")
     fn._non_portable, fn._configs, fn._pinned, fn._success = False, {}, [], 0
     fn._free_packers = [SimpleNamespace(pack=lambda args: 0)]
-    fn._launch_ex, fn._c_launch = drv.cuLaunchKernelEx, None
+    fn._launch_ex, fn._c_launch, fn._c_spec = drv.cuLaunchKernelEx, None, None
     import threading
     fn._config_lock = threading.Lock()
     return fn

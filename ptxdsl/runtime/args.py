@@ -16,9 +16,10 @@ of packers and takes one per launch.
 (an int in range, a float, a DeviceBuffer, a ptxdsl TensorMap) are accepted inline without a
 converter call, everything else goes through the parameter's converter, so the checks are the
 same either way. Where the C launch module is built, the same common cases are packed in C
-by the launch call itself (`c_spec`, `ptxdsl._launch_c.launch_packed`); anything else
-returns to the Python `pack`, so what is accepted, refused and written is the same on both
-paths (tests/test_launch_c.py compares the bytes).
+by the launch call itself, into a buffer on its own stack (`c_spec`,
+`ptxdsl._launch_c.launch_packed`); anything else returns to the Python `pack`, so what is
+accepted, refused and written is the same on both paths (tests/test_launch_c.py compares
+the bytes).
 """
 
 from __future__ import annotations
@@ -292,10 +293,11 @@ class ArgPacker:
         self._names = {p.name: i for i, p in enumerate(self.params)}
         # This instance's generated specialization of the `pack` method below.
         self.pack = self._compile_pack()  # type: ignore[method-assign]
-        # The C module's spec for this buffer, or None when the module is absent or a
-        # parameter has no inline case (it then always packs in Python).
+        # The C module's spec of this layout (`ptxdsl._launch_c.launch_packed` packs into a
+        # buffer of its own), or None when the module is absent or a parameter has no inline
+        # case (it then always packs in Python).
         kinds = [_c_kind(p, off) for p, off in zip(self.params, offsets, strict=True)]
-        self.c_spec = (_launch_c.make_spec(self.base, max(end, 1), self.address, tuple(kinds))
+        self.c_spec = (_launch_c.make_spec(max(end, 1), tuple(kinds))
                        if _launch_c is not None and C_SLOW not in (k[0] for k in kinds)
                        else None)
 

@@ -136,6 +136,7 @@ class Function:
         # the configs' structs (the objects stay in _pinned) and the function is its address.
         self._c_launch = c_launcher(drv)
         self._c_packed: Any = _c_launch_packed if self._c_launch is not None else None
+        self._c_spec = self._packer.c_spec if self._c_packed is not None else None
         self._func = int(handle) if self._c_launch is not None else handle
         F = drv.CUfunction_attribute
 
@@ -280,7 +281,7 @@ class Function:
         without ptxdsl._launch_c (for comparing the two paths in one process): its config
         cache starts empty, since the C path caches struct addresses."""
         twin = copy.copy(self)
-        twin._c_launch, twin._c_packed, twin._func = None, None, self.handle
+        twin._c_launch, twin._c_packed, twin._c_spec, twin._func = None, None, None, self.handle
         twin._configs, twin._pinned, twin._free_packers = {}, [], [ArgPacker(self.name,
                                                                              self.params)]
         twin._config_lock = threading.Lock()
@@ -325,27 +326,13 @@ class Function:
             cfg = self._configs.get((grid, block, shared_mem, skey, cluster))
         if cfg is None:     # a new configuration, a list shape, or a value to refuse
             cfg = self._new_config(grid, block, shared_mem, stream, skey, cluster)
-        free = self._free_packers
-        try:
-            packer = free.pop()
-        except IndexError:              # every packer is in a launch on another thread
-            packer = ArgPacker(self.name, self.params)
-        try:
-            if self._c_launch is not None:
-                # Packed and launched in one C call where every argument is a common case;
-                # -1: nothing launched, the Python pack converts (and refuses) instead.
-                spec = packer.c_spec
-                err = -1 if spec is None else self._c_packed(cfg, self._func, spec, args)
-                if err < 0:
-                    packer.stream = skey or 0
-                    err = self._c_launch(cfg, self._func, packer.pack(args))
-            else:
-                packer.stream = skey or 0
-                (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
-                if err is self._success:
-                    err = 0
-        finally:
-            free.append(packer)
+        err = -1
+        if self._c_spec is not None:
+            # Packed (on the C call's own stack) and launched in one call where every argument
+            # is a common case; -1: nothing launched, the Python pack converts (or refuses).
+            err = self._c_packed(cfg, self._func, self._c_spec, args)
+        if err < 0:
+            err = self._launch_python_packed(cfg, skey, args)
         if err:     # a CUresult, or the C call's int
             if int(err) in _OTHER_CONTEXT and self._context_was_switched():
                 # Another library made another context current behind this thread's record
@@ -356,6 +343,24 @@ class Function:
                             err if self._c_launch is None else driver().CUresult(err),
                             f"kernel '{self.name}' grid={grid} block={block} "
                             f"shared_mem={shared_mem} cluster={cluster}")
+
+    def _launch_python_packed(self, cfg, skey, args) -> Any:
+        """The launch with the arguments converted by a packer's generated Python `pack`: its
+        CUresult (or the C call's int). A packer's buffer must not change between its pack and
+        the driver's return, so each launch takes a free one from the pool."""
+        free = self._free_packers
+        try:
+            packer = free.pop()
+        except IndexError:              # every packer is in a launch on another thread
+            packer = ArgPacker(self.name, self.params)
+        try:
+            packer.stream = skey or 0
+            if self._c_launch is not None:
+                return self._c_launch(cfg, self._func, packer.pack(args))
+            (err,) = self._launch_ex(cfg, self.handle, packer.pack(args), 0)
+            return 0 if err is self._success else err
+        finally:
+            free.append(packer)
 
     def _context_was_switched(self) -> bool:
         """After a launch failed as one made from the wrong context does: if the current

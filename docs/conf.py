@@ -85,3 +85,10 @@ def _write_forms_table(app) -> None:
 def setup(app):
     app.connect("builder-inited", _write_forms_table)
     app.connect("autodoc-process-docstring", _markdown_habits)
+
+
+# -- the site's generated pages and links to other projects' docs ----------------------------
+# docs/_ext/site_pages.py writes the environment-variable page (from ptxdsl.settings), the
+# command-line reference (from the argparse parsers) and one page per sample at build time.
+sys.path.insert(0, str(DOCS / "_ext"))
+extensions += ["site_pages"]

@@ -92,3 +92,39 @@ def test_tour_cpu_blocks():
 @pytest.mark.gpu
 def test_tour_on_the_gpu():
     run_page(TOUR, gpu=True)
+
+
+def _prose(text: str) -> str:
+    """The page without its fenced blocks (commands and programs run from a checkout may
+    name its files) and without the targets of its links."""
+    text = re.sub(r"^(`{3,}).*?^\1", "", text, flags=re.M | re.S)
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+HAND_WRITTEN = sorted(p for p in DOCS.rglob("*.md") if p.name != "CONTRIBUTING.md"
+                      and not p.relative_to(DOCS).parts[0].startswith(("_", "api")))
+
+
+@pytest.mark.parametrize("page", HAND_WRITTEN, ids=lambda p: str(p.relative_to(DOCS)))
+def test_repository_paths_are_links_or_plain_text(page):
+    prose = _prose(page.read_text())
+    # A sample has its example page, BENCHMARKS.md its page on the site: link them.
+    unlinked = re.findall(r"(?<!\[`)(?<![\w/])samples/\w+\.py", prose)
+    if page.name != "benchmarks.md":       # the page that is BENCHMARKS.md says so
+        unlinked += re.findall(r"\S*BENCHMARKS\.md\S*", prose)
+    # A test file has no page: plain text that says where it is, not code that looks like one.
+    unlinked += re.findall(r"`tests/[^`]*`", prose)
+    commands = re.findall(r"`python [^`]*`", prose)
+    unlinked = [u for u in unlinked if not any(u in c for c in commands)]
+    assert not unlinked, unlinked
+
+
+def test_example_and_benchmark_links_resolve():
+    for page in HAND_WRITTEN:
+        for target in re.findall(r"\]\(([^)#]*(?:_generated/examples/\w+|benchmarks)\.md)",
+                                 page.read_text()):
+            path = (page.parent / target).resolve()
+            if "_generated" in target:
+                assert path.stem in {s.stem for s in site_pages.sample_files()}, (page, target)
+            else:
+                assert path.exists(), (page, target)

@@ -5,8 +5,12 @@ code runs."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import io
+import posixpath
 import re
+import zlib
 from pathlib import Path
 
 import pytest
@@ -128,3 +132,77 @@ def test_example_and_benchmark_links_resolve():
                 assert path.stem in {s.stem for s in site_pages.sample_files()}, (page, target)
             else:
                 assert path.exists(), (page, target)
+
+
+# -- intersphinx: inventories kept in git ---------------------------------------------------
+
+def _inventories():
+    spec = importlib.util.spec_from_file_location(
+        "inventories", DOCS / "_intersphinx" / "inventories.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+inventories = _inventories()
+
+
+def _load(project: str) -> dict:
+    from sphinx.util.inventory import InventoryFile
+    data = inventories.compile_text((DOCS / "_intersphinx" / f"{project}.txt").read_text())
+    url = inventories.PROJECTS[project][0]
+    inv = InventoryFile.load(io.BytesIO(data), url, posixpath.join)
+    return {name: (role, item) for role, items in inv.items() for name, item in items.items()}
+
+
+@pytest.mark.parametrize("project", list(inventories.PROJECTS))
+def test_each_inventory_loads_and_has_what_it_keeps(project):
+    pytest.importorskip("sphinx")
+    entries = _load(project)
+    url = inventories.PROJECTS[project][0]
+    assert entries and all(item.uri.startswith(url + "/") for _, item in entries.values())
+    want = inventories.KEEP.get(project, ("int", "str", "enum.Enum", "collections.abc.Callable",
+                                         "pathlib.Path", "os.PathLike", "typing.Any"))
+    assert set(want) <= set(entries), sorted(set(want) - set(entries))
+
+
+def test_cross_references_to_other_projects_resolve():
+    # Sphinx leaves an unresolved reference as plain text, without a warning: check them here.
+    pytest.importorskip("sphinx")
+    known = set()
+    for project in inventories.PROJECTS:
+        known |= set(_load(project))
+    roles = re.compile(r"\{py:(?:class|func|meth|mod|data)\}`~?([\w.]+)`")
+    for page in sorted(DOCS.rglob("*.md")):
+        for name in roles.findall(page.read_text()):
+            if name.split(".")[0] in ("numpy", "torch", "cuda", "os", "pathlib", "enum"):
+                assert name in known, (page.name, name)
+
+
+def test_kept_names_exist_in_the_installed_packages():
+    for project in ("numpy", "cuda.core", "torch"):
+        if project == "torch":
+            pytest.importorskip("torch")
+        for name in inventories.KEEP[project]:
+            module, _, attr = name.rpartition(".")
+            try:
+                importlib.import_module(name)     # a module's own entry
+            except ImportError:
+                assert hasattr(importlib.import_module(module), attr), name
+
+
+def test_refresh_keeps_the_listed_entries_of_a_real_inventory():
+    body = "\n".join([
+        "numpy.ndarray py:class 1 reference/generated/numpy.ndarray.html#$ -",
+        "numpy.zeros py:function 1 reference/generated/numpy.zeros.html#$ -",
+        "numpy.dtype py:class 1 reference/generated/numpy.dtype.html#$ -",
+        "numpy.ndarray std:label -1 x.html -"]) + "\n"
+    real = (inventories.HEADER.format(title="NumPy", version="9.9").encode()
+            + zlib.compress(body.encode()))
+    text, missing = inventories.excerpt("numpy", real)
+    assert text.splitlines()[4:] == [
+        "numpy.dtype py:class 1 reference/generated/numpy.dtype.html#$ -",
+        "numpy.ndarray py:class 1 reference/generated/numpy.ndarray.html#$ -"]
+    assert "numpy.random.Generator" in missing and "numpy.dtype" not in missing
+    assert inventories.compile_text(text).startswith(b"# Sphinx inventory version 2\n")

@@ -183,8 +183,8 @@ XDG_CACHE_HOME = Knob[Path | None](
 PER_THREAD_STREAM = Knob(
     "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", False, _not_zero,
     "cuda.bindings' switch to the per-thread default stream; the C launch path follows it, "
-    "as cuda.bindings' own call does.", "0 (off) or anything else (on), as cuda.bindings "
-    "reads it", "off", "ptxdsl.runtime.launch")
+    "as cuda.bindings' own call does.", "0 (off) or anything else (on)", "off",
+    "ptxdsl.runtime.launch")
 
 KNOBS: tuple[Knob[Any], ...] = (CACHE, CACHE_DIR, CACHE_MAX_MB, C_LAUNCH, STRICT, NO_NET,
                                  FUZZ_EXAMPLES, XDG_CACHE_HOME, PER_THREAD_STREAM)

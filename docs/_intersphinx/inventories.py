@@ -57,8 +57,7 @@ KEEP: dict[str, tuple[str, ...]] = {
                   "cuda.core.utils.args_viewable_as_strided_memory"),
     "torch": ("torch.Tensor", "torch.device", "torch.dtype", "torch.compile",
               "torch.library.Library", "torch.library.custom_op",
-              "torch.library.register_fake", "torch.cuda.Stream", "torch.cuda.graph",
-              "torch.cuda.current_stream"),
+              "torch.library.register_fake"),
 }
 
 HEADER = ("# Sphinx inventory version 2\n# Project: {title}\n# Version: {version}\n"

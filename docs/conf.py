@@ -85,3 +85,18 @@ def _write_forms_table(app) -> None:
 def setup(app):
     app.connect("builder-inited", _write_forms_table)
     app.connect("autodoc-process-docstring", _markdown_habits)
+
+
+# -- the site's generated pages and links to other projects' docs ----------------------------
+# docs/_ext/site_pages.py writes the environment-variable page (from ptxdsl.settings), the
+# command-line reference (from the argparse parsers) and one page per sample at build time.
+sys.path.insert(0, str(DOCS / "_ext"))
+extensions += ["site_pages"]
+
+# Links into Python's, NumPy's, cuda.core's and PyTorch's documentation, from inventories kept
+# in git (docs/_intersphinx): the build needs no network.
+sys.path.insert(0, str(DOCS / "_intersphinx"))
+from inventories import compile_all  # noqa: E402
+
+extensions += ["sphinx.ext.intersphinx"]
+intersphinx_mapping = compile_all(DOCS / "_generated" / "intersphinx")

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple, NoReturn, ParamSpec, TypeVar
 
 import attr
 
+from ptxdsl import settings
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -221,7 +223,7 @@ def fail_closed(name: str, fn: Callable[_P, _R],
             if k is not None:
                 k._txn_undo(mark)
             if isinstance(e, _RAW) and not isinstance(e, PtxdslError) \
-                    and not os.environ.get("PTXDSL_NO_NET"):
+                    and not settings.NO_NET.get():
                 raise net(e) from e
             raise
         finally:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # issue 30) has its row before it lands, so that its first commit is checked too.
 LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("base", ("ptxdsl.errors", "ptxdsl.types", "ptxdsl._version", "ptxdsl._files",
-              "ptxdsl.progress", "ptxdsl.assembly_report"), ()),
+              "ptxdsl.progress", "ptxdsl.assembly_report", "ptxdsl.settings"), ()),
     ("operands", ("ptxdsl.operands",), ()),
     ("instructions", ("ptxdsl.instructions.*", "ptxdsl.provenance"), ()),
     ("statements", ("ptxdsl.statements",), ()),

@@ -4,7 +4,6 @@ Hopper GPU by tests/conftest.py); each test runs under a timeout so a hang is a 
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 from types import SimpleNamespace
@@ -94,8 +93,9 @@ def test_launches_call_the_driver_from_c_when_built():
     except ImportError:
         pytest.skip("ptxdsl._launch_c is not built here (no C compiler at install)")
     import ptxdsl.runtime.launch as L
-    if os.environ.get("PTXDSL_C_LAUNCH") == "0":
-        pytest.skip("PTXDSL_C_LAUNCH=0 switches the C call off")
+    from ptxdsl import settings
+    if not settings.C_LAUNCH.get():
+        pytest.skip("PTXDSL_C_LAUNCH switches the C call off")
     mod = load_ptx(K.ARGS_ECHO, name="args_echo")
     fn = mod["args_echo"]
     assert fn.launch_path == "C" and L.c_launcher(None) is not None

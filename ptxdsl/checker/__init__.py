@@ -37,12 +37,13 @@ analysis is linear in the body plus the TMA ops.
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from ptxdsl import settings
 
 from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
@@ -138,7 +139,7 @@ _EMITTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def strict_from_env() -> bool:
-    return os.environ.get("PTXDSL_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.STRICT.get()
 
 
 def emit_check(module: Any, *, strict: bool | None = None,

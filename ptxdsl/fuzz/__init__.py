@@ -19,8 +19,6 @@ produces against a host-side model of its buffer (`fuzz.helpers`, `fuzz.interp`)
 
 from __future__ import annotations
 
-import os
-
 try:
     from hypothesis import strategies as st
 except ModuleNotFoundError as e:   # the fuzzer is an optional extra: say which one
@@ -30,6 +28,7 @@ except ModuleNotFoundError as e:   # the fuzzer is an optional extra: say which 
         "ptxdsl.fuzz needs hypothesis, which is not installed: pip install 'ptxdsl[fuzz]' "
         "(or pip install hypothesis)", name="hypothesis") from None
 
+from .. import settings
 from . import policy
 from .case import A, Case, N, R, S, case
 from .helpers import FAMILIES as HELPER_FAMILIES
@@ -44,7 +43,7 @@ DEFAULT_EXAMPLES = 300
 
 def examples(default: int = DEFAULT_EXAMPLES) -> int:
     """Cases per fuzz test: $PTXDSL_FUZZ_EXAMPLES, else `default`."""
-    return int(os.environ.get("PTXDSL_FUZZ_EXAMPLES", default))
+    return settings.FUZZ_EXAMPLES.get(default)
 
 
 def _strategies() -> dict[str, st.SearchStrategy]:

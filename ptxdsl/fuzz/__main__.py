@@ -142,7 +142,8 @@ def _families(ap: argparse.ArgumentParser, text: str) -> list[str]:
     return fams
 
 
-def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
+def parser(prog: str = "python -m ptxdsl.fuzz") -> argparse.ArgumentParser:
+    """The campaign's options (also read by the documentation's command-line page)."""
     ap = argparse.ArgumentParser(prog=prog, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=_positive, default=2000,
@@ -154,6 +155,11 @@ def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
                     help="hypothesis seed, to repeat a campaign (default: random)")
     ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a progress line on stderr (default: only on a terminal)")
+    return ap
+
+
+def main(argv=None, prog: str = "python -m ptxdsl.fuzz") -> int:
+    ap = parser(prog)
     args = ap.parse_args(argv)
     fams = _families(ap, args.families)
     t0 = time.perf_counter()

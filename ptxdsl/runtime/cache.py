@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import math
 import os
 import re
 import secrets
@@ -59,6 +58,7 @@ from typing import Any
 
 import attrs
 
+from ptxdsl import settings
 from ptxdsl._files import file_kind
 from ptxdsl.errors import user_loc
 from ptxdsl.operands import _show
@@ -73,7 +73,7 @@ KEY_SIZE = 32
 STALE_TMP_S = 3600.0
 _TMP_SUFFIX = ".tmp"
 _KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
-DEFAULT_MAX_MB = 1024
+DEFAULT_MAX_MB = settings.CACHE_MAX_MB_DEFAULT
 # Never block on a FIFO planted at an entry's name, never follow a link planted there.
 _READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
@@ -91,17 +91,16 @@ _state_lock = threading.Lock()
 
 def cache_enabled(cache: bool = True) -> bool:
     """False when the caller passed cache=False or PTXDSL_CACHE says off."""
-    env = os.environ.get("PTXDSL_CACHE", "").strip().lower()
-    return bool(cache) and env not in ("0", "false", "no", "off")
+    return bool(cache) and settings.CACHE.get()
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("PTXDSL_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if xdg and os.path.isabs(xdg):   # a relative one is invalid per the spec: ignored
-        return Path(xdg) / "ptxdsl"
+    mine = settings.CACHE_DIR.get()
+    if mine is not None:
+        return mine
+    xdg = settings.XDG_CACHE_HOME.get()
+    if xdg is not None:
+        return xdg / "ptxdsl"
     return Path.home() / ".cache" / "ptxdsl"
 
 
@@ -109,23 +108,9 @@ def max_cache_bytes() -> int:
     """The size cap from PTXDSL_CACHE_MAX_MB (default 1024 MB); 0 means no cap. A value that
     is neither 0 nor a size of at least one byte and below 2^43 MB is a `PtxdslCacheWarning`
     (once per value and process) and gives the default."""
-    raw = os.environ.get("PTXDSL_CACHE_MAX_MB", "").strip()
-    if not raw:
-        return DEFAULT_MAX_MB * 1024 * 1024
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = math.nan
-    # float() also takes "nan", "inf" and "1e400" (inf); a negative or a fraction of a byte
-    # would otherwise read as "no cap" (0 bytes), a cap of 2^63 bytes or more is no file size.
-    if mb == 0:
-        return 0
-    if not (math.isfinite(mb) and 1 <= mb * 1024 * 1024 < 1 << 63):
-        _warn_once(f"PTXDSL_CACHE_MAX_MB={raw}",
-                   f"PTXDSL_CACHE_MAX_MB={raw!r} is not a size in MB (0 for no cap, else from "
-                   f"one byte to 2^43 MB); using the default, {DEFAULT_MAX_MB} MB")
-        mb = DEFAULT_MAX_MB
-    return int(mb * 1024 * 1024)
+    raw = settings.CACHE_MAX_MB.raw() or ""
+    return settings.CACHE_MAX_MB.get(
+        warn=lambda message: _warn_once(f"PTXDSL_CACHE_MAX_MB={raw}", message))
 
 
 def cache_key(ptx: str, arch: str, toolchain_version: str, driver_version: int | str,

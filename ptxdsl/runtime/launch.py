@@ -20,10 +20,10 @@ has both).
 from __future__ import annotations
 
 import copy
-import os
 import threading
 from typing import Any
 
+from ptxdsl import settings
 from ptxdsl.operands import as_int
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
@@ -69,14 +69,14 @@ def c_launcher(drv):
     if query is None:                  # a stand-in driver (the CPU tests'): decide later
         return None
     _c_launch = False
-    if os.environ.get("PTXDSL_C_LAUNCH", "1") == "0":
+    if not settings.C_LAUNCH.get():
         return None
     try:
         from ptxdsl import _launch_c
     except ImportError:
         return None
     flags = drv.CUdriverProcAddress_flags
-    per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0"
+    per_thread = settings.PER_THREAD_STREAM.get()
     version = min(int(getattr(drv, "CUDA_VERSION", 12000)),
                   int(check(drv.cuDriverGetVersion(), "cuDriverGetVersion")))
     err, pfn, _status = query(b"cuLaunchKernelEx", version,

@@ -27,6 +27,18 @@
  *                                       (spec's size bytes), False: not here
  *   launch_packed(config, function, spec, args)  pack, then launch_ex: the CUresult, or
  *                                       -1 when the arguments were not packed here
+ *
+ * And the common launch itself, so that it runs no Python frame (`Function.launch` as
+ * `functools.partial(fast_launch, state)`, runtime/launch.py):
+ *
+ *   fast_launch(state, grid, block, args=(), *, shared_mem=0, stream=None, cluster=None)
+ *       state = (launch, tls, device, configs, function, spec): an int grid and block on
+ *       the legacy default stream, no cluster, this thread's device record equal to the
+ *       kernel's device, a configuration already in `configs` and arguments C packs are
+ *       launched here; anything else, and a launch the driver refused, is handed to
+ *       `launch` (the Python method) with the same arguments, which checks, reports and
+ *       launches as it always did. A launch the driver refused enqueued nothing, so
+ *       handing it on launches once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -358,6 +370,115 @@ static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLong(err);
 }
 
+static PyObject *str_device = NULL, *zero = NULL;
+
+/* The Python launch with the call's own arguments (state[0]). */
+static PyObject *hand_on(PyObject *slow, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    PyObject *pos = PyTuple_New(nargs);
+    if (pos == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SetItem(pos, i, args[i]);
+    }
+    PyObject *kw = NULL;
+    if (kwnames != NULL && PyTuple_Size(kwnames) > 0) {
+        kw = PyDict_New();
+        if (kw == NULL) {
+            Py_DECREF(pos);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_Size(kwnames); i++) {
+            if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0) {
+                Py_DECREF(pos);
+                Py_DECREF(kw);
+                return NULL;
+            }
+        }
+    }
+    PyObject *r = PyObject_Call(slow, pos, kw);
+    Py_DECREF(pos);
+    Py_XDECREF(kw);
+    return r;
+}
+
+static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                             PyObject *kwnames)
+{
+    Py_ssize_t nargs = nargsf & ~((Py_ssize_t)1 << (8 * sizeof(Py_ssize_t) - 1));
+    if (nargs < 1 || !PyTuple_Check(args[0]) || PyTuple_Size(args[0]) != 6) {
+        PyErr_SetString(PyExc_TypeError, "fast_launch(state, grid, block, args=(), ...)");
+        return NULL;
+    }
+    PyObject *state = args[0];
+    PyObject *slow = PyTuple_GetItem(state, 0);
+    PyObject *const *call = args + 1;
+    Py_ssize_t ncall = nargs - 1;
+    if (entry == NULL || ncall < 2 || ncall > 3)
+        return hand_on(slow, call, ncall, kwnames);
+    PyObject *grid = call[0], *block = call[1];
+    PyObject *kargs = ncall == 3 ? call[2] : NULL, *shared = zero;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GetItem(kwnames, i), *v = call[ncall + i];
+        if (PyUnicode_CompareWithASCIIString(name, "shared_mem") == 0)
+            shared = v;
+        else if (PyUnicode_CompareWithASCIIString(name, "args") == 0 && kargs == NULL)
+            kargs = v;
+        else if ((PyUnicode_CompareWithASCIIString(name, "stream") == 0 ||
+                  PyUnicode_CompareWithASCIIString(name, "cluster") == 0) && v == Py_None)
+            continue;
+        else
+            return hand_on(slow, call, ncall, kwnames);
+    }
+    if (kargs == NULL || !PyLong_CheckExact(grid) || !PyLong_CheckExact(block) ||
+        !PyLong_CheckExact(shared))
+        return hand_on(slow, call, ncall, kwnames);
+    PyObject *recorded = PyObject_GetAttr(PyTuple_GetItem(state, 1), str_device);
+    if (recorded == NULL) {
+        PyErr_Clear();
+        return hand_on(slow, call, ncall, kwnames);
+    }
+    int same = PyObject_RichCompareBool(recorded, PyTuple_GetItem(state, 2), Py_EQ);
+    Py_DECREF(recorded);
+    if (same != 1) {
+        PyErr_Clear();
+        return hand_on(slow, call, ncall, kwnames);
+    }
+    PyObject *key = PyTuple_Pack(5, grid, block, shared, Py_None, Py_None);
+    if (key == NULL)
+        return NULL;
+    PyObject *cfg_obj = PyDict_GetItemWithError(PyTuple_GetItem(state, 3), key);   /* borrowed */
+    Py_DECREF(key);
+    void *cfg, *f;
+    if (cfg_obj == NULL || !PyLong_CheckExact(cfg_obj) || address(cfg_obj, &cfg) < 0 ||
+        cfg == NULL || address(PyTuple_GetItem(state, 4), &f) < 0 || f == NULL) {
+        PyErr_Clear();
+        return hand_on(slow, call, ncall, kwnames);
+    }
+    spec_t *spec = PyCapsule_GetPointer(PyTuple_GetItem(state, 5), "ptxdsl.argspec");
+    if (spec == NULL)
+        return NULL;
+    if (spec->size > STACK_BYTES || spec->n > STACK_PARAMS)
+        return hand_on(slow, call, ncall, kwnames);
+    _Alignas(128) char buffer[STACK_BYTES];
+    void *params[STACK_PARAMS];
+    int r = pack_args(PyTuple_GetItem(state, 5), kargs, buffer, params);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        return hand_on(slow, call, ncall, kwnames);
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = entry(cfg, f, params, NULL);
+    Py_END_ALLOW_THREADS
+    if (err != 0)       /* nothing was launched: the Python launch retries and reports */
+        return hand_on(slow, call, ncall, kwnames);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"set_entry", set_entry, METH_O, "Set the cuLaunchKernelEx entry point (an address)."},
     {"launch_ex", (PyCFunction)(void (*)(void))launch_ex, METH_FASTCALL,
@@ -370,6 +491,8 @@ static PyMethodDef methods[] = {
      "pack(spec, args, buffer) -> whether the arguments were packed into the buffer."},
     {"launch_packed", (PyCFunction)(void (*)(void))launch_packed, METH_FASTCALL,
      "launch_packed(config, function, spec, args) -> CUresult, or -1: not packed here."},
+    {"fast_launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL | METH_KEYWORDS,
+     "fast_launch(state, grid, block, args=(), *, shared_mem=0, stream=None, cluster=None)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -382,7 +505,9 @@ PyMODINIT_FUNC PyInit__launch_c(void)
 {
     str_ptr = PyUnicode_InternFromString("_ptr");
     str_data = PyUnicode_InternFromString("data");
-    if (str_ptr == NULL || str_data == NULL)
+    str_device = PyUnicode_InternFromString("device");
+    zero = PyLong_FromLong(0);
+    if (str_ptr == NULL || str_data == NULL || str_device == NULL || zero == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -254,3 +254,57 @@ def test_launch_packed_launches_only_what_it_packed():
     assert "packed: 0 [5]" in out
     assert "not packed: -1 [5]" in out
     assert "python buffer untouched: 00000000" in out
+
+
+def test_fast_launch_launches_the_common_case_and_hands_on_everything_else():
+    """`Function.launch` is `partial(fast_launch, state)` where the C module is built: the
+    common launch never reaches Python, and every other call reaches the Python method with
+    exactly the arguments it was given (which checks, reports and launches as before)."""
+    out = _child("""
+        RESULT = 0
+        import numpy as np
+        from ptxdsl import _launch_c as c
+        from ptxdsl.runtime.args import ArgPacker
+        from ptxdsl.types import ScalarType as T
+        p = ArgPacker("k", [SimpleNamespace(name="n", kind="scalar", type=T.u32, size=4,
+                                            align=4, is_bool=False)])
+        handed = []
+        def slow(*args, **kw):
+            handed.append((args, kw))
+        tls = SimpleNamespace(device=0)
+        state = (slow, tls, 0, {(1, 32, 0, None, None): 0xC0F}, 0xF00, p.c_spec)
+        c.set_entry(address)
+        def launch(*args, **kw):
+            before = len(seen), len(handed)
+            c.fast_launch(state, *args, **kw)
+            return len(seen) - before[0], len(handed) - before[1]
+        print("common:", launch(1, 32, (7,)), launch(1, 32, args=(7,)),
+              launch(1, 32, (7,), shared_mem=0, stream=None, cluster=None))
+        print("config:", hex(seen[-1][0]), hex(seen[-1][1]))
+        for what, a, kw in [("tuple grid", ((1, 1, 1), 32, (7,)), {}),
+                            ("stream", (1, 32, (7,)), {"stream": 5}),
+                            ("cluster", (1, 32, (7,)), {"cluster": 2}),
+                            ("numpy shared_mem", (1, 32, (7,)), {"shared_mem": np.int64(0)}),
+                            ("unknown config", (2, 32, (7,)), {}),
+                            ("list args", (1, 32, [7]), {}),
+                            ("numpy arg", (1, 32, (np.uint32(7),)), {}),
+                            ("negative arg", (1, 32, (-7,)), {}),
+                            ("no args", (1, 32), {}),
+                            ("too many", (1, 32, (7,), 0), {}),
+                            ("unknown keyword", (1, 32, (7,)), {"grid_x": 1})]:
+            print(what + ":", launch(*a, **kw), handed[-1] == (a, kw))
+        tls.device = 1
+        print("other device:", launch(1, 32, (7,)))
+        tls.device = 0
+        RESULT = 719
+        print("refused by the driver:", launch(1, 32, (7,)))
+    """)
+    assert "common: (1, 0) (1, 0) (1, 0)" in out
+    assert "config: 0xc0f 0xf00" in out
+    for what in ("tuple grid", "stream", "cluster", "numpy shared_mem", "unknown config",
+                 "list args", "numpy arg", "negative arg", "no args", "too many",
+                 "unknown keyword"):
+        assert f"{what}: (0, 1) True" in out, what
+    assert "other device: (0, 1)" in out
+    # The driver's refusal launched nothing: the Python method launches (and reports) once.
+    assert "refused by the driver: (1, 1)" in out

@@ -20,7 +20,9 @@ has both).
 from __future__ import annotations
 
 import copy
+import functools
 import threading
+import types
 from typing import Any
 
 from ptxdsl import settings
@@ -138,6 +140,14 @@ class Function:
         self._c_packed: Any = _c_launch_packed if self._c_launch is not None else None
         self._c_spec = self._packer.c_spec if self._c_packed is not None else None
         self._func = int(handle) if self._c_launch is not None else handle
+        if self._c_spec is not None:
+            # The common launch (int grid and block, default stream, a known configuration,
+            # arguments C packs) runs in C with no Python frame; everything else reaches the
+            # method below with the same arguments (ptxdsl/_launch_c.c, fast_launch).
+            from ptxdsl import _launch_c
+            self.launch = functools.partial(  # type: ignore[method-assign]
+                _launch_c.fast_launch, (types.MethodType(Function.launch, self), _tls,
+                                        self.device, self._configs, self._func, self._c_spec))
         F = drv.CUfunction_attribute
 
         def attr(a) -> int:
@@ -281,6 +291,7 @@ class Function:
         without ptxdsl._launch_c (for comparing the two paths in one process): its config
         cache starts empty, since the C path caches struct addresses."""
         twin = copy.copy(self)
+        twin.__dict__.pop("launch", None)      # the C fast path of this function's state
         twin._c_launch, twin._c_packed, twin._c_spec, twin._func = None, None, None, self.handle
         twin._configs, twin._pinned, twin._free_packers = {}, [], [ArgPacker(self.name,
                                                                              self.params)]

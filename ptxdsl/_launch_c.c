@@ -32,8 +32,8 @@
  * `functools.partial(fast_launch, state)`, runtime/launch.py):
  *
  *   fast_launch(state, grid, block, args=(), *, shared_mem=0, stream=None, cluster=None)
- *       state = (launch, tls, device, configs, function, spec): an int grid and block on
- *       the legacy default stream, no cluster, this thread's device record equal to the
+ *       state = (launch, tls, device, configs, function, spec): an int grid and block, the
+ *       legacy default stream or a stream handle as an int, no cluster, this thread's device record equal to the
  *       kernel's device, a configuration already in `configs` and arguments C packs are
  *       launched here; anything else, and a launch the driver refused, is handed to
  *       `launch` (the Python method) with the same arguments, which checks, reports and
@@ -419,7 +419,7 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (entry == NULL || ncall < 2 || ncall > 3)
         return hand_on(slow, call, ncall, kwnames);
     PyObject *grid = call[0], *block = call[1];
-    PyObject *kargs = ncall == 3 ? call[2] : NULL, *shared = zero;
+    PyObject *kargs = ncall == 3 ? call[2] : NULL, *shared = zero, *stream = Py_None;
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GetItem(kwnames, i), *v = call[ncall + i];
@@ -427,8 +427,10 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
             shared = v;
         else if (PyUnicode_CompareWithASCIIString(name, "args") == 0 && kargs == NULL)
             kargs = v;
-        else if ((PyUnicode_CompareWithASCIIString(name, "stream") == 0 ||
-                  PyUnicode_CompareWithASCIIString(name, "cluster") == 0) && v == Py_None)
+        else if (PyUnicode_CompareWithASCIIString(name, "stream") == 0 &&
+                 (v == Py_None || PyLong_CheckExact(v)))
+            stream = v;     /* a handle as an int is its own key, as in the Python launch */
+        else if (PyUnicode_CompareWithASCIIString(name, "cluster") == 0 && v == Py_None)
             continue;
         else
             return hand_on(slow, call, ncall, kwnames);
@@ -447,7 +449,7 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_Clear();
         return hand_on(slow, call, ncall, kwnames);
     }
-    PyObject *key = PyTuple_Pack(5, grid, block, shared, Py_None, Py_None);
+    PyObject *key = PyTuple_Pack(5, grid, block, shared, stream, Py_None);
     if (key == NULL)
         return NULL;
     PyObject *cfg_obj = PyDict_GetItemWithError(PyTuple_GetItem(state, 3), key);   /* borrowed */

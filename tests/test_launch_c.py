@@ -272,7 +272,8 @@ def test_fast_launch_launches_the_common_case_and_hands_on_everything_else():
         def slow(*args, **kw):
             handed.append((args, kw))
         tls = SimpleNamespace(device=0)
-        state = (slow, tls, 0, {(1, 32, 0, None, None): 0xC0F}, 0xF00, p.c_spec)
+        state = (slow, tls, 0, {(1, 32, 0, None, None): 0xC0F, (1, 32, 0, 77, None): 0xC1F},
+                 0xF00, p.c_spec)
         c.set_entry(address)
         def launch(*args, **kw):
             before = len(seen), len(handed)
@@ -281,8 +282,10 @@ def test_fast_launch_launches_the_common_case_and_hands_on_everything_else():
         print("common:", launch(1, 32, (7,)), launch(1, 32, args=(7,)),
               launch(1, 32, (7,), shared_mem=0, stream=None, cluster=None))
         print("config:", hex(seen[-1][0]), hex(seen[-1][1]))
+        print("int stream:", launch(1, 32, (7,), stream=77), hex(seen[-1][0]))
         for what, a, kw in [("tuple grid", ((1, 1, 1), 32, (7,)), {}),
                             ("stream", (1, 32, (7,)), {"stream": 5}),
+                            ("stream object", (1, 32, (7,)), {"stream": SimpleNamespace()}),
                             ("cluster", (1, 32, (7,)), {"cluster": 2}),
                             ("numpy shared_mem", (1, 32, (7,)), {"shared_mem": np.int64(0)}),
                             ("unknown config", (2, 32, (7,)), {}),
@@ -301,8 +304,9 @@ def test_fast_launch_launches_the_common_case_and_hands_on_everything_else():
     """)
     assert "common: (1, 0) (1, 0) (1, 0)" in out
     assert "config: 0xc0f 0xf00" in out
-    for what in ("tuple grid", "stream", "cluster", "numpy shared_mem", "unknown config",
-                 "list args", "numpy arg", "negative arg", "no args", "too many",
+    assert "int stream: (1, 0) 0xc1f" in out
+    for what in ("tuple grid", "stream", "stream object", "cluster", "numpy shared_mem",
+                 "unknown config", "list args", "numpy arg", "negative arg", "no args", "too many",
                  "unknown keyword"):
         assert f"{what}: (0, 1) True" in out, what
     assert "other device: (0, 1)" in out

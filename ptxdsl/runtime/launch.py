@@ -141,9 +141,10 @@ class Function:
         self._c_spec = self._packer.c_spec if self._c_packed is not None else None
         self._func = int(handle) if self._c_launch is not None else handle
         if self._c_spec is not None:
-            # The common launch (int grid and block, default stream, a known configuration,
-            # arguments C packs) runs in C with no Python frame; everything else reaches the
-            # method below with the same arguments (ptxdsl/_launch_c.c, fast_launch).
+            # The common launch (int grid and block, the default stream or an int handle, a
+            # known configuration, arguments C packs) runs in C with no Python frame;
+            # everything else reaches the method below with the same arguments
+            # (ptxdsl/_launch_c.c, fast_launch).
             from ptxdsl import _launch_c
             self.launch = functools.partial(  # type: ignore[method-assign]
                 _launch_c.fast_launch, (types.MethodType(Function.launch, self), _tls,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.device import device_ordinal, use_device
-from ptxdsl.runtime.errors import SyncTimeoutError
+from ptxdsl.runtime.errors import LaunchError, SyncTimeoutError
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _live_streams: weakref.WeakSet = weakref.WeakSet()
@@ -65,6 +65,14 @@ class Stream:
     @property
     def ptr(self) -> int:
         return int(self.handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """cuda.core's stream protocol (version 0, the CUstream as an int), so
+        `cuda.core.Device().create_stream(s)` and other consumers of the protocol take it."""
+        if self.handle is None:
+            raise LaunchError("this ptxdsl Stream was closed; a closed stream cannot be handed "
+                              "to another library")
+        return (0, int(self.handle))
 
     def synchronize(self, timeout: float | None = None) -> None:
         drv = driver()

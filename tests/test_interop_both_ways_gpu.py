@@ -31,3 +31,54 @@ def test_a_ptxdsl_stream_is_a_cuda_core_stream():
             fn.launch(n // 256, 256, (a, b, c, n), stream=theirs)  # and back again
             theirs.sync()
             assert (c.to_numpy() == np.arange(n, dtype=np.float32) + 1).all()
+
+
+def _check_vadd(fn, n=1024):
+    a = DeviceBuffer.from_numpy(np.arange(n, dtype=np.float32))
+    b = DeviceBuffer.from_numpy(np.full(n, 3, np.float32))
+    c = DeviceBuffer.from_numpy(np.zeros(n, np.float32))
+    fn.launch(n // 256, 256, (a, b, c, n))
+    out = c.to_numpy()
+    print("first values:", out[:4])
+    assert (out == np.arange(n, dtype=np.float32) + 3).all()
+
+
+def test_cuda_core_object_code_loads_into_ptxdsl():
+    core = pytest.importorskip("cuda.core")
+    from ptxdsl.runtime import load_object_code
+    with gpu_deadline(120):
+        dev = core.Device(0)
+        dev.set_current()
+        cc = dev.compute_capability
+        arch = f"sm_{cc[0]}{cc[1]}"
+        ptx_obj = core.ObjectCode.from_ptx(K.VADD.encode(), name="vadd_ptx")
+        mod = load_object_code(ptx_obj)                              # PTX: the JIT path
+        print(mod)
+        _check_vadd(mod["vadd"])
+        # PTX -> cubin through cuda.core's Program (nvJitLink), loaded with the PTX signatures
+        cubin = core.Program(K.VADD, "ptx", core.ProgramOptions(arch=arch)).compile("cubin")
+        mod = load_object_code(cubin, ptx=K.VADD)
+        print(mod, cubin.code_type)
+        assert mod.code_type == "cubin"
+        _check_vadd(mod["vadd"])
+
+
+def test_a_setmaxnreg_module_handed_to_cuda_core_as_ptx_loads_back():
+    core = pytest.importorskip("cuda.core")
+    from ptxdsl import Addr, Kernel, Module, t
+    from ptxdsl.runtime import load_object_code
+    k = Kernel("echo", maxntid=128, minnctapersm=1)
+    out = k.cvta(k.ld_param(k.param_ptr("out")), "global", to=True)
+    k.asm("setmaxnreg.inc.sync.aligned.u32 240;", requires=("8.0", "sm_90a"))
+    k.st(Addr(k.add(out, k.mul(k.tid.x, 4, mode="wide"))), k.tid.x, type=t.u32, space="global")
+    k.ret()
+    m = Module([k], name="echo")
+    with gpu_deadline(120):
+        obj = m.to_cuda_core()
+        assert obj.code_type == "ptx"
+        core.Device(0).set_current()
+        obj.get_kernel("echo")          # cuda.core loads it (bytes, not a path)
+        fn = load_object_code(obj)["echo"]
+        buf = DeviceBuffer.zeros(128, np.uint32)
+        fn.launch(1, 128, (buf,))
+        assert (buf.to_numpy() == np.arange(128, dtype=np.uint32)).all()

@@ -121,5 +121,11 @@ class DevicePointerError(PtxdslError, TypeError, ValueError):
     the exceptions this refusal raised before it was a ptxdsl error."""
 
 
+class ObjectCodeError(PtxdslError, ValueError):
+    """A cuda.core `ObjectCode` (or its code) that ptxdsl's loader cannot take: a code type the
+    driver does not load (LTO IR, relocatable objects, libraries), unreadable code, or a cubin
+    without the PTX signatures its arguments are packed by."""
+
+
 class CacheError(PtxdslError):
     """The cubin cache directory cannot be used (not a directory, not writable)."""

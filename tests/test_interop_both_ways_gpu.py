@@ -4,6 +4,8 @@ Prints what it saw for a failing run."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,44 @@ def test_a_setmaxnreg_module_handed_to_cuda_core_as_ptx_loads_back():
         buf = DeviceBuffer.zeros(128, np.uint32)
         fn.launch(1, 128, (buf,))
         assert (buf.to_numpy() == np.arange(128, dtype=np.uint32)).all()
+
+
+def test_torch_views_a_device_buffer_through_dlpack():
+    torch = pytest.importorskip("torch")
+    with gpu_deadline(60):
+        with DeviceBuffer.from_numpy(np.arange(64, dtype=np.float32).reshape(8, 8)) as buf:
+            t = torch.from_dlpack(buf)                  # versioned capsule, no copy
+            print(t.device, t.shape, t.dtype, hex(t.data_ptr()), hex(buf.ptr))
+            assert t.data_ptr() == buf.ptr and t.shape == (8, 8) and t.dtype == torch.float32
+            t += 1                                      # the same memory, seen from ptxdsl
+            torch.cuda.synchronize()
+            assert (buf.to_numpy() == np.arange(64, dtype=np.float32).reshape(8, 8) + 1).all()
+        # the buffer is freed on leaving the block, but torch still views it: kept
+        gc.collect()
+        assert float(t.sum()) == float(np.arange(64).sum() + 64)
+        del t
+        gc.collect()                                    # now freed (no error at exit)
+
+
+def test_a_torch_side_stream_waits_for_the_buffers_pending_work():
+    torch = pytest.importorskip("torch")
+    with gpu_deadline(60):
+        n = 1 << 24
+        buf = DeviceBuffer.zeros(n, np.uint8)           # memset queued on the legacy stream
+        buf.memset(7)
+        side = torch.cuda.Stream()                      # torch's streams are non-blocking
+        with torch.cuda.stream(side):
+            t = torch.from_dlpack(buf)                  # side waits for the memsets
+            total = int(t.to(torch.int64).sum())
+        print("sum", total)
+        assert total == 7 * n
+
+
+def test_cupy_views_a_device_buffer_and_numpy_refuses_it():
+    with gpu_deadline(60):
+        buf = DeviceBuffer.from_numpy(np.arange(16, dtype=np.int32))
+        with pytest.raises((BufferError, RuntimeError)):   # numpy takes host memory only
+            np.from_dlpack(buf)
+        cp = pytest.importorskip("cupy")
+        a = cp.from_dlpack(buf)
+        assert a.data.ptr == buf.ptr and int(a.sum()) == 120

@@ -32,6 +32,7 @@ from ptxdsl.runtime.errors import (
     ArgumentError,
     CacheError,
     CompatibilityError,
+    DLPackExportError,
     DriverError,
     JitError,
     KernelNotFoundError,
@@ -78,7 +79,8 @@ from ptxdsl.runtime.tensormap_desc import (
 )
 
 __all__ = [
-    "ArgPacker", "ArgumentError", "CacheError", "CompatibilityError", "CubinCache", "DataType",
+    "ArgPacker", "ArgumentError", "CacheError", "CompatibilityError", "CubinCache",
+    "DLPackExportError", "DataType",
     "DeviceBuffer", "DeviceInfo", "DriverError", "Event", "Function", "Interleave",
     "JitError", "KernelNotFoundError", "L2Promotion", "LaunchError", "LoadedModule",
     "NoDriverError", "ObjectCodeError", "OobFill", "PtxParam", "SharedMemoryError", "Stream",

@@ -217,19 +217,24 @@ def order_after(producer, consumer: int | None) -> None:
     # 0 is disallowed by the CAI spec; producers that send it mean the legacy default stream.
     p = int(producer) or 1
     c = consumer or 1
-    if p == c:
-        return
+    if p != c:
+        wait_stream(c, p, "ordering the launch after the __cuda_array_interface__ exporter's "
+                    "stream")
+        log.debug("launch stream %#x waits for CAI exporter stream %#x", c, p)
+
+
+def wait_stream(consumer: int, producer: int, why: str) -> None:
+    """Make stream `consumer` wait for the work queued so far on stream `producer` (handles;
+    1 is the legacy default stream, 2 the per-thread one): an event recorded on the one,
+    waited for by the other, without the host waiting."""
     from ptxdsl.runtime._driver import check, driver
     drv = driver()
     ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
     try:
-        check(drv.cuEventRecord(ev, drv.CUstream(p)), "cuEventRecord",
-              "the __cuda_array_interface__ exporter's stream")
-        check(drv.cuStreamWaitEvent(drv.CUstream(c), ev, 0), "cuStreamWaitEvent",
-              "the launch stream on the exporter's stream")
+        check(drv.cuEventRecord(ev, drv.CUstream(producer)), "cuEventRecord", why)
+        check(drv.cuStreamWaitEvent(drv.CUstream(consumer), ev, 0), "cuStreamWaitEvent", why)
     finally:
         drv.cuEventDestroy(ev)   # released once the wait is satisfied
-    log.debug("launch stream %#x waits for CAI exporter stream %#x", c, p)
 
 
 def device_pointer(obj, stream: int | None = None) -> int:

@@ -190,17 +190,18 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
     refuse_grad = backward is None
 
     def no_grad_needed(tensors) -> None:
-        if refuse_grad and grad_enabled():
-            for n, t in zip(names, tensors, strict=True):
-                if t.requires_grad:
-                    raise KernelOpError(
-                        f"{name}: input '{n}' requires grad and the op has no backward "
-                        "formula, so its gradient would be silently wrong; register one "
-                        "(kernel_op(..., backward=..., setup_context=...)), or pass "
-                        f"{n}.detach() or call the op under torch.no_grad()", _caller())
+        for t in tensors:       # on the hot path: the name is looked up only to refuse
+            if t.requires_grad:
+                n = next(n for n, x in zip(names, tensors, strict=True) if x is t)
+                raise KernelOpError(
+                    f"{name}: input '{n}' requires grad and the op has no backward formula, "
+                    "so its gradient would be silently wrong; register one (kernel_op(..., "
+                    f"backward=..., setup_context=...)), or pass {n}.detach() or call the op "
+                    "under torch.no_grad()", _caller())
 
     def real(*tensors):
-        no_grad_needed(tensors)
+        if refuse_grad and grad_enabled():
+            no_grad_needed(tensors)
         outs = allocate(tensors)
         cfg = launch(*tensors, *outs)
         index = tensors[0].get_device()
@@ -217,7 +218,8 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         return outs[0] if n_outputs == 1 else outs
 
     def fake(*tensors):
-        no_grad_needed(tensors)     # torch.compile traces through here, not through `real`
+        if refuse_grad and grad_enabled():  # torch.compile traces here, not through `real`
+            no_grad_needed(tensors)
         outs = allocate(tensors)
         return outs[0] if n_outputs == 1 else outs
 

@@ -264,7 +264,7 @@ class DeviceBuffer(Owned):
     """Device memory from cuMemAlloc, with a numpy dtype and shape for interop.
 
     `ptr` is the device address. Exposes `__cuda_array_interface__` (v3) and DLPack
-    (`__dlpack__`/`__dlpack_device__`), so CuPy, PyTorch, JAX and Numba view it without a copy
+    (`__dlpack__`/`__dlpack_device__`), so CuPy, PyTorch and Numba view it without a copy
     (`torch.from_dlpack(buf)`), and is a context manager that frees on exit. Memory a DLPack
     consumer still views is freed only when the last consumer lets it go, however early
     `free()` is called.

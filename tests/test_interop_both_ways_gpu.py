@@ -125,3 +125,15 @@ def test_cupy_views_a_device_buffer_and_numpy_refuses_it():
         cp = pytest.importorskip("cupy")
         a = cp.from_dlpack(buf)
         assert a.data.ptr == buf.ptr and int(a.sum()) == 120
+
+
+def test_torch_asks_for_a_copy():
+    torch = pytest.importorskip("torch")
+    with gpu_deadline(60):
+        buf = DeviceBuffer.from_numpy(np.arange(32, dtype=np.int32))
+        t = torch.from_dlpack(buf, copy=True)           # the producer copies on the device
+        buf.memset(0)
+        torch.cuda.synchronize()
+        print(hex(t.data_ptr()), hex(buf.ptr), t[:4])
+        assert t.data_ptr() != buf.ptr
+        assert torch.equal(t.cpu(), torch.arange(32, dtype=torch.int32))

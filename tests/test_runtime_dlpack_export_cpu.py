@@ -8,6 +8,7 @@ torch and CuPy."""
 from __future__ import annotations
 
 import gc
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -25,8 +26,8 @@ class Driver:
     def __init__(self):
         self.calls: list[tuple] = []
 
-    def CUstream(self, h=0):
-        return int(h)
+    class CUstream(int):     # a type, as cuda.bindings' is (stream_handle checks isinstance)
+        pass
 
     def cuEventCreate(self, flags):
         return 0, "ev"
@@ -40,6 +41,14 @@ class Driver:
         return (0,)
 
     def cuEventDestroy(self, ev):
+        return (0,)
+
+    def cuMemAlloc(self, n):
+        self.calls.append(("alloc", n))
+        return 0, 0x9000_0000
+
+    def cuMemcpyDtoDAsync(self, dst, src, n, stream):
+        self.calls.append(("copy", dst, src, n, stream))
         return (0,)
 
     def cuMemFree(self, ptr):
@@ -103,7 +112,6 @@ def test_a_consumer_stream_waits_for_the_legacy_stream(drv, stream, calls):
     (dict(dl_device=(1, 0)), r"dl_device=\(1, 0\) asks for another device than the buffer's "
                              r"\(2, 0\).*to_numpy\(\) for the host"),
     (dict(dl_device=(2, 1)), r"another device"),
-    (dict(copy=True), r"copy=True: a DeviceBuffer exports its own memory"),
 ])
 def test_what_the_buffer_cannot_export_is_a_buffer_error(drv, kw, match):
     with pytest.raises(PtxdslError, match=match) as e:
@@ -151,3 +159,16 @@ def test_a_dtype_cuda_core_cannot_export_is_named(drv, monkeypatch):
     with pytest.raises(PtxdslError, match=r"cuda.core cannot export a datetime64\[s\] buffer of "
                        r"shape \(4, 8\) \(BufferError: Unsupported dtype"):
         _buffer(dtype="datetime64[s]").__dlpack__()
+
+
+def test_copy_true_exports_a_copy_made_on_the_device(drv):
+    buf = _buffer()
+    capsule = buf.__dlpack__(copy=True, stream=0x55, max_version=(1, 0))
+    assert drv.calls == [("alloc", 128), ("copy", 0x9000_0000, 0x7000_0000, 128, 1),
+                         ("record", 1), ("wait", 0x55)]
+    (e,) = drv.exports
+    assert (e.ptr, e.shape, e.dtype) == (0x9000_0000, (4, 8), np.float32)
+    copy = weakref.ref(capsule.owner.buffer)
+    del capsule
+    gc.collect()                    # the capsule was the copy's only owner
+    assert copy() is None and drv.calls[-1] == ("free", 0x9000_0000) and buf._ptr

@@ -328,17 +328,14 @@ class DeviceBuffer(Owned):
         a buffer's copies and launches on the legacy default stream unless told otherwise,
         and blocking streams order with it, so another consumer stream waits for the work
         queued there so far (an event, not a host wait). Work queued on a non-blocking
-        Stream must be ordered by the caller first."""
+        Stream must be ordered by the caller first. `copy=True` exports a new buffer, copied
+        on the device."""
         ptr = self.ptr
         if dl_device is not None and tuple(dl_device) != (DL_CUDA, self.device):
             raise DLPackExportError(
                 f"DeviceBuffer.__dlpack__: dl_device={dl_device!r} asks for another device than "
                 f"the buffer's {(DL_CUDA, self.device)} (CUDA device {self.device}); copy it "
                 "first (to_numpy() for the host)")
-        if copy:
-            raise DLPackExportError("DeviceBuffer.__dlpack__: copy=True: a DeviceBuffer exports "
-                                    "its own memory; copy it first (DeviceBuffer.empty(...) "
-                                    "then copy_from)")
         if isinstance(stream, bool) or not (stream is None or isinstance(stream, int)) \
                 or (stream is not None and stream < -1) or stream == 0:
             raise DLPackExportError(
@@ -346,6 +343,13 @@ class DeviceBuffer(Owned):
                 "default), 2 (per-thread default) or a stream handle; 0 is disallowed by the "
                 "DLPack protocol for CUDA")
         use_device(self.device)
+        if copy:
+            # A new buffer, filled on the legacy default stream (after this one's pending
+            # work there), exported in its place: the capsule is its only owner.
+            dup = DeviceBuffer(self.nbytes, dtype=self.dtype, shape=self.shape,
+                               device=self.device)
+            dup.copy_from(self, stream=1)
+            return dup.__dlpack__(stream=stream, max_version=max_version)
         if stream is not None and stream not in (-1, 1):
             wait_stream(stream, 1, "ordering a DLPack consumer's stream after the work queued "
                         "on the legacy default stream")

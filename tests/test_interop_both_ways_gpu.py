@@ -82,7 +82,7 @@ def test_a_setmaxnreg_module_handed_to_cuda_core_as_ptx_loads_back():
         obj.get_kernel("echo")          # cuda.core loads it (bytes: a str would be a path)
         mod = load_object_code(obj).preload()       # and ptxdsl, through the driver JIT
         print(mod, mod["echo"])
-        assert mod.code_type is None and "setmaxnreg.inc" in mod.ptx
+        assert mod.code_type == "ptx" and "setmaxnreg.inc" in mod.ptx
 
 
 def test_torch_views_a_device_buffer_through_dlpack():

@@ -26,7 +26,8 @@ PTX = """.version 8.0
 def loads(monkeypatch):
     """What reached load_module (PTX) or the driver load (cubin), without a driver."""
     seen: list = []
-    monkeypatch.setattr(loader, "load_module", lambda text, **kw: seen.append(("ptx", text, kw)))
+    monkeypatch.setattr(loader, "load_module", lambda text, **kw: seen.append(
+        ("ptx", text, kw)) or SimpleNamespace())
     monkeypatch.setattr(loader, "use_device", lambda d: None)
     monkeypatch.setattr(loader, "device_info", lambda d: SimpleNamespace(
         driver_version=13000, compute_capability=(9, 0), name="fake"))
@@ -36,9 +37,10 @@ def loads(monkeypatch):
 
 
 def test_ptx_object_code_takes_the_ptx_path(loads):
-    loader.load_object_code(core.ObjectCode.from_ptx(PTX.encode(), name="mine"),
-                            use_cubin=True)
+    mod = loader.load_object_code(core.ObjectCode.from_ptx(PTX.encode(), name="mine"),
+                                  use_cubin=True)
     assert loads == [("ptx", PTX, {"device": 0, "name": "mine", "use_cubin": True})]
+    assert mod.code_type == "ptx"
 
 
 def test_a_str_code_is_a_path_as_cuda_core_reads_it(loads, tmp_path):

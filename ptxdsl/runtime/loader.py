@@ -318,7 +318,9 @@ def load_object_code(obj, *, ptx=None, device: int = 0, name: str | None = None,
             f"that (loadable: {', '.join(_LOADABLE)})")
     image = _code_bytes(obj.code, name)
     if code_type == "ptx":
-        return load_module(_text(image, name, "PTX"), device=device, name=name, **kwargs)
+        loaded = load_module(_text(image, name, "PTX"), device=device, name=name, **kwargs)
+        loaded.code_type = code_type
+        return loaded
     if kwargs:
         raise ObjectCodeError(f"load_object_code: '{name}' is a {code_type}, loaded as it is: "
                               f"{', '.join(sorted(kwargs))} only apply to PTX")

@@ -204,3 +204,12 @@ def test_compiled_refuses_an_input_requiring_grad_too(monkeypatch):
     with pytest.raises(Exception, match="input 'a' requires grad and the op has no backward"):
         f(torch.ones(8, requires_grad=True), torch.ones(8))
     assert calls == []
+
+
+def test_compiled_op_with_a_backward_carries_the_gradient(monkeypatch):
+    op, _ = _stand_in_op(monkeypatch, backward=lambda ctx, grad: (grad * 2, grad))
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, y: op(x, y) * 3, fullgraph=True, backend="aot_eager")
+    a, b = torch.ones(8, requires_grad=True), torch.ones(8)
+    f(a, b).sum().backward()
+    assert torch.equal(a.grad, torch.full((8,), 6.0))

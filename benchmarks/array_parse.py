@@ -2,9 +2,10 @@
 
     PYTHONPATH=. python -m benchmarks.array_parse
 
-Rows: the hand-written ctypes DLPack reader (`arrays.dlpack_info`) against cuda.core's
-`StridedMemoryView.from_dlpack`, both on a NumPy array's capsule (the parse is the same for a
-CUDA producer's; only the producer's own export cost differs), and the
+Rows: cuda.core's `StridedMemoryView.from_dlpack` alone and as `arrays.dlpack_info` reads a
+layout with it (the ctypes capsule reader it replaced is gone, issue 31), on a NumPy array's
+capsule (the parse is the same for a CUDA producer's; only the producer's own export cost
+differs), and the
 `__cuda_array_interface__` path of `device_pointer` as a launch uses it (a CPU-side fake CAI
 object whose exporter stream is the launch stream, so no driver call is made). Best of 7
 repeats; the microseconds are this machine's, compare rows of one run only.
@@ -34,14 +35,11 @@ def rows(n: int = 20000) -> list[tuple[str, float]]:
     def us(fn) -> float:
         return min(timeit.repeat(fn, number=n, repeat=7)) / n * 1e6
 
-    out = [("ctypes DLPack reader (dlpack_info)", us(lambda: arrays.dlpack_info(a))),
-           ("ctypes DLPack reader, read-only (versioned capsule)",
-            us(lambda: arrays.dlpack_info(ro)))]
     smv = arrays._strided_memory_view()
-    if smv is not None:
-        out += [("cuda.core StridedMemoryView.from_dlpack", us(lambda: smv.from_dlpack(a, -1))),
-                ("cuda.core StridedMemoryView.from_dlpack, read-only",
-                 us(lambda: smv.from_dlpack(ro, -1)))]
+    out = [("cuda.core StridedMemoryView.from_dlpack", us(lambda: smv.from_dlpack(a, -1))),
+           ("cuda.core StridedMemoryView.from_dlpack, read-only",
+            us(lambda: smv.from_dlpack(ro, -1))),
+           ("dlpack_info (layout through StridedMemoryView)", us(lambda: arrays.dlpack_info(a)))]
     cai = _Cai(stream=0x10)
     out.append(("CAI device_pointer, exporter stream == launch stream",
                 us(lambda: arrays.device_pointer(cai, 0x10))))

@@ -511,7 +511,8 @@ class Module:
         ptx = self.emit()
         name = getattr(self, "name", None) or "+".join(k.name for k in self.kernels)
         if uses_setmaxnreg(ptx):
-            return ObjectCode.from_ptx(ptx, name=name)
+            # bytes: cuda.core reads a str as the path of a file to load
+            return ObjectCode.from_ptx(ptx.encode(), name=name)
         return ObjectCode.from_cubin(bytes(self.assemble(arch, options=options, warn=warn)),
                                      name=name)
 

@@ -18,28 +18,52 @@ implementation allocates the outputs with `outputs(*inputs)` and launches the ke
 current PyTorch stream of the inputs' device. Rules (see docs/torch.md): outputs are new
 tensors (never an input or a view of one), allocated only from the inputs' shapes/dtypes/
 devices; tensors in `launch(...)["args"]` are passed as their `data_ptr()` (each must be on the
-inputs' GPU), so the kernel reads them as laid out (make them contiguous in `outputs`/the caller
-when the kernel assumes it). Load (and launch once) before capturing a CUDA graph: loading a
-module inside a capture is not a stream operation and is refused by the driver.
+inputs' GPU, and contiguous unless `contiguous=False`). Load (and launch once) before
+capturing a CUDA graph: loading a module inside a capture is not a stream operation and is
+refused by the driver.
 
 Why `Library` and not `torch.library.custom_op`: a custom_op call runs several Python layers
 per call (its autograd wrapper, a redispatch, a device-type check, a `torch._dynamo.disable`
 region); a `Library` kernel is reached straight from the C++ dispatcher. On a CPU stand-in
 (BENCHMARKS.md section 3) that took the per-call dispatch from about 26 µs to 4 µs eager, and
-the compiled call from about 150 µs to 50 µs. The op has no autograd formula (none is possible
-for an arbitrary kernel): gradients do not flow through it.
+the compiled call from about 150 µs to 50 µs. An arbitrary kernel has no autograd formula:
+inputs that require grad are refused unless `backward=` registers one.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 
 import torch
 
+from ptxdsl.errors import PtxdslError, SourceLoc, _is_internal, _is_library
 from ptxdsl.runtime.launch import Function
 
-__all__ = ["kernel_op"]
+__all__ = ["KernelOpError", "kernel_op"]
+
+
+class KernelOpError(PtxdslError, TypeError, ValueError):
+    """A `kernel_op` registration or call refused; names the op and the argument. Also a
+    TypeError and a ValueError, the exceptions these refusals raised before."""
+
+
+class _Strided(Exception):
+    """A non-contiguous tensor met while packing; the op's call, which knows the inputs and
+    outputs, names it."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+def _caller() -> SourceLoc:
+    """The user's line that called the op, past ptxdsl's and torch's own frames."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and (_is_internal(frame.f_code.co_filename)
+                                        or _is_library(frame.f_code.co_filename)):
+        frame = frame.f_back
+    return SourceLoc(frame.f_code.co_filename, frame.f_lineno)
 
 
 class _PerDevice:
@@ -58,7 +82,7 @@ class _PerDevice:
     def __call__(self, index: int) -> Function:
         if self._fixed is not None:
             if self._fixed.device != index:
-                raise ValueError(f"kernel '{self._fixed.name}' is loaded on device "
+                raise KernelOpError(f"kernel '{self._fixed.name}' is loaded on device "
                                  f"{self._fixed.device} but the inputs are on cuda:{index}; "
                                  "pass a loader (device index -> Function) to kernel_op")
             return self._fixed
@@ -71,7 +95,7 @@ class _PerDevice:
                     assert load is not None   # set whenever no fixed Function is
                     made = load(index)
                     if not isinstance(made, Function):
-                        raise TypeError(f"the loader given to kernel_op returned "
+                        raise KernelOpError(f"the loader given to kernel_op returned "
                                         f"{type(made).__name__}, not a ptxdsl Function")
                     self.loaded[index] = fn = made
         return fn
@@ -91,7 +115,8 @@ _LIBRARIES: dict = {}   # name -> the torch.library.Library holding its registra
 
 def kernel_op(name: str, function: Function | Callable[[int], Function], *,
               inputs: Sequence[str], outputs: Callable, launch: Callable,
-              n_outputs: int = 1):
+              n_outputs: int = 1, backward: Callable | None = None,
+              setup_context: Callable | None = None, contiguous: bool = True):
     """Register `name` ("namespace::op") as a PyTorch operator running a ptxdsl kernel.
 
     `function`: a loaded ptxdsl `Function`, or a loader `device index -> Function` (called once
@@ -100,14 +125,27 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
     (also run on fake tensors under torch.compile). `launch(*inputs, *outputs)`: a dict with
     `grid`, `block`, `args` and optionally `shared_mem`, `cluster`.
 
+    Gradients: without `backward`, an input that requires grad (with grad mode on) is refused
+    (`KernelOpError` naming the op and the input): PyTorch would otherwise only warn, at
+    backward time, that the result may be "silently incorrect". `backward(ctx, *grads)` and
+    `setup_context(ctx, inputs, output)` are registered with `torch.library.register_autograd`
+    and have its semantics (a backward that runs a kernel calls another `kernel_op`).
+
+    `contiguous=True` (the default) refuses a non-contiguous tensor in `launch(...)["args"]`:
+    the kernel gets only its `data_ptr()` and would read other elements. Pass False for a
+    kernel that takes the strides as arguments.
+
     Returns the operator, `torch.ops.<namespace>.<op>.default`."""
     if not isinstance(name, str) or name.count("::") != 1:
-        raise ValueError(f"kernel_op name must be 'namespace::op', got {name!r}")
+        raise KernelOpError(f"kernel_op name must be 'namespace::op', got {name!r}")
     names = tuple(inputs)
     if not names or not all(isinstance(n, str) and n.isidentifier() for n in names):
-        raise ValueError(f"kernel_op inputs must be parameter names, got {inputs!r}")
+        raise KernelOpError(f"kernel_op inputs must be parameter names, got {inputs!r}")
     if n_outputs < 1:
-        raise ValueError("kernel_op needs at least one output")
+        raise KernelOpError("kernel_op needs at least one output")
+    if setup_context is not None and backward is None:
+        raise KernelOpError(f"{name}: setup_context= is given without backward=; it only "
+                            "saves what a backward formula reads")
     namespace, op_name = name.split("::")
     ret = "Tensor" if n_outputs == 1 else "(" + ", ".join(["Tensor"] * n_outputs) + ")"
     schema = op_name + "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> " + ret
@@ -125,24 +163,53 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         else:
             if len(outs) == n_outputs:
                 return outs
-        raise TypeError(f"{name}: the outputs rule must return {n_outputs} tensor(s), got "
+        raise KernelOpError(f"{name}: the outputs rule must return {n_outputs} tensor(s), got "
                         f"{[type(o).__name__ for o in outs]}")
 
     def pointer(t, index: int) -> int:
         if t.get_device() != index:
-            raise ValueError(f"{name}: a tensor in launch(...)['args'] is on {t.device}, not "
-                             f"on cuda:{index} with the inputs")
+            raise KernelOpError(f"{name}: a tensor in launch(...)['args'] is on {t.device}, "
+                                f"not on cuda:{index} with the inputs", _caller())
+        if contiguous and not t.is_contiguous():
+            raise _Strided(t)
         return t.data_ptr()
+
+    def strided(t, tensors, outs, args) -> KernelOpError:
+        which = (next((f"input '{n}'" for n, x in zip(names, tensors, strict=True) if x is t), None)
+                 or next((f"output {i}" for i, x in enumerate(outs) if x is t), None)
+                 or next(f"launch(...)['args'][{i}]" for i, x in enumerate(args) if x is t))
+        return KernelOpError(
+            f"{name}: {which} is not contiguous (shape {tuple(t.shape)}, strides "
+            f"{t.stride()}); the kernel gets only its data_ptr() and would read other "
+            "elements. Pass x.contiguous(), or kernel_op(..., contiguous=False) for a kernel "
+            "that takes the strides", _caller())
 
     plain = (int, float)       # passed as they are, without the (slower) isinstance(Tensor)
     loaded = per_device.loaded
+    grad_enabled = torch.is_grad_enabled
+    refuse_grad = backward is None
+
+    def no_grad_needed(tensors) -> None:
+        for t in tensors:       # on the hot path: the name is looked up only to refuse
+            if t.requires_grad:
+                n = next(n for n, x in zip(names, tensors, strict=True) if x is t)
+                raise KernelOpError(
+                    f"{name}: input '{n}' requires grad and the op has no backward formula, "
+                    "so its gradient would be silently wrong; register one (kernel_op(..., "
+                    f"backward=..., setup_context=...)), or pass {n}.detach() or call the op "
+                    "under torch.no_grad()", _caller())
 
     def real(*tensors):
+        if refuse_grad and grad_enabled():
+            no_grad_needed(tensors)
         outs = allocate(tensors)
         cfg = launch(*tensors, *outs)
         index = tensors[0].get_device()
-        args = tuple([a if type(a) in plain else pointer(a, index) if isinstance(a, tensor)
-                      else a for a in cfg["args"]])
+        try:
+            args = tuple([a if type(a) in plain else pointer(a, index)
+                          if isinstance(a, tensor) else a for a in cfg["args"]])
+        except _Strided as e:
+            raise strided(e.tensor, tensors, outs, cfg["args"]) from None
         fn = loaded.get(index) or per_device(index)
         # The current stream of the inputs' device: what eager PyTorch, torch.compile's
         # generated code and CUDA-graph capture all launch on.
@@ -151,6 +218,8 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         return outs[0] if n_outputs == 1 else outs
 
     def fake(*tensors):
+        if refuse_grad and grad_enabled():  # torch.compile traces here, not through `real`
+            no_grad_needed(tensors)
         outs = allocate(tensors)
         return outs[0] if n_outputs == 1 else outs
 
@@ -158,6 +227,8 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
     lib.define(schema)
     lib.impl(op_name, real, _DISPATCH_KEY)
     torch.library.register_fake(name, fake, lib=lib)
+    if backward is not None:
+        torch.library.register_autograd(name, backward, setup_context=setup_context, lib=lib)
     _LIBRARIES[name] = lib
     return getattr(getattr(torch.ops, namespace), op_name).default
 

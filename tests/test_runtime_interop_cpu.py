@@ -1,9 +1,9 @@
-"""Array arguments and cuda.core objects, without a GPU (issue 18).
+"""Array arguments and cuda.core objects, without a GPU (issues 18, 31).
 
-DLPack capsules are built here with ctypes (legacy and versioned, device type CUDA), so the
-hand-written reader and cuda.core's StridedMemoryView are both driven the way a CUDA producer
-drives them; `__cuda_array_interface__` stream ordering runs against a fake driver that records
-cuEventRecord / cuStreamWaitEvent.
+DLPack capsules are built here with ctypes (legacy and versioned, device type CUDA), so
+cuda.core's StridedMemoryView, which reads every DLPack argument, is driven the way a CUDA
+producer drives it; `__cuda_array_interface__` stream ordering runs against a fake driver that
+records cuEventRecord / cuStreamWaitEvent.
 """
 
 from __future__ import annotations
@@ -15,15 +15,30 @@ import numpy as np
 import pytest
 
 from ptxdsl import Addr, Kernel, Module, t
-from ptxdsl.runtime import _driver, arrays
+from ptxdsl.runtime import _driver
 from ptxdsl.runtime.args import ArgPacker, tensormap_bytes
-from ptxdsl.runtime.arrays import DL_CUDA, _DLTensor, device_pointer, dlpack_info
+from ptxdsl.runtime.arrays import DL_CUDA, array_info, device_pointer, dlpack_info
 from ptxdsl.runtime.device import device_ordinal
 from ptxdsl.runtime.errors import ArgumentError, DevicePointerError
 
 _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.restype = ctypes.py_object
 _new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):     # DLPack's DLTensor, as a CUDA producer fills it
+    _fields_ = [("data", ctypes.c_void_p), ("device", ctypes.c_int * 2), ("ndim", ctypes.c_int),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _Managed(ctypes.Structure):      # DLManagedTensor: what a legacy capsule holds
+    _fields_ = [("tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
 
 
 class _Versioned(ctypes.Structure):
@@ -39,8 +54,9 @@ class CudaProducer:
     `stream` and `max_version`."""
 
     def __init__(self, ptr=0x7F00_0000, shape=(4, 8), *, versioned=True, read_only=False,
-                 old_signature=False):
+                 old_signature=False, dtype=(2, 32, 1)):
         self.addr, self.shape, self.versioned, self.read_only = ptr, shape, versioned, read_only
+        self.dtype = dtype      # DLDataType (code, bits, lanes): float32 unless given
         self.calls: list[tuple] = []
         self._keep: list = []
         if old_signature:       # a pre-1.0 producer: no max_version keyword at all
@@ -55,47 +71,36 @@ class CudaProducer:
     def _export(self, stream, max_version):
         self.calls.append((stream, max_version))
         shape = (ctypes.c_int64 * len(self.shape))(*self.shape)
-        t_ = _DLTensor(self.addr, (DL_CUDA, 0), len(self.shape), (2, 32, 1), shape, None, 0)
+        t_ = _DLTensor(self.addr, (DL_CUDA, 0), len(self.shape), self.dtype, shape, None, 0)
         if self.versioned and max_version is not None and max_version >= (1, 0):
             m = _Versioned(1, 0, None, None, int(self.read_only), t_)
             name = b"dltensor_versioned"
         else:
-            m, name = t_, b"dltensor"
+            m, name = _Managed(t_, None, None), b"dltensor"
         self._keep += [shape, m]
         return _new_capsule(ctypes.addressof(m), name, None)
 
 
-@pytest.fixture(params=["cuda.core", "ctypes"])
-def reader(request, monkeypatch):
-    """Both DLPack paths: cuda.core's StridedMemoryView and the hand-written fallback."""
-    if request.param == "ctypes":
-        monkeypatch.setattr(arrays, "_SMV", [None])
-    elif arrays._strided_memory_view() is None:
-        pytest.skip("cuda.core's StridedMemoryView is not installed")
-    return request.param
-
-
-def test_versioned_read_only_capsule_is_read(reader):
+def test_versioned_read_only_capsule_is_read():
     p = CudaProducer(read_only=True)
     assert device_pointer(p) == 0x7F00_0000
     assert p.calls[-1][1] is not None and p.calls[-1][1] >= (1, 0)   # asked for DLPack 1.x
 
 
-def test_a_producer_without_max_version_still_works(reader):
+def test_a_producer_without_max_version_still_works():
     p = CudaProducer(old_signature=True)
-    if reader == "cuda.core":
-        pytest.skip("StridedMemoryView always passes max_version")
     assert device_pointer(p) == 0x7F00_0000
+    assert dlpack_info(p).shape == (4, 8)
 
 
-def test_the_launch_stream_is_handed_to_the_producer(reader):
+def test_the_launch_stream_is_handed_to_the_producer():
     p = CudaProducer()
     device_pointer(p, 0x1234)
     device_pointer(p, 0)          # the legacy default stream is 1 in the DLPack protocol
     assert [c[0] for c in p.calls] == [0x1234, 1]
 
 
-def test_ctypes_reader_layout_and_read_only_numpy():
+def test_dlpack_layout_and_read_only_numpy():
     info = dlpack_info(CudaProducer(shape=(3, 5), read_only=True))
     assert (info.ptr, info.shape, info.dtype, info.on_device) == (
         0x7F00_0000, (3, 5), np.dtype(np.float32), True)
@@ -105,7 +110,7 @@ def test_ctypes_reader_layout_and_read_only_numpy():
     assert info.ptr == ro.ctypes.data and info.shape == (6,) and not info.on_device
 
 
-def test_host_dlpack_is_still_refused(reader):
+def test_host_dlpack_is_still_refused():
     with pytest.raises(ValueError, match="not on the GPU"):
         device_pointer(SimpleNamespace(__dlpack__=lambda **k: None,
                                        __dlpack_device__=lambda: (1, 0)))
@@ -209,7 +214,8 @@ def test_module_hands_out_cuda_core_object_code():
     assert isinstance(obj, core.ObjectCode) and obj.code_type == "cubin"
     assert bytes(obj.code) == bytes(m.assemble("sm_90a"))
     kept = _module(setmaxnreg=True).to_cuda_core("sm_90a")   # nvJitLink would drop it
-    assert kept.code_type == "ptx" and "setmaxnreg.inc" in str(kept.code)
+    # as bytes: cuda.core takes a str for the path of a file
+    assert kept.code_type == "ptx" and b"setmaxnreg.inc" in kept.code
 
 
 class TensorMapDescriptor:      # as cuda.core 1.2 has it: no public way to its bytes
@@ -238,10 +244,18 @@ def test_argument_error_names_the_way_out():
         ArgPacker("k", params).pack((TensorMapDescriptor(),))
 
 
-def test_a_capsule_cuda_core_refuses_is_read_with_ctypes(monkeypatch):
-    class Refusing:
-        @staticmethod
-        def from_dlpack(obj, stream):
-            raise BufferError("dtype not supported")
-    monkeypatch.setattr(arrays, "_SMV", [Refusing])
-    assert device_pointer(CudaProducer(), 5) == 0x7F00_0000
+def test_an_export_cuda_core_cannot_read_is_a_ptxdsl_error():
+    class Broken(CudaProducer):
+        def __dlpack__(self, **kw):
+            raise BufferError("no export today")
+    with pytest.raises(DevicePointerError, match=r"Broken.__dlpack__: cuda.core cannot read "
+                       r"the export \(BufferError: no export today\)"):
+        device_pointer(Broken(), 5)
+
+
+def test_a_dtype_numpy_cannot_name_is_refused_by_name():
+    with pytest.raises(DevicePointerError, match=r"CudaProducer.__dlpack__: its dtype has no "
+                       r"numpy name .*vector"):
+        array_info(CudaProducer(dtype=(2, 32, 4)))      # float32x4: vector lanes
+    bf16 = array_info(CudaProducer(shape=(2, 8), dtype=(4, 16, 1)))
+    assert (bf16.dtype, bf16.strides_or_contiguous()) == ("bfloat16", (16, 2))

@@ -161,3 +161,15 @@ def test_overlapping_launches_pack_into_separate_buffers(monkeypatch, fn):
     assert len(f._free_packers) == 2           # both back for the next launches
     f.launch(1, 32, (3,))
     assert seen[-1][1] == 3
+
+
+def test_a_ptxdsl_stream_offers_the_cuda_stream_protocol():
+    from ptxdsl.errors import PtxdslError
+    from ptxdsl.runtime.memory import Stream
+    s = object.__new__(Stream)
+    s.handle = 0x5A5A             # a CUstream converts with int(), as this does
+    assert s.__cuda_stream__() == (0, 0x5A5A)
+    assert stream_key(s) == 0x5A5A
+    s.handle = None
+    with pytest.raises(PtxdslError, match="Stream was closed; a closed stream cannot be handed"):
+        s.__cuda_stream__()

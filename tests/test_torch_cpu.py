@@ -129,3 +129,87 @@ def test_a_tensor_elsewhere_in_the_launch_args_is_refused_before_the_launch(monk
                                          r"is on .* not on cuda:-1 with the inputs"):
         op(torch.zeros(4))
     assert calls == []
+
+
+# -- gradients and layouts ----------------------------------------------------------------------
+def _stand_in_op(monkeypatch, **kw):
+    import ptxdsl.torch as pt
+    monkeypatch.setattr(pt, "_DISPATCH_KEY", "CPU")
+    monkeypatch.setattr(pt, "_raw_stream", lambda: (lambda index: 0))
+    calls: list = []
+    op = kernel_op(f"ptxdsl_cpu_test::grad{len(pt._LIBRARIES)}", _vadd_function(calls),
+                   inputs=("a", "b"), outputs=kw.pop("outputs", lambda a, b: torch.empty_like(a)),
+                   launch=lambda a, b, out: dict(grid=1, block=32, args=(a, b, out, a.numel())),
+                   **kw)
+    return op, calls
+
+
+def test_an_input_requiring_grad_is_refused_without_a_backward(monkeypatch):
+    from ptxdsl.errors import PtxdslError
+    op, calls = _stand_in_op(monkeypatch)
+    a, b = torch.ones(8, requires_grad=True), torch.ones(8)
+    with pytest.raises(PtxdslError, match=r"test_torch_cpu.py:\d+: ptxdsl_cpu_test::grad\d+: "
+                       r"input 'a' requires grad and the op has no backward formula"):
+        op(a, b)
+    assert calls == []
+    with torch.no_grad():
+        assert torch.equal(op(a, b), torch.full((8,), 2.0))
+    assert torch.equal(op(a.detach(), b), torch.full((8,), 2.0))
+
+
+def test_a_registered_backward_carries_the_gradient(monkeypatch):
+    def setup_context(ctx, inputs, output):
+        ctx.scale = 3.0
+
+    def backward(ctx, grad):
+        return grad * ctx.scale, grad
+
+    op, _ = _stand_in_op(monkeypatch, backward=backward, setup_context=setup_context)
+    a, b = torch.ones(8, requires_grad=True), torch.ones(8, requires_grad=True)
+    op(a, b).sum().backward()
+    assert torch.equal(a.grad, torch.full((8,), 3.0)) and torch.equal(b.grad, torch.ones(8))
+
+
+def test_setup_context_without_backward_is_refused(monkeypatch):
+    with pytest.raises(ValueError, match="setup_context= is given without backward="):
+        _stand_in_op(monkeypatch, setup_context=lambda ctx, inputs, output: None)
+
+
+def test_a_non_contiguous_tensor_is_refused_by_name(monkeypatch):
+    from ptxdsl.errors import PtxdslError
+    op, calls = _stand_in_op(monkeypatch)
+    base = torch.arange(16, dtype=torch.float32)
+    with pytest.raises(PtxdslError, match=r"test_torch_cpu.py:\d+: ptxdsl_cpu_test::grad\d+: "
+                       r"input 'b' is not contiguous \(shape \(8,\), strides \(2,\)\); the "
+                       r"kernel gets only its data_ptr\(\)"):
+        op(base[:8], base[::2])
+    op, calls = _stand_in_op(monkeypatch,
+                             outputs=lambda a, b: torch.empty(a.numel() * 2)[::2])
+    with pytest.raises(PtxdslError, match="output 0 is not contiguous"):
+        op(base[:8], base[8:])
+    assert calls == []
+
+
+def test_contiguous_false_passes_strided_tensors(monkeypatch):
+    op, calls = _stand_in_op(monkeypatch, contiguous=False)
+    base = torch.arange(16, dtype=torch.float32)
+    op(base[:8], base[::2])
+    assert calls[0]["args"][1] == base.data_ptr()
+
+
+def test_compiled_refuses_an_input_requiring_grad_too(monkeypatch):
+    op, calls = _stand_in_op(monkeypatch)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, y: op(x, y) * 2, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match="input 'a' requires grad and the op has no backward"):
+        f(torch.ones(8, requires_grad=True), torch.ones(8))
+    assert calls == []
+
+
+def test_compiled_op_with_a_backward_carries_the_gradient(monkeypatch):
+    op, _ = _stand_in_op(monkeypatch, backward=lambda ctx, grad: (grad * 2, grad))
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, y: op(x, y) * 3, fullgraph=True, backend="aot_eager")
+    a, b = torch.ones(8, requires_grad=True), torch.ones(8)
+    f(a, b).sum().backward()
+    assert torch.equal(a.grad, torch.full((8,), 6.0))

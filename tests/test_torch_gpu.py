@@ -122,3 +122,45 @@ def test_dispatch_overhead_is_reported():
         print(f"ptxdsl.torch dispatch: {eager_us:.1f} us per call eager "
               f"(torch.add on the same tensors: {add_us:.1f} us)")
         assert eager_us < 1000     # a sanity bound; the number itself is the report
+
+
+def test_grad_inputs_and_strided_inputs_are_refused_on_the_gpu():
+    from ptxdsl.torch import KernelOpError
+    with gpu_deadline(60):
+        op = _vadd()
+        a, b = _inputs(4096)
+        with pytest.raises(KernelOpError, match="input 'a' requires grad"):
+            op(a.clone().requires_grad_(), b)
+        with pytest.raises(KernelOpError, match="input 'b' is not contiguous"):
+            op(a[:2048], b[::2])
+
+
+def test_a_registered_backward_runs_its_own_kernel_op():
+    from ptxdsl.runtime import load_ptx
+    from ptxdsl.torch import kernel_op
+    with gpu_deadline(120):
+        def load(d):
+            return load_ptx(K.VADD, device=d)["vadd"]
+
+        def vadd_launch(a, b, out):
+            return dict(grid=-(-a.numel() // 256), block=256, args=(a, b, out, a.numel()))
+
+        # d(a + b)/da = d(a + b)/db = 1: the backward adds the gradient to zeros with the kernel
+        grad_op = kernel_op("ptxdsl_test::vadd_grad", load, inputs=("g", "z"),
+                            outputs=lambda g, z: torch.empty_like(g), launch=vadd_launch)
+
+        def backward(ctx, grad):
+            g = grad.contiguous()
+            same = grad_op(g, torch.zeros_like(g))
+            return same, same
+
+        op = kernel_op("ptxdsl_test::vadd_diff", load, inputs=("a", "b"),
+                       outputs=lambda a, b: torch.empty_like(a), launch=vadd_launch,
+                       backward=backward)
+        a, b = (x.clone().requires_grad_() for x in _inputs(4096))
+        out = op(a, b)
+        (out * 3).sum().backward()
+        torch.cuda.synchronize()
+        print("grads:", a.grad[:4], b.grad[:4])
+        assert torch.equal(out, (a + b).detach())
+        assert torch.equal(a.grad, torch.full_like(a, 3)) and torch.equal(b.grad, a.grad)

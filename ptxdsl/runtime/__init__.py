@@ -6,6 +6,7 @@ Importing this package never touches the driver; the first call that needs it ru
 Main entry points:
   load_module(module, *, device=0, use_cubin=False, cache=True, cache_dir=None) -> LoadedModule
   load_ptx(text, *, name="<ptx>", ...)                                        -> LoadedModule
+  load_object_code(cuda.core ObjectCode, *, ptx=None, device=0)               -> LoadedModule
   LoadedModule[name] -> Function;  Function.launch(grid, block, args, *, shared_mem=0,
                                                    stream=None, cluster=None)
   (cluster launches are checked first: `runtime.cluster.check_cluster`, the non-portable
@@ -31,11 +32,13 @@ from ptxdsl.runtime.errors import (
     ArgumentError,
     CacheError,
     CompatibilityError,
+    DLPackExportError,
     DriverError,
     JitError,
     KernelNotFoundError,
     LaunchError,
     NoDriverError,
+    ObjectCodeError,
     PeerAccessError,
     SharedMemoryError,
     SyncTimeoutError,
@@ -45,6 +48,7 @@ from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.loader import (
     LoadedModule,
     load_module,
+    load_object_code,
     load_on_devices,
     load_ptx,
     parse_jit_log,
@@ -75,13 +79,15 @@ from ptxdsl.runtime.tensormap_desc import (
 )
 
 __all__ = [
-    "ArgPacker", "ArgumentError", "CacheError", "CompatibilityError", "CubinCache", "DataType",
+    "ArgPacker", "ArgumentError", "CacheError", "CompatibilityError", "CubinCache",
+    "DLPackExportError", "DataType",
     "DeviceBuffer", "DeviceInfo", "DriverError", "Event", "Function", "Interleave",
     "JitError", "KernelNotFoundError", "L2Promotion", "LaunchError", "LoadedModule",
-    "NoDriverError", "OobFill", "PtxParam", "SharedMemoryError", "Stream", "Swizzle",
+    "NoDriverError", "ObjectCodeError", "OobFill", "PtxParam", "SharedMemoryError", "Stream",
+    "Swizzle",
     "SyncTimeoutError", "TensorMap", "TensorMapRuleError", "TiledDesc", "Violation",
     "cache_key", "cached_assemble", "check_module_compat", "default_cache_dir", "device_count",
-    "device_info", "encode_tiled", "gpu_skip_reason", "load_module", "load_ptx",
+    "device_info", "encode_tiled", "gpu_skip_reason", "load_module", "load_object_code", "load_ptx",
     "max_ptx_version", "parse_entries", "parse_jit_log", "runs_on", "synchronize",
     "use_device", "validate",
     # more than one device

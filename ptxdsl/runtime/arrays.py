@@ -3,13 +3,11 @@
 Understands ptxdsl's DeviceBuffer (anything with an int `.ptr` and numpy `.dtype`/`.shape`),
 `__cuda_array_interface__` (CuPy, PyTorch, Numba) and DLPack (`__dlpack__`).
 
-A kernel argument's DLPack export goes through cuda.core's `StridedMemoryView` when cuda.core is
-installed (about 10x cheaper than reading the capsule with ctypes, measured in
-BENCHMARKS.md), with the launch stream as the consumer stream, as the DLPack protocol asks;
-without cuda.core, or for `array_info`, the capsule is read with ctypes: versioned
-("dltensor_versioned", DLPack 1.x: read-only exports are only possible this way) when the
-producer takes `max_version`, else legacy. A capsule is only looked at, never consumed, so its
-owner frees it.
+DLPack is read through cuda.core's `StridedMemoryView` (no hand-written capsule reader): it
+asks for a versioned capsule ("dltensor_versioned", DLPack 1.x; read-only exports exist only
+there) and falls back to a legacy one for producers without `max_version`. For a kernel
+argument the launch stream is the consumer stream handed to `__dlpack__`, as the protocol asks,
+so the producer orders its pending writes before the launch.
 
 `__cuda_array_interface__` v3 `stream`: an exporter's work on that stream may still be writing
 the array, so before the launch the launch stream waits for it (cuEventRecord on the exporter's
@@ -19,9 +17,8 @@ stays hand-written: it is a dict lookup, cheaper than any view object.)
 
 from __future__ import annotations
 
-import ctypes
 import logging
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -38,28 +35,6 @@ DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
 _DEVICE_OK = {DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED}
 _DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
              10: "ROCM", 13: "CUDAManaged"}
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype = ctypes.c_void_p
-_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-# DLPack dtype codes -> numpy kind letters (bfloat16 has no numpy kind: named by string).
-_DL_KIND = {0: "i", 1: "u", 2: "f", 4: "bfloat", 6: "b"}
 
 
 @attrs.frozen
@@ -148,66 +123,41 @@ def _from_cai(cai: dict, source: str) -> ArrayInfo:
     return ArrayInfo(ptr, shape, byte_strides, dtype, DL_CUDA, source)
 
 
-def _dl_dtype(code: int, bits: int, lanes: int) -> np.dtype | str:
-    if lanes != 1:
-        raise TypeError(f"DLPack tensor with {lanes} vector lanes is not supported")
-    kind = _DL_KIND.get(code)
-    if kind == "bfloat":
-        return "bfloat16"
-    if kind is None:
-        raise TypeError(f"DLPack dtype code {code} ({bits} bits) is not supported")
-    if kind == "b":
-        return np.dtype(np.bool_)
-    return np.dtype(f"{kind}{bits // 8}")
-
-
-# DLManagedTensorVersioned: {DLPackVersion (2 x u32), manager_ctx, deleter, u64 flags, DLTensor}
-_VERSIONED_TENSOR_OFFSET = 8 + 8 + 8 + 8
-_DL_FLAG_READ_ONLY = 1
-
-
-def _capsule(obj):
-    """(capsule, DLTensor address, read_only): versioned when the producer takes max_version."""
+def _view(obj, stream: int):
+    """cuda.core's StridedMemoryView of a DLPack producer (`stream`: the consumer stream
+    handed to `__dlpack__`, -1 for none). It asks for a versioned (DLPack 1.x) capsule, so
+    read-only exports work, and falls back to a legacy one for producers without
+    `max_version`; the capsule is released with the view."""
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
-    except TypeError:     # a producer older than DLPack 1.0: no max_version keyword
-        capsule = None
-    if capsule is not None and _capsule_name(capsule) == b"dltensor_versioned":
-        base = _get_pointer(capsule, b"dltensor_versioned")
-        flags = ctypes.c_uint64.from_address(base + 24).value
-        return capsule, base + _VERSIONED_TENSOR_OFFSET, bool(flags & _DL_FLAG_READ_ONLY)
-    if capsule is None:
-        capsule = obj.__dlpack__()
-    # The DLTensor sits at the start of DLManagedTensor.
-    return capsule, _get_pointer(capsule, b"dltensor"), False
+        return _strided_memory_view().from_dlpack(obj, stream)
+    except Exception as exc:  # noqa: BLE001 - cuda.core raises BufferError, TypeError, ...
+        raise DevicePointerError(f"{type(obj).__name__}.__dlpack__: cuda.core cannot read "
+                                 f"the export ({type(exc).__name__}: {exc})"[:300]) from exc
 
 
-_capsule_get_name = ctypes.pythonapi.PyCapsule_GetName
-_capsule_get_name.restype = ctypes.c_char_p
-_capsule_get_name.argtypes = [ctypes.py_object]
-
-
-def _capsule_name(capsule) -> bytes | None:
-    return _capsule_get_name(capsule)
+def _view_dtype(view, source: str) -> np.dtype | str:
+    try:
+        dtype = view.dtype
+    except NotImplementedError as exc:
+        # Without ml_dtypes cuda.core names no 2-byte bfloat16; ptxdsl's maps take the string.
+        if "bfloat16" in str(exc):
+            return "bfloat16"
+        raise DevicePointerError(f"{source}.__dlpack__: its dtype has no numpy name ({exc}); "
+                                 "view it as one that has (e.g. tensor.view(torch.uint8)) "
+                                 "first") from exc
+    return "bfloat16" if dtype.name == "bfloat16" else dtype
 
 
 def dlpack_info(obj, source: str = "") -> ArrayInfo:
-    """Read an object's DLPack capsule with ctypes (versioned or legacy, see the module
-    docstring)."""
-    capsule, address, _read_only = _capsule(obj)
-    # Read the DLTensor while `capsule` is alive.
-    t = _DLTensor.from_address(address)
-    ndim = t.ndim
-    shape = tuple(t.shape[i] for i in range(ndim))
-    itemsize_bits = t.dtype.bits
-    dtype = _dl_dtype(t.dtype.code, itemsize_bits, t.dtype.lanes)
-    strides = None
-    if t.strides:
-        strides = tuple(t.strides[i] * (itemsize_bits // 8) for i in range(ndim))
-    ptr = (t.data or 0) + t.byte_offset
-    info = ArrayInfo(ptr, shape, strides, dtype, t.device.device_type, source or "DLPack")
-    del capsule
-    return info
+    """Layout of a DLPack producer (device or host memory), read through StridedMemoryView."""
+    source = source or type(obj).__name__
+    view = _view(obj, -1)
+    dtype = _view_dtype(view, source)
+    itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+    strides = view.strides
+    byte_strides = None if strides is None else tuple(s * itemsize for s in strides)
+    return ArrayInfo(int(view.ptr), tuple(view.shape), byte_strides, dtype,
+                     int(view.__dlpack_device__()[0]), source)
 
 
 def array_info(obj) -> ArrayInfo:
@@ -235,65 +185,24 @@ def device_name(device_type: int) -> str:
     return _DL_NAMES.get(device_type, f"device type {device_type}")
 
 
-_SMV: list = []   # [cuda.core's StridedMemoryView or None], looked up on first use
+_SMV: list = []   # [cuda.core's StridedMemoryView], imported on first use
 
 
 def _strided_memory_view():
     if not _SMV:
-        cls = None
-        for mod in ("cuda.core.utils", "cuda.core.experimental.utils"):
-            try:
-                cls = __import__(mod, fromlist=["StridedMemoryView"]).StridedMemoryView
-                break
-            except (ImportError, AttributeError):
-                continue
-        if cls is None:
-            log.info("cuda.core's StridedMemoryView is not available: DLPack arguments are "
-                     "read with ctypes")
-        _SMV.append(cls)
+        # lazy: importing ptxdsl stays cheap
+        from cuda.core.utils import StridedMemoryView
+        _SMV.append(StridedMemoryView)
     return _SMV[0]
 
 
-@overload
-def _dlpack_stream(stream: int) -> int: ...
-@overload
-def _dlpack_stream(stream: None) -> None: ...
-def _dlpack_stream(stream: int | None) -> int | None:
-    """The consumer stream to hand `__dlpack__`: None outside a launch, 1 for the legacy default
-    stream (the protocol reserves 0)."""
-    if stream is None:
-        return None
-    return 1 if stream == 0 else stream
-
-
 def _dlpack_pointer(obj, stream: int | None) -> int:
-    smv = _strided_memory_view()
-    if smv is not None:
-        try:
-            view = smv.from_dlpack(obj, -1 if stream is None else _dlpack_stream(stream))
-        except Exception as exc:  # noqa: BLE001 - e.g. a dtype cuda.core does not map
-            log.debug("StridedMemoryView refused %s (%s); reading the capsule with ctypes",
-                      type(obj).__name__, exc)
-        else:
-            if not view.is_device_accessible:
-                raise ValueError("the DLPack tensor lives in host memory, not on the GPU")
-            return int(view.ptr)
-    if stream is not None:
-        # The ctypes reader asks for no stream; make the producer order its work first.
-        info = _dlpack_info_on(obj, _dlpack_stream(stream))
-    else:
-        info = dlpack_info(obj)
-    if not info.on_device:
-        raise ValueError(f"the DLPack tensor lives in {device_name(info.device_type)} "
-                         "memory, not on the GPU")
-    return info.ptr
-
-
-def _dlpack_info_on(obj, stream: int) -> ArrayInfo:
-    class _OnStream:     # hands `stream` to the producer's __dlpack__
-        def __dlpack__(self, **kw):
-            return obj.__dlpack__(stream=stream, **kw)
-    return dlpack_info(_OnStream(), type(obj).__name__)
+    # The launch stream as the consumer stream (the protocol's 1 for the legacy default
+    # stream, which it keeps 0 apart from); -1 outside a launch: nothing to order.
+    view = _view(obj, -1 if stream is None else (stream or 1))
+    if not view.is_device_accessible:
+        raise DevicePointerError("the DLPack tensor lives in host memory, not on the GPU")
+    return int(view.ptr)
 
 
 def order_after(producer, consumer: int | None) -> None:
@@ -308,19 +217,24 @@ def order_after(producer, consumer: int | None) -> None:
     # 0 is disallowed by the CAI spec; producers that send it mean the legacy default stream.
     p = int(producer) or 1
     c = consumer or 1
-    if p == c:
-        return
+    if p != c:
+        wait_stream(c, p, "ordering the launch after the __cuda_array_interface__ exporter's "
+                    "stream")
+        log.debug("launch stream %#x waits for CAI exporter stream %#x", c, p)
+
+
+def wait_stream(consumer: int, producer: int, why: str) -> None:
+    """Make stream `consumer` wait for the work queued so far on stream `producer` (handles;
+    1 is the legacy default stream, 2 the per-thread one): an event recorded on the one,
+    waited for by the other, without the host waiting."""
     from ptxdsl.runtime._driver import check, driver
     drv = driver()
     ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
     try:
-        check(drv.cuEventRecord(ev, drv.CUstream(p)), "cuEventRecord",
-              "the __cuda_array_interface__ exporter's stream")
-        check(drv.cuStreamWaitEvent(drv.CUstream(c), ev, 0), "cuStreamWaitEvent",
-              "the launch stream on the exporter's stream")
+        check(drv.cuEventRecord(ev, drv.CUstream(producer)), "cuEventRecord", why)
+        check(drv.cuStreamWaitEvent(drv.CUstream(consumer), ev, 0), "cuStreamWaitEvent", why)
     finally:
         drv.cuEventDestroy(ev)   # released once the wait is satisfied
-    log.debug("launch stream %#x waits for CAI exporter stream %#x", c, p)
 
 
 def device_pointer(obj, stream: int | None = None) -> int:
@@ -358,8 +272,8 @@ def device_pointer(obj, stream: int | None = None) -> int:
     if hasattr(obj, "__dlpack__"):
         dev = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else None
         if dev is not None and int(dev) not in _DEVICE_OK:
-            raise ValueError(f"the DLPack tensor lives in {device_name(int(dev))} memory, not "
-                             "on the GPU")
+            raise DevicePointerError(f"the DLPack tensor lives in {device_name(int(dev))} "
+                                     "memory, not on the GPU")
         return _dlpack_pointer(obj, stream)
     raise DevicePointerError(f"{tname} {obj!r}"[:80] + " is not a device "
                              "pointer (expected an int, a DeviceBuffer, or an object with "

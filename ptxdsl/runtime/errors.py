@@ -121,5 +121,18 @@ class DevicePointerError(PtxdslError, TypeError, ValueError):
     the exceptions this refusal raised before it was a ptxdsl error."""
 
 
+class DLPackExportError(PtxdslError, BufferError, ValueError):
+    """A DeviceBuffer cannot be exported as asked through `__dlpack__` (another device, a
+    copy, a stream handle the protocol disallows, a dtype DLPack has no code for). A
+    BufferError, as the DLPack protocol says a producer's refusal is; never a TypeError,
+    which consumers read as "no max_version keyword" and retry without it."""
+
+
+class ObjectCodeError(PtxdslError, ValueError):
+    """A cuda.core `ObjectCode` (or its code) that ptxdsl's loader cannot take: a code type the
+    driver does not load (LTO IR, relocatable objects, libraries), unreadable code, or a cubin
+    without the PTX signatures its arguments are packed by."""
+
+
 class CacheError(PtxdslError):
     """The cubin cache directory cannot be used (not a directory, not writable)."""

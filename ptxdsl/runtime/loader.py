@@ -17,11 +17,18 @@ shared memory, and its warnings become `PtxdslAssemblerWarning`s naming the Pyth
 
 Either way the module's `.version` and `.target` are first checked against the driver and
 the device (`compat.py`), so a mismatch says what to change instead of failing in the JIT.
+
+`load_object_code` takes code made elsewhere, a cuda.core `ObjectCode` (`Program.compile`,
+`ObjectCode.from_cubin`, `Module.to_cuda_core`): PTX goes the PTX path above; a cubin or
+fatbin is loaded as it is, with its kernels' parameters read from the PTX it was built from
+(a cubin holds only their sizes, and packing a Python float as a 4-byte integer would be
+silently wrong).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import warnings
@@ -33,7 +40,7 @@ from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
 from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
 from ptxdsl.runtime.device import device_info, device_ordinal, use_device
-from ptxdsl.runtime.errors import JitError, KernelNotFoundError
+from ptxdsl.runtime.errors import JitError, KernelNotFoundError, ObjectCodeError
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
 
@@ -86,6 +93,7 @@ class LoadedModule:
     """
 
     report = None
+    code_type: str | None = None   # set for a foreign ObjectCode: "ptx", "cubin" or "fatbin"
 
     def __init__(self, handle, device: int, ptx: str, kernels: dict, name: str, info_log: str,
                  jit_wall_ms: float, arch: str | None, cache_hit: bool | None, source=None):
@@ -150,7 +158,8 @@ class LoadedModule:
         self.unload()
 
     def __repr__(self) -> str:
-        how = f"cubin {self.arch}" if self.arch else "PTX JIT"
+        how = f"cubin {self.arch}" if self.arch else (
+            f"cuda.core {self.code_type}" if self.code_type else "PTX JIT")
         return f"<LoadedModule '{self.name}' ({how}) kernels={list(self.kernels)}>"
 
 
@@ -305,3 +314,87 @@ def load_on_devices(module_or_text, devices=None, **kwargs) -> dict[int, LoadedM
     from ptxdsl.runtime.device import device_count
     devices = range(device_count()) if devices is None else devices
     return {d: load_module(module_or_text, device=d, **kwargs) for d in devices}
+
+
+# What cuModuleLoadDataEx takes; LTO IR, relocatable objects and libraries must be linked first.
+_LOADABLE = ("ptx", "cubin", "fatbin")
+
+
+def load_object_code(obj, *, ptx=None, device: int = 0, name: str | None = None,
+                     **kwargs) -> LoadedModule:
+    """Load a cuda.core `ObjectCode` (`cuda.core.Program(...).compile("cubin")`,
+    `ObjectCode.from_cubin(...)`, `Module.to_cuda_core()`) on `device`.
+
+    PTX takes the path of `load_ptx` (its signatures are in the text; `kwargs` go to
+    `load_module`, e.g. `use_cubin=True`). A cubin or fatbin is loaded as it is and needs
+    `ptx=`: the PTX text (or ptxdsl Module) it was built from, whose `.entry` signatures say
+    how each argument is packed and whose `.version`/`.target` are checked against the device.
+    LTO IR, object code and libraries are refused: link them into a cubin first
+    (`cuda.core.Linker`).
+    """
+    code_type = getattr(obj, "code_type", None)
+    if not isinstance(code_type, str) or not hasattr(obj, "code"):
+        raise ObjectCodeError(f"load_object_code: expected a cuda.core ObjectCode (with "
+                              f"'code_type' and 'code'), got {type(obj).__name__}")
+    name = name or getattr(obj, "name", None) or f"<cuda.core {code_type}>"
+    if code_type not in _LOADABLE:
+        raise ObjectCodeError(
+            f"load_object_code: '{name}' is {code_type!r} code, which the driver does not "
+            f"load; link it into a cubin first (cuda.core.Linker(...).link('cubin')) and load "
+            f"that (loadable: {', '.join(_LOADABLE)})")
+    image = _code_bytes(obj.code, name)
+    if code_type == "ptx":
+        loaded = load_module(_text(image, name, "PTX"), device=device, name=name, **kwargs)
+        loaded.code_type = code_type
+        return loaded
+    if kwargs:
+        raise ObjectCodeError(f"load_object_code: '{name}' is a {code_type}, loaded as it is: "
+                              f"{', '.join(sorted(kwargs))} only apply to PTX")
+    if ptx is None:
+        raise ObjectCodeError(
+            f"load_object_code: '{name}' is a {code_type}, which records its kernels' parameter "
+            "sizes but not their types; pass ptx= (the PTX text or ptxdsl Module it was built "
+            "from), or load the PTX itself (Program.compile('ptx'))")
+    if code_type == "cubin" and not image.startswith(b"\x7fELF"):
+        raise ObjectCodeError(f"load_object_code: '{name}' says 'cubin' but is not an ELF "
+                              f"image (starts with {image[:4]!r})")
+    source = None if isinstance(ptx, str) else ptx
+    text = ptx if isinstance(ptx, str) else getattr(ptx, "emit", lambda: None)()
+    if not isinstance(text, str):
+        raise ObjectCodeError(f"load_object_code: ptx= must be PTX text or a ptxdsl Module, "
+                              f"got {type(ptx).__name__}")
+    device = device_ordinal(device)
+    use_device(device)
+    info = device_info(device)
+    check_module_compat(parse_version(text), parse_target(text), info.driver_version,
+                        info.compute_capability, f"device {device} ({info.name})")
+    locate = getattr(source, "locate", None)
+    handle, info_log, wall_ms = _cuda_load(image, text, name, locate)
+    loaded = LoadedModule(handle, device, text, parse_entries(text), name, info_log, wall_ms,
+                          None, None, source if source is not None else obj)
+    loaded.code_type = code_type
+    return loaded
+
+
+def _code_bytes(code, name: str) -> bytes:
+    """An ObjectCode's code: bytes in memory, or (cuda.core's reading of a str) a file path."""
+    if isinstance(code, bytes | bytearray | memoryview):
+        return bytes(code)
+    if isinstance(code, str | os.PathLike):
+        try:
+            with open(code, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise ObjectCodeError(f"load_object_code: '{name}' names the file {str(code)!r} "
+                                  f"(cuda.core reads a str code as a path), which cannot be "
+                                  f"read: {exc.strerror or exc}") from exc
+    raise ObjectCodeError(f"load_object_code: '{name}' holds code of type "
+                          f"{type(code).__name__}; expected bytes or a file path")
+
+
+def _text(image: bytes, name: str, what: str) -> str:
+    try:
+        return image.rstrip(b"\0").decode()
+    except UnicodeDecodeError as exc:
+        raise ObjectCodeError(f"load_object_code: '{name}' is not {what} text (not UTF-8 at "
+                              f"byte {exc.start})") from exc

@@ -15,8 +15,14 @@ from typing import overload
 import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
+from ptxdsl.runtime.arrays import DL_CUDA, wait_stream
 from ptxdsl.runtime.device import device_ordinal, use_device
-from ptxdsl.runtime.errors import SyncTimeoutError
+from ptxdsl.runtime.errors import (
+    DevicePointerError,
+    DLPackExportError,
+    LaunchError,
+    SyncTimeoutError,
+)
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _live_streams: weakref.WeakSet = weakref.WeakSet()
@@ -65,6 +71,14 @@ class Stream:
     @property
     def ptr(self) -> int:
         return int(self.handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """cuda.core's stream protocol (version 0, the CUstream as an int), so
+        `cuda.core.Device().create_stream(s)` and other consumers of the protocol take it."""
+        if self.handle is None:
+            raise LaunchError("this ptxdsl Stream was closed; a closed stream cannot be handed "
+                              "to another library")
+        return (0, int(self.handle))
 
     def synchronize(self, timeout: float | None = None) -> None:
         drv = driver()
@@ -249,9 +263,15 @@ def _numpy_reading(name: str) -> str:
 class DeviceBuffer(Owned):
     """Device memory from cuMemAlloc, with a numpy dtype and shape for interop.
 
-    `ptr` is the device address. Exposes `__cuda_array_interface__` (v3), so CuPy, PyTorch
-    and Numba can view it without a copy, and is a context manager that frees on exit.
+    `ptr` is the device address. Exposes `__cuda_array_interface__` (v3) and DLPack
+    (`__dlpack__`/`__dlpack_device__`), so CuPy, PyTorch and Numba view it without a copy
+    (`torch.from_dlpack(buf)`), and is a context manager that frees on exit. Memory a DLPack
+    consumer still views is freed only when the last consumer lets it go, however early
+    `free()` is called.
     """
+
+    _leases = 0          # DLPack exports not yet released by their consumers
+    _orphan: int | None = None   # memory free() released while a consumer still viewed it
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
         dtype = buffer_dtype(dtype, "DeviceBuffer")
@@ -291,8 +311,55 @@ class DeviceBuffer(Owned):
     @property
     def ptr(self) -> int:
         if self._ptr is None:
-            raise ValueError("DeviceBuffer was freed")
+            raise DevicePointerError("DeviceBuffer was freed")
         return self._ptr
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (DL_CUDA, self.device)
+
+    def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> object:
+        """A DLPack capsule viewing this buffer (versioned, DLPack 1.x, when `max_version` is at
+        least (1, 0); else legacy), made by cuda.core's StridedMemoryView. The capsule and
+        what a consumer makes of it keep the memory alive.
+
+        `stream` is the consumer's (the protocol's values: None or 1 the legacy default
+        stream, 2 the per-thread default stream, a handle, -1 for no ordering): ptxdsl queues
+        a buffer's copies and launches on the legacy default stream unless told otherwise,
+        and blocking streams order with it, so another consumer stream waits for the work
+        queued there so far (an event, not a host wait). Work queued on a non-blocking
+        Stream must be ordered by the caller first. `copy=True` exports a new buffer, copied
+        on the device."""
+        ptr = self.ptr
+        if dl_device is not None and tuple(dl_device) != (DL_CUDA, self.device):
+            raise DLPackExportError(
+                f"DeviceBuffer.__dlpack__: dl_device={dl_device!r} asks for another device than "
+                f"the buffer's {(DL_CUDA, self.device)} (CUDA device {self.device}); copy it "
+                "first (to_numpy() for the host)")
+        if isinstance(stream, bool) or not (stream is None or isinstance(stream, int)) \
+                or (stream is not None and stream < -1) or stream == 0:
+            raise DLPackExportError(
+                f"DeviceBuffer.__dlpack__: stream={stream!r}: expected None, -1, 1 (legacy "
+                "default), 2 (per-thread default) or a stream handle; 0 is disallowed by the "
+                "DLPack protocol for CUDA")
+        use_device(self.device)
+        if copy:
+            # A new buffer, filled on the legacy default stream (after this one's pending
+            # work there), exported in its place: the capsule is its only owner.
+            dup = DeviceBuffer(self.nbytes, dtype=self.dtype, shape=self.shape,
+                               device=self.device)
+            dup.copy_from(self, stream=1)
+            return dup.__dlpack__(stream=stream, max_version=max_version)
+        if stream is not None and stream not in (-1, 1):
+            wait_stream(stream, 1, "ordering a DLPack consumer's stream after the work queued "
+                        "on the legacy default stream")
+        lease = _Lease(self)
+        try:
+            return _export_capsule(ptr, self.nbytes, self.shape, self.dtype, lease, max_version)
+        except Exception as exc:  # noqa: BLE001 - cuda.core refuses with BufferError & co
+            raise DLPackExportError(f"DeviceBuffer.__dlpack__: cuda.core cannot export a "
+                                    f"{self.dtype} buffer of shape {self.shape} ("
+                                    f"{type(exc).__name__}: {exc})") from exc
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -363,9 +430,45 @@ class DeviceBuffer(Owned):
 
     def free(self) -> None:
         if self._ptr is not None:
+            ptr, self._ptr = self._ptr, None
+            if self._leases:
+                self._orphan = ptr     # _Lease frees it when the last consumer lets go
+                return
             use_device(self.device)
-            check(driver().cuMemFree(self._ptr), "cuMemFree")
-            self._ptr = None
+            check(driver().cuMemFree(ptr), "cuMemFree")
+
+    def _release_lease(self) -> None:
+        self._leases -= 1
+        if not self._leases and self._orphan is not None:
+            ptr, self._orphan = self._orphan, None
+            use_device(self.device)
+            check(driver().cuMemFree(ptr), "cuMemFree")
+
+
+class _Lease:
+    """What a DLPack consumer holds through its capsule (the owner of the cuda.core Buffer
+    the capsule's view wraps): it keeps the DeviceBuffer alive, and the memory too when the
+    buffer is freed first."""
+
+    def __init__(self, buffer: DeviceBuffer):
+        self.buffer = buffer
+        buffer._leases += 1
+
+    def __del__(self) -> None:
+        try:
+            self.buffer._release_lease()
+        except Exception:  # noqa: S110 - at interpreter exit the driver may already be gone
+            pass
+
+
+def _export_capsule(ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype,
+                    owner: object, max_version) -> object:
+    # lazy: importing ptxdsl stays cheap
+    from cuda.core import Buffer
+    from cuda.core.utils import StridedMemoryView
+    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes, owner=owner), shape,
+                                         dtype=dtype)
+    return view.__dlpack__(max_version=max_version)
 
     def __repr__(self) -> str:
         where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"

@@ -29,6 +29,18 @@ import enum
 import inspect
 
 from .instructions import _ptx_args as _tags
+from .instructions._ptx_args import scope_cluster as scope_cluster
+from .instructions._ptx_args import scope_cta as scope_cta
+from .instructions._ptx_args import scope_gpu as scope_gpu
+from .instructions._ptx_args import scope_sys as scope_sys
+from .instructions._ptx_args import sem_acq_rel as sem_acq_rel
+from .instructions._ptx_args import sem_acquire as sem_acquire
+from .instructions._ptx_args import sem_relaxed as sem_relaxed
+from .instructions._ptx_args import sem_release as sem_release
+from .instructions._ptx_args import sem_sc as sem_sc
+from .instructions._ptx_args import space_cluster as space_cluster
+from .instructions._ptx_args import space_global as space_global
+from .instructions._ptx_args import space_shared as space_shared
 from .instructions.bits import *  # noqa: F403
 from .instructions.bulk import *  # noqa: F403
 from .instructions.bulk import CtaGroup, RedOp
@@ -48,8 +60,8 @@ from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
 from .instructions.wgmma_sp import *  # noqa: F403
 
-# cuda::ptx's tag constants: space_shared, scope_gpu, sem_release, ... (see _ptx_args)
-globals().update({name: getattr(_tags, name) for name in _tags.TAGS})
+# cuda::ptx's tag constants (space_shared, scope_gpu, sem_release, ...: imported above from
+# _ptx_args, which names them for its own messages) and the reduction ops and CTA groups.
 op_add, op_min, op_max, op_inc, op_dec = RedOp.add, RedOp.min, RedOp.max, RedOp.inc, RedOp.dec
 op_and_op, op_or_op, op_xor_op = RedOp.and_, RedOp.or_, RedOp.xor
 cta_group_1, cta_group_2 = CtaGroup.one, CtaGroup.two

@@ -28,8 +28,8 @@ The convention (docs/CONTRIBUTING.md, "cuda::ptx-named builders"):
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..errors import BuildError, OperandError
 from ..operands import Addr, Reg, Symbol
@@ -131,6 +131,26 @@ def is_space(value: Any) -> bool:
 
 
 # -- overloads ------------------------------------------------------------------------------------
+_F = TypeVar("_F", bound=Callable[..., Any])
+OVERLOADS = "__ptx_overloads__"
+
+
+def overloads(*table: Sequence[str], extra: Sequence[str] = ()) -> Callable[[_F], _F]:
+    """Record a builder's overloads, for the typed stub `ptxdsl/ptx.pyi` (generated from them
+    by `tools/ptx_stub.py`) and its `inspect.signature`.
+
+    `table` is in `bind`'s notation ('*name': optional keyword-only), plus '=name' for a
+    required keyword-only argument and '/name' for a positional-only one; `extra` is appended
+    to every overload (a result register `*dst`, `*type`). A builder whose arguments bind()
+    binds records bind's table (and the stub-only forms of its own keywords): tests check that
+    every overload the stub shows reaches bind() as that overload.
+    """
+    def mark(fn: _F) -> _F:
+        setattr(fn, OVERLOADS, tuple((*o, *extra) for o in table))
+        return fn
+    return mark
+
+
 def _signature(names: Sequence[str]) -> str:
     shown = [n for n in names if not n.startswith("*")]
     extra = [n[1:] + "=" for n in names if n.startswith("*")]

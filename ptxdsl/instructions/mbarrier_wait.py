@@ -142,6 +142,7 @@ def _wait(k, op, parity, args, kw, dst):
     return p
 
 
+@A.overloads(*_waits("state", False), extra=("*dst",))
 def mbarrier_test_wait(k, *args, dst=None, **kw) -> Reg:
     """`(k, addr, state)`: `mbarrier.test_wait.shared.b64 p, [addr], state;`;
     `(k, sem, scope, addr, state)`: `mbarrier.test_wait.sem.scope.shared::cta.b64 ...`.
@@ -149,18 +150,21 @@ def mbarrier_test_wait(k, *args, dst=None, **kw) -> Reg:
     return _wait(k, "test_wait", False, args, kw, dst)
 
 
+@A.overloads(*_waits("phase_parity", False), extra=("*dst",))
 def mbarrier_test_wait_parity(k, *args, dst=None, **kw) -> Reg:
     """`(k, addr, phase_parity)`: `mbarrier.test_wait.parity.shared.b64 p, [addr], parity;`;
     `(k, sem, scope, addr, phase_parity)`: `... .parity.sem.scope.shared::cta.b64 ...`"""
     return _wait(k, "test_wait", True, args, kw, dst)
 
 
+@A.overloads(*_waits("state", True), extra=("*dst",))
 def mbarrier_try_wait(k, *args, dst=None, **kw) -> Reg:
     """`(k, {sem, scope,} addr, state{, suspend_time_hint})`:
     `mbarrier.try_wait{.sem.scope}.shared::cta.b64 p, [addr], state{, hint};`"""
     return _wait(k, "try_wait", False, args, kw, dst)
 
 
+@A.overloads(*_waits("phase_parity", True), extra=("*dst",))
 def mbarrier_try_wait_parity(k, *args, dst=None, **kw) -> Reg:
     """`(k, {sem, scope,} addr, phase_parity{, suspend_time_hint})`:
     `mbarrier.try_wait.parity{.sem.scope}.shared::cta.b64 p, [addr], parity{, hint};`"""

@@ -81,6 +81,7 @@ def _fail_closed_all() -> None:
     for name in __all__:
         if inspect.isfunction(g[name]):
             g[name] = fail_closed(name, g[name])
+            _tags.describe(name, g[name])
 
 
 _fail_closed_all()

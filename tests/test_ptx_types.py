@@ -158,6 +158,40 @@ def test_builders_without_a_table_have_their_signature_in_the_stub():
         assert stub == real, name
 
 
+def test_builders_show_their_overloads_to_inspect_and_help():
+    """For IDEs without the stub and for Sphinx: one overload is the builder's signature,
+    several are its docstring's first lines (autodoc's form for overloads)."""
+    assert list(inspect.signature(ptx.tensormap_replace_box_dim).parameters) == [
+        "k", "space", "tm_addr", "ord", "new_val"]
+    assert ptx.mbarrier_arrive.__doc__.splitlines()[:2] == [
+        "mbarrier_arrive(k, addr, *, space=None, sem=None, scope=None, dst=None) -> Reg | None",
+        "mbarrier_arrive(k, addr, count, *, space=None, sem=None, scope=None, dst=None) -> "
+        "Reg | None"]
+    stub = _stub_functions()
+    for name in ptx.__all__:
+        fn = getattr(ptx, name)
+        table = getattr(fn, _ptx_args.OVERLOADS, None)
+        if table is None:
+            continue
+        if len(table) == 1:
+            (node,) = stub[name]
+            a = node.args
+            assert list(inspect.signature(fn).parameters) == [
+                p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)], name
+        else:
+            lines = fn.__doc__.splitlines()[:len(table) + 1]
+            assert all(line.startswith(f"{name}(k") for line in lines[:-1]), name
+            assert lines[-1] == "", name
+
+
+def test_a_keyword_shown_optional_may_be_given_as_none():
+    k = Kernel("t")
+    tmap = k.tensormap_addr(k.param_tensormap("tmap"))
+    ptx.cp_async_bulk_prefetch_tensor(k, tmap, (0, 1), mode=None, im2col=None, dim=None)
+    text = "\n".join(line for line, _ in k.render())
+    assert "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [" in text, text
+
+
 def test_the_generator_refuses_a_name_without_a_type():
     def builder(k, mystery):   # a new family's argument name, in no table
         return None

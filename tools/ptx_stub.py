@@ -130,47 +130,31 @@ def _optional(t: str) -> str:
 
 
 def overloads(fn_name: str, fn: Callable[..., Any]) -> list[list[Param]]:
-    """The builder's overloads as parameter lists: its recorded table, or its signature."""
+    """The builder's overloads as typed parameter lists: the table it recorded with
+    `_ptx_args.overloads` (read by `_ptx_args.signatures`), or its own signature."""
     from ptxdsl.instructions import _ptx_args
-    sig = inspect.signature(fn)
-    own = {p.name: p for p in sig.parameters.values()}
+    own = inspect.signature(fn)
 
     def annotation(name: str) -> Any:
-        p = own.get(name)
+        p = own.parameters.get(name)
         return p.annotation if p is not None and p.annotation is not p.empty else None
 
-    first = next(iter(sig.parameters))
-    table = getattr(fn, _ptx_args.OVERLOADS, None)
-    if table is None:
+    result = []
+    for sig in _ptx_args.signatures(fn) or [own]:
         params = []
         for p in sig.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise SystemExit(f"tools/ptx_stub.py: {fn_name} takes *{p.name}: record its "
                                  "overloads with _ptx_args.overloads")
             t = _type(fn_name, p.name, annotation(p.name))
-            if p.default is None:
-                t = _optional(t)
             kind = {p.POSITIONAL_ONLY: "posonly", p.KEYWORD_ONLY: "kw"}.get(p.kind, "pos")
-            params.append(Param(p.name, kind, t, p.default is not p.empty))
-        return [params]
-    result = []
-    for entry in table:
-        params = [Param(first, "pos", _type(fn_name, first, annotation(first)), False)]
-        for spec in entry:
-            mark, name = (spec[0], spec[1:]) if spec[0] in "*=/" else ("", spec)
-            t = _type(fn_name, name, annotation(name))
-            if mark == "*":
-                params.append(Param(name, "kw", _optional(t), True))
-            else:
-                params.append(Param(name, {"=": "kw", "/": "posonly"}.get(mark, "pos"), t,
-                                    False))
+            params.append(Param(p.name, kind, _optional(t) if p.default is None else t,
+                                p.default is not p.empty))
         result.append(params)
     return result
 
 
 def _render_params(params: list[Param]) -> str:
-    if any(p.kind == "posonly" for p in params):   # the kernel goes before them, by position
-        params = [params[0]._replace(kind="posonly"), *params[1:]]
     out: list[str] = []
     for i, p in enumerate(params):
         before = params[i - 1].kind if i else None

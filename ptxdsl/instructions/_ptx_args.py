@@ -28,6 +28,7 @@ The convention (docs/CONTRIBUTING.md, "cuda::ptx-named builders"):
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -149,6 +150,50 @@ def overloads(*table: Sequence[str], extra: Sequence[str] = ()) -> Callable[[_F]
         setattr(fn, OVERLOADS, tuple((*o, *extra) for o in table))
         return fn
     return mark
+
+
+def signatures(fn: Callable[..., Any]) -> list[inspect.Signature] | None:
+    """The overloads `overloads` recorded on `fn` as signatures (names, kinds, defaults and
+    `fn`'s return annotation; the parameter types are in ptx.pyi), None when it has none."""
+    table = getattr(fn, OVERLOADS, None)
+    if table is None:
+        return None
+    P = inspect.Parameter
+    kinds = {"*": P.KEYWORD_ONLY, "=": P.KEYWORD_ONLY, "/": P.POSITIONAL_ONLY}
+    code = inspect.unwrap(fn).__code__     # the kernel's name (inspect.signature: slower)
+    first = code.co_varnames[0]
+    result = []
+    for entry in table:
+        params = []
+        for spec in entry:
+            mark, name = (spec[0], spec[1:]) if spec[0] in kinds else ("", spec)
+            params.append(P(name, kinds.get(mark, P.POSITIONAL_OR_KEYWORD),
+                            default=None if mark == "*" else P.empty))
+        # the kernel comes first, by position when the others are
+        k_kind = params[0].kind if params and params[0].kind is P.POSITIONAL_ONLY else \
+            P.POSITIONAL_OR_KEYWORD
+        result.append(inspect.Signature(
+            [P(first, k_kind), *params],
+            return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)))
+    return result
+
+
+def describe(name: str, fn: Callable[..., Any]) -> None:
+    """Show a builder's recorded overloads to `inspect` and `help()` (so to Sphinx too): one
+    is its `__signature__`; several are its docstring's first lines, one signature each, the
+    form autodoc reads as overloads."""
+    forms = signatures(fn)
+    if forms is None:
+        return
+    if len(forms) == 1:
+        # inspect reads this attribute of any callable; typeshed's Callable does not declare it
+        fn.__signature__ = forms[0]  # type: ignore[attr-defined]
+    else:
+        ret = forms[0].return_annotation     # as written, not quoted as repr() quotes it
+        tail = "" if ret is inspect.Signature.empty else f" -> {ret}"
+        lines = [f"{name}{s.replace(return_annotation=inspect.Signature.empty)}{tail}"
+                 for s in forms]
+        fn.__doc__ = "\n".join(lines) + "\n\n" + (fn.__doc__ or "")
 
 
 def _signature(names: Sequence[str]) -> str:

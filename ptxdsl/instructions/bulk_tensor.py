@@ -513,10 +513,11 @@ _PREFETCH_EXT = ("*mode", "*im2col", "*dim")
              ("/tensor_map", "/tensor_coords", *_PREFETCH_EXT, "*cache_policy"),
              ("/src_space", "/tensor_map", "/tensor_coords", "/cache_policy", *_PREFETCH_EXT),
              ("/tensor_map", "/tensor_coords", "/cache_policy", *_PREFETCH_EXT))
-def cp_async_bulk_prefetch_tensor(k, *args, mode="tile", im2col=None, cache_policy=None,
+def cp_async_bulk_prefetch_tensor(k, *args, mode=None, im2col=None, cache_policy=None,
                                   dim: int | None = None) -> CpAsyncBulkPrefetchTensor:
     """`cp_async_bulk_prefetch_tensor(k, tensormap, coords, cache_policy=None)`; cuda::ptx's
     leading `space_global` may be given as "global"."""
+    mode = "tile" if mode is None else mode    # None is "not given", as for every builder
     rest = list(args)
     if rest and isinstance(rest[0], str | StateSpace):
         space_arg("cp.async.bulk.prefetch.tensor", "src_space", rest.pop(0), (GLOBAL,))

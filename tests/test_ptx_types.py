@@ -209,7 +209,7 @@ CALLS = '''\
 from typing import assert_type
 
 from ptxdsl import Kernel, ptx, t
-from ptxdsl.operands import Reg
+from ptxdsl.operands import Reg, Symbol
 
 k = Kernel("calls")
 bar = k.shared_array(t.b64, 1, align=8, name="bar")
@@ -223,6 +223,13 @@ assert_type(ptx.get_sreg_tid_x(k), Reg)
 v = ptx.ld_L1_no_allocate(k, "global", bar, type=t.b32)
 ptx.st_L2_cache_hint(k, "global", bar, v, v)
 ptx.tensormap_replace_rank(k, ptx.space_shared, bar, rank=2)
+
+
+def consume(k: Kernel, bar: Symbol) -> Reg:
+    phase = ptx.MbarrierPhase(k, bar)
+    phase.wait()
+    ptx.mbarrier_wait(k, bar, phase.parity, timeout=ptx.WaitTimeout(ns=1000))
+    return phase.try_wait()
 '''
 
 WRONG = '''\

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -196,7 +197,7 @@ class WaitTimeout:
 
     ns: int | None = None
     cycles: int | None = None
-    on_timeout: Callable | None = None
+    on_timeout: Callable[[Any], object] | None = None
     trap: bool = True
 
     def __attrs_post_init__(self):
@@ -214,7 +215,8 @@ class WaitTimeout:
 
 def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=None, space=None,
                   timeout: WaitTimeout | None = None, timeout_ns: int | None = None,
-                  timeout_cycles: int | None = None, on_timeout: Callable | None = None) -> Reg:
+                  timeout_cycles: int | None = None,
+                  on_timeout: Callable[[Any], object] | None = None) -> Reg:
     """Wait until the phase with parity `parity` (0/1 or a .b32 register) has completed:
 
         $L__wait_N:
@@ -282,8 +284,9 @@ class MbarrierPhase:
             ...
     """
 
-    def __init__(self, k, bar, parity: int = 0, *, space=None, sem=None, scope=None,
-                 suspend_time_hint=None, timeout: WaitTimeout | None = None):
+    def __init__(self, k: Any, bar: Any, parity: int = 0, *, space: Any = None,
+                 sem: Any = None, scope: Any = None, suspend_time_hint: Any = None,
+                 timeout: WaitTimeout | None = None) -> None:
         if parity not in (0, 1):
             raise OperandError("MbarrierPhase", "parity", "0 or 1", repr(parity))
         self.k, self.bar = k, bar

@@ -87,7 +87,11 @@ OVERRIDES: dict[tuple[str, str], str] = {
     ("mbarrier_*", "scope"): "ScopeArg | None",
     ("mbarrier_*", "space"): "SpaceArg | None",
     ("mbarrier_wait", "on_timeout"): "Callable[[Kernel], object]",
-    ("tensormap_replace_elemtype", "new_val"): "Reg | Imm | Int | str | NumpyType",
+    ("tensormap_replace_elemtype", "new_val"): "Imm | Int | str | NumpyType",
+    ("bfind*", "a_reg"): "Reg",     # an immediate alone does not say the type
+    # annotated int in the source; numpy integers are taken too (base.int_like)
+    ("setmaxnreg_*", "count"): "Int",
+    ("cp_async_bulk_wait_group*", "n"): "Int",
     **{(f"tensormap_replace_{f}", "new_val"): "Imm | Int | str"
        for f in ("interleave_layout", "swizzle_mode", "swizzle_atomicity", "fill_mode")},
 }

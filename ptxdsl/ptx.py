@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import enum
 import inspect
+from collections.abc import Sequence as _Sequence
+from typing import SupportsIndex as _SupportsIndex
 
 from .instructions import _ptx_args as _tags
 from .instructions._ptx_args import scope_cluster as scope_cluster
@@ -58,7 +60,17 @@ from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
+from .instructions.wgmma import WgmmaType as _WgmmaType
+from .instructions.wgmma_desc import MatrixDescriptor as _MatrixDescriptor
 from .instructions.wgmma_sp import *  # noqa: F403
+from .operands import Addr as _Addr
+from .operands import Imm as _Imm
+from .operands import Reg as _Reg
+from .operands import Symbol as _Symbol
+from .types import ScalarType as _ScalarType
+from .types import Scope as _Scope
+from .types import Sem as _Sem
+from .types import StateSpace as _StateSpace
 
 # cuda::ptx's tag constants (space_shared, scope_gpu, sem_release, ...: imported above from
 # _ptx_args, which names them for its own messages) and the reduction ops and CTA groups.
@@ -67,6 +79,22 @@ op_and_op, op_or_op, op_xor_op = RedOp.and_, RedOp.or_, RedOp.xor
 cta_group_1, cta_group_2 = CtaGroup.one, CtaGroup.two
 _CONSTANTS = (*_tags.TAGS, "op_add", "op_min", "op_max", "op_inc", "op_dec", "op_and_op",
               "op_or_op", "op_xor_op", "cta_group_1", "cta_group_2")
+
+# The argument types ptx.pyi's signatures are written with, for user code that annotates its
+# own helpers (`def load(k: Kernel, smem: ptx.Address, n: ptx.Value) -> None`): the stub's
+# public aliases, from tools/ptx_stub.py's ALIASES (tests/test_ptx_types.py checks them).
+# (The names are imported private: an instruction class imported by name would join __all__.)
+Int = int | _SupportsIndex
+Value = _Reg | _Imm | Int
+Address = _Reg | _Symbol | _Addr
+Coords = _Sequence[Value]
+SpaceArg = _StateSpace | str
+ScopeArg = _Scope | str
+SemArg = _Sem | str
+OpArg = RedOp | str
+TypeArg = _ScalarType | str
+Desc = _Reg | _Imm | Int | _MatrixDescriptor
+WgmmaTypeArg = _WgmmaType | _ScalarType | str
 
 globals().pop("FORMS", None)   # a family's forms table is not a builder function
 __all__ = sorted([name for name, value in globals().items()

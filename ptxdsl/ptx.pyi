@@ -359,7 +359,7 @@ OpArg: TypeAlias = RedOp | str
 """A reduction: 'add', 'min', ..., 'op_and_op', ... or ptx.op_*."""
 TypeArg: TypeAlias = ScalarType | str
 """A ptxdsl type (t.b32) or its name."""
-NumpyType: TypeAlias = np.dtype[Any] | type[np.generic]
+_NumpyType: TypeAlias = np.dtype[Any] | type[np.generic]
 """A numpy dtype or scalar type."""
 Desc: TypeAlias = Reg | Imm | Int | MatrixDescriptor
 """A wgmma matrix descriptor."""
@@ -1985,7 +1985,7 @@ def tensormap_replace_elemtype(
     k: Kernel,
     space: SpaceArg,
     tm_addr: Address,
-    new_val: Imm | Int | str | NumpyType,
+    new_val: Imm | Int | str | _NumpyType,
 ) -> None: ...
 @overload
 def tensormap_replace_elemtype(

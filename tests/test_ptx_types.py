@@ -4,6 +4,7 @@ and useful to `mypy --strict` on user code (issue 31, "Types a user's checker ca
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import re
@@ -70,6 +71,24 @@ def test_tag_constants_are_declared_with_their_members():
     assert {"space_shared", "scope_gpu", "sem_release", "op_and_op", "cta_group_1"} <= set(
         constants)
     assert ptx.space_shared is _ptx_args.S.shared_cta
+
+
+def test_the_stubs_public_aliases_are_ptxs_at_run_time():
+    """User code may annotate with them (`smem: ptx.Address`): the stub's alias and ptx's
+    object are the same type, evaluated with the names the stub imports."""
+    tree = _stub_tree()
+    names: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            module = importlib.import_module(("ptxdsl." if node.level else "") + node.module)
+            names |= {a.asname or a.name: getattr(module, a.name) for a in node.names}
+    aliases = {node.target.id: ast.unparse(node.value) for node in tree.body
+               if isinstance(node, ast.AnnAssign) and ast.unparse(node.annotation) == "TypeAlias"}
+    public = {n: text for n, text in aliases.items() if not n.startswith("_")}
+    assert {"Address", "Value", "SpaceArg"} <= set(public)
+    for alias, text in public.items():
+        expected = eval(text, {**names, **{a: getattr(ptx, a) for a in public}})  # noqa: S307
+        assert getattr(ptx, alias) == expected, alias
 
 
 class _Reached(Exception):
@@ -223,6 +242,10 @@ assert_type(ptx.get_sreg_tid_x(k), Reg)
 v = ptx.ld_L1_no_allocate(k, "global", bar, type=t.b32)
 ptx.st_L2_cache_hint(k, "global", bar, v, v)
 ptx.tensormap_replace_rank(k, ptx.space_shared, bar, rank=2)
+
+
+def init(k: Kernel, bar: ptx.Address, count: ptx.Value) -> None:
+    ptx.mbarrier_init(k, bar, count)
 
 
 def consume(k: Kernel, bar: Symbol) -> Reg:

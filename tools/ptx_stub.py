@@ -31,7 +31,8 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "ptxdsl" / "ptx.pyi"
 
-# Type aliases the stub defines; the parameter types below are written with them.
+# Type aliases the stub defines; the parameter types below are written with them. ptx.py
+# defines the public ones too, for user code that annotates its own helpers (tested equal).
 ALIASES = {
     "Int": ("int | SupportsIndex", "An integer: a Python int or a numpy integer"),
     "Value": ("Reg | Imm | Int", "A register or an immediate"),
@@ -44,7 +45,8 @@ ALIASES = {
     "SemArg": ("Sem | str", "Semantics: 'release', 'acquire', 'relaxed', ... or ptx.sem_*"),
     "OpArg": ("RedOp | str", "A reduction: 'add', 'min', ..., 'op_and_op', ... or ptx.op_*"),
     "TypeArg": ("ScalarType | str", "A ptxdsl type (t.b32) or its name"),
-    "NumpyType": ("np.dtype[Any] | type[np.generic]", "A numpy dtype or scalar type"),
+    # private: ptx.py defines the others at run time, and this one would import numpy there
+    "_NumpyType": ("np.dtype[Any] | type[np.generic]", "A numpy dtype or scalar type"),
     "Desc": ("Reg | Imm | Int | MatrixDescriptor", "A wgmma matrix descriptor"),
     "WgmmaTypeArg": ("WgmmaType | ScalarType | str", "A wgmma element type"),
 }
@@ -87,7 +89,7 @@ OVERRIDES: dict[tuple[str, str], str] = {
     ("mbarrier_*", "scope"): "ScopeArg | None",
     ("mbarrier_*", "space"): "SpaceArg | None",
     ("mbarrier_wait", "on_timeout"): "Callable[[Kernel], object]",
-    ("tensormap_replace_elemtype", "new_val"): "Imm | Int | str | NumpyType",
+    ("tensormap_replace_elemtype", "new_val"): "Imm | Int | str | _NumpyType",
     ("bfind*", "a_reg"): "Reg",     # an immediate alone does not say the type
     # annotated int in the source; numpy integers are taken too (base.int_like)
     ("setmaxnreg_*", "count"): "Int",

@@ -21,6 +21,12 @@ parameter, or a register loaded from one) is converted with cvta.to.<space>, as 
 One call emits one instruction (plus at most the address conversion it needs). Keyword-only
 extensions: `dst=` (the result register), `space=` on overloads without one, `cache_policy=`,
 `mode=`, `im2col=`, ...
+
+Type checkers read `ptx.pyi` beside this module, one `@overload` per cuda::ptx overload
+(generated from the builders' tables, docs/CONTRIBUTING.md); `inspect.signature` and `help()`
+show the same overloads. Its argument types are here too, for annotating helpers of one's own:
+`ptx.Address` (a symbol, register or `Addr`), `ptx.Value` (a register or an immediate),
+`ptx.SpaceArg`, `ptx.ScopeArg`, `ptx.SemArg`, ...
 """
 
 from __future__ import annotations

@@ -193,7 +193,8 @@ def describe(name: str, fn: Callable[..., Any]) -> None:
         tail = "" if ret is inspect.Signature.empty else f" -> {ret}"
         lines = [f"{name}{s.replace(return_annotation=inspect.Signature.empty)}{tail}"
                  for s in forms]
-        fn.__doc__ = "\n".join(lines) + "\n\n" + (fn.__doc__ or "")
+        # cleaned first: its own first line is not indented, the rest is
+        fn.__doc__ = "\n".join(lines) + "\n\n" + inspect.cleandoc(fn.__doc__ or "")
 
 
 def _signature(names: Sequence[str]) -> str:

@@ -138,13 +138,14 @@ OVERLOADS = "__ptx_overloads__"
 
 def overloads(*table: Sequence[str], extra: Sequence[str] = ()) -> Callable[[_F], _F]:
     """Record a builder's overloads, for the typed stub `ptxdsl/ptx.pyi` (generated from them
-    by `tools/ptx_stub.py`) and its `inspect.signature`.
+    by `tools/ptx_stub.py`) and for `inspect.signature` and `help()` (`describe`).
 
     `table` is in `bind`'s notation ('*name': optional keyword-only), plus '=name' for a
     required keyword-only argument and '/name' for a positional-only one; `extra` is appended
     to every overload (a result register `*dst`, `*type`). A builder whose arguments bind()
-    binds records bind's table (and the stub-only forms of its own keywords): tests check that
-    every overload the stub shows reaches bind() as that overload.
+    binds records bind's table (plus the forms of its own keywords, such as `rank=`):
+    tests/test_ptx_types.py calls each overload the stub shows and checks that bind() takes
+    its names.
     """
     def mark(fn: _F) -> _F:
         setattr(fn, OVERLOADS, tuple((*o, *extra) for o in table))

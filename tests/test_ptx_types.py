@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl import Kernel, ptx
+from ptxdsl import Kernel, ptx, t
 from ptxdsl.errors import PtxdslError
 from ptxdsl.instructions import _ptx_args
 from tools import ptx_stub
@@ -161,6 +161,31 @@ def test_every_stub_overload_binds_as_the_dispatcher_binds(monkeypatch):
     # the builders that dispatch by themselves (their stub is checked against their signature)
     assert {n for n in unbound if not re.fullmatch(r"(ld|st)(_\w+)?", n)} == {
         "cp_async_bulk_prefetch_tensor"}
+
+
+def test_builders_that_dispatch_by_themselves_take_each_stub_overload():
+    """ld*/st* and cp_async_bulk_prefetch_tensor do not call bind(): each overload the stub
+    shows is built, its positional-or-keyword arguments given by keyword."""
+    k = Kernel("t")
+    ptr = k.ld_param(k.param_ptr("p"))
+    values = {"space": "global", "addr": ptr, "src": k.mov(1, type=t.b32),
+              "cache_policy": ptx.createpolicy_fractional(k), "type": t.b32,
+              "src_space": "global", "tensor_map": k.tensormap_addr(k.param_tensormap("m")),
+              "tensor_coords": (0, 1)}
+    built = 0
+    for name, forms in _stub_functions().items():
+        if not (re.fullmatch(r"(ld|st)(_\w+)?", name) and name != "st_async"
+                or name == "cp_async_bulk_prefetch_tensor"):
+            continue
+        for node in forms:
+            a = node.args
+            args = [k, *(values[p.arg] for p in a.posonlyargs[1:])]
+            first = [] if a.posonlyargs else a.args[1:]
+            kwargs = {p.arg: values[p.arg] for p in (*first, *a.kwonlyargs)
+                      if p.arg in values}
+            getattr(ptx, name)(*args, **kwargs)
+            built += 1
+    assert built == 2 * 6 * 2 * 4 + 6 * 2 + 4   # ld: nc, L1, hint, L2; st: L1, hint; prefetch
 
 
 def test_builders_without_a_table_have_their_signature_in_the_stub():

@@ -53,9 +53,11 @@ def _module_name(path: Path, root: Path) -> str:
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
-    """Every module of the package, the C extension included (by its stub)."""
+    """Every module of the package, the C extension included (by its stub); a module with
+    both (ptx.py and its generated ptx.pyi) by its source, whose imports are the real ones."""
     files = [*(root / "ptxdsl").rglob("*.py"), *(root / "ptxdsl").rglob("*.pyi")]
-    return {_module_name(p, root): p for p in sorted(files) if "__pycache__" not in p.parts}
+    files.sort(key=lambda p: (p.suffix == ".py", p))
+    return {_module_name(p, root): p for p in files if "__pycache__" not in p.parts}
 
 
 def layer_of(module: str) -> str | None:

@@ -28,8 +28,9 @@ The convention (docs/CONTRIBUTING.md, "cuda::ptx-named builders"):
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..errors import BuildError, OperandError
 from ..operands import Addr, Reg, Symbol
@@ -131,6 +132,72 @@ def is_space(value: Any) -> bool:
 
 
 # -- overloads ------------------------------------------------------------------------------------
+_F = TypeVar("_F", bound=Callable[..., Any])
+OVERLOADS = "__ptx_overloads__"
+
+
+def overloads(*table: Sequence[str], extra: Sequence[str] = ()) -> Callable[[_F], _F]:
+    """Record a builder's overloads, for the typed stub `ptxdsl/ptx.pyi` (generated from them
+    by `tools/ptx_stub.py`) and for `inspect.signature` and `help()` (`describe`).
+
+    `table` is in `bind`'s notation ('*name': optional keyword-only), plus '=name' for a
+    required keyword-only argument and '/name' for a positional-only one; `extra` is appended
+    to every overload (a result register `*dst`, `*type`). A builder whose arguments bind()
+    binds records bind's table (plus the forms of its own keywords, such as `rank=`):
+    tests/test_ptx_types.py calls each overload the stub shows and checks that bind() takes
+    its names.
+    """
+    def mark(fn: _F) -> _F:
+        setattr(fn, OVERLOADS, tuple((*o, *extra) for o in table))
+        return fn
+    return mark
+
+
+def signatures(fn: Callable[..., Any]) -> list[inspect.Signature] | None:
+    """The overloads `overloads` recorded on `fn` as signatures (names, kinds, defaults and
+    `fn`'s return annotation; the parameter types are in ptx.pyi), None when it has none."""
+    table = getattr(fn, OVERLOADS, None)
+    if table is None:
+        return None
+    P = inspect.Parameter
+    kinds = {"*": P.KEYWORD_ONLY, "=": P.KEYWORD_ONLY, "/": P.POSITIONAL_ONLY}
+    code = inspect.unwrap(fn).__code__     # the kernel's name (inspect.signature: slower)
+    first = code.co_varnames[0]
+    result = []
+    for entry in table:
+        params = []
+        for spec in entry:
+            mark, name = (spec[0], spec[1:]) if spec[0] in kinds else ("", spec)
+            params.append(P(name, kinds.get(mark, P.POSITIONAL_OR_KEYWORD),
+                            default=None if mark == "*" else P.empty))
+        # the kernel comes first, by position when the others are
+        k_kind = params[0].kind if params and params[0].kind is P.POSITIONAL_ONLY else \
+            P.POSITIONAL_OR_KEYWORD
+        result.append(inspect.Signature(
+            [P(first, k_kind), *params],
+            return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)))
+    return result
+
+
+def describe(name: str, fn: Callable[..., Any]) -> None:
+    """Show a builder's recorded overloads to `inspect` and `help()` (so to Sphinx too): one
+    is its `__signature__`; several are its docstring's first lines, one signature each, the
+    form autodoc reads as overloads."""
+    forms = signatures(fn)
+    if forms is None:
+        return
+    if len(forms) == 1:
+        # inspect reads this attribute of any callable; typeshed's Callable does not declare it
+        fn.__signature__ = forms[0]  # type: ignore[attr-defined]
+    else:
+        ret = forms[0].return_annotation     # as written, not quoted as repr() quotes it
+        tail = "" if ret is inspect.Signature.empty else f" -> {ret}"
+        lines = [f"{name}{s.replace(return_annotation=inspect.Signature.empty)}{tail}"
+                 for s in forms]
+        # cleaned first: its own first line is not indented, the rest is
+        fn.__doc__ = "\n".join(lines) + "\n\n" + inspect.cleandoc(fn.__doc__ or "")
+
+
 def _signature(names: Sequence[str]) -> str:
     shown = [n for n in names if not n.startswith("*")]
     extra = [n[1:] + "=" for n in names if n.startswith("*")]

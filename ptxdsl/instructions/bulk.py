@@ -474,6 +474,7 @@ def _bar(k, insn: str, bar: Any, dst_space: Any) -> Any:
     return converted(k, insn, bar, dst_space, (CLUSTER, CTA, GLOBAL), "dst_space")
 
 
+@A.overloads(*_COPY)
 def cp_async_bulk(k, *args, **kw) -> CpAsyncBulk:
     """cuda::ptx's overloads, by direction:
     `(k, 'cluster'|'shared', 'global', dst_mem, src_mem, size, smem_bar)`,
@@ -498,11 +499,15 @@ def _in_cluster(k, insn: Any) -> Any:
     return insn
 
 
+_CP_MASK = (("dst_space", "src_space", "dst_mem", "src_mem", "size", "byte_mask",
+             "*cache_policy"),)
+
+
+@A.overloads(*_CP_MASK)
 def cp_async_bulk_cp_mask(k, *args, **kw) -> CpAsyncBulk:
     """`(k, 'global', 'shared', dst_mem, src_mem, size, byte_mask)`:
     `cp.async.bulk.global.shared::cta.bulk_group.cp_mask [dstMem], [srcMem], size, byteMask;`"""
-    _, a = A.bind("cp_async_bulk_cp_mask", args, kw, (
-        ("dst_space", "src_space", "dst_mem", "src_mem", "size", "byte_mask", "*cache_policy"),))
+    _, a = A.bind("cp_async_bulk_cp_mask", args, kw, _CP_MASK)
     return cp_async_bulk(k, **a)
 
 

@@ -454,6 +454,7 @@ def _tensor_copy(k, name: str, args, kw, mode) -> CpAsyncBulkTensor:
         a.get("cta_group"), None, a.get("cache_policy"))))
 
 
+@A.overloads(*_TENSOR)
 def cp_async_bulk_tensor(k, *args, **kw) -> CpAsyncBulkTensor:
     """cuda::ptx's overloads (1d-5d by the coordinate count):
 
@@ -470,12 +471,14 @@ def cp_async_bulk_tensor(k, *args, **kw) -> CpAsyncBulkTensor:
     return _tensor_copy(k, "cp_async_bulk_tensor", args, kw, "tile")
 
 
+@A.overloads(*_TENSOR[:4])   # loads only: the mode is the gather
 def cp_async_bulk_tensor_tile_gather4(k, *args, **kw) -> CpAsyncBulkTensor:
     """`(k, 'shared'|'cluster', 'global', {cta_group,} dst_mem, tensor_map, coords5, smem_bar
     {, cta_mask})`: `cp.async.bulk.tensor.2d.<dst>.global.tile::gather4...`"""
     return _tensor_copy(k, "cp_async_bulk_tensor_tile_gather4", args, kw, "tile::gather4")
 
 
+@A.overloads(*_TENSOR[4:])   # the store only
 def cp_async_bulk_tensor_tile_scatter4(k, *args, **kw) -> CpAsyncBulkTensor:
     """`(k, 'global', 'shared', tensor_map, coords5, src_mem)`:
     `cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group [...], [src];`"""
@@ -487,6 +490,7 @@ _REDUCE = (("dst_space", "src_space", "op", "tensor_map", "tensor_coords", "src_
            ("op", "tensor_map", "tensor_coords", "src_mem", "*mode", "*cache_policy", "*dim"))
 
 
+@A.overloads(*_REDUCE)
 def cp_reduce_async_bulk_tensor(k, *args, **kw) -> CpReduceAsyncBulkTensor:
     """`(k, 'global', 'shared', op, tensor_map, tensor_coords, src_mem)` as cuda::ptx (op 'add',
     ptx.op_add, 'op_and_op', ...); the spaces may be left out (a ptxdsl extension)."""
@@ -501,10 +505,19 @@ def cp_reduce_async_bulk_tensor(k, *args, **kw) -> CpReduceAsyncBulkTensor:
         A.space_addr(k, n, a["src_mem"], CTA), mode, None, a.get("cache_policy")))
 
 
-def cp_async_bulk_prefetch_tensor(k, *args, mode="tile", im2col=None, cache_policy=None,
+# Positional only: cuda::ptx's optional leading space_global, then the cache policy trailing.
+_PREFETCH_EXT = ("*mode", "*im2col", "*dim")
+
+
+@A.overloads(("/src_space", "/tensor_map", "/tensor_coords", *_PREFETCH_EXT, "*cache_policy"),
+             ("/tensor_map", "/tensor_coords", *_PREFETCH_EXT, "*cache_policy"),
+             ("/src_space", "/tensor_map", "/tensor_coords", "/cache_policy", *_PREFETCH_EXT),
+             ("/tensor_map", "/tensor_coords", "/cache_policy", *_PREFETCH_EXT))
+def cp_async_bulk_prefetch_tensor(k, *args, mode=None, im2col=None, cache_policy=None,
                                   dim: int | None = None) -> CpAsyncBulkPrefetchTensor:
     """`cp_async_bulk_prefetch_tensor(k, tensormap, coords, cache_policy=None)`; cuda::ptx's
     leading `space_global` may be given as "global"."""
+    mode = "tile" if mode is None else mode    # None is "not given", as for every builder
     rest = list(args)
     if rest and isinstance(rest[0], str | StateSpace):
         space_arg("cp.async.bulk.prefetch.tensor", "src_space", rest.pop(0), (GLOBAL,))

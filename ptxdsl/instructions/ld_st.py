@@ -84,7 +84,8 @@ def _policy_arg(name: str, hint: bool, args: tuple, cache_policy, sig: str, hint
 def _make_ld(nc, l1, hint, prefetch):
     name = builder_name("ld", nc, l1, hint, prefetch)
 
-    def build(k, space, addr, *args, type=None, cache_policy=None):
+    @A.overloads(("space", "addr", *(("cache_policy",) if hint else ())), extra=("=type",))
+    def build(k, space, addr, *args, type=None, cache_policy=None) -> Reg:
         cache_policy = _policy_arg(name, hint, args, cache_policy, "k, space, addr",
                                    builder_name("ld", nc, l1, True, prefetch))
         sp, addr = _space_addr(k, name, space, addr)
@@ -100,7 +101,9 @@ def _make_ld(nc, l1, hint, prefetch):
 def _make_st(l1, hint):
     name = builder_name("st", False, l1, hint, None)
 
-    def build(k, space, addr, src, *args, type=None, cache_policy=None):
+    @A.overloads(("space", "addr", "src", *(("cache_policy",) if hint else ())),
+                 extra=("*type",))
+    def build(k, space, addr, src, *args, type=None, cache_policy=None) -> None:
         cache_policy = _policy_arg(name, hint, args, cache_policy, "k, space, addr, src",
                                    builder_name("st", False, l1, True, None))
         sp, addr = _space_addr(k, name, space, addr)

@@ -287,17 +287,25 @@ def bar_args(k, insn: str, a: dict, default: StateSpace, allowed=SPACES):
     return sem, scope, sp, A.space_addr(k, insn, a["addr"], sp)
 
 
+_INIT = (("addr", "count", "*space"),)
+
+
+@A.overloads(*_INIT)
 def mbarrier_init(k, *args, **kw) -> None:
     """`(k, addr, count)`: `mbarrier.init.shared.b64 [addr], count;` (cuda::ptx's text);
     `space=` 'shared' (.shared::cta) or 'generic' picks another form."""
-    _, a = A.bind("mbarrier_init", args, kw, (("addr", "count", "*space"),))
+    _, a = A.bind("mbarrier_init", args, kw, _INIT)
     _, _, sp, bar = bar_args(k, "mbarrier.init", a, S.shared, LOCAL_SPACES)
     k.emit(MbarrierInit(sp, bar, a["count"]))
 
 
+_INVAL = (("addr", "*space"),)
+
+
+@A.overloads(*_INVAL)
 def mbarrier_inval(k, *args, **kw) -> None:
     """`(k, addr)`: `mbarrier.inval.shared::cta.b64 [addr];` (no cuda::ptx counterpart)."""
-    _, a = A.bind("mbarrier_inval", args, kw, (("addr", "*space"),))
+    _, a = A.bind("mbarrier_inval", args, kw, _INVAL)
     _, _, sp, bar = bar_args(k, "mbarrier.inval", a, S.shared_cta, LOCAL_SPACES)
     k.emit(MbarrierInval(sp, bar))
 
@@ -308,7 +316,8 @@ _ARRIVE = (("addr", *_EXT), ("addr", "count", *_EXT), ("sem", "scope", "space", 
 _ARRIVE_DEFAULT = (S.shared, S.shared_cta, None, None)
 
 
-def _arrive(k, op, kind, name, args, kw, dst, overloads=_ARRIVE, defaults=_ARRIVE_DEFAULT):
+def _arrive(k, op, kind, name, args, kw, dst, overloads=_ARRIVE,
+            defaults=_ARRIVE_DEFAULT) -> Reg | None:
     i, a = A.bind(name, args, kw, overloads)
     insn = f"mbarrier.{op}"
     sem, scope, sp, bar = bar_args(k, insn, a, defaults[i] or S.shared_cta)
@@ -321,7 +330,8 @@ def _arrive(k, op, kind, name, args, kw, dst, overloads=_ARRIVE, defaults=_ARRIV
     return None if isinstance(dst, Sink) else dst
 
 
-def mbarrier_arrive(k, *args, dst=None, **kw):
+@A.overloads(*_ARRIVE, extra=("*dst",))
+def mbarrier_arrive(k, *args, dst=None, **kw) -> Reg | None:
     """cuda::ptx's overloads: `(k, addr)` -> `mbarrier.arrive.shared.b64 state, [addr];`,
     `(k, addr, count)` -> `mbarrier.arrive.shared::cta.b64 state, [addr], count;`,
     `(k, sem, scope, space, addr{, count})` -> `mbarrier.arrive.sem.scope.space.b64 ...`.
@@ -333,7 +343,8 @@ def mbarrier_arrive(k, *args, dst=None, **kw):
 _NO_COMPLETE = (("addr", "count", *_EXT),)
 
 
-def mbarrier_arrive_no_complete(k, *args, dst=None, **kw):
+@A.overloads(*_NO_COMPLETE, extra=("*dst",))
+def mbarrier_arrive_no_complete(k, *args, dst=None, **kw) -> Reg | None:
     """`(k, addr, count)`: `mbarrier.arrive.noComplete.shared.b64 state, [addr], count;`"""
     return _arrive(k, "arrive", ArriveKind.no_complete, "mbarrier_arrive_no_complete", args, kw,
                    dst, _NO_COMPLETE, (S.shared,))
@@ -342,7 +353,8 @@ def mbarrier_arrive_no_complete(k, *args, dst=None, **kw):
 _EXPECT_TX = (("sem", "scope", "space", "addr", "tx_count"), ("addr", "tx_count", *_EXT))
 
 
-def mbarrier_arrive_expect_tx(k, *args, dst=None, **kw):
+@A.overloads(*_EXPECT_TX, extra=("*dst",))
+def mbarrier_arrive_expect_tx(k, *args, dst=None, **kw) -> Reg | None:
     """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.arrive.expect_tx.sem.scope.space.b64
     state, [addr], tx_count;` (sem/scope None leave them out; `(k, addr, tx_count)` is the form
     without them, a ptxdsl extension)."""
@@ -350,18 +362,21 @@ def mbarrier_arrive_expect_tx(k, *args, dst=None, **kw):
                    dst, _EXPECT_TX, (None, None))
 
 
-def mbarrier_arrive_drop(k, *args, dst=None, **kw):
+@A.overloads(*_ARRIVE, extra=("*dst",))
+def mbarrier_arrive_drop(k, *args, dst=None, **kw) -> Reg | None:
     """As mbarrier_arrive: `mbarrier.arrive_drop{.sem.scope}{.space}.b64 state, [addr]{, count};`"""
     return _arrive(k, "arrive_drop", ArriveKind.plain, "mbarrier_arrive_drop", args, kw, dst)
 
 
-def mbarrier_arrive_drop_no_complete(k, *args, dst=None, **kw):
+@A.overloads(*_NO_COMPLETE, extra=("*dst",))
+def mbarrier_arrive_drop_no_complete(k, *args, dst=None, **kw) -> Reg | None:
     """`(k, addr, count)`: `mbarrier.arrive_drop.noComplete.shared.b64 state, [addr], count;`"""
     return _arrive(k, "arrive_drop", ArriveKind.no_complete, "mbarrier_arrive_drop_no_complete",
                    args, kw, dst, _NO_COMPLETE, (S.shared,))
 
 
-def mbarrier_arrive_drop_expect_tx(k, *args, dst=None, **kw):
+@A.overloads(*_EXPECT_TX, extra=("*dst",))
+def mbarrier_arrive_drop_expect_tx(k, *args, dst=None, **kw) -> Reg | None:
     """As mbarrier_arrive_expect_tx: `mbarrier.arrive_drop.expect_tx.sem.scope.space.b64 ...`"""
     return _arrive(k, "arrive_drop", ArriveKind.expect_tx, "mbarrier_arrive_drop_expect_tx",
                    args, kw, dst, _EXPECT_TX, (None, None))
@@ -373,12 +388,14 @@ def _tx(k, op: TxOp, args, kw) -> None:
     k.emit(MbarrierTx(op, sp, bar, a["tx_count"], sem, scope))
 
 
+@A.overloads(*_EXPECT_TX)
 def mbarrier_expect_tx(k, *args, **kw) -> None:
     """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.expect_tx.relaxed.scope.space.b64
     [addr], txCount;`"""
     _tx(k, TxOp.expect_tx, args, kw)
 
 
+@A.overloads(*_EXPECT_TX)
 def mbarrier_complete_tx(k, *args, **kw) -> None:
     """`(k, sem, scope, space, addr, tx_count)`: `mbarrier.complete_tx.relaxed.scope.space.b64
     [addr], txCount;` (no cuda::ptx counterpart; mirrors mbarrier_expect_tx)."""

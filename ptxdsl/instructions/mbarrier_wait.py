@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -142,6 +143,7 @@ def _wait(k, op, parity, args, kw, dst):
     return p
 
 
+@A.overloads(*_waits("state", False), extra=("*dst",))
 def mbarrier_test_wait(k, *args, dst=None, **kw) -> Reg:
     """`(k, addr, state)`: `mbarrier.test_wait.shared.b64 p, [addr], state;`;
     `(k, sem, scope, addr, state)`: `mbarrier.test_wait.sem.scope.shared::cta.b64 ...`.
@@ -149,18 +151,21 @@ def mbarrier_test_wait(k, *args, dst=None, **kw) -> Reg:
     return _wait(k, "test_wait", False, args, kw, dst)
 
 
+@A.overloads(*_waits("phase_parity", False), extra=("*dst",))
 def mbarrier_test_wait_parity(k, *args, dst=None, **kw) -> Reg:
     """`(k, addr, phase_parity)`: `mbarrier.test_wait.parity.shared.b64 p, [addr], parity;`;
     `(k, sem, scope, addr, phase_parity)`: `... .parity.sem.scope.shared::cta.b64 ...`"""
     return _wait(k, "test_wait", True, args, kw, dst)
 
 
+@A.overloads(*_waits("state", True), extra=("*dst",))
 def mbarrier_try_wait(k, *args, dst=None, **kw) -> Reg:
     """`(k, {sem, scope,} addr, state{, suspend_time_hint})`:
     `mbarrier.try_wait{.sem.scope}.shared::cta.b64 p, [addr], state{, hint};`"""
     return _wait(k, "try_wait", False, args, kw, dst)
 
 
+@A.overloads(*_waits("phase_parity", True), extra=("*dst",))
 def mbarrier_try_wait_parity(k, *args, dst=None, **kw) -> Reg:
     """`(k, {sem, scope,} addr, phase_parity{, suspend_time_hint})`:
     `mbarrier.try_wait.parity{.sem.scope}.shared::cta.b64 p, [addr], parity{, hint};`"""
@@ -192,7 +197,7 @@ class WaitTimeout:
 
     ns: int | None = None
     cycles: int | None = None
-    on_timeout: Callable | None = None
+    on_timeout: Callable[[Any], object] | None = None
     trap: bool = True
 
     def __attrs_post_init__(self):
@@ -210,7 +215,8 @@ class WaitTimeout:
 
 def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=None, space=None,
                   timeout: WaitTimeout | None = None, timeout_ns: int | None = None,
-                  timeout_cycles: int | None = None, on_timeout: Callable | None = None) -> Reg:
+                  timeout_cycles: int | None = None,
+                  on_timeout: Callable[[Any], object] | None = None) -> Reg:
     """Wait until the phase with parity `parity` (0/1 or a .b32 register) has completed:
 
         $L__wait_N:
@@ -278,8 +284,9 @@ class MbarrierPhase:
             ...
     """
 
-    def __init__(self, k, bar, parity: int = 0, *, space=None, sem=None, scope=None,
-                 suspend_time_hint=None, timeout: WaitTimeout | None = None):
+    def __init__(self, k: Any, bar: Any, parity: int = 0, *, space: Any = None,
+                 sem: Any = None, scope: Any = None, suspend_time_hint: Any = None,
+                 timeout: WaitTimeout | None = None) -> None:
         if parity not in (0, 1):
             raise OperandError("MbarrierPhase", "parity", "0 or 1", repr(parity))
         self.k, self.bar = k, bar

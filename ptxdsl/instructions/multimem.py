@@ -142,6 +142,7 @@ def _value_type(name: str, op: RedOp | None, value, type) -> ScalarType:
     return t
 
 
+@A.overloads(*_LD_REDUCE, extra=("=type",))
 def multimem_ld_reduce(k, *args, type=None, **kwargs) -> Reg:
     """`multimem.ld_reduce.sem{.scope}.global.op.type d, [addr];` returns d:
     `(k, "weak", op, addr)` or `(k, sem, scope, op, addr)`; `type=` (cuda::ptx: the pointer's)."""
@@ -156,6 +157,7 @@ def multimem_ld_reduce(k, *args, type=None, **kwargs) -> Reg:
     return d
 
 
+@A.overloads(*_ST, extra=("*type",))
 def multimem_st(k, *args, type=None, **kwargs) -> None:
     """`multimem.st.sem{.scope}.global.{b32,b64} [addr], val;`: `(k, "weak", addr, val)` or
     `(k, sem, scope, addr, val)`."""
@@ -165,6 +167,7 @@ def multimem_st(k, *args, type=None, **kwargs) -> None:
                     _global(k, "multimem.st", a["addr"]), a["val"]))
 
 
+@A.overloads(*_RED, extra=("*type",))
 def multimem_red(k, *args, type=None, **kwargs) -> None:
     """`multimem.red.sem.scope.global.op.type [addr], val;`: `(k, sem, scope, op, addr, val)`."""
     _, a = A.bind("multimem_red", args, kwargs, _RED)

@@ -12,6 +12,7 @@ names and makes one builder per name (`get_sreg_tid_x` reads `%tid.x`).
 from __future__ import annotations
 
 from ..operands import READABLE_SPECIAL_REGISTERS as SPECIAL_REGISTERS
+from ..operands import Reg
 from ..types import Requires
 
 # cuda::ptx's get_sreg set, in get_sreg.h's order.
@@ -34,7 +35,7 @@ def builder_name(sreg: str) -> str:
 
 
 def _make(sreg: str):
-    def get_sreg(k):
+    def get_sreg(k) -> Reg:
         return k.read_special(sreg)
 
     t = SPECIAL_REGISTERS[sreg][0]

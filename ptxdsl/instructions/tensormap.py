@@ -271,12 +271,14 @@ def _replace(k, field: Field, args, kw, overloads=_REPLACE, new_val=None, insn=N
         k.emit(TensormapReplace(field, sp, addr, value))
 
 
+@A.overloads(*_REPLACE)
 def tensormap_replace_global_address(k, *args, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `tensormap.replace.tile.global_address.<space>.b1024.b64
     [tm_addr], new_val;` — space 'shared' (.shared::cta), 'global' or 'generic'."""
     _replace(k, Field.global_address, args, kw)
 
 
+@A.overloads(*_REPLACE, ("space", "tm_addr", "=rank"))
 def tensormap_replace_rank(k, *args, rank=None, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `tensormap.replace.tile.rank.<space>.b1024.b32 [tm_addr],
     new_val;` — new_val is the raw field value, rank - 1, as in cuda::ptx. The keyword
@@ -296,30 +298,35 @@ def tensormap_replace_rank(k, *args, rank=None, **kw) -> None:
     _replace(k, Field.rank, args, kw, (("space", "tm_addr"),), new_val=value)
 
 
+@A.overloads(*_REPLACE_ORD)
 def tensormap_replace_box_dim(k, *args, **kw) -> None:
     """`(k, space, tm_addr, ord, new_val)`: `tensormap.replace.tile.box_dim.<space>.b1024.b32
     [tm_addr], ord, new_val;` (new_val 1..256)."""
     _replace(k, Field.box_dim, args, kw, _REPLACE_ORD)
 
 
+@A.overloads(*_REPLACE_ORD)
 def tensormap_replace_global_dim(k, *args, **kw) -> None:
     """`(k, space, tm_addr, ord, new_val)`: `... .global_dim.<space>.b1024.b32 [tm_addr], ord,
     new_val;`"""
     _replace(k, Field.global_dim, args, kw, _REPLACE_ORD)
 
 
+@A.overloads(*_REPLACE_ORD)
 def tensormap_replace_global_stride(k, *args, **kw) -> None:
     """`(k, space, tm_addr, ord, new_val)`: `... .global_stride.<space>.b1024.b64 [tm_addr], ord,
     new_val;` — bytes, the stride of dimension ord+1 (a multiple of 16, below 2^40)."""
     _replace(k, Field.global_stride, args, kw, _REPLACE_ORD)
 
 
+@A.overloads(*_REPLACE_ORD)
 def tensormap_replace_element_stride(k, *args, **kw) -> None:
     """`(k, space, tm_addr, ord, new_val)`: `... .element_stride.<space>.b1024.b32 [tm_addr], ord,
     new_val;` (1..8)."""
     _replace(k, Field.element_stride, args, kw, _REPLACE_ORD)
 
 
+@A.overloads(*_REPLACE_ORD)
 def tensormap_replace_element_size(k, *args, **kw) -> None:
     """CCCL's legacy name of tensormap_replace_element_stride (the same PTX): `(k, space,
     tm_addr, ord, new_val)`."""
@@ -327,6 +334,7 @@ def tensormap_replace_element_size(k, *args, **kw) -> None:
              insn="tensormap_replace_element_size")
 
 
+@A.overloads(*_REPLACE, ("space", "tm_addr", "=driver_dtype"))
 def tensormap_replace_elemtype(k, *args, driver_dtype=None, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `... .elemtype.<space>.b1024.b32 [tm_addr], code;` —
     new_val a PTX code (cuda::ptx's n32_t), a PTX name ('u8', 'bf16', 'f32.ftz', ...), an
@@ -347,37 +355,44 @@ def tensormap_replace_elemtype(k, *args, driver_dtype=None, **kw) -> None:
     _replace(k, Field.elemtype, (), {**a, "new_val": value})
 
 
+@A.overloads(*_REPLACE)
 def tensormap_replace_interleave_layout(k, *args, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `... .interleave_layout ...` — 'none', '16B', '32B'
     (or 0..2)."""
     _replace(k, Field.interleave_layout, args, kw)
 
 
+@A.overloads(*_REPLACE)
 def tensormap_replace_swizzle_mode(k, *args, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `... .swizzle_mode ...` — 'none', '32B', '64B', '128B',
     '96B' (sm_103a), or 0..4."""
     _replace(k, Field.swizzle_mode, args, kw)
 
 
+@A.overloads(*_REPLACE)
 def tensormap_replace_swizzle_atomicity(k, *args, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `... .swizzle_atomicity ...` — '16B', '32B',
     '32B_flip_8B', '64B' (sm_100a+)."""
     _replace(k, Field.swizzle_atomicity, args, kw)
 
 
+@A.overloads(*_REPLACE)
 def tensormap_replace_fill_mode(k, *args, **kw) -> None:
     """`(k, space, tm_addr, new_val)`: `... .fill_mode ...` — 'zero' or 'nan' (OOB-NaN), or
     0..1."""
     _replace(k, Field.fill_mode, args, kw)
 
 
+_CP = (("sem", "scope", "dst", "src", "size"), ("sem", "scope", "dst", "src"))
+
+
+@A.overloads(*_CP)
 def tensormap_cp_fenceproxy(k, *args, **kw) -> None:
     """`(k, sem, scope, dst, src, size)`: `tensormap.cp_fenceproxy.global.shared::cta
     .tensormap::generic.release.<scope>.sync.aligned [dst], [src], 128;` — warp-collective:
     all 32 lanes must run it. sem is 'release'; size the immediate 128 (may be left out).
     `dst` a global address (a generic pointer, or a pointer parameter, is converted)."""
-    _, a = A.bind("tensormap_cp_fenceproxy", args, kw,
-                  (("sem", "scope", "dst", "src", "size"), ("sem", "scope", "dst", "src")))
+    _, a = A.bind("tensormap_cp_fenceproxy", args, kw, _CP)
     sem = _cp_sem(a["sem"])   # refuse before emitting any address conversion
     insn = "tensormap.cp_fenceproxy"
     scope = A.scope(insn, a["scope"])

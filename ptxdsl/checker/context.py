@@ -1,6 +1,8 @@
 """What the caller knows that the kernel does not say: which maps the host wrote, and the
 host descriptions (box, element type, swizzle) of the maps a kernel's parameters carry.
 
+::
+
     check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
 
 `host_maps` names pointer parameters (or passes the `Param` objects) whose tensor maps in

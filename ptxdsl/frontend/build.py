@@ -1,6 +1,8 @@
 """Building a `ParsedModule` in Python, statement by statement: what a lifted PTX file
 (`python -m ptxdsl lift`) runs, and a way to add to a compiler's output by hand.
 
+::
+
     m = ParsedModule(file="k.ptx")
     m.directive(".version 8.5")
     m.directive(".target sm_90a")

@@ -1,5 +1,7 @@
 """Property-based fuzzing of the instruction builders against ptxas (through nvJitLink).
 
+::
+
     from ptxdsl import fuzz
     report = fuzz.check(cases)            # a list of fuzz.Case
     assert not report.failures, report.describe_failures()

@@ -1,6 +1,8 @@
 """Packed conversions: two values converted and packed into one register, or unpacked
 (PTX ISA §9.7.9.21, the packed forms of cvt).
 
+::
+
     cvt.frnd2{.relu}{.satfinite}.{f16x2,bf16x2}.f32  d, a, b;  // d: .b32; a -> upper half
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32      d, a, b;  // d: .b16; a -> upper byte
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2    d, a;     // a: .b32 (.f16x2)

@@ -2,6 +2,8 @@
 `mov.<type> d, %<name>;` and returns `d` (PTX ISA §10; %is_explicit_cluster gives a
 predicate).
 
+::
+
     uint32_t r = ptx::get_sreg_cluster_ctarank();    r = ptx.get_sreg_cluster_ctarank(k)
 
 The names, types and requirements come from `operands.READABLE_SPECIAL_REGISTERS`, the one

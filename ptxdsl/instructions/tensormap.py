@@ -1,6 +1,8 @@
 """`tensormap.replace.tile` (PTX ISA §9.7.9.26; digest §1) and `tensormap.cp_fenceproxy`
 (§9.7.13.16; digest §2).
 
+::
+
     tensormap.replace.tile.<field>{.global,.shared::cta}.b1024.<b32|b64> [addr], {ord,} new_val;
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
         [dst], [src], 128;

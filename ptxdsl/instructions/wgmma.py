@@ -1,6 +1,8 @@
 """Warpgroup tensor-core MMA: `wgmma.mma_async` (dense) and its fence / commit / wait
 instructions (PTX ISA §9.7.15; sm_90a only). The sparse form is in `wgmma_sp.py`.
 
+::
+
     wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype  d, a-desc|{a}, b-desc, scale-d
         {, imm-scale-a, imm-scale-b {, imm-trans-a}, imm-trans-b};
 

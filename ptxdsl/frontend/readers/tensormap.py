@@ -1,6 +1,8 @@
 """Readers for `ptxdsl.instructions.tensormap`: tensormap.replace.tile.<field> (every field,
 with and without ord) and tensormap.cp_fenceproxy.
 
+::
+
     tensormap.replace.tile.<field>{.global,.shared::cta}.b1024.<b32|b64> [addr], {ord,} new_val;
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
         [dst], [src], 128;

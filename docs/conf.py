@@ -23,8 +23,10 @@ extensions = ["sphinx.ext.autodoc", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "CONTRIBUTING.md"]
 myst_heading_anchors = 3
-# The docstrings write code as `x` (Markdown habit): render single backticks as code.
-default_role = "code"
+# Docstrings are reST (docs/CONTRIBUTING.md, "Documentation"; docs/tools/rest_docstrings.py
+# rewrites the Markdown habits they grew up with). Single backticks hold a name or a piece of
+# code: see _name_or_code.
+default_role = "name-or-code"
 autodoc_member_order = "bysource"
 # ptxdsl.torch needs the optional [torch] extra: its page documents it without importing torch.
 autodoc_mock_imports = ["torch"]
@@ -40,32 +42,27 @@ html_theme = "alabaster"
 suppress_warnings = ["ref.python"]
 
 
-_PLURAL_CODE = re.compile(r"(`[^`\n]+`)(s)\b")     # `Reg`s: reST wants `Reg`\ s
+_NAME = re.compile(r"[A-Za-z_][\w.]*(\(\))?")
+# Names worth a search of the whole API: a class (Kernel, MbarrierRing.advance), or a name
+# given with its namespace (ptx.mbarrier_init). A bare lower-case word (k, name, type) would
+# find whatever attribute happens to share it.
+_SEARCHED = re.compile(r"[A-Z]|ptx\.|ptxdsl\.")
 
 
-def _markdown_habits(app, what, name, obj, options, lines) -> None:
-    """The docstrings follow the README's Markdown habits; adapt the three reST reads
-    differently: a block indented under a paragraph (after a blank line, or right under a
-    line ending in a colon) is code or a table (reST needs `::`), a list may start right
-    under its paragraph (reST needs a blank line), and `Name`s is a plural (reST needs the
-    backslash-space)."""
-    out: list[str] = []
-    for line in lines:
-        line = _PLURAL_CODE.sub(r"\1\\ \2", line)
-        prev = out[-1] if out else ""
-        indented_block = (line.startswith("  ") and len(out) >= 2 and not prev.strip()
-                          and out[-2].strip() and not out[-2].startswith(" ")
-                          and not out[-2].lstrip().startswith("- ")
-                          and not out[-2].endswith("::"))
-        if indented_block:
-            out[-1:] = ["", "::", ""]
-        elif (line.startswith("  ") and prev.endswith(":") and not prev.endswith("::")
-              and not prev.startswith(" ") and not prev.lstrip().startswith("- ")):
-            out[-1:] = [prev + ":", ""]           # "Main entry points:" + a block under it
-        elif (line.startswith("- ") and prev.strip() and not prev.startswith(("- ", " "))):
-            out.append("")
-        out.append(line)
-    lines[:] = out
+def _name_or_code(name, rawtext, text, lineno, inliner, options=None, content=()):
+    """`x` in a docstring: a Python name is a cross-reference (code when nothing is found),
+    anything else (PTX text, an expression, `~p`, `<initial>`) is code as written: the py:obj
+    role would read `~`, `!` and `<...>` as its own syntax."""
+    from docutils import nodes, utils
+    from sphinx.domains.python import PyXRefRole
+    plain = utils.unescape(text)
+    if not _NAME.fullmatch(plain):
+        return [nodes.literal(rawtext, plain, classes=["code"])], []
+    target = plain.removesuffix("()")          # `emit()` names the method emit
+    if _SEARCHED.match(plain):
+        target = "." + target                   # the py domain's search by name suffix
+    return PyXRefRole()("py:obj", rawtext, f"{plain} <{target}>", lineno, inliner,
+                        options or {}, content)
 
 
 def _write_forms_table(app) -> None:
@@ -83,5 +80,5 @@ def _write_forms_table(app) -> None:
 
 
 def setup(app):
+    app.add_role("name-or-code", _name_or_code)
     app.connect("builder-inited", _write_forms_table)
-    app.connect("autodoc-process-docstring", _markdown_habits)

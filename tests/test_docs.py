@@ -4,6 +4,8 @@ the index. (The build itself, with warnings as errors, is part of the README's t
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,3 +47,14 @@ def test_every_page_is_in_the_index():
              if p.name != "CONTRIBUTING.md" and not p.relative_to(DOCS).parts[0].startswith("_")}
     assert pages - {"index"} <= _toctree_entries(), sorted(pages - _toctree_entries())
     assert "_generated/forms" in _toctree_entries()
+
+
+def test_docstrings_are_rest():
+    """The docs build reads docstrings as reST with no shim: docs/tools/rest_docstrings.py
+    --check finds no Markdown habit left (a code block without `::`, a list glued to its
+    paragraph, a bare file:line, a code span followed by a letter)."""
+    tool = DOCS / "tools" / "rest_docstrings.py"
+    result = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, ("run python docs/tools/rest_docstrings.py, reword what it "
+                                    "lists:\n" + result.stdout)

@@ -304,6 +304,7 @@ class Site:
     loc: SourceLoc | None
 
     def format(self) -> str:
+        """`role:      ptx  (file:line)`, one line of a finding's report."""
         describe = getattr(self.loc, "describe", None)
         where = f"  ({describe() if describe else self.loc})" if self.loc is not None else ""
         return f"{self.role + ':':<10} {self.ptx}{where}"
@@ -334,6 +335,7 @@ class Finding:
 
     @property
     def id(self) -> str:
+        """The hazard id (`tmap-no-acquire`), as docs/hazards.md and suppressions name it."""
         return self.hazard.value
 
     @property
@@ -345,6 +347,7 @@ class Finding:
         return None
 
     def headline(self) -> str:
+        """`error[id] kernel 'k': title: message`: the finding in one line, without sites."""
         return (f"{self.severity.value}[{self.id}] kernel '{self.kernel}': "
                 f"{self.hazard.title}: {self.message}")
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
+sys.path.insert(0, str(DOCS / "tools"))
+
+import api_pages  # noqa: E402
 
 import ptxdsl  # noqa: E402
 
@@ -21,7 +24,8 @@ release = version = ptxdsl.__version__
 
 extensions = ["sphinx.ext.autodoc", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "CONTRIBUTING.md"]
+# _generated/ptx_index.md is a part of docs/api/ptx.md (an include), not a page.
+exclude_patterns = ["_build", "CONTRIBUTING.md", "_generated/ptx_index.md"]
 myst_heading_anchors = 3
 # Docstrings are reST (docs/CONTRIBUTING.md, "Documentation"; docs/tools/rest_docstrings.py
 # rewrites the Markdown habits they grew up with). Single backticks hold a name or a piece of
@@ -30,7 +34,9 @@ default_role = "name-or-code"
 autodoc_member_order = "bysource"
 # ptxdsl.torch needs the optional [torch] extra: its page documents it without importing torch.
 autodoc_mock_imports = ["torch"]
-# Each object once, in the module that defines it (packages re-export through __all__).
+# Each object once: the curated pages (docs/api/*.md) document the public names where users
+# find them (`ptxdsl.Kernel`, `ptxdsl.runtime.Function`); the internals pages document each
+# module's own definitions (packages re-export through __all__), less those (_skip_curated).
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True,
                            "ignore-module-all": True}
 # Builders take kernel-first positional arguments; their signatures are documentation enough
@@ -65,20 +71,45 @@ def _name_or_code(name, rawtext, text, lineno, inliner, options=None, content=()
                         options or {}, content)
 
 
-def _write_forms_table(app) -> None:
-    """docs/_generated/forms.md: the table of `python -m ptxdsl forms`, from the code."""
-    from ptxdsl.forms import forms_table
-    out = DOCS / "_generated"
-    out.mkdir(exist_ok=True)
-    text = ("# Instruction forms: PTX ISA version and target\n\n"
-            "Generated from each family's `FORMS` (the `Requires` objects the builders use "
-            "to infer `.version`/`.target`); `python -m ptxdsl forms` prints the same.\n\n"
-            + forms_table() + "\n")
-    path = out / "forms.md"
+_CURATED = api_pages.curated_objects()
+
+
+def _skip_member(app, what, name, obj, skip, options):
+    if what == "module" and id(obj) in _CURATED:
+        return True
+    # An attrs class's fields are its constructor's parameters, shown in its signature and
+    # described by its docstring; listed again one by one they would say nothing more.
+    # (Sphinx 9 passes sentinels named SLOTS_ATTR / INSTANCE_ATTR for such fields, not the
+    # objects sphinx.ext.autodoc still exports under the older names.)
+    if what in ("class", "exception") and repr(obj) in ("SLOTS_ATTR", "INSTANCE_ATTR"):
+        return True
+    return None
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
 
+def _write_ptx_pages(app) -> None:
+    """docs/_generated/ptx/*.md: every `ptxdsl.ptx` family, from the code."""
+    for name, text in api_pages.ptx_pages().items():
+        _write(DOCS / "_generated" / name, text)
+
+
+def _write_forms_table(app) -> None:
+    """docs/_generated/forms.md: the table of `python -m ptxdsl forms`, from the code."""
+    from ptxdsl.forms import forms_table
+    text = ("# Instruction forms: PTX ISA version and target\n\n"
+            "Generated from each family's `FORMS` (the `Requires` objects the builders use "
+            "to infer `.version`/`.target`); `python -m ptxdsl forms` prints the same.\n\n"
+            + forms_table() + "\n")
+    _write(DOCS / "_generated" / "forms.md", text)
+
+
 def setup(app):
+    app.connect("autodoc-skip-member", _skip_member)
+    app.connect("builder-inited", _write_ptx_pages)
     app.add_role("name-or-code", _name_or_code)
     app.connect("builder-inited", _write_forms_table)

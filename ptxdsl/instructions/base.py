@@ -204,6 +204,8 @@ def b128_imm(insn: Who, operand: str, value: Any) -> Imm:
 
 
 def check_pred(insn: Who, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
+    """A predicate operand: a `.pred` register, or also its negation `~p` where `negatable`
+    (a guard, setp's `c`, wgmma's `scale_d`); anything else is an `OperandError`."""
     if isinstance(value, NegPred) and negatable:
         return value
     if not isinstance(value, Reg) or value.type is not ScalarType.pred:
@@ -312,6 +314,7 @@ def check_addr(insn: Who, operand: str, value: Any, space: StateSpace,
 
 
 def check_choice(insn: Who, operand: str, value: Any, choices: Sequence[Any]) -> Any:
+    """`value` itself when it is one of `choices`, else an `OperandError` listing them."""
     if value not in choices:
         raise OperandError(_n(insn), operand, "one of " + ", ".join(map(repr, choices)),
                            _given(value))

@@ -44,6 +44,8 @@ class Packed(enum.Enum):
 
     @property
     def is_fp8(self) -> bool:
+        """Whether this is one of the two 8-bit float pairs (`.e4m3x2`, `.e5m2x2`): their own
+        version/target, and `.satfinite` by default."""
         return self in (Packed.e4m3x2, Packed.e5m2x2)
 
 

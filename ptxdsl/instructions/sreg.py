@@ -32,6 +32,8 @@ CUDA_PTX_SREGS: tuple[str, ...] = (
 
 
 def builder_name(sreg: str) -> str:
+    """The cuda::ptx name of the builder reading special register `sreg`: `get_sreg_<name>` with
+    dots as underscores (`nctaid.x` -> `get_sreg_nctaid_x`)."""
     return "get_sreg_" + sreg.replace(".", "_")
 
 

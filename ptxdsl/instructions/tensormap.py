@@ -76,10 +76,14 @@ class Field(enum.Enum):
 
     @property
     def type(self) -> ScalarType:
+        """The type of the field's new value: `.b64` for the global address and strides, `.b32` for
+        the rest."""
         return T.b64 if self in (Field.global_address, Field.global_stride) else T.b32
 
     @property
     def has_ord(self) -> bool:
+        """Whether the field is per dimension, so the replace form takes an `ord` operand (box_dim,
+        global_dim, global_stride, element_stride)."""
         return self in (Field.box_dim, Field.global_dim, Field.global_stride,
                         Field.element_stride)
 

@@ -139,6 +139,8 @@ _EMITTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def strict_from_env() -> bool:
+    """Whether `PTXDSL_STRICT` asks for strict checking (1/true/yes/on): findings raise
+    `HazardError` instead of warning."""
     return os.environ.get("PTXDSL_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
 
 

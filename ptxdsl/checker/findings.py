@@ -71,14 +71,18 @@ class Hazard(enum.Enum):
 
     @property
     def severity(self) -> Severity:
+        """How serious a finding of this hazard is (error, warning or note)."""
         return _INFO[self][0]
 
     @property
     def title(self) -> str:
+        """The hazard's one-line title, as the finding's headline and docs/hazards.md give it."""
         return _INFO[self][1]
 
     @property
     def fix(self) -> str:
+        """How to fix it, with the reference in brackets (a section of docs/hazards.md or the PTX
+        ISA)."""
         return _INFO[self][2]
 
 

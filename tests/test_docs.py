@@ -186,7 +186,7 @@ def test_curated_api_has_docstrings():
 
 
 # Packages whose every public class, function, method and property has a docstring.
-_FULLY_DOCUMENTED = ("ptxdsl.instructions", "ptxdsl.checker")
+_FULLY_DOCUMENTED = ("ptxdsl.instructions", "ptxdsl.checker", "ptxdsl.frontend")
 
 
 def _modules(package: str):

@@ -56,6 +56,8 @@ def _cp_fenceproxy(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None
 
 @reader("tensormap")
 def tensormap(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """`tensormap.replace.tile.<field>` (with or without ord) and `tensormap.cp_fenceproxy` into
+    `TensormapReplace`, `TensormapReplaceDim` and `TensormapCpFenceproxy`; None for another form."""
     if len(parts) > 1 and parts[1] == "replace":
         return _replace(parts, ops)
     if len(parts) > 1 and parts[1] == "cp_fenceproxy":

@@ -47,6 +47,8 @@ def operand(draw, t: str, *, imm: bool = True):
 
 
 def dest(draw, t: str, idx: int = 0):
+    """A destination register of type `t` (index `idx`), now and then of another register type, so
+    the builders' type checks are exercised."""
     return pick(draw, (R(t, idx=idx), R(t, idx=idx), R(t, idx=idx), R(pick(draw, REGTYPES))))
 
 

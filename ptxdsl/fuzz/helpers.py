@@ -63,6 +63,8 @@ NS = (8, 16, 24, 32, 64, 128, 256)
 
 
 def build_store(k: Kernel, cfg: dict) -> Probe:
+    """Build an accumulator fragment's `store` to global memory from configuration `cfg` (dtype, n,
+    packing, leading dimension, bounds)."""
     probe = Probe(target="out")
     frag = k.fragment(ACC[cfg["dtype"]], shape=(64, cfg["n"]))
     if cfg.get("packed"):
@@ -74,6 +76,8 @@ def build_store(k: Kernel, cfg: dict) -> Probe:
 
 
 def build_store_matrix(k: Kernel, cfg: dict) -> Probe:
+    """Build a packed fragment's `store_matrix` (stmatrix) into a shared tile from configuration
+    `cfg`."""
     frag = k.fragment(T.f32, shape=(64, cfg["n"])).to_packed(cfg["packed"])
     sym = k.shared_array(T.b8, cfg["size"], align=cfg["align"], name="tile")
     dest = sym if not cfg.get("reg_offset") else k.add(k.mov(sym), cfg["reg_offset"])
@@ -82,6 +86,8 @@ def build_store_matrix(k: Kernel, cfg: dict) -> Probe:
 
 
 def build_a_load(k: Kernel, cfg: dict) -> Probe:
+    """Build an A fragment's `load` from global memory from configuration `cfg` (dtype, leading
+    dimension, k0)."""
     probe = Probe(target="a")
     ld, k0 = _extent(k, cfg, "ld", probe), _extent(k, cfg, "k0", probe)
     k.a_fragment(cfg["dtype"]).load(k.param_ptr("a"), ld, k0=k0)
@@ -140,6 +146,8 @@ def a_loads(draw):
 
 # -- wgmma descriptors ----------------------------------------------------------------------------
 def build_descriptor(k: Kernel, cfg: dict) -> Probe:
+    """Build a matrix descriptor of a shared tile from configuration `cfg` (layout, address form)
+    and advance it through every K step; the probe records the descriptor registers."""
     layout = SmemLayout(cfg["dtype"], cfg["mn"], cfg["k"], major=cfg["major"],
                         swizzle=cfg["swizzle"])
     sym = k.shared_array(T.b8, cfg["size"], align=cfg["align"], name="tile")
@@ -185,6 +193,8 @@ def descriptors(draw):
 
 # -- mbarrier rings -------------------------------------------------------------------------------
 def build_ring(k: Kernel, cfg: dict) -> Probe:
+    """Build an `MbarrierRing` (static or given storage) and walk one of its views past a wrap; the
+    probe records the slot and barrier addresses it computes."""
     n = cfg["stages"]
     storage: Any = None
     if cfg["storage"] is not None:

@@ -18,6 +18,7 @@ SEMS = ("sc", "acq_rel", "acquire", "release", "relaxed", "weak")
 
 
 def pick(draw, values):
+    """Draw one of `values`."""
     return draw(st.sampled_from(tuple(values)))
 
 

@@ -96,6 +96,8 @@ def build_a_load(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def fragments(draw):
+    """Configurations of wgmma fragments: accumulator stores, packed stmatrix stores and A loads,
+    in and out of bounds; the model in `fuzz.model` says which accesses each must make."""
     which = pick(draw, ("store", "store", "store", "store_matrix", "a_load"))
     if which == "a_load":
         return draw(a_loads())
@@ -118,6 +120,9 @@ def fragments(draw):
 
 @st.composite
 def store_matrices(draw):
+    """Configurations of a packed fragment's `store_matrix`: tile size, leading dimension,
+    alignment and offset, in and out of bounds; the model in `fuzz.model` says which accesses
+    each must make."""
     packed = pick(draw, ("bf16", "bf16", "f16", "e4m3"))
     n = pick(draw, (16, 32, 64, 128))
     ld = pick(draw, (n, n, n + 8, 2 * n, n - 8, n + 4))
@@ -134,6 +139,8 @@ def store_matrices(draw):
 
 @st.composite
 def a_loads(draw):
+    """Configurations of an A fragment's `load`: element type, leading dimension and k0, in and out
+    of bounds; the model in `fuzz.model` says which accesses each must make."""
     dtype = pick(draw, tuple(A_BITS))
     kdim = 256 // A_BITS[dtype]
     # `ld` is an int (a register stride is refused: see the issue-28 report); k0 is a
@@ -164,6 +171,8 @@ def build_descriptor(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def descriptors(draw):
+    """Configurations of matrix descriptors: layout, swizzle, tile size and address form, in and
+    out of bounds; the model in `fuzz.model` says which accesses each must make."""
     dtype = pick(draw, tuple(A_BITS))
     bits = A_BITS[dtype]
     major = "MN" if bits == 16 and pick(draw, (False, False, True)) else "K"
@@ -216,6 +225,9 @@ def build_ring(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def rings(draw):
+    """Configurations of an `MbarrierRing` and its views: stages, slot stride, buffer size and
+    barrier storage, in and out of bounds; the model in `fuzz.model` says which accesses each
+    must make."""
     n = pick(draw, (1, 2, 3, 4, 6))
     stride = pick(draw, (128, 1024, 4096, 48, 3, 1000, 40))   # 1000, 40 misalign the slots
     size = pick(draw, tuple(s for s in (n * stride, n * stride, 2 * n * stride, n * stride - 1,

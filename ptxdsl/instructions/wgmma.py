@@ -213,6 +213,7 @@ class WgmmaMmaAsync(Instruction):
     """
 
     MNEMONIC = "wgmma.mma_async"
+    #: Whether the form is the sparse `.sp` one (twice the K; `WgmmaMmaAsyncSp`).
     SPARSE = False
     n: int
     dtype: ScalarType

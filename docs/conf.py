@@ -36,7 +36,7 @@ autodoc_member_order = "bysource"
 autodoc_mock_imports = ["torch"]
 # Each object once: the curated pages (docs/api/*.md) document the public names where users
 # find them (`ptxdsl.Kernel`, `ptxdsl.runtime.Function`); the internals pages document each
-# module's own definitions (packages re-export through __all__), less those (_skip_curated).
+# module's own definitions (packages re-export through __all__), less those (_skip_member).
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True,
                            "ignore-module-all": True}
 # Builders take kernel-first positional arguments; their signatures are documentation enough
@@ -78,7 +78,8 @@ def _skip_member(app, what, name, obj, skip, options):
     if what == "module" and id(obj) in _CURATED:
         return True
     # An attrs class's fields are its constructor's parameters, shown in its signature and
-    # described by its docstring; listed again one by one they would say nothing more.
+    # described by its docstring; listed again one by one they would say nothing more (so
+    # describe a field in the class docstring: a `#:` comment on it would be hidden too).
     # (Sphinx 9 passes sentinels named SLOTS_ATTR / INSTANCE_ATTR for such fields, not the
     # objects sphinx.ext.autodoc still exports under the older names.)
     if what in ("class", "exception") and repr(obj) in ("SLOTS_ATTR", "INSTANCE_ATTR"):

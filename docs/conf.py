@@ -80,11 +80,22 @@ def _skip_member(app, what, name, obj, skip, options):
     # An attrs class's fields are its constructor's parameters, shown in its signature and
     # described by its docstring; listed again one by one they would say nothing more (so
     # describe a field in the class docstring: a `#:` comment on it would be hidden too).
-    # (Sphinx 9 passes sentinels named SLOTS_ATTR / INSTANCE_ATTR for such fields, not the
-    # objects sphinx.ext.autodoc still exports under the older names.)
-    if what in ("class", "exception") and repr(obj) in ("SLOTS_ATTR", "INSTANCE_ATTR"):
+    if what in ("class", "exception") and (
+            repr(obj) in ("SLOTS_ATTR", "INSTANCE_ATTR") or any(obj is s for s in _FIELDS)):
         return True
     return None
+
+
+def _field_sentinels() -> tuple:
+    """What autodoc passes for a slot or an annotation-only attribute: Sphinx 9 passes
+    sentinels named SLOTS_ATTR / INSTANCE_ATTR, older versions (down to the floor in
+    pyproject's docs extra) the objects sphinx.ext.autodoc exports as SLOTSATTR/INSTANCEATTR."""
+    from sphinx.ext import autodoc
+    return tuple(x for x in (getattr(autodoc, n, None) for n in ("SLOTSATTR", "INSTANCEATTR"))
+                 if x is not None)
+
+
+_FIELDS = _field_sentinels()
 
 
 def _write(path: Path, text: str) -> None:

@@ -46,7 +46,7 @@ class _FileError(Exception):
 
 
 def modules_in(path: str | Path) -> dict[str, Module]:
-    """Run a Python file and collect its modules: globals that are `Module`s, plus what a
+    """Run a Python file and collect its modules: globals that are `Module` objects, plus what a
     `build_module()` (or `build_modules()` returning a dict) gives. A function returning
     anything else raises `_FileError` saying what it must return."""
     ns = runpy.run_path(str(path), run_name="__ptxdsl__")
@@ -147,7 +147,7 @@ def cmd_emit(args) -> int:
 
 
 def _error_text(e: PtxdslError) -> str:
-    """A ptxdsl error for the command line: with its user's file:line, except an
+    """A ptxdsl error for the command line: with its user's `file:line`, except an
     `OutputError` met by the CLI's own write, whose location would be the CLI's caller (the
     path it names is what matters)."""
     return e.message if isinstance(e, OutputError) else str(e)

@@ -3,6 +3,8 @@
 nvJitLink runs ptxas with `-v` (ptxdsl always asks for it), and the info log then holds, per
 function, lines like
 
+::
+
     ptxas info    : Compiling entry function 'k' for 'sm_90a'
     ptxas info    : Function properties for k
     ptxas         .     416 bytes stack frame, 416 bytes spill stores, 416 bytes spill loads
@@ -11,7 +13,7 @@ function, lines like
 plus warnings (`... line 27; warning : Advisory: ...`) and performance advisories
 (`ptxas info : (C7504) Potential Performance Loss: 'setmaxnreg' ignored ...`). The same format
 comes back from the driver JIT's info log. `parse_info_log` turns it into an `AssemblyReport`;
-`warn_about` turns its warnings into `PtxdslAssemblerWarning`s naming the Python line that
+`warn_about` turns its warnings into `PtxdslAssemblerWarning` warnings naming the Python line that
 built the PTX line they blame.
 """
 

@@ -1,6 +1,6 @@
 """ptxdsl's exceptions and the capture of the user's source location.
 
-Every error raised while building names the user's file:line: the first stack frame outside
+Every error raised while building names the user's `file:line`: the first stack frame outside
 the ptxdsl package (samples and tests are user code).
 """
 

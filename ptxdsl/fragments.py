@@ -2,7 +2,7 @@
 
 A wgmma accumulator of m64nN lives in the 128 threads of a warpgroup, N/2 values per thread
 (PTX ISA §9.7.15.5, "Matrix D fragment"). Thread t (warp w = t/32, lane l = t%32) holds, for
-value index i in 0..N/2-1:
+value index i in 0..N/2-1::
 
     row = 16*w + l/4 + 8*((i/2) % 2)          col = 8*(i/4) + 2*(l%4) + i%2
 

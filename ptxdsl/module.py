@@ -103,8 +103,9 @@ class Module:
     with `Module(..., version="8.3", target="sm_90a")`, and a pin below what an instruction needs
     raises `VersionError` naming that instruction and the line that built it.
 
-    `emit()` runs the hazard checker (`ptxdsl.checker`): findings become `PtxdslHazardWarning`s,
-    or raise `HazardError` with `strict=True` (default: the PTXDSL_STRICT environment variable).
+    `emit()` runs the hazard checker (`ptxdsl.checker`): findings become `PtxdslHazardWarning`
+    warnings, or raise `HazardError` with `strict=True` (default: the PTXDSL_STRICT environment
+    variable).
     `check=False` turns it off; a mapping passes it context, e.g. `check={"host_maps": [...]}`.
     """
 
@@ -154,8 +155,8 @@ class Module:
 
     def _check_names(self) -> None:
         """Kernel names are checked when added, but a kernel can be renamed after (`k.name =
-        ...`): two `.entry`s of one name, or an entry named like a module variable, would be
-        refused by ptxas (or resolve to the other)."""
+        ...`): two `.entry` directives of one name, or an entry named like a module variable,
+        would be refused by ptxas (or resolve to the other)."""
         seen: dict[str, Kernel] = {}
         for k in self.kernels:
             other = seen.setdefault(k.name, k)
@@ -471,7 +472,7 @@ class Module:
         """A cubin through nvJitLink (no GPU needed), as a `Cubin`: bytes, plus `.arch` (the
         target built) and `.report` (registers, spills, stack, shared memory per kernel, and
         every ptxas warning; see `ptxdsl.assembly_report`). ptxas warnings also become
-        `PtxdslAssemblerWarning`s naming the Python line (unless `warn=False`).
+        `PtxdslAssemblerWarning` warnings naming the Python line (unless `warn=False`).
 
         `arch` defaults to the arch of the GPU in use when there is one (so the cubin loads
         there; never below the module's target), else the module's target. `options` are

@@ -3,7 +3,7 @@
 A ring is `stages` pairs of mbarriers in shared memory: `full[s]` completes when stage `s`
 holds data (the producer arrived and, for TMA, every byte landed), `empty[s]` when every
 consumer has released it. Each side walks the ring with its own run-time stage index and
-phase parity, kept in two .u32 registers, so a loop over any number of tiles is written once:
+phase parity, kept in two .u32 registers, so a loop over any number of tiles is written once::
 
     ring = MbarrierRing(k, stages=4, empty_count=2)      # 2 consumer warps release each stage
     ring.init()                                          # thread 0 inits, fence, bar.sync 0
@@ -30,12 +30,12 @@ phase parity, kept in two .u32 registers, so a loop over any number of tiles is 
 Storage (static, the default): `.shared .align 8 .b64 ring_full[N]; .shared .align 8 .b64
 ring_empty[N];`, or 16*N bytes of a given shared buffer (`storage=Addr(dyn_smem, off)`: full
 at `off`, empty at `off + 8*N`). `MbarrierRing(...)` emits one base register per kind,
-single-assigned before any loop:
+single-assigned before any loop::
 
     mov.u32 %ring_full_base, ring_full;      // dynamic storage: mov.u32 + add.u32 off
     mov.u32 %ring_empty_base, ring_empty;
 
-`init()` (one thread, `tid.x == 0` unless `elect=` says otherwise):
+`init()` (one thread, `tid.x == 0` unless `elect=` says otherwise)::
 
     mbarrier.init.shared::cta.b64 [ring_full+8*s], full_count;          // s = 0..N-1
     mbarrier.init.shared::cta.b64 [ring_empty+8*s], empty_count*peers;
@@ -43,25 +43,25 @@ single-assigned before any loop:
     bar.sync 0;     // or, for a cluster ring: barrier.cluster.arrive.release;
                     //                         barrier.cluster.wait.acquire;
 
-A view (`producer()` / `consumer()`) owns two loop-carried registers, set where it is made:
+A view (`producer()` / `consumer()`) owns two loop-carried registers, set where it is made::
 
     mov.u32 %ring_p_stage, 0;   mov.u32 %ring_p_phase, 1;   // producer: empty parity 1 first
     mov.u32 %ring_c_stage, 0;   mov.u32 %ring_c_phase, 0;   // consumer
 
 The barrier address of the current stage is computed where it is used, as a fresh register
 that is assigned once (the shape the hazard checker reads as "the barrier array + a run-time
-offset", with `stage` in [0, N)):
+offset", with `stage` in [0, N))::
 
     shl.b32 %r1, %ring_c_stage, 3;
     add.u32 %r2, %ring_full_base, %r1;       // [%r2] is full[stage]
 
-waits are `mbarrier_wait` loops (so `ptxdsl.debug.bounded_waits` bounds them):
+waits are `mbarrier_wait` loops (so `ptxdsl.debug.bounded_waits` bounds them)::
 
     $L__wait_1:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], %ring_c_phase;
     @!%p1 bra $L__wait_1;
 
-and `advance()` moves to the next stage, flipping the parity on wrap (no branch):
+and `advance()` moves to the next stage, flipping the parity on wrap (no branch)::
 
     add.u32 %ring_c_stage, %ring_c_stage, 1;
     setp.eq.u32 %p2, %ring_c_stage, N;
@@ -74,7 +74,7 @@ and `advance()` moves to the next stage, flipping the parity on wrap (no branch)
 stage and multicasts it to all C, so (1) each CTA's full barrier expects the whole stage
 (`tx_bytes(slice_map, multicast=C)`), and (2) a CTA may only overwrite stage `s` once the
 consumers of every receiving CTA released it: `empty[s]` counts `empty_count * C` arrivals and
-`release(ctas=range(C))` arrives on each of those CTAs' `empty[s]` through `mapa`:
+`release(ctas=range(C))` arrives on each of those CTAs' `empty[s]` through `mapa`::
 
     mapa.shared::cluster.u32 %r5, %r4, 1;                             // CTA rank 1's empty[s]
     mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];

@@ -3,7 +3,7 @@
 One calling convention (docs/CONTRIBUTING.md, `instructions/_ptx_args.py`): after the kernel,
 each function takes cuda::ptx's arguments in cuda::ptx's order and meaning, overload by
 overload, or the same arguments by keyword (cuda::ptx's parameter names in snake_case), so the
-C++ of a CUDA sample translates line by line:
+C++ of a CUDA sample translates line by line::
 
     ptx::tensormap_replace_box_dim(ptx::space_shared, &smem_tmap, ptx::n32_t<0>{}, v);
     ptx.tensormap_replace_box_dim(k, ptx.space_shared, smem_tmap, 0, v)

@@ -1,6 +1,7 @@
 """The register budget of a kernel that uses `setmaxnreg`, checked when the module is emitted.
 
 What ptxas does (ptxas 13, checked by hand; recorded in the tests):
+
 - `setmaxnreg` is kept only when ptxas knows the per-thread register count at entry: from
   `.maxnreg N`, or from `.minnctapersm B` with `.maxntid`/`.reqntid` (then
   floor8(65536 / (B * threads rounded up to warps))). Without either, ptxas prints
@@ -15,6 +16,7 @@ register file). `setmaxnreg.inc` blocks until the pool can give the warpgroup it
 Which warpgroup runs which `setmaxnreg` comes from `ptxdsl.warpgroups` (per-thread constant
 propagation from `%tid`; needs `.reqntid`, or `.maxntid` which is then taken as the launch
 size). The rule (sound: it only reports a budget that no schedule can meet):
+
 - a warpgroup whose threads all run exactly one `setmaxnreg`, on every path, ends holding its
   count; one that runs none holds R; any other warpgroup holds at least min(R, the smallest
   count it may set) at every moment;

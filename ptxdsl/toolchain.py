@@ -127,7 +127,7 @@ def assemble(ptx: str, arch: str | Target, *, locate=None, options=(), warn: boo
     the Python line that built the PTX line it blames.
 
     On failure raises `AssemblyError` quoting ptxas, the offending PTX line, and (when `locate`
-    maps PTX lines to Python locations) the Python file:line that built it.
+    maps PTX lines to Python locations) the Python `file:line` that built it.
     """
     try:
         arch = str(known_target(arch))

@@ -1,5 +1,7 @@
 """ptxdsl kernels as PyTorch custom operators (`pip install ptxdsl[torch]`).
 
+::
+
     from ptxdsl.torch import kernel_op
 
     vadd = kernel_op(

@@ -5,9 +5,11 @@ its acquire fence, an expect_tx that does not match the bytes a TMA load deliver
 stored by TMA before it was fenced into the async proxy, and so on (`Hazard` lists them all).
 ptxdsl knows every instruction it built, so it can catch these before the GPU does.
 
+::
+
     findings = check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
     for f in findings:
-        print(f.format())    # file:line: error[tmap-no-acquire] kernel 'k': ... + fix
+        print(f.format())    # `file:line`: error[tmap-no-acquire] kernel 'k': ... + fix
 
 `Module.emit()` runs the checker by default (warnings of category `PtxdslHazardWarning`;
 `HazardError` in strict mode: `Module(..., strict=True)` or `PTXDSL_STRICT=1`; off with
@@ -139,6 +141,8 @@ _EMITTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def strict_from_env() -> bool:
+    """Whether `PTXDSL_STRICT` asks for strict checking (1/true/yes/on): findings raise
+    `HazardError` instead of warning."""
     return settings.STRICT.get()
 
 

@@ -156,6 +156,9 @@ class Analysis:
 
     # -- running ------------------------------------------------------------------------------
     def step(self, state: State, op: Op, report: bool) -> State:
+        """The state after `op`: each transfer function registered for its role (`@handles`) in
+        turn; `report` is False while the fixed point is being solved, True on the final pass
+        that reports."""
         for fn in HANDLERS.get(op.role, ()):
             state = fn(self, state, op, report)
         return state
@@ -166,6 +169,9 @@ class Analysis:
         return state
 
     def run(self) -> list[Finding]:
+        """Solve the dataflow to its fixed point, then walk every reachable block once more with
+        reporting on, run the latch and exit checks and the whole-kernel checks (`STRUCTURAL`),
+        and return the findings."""
         ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at,
                     edge=self._edge)
         latches = {b for b, _ in self.back_edges}
@@ -237,6 +243,8 @@ class Analysis:
 
     # -- reporting ------------------------------------------------------------------------------
     def site(self, role: str, i: SiteAt) -> Site:
+        """The `Site` for statement `i` in the role `role`: its PTX text and Python line (the end of
+        the kernel for None; a declaration's text and location for a tuple)."""
         if i is None:
             return Site(role, "(end of kernel)", None)
         if isinstance(i, tuple):   # (text, SourceLoc): a declaration, not a statement
@@ -257,6 +265,8 @@ class Analysis:
 
     def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, SiteAt]],
                dedupe: Any = None) -> None:
+        """Record a finding of `hazard` with `message` and its sites (role, statement), once per
+        hazard and `dedupe` key (by default, the sites' statements)."""
         sites = [(r, i) for r, i in sites if i is not None or r == "exit"]
         key = (hazard, dedupe if dedupe is not None else tuple(i for _, i in sites))
         if key not in self._findings:
@@ -265,6 +275,8 @@ class Analysis:
 
     # -- operand facts --------------------------------------------------------------------------
     def val(self, operand: Any) -> Val:
+        """The `values.Val` of an operand (its value number, symbol and offset, space), cached per
+        operand object."""
         hit = self._vals.get(id(operand))   # operands live as long as the kernel: ids are safe
         if hit is None or hit[0] is not operand:
             hit = self._vals[id(operand)] = (operand, self.values.val(operand))
@@ -278,6 +290,7 @@ class Analysis:
         return self._keys[k]
 
     def const(self, operand: Any) -> int | None:
+        """The operand's value when the analysis knows it to be one integer, else None."""
         if isinstance(operand, int) and not isinstance(operand, bool):
             return operand
         return self.values.const(operand)
@@ -294,6 +307,9 @@ class Analysis:
         return f"{text} (origin unknown)"
 
     def classify_map(self, operand: Any) -> tuple[str | None, Any, Any]:
+        """How a tensor-map operand is addressed: (kind, key, root) with kind 'global' (a global
+        map, `key` its identity, `root` the parameter), 'param' / 'param_raw' (through .param
+        space, with or without cvta.param), 'const', or None when unknown; cached."""
         hit = self._maps.get(id(operand))
         if hit is None or hit[0] is not operand:
             hit = self._maps[id(operand)] = (operand, self._classify_map(operand))

@@ -70,6 +70,7 @@ class CFG:
         return bisect.bisect_right(self._starts, i) - 1
 
     def succs(self, n: int) -> tuple[int, ...]:
+        """The successors of block `n` (none for the exit block)."""
         return self.blocks[n].succs if n < len(self.blocks) else ()
 
     @property

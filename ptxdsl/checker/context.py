@@ -1,6 +1,8 @@
 """What the caller knows that the kernel does not say: which maps the host wrote, and the
 host descriptions (box, element type, swizzle) of the maps a kernel's parameters carry.
 
+::
+
     check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
 
 `host_maps` names pointer parameters (or passes the `Param` objects) whose tensor maps in
@@ -84,6 +86,11 @@ class Context:
     @classmethod
     def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
              cross_device_maps: Iterable[Any] = (), **unknown: Any) -> Context:
+        """The context from what the caller wrote (`check_module(..., host_maps=["tmap"])`,
+        `Module.emit(check={...})`): a name or a list of names (or `Param` objects) for
+        `host_maps` and `cross_device_maps`; `maps` from a map's name or `Param` to its host
+        description (`TiledDesc`, `TensorMap`, a dict with `box_bytes` and `swizzle`, or a
+        `MapInfo`)."""
         if unknown:
             raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
                             "maps=, cross_device_maps=")
@@ -96,14 +103,20 @@ class Context:
                    frozenset(_key(h) for h in cross_device_maps))
 
     def is_cross_device_map(self, param: Any) -> bool:
+        """Whether the tensor-map parameter `param` (a `Param` or its name) addresses another
+        device's memory (`cross_device_maps`)."""
         return param is not None and (_key(param) in self.cross_device_maps
                                       or getattr(param, "name", None) in self.cross_device_maps)
 
     def is_host_map(self, param: Any) -> bool:
+        """Whether the host wrote the tensor map `param` (a `Param` or its name) before the
+        launch, so the kernel needs no acquire fence before using it (`host_maps`)."""
         return param is not None and (_key(param) in self.host_maps
                                       or getattr(param, "name", None) in self.host_maps)
 
     def info(self, param: Any) -> MapInfo | None:
+        """The host description of the map `param` carries (box bytes, swizzle), or None when
+        the caller gave none."""
         if param is None:
             return None
         name = getattr(param, "name", None)

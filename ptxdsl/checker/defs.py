@@ -65,6 +65,8 @@ class Defs:
             self._last[reg] = i
 
     def get(self, reg: Any, default: Sequence[int] = ()) -> Sequence[int]:
+        """The statements that define register `reg` and reach the current point: every write of a
+        register written more than once, else its last write, else `default`."""
         hit = self._multi.get(reg)
         if hit is not None:
             return hit

@@ -344,6 +344,9 @@ class Divergence:
         return lv
 
     def stmt_tokens(self, i: int) -> frozenset:
+        """The conditions (value number, polarity) that decide whether a thread runs statement `i`,
+        with its guard's when the guard can differ between threads; empty when every thread that
+        reaches the block runs it."""
         toks = self.tokens[self.cfg.block_of(i)]
         guard = self.cfg.body[i].guard
         if guard is not None and self.values.level(guard):

@@ -71,14 +71,18 @@ class Hazard(enum.Enum):
 
     @property
     def severity(self) -> Severity:
+        """How serious a finding of this hazard is (error, warning or note)."""
         return _INFO[self][0]
 
     @property
     def title(self) -> str:
+        """The hazard's one-line title, as the finding's headline and docs/hazards.md give it."""
         return _INFO[self][1]
 
     @property
     def fix(self) -> str:
+        """How to fix it, with the reference in brackets (a section of docs/hazards.md or the PTX
+        ISA)."""
         return _INFO[self][2]
 
 
@@ -304,6 +308,7 @@ class Site:
     loc: SourceLoc | None
 
     def format(self) -> str:
+        """`role:      ptx  (file:line)`, one line of a finding's report."""
         describe = getattr(self.loc, "describe", None)
         where = f"  ({describe() if describe else self.loc})" if self.loc is not None else ""
         return f"{self.role + ':':<10} {self.ptx}{where}"
@@ -334,6 +339,7 @@ class Finding:
 
     @property
     def id(self) -> str:
+        """The hazard id (`tmap-no-acquire`), as docs/hazards.md and suppressions name it."""
         return self.hazard.value
 
     @property
@@ -345,6 +351,7 @@ class Finding:
         return None
 
     def headline(self) -> str:
+        """`error[id] kernel 'k': title: message`: the finding in one line, without sites."""
         return (f"{self.severity.value}[{self.id}] kernel '{self.kernel}': "
                 f"{self.hazard.title}: {self.message}")
 

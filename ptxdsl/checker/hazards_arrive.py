@@ -49,6 +49,9 @@ class Threads:
         return table[name]
 
     def value(self, vn: Any, tid: int) -> int:
+        """The value of value number `vn` in thread `tid` (constants, special registers,
+        conversions, comparisons and integer arithmetic); `_Unknown` when it depends on anything
+        else."""
         if not isinstance(vn, tuple) or not vn:
             raise _Unknown(vn)
         tag = vn[0]
@@ -242,6 +245,9 @@ def _same_barriers(an: Analysis, a: Op, b: Op) -> bool:
 
 
 def arrive_counts(an: Analysis) -> None:
+    """`mbar-arrive-count`: per barrier of a shared symbol, the arrivals one phase
+    gets (the arrive's thread count from its conditions, times its count) against the count the
+    barrier was initialised with; a note when the threads cannot be counted."""
     arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE]
     if not arrives or cp_async_arrives(an):
         return

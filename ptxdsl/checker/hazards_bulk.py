@@ -271,6 +271,8 @@ def _align_check(an: Analysis, op: Op) -> None:
 
 @handles(Role.TMA_STORE, Role.BULK_STORE)
 def store(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A TMA or bulk store: `tma-store-negative-coord` for a coordinate known (or bounded) to be
+    below zero; records the store as pending in the bulk group being built."""
     if report:
         for n, c in enumerate(op.coords):
             value = an.const(c)
@@ -365,6 +367,8 @@ def _fence_check(an: Analysis, state: State, op: Op) -> None:
 
 @handles(Role.TMA_LOAD, Role.BULK_LOAD)
 def load_into(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A TMA or bulk load into shared memory: `bulk-src-overwrite` when it overwrites the source of
+    a store still reading it, and `tma-smem-align` for an under-aligned TMA destination."""
     if report:
         _overwrite_check(an, state, op)
         if op.role is Role.TMA_LOAD:
@@ -374,6 +378,9 @@ def load_into(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.SMEM_WRITE)
 def write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A shared-memory write in a kernel with bulk stores: `bulk-src-overwrite` when it hits a
+    store's source before the store's group is waited for; records the write as not yet fenced
+    for the async proxy."""
     if not an.roles & {Role.TMA_STORE, Role.BULK_STORE} or _range(an, op) is None:
         return state
     if report:
@@ -383,11 +390,14 @@ def write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """cp.async.bulk.commit_group: the pending bulk stores become the newest group."""
     return state.commit_group("bulk", _AGE_CAP)
 
 
 @handles(Role.WAIT_GROUP)
 def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """cp.async.bulk.wait_group N: the groups older than the N most recent are retired (their
+    sources free for this thread; for the others after a CTA barrier)."""
     # wait_group N lets the N most recent groups stay pending; uncommitted ops stay too.
     # A retired store is remembered until a CTA barrier: the waiting thread knows the
     # source is free, other threads learn it only through that barrier.
@@ -399,6 +409,8 @@ def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 
 def at_exit(an: Analysis, state: State, at: int | None) -> None:
+    """`bulk-group-not-waited`: bulk stores still pending (never committed, or committed and not
+    waited for) where the kernel exits."""
     pend = an.pending(state, "bulk")
     if not pend:
         return

@@ -246,6 +246,8 @@ def _meet(an: Analysis, access: int, local: int) -> bool:
 
 @handles(Role.SMEM_WRITE)
 def local_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A write of this CTA's shared memory: `dsmem-released-early` when the cluster's other CTAs may
+    still be reading it through mapa (no cluster barrier since their reads)."""
     if not _active(an) or remote(an, op.smem) is not None:
         return state
     key = an.val(op.smem).key
@@ -281,6 +283,7 @@ def _keeps_peer(an: Analysis, op: Op) -> bool:
 
 @handles(Role.DSMEM_WRITE)
 def remote_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A write into another CTA's shared memory through mapa: recorded until a cluster barrier."""
     if remote(an, op.smem) is None:
         return state
     return _add(state, (_W, op.index, "remote"), (_ACC, op.index))
@@ -288,6 +291,8 @@ def remote_write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.DSMEM_READ)
 def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A read of another CTA's shared memory through mapa: `dsmem-read-unsynced` when the peers'
+    writes to it are not yet ordered by a cluster barrier; recorded until one."""
     if remote(an, op.smem) is None:
         return state
     if report:
@@ -302,6 +307,8 @@ def remote_read(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.SMEM_READ)
 def local_read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A read of this CTA's shared memory that the cluster's other CTAs write through mapa:
+    `dsmem-read-unsynced` without a cluster barrier since those writes."""
     if report and _active(an) and any(f[0] in (_W, _W + "+") for f in state.may):
         s = _pending(an, state, (_W, _W + "+"), an.val(op.smem).key, "remote",
                      meet=(op.index, False))
@@ -363,6 +370,8 @@ def remote_signal(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.CLUSTER_ARRIVE)
 def cluster_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """barrier.cluster.arrive: the pending accesses are marked arrived (a `.relaxed` arrive releases
+    no writes)."""
     if not any(f[0] in _ARRIVED for f in state.may):
         return state
     release = op.field != "relaxed"
@@ -373,6 +382,8 @@ def cluster_arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.CLUSTER_BARRIER)
 def cluster_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """barrier.cluster.wait (or a full cluster barrier): the accesses arrived on before it are
+    ordered for every CTA of the cluster."""
     done = _ARRIVED.values()
     if not any(f[0] in done for f in state.may):
         return state

@@ -109,6 +109,9 @@ def _unsynced(an: Analysis, state: State, op: Op, key, how: str) -> tuple[int, s
 
 @handles(Role.MBAR_INIT)
 def init(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """mbarrier.init: the barrier is initialised (on the paths where the statement runs); until a
+    fence and a barrier, the init is not visible to the async proxy, the cluster, or (when only
+    some threads ran it) the other threads."""
     key = an.key(op, "mbar")
     if key is None:
         return state
@@ -122,6 +125,8 @@ def init(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.MBAR_INVAL)
 def inval(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """mbarrier.inval: `mbar-uninit` / `mbar-init-unsynced` for the use itself, then the barrier is
+    no longer initialised."""
     key = an.key(op, "mbar")
     if report:
         _use(an, state, op, "thread")
@@ -131,6 +136,8 @@ def inval(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX, Role.MBAR_COMPLETE_TX)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """An arrive, expect_tx or complete_tx: `mbar-uninit` / `mbar-init-unsynced`; adds its
+    transaction bytes to the phase's count (a note when the count is known only at run time)."""
     if report:
         _use(an, state, op, "cluster" if op.space is CLUSTER else "thread")
     key = an.key(op, "mbar")
@@ -148,6 +155,9 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TMA_LOAD, Role.BULK_LOAD)
 def load(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A TMA or bulk load that completes on an mbarrier: `mbar-uninit` / `mbar-init-unsynced` for
+    the TMA unit's (or the cluster's) use of it; adds the bytes it delivers to the phase's count
+    (a note when the box size is unknown)."""
     if report:
         remote = op.space is CLUSTER or an.val(op.mbar).space is CLUSTER
         _use(an, state, op, "cluster" if op.multicast or remote else "tma")
@@ -227,6 +237,10 @@ def _branches_on_cta(an: Analysis) -> bool:
 
 @handles(Role.MBAR_WAIT)
 def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait: `wait-cluster-space` on a .shared::cluster address, `mbar-uninit` /
+    `mbar-init-unsynced`, and `expect-tx-mismatch` when the bytes announced and the bytes
+    delivered in the phase are both known and differ (per CTA rank for a cluster-fed barrier);
+    the loads it waits for no longer read their maps."""
     key = an.key(op, "mbar")
     if report:
         v = an.val(op.mbar)
@@ -448,6 +462,8 @@ def _mismatch(an: Analysis, op: Op, tx, end: tuple[str, int | None] | None = Non
 
 
 def parity_loops(an: Analysis) -> None:
+    """`wait-parity-constant`: a parity wait in a loop whose parity is the same on every trip (the
+    second trip passes at once, or never)."""
     waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and o.parity is not None]
     if not waits:
         return

@@ -56,9 +56,11 @@ class FirstTrip:
         self._reach: dict[int, set[int]] = {}
 
     def preds(self, b: int) -> list[int]:
+        """The predecessors of block `b`, less those along a back edge."""
         return [p for p in self.cfg.preds[b] if (p, b) not in self.back]
 
     def succs(self, b: int) -> list[int]:
+        """The successors of block `b`, less back edges and the exit."""
         return [s for s in self.cfg.succs(b) if (b, s) not in self.back
                 and s != self.cfg.exit]
 
@@ -295,6 +297,8 @@ def _first_waits(an: Analysis, ft: FirstTrip) -> list[tuple[Op, int]]:
 
 
 def first_phase(an: Analysis) -> None:
+    """`wait-parity-first-phase`: the first wait on a fresh barrier whose parity is off by one (a
+    consumer starting at 1 passes before the data lands, a producer starting at 0 waits forever)."""
     if not any(o.role is Role.MBAR_WAIT and o.parity is not None for o in an.ops) \
             or Role.MBAR_INIT not in an.roles:
         return

@@ -254,6 +254,9 @@ def _offsets(an: Analysis, operand: Any) -> frozenset | None:
 
 
 def remote_arrive_counts(an: Analysis) -> None:
+    """`mbar-arrive-count` for barriers the cluster's CTAs arrive on through mapa: the arrivals each
+    CTA receives in a phase (every CTA's arrives, evaluated per CTA rank and thread) against the
+    barrier's count."""
     roots = remote_roots(an)
     if not roots or cp_async_arrives(an):
         return

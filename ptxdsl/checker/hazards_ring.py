@@ -264,6 +264,8 @@ def _slot_key(slot: Any) -> Any:
 
 @handles(Role.SMEM_READ)
 def read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A shared-memory read (ld, ldmatrix) of a TMA destination: `smem-read-before-wait` /
+    `wait-wrong-barrier` when no wait on the copy's barrier covers it (`check_read`)."""
     if report and _loads(an) and lands_in(an, op.smem):
         what = "this ldmatrix" if type(an.body[op.index].insn).__name__ == "LdMatrix" \
             else "this load"
@@ -439,6 +441,8 @@ def _flips_each_iteration(an: Analysis, parity: Any, body: frozenset,
 
 
 def ring_parity(an: Analysis) -> None:
+    """`ring-parity`: a wait on a ring of several stages whose parity flips on every trip, rather
+    than when the stage index wraps."""
     waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and o.parity is not None]
     if not waits or not an.loops:
         return
@@ -468,6 +472,8 @@ def ring_parity(an: Analysis) -> None:
 
 
 def try_wait_loops(an: Analysis) -> None:
+    """`try-wait-not-looped`: a try_wait/test_wait whose result no loop retries and no branch
+    guards."""
     from .trywait import _spins, guarded
     for o in an.ops:
         if o.role is not Role.MBAR_WAIT or o.result is None:

@@ -115,6 +115,8 @@ def _report(an: Analysis, found: list[tuple]) -> None:
 
 
 def stage_counts(an: Analysis) -> None:
+    """`ring-stage-mismatch`: the uses of one ring's barriers (copies, expect_tx, waits, releases)
+    that count its stages with different moduli."""
     loads = _loads(an)
     if not loads:
         return

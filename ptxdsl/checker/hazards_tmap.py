@@ -21,6 +21,10 @@ _SHARED = (StateSpace.shared, StateSpace.shared_cta)
 
 @handles(Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH)
 def use_map(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A TMA copy or prefetch reading a tensor map: `tmap-param-no-cvta` for a raw .param address;
+    for a global map, `tmap-no-acquire` / `tmap-acquire-unsynced` when it was modified without an
+    acquire fence this thread is ordered after; a load keeps reading the map until its barrier's
+    phase completes."""
     kind, key, root = an.classify_map(op.map)
     if report and kind == "param_raw":
         an.report(Hazard.TMAP_PARAM_NO_CVTA, f"{op.role.value} reads the tensor map through "
@@ -100,6 +104,9 @@ def _check_acquired(an: Analysis, state: State, op: Op, key: Any) -> None:
 
 @handles(Role.TMAP_ACQUIRE)
 def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """fence.proxy.tensormap::generic.acquire: `tmap-acquire-size` (not 128 bytes),
+    `tmap-acquire-space` (not a generic address of a global map), `tmap-acquire-scope` (a
+    host-written map acquired below .sys); records the acquire."""
     v = an.val(op.map)
     kind, key, root = an.classify_map(op.map)
     if report:
@@ -226,6 +233,9 @@ def _forget_release(state: State, key: Any) -> frozenset:
 
 @handles(Role.TMAP_REPLACE)
 def replace(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tensormap.replace: in shared memory, records a write by only some lanes (cp_fenceproxy then
+    needs a warp sync); in global memory, the map is modified in place (`tmap-modified-in-flight`
+    against copies still reading it) and needs a release."""
     space = op.space if isinstance(op.space, StateSpace) else None
     v = an.val(op.smem)
     if space in _SHARED or (space in (None, StateSpace.generic) and v.space in _SHARED):
@@ -285,6 +295,9 @@ def release(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.CP_FENCEPROXY)
 def fenceproxy(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tensormap.cp_fenceproxy: `fenceproxy-divergent` under a lane-divergent condition,
+    `tmap-replace-no-warpsync` when its shared source was replaced by some lanes with no warp
+    sync since; the global map is then modified and released."""
     i = op.index
     if report:
         if an.div.stmt_level(i) >= 2:

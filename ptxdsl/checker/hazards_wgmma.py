@@ -142,6 +142,8 @@ def _pending(state: State) -> list[tuple]:
 
 @handles(Role.WGMMA_REGS)
 def register_access(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """An instruction touching registers: `wgmma-regs-in-flight` when they belong to a wgmma whose
+    group no wait_group has retired (collected per wgmma, reported once)."""
     if report:
         for f in _pending(state):
             hit = op.value & _regs_of(an, f[1])
@@ -199,12 +201,16 @@ def _reg_list(regs: set) -> str:
 
 @handles(Role.WGMMA_FENCE)
 def fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """wgmma.fence: registers touched since are fenced for the next wgmma.mma_async."""
     may = frozenset(f for f in state.may if f[0] != "wg_touched")
     return State(state.must | {("wg_fenced",)}, may, state.tx)
 
 
 @handles(Role.WGMMA)
 def wgmma(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """wgmma.mma_async: `wgmma-no-fence`, `wgmma-smem-no-proxy-fence` for shared operands written
+    through the generic proxy without a fence, and the TMA checks of its shared operands (read
+    before the copy's wait); the wgmma is then in flight until committed and retired."""
     if report:
         _fence_check(an, state, op)
         _smem_check(an, state, op)
@@ -403,6 +409,8 @@ def _smem_check(an: Analysis, state: State, op: Op) -> None:
 
 @handles(Role.SMEM_WRITE)
 def shared_write(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A shared-memory write in a kernel with wgmma: recorded as not yet fenced for the async proxy.
+    """
     if Role.WGMMA not in an.roles or op.space not in _SHARED:
         return state
     return State(state.must, state.may | {("smem_dirty", op.index)}, state.tx)
@@ -410,6 +418,7 @@ def shared_write(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.WGMMA_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """wgmma.commit_group: the uncommitted wgmmas become the newest group."""
     return state.commit_group("wgmma", _AGE_CAP)
 
 
@@ -539,6 +548,8 @@ def _reads_no_copy(an: Analysis, i: int) -> bool:
 
 @handles(Role.MBAR_ARRIVE)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A count-less arrive (a consumer's release of a ring stage): `wgmma-smem-released` when a
+    wgmma still in flight reads that stage's shared memory."""
     if not report or op.count is not None:
         return state
     released: Any = None

@@ -22,6 +22,8 @@ _WHAT = {Role.TMAP_ACQUIRE: ("acquire", "acquires"),
 
 @handles(Role.TMAP_ACQUIRE, Role.CP_FENCEPROXY)
 def cross_device_scope(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """`tmap-cross-device-scope`: an acquire or cp_fenceproxy of a map shared with another GPU
+    (`cross_device_maps`) at a scope narrower than .sys."""
     if not report or op.scope is None or op.scope is Scope.sys:
         return state
     kind, _key, root = an.classify_map(op.map)

@@ -2,7 +2,7 @@
 
 Triton's pipelined loops index a ring of N stages as `base + S * (k % N)`; LLVM keeps a
 pointer p that starts at `base` and moves by S on every trip, beside the trip counter k
-(from 0, by 1), and subtracts `S * N` for every wrap:
+(from 0, by 1), and subtracts `S * N` for every wrap::
 
     mov p, base;  mov k, 0;           ...  add p, p, S;  add k, k, 1;   (the latch)
     mul.hi.u32 h, k, 0xAAAAAAAB;  shr.u32 q, h, 1;                       (q = k / 3)

@@ -37,6 +37,9 @@ class MapFacts:
                     self.copies.setdefault(dst, set()).add(src)
 
     def info(self, key: Any) -> MapInfo | None:
+        """What the kernel's own writes say of map `key` (rank, element type, box, swizzle written
+        by tensormap.replace, over the copy it was made from): a `MapInfo`, or None when nothing
+        is known."""
         srcs = self.copies.get(key, set())
         f: dict[tuple, Any] = dict(self.fields.get(next(iter(srcs)), {})) if len(srcs) == 1 \
             else {}

@@ -40,6 +40,9 @@ from .values import Values
 
 @attrs.frozen(eq=False)   # holds registers, whose `==` builds a setp
 class Span:
+    """A bounded value: `root` (a symbol, or None for a plain integer) plus a value in [`lo`, `hi`]
+    (None: unbounded), plus the optional ring term `(counter, n, scale, shift)` of a stage index."""
+
     root: Any = None
     lo: int | None = None
     hi: int | None = None
@@ -155,6 +158,8 @@ class Spans:
         self._jump_list: list[tuple[int, Any]] | None = None
 
     def of(self, op: Any, depth: int = 0) -> Span:
+        """The `Span` of an operand: constants exactly, a symbol's address as its root, registers
+        through their defining statements (memoised; unknown past a depth limit)."""
         if isinstance(op, bool):
             return UNKNOWN
         if isinstance(op, int):

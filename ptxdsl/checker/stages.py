@@ -1,7 +1,7 @@
 """Stage registers that a ring advances in place, and how far a write moves a ring counter.
 
 `MbarrierRing`'s views (and many hand-written rings) keep the stage in one register and
-advance it where it is:
+advance it where it is::
 
     add r, r, 1;  setp.eq p, r, N;  @p mov r, 0;          (MbarrierRing.advance)
     add r, r, 1;  if (r == N) { r = 0; ... }              (a branch instead of the guard)

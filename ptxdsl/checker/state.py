@@ -22,17 +22,23 @@ Tx = tuple[int | None, int | None, frozenset, bool]
 
 @attrs.frozen
 class State:
+    """The dataflow state at a point of the kernel: `must` facts (true on every path), `may` facts
+    (true on some path), and `tx`, each barrier's transaction bytes announced and delivered in
+    the current phase."""
+
     must: frozenset = frozenset()
     may: frozenset = frozenset()
     tx: tuple = ()   # sorted ((barrier key, Tx), ...) -- hashable and comparable
 
     def tx_get(self, key: Any) -> Tx | None:
+        """The transaction count of barrier `key`, or None."""
         for k, v in self.tx:
             if k == key:
                 return v
         return None
 
     def tx_set(self, key: Any, value: Tx | None) -> State:
+        """The state with barrier `key`'s transaction count set to `value` (removed for None)."""
         items = [(k, v) for k, v in self.tx if k != key]
         if value is not None:
             items.append((key, value))

@@ -40,16 +40,21 @@ def _retag(state: State, old: str, new: str) -> State:
 
 @handles(Role.CTA_BARRIER)
 def cta_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """bar.sync / barrier.sync: orders every thread of the CTA, so facts about other threads not yet
+    seeing a write or init are dropped."""
     return _drop(state, _CTA_CLEARS)
 
 
 @handles(Role.CLUSTER_BARRIER)
 def cluster_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A full cluster barrier: as a CTA barrier, and it publishes mbarrier inits to the cluster."""
     return _drop(state, _CTA_CLEARS | {"init_fenced"})
 
 
 @handles(Role.WARP_SYNC)
 def warp_sync(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """bar.warp.sync: lanes' tensormap.replace writes are synchronised; in a CTA of one warp it is a
+    CTA barrier."""
     # In a CTA of one warp (.reqntid/.maxntid <= 32) the warp barrier is a CTA barrier: it
     # orders memory among all the threads there are.
     if an.values.nthreads is not None and an.values.nthreads <= 32:
@@ -59,6 +64,8 @@ def warp_sync(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.PROXY_ASYNC_FENCE)
 def proxy_async_fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """fence.proxy.async (for shared memory): generic-proxy writes and mbarrier inits become visible
+    to the async proxy."""
     if op.space not in _SHARED_FENCES:   # .global only: orders no shared writes or inits
         return state
     return _retag(_drop(state, frozenset({"init_noasync"})), "smem_dirty", "smem_fenced")
@@ -66,4 +73,6 @@ def proxy_async_fence(an: Analysis, state: State, op: Op, report: bool) -> State
 
 @handles(Role.MBAR_INIT_FENCE)
 def mbarrier_init_fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """fence.mbarrier_init.release.cluster: the inits become visible to the async proxy and, after a
+    cluster barrier, to the cluster."""
     return _retag(_drop(state, frozenset({"init_noasync"})), "init_nocluster", "init_fenced")

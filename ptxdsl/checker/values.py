@@ -183,6 +183,7 @@ class Values:
         return hit
 
     def const(self, op: Any) -> int | None:
+        """The operand's value when its value number is a constant, else None."""
         v = self.val(op)
         return v.const if v.kind is Kind.const else None
 

@@ -1,5 +1,7 @@
 """Reading PTX: any PTX text into ptxdsl's statements (`parse_ptx`).
 
+::
+
     mod = parse_ptx(open("kernel.ptx").read(), file="kernel.ptx")
     for f in mod.check():            # the hazard checker, as on a built module
         print(f.format())

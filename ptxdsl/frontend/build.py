@@ -1,6 +1,8 @@
 """Building a `ParsedModule` in Python, statement by statement: what a lifted PTX file
 (`python -m ptxdsl lift`) runs, and a way to add to a compiler's output by hand.
 
+::
+
     m = ParsedModule(file="k.ptx")
     m.directive(".version 8.5")
     m.directive(".target sm_90a")
@@ -109,6 +111,9 @@ class _Snippet(_Parser):
 
 
 def _module_directive(m: ParsedModule, text: Any) -> None:
+    """`m.directive(text)`: module-scope PTX (`.version`, `.target`, a variable, a prototype) parsed
+    and appended to the module; the module's shared variables are visible to the functions it
+    declares."""
     names = _names(m)
     sub = _Snippet(names, text, "m.directive")
     part = sub.run(sub.module)
@@ -129,6 +134,9 @@ def _module_directive(m: ParsedModule, text: Any) -> None:
 
 
 def _module_function(m: ParsedModule, header: Any, kind: str) -> FunctionBuilder:
+    """`m.entry(header)` / `m.func(header)`: a function header without its body, parsed, appended to
+    the module, and returned as the `FunctionBuilder` that adds its statements; a `BuildError`
+    for a body, a prototype or anything but one header."""
     names = _names(m)
     what = f"m.{kind}"
     words = [t[1] for t in _Snippet(names, header, what).toks]

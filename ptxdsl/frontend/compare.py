@@ -56,6 +56,8 @@ def instructions(body: Iterable[Any]) -> list[Statement]:
 
 
 def statement_key(st: Statement) -> Any:
+    """A statement as a comparable value: its instruction's and guard's keys (`key`: registers by
+    name and width, immediates by their text), so two readings of one program compare equal."""
     return (key(st.insn), key(st.guard))
 
 

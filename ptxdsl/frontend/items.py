@@ -25,6 +25,7 @@ class PlainReg(Reg):
     assembly writes them)."""
 
     def render(self) -> str:
+        """The name without `%`, as it was declared."""
         return self.name
 
     def __repr__(self) -> str:
@@ -40,6 +41,7 @@ class ScopedLabel(Label):
     shown: str = attrs.field(default="", eq=False)
 
     def render(self) -> str:
+        """The label as the source wrote it (its unique name is for the analysis only)."""
         return self.shown
 
 
@@ -52,9 +54,12 @@ class RawOperand(Operand):
     regs: tuple = attrs.field(default=(), converter=as_tuple)
 
     def render(self) -> str:
+        """The operand's text, unchanged."""
         return self.text
 
     def inner(self) -> tuple:
+        """What the operand holds, for `operands.registers_in` (which registers an
+        instruction reads and writes): here the registers the text mentions."""
         return self.regs
 
 
@@ -65,9 +70,11 @@ class Bracket(Operand):
     items: tuple = attrs.field(converter=as_tuple)
 
     def render(self) -> str:
+        """`[a, b]`, each item rendered."""
         return "[" + ", ".join(_render(i) for i in self.items) + "]"
 
     def inner(self) -> tuple:
+        """The items (see `RawOperand.inner`)."""
         return self.items
 
 
@@ -79,9 +86,11 @@ class Braces(Operand):
     items: tuple = attrs.field(converter=as_tuple)
 
     def render(self) -> str:
+        """`{a, b}`, each item rendered."""
         return "{" + ", ".join(_render(i) for i in self.items) + "}"
 
     def inner(self) -> tuple:
+        """The items (see `RawOperand.inner`)."""
         return self.items
 
 
@@ -93,9 +102,11 @@ class PredPair(Operand):
     q: Operand
 
     def render(self) -> str:
+        """`p|q`."""
         return f"{_render(self.p)}|{_render(self.q)}"
 
     def inner(self) -> tuple:
+        """The two predicates (see `RawOperand.inner`)."""
         return (self.p, self.q)
 
 

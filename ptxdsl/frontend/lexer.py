@@ -51,6 +51,7 @@ class Source:
         self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line(self, offset: int) -> int:
+        """The 1-based line number of character `offset`."""
         return bisect.bisect_right(self._starts, offset)
 
     def fail(self, offset: int, rule: str) -> PtxParseError:
@@ -59,6 +60,8 @@ class Source:
 
 
 def tokenize(src: Source) -> list[Token]:
+    """The tokens of the source's text, comments and whitespace skipped; a `PtxParseError` at an
+    unterminated comment or a character PTX has no token for."""
     out: list[Token] = []
     append = out.append
     kinds, punct = _KIND, _PUNCT_CHARS

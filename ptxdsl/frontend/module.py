@@ -32,6 +32,7 @@ class TopLevel:
     line: int
 
     def emit(self) -> list[str]:
+        """Its lines of PTX text: the directive as it was read."""
         return [self.text]
 
 
@@ -58,14 +59,17 @@ class ParsedFunction:
     # The directives as the checker reads them off a built kernel.
     @property
     def reqntid(self) -> tuple[int, ...] | None:
+        """The `.reqntid` CTA shape, or None when the function has none."""
         return self.directives.get("reqntid") or None
 
     @property
     def maxntid(self) -> tuple[int, ...] | None:
+        """The `.maxntid` bound on the CTA shape, or None."""
         return self.directives.get("maxntid") or None
 
     @property
     def reqnctapercluster(self) -> tuple[int, ...] | None:
+        """The `.reqnctapercluster` cluster shape, or None."""
         return self.directives.get("reqnctapercluster") or None
 
     @property
@@ -84,6 +88,8 @@ class ParsedFunction:
         return [s for s in self.statements() if type(s.insn) is Raw]
 
     def emit(self) -> list[str]:
+        """Its lines of PTX text: the header as written, the body one statement a line
+        (numbers spelled as in the source), nested blocks indented."""
         if self.prototype:
             return [self.header]
         lines = [self.header, "{"]
@@ -122,10 +128,12 @@ class ParsedModule:
 
     @property
     def target(self) -> str:
+        """The first `.target` (the SM, `sm_90a`); `targets` has them all."""
         return self.targets[0] if self.targets else ""
 
     @property
     def functions(self) -> list[ParsedFunction]:
+        """Every `.entry` and `.func`, declarations included, in file order."""
         return [x for x in self.items if isinstance(x, ParsedFunction)]
 
     @property
@@ -144,12 +152,15 @@ class ParsedModule:
         return out
 
     def function(self, name: str) -> ParsedFunction:
+        """The function named `name` that has a body (`KeyError` when there is none)."""
         for f in self.functions:
             if f.name == name and not f.prototype:
                 return f
         raise KeyError(f"no function {name!r} in {self.file}")
 
     def emit(self) -> str:
+        """The module as PTX text: each item as it was read, in file order (a module built
+        with `frontend.build` is checked complete first)."""
         from .build import check_complete
         check_complete(self)
         out: list[str] = []

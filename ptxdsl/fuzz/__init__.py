@@ -1,5 +1,7 @@
 """Property-based fuzzing of the instruction builders against ptxas (through nvJitLink).
 
+::
+
     from ptxdsl import fuzz
     report = fuzz.check(cases)            # a list of fuzz.Case
     assert not report.failures, report.describe_failures()
@@ -60,6 +62,7 @@ TMA_FAMILIES = ("fence", "tensormap", "mbarrier", "bulk", "bulk_tensor")
 
 
 def tma_cases() -> st.SearchStrategy:
+    """Cases of the TMA families (fence, tensormap, mbarrier, bulk, bulk_tensor)."""
     return st.one_of(*(strategies[f] for f in TMA_FAMILIES))
 
 
@@ -70,4 +73,6 @@ def core_cases() -> st.SearchStrategy:
 
 
 def helper_cases() -> st.SearchStrategy:
+    """Configurations of the helpers above the builders (fragments, descriptors, rings, epilogues),
+    judged by the address model rather than by ptxas."""
     return st.one_of(*(strategies[f] for f in HELPER_FAMILIES))

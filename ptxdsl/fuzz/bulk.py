@@ -34,6 +34,9 @@ def _operand(draw, space: str):
 
 @st.composite
 def bulks(draw):
+    """Cases of the bulk family: cp.async.bulk copies, prefetches, reductions, commit/wait groups
+    and cache policies, valid and invalid operands mixed, each with the PTX text it stands for,
+    which ptxas judges (None for a Python-level mistake the builder must refuse)."""
     which = pick(draw, ("copy", "copy", "copy", "prefetch", "reduce", "reduce", "group",
                         "policy"))
     fam = "bulk"
@@ -97,6 +100,9 @@ def _frac(v) -> str:
 
 @st.composite
 def policies(draw):
+    """Cases of the bulk family: createpolicy (fractional, range, cvt), valid and invalid operands
+    mixed, each with the PTX text it stands for, which ptxas judges (None for a Python-level
+    mistake the builder must refuse)."""
     fam, kind = "bulk", pick(draw, ("fractional", "fractional", "range", "cvt"))
     dst = maybe(draw, (R("b64"), R("u64"), R("u32")), 0.5)
     d = txt(dst or R("b64"))
@@ -135,6 +141,9 @@ TSHARED = (S("smem"),) * 6 + SHARED
 
 @st.composite
 def bulk_tensors(draw):
+    """Cases of the bulk_tensor family: tensor copies in every mode and dimension, stores,
+    reductions and prefetches, valid and invalid operands mixed, each with the PTX text it
+    stands for, which ptxas judges (None for a Python-level mistake the builder must refuse)."""
     fam = "bulk_tensor"
     which = pick(draw, ("load", "load", "store", "reduce", "prefetch"))
     modes = LOAD_MODES if which in ("load", "prefetch") else STORE_MODES

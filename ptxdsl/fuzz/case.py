@@ -46,15 +46,19 @@ class R:
 
     @property
     def name(self) -> str:
+        """The register's name in the built kernel: its type, space hint and index
+        (`x_u32_shared_cta_1`)."""
         hint = "_" + self.hint.replace("::", "_") if self.hint else ""
         return f"x_{self.type}{hint}" + (f"_{self.idx}" if self.idx else "")
 
     @property
     def txt(self) -> str:
+        """The register as PTX writes it (`%` and its name)."""
         return "%" + self.name
 
     @property
     def bits(self) -> int:
+        """The width of the register's type in bits."""
         return ScalarType(self.type).bits
 
 
@@ -66,6 +70,7 @@ class S:
 
     @property
     def txt(self) -> str:
+        """The symbol's name, as PTX writes it."""
         return self.name
 
 
@@ -78,6 +83,7 @@ class A:
 
     @property
     def txt(self) -> str:
+        """The address as PTX writes it: `[base]` or `[base+offset]`."""
         return f"[{self.base.txt}+{self.offset}]" if self.offset else f"[{self.base.txt}]"
 
 
@@ -89,6 +95,7 @@ class N:
 
     @property
     def txt(self) -> str:
+        """The negated predicate as PTX writes it (`!%p`)."""
         return "!" + self.reg.txt
 
 
@@ -106,6 +113,7 @@ class M:
 
     @property
     def txt(self) -> str:
+        """The descriptor's PTX: its register."""
         return self.reg.txt
 
 
@@ -121,6 +129,7 @@ class F:
 
     @property
     def txt(self) -> str:
+        """The register list as PTX writes it (`{%r0, %r1, ...}`)."""
         return "{" + ", ".join(r.txt for r in self.regs) + "}"
 
 
@@ -185,9 +194,13 @@ class Case:
     facts: tuple[tuple[str, Any], ...] = ()
 
     def fact(self, key: str, default: Any = None) -> Any:
+        """The fact `key` the strategy recorded about the case (what the oracle needs to judge it),
+        or `default`."""
         return dict(self.facts).get(key, default)
 
     def tokens(self) -> list:
+        """Every register and symbol the case uses, from its arguments and its expected PTX text, in
+        first-use order (the kernel declares them in that order)."""
         seen: dict[Any, None] = {}
         for tok in tokens_in((self.args, dict(self.kwargs))):
             seen.setdefault(tok, None)
@@ -201,6 +214,7 @@ class Case:
         return list(seen)
 
     def describe(self) -> str:
+        """The call the case makes, as Python: `ptx.mbarrier_init(k, ...)`."""
         args = ", ".join(["k", *map(_show, self.args),
                           *(f"{k}={_show(v)}" for k, v in self.kwargs)])
         return f"{self.call}({args})"
@@ -248,6 +262,8 @@ class Env:
         self._objs: dict[Any, Any] = {}
 
     def get(self, tok: Any) -> Any:
+        """The kernel object for a token (registers and symbols made on first use, tuples and lists
+        element by element); anything else as it is."""
         if isinstance(tok, tuple):
             return tuple(self.get(t) for t in tok)
         if isinstance(tok, list):

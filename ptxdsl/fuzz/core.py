@@ -47,6 +47,8 @@ def operand(draw, t: str, *, imm: bool = True):
 
 
 def dest(draw, t: str, idx: int = 0):
+    """A destination register of type `t` (index `idx`), now and then of another register type, so
+    the builders' type checks are exercised."""
     return pick(draw, (R(t, idx=idx), R(t, idx=idx), R(t, idx=idx), R(pick(draw, REGTYPES))))
 
 
@@ -58,6 +60,9 @@ MODE_KW = {"add": ("mode", "ftz", "sat"), "sub": ("mode", "ftz", "sat"), "mul": 
 
 @st.composite
 def ariths(draw):
+    """Cases of the arith family: binary and unary arithmetic and mad, over every type and mode,
+    valid and invalid operands mixed, each with the PTX text it stands for, which ptxas judges
+    (None for a Python-level mistake the builder must refuse)."""
     fam = "arith"
     kind = pick(draw, ("binary", "binary", "binary", "unary", "mad"))
     t = pick(draw, TYPES)
@@ -116,6 +121,9 @@ CMPS = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu"
 
 @st.composite
 def compares(draw):
+    """Cases of the compare family: setp and selp, valid and invalid operands mixed, each with the
+    PTX text it stands for, which ptxas judges (None for a Python-level mistake the builder must
+    refuse)."""
     fam = "compare"
     t = pick(draw, TYPES)
     if draw(st.integers(0, 3)) == 0:
@@ -158,6 +166,9 @@ def cvt_default(dt: str, at: str) -> str | None:
 
 @st.composite
 def moves(draw):
+    """Cases of the move family: mov, cvt and cvta, valid and invalid operands mixed, each with the
+    PTX text it stands for, which ptxas judges (None for a Python-level mistake the builder must
+    refuse)."""
     fam = "move"
     kind = pick(draw, ("mov", "cvt", "cvt", "cvta"))
     if kind == "mov":
@@ -196,6 +207,9 @@ ADDRS = (R("u64"), R("u64"), R("u32"), S("smem"), A(R("u64"), 16), A(S("smem"), 
 
 @st.composite
 def memories(draw):
+    """Cases of the memory family: ld and st in every space, semantics, vector width and cache
+    qualifier, valid and invalid operands mixed, each with the PTX text it stands for, which
+    ptxas judges (None for a Python-level mistake the builder must refuse)."""
     fam = "memory"
     load = draw(st.booleans())
     t = pick(draw, TYPES + ("b128", "f16x2"))
@@ -247,6 +261,9 @@ ATOM_SPACES = ("global", "shared", "shared::cta", "shared::cluster", "generic", 
 
 @st.composite
 def atomics(draw):
+    """Cases of the atomic family: atom and red, valid and invalid operands mixed, each with the
+    PTX text it stands for, which ptxas judges (None for a Python-level mistake the builder must
+    refuse)."""
     fam = "atomic"
     op, t, sp = pick(draw, ATOM_OPS), pick(draw, ATOM_TYPES), pick(draw, ATOM_SPACES)
     red = op != "cas" and op != "exch" and draw(st.integers(0, 2)) == 0
@@ -282,6 +299,9 @@ MASKS = (-1, 0xFFFFFFFF, 1, 0, 0x1_0000_0000, R("u32"), R("b32"), R("u64"))
 
 @st.composite
 def syncs(draw):
+    """Cases of the sync family: bar/barrier sync, arrive and red, and bar.warp.sync, valid and
+    invalid operands mixed, each with the PTX text it stands for, which ptxas judges (None for a
+    Python-level mistake the builder must refuse)."""
     fam = "sync"
     kind = pick(draw, ("sync", "arrive", "red", "warp"))
     if kind == "warp":
@@ -309,6 +329,9 @@ def syncs(draw):
 
 @st.composite
 def warps(draw):
+    """Cases of the warp family: shfl, vote, activemask and elect, valid and invalid operands
+    mixed, each with the PTX text it stands for, which ptxas judges (None for a Python-level
+    mistake the builder must refuse)."""
     fam = "warp"
     kind = pick(draw, ("shfl", "shfl", "vote", "activemask", "elect"))
     m = pick(draw, MASKS[:2] * 3 + MASKS)

@@ -26,6 +26,9 @@ def _bits(tok) -> int | None:
 
 @st.composite
 def bits(draw):
+    """Cases of the bits family: prmt, bfind, bmsk, shl and shr through their cuda::ptx builders,
+    valid and invalid operands mixed, each with the PTX text it stands for, which ptxas judges
+    (None for a Python-level mistake the builder must refuse)."""
     fam = "bits"
     which = pick(draw, ("prmt", "bfind", "bmsk", "shl", "shr"))
     if which == "prmt":
@@ -73,6 +76,9 @@ def _cluster_space(space: str) -> str:
 
 @st.composite
 def clusters(draw):
+    """Cases of the cluster family: barrier.cluster, mapa, getctarank, st.async and red.async,
+    valid and invalid operands mixed, each with the PTX text it stands for, which ptxas judges
+    (None for a Python-level mistake the builder must refuse)."""
     fam = "cluster"
     which = pick(draw, ("arrive", "wait", "mapa", "getctarank", "st_async", "red_async"))
     if which in ("arrive", "wait"):
@@ -118,6 +124,9 @@ def clusters(draw):
 # -- multimem ------------------------------------------------------------------------------------
 @st.composite
 def multimems(draw):
+    """Cases of the multimem family: multimem.ld_reduce, st and red, valid and invalid operands
+    mixed, each with the PTX text it stands for, which ptxas judges (None for a Python-level
+    mistake the builder must refuse)."""
     fam = "multimem"
     kind = pick(draw, ("ld_reduce", "st", "red"))
     sem = pick(draw, ("weak", "relaxed", "acquire", "release", "acq_rel"))

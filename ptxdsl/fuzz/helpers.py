@@ -63,6 +63,8 @@ NS = (8, 16, 24, 32, 64, 128, 256)
 
 
 def build_store(k: Kernel, cfg: dict) -> Probe:
+    """Build an accumulator fragment's `store` to global memory from configuration `cfg` (dtype, n,
+    packing, leading dimension, bounds)."""
     probe = Probe(target="out")
     frag = k.fragment(ACC[cfg["dtype"]], shape=(64, cfg["n"]))
     if cfg.get("packed"):
@@ -74,6 +76,8 @@ def build_store(k: Kernel, cfg: dict) -> Probe:
 
 
 def build_store_matrix(k: Kernel, cfg: dict) -> Probe:
+    """Build a packed fragment's `store_matrix` (stmatrix) into a shared tile from configuration
+    `cfg`."""
     frag = k.fragment(T.f32, shape=(64, cfg["n"])).to_packed(cfg["packed"])
     sym = k.shared_array(T.b8, cfg["size"], align=cfg["align"], name="tile")
     dest = sym if not cfg.get("reg_offset") else k.add(k.mov(sym), cfg["reg_offset"])
@@ -82,6 +86,8 @@ def build_store_matrix(k: Kernel, cfg: dict) -> Probe:
 
 
 def build_a_load(k: Kernel, cfg: dict) -> Probe:
+    """Build an A fragment's `load` from global memory from configuration `cfg` (dtype, leading
+    dimension, k0)."""
     probe = Probe(target="a")
     ld, k0 = _extent(k, cfg, "ld", probe), _extent(k, cfg, "k0", probe)
     k.a_fragment(cfg["dtype"]).load(k.param_ptr("a"), ld, k0=k0)
@@ -90,6 +96,8 @@ def build_a_load(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def fragments(draw):
+    """Configurations of wgmma fragments: accumulator stores, packed stmatrix stores and A loads,
+    in and out of bounds; the model in `fuzz.model` says which accesses each must make."""
     which = pick(draw, ("store", "store", "store", "store_matrix", "a_load"))
     if which == "a_load":
         return draw(a_loads())
@@ -112,6 +120,9 @@ def fragments(draw):
 
 @st.composite
 def store_matrices(draw):
+    """Configurations of a packed fragment's `store_matrix`: tile size, leading dimension,
+    alignment and offset, in and out of bounds; the model in `fuzz.model` says which accesses
+    each must make."""
     packed = pick(draw, ("bf16", "bf16", "f16", "e4m3"))
     n = pick(draw, (16, 32, 64, 128))
     ld = pick(draw, (n, n, n + 8, 2 * n, n - 8, n + 4))
@@ -128,6 +139,8 @@ def store_matrices(draw):
 
 @st.composite
 def a_loads(draw):
+    """Configurations of an A fragment's `load`: element type, leading dimension and k0, in and out
+    of bounds; the model in `fuzz.model` says which accesses each must make."""
     dtype = pick(draw, tuple(A_BITS))
     kdim = 256 // A_BITS[dtype]
     # `ld` is an int (a register stride is refused: see the issue-28 report); k0 is a
@@ -140,6 +153,8 @@ def a_loads(draw):
 
 # -- wgmma descriptors ----------------------------------------------------------------------------
 def build_descriptor(k: Kernel, cfg: dict) -> Probe:
+    """Build a matrix descriptor of a shared tile from configuration `cfg` (layout, address form)
+    and advance it through every K step; the probe records the descriptor registers."""
     layout = SmemLayout(cfg["dtype"], cfg["mn"], cfg["k"], major=cfg["major"],
                         swizzle=cfg["swizzle"])
     sym = k.shared_array(T.b8, cfg["size"], align=cfg["align"], name="tile")
@@ -156,6 +171,8 @@ def build_descriptor(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def descriptors(draw):
+    """Configurations of matrix descriptors: layout, swizzle, tile size and address form, in and
+    out of bounds; the model in `fuzz.model` says which accesses each must make."""
     dtype = pick(draw, tuple(A_BITS))
     bits = A_BITS[dtype]
     major = "MN" if bits == 16 and pick(draw, (False, False, True)) else "K"
@@ -185,6 +202,8 @@ def descriptors(draw):
 
 # -- mbarrier rings -------------------------------------------------------------------------------
 def build_ring(k: Kernel, cfg: dict) -> Probe:
+    """Build an `MbarrierRing` (static or given storage) and walk one of its views past a wrap; the
+    probe records the slot and barrier addresses it computes."""
     n = cfg["stages"]
     storage: Any = None
     if cfg["storage"] is not None:
@@ -206,6 +225,9 @@ def build_ring(k: Kernel, cfg: dict) -> Probe:
 
 @st.composite
 def rings(draw):
+    """Configurations of an `MbarrierRing` and its views: stages, slot stride, buffer size and
+    barrier storage, in and out of bounds; the model in `fuzz.model` says which accesses each
+    must make."""
     n = pick(draw, (1, 2, 3, 4, 6))
     stride = pick(draw, (128, 1024, 4096, 48, 3, 1000, 40))   # 1000, 40 misalign the slots
     size = pick(draw, tuple(s for s in (n * stride, n * stride, 2 * n * stride, n * stride - 1,

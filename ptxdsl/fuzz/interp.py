@@ -37,6 +37,9 @@ class Unknown(Exception):
 
 @attrs.frozen
 class Buffer:
+    """A buffer the kernel addresses: a parameter's or a shared variable's `name`, its `base`
+    address in the model, `size` bytes and the alignment it guarantees."""
+
     name: str
     base: int
     size: int
@@ -56,6 +59,7 @@ class Access:
 
     @property
     def store(self) -> bool:
+        """Whether the access writes (anything but a load)."""
         return not self.op.startswith("ld")
 
 
@@ -120,6 +124,8 @@ class Machine:
 
     # -- operands --------------------------------------------------------------------------
     def value(self, tok: str) -> np.ndarray | None:
+        """Per-thread values of an operand token (a register, `%tid.x`, an integer, a buffer's
+        name), or None when it is nothing the model computes."""
         tok = tok.strip()
         if tok == "%tid.x":
             return _lanes(0) + np.arange(THREADS, dtype=object)
@@ -134,6 +140,8 @@ class Machine:
         return None          # a float literal, a vector, a sink: not an address
 
     def address(self, tok: str) -> np.ndarray:
+        """Per-thread addresses of a `[base+offset]` operand; `Unknown` when the base is not
+        modelled."""
         m = re.fullmatch(r"\[\s*([^+\-\]]+?)\s*(?:([+-])\s*(-?\d+))?\s*\]", tok.strip())
         if m is None:
             raise Unknown(f"address operand {tok!r}")
@@ -145,6 +153,8 @@ class Machine:
 
     # -- statements ------------------------------------------------------------------------
     def run(self) -> Machine:
+        """Run the kernel's body for every thread of the CTA, recording its loads and stores;
+        returns the machine."""
         body = self.ptx.split("{", 1)[1].rsplit("}", 1)[0]
         for raw in body.split(";"):
             line = re.sub(r"^(\$\w+:\s*)+", "", raw.strip())   # labels
@@ -177,6 +187,9 @@ class Machine:
             self.regs[name] = np.where(mask.astype(bool), val, old)
 
     def step(self, opcode: str, ops: list[str], mask: np.ndarray | None) -> None:
+        """Execute one instruction (`opcode`, its operand tokens) for the threads in `mask`: loads
+        and stores become `Access` records, arithmetic updates the registers; `Unknown` for what
+        the model does not compute."""
         q = opcode.split(".")
         op, ty = q[0], q[-1]
         bits = _bits(ty)

@@ -38,6 +38,9 @@ def _dot(space: str) -> str:
 
 @st.composite
 def matrices(draw):
+    """Cases of the matrix family: ldmatrix and stmatrix, valid and invalid operands mixed, each
+    with the PTX text it stands for, which ptxas judges (None for a Python-level mistake the
+    builder must refuse)."""
     fam = "matrix"
     load = draw(st.booleans())
     a = pick(draw, ROWS)
@@ -77,6 +80,9 @@ NAMES = ("f16x2", "bf16x2", "e4m3x2", "e5m2x2", "f32")
 
 @st.composite
 def cvt_packeds(draw):
+    """Cases of the cvt_packed family: the packed conversions, valid and invalid operands mixed,
+    each with the PTX text it stands for, which ptxas judges (None for a Python-level mistake
+    the builder must refuse)."""
     fam = "cvt_packed"
     to, src = pick(draw, tuple(PACKED) * 4 + tuple((d, s) for d in NAMES for s in NAMES))
     sources, stype, dtype = PACKED.get((to, src), (2, "f32", "b32"))

@@ -46,10 +46,12 @@ class Collect:
         self._parts: dict[Key, list[np.ndarray]] = {}
 
     def add(self, key: Key, offsets: Any) -> Collect:
+        """Add the byte offsets an access group `key` touches; returns the collector."""
         self._parts.setdefault(key, []).append(np.asarray(offsets, dtype=np.int64).ravel())
         return self
 
     def done(self) -> Accesses:
+        """The offsets of each group, sorted."""
         return {k: np.sort(np.concatenate(v)) for k, v in self._parts.items()}
 
 
@@ -110,6 +112,8 @@ def _val(v: Any) -> Any:
 
 
 def value_bytes(cfg: dict) -> int:
+    """The bytes of one stored value for a store configuration: 1 for fp8 packing, 2 for f16 or
+    other packing, 4 otherwise."""
     packed = cfg.get("packed")
     if packed:
         return 1 if packed in ("e4m3", "e5m2") else 2
@@ -192,10 +196,13 @@ def footprint(start: int, lbo: int, sbo: int, atom: int, bits: int, mn: int,
 
 
 def atom_bytes(swizzle: int) -> int:
+    """The bytes of one row of a swizzle atom: the swizzle width, or 16 without swizzling."""
     return swizzle or 16
 
 
 def k_steps(cfg: dict) -> list[int]:
+    """The K offsets a descriptor is advanced to over a tile: every 32 bytes of A elements up to
+    `k`."""
     return list(range(0, cfg["k"], 256 // A_BITS[cfg["dtype"]]))
 
 

@@ -84,6 +84,7 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
+        """Whether the verdict is a failure (see `FAILURES`)."""
         return self.verdict in FAILURES
 
 
@@ -94,18 +95,23 @@ class Report:
     outcomes: list[Outcome] = attrs.field(factory=list)
 
     def merge(self, other: Report) -> Report:
+        """Add another report's outcomes to this one (returned)."""
         self.outcomes.extend(other.outcomes)
         return self
 
     @property
     def failures(self) -> list[Outcome]:
+        """The outcomes whose verdict is a failure."""
         return [o for o in self.outcomes if o.failed]
 
     def tally(self, by_family: bool = False) -> Counter:
+        """How many outcomes had each verdict (per family and verdict with `by_family`)."""
         return Counter((o.case.family, o.verdict) if by_family else o.verdict
                        for o in self.outcomes)
 
     def describe_failures(self, limit: int = 20) -> str:
+        """The first `limit` failures, each with its case, facts, PTX text and the detail of the
+        verdict."""
         lines = []
         for o in self.failures[:limit]:
             text = "\n      ".join(o.case.text or (

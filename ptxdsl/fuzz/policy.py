@@ -21,6 +21,10 @@ from .case import Case
 
 @attrs.frozen
 class Rule:
+    """A refusal ptxdsl makes on purpose although ptxas would accept the text: `id`, the `reason`
+    (why ptxdsl refuses it), the `pattern` the refusal's message matches, and optionally the
+    families and a predicate on the case it applies to."""
+
     id: str
     reason: str
     pattern: str
@@ -28,6 +32,7 @@ class Rule:
     when: Callable[[Case], bool] | None = attrs.field(default=None, repr=False)
 
     def covers(self, case: Case, message: str) -> bool:
+        """Whether this rule explains refusing `case` with `message`."""
         if self.families and case.family not in self.families:
             return False
         if not re.search(self.pattern, message):

@@ -18,6 +18,7 @@ SEMS = ("sc", "acq_rel", "acquire", "release", "relaxed", "weak")
 
 
 def pick(draw, values):
+    """Draw one of `values`."""
     return draw(st.sampled_from(tuple(values)))
 
 
@@ -78,6 +79,9 @@ ADDR64 = (R("u64"), R("u64", "global"), R("u64", "shared::cta"), R("u32"), S("pt
 
 @st.composite
 def fences(draw):
+    """Cases of the fence family: membar, fences, proxy fences and the tensor-map prefetch, valid
+    and invalid operands mixed, each with the PTX text it stands for, which ptxas judges (None
+    for a Python-level mistake the builder must refuse)."""
     which = pick(draw, ("membar", "fence", "alias", "async", "tmap", "mbar_init",
                         "restrict", "restrict_async", "prefetch"))
     fam = "fence"
@@ -166,6 +170,9 @@ MAP_ADDRS = (S("smap"), S("smap"), R("u32"), R("u64"), R("u64", "global"),
 
 @st.composite
 def tensormaps(draw):
+    """Cases of the tensormap family: tensormap.replace of every field, and cp_fenceproxy, valid
+    and invalid operands mixed, each with the PTX text it stands for, which ptxas judges (None
+    for a Python-level mistake the builder must refuse)."""
     fam = "tensormap"
     if draw(st.integers(0, 5)) == 0:
         return draw(cp_fenceproxies())
@@ -206,6 +213,9 @@ def tensormaps(draw):
 
 @st.composite
 def cp_fenceproxies(draw):
+    """Cases of the tensormap family: tensormap.cp_fenceproxy, valid and invalid operands mixed,
+    each with the PTX text it stands for, which ptxas judges (None for a Python-level mistake
+    the builder must refuse)."""
     dst = pick(draw, (R("u64"), R("u64", "global"), R("u64", "shared::cta"), S("ptr"),
                       R("u32"), S("smap"), A(R("u64", "global"), 128)))
     src = pick(draw, (S("smap"), S("smap"), R("u32"), R("u64"), R("u64", "global"),
@@ -238,6 +248,9 @@ def _sem_scope(draw, sems, default_sem):
 
 @st.composite
 def mbarriers(draw):
+    """Cases of the mbarrier family: init, inval, arrive, expect_tx/complete_tx, waits and
+    pending_count, valid and invalid operands mixed, each with the PTX text it stands for, which
+    ptxas judges (None for a Python-level mistake the builder must refuse)."""
     fam = "mbarrier"
     which = pick(draw, ("init", "inval", "arrive", "arrive", "arrive", "tx", "wait", "wait",
                         "pending"))

@@ -84,6 +84,9 @@ def _repeat(draw, regs: tuple) -> tuple:
 
 @st.composite
 def wgmmas(draw):
+    """Cases of the wgmma family: dense and sparse mma_async over every shape and type, fence,
+    commit_group and wait_group, valid and invalid operands mixed, each with the PTX text it
+    stands for, which ptxas judges (None for a Python-level mistake the builder must refuse)."""
     fam = "wgmma"
     which = pick(draw, ("mma",) * 6 + ("sp", "sp", "fence", "commit", "wait"))
     if which == "fence":

@@ -120,6 +120,7 @@ class Assembler:
         return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
 
     def close(self) -> None:
+        """Stop the assembler process (asking it to exit first)."""
         if self._conn is not None:
             try:
                 self._conn.send(None)

@@ -66,7 +66,9 @@ def _ptx(t) -> str:
 class _Atomic(Instruction):
     """Qualifier handling shared by atom and red (no fields of its own)."""
 
+    #: The `.sem` qualifiers the form takes (none written: PTX's default).
     SEMS: ClassVar[tuple[Sem, ...]] = _ATOM_SEMS
+    #: The operations the form takes.
     OPS: ClassVar[tuple[AtomOp, ...]] = tuple(AtomOp)
 
     if TYPE_CHECKING:  # the fields every subclass defines (each in its own order)

@@ -46,22 +46,34 @@ def as_tuple(items: Iterable[Any]) -> tuple[Any, ...]:
 
 @attrs.frozen
 class Instruction:
-    """Base of every PTX instruction form."""
+    """Base of every PTX instruction form.
+
+    A subclass is one operand shape: its fields are the operands and qualifiers, validated by
+    `__attrs_post_init__` when it is made (so an object that exists renders valid PTX), and its
+    docstring gives the PTX form.
+    """
 
     MNEMONIC: ClassVar[str] = "?"
+    #: The PTX ISA version and target of the form; `requires` refines it per object.
     REQUIRES: ClassVar[Requires] = BASE
 
     def opcode(self) -> str:
+        """The dotted mnemonic with its qualifiers, in the order cuda::ptx writes them
+        (`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64`)."""
         raise NotImplementedError
 
     def operands(self) -> Sequence[Operand]:
+        """The operands in the ISA's order, as operand objects that render themselves."""
         return ()
 
     @property
     def requires(self) -> Requires:
+        """The minimum PTX ISA version and target of this object's form: what the module's
+        `.version`/`.target` inference takes the maximum of."""
         return type(self).REQUIRES
 
     def render(self) -> str:
+        """The PTX statement: `opcode operand, ...;`."""
         ops = self.operands()
         if ops:
             return f"{self.opcode()} {', '.join([op.render() for op in ops])};"
@@ -192,6 +204,8 @@ def b128_imm(insn: Who, operand: str, value: Any) -> Imm:
 
 
 def check_pred(insn: Who, operand: str, value: Any, *, negatable: bool = False) -> Reg | NegPred:
+    """A predicate operand: a `.pred` register, or also its negation `~p` where `negatable`
+    (a guard, setp's `c`, wgmma's `scale_d`); anything else is an `OperandError`."""
     if isinstance(value, NegPred) and negatable:
         return value
     if not isinstance(value, Reg) or value.type is not ScalarType.pred:
@@ -300,6 +314,7 @@ def check_addr(insn: Who, operand: str, value: Any, space: StateSpace,
 
 
 def check_choice(insn: Who, operand: str, value: Any, choices: Sequence[Any]) -> Any:
+    """`value` itself when it is one of `choices`, else an `OperandError` listing them."""
     if value not in choices:
         raise OperandError(_n(insn), operand, "one of " + ", ".join(map(repr, choices)),
                            _given(value))

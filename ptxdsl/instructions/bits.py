@@ -1,6 +1,6 @@
 """Bit manipulation in cuda::ptx's forms: prmt (every mode), bfind{.shiftamt}, bmsk.{clamp,wrap},
 shl, shr (PTX ISA §9.7.8.7, §9.7.1.16, §9.7.1.20, §9.7.8.8-9; cuda::ptx prmt.h, bfind.h, bmsk.h,
-shl.h, shr.h). Each builder takes the kernel first and returns the result register:
+shl.h, shr.h). Each builder takes the kernel first and returns the result register::
 
     uint32_t r = ptx::prmt_b4e(a, b, sel);    r = ptx.prmt_b4e(k, a, b, sel)
     uint32_t n = ptx::bfind_shiftamt(x);      n = ptx.bfind_shiftamt(k, x)

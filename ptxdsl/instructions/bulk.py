@@ -405,6 +405,7 @@ class CpReduceAsyncBulk(Instruction):
 
     @property
     def noftz(self) -> bool:
+        """Whether the opcode carries `.noftz`: PTX requires it on an `.add` of `.f16`/`.bf16`."""
         return self.op is RedOp.add and self.type in (T.f16, T.bf16)
 
     def opcode(self) -> str:

@@ -211,6 +211,7 @@ class TensorRef(Operand):
     coords: Vec
 
     def render(self) -> str:
+        """`[tensormap, {c0, c1, ...}]`, the tensor operand of the cp.async.bulk.tensor forms."""
         return f"[{self.tensormap.render()}, {self.coords.render()}]"
 
 
@@ -284,6 +285,8 @@ class CpAsyncBulkTensor(Instruction):
 
     @property
     def is_store(self) -> bool:
+        """Whether the copy goes from shared memory to the tensor in global memory (the store
+        direction, with a bulk-group completion)."""
         return self.dst_space is GLOBAL
 
     @property

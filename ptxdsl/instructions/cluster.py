@@ -2,7 +2,7 @@
 §9.7.9.22; cuda::ptx barrier_cluster.h, getctarank.h).
 
 Builder functions are named after `cuda::ptx` and take the kernel first, with cuda::ptx's
-argument order:
+argument order::
 
     ptx::barrier_cluster_arrive(ptx::sem_release);   ptx.barrier_cluster_arrive(k, "release")
     ptx::getctarank(ptx::space_cluster, p);           ptx.getctarank(k, "cluster", p)

@@ -19,6 +19,8 @@ _SETP_TYPES = (T.b16, T.b32, T.b64, T.u16, T.u32, T.u64, T.s16, T.s32, T.s64, T.
 
 
 def cmp_ops_for(t: T) -> tuple[str, ...]:
+    """The comparison operators `setp` takes for type `t`: eq/ne for `.bN`, the ordered ones for
+    integers (plus lo/ls/hi/hs for unsigned), and the unordered and NaN tests for floats."""
     if t.kind == "b":
         return ("eq", "ne")
     if t.kind == "u":

@@ -2,6 +2,8 @@
 suspends the thread for about the given number of nanoseconds (at most about 1 ms): a
 back-off for a spin loop on memory another thread updates.
 
+::
+
     nanosleep.u32 t;                        k.nanosleep(t)    (t: a .u32 register or 0..2^32-1)
 """
 

@@ -1,6 +1,8 @@
 """Packed conversions: two values converted and packed into one register, or unpacked
 (PTX ISA §9.7.9.21, the packed forms of cvt).
 
+::
+
     cvt.frnd2{.relu}{.satfinite}.{f16x2,bf16x2}.f32  d, a, b;  // d: .b32; a -> upper half
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32      d, a, b;  // d: .b16; a -> upper byte
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2    d, a;     // a: .b32 (.f16x2)
@@ -42,6 +44,8 @@ class Packed(enum.Enum):
 
     @property
     def is_fp8(self) -> bool:
+        """Whether this is one of the two 8-bit float pairs (`.e4m3x2`, `.e5m2x2`): their own
+        version/target, and `.satfinite` by default."""
         return self in (Packed.e4m3x2, Packed.e5m2x2)
 
 

@@ -124,6 +124,8 @@ class FenceProxyTensormapRelease(Instruction):
 
 
 def check_size_128(insn: str, size) -> int:
+    """The `size` operand of the tensor-map forms: the immediate 128 (a tensor map's size), given as
+    an int or an `Imm`; a register or another value is refused."""
     if isinstance(size, Reg):
         raise OperandError(insn, "size", "the immediate 128 (a register is not allowed here)",
                            _given(size))

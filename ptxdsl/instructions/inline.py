@@ -392,6 +392,8 @@ class InlineAsm(Instruction):
     # -- Instruction interface --------------------------------------------------------------
     @property
     def bound(self) -> tuple:
+        """The operands bound to the template's placeholders, outputs first (`%0`, `%1`, ... in that
+        order)."""
         return self.outs + self.ins
 
     @property

@@ -1,6 +1,6 @@
 """cuda::ptx's ld / st builders (cuda::ptx ld.h, st.h): every combination of `.nc`,
 `.L1::evict_{normal,unchanged,first,last}` / `.L1::no_allocate`, `.L2::cache_hint` and
-`.L2::64B/128B/256B` that cuda::ptx names, each a builder of the same name:
+`.L2::64B/128B/256B` that cuda::ptx names, each a builder of the same name::
 
     B32 v = ptx::ld_nc_L1_evict_last_L2_cache_hint(ptx::space_global, p, policy);
     v = ptx.ld_nc_L1_evict_last_L2_cache_hint(k, "global", p, policy, type=t.b32)

@@ -1,6 +1,8 @@
 """Warp-wide 8x8 matrix loads and stores between shared memory and registers:
 ldmatrix (PTX ISA §9.7.14.5.15; PTX 6.5, sm_75) and stmatrix (§9.7.14.5.16; PTX 7.8, sm_90).
 
+::
+
     ldmatrix.sync.aligned.m8n8.x4{.trans}{.shared{::cta}}.b16 {r0, r1, r2, r3}, [a];
     stmatrix.sync.aligned.m8n8.x4{.trans}{.shared{::cta}}.b16 [a], {r0, r1, r2, r3};
 

@@ -217,7 +217,7 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
                   timeout: WaitTimeout | None = None, timeout_ns: int | None = None,
                   timeout_cycles: int | None = None,
                   on_timeout: Callable[[Any], object] | None = None) -> Reg:
-    """Wait until the phase with parity `parity` (0/1 or a .b32 register) has completed:
+    """Wait until the phase with parity `parity` (0/1 or a .b32 register) has completed::
 
         $L__wait_N:
         mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;
@@ -277,6 +277,8 @@ class MbarrierPhase:
     inside run-time loops too; its `mov.u32 parity, <initial>` is emitted where the object is
     made, so make it before the loop. A producer waiting on an "empty" barrier starts at
     parity 1 (right after init, the preceding phase counts as complete).
+
+    ::
 
         full = MbarrierPhase(k, full_bar)          # consumer side of a pipeline stage
         with k.for_range(0, n_tiles):

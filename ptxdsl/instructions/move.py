@@ -113,6 +113,8 @@ class Rounding(enum.Enum):
 
     @property
     def is_int(self) -> bool:
+        """Whether the mode rounds to an integer value (`.rni`, `.rzi`, `.rmi`, `.rpi`:
+        float-to-float and float-to-int conversions) rather than to the destination's precision."""
         return self.value.endswith("i")
 
 

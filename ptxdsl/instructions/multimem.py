@@ -2,7 +2,7 @@
 (PTX ISA §9.7.9.16; cuda::ptx multimem_ld_reduce.h, multimem_st.h, multimem_red.h). Assembled
 and golden-tested only: the project's tests never create multicast objects.
 
-cuda::ptx's argument order, kernel first; the `.weak` forms have no scope argument:
+cuda::ptx's argument order, kernel first; the `.weak` forms have no scope argument::
 
     ptx::multimem_ld_reduce(ptx::sem_weak, ptx::op_min, p);        ptx.multimem_ld_reduce(k, "weak", "min", p, type=t.u32)
     ptx::multimem_ld_reduce(sem_relaxed, scope_gpu, op_add, p);    ptx.multimem_ld_reduce(k, "relaxed", "gpu", "add", p, type=t.u32)

@@ -1,6 +1,8 @@
 """prefetch and prefetchu: bring the cache line holding an address into a cache level, with
 no result and no fault (PTX ISA §9.7.9.15).
 
+::
+
     prefetch.global.L2 [a];                 k.prefetch(a)          (a: a .global address)
     prefetch.L2 [a];                        k.prefetch(p)          (p: a generic pointer)
     prefetch.local.L1 [a];                  k.prefetch(a, "L1", space="local")

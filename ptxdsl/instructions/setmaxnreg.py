@@ -1,6 +1,8 @@
 """setmaxnreg: move registers between a warpgroup and its CTA's register pool
 (PTX ISA §9.7.19.5; PTX 8.0, sm_90a and the later arch/family-specific targets).
 
+::
+
     setmaxnreg.dec.sync.aligned.u32 40;    // the producer warpgroup gives registers back
     setmaxnreg.inc.sync.aligned.u32 232;   // the consumer warpgroups take them (blocks until
                                             // the CTA's pool has enough)

@@ -2,6 +2,8 @@
 `mov.<type> d, %<name>;` and returns `d` (PTX ISA §10; %is_explicit_cluster gives a
 predicate).
 
+::
+
     uint32_t r = ptx::get_sreg_cluster_ctarank();    r = ptx.get_sreg_cluster_ctarank(k)
 
 The names, types and requirements come from `operands.READABLE_SPECIAL_REGISTERS`, the one
@@ -31,6 +33,8 @@ CUDA_PTX_SREGS: tuple[str, ...] = (
 
 
 def builder_name(sreg: str) -> str:
+    """The cuda::ptx name of the builder reading special register `sreg`: `get_sreg_<name>` with
+    dots as underscores (`nctaid.x` -> `get_sreg_nctaid_x`)."""
     return "get_sreg_" + sreg.replace(".", "_")
 
 

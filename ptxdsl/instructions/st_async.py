@@ -2,6 +2,8 @@
 CTA's mbarrier, and the cp.async arrive-on (PTX ISA §9.7.9.12, §9.7.9.13, §9.7.9.25.3.4;
 cuda::ptx st_async.h, red_async.h, cp_async_mbarrier_arrive{,_noinc}.h).
 
+::
+
     ptx::st_async(remote_addr, value, remote_bar);   ptx.st_async(k, remote_addr, value, remote_bar)
     ptx::red_async(ptx::op_add, dest, value, bar);   ptx.red_async(k, "add", dest, value, bar)
     ptx::cp_async_mbarrier_arrive(bar);              ptx.cp_async_mbarrier_arrive(k, bar)

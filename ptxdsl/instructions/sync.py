@@ -120,6 +120,7 @@ class BarrierRed(Instruction):
 
     @property
     def type(self) -> T:
+        """The result's type: `.u32` for `.popc` (a count), `.pred` for `.and`/`.or`."""
         return T.u32 if self.op is BarrierRedOp.popc else T.pred
 
     def opcode(self) -> str:

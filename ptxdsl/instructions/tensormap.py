@@ -1,6 +1,8 @@
 """`tensormap.replace.tile` (PTX ISA §9.7.9.26; digest §1) and `tensormap.cp_fenceproxy`
 (§9.7.13.16; digest §2).
 
+::
+
     tensormap.replace.tile.<field>{.global,.shared::cta}.b1024.<b32|b64> [addr], {ord,} new_val;
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
         [dst], [src], 128;
@@ -74,10 +76,14 @@ class Field(enum.Enum):
 
     @property
     def type(self) -> ScalarType:
+        """The type of the field's new value: `.b64` for the global address and strides, `.b32` for
+        the rest."""
         return T.b64 if self in (Field.global_address, Field.global_stride) else T.b32
 
     @property
     def has_ord(self) -> bool:
+        """Whether the field is per dimension, so the replace form takes an `ord` operand (box_dim,
+        global_dim, global_stride, element_stride)."""
         return self in (Field.box_dim, Field.global_dim, Field.global_stride,
                         Field.element_stride)
 

@@ -39,6 +39,7 @@ class Elemtype(enum.IntEnum):
 
     @property
     def ptx_name(self) -> str:
+        """The name as the PTX ISA's table writes it (`f32.ftz` for `f32_ftz`)."""
         return self.name.replace("_ftz", ".ftz")
 
 

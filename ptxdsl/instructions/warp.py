@@ -38,6 +38,7 @@ class MaskImm(Imm):
     can be read off."""
 
     def render(self) -> str:
+        """`-1` for the full mask (as nvcc writes it), the other masks as 8 hexadecimal digits."""
         return "-1" if self.value == FULL_MASK else f"0x{self.value:08X}"
 
 
@@ -131,6 +132,7 @@ class Vote(Instruction):
 
     @property
     def type(self) -> T:
+        """The result's type: `.b32` for `.ballot` (a lane mask), `.pred` for the others."""
         return T.b32 if self.mode is VoteMode.ballot else T.pred
 
     def opcode(self) -> str:

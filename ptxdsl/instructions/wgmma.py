@@ -1,6 +1,8 @@
 """Warpgroup tensor-core MMA: `wgmma.mma_async` (dense) and its fence / commit / wait
 instructions (PTX ISA §9.7.15; sm_90a only). The sparse form is in `wgmma_sp.py`.
 
+::
+
     wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype  d, a-desc|{a}, b-desc, scale-d
         {, imm-scale-a, imm-scale-b {, imm-trans-a}, imm-trans-b};
 
@@ -57,6 +59,7 @@ class WgmmaType(enum.Enum):
 
     @property
     def bits(self) -> int:
+        """The element's width in bits."""
         return _BITS[self]
 
 
@@ -172,6 +175,8 @@ def check_scale_d(insn: Any, value: Any) -> Reg | NegPred | Imm:
 
 def check_regs(insn: Any, operand: str, values: Any, count: int, t: ScalarType,
                what: str) -> tuple[Reg, ...]:
+    """A register list operand of wgmma: exactly `count` distinct registers of type `t` (a
+    `Fragment` gives its registers); `what` names them in the error."""
     values = getattr(values, "regs", values)   # a Fragment passes its registers
     if not isinstance(values, Sequence) or isinstance(values, str):
         raise OperandError(insn, operand, f"{count} {what}", _given(values))
@@ -208,6 +213,7 @@ class WgmmaMmaAsync(Instruction):
     """
 
     MNEMONIC = "wgmma.mma_async"
+    #: Whether the form is the sparse `.sp` one (twice the K; `WgmmaMmaAsyncSp`).
     SPARSE = False
     n: int
     dtype: ScalarType
@@ -338,14 +344,18 @@ class WgmmaMmaAsync(Instruction):
 
     @property
     def kind(self) -> Kind:
+        """The family of the A/B element type (f16/bf16, tf32, fp8, integer), which fixes K and the
+        allowed accumulator types."""
         return KIND_OF[self.atype]
 
     @property
     def k(self) -> int:
+        """The K of the shape: the kind's K, doubled for the sparse form."""
         return self.kind.k * (2 if self.SPARSE else 1)
 
     @property
     def shape(self) -> str:
+        """The shape qualifier, `m64nNkK`."""
         return f"m64n{self.n}k{self.k}"
 
     @property

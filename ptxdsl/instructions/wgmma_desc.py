@@ -55,6 +55,7 @@ class SwizzleMode(enum.Enum):
 
     @property
     def atom_bytes(self) -> int:
+        """The bytes of one row of the swizzle atom: the swizzle width, or 16 without swizzling."""
         return self.value or 16
 
     @property
@@ -221,10 +222,12 @@ class SmemLayout:
     # -- geometry --------------------------------------------------------------------------
     @property
     def atom_bytes(self) -> int:
+        """The bytes of one row of the layout's swizzle atom (see `SwizzleMode.atom_bytes`)."""
         return self.swizzle.atom_bytes
 
     @property
     def atom_elems(self) -> int:
+        """The elements in one row of the swizzle atom."""
         return self.atom_bytes * 8 // self.bits
 
     @property
@@ -239,10 +242,12 @@ class SmemLayout:
 
     @property
     def nbytes(self) -> int:
+        """The tile's size in bytes (`mn * k` elements)."""
         return self.mn * self.k * self.bits // 8
 
     @property
     def alignment(self) -> int:
+        """The alignment the tile's shared-memory address needs for its swizzle mode."""
         return self.swizzle.alignment
 
     @property
@@ -322,6 +327,8 @@ class SmemLayout:
 
     @property
     def tma_swizzle(self) -> str:
+        """The swizzle a TMA load must use to write this layout: the `runtime.Swizzle` member name
+        (`B128`, `NONE`)."""
         return self.swizzle.tma_name
 
     def tma_copies(self) -> list[tuple[int, int]]:
@@ -358,6 +365,7 @@ class SmemLayout:
                              + "; ".join(problems))
 
     def describe(self) -> str:
+        """A one-line description for messages: `64x64 16-bit K-major, 128B swizzle`."""
         sw = f"{self.swizzle.value}B" if self.swizzle.value else "no"
         return f"{self.mn}x{self.k} {self.bits}-bit {self.major.value}-major, {sw} swizzle"
 
@@ -420,6 +428,8 @@ class MatrixDescriptor:
                                "64-bit descriptor known at build time (an int)", _given(value))
 
     def encode(self) -> int:
+        """The 64-bit descriptor value; a `BuildError` when the address is only known at run time
+        (then the descriptor is built in registers)."""
         if not isinstance(self.value, int):
             raise BuildError("MatrixDescriptor.encode: the address is only known at run time")
         return self.value

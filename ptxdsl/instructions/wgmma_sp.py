@@ -1,5 +1,7 @@
 """Sparse warpgroup MMA: `wgmma.mma_async.sp` (PTX ISA §9.7.15.6; sm_90a, PTX 8.2).
 
+::
+
     wgmma.mma_async.sp.sync.aligned.m64nNkK.dtype.atype.btype  d, a-desc|{a}, b-desc,
         sp-meta, sp-sel, scale-d{, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b};
 

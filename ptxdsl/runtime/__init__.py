@@ -3,7 +3,8 @@
 Importing this package never touches the driver; the first call that needs it runs cuInit.
 `gpu_skip_reason()` says why GPU tests cannot run here (None when they can).
 
-Main entry points:
+Main entry points::
+
   load_module(module, *, device=0, use_cubin=False, cache=True, cache_dir=None) -> LoadedModule
   load_ptx(text, *, name="<ptx>", ...)                                        -> LoadedModule
   load_object_code(cuda.core ObjectCode, *, ptx=None, device=0)               -> LoadedModule
@@ -15,7 +16,8 @@ Main entry points:
   TensorMap.tiled / encode_tiled / TensorMap.from_array, TiledDesc, validate (no GPU needed)
   device_info(device=0) -> DeviceInfo
 
-More than one device (every object belongs to the device it was made on, `device=N`):
+More than one device (every object belongs to the device it was made on, `device=N`)::
+
   load_on_devices(module, devices=None) -> {device: LoadedModule}
   enable_peer_access(device, peer) / disable_peer_access / can_access_peer /
   enable_all_peer_access, copy_peer(dst, src), HostBuffer (pinned, mapped on every device),

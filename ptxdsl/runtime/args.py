@@ -366,7 +366,7 @@ class ArgPacker:
     def _compile_pack(self):
         """A `pack` for this signature with each argument's common case inline.
 
-        For `(ptr, n: u32, x: f32, map)` it reads, in effect:
+        For `(ptr, n: u32, x: f32, map)` it reads, in effect::
 
             def pack(args):
                 if type(args) is not tuple: args = normalize(args)

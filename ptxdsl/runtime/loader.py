@@ -2,7 +2,7 @@
 
 PTX path: the text goes to cuModuleLoadDataEx with JIT info/error log buffers and
 CU_JIT_WALL_TIME. A JIT failure raises `JitError` with the log, the first PTX line the log
-blames, that line's text, and the Python file:line that built it (`module.locate`).
+blames, that line's text, and the Python `file:line` that built it (`module.locate`).
 
 Cubin path (`use_cubin=True`): the text is assembled by nvJitLink (`ptxdsl.toolchain.assemble`)
 for this device's arch (`compat.build_arch`, the rule `Module.assemble()` also uses) through
@@ -13,7 +13,7 @@ PTX text compiles it as a whole program and keeps it, so such a module always ta
 driver JIT (with a `PtxdslAssemblerWarning` when `use_cubin=True` asked otherwise).
 
 The JIT runs verbose: `LoadedModule.report` holds ptxas's per-kernel registers, spills and
-shared memory, and its warnings become `PtxdslAssemblerWarning`s naming the Python line.
+shared memory, and its warnings become `PtxdslAssemblerWarning` warnings naming the Python line.
 
 Either way the module's `.version` and `.target` are first checked against the driver and
 the device (`compat.py`), so a mismatch says what to change instead of failing in the JIT.

@@ -3,7 +3,7 @@ host-pinned memory mapped into every device's address space.
 
 Every device has its own primary context (`device.py`); a module, a buffer, a stream or an
 event belongs to the device it was made on (`device=N`), and ptxdsl makes that device's context
-current before each driver call that needs it. What crosses devices is explicit:
+current before each driver call that needs it. What crosses devices is explicit::
 
   can_access_peer(device, peer)        cuDeviceCanAccessPeer: may `device` map `peer`'s memory
   enable_peer_access(device, peer)     cuCtxEnablePeerAccess: kernels on `device` may read and

@@ -34,6 +34,8 @@ RESPELL: dict[str, Callable[[str], str]] = {}
 
 
 def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
+    """Register the decorated function as a reader of these mnemonics (an opcode's first component);
+    several readers of one mnemonic are tried in turn."""
     def deco(fn: Reader) -> Reader:
         for m in mnemonics:
             READERS.setdefault(m, []).append(fn)
@@ -42,6 +44,8 @@ def reader(*mnemonics: str) -> Callable[[Reader], Reader]:
 
 
 def respell(*mnemonics: str) -> Callable[[Callable[[str], str]], Callable[[str], str]]:
+    """Register the decorated function as respelling these mnemonics' opcodes into ptxdsl's
+    qualifier order; a result that is not a permutation of the written qualifiers is ignored."""
     def deco(fn: Callable[[str], str]) -> Callable[[str], str]:
         def checked(opcode: str) -> str:
             out = fn(opcode)

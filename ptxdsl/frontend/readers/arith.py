@@ -21,6 +21,8 @@ def _split(parts: tuple[str, ...]) -> tuple[list[str], ScalarType] | None:
 
 @reader(*_BINARY_OPS)
 def binary(parts: tuple[str, ...], ops: list[Any]) -> Binary | None:
+    """add, sub, mul, div, rem, min, max and the bitwise and shift operations
+    (`op{.mode}{.ftz}{.sat}.type d, a, b`) into `Binary`; None for another form."""
     got = _split(parts)
     if got is None or len(ops) != 3:
         return None
@@ -34,6 +36,7 @@ def binary(parts: tuple[str, ...], ops: list[Any]) -> Binary | None:
 
 @reader("abs", "neg", "not")
 def unary(parts: tuple[str, ...], ops: list[Any]) -> Unary | None:
+    """abs, neg and not (`op{.ftz}.type d, a`) into `Unary`; None for another form."""
     got = _split(parts)
     if got is None or len(ops) != 2 or got[0] not in ([], ["ftz"]):
         return None
@@ -42,6 +45,7 @@ def unary(parts: tuple[str, ...], ops: list[Any]) -> Unary | None:
 
 @reader("mad")
 def mad(parts: tuple[str, ...], ops: list[Any]) -> Mad | None:
+    """`mad{.lo,.hi,.wide,.rnd}{.ftz}.type d, a, b, c` into `Mad`; None for another form."""
     got = _split(parts)
     if got is None or len(ops) != 4:
         return None

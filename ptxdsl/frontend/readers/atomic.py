@@ -30,6 +30,8 @@ def _read(parts: tuple[str, ...]) -> tuple[dict[str, Any], Any] | None:
 
 @reader("atom")
 def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
+    """`atom{.sem}{.scope}{.space}.op.type` into `Atom` (`AtomCas` for `.cas`); None for another
+    form."""
     got = _read(parts)
     if got is None:
         return None
@@ -46,6 +48,7 @@ def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
 
 @reader("red")
 def red(parts: tuple[str, ...], ops: list[Any]) -> Red | None:
+    """`red{.sem}{.scope}{.space}.op.type [a], b` into `Red`; None for another form."""
     got = _read(parts)
     if got is None or len(ops) != 2:
         return None

@@ -14,6 +14,7 @@ _BMSK = {m.value: m for m in BmskMode}
 
 @reader("prmt")
 def prmt(parts: tuple[str, ...], ops: list[Any]) -> Prmt | None:
+    """`prmt.b32{.mode} d, a, b, c` into `Prmt`; None for another form."""
     if len(ops) != 4 or len(parts) not in (2, 3) or parts[1] != "b32":
         return None
     mode = _PRMT.get(parts[2]) if len(parts) == 3 else PrmtMode.default
@@ -24,6 +25,7 @@ def prmt(parts: tuple[str, ...], ops: list[Any]) -> Prmt | None:
 
 @reader("bfind")
 def bfind(parts: tuple[str, ...], ops: list[Any]) -> Bfind | None:
+    """`bfind{.shiftamt}.type d, a` into `Bfind`; None for another form."""
     shiftamt = len(parts) == 3 and parts[1] == "shiftamt"
     t = SCALAR.get(parts[-1])
     if t is None or len(ops) != 2 or len(parts) != 2 + shiftamt:
@@ -33,6 +35,7 @@ def bfind(parts: tuple[str, ...], ops: list[Any]) -> Bfind | None:
 
 @reader("bmsk")
 def bmsk(parts: tuple[str, ...], ops: list[Any]) -> Bmsk | None:
+    """`bmsk.{clamp,wrap}.b32 d, a, b` into `Bmsk`; None for another form."""
     mode = _BMSK.get(parts[1]) if len(parts) == 3 and parts[2] == "b32" else None
     if mode is None or len(ops) != 3:
         return None

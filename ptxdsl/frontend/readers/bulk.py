@@ -40,6 +40,9 @@ def take(ops: list[Any], want: bool) -> Any:
 
 @reader("cp")
 def bulk(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """The non-tensor bulk forms of `cp`: cp.async.bulk (copies, with their completion),
+    cp.async.bulk.prefetch.L2, cp.async.bulk.commit_group / wait_group{.read} and
+    cp.reduce.async.bulk, into the `instructions.bulk` classes; None for another form."""
     if parts[1:3] == ("async", "bulk") and len(parts) > 3:
         read = _ASYNC.get(parts[3], _copy)
         return read(parts[3:], list(ops))

@@ -35,6 +35,9 @@ _IM2COL = (TensorMode.im2col, TensorMode.im2col_w, TensorMode.im2col_w_128)
 
 @reader("cp")
 def bulk_tensor(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """The tensor forms of `cp`: cp.async.bulk.tensor (loads and stores, with `.tile` written or
+    implied), its prefetch, and cp.reduce.async.bulk.tensor, into the `instructions.bulk_tensor`
+    classes; None for another form."""
     if parts[1:4] == ("async", "bulk", "tensor") and len(parts) > 6:
         return _implied(_copy, parts[4:], 3, ops)
     if parts[1:5] == ("async", "bulk", "prefetch", "tensor") and len(parts) > 7:

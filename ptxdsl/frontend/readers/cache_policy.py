@@ -30,6 +30,8 @@ def _priorities(quals: tuple[str, ...]) -> tuple[L2Priority, L2Priority | None] 
 @reader("createpolicy")
 def createpolicy(parts: tuple[str, ...], ops: list[Any]
                  ) -> CreatePolicyFractional | CreatePolicyRange | CreatePolicyCvt | None:
+    """`createpolicy.{fractional,range}...` and `createpolicy.cvt.L2.b64` into
+    `CreatePolicyFractional`, `CreatePolicyRange` or `CreatePolicyCvt`; None for another form."""
     if len(parts) < 3 or parts[-1] != "b64":
         return None
     form, quals = parts[1], parts[2:-1]

@@ -48,13 +48,15 @@ def barrier_cluster(parts: tuple[str, ...], ops: list[Any]) -> Instruction | Non
     return BarrierCluster(op, sem, aligned)
 
 
-def _address_map(cls: type, n: int):
+def _address_map(cls: type[Mapa] | type[Getctarank], n: int):
     def read(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
         space = _CLUSTER_SPACES.get(len(parts) - 1)
         if space is None or len(ops) != n or (space is S.shared_cluster
                                               and parts[1] != "shared::cluster"):
             return None
         return cls(space, *ops)
+    read.__doc__ = (f"`{cls.MNEMONIC}{{.shared::cluster}}.<u32|u64>` ({n} operands) into "
+                    f"`{cls.__name__}`; None for another form.")
     return read
 
 

@@ -12,6 +12,7 @@ from ._lookup import SCALAR, pair
 
 @reader("setp")
 def setp(parts: tuple[str, ...], ops: list[Any]) -> Setp | None:
+    """`setp.cmp{.bool}{.ftz}.type p{|q}, a, b{, c}` into `Setp`; None for another form."""
     if not 3 <= len(parts) <= 5 or len(ops) not in (3, 4):
         return None
     t = SCALAR.get(parts[-1])
@@ -29,6 +30,7 @@ def setp(parts: tuple[str, ...], ops: list[Any]) -> Setp | None:
 
 @reader("selp")
 def selp(parts: tuple[str, ...], ops: list[Any]) -> Selp | None:
+    """`selp.type d, a, b, c` into `Selp`; None for another form."""
     t = SCALAR.get(parts[1]) if len(parts) == 2 else None
     if t is None or len(ops) != 4:
         return None

@@ -13,6 +13,8 @@ _PACKED = {p.value: p for p in Packed}
 
 @reader("cvt")
 def cvt_packed(parts: tuple[str, ...], ops: list[Any]) -> CvtPacked | None:
+    """The packed forms of cvt (`cvt.rnd{.relu}{.satfinite}.<pair>.f32 d, a, b` and the fp8 pairs)
+    into `CvtPacked`; None for another form."""
     if len(parts) < 4 or len(ops) not in (2, 3):
         return None
     dtype, atype = _PACKED.get(parts[-2]), _PACKED.get(parts[-1])

@@ -35,6 +35,7 @@ _RESTRICT = "sync_restrict::"
 
 @reader("membar")
 def membar(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """`membar.{cta,gl,sys}` into `Membar`; None for another form."""
     level = _LEVELS.get(parts[1]) if len(parts) == 2 and not ops else None
     return Membar(level) if level is not None else None
 
@@ -73,6 +74,8 @@ def _proxy(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
 
 @reader("fence")
 def fence(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """fence: `fence.sem.scope`, `fence.mbarrier_init.sem.scope`, the proxy fences and the
+    restricted forms, into the `instructions.fence` classes; None for another form."""
     if len(parts) < 2:
         return None
     head = parts[1]

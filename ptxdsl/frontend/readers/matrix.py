@@ -40,6 +40,8 @@ def _shape(parts: tuple[str, ...]) -> tuple[bool, StateSpace] | None:
 
 @reader("ldmatrix")
 def ldmatrix(parts: tuple[str, ...], ops: list[Any]) -> LdMatrix | None:
+    """`ldmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16` into `LdMatrix`; None for another
+    form."""
     got = _shape(parts)
     if got is None or len(ops) != 2 or not isinstance(ops[0], Vec):
         return None
@@ -48,6 +50,8 @@ def ldmatrix(parts: tuple[str, ...], ops: list[Any]) -> LdMatrix | None:
 
 @reader("stmatrix")
 def stmatrix(parts: tuple[str, ...], ops: list[Any]) -> StMatrix | None:
+    """`stmatrix.sync.aligned.m8n8.xN{.trans}{.shared{::cta}}.b16` into `StMatrix`; None for another
+    form."""
     got = _shape(parts)
     if got is None or len(ops) != 2 or not isinstance(ops[1], Vec):
         return None

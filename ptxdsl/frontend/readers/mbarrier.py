@@ -106,6 +106,9 @@ _OPS = {"init": _init, "inval": _inval, "arrive": _arrive(ArriveOp.arrive),
 
 @reader("mbarrier")
 def mbarrier(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """Every mbarrier form (init, inval, arrive / arrive_drop with their variants, expect_tx /
+    complete_tx, test_wait / try_wait {.parity}, pending_count) into the `instructions.mbarrier`
+    and `mbarrier_wait` classes; None for another form."""
     read = _OPS.get(parts[1]) if len(parts) > 2 else None
     q = qualifiers(parts) if read is not None else None
     if read is None or q is None:

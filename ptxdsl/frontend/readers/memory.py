@@ -75,6 +75,8 @@ def vector(value: Any, n: int | None) -> Any:
 
 @reader("ld")
 def ld(parts: tuple[str, ...], ops: list[Any]) -> Ld | None:
+    """`ld{.weak,.volatile,.relaxed,.acquire}{.scope}{.space}{.nc}{cache qualifiers}{.vN}.type` into
+    `Ld`; None for another form."""
     q = qualifiers(parts[1:-1], _ACCESS)
     t = TYPES.get(parts[-1])
     if q is None or t is None or len(ops) != (3 if "hint" in q else 2):
@@ -89,6 +91,8 @@ def ld(parts: tuple[str, ...], ops: list[Any]) -> Ld | None:
 
 @reader("st")
 def st(parts: tuple[str, ...], ops: list[Any]) -> St | None:
+    """`st{.weak,.volatile,.relaxed,.release}{.scope}{.space}{cache qualifiers}{.vN}.type` into
+    `St`; None for another form."""
     q = qualifiers(parts[1:-1], _ACCESS)
     t = TYPES.get(parts[-1])
     if q is None or t is None or "nc" in q or "prefetch" in q \

@@ -16,6 +16,8 @@ _RND = {r.value: r for r in Rounding}
 
 @reader("mov")
 def mov(parts: tuple[str, ...], ops: list[Any]) -> Mov | None:
+    """`mov.type d, a` (registers, immediates, symbols, special registers) into `Mov`; None for
+    another form."""
     # `mov.b64 d, {lo, hi}` packs a vector and `mov.b64 {lo, hi}, a` unpacks one: forms Mov
     # does not model.
     if len(parts) != 2 or len(ops) != 2 or isinstance(ops[0], Vec) or \
@@ -29,6 +31,7 @@ def mov(parts: tuple[str, ...], ops: list[Any]) -> Mov | None:
 
 @reader("cvta")
 def cvta(parts: tuple[str, ...], ops: list[Any]) -> Cvta | None:
+    """`cvta{.to}.space.size d, a` into `Cvta`; None for another form."""
     to = len(parts) == 4 and parts[1] == "to"
     if len(ops) != 2 or len(parts) != 3 + to:
         return None
@@ -40,6 +43,8 @@ def cvta(parts: tuple[str, ...], ops: list[Any]) -> Cvta | None:
 
 @reader("cvt")
 def cvt(parts: tuple[str, ...], ops: list[Any]) -> Cvt | None:
+    """The scalar forms of cvt (`cvt{.rnd}{.ftz}{.sat}.dtype.atype d, a`) into `Cvt`; None for
+    another form."""
     if len(ops) != 2 or len(parts) < 3:
         return None
     dtype, atype = SCALAR.get(parts[-2]), SCALAR.get(parts[-1])

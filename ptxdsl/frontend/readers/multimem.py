@@ -17,6 +17,7 @@ _QUALS: Table = {**SEMS, **SCOPES, "global": SPACES["global"],
 
 @reader("multimem")
 def multimem(parts: tuple[str, ...], ops: list[Any]) -> Multimem | None:
+    """multimem.ld_reduce, multimem.st and multimem.red into `Multimem`; None for another form."""
     kind = _KINDS.get(parts[1]) if len(parts) > 2 else None
     q = qualifiers(parts[2:-1], _QUALS)
     t = TYPES.get(parts[-1])

@@ -19,6 +19,8 @@ _PREFETCH: Table = {**SPACES, **{lv.value: ("level", (lv, None)) for lv in Prefe
 
 @reader("prefetch")
 def prefetch(parts: tuple[str, ...], ops: list[Any]) -> Prefetch | None:
+    """`prefetch{.space}.level{.evict} [a]` into `Prefetch` (the tensor-map prefetch is `fence`'s
+    reader); None for another form."""
     q = qualifiers(parts[1:], _PREFETCH)
     if q is None or "level" not in q or len(ops) != 1:
         return None
@@ -28,4 +30,5 @@ def prefetch(parts: tuple[str, ...], ops: list[Any]) -> Prefetch | None:
 
 @reader("prefetchu")
 def prefetchu(parts: tuple[str, ...], ops: list[Any]) -> PrefetchU | None:
+    """`prefetchu.L1 [a]` into `PrefetchU`; None for another form."""
     return PrefetchU(ops[0]) if parts == ("prefetchu", "L1") and len(ops) == 1 else None

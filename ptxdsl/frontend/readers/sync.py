@@ -17,6 +17,9 @@ _LEVEL = {m.value: m for m in MembarLevel}
 
 @reader("bar", "barrier")
 def barrier(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """bar / barrier in their CTA forms (sync and arrive into `Barrier`, red into `BarrierRed`;
+    `bar.*` is aligned without saying so) and `bar.warp.sync` into `WarpSync`; None for another
+    form."""
     short = parts[0] == "bar"
     if len(parts) < 2:
         return None
@@ -42,5 +45,6 @@ def barrier(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
 
 @reader("membar")
 def membar(parts: tuple[str, ...], ops: list[Any]) -> Membar | None:
+    """`membar.{cta,gl,sys}` into `Membar` (the sync family's reading); None for another form."""
     level = _LEVEL.get(parts[1]) if len(parts) == 2 and not ops else None
     return None if level is None else Membar(level)

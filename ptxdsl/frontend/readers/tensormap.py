@@ -1,6 +1,8 @@
 """Readers for `ptxdsl.instructions.tensormap`: tensormap.replace.tile.<field> (every field,
 with and without ord) and tensormap.cp_fenceproxy.
 
+::
+
     tensormap.replace.tile.<field>{.global,.shared::cta}.b1024.<b32|b64> [addr], {ord,} new_val;
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.<scope>.sync.aligned
         [dst], [src], 128;
@@ -54,6 +56,8 @@ def _cp_fenceproxy(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None
 
 @reader("tensormap")
 def tensormap(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """`tensormap.replace.tile.<field>` (with or without ord) and `tensormap.cp_fenceproxy` into
+    `TensormapReplace`, `TensormapReplaceDim` and `TensormapCpFenceproxy`; None for another form."""
     if len(parts) > 1 and parts[1] == "replace":
         return _replace(parts, ops)
     if len(parts) > 1 and parts[1] == "cp_fenceproxy":

@@ -15,6 +15,7 @@ _VOTE = {m.value: m for m in VoteMode}
 
 @reader("shfl")
 def shfl(parts: tuple[str, ...], ops: list[Any]) -> Shfl | None:
+    """`shfl.sync.mode.b32 d{|p}, a, b, c, membermask` into `Shfl`; None for another form."""
     if len(parts) != 4 or parts[1] != "sync" or parts[3] != "b32" or len(ops) != 5:
         return None
     mode = _SHFL.get(parts[2])
@@ -26,6 +27,7 @@ def shfl(parts: tuple[str, ...], ops: list[Any]) -> Shfl | None:
 
 @reader("vote")
 def vote(parts: tuple[str, ...], ops: list[Any]) -> Vote | None:
+    """`vote.sync.mode.type d, a, membermask` into `Vote`; None for another form."""
     if len(parts) != 4 or parts[1] != "sync" or len(ops) != 3:
         return None
     mode = _VOTE.get(parts[2])
@@ -37,6 +39,7 @@ def vote(parts: tuple[str, ...], ops: list[Any]) -> Vote | None:
 
 @reader("activemask")
 def activemask(parts: tuple[str, ...], ops: list[Any]) -> Activemask | None:
+    """`activemask.b32 d` into `Activemask`; None for another form."""
     if parts != ("activemask", "b32") or len(ops) != 1:
         return None
     return Activemask(ops[0])
@@ -44,6 +47,7 @@ def activemask(parts: tuple[str, ...], ops: list[Any]) -> Activemask | None:
 
 @reader("elect")
 def elect(parts: tuple[str, ...], ops: list[Any]) -> Elect | None:
+    """`elect.sync d|p, membermask` into `Elect`; None for another form."""
     if parts != ("elect", "sync") or len(ops) != 2:
         return None
     d, p = pair(ops[0])

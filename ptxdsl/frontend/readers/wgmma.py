@@ -36,6 +36,8 @@ _TAILS = {(): False, ("satfinite",): True, ("and", "popc"): False}
 
 @reader("wgmma")
 def wgmma(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
+    """wgmma.fence, wgmma.commit_group and wgmma.wait_group (`.sync.aligned`) into their classes,
+    and wgmma.mma_async into `WgmmaMmaAsync`; None for another form."""
     if parts[1:2] == ("mma_async",):
         return _mma(parts, ops)
     if len(parts) != 4 or parts[2:] != _SYNC:

@@ -10,7 +10,7 @@ import math
 import operator
 import re
 import struct
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, NoReturn, Protocol, SupportsFloat, SupportsIndex, TypeAlias, cast
 
 import attrs
 
@@ -613,6 +613,16 @@ class Vec(Operand):
 
     def render(self) -> str:
         return "{" + ", ".join(i.render() for i in self.items) + "}"
+
+
+# What the builders take, for annotations. Every operand is validated when the instruction is
+# built; these admit every valid call (numpy scalars too: they have __index__ / __float__) so
+# that a type checker catches the rest before the build does.
+IntLike: TypeAlias = int | SupportsIndex
+Number: TypeAlias = int | float | SupportsIndex | SupportsFloat
+Value: TypeAlias = Reg | Imm | Number          # a source operand: a register or an immediate
+Predicate: TypeAlias = Reg | NegPred           # a .pred register, or its negation `~p`
+AddrLike: TypeAlias = Addr | Reg | Symbol | int   # an address operand (int: an absolute one)
 
 
 def _count(value: Any, what: str) -> int | None:

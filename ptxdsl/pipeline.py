@@ -427,11 +427,13 @@ class RingView(Sealed):
                                f"({self.ring.stages} x stride at most {MAX_STATIC_SHARED} "
                                "bytes)", stride)
         k = self.k
-        base = buffer
         if isinstance(sym, Symbol):
             base = k.mov(sym)
             if off:
                 base = k.add(base, off, type=T.u32)
+        else:
+            assert isinstance(buffer, Reg)   # refused above otherwise
+            base = buffer
         return k.add(base, k.mul(self.stage, stride, type=T.u32), type=T.u32)
 
     # -- waiting and moving on ------------------------------------------------------------------

@@ -96,3 +96,17 @@ def test_every_kernel_method_is_annotated():
         if sig.return_annotation is inspect.Signature.empty:
             missing.append(f"{name} -> ?")
     assert not missing, missing
+
+
+def test_module_load_takes_load_modules_keywords():
+    """`Module.load` spells out `runtime.load_module`'s keywords (typed, for IDEs) and passes
+    each on: the two lists must stay the same."""
+    import inspect
+
+    from ptxdsl import Module
+    from ptxdsl.runtime import load_module
+    ours = inspect.signature(inspect.unwrap(Module.load)).parameters
+    theirs = inspect.signature(load_module).parameters
+    assert [(p.name, p.default) for p in list(ours.values())[1:]] == \
+        [(p.name, p.default) for p in theirs.values() if p.kind is p.KEYWORD_ONLY]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(ours.values())[1:])

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
 
 space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
@@ -56,11 +56,12 @@ TILE_BYTES = 4096        # shared tile buffer; each tensor's box must fit
 BOX_INNER_BYTES = 64     # the default box: 64 bytes of a row (a multiple of 16) ...
 BOX_ROWS = 16            # ... by 16 rows
 MAP_BYTES = 128
+FIELDS = dict(RECORD.fields or {})   # name -> (dtype, byte offset)
 
 
-def _field(k: Kernel, rec, name: str):
+def _field(k: Kernel, rec: Reg, name: str) -> Reg:
     """Load one field of the record at `rec` (a .global address)."""
-    fmt, off = RECORD.fields[name]
+    fmt, off = FIELDS[name][:2]
     return k.ld(Addr(rec, off), type=t.u64 if fmt.itemsize == 8 else t.u32, space="global")
 
 

@@ -16,11 +16,16 @@ from tests.test_tutorials import blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Pages whose python blocks are sketches, not programs: each hazard's pattern, with `k`, `bar`,
-# `tile` taken from context, `tid0:` saying which thread runs a line and `...` for the rest.
-# (`tests/test_doc_examples.py` checks that they still do not compile as a whole, so a page
-# that becomes a program is type-checked.)
-SKETCHES = {"docs/hazards.md"}
+# Pages whose python blocks are not ptxdsl programs a reader could run as they stand, and why
+# (`tests/test_doc_examples.py` checks each still has blocks; every other page is checked).
+SKETCHES = {
+    "docs/hazards.md": "each hazard's pattern, with `k`, `bar`, `tile` taken from context, "
+                       "`tid0:` saying which thread runs a line and `...` for the rest",
+    "docs/ptx_frontend.md": "a Triton Gluon kernel (Triton's source, not ptxdsl's) and one "
+                            "line of a lifted program",
+    "docs/torch.md": "the op's registration, with the kernel's PTX text and the tensors "
+                     "left to the reader's program",
+}
 
 
 def pages() -> list[Path]:

@@ -427,7 +427,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

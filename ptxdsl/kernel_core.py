@@ -44,7 +44,16 @@ from .operands import (
 )
 from .provenance import check_pending, forget_written
 from .statements import LabelDef, Param, Statement, _param_kind  # noqa: F401 (re-exported)
-from .types import Requires, ScalarType, SpaceLike, StateSpace, TypeLike, req, scalar_type
+from .types import (
+    Requires,
+    ScalarType,
+    SpaceLike,
+    StateSpace,
+    Target,
+    TypeLike,
+    req,
+    scalar_type,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .checker.findings import Finding
@@ -209,7 +218,7 @@ _ARCH_SHARED_LIMIT = {90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227
 MAX_STATIC_SHARED = max(_ARCH_SHARED_LIMIT.values())
 
 
-def static_shared_limit(target) -> int:
+def static_shared_limit(target: Target) -> int:
     """ptxas's limit on one entry's static shared memory for `target` (a types.Target)."""
     if target.suffix == "a":
         return _ARCH_SHARED_LIMIT.get(target.sm, STATIC_SHARED_LIMIT)

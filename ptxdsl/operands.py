@@ -10,6 +10,7 @@ import math
 import operator
 import re
 import struct
+from collections.abc import Iterator
 from typing import Any, NoReturn, Protocol, SupportsFloat, SupportsIndex, TypeAlias, cast
 
 import attrs
@@ -668,7 +669,7 @@ def _vec_items(items: Any) -> tuple:
     return items
 
 
-def symbols_in(value: Any):
+def symbols_in(value: Any) -> Iterator[Symbol | Label]:
     """Every symbol and label an operand value names (recursing into addresses and tuples)."""
     if isinstance(value, Symbol | Label):
         yield value
@@ -680,7 +681,7 @@ def symbols_in(value: Any):
             yield from symbols_in(item)
 
 
-def registers_in(value: Any):
+def registers_in(value: Any) -> Iterator[Reg]:
     """Every register mentioned by an operand value (recursing into addresses and vectors)."""
     if isinstance(value, Reg):
         yield value

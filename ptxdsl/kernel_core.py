@@ -322,6 +322,7 @@ class KernelCore(KernelHost):
     # -- names -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """The `.entry` name (checked on assignment: it reaches the PTX)."""
         return self._name
 
     @name.setter

@@ -155,6 +155,7 @@ class Module:
             self.add(k)
 
     def add(self, kernel: Kernel) -> Kernel:
+        """Add `kernel` to the module (its name unique in it) and return it."""
         if not isinstance(kernel, Kernel):
             raise BuildError(f"Module.add expects a Kernel, got {type(kernel).__name__}")
         if kernel.name in self._names or any(k.name == kernel.name for k in self.kernels):
@@ -182,6 +183,7 @@ class Module:
         self._names.add(new)
 
     def kernel(self, name: str) -> Kernel:
+        """The kernel named `name` (KeyError when there is none)."""
         for k in self.kernels:
             if k.name == name:
                 return k
@@ -246,6 +248,7 @@ class Module:
 
     # -- version and target ----------------------------------------------------------------------
     def requires(self) -> Requires:
+        """The PTX ISA version and target every kernel and declaration needs."""
         # Cached per module shape: emit() asks several times and kernels can be large.
         key = tuple(len(k.body) for k in self.kernels)
         if getattr(self, "_req_key", None) != key:
@@ -257,6 +260,7 @@ class Module:
 
     @property
     def target(self) -> Target:
+        """The `.target`: the pinned one, else the lowest that builds every instruction."""
         if self._pinned_target is not None:
             return self._pinned_target
         r = self.requires()
@@ -265,6 +269,8 @@ class Module:
 
     @property
     def version(self) -> PtxVersion:
+        """The `.version`: the pinned one, else the lowest covering every instruction and
+        the target."""
         if self._pinned_version is not None:
             return self._pinned_version
         return max(self.requires().version, self.target.introduced)

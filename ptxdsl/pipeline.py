@@ -304,6 +304,7 @@ class MbarrierRing(Sealed):
         return self._at(self.full, stage)
 
     def empty_at(self, stage: int) -> Addr:
+        """The address of `empty[stage]` for a stage known when building."""
         return self._at(self.empty, stage)
 
     def _at(self, base, stage: int) -> Addr:
@@ -387,6 +388,7 @@ class RingView(Sealed):
         return self._bar(self.ring.full_base)
 
     def empty_barrier(self) -> Reg:
+        """`empty[stage]` as a fresh .u32 shared address."""
         return self._bar(self.ring.empty_base)
 
     def slot(self, buffer: Symbol | Addr | Reg, stride: IntLike) -> Reg:

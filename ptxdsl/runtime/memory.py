@@ -156,6 +156,7 @@ class Event:
         self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
 
     def record(self, stream: object = None) -> Event:
+        """Record the event on `stream` (None: the legacy default stream)."""
         sdev = getattr(stream, "device", self.device)
         if isinstance(sdev, int) and sdev != self.device:
             raise ValueError(f"an event of device {self.device} cannot be recorded on a stream "
@@ -275,6 +276,7 @@ class DeviceBuffer(Owned):
     @classmethod
     def empty(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
               *, device: int = 0) -> DeviceBuffer:
+        """An uninitialised buffer of `shape` elements of `dtype` on `device` (cuMemAlloc)."""
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "DeviceBuffer.empty").itemsize
         return cls(nbytes, dtype=dtype, shape=shape, device=device)
@@ -282,6 +284,7 @@ class DeviceBuffer(Owned):
     @classmethod
     def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
               *, device: int = 0) -> DeviceBuffer:
+        """`empty(...)` set to zero bytes."""
         buf = cls.empty(shape, dtype, device=device)
         buf.memset(0)
         return buf
@@ -348,6 +351,7 @@ class DeviceBuffer(Owned):
 
     def to_numpy(self, dtype: DTypeLike | None = None,
                  shape: int | tuple[int, ...] | None = None) -> np.ndarray:
+        """A host copy, as the buffer's dtype and shape or as `dtype` (and `shape`)."""
         dtype = self.dtype if dtype is None else buffer_dtype(dtype, "DeviceBuffer.to_numpy")
         shape = (self.nbytes // dtype.itemsize,) if shape is None and dtype != self.dtype \
             else (self.shape if shape is None else shape)

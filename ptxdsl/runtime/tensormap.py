@@ -179,6 +179,7 @@ class TensorMap:
 
     @property
     def qwords(self) -> tuple[int, ...]:
+        """The 128 bytes as 16 little-endian 64-bit words (CUtensorMap's `opaque`)."""
         return tuple(int.from_bytes(self.data[i:i + 8], "little") for i in range(0, 128, 8))
 
     def replace_address(self, address: object, *, device: int = 0) -> TensorMap:

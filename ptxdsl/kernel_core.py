@@ -359,14 +359,14 @@ class KernelCore(KernelHost):
                            ScalarType.s64, ScalarType.f32, ScalarType.f64, ScalarType.s16,
                            ScalarType.b32, ScalarType.b64, ScalarType.pred)
 
-    def param(self, type: TypeLike, name: str) -> Param:
+    def param(self, type: ScalarType, name: str) -> Param:
         """A scalar parameter: `.param .u32 name`. A .pred parameter travels as a .u32."""
         if type not in self._SCALAR_PARAM_TYPES:
             given = f".{type.value}" if isinstance(type, ScalarType) else _show(type)
             raise OperandError(".param", str(name), "a ptxdsl type, one of " + ", ".join(
                 f"t.{t.value}" for t in self._SCALAR_PARAM_TYPES), given)
         is_bool = type is ScalarType.pred
-        t = ScalarType.u32 if is_bool else scalar_type(type)
+        t = ScalarType.u32 if is_bool else type
         p = Param(self._claim(name, "parameter"), StateSpace.param, t, 1, None, self,
                   is_bool=is_bool)
         self.params.append(p)
@@ -405,7 +405,7 @@ class KernelCore(KernelHost):
         return p
 
     # -- registers -----------------------------------------------------------------------------
-    def reg(self, type: TypeLike, name: str | None = None) -> Reg:
+    def reg(self, type: ScalarType, name: str | None = None) -> Reg:
         """A fresh virtual register; named ones keep their name (made unique with a suffix)."""
         if not isinstance(type, ScalarType):
             raise BuildError(f"register type must be a ptxdsl type such as t.u32, got {type!r}")
@@ -496,7 +496,7 @@ class KernelCore(KernelHost):
         return self.read_special("cluster_nctarank")
 
     # -- shared memory ---------------------------------------------------------------------------
-    def shared_array(self, type: TypeLike, count: IntLike, *, align: IntLike | None = None,
+    def shared_array(self, type: ScalarType, count: IntLike, *, align: IntLike | None = None,
                      name: str | None = None) -> Symbol:
         """A static `.shared .align A .type name[count];` declared in this kernel.
 
@@ -511,8 +511,8 @@ class KernelCore(KernelHost):
             raise OperandError(".shared", name or "?", "a power-of-two alignment", _show(align))
         if name is None:
             name = self._auto("smem")
-        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, scalar_type(type),
-                     n, a, self, loc=user_loc())
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n, a,
+                     self, loc=user_loc())
         total = self._static_shared_bytes() + sym.size
         if total > MAX_STATIC_SHARED:   # past every target's limit: refused here already
             self._names.discard(sym.name)

@@ -60,12 +60,12 @@ class MoveOps(KernelHost):
         a = self.mov(sym, type=ScalarType.u64)
         return self.cvta(a, sym.space)
 
-    def cvt(self, a: Value | SpecialReg, dtype: TypeLike, *, atype: TypeLike | None = None,
+    def cvt(self, a: Value | SpecialReg, dtype: ScalarType, *, atype: TypeLike | None = None,
             rnd: Rounding | str | None = None, ftz: bool = False, sat: bool = False,
             dst: Reg | None = None) -> Reg:
         """`cvt{.rnd}{.ftz}{.sat}.dtype.atype d, a;` (`atype` defaults to the source's type)."""
         at = scalar_type(atype) if atype else infer_type("cvt", a)
-        d = dst if dst is not None else self.reg(scalar_type(dtype))
+        d = dst if dst is not None else self.reg(dtype)
         # Cvt takes the rounding by name too and checks it (its field is typed as the member).
-        self.emit(Cvt(scalar_type(dtype), at, d, a, rnd, ftz, sat))  # type: ignore[arg-type]
+        self.emit(Cvt(dtype, at, d, a, rnd, ftz, sat))  # type: ignore[arg-type]
         return d

@@ -24,7 +24,8 @@ from .errors import (  # noqa: E402
 )
 from .kernel import Kernel  # noqa: E402
 from .module import Module  # noqa: E402
-from .operands import Addr, Imm  # noqa: E402
+from .operands import Addr, Imm, Reg, Symbol  # noqa: E402
 
-__all__ = ["Kernel", "Module", "types", "t", "Addr", "Imm", "PtxdslError", "BuildError",
-           "OperandError", "VersionError", "AssemblyError", "CudaError", "__version__"]
+__all__ = ["Kernel", "Module", "types", "t", "Addr", "Imm", "Reg", "Symbol", "PtxdslError",
+           "BuildError", "OperandError", "VersionError", "AssemblyError", "CudaError",
+           "__version__"]

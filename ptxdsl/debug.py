@@ -27,6 +27,8 @@ import ctypes
 import mmap
 import weakref
 import zlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -36,6 +38,9 @@ from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
 from .kernel import Kernel
 from .operands import Addr, Imm, Reg, Symbol, _show
 from .types import ScalarType, StateSpace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .module import Module
 
 RECORD_NAME = "ptxdsl_dbg_record"       # .global .u64: device address of the record, or 0
 CLAIM_NAME = "ptxdsl_dbg_claim"         # .global .u32: 0 until a thread claims the record
@@ -155,7 +160,7 @@ def declare(module) -> None:
         module.global_array(T.u32, 1, name=CLAIM_NAME, align=4, init=[0])
 
 
-def module(kernels, **kwargs):
+def module(kernels: Iterable[Kernel], **kwargs: Any) -> Module:
     """A `Module` of `kernels` with the record variables declared."""
     from .module import Module
     m = Module(kernels, **kwargs)

@@ -21,7 +21,7 @@ box of a 16-bit type with the 128B swizzle (`TmaStoreEpilogue.check_tensormap`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BuildError, OperandError, Sealed, fail_closed_methods
 from .fragments import Fragment, check_kernel, shared_dst
@@ -29,8 +29,11 @@ from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, check_src, int_like
 from .instructions.sync import _barrier_id
 from .instructions.wgmma_desc import SwizzleMode, tensormap_desc
-from .operands import Addr, Reg, Symbol
+from .operands import Addr, IntLike, Reg, Symbol
 from .types import ScalarType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .kernel import Kernel
 
 BOX_ROWS = BOX_COLS = 64                       # one TMA store: 64 rows x 64 16-bit values
 STAGING_BYTES = 2 * BOX_ROWS * BOX_COLS * 2    # two boxes: 128 columns of the tile at a time
@@ -63,7 +66,8 @@ class TmaStoreEpilogue(Sealed):
     and acquired); `barrier`: a named barrier id (int 0..15 or .u32 register) only this
     warpgroup's 128 threads use."""
 
-    def __init__(self, k, staging: Reg | Symbol | Addr, tmap: Any, barrier: Any):
+    def __init__(self, k: Kernel, staging: Reg | Symbol | Addr, tmap: Reg,
+                 barrier: Reg | IntLike) -> None:
         check_kernel("TmaStoreEpilogue", k)
         base = staging.base if isinstance(staging, Addr) else staging
         if not isinstance(base, Symbol) and not (
@@ -96,7 +100,7 @@ class TmaStoreEpilogue(Sealed):
         self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
         self._seal()
 
-    def store(self, packed, row0: Any, col0: Any) -> None:
+    def store(self, packed: Fragment, row0: Reg | IntLike, col0: Reg | IntLike) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at
         (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped."""
         from . import ptx
@@ -137,7 +141,7 @@ class TmaStoreEpilogue(Sealed):
             ptx.cp_async_bulk_wait_group(self.k, 0)
 
     @staticmethod
-    def check_tensormap(tmap: Any) -> None:
+    def check_tensormap(tmap: object) -> None:
         """Raise BuildError unless `tmap` (a runtime TensorMap or its TiledDesc) stores what
         `store` stages: a 64 x 64 box of 16-bit elements with the 128B swizzle."""
         desc = tensormap_desc("TmaStoreEpilogue.check_tensormap", tmap)

@@ -25,7 +25,8 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, SupportsIndex, overload
 
 from .errors import BuildError, OperandError, Sealed, fail_closed, fail_closed_methods
 from .instructions._tma_addr import symbol_fit
@@ -36,7 +37,7 @@ from .instructions.wgmma import ALL_N, check_distinct, d_count, d_register_type
 from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
 from .kernel_host import KernelHost
-from .operands import Addr, Reg, Symbol, make_imm
+from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
 from .provenance import known_fit
 from .types import ScalarType, compatible
 
@@ -246,8 +247,8 @@ class Fragment(Sealed):
     """An m64nN accumulator (or a packed bf16/f16/fp8 copy of one) in a warpgroup's
     registers. `packed` names the copy's value type ('bf16', 'f16', 'e4m3', 'e5m2')."""
 
-    def __init__(self, k, dtype: ScalarType, n: int, regs: list[Reg] | None = None,
-                 packed: str | None = None):
+    def __init__(self, k: Any, dtype: ScalarType, n: int, regs: list[Reg] | None = None,
+                 packed: str | None = None) -> None:
         check_kernel("fragment", k)
         if not isinstance(dtype, ScalarType) or dtype not in _ACC_TYPES:
             raise BuildError(f"fragment: accumulators are .f32, .s32 or .f16, got {dtype!r}"
@@ -274,10 +275,15 @@ class Fragment(Sealed):
     def __len__(self) -> int:
         return len(self.regs)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Reg]:
         return iter(self.regs)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> Reg: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Reg]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> Reg | list[Reg]:
         return self.regs[i]
 
     def coords(self, thread: int) -> list[tuple[int, int]]:
@@ -314,7 +320,7 @@ class Fragment(Sealed):
             k.mov(imm, type=mov_type, dst=r)
         return self
 
-    def to_packed(self, dtype: Any = T.bf16) -> Fragment:
+    def to_packed(self, dtype: ScalarType | str = T.bf16) -> Fragment:
         """A packed copy of an `.f32` accumulator, two adjacent columns of one row per
         register: values 2j (low) and 2j+1 (high) of register j. bf16/f16: `cvt.rn.{bf16x2,
         f16x2}.f32` into .b32 registers; e4m3/e5m2: `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`
@@ -342,7 +348,8 @@ class Fragment(Sealed):
         return a0, a1, a2, a3
 
     # -- the direct-store epilogue -----------------------------------------------------------
-    def store(self, ptr: Any, ld: Any, *, rows: Any = None, cols: Any = None) -> None:
+    def store(self, ptr: Reg | Symbol, ld: Reg | IntLike, *, rows: Reg | IntLike | None = None,
+              cols: Reg | IntLike | None = None) -> None:
         """Each thread stores its values to a row-major global tile at `ptr` (a 64-bit global
         or generic register, or a pointer parameter) with a row stride of `ld` elements (int
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
@@ -403,7 +410,7 @@ class Fragment(Sealed):
             raise BuildError(f"fragment.store: cols={cols} must be even: each store writes two "
                              "adjacent columns, so an odd bound would drop the last column")
 
-    def store_matrix(self, smem: Any, ld: int) -> None:
+    def store_matrix(self, smem: AddrLike, ld: IntLike) -> None:
         """The `stmatrix` epilogue: a packed bf16/f16 copy to a row-major tile in shared
         memory (a shared symbol, `Addr(symbol, offset)` or 32-bit shared address register; row
         stride `ld` elements, a multiple of 8 so every 8x8 matrix row is 16-byte aligned). A
@@ -463,7 +470,7 @@ class AFragment(Sealed):
     """The A operand of an RS wgmma in registers: 4 x 32 bits per thread (m64 x K of one
     instruction, K = 256/bits)."""
 
-    def __init__(self, k, dtype: Any, regs: list[Reg] | None = None):
+    def __init__(self, k: Any, dtype: ScalarType | str, regs: list[Reg] | None = None) -> None:
         from .instructions.wgmma_desc import _bits
         check_kernel("a_fragment", k)
         self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype)
@@ -474,17 +481,22 @@ class AFragment(Sealed):
     def __len__(self) -> int:
         return 4
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Reg]:
         return iter(self.regs)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> Reg: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Reg]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> Reg | list[Reg]:
         return self.regs[i]
 
     def coords(self, thread: int) -> list[list[tuple[int, int]]]:
         """(row, k) of each element of the thread's registers: `a_fragment_coords`."""
         return a_fragment_coords(self.bits, thread)
 
-    def load(self, ptr: Any, ld: int, *, k0: Any = 0) -> AFragment:
+    def load(self, ptr: Reg | Symbol, ld: IntLike, *, k0: Reg | IntLike = 0) -> AFragment:
         """Load the fragment from a row-major global A (row stride `ld` elements), K columns
         from `k0` (int or 32-bit register): one 32-bit load per register (its elements are
         adjacent in a row), so a constant `ld` and `k0` must keep every load 4-byte aligned
@@ -545,7 +557,7 @@ class FragmentOps(KernelHost):
         frag = Fragment(self, dtype, n)
         return frag.zero() if zero else frag
 
-    def a_fragment(self, dtype: Any = T.bf16) -> AFragment:
+    def a_fragment(self, dtype: ScalarType | str = T.bf16) -> AFragment:
         """4 registers for the A operand of an RS wgmma of `dtype` inputs."""
         return AFragment(self, dtype)
 

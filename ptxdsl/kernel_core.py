@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 
@@ -18,13 +18,14 @@ from .errors import BuildError, OperandError, SourceLoc, user_loc
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
-from .kernel_directives import DIRECTIVES, FLAGS, directive_property
+from .kernel_directives import DIRECTIVES, FLAGS, Dims, directive_property
 from .kernel_host import KernelHost
 from .operands import (
     AUTO_DECL,
     AUTO_NAME,
     READABLE_SPECIAL_REGISTERS,
     Addr,
+    IntLike,
     Label,
     NegPred,
     Reg,
@@ -43,7 +44,20 @@ from .operands import (
 )
 from .provenance import check_pending, forget_written
 from .statements import LabelDef, Param, Statement, _param_kind  # noqa: F401 (re-exported)
-from .types import Requires, ScalarType, StateSpace, req
+from .types import (
+    Requires,
+    ScalarType,
+    SpaceLike,
+    StateSpace,
+    Target,
+    TypeLike,
+    req,
+    scalar_type,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .checker.findings import Finding
+    from .kernel_directives import Directive
 
 # Register-name prefixes by (kind, bits); the type each prefix is declared with is AUTO_DECL.
 _PREFIX = {("pred", 1): "p", ("int", 16): "rs", ("int", 32): "r", ("int", 64): "rd",
@@ -155,9 +169,17 @@ class _Dim3:
     def _read(self, axis: str) -> Reg:
         return self.kernel.read_special(f"{self.base}.{axis}")
 
-    x = property(lambda self: self._read("x"))
-    y = property(lambda self: self._read("y"))
-    z = property(lambda self: self._read("z"))
+    @property
+    def x(self) -> Reg:
+        return self._read("x")
+
+    @property
+    def y(self) -> Reg:
+        return self._read("y")
+
+    @property
+    def z(self) -> Reg:
+        return self._read("z")
 
 
 # Special registers `read_special` knows: one table, shared with the inline-asm checker.
@@ -196,7 +218,7 @@ _ARCH_SHARED_LIMIT = {90: 227 * 1024, 100: 227 * 1024, 101: 227 * 1024, 103: 227
 MAX_STATIC_SHARED = max(_ARCH_SHARED_LIMIT.values())
 
 
-def static_shared_limit(target) -> int:
+def static_shared_limit(target: Target) -> int:
     """ptxas's limit on one entry's static shared memory for `target` (a types.Target)."""
     if target.suffix == "a":
         return _ARCH_SHARED_LIMIT.get(target.sm, STATIC_SHARED_LIMIT)
@@ -223,10 +245,10 @@ _PTR_SPACES = {"global": StateSpace.global_, "shared": StateSpace.shared,
 class KernelCore(KernelHost):
     """One `.entry` function being built. See `ptxdsl.kernel.Kernel` for the full API."""
 
-    def __init__(self, name: str, *, maxntid=None, reqntid=None, minnctapersm: int | None = None,
-                 maxnreg: int | None = None, reqnctapercluster=None,
-                 explicitcluster: bool = False, maxclusterrank: int | None = None,
-                 visible: bool = True):
+    def __init__(self, name: str, *, maxntid: Dims | None = None, reqntid: Dims | None = None,
+                 minnctapersm: IntLike | None = None, maxnreg: IntLike | None = None,
+                 reqnctapercluster: Dims | None = None, explicitcluster: bool = False,
+                 maxclusterrank: IntLike | None = None, visible: bool = True) -> None:
         self.loc = user_loc()
         self.name = name
         # (CTAs, who): helpers built for a cluster of at least that many CTAs (an MbarrierRing
@@ -278,18 +300,29 @@ class KernelCore(KernelHost):
         self.cluster_ctaid = _Dim3(self, "cluster_ctaid")
         self.cluster_nctaid = _Dim3(self, "cluster_nctaid")
 
-    visible = directive_property("visible")
-    explicitcluster = directive_property("explicitcluster")
-    maxntid = directive_property("maxntid")
-    reqntid = directive_property("reqntid")
-    reqnctapercluster = directive_property("reqnctapercluster")
-    maxclusterrank = directive_property("maxclusterrank")
-    minnctapersm = directive_property("minnctapersm")
-    maxnreg = directive_property("maxnreg")
+    if TYPE_CHECKING:  # pragma: no cover - what each directive reads back and is assigned
+        visible: Directive[bool, bool]
+        explicitcluster: Directive[bool, bool]
+        maxntid: Directive[tuple[int, ...] | None, Dims | None]
+        reqntid: Directive[tuple[int, ...] | None, Dims | None]
+        reqnctapercluster: Directive[tuple[int, ...] | None, Dims | None]
+        maxclusterrank: Directive[int | None, IntLike | None]
+        minnctapersm: Directive[int | None, IntLike | None]
+        maxnreg: Directive[int | None, IntLike | None]
+    else:
+        visible = directive_property("visible")
+        explicitcluster = directive_property("explicitcluster")
+        maxntid = directive_property("maxntid")
+        reqntid = directive_property("reqntid")
+        reqnctapercluster = directive_property("reqnctapercluster")
+        maxclusterrank = directive_property("maxclusterrank")
+        minnctapersm = directive_property("minnctapersm")
+        maxnreg = directive_property("maxnreg")
 
     # -- names -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """The `.entry` name (checked on assignment: it reaches the PTX)."""
         return self._name
 
     @name.setter
@@ -339,8 +372,8 @@ class KernelCore(KernelHost):
         self.params.append(p)
         return p
 
-    def param_ptr(self, name: str, *, space: str | StateSpace | None = "global",
-                  align: int | None = None) -> Param:
+    def param_ptr(self, name: str, *, space: SpaceLike | None = "global",
+                  align: IntLike | None = None) -> Param:
         """A pointer parameter: `.param .u64 .ptr .global .align N name` (the .ptr part only when
         `space` or `align` is given; it is a hint to ptxas)."""
         sp: StateSpace | None = None
@@ -432,15 +465,38 @@ class KernelCore(KernelHost):
                                          f"%{held[id(d)]} (read once per kernel, read-only); "
                                          "copy it first: k.mov(k.tid.x)", st.loc)
 
-    laneid = property(lambda self: self.read_special("laneid"))
-    warpid = property(lambda self: self.read_special("warpid"))
-    clock64 = property(lambda self: self.read_special("clock64"))
-    globaltimer = property(lambda self: self.read_special("globaltimer"))
-    cluster_ctarank = property(lambda self: self.read_special("cluster_ctarank"))
-    cluster_nctarank = property(lambda self: self.read_special("cluster_nctarank"))
+    @property
+    def laneid(self) -> Reg:
+        """`%laneid` (read once per kernel)."""
+        return self.read_special("laneid")
+
+    @property
+    def warpid(self) -> Reg:
+        """`%warpid` (a fresh read each time: the warp may move)."""
+        return self.read_special("warpid")
+
+    @property
+    def clock64(self) -> Reg:
+        """`%clock64` (a fresh read each time)."""
+        return self.read_special("clock64")
+
+    @property
+    def globaltimer(self) -> Reg:
+        """`%globaltimer` in nanoseconds (a fresh read each time)."""
+        return self.read_special("globaltimer")
+
+    @property
+    def cluster_ctarank(self) -> Reg:
+        """`%cluster_ctarank` (read once per kernel)."""
+        return self.read_special("cluster_ctarank")
+
+    @property
+    def cluster_nctarank(self) -> Reg:
+        """`%cluster_nctarank` (read once per kernel)."""
+        return self.read_special("cluster_nctarank")
 
     # -- shared memory ---------------------------------------------------------------------------
-    def shared_array(self, type: ScalarType, count: int, *, align: int | None = None,
+    def shared_array(self, type: ScalarType, count: IntLike, *, align: IntLike | None = None,
                      name: str | None = None) -> Symbol:
         """A static `.shared .align A .type name[count];` declared in this kernel.
 
@@ -450,12 +506,13 @@ class KernelCore(KernelHost):
         n = as_int(count)
         if n is None or n < 1 or n >= 1 << 40:
             raise OperandError(".shared", name or "?", "a positive element count", _show(count))
-        if align is not None and (as_int(align) is None or align < 1 or align & (align - 1)):
+        a = as_int(align)
+        if align is not None and (a is None or a < 1 or a & (a - 1)):
             raise OperandError(".shared", name or "?", "a power-of-two alignment", _show(align))
         if name is None:
             name = self._auto("smem")
-        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n,
-                     align, self, loc=user_loc())
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, n, a,
+                     self, loc=user_loc())
         total = self._static_shared_bytes() + sym.size
         if total > MAX_STATIC_SHARED:   # past every target's limit: refused here already
             self._names.discard(sym.name)
@@ -468,16 +525,17 @@ class KernelCore(KernelHost):
         """Bytes of this kernel's own static `.shared` arrays (no alignment padding)."""
         return sum(s.size for s in self.shared if s.count is not None)
 
-    def extern_shared(self, name: str = "dyn_smem", *, align: int = 16,
-                      type: ScalarType = ScalarType.b8) -> Symbol:
+    def extern_shared(self, name: str = "dyn_smem", *, align: IntLike = 16,
+                      type: TypeLike = ScalarType.b8) -> Symbol:
         """Dynamic shared memory: `.extern .shared .align A .b8 name[];` (sized at launch)."""
         check_shared_type(".extern .shared", name, type)
         if any(s.count is None for s in self.shared):
             raise BuildError(f"kernel {self.name}: dynamic shared memory is already declared")
-        if as_int(align) is None or align < 1 or align & (align - 1):
+        a = as_int(align)
+        if a is None or a < 1 or a & (a - 1):
             raise OperandError(".extern .shared", name, "a power-of-two alignment", _show(align))
-        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, type, None,
-                     align, self, loc=user_loc())
+        sym = Symbol(self._claim(name, "shared variable"), StateSpace.shared, scalar_type(type),
+                     None, a, self, loc=user_loc())
         self.shared.append(sym)
         self.decl_locs[sym.name] = user_loc()
         return sym
@@ -630,6 +688,7 @@ class KernelCore(KernelHost):
         return self._new_label(f"$L__{hint}_{n}")
 
     def place(self, label: Label) -> None:
+        """`name:`: put the label here (once)."""
         if not isinstance(label, Label):
             raise BuildError(f"place expects a label made by k.label() or k.fresh_label(), "
                              f"got {_show(label)}")
@@ -648,6 +707,8 @@ class KernelCore(KernelHost):
 
     # -- rendering -----------------------------------------------------------------------------
     def requires(self) -> Requires:
+        """The PTX ISA version and target this kernel needs (its instructions' and
+        directives')."""
         r = req("6.3")
         if self.reqnctapercluster or self.explicitcluster or self.maxclusterrank:
             r = r.merge(req("7.8", 90))
@@ -680,9 +741,10 @@ class KernelCore(KernelHost):
         return "q" in self._counters or any(r.type is ScalarType.b128 for r in self._named_regs)
 
     def statements(self) -> Iterator[Statement]:
+        """The instructions of the body, in order (labels left out)."""
         return (s for s in self.body if isinstance(s, Statement))
 
-    def check(self, strict: bool = False, **context) -> list:
+    def check(self, strict: bool = False, **context: Any) -> list[Finding]:
         """The hazard checker's findings for this kernel (`ptxdsl.checker.check_kernel`);
         `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
         from .checker import check_kernel, report
@@ -692,6 +754,7 @@ class KernelCore(KernelHost):
         return findings
 
     def check_labels(self) -> None:
+        """Refuse a branch to a label that is never placed."""
         for name, loc in self._used_labels.items():
             if name not in self._placed:
                 raise BuildError(f"kernel {self.name}: label {name!r} is a branch target but "

@@ -12,15 +12,28 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from .errors import BuildError
-from .operands import _show, as_int
+from .operands import IntLike, _show, as_int
 from .types import MAX_CLUSTER_CTAS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kernel_core import KernelCore
 
+# `maxntid=`, `reqntid=`, `reqnctapercluster=`: 1 to 3 dimensions, one int for (n,).
+Dims: TypeAlias = IntLike | tuple[IntLike, ...] | list[IntLike]
+
+_Get = TypeVar("_Get", covariant=True)
+_Set = TypeVar("_Set", contravariant=True)
+
+
+class Directive(Protocol[_Get, _Set]):
+    """How a type checker sees a directive property: read back as `_Get` (the checked
+    value), assigned a `_Set` (what the check takes)."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> _Get: ...
+    def __set__(self, obj: Any, value: _Set) -> None: ...
 
 
 def _dims(value, what: str) -> tuple[int, ...] | None:

@@ -19,8 +19,8 @@ from .instructions.base import check_pred
 from .instructions.control import Bra
 from .kernel_core import Statement
 from .kernel_host import KernelHost
-from .operands import Label, NegPred, Reg, _show, as_int, int_range
-from .types import ScalarType
+from .operands import IntLike, Label, NegPred, Reg, _show, as_int, int_range
+from .types import ScalarType, TypeLike, scalar_type
 
 
 class _Undo:
@@ -116,8 +116,8 @@ class StructuredFlow(KernelHost):
         self.place(end)
 
     @contextlib.contextmanager
-    def for_range(self, start, stop, step: int | Reg = 1, *,
-                  type: ScalarType = ScalarType.u32) -> Iterator[Reg]:
+    def for_range(self, start: Reg | IntLike, stop: Reg | IntLike, step: Reg | IntLike = 1, *,
+                  type: TypeLike = ScalarType.u32) -> Iterator[Reg]:
         """A counted loop; yields the induction register. `start`, `stop` and `step` may be
         registers; a register step must be positive at run time (the loop runs while
         `i < stop`), as in a grid-stride loop stepping by `k.nctaid.x * k.ntid.x`.
@@ -129,12 +129,13 @@ class StructuredFlow(KernelHost):
         if type not in _LOOP_TYPES:
             raise OperandError("for_range", "type", "an integer type: "
                                + ", ".join(f"t.{t.value}" for t in _LOOP_TYPES), _show(type))
-        start = _loop_operand("start", start, type)
-        stop = _loop_operand("stop", stop, type)
-        step = _loop_operand("step", step, type)
-        cmp_type = _compare_type(start, stop, step, type)
+        t = scalar_type(type)
+        first = _loop_operand("start", start, t)
+        last = _loop_operand("stop", stop, t)
+        by = _loop_operand("step", step, t)
+        cmp_type = _compare_type(first, last, by, t)
         with self._block():
-            yield from self._counted(start, stop, step, type, cmp_type)
+            yield from self._counted(first, last, by, t, cmp_type)
 
     def _counted(self, start, stop, step, type: ScalarType,
                  cmp_type: ScalarType) -> Iterator[Reg]:

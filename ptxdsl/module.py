@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from ._files import output_target, write_file
 from ._version import __version__
+from .assembly_report import Cubin
 from .errors import (
     BuildError,
     OperandError,
@@ -35,6 +36,19 @@ from .operands import (
 from .regbudget import check_kernel_budget
 from .toolchain import assemble_module, known_target, uses_setmaxnreg
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .checker.findings import Finding
+    from .runtime.loader import LoadedModule
+
+
+class CudaCoreObjectCode(Protocol):
+    """What `Module.to_cuda_core()` returns, as a type checker sees it: a cuda.core
+    `ObjectCode` (cuda.core ships no type information mypy reads here)."""
+
+    def get_kernel(self, name: str) -> Any:
+        """The cuda.core `Kernel` of `.entry name`, for `cuda.core.launch`."""
+
 
 # Nothing older than this is assembled by the CUDA 13 toolchain (sm_75 is its oldest target).
 FLOOR = req("6.3", 75)
@@ -146,6 +160,7 @@ class Module:
             self.add(k)
 
     def add(self, kernel: Kernel) -> Kernel:
+        """Add `kernel` to the module (its name unique in it) and return it."""
         if not isinstance(kernel, Kernel):
             raise BuildError(f"Module.add expects a Kernel, got {type(kernel).__name__}")
         if kernel.name in self._names or any(k.name == kernel.name for k in self.kernels):
@@ -173,6 +188,7 @@ class Module:
         self._names.add(new)
 
     def kernel(self, name: str) -> Kernel:
+        """The kernel named `name` (KeyError when there is none)."""
         for k in self.kernels:
             if k.name == name:
                 return k
@@ -237,6 +253,7 @@ class Module:
 
     # -- version and target ----------------------------------------------------------------------
     def requires(self) -> Requires:
+        """The PTX ISA version and target every kernel and declaration needs."""
         # Cached per module shape: emit() asks several times and kernels can be large.
         key = tuple(len(k.body) for k in self.kernels)
         if getattr(self, "_req_key", None) != key:
@@ -248,6 +265,7 @@ class Module:
 
     @property
     def target(self) -> Target:
+        """The `.target`: the pinned one, else the lowest that builds every instruction."""
         if self._pinned_target is not None:
             return self._pinned_target
         r = self.requires()
@@ -256,6 +274,8 @@ class Module:
 
     @property
     def version(self) -> PtxVersion:
+        """The `.version`: the pinned one, else the lowest covering every instruction and
+        the target."""
         if self._pinned_version is not None:
             return self._pinned_version
         return max(self.requires().version, self.target.introduced)
@@ -409,7 +429,7 @@ class Module:
         self._line_locs = [loc for _, loc in lines]
         return "\n".join(text for text, _ in lines) + "\n", finish_check
 
-    def check(self, strict: bool = False, **context: Any) -> list:
+    def check(self, strict: bool = False, **context: Any) -> list[Finding]:
         """The hazard checker's findings for every kernel (`ptxdsl.checker.check_module`);
         `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
         from .checker import check_module, report
@@ -468,7 +488,8 @@ class Module:
         write_file(os.path.abspath(os.fspath(path)), data, "Module.write")
         return text
 
-    def assemble(self, arch: str | None = None, *, options=(), warn: bool = True):
+    def assemble(self, arch: str | None = None, *, options: Sequence[str] = (),
+                 warn: bool = True) -> Cubin:
         """A cubin through nvJitLink (no GPU needed), as a `Cubin`: bytes, plus `.arch` (the
         target built) and `.report` (registers, spills, stack, shared memory per kernel, and
         every ptxas warning; see `ptxdsl.assembly_report`). ptxas warnings also become
@@ -496,7 +517,8 @@ class Module:
                              f"its .target is {self.target}, {why}")
         return assemble_module(self, target, options=options, warn=warn)
 
-    def to_cuda_core(self, arch: str | None = None, *, options=(), warn: bool = True):
+    def to_cuda_core(self, arch: str | None = None, *, options: Sequence[str] = (),
+                     warn: bool = True) -> CudaCoreObjectCode:
         """This module as a cuda.core `ObjectCode`, so its kernels drop into a cuda.core
         program: `Module.to_cuda_core().get_kernel("name")` is a cuda.core `Kernel` for
         `cuda.core.launch`. The code is the cubin of `assemble(arch, options=...)`; a module
@@ -511,16 +533,27 @@ class Module:
                 raise ImportError(f"Module.to_cuda_core() needs cuda.core: {exc}") from None
         ptx = self.emit()
         name = getattr(self, "name", None) or "+".join(k.name for k in self.kernels)
+        code: CudaCoreObjectCode
         if uses_setmaxnreg(ptx):
             # bytes: cuda.core reads a str as the path of a file to load
-            return ObjectCode.from_ptx(ptx.encode(), name=name)
-        return ObjectCode.from_cubin(bytes(self.assemble(arch, options=options, warn=warn)),
-                                     name=name)
+            code = ObjectCode.from_ptx(ptx.encode(), name=name)
+        else:
+            code = ObjectCode.from_cubin(bytes(self.assemble(arch, options=options, warn=warn)),
+                                         name=name)
+        return code
 
-    def load(self, **kwargs):
-        """Load on the current GPU through the CUDA driver (see `ptxdsl.runtime.load_module`)."""
+    def load(self, *, device: int = 0, use_cubin: bool = False, cache: bool = True,
+             cache_dir: str | os.PathLike[str] | None = None, name: str | None = None,
+             locate: Callable[[int], SourceLoc | None] | None = None,
+             assemble: Callable[[str, str], bytes] | None = None,
+             toolchain_version: str | None = None,
+             options: Sequence[str] = ()) -> LoadedModule:
+        """Load on GPU `device` through the CUDA driver: `ptxdsl.runtime.load_module`, whose
+        keywords these are (tests/test_typing.py keeps the two in step)."""
         from .runtime import load_module
-        return load_module(self, **kwargs)
+        return load_module(self, device=device, use_cubin=use_cubin, cache=cache,
+                           cache_dir=cache_dir, name=name, locate=locate, assemble=assemble,
+                           toolchain_version=toolchain_version, options=options)
 
 
 # The same safety net as the Kernel builders (errors.fail_closed): a raw TypeError/ValueError

@@ -10,7 +10,8 @@ import math
 import operator
 import re
 import struct
-from typing import Any, NoReturn, Protocol, cast
+from collections.abc import Iterator
+from typing import Any, NoReturn, Protocol, SupportsFloat, SupportsIndex, TypeAlias, cast
 
 import attrs
 
@@ -615,6 +616,16 @@ class Vec(Operand):
         return "{" + ", ".join(i.render() for i in self.items) + "}"
 
 
+# What the builders take, for annotations. Every operand is validated when the instruction is
+# built; these admit every valid call (numpy scalars too: they have __index__ / __float__) so
+# that a type checker catches the rest before the build does.
+IntLike: TypeAlias = int | SupportsIndex
+Number: TypeAlias = int | float | SupportsIndex | SupportsFloat
+Value: TypeAlias = Reg | Imm | Number          # a source operand: a register or an immediate
+Predicate: TypeAlias = Reg | NegPred           # a .pred register, or its negation `~p`
+AddrLike: TypeAlias = Addr | Reg | Symbol | int   # an address operand (int: an absolute one)
+
+
 def _count(value: Any, what: str) -> int | None:
     n = as_int(value)
     if value is None:
@@ -658,7 +669,7 @@ def _vec_items(items: Any) -> tuple:
     return items
 
 
-def symbols_in(value: Any):
+def symbols_in(value: Any) -> Iterator[Symbol | Label]:
     """Every symbol and label an operand value names (recursing into addresses and tuples)."""
     if isinstance(value, Symbol | Label):
         yield value
@@ -670,7 +681,7 @@ def symbols_in(value: Any):
             yield from symbols_in(item)
 
 
-def registers_in(value: Any):
+def registers_in(value: Any) -> Iterator[Reg]:
     """Every register mentioned by an operand value (recursing into addresses and vectors)."""
     if isinstance(value, Reg):
         yield value

@@ -88,8 +88,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterable, Mapping, Set
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence, Set
+from typing import TYPE_CHECKING, Any
 
 from .errors import BuildError, OperandError, Sealed, fail_closed
 from .instructions._tma_addr import symbol_align
@@ -108,9 +108,22 @@ from .instructions.mbarrier_wait import mbarrier_wait
 from .kernel import Kernel
 from .kernel_core import MAX_STATIC_SHARED
 from .kernel_directives import cluster_limit
-from .operands import SINK, Addr, Reg, Symbol, _show, check_identifier, plain_str
+from .operands import (
+    SINK,
+    Addr,
+    IntLike,
+    Predicate,
+    Reg,
+    Symbol,
+    _show,
+    check_identifier,
+    plain_str,
+)
 from .provenance import known_fit
 from .types import MAX_CLUSTER_CTAS, ScalarType, Scope, Sem, StateSpace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from numpy.typing import DTypeLike
 
 __all__ = ["MbarrierRing", "ProducerView", "ConsumerView", "RingView", "tx_bytes", "box_bytes"]
 
@@ -157,7 +170,7 @@ def _elem_bytes(dtype: Any) -> int:
                        "or a PTX or wgmma type name ('f16', 'e4m3')", _show(dtype))
 
 
-def box_bytes(box, dtype) -> int:
+def box_bytes(box: IntLike | Iterable[IntLike], dtype: ScalarType | DTypeLike) -> int:
     """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
 
     `dtype`: a ptxdsl type, a PTX or wgmma type name ('f16', 'u8', 'e4m3': PTX's meaning,
@@ -169,8 +182,8 @@ def box_bytes(box, dtype) -> int:
     box = int_like(box)
     # Any iterable of dimensions (a tuple, list, numpy shape or array), but not text, and not
     # a set or mapping: a set drops repeated dimensions, (8, 8) would count 8 elements.
-    dims = (box,) if isinstance(box, int) else tuple(box) if isinstance(box, Iterable) \
-        and not isinstance(box, str | bytes | Set | Mapping) else ()
+    dims: tuple[Any, ...] = (box,) if isinstance(box, int) else tuple(box) if isinstance(
+        box, Iterable) and not isinstance(box, str | bytes | Set | Mapping) else ()
     dims = tuple(int_like(d) for d in dims)
     if not 1 <= len(dims) <= 5 or not all(isinstance(d, int) and not isinstance(d, bool)
                                           and d >= 1 for d in dims):
@@ -190,7 +203,7 @@ def _source_bytes(src: Any) -> int:
                        repr(src))
 
 
-def tx_bytes(*sources, multicast: int = 1) -> int:
+def tx_bytes(*sources: object, multicast: IntLike = 1) -> int:
     """The expect_tx count of one stage: the box bytes of every load completing on the
     barrier (a `TensorMap`, a `TiledDesc` or a `(box, dtype)` pair each, OOB elements
     included; a map's element strides count as TMA applies them, see `TiledDesc.box_bytes`),
@@ -239,8 +252,9 @@ class MbarrierRing(Sealed):
     an 8-byte aligned `Addr`/`Symbol` in shared memory (e.g. dynamic) with 16 * stages bytes.
     """
 
-    def __init__(self, k, stages: int, *, full_count: int = 1, empty_count: int = 1,
-                 peers: int = 1, storage: Symbol | Addr | None = None, name: str = "ring"):
+    def __init__(self, k: Kernel, stages: IntLike, *, full_count: IntLike = 1,
+                 empty_count: IntLike = 1, peers: IntLike = 1,
+                 storage: Symbol | Addr | None = None, name: str = "ring") -> None:
         self.k = k = _kernel("MbarrierRing", k)
         name = check_identifier(name, "MbarrierRing")   # a plain str: it names the arrays
         self.stages = _count("stages", stages, MAX_STAGES)
@@ -254,8 +268,8 @@ class MbarrierRing(Sealed):
         self.name = name
         n = self.stages
         if storage is None:
-            self.full = k.shared_array(T.b64, n, align=8, name=f"{name}_full")
-            self.empty = k.shared_array(T.b64, n, align=8, name=f"{name}_empty")
+            self.full: Symbol | Addr = k.shared_array(T.b64, n, align=8, name=f"{name}_full")
+            self.empty: Symbol | Addr = k.shared_array(T.b64, n, align=8, name=f"{name}_empty")
             self.full_base = k.mov(self.full, dst=k.reg(T.u32, f"{name}_full_base"))
             self.empty_base = k.mov(self.empty, dst=k.reg(T.u32, f"{name}_empty_base"))
         else:
@@ -290,6 +304,7 @@ class MbarrierRing(Sealed):
         return self._at(self.full, stage)
 
     def empty_at(self, stage: int) -> Addr:
+        """The address of `empty[stage]` for a stage known when building."""
         return self._at(self.empty, stage)
 
     def _at(self, base, stage: int) -> Addr:
@@ -302,7 +317,7 @@ class MbarrierRing(Sealed):
             return Addr(base.base, base.offset + 8 * stage)
         return Addr(base, 8 * stage)
 
-    def init(self, *, elect=None, sync: bool = True) -> None:
+    def init(self, *, elect: Predicate | None = None, sync: bool = True) -> None:
         """Initialise every barrier from one thread (`elect`: a predicate, default
         `tid.x == 0`), `fence.mbarrier_init.release.cluster`, then (`sync=True`) make the
         inits visible: `bar.sync 0`, or for a cluster ring (`peers > 1`) a cluster barrier
@@ -332,7 +347,7 @@ class MbarrierRing(Sealed):
         return ConsumerView(self, "c", 0)
 
 
-def cluster_sync(k, *, aligned: bool = False) -> None:
+def cluster_sync(k: Kernel, *, aligned: bool = False) -> None:
     """`barrier.cluster.arrive.release; barrier.cluster.wait.acquire;` — every thread of every
     CTA of the cluster. `.aligned` (`aligned=True`) is only for code every thread of each warp
     reaches together: after a one-thread branch such as the init, warps may not have
@@ -373,9 +388,10 @@ class RingView(Sealed):
         return self._bar(self.ring.full_base)
 
     def empty_barrier(self) -> Reg:
+        """`empty[stage]` as a fresh .u32 shared address."""
         return self._bar(self.ring.empty_base)
 
-    def slot(self, buffer: Symbol | Addr | Reg, stride: int) -> Reg:
+    def slot(self, buffer: Symbol | Addr | Reg, stride: IntLike) -> Reg:
         """The current stage's slot of a data buffer: `buffer + stage * stride` (bytes).
 
         `buffer`: a shared array, `Addr(array, offset)`, or a 32-bit shared address register.
@@ -427,11 +443,13 @@ class RingView(Sealed):
                                f"({self.ring.stages} x stride at most {MAX_STATIC_SHARED} "
                                "bytes)", stride)
         k = self.k
-        base = buffer
         if isinstance(sym, Symbol):
             base = k.mov(sym)
             if off:
                 base = k.add(base, off, type=T.u32)
+        else:
+            assert isinstance(buffer, Reg)   # refused above otherwise
+            base = buffer
         return k.add(base, k.mul(self.stage, stride, type=T.u32), type=T.u32)
 
     # -- waiting and moving on ------------------------------------------------------------------
@@ -458,14 +476,14 @@ class ProducerView(RingView):
         """Wait until every consumer released the current stage (try_wait.parity loop)."""
         return self._wait(self.empty_barrier())
 
-    def arrive_expect_tx(self, nbytes) -> None:
+    def arrive_expect_tx(self, nbytes: Reg | IntLike) -> None:
         """`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [full], nbytes;` — the
         producer's arrival, announcing the bytes the stage's TMA loads will deliver (see
         `tx_bytes`)."""
         self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.expect_tx, S.shared_cta, SINK,
                                    Addr(self.full_barrier()), nbytes, Sem.release, Scope.cta))
 
-    def expect_tx(self, nbytes) -> None:
+    def expect_tx(self, nbytes: Reg | IntLike) -> None:
         """`mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [full], nbytes;` (no arrival)."""
         self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, Addr(self.full_barrier()), nbytes,
                                Sem.relaxed, Scope.cta))
@@ -483,7 +501,8 @@ class ConsumerView(RingView):
         """Wait until the current stage is full (try_wait.parity loop)."""
         return self._wait(self.full_barrier())
 
-    def release(self, *, ctas=None, scope: str = "cluster") -> None:
+    def release(self, *, ctas: Sequence[Reg | IntLike] | None = None,
+                scope: str = "cluster") -> None:
         """Arrive on `empty[stage]`: the local CTA's (`mbarrier.arrive.shared::cta.b64 _,
         [a];`), or with `ctas=` (cluster ranks: ints or .u32 registers; a cluster ring
         defaults to all `peers` ranks 0..peers-1; each rank once) on each of those CTAs' through

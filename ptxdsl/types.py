@@ -10,6 +10,7 @@ import enum
 import functools
 from collections.abc import Iterable
 from functools import total_ordering
+from typing import Literal, TypeAlias
 
 import attrs
 
@@ -73,6 +74,26 @@ class ScalarType(enum.Enum):
         return format(_SPELLING[self], spec) if spec else _SPELLING[self]
 
     __hash__ = object.__hash__
+
+
+# The names a `Kernel` method's `type=`, `dtype=` and `atype=` also take for a ScalarType
+# (`type="u32"` or `".u32"`), spelled out so a type checker knows them (tests/test_typing.py
+# keeps them in step with the enum).
+TypeName = Literal[
+    "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
+    "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "pred",
+]
+DottedTypeName = Literal[
+    ".b8", ".b16", ".b32", ".b64", ".b128", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16",
+    ".s32", ".s64", ".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred",
+]
+TypeLike: TypeAlias = ScalarType | TypeName | DottedTypeName
+
+
+def scalar_type(t: TypeLike) -> ScalarType:
+    """`t` as a ScalarType. A `Kernel` method's wrapper has already checked a name and turned
+    it into its member (`kernel._type_keywords`): inside one, this only tells the type checker."""
+    return t if type(t) is ScalarType else ScalarType(str(t).lstrip("."))
 
 
 def _parse_bits(t: ScalarType) -> int:
@@ -148,6 +169,10 @@ class StateSpace(enum.Enum):
 _SPACE_PTX = {s: "." + s.value if s.value else "" for s in StateSpace}
 _SHARED_SPACES = frozenset((StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster))
 
+# A state space, scope or semantics argument: the enum member or one of its names ("shared",
+# "shared::cta", "space_shared", "gpu", "release", ...); the builders check the spelling.
+SpaceLike: TypeAlias = StateSpace | str
+
 
 class Scope(enum.Enum):
     cta = "cta"
@@ -172,6 +197,10 @@ class Sem(enum.Enum):
     @property
     def ptx(self) -> str:
         return "." + self.value
+
+
+ScopeLike: TypeAlias = Scope | str
+SemLike: TypeAlias = Sem | str
 
 
 @total_ordering

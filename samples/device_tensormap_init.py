@@ -18,6 +18,8 @@ the 4x128 box).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
@@ -43,7 +45,7 @@ class TensormapParams:
         };
     """
 
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel) -> None:
         self.global_address = k.param(t.u64, "global_address")
         self.rank = k.param(t.s32, "rank")
         self.box_dim = [k.param(t.u32, f"box_dim{i}") for i in range(5)]
@@ -52,9 +54,10 @@ class TensormapParams:
         self.element_stride = [k.param(t.u32, f"element_stride{i}") for i in range(5)]
 
     @staticmethod
-    def args(global_address: int, box_dim, global_dim, global_stride, element_stride) -> dict:
+    def args(global_address: int, box_dim: Sequence[int], global_dim: Sequence[int],
+             global_stride: Sequence[int], element_stride: Sequence[int]) -> dict[str, int]:
         """Launch arguments by parameter name; dimensions innermost first, as the driver."""
-        def pad(values, n):
+        def pad(values: Sequence[int], n: int) -> list[int]:
             return list(values) + [0] * (n - len(values))
 
         args = {"global_address": global_address, "rank": len(global_dim)}
@@ -221,7 +224,7 @@ def run() -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

@@ -43,13 +43,23 @@ only the final bf16 rounding differs: compared bit for bit with numpy's round-to
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, debug, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, t
 from ptxdsl.epilogue import BOX_COLS, STAGING_BYTES, TmaStoreEpilogue
+from ptxdsl.fragments import Fragment
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+
+if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
+    from ptxdsl.runtime import LoadedModule, TensorMap
+
+TileBody = Callable[[Reg, Reg], None]           # the work on the tile at (m0, n0)
+TileLoop = Callable[[TileBody], None]           # runs it on each tile of this CTA
 
 BM, BN, BK_BYTES = 128, 256, 128     # CTA tile rows, columns; k-block bytes per row
 CLUSTER = 2                          # CTAs per cluster, along M; B is multicast
@@ -117,7 +127,7 @@ def config_for(dtype: str, m: int) -> Config:
     return SKINNY[dtype] if m <= SKINNY_M else CONFIGS[dtype]
 
 
-def _raster(k, tile, tiles_m, tiles_n):
+def _raster(k: Kernel, tile: Reg, tiles_m: Reg, tiles_n: Reg) -> tuple[Reg, Reg]:
     """(cluster row, column) of cluster tile `tile` in grouped order: bands of GROUP rows,
     column-major inside a band (the last band may be shorter)."""
     band = k.mul(tiles_n, GROUP)
@@ -157,14 +167,14 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     first_tile = k.read_special("clusterid.x" if cl > 1 else "ctaid.x")
     clusters = k.read_special("nclusterid.x" if cl > 1 else "nctaid.x")
 
-    def tile_loop(body):
+    def tile_loop(body: TileBody) -> None:
         tile = k.mov(first_tile, dst=k.reg(t.u32, "tile"))
         with k.while_(lambda: tile < tiles):
             mb, nb = _raster(k, tile, tiles_m, tiles_n)
             m0, n0 = k.mul(mb, cfg.tile_m), k.mul(nb, cfg.tile_n)
-            if cl > 1 and cfg.along == "m":
+            if rank is not None and cfg.along == "m":    # rank: in a cluster
                 m0 = k.mad(rank, BM, m0)
-            elif cl > 1:
+            elif rank is not None:
                 n0 = k.mad(rank, cfg.bn, n0)
             body(m0, n0)
             k.add(tile, clusters, dst=tile)
@@ -183,7 +193,8 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     return k
 
 
-def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> None:
+def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: Symbol,
+              map_b: Symbol, rank: Reg | None, kblocks: Reg, tile_loop: TileLoop) -> None:
     """One thread: per k-block its own tile of one operand and its 1/cluster slice of the
     shared one, multicast to the cluster (the whole of both without a cluster)."""
     tmap_a, tmap_b = k.tensormap_addr(map_a), k.tensormap_addr(map_b)
@@ -192,22 +203,23 @@ def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> Non
     shared_b = cfg.along == "m"
     rows = cfg.box_b.mn if shared_b else cfg.box_a.mn         # rows of my slice
     # my slice's offset in the stage, after A when it is B's
-    mine = k.mad(rank, rows * BK_BYTES, cfg.a_bytes if shared_b else 0) if cl > 1 else None
+    mine = k.mad(rank, rows * BK_BYTES, cfg.a_bytes if shared_b else 0) \
+        if rank is not None else None     # rank: in a cluster (cl > 1)
     p = ring.producer()
 
-    def tile(m0, n0):
-        if cl > 1:      # my slice of the shared tile (whose origin the CTAs have in common)
-            at = k.mad(rank, rows, n0 if shared_b else m0)
+    def tile(m0: Reg, n0: Reg) -> None:
+        # my slice of the shared tile (whose origin the CTAs have in common)
+        at = k.mad(rank, rows, n0 if shared_b else m0) if rank is not None else None
         with k.for_range(0, kblocks) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
             p.arrive_expect_tx(cfg.stage_bytes)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
 
-            def load(dst, tmap, row, **mc):
+            def load(dst: Reg, tmap: Reg, row: Reg, **mc: int) -> None:
                 ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (kc, row),
                                          full, **mc)
-            if cl == 1:
+            if mine is None or at is None:      # no cluster
                 load(slot, tmap_a, m0)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             elif shared_b:
@@ -221,7 +233,8 @@ def _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop) -> Non
     tile_loop(tile)
 
 
-def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
+def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
+              kblocks: Reg, epi: Epilogue, tile_loop: TileLoop) -> None:
     acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
     read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     leader = k.and_(k.tid.x, 127) == 0
@@ -245,7 +258,7 @@ def _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop) -> None:
             free.release(scope="cta")     # .release.cluster costs a MEMBAR.ALL.GPU per stage
         free.advance()
 
-    def tile(m0, n0):
+    def tile(m0: Reg, n0: Reg) -> None:
         mma(first=True)                                # scale-d 0: the tile starts from zero
         with k.for_range(1, kblocks):
             mma(first=False)
@@ -269,7 +282,8 @@ class Epilogue:
     run on while the warpgroup goes on to the next tile). Otherwise: predicated 32-bit stores
     of bf16 pairs."""
 
-    def __init__(self, k, cfg, smem, map_c, c_p, tma_store, cw, M, N):
+    def __init__(self, k: Kernel, cfg: Config, smem: Symbol, map_c: Symbol, c_p: Symbol,
+                 tma_store: Reg, cw: Reg, M: Reg, N: Reg) -> None:
         self.k, self.cw, self.M, self.N = k, cw, M, N
         self.tma = tma_store != 0
         self.c_base = k.ld_param(c_p)
@@ -277,7 +291,7 @@ class Epilogue:
         # named barrier 1 or 2: this warpgroup's
         self.staged = TmaStoreEpilogue(k, buf, k.tensormap_addr(map_c), k.add(cw, 1))
 
-    def store(self, packed, m0, n0) -> None:
+    def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None:
         k = self.k
         row0 = k.mad(self.cw, 64, m0)
         with k.if_(self.tma):
@@ -293,7 +307,7 @@ class Epilogue:
         self.staged.finish()
 
 
-def build_module(dtypes=tuple(DTYPES), bounded: bool = False) -> Module:
+def build_module(dtypes: Iterable[str] = tuple(DTYPES), bounded: bool = False) -> Module:
     """Every variant of `dtypes`: the default, the skinny-M and the one-row kernel of each."""
     kernels = [build_gemm(cfg[d], bounded) for cfg in VARIANTS.values() for d in dtypes]
     if bounded:
@@ -310,7 +324,8 @@ def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
                          f"N even; got M={m} N={n} K={kdim}")
 
 
-def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int, cfg: Config | None = None):
+def tensor_maps(dtype: str, a: object, b: object, m: int, n: int, kdim: int,
+                cfg: Config | None = None) -> tuple[TensorMap, TensorMap]:
     """The tensor maps of A (M x K) and B (N x K) for device buffers `a`, `b` (any pointer),
     for variant `cfg` (default: `config_for(dtype, m)`)."""
     from ptxdsl import runtime as rt
@@ -323,7 +338,7 @@ def tensor_maps(dtype: str, a, b, m: int, n: int, kdim: int, cfg: Config | None 
     return ma, mb
 
 
-def output_map(c, m: int, n: int):
+def output_map(c: object, m: int, n: int) -> TensorMap | None:
     """C's tensor map for the TMA-store epilogue, or None when N * 2 bytes is not a multiple
     of 16 (TMA's pitch rule; the kernel then stores directly)."""
     from ptxdsl import runtime as rt
@@ -340,8 +355,10 @@ def grid_for(m: int, n: int, sms: int, cfg: Config = CONFIGS["bf16"]) -> int:
     return cl * max(1, min(tiles, sms // cl))
 
 
-def launch(module, dtype: str, a, b, c, m: int, n: int, kdim: int, scale: float = 1.0, *,
-           sms: int, stream=None, maps=None, cfg: Config | None = None) -> None:
+def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m: int, n: int,
+           kdim: int, scale: float = 1.0, *, sms: int, stream: object = None,
+           maps: tuple[TensorMap, TensorMap, TensorMap | None] | None = None,
+           cfg: Config | None = None) -> None:
     """C = A @ B^T on the GPU with the kernel of variant `cfg` (default `config_for(dtype,
     m)`) from the loaded `module`; `maps`: the three maps from `tensor_maps` (for the same
     variant) + `output_map`, to skip encoding them per call."""
@@ -373,7 +390,8 @@ def e4m3_bits(x: np.ndarray) -> np.ndarray:
     return out | np.where(x < 0, 0x80, 0).astype(np.uint8)
 
 
-def reference_inputs(dtype: str, m: int, n: int, kdim: int, seed: int = 17):
+def reference_inputs(dtype: str, m: int, n: int, kdim: int,
+                     seed: int = 17) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(a bits, b bits, exact f32 A @ B^T * scale, scale): integer-valued inputs whose sums
     are exact in f32 for the K used here, so only the final rounding to bf16 remains."""
     rng = np.random.default_rng(seed)
@@ -392,8 +410,9 @@ def reference_inputs(dtype: str, m: int, n: int, kdim: int, seed: int = 17):
 SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, K; K < a stage
 
 
-def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
-        bounded: bool = False, variants=tuple(VARIANTS)) -> Report:
+def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(DTYPES),
+        sms: int | None = None, bounded: bool = False,
+        variants: Iterable[str] = tuple(VARIANTS)) -> Report:
     """Each kernel of `dtypes` and `variants` ("default", "skinny", "row") on each (M, N, K) of
     `shapes`; `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the
     debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
@@ -427,7 +446,7 @@ def run(shapes=SHAPES, dtypes=tuple(DTYPES), sms: int | None = None,
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

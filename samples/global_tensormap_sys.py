@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
 
 ROWS, COLS = 48, 80                   # u16 tensors (160-byte rows)
@@ -31,7 +31,8 @@ THREADS = 32
 MODIFY_AT = (64, 40)                  # (x, y): a tile that overhangs both edges
 
 
-def emit_load(k: Kernel, tmap, coords, tile, bar, parity: int) -> None:
+def emit_load(k: Kernel, tmap: Reg, coords: tuple[Reg | int, ...], tile: Symbol, bar: Symbol,
+              parity: int) -> None:
     """Thread 0 issues the TMA load; every thread waits for phase `parity` to complete."""
     with k.if_(k.tid.x == 0):
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, coords, bar)
@@ -40,7 +41,7 @@ def emit_load(k: Kernel, tmap, coords, tile, bar, parity: int) -> None:
     ptx.mbarrier_wait(k, bar, parity)
 
 
-def emit_copy_out(k: Kernel, tile, dst) -> None:
+def emit_copy_out(k: Kernel, tile: Symbol, dst: Reg) -> None:
     """The CTA copies the tile (BOX_BYTES) to the .global address `dst`, 16 bytes a thread."""
     base = k.mov(tile)
     with k.for_range(k.shl(k.tid.x, 4), BOX_BYTES, THREADS * 16) as off:
@@ -184,7 +185,7 @@ def run() -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

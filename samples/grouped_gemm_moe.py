@@ -79,14 +79,20 @@ padding rows after the last expert keep their poison.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, ptx, t
 from ptxdsl.epilogue import BOX_COLS, BOX_ROWS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+
+if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
+    from ptxdsl.runtime import Function, LoadedModule, TensorMap
 
 space_shared = ptx.space_shared
 
@@ -140,11 +146,11 @@ ITEM_TX = 4                             # the item's st.async into the peer's st
 BF16 = 2
 
 
-def _cdiv(k: Kernel, a, b: int):
+def _cdiv(k: Kernel, a: Reg, b: int) -> Reg:
     return k.div(k.add(a, b - 1), b)
 
 
-def _expert_items(k: Kernel, rows, n_tiles, n_pairs):
+def _expert_items(k: Kernel, rows: Reg, n_tiles: Reg, n_pairs: Reg) -> Reg:
     """How many cluster items an expert of `rows` tokens has (the device side of
     `expert_items`): an M-pair per pair of m-tiles and n-tile, and when m_tiles is odd an
     N-pair of the last m-tile per pair of n-tiles (`n_pairs`)."""
@@ -159,7 +165,7 @@ class WorkList:
     split along K into `parts` consecutive items each. Every role builds it with one full
     warp: each lane sums the item counts of every 32nd expert, a butterfly adds them up."""
 
-    def __init__(self, k: Kernel, offsets, G, n_tiles, k_steps):
+    def __init__(self, k: Kernel, offsets: Reg, G: Reg, n_tiles: Reg, k_steps: Reg) -> None:
         self.k, self.k_steps = k, k_steps
         lane = k.and_(k.tid.x, 31)
         n_pairs = k.shr(k.add(n_tiles, 1), 1)
@@ -190,7 +196,7 @@ class WorkList:
         self.parts = k.selp(parts, 1, some, type=t.u32)
         self.split_base = k.sub(self.total, k.selp(rest, 0, some, type=t.u32))
 
-    def decode(self, v):
+    def decode(self, v: Reg) -> tuple[Reg, Reg, Reg, Reg, Reg]:
         """Item v: (its cluster item, "a part" predicate, its part's index among all parts
         (the slot of its partial sum), first and end K step)."""
         k = self.k
@@ -211,7 +217,7 @@ class ExpertWalk:
     moves on to the expert holding item w, skipping empty experts; afterwards g == G means
     w is past the last item."""
 
-    def __init__(self, k: Kernel, offsets, G, n_tiles):
+    def __init__(self, k: Kernel, offsets: Reg, G: Reg, n_tiles: Reg) -> None:
         self.k, self.offsets, self.G, self.n_tiles = k, offsets, G, n_tiles
         self.g = k.mov(0, dst=k.reg(t.u32, "walk_g"))
         self.m_lo = k.ld(Addr(offsets), type=t.u32, space="global",
@@ -222,13 +228,13 @@ class ExpertWalk:
         self.first = k.mov(0, dst=k.reg(t.u32, "walk_first"))
         self.end = k.mov(self._items(), dst=k.reg(t.u32, "walk_end"))
 
-    def _items(self):
+    def _items(self) -> Reg:
         """The current expert's cluster item count (M-pairs share W_g's tile, N-pairs X_g's;
         their order: `tile`)."""
         return _expert_items(self.k, self.k.sub(self.m_hi, self.m_lo), self.n_tiles,
                              self.n_pairs)
 
-    def seek(self, w) -> None:
+    def seek(self, w: Reg) -> None:
         k = self.k
         with k.loop():
             k.break_(k.setp("lt", w, self.end, type=t.u32))
@@ -240,7 +246,7 @@ class ExpertWalk:
             k.mov(self.end, dst=self.first)
             k.add(self.first, self._items(), dst=self.end)
 
-    def tile(self, w, rank):
+    def tile(self, w: Reg, rank: Reg | int) -> tuple[Reg, Reg, Reg]:
         """(m-tile, n-tile) of CTA `rank`'s tile of item w within the current expert, and the
         predicate "w is an M-pair" (W_g's tile shared, else X_g's). The items go in blocks,
         one per pair of n-tiles 2q, 2q + 1: the M-pairs of n-tile 2q (pair fastest), those of
@@ -314,8 +320,10 @@ def build_moe_gemm(bounded: bool = False, encode_only: bool = False) -> Kernel:
     return k
 
 
-def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, offsets, G,
-              N, K, n_tiles, k_steps, encode_only: bool = False) -> None:
+def _producer(k: Kernel, ring: MbarrierRing, tiles_x: Reg, tiles_w: Reg, smap_x: Addr,
+              smap_w: Addr, tmpl_x: Symbol, tmpl_w: Symbol,
+              ptrs: tuple[Symbol, Symbol, Symbol, Symbol], offsets: Reg, G: Reg, N: Reg,
+              K: Reg, n_tiles: Reg, k_steps: Reg, encode_only: bool = False) -> None:
     """Warp 0: expert switches re-encode the maps (whole warp: cp_fenceproxy is .aligned);
     lane 0 issues the TMA loads."""
     x_p, w_p, maps_p, sched_p = ptrs
@@ -335,7 +343,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
     p = ring.producer()
     items = k.add(tiles_x, ITEMS_OFF)
 
-    def publish():
+    def publish() -> None:
         """The expert's two maps: replace in shared memory, copy to the next slot with
         release, acquire (whole warp; lane 0 writes and acquires)."""
         k.syncwarp()         # the previous publish read the shared copies
@@ -361,7 +369,7 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
             k.mov(0, dst=slot)
         k.mov(walk.g, dst=cur)
 
-    def hand_out(value, data_tx: int):
+    def hand_out(value: Reg | int, data_tx: int) -> Reg:
         """The current stage's item (a register, or END_ITEM) to both CTAs' consumers: stored
         here and released by this CTA's arrive (expecting `data_tx` bytes of loads, or plain
         when none follow), and stored into the peer's slot by st.async, whose 4 bytes the
@@ -381,17 +389,17 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
         ptx.st_async(k, ptx.mapa(k, "shared::cluster", item_at, PEER), value, peer_bar)
         return bar
 
-    def load(slot, tmap, coords, bar, ctas: int) -> None:
+    def load(slot: Reg, tmap: Reg, coords: tuple[Reg, Reg], bar: Reg, ctas: int) -> None:
         """One box into `slot` of the CTAs in the `ctas` mask (rank 0 alone: no multicast)."""
         mc = {"cta_mask": ctas} if ctas != 1 else {}
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar, **mc)
 
-    def claim():
+    def claim() -> None:
         """The cluster's next item: lane 0's `claimed` (read after the current item)."""
         with k.if_(lane0):
             k.atom("add", Addr(sched), 1, type=t.u32, space="global", dst=claimed)
 
-    def body(item, tile_item, kb0, kb1):
+    def body(item: Reg, tile_item: Reg, kb0: Reg, kb1: Reg) -> None:
         mt, nt, mpair = walk.tile(tile_item, 0)  # rank 0's tile; the peer's is the next m or n
         m0, n0 = k.mul(mt, BM), k.mul(nt, BN)
         switch = k.setp("ne", walk.g, cur, type=t.u32)
@@ -455,8 +463,9 @@ def _producer(k, ring, tiles_x, tiles_w, smap_x, smap_w, tmpl_x, tmpl_w, ptrs, o
             k.st(Addr(sched, 4), 0, type=t.u32, space="global")
 
 
-def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
-              k_steps) -> None:
+def _consumer(k: Kernel, ring: MbarrierRing, tiles_x: Reg, tiles_w: Reg, wg: Reg, rank: Reg,
+              out: tuple[Symbol, Symbol, Symbol], offsets: Reg, G: Reg, N: Reg, n_tiles: Reg,
+              k_steps: Reg) -> None:
     """Warpgroup wg (0, 1) of the consumers: rows 64wg.. of this CTA's tile of every item."""
     y_p, map_y, partials_p = out
     y = k.ld_param(y_p)
@@ -494,7 +503,7 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
     tid = k.and_(k.tid.x, 127)
     quads = [tuple(acc.regs[q:q + 4]) for q in range(0, len(acc.regs), 4)]
 
-    def add_up_parts(rel):
+    def add_up_parts(rel: Reg) -> Reg:
         """A part's end: store this warpgroup's partial sum into its slot, count it on the
         tile's counter (acq_rel at gpu scope, after a barrier of the warpgroup: every thread's
         stores are published with it); the part that counts last resets the counter and sums
@@ -531,7 +540,7 @@ def _consumer(k, ring, tiles_x, tiles_w, wg, rank, out, offsets, G, N, n_tiles,
                         k.add(r, v, dst=r)
         return holds_sum
 
-    def body(item, is_part, rel, steps):
+    def body(item: Reg, is_part: Reg, rel: Reg, steps: Reg) -> None:
         # Every tile runs the whole mainloop, even the rows past M_g of an expert's last
         # tile: a warpgroup that skipped them would finish its tile early and pull away from
         # the other tiles reading the same W_g tile, whose loads then miss in L2 (measured
@@ -589,12 +598,12 @@ def expert_items(rows: int, n_tiles: int) -> int:
     return m_tiles // 2 * n_tiles + (m_tiles & 1) * ((n_tiles + 1) // 2)
 
 
-def total_items(offsets, N: int) -> int:
+def total_items(offsets: Sequence[int] | np.ndarray, N: int) -> int:
     n_tiles = -(-N // BN)
     return sum(expert_items(int(m), n_tiles) for m in np.diff(np.asarray(offsets, np.int64)))
 
 
-def claims(total: int, grid: int, rng=None) -> list[list[int]]:
+def claims(total: int, grid: int, rng: np.random.Generator | None = None) -> list[list[int]]:
     """Which items each cluster's producer takes (`grid` clusters): cluster c starts with item
     c; each cluster holding an item claims the next (`atom.add` on the counter: claim j is
     item grid + j) until it gets one >= total. The claims' order is the GPU's; here clusters
@@ -612,7 +621,8 @@ def claims(total: int, grid: int, rng=None) -> list[list[int]]:
     return [[w for w in items if w < total] for items in out]
 
 
-def walk(offsets, N: int, items: list[int], rank: int = 0) -> list[tuple[int, int, int]]:
+def walk(offsets: Sequence[int] | np.ndarray, N: int, items: list[int],
+         rank: int = 0) -> list[tuple[int, int, int]]:
     """(expert, m-tile, n-tile) of CTA `rank`'s tile of each of a cluster's increasing
     `items` (ExpertWalk's seek and tile, line by line); an n-tile may be past N (rank 1 of an
     odd n_tiles' last N-pair: nothing stored)."""
@@ -671,7 +681,9 @@ def partials_bytes(grid: int) -> int:
     return grid // CLUSTER * (16 + CLUSTER * CONSUMERS * PART_BYTES)
 
 
-def simulate_walk(offsets, N: int, grid: int, rng=None, K: int | None = None) -> list[list]:
+def simulate_walk(offsets: Sequence[int] | np.ndarray, N: int, grid: int,
+                  rng: np.random.Generator | None = None,
+                  K: int | None = None) -> Sequence[Sequence[tuple[int, ...]]]:
     """What each CTA's roles compute, in Python, for a launch of `grid` CTAs (`grid` / 2
     clusters; CTA 2c + r is rank r of cluster c): per CTA the (expert, m-tile, n-tile) tiles
     it computes, in order, for the claim order of `claims`. Rank 0's list is also its
@@ -708,7 +720,8 @@ def map_switches(items: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def map_fields(offsets, g: int, K: int, N: int, x_addr: int, w_addr: int) -> dict:
+def map_fields(offsets: Sequence[int] | np.ndarray, g: int, K: int, N: int, x_addr: int,
+               w_addr: int) -> dict[str, int]:
     """The fields the producer writes for expert g (X_g's address and rows, W_g's address)."""
     return {"x_address": x_addr + int(offsets[g]) * K * BF16,
             "x_rows": int(offsets[g + 1]) - int(offsets[g]),
@@ -732,13 +745,13 @@ def expert_sizes(G: int, tokens: int, seed: int = 0, zeros: int = 0) -> np.ndarr
     rng = np.random.default_rng(seed)
     weights = rng.uniform(0.2, 1.0, G)
     weights[rng.permutation(G)[:zeros]] = 0.0
-    sizes = np.floor(weights / weights.sum() * tokens).astype(np.int64)
+    sizes: np.ndarray = np.floor(weights / weights.sum() * tokens).astype(np.int64)
     live = np.flatnonzero(weights)
     sizes[live[0]] += tokens - sizes.sum()
     return sizes
 
 
-def templates(x, T: int, w, N: int, K: int) -> tuple:
+def templates(x: object, T: int, w: object, N: int, K: int) -> tuple[TensorMap, TensorMap]:
     """The host-encoded templates (x, w: device addresses or buffers): every field but X_g's
     address and row count and W_g's address is final; the layouts check box and swizzle."""
     from ptxdsl import runtime as rt
@@ -751,7 +764,7 @@ def templates(x, T: int, w, N: int, K: int) -> tuple:
     return tmpl_x, tmpl_w
 
 
-def output_map(y, T: int, N: int, fallback):
+def output_map(y: object, T: int, N: int, fallback: TensorMap) -> TensorMap:
     """Y's tensor map for the TMA-store epilogue (T x N, 64 x 64 boxes, 128B swizzle), or
     `fallback` (any map: the kernel then stores every row directly) when N * 2 bytes is not
     a multiple of 16, TMA's pitch rule."""
@@ -770,7 +783,8 @@ class MoeProblem:
 
     PAD_ROWS = 8
 
-    def __init__(self, sizes, N: int, K: int, grid: int, seed: int = 0):
+    def __init__(self, sizes: Sequence[int] | np.ndarray, N: int, K: int, grid: int,
+                 seed: int = 0) -> None:
         from ptxdsl import runtime as rt
         if K % 8 or K < 8 or N % 2 or N < 2:
             raise ValueError(f"K must be a positive multiple of 8 (X's and W's 16-byte TMA row "
@@ -801,11 +815,11 @@ class MoeProblem:
         self.tmpl_x, self.tmpl_w = templates(self.dev_x, self.T, self.dev_w, N, K)
         self.map_y = output_map(self.dev_y, self.T, N, self.tmpl_x)
 
-    def args(self) -> tuple:
+    def args(self) -> tuple[Any, ...]:
         return (self.tmpl_x, self.tmpl_w, self.map_y, self.dev_x, self.dev_w, self.dev_y,
                 self.dev_off, self.maps, self.sched, self.partials, self.G, self.N, self.K)
 
-    def launch(self, fn) -> None:
+    def launch(self, fn: Function) -> None:
         fn.launch(grid=self.grid, block=THREADS, args=self.args(), shared_mem=SHARED_BYTES)
 
     def expected(self) -> np.ndarray:
@@ -846,7 +860,7 @@ def sm_count() -> int:
     return device_info().sm_count
 
 
-def persistent_grid(fn) -> int:
+def persistent_grid(fn: Function) -> int:
     """The persistent grid of the loaded `moe_gemm` (or `moe_encode_only`): as many clusters
     as fit on the GPU at once (cuOccupancyMaxActiveClusters; one CTA per SM, and a cluster's
     CTAs on one GPC), in CTAs. A cluster that did not fit would start its first item only
@@ -855,8 +869,9 @@ def persistent_grid(fn) -> int:
     return CLUSTER * (clusters if clusters else sm_count() // CLUSTER)
 
 
-def run_case(sizes, N: int, K: int, *, grid: int | None = None, seed: int = 0,
-             report: Report | None = None, module=None) -> Report:
+def run_case(sizes: Sequence[int] | np.ndarray, N: int, K: int, *, grid: int | None = None,
+             seed: int = 0, report: Report | None = None,
+             module: LoadedModule | None = None) -> Report:
     report = report or Report("grouped_gemm_moe")
     mod = module or build_module().load()
     prob = MoeProblem(sizes, N, K, grid or persistent_grid(mod["moe_gemm"]), seed)
@@ -878,7 +893,7 @@ def run() -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, sample_runner, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, ptx, sample_runner, t
 from ptxdsl.sample_runner import POISON, SYNC_TIMEOUT_S, Report, random_array, sample_main
 
 space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
@@ -47,7 +50,7 @@ SPIN_TIMEOUT_NS = 2_000_000_000
 
 
 # -- kernels -------------------------------------------------------------------------------------
-def emit_fields(k: Kernel, smap, width, height, row_stride) -> None:
+def emit_fields(k: Kernel, smap: Symbol, width: Reg, height: Reg, row_stride: Reg) -> None:
     """Every field but the address, for a 2-D u16 map with a BOX_ROWS x BOX_COLS box."""
     ptx.tensormap_replace_rank(k, space_shared, smap, rank=2)
     ptx.tensormap_replace_box_dim(k, space_shared, smap, 0, BOX_COLS)
@@ -63,7 +66,7 @@ def emit_fields(k: Kernel, smap, width, height, row_stride) -> None:
     ptx.tensormap_replace_fill_mode(k, space_shared, smap, "zero")
 
 
-def shape_params(k: Kernel):
+def shape_params(k: Kernel) -> tuple[Symbol, Symbol, Symbol]:
     return k.param(t.u32, "width"), k.param(t.u32, "height"), k.param(t.u64, "row_stride")
 
 
@@ -85,7 +88,8 @@ def build_encode() -> Kernel:
     return k
 
 
-def emit_load(k: Kernel, tmap, coords, tile, bar, wait) -> None:
+def emit_load(k: Kernel, tmap: Reg, coords: tuple[Reg, Reg], tile: Symbol, bar: Symbol,
+              wait: Callable[[], object]) -> None:
     with k.if_(k.tid.x == 0):
         ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", tile, tmap, coords, bar)
         ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", bar, BOX_BYTES,
@@ -93,7 +97,7 @@ def emit_load(k: Kernel, tmap, coords, tile, bar, wait) -> None:
     wait()
 
 
-def emit_copy_out(k: Kernel, tile, dst) -> None:
+def emit_copy_out(k: Kernel, tile: Symbol, dst: Reg) -> None:
     base = k.mov(tile)
     with k.for_range(k.shl(k.tid.x, 4), BOX_BYTES, THREADS * 16) as off:
         chunk = k.ld(Addr(k.add(base, off)), type=t.b32, space="shared::cta", vec=4)
@@ -122,7 +126,7 @@ def build_consume() -> Kernel:
     return k
 
 
-def emit_spin(k: Kernel, word, target, status, stop) -> None:
+def emit_spin(k: Kernel, word: Reg, target: Reg | int, status: Reg, stop: Symbol) -> None:
     """(one thread) Wait until `ld.acquire.sys [word] >= target`; after SPIN_TIMEOUT_NS store
     `target` to `status` and 1 to the shared `stop` instead."""
     start = k.read_special("globaltimer")
@@ -137,7 +141,7 @@ def emit_spin(k: Kernel, word, target, status, stop) -> None:
     k.place(done)
 
 
-def handoff_params(k: Kernel):
+def handoff_params(k: Kernel) -> tuple[Symbol, list[Reg]]:
     rounds = k.param(t.u32, "rounds")
     ptrs = [k.cvta(k.ld_param(k.param_ptr(n)), "global", to=True)
             for n in ("flag", "ack", "status")]
@@ -241,7 +245,7 @@ def shape_args(a: np.ndarray) -> tuple[int, int, int]:
 
 
 class Flows:
-    def __init__(self, rt, devices: tuple[int, int], report: Report):
+    def __init__(self, rt: ModuleType, devices: tuple[int, int], report: Report) -> None:
         self.rt, self.report = rt, report
         self.devices = sorted(set(devices))
         # Every kernel is resolved (loaded onto its device) before any launch: with CUDA's lazy
@@ -257,7 +261,7 @@ class Flows:
         self.templates = {d: rt.TensorMap.tiled(self.placeholders[d], (16,), np.uint8, (16,),
                                                 device=d) for d in self.devices}
 
-    def map_memory(self, placement: str, p: int, c: int):
+    def map_memory(self, placement: str, p: int, c: int) -> tuple[Any, int, int]:
         """(buffer, address on p, address on c) of 128 poisoned bytes for the map."""
         rt = self.rt
         if placement == "host":
@@ -362,7 +366,7 @@ def run(devices: tuple[int, int] | None = None) -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a.startswith("--ptx") or a in ("-h", "--help") for a in argv):
         return sample_main(argv, __doc__, build_module, run)

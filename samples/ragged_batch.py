@@ -30,10 +30,16 @@ and documented by Triton). The check expects exactly that, and untouched padding
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
+
+if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
+    from ptxdsl.runtime import TensorMap
 
 space_shared = ptx.space_shared   # cuda::ptx's tag, as the CUDA code spells it
 
@@ -56,15 +62,17 @@ TILE_BYTES = 4096        # shared tile buffer; each tensor's box must fit
 BOX_INNER_BYTES = 64     # the default box: 64 bytes of a row (a multiple of 16) ...
 BOX_ROWS = 16            # ... by 16 rows
 MAP_BYTES = 128
+FIELDS = dict(RECORD.fields or {})   # name -> (dtype, byte offset)
 
 
-def _field(k: Kernel, rec, name: str):
+def _field(k: Kernel, rec: Reg, name: str) -> Reg:
     """Load one field of the record at `rec` (a .global address)."""
-    fmt, off = RECORD.fields[name]
+    fmt, off = FIELDS[name][:2]
     return k.ld(Addr(rec, off), type=t.u64 if fmt.itemsize == 8 else t.u32, space="global")
 
 
-def emit_encode(k: Kernel, template, src_smap, dst_smap, rec) -> None:
+def emit_encode(k: Kernel, template: Symbol, src_smap: Symbol, dst_smap: Symbol,
+                rec: Reg) -> None:
     """Lane 0: the source and destination maps of record `rec` in shared memory."""
     # Copy-initialise from the template, then replace every field of a 2-D map.
     k.copy(src_smap, template, MAP_BYTES)
@@ -90,7 +98,8 @@ def emit_encode(k: Kernel, template, src_smap, dst_smap, rec) -> None:
     ptx.tensormap_replace_global_address(k, space_shared, dst_smap, _field(k, rec, "dst"))
 
 
-def emit_tile_copy(k: Kernel, src_map, dst_map, rec, tile, bar) -> None:
+def emit_tile_copy(k: Kernel, src_map: Reg, dst_map: Reg, rec: Reg, tile: Symbol,
+                   bar: Symbol) -> None:
     """One thread: copy every tile of record `rec`'s tensor from `src_map` to `dst_map`
     (64-bit generic map addresses) through the shared buffer `tile`."""
     cols, rows = _field(k, rec, "cols"), _field(k, rec, "rows")
@@ -119,7 +128,7 @@ def emit_tile_copy(k: Kernel, src_map, dst_map, rec, tile, bar) -> None:
     ptx.mbarrier_inval(k, bar)
 
 
-def _record(k: Kernel, table):
+def _record(k: Kernel, table: Symbol) -> Reg:
     """The .global address of this CTA's record: table + ctaid.x * 64."""
     base = k.cvta(k.ld_param(table), "global", to=True)
     return k.add(base, k.mul(k.ctaid.x, RECORD.itemsize, mode="wide"))
@@ -192,7 +201,8 @@ def build_module() -> Module:
 
 
 # -- host side -----------------------------------------------------------------------------------
-def random_specs(G: int, seed: int = 0, max_rows: int = 48, max_cols: int = 160):
+def random_specs(G: int, seed: int = 0, max_rows: int = 48,
+                 max_cols: int = 160) -> list[tuple[str, int, int]]:
     """G (elemtype, rows, cols) triples: the element types in turn (so 10 tensors cover them
     all), random shapes, most of them not a whole number of boxes."""
     rng = np.random.default_rng(seed)
@@ -210,8 +220,8 @@ class RaggedBatch:
     boundary; the box is BOX_INNER_BYTES x BOX_ROWS unless given.
     """
 
-    def __init__(self, specs, seed: int = 0, box_inner_bytes: int = BOX_INNER_BYTES,
-                 box_rows: int = BOX_ROWS):
+    def __init__(self, specs: Iterable[tuple[str, int, int]], seed: int = 0,
+                 box_inner_bytes: int = BOX_INNER_BYTES, box_rows: int = BOX_ROWS) -> None:
         from ptxdsl import runtime as rt
         self.rt = rt
         self.specs = list(specs)
@@ -249,7 +259,7 @@ class RaggedBatch:
         self.dst.memset(POISON)
         self.maps.memset(POISON)
 
-    def host_maps(self) -> list:
+    def host_maps(self) -> list[tuple[TensorMap, ...]]:
         """(source, destination) maps per tensor, encoded by the driver."""
         out = []
         for g, (name, rows, cols) in enumerate(self.specs):
@@ -262,7 +272,7 @@ class RaggedBatch:
                              for which in ("src", "dst")))
         return out
 
-    def upload_host_maps(self, maps) -> None:
+    def upload_host_maps(self, maps: Iterable[tuple[TensorMap, ...]]) -> None:
         """The host-encoded maps into the workspace (one copy), for ragged_copy_host_maps."""
         blob = np.frombuffer(b"".join(bytes(m) for pair in maps for m in pair), np.uint8)
         self.maps.copy_from(blob)
@@ -331,7 +341,7 @@ def run(G: int = 16, seed: int = 0) -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

@@ -26,10 +26,17 @@ there. The checks expect exactly that.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.sample_runner import POISON, Report, random_array, sample_main, sync
+
+if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
+    from ptxdsl.runtime import LoadedModule
 
 # -- the guide's 2-D example ---------------------------------------------------------------------
 SMEM_HEIGHT, SMEM_WIDTH = 8, 32      # the box: 8 rows of 32 ints (1 KiB), one thread per column
@@ -173,7 +180,7 @@ def build_module() -> Module:
 
 
 # -- host side -----------------------------------------------------------------------------------
-def box_at(a: np.ndarray, start, box) -> np.ndarray:
+def box_at(a: np.ndarray, start: Sequence[int], box: Sequence[int]) -> np.ndarray:
     """What TMA loads: the box of `a` at `start` (numpy order), zeros where out of bounds."""
     tile = np.zeros(box, a.dtype)
     src, dst = [], []
@@ -187,7 +194,7 @@ def box_at(a: np.ndarray, start, box) -> np.ndarray:
     return tile
 
 
-def store_box(a: np.ndarray, start, tile: np.ndarray) -> None:
+def store_box(a: np.ndarray, start: Sequence[int], tile: np.ndarray) -> None:
     """`tile` at `start` (non-negative), clipped at the end of `a` (pass the view a TMA store
     can reach: see `store_view`)."""
     src, dst = [], []
@@ -200,7 +207,7 @@ def store_box(a: np.ndarray, start, tile: np.ndarray) -> None:
     a[tuple(dst)] = tile[tuple(src)]
 
 
-def store_view(buffer: np.ndarray, shape) -> np.ndarray:
+def store_view(buffer: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """The part of `buffer` a TMA store to a tensor of `shape` (at the start of `buffer`, rows
     padded) can write: the tensor, with each innermost row widened to a whole number of 16-byte
     chunks, since the store writes whole chunks."""
@@ -211,7 +218,8 @@ def store_view(buffer: np.ndarray, shape) -> np.ndarray:
     return buffer[(*(slice(0, n) for n in shape[:-1]), slice(0, inner))]
 
 
-def run_tile_2d(mod, rt, rng, report: Report) -> None:
+def run_tile_2d(mod: LoadedModule, rt: ModuleType, rng: np.random.Generator,
+                report: Report) -> None:
     gmem = random_array(rng, (GMEM_HEIGHT, GMEM_WIDTH), np.int32)
     buf = rt.DeviceBuffer.empty(gmem.shape, np.int32)
     tensor_map = rt.TensorMap.tiled(buf, gmem.shape, np.int32, (SMEM_HEIGHT, SMEM_WIDTH))
@@ -251,7 +259,8 @@ CASES = [
 ]
 
 
-def check_coordinates(name: str, itemsize: int, load_at, store_at) -> None:
+def check_coordinates(name: str, itemsize: int, load_at: Sequence[int],
+                      store_at: Sequence[int]) -> None:
     """TMA rules the hardware enforces at run time (an illegal-instruction fault otherwise, seen
     on an H100): the innermost start coordinate must be a multiple of 16 bytes, for loads and
     stores alike (it may be negative for loads), and a store cannot start below zero."""
@@ -263,7 +272,8 @@ def check_coordinates(name: str, itemsize: int, load_at, store_at) -> None:
         raise ValueError(f"{name}: a TMA store cannot start at a negative coordinate")
 
 
-def run_case(mod, rt, rng, report: Report, case) -> None:
+def run_case(mod: LoadedModule, rt: ModuleType, rng: np.random.Generator, report: Report,
+             case: tuple[Any, ...]) -> None:
     name, tma_type, dtype, shape, pitch, box, load_at, store_at, swizzle = case
     check_coordinates(name, np.dtype(dtype).itemsize, load_at, store_at)
     rank = len(shape)
@@ -295,7 +305,7 @@ def run_case(mod, rt, rng, report: Report, case) -> None:
     report.check_equal(f"{name}: stored box in the destination", dst.to_numpy(), want)
 
 
-def run(cases=None) -> Report:
+def run(cases: Iterable[int] | None = None) -> Report:
     """The guide's kernel, then every entry of CASES (or only the indices in `cases`)."""
     from ptxdsl import runtime as rt
     report = Report("tma_tile_2d")
@@ -309,7 +319,7 @@ def run(cases=None) -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

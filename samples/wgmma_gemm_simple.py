@@ -105,7 +105,7 @@ def run() -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

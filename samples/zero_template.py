@@ -120,7 +120,7 @@ def expected_tiles(tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     big[-oy:-oy + ROWS, -ox:-ox + COLS] = tensor
     inside[-oy:-oy + ROWS, -ox:-ox + COLS] = True
 
-    def tiles(a):
+    def tiles(a: np.ndarray) -> np.ndarray:
         return a.reshape(TILES_Y, BOX_ROWS, TILES_X, BOX_COLS).transpose(0, 2, 1, 3)
 
     return tiles(big), tiles(inside)
@@ -161,7 +161,7 @@ def run() -> Report:
     return report
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return sample_main(argv, __doc__, build_module, run)
 
 

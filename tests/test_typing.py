@@ -59,3 +59,74 @@ def test_type_ignores_name_their_code_and_say_why():
                 unexplained.append(where)
     assert not bare, f"a type: ignore without an error code: {bare}"
     assert not unexplained, f"a type: ignore without a comment saying why: {unexplained}"
+
+
+def test_type_names_match_the_scalar_types():
+    """`type="u32"` is typed as `types.TypeName` (".u32" as `DottedTypeName`): the same names
+    as the enum, which the kernel's wrapper converts."""
+    from typing import get_args
+
+    from ptxdsl.types import DottedTypeName, ScalarType, TypeName
+    names = [t.value for t in ScalarType]
+    assert list(get_args(TypeName)) == names
+    assert list(get_args(DottedTypeName)) == ["." + n for n in names]
+
+
+def _public_signatures(cls: type):
+    import inspect
+    for name in sorted(dir(cls)):
+        if name.startswith("_"):
+            continue
+        attr = inspect.getattr_static(cls, name)
+        fn = attr.fget if isinstance(attr, property) else getattr(attr, "__func__", attr)
+        fn = inspect.unwrap(fn) if callable(fn) else fn
+        if inspect.isfunction(fn):
+            yield name, inspect.signature(fn)
+
+
+def _unannotated(cls: type) -> list[str]:
+    import inspect
+    missing = []
+    for name, sig in _public_signatures(cls):
+        missing += [f"{cls.__name__}.{name}({p})" for p in sig.parameters
+                    if p not in ("self", "cls")
+                    and sig.parameters[p].annotation is inspect.Parameter.empty]
+        if sig.return_annotation is inspect.Signature.empty:
+            missing.append(f"{cls.__name__}.{name} -> ?")
+    return missing
+
+
+def test_every_kernel_method_is_annotated():
+    """IDEs and `mypy --strict` on user code see every `Kernel` parameter's and result's type
+    (32% of the parameters were annotated before)."""
+    from ptxdsl import Kernel
+    assert len(list(_public_signatures(Kernel))) > 80
+    assert not _unannotated(Kernel), _unannotated(Kernel)
+
+
+def test_the_classes_users_call_are_annotated():
+    """The same for the module, the pipeline helpers and the runtime objects the README and
+    the docs use (their public methods; the runtime's constructors are internal)."""
+    from ptxdsl import Module
+    from ptxdsl.epilogue import TmaStoreEpilogue
+    from ptxdsl.fragments import AFragment, Fragment
+    from ptxdsl.pipeline import ConsumerView, MbarrierRing, ProducerView
+    from ptxdsl.runtime import DeviceBuffer, Event, Function, LoadedModule, Stream, TensorMap
+    classes = (Module, MbarrierRing, ProducerView, ConsumerView, TmaStoreEpilogue, Fragment,
+               AFragment, TensorMap, DeviceBuffer, LoadedModule, Function, Stream, Event)
+    missing = [m for cls in classes for m in _unannotated(cls)]
+    assert not missing, missing
+
+
+def test_module_load_takes_load_modules_keywords():
+    """`Module.load` spells out `runtime.load_module`'s keywords (typed, for IDEs) and passes
+    each on: the two lists must stay the same."""
+    import inspect
+
+    from ptxdsl import Module
+    from ptxdsl.runtime import load_module
+    ours = inspect.signature(inspect.unwrap(Module.load)).parameters
+    theirs = inspect.signature(load_module).parameters
+    assert [(p.name, p.default) for p in list(ours.values())[1:]] == \
+        [(p.name, p.default) for p in theirs.values() if p.kind is p.KEYWORD_ONLY]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(ours.values())[1:])

@@ -6,19 +6,27 @@ kernel (docs/CONTRIBUTING.md, Layers).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import BuildError, OperandError
 from ..instructions.base import _given
 from ..instructions.inline import INSN, InlineAsm
 from ..kernel_host import KernelHost
-from ..operands import Addr, Reg, Symbol
-from ..types import ScalarType
+from ..operands import Addr, Imm, NegPred, Number, Predicate, Reg, SpecialReg, Symbol
+from ..types import Requires, ScalarType
+
+# What `ins=` takes: an operand, or `(value, type)` to check a register's type or type a number.
+AsmIn = Reg | NegPred | Imm | Addr | Symbol | SpecialReg | Number | tuple[Reg | Number, ScalarType]
 
 
 class InlineOps(KernelHost):
     """Kernel builder method `k.asm` (inline PTX)."""
 
-    def asm(self, template: str, *, outs=(), ins=(), requires=None, when=None
-            ) -> tuple[Reg, ...]:
+    def asm(self, template: str, *,
+            outs: ScalarType | Reg | Sequence[ScalarType | Reg] = (),
+            ins: AsmIn | Sequence[AsmIn] = (),
+            requires: Requires | str | tuple[str, str] | None = None,
+            when: Predicate | None = None) -> tuple[Reg, ...]:
         """Emit raw PTX; return the output registers (a tuple, in `outs` order).
 
         `outs`: types (a fresh register each) or existing registers (read-write); `ins`:
@@ -32,10 +40,10 @@ class InlineOps(KernelHost):
         if not isinstance(outs, ScalarType | Reg | list | tuple):
             raise OperandError(INSN, "outs", "a list of output registers or types",
                                _given(outs))
-        outs = (outs,) if isinstance(outs, ScalarType | Reg) else tuple(outs)
-        ins = tuple(ins) if isinstance(ins, list | tuple) else (ins,)
-        regs = tuple(self.reg(o) if isinstance(o, ScalarType) else o for o in outs)
-        insn = InlineAsm(template, regs, ins, requires)
+        out_specs = (outs,) if isinstance(outs, ScalarType | Reg) else tuple(outs)
+        in_ops = tuple(ins) if isinstance(ins, list | tuple) else (ins,)
+        regs = tuple(self.reg(o) if isinstance(o, ScalarType) else o for o in out_specs)
+        insn = InlineAsm(template, regs, in_ops, requires)
         for i, op in enumerate(insn.bound):
             owner = op.base if isinstance(op, Addr) else op
             if isinstance(owner, Reg | Symbol) and owner.kernel not in (None, self) or (

@@ -7,18 +7,45 @@ kernel (docs/CONTRIBUTING.md, Layers).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal, overload
+
 from ..errors import BuildError, OperandError
 from ..instructions.base import _given, infer_type, int_like
 from ..instructions.memory import Ld, St, _space_of
 from ..kernel_host import KernelHost
-from ..operands import Addr, Reg, Symbol
-from ..types import ScalarType, StateSpace
+from ..operands import Addr, AddrLike, IntLike, Reg, Symbol, Value
+from ..types import ScalarType, ScopeLike, SemLike, SpaceLike, StateSpace, TypeLike, scalar_type
 
 
 class MemoryOps(KernelHost):
-    def ld(self, addr, *, type: ScalarType | None = None, space=None, vec: int = 1,
-           dst=None, sem=None, scope=None, nc: bool = False, l1=None, prefetch=None,
-           cache_policy=None):
+    """Kernel builder methods for loads, stores and copies."""
+
+    @overload
+    def ld(self, addr: AddrLike, *, type: TypeLike | None = None,
+           space: SpaceLike | None = None, vec: Literal[1] = 1,
+           dst: Reg | None = None, sem: SemLike | None = None,
+           scope: ScopeLike | None = None, nc: bool = False, l1: str | None = None,
+           prefetch: str | None = None, cache_policy: Reg | None = None) -> Reg: ...
+    @overload
+    def ld(self, addr: AddrLike, *, type: TypeLike | None = None,
+           space: SpaceLike | None = None, vec: Literal[2, 4, 8],
+           dst: tuple[Reg, ...] | list[Reg] | None = None, sem: SemLike | None = None,
+           scope: ScopeLike | None = None, nc: bool = False, l1: str | None = None,
+           prefetch: str | None = None, cache_policy: Reg | None = None) -> tuple[Reg, ...]: ...
+    @overload
+    def ld(self, addr: AddrLike, *, type: TypeLike | None = None,
+           space: SpaceLike | None = None, vec: IntLike,
+           dst: Reg | tuple[Reg, ...] | list[Reg] | None = None, sem: SemLike | None = None,
+           scope: ScopeLike | None = None, nc: bool = False, l1: str | None = None,
+           prefetch: str | None = None,
+           cache_policy: Reg | None = None) -> Reg | tuple[Reg, ...]: ...
+
+    def ld(self, addr: AddrLike, *, type: TypeLike | None = None, space: SpaceLike | None = None,
+           vec: IntLike = 1, dst: Reg | tuple[Reg, ...] | list[Reg] | None = None,
+           sem: SemLike | None = None, scope: ScopeLike | None = None, nc: bool = False,
+           l1: str | None = None, prefetch: str | None = None,
+           cache_policy: Reg | None = None) -> Reg | tuple[Reg, ...]:
         """Load from `addr`; the space defaults to the symbol's (or the register's known one).
 
         `vec=2/4/8` returns a tuple of registers (`ld.v2`/`ld.v4`; `.v8` of a 32-bit type
@@ -27,17 +54,24 @@ class MemoryOps(KernelHost):
         add the cache qualifiers (global or generic addresses only).
         """
         sp = _space_of(addr, space)
-        if type is None:
+        t = scalar_type(type) if type is not None else None
+        if t is None:
             base = addr.base if isinstance(addr, Addr) else addr
-            type = base.type if isinstance(base, Symbol) and base.count == 1 else None
-        if type is None:
+            t = base.type if isinstance(base, Symbol) and base.count == 1 else None
+        if t is None:
             raise BuildError("ld: pass type=... (the address does not say what it holds)")
         if dst is None:
-            dst = self.reg(type) if vec == 1 else tuple(self.reg(type) for _ in range(vec))
-        self.emit(Ld(sp, type, dst, addr, sem, scope, nc, l1, prefetch, cache_policy))
+            # vec is an int here: the kernel's wrapper has checked it (kernel._check_ld_vec)
+            dst = self.reg(t) if vec == 1 else tuple(self.reg(t) for _ in range(int(vec)))
+        elif isinstance(dst, list):
+            dst = tuple(dst)
+        # Ld takes sem, scope, l1 and prefetch by name too and checks them (its fields are
+        # typed as the members it makes of them).
+        self.emit(Ld(sp, t, dst, addr, sem, scope, nc, l1, prefetch,  # type: ignore[arg-type]
+                     cache_policy))
         return dst
 
-    def ld_param(self, p: Symbol):
+    def ld_param(self, p: Symbol) -> Reg:
         """Read a kernel parameter (`ld.param.type`); a .pred parameter becomes a predicate."""
         if not isinstance(p, Symbol) or p.space is not StateSpace.param:
             raise OperandError("ld_param", "p", "a kernel parameter (k.param(...), "
@@ -52,14 +86,17 @@ class MemoryOps(KernelHost):
             r.space = StateSpace.generic  # cudaMalloc pointers are generic addresses
         return r
 
-    def st(self, addr, value, *, type: ScalarType | None = None, space=None, sem=None,
-           scope=None, l1=None, cache_policy=None) -> None:
+    def st(self, addr: AddrLike, value: Value | Sequence[Value], *, type: TypeLike | None = None,
+           space: SpaceLike | None = None, sem: SemLike | None = None,
+           scope: ScopeLike | None = None, l1: str | None = None,
+           cache_policy: Reg | None = None) -> None:
         """Store `value` (a tuple for .v2/.v4) to `addr`; `l1=` and `cache_policy=` as for ld."""
         sp = _space_of(addr, space)
-        items = value if isinstance(value, tuple | list) else (value,)
-        t = type or infer_type("st", *items)
-        self.emit(St(sp, t, addr, tuple(items) if len(items) > 1 else items[0], sem, scope,
-                     l1, cache_policy))
+        items = tuple(value) if isinstance(value, tuple | list) else (value,)
+        t = scalar_type(type) if type else infer_type("st", *items)
+        v = items if len(items) > 1 else items[0]
+        # St takes sem, scope and l1 by name too and checks them (as Ld does).
+        self.emit(St(sp, t, addr, v, sem, scope, l1, cache_policy))  # type: ignore[arg-type]
 
     def tensormap_addr(self, p: Symbol) -> Reg:
         """The generic address of a by-value tensor-map parameter: `mov.b64` + `cvta.param.u64`.
@@ -72,20 +109,20 @@ class MemoryOps(KernelHost):
         raw = self.mov(p, type=ScalarType.b64)
         return self.cvta(raw, StateSpace.param)
 
-    def copy(self, dst, src, nbytes: int, *, dst_space=None, src_space=None,
-             width: int = 8) -> None:
+    def copy(self, dst: AddrLike, src: AddrLike, nbytes: IntLike, *,
+             dst_space: SpaceLike | None = None, src_space: SpaceLike | None = None,
+             width: IntLike = 8) -> None:
         """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
         parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
-        width, nbytes = int_like(width), int_like(nbytes)
-        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(width) \
-            if type(width) is int else None
-        if t is None or type(nbytes) is not int or nbytes < 0 or nbytes % width:
-            raise OperandError("copy", "nbytes", f"a multiple of width={width} (4, 8 or 16)",
-                               nbytes)
+        w, n = int_like(width), int_like(nbytes)
+        t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(w) \
+            if type(w) is int else None
+        if t is None or type(n) is not int or n < 0 or n % w:
+            raise OperandError("copy", "nbytes", f"a multiple of width={w} (4, 8 or 16)", n)
         ssp, dsp = _space_of(src, src_space), _space_of(dst, dst_space)
         src_a = src if isinstance(src, Addr) else Addr(src)
         dst_a = dst if isinstance(dst, Addr) else Addr(dst)
-        vec = 2 if width == 16 else 1
-        for off in range(0, nbytes, width):
+        vec = 2 if w == 16 else 1
+        for off in range(0, n, w):
             r = self.ld(src_a + off, type=t, space=ssp, vec=vec)
             self.st(dst_a + off, r, type=t, space=dsp)

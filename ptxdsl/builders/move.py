@@ -9,21 +9,24 @@ from __future__ import annotations
 
 from ..errors import OperandError
 from ..instructions.base import infer_type
-from ..instructions.move import Cvt, Cvta, Mov
+from ..instructions.move import Cvt, Cvta, Mov, Rounding
 from ..kernel_host import KernelHost
-from ..operands import Reg, Symbol
+from ..operands import IntLike, Reg, SpecialReg, Symbol, Value
 from ..provenance import establish
-from ..types import ScalarType, StateSpace
+from ..types import ScalarType, SpaceLike, StateSpace, TypeLike, scalar_type
 
 
 class MoveOps(KernelHost):
     """Kernel builder methods: mov, cvta, cvt."""
 
-    def mov(self, a, *, type: ScalarType | None = None, dst: Reg | None = None) -> Reg:
+    def mov(self, a: Value | Symbol | SpecialReg, *, type: TypeLike | None = None,
+            dst: Reg | None = None) -> Reg:
         """`mov` into `dst` (a fresh register by default); a symbol gives its address."""
         if dst is not None and not isinstance(dst, Reg):
             raise OperandError("mov", "dst", "a register",
                                f"{dst.__class__.__name__} {dst!r}"[:100])
+        if type is not None:
+            type = scalar_type(type)
         if isinstance(a, Symbol):
             t = type or (ScalarType.u32 if a.space.is_shared else ScalarType.u64)
         else:
@@ -35,15 +38,16 @@ class MoveOps(KernelHost):
             establish(self, d, a)   # a fresh register: it holds the symbol's address only
         return d
 
-    def addr_of(self, sym: Symbol, *, bits: int = 32) -> Reg:
+    def addr_of(self, sym: Symbol, *, bits: IntLike = 32) -> Reg:
         """The address of a symbol in its own space (32-bit for shared by default)."""
         return self.mov(sym, type=ScalarType.u32 if bits == 32 else ScalarType.u64)
 
-    def cvta(self, a: Reg, space, *, to: bool = False, dst: Reg | None = None) -> Reg:
+    def cvta(self, a: Reg, space: SpaceLike, *, to: bool = False, dst: Reg | None = None) -> Reg:
         """`cvta.space.u64` (space -> generic) or, with to=True, `cvta.to.space.u64`."""
         size = ScalarType.u32 if isinstance(a, Reg) and a.type.bits == 32 else ScalarType.u64
         d = dst if dst is not None else self.reg(ScalarType.u64 if size.bits == 64 else size)
-        insn = self.emit(Cvta(space, to, d, a, size))
+        # Cvta takes the space by name too and checks it (its field is typed as the member).
+        insn = self.emit(Cvta(space, to, d, a, size))  # type: ignore[arg-type]
         if dst is None:
             d.space = StateSpace.generic if not to else insn.space
         return d
@@ -56,9 +60,12 @@ class MoveOps(KernelHost):
         a = self.mov(sym, type=ScalarType.u64)
         return self.cvta(a, sym.space)
 
-    def cvt(self, a, dtype: ScalarType, *, atype: ScalarType | None = None, rnd=None,
-            ftz: bool = False, sat: bool = False, dst: Reg | None = None) -> Reg:
-        atype = atype or infer_type("cvt", a)
+    def cvt(self, a: Value | SpecialReg, dtype: ScalarType, *, atype: TypeLike | None = None,
+            rnd: Rounding | str | None = None, ftz: bool = False, sat: bool = False,
+            dst: Reg | None = None) -> Reg:
+        """`cvt{.rnd}{.ftz}{.sat}.dtype.atype d, a;` (`atype` defaults to the source's type)."""
+        at = scalar_type(atype) if atype else infer_type("cvt", a)
         d = dst if dst is not None else self.reg(dtype)
-        self.emit(Cvt(dtype, atype, d, a, rnd, ftz, sat))
+        # Cvt takes the rounding by name too and checks it (its field is typed as the member).
+        self.emit(Cvt(dtype, at, d, a, rnd, ftz, sat))  # type: ignore[arg-type]
         return d

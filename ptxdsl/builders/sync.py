@@ -10,36 +10,39 @@ from __future__ import annotations
 
 from ..instructions.sync import Barrier, BarrierOp, BarrierRed, BarrierRedOp, WarpSync
 from ..kernel_host import KernelHost
-from ..operands import NegPred, Reg
+from ..operands import IntLike, Predicate, Reg
 from ..types import ScalarType as T
 
 
 class SyncOps(KernelHost):
     """Kernel builder methods for barriers."""
 
-    def bar_sync(self, id=0, count=None) -> None:
+    def bar_sync(self, id: Reg | IntLike = 0, count: Reg | IntLike | None = None) -> None:
         """`bar.sync id{, count};` (`__syncthreads()` is `bar.sync 0`)."""
         self.emit(Barrier(BarrierOp.sync, id, count, short=True))
 
-    def barrier_sync(self, id=0, count=None, *, aligned: bool = True) -> None:
+    def barrier_sync(self, id: Reg | IntLike = 0, count: Reg | IntLike | None = None, *,
+                     aligned: bool = True) -> None:
         """`barrier.sync{.aligned} id{, count};`; aligned=False allows divergent arrival."""
         self.emit(Barrier(BarrierOp.sync, id, count, aligned))
 
-    def bar_arrive(self, id, count) -> None:
+    def bar_arrive(self, id: Reg | IntLike, count: Reg | IntLike) -> None:
         """`bar.arrive id, count;`: arrive without waiting (producer side of a named barrier)."""
         self.emit(Barrier(BarrierOp.arrive, id, count, short=True))
 
-    def barrier_arrive(self, id, count, *, aligned: bool = True) -> None:
+    def barrier_arrive(self, id: Reg | IntLike, count: Reg | IntLike, *,
+                       aligned: bool = True) -> None:
         """`barrier.arrive{.aligned} id, count;`"""
         self.emit(Barrier(BarrierOp.arrive, id, count, aligned))
 
-    def bar_red(self, op, pred: Reg | NegPred, id=0, count=None, *, dst: Reg | None = None
-                ) -> Reg:
+    def bar_red(self, op: BarrierRedOp | str, pred: Predicate, id: Reg | IntLike = 0,
+                count: Reg | IntLike | None = None, *, dst: Reg | None = None) -> Reg:
         """`bar.red.popc.u32` (op='popc': how many threads had `pred`) or `bar.red.{and,or}.pred`;
         returns the result register."""
         return self._barrier_red(op, pred, id, count, True, True, dst)
 
-    def barrier_red(self, op, pred: Reg | NegPred, id=0, count=None, *, aligned: bool = True,
+    def barrier_red(self, op: BarrierRedOp | str, pred: Predicate, id: Reg | IntLike = 0,
+                    count: Reg | IntLike | None = None, *, aligned: bool = True,
                     dst: Reg | None = None) -> Reg:
         """`barrier.red.op{.aligned}.type d, id{, count}, pred;`"""
         return self._barrier_red(op, pred, id, count, aligned, False, dst)
@@ -50,6 +53,6 @@ class SyncOps(KernelHost):
         self.emit(BarrierRed(op, d, id, pred, count, aligned, short))
         return d
 
-    def syncwarp(self, mask=0xFFFFFFFF) -> None:
+    def syncwarp(self, mask: Reg | IntLike = 0xFFFFFFFF) -> None:
         """`bar.warp.sync mask;` (`__syncwarp(mask)`); the full mask is written `-1`."""
         self.emit(WarpSync(mask))

@@ -7,18 +7,34 @@ kernel (docs/CONTRIBUTING.md, Layers).
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from ..instructions.base import check_enum
 from ..instructions.warp import FULL_MASK, Activemask, Elect, Shfl, ShflMode, Vote, VoteMode
 from ..kernel_host import KernelHost
-from ..operands import SINK, NegPred, Reg
+from ..operands import SINK, IntLike, Predicate, Reg, Value
 from ..types import ScalarType as T
 
 
 class WarpOps(KernelHost):
     """Kernel builder methods for warp-collective instructions."""
 
-    def shfl_sync(self, mode, a, b, c=None, *, mask=FULL_MASK, pred: bool = False,
-                  dst: Reg | None = None):
+    @overload
+    def shfl_sync(self, mode: ShflMode | str, a: Value, b: Value, c: Value | None = None, *,
+                  mask: Reg | IntLike = FULL_MASK, pred: Literal[False] = False,
+                  dst: Reg | None = None) -> Reg: ...
+    @overload
+    def shfl_sync(self, mode: ShflMode | str, a: Value, b: Value, c: Value | None = None, *,
+                  mask: Reg | IntLike = FULL_MASK, pred: Literal[True],
+                  dst: Reg | None = None) -> tuple[Reg, Reg]: ...
+    @overload
+    def shfl_sync(self, mode: ShflMode | str, a: Value, b: Value, c: Value | None = None, *,
+                  mask: Reg | IntLike = FULL_MASK, pred: bool,
+                  dst: Reg | None = None) -> Reg | tuple[Reg, Reg]: ...
+
+    def shfl_sync(self, mode: ShflMode | str, a: Value, b: Value, c: Value | None = None, *,
+                  mask: Reg | IntLike = FULL_MASK, pred: bool = False,
+                  dst: Reg | None = None) -> Reg | tuple[Reg, Reg]:
         """`shfl.sync.mode.b32`; returns d, or (d, p) with pred=True.
 
         `c` defaults to the whole-warp value CUDA's `__shfl_*_sync` uses: 0 for up, 31 otherwise.
@@ -30,10 +46,10 @@ class WarpOps(KernelHost):
             dst = self.reg(a.type if isinstance(a, Reg) and a.type.bits == 32 else T.b32)
         p = self.reg(T.pred) if pred else None
         self.emit(Shfl(m, dst, a, b, c, mask, p))
-        return (dst, p) if pred else dst
+        return (dst, p) if p is not None else dst
 
-    def vote_sync(self, mode, pred: Reg | NegPred, *, mask=FULL_MASK,
-                  dst: Reg | None = None) -> Reg:
+    def vote_sync(self, mode: VoteMode | str, pred: Predicate, *,
+                  mask: Reg | IntLike = FULL_MASK, dst: Reg | None = None) -> Reg:
         """`vote.sync.{all,any,uni}.pred` (returns a predicate) or, with mode='ballot',
         `vote.sync.ballot.b32` (returns the .b32 lane mask)."""
         m = check_enum("vote.sync", "mode", mode, VoteMode)
@@ -47,10 +63,24 @@ class WarpOps(KernelHost):
         self.emit(Activemask(d))
         return d
 
-    def elect_sync(self, mask=FULL_MASK, *, leader: bool = False):
+    @overload
+    def elect_sync(self, mask: Reg | IntLike = FULL_MASK, *,
+                   leader: Literal[False] = False) -> Reg: ...
+    @overload
+    def elect_sync(self, mask: Reg | IntLike = FULL_MASK, *,
+                   leader: Literal[True]) -> tuple[Reg, Reg]: ...
+    @overload
+    def elect_sync(self, mask: Reg | IntLike = FULL_MASK, *,
+                   leader: bool) -> Reg | tuple[Reg, Reg]: ...
+
+    def elect_sync(self, mask: Reg | IntLike = FULL_MASK, *,
+                   leader: bool = False) -> Reg | tuple[Reg, Reg]:
         """`elect.sync _|p, mask;` returns p, true in one elected thread (cuda::ptx::elect_sync).
         With leader=True: `elect.sync d|p, mask;` and returns (d, p), d the leader's lane."""
         p = self.reg(T.pred)
-        d = self.reg(T.b32) if leader else SINK
+        if not leader:
+            self.emit(Elect(p, SINK, mask))
+            return p
+        d = self.reg(T.b32)
         self.emit(Elect(p, d, mask))
-        return (d, p) if leader else p
+        return (d, p)

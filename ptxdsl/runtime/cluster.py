@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import SupportsIndex, TypeAlias
 
 from ptxdsl.operands import as_int
 from ptxdsl.runtime.errors import LaunchError
@@ -31,7 +32,11 @@ PORTABLE_CLUSTER_SIZE = 8
 _MAXCLUSTERRANK = re.compile(r"\.maxclusterrank\s+(\d+)")
 
 
-def dim3(value, what: str, kernel: str) -> tuple[int, int, int]:
+# A grid, block or cluster shape: an int, or 1 to 3 of them (numpy integers too).
+Dim3: TypeAlias = SupportsIndex | tuple[SupportsIndex, ...] | list[SupportsIndex]
+
+
+def dim3(value: Dim3, what: str, kernel: str) -> tuple[int, int, int]:
     # numpy integers count as ints (a grid computed with numpy is common).
     one = as_int(value)
     given = (one,) if one is not None else tuple(

@@ -23,7 +23,8 @@ import copy
 import functools
 import threading
 import types
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsIndex
 
 from ptxdsl import settings
 from ptxdsl.operands import as_int
@@ -31,6 +32,7 @@ from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.args import ArgPacker
 from ptxdsl.runtime.cluster import (
     PORTABLE_CLUSTER_SIZE,
+    Dim3,
     allow_non_portable,
     check_cluster,
     dim3,
@@ -264,23 +266,23 @@ class Function:
                       else skey, cluster] = cfg
         return cfg
 
-    def _ensure_shared(self, shared_mem: int, info) -> None:
-        shared_mem = _shared_bytes(shared_mem, self.name)
-        if shared_mem <= self._dyn_limit:
+    def _ensure_shared(self, shared_mem: SupportsIndex, info) -> None:
+        nbytes = _shared_bytes(shared_mem, self.name)
+        if nbytes <= self._dyn_limit:
             return
         optin = info.max_shared_per_block_optin
-        if shared_mem + self.static_shared_bytes > optin:
+        if nbytes + self.static_shared_bytes > optin:
             raise SharedMemoryError(
-                f"kernel '{self.name}': {shared_mem} bytes of dynamic shared memory + "
+                f"kernel '{self.name}': {nbytes} bytes of dynamic shared memory + "
                 f"{self.static_shared_bytes} static exceed {info.name}'s limit of {optin} bytes "
                 f"per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN); at most "
                 f"{optin - self.static_shared_bytes} bytes of dynamic shared memory fit")
         drv = driver()
         check(drv.cuFuncSetAttribute(
             self.handle, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shared_mem), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             f"kernel '{self.name}'")
-        self._dyn_limit = shared_mem
+        self._dyn_limit = nbytes
 
     @property
     def launch_path(self) -> str:
@@ -299,7 +301,8 @@ class Function:
         twin._config_lock = threading.Lock()
         return twin
 
-    def max_active_clusters(self, block, *, shared_mem: int = 0, cluster=None) -> int | None:
+    def max_active_clusters(self, block: Dim3, *, shared_mem: SupportsIndex = 0,
+                            cluster: Dim3 | None = None) -> int | None:
         """How many clusters of this kernel fit on the GPU at once with `block` threads and
         `shared_mem` bytes of dynamic shared memory per CTA (cuOccupancyMaxActiveClusters):
         the grid, in clusters, of a persistent cluster kernel. `cluster` defaults to the
@@ -321,8 +324,10 @@ class Function:
         return max_active_clusters(drv, self.handle, self.name, c, b,
                                    _shared_bytes(shared_mem, self.name), drv.CUstream(0), c)
 
-    def launch(self, grid, block, args=(), *, shared_mem: int = 0, stream=None,
-               cluster=None) -> None:
+    def launch(self, grid: Dim3, block: Dim3,
+               args: Sequence[object] | Mapping[str, object] = (), *,
+               shared_mem: SupportsIndex = 0, stream: object = None,
+               cluster: Dim3 | None = None) -> None:
         """Launch on `grid` x `block` (ints or 1-3 tuples) with `args` in declaration order
         (or a dict by parameter name); `shared_mem` bytes of dynamic shared memory; `stream`
         a ptxdsl Stream, None (legacy default stream) or a foreign stream; `cluster` the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from ptxdsl.runtime.errors import (
     LaunchError,
     SyncTimeoutError,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from numpy.typing import ArrayLike, DTypeLike
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 _live_streams: weakref.WeakSet = weakref.WeakSet()
@@ -166,7 +169,8 @@ class Event:
         self.device = device
         self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
 
-    def record(self, stream=None) -> Event:
+    def record(self, stream: object = None) -> Event:
+        """Record the event on `stream` (None: the legacy default stream)."""
         sdev = getattr(stream, "device", self.device)
         if isinstance(sdev, int) and sdev != self.device:
             raise ValueError(f"an event of device {self.device} cannot be recorded on a stream "
@@ -290,13 +294,17 @@ class DeviceBuffer(Owned):
                                           "cuMemAlloc", f"allocating {self.nbytes} bytes"))
 
     @classmethod
-    def empty(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
+    def empty(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
+              *, device: int = 0) -> DeviceBuffer:
+        """An uninitialised buffer of `shape` elements of `dtype` on `device` (cuMemAlloc)."""
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "DeviceBuffer.empty").itemsize
         return cls(nbytes, dtype=dtype, shape=shape, device=device)
 
     @classmethod
-    def zeros(cls, shape, dtype=np.uint8, *, device: int = 0) -> DeviceBuffer:
+    def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
+              *, device: int = 0) -> DeviceBuffer:
+        """`empty(...)` set to zero bytes."""
         buf = cls.empty(shape, dtype, device=device)
         buf.memset(0)
         return buf
@@ -366,7 +374,7 @@ class DeviceBuffer(Owned):
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None}
 
-    def copy_from(self, src, stream=None) -> None:
+    def copy_from(self, src: DeviceBuffer | ArrayLike, stream: object = None) -> None:
         """Fill from a numpy array (host -> device) or another DeviceBuffer (device -> device;
         on another device: cuMemcpyPeer, see `peer.copy_peer`)."""
         drv = driver()
@@ -408,13 +416,15 @@ class DeviceBuffer(Owned):
         check(drv.cuMemcpyDtoH(dst.ctypes.data, self.ptr, n), "cuMemcpyDtoH")
         return dst
 
-    def to_numpy(self, dtype=None, shape=None) -> np.ndarray:
+    def to_numpy(self, dtype: DTypeLike | None = None,
+                 shape: int | tuple[int, ...] | None = None) -> np.ndarray:
+        """A host copy, as the buffer's dtype and shape or as `dtype` (and `shape`)."""
         dtype = self.dtype if dtype is None else buffer_dtype(dtype, "DeviceBuffer.to_numpy")
         shape = (self.nbytes // dtype.itemsize,) if shape is None and dtype != self.dtype \
             else (self.shape if shape is None else shape)
         return self.copy_to(np.empty(shape, dtype))
 
-    def memset(self, value: int, stream=None) -> None:
+    def memset(self, value: int, stream: object = None) -> None:
         """Set every byte to `value` (cuMemsetD8Async)."""
         if not 0 <= int(value) <= 255:
             raise ValueError(f"memset value must be a byte (0..255), got {value}")

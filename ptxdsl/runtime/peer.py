@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +34,11 @@ from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.device import device_count, device_info, primary_context, use_device
 from ptxdsl.runtime.errors import PeerAccessError
 from ptxdsl.runtime.memory import Owned, buffer_dtype, stream_handle
+
+if TYPE_CHECKING:  # pragma: no cover
+    from numpy.typing import DTypeLike
+
+    from ptxdsl.runtime.memory import DeviceBuffer
 
 ALREADY_ENABLED = 704    # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 NOT_ENABLED = 705        # CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
@@ -99,7 +106,7 @@ def peer_access_enabled(device: int, peer: int) -> bool:
     return (device, peer) in _enabled
 
 
-def enable_all_peer_access(devices=None) -> list[tuple[int, int]]:
+def enable_all_peer_access(devices: Iterable[int] | None = None) -> list[tuple[int, int]]:
     """Enable every ordered pair of `devices` (default: all visible) that can access each other;
     returns the pairs now enabled."""
     devices = list(range(device_count())) if devices is None else list(devices)
@@ -112,7 +119,8 @@ def enable_all_peer_access(devices=None) -> list[tuple[int, int]]:
     return done
 
 
-def copy_peer(dst, src, nbytes: int | None = None, *, stream=None) -> None:
+def copy_peer(dst: DeviceBuffer | HostBuffer, src: DeviceBuffer | HostBuffer,
+              nbytes: int | None = None, *, stream: object = None) -> None:
     """Copy `nbytes` (default: all of `src`) from `src` to `dst`, buffers with `.ptr` and
     `.device` (DeviceBuffer) on any two devices; no peer access needed (the driver stages the
     copy when there is no direct path).
@@ -189,7 +197,8 @@ class HostBuffer(Owned):
             :int(np.prod(shape))].reshape(shape)
 
     @classmethod
-    def zeros(cls, shape, dtype=np.uint8, **kwargs) -> HostBuffer:
+    def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
+              **kwargs: Any) -> HostBuffer:
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "HostBuffer.zeros").itemsize
         buf = cls(nbytes, dtype=dtype, shape=shape, **kwargs)

@@ -9,6 +9,8 @@ description it was built from, the PTX field values and the 16 qwords.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import attrs
 import numpy as np
 
@@ -25,6 +27,14 @@ from ptxdsl.runtime.tensormap_desc import (
     Violation,
 )
 from ptxdsl.runtime.tensormap_desc import check as check_desc
+from ptxdsl.runtime.tensormap_enums import (
+    Dims,
+    InterleaveLike,
+    L2PromotionLike,
+    OobFillLike,
+    SwizzleLike,
+    TmaDType,
+)
 
 TENSORMAP_BYTES = 128
 # numpy arrays taken as a map's bytes: the bytes themselves, or the 16 qwords of the CUtensorMap
@@ -33,7 +43,7 @@ TENSORMAP_BYTES = 128
 MAP_ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint64))
 
 
-def map_bytes(data) -> bytes:
+def map_bytes(data: object) -> bytes:
     """The 128 bytes of a CUtensorMap from bytes, bytearray, memoryview, or a numpy array of
     128 uint8 / 16 uint64; anything else is refused (rule "map_bytes"). `bytes()` alone
     would take an int as a count of zero bytes and refuse a str with a raw TypeError."""
@@ -102,7 +112,7 @@ class TensorMap:
     source: object = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
-    def from_desc(cls, desc: TiledDesc, *, device: int = 0, source=None) -> TensorMap:
+    def from_desc(cls, desc: TiledDesc, *, device: int = 0, source: object = None) -> TensorMap:
         """Check every rule (including the device's compute capability), then encode."""
         _map_desc(desc)
         # The rules that need no device first: a broken description is refused by its rules
@@ -112,10 +122,13 @@ class TensorMap:
         return cls(_encode(desc, device), desc, source)
 
     @classmethod
-    def tiled(cls, address, shape, dtype, box, *, strides=None, byte_strides=None,
-              element_strides=None, interleave=Interleave.NONE, swizzle=Swizzle.NONE,
-              l2_promotion=L2Promotion.NONE, oob_fill=OobFill.NONE,
-              device: int = 0) -> TensorMap:
+    def tiled(cls, address: object, shape: Dims, dtype: TmaDType, box: Dims, *,
+              strides: Dims | None = None, byte_strides: Dims | None = None,
+              element_strides: Dims | None = None,
+              interleave: InterleaveLike = Interleave.NONE,
+              swizzle: SwizzleLike = Swizzle.NONE,
+              l2_promotion: L2PromotionLike = L2Promotion.NONE,
+              oob_fill: OobFillLike = OobFill.NONE, device: int = 0) -> TensorMap:
         """Encode a tiled map from a numpy-ordered description (axis 0 outermost).
 
         `address`: an int device address or anything `DeviceBuffer`-like (its pointer).
@@ -134,10 +147,12 @@ class TensorMap:
                              source=None if isinstance(address, int) else address)
 
     @classmethod
-    def from_array(cls, array, box, *, dtype=None, element_strides=None,
-                   interleave=Interleave.NONE, swizzle=Swizzle.NONE,
-                   l2_promotion=L2Promotion.NONE, oob_fill=OobFill.NONE,
-                   device: int = 0) -> TensorMap:
+    def from_array(cls, array: object, box: Dims, *, dtype: TmaDType | None = None,
+                   element_strides: Dims | None = None,
+                   interleave: InterleaveLike = Interleave.NONE,
+                   swizzle: SwizzleLike = Swizzle.NONE,
+                   l2_promotion: L2PromotionLike = L2Promotion.NONE,
+                   oob_fill: OobFillLike = OobFill.NONE, device: int = 0) -> TensorMap:
         """Encode a map over a device array: a DeviceBuffer, or anything exposing
         `__cuda_array_interface__` or `__dlpack__` (CuPy, PyTorch). Shape, strides and dtype
         come from the array (`dtype` overrides, e.g. 'TFLOAT32' for float32 data)."""
@@ -154,7 +169,7 @@ class TensorMap:
         return cls.from_desc(desc, device=device, source=array)
 
     @classmethod
-    def from_bytes(cls, data, desc: TiledDesc | None = None) -> TensorMap:
+    def from_bytes(cls, data: object, desc: TiledDesc | None = None) -> TensorMap:
         """A map from its 128 bytes (see `map_bytes` for what is taken) and, optionally, the
         `TiledDesc` it was encoded from (for `describe()` and the PTX field values)."""
         return cls(data, desc)
@@ -164,9 +179,10 @@ class TensorMap:
 
     @property
     def qwords(self) -> tuple[int, ...]:
+        """The 128 bytes as 16 little-endian 64-bit words (CUtensorMap's `opaque`)."""
         return tuple(int.from_bytes(self.data[i:i + 8], "little") for i in range(0, 128, 8))
 
-    def replace_address(self, address, *, device: int = 0) -> TensorMap:
+    def replace_address(self, address: object, *, device: int = 0) -> TensorMap:
         """A copy pointing at another base address (cuTensorMapReplaceAddress)."""
         from ptxdsl.runtime.arrays import device_pointer
         ptr = device_pointer(address)
@@ -180,25 +196,45 @@ class TensorMap:
         data = b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
         return TensorMap(data, desc, address if not isinstance(address, int) else None)
 
-    def as_cutensormap(self):
+    def as_cutensormap(self) -> Any:
         """The same 128 bytes as a cuda.bindings CUtensorMap."""
         tmap = driver().CUtensorMap()
         tmap.opaque = [driver().cuuint64_t(q) for q in self.qwords]
         return tmap
 
     # PTX tensormap.replace field values, for device-side encoding from this description.
-    def _field(self, name: str):
+    def _field(self, name: str) -> int:
         if self.desc is None:
             raise TensorMapRuleError([Violation(
                 "map_desc", "this TensorMap was built from raw bytes: its fields are unknown "
                 "(give TensorMap.from_bytes the TiledDesc it was encoded from)")])
-        return self.desc.ptx_fields[name]
+        # the enum fields read here are ints (ptx_fields also holds the dimension tuples)
+        return cast(int, self.desc.ptx_fields[name])
 
-    ptx_elemtype = property(lambda self: self._field("elemtype"))
-    swizzle_mode = property(lambda self: self._field("swizzle_mode"))
-    swizzle_atomicity = property(lambda self: self._field("swizzle_atomicity"))
-    interleave_layout = property(lambda self: self._field("interleave_layout"))
-    fill_mode = property(lambda self: self._field("fill_mode"))
+    @property
+    def ptx_elemtype(self) -> int:
+        """The `tensormap.replace .elemtype` value."""
+        return self._field("elemtype")
+
+    @property
+    def swizzle_mode(self) -> int:
+        """The `tensormap.replace .swizzle_mode` value."""
+        return self._field("swizzle_mode")
+
+    @property
+    def swizzle_atomicity(self) -> int:
+        """The `tensormap.replace .swizzle_atomicity` value."""
+        return self._field("swizzle_atomicity")
+
+    @property
+    def interleave_layout(self) -> int:
+        """The `tensormap.replace .interleave_layout` value."""
+        return self._field("interleave_layout")
+
+    @property
+    def fill_mode(self) -> int:
+        """The `tensormap.replace .fill_mode` value."""
+        return self._field("fill_mode")
 
     def describe(self) -> str:
         """What the map holds: its description (both orders), PTX field values, and a hex dump

@@ -18,10 +18,16 @@ from ptxdsl.runtime.errors import TensorMapRuleError
 from ptxdsl.runtime.tensormap_enums import (
     PTX_ELEMTYPE_TO_DATATYPE,
     DataType,
+    Dims,
     Interleave,
+    InterleaveLike,
     L2Promotion,
+    L2PromotionLike,
     OobFill,
+    OobFillLike,
     Swizzle,
+    SwizzleLike,
+    TmaDType,
     data_type_of,
 )
 
@@ -127,10 +133,13 @@ class TiledDesc:
         return self.data_type.inner_bytes(n[0]) * _prod(n[1:])
 
     @classmethod
-    def from_numpy_order(cls, address: int, shape, dtype, box, *, strides=None,
-                         byte_strides=None, element_strides=None, interleave=Interleave.NONE,
-                         swizzle=Swizzle.NONE, l2_promotion=L2Promotion.NONE,
-                         oob_fill=OobFill.NONE) -> TiledDesc:
+    def from_numpy_order(cls, address: int, shape: Dims, dtype: TmaDType, box: Dims, *,
+                         strides: Dims | None = None, byte_strides: Dims | None = None,
+                         element_strides: Dims | None = None,
+                         interleave: InterleaveLike = Interleave.NONE,
+                         swizzle: SwizzleLike = Swizzle.NONE,
+                         l2_promotion: L2PromotionLike = L2Promotion.NONE,
+                         oob_fill: OobFillLike = OobFill.NONE) -> TiledDesc:
         """From a numpy-ordered description (axis 0 outermost; the last axis is contiguous).
 
         `strides` are in elements, `byte_strides` in bytes (give at most one; neither means

@@ -10,11 +10,17 @@ values for the element type (f64, bf16, f32.ftz) and split the swizzle into mode
 from __future__ import annotations
 
 import enum
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn, SupportsIndex, TypeAlias
 
 import numpy as np
 
 from ptxdsl.runtime.errors import TensorMapRuleError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from numpy.typing import DTypeLike
+
+    from ptxdsl.types import ScalarType
 
 
 def _refuse(message: str) -> NoReturn:
@@ -294,3 +300,14 @@ def data_type_of(dtype) -> DataType:
         _refuse(f"dtype: numpy {name} has no CUtensorMapDataType; supported: "
                 f"{', '.join(sorted(_NUMPY_TO_DATATYPE))}")
     return _NUMPY_TO_DATATYPE[name]
+
+
+# What the map builders take, for annotations (each value is checked by its rule): dimensions
+# as one int or a sequence of them in numpy order; an element type as a DataType, a PTX type
+# or name, or a numpy dtype; each enum as its member, int value or (driver) name.
+Dims: TypeAlias = "SupportsIndex | Sequence[SupportsIndex] | np.ndarray"
+TmaDType: TypeAlias = "DataType | ScalarType | DTypeLike"
+InterleaveLike: TypeAlias = Interleave | int | str
+SwizzleLike: TypeAlias = Swizzle | int | str
+L2PromotionLike: TypeAlias = L2Promotion | int | str
+OobFillLike: TypeAlias = OobFill | int | str

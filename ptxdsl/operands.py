@@ -198,6 +198,7 @@ class Operand:
     """Anything that renders as PTX operand text."""
 
     def render(self) -> str:  # pragma: no cover - abstract
+        """The operand as PTX writes it (`%r1`, `0f3F800000`, `[%rd1+16]`, ...)."""
         raise NotImplementedError
 
 
@@ -557,6 +558,7 @@ class Symbol(Operand):
 
     @property
     def size(self) -> int:
+        """The variable's size in bytes: its element type's size times its element count."""
         return self.type.bytes * (self.count or 0)
 
     def __repr__(self) -> str:

@@ -54,6 +54,7 @@ from ptxdsl.fragments import Fragment
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+from ptxdsl.types import ScalarType
 
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime import LoadedModule, TensorMap
@@ -69,7 +70,8 @@ THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 EPI_COLS = BOX_COLS                  # the TMA-store box: 64 rows x 64 bf16 (128B swizzle)
 EPI_BYTES = STAGING_BYTES            # a consumer's staging buffer: two boxes (half its tile)
-DTYPES = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}   # name -> (wgmma type, K per wgmma)
+# name -> (wgmma type, K per wgmma)
+DTYPES: dict[str, tuple[ScalarType | str, int]] = {"bf16": (t.bf16, 16), "e4m3": ("e4m3", 32)}
 
 
 class Config:
@@ -199,7 +201,7 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
     shared one, multicast to the cluster (the whole of both without a cluster)."""
     tmap_a, tmap_b = k.tensormap_addr(map_a), k.tensormap_addr(map_b)
     cl = cfg.cluster
-    multicast = {"cta_mask": (1 << cl) - 1} if cl > 1 else {}
+    cta_mask = (1 << cl) - 1 if cl > 1 else None     # the cluster's CTAs, for a multicast
     shared_b = cfg.along == "m"
     rows = cfg.box_b.mn if shared_b else cfg.box_a.mn         # rows of my slice
     # my slice's offset in the stage, after A when it is B's
@@ -216,17 +218,21 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
             p.arrive_expect_tx(cfg.stage_bytes)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
 
-            def load(dst: Reg, tmap: Reg, row: Reg, **mc: int) -> None:
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap, (kc, row),
-                                         full, **mc)
+            def load(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None) -> None:
+                if mask is None:
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
+                                             (kc, row), full)
+                else:
+                    ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
+                                             (kc, row), full, cta_mask=mask)
             if mine is None or at is None:      # no cluster
                 load(slot, tmap_a, m0)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             elif shared_b:
                 load(slot, tmap_a, m0)
-                load(k.add(slot, mine), tmap_b, at, **multicast)
+                load(k.add(slot, mine), tmap_b, at, cta_mask)
             else:
-                load(k.add(slot, mine), tmap_a, at, **multicast)
+                load(k.add(slot, mine), tmap_a, at, cta_mask)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             p.advance()
 

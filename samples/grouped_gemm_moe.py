@@ -391,8 +391,11 @@ def _producer(k: Kernel, ring: MbarrierRing, tiles_x: Reg, tiles_w: Reg, smap_x:
 
     def load(slot: Reg, tmap: Reg, coords: tuple[Reg, Reg], bar: Reg, ctas: int) -> None:
         """One box into `slot` of the CTAs in the `ctas` mask (rank 0 alone: no multicast)."""
-        mc = {"cta_mask": ctas} if ctas != 1 else {}
-        ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar, **mc)
+        if ctas == 1:
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar)
+        else:
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", slot, tmap, coords, bar,
+                                     cta_mask=ctas)
 
     def claim() -> None:
         """The cluster's next item: lane 0's `claimed` (read after the current item)."""

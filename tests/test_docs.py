@@ -101,42 +101,6 @@ def test_ptx_reference_lists_every_name():
         assert entry in text, name
 
 
-# Docstrings still to write in files other branches own (issue 31: the typed-API work adds
-# them to Kernel, Module and the runtime). Remove a name when its docstring lands; the test
-# fails on a name here that has one, so the list stays true.
-_DOCSTRINGS_ELSEWHERE = {
-    'ptxdsl.Addr.render', 'ptxdsl.Imm.render', 'ptxdsl.Kernel.abs', 'ptxdsl.Kernel.add',
-    'ptxdsl.Kernel.and_', 'ptxdsl.Kernel.check_labels', 'ptxdsl.Kernel.clock64',
-    'ptxdsl.Kernel.cluster_ctarank', 'ptxdsl.Kernel.cluster_nctarank', 'ptxdsl.Kernel.cvt',
-    'ptxdsl.Kernel.div', 'ptxdsl.Kernel.exit', 'ptxdsl.Kernel.globaltimer',
-    'ptxdsl.Kernel.laneid', 'ptxdsl.Kernel.max', 'ptxdsl.Kernel.min', 'ptxdsl.Kernel.name',
-    'ptxdsl.Kernel.neg', 'ptxdsl.Kernel.not_', 'ptxdsl.Kernel.or_', 'ptxdsl.Kernel.place',
-    'ptxdsl.Kernel.rem', 'ptxdsl.Kernel.requires', 'ptxdsl.Kernel.ret', 'ptxdsl.Kernel.shl',
-    'ptxdsl.Kernel.statements', 'ptxdsl.Kernel.sub', 'ptxdsl.Kernel.trap',
-    'ptxdsl.Kernel.warpid', 'ptxdsl.Kernel.xor', 'ptxdsl.Module.add', 'ptxdsl.Module.kernel',
-    'ptxdsl.Module.requires', 'ptxdsl.Module.target', 'ptxdsl.Module.version',
-    'ptxdsl.pipeline.ConsumerView.empty_barrier', 'ptxdsl.pipeline.MbarrierRing.empty_at',
-    'ptxdsl.pipeline.ProducerView.empty_barrier', 'ptxdsl.pipeline.RingView.empty_barrier',
-    'ptxdsl.runtime.ArgPacker.signature', 'ptxdsl.runtime.CubinCache.get',
-    'ptxdsl.runtime.CubinCache.path', 'ptxdsl.runtime.CubinCache.put',
-    'ptxdsl.runtime.DeviceBuffer.empty', 'ptxdsl.runtime.DeviceBuffer.free',
-    'ptxdsl.runtime.DeviceBuffer.from_numpy', 'ptxdsl.runtime.DeviceBuffer.ptr',
-    'ptxdsl.runtime.DeviceBuffer.to_numpy', 'ptxdsl.runtime.DeviceBuffer.zeros',
-    'ptxdsl.runtime.Event.close', 'ptxdsl.runtime.Event.query', 'ptxdsl.runtime.Event.record',
-    'ptxdsl.runtime.Event.synchronize', 'ptxdsl.runtime.Function.signature',
-    'ptxdsl.runtime.HostBuffer.free', 'ptxdsl.runtime.HostBuffer.zeros',
-    'ptxdsl.runtime.LoadedModule.names', 'ptxdsl.runtime.LoadedModule.unload',
-    'ptxdsl.runtime.Stream.close', 'ptxdsl.runtime.Stream.ptr',
-    'ptxdsl.runtime.Stream.synchronize', 'ptxdsl.runtime.TensorMap.fill_mode',
-    'ptxdsl.runtime.TensorMap.interleave_layout', 'ptxdsl.runtime.TensorMap.ptx_elemtype',
-    'ptxdsl.runtime.TensorMap.qwords', 'ptxdsl.runtime.TensorMap.swizzle_atomicity',
-    'ptxdsl.runtime.TensorMap.swizzle_mode', 'ptxdsl.runtime.TensorMapRuleError.rules',
-    'ptxdsl.runtime.TiledDesc.ptx_fields', 'ptxdsl.runtime.TiledDesc.rank',
-    'ptxdsl.runtime.Violation', 'ptxdsl.runtime.default_cache_dir',
-    'ptxdsl.runtime.device_count',
-}
-
-
 def _members(obj) -> list[tuple[str, object]]:
     """A class's public methods and properties, as the curated page lists them."""
     out, seen = [], set()
@@ -182,9 +146,7 @@ def test_curated_api_has_docstrings():
         obj = getattr(importlib.import_module(ns), name)
         if inspect.isclass(obj) or callable(obj):
             missing |= set(_undocumented(obj, f"{ns}.{name}"))
-    assert not missing - _DOCSTRINGS_ELSEWHERE, sorted(missing - _DOCSTRINGS_ELSEWHERE)
-    assert not _DOCSTRINGS_ELSEWHERE - missing, ("documented now, remove from the list: "
-                                                 f"{sorted(_DOCSTRINGS_ELSEWHERE - missing)}")
+    assert not missing, sorted(missing)
 
 
 # Packages whose every public class, function, method and property has a docstring.

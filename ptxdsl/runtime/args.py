@@ -307,6 +307,7 @@ class ArgPacker:
         return bytes(self._mv)
 
     def signature(self) -> str:
+        """The kernel's parameters as `name(p: kind, ...)`, as argument errors spell them."""
         return f"{self.kernel}(" + ", ".join(_describe(p) for p in self.params) + ")"
 
     def _from_mapping(self, args: Mapping) -> list:

@@ -95,6 +95,8 @@ def cache_enabled(cache: bool = True) -> bool:
 
 
 def default_cache_dir() -> Path:
+    """The cubin cache's folder when no `cache_dir` is given: `$PTXDSL_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/ptxdsl` (an absolute path), else `~/.cache/ptxdsl`."""
     mine = settings.CACHE_DIR.get()
     if mine is not None:
         return mine
@@ -232,6 +234,7 @@ class CubinCache:
     corrupt: int = 0
 
     def path(self, key: str) -> Path:
+        """The file of the entry `key` (a hex digest of what was assembled and how)."""
         # A key names a file in the directory (cache_key gives sha256 hex): one with a '/',
         # '..' or a NUL would name a file elsewhere, or none.
         if not isinstance(key, str) or not _KEY.fullmatch(key):
@@ -288,6 +291,9 @@ class CubinCache:
         return key
 
     def get(self, key: str) -> bytes | None:
+        """The cubin stored under `key` (its entry made young again), or None: absent, not a
+        regular file of this user's, or damaged, of an older format or failing its signature
+        (such an entry is removed, and the caller rebuilds it)."""
         if not self._trusted():
             return None
         path = self.path(key)
@@ -385,6 +391,8 @@ class CubinCache:
         return removed
 
     def put(self, key: str, payload: bytes) -> Path:
+        """Store `payload` (a cubin) under `key`, signed with this user's key; return the
+        entry's file."""
         path = self.path(key)   # a bad key is refused before anything is created
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise CacheError(f"CubinCache.put: the payload must be bytes, got {_show(payload)}")

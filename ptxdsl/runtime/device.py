@@ -152,6 +152,7 @@ def device_info(device: int = 0) -> DeviceInfo:
 
 
 def device_count() -> int:
+    """How many CUDA devices the driver sees (`cuDeviceGetCount`)."""
     return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
 
 

@@ -112,6 +112,7 @@ class TensorMapRuleError(PtxdslError, ValueError):
 
     @property
     def rules(self) -> list[str]:
+        """The tensor-map rules the map breaks, one line each."""
         return [v.rule for v in self.violations]
 
 

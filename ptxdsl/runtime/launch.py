@@ -148,6 +148,7 @@ class Function:
             # everything else reaches the method below with the same arguments
             # (ptxdsl/_launch_c.c, fast_launch).
             from ptxdsl import _launch_c
+            # mypy: an instance attribute over the method is deliberate (the C fast path)
             self.launch = functools.partial(  # type: ignore[method-assign]
                 _launch_c.fast_launch, (types.MethodType(Function.launch, self), _tls,
                                         self.device, self._configs, self._func, self._c_spec))
@@ -214,6 +215,7 @@ class Function:
                               f"{len(self.params)} declared parameters")
 
     def signature(self) -> str:
+        """The kernel's parameters as `name(p: kind, ...)`, in declaration order."""
         return self._packer.signature()
 
     def _config(self, grid, block, shared_mem: int, stream, cluster):

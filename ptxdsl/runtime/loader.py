@@ -111,6 +111,7 @@ class LoadedModule:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The names of the module's kernels (its `.entry` functions), in declaration order."""
         return tuple(self.kernels)
 
     def function(self, name: str) -> Function:
@@ -145,6 +146,8 @@ class LoadedModule:
         return name in self.kernels
 
     def unload(self) -> None:
+        """Unload the module from its context (`cuModuleUnload`); its Functions can no longer be
+        launched. Unloading twice does nothing."""
         if self.handle is not None:
             use_device(self.device)
             check(driver().cuModuleUnload(self.handle), "cuModuleUnload")

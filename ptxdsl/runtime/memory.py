@@ -73,6 +73,7 @@ class Stream:
 
     @property
     def ptr(self) -> int:
+        """The stream's handle (CUstream) as an int."""
         return int(self.handle)
 
     def __cuda_stream__(self) -> tuple[int, int]:
@@ -84,6 +85,8 @@ class Stream:
         return (0, int(self.handle))
 
     def synchronize(self, timeout: float | None = None) -> None:
+        """Wait until all work on the stream is done; with `timeout` (seconds), raise
+        `SyncTimeoutError` instead of waiting longer (a hung kernel)."""
         drv = driver()
         use_device(self.device)
         _wait(lambda: drv.cuStreamQuery(self.handle), "cuStreamQuery", "stream",
@@ -104,6 +107,7 @@ class Stream:
         return True
 
     def close(self) -> None:
+        """Destroy the stream (cuStreamDestroy); closing twice does nothing."""
         if self.handle is not None:
             use_device(self.device)
             check(driver().cuStreamDestroy(self.handle), "cuStreamDestroy")
@@ -180,12 +184,15 @@ class Event:
         return self
 
     def synchronize(self, timeout: float | None = None) -> None:
+        """Wait until the event has completed; with `timeout` (seconds), raise
+        `SyncTimeoutError` instead of waiting longer."""
         drv = driver()
         use_device(self.device)
         _wait(lambda: drv.cuEventQuery(self.handle), "cuEventQuery", "event", timeout,
               lambda: drv.cuEventSynchronize(self.handle))
 
     def query(self) -> bool:
+        """True when the work the event recorded has completed."""
         (err,) = driver().cuEventQuery(self.handle)
         if int(err) == _NOT_READY:
             return False
@@ -198,6 +205,7 @@ class Event:
                            "cuEventElapsedTime"))
 
     def close(self) -> None:
+        """Destroy the event (cuEventDestroy); closing twice does nothing."""
         if self.handle is not None:
             check(driver().cuEventDestroy(self.handle), "cuEventDestroy")
             self.handle = None
@@ -229,6 +237,8 @@ class Owned:
     leaving the block, and at garbage collection if nobody called it."""
 
     def free(self) -> None:  # pragma: no cover - every subclass defines it
+        """Release the memory now (also done on leaving a `with` block, or at garbage
+        collection); freeing twice does nothing."""
         raise NotImplementedError
 
     def __enter__(self):
@@ -311,6 +321,8 @@ class DeviceBuffer(Owned):
 
     @classmethod
     def from_numpy(cls, array: np.ndarray, *, device: int = 0) -> DeviceBuffer:
+        """A new buffer on `device` holding a copy of `array` (made C-contiguous), with its
+        dtype and shape."""
         array = np.ascontiguousarray(array)
         buf = cls(array.nbytes, dtype=array.dtype, shape=array.shape, device=device)
         buf.copy_from(array)
@@ -318,6 +330,7 @@ class DeviceBuffer(Owned):
 
     @property
     def ptr(self) -> int:
+        """The device address; a `DevicePointerError` once the buffer was freed."""
         if self._ptr is None:
             raise DevicePointerError("DeviceBuffer was freed")
         return self._ptr

@@ -199,6 +199,8 @@ class HostBuffer(Owned):
     @classmethod
     def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
               **kwargs: Any) -> HostBuffer:
+        """`HostBuffer(...)` of `shape` and `dtype`, set to zero bytes (keywords as the
+        constructor's)."""
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "HostBuffer.zeros").itemsize
         buf = cls(nbytes, dtype=dtype, shape=shape, **kwargs)

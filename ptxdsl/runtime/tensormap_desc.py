@@ -106,6 +106,7 @@ class TiledDesc:
 
     @property
     def rank(self) -> int:
+        """The number of dimensions of the tensor (1 to 5)."""
         return len(self.global_dim)
 
     @property
@@ -180,6 +181,8 @@ class TiledDesc:
     # -- PTX tensormap.replace field values (device-side encoding) --
     @property
     def ptx_fields(self) -> dict[str, object]:
+        """The map's fields as `tensormap.replace` takes them (`rank` as rank - 1,
+        global_address, global_dim, box_dim, ...), for building the same map on the device."""
         return {
             "rank": self.rank - 1,  # .rank takes rank - 1 (digest §1.4)
             "global_address": self.global_address, "global_dim": self.global_dim,
@@ -194,6 +197,8 @@ class TiledDesc:
 
 @attrs.frozen
 class Violation:
+    """One tensor-map rule a description breaks: the rule's id and what is wrong."""
+
     rule: str
     message: str
 

@@ -321,25 +321,20 @@ def cmd_demo(args) -> int:
         return 2
     failures = []
     from . import sample_runner
-    default_dir, sample_runner.PTX_DIR = sample_runner.PTX_DIR, out
     sample_runner._SAID.clear()    # this demo says why no GPU runs once, whatever ran before
-    try:
-        for path in sample_files():
-            if args.only and path.stem not in args.only:
-                continue
-            print(f"=== {path.stem}")
-            ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
-            main = ns.get("main")
-            if not callable(main):
-                print(f"  {path.name} has no main(argv)")
-                failures.append(path.stem)
-                continue
-            rc = main(["--ptx", str(out / f"{path.stem}.ptx")])
-            rc = rc or main([])
-            if rc:
-                failures.append(path.stem)
-    finally:
-        sample_runner.PTX_DIR = default_dir
+    for path in sample_files():
+        if args.only and path.stem not in args.only:
+            continue
+        print(f"=== {path.stem}")
+        ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
+        main = ns.get("main")
+        if not callable(main):
+            print(f"  {path.name} has no main(argv)")
+            failures.append(path.stem)
+            continue
+        # One call: it writes the PTX, then runs the sample (or assembles it without a GPU).
+        if main(["--save-ptx", str(out / f"{path.stem}.ptx")]):
+            failures.append(path.stem)
     print()
     if failures:
         print(f"demo: {len(failures)} sample(s) failed: {', '.join(failures)}")

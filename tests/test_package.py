@@ -226,6 +226,22 @@ def test_without_a_compiler_the_wheel_is_pure(pure_wheel, tmp_path):
 
 
 @needs_setuptools_77
+@needs_compiler
+def test_a_failed_rebuild_does_not_ship_the_last_module(sdist, tmp_path):
+    """A tree built once with a compiler, its C source changed, rebuilt without one: the wheel
+    is pure and holds no module (the last build's, of other code, is not kept)."""
+    first = _wheel_from(sdist, tmp_path)
+    assert first.name.endswith(f"-cp311-abi3-{PLATFORM}.whl")
+    tree = tmp_path / sdist.name.removesuffix(".tar.gz")
+    source = tree / "ptxdsl" / "_launch_c.c"
+    os.utime(source)    # now: newer than the module, which is then rebuilt
+    first.unlink()
+    again = _build("wheel", tree, tmp_path, CC="/bin/false")
+    assert again.name.endswith("-py3-none-any.whl")
+    assert not [n for n in _contents(again)[0] if n.endswith(".so")]
+
+
+@needs_setuptools_77
 def test_the_demo_runs_from_the_wheel(pure_wheel, tmp_path):
     """From an installed wheel, away from any checkout, the demo finds the samples in the
     package; what ptxas says of a sample's line names the sample's file in the package."""

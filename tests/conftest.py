@@ -33,10 +33,11 @@ def _gpu_skip_reason() -> str | None:
 
 def pytest_configure(config):
     # .ci/wheel runs the suite against the installed wheel: a ptxdsl imported from the
-    # checkout would test the sources again and call it the wheel.
+    # checkout would test the sources again and call it the wheel. Checked for this run only
+    # (popped): a test's child pytest that puts the checkout on PYTHONPATH means to.
     import ptxdsl
     source = Path(__file__).resolve().parents[1] / "ptxdsl"
-    if os.environ.get("PTXDSL_TEST_INSTALLED") == "1" and \
+    if os.environ.pop("PTXDSL_TEST_INSTALLED", None) == "1" and \
             Path(ptxdsl.__file__).resolve().parent == source:
         raise pytest.UsageError(f"PTXDSL_TEST_INSTALLED=1 but ptxdsl is imported from the "
                                 f"checkout ({ptxdsl.__file__}), not the installed wheel")

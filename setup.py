@@ -29,7 +29,8 @@ class BuildExt(build_ext):
             super().build_extension(ext)
         except BaseException:
             # setuptools skips an optional module that fails to compile; a copy left by an
-            # earlier build would otherwise ship in a wheel tagged pure, built from other code.
+            # earlier build would otherwise ship (and tag the wheel abi3) as if built from
+            # this source.
             stale = self.get_ext_fullpath(ext.name)
             if os.path.exists(stale):
                 os.remove(stale)

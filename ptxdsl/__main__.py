@@ -37,8 +37,11 @@ from .errors import OutputError, PtxdslError
 from .module import Module
 from .operands import _IDENT, _show
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SAMPLES_DIR = REPO_ROOT / "samples"
+PACKAGE_DIR = Path(__file__).resolve().parent
+# A wheel ships the samples inside the package (setup.py maps samples/ to ptxdsl.samples); a
+# checkout, and an editable install of one, keeps them in samples/ beside the package.
+SAMPLES_DIRS = (PACKAGE_DIR / "samples", PACKAGE_DIR.parent / "samples")
+SAMPLES_DIR = next((d for d in SAMPLES_DIRS if d.is_dir()), SAMPLES_DIRS[0])
 
 
 class _FileError(Exception):
@@ -305,8 +308,9 @@ def sample_files() -> list[Path]:
 
 def cmd_demo(args) -> int:
     if not SAMPLES_DIR.is_dir():
-        print(f"samples/ not found next to the ptxdsl package ({SAMPLES_DIR}); run the demo "
-              "from a checkout (pip install -e .)", file=sys.stderr)
+        print("ptxdsl demo: the samples are not installed with this ptxdsl (looked in "
+              f"{' and '.join(map(str, SAMPLES_DIRS))}); reinstall it (pip install ptxdsl) "
+              "or run the demo from a checkout (pip install -e .)", file=sys.stderr)
         return 1
     out = Path(args.output)
     if out.exists() and not out.is_dir():   # else every sample would fail the same way
@@ -321,25 +325,20 @@ def cmd_demo(args) -> int:
         return 2
     failures = []
     from . import sample_runner
-    default_dir, sample_runner.PTX_DIR = sample_runner.PTX_DIR, out
     sample_runner._SAID.clear()    # this demo says why no GPU runs once, whatever ran before
-    try:
-        for path in sample_files():
-            if args.only and path.stem not in args.only:
-                continue
-            print(f"=== {path.stem}")
-            ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
-            main = ns.get("main")
-            if not callable(main):
-                print(f"  {path.name} has no main(argv)")
-                failures.append(path.stem)
-                continue
-            rc = main(["--ptx", str(out / f"{path.stem}.ptx")])
-            rc = rc or main([])
-            if rc:
-                failures.append(path.stem)
-    finally:
-        sample_runner.PTX_DIR = default_dir
+    for path in sample_files():
+        if args.only and path.stem not in args.only:
+            continue
+        print(f"=== {path.stem}")
+        ns = runpy.run_path(str(path), run_name="__ptxdsl_demo__")
+        main = ns.get("main")
+        if not callable(main):
+            print(f"  {path.name} has no main(argv)")
+            failures.append(path.stem)
+            continue
+        # One call: it writes the PTX, then runs the sample (or assembles it without a GPU).
+        if main(["--save-ptx", str(out / f"{path.stem}.ptx")]):
+            failures.append(path.stem)
     print()
     if failures:
         print(f"demo: {len(failures)} sample(s) failed: {', '.join(failures)}")
@@ -369,10 +368,14 @@ def cmd_fuzz(argv: list[str]) -> int:
 def version_line() -> str:
     """`ptxdsl X.Y.Z`, and whether the optional C launch module was built at install (without
     it, launches go through cuda.bindings' cuLaunchKernelEx: the same result, slower)."""
-    import importlib.util
-    built = importlib.util.find_spec("ptxdsl._launch_c") is not None
-    return (f"ptxdsl {__version__} (C launch path: "
-            + ("built" if built else "not built; launches use cuda.bindings") + ")")
+    # Imported, as the runtime does (runtime.launch.c_launcher): a file that cannot load is
+    # no launch path.
+    try:
+        from . import _launch_c  # noqa: F401
+        state = "built"
+    except ImportError:
+        state = "not built; launches use cuda.bindings"
+    return f"ptxdsl {__version__} (C launch path: {state})"
 
 
 def parser() -> argparse.ArgumentParser:

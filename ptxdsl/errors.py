@@ -21,6 +21,9 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# The samples a wheel ships inside the package (ptxdsl/samples) are user code, as they are in a
+# checkout's samples/: errors and warnings point into them, not at their caller.
+_SAMPLES_DIR = os.path.join(_PKG_DIR, "samples") + os.sep
 
 
 class SourceLoc(NamedTuple):
@@ -59,10 +62,12 @@ def _is_internal(filename: str) -> bool:
         # attrs compiles __init__ into a pseudo-file; its frames belong to ptxdsl's classes.
         # contextlib runs the tail of `with k.if_()/for_range()...` blocks: the user's line is
         # the `with` statement one frame further out.
+        path = os.path.abspath(filename)
         hit = _INTERNAL[filename] = (filename.startswith("<attrs generated")
                                      or filename == contextlib.__file__
-                                     or os.path.abspath(filename).startswith(_ATTRS_DIR)
-                                     or os.path.abspath(filename).startswith(_PKG_DIR + os.sep))
+                                     or path.startswith(_ATTRS_DIR)
+                                     or (path.startswith(_PKG_DIR + os.sep)
+                                         and not path.startswith(_SAMPLES_DIR)))
     return hit
 
 
@@ -76,9 +81,9 @@ def _is_library(filename: str) -> bool:
     hit = _LIBRARY.get(filename)
     if hit is None:
         path = os.path.abspath(filename)
-        hit = _LIBRARY[filename] = (filename.startswith("<") or "site-packages" in path
-                                    or "dist-packages" in path
-                                    or path.startswith(tuple(d + os.sep for d in _LIB_DIRS)))
+        hit = _LIBRARY[filename] = not path.startswith(_SAMPLES_DIR) and (
+            filename.startswith("<") or "site-packages" in path or "dist-packages" in path
+            or path.startswith(tuple(d + os.sep for d in _LIB_DIRS)))
     return hit
 
 

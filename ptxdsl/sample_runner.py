@@ -12,6 +12,8 @@ A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, 
 
 - `--ptx PATH`: write the module's PTX to PATH and return 0 (no GPU needed); a PATH that
   cannot be written is one line on stderr and 1;
+- `--save-ptx PATH`: write it the same way, then go on as below (what `python -m ptxdsl demo`
+  asks of each sample: one call that writes, then runs or assembles);
 - on a Hopper GPU: run the sample, print one line per check and a verdict, return 0 or 1;
 - with no usable GPU: say why, assemble the PTX offline with nvJitLink instead (printing the
   target, the cubin size and the time it took) and return 0.
@@ -32,9 +34,8 @@ import numpy as np
 from .errors import OutputError
 from .module import Module
 
-# The folder for PTX a sample writes without being given a --ptx path (multi_gpu_tensormap
-# writes its module before its single-GPU fallback): `python -m ptxdsl demo -o DIR` sets it
-# to DIR for the samples it runs.
+# The folder for PTX a sample writes without being given a path (multi_gpu_tensormap writes
+# its module before its single-GPU fallback; the demo gives it --save-ptx instead).
 PTX_DIR = Path("out")
 # How long a sample waits for the GPU before calling a kernel hung (seconds). A hang raises
 # `SyncTimeoutError` instead of freezing the process.
@@ -115,6 +116,15 @@ class Report:
 # sample in one).
 _SAID: set[str] = set()
 
+
+def said_once(reason: str) -> str:
+    """`reason` the first time this process says it, "as above" after that: a demo without a
+    GPU gives the same reason for every sample."""
+    shown = "as above" if reason in _SAID else reason
+    _SAID.add(reason)
+    return shown
+
+
 def random_array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     """Random bits of any dtype (every byte uniform), so a copy is checked bit for bit."""
     dtype = np.dtype(dtype)
@@ -139,39 +149,50 @@ def _assemble_offline(module: Module) -> int:
     return 0
 
 
+def _write(module: Module, option: str, path: str) -> bool:
+    # A path that cannot be written is the command line's mistake, not the sample's: one line
+    # naming it, where a traceback through this harness would say no more.
+    if os.path.isdir(path):
+        print(f"  cannot write {option} {path}: it is a folder", file=sys.stderr)
+        return False
+    try:
+        module.write(path)
+    except OutputError as e:   # no permission, a parent that is a file, a full disk, ...
+        print(f"  {option}: {e.message}", file=sys.stderr)
+        return False
+    print(f"  wrote {path} (.version {module.version}, .target {module.target})")
+    return True
+
+
 def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[[], Module],
                 run: Callable[[], Report]) -> int:
     """The `main(argv)` of a sample: see the module docstring."""
     summary = (doc or "").strip().splitlines()[0] if doc else None
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ptx", metavar="PATH",
-                    help="write the module's PTX to PATH and exit (no GPU needed)")
+    paths = ap.add_mutually_exclusive_group()
+    paths.add_argument("--ptx", metavar="PATH",
+                       help="write the module's PTX to PATH and exit (no GPU needed)")
+    paths.add_argument("--save-ptx", metavar="PATH",
+                       help="write the module's PTX to PATH, then run it (or assemble it "
+                       "offline) as without this option")
     args = ap.parse_args(argv)
-    if args.ptx:
+    module = None
+    if args.ptx or args.save_ptx:
         module = build_module()
-        # A path that cannot be written is the command line's mistake, not the sample's: one
-        # line naming it, where a traceback through this harness would say no more.
-        if os.path.isdir(args.ptx):
-            print(f"  cannot write --ptx {args.ptx}: it is a folder", file=sys.stderr)
+        option, path = ("--ptx", args.ptx) if args.ptx else ("--save-ptx", args.save_ptx)
+        if not _write(module, option, path):
             return 1
-        try:
-            module.write(args.ptx)
-        except OutputError as e:   # no permission, a parent that is a file, a full disk, ...
-            print(f"  --ptx: {e.message}", file=sys.stderr)
-            return 1
-        print(f"  wrote {args.ptx} (.version {module.version}, .target {module.target})")
-        return 0
+        if args.ptx:
+            return 0
 
     from .runtime import device_info, gpu_skip_reason
     reason = gpu_skip_reason()
     if reason is not None:
         # One reason for the whole demo: the first sample says it, the others refer to it.
-        shown = "as above" if reason in _SAID else reason
-        _SAID.add(reason)
-        print(f"  no Hopper GPU here ({shown}); assembling the PTX offline instead of "
-              "running it")
-        return _assemble_offline(build_module())
+        print(f"  no Hopper GPU here ({said_once(reason)}); assembling the PTX offline "
+              "instead of running it")
+        return _assemble_offline(module or build_module())
 
     print(f"  {device_info(0)}" + (f": {summary}" if summary else ""))
     t0 = time.perf_counter()

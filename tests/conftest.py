@@ -31,6 +31,18 @@ def _gpu_skip_reason() -> str | None:
     return gpu_skip_reason()
 
 
+def pytest_configure(config):
+    # .ci/wheel runs the suite against the installed wheel: a ptxdsl imported from the
+    # checkout would test the sources again and call it the wheel. Checked for this run only
+    # (popped): a test's child pytest that puts the checkout on PYTHONPATH means to.
+    import ptxdsl
+    source = Path(__file__).resolve().parents[1] / "ptxdsl"
+    if os.environ.pop("PTXDSL_TEST_INSTALLED", None) == "1" and \
+            Path(ptxdsl.__file__).resolve().parent == source:
+        raise pytest.UsageError(f"PTXDSL_TEST_INSTALLED=1 but ptxdsl is imported from the "
+                                f"checkout ({ptxdsl.__file__}), not the installed wheel")
+
+
 def pytest_collection_modifyitems(config, items):
     if not (config.getoption("--run-slow") or os.environ.get("PTXDSL_SLOW")):
         skip = pytest.mark.skip(reason="long property test: run with --run-slow")

@@ -1,9 +1,12 @@
-"""A first run says each thing once: the demo's no-GPU reason, and a ptxas message repeated for
-every kernel of a module."""
+"""A first run says each thing once: the demo's no-GPU reason, each sample's run (one call that
+writes its PTX, then assembles or runs it), and a ptxas message repeated for every kernel of a
+module."""
 
 from __future__ import annotations
 
+import runpy
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,8 @@ from ptxdsl.assembly_report import (
     warn_about,
 )
 from ptxdsl.errors import SourceLoc
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_ptxas_message_repeated_per_kernel_is_one_warning():
@@ -28,10 +33,11 @@ def test_a_ptxas_message_repeated_per_kernel_is_one_warning():
     assert all(issubclass(w.category, PtxdslAssemblerWarning) for w in got)
 
 
-def test_the_demo_says_why_no_gpu_runs_once(capsys, tmp_path):
+def test_the_demo_runs_each_sample_once_and_says_why_no_gpu_runs_once(capsys, tmp_path):
     from ptxdsl.__main__ import main, sample_files
     from ptxdsl.runtime import gpu_skip_reason
-    if gpu_skip_reason() is None:
+    reason = gpu_skip_reason()
+    if reason is None:
         pytest.skip("a Hopper GPU is usable here: the demo runs the samples instead")
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")
@@ -40,11 +46,20 @@ def test_the_demo_says_why_no_gpu_runs_once(capsys, tmp_path):
     samples = sample_files()
     assert out.count("  no Hopper GPU here (") == len(samples)
     assert out.count("  no Hopper GPU here (as above)") == len(samples) - 1
+    # multi_gpu_tensormap gives the same reason for its two GPUs: referred to, not repeated.
+    assert out.count(reason) == 1
     for p in samples:
-        # The demo writes each sample's PTX, then runs it; multi_gpu_tensormap's run with
-        # fewer than two GPUs writes its file again (issue 31's "each sample run twice": the
-        # double run is not fixed yet).
-        twice = p.stem == "multi_gpu_tensormap"
-        assert out.count(f"wrote {tmp_path / p.stem}.ptx") == 1 + twice, p.stem
+        # One call per sample writes its PTX, then assembles it (issue 31: the demo ran each
+        # sample twice, and multi_gpu_tensormap's fallback wrote its file again).
+        assert out.count(f"wrote {tmp_path / p.stem}.ptx") == 1, p.stem
+    assert out.count("wrote ") == out.count("assembled offline with nvJitLink") == len(samples)
     dropped = [w for w in got if "setmaxnreg' ignored" in str(w.message)]
     assert len({(w.filename, w.lineno) for w in dropped}) == len(dropped) > 0
+
+
+def test_save_ptx_that_cannot_be_written_names_the_option(capsys, tmp_path):
+    """`--save-ptx PATH` (the demo's one call per sample) refuses a folder as `--ptx` does,
+    naming its own option."""
+    ns = runpy.run_path(str(ROOT / "samples" / "zero_template.py"), run_name="__ptxdsl_test__")
+    assert ns["main"](["--save-ptx", str(tmp_path)]) == 1
+    assert f"cannot write --save-ptx {tmp_path}: it is a folder" in capsys.readouterr().err

@@ -192,9 +192,16 @@ def test_wheel_with_the_c_module_is_abi3(wheel, tmp_path):
 # What the C module takes from the interpreter; each is in CPython's stable ABI
 # (Misc/stable_abi.toml). A new call that is not fails this test: check it there, then add it.
 STABLE_ABI_USED = {
-    "PyErr_Occurred", "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread",
-    "PyExc_RuntimeError", "PyExc_TypeError", "PyExc_ValueError", "PyLong_AsUnsignedLongLong",
-    "PyLong_FromLong", "PyModule_Create2", "_Py_NoneStruct",
+    "PyBool_FromLong", "PyBytes_AsStringAndSize", "PyBytes_Type", "PyCapsule_GetPointer",
+    "PyCapsule_New", "PyDict_GetItemWithError", "PyDict_New", "PyDict_SetItem", "PyErr_Clear",
+    "PyErr_NoMemory", "PyErr_Occurred", "PyErr_SetString", "PyEval_RestoreThread",
+    "PyEval_SaveThread", "PyExc_RuntimeError", "PyExc_TypeError", "PyExc_ValueError",
+    "PyFloat_AsDouble", "PyFloat_Type", "PyLong_AsLong", "PyLong_AsLongLong",
+    "PyLong_AsSsize_t", "PyLong_AsUnsignedLongLong", "PyLong_FromLong", "PyLong_Type",
+    "PyModule_Create2", "PyObject_Call", "PyObject_GetAttr", "PyObject_RichCompareBool",
+    "PyTuple_GetItem", "PyTuple_New", "PyTuple_Pack", "PyTuple_SetItem", "PyTuple_Size",
+    "PyTuple_Type", "PyType_GetFlags", "PyUnicode_CompareWithASCIIString",
+    "PyUnicode_InternFromString", "_Py_Dealloc", "_Py_NoneStruct",
 }
 
 

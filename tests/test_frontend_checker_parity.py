@@ -114,12 +114,10 @@ PLUGIN_RUN = ["test_checker.py", "test_checker_29_cluster.py", "test_checker_29_
 def test_checker_tests_kernels_check_alike_parsed(tmp_path):
     report = tmp_path / "parsed.jsonl"
     # The child takes the plugin and the test files from the checkout, ptxdsl from where
-    # this run takes it; append mode, as in .ci/wheel, keeps the checkout after
-    # site-packages when pytest adds it to sys.path for the tests package.
+    # this run takes it (in the wheel job its conftest checks that it is the wheel).
     env = child_env(PTXDSL_PARSED_CHECK=str(report))
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "--import-mode=append", "-p", "tests.parsed_check",
-                          *(f"tests/{f}" for f in PLUGIN_RUN)],
+                          "-p", "tests.parsed_check", *(f"tests/{f}" for f in PLUGIN_RUN)],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "parsed check: {'kernels':" in res.stdout, res.stdout[-3000:]

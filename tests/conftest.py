@@ -10,6 +10,7 @@ import pytest
 
 from ptxdsl.testing import check_golden
 
+from .child_env import in_wheel_job
 from .frontend_support import assert_round_trip
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -33,11 +34,12 @@ def _gpu_skip_reason() -> str | None:
 
 def pytest_configure(config):
     # .ci/wheel runs the suite against the installed wheel: a ptxdsl imported from the
-    # checkout would test the sources again and call it the wheel. Checked for this run only
-    # (popped): a test's child pytest that puts the checkout on PYTHONPATH means to.
+    # checkout would test the sources again and call it the wheel. The variable stays set:
+    # the tests' children import the wheel too (tests/child_env.py), a child pytest is
+    # checked the same way.
     import ptxdsl
     source = Path(__file__).resolve().parents[1] / "ptxdsl"
-    if os.environ.pop("PTXDSL_TEST_INSTALLED", None) == "1" and \
+    if in_wheel_job() and \
             Path(ptxdsl.__file__).resolve().parent == source:
         raise pytest.UsageError(f"PTXDSL_TEST_INSTALLED=1 but ptxdsl is imported from the "
                                 f"checkout ({ptxdsl.__file__}), not the installed wheel")

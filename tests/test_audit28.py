@@ -20,9 +20,9 @@ from ptxdsl.pipeline import MbarrierRing
 from ptxdsl.runtime.cache import CubinCache
 from ptxdsl.runtime.errors import CacheError
 from ptxdsl.testing import check_golden, declared_target
+from tests.child_env import child_env
 
 HERE = os.path.abspath(__file__)
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 def _here(err) -> bool:
@@ -141,9 +141,8 @@ def test_cache_key_names_a_file_in_the_cache(tmp_path):
 # -- the CLI ------------------------------------------------------------------------------------
 def _cli(tmp_path, src: str, *args: str, name: str = "m.py"):
     (tmp_path / name).write_text(src)
-    env = dict(os.environ, PYTHONPATH=REPO)
     return subprocess.run([sys.executable, "-m", "ptxdsl", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=120, env=child_env())
 
 
 TWO = 'from ptxdsl import Kernel, Module\na, b = Kernel("a"), Kernel("b")\na.ret()\nb.ret()\n'

@@ -4,7 +4,6 @@ and the emit-time cost on a 100k-instruction kernel."""
 
 from __future__ import annotations
 
-import os
 import re
 import runpy
 import subprocess
@@ -30,6 +29,7 @@ from ptxdsl.checker.values import Kind, Values
 from ptxdsl.kernel_core import Statement
 from ptxdsl.types import StateSpace
 from tests.checker_kernels import Tma, here, ids
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -307,8 +307,7 @@ def test_kernel_and_module_check_methods():
 
 # -- the command line ------------------------------------------------------------------------------
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env = child_env()
     env.pop("PTXDSL_STRICT", None)
     return subprocess.run([sys.executable, "-m", "ptxdsl", "check", *args], capture_output=True,
                           text=True, cwd=cwd, env=env, timeout=300)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ptxdsl.__main__ import main
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,10 +69,9 @@ def test_module_that_cannot_emit_fails_and_is_named(tmp_path, capsys):
 
 @pytest.mark.parametrize("cmd", ["check", "emit"])
 def test_missing_file_is_one_line_without_traceback(tmp_path, cmd):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     res = subprocess.run([sys.executable, "-m", "ptxdsl", cmd, str(tmp_path / "nope.py")],
-                         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+                         capture_output=True, text=True, env=child_env(), timeout=120,
+                         cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr.strip() == f"ptxdsl {cmd}: {tmp_path / 'nope.py'}: no such file"
     assert "Traceback" not in res.stderr and res.stdout == ""

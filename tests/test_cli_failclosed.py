@@ -16,6 +16,7 @@ from ptxdsl import Kernel, Module, ptx, t
 from ptxdsl.__main__ import EXIT_BROKEN_PIPE, main
 from ptxdsl.errors import VersionError
 from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ def test_a_pipe_closed_early_ends_the_command_quietly():
     try:
         proc = subprocess.run([sys.executable, "-m", "ptxdsl", "forms"], stdout=w,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env=child_env())
     finally:
         os.close(w)
     assert proc.stderr == "" and proc.returncode == EXIT_BROKEN_PIPE == 141

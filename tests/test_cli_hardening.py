@@ -14,6 +14,7 @@ import pytest
 
 from ptxdsl import BuildError, Kernel, Module, debug, ptx, sample_runner, t
 from ptxdsl.__main__ import main, sample_files
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = os.path.abspath(__file__)
@@ -123,10 +124,8 @@ def test_sample_ptx_error_from_the_shell_has_no_traceback(tmp_path):
     """The same from the shell, through a real sample."""
     afile = tmp_path / "afile"
     afile.write_text("")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     res = subprocess.run([sys.executable, str(ROOT / "samples" / "zero_template.py"), "--ptx",
-                          str(afile / "x.ptx")], capture_output=True, text=True, env=env,
+                          str(afile / "x.ptx")], capture_output=True, text=True, env=child_env(),
                          timeout=300, cwd=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "cannot write" in res.stderr and "Traceback" not in res.stderr

@@ -12,7 +12,6 @@ Known differences are strict xfails, each with its reason."""
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from tests import pipeline_kernels, test_checker_audit29, test_checker_audit29b
 from tests import test_checker_audit29_clean as clean_a
 from tests import test_checker_audit29b_clean as clean_b
 from tests.audit_support import build
+from tests.child_env import child_env
 from tests.parsed_check import differences
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,8 +113,9 @@ PLUGIN_RUN = ["test_checker.py", "test_checker_29_cluster.py", "test_checker_29_
 
 def test_checker_tests_kernels_check_alike_parsed(tmp_path):
     report = tmp_path / "parsed.jsonl"
-    env = dict(os.environ, PTXDSL_PARSED_CHECK=str(report), PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    # The child takes the plugin and the test files from the checkout, ptxdsl from where
+    # this run takes it (in the wheel job its conftest checks that it is the wheel).
+    env = child_env(PTXDSL_PARSED_CHECK=str(report))
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-p", "tests.parsed_check", *(f"tests/{f}" for f in PLUGIN_RUN)],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)

@@ -31,6 +31,7 @@ from ptxdsl.instructions.memory import Ld
 from ptxdsl.operands import Imm, Label, NegPred, Reg, Symbol
 from ptxdsl.statements import Statement
 from ptxdsl.types import ScalarType, StateSpace
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = sorted((ROOT / "tests" / "golden").rglob("*.ptx"))
@@ -266,7 +267,7 @@ def test_cli_lift_writes_a_program_that_prints_the_ptx(tmp_path, capsys):
     assert re.search(rf"wrote {re.escape(str(out))} \(\d+ instructions built by their "
                      r"classes\)", capsys.readouterr().out)
     done = subprocess.run([sys.executable, str(out)], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+                          env=child_env({"PATH": ""}))
     assert done.returncode == 0, done.stderr
     assert done.stdout == parse_ptx(MIXED).emit()
     # Without -o the program goes to stdout.

@@ -15,6 +15,7 @@ import pytest
 from ptxdsl.fuzz import strategies
 from ptxdsl.fuzz.__main__ import main
 from ptxdsl.fuzz.worker import Assembler
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -76,8 +77,7 @@ def test_worker_exits_on_eof_when_the_parent_end_closes():
 
 
 def _campaign(tmp_path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), PYTHONUNBUFFERED="1")
+    env = child_env(PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "ptxdsl.fuzz", "--examples", "1000000",
                              "--families", "arith"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)

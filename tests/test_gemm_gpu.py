@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.child_env import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "gemm_hopper.py"
 NS = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
@@ -202,9 +204,8 @@ def _run_in_child(run_args: str, checks: int | None = None) -> None:
             f"r = ns['run']({run_args})\n"
             + (f"assert len(r.checks) == {checks}, r.format()\n" if checks is not None else "")
             + "print(r.format())\nsys.exit(0 if r.ok else 1)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=180)
+                         cwd=ROOT, env=child_env(), timeout=180)
     print(res.stdout)
     assert res.returncode == 0, res.stdout + res.stderr
 

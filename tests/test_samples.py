@@ -7,7 +7,6 @@ Every sample is a runnable file with `build_module()`, `run()` (returns a
 
 from __future__ import annotations
 
-import os
 import runpy
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 
 from ptxdsl.__main__ import sample_files
 from ptxdsl.testing import assemble_declared, declared_target
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sample_files()
@@ -33,10 +33,8 @@ def _load(path: Path) -> dict:
 
 
 def _run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=timeout)
+                          env=child_env(), timeout=timeout)
 
 
 def _no_gpu() -> str | None:

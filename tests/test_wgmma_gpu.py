@@ -5,7 +5,6 @@ plain form wraps. Each case runs in its own process (a fault poisons its CUDA co
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ptxdsl.testing import assemble_declared
+from tests.child_env import child_env
 from tests.wgmma_gpu_kernels import CASES, build_module, host_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,10 +42,10 @@ def test_cases_assemble_and_expectations_differ_where_they_should():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_wgmma_on_gpu(name):
+    # The kernels are the checkout's tests.wgmma_gpu_kernels; ptxdsl is this run's.
     code = ("import sys\nfrom tests.wgmma_gpu_kernels import run_case\n"
             f"ok, detail = run_case({name!r})\nprint(detail)\nsys.exit(0 if ok else 1)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=120)
+                         cwd=ROOT, env=child_env(), timeout=120)
     print(res.stdout)
     assert res.returncode == 0, res.stdout + res.stderr

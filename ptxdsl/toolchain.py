@@ -4,6 +4,7 @@ returned with the cubin (`Cubin.report`, see `assembly_report`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -43,14 +44,22 @@ def toolchain_identity() -> str:
     """What built a cached cubin: nvJitLink's version and the installed packages' versions
     (nvJitLink reports only major.minor; a patch release of the library or of cuda-bindings
     can change the cubin, so the cache key carries those too)."""
+    return "; ".join([f"nvJitLink {toolchain_version()}", *_package_versions()])
+
+
+@functools.cache
+def _package_versions() -> tuple[str, ...]:
+    """The packages' versions, read once: the libraries this process loaded cannot change
+    under it, and reading the metadata costs about 1.5 ms, more than a whole cache-hit load
+    (BENCHMARKS.md section 2)."""
     from importlib import metadata
-    parts = [f"nvJitLink {toolchain_version()}"]
+    parts = []
     for dist in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings"):
         try:
             parts.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             continue
-    return "; ".join(parts)
+    return tuple(parts)
 
 
 def uses_setmaxnreg(ptx: str) -> bool:

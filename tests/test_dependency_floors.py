@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ptxdsl import Kernel, Module, PtxdslError, toolchain
 from ptxdsl.runtime.arrays import device_pointer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,3 +140,16 @@ class _SlicedProducer:
 
 def test_a_dlpack_byte_offset_is_part_of_the_pointer():
     assert device_pointer(_SlicedProducer()) == 0x7F00_0000 + 256
+
+
+# -- the nvjitlink floor, where pip cannot keep it ----------------------------------------------
+def test_an_older_nvjitlink_loaded_by_another_library_is_refused(monkeypatch):
+    from cuda.bindings import nvjitlink
+    monkeypatch.setattr(nvjitlink, "version", lambda: (12, 9))   # what torch 2.4 leaves loaded
+    monkeypatch.setattr(toolchain, "_version_ok", [])
+    m = Module(target="sm_90a")
+    m.add(Kernel("k"))
+    with pytest.raises(PtxdslError, match=r"nvJitLink 12\.9 is the one loaded in this process, "
+                       r"and ptxdsl needs 13\.2 or newer .*a CUDA 12 build of torch") as err:
+        m.assemble()
+    assert err.value.loc.file == __file__

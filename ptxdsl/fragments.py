@@ -516,9 +516,11 @@ class AFragment(Sealed):
                 raise BuildError(f"a_fragment.load: {name}={v} must be a multiple of {per}: "
                                  f"each register is one 4-byte load of {per} {self.bits}-bit "
                                  "elements, which must be 4-byte aligned")
-        if isinstance(ld, int) and isinstance(k0, int) and k0 + self.k > ld:
-            raise BuildError(f"a_fragment.load: columns [{k0}, {k0 + self.k}) run past the row "
-                             f"stride ld={ld}: they would read the next row")
+        # A register k0 is at least 0, so a constant ld below K is wrong whatever it holds.
+        if isinstance(ld, int) and (k0 if isinstance(k0, int) else 0) + self.k > ld:
+            cols = f"[{k0}, {k0 + self.k})" if isinstance(k0, int) else f"[k0, k0 + {self.k})"
+            raise BuildError(f"a_fragment.load: columns {cols} run past the row stride "
+                             f"ld={ld}: they would read the next row")
         ptr = _global_ptr(k, ptr, "a_fragment.load")
         tid = k.and_(k.tid.x, WARPGROUP - 1)
         row0 = k.add(k.mul(k.shr(tid, 5), 16), k.shr(k.and_(tid, 31), 2))

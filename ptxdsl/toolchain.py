@@ -25,12 +25,31 @@ _lock = threading.Lock()  # nvJitLink handles are independent, but keep logs tid
 log = logging.getLogger("ptxdsl.toolchain")
 
 
+# The oldest nvJitLink that assembles every golden (docs/CONTRIBUTING.md, "Dependency floors":
+# 13.0 segfaults on a wgmma golden, 13.1 hits a ptxas internal error). pip keeps the installed
+# package at or above it, but cuda.bindings uses whatever libnvJitLink the process loaded first:
+# a CUDA 12 build of torch imported before ptxdsl's first assembly brings its own 12.x.
+NVJITLINK_MIN = (13, 2)
+_version_ok: list[bool] = []
+
+
 def _nvjitlink():
     try:
         from cuda.bindings import nvjitlink
     except ImportError as e:  # pragma: no cover - depends on the install
         raise PtxdslError("nvJitLink is not available: install cuda-python and "
                           f"nvidia-nvjitlink ({e})", SourceLoc("<toolchain>", 0)) from e
+    if not _version_ok:
+        got = tuple(nvjitlink.version())
+        if got < NVJITLINK_MIN:
+            need = ".".join(map(str, NVJITLINK_MIN))
+            raise PtxdslError(
+                f"nvJitLink {'.'.join(map(str, got))} is the one loaded in this process, and "
+                f"ptxdsl needs {need} or newer (nvidia-nvjitlink>={need}): another library "
+                "loaded its own libnvJitLink first (a CUDA 12 build of torch does on import). "
+                "Use a CUDA 13 build (PyPI's torch>=2.13), or have ptxdsl assemble before "
+                "that import", user_loc())
+        _version_ok.append(True)
     return nvjitlink
 
 

@@ -9,6 +9,7 @@ buggy kernel carries (its manifest's `expect`)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from ptxdsl.checker import Severity
 from ptxdsl.frontend import Raw, parse_ptx
 from ptxdsl.frontend.lexer import Source, tokenize
+from ptxdsl.fuzz.oracle import newest_version
 from ptxdsl.testing import same_program
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -70,6 +72,14 @@ def test_the_corpus_is_what_the_issue_asks_for():
 @pytest.mark.parametrize("rel", FILES)
 def test_corpus_file_round_trips_to_the_same_cubin(rel):
     text = (CORPUS / "ptx" / rel).read_text()
+    # The files declare PTX ISA 9.4 and 9.5 (their compilers'); the nvJitLink floor (13.2) reads
+    # up to 9.2, and without ptxas reading the original there is no cubin to compare with.
+    declared = re.search(r"^\.version (\d+)\.(\d+)", text, re.M)
+    assert declared is not None, rel
+    newest = newest_version()
+    if tuple(map(int, declared.groups())) > tuple(map(int, newest.split("."))):
+        pytest.skip(f"{rel} is PTX ISA {'.'.join(declared.groups())}; this nvJitLink's ptxas "
+                    f"reads up to {newest}")
     again = parse_ptx(text, file=rel).emit()
     assert [t[1] for t in tokenize(Source(again))] == [t[1] for t in tokenize(Source(text))]
     assert same_program(text, again) is None

@@ -99,6 +99,11 @@ def test_a_fragment_load_stays_in_its_row_and_aligned():
         k.a_fragment("e4m3").load(out, 66)
     with pytest.raises(BuildError, match=r"k0=3 must be a multiple of 2"):
         k.a_fragment(t.bf16).load(out, 64, k0=3)
+    # a run-time k0 still needs K columns in a row (found by the fuzz at hypothesis 6.128.3)
+    with pytest.raises(BuildError, match=r"columns \[k0, k0 \+ 8\) run past the row stride "
+                       r"ld=4") as err:
+        k.a_fragment("tf32").load(out, 4, k0=k.reg(t.u32))
+    assert _here(err)
     with pytest.raises(BuildError, match=r"k0 must be a non-negative int"):
         k.a_fragment(t.bf16).load(out, 64, k0=None)
     k.a_fragment(t.bf16).load(out, 64, k0=48)

@@ -88,21 +88,8 @@ def host_us_per_call(fn: Callable[[], object], *, calls: int, reps: int, warmup:
                      after: Callable[[], object] | None = None) -> list[float]:
     """Microseconds per call of `fn`: `reps` samples, each the mean over `calls` calls timed
     with perf_counter (`after`, e.g. a synchronize, runs outside the timed region)."""
-    for _ in range(warmup):
-        for _ in range(calls):
-            fn()
-        if after is not None:
-            after()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        if after is not None:
-            after()
-        out.append((t1 - t0) / calls * 1e6)
-    return out
+    return host_us_interleaved({"fn": fn}, calls=calls, reps=reps, warmup=warmup,
+                               after=after)["fn"]
 
 
 def host_us_interleaved(fns: dict[str, Callable[[], object]], *, calls: int, reps: int,

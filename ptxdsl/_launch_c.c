@@ -73,24 +73,32 @@ static PyObject *set_entry(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* The launch's config and function from args[0] and args[1] (addresses, neither null), once
+ * the entry point is set; -1 with the error set, naming `who`, otherwise. */
+static int launch_target(PyObject *const *args, const char *who, void **cfg, void **f)
+{
+    if (entry == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: set_entry() was not called", who);
+        return -1;
+    }
+    if (address(args[0], cfg) < 0 || address(args[1], f) < 0)
+        return -1;
+    if (*cfg == NULL || *f == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: a null config or function", who);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *launch_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "launch_ex(config, function, params): 3 addresses");
         return NULL;
     }
-    if (entry == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "launch_ex: set_entry() was not called");
-        return NULL;
-    }
     void *cfg, *f, *params;
-    if (address(args[0], &cfg) < 0 || address(args[1], &f) < 0 ||
-        address(args[2], &params) < 0)
+    if (launch_target(args, "launch_ex", &cfg, &f) < 0 || address(args[2], &params) < 0)
         return NULL;
-    if (cfg == NULL || f == NULL) {
-        PyErr_SetString(PyExc_ValueError, "launch_ex: a null config or function");
-        return NULL;
-    }
     int err;
     Py_BEGIN_ALLOW_THREADS
     err = entry(cfg, f, (void **)params, NULL);
@@ -341,17 +349,9 @@ static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "launch_packed(config, function, spec, args)");
         return NULL;
     }
-    if (entry == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "launch_packed: set_entry() was not called");
-        return NULL;
-    }
     void *cfg, *f;
-    if (address(args[0], &cfg) < 0 || address(args[1], &f) < 0)
+    if (launch_target(args, "launch_packed", &cfg, &f) < 0)
         return NULL;
-    if (cfg == NULL || f == NULL) {
-        PyErr_SetString(PyExc_ValueError, "launch_packed: a null config or function");
-        return NULL;
-    }
     spec_t *spec = PyCapsule_GetPointer(args[2], "ptxdsl.argspec");
     if (spec == NULL)
         return NULL;

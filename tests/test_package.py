@@ -194,7 +194,7 @@ def test_wheel_with_the_c_module_is_abi3(wheel, tmp_path):
 STABLE_ABI_USED = {
     "PyBool_FromLong", "PyBytes_AsStringAndSize", "PyBytes_Type", "PyCapsule_GetPointer",
     "PyCapsule_New", "PyDict_GetItemWithError", "PyDict_New", "PyDict_SetItem", "PyErr_Clear",
-    "PyErr_NoMemory", "PyErr_Occurred", "PyErr_SetString", "PyEval_RestoreThread",
+    "PyErr_Format", "PyErr_NoMemory", "PyErr_Occurred", "PyErr_SetString", "PyEval_RestoreThread",
     "PyEval_SaveThread", "PyExc_RuntimeError", "PyExc_TypeError", "PyExc_ValueError",
     "PyFloat_AsDouble", "PyFloat_Type", "PyLong_AsLong", "PyLong_AsLongLong",
     "PyLong_AsSsize_t", "PyLong_AsUnsignedLongLong", "PyLong_FromLong", "PyLong_Type",

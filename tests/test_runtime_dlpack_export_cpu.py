@@ -17,31 +17,14 @@ import pytest
 from ptxdsl.errors import PtxdslError
 from ptxdsl.runtime import _driver, memory
 from ptxdsl.runtime.memory import DeviceBuffer
+from tests.test_runtime_interop_cpu import Recorder
 
 
-class Driver:
-    class CUevent_flags:
-        CU_EVENT_DISABLE_TIMING = 2
-
-    def __init__(self):
-        self.calls: list[tuple] = []
+class Driver(Recorder):
+    """The event calls of test_runtime_interop_cpu's recorder, plus memory."""
 
     class CUstream(int):     # a type, as cuda.bindings' is (stream_handle checks isinstance)
         pass
-
-    def cuEventCreate(self, flags):
-        return 0, "ev"
-
-    def cuEventRecord(self, ev, s):
-        self.calls.append(("record", s))
-        return (0,)
-
-    def cuStreamWaitEvent(self, s, ev, flags):
-        self.calls.append(("wait", s))
-        return (0,)
-
-    def cuEventDestroy(self, ev):
-        return (0,)
 
     def cuMemAlloc(self, n):
         self.calls.append(("alloc", n))

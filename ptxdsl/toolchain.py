@@ -27,10 +27,12 @@ log = logging.getLogger("ptxdsl.toolchain")
 
 # The oldest nvJitLink that assembles every golden (docs/CONTRIBUTING.md, "Dependency floors":
 # 13.0 segfaults on a wgmma golden, 13.1 hits a ptxas internal error). pip keeps the installed
-# package at or above it, but cuda.bindings uses whatever libnvJitLink the process loaded first:
-# a CUDA 12 build of torch imported before ptxdsl's first assembly brings its own 12.x.
+# package at or above it, but cuda.bindings uses whatever libnvJitLink the process loaded first
+# (a CUDA 12 build of torch imported before ptxdsl's first assembly brings its own 12.x), and
+# environments pin their own (a torch 2.11 CUDA 13 environment has 13.0.88). Older ones assemble
+# most kernels correctly, so they are used, with one warning that says what to expect.
 NVJITLINK_MIN = (13, 2)
-_version_ok: list[bool] = []
+_version_checked: list[bool] = []
 
 
 def _nvjitlink():
@@ -39,17 +41,21 @@ def _nvjitlink():
     except ImportError as e:  # pragma: no cover - depends on the install
         raise PtxdslError("nvJitLink is not available: install cuda-python and "
                           f"nvidia-nvjitlink ({e})", SourceLoc("<toolchain>", 0)) from e
-    if not _version_ok:
+    if not _version_checked:
+        _version_checked.append(True)
         got = tuple(nvjitlink.version())
         if got < NVJITLINK_MIN:
             need = ".".join(map(str, NVJITLINK_MIN))
-            raise PtxdslError(
-                f"nvJitLink {'.'.join(map(str, got))} is the one loaded in this process, and "
-                f"ptxdsl needs {need} or newer (nvidia-nvjitlink>={need}): another library "
-                "loaded its own libnvJitLink first (a CUDA 12 build of torch does on import). "
-                "Use a CUDA 13 build (PyPI's torch>=2.13), or have ptxdsl assemble before "
-                "that import", user_loc())
-        _version_ok.append(True)
+            whose = ("another library loaded its own libnvJitLink first (a CUDA 12 build of "
+                     "torch does on import; use a CUDA 13 build, PyPI's torch>=2.13, or have "
+                     "ptxdsl assemble before that import)" if got[0] < 13 else
+                     f"upgrade it: pip install 'nvidia-nvjitlink>={need},<14'")
+            loc = user_loc()
+            warnings.warn_explicit(
+                f"nvJitLink {'.'.join(map(str, got))} is the one loaded in this process, older "
+                f"than the {need} ptxdsl is tested with: 13.0 crashes the process on some "
+                "wgmma forms and 13.1 fails on them with a ptxas internal error (C7907); "
+                f"{whose}", PtxdslAssemblerWarning, loc.file, loc.line)
     return nvjitlink
 
 

@@ -20,8 +20,6 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 from ptxdsl import Kernel, PtxdslError, fuzz, ptx
 from ptxdsl.frontend import Raw, parse_ptx
@@ -75,6 +73,7 @@ from ptxdsl.types import Scope, Sem
 from ptxdsl.types import StateSpace as S
 from tests.cccl_forms import CCCL, needs_cccl
 from tests.frontend_support import unread
+from tests.fuzz_cover import draw_until_covered
 from tests.tma_cases import Env as TmaEnv
 from tests.tma_cases import unchecked_module
 
@@ -131,16 +130,14 @@ BATCHES = 25
 def test_fuzzed_builder_calls_read_back_typed(family):
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=BATCHES, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
-    @given(st.lists(fuzz.strategies[family], min_size=fuzz.BATCH, max_size=fuzz.BATCH))
     def run(cases):
         built = [build_case(i, c) for i, c in enumerate(cases)]
         kernels = [k for k in built if isinstance(k, Kernel)]   # refusals are not PTX
         for k in kernels:        # one module each: forms of one batch need other targets
             seen.update(round_trip([k]))
 
-    run()
+    draw_until_covered(fuzz.strategies[family], fuzz.BATCH, BATCHES, run,
+                       lambda: FUZZ[family] <= set(seen))
     assert FUZZ[family] <= set(seen), FUZZ[family] - set(seen)
 
 

@@ -17,8 +17,6 @@ from collections import Counter
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 from ptxdsl import Addr, Kernel, Module, PtxdslError, fuzz, t
 from ptxdsl.frontend import Raw, parse_ptx
@@ -54,6 +52,7 @@ from ptxdsl.instructions.wgmma_sp import WgmmaMmaAsyncSp
 from ptxdsl.operands import NegPred
 from ptxdsl.statements import Statement
 from tests.cccl_forms import asm_shapes, needs_cccl
+from tests.fuzz_cover import draw_until_covered
 
 FAMILY_CLASSES = {
     "bulk": (CpAsyncBulk, CpAsyncBulkPrefetch, CpReduceAsyncBulk, CpAsyncBulkCommitGroup,
@@ -91,16 +90,15 @@ def test_fuzzed_builder_calls_read_back_typed(family):
     """Every class of the family is reached (600 drawn calls by default, $PTXDSL_FUZZ_EXAMPLES
     to change; about half are valid and built)."""
     seen: Counter = Counter()
+    want = {c.__name__ for c in FAMILY_CLASSES[family]}
 
-    @seed(30)
-    @settings(max_examples=max(1, fuzz.examples(600) // fuzz.BATCH), deadline=None,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
-    @given(st.lists(fuzz.strategies[family], min_size=fuzz.BATCH, max_size=fuzz.BATCH))
     def run(cases):
         kernels = [k for i, c in enumerate(cases) if isinstance(k := build(i, c), Kernel)]
         round_trip(kernels, seen)
-    run()
-    assert {c.__name__ for c in FAMILY_CLASSES[family]} <= set(seen), seen
+    draw_until_covered(fuzz.strategies[family], fuzz.BATCH,
+                       max(1, fuzz.examples(600) // fuzz.BATCH), run, lambda: want <= set(seen),
+                       first_seed=30)
+    assert want <= set(seen), seen
 
 
 # -- every form, systematically ------------------------------------------------------------------

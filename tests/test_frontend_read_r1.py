@@ -18,8 +18,6 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 from ptxdsl import Kernel, Module, PtxdslError, fuzz, ptx, t
 from ptxdsl.frontend import parse_ptx
@@ -47,6 +45,7 @@ from ptxdsl.operands import (
 )
 from ptxdsl.types import ScalarType, StateSpace
 from tests.cccl_forms import needs_cccl
+from tests.fuzz_cover import draw_until_covered
 from tests.test_multimem_bits import FORMS as BITS_FORMS
 from tests.test_multimem_bits import build_form
 from tests.tma_cases import Env
@@ -86,17 +85,16 @@ FUZZED = {
 def test_fuzzed_builder_calls_read_back_typed(family):
     seen: Counter = Counter()
 
-    # Deterministic draws; a failure names the kernel and the statement, so no shrinking.
-    @settings(max_examples=max(1, fuzz.examples(1000) // fuzz.BATCH), deadline=None,
-              derandomize=True, database=None, suppress_health_check=list(HealthCheck),
-              phases=(Phase.generate,))
-    @given(st.lists(fuzz.strategies[family], min_size=fuzz.BATCH, max_size=fuzz.BATCH))
+    # Deterministic draws (further seeded passes only while a class is missing); a failure
+    # names the kernel and the statement, so no shrinking.
     def run(cases):
         built = [k for k in (build(i, c) for i, c in enumerate(cases)) if isinstance(k, Kernel)]
         if built:
             seen.update(read_back(built))
 
-    run()
+    draw_until_covered(fuzz.strategies[family], fuzz.BATCH,
+                       max(1, fuzz.examples(1000) // fuzz.BATCH), run,
+                       lambda: FUZZED[family] <= set(seen))
     assert FUZZED[family] <= set(seen), f"never built: {FUZZED[family] - set(seen)}"
 
 

@@ -343,6 +343,27 @@ static PyObject *pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(r);
 }
 
+/* Pack `args` by the spec into a buffer on this stack and launch: 1 (the CUresult in *err),
+ * 0 when the arguments are not packed here (nothing launched), -1 on a bad spec (error set). */
+static int pack_and_launch(void *cfg, void *f, PyObject *capsule, PyObject *args, int *err)
+{
+    spec_t *spec = PyCapsule_GetPointer(capsule, "ptxdsl.argspec");
+    if (spec == NULL)
+        return -1;
+    if (spec->size > STACK_BYTES || spec->n > STACK_PARAMS)
+        return 0;
+    /* 128-byte aligned, as a CUtensorMap parameter is declared (alignas(128)). */
+    _Alignas(128) char buffer[STACK_BYTES];
+    void *params[STACK_PARAMS];
+    int r = pack_args(capsule, args, buffer, params);
+    if (r <= 0)
+        return r;
+    Py_BEGIN_ALLOW_THREADS
+    *err = entry(cfg, f, params, NULL);
+    Py_END_ALLOW_THREADS
+    return 1;
+}
+
 static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4) {
@@ -350,24 +371,13 @@ static PyObject *launch_packed(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     void *cfg, *f;
+    int err;
     if (launch_target(args, "launch_packed", &cfg, &f) < 0)
         return NULL;
-    spec_t *spec = PyCapsule_GetPointer(args[2], "ptxdsl.argspec");
-    if (spec == NULL)
+    int r = pack_and_launch(cfg, f, args[2], args[3], &err);
+    if (r < 0)
         return NULL;
-    if (spec->size > STACK_BYTES || spec->n > STACK_PARAMS)
-        return PyLong_FromLong(-1);
-    /* 128-byte aligned, as a CUtensorMap parameter is declared (alignas(128)). */
-    _Alignas(128) char buffer[STACK_BYTES];
-    void *params[STACK_PARAMS];
-    int r = pack_args(args[2], args[3], buffer, params);
-    if (r <= 0)
-        return r < 0 ? NULL : PyLong_FromLong(-1);
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = entry(cfg, f, params, NULL);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+    return PyLong_FromLong(r == 0 ? -1 : err);
 }
 
 static PyObject *str_device = NULL, *zero = NULL;
@@ -460,23 +470,13 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_Clear();
         return hand_on(slow, call, ncall, kwnames);
     }
-    spec_t *spec = PyCapsule_GetPointer(PyTuple_GetItem(state, 5), "ptxdsl.argspec");
-    if (spec == NULL)
-        return NULL;
-    if (spec->size > STACK_BYTES || spec->n > STACK_PARAMS)
-        return hand_on(slow, call, ncall, kwnames);
-    _Alignas(128) char buffer[STACK_BYTES];
-    void *params[STACK_PARAMS];
-    int r = pack_args(PyTuple_GetItem(state, 5), kargs, buffer, params);
+    int err;
+    int r = pack_and_launch(cfg, f, PyTuple_GetItem(state, 5), kargs, &err);
     if (r < 0)
         return NULL;
-    if (r == 0)
-        return hand_on(slow, call, ncall, kwnames);
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = entry(cfg, f, params, NULL);
-    Py_END_ALLOW_THREADS
-    if (err != 0)       /* nothing was launched: the Python launch retries and reports */
+    /* Not packed here, or refused by the driver (nothing launched): the Python launch packs,
+     * retries and reports. */
+    if (r == 0 || err != 0)
         return hand_on(slow, call, ncall, kwnames);
     Py_RETURN_NONE;
 }

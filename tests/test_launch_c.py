@@ -101,7 +101,9 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
         fn._packer = ArgPacker("k", fn.params)
         fn._free_packers = [fn._packer]
         fn._configs = {(1, 32, 0, None, None): 0xC0F}
-        fn._c_launch, fn._c_packed, fn._c_spec = launch, L._c_launch_packed, fn._packer.c_spec
+        from ptxdsl import _launch_c
+        fn._c_launch, fn._c_packed = launch, _launch_c.launch_packed
+        fn._c_spec = fn._packer.c_spec
         L._tls.device = 0
         import numpy as np
         for arg in (7, np.uint32(9)):     # packed in C; converted in Python, then the C call

@@ -57,7 +57,6 @@ _OTHER_CONTEXT = frozenset({400, 201})
 
 
 _c_launch: Any = None     # ptxdsl._launch_c.launch_ex, entry set; False: not built or disabled
-_c_launch_packed: Any = None   # ptxdsl._launch_c.launch_packed, set with _c_launch
 
 
 def c_launcher(drv):
@@ -66,7 +65,7 @@ def c_launcher(drv):
     (then cuda.bindings' call is used). The entry is the one cuda.bindings itself would call:
     the ABI of its CUDA version, and the per-thread default stream where
     CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM asks for it (cuda.bindings' switch)."""
-    global _c_launch, _c_launch_packed
+    global _c_launch
     if _c_launch is not None:
         return _c_launch or None
     query = getattr(drv, "cuGetProcAddress", None)
@@ -88,7 +87,7 @@ def c_launcher(drv):
                               else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
     if int(err) == 0 and int(pfn):
         _launch_c.set_entry(int(pfn))
-        _c_launch, _c_launch_packed = _launch_c.launch_ex, _launch_c.launch_packed
+        _c_launch = _launch_c.launch_ex
     return _c_launch or None
 
 
@@ -139,8 +138,8 @@ class Function:
         # From C when ptxdsl._launch_c is built: the config cache then holds the addresses of
         # the configs' structs (the objects stay in _pinned) and the function is its address.
         self._c_launch = c_launcher(drv)
-        self._c_packed: Any = _c_launch_packed if self._c_launch is not None else None
-        self._c_spec = self._packer.c_spec if self._c_packed is not None else None
+        self._c_packed: Any = None
+        self._c_spec = self._packer.c_spec if self._c_launch is not None else None
         self._func = int(handle) if self._c_launch is not None else handle
         if self._c_spec is not None:
             # The common launch (int grid and block, the default stream or an int handle, a
@@ -148,6 +147,7 @@ class Function:
             # everything else reaches the method below with the same arguments
             # (ptxdsl/_launch_c.c, fast_launch).
             from ptxdsl import _launch_c
+            self._c_packed = _launch_c.launch_packed
             # mypy: an instance attribute over the method is deliberate (the C fast path)
             self.launch = functools.partial(  # type: ignore[method-assign]
                 _launch_c.fast_launch, (types.MethodType(Function.launch, self), _tls,

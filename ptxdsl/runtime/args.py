@@ -419,8 +419,9 @@ class ArgPacker:
 
 
 def _c_kind(p, offset: int) -> tuple[int, int, int, int, int]:
-    """(kind, bits, offset, lo, hi) of parameter `p` for the C packer: exactly the values
-    `_inline_tests` admits, so C and Python take the same arguments without a converter."""
+    """(kind, bits, offset, lo, hi) of parameter `p`: which common arguments it takes without
+    its converter, for the C packer and for the generated Python `pack` (`_inline_tests`),
+    so the two take exactly the same values."""
     if p.kind == "pointer":
         return (C_PTR, 64, offset, 0, (1 << 64) - 1)
     if p.kind == "tensormap" and p.size == 128:
@@ -432,6 +433,7 @@ def _c_kind(p, offset: int) -> tuple[int, int, int, int, int]:
         lo, hi, _ = _int_range(p.type)
         if p.type.kind == "s":
             return (C_SINT, p.type.bits, offset, lo, hi)
+        # negative values of bit types are converted (masked) by the converter
         return (C_UINT, p.type.bits, offset, 0, hi)
     return (C_SLOW, 0, offset, 0, 0)
 
@@ -439,14 +441,18 @@ def _c_kind(p, offset: int) -> tuple[int, int, int, int, int]:
 def _inline_tests(p, a: str) -> list[tuple[str, str]]:
     """[(test, value)] accepting the common arguments of parameter `p` without its converter
     (tried in order), or []. A test only admits values the converter would return unchanged."""
-    if p.kind == "pointer":
+    kind, _, _, lo, hi = _c_kind(p, 0)
+    if kind == C_PTR:
         # A live DeviceBuffer, or an address as an int in range (what torch's data_ptr() gives).
         return [(f"type({a}) is DeviceBuffer and {a}._ptr is not None", f"{a}._ptr"),
-                (f"type({a}) is int and 0 <= {a} <= {(1 << 64) - 1}", a)]
-    if p.kind == "tensormap" and p.size == 128:
+                (f"type({a}) is int and {lo} <= {a} <= {hi}", a)]
+    if kind == C_MAP:
         return [(f"type({a}) is TensorMap", f"{a}.data")]
-    if p.kind != "scalar":
-        return []
+    if kind in (C_F32, C_F64):
+        return [(f"type({a}) is float", a)]
+    if kind in (C_UINT, C_SINT):
+        return [(f"type({a}) is int and {lo} <= {a} <= {hi}", a)]
+    return []
     if p.type.is_float:
         return [(f"type({a}) is float", a)] if p.type.bits in (32, 64) else []
     if p.type.kind in "usb" and p.type.bits in _UINT_FMT and not getattr(p, "is_bool", False):

@@ -193,7 +193,3 @@ def emit_check_started(module: Any, *, strict: bool | None = None,
         report(findings, strict=strict)
         return findings
     return finish
-    findings = check_module(module, **dict(context or {}))
-    _EMITTED[module] = (shape, findings)
-    report(findings, strict=strict)
-    return findings

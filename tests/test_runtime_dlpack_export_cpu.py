@@ -155,3 +155,12 @@ def test_copy_true_exports_a_copy_made_on_the_device(drv):
     del capsule
     gc.collect()                    # the capsule was the copy's only owner
     assert copy() is None and drv.calls[-1] == ("free", 0x9000_0000) and buf._ptr
+
+
+def test_the_buffer_reads_as_what_it_holds_and_where():
+    """A merge once left DeviceBuffer's __repr__ nested, unreachable, inside a module
+    function below the class: the buffer printed as a bare object."""
+    buf = _buffer(ptr=0x7000_0000, shape=(4, 8))
+    assert repr(buf) == "DeviceBuffer(128 bytes, float32, shape=(4, 8), 0x70000000)"
+    buf._ptr = None
+    assert repr(buf).endswith(", freed)")

@@ -467,6 +467,10 @@ class DeviceBuffer(Owned):
             use_device(self.device)
             check(driver().cuMemFree(ptr), "cuMemFree")
 
+    def __repr__(self) -> str:
+        where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"
+        return f"DeviceBuffer({self.nbytes} bytes, {self.dtype}, shape={self.shape}, {where})"
+
 
 class _Lease:
     """What a DLPack consumer holds through its capsule (the owner of the cuda.core Buffer
@@ -492,7 +496,3 @@ def _export_capsule(ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dty
     view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes, owner=owner), shape,
                                          dtype=dtype)
     return view.__dlpack__(max_version=max_version)
-
-    def __repr__(self) -> str:
-        where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"
-        return f"DeviceBuffer({self.nbytes} bytes, {self.dtype}, shape={self.shape}, {where})"

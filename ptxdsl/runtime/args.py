@@ -453,11 +453,3 @@ def _inline_tests(p, a: str) -> list[tuple[str, str]]:
     if kind in (C_UINT, C_SINT):
         return [(f"type({a}) is int and {lo} <= {a} <= {hi}", a)]
     return []
-    if p.type.is_float:
-        return [(f"type({a}) is float", a)] if p.type.bits in (32, 64) else []
-    if p.type.kind in "usb" and p.type.bits in _UINT_FMT and not getattr(p, "is_bool", False):
-        lo, hi, _ = _int_range(p.type)
-        if p.type.kind != "s":
-            lo = 0  # negative values of bit types are converted (masked) by the converter
-        return [(f"type({a}) is int and {lo} <= {a} <= {hi}", a)]
-    return []

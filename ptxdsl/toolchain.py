@@ -218,20 +218,12 @@ def assemble_module(module, arch: str | Target, *, options=(), warn: bool = True
     given none, `runtime.compat.build_arch`); `cubin.arch` and `cubin.report.arch_reason` say
     which target was built and why (also logged on the 'ptxdsl.toolchain' logger). `loads=False`
     (the cubin will not load on the GPU in use) warns."""
+    from .checker import emit_started, finishing
     # The hazard check runs in a worker thread while nvJitLink assembles without the GIL;
     # its warnings (or HazardError, strict) are given here, before the cubin is returned.
-    emit_deferred = getattr(module, "emit_deferred", None)
-    if emit_deferred is None:
-        ptx, finish_check = module.emit(), (lambda: None)
-    else:
-        ptx, finish_check = emit_deferred()
-    try:
-        cubin = assemble(ptx, arch, locate=module.locate, options=options, warn=warn,
-                         arch_reason=arch_reason)
-    except BaseException:
-        finish_check()      # a HazardError (strict) comes first, as it would from emit()
-        raise
-    finish_check()
+    ptx, finish_check = emit_started(module)
+    cubin = finishing(finish_check, lambda: assemble(
+        ptx, arch, locate=module.locate, options=options, warn=warn, arch_reason=arch_reason))
     log.info("assembled module %r for %s (%s)", getattr(module, "name", "?"), cubin.arch,
              arch_reason)
     if not loads:

@@ -43,7 +43,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ptxdsl import settings
 
@@ -138,6 +138,7 @@ def report(findings: Iterable[Finding], *, strict: bool = False) -> None:
 
 
 _EMITTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+T = TypeVar("T")
 
 
 def strict_from_env() -> bool:
@@ -151,6 +152,30 @@ def emit_check(module: Any, *, strict: bool | None = None,
     """What `Module.emit()` runs: check, then warn (or raise when strict). A module emitted
     again unchanged is neither re-checked nor re-warned."""
     return emit_check_started(module, strict=strict, context=context, thread=False)()
+
+
+def emit_started(source: Any) -> tuple[str, Callable[[], object]]:
+    """`source.emit()` with its hazard check left running beside the caller's next work:
+    the text and the call that finishes the check (`Module.emit_deferred`); for a source
+    without one (a stand-in module), its `emit()` and nothing to finish."""
+    deferred = getattr(source, "emit_deferred", None)
+    return deferred() if deferred is not None else (source.emit(), nothing_pending)
+
+
+def finishing(finish: Callable[[], object], work: Callable[[], T]) -> T:
+    """`work()`, then `finish()` (a started check's warnings or HazardError); when `work`
+    fails, the check's HazardError (strict) still comes first, as it would from `emit()`."""
+    try:
+        result = work()
+    except BaseException:
+        finish()
+        raise
+    finish()
+    return result
+
+
+def nothing_pending() -> None:
+    """No hazard check left to finish."""
 
 
 def emit_check_started(module: Any, *, strict: bool | None = None,

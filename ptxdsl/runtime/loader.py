@@ -221,8 +221,9 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     `options`: nvJitLink options for `use_cubin` (e.g. `-maxrregcount=64`), part of the cache
     key.
     """
+    from ptxdsl.checker import emit_started, finishing, nothing_pending
     device = device_ordinal(device)
-    finish_check: Callable[[], object] = _no_check
+    finish_check: Callable[[], object] = nothing_pending   # raw PTX: nothing to check
     if isinstance(module_or_text, str):
         ptx, source = module_or_text, None
         kernels = parse_entries(ptx)
@@ -232,22 +233,17 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
         source = module_or_text
         # A ptxdsl Module's hazard check runs in a worker thread while nvJitLink assembles
         # (which releases the GIL); its warnings, or its HazardError, come before the load.
-        emit_deferred = getattr(source, "emit_deferred", None) if use_cubin else None
-        if emit_deferred is not None:
-            ptx, finish_check = emit_deferred()
+        if use_cubin:
+            ptx, finish_check = emit_started(source)
         else:
             ptx = source.emit()
         kernels = {k.name: tuple(k.params) for k in source.kernels}
         version, target = source.version, source.target
         locate = locate or getattr(source, "locate", None)
         name = name or getattr(source, "name", None) or "+".join(kernels) or "<module>"
-    try:
-        image, arch, report, hit = _image(ptx, target, version, device, name, use_cubin, cache,
-                                          cache_dir, assemble, toolchain_version, options)
-    except BaseException:
-        finish_check()      # a HazardError (strict) comes first, as it would from emit()
-        raise
-    finish_check()
+    image, arch, report, hit = finishing(finish_check, lambda: _image(
+        ptx, target, version, device, name, use_cubin, cache, cache_dir, assemble,
+        toolchain_version, options))
     handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
     if arch is None:
         info = device_info(device)
@@ -258,10 +254,6 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
                           source)
     loaded.report = report
     return loaded
-
-
-def _no_check() -> None:
-    """No hazard check pending: raw PTX, or a module emitted with its check done."""
 
 
 def _image(ptx, target, version, device, name, use_cubin, cache, cache_dir, assemble,

@@ -203,6 +203,15 @@ def fill_bits(values: str, value: Any) -> tuple[ScalarType, int | float]:
     return T.b32, code | code << 16
 
 
+def packed_name(what: str, dtype: Any) -> str:
+    """The packed value type named by `dtype`: t.bf16 / t.f16, or 'bf16', 'f16', 'e4m3',
+    'e5m2' (a leading dot taken)."""
+    name = getattr(dtype, "value", dtype)
+    if not isinstance(name, str) or name.lstrip(".") not in _PACKED:
+        raise BuildError(f"{what}: one of bf16, f16, e4m3, e5m2, got {dtype!r}"[:300])
+    return name.lstrip(".")
+
+
 def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]:
     """`count` new registers of type `rt`, or the given ones checked to be that many
     registers that an instruction of type `rt` takes (ptxas's rule: `.u32` serves an `.s32`
@@ -320,23 +329,43 @@ class Fragment(Sealed):
             k.mov(imm, type=mov_type, dst=r)
         return self
 
-    def to_packed(self, dtype: ScalarType | str = T.bf16) -> Fragment:
+    def to_packed(self, dtype: ScalarType | str = T.bf16, *,
+                  into: Fragment | None = None) -> Fragment:
         """A packed copy of an `.f32` accumulator, two adjacent columns of one row per
         register: values 2j (low) and 2j+1 (high) of register j. bf16/f16: `cvt.rn.{bf16x2,
         f16x2}.f32` into .b32 registers; e4m3/e5m2: `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`
-        into .b16 registers."""
+        into .b16 registers.
+
+        `into`: a packed fragment of the same N and value type (an earlier `to_packed`, or
+        `k.fragment(t.f32, shape=(64, N), packed=t.bf16)`) whose registers receive the copy,
+        returned. A value that the code reads at several places (an RS wgmma's P, made before
+        a loop and again in it, read in the next iteration) then lives in one set of
+        registers."""
         if self.dtype is not T.f32 or self.packed:
             got = self.packed or self.dtype.value
             raise BuildError(f"fragment.to_packed: converts an .f32 accumulator (got .{got})")
-        name = getattr(dtype, "value", dtype)
-        if not isinstance(name, str) or name.lstrip(".") not in _PACKED:
-            raise BuildError("fragment.to_packed: one of bf16, f16, e4m3, e5m2, got "
-                             f"{dtype!r}"[:300])
-        name = name.lstrip(".")
+        name = packed_name("fragment.to_packed", dtype)
         k = self.kernel
-        out = [cvt_packed(k, _PACKED[name][0], self.regs[2 * j + 1], self.regs[2 * j])
+        regs = None if into is None else self._packed_target(into, name)
+        out = [cvt_packed(k, _PACKED[name][0], self.regs[2 * j + 1], self.regs[2 * j],
+                          dst=None if regs is None else regs[j])
                for j in range(self.n // 4)]
-        return Fragment(k, T.f32, self.n, out, packed=name)
+        return into if into is not None else Fragment(k, T.f32, self.n, out, packed=name)
+
+    def _packed_target(self, into: Any, name: str) -> list[Reg]:
+        """The registers of `into`, checked to hold this accumulator's packed `name` copy."""
+        what = "fragment.to_packed"
+        if not isinstance(into, Fragment):
+            raise OperandError(what, "into", f"a packed {name} fragment of N={self.n} (an "
+                               "earlier to_packed, or k.fragment(..., packed=))", _given(into))
+        if into.kernel is not self.kernel:
+            raise BuildError(f"{what}: into belongs to another kernel "
+                             f"({into.kernel.name!r}, not {self.kernel.name!r})")
+        held = f"packed {into.packed}" if into.packed else f".{into.dtype.value} accumulator"
+        if into.packed != name or into.n != self.n:
+            raise BuildError(f"{what}: into must be a packed {name} fragment of N={self.n} "
+                             f"(this conversion's), got a {held} fragment of N={into.n}")
+        return into.regs
 
     def a_operand(self, step: int = 0) -> tuple[Reg, Reg, Reg, Reg]:
         """The A fragment of k16 step `step` (columns 16*step..16*step+15) of a packed 16-bit
@@ -545,8 +574,11 @@ class FragmentOps(KernelHost):
     """Kernel methods: `k.fragment(t.f32, shape=(64, N))`, `k.a_fragment(t.bf16)`."""
 
     def fragment(self, dtype: ScalarType = T.f32, shape: tuple[int, int] = (64, 64), *,
-                 zero: bool = True) -> Fragment:
-        """An m64nN wgmma accumulator in registers, zero-filled unless zero=False."""
+                 zero: bool = True, packed: ScalarType | str | None = None) -> Fragment:
+        """An m64nN wgmma accumulator in registers, zero-filled unless zero=False.
+        `packed` (t.bf16, t.f16, 'e4m3', 'e5m2'; with dtype .f32): the registers of a packed
+        copy instead, for `to_packed(..., into=)` to convert into (a P that lives in the
+        same registers across a loop's iterations)."""
         if not isinstance(shape, tuple | list) or len(shape) != 2:
             raise BuildError(f"fragment: shape must be (64, N), got {shape!r}"[:300])
         m, n = shape
@@ -556,7 +588,8 @@ class FragmentOps(KernelHost):
         # Real bools only, as for the kernel's flags: zero="no" is truthy and would zero-fill.
         if type(zero) is not bool:
             raise OperandError("fragment", "zero", "True or False", _given(zero))
-        frag = Fragment(self, dtype, n)
+        name = None if packed is None else packed_name("fragment", packed)
+        frag = Fragment(self, dtype, n, packed=name)
         return frag.zero() if zero else frag
 
     def a_fragment(self, dtype: ScalarType | str = T.bf16) -> AFragment:

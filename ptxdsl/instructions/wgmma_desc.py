@@ -303,17 +303,34 @@ class SmemLayout:
         return col * self.column_bytes + inner * self.bits // 8
 
     # -- the descriptor --------------------------------------------------------------------
-    def encode(self, address: int = 0, base_offset: int = 0) -> int:
-        """The descriptor of this tile at shared address `address` (host side)."""
+    def encode(self, address: int = 0, base_offset: int = 0, *, k_step: int = 0) -> int:
+        """The descriptor of this tile at shared address `address` (host side), advanced to
+        K index `k_step` (a multiple of one wgmma's K, as `MatrixDescriptor.k_step` takes
+        it): the value `descriptor(k, layout, address).k_step(k, k_step)` holds on the
+        device, for a descriptor passed as a kernel argument or checked in a test."""
         address = int_like(address)
-        if isinstance(address, int) and address % self.alignment and base_offset == 0:
-            raise BuildError(f"SmemLayout: a {self.swizzle.value or 'no'}-swizzle tile must "
-                             f"start {self.alignment}-byte aligned (got address {address:#x})")
-        if isinstance(address, int) and address + self.nbytes > SMEM_LIMIT:
+        if isinstance(address, bool) or not isinstance(address, int):
+            raise OperandError("SmemLayout.encode", "address", "a shared-memory address (an "
+                               "int)", _given(address))
+        if address % self.alignment and base_offset == 0:
+            up = -(-address // self.alignment) * self.alignment
+            why = (f"the {self.swizzle.value}B swizzle pattern repeats every {self.alignment} "
+                   "bytes" if self.swizzle.value else "16-byte core-matrix rows")
+            raise BuildError(
+                f"SmemLayout.encode: a {self.describe()} tile must start {self.alignment}-byte "
+                f"aligned ({why}), got address {address:#x}: place it at {up:#x}, the "
+                f"next multiple of {self.alignment} (a shared symbol declared with "
+                f"align={self.alignment}, at an offset that is a multiple of it), or, for a tile "
+                "that starts inside the pattern on purpose, give base_offset (PTX ISA "
+                "§9.7.15.5.1, the matrix base offset)")
+        if address + self.nbytes > SMEM_LIMIT:
             raise BuildError(f"SmemLayout: a {self.describe()} tile ({self.nbytes} bytes) at "
                              f"{address:#x} runs past the {SMEM_LIMIT // 1024} KiB a descriptor "
                              "addresses")
-        return encode_descriptor(address, self.lbo, self.sbo, self.swizzle, base_offset)
+        # k_offset stays inside the tile, which ends below SMEM_LIMIT: no carry out of the
+        # 14-bit start field (the device path's k_step checks it for an unknown start).
+        return encode_descriptor(address + self.k_offset(int_like(k_step)), self.lbo, self.sbo,
+                                 self.swizzle, base_offset)
 
     def constant_bits(self) -> int:
         """The descriptor without its start address: what is folded at build time."""

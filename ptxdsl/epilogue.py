@@ -17,6 +17,12 @@ Per 128 columns of the tile (PTX emitted by `TmaStoreEpilogue.store`; a last 64 
 The staging buffer is two 64 x 64 boxes of 128-byte rows in the 128B swizzle (16-byte chunk c
 of row r at chunk c ^ (r % 8)), 16 KiB, 1024-byte aligned; the tensor map must have a 64 x 64
 box of a 16-bit type with the 128B swizzle (`TmaStoreEpilogue.check_tensormap`).
+
+A map of 3 to 5 dimensions (`rank=`) is stored with `cp.async.bulk.tensor.Nd` and a box of
+64 x 64 x 1 ...: columns are dimension 0 and rows dimension 1, as in 2-D, and each store gives
+the further coordinates (a batch-head index, or head and batch). TMA clips each dimension at
+its own extent, so a tile that runs past a sequence's last row drops those rows instead of
+writing the next sequence's, which a 2-D map over all sequences' rows would do.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .kernel import Kernel
 
 BOX_ROWS = BOX_COLS = 64                       # one TMA store: 64 rows x 64 16-bit values
+MAX_RANK = 5                                   # cp.async.bulk.tensor's .1d ... .5d
 STAGING_BYTES = 2 * BOX_ROWS * BOX_COLS * 2    # two boxes: 128 columns of the tile at a time
 STAGING_ALIGN = 1024                           # the 128B swizzle repeats every 8 rows of 128 B
 STAGING_NEEDS = (f"the staging buffer ({STAGING_BYTES} bytes, {STAGING_BYTES // 2} for N = 64; "
@@ -64,11 +71,16 @@ class TmaStoreEpilogue(Sealed):
     N = 64 uses only the first half); `tmap`: the 64-bit generic address of the output's
     tensor map (e.g. `k.tensormap_addr(param)`, or a map the kernel encoded in global memory
     and acquired); `barrier`: a named barrier id (int 0..15 or .u32 register) only this
-    warpgroup's 128 threads use."""
+    warpgroup's 128 threads use; `rank`: the tensor map's dimensions, 2 (the default) to 5,
+    which each `store` gives coordinates for (columns, rows, then the further ones)."""
 
     def __init__(self, k: Kernel, staging: Reg | Symbol | Addr, tmap: Reg,
-                 barrier: Reg | IntLike) -> None:
+                 barrier: Reg | IntLike, *, rank: IntLike = 2) -> None:
         check_kernel("TmaStoreEpilogue", k)
+        n = int_like(rank)
+        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_RANK:
+            raise OperandError("TmaStoreEpilogue", "rank", f"the output map's dimensions: an "
+                               f"int from 2 to {MAX_RANK}", _given(rank))
         base = staging.base if isinstance(staging, Addr) else staging
         if not isinstance(base, Symbol) and not (
                 isinstance(staging, Reg) and staging.type.bits == 32
@@ -86,7 +98,7 @@ class TmaStoreEpilogue(Sealed):
         self.staging = staging
         staging = shared_dst(k, staging, "TmaStoreEpilogue", STAGING_BYTES // 2, STAGING_ALIGN,
                               STAGING_NEEDS, "staging")
-        self.k, self.buf, self.tmap, self.barrier = k, staging, tmap, barrier
+        self.k, self.buf, self.tmap, self.barrier, self.rank = k, staging, tmap, barrier, n
         tid = k.and_(k.tid.x, 127)
         self.leader = tid == 0
         # stmatrix addressing: lane L writes row L%8 of matrix L/8 (matrices: rows +0/+8,
@@ -100,9 +112,13 @@ class TmaStoreEpilogue(Sealed):
         self.chunks = [k.add(row_base, k.shl(k.xor(y, 2 * j), 4)) for j in range(4)]
         self._seal()
 
-    def store(self, packed: Fragment, row0: Reg | IntLike, col0: Reg | IntLike) -> None:
+    def store(self, packed: Fragment, row0: Reg | IntLike, col0: Reg | IntLike,
+              *outer: Reg | IntLike) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at
-        (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped."""
+        (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped.
+        A map of `rank` 3 to 5 takes its further coordinates after col0, in the map's order
+        (dimension 2 first): `store(p, row0, col0, batch_head)` for (col, row, batch_head),
+        `store(p, row0, col0, head, batch)` for (col, row, head, batch)."""
         from . import ptx
         k = self.k
         if not isinstance(packed, Fragment):
@@ -112,7 +128,15 @@ class TmaStoreEpilogue(Sealed):
             raise BuildError("TmaStoreEpilogue.store: a packed 16-bit fragment with N a "
                              f"multiple of {BOX_COLS} (to_packed(t.bf16)), got {packed.dtype} "
                              f"N={packed.n}")
+        if len(outer) != self.rank - 2:
+            raise BuildError(
+                f"TmaStoreEpilogue.store: the output map has {self.rank} dimensions (rank="
+                f"{self.rank}): give row0, col0 and {self.rank - 2} further coordinate"
+                f"{'s' * (self.rank != 3)} (dimension 2 on, in the map's order), got "
+                f"{len(outer)} after col0; a map of another rank needs an epilogue made with "
+                f"rank={2 + len(outer)}")
         row0, col0 = _coord(row0, "row0"), _coord(col0, "col0")
+        rest = tuple(_coord(c, f"coordinate {2 + i}") for i, c in enumerate(outer))
         symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
                    size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
         for h in range(-(-packed.n // 128)):
@@ -130,7 +154,7 @@ class TmaStoreEpilogue(Sealed):
                     step = 128 * h + BOX_COLS * box
                     col = col0 + step if isinstance(col0, int) else k.add(col0, step)
                     ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
-                                             (col, row0),
+                                             (col, row0, *rest),
                                              k.add(self.buf, box * STAGING_BYTES // 2))
                 ptx.cp_async_bulk_commit_group(k)
 
@@ -141,16 +165,23 @@ class TmaStoreEpilogue(Sealed):
             ptx.cp_async_bulk_wait_group(self.k, 0)
 
     @staticmethod
-    def check_tensormap(tmap: object) -> None:
+    def check_tensormap(tmap: object, rank: IntLike = 2) -> None:
         """Raise BuildError unless `tmap` (a runtime TensorMap or its TiledDesc) stores what
-        `store` stages: a 64 x 64 box of 16-bit elements with the 128B swizzle."""
-        desc = tensormap_desc("TmaStoreEpilogue.check_tensormap", tmap)
+        `store` stages to an epilogue of `rank` dimensions: a map of that rank, a box of
+        64 x 64 (x 1 in the further dimensions) 16-bit elements with the 128B swizzle."""
+        what = "TmaStoreEpilogue.check_tensormap"
+        desc = tensormap_desc(what, tmap)
+        n = int_like(rank)
+        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_RANK:
+            raise OperandError(what, "rank", f"the epilogue's rank: an int from 2 to "
+                               f"{MAX_RANK}", _given(rank))
         swizzle = getattr(desc.swizzle, "name", str(desc.swizzle))
         box, bits = tuple(desc.box_dim), desc.data_type.bits
-        if box != (BOX_COLS, BOX_ROWS) or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
-            raise BuildError(f"TmaStoreEpilogue: the output map needs a box of "
-                             f"{[BOX_COLS, BOX_ROWS]} 16-bit elements with the 128B swizzle, got "
-                             f"box {list(box)}, {bits}-bit elements, {swizzle}")
+        want = (BOX_COLS, BOX_ROWS) + (1,) * (n - 2)
+        if box != want or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
+            raise BuildError(f"TmaStoreEpilogue: the output map needs a box of {list(want)} "
+                             f"16-bit elements with the 128B swizzle (rank {n}), got box "
+                             f"{list(box)}, {bits}-bit elements, {swizzle}")
 
 
 fail_closed_methods(TmaStoreEpilogue, "TmaStoreEpilogue")

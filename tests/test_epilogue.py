@@ -2,18 +2,30 @@
 half's wait for the buffer, stmatrix, proxy fence, the two box stores, in that order), clean
 under the checker and assembled; its refusals; the host check of the output map. The GPU side
 is the two GEMM samples' runs (tests/test_gemm_gpu.py, tests/test_moe_gpu.py), which compare
-every stored value with numpy."""
+every stored value with numpy. Maps of 3 to 5 dimensions (issue 32): the `.Nd` stores and
+their coordinates on the CPU, and on the GPU a 3-D store whose tiles run past a sequence's end
+(clipped there, the next sequence untouched)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ptxdsl import BuildError, Kernel, Module, t
 from ptxdsl.epilogue import STAGING_BYTES, TmaStoreEpilogue
+from ptxdsl.fragments import fragment_coords
 from ptxdsl.runtime.tensormap_desc import TiledDesc
 from ptxdsl.testing import assemble_declared
+from tests.child_env import child_env
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = os.path.abspath(__file__)
 
 
 def _kernel(n: int = 256) -> Kernel:
@@ -97,3 +109,139 @@ def test_output_map_check(dtype, box, swizzle, ok):
         with pytest.raises(BuildError, match="the output map needs a box of"):
             TmaStoreEpilogue.check_tensormap(desc)
 
+
+
+# -- N-D maps (issue 32) ------------------------------------------------------------------------
+SEQ, HEADS, D = 100, 3, 128      # a 3-D output (col, row, batch_head): rows end at SEQ
+FIRST_ROW = 64                   # CTA x stores rows FIRST_ROW + 64 x ..: rows 0..63 stay unwritten
+
+
+def _nd_kernel(rank: int = 3) -> Kernel:
+    """CTA (x, y) stores 64 rows from FIRST_ROW + 64 x of batch-head y (4-D: head y % 2, batch
+    y // 2), each thread's value i being thread * D/2 + i + 8192 * y (bf16-rounded), through a
+    map of `rank` dimensions."""
+    k = Kernel(f"epi{rank}d", reqntid=128)
+    out = k.param_tensormap("out")
+    staging = k.extern_shared("smem", align=1024)
+    acc = k.fragment(t.f32, shape=(64, D), zero=False)
+    first = k.add(k.mul(k.and_(k.tid.x, 127), D // 2), k.mul(k.ctaid.y, 8192))
+    for i, r in enumerate(acc):
+        k.cvt(k.add(first, i), t.f32, rnd="rn", dst=r)
+    epi = TmaStoreEpilogue(k, k.mov(staging), k.tensormap_addr(out), 1, rank=rank)
+    outer = (k.ctaid.y,) if rank == 3 else (k.and_(k.ctaid.y, 1), k.shr(k.ctaid.y, 1))
+    epi.store(acc.to_packed(t.bf16), k.add(k.mul(k.ctaid.x, 64), FIRST_ROW), 0, *outer)
+    epi.finish()
+    k.ret()
+    return k
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_nd_store_gives_every_coordinate_and_assembles(rank):
+    text = Module([_nd_kernel(rank)], target="sm_90a").emit()
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+    stores = re.findall(rf"cp\.async\.bulk\.tensor\.{rank}d\.global\.shared::cta\.tile\."
+                        r"bulk_group \[%rd\d+, \{(.*?)\}\]", text)
+    assert [s.split(", ")[0] for s in stores] == ["0", "64"]     # one box per 64 columns
+    assert all(len(s.split(", ")) == rank for s in stores)
+    assert "cp.async.bulk.tensor.2d" not in text
+    from ptxdsl.checker import check_module
+    assert check_module(Module([_nd_kernel(rank)], target="sm_90a")) == []
+
+
+def _next_line() -> int:
+    return sys._getframe(1).f_lineno + 1
+
+
+def test_nd_refusals():
+    k = Kernel("bad", reqntid=128)
+    tmap = k.tensormap_addr(k.param_tensormap("out"))
+    packed = k.fragment(t.f32, shape=(64, 64)).to_packed(t.bf16)
+    for rank in (1, 6, 2.0, True):
+        with pytest.raises(BuildError, match=r"TmaStoreEpilogue: operand 'rank': expected the "
+                           r"output map's dimensions: an int from 2 to 5"):
+            TmaStoreEpilogue(k, k.reg(t.u32), tmap, 1, rank=rank)
+    epi = TmaStoreEpilogue(k, k.reg(t.u32), tmap, 1, rank=4)
+    with pytest.raises(BuildError, match=r"the output map has 4 dimensions \(rank=4\): give "
+                       r"row0, col0 and 2 further coordinates .* got 1 after col0; a map of "
+                       r"another rank needs an epilogue made with rank=3") as err:
+        line = _next_line()
+        epi.store(packed, 0, 0, 5)
+    assert (os.path.abspath(err.value.loc.file), err.value.loc.line) == (HERE, line)
+    with pytest.raises(BuildError, match="the output map has 2 dimensions"):
+        TmaStoreEpilogue(k, k.reg(t.u32), tmap, 2).store(packed, 0, 0, 5)
+    with pytest.raises(BuildError, match=r"operand 'coordinate 3': expected a tensor "
+                       r"coordinate"):
+        epi.store(packed, 0, 0, 1, -1)
+
+
+def test_nd_output_map_check():
+    three = TiledDesc.from_numpy_order(1 << 20, (HEADS, SEQ, D), "BFLOAT16", (1, 64, 64),
+                                       swizzle="128B")
+    TmaStoreEpilogue.check_tensormap(three, rank=3)
+    with pytest.raises(BuildError, match=r"needs a box of \[64, 64\] 16-bit elements .*"
+                       r"\(rank 2\), got box \[64, 64, 1\]"):
+        TmaStoreEpilogue.check_tensormap(three)
+    wide = TiledDesc.from_numpy_order(1 << 20, (HEADS, SEQ, D), "BFLOAT16", (2, 64, 64),
+                                      swizzle="128B")
+    with pytest.raises(BuildError, match=r"needs a box of \[64, 64, 1\] .*got box "
+                       r"\[64, 64, 2\]"):
+        TmaStoreEpilogue.check_tensormap(wide, rank=3)
+    with pytest.raises(BuildError, match="operand 'rank': expected the epilogue's rank"):
+        TmaStoreEpilogue.check_tensormap(three, rank=9)
+
+
+def expected_3d() -> np.ndarray:
+    """What _nd_kernel(3) launched on (1, HEADS) leaves in a (HEADS, SEQ, D) bf16 tensor filled
+    with 0xFFFF: rows FIRST_ROW..SEQ-1 of each batch-head hold its tile's values (rounded to
+    bf16 as cvt.rn does), every other row keeps the fill."""
+    value = np.zeros((HEADS, SEQ, D), np.float32)
+    written = np.zeros((HEADS, SEQ, D), bool)
+    for bh in range(HEADS):
+        for thread in range(128):
+            for i, (r, c) in enumerate(fragment_coords(D, thread)):
+                if FIRST_ROW + r < SEQ:
+                    value[bh, FIRST_ROW + r, c] = thread * D // 2 + i + 8192 * bh
+                    written[bh, FIRST_ROW + r, c] = True
+    bits = value.view(np.uint32).astype(np.uint64)
+    bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(written, bf16, np.uint16(0xFFFF))
+
+
+def run_3d_store() -> tuple[bool, str]:
+    """Launch _nd_kernel(3) on (1, HEADS); compare the whole tensor with expected_3d."""
+    from ptxdsl import runtime as rt
+    from ptxdsl.sample_runner import sync
+    mod = Module([_nd_kernel(3)], name="epi3d").load()
+    out = rt.DeviceBuffer.empty((HEADS, SEQ, D), np.uint16)
+    out.memset(0xFF)
+    tmap = rt.TensorMap.tiled(out, (HEADS, SEQ, D), "BFLOAT16", (1, 64, 64), swizzle="128B")
+    TmaStoreEpilogue.check_tensormap(tmap, rank=3)
+    mod["epi3d"].launch(grid=(1, HEADS), block=128, args=(tmap,), shared_mem=STAGING_BYTES)
+    sync()
+    got, want = out.to_numpy(), expected_3d()
+    bad = np.argwhere(got != want)
+    if not len(bad):
+        return True, f"{want.size} values equal"
+    return False, (f"{len(bad)}/{want.size} differ, first at {tuple(bad[0])}: got "
+                   f"{got[tuple(bad[0])]:#x}, want {want[tuple(bad[0])]:#x}")
+
+
+def test_3d_expectation_leaves_the_rows_outside_the_tile():
+    """On the CPU: the GPU check can tell a clipped store from one that spills: the rows
+    before FIRST_ROW keep the fill, the tile's rows below SEQ are all written."""
+    want = expected_3d()
+    assert (want[:, :FIRST_ROW] == 0xFFFF).all()
+    assert (want[:, FIRST_ROW:] != 0xFFFF).all() and FIRST_ROW + 64 > SEQ
+
+
+@pytest.mark.gpu
+def test_3d_store_clips_at_each_sequence_end_on_gpu():
+    """Each batch-head's tile covers rows 64..127 of a 100-row sequence: rows 100..127 are
+    dropped, and the next batch-head's first rows keep the fill (a 2-D map over all
+    HEADS * SEQ rows would have written them)."""
+    code = ("import sys\nfrom tests.test_epilogue import run_3d_store\n"
+            "ok, detail = run_3d_store()\nprint(detail)\nsys.exit(0 if ok else 1)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=child_env(), timeout=120)
+    print(res.stdout)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -5,7 +5,9 @@ layouts are checked on the GPU by tests/test_wgmma_gpu.py (every swizzle, both m
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import pytest
 
@@ -328,3 +330,97 @@ def test_fragment_refusals():
         bf.store_matrix(k.shared_array(t.b8, 4096, name="s2"), 20)
     with pytest.raises(BuildError, match=r"ptr must be a 64-bit global address.*\(\.u32\)"):
         k.fragment(t.f32, shape=(64, 8)).store(k.reg(t.u32), 8)
+
+
+# -- issue 32: the host path of a descriptor at a K step; packed fragments in place --------------
+HERE = os.path.abspath(__file__)
+
+
+def _next_line() -> int:
+    """The line after the caller's: where the offending call is written."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _at(err, line: int) -> None:
+    assert (os.path.abspath(err.value.loc.file), err.value.loc.line) == (HERE, line)
+
+
+@pytest.mark.parametrize("layout,address", [
+    (SmemLayout(t.bf16, 64, 128, "K", "128B"), 2048),
+    (SmemLayout(t.bf16, 128, 64, "MN", "128B"), 1024),
+    (SmemLayout(t.f16, 64, 64, "K", "64B"), 512),
+    (SmemLayout("e4m3", 64, 128, "K", "32B"), 256),
+    (SmemLayout("tf32", 64, 32, "K", "none"), 48),
+])
+def test_host_descriptor_at_a_k_step_is_the_device_value(layout, address):
+    """`encode(address, k_step=kk)` is what `descriptor(...).k_step(k, kk)` holds, for every
+    K step of the tile; with a register address the device adds the same K offset."""
+    k = Kernel("k")
+    step = 256 // layout.bits
+    for kk in range(0, layout.k, step):
+        device = descriptor(k, layout, address).k_step(k, kk).encode()
+        assert layout.encode(address, k_step=kk) == device
+        assert layout.encode(address, k_step=kk) - layout.encode(address) \
+            == layout.k_offset(kk) >> 4
+    with pytest.raises(BuildError, match="not a multiple of one wgmma's K"):
+        layout.encode(address, k_step=step // 2)
+
+
+def test_unaligned_encode_says_where_to_put_the_tile():
+    with pytest.raises(BuildError, match=r"SmemLayout.encode: a 64x64 16-bit K-major, 128B "
+                       r"swizzle tile must start 1024-byte aligned \(the 128B swizzle pattern "
+                       r"repeats every 1024 bytes\), got address 0x410: place it at 0x800, "
+                       r"the next multiple of 1024 .*or, .*give base_offset") as err:
+        line = _next_line()
+        SmemLayout(t.bf16, 64, 64).encode(0x410)
+    _at(err, line)
+    with pytest.raises(BuildError, match=r"16-byte core-matrix rows\), got address 0x28: "
+                       r"place it at 0x30"):
+        SmemLayout(t.bf16, 64, 64, "K", "none").encode(0x28)
+    with pytest.raises(BuildError, match=r"operand 'address': expected a shared-memory "
+                       r"address \(an int\)"):
+        SmemLayout(t.bf16, 64, 64).encode(1.5)
+
+
+def test_to_packed_into_converts_into_the_same_registers():
+    """P made before a loop and again in it: both conversions write p's registers."""
+    k = Kernel("k", reqntid=128)
+    s = k.fragment(t.f32, shape=(64, 32))
+    p = k.fragment(t.f32, shape=(64, 32), packed=t.bf16, zero=False)
+    assert p.packed == "bf16" and [r.type for r in p.regs] == [t.b32] * 8
+    assert s.to_packed(t.bf16, into=p) is p
+    with k.for_range(0, 4):
+        assert s.to_packed("bf16", into=p) is p
+    cvts = [s.insn for s in k.statements() if s.insn.opcode() == "cvt.rn.bf16x2.f32"]
+    assert [c.d for c in cvts] == p.regs * 2
+    fp8 = k.fragment(t.f32, shape=(64, 32), packed="e4m3", zero=False)
+    assert s.to_packed("e4m3", into=fp8) is fp8 and fp8.regs[0].type is t.b16
+
+
+def test_to_packed_into_refusals():
+    k, other = Kernel("k"), Kernel("other")
+    s = k.fragment(t.f32, shape=(64, 32))
+    with pytest.raises(BuildError, match=r"operand 'into': expected a packed bf16 fragment "
+                       r"of N=32") as err:
+        line = _next_line()
+        s.to_packed(t.bf16, into=s.regs)
+    _at(err, line)
+    for into, given in ((k.fragment(t.f32, shape=(64, 64), packed=t.bf16), "packed bf16 "
+                         "fragment of N=64"),
+                        (k.fragment(t.f32, shape=(64, 32), packed=t.f16), "packed f16 "
+                         "fragment of N=32"),
+                        (k.fragment(t.f32, shape=(64, 32)), r"\.f32 accumulator fragment")):
+        with pytest.raises(BuildError, match=r"into must be a packed bf16 fragment of N=32 "
+                           rf"\(this conversion's\), got a {given}") as err:
+            line = _next_line()
+            s.to_packed(t.bf16, into=into)
+        _at(err, line)
+    with pytest.raises(BuildError, match=r"into belongs to another kernel \('other', not 'k'\)"):
+        s.to_packed(t.bf16, into=other.fragment(t.f32, shape=(64, 32), packed=t.bf16))
+    with pytest.raises(BuildError, match=r"fragment: packed names the copy of an \.f32 "
+                       r"accumulator") as err:
+        line = _next_line()
+        k.fragment(t.f16, shape=(64, 32), packed=t.bf16)
+    _at(err, line)
+    with pytest.raises(BuildError, match="fragment: one of bf16, f16, e4m3, e5m2, got 'fp4'"):
+        k.fragment(t.f32, shape=(64, 32), packed="fp4")

@@ -179,9 +179,14 @@ class TmaStoreEpilogue(Sealed):
         box, bits = tuple(desc.box_dim), desc.data_type.bits
         want = (BOX_COLS, BOX_ROWS) + (1,) * (n - 2)
         if box != want or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
+            # a static method: an epilogue of another rank must say so (rank=), or a right
+            # 3-D map would be refused for not being 2-D
+            hint = (f"; the map has {len(box)} dimensions: an epilogue made with rank="
+                    f"{len(box)} checks it with check_tensormap(map, rank={len(box)})"
+                    if len(box) != n and 2 <= len(box) <= MAX_RANK else "")
             raise BuildError(f"TmaStoreEpilogue: the output map needs a box of {list(want)} "
                              f"16-bit elements with the 128B swizzle (rank {n}), got box "
-                             f"{list(box)}, {bits}-bit elements, {swizzle}")
+                             f"{list(box)}, {bits}-bit elements, {swizzle}{hint}")
 
 
 fail_closed_methods(TmaStoreEpilogue, "TmaStoreEpilogue")

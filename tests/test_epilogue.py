@@ -179,7 +179,9 @@ def test_nd_output_map_check():
                                        swizzle="128B")
     TmaStoreEpilogue.check_tensormap(three, rank=3)
     with pytest.raises(BuildError, match=r"needs a box of \[64, 64\] 16-bit elements .*"
-                       r"\(rank 2\), got box \[64, 64, 1\]"):
+                       r"\(rank 2\), got box \[64, 64, 1\], .*the map has 3 dimensions: an "
+                       r"epilogue made with rank=3 checks it with check_tensormap\(map, "
+                       r"rank=3\)"):
         TmaStoreEpilogue.check_tensormap(three)
     wide = TiledDesc.from_numpy_order(1 << 20, (HEADS, SEQ, D), "BFLOAT16", (2, 64, 64),
                                       swizzle="128B")

@@ -18,3 +18,16 @@ FAMILIES = ("arith", "compare", "move", "memory", "atomic", "sync", "warp")
 @pytest.mark.parametrize("family", FAMILIES)
 def test_builder_agrees_with_ptxas(family):
     fuzz_test(family)()
+
+
+def test_a_constant_that_cannot_fold_is_a_policy_refusal(monkeypatch):
+    # ptxas takes `div.u32 d, 1, 0`; ptxdsl folds constants and refuses what has no exact value.
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import R, case, policy
+    from ptxdsl.types import ScalarType
+
+    c = case("arith", "k.div", (1, 0), {"type": ScalarType.u32, "dst": R("u32")},
+             "div.u32 %x_u32, 1, 0;")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:policy:constant-fold"]
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES if r.id != "constant-fold"])
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:accepted"]

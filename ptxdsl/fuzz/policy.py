@@ -50,6 +50,15 @@ RULES: list[Rule] = [
          "text is the same, the meaning of the Python argument is not).",
          r"pass it as new_val"),
 
+    Rule("constant-fold", "Arithmetic whose sources are all immediates is folded to one mov "
+         "at build time (ptxdsl/instructions/arith_fold.py). Where the result is not one exact "
+         "value, ptxdsl refuses rather than guess what the hardware computes, although ptxas "
+         "accepts the instruction: a division by zero (PTX ISA div: the result is "
+         "unspecified), a signed quotient or |MIN| that overflows, a float result that needs "
+         "rounding, an approximate division, a zero whose sign depends on the rounding mode, "
+         "a subnormal that .ftz would flush, a non-finite source.",
+         r"every source is a constant", ("arith",)),
+
     Rule("cvta-symbol", "ptxdsl takes the address of a symbol with k.generic_addr (mov + cvta) "
          "rather than cvta on the symbol itself; both mean the same (PTX ISA cvta).",
          r"mov the symbol's address first"),

@@ -59,6 +59,11 @@ RULES: list[Rule] = [
          "a subnormal that .ftz would flush, a non-finite source.",
          r"every source is a constant", ("arith",)),
 
+    Rule("rcp-ftz-f64", "The PTX ISA defines rcp.rnd.f64 without .ftz (.f64 arithmetic keeps "
+         "subnormals; only rcp.approx.ftz.f64 flushes); ptxas 13 also takes "
+         "rcp.rnd.ftz.f64, a spelling the ISA does not give a meaning, while it refuses the "
+         "same on sqrt.rnd.f64.", r"the ISA defines no rcp\.r[nzmp]\.ftz\.f64 form", ("sfu",)),
+
     Rule("cvta-symbol", "ptxdsl takes the address of a symbol with k.generic_addr (mov + cvta) "
          "rather than cvta on the symbol itself; both mean the same (PTX ISA cvta).",
          r"mov the symbol's address first"),

@@ -94,8 +94,7 @@ _FORMS: dict[tuple[SfuOp, ScalarType], _Form] = {
 }
 
 
-def _types(op: SfuOp) -> tuple[ScalarType, ...]:
-    return tuple(t for o, t in _FORMS if o is op)
+_TYPES = {op: tuple(t for o, t in _FORMS if o is op) for op in SfuOp}
 
 
 def _modes_text(form: _Form) -> str:
@@ -105,7 +104,7 @@ def _modes_text(form: _Form) -> str:
 def _form(op: Any, t: Any) -> tuple[SfuOp, ScalarType, _Form]:
     """The op and type checked, and their form: an OperandError naming the types `op` has."""
     op = check_enum("sfu", "op", op, SfuOp)
-    types = _types(op)
+    types = _TYPES[op]
     if type(t) is not ScalarType or t not in types:
         given = f".{t.value}" if type(t) is ScalarType else repr(t)
         hint = " (a bit type does not say which float it holds: pass type=)" \
@@ -144,8 +143,8 @@ class Sfu(Instruction):
         self._set("op", op)
         name = f"{op.value}.{t.value}"
         if self.mode is None:
-            refuse(name, f"needs a rounding mode: mode={_modes_text(form)} (ptxas: "
-                   "'.approx modifier required')")
+            refuse(name, f"needs a rounding mode: mode={_modes_text(form)} (PTX has no "
+                   f"{op.value} without one)")
         mode = check_enum(name, "mode", self.mode, SfuMode)
         if mode not in form.modes:
             why = "has no IEEE-rounded form" if SfuMode.approx in form.modes else \

@@ -143,6 +143,12 @@ class OperandError(BuildError):
             loc if loc is not None else user_loc(2))
 
 
+class BuildIndexError(BuildError, IndexError):
+    """An index outside a helper's range (a fragment's register, `frag[99]`): a BuildError
+    naming the helper, the index and the valid range at the user's line, and an IndexError,
+    so code that catches IndexError (a loop that indexes until it fails) still works."""
+
+
 class VersionError(BuildError):
     """A module pinned to a PTX version or target below what an instruction needs."""
 

@@ -36,6 +36,7 @@ FAMILIES: tuple[str, ...] = (
     "setmaxnreg",
     "matrix",
     "cvt_packed",
+    "sfu",
 )
 
 

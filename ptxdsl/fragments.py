@@ -28,7 +28,14 @@ import math
 from collections.abc import Iterator
 from typing import Any, SupportsIndex, overload
 
-from .errors import BuildError, OperandError, Sealed, fail_closed, fail_closed_methods
+from .errors import (
+    BuildError,
+    BuildIndexError,
+    OperandError,
+    Sealed,
+    fail_closed,
+    fail_closed_methods,
+)
 from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, int_like
 from .instructions.cvt_packed import cvt_packed
@@ -212,6 +219,21 @@ def packed_name(what: str, dtype: Any) -> str:
     return name.lstrip(".")
 
 
+def _item(what: str, regs: list[Reg], i: Any) -> Reg | list[Reg]:
+    """`regs[i]` for a fragment's `__getitem__` (a slice as Python slices; an int, numpy's
+    too, negative from the end), refusing an index out of range at the user's line."""
+    if isinstance(i, slice):
+        return regs[i]
+    n = int_like(i)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise OperandError(f"{what}[...]", "index", "an int or a slice", _given(i))
+    if not -len(regs) <= n < len(regs):
+        raise BuildIndexError(f"{what}[{n}]: index out of range: it holds {len(regs)} "
+                              f"registers per thread, indices 0..{len(regs) - 1} (or "
+                              f"-{len(regs)}..-1 from the end)")
+    return regs[n]
+
+
 def _regs(what: str, k: Any, regs: Any, count: int, rt: ScalarType) -> list[Reg]:
     """`count` new registers of type `rt`, or the given ones checked to be that many
     registers that an instruction of type `rt` takes (ptxas's rule: `.u32` serves an `.s32`
@@ -293,7 +315,11 @@ class Fragment(Sealed):
     def __getitem__(self, i: slice) -> list[Reg]: ...
 
     def __getitem__(self, i: SupportsIndex | slice) -> Reg | list[Reg]:
-        return self.regs[i]
+        return _item(self._describe(), self.regs, i)
+
+    def _describe(self) -> str:
+        what = f"fragment (m64n{self.n} .{self.dtype.value}"
+        return what + (f", packed {self.packed})" if self.packed else ")")
 
     def coords(self, thread: int) -> list[tuple[int, int]]:
         """(row, col) of each value thread `thread` (0..127) holds: `fragment_coords`."""
@@ -519,7 +545,7 @@ class AFragment(Sealed):
     def __getitem__(self, i: slice) -> list[Reg]: ...
 
     def __getitem__(self, i: SupportsIndex | slice) -> Reg | list[Reg]:
-        return self.regs[i]
+        return _item(f"a_fragment (.{getattr(self.dtype, 'value', self.dtype)})", self.regs, i)
 
     def coords(self, thread: int) -> list[list[tuple[int, int]]]:
         """(row, k) of each element of the thread's registers: `a_fragment_coords`."""

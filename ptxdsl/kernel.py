@@ -20,6 +20,7 @@ from .builders.matrix import MatrixOps
 from .builders.memory import MemoryOps
 from .builders.move import MoveOps
 from .builders.prefetch import PrefetchOps
+from .builders.sfu import SfuOps
 from .builders.sync import SyncOps
 from .builders.warp import WarpOps
 from .errors import OperandError, fail_closed
@@ -42,6 +43,7 @@ class Kernel(
     InlineOps,
     MatrixOps,
     PackedCvtOps,
+    SfuOps,
     FragmentOps,
 ):
     """A `.visible .entry` function under construction.

@@ -31,6 +31,7 @@ from ptxdsl.instructions.bits import Bfind, Bmsk, BmskMode, Prmt, PrmtMode
 from ptxdsl.instructions.compare import BOOL_OPS, Selp, Setp
 from ptxdsl.instructions.cvt_packed import Packed
 from ptxdsl.instructions.move import Cvt, Cvta, Mov, Rounding
+from ptxdsl.instructions.sfu import Sfu, SfuMode, SfuOp
 from ptxdsl.instructions.sync import Barrier, BarrierOp, BarrierRed, BarrierRedOp, WarpSync
 from ptxdsl.instructions.warp import Activemask, Elect, Shfl, ShflMode, Vote, VoteMode
 from ptxdsl.operands import (
@@ -51,7 +52,8 @@ from tests.test_multimem_bits import build_form
 from tests.tma_cases import Env
 
 # The reader modules of these families.
-MODULES = {"move", "compare", "control", "bits", "warp", "sync", "cvt_packed", "arith"}
+MODULES = {"move", "compare", "control", "bits", "warp", "sync", "cvt_packed", "arith",
+           "sfu"}
 
 
 def read_back(kernels, module: Module | None = None) -> Counter:
@@ -78,6 +80,7 @@ FUZZED = {
     "warp": {"Shfl", "Vote", "Activemask", "Elect"},
     "bits": {"Prmt", "Bfind", "Bmsk", "Binary"},
     "arith": {"Binary", "Unary", "Mad"},
+    "sfu": {"Sfu"},
 }
 
 
@@ -201,6 +204,11 @@ def _ariths(k, r):
                                                            mode, ftz)
 
 
+def _sfus(k, r):
+    for op, ty, mode, ftz in itertools.product(SfuOp, T, (None, *SfuMode), BOOLS):
+        yield lambda op=op, ty=ty, mode=mode, ftz=ftz: Sfu(op, ty, r.d(ty), r.s(ty), mode, ftz)
+
+
 # family -> (its combinations, how many of them each class accepts today: at least these
 # many must be built, and every one read back typed)
 GRIDS = {
@@ -210,6 +218,7 @@ GRIDS = {
     "warp": (_warps, {"Shfl": 216, "Vote": 24, "Activemask": 1, "Elect": 6}),
     "sync": (_syncs, {"Barrier": 63, "BarrierRed": 54, "WarpSync": 3}),
     "arith": (_ariths, {"Binary": 202, "Unary": 16, "Mad": 37}),
+    "sfu": (_sfus, {"Sfu": 50}),
 }
 
 
@@ -408,7 +417,7 @@ def test_readers_decline_or_refuse_any_operands():
     rng = random.Random(30)
     ordered = sorted(opcodes)
     outcomes: Counter = Counter()
-    for _ in range(20000):
+    for _ in range(25000):
         head, n = rng.choice(ordered)
         parts = list(head)
         if rng.random() < 0.3:

@@ -282,6 +282,36 @@ def test_helper_methods_have_the_safety_net():
                 assert getattr(fn, "__ptxdsl_fail_closed__", False), f"{cls.__name__}.{name}"
 
 
+@pytest.mark.parametrize("make, index, words", [
+    (lambda k: k.fragment(t.f32, shape=(64, 16)), 99,
+     r"fragment \(m64n16 \.f32\)\[99\]: index out of range: it holds 8 registers per thread, "
+     r"indices 0\.\.7 \(or -8\.\.-1 from the end\)"),
+    (lambda k: k.fragment(t.f32, shape=(64, 16)).to_packed(t.bf16), -5,
+     r"fragment \(m64n16 \.f32, packed bf16\)\[-5\]: index out of range: it holds 4 "),
+    (lambda k: k.a_fragment(t.bf16), np.int64(4),
+     r"a_fragment \(\.bf16\)\[4\]: index out of range: it holds 4 registers per thread, "
+     r"indices 0\.\.3"),
+])
+def test_fragment_index_out_of_range(make, index, words):
+    """A fragment index out of range names the fragment, the index and the valid range at the
+    user's line (it raised a bare IndexError), and is still an IndexError."""
+    from ptxdsl.errors import BuildIndexError
+    frag = make(Kernel("k", reqntid=128))
+    with pytest.raises(BuildIndexError, match=words) as ei:
+        frag[index]
+    assert _here(ei) and isinstance(ei.value, IndexError) and isinstance(ei.value, BuildError)
+    assert frag[-1] is frag.regs[-1] and frag[1:3] == frag.regs[1:3]
+    assert list(frag) == frag.regs
+
+
+def test_fragment_index_of_another_kind():
+    frag = Kernel("k", reqntid=128).a_fragment(t.bf16)
+    with pytest.raises(OperandError, match=r"a_fragment \(\.bf16\)\[\.\.\.\]: operand 'index': "
+                                           r"expected an int or a slice, got str '1'") as ei:
+        frag["1"]
+    assert _here(ei)
+
+
 # -- 6. cluster ranks --------------------------------------------------------------------------
 def test_mapa_rank_of_no_cluster_is_below_16():
     """No cluster has more than 16 CTAs (8 portable, 16 with the non-portable size on sm_90:

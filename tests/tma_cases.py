@@ -94,7 +94,8 @@ def lower_target(target: str) -> str:
 
 def previous_version(version: str) -> str:
     v = PtxVersion.parse(version)
-    return f"{v.major}.{v.minor - 1}" if v.minor else f"{v.major - 1}.8"
+    last = {6: 5}.get(v.major - 1, 8)   # PTX 6.x ended at 6.5, 7.x and 8.x at .8
+    return f"{v.major}.{v.minor - 1}" if v.minor else f"{v.major - 1}.{last}"
 
 
 def version_cases(cases):

@@ -18,16 +18,25 @@ from ..instructions.arith import (
     Unary,
     as_bits,
 )
+from ..instructions.arith_fold import folded, result_type
 from ..instructions.base import infer_type
+from ..instructions.move import Mov
 from ..kernel_host import KernelHost
-from ..operands import Reg, Value
+from ..operands import Reg, SpecialReg, Value
 from ..provenance import derive
 from ..types import ScalarType as T
 from ..types import TypeLike, scalar_type
 
 
 class ArithOps(KernelHost):
-    """Kernel builder methods for arithmetic; each returns the destination register."""
+    """Kernel builder methods for arithmetic; each returns the destination register.
+
+    When every source is a constant (`k.mul(0, 128, type=t.u32)`), the instruction is checked
+    as written and then folded into one `mov` of the value the hardware computes (integers
+    wrap, shifts clamp, .sat saturates); where that is not one exact value (a division by
+    zero, an overflowing signed quotient, a float result that needs rounding, an approximate
+    division, a zero whose sign depends on the rounding mode, a subnormal .ftz flushes) the
+    call is a `BuildError` at your line."""
 
     def _binary(self, op, a, b, type, dst, mode=None, ftz=False, sat=False) -> Reg:
         if type is not None:
@@ -36,7 +45,7 @@ class ArithOps(KernelHost):
             t = a.type if a.__class__ is Reg else infer_type(op, a, b)
         if op in _LOGIC:
             if dst is None:  # the register keeps the operands' type; the op uses bits
-                dst = self.reg(a.type if a.__class__ is Reg else infer_type(op, a, b))
+                dst = self.reg(a.type if a.__class__ is Reg else infer_type(op, a, b, default=t))
             t = _AS_BITS.get(t) or as_bits(t)
         elif dst is None:
             dst = self.reg(_WIDE.get(t, t) if op == "mul" and mode == "wide" else t)
@@ -46,8 +55,16 @@ class ArithOps(KernelHost):
                 insn = self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
                 derive(self, op, dst, insn.a, insn.b)   # a known address plus a constant
                 return dst
+        if a.__class__ is not Reg and b.__class__ is not Reg and _constants(a, b):
+            return self._fold(Binary(op, t, dst, a, b, mode, ftz, sat))
         self.emit(Binary(op, t, dst, a, b, mode, ftz, sat))
         return dst
+
+    def _fold(self, insn: Binary | Mad | Unary) -> Reg:
+        """One `mov` of the value an instruction with only immediate sources computes (checked
+        as that instruction first), so the PTX holds the constant, not the arithmetic."""
+        self.emit(Mov(result_type(insn), insn.d, folded(insn)))
+        return insn.d
 
     def add(self, a: Value, b: Value, *, type: TypeLike | None = None, dst: Reg | None = None,
             mode: str | None = None, ftz: bool = False, sat: bool = False) -> Reg:
@@ -116,6 +133,8 @@ class ArithOps(KernelHost):
             t = as_bits(t)
         d = dst if dst is not None else self.reg(infer_type(op, a, default=t) if op == "not"
                                                  else t)
+        if _constants(a):
+            return self._fold(Unary(op, t, d, a, ftz))
         self.emit(Unary(op, t, d, a, ftz))
         return d
 
@@ -139,5 +158,12 @@ class ArithOps(KernelHost):
         t = scalar_type(type) if type else infer_type("mad", a, b, c)
         wide = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}
         d = dst if dst is not None else self.reg(wide.get(t, t) if mode == "wide" else t)
+        if _constants(a, b, c):
+            return self._fold(Mad(t, d, a, b, c, mode, ftz))
         self.emit(Mad(t, d, a, b, c, mode, ftz))
         return d
+
+
+def _constants(*values: object) -> bool:
+    """Whether every source is an immediate (no register or special register)."""
+    return not any(isinstance(v, Reg | SpecialReg) for v in values)

@@ -50,6 +50,20 @@ RULES: list[Rule] = [
          "text is the same, the meaning of the Python argument is not).",
          r"pass it as new_val"),
 
+    Rule("constant-fold", "Arithmetic whose sources are all immediates is folded to one mov "
+         "at build time (ptxdsl/instructions/arith_fold.py). Where the result is not one exact "
+         "value, ptxdsl refuses rather than guess what the hardware computes, although ptxas "
+         "accepts the instruction: a division by zero (PTX ISA div: the result is "
+         "unspecified), a signed quotient or |MIN| that overflows, a float result that needs "
+         "rounding, an approximate division, a zero whose sign depends on the rounding mode, "
+         "a subnormal that .ftz would flush, a non-finite source.",
+         r"every source is a constant", ("arith",)),
+
+    Rule("rcp-ftz-f64", "The PTX ISA defines rcp.rnd.f64 without .ftz (.f64 arithmetic keeps "
+         "subnormals; only rcp.approx.ftz.f64 flushes); ptxas 13 also takes "
+         "rcp.rnd.ftz.f64, a spelling the ISA does not give a meaning, while it refuses the "
+         "same on sqrt.rnd.f64.", r"the ISA defines no rcp\.r[nzmp]\.ftz\.f64 form", ("sfu",)),
+
     Rule("cvta-symbol", "ptxdsl takes the address of a symbol with k.generic_addr (mov + cvta) "
          "rather than cvta on the symbol itself; both mean the same (PTX ISA cvta).",
          r"mov the symbol's address first"),

@@ -121,12 +121,12 @@ def test_the_callers_context_overrides_a_declaration():
 
 
 # -- the context, per kernel -----------------------------------------------------------------------
-def _two_kernels() -> Module:
+def _two_kernels(**module) -> Module:
     """Two kernels with a parameter of one name whose maps have different boxes."""
     k1, k2 = Kernel("copy_small", reqntid=128), Kernel("copy_big", reqntid=128)
     _load(k1, k1.param_tensormap("tmap"), 512)
     _load(k2, k2.param_tensormap("tmap"), 1024)
-    return Module([k1, k2], target="sm_90a")
+    return Module([k1, k2], target="sm_90a", **module)
 
 
 def test_maps_per_kernel_tell_same_named_parameters_apart():
@@ -142,6 +142,17 @@ def test_maps_per_kernel_tell_same_named_parameters_apart():
     assert check_module(mod, maps=mixed) == []
     by_kernel = {mod.kernels[1]: {"tmap": LAYOUT}, "tmap": {"box_bytes": 512}}
     _mismatch(check_module(mod, maps=by_kernel), 1024, 8192)
+
+
+def test_a_modules_emit_time_context_may_be_per_kernel():
+    mod = _two_kernels(check={"maps": {"copy_small": {"tmap": {"box_bytes": 512}},
+                                       "copy_big": {"tmap": {"box_bytes": 1024}}}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod.emit()
+    swapped = _two_kernels(check={"maps": {"copy_small": {"tmap": {"box_bytes": 1024}}}})
+    with pytest.warns(PtxdslHazardWarning, match="announces 512 bytes"):
+        swapped.emit()
 
 
 def test_the_old_module_wide_form_still_applies_to_every_kernel():

@@ -228,9 +228,12 @@ def cmd_check(args) -> int:
             failed.append(name)
             continue
         kernels += len(mod.kernels)
-        findings = check_module(mod, notes=args.notes)
+        findings = check_module(mod, notes=True)
         for f in findings:
-            print(f.format())
+            if f.severity is not Severity.note or args.notes:
+                print(f.format())
+            elif f.unchecked:   # a check a declaration would turn on: said in one line
+                print(f"{f.loc or f'{args.file}:{name}'}: {f.unchecked}")
             if f.severity is not Severity.note:
                 worst = max(worst, 2 if f.severity is Severity.error else 1)
         if not [f for f in findings if f.severity is not Severity.note]:

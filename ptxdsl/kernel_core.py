@@ -9,12 +9,15 @@ kernel); `ptxdsl.kernel.Kernel` puts the core and the mixins together.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 
+from .checker.context import MapInfo, map_info
 from .errors import BuildError, OperandError, SourceLoc, user_loc
+from .instructions._tma_box import declared_box
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
@@ -268,6 +271,7 @@ class KernelCore(KernelHost):
         self.minnctapersm = minnctapersm
         self.maxnreg = maxnreg
         self.params: list[Param] = []
+        self._map_boxes: dict[Param, MapInfo] = {}   # param -> declared box (map_boxes)
         self.body: list[Statement | LabelDef] = []
         self.shared: list[Symbol] = []
         self._names: set[str] = set()       # params, shared symbols, named registers
@@ -397,12 +401,68 @@ class KernelCore(KernelHost):
         self.params.append(p)
         return p
 
-    def param_tensormap(self, name: str) -> Param:
-        """A CUtensorMap by value: `.param .align 64 .b8 name[128]`."""
+    def param_tensormap(self, name: str, *, box: Any = None, dtype: Any = None,
+                        swizzle: Any = None) -> Param:
+        """A CUtensorMap by value: `.param .align 64 .b8 name[128]`.
+
+        `box=` declares what one TMA copy through the map moves, for the hazard checker (the
+        expect_tx bytes, buffer sizes and swizzle alignment; docs/hazards.md, "Context"):
+        the box dimensions with `dtype` (a ptxdsl type, a PTX type name or a numpy dtype)
+        and optionally `swizzle` ('128B', ...), as `TensorMap.tiled` takes them; or an
+        `SmemLayout` (the box that writes one atom column: its `tma_box`, element type and
+        swizzle); or a `TensorMap` / `TiledDesc` built for the kernel. Recorded in
+        `map_boxes`."""
+        info = None if box is None and dtype is None and swizzle is None else \
+            self._box_info("param_tensormap", box, dtype, swizzle)
         p = Param(self._claim(name, "parameter"), StateSpace.param, ScalarType.b8, 128, 64,
                   self, kind="tensormap")
         self.params.append(p)
+        if info is not None:
+            self._map_boxes[p] = info
         return p
+
+    @property
+    def map_boxes(self) -> Mapping[Param, MapInfo]:
+        """The box size and swizzle declared for each tensor-map parameter (by
+        `param_tensormap(box=...)` or `MbarrierRing(..., loads=...)`), read by the hazard
+        checker where `check_module(maps=...)` says nothing of the parameter."""
+        return MappingProxyType(self._map_boxes)
+
+    def _box_info(self, what: str, box: Any, dtype: Any, swizzle: Any) -> MapInfo:
+        """The `MapInfo` of a box declaration (see `param_tensormap`)."""
+        if box is None:
+            raise OperandError(what, "box", "the box dimensions (with dtype=), an SmemLayout "
+                               "or a TensorMap", "nothing")
+        if hasattr(box, "desc") and box.desc is None:
+            raise OperandError(what, "box", "a TensorMap encoded from its description (one "
+                               "built from raw bytes carries no box)", _show(box))
+        if hasattr(box, "box_dim") or hasattr(getattr(box, "desc", None), "box_dim"):
+            if dtype is not None or swizzle is not None:
+                raise OperandError(what, "dtype, swizzle", "nothing beside a TensorMap or "
+                                   "TiledDesc (its own are used)", f"{dtype!r}, {swizzle!r}")
+            info = map_info(box, "")
+            return MapInfo(info.box_bytes, info.swizzle_repeat, "the tensor map's box")
+        return MapInfo(*declared_box(what, box, dtype, swizzle))
+
+    def _declare_box(self, what: str, param: Any, info: MapInfo) -> None:
+        """Record the box of the maps `param` carries; a second, different one is refused."""
+        if not isinstance(param, Param) or param.kernel is not self or \
+                param.kind not in ("tensormap", "pointer"):
+            raise OperandError(what, "loads", "this kernel's tensor-map parameters "
+                               "(k.param_tensormap, or k.param_ptr for maps in global memory) "
+                               "as keys", _show(param))
+        old = self._map_boxes.get(param)
+        if old is None:
+            self._map_boxes[param] = info
+            return
+        # A swizzle left out (None) agrees with any: the first declaration's stays.
+        if old.box_bytes != info.box_bytes or None not in (
+                old.swizzle_repeat, info.swizzle_repeat) and \
+                old.swizzle_repeat != info.swizzle_repeat:
+            raise OperandError(what, "loads", f"the box already declared for {param.name} "
+                               f"({old.source}: {old.box_bytes} bytes, swizzle repeat "
+                               f"{old.swizzle_repeat})", f"{info.source}: {info.box_bytes} "
+                               f"bytes, swizzle repeat {info.swizzle_repeat}")
 
     # -- registers -----------------------------------------------------------------------------
     def reg(self, type: ScalarType, name: str | None = None) -> Reg:
@@ -561,7 +621,8 @@ class KernelCore(KernelHost):
         return (len(self.body), self._n_entry, self._counters.copy(), len(self._named_regs),
                 len(self._labels), len(self._placed), len(self._used_labels), len(self.shared),
                 len(self.params), len(self._sreg_regs), len(self._module_syms),
-                self._last_if, len(self._loops), self._guard, len(self._pending_fits))
+                self._last_if, len(self._loops), self._guard, len(self._pending_fits),
+                len(self._map_boxes))
 
     def _txn_undo(self, mark: tuple) -> None:
         """Discard everything added since `mark` (statements, registers, labels, shared
@@ -569,7 +630,7 @@ class KernelCore(KernelHost):
         took the mark only: a register it made must not outlive it, since its automatic name
         is given out again."""
         (n_body, n_entry, counters, n_regs, n_labels, n_placed, n_used, n_shared, n_params,
-         n_sregs, n_syms, last_if, n_loops, guard, n_fits) = mark
+         n_sregs, n_syms, last_if, n_loops, guard, n_fits, n_boxes) = mark
         body = self.body
         del body[n_body + self._n_entry - n_entry:]
         del body[n_entry:self._n_entry]           # special-register reads put at the top
@@ -583,7 +644,7 @@ class KernelCore(KernelHost):
             del items[keep:]
         for table, keep in ((self._labels, n_labels), (self._placed, n_placed),
                             (self._used_labels, n_used), (self._sreg_regs, n_sregs),
-                            (self._module_syms, n_syms)):
+                            (self._module_syms, n_syms), (self._map_boxes, n_boxes)):
             for _ in range(len(table) - keep):
                 table.popitem()   # dicts pop their newest entry first
         self._last_if, self._guard = last_if, guard

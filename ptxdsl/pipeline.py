@@ -87,11 +87,11 @@ reaches a barrier that is not initialised yet.
 from __future__ import annotations
 
 import inspect
-import math
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BuildError, OperandError, Sealed, fail_closed
+from .instructions import _tma_box
 from .instructions._tma_addr import symbol_align
 from .instructions.base import int_like
 from .instructions.fence import FenceMbarrierInit
@@ -134,42 +134,6 @@ SLOT_ALIGN = 128           # a TMA/bulk shared buffer's alignment (hazards.md tm
 
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
-def _ptx_type_bits(name: str) -> int | None:
-    """Bits of a PTX or wgmma type spelling ('f16', '.u8', 'e4m3', 'tf32'), else None."""
-    from .instructions.wgmma import ptx_type_named
-    named = ptx_type_named(name)
-    return None if named is None else named.bits
-
-
-def _elem_bytes(dtype: Any) -> int:
-    dtype = plain_str(dtype)
-    # A PTX spelling means the PTX type: numpy reads 'f16' as float128 and 'u8' as uint64,
-    # which made an expect_tx 8 times the bytes the copy delivers (the wait never ends).
-    bits = dtype.bits if isinstance(dtype, ScalarType) else \
-        _ptx_type_bits(dtype) if isinstance(dtype, str) else None
-    if bits is not None:
-        if bits % 8:
-            raise OperandError("tx_bytes", "dtype", "a type of whole bytes", _show(dtype))
-        return bits // 8
-    from .instructions.wgmma import numpy_code
-    code = numpy_code(dtype)
-    if code is not None:
-        raise OperandError("tx_bytes", "dtype", f"a PTX type name or numpy's full name "
-                           f"({code!r}): numpy's codes read otherwise in PTX", repr(dtype))
-    # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
-    # element: only numbers (bool, int, uint, float, complex) count.
-    if dtype is not None:
-        try:
-            import numpy as np
-            dt = np.dtype(dtype)
-            if dt.kind in "biufc":
-                return int(dt.itemsize)
-        except Exception:  # noqa: BLE001 - anything numpy cannot read is refused below
-            pass
-    raise OperandError("tx_bytes", "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers, "
-                       "or a PTX or wgmma type name ('f16', 'e4m3')", _show(dtype))
-
-
 def box_bytes(box: IntLike | Iterable[IntLike], dtype: ScalarType | DTypeLike) -> int:
     """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
 
@@ -179,16 +143,7 @@ def box_bytes(box: IntLike | Iterable[IntLike], dtype: ScalarType | DTypeLike) -
     `box` counts the elements that land: for a map with element strides (TMA loads
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
     `tx_bytes`, whose `box_bytes` counts them."""
-    box = int_like(box)
-    # Any iterable of dimensions (a tuple, list, numpy shape or array), but not text, and not
-    # a set or mapping: a set drops repeated dimensions, (8, 8) would count 8 elements.
-    dims: tuple[Any, ...] = (box,) if isinstance(box, int) else tuple(box) if isinstance(
-        box, Iterable) and not isinstance(box, str | bytes | Set | Mapping) else ()
-    dims = tuple(int_like(d) for d in dims)
-    if not 1 <= len(dims) <= 5 or not all(isinstance(d, int) and not isinstance(d, bool)
-                                          and d >= 1 for d in dims):
-        raise OperandError("tx_bytes", "box", "1 to 5 positive box dimensions", _show(box))
-    return math.prod(dims) * _elem_bytes(dtype)
+    return _tma_box.box_bytes("tx_bytes", box, dtype)
 
 
 def _source_bytes(src: Any) -> int:
@@ -223,6 +178,14 @@ def tx_bytes(*sources: object, multicast: IntLike = 1) -> int:
     return total
 
 
+def _box_info(k: Kernel, box: Any) -> Any:
+    """A `loads=` entry's box: a `(box, dtype)` pair as `tx_bytes` takes it, or a TensorMap,
+    TiledDesc or SmemLayout (see `Kernel.param_tensormap`)."""
+    if isinstance(box, tuple) and len(box) == 2 and not isinstance(int_like(box[1]), int):
+        return k._box_info("MbarrierRing", box[0], box[1], None)
+    return k._box_info("MbarrierRing", box, None, None)
+
+
 def _kernel(what: str, k: Any) -> Kernel:
     if not isinstance(k, Kernel):
         raise OperandError(what, "k", "the Kernel to build into", _show(k))
@@ -250,12 +213,24 @@ class MbarrierRing(Sealed):
     of a multicast group whose consumers all release each stage (1: a CTA-local ring).
     `storage`: None for two static `.shared` arrays named `<name>_full`/`<name>_empty`, or
     an 8-byte aligned `Addr`/`Symbol` in shared memory (e.g. dynamic) with 16 * stages bytes.
+    `loads`: what the stages are filled through, for the hazard checker (which then compares
+    each expect_tx with the copies' bytes without `check_module(maps=...)`): a dict from
+    each tensor-map parameter the producer loads with (`k.param_tensormap`, or a
+    `k.param_ptr` to maps in global memory) to its box: a `TensorMap` or `TiledDesc`, an
+    `SmemLayout` (one atom column's box), or a `(box, dtype)` pair as `tx_bytes` takes it.
+    Recorded in `Kernel.map_boxes` (docs/hazards.md, "Context").
     """
 
     def __init__(self, k: Kernel, stages: IntLike, *, full_count: IntLike = 1,
                  empty_count: IntLike = 1, peers: IntLike = 1,
-                 storage: Symbol | Addr | None = None, name: str = "ring") -> None:
+                 storage: Symbol | Addr | None = None, name: str = "ring",
+                 loads: Mapping[Any, Any] | None = None) -> None:
         self.k = k = _kernel("MbarrierRing", k)
+        if loads is not None and not isinstance(loads, Mapping):
+            raise OperandError("MbarrierRing", "loads", "a dict from tensor-map parameters to "
+                               "their boxes, e.g. {map_a: LAYOUT_A, map_b: tmap_b}", _show(loads))
+        for param, box in (loads or {}).items():
+            k._declare_box("MbarrierRing", param, _box_info(k, box))
         name = check_identifier(name, "MbarrierRing")   # a plain str: it names the arrays
         self.stages = _count("stages", stages, MAX_STAGES)
         self.full_count = _count("full_count", full_count, MAX_COUNT)

@@ -148,7 +148,10 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
                reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
-    map_a, map_b = k.param_tensormap("map_a"), k.param_tensormap("map_b")
+    # the boxes the loads bring (a CTA's slice in a cluster): the checker compares them with
+    # the stage's expect_tx
+    map_a = k.param_tensormap("map_a", box=cfg.box_a)
+    map_b = k.param_tensormap("map_b", box=cfg.box_b)
     map_c = k.param_tensormap("map_c")
     c_p = k.param_ptr("c")
     m_p, n_p, k_p = (k.param(t.u32, n) for n in ("m", "n", "k"))

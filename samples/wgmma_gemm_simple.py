@@ -32,7 +32,10 @@ LAYOUT_B = SmemLayout(t.bf16, BN, BK, "K", "128B")
 
 def build_gemm() -> Kernel:
     k = Kernel("wgmma_gemm", reqntid=128)
-    map_a, map_b = k.param_tensormap("map_a"), k.param_tensormap("map_b")
+    # box=: the box each map's TMA copy writes (one atom column), so the checker compares
+    # the expect_tx count with the loads' bytes without being told the maps
+    map_a = k.param_tensormap("map_a", box=LAYOUT_A)
+    map_b = k.param_tensormap("map_b", box=LAYOUT_B)
     c_ptr = k.param_ptr("c")
     sa = k.shared_array(t.b8, LAYOUT_A.nbytes, align=LAYOUT_A.alignment, name="tile_a")
     sb = k.shared_array(t.b8, LAYOUT_B.nbytes, align=LAYOUT_B.alignment, name="tile_b")

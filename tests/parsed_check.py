@@ -36,15 +36,20 @@ _SPACE = re.compile(r"\s+")
 
 
 def named(ctx: Context, kernel: Any) -> Context:
-    """`ctx` with parameters named: a parsed kernel's parameters are other objects (a
-    context keeps a `Param` passed in host_maps by its id)."""
+    """`ctx` with parameters (and kernels) named: a parsed kernel's parameters are other
+    objects (a context keeps a `Param` passed in host_maps by its id). The boxes the kernel
+    declares (`Kernel.map_boxes`), which its PTX does not carry, follow the caller's maps, as
+    the checker ranks them."""
     names = {id(p): p.name for p in getattr(kernel, "params", ())}
 
     def name(k):
         return names.get(k, k) if isinstance(k, int) else getattr(k, "name", k)
+    declared = tuple((p.name, v) for p, v in getattr(kernel, "map_boxes", {}).items())
     return Context(frozenset(map(name, ctx.host_maps)),
-                   tuple((name(k), v) for k, v in ctx.maps),
-                   frozenset(map(name, ctx.cross_device_maps)))
+                   tuple((name(k), v) for k, v in ctx.maps) + declared,
+                   frozenset(map(name, ctx.cross_device_maps)),
+                   tuple((name(k), tuple((name(p), v) for p, v in pairs))
+                         for k, pairs in ctx.kernel_maps))
 
 
 def ptx_text(kernel: Any) -> str:

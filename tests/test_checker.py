@@ -223,7 +223,8 @@ def test_notes_only_on_request():
     assert check_kernel(k) == []                       # the box size is unknown: no finding
     (note,) = check_kernel(k, notes=True)
     assert note.severity is Severity.note and note.id == "check-skipped"
-    assert note.message.startswith("expect-tx: the box size") and note.format().startswith(
+    assert note.message.startswith("expect-tx: expect_tx bytes of k: not checked, no box "
+                                   "size known for tmap") and note.format().startswith(
         f"{__file__}:")
     mod = Module(target="sm_90a")
     mod.add(k)

@@ -21,7 +21,8 @@ constants, address provenance and divergence; `ranges` bounds address offsets (p
 offsets, ring indices), with `threadwise` evaluating those of one thread index exactly;
 `divergence` finds the code that only some threads run and correlates branches on one
 thread-invariant condition; `trywait` decides when a try_wait counts as a wait;
-`maps` reads box sizes and swizzles from constant tensormap.replace values; `stages` follows
+`maps` reads box sizes and swizzles from constant tensormap.replace values (`context`: those
+the caller gives or the kernel declares); `stages` follows
 stage registers a ring advances in place; `guards` finds the waits that guard each copy;
 `blocks` tells apart buffers each warpgroup owns (`smem + cw * size`);
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
@@ -76,10 +77,13 @@ def check_kernel(kernel: Any, *, notes: bool = False, **context: Any) -> list[Fi
     """Every hazard found in one kernel, sorted by Python location.
 
     Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
-    the host wrote, `maps={param or name: TiledDesc | TensorMap | {"box_bytes", "swizzle"}}`,
+    the host wrote, `maps={param or name: TiledDesc | TensorMap | SmemLayout | {"box_bytes",
+    "swizzle"}}` (or `{kernel name: {param or name: ...}}` for one kernel's parameters),
     `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another.
-    `notes=True` adds the note-level findings that say which checks were skipped for lack
-    of information (a run-time byte count, an unknown box size, ...).
+    Boxes the kernel declares (`Kernel.map_boxes`) count where `maps=` says nothing
+    (docs/hazards.md, "Context"). `notes=True` adds the note-level findings that say which
+    checks were skipped for lack of information (a run-time byte count, an unknown box
+    size, ...).
     """
     return _visible(_check(kernel, Context.make(**context)), notes)
 

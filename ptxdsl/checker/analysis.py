@@ -258,20 +258,24 @@ class Analysis:
             st = self.body[i]
         return Site(role, st.render().replace("\n", " "), st.loc)
 
-    def note(self, check: str, message: str, sites: Iterable[tuple[str, SiteAt]] = ()
-             ) -> None:
-        """Say once per kernel that `check` was skipped (a note-level finding)."""
-        self.report(Hazard.CHECK_SKIPPED, f"{check}: {message}", sites, dedupe=check)
+    def note(self, check: str, message: str, sites: Iterable[tuple[str, SiteAt]] = (),
+             dedupe: Any = None, unchecked: bool = False) -> None:
+        """Say once per kernel (and `dedupe` key) that `check` was skipped (a note-level
+        finding); `unchecked`: the command line shows the message without --notes."""
+        self.report(Hazard.CHECK_SKIPPED, f"{check}: {message}", sites,
+                    dedupe=check if dedupe is None else (check, dedupe),
+                    unchecked=message if unchecked else "")
 
     def report(self, hazard: Hazard, message: str, sites: Iterable[tuple[str, SiteAt]],
-               dedupe: Any = None) -> None:
+               dedupe: Any = None, unchecked: str = "") -> None:
         """Record a finding of `hazard` with `message` and its sites (role, statement), once per
         hazard and `dedupe` key (by default, the sites' statements)."""
         sites = [(r, i) for r, i in sites if i is not None or r == "exit"]
         key = (hazard, dedupe if dedupe is not None else tuple(i for _, i in sites))
         if key not in self._findings:
             self._findings[key] = Finding(hazard, self.kernel.name, message,
-                                          tuple(self.site(r, i) for r, i in sites))
+                                          tuple(self.site(r, i) for r, i in sites),
+                                          unchecked=unchecked)
 
     # -- operand facts --------------------------------------------------------------------------
     def val(self, operand: Any) -> Val:
@@ -345,7 +349,7 @@ class Analysis:
         kind, key, root = self.classify_map(operand)
         if kind is None:
             return None
-        info = self.ctx.info(root) if isinstance(root, Param) else None
+        info = self.ctx.info(root, self.kernel) if isinstance(root, Param) else None
         if info is None and key is not None:
             if self._map_facts is None:
                 self._map_facts = MapFacts(self)

@@ -4,12 +4,17 @@ host descriptions (box, element type, swizzle) of the maps a kernel's parameters
 ::
 
     check_module(mod, host_maps=["tmap_ptr"], maps={"tmap": desc})
+    check_module(mod, maps={"gemm": {"map_a": desc_a}, "copy": {"map_a": desc_c}})
 
 `host_maps` names pointer parameters (or passes the `Param` objects) whose tensor maps in
 global memory the host wrote, e.g. with cudaMemcpy: acquiring those needs `.sys` scope.
 `maps` maps a parameter (name or `Param`) to a description: a `TiledDesc`, a runtime
-`TensorMap` (its `.desc` is used), or a dict `{"box_bytes": 512, "swizzle": "128B"}`. The
-description of a pointer parameter applies to every map it points to.
+`TensorMap` (its `.desc` is used), an `SmemLayout` (the box of one atom column), or a dict
+`{"box_bytes": 512, "swizzle": "128B"}`; or a kernel's name to such a mapping of its own,
+for the parameters of that kernel only (two kernels with a same-named parameter). The
+description of a pointer parameter applies to every map it points to. A kernel's own
+declarations (`Kernel.map_boxes`: `k.param_tensormap(name, box=...)`,
+`MbarrierRing(..., loads=...)`) count where the caller gave none; docs/hazards.md, "Context".
 `cross_device_maps` names pointer parameters whose maps are written on one GPU and used on
 another (peer or host-mapped memory): their release (`tensormap.cp_fenceproxy`) and acquire
 both need `.sys` scope (CUDA Programming Guide §10.30.2).
@@ -17,10 +22,16 @@ both need `.sys` scope (CUDA Programming Guide §10.30.2).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+
+from ..errors import OperandError
+from ..instructions._tma_box import declared_box
+from ..instructions.wgmma_desc import SmemLayout
+from ..operands import _show
 
 # Swizzle -> the shared-memory span after which its pattern repeats (digest §7.4). Keys are
 # CUtensorMapSwizzle values and names; the PTX swizzle_mode field uses 0..3 for the same four
@@ -61,18 +72,45 @@ class MapInfo:
     source: str = ""
 
 
+_DESC_KEYS = frozenset({"box_bytes", "swizzle"})
+
+
 def map_info(desc: Any, source: str = "") -> MapInfo:
-    """A MapInfo from a TiledDesc, a TensorMap (through `.desc`), a dict, or a MapInfo."""
+    """A MapInfo from a TiledDesc, a TensorMap (through `.desc`), an SmemLayout, a dict, or
+    a MapInfo."""
     if isinstance(desc, MapInfo):
         return desc
     if isinstance(desc, Mapping):
-        return MapInfo(desc.get("box_bytes"), swizzle_repeat(desc.get("swizzle")), source)
+        unknown = set(desc) - _DESC_KEYS
+        box = desc.get("box_bytes")
+        if unknown or box is not None and (type(box) is not int or box < 1):
+            raise OperandError("check_module", f"maps[{source!r}]", "a description {"
+                               "'box_bytes': N, 'swizzle': '128B'} (either key may be left "
+                               "out), a TiledDesc, a TensorMap or an SmemLayout",
+                               _show(dict(desc)))
+        return MapInfo(box, swizzle_repeat(desc.get("swizzle")), source)
+    if isinstance(desc, SmemLayout):
+        n, repeat, how = declared_box("check_module", desc, None, None)
+        return MapInfo(n, repeat, how)
     inner = getattr(desc, "desc", None)
     if inner is not None and hasattr(inner, "box_bytes"):
         desc = inner
     box = getattr(desc, "box_bytes", None)
+    if not hasattr(desc, "swizzle") and (type(box) is not int or box < 1):
+        raise OperandError("check_module", f"maps[{source!r}]", "a TiledDesc, a TensorMap "
+                           "(encoded from a description, not raw bytes), an SmemLayout or a "
+                           "dict {'box_bytes': N, 'swizzle': '128B'}", _show(desc))
     return MapInfo(int(box) if box is not None else None,
                    swizzle_repeat(getattr(desc, "swizzle", None)), source)
+
+
+def _per_kernel(value: Any) -> bool:
+    """Is a `maps` entry a kernel's own table (its name to {param: description}) rather than
+    one parameter's description? A description dict holds numbers and names; a kernel's
+    table, descriptions."""
+    return isinstance(value, Mapping) and all(
+        v is not None and not isinstance(v, int | float | str | enum.Enum)
+        for v in value.values())
 
 
 @attrs.frozen
@@ -82,6 +120,7 @@ class Context:
     host_maps: frozenset = frozenset()          # names and Param objects
     maps: tuple = ()                            # ((name or Param), MapInfo) pairs
     cross_device_maps: frozenset = frozenset()  # names and Param objects
+    kernel_maps: tuple = ()                     # (kernel name or Kernel, maps pairs) pairs
 
     @classmethod
     def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
@@ -89,8 +128,9 @@ class Context:
         """The context from what the caller wrote (`check_module(..., host_maps=["tmap"])`,
         `Module.emit(check={...})`): a name or a list of names (or `Param` objects) for
         `host_maps` and `cross_device_maps`; `maps` from a map's name or `Param` to its host
-        description (`TiledDesc`, `TensorMap`, a dict with `box_bytes` and `swizzle`, or a
-        `MapInfo`)."""
+        description (`TiledDesc`, `TensorMap`, `SmemLayout`, a dict with `box_bytes` and
+        `swizzle`, or a `MapInfo`), or from a kernel's name (or the `Kernel`) to such a
+        mapping for that kernel's parameters."""
         if unknown:
             raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
                             "maps=, cross_device_maps=")
@@ -98,9 +138,17 @@ class Context:
             host_maps = (host_maps,)
         if isinstance(cross_device_maps, str):
             cross_device_maps = (cross_device_maps,)
-        infos = tuple((k, map_info(v, _name(k))) for k, v in (maps or {}).items())
+        if maps is not None and not isinstance(maps, Mapping):
+            raise OperandError("check_module", "maps", "a dict from a parameter's name to its "
+                               "map's description, or from a kernel's name to such a dict",
+                               _show(maps))
+        maps = maps or {}
+        infos = tuple((k, map_info(v, _name(k))) for k, v in maps.items()
+                      if not _per_kernel(v))
+        per_kernel = tuple((k, tuple((p, map_info(d, _name(p))) for p, d in v.items()))
+                           for k, v in maps.items() if _per_kernel(v))
         return cls(frozenset(_key(h) for h in host_maps), infos,
-                   frozenset(_key(h) for h in cross_device_maps))
+                   frozenset(_key(h) for h in cross_device_maps), per_kernel)
 
     def is_cross_device_map(self, param: Any) -> bool:
         """Whether the tensor-map parameter `param` (a `Param` or its name) addresses another
@@ -114,16 +162,30 @@ class Context:
         return param is not None and (_key(param) in self.host_maps
                                       or getattr(param, "name", None) in self.host_maps)
 
-    def info(self, param: Any) -> MapInfo | None:
-        """The host description of the map `param` carries (box bytes, swizzle), or None when
-        the caller gave none."""
+    def info(self, param: Any, kernel: Any = None) -> MapInfo | None:
+        """The description of the map `param` carries (box bytes, swizzle) in `kernel`: the
+        caller's for that kernel, else the caller's for every kernel, else the kernel's own
+        declaration (`Kernel.map_boxes`); None when nobody gave one."""
         if param is None:
             return None
-        name = getattr(param, "name", None)
-        for k, info in self.maps:
-            if k is param or (isinstance(k, str) and k == name):
-                return info
-        return None
+        kname = getattr(kernel, "name", None)
+        for k, pairs in self.kernel_maps:
+            if k is kernel or (isinstance(k, str) and k == kname):
+                found = _lookup(pairs, param)
+                if found is not None:
+                    return found
+        found = _lookup(self.maps, param)
+        if found is None:
+            found = getattr(kernel, "map_boxes", {}).get(param)
+        return found
+
+
+def _lookup(pairs: tuple, param: Any) -> MapInfo | None:
+    name = getattr(param, "name", None)
+    for k, info in pairs:
+        if k is param or (isinstance(k, str) and k == name):
+            return info
+    return None
 
 
 def _key(x: Any) -> Any:

@@ -17,7 +17,8 @@ from ..errors import BuildError, SourceLoc
 
 class Severity(enum.Enum):
     """`error`: the GPU faults, hangs or reads wrong data. `warning`: likely wrong or slow.
-    `note`: a check that was skipped for lack of information (shown on request only)."""
+    `note`: a check that was skipped for lack of information (shown on request only; the
+    command line says in one line which expect_tx counts it could not check)."""
 
     error = "error"
     warning = "warning"
@@ -294,8 +295,9 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "exit or the overwrite [docs/hazards.md: dsmem-released-early]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
-        "give the checker what it lacks (maps={...} with the map's box, a constant count or "
-        "a CTA shape with reqntid=), or verify that part by hand [docs/hazards.md]"),
+        "give the checker what it lacks (a map's box: k.param_tensormap(name, box=...) or "
+        "maps={...}; a constant count; a CTA shape with reqntid=), or verify that part by "
+        "hand [docs/hazards.md: Context]"),
 }
 
 
@@ -328,6 +330,9 @@ class Finding:
     sites: tuple[Site, ...] = attrs.field(converter=_sites)
     severity: Severity = attrs.field()
     fix: str = attrs.field()
+    # A note the command line prints even without --notes, as this one line: a check that a
+    # declaration in the kernel would turn on ("expect_tx bytes of k: not checked, ...").
+    unchecked: str = attrs.field(default="", kw_only=True)
 
     @severity.default
     def _severity(self) -> Severity:

@@ -11,6 +11,7 @@ from typing import Any
 from ..instructions.arith import Binary
 from ..instructions.move import Cvt, Mov
 from ..operands import Addr, Reg, Symbol
+from ..statements import Param
 from ..types import StateSpace
 from .analysis import EXIT_CHECKS, LATCH_CHECKS, STRUCTURAL, Analysis, handles, keys_match
 from .assume import assuming, edge_fact
@@ -168,14 +169,51 @@ def load(an: Analysis, state: State, op: Op, report: bool) -> State:
         info = an.map_info(op.map)
         n = info.box_bytes if info is not None else None
         if n is None and report:
-            an.note("expect-tx", "the box size of a TMA load's map is unknown (pass maps={...} "
-                    "or encode it with constant tensormap.replace values): its byte count "
-                    "is not checked", [("load", op.index)])
+            _unknown_box(an, op)
     else:
         n = an.const(op.count)
     if op.multicast and n is not None:
         n = _multicast_bytes(an, op, n, report)
     return state.tx_set(key, add_tx(state.tx_get(key), op.index, 0, n))
+
+
+def _unknown_box(an: Analysis, op: Op) -> None:
+    """The note, shown by the command line without --notes, that a kernel's expect_tx counts
+    are not compared with the bytes its TMA loads deliver: which maps' boxes are unknown, and
+    how to declare them."""
+    if "box-note" in an.cache:
+        return
+    an.cache["box-note"] = True
+    params: list[Param] = []
+    others: list[str] = []     # maps not traced to a parameter: their PTX operands
+    for o in an.ops:
+        if o.role is Role.TMA_LOAD and o.mbar is not None:
+            info = an.map_info(o.map)
+            if info is None or info.box_bytes is None:
+                root = an.classify_map(o.map)[2]
+                if isinstance(root, Param):
+                    if root not in params:
+                        params.append(root)
+                else:
+                    text = o.map.render() if hasattr(o.map, "render") else repr(o.map)
+                    if text not in others:
+                        others.append(text)
+    kname = an.kernel.name
+    if params:
+        p = params[0].name
+        how = (f"k.param_tensormap({p!r}, box=..., dtype=...) (or box= its SmemLayout or "
+               f"TensorMap), " if params[0].kind == "tensormap" else "") + (
+            f"MbarrierRing(..., loads={{{p}: box}}), or check_module(mod, maps={{{kname!r}: "
+            f"{{{p!r}: TensorMap or {{'box_bytes': N}}}}}})")
+    else:
+        how = ("a map's box is known from the parameter it comes from or from constant "
+               "tensormap.replace values")
+    what = ", ".join([p.name for p in params] + (
+        [f"the maps at {', '.join(sorted(others))} (not traced to a parameter)"]
+        if others else []))
+    an.note("expect-tx", f"expect_tx bytes of {kname}: not checked, no box size known for "
+            f"{what}; declare it: {how} [docs/hazards.md: Context]",
+            [("load", op.index)], dedupe="box", unchecked=True)
 
 
 def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:

@@ -23,6 +23,7 @@ cuDevicePrimaryCtxRetain and cuCtxCreate fail with the same error, seen on an H1
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import weakref
@@ -409,8 +410,10 @@ def _child(conn, target, args, kwargs) -> None:
     import os
     import pickle
     # Its own process group, so that ending a hung child (`_end`) also ends whatever it
-    # started (a server, a compiler) and never reaches the parent's group.
-    os.setpgid(0, 0)
+    # started (a server, a compiler) and never reaches the parent's group. Without one
+    # (refused: a session leader) `_end` signals the child alone.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     try:
         result = (True, target(*args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent

@@ -206,6 +206,31 @@ def test_isolated_ends_a_hung_child_and_what_it_started(tmp_path, monkeypatch):
     assert time.monotonic() - t0 < 30
 
 
+def test_isolated_ends_its_child_when_the_wait_is_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C (here an alarm) in the parent while the child runs: the child does not live on."""
+    import signal
+    import time
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(debug, "KILL_GRACE_S", 1.0)
+    pids = tmp_path / "pids"
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.alarm(6)
+        with pytest.raises(KeyboardInterrupt):
+            debug.isolated(child_hangs_with_a_helper, str(pids), timeout=60)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    child, helper = map(int, pids.read_text().split())
+    deadline = time.monotonic() + 10
+    while (_running(child) or _running(helper)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child) and not _running(helper)
+
+
 def test_isolated_returns_and_raises_across_the_process():
     assert debug.isolated(child_value, 21) == {"twice": 42}
     with pytest.raises(debug.WaitTimeoutError) as err:

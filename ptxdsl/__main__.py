@@ -139,6 +139,8 @@ def cmd_emit(args) -> int:
                 print(f"  assembled {len(cubin)} bytes of cubin for {cubin.arch} "
                       f"({cubin.report.arch_reason}) in "
                       f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+                if cubin.report.basis:   # a setmaxnreg module: whose figures these are
+                    print(f"  {cubin.report.basis}")
         except PtxdslError as e:
             print(f"ptxdsl emit: {args.file}:{name}: {_error_text(e)}", file=sys.stderr)
             failed.append(name)

@@ -44,6 +44,11 @@ _ON_LINE = re.compile(r"on line '(\d+)'")
 # ptxas's advisory when a linker (nvJitLink, cuLink*) assembles a module using setmaxnreg:
 # it compiles every input as a separately linkable unit, where ptxas drops the instruction.
 SETMAXNREG_DROPPED = "C7504"
+# What the figures of such a build are worth: without setmaxnreg ptxas fits every warpgroup
+# into the entry allocation, so it spills and serializes wgmma (C7512) where the driver JIT's
+# code, which keeps setmaxnreg, does not.
+ARTEFACT_CAVEAT = ("registers/spills/C7512 below come from a build without setmaxnreg; the "
+                   "driver JIT keeps it")
 
 
 class PtxdslAssemblerWarning(UserWarning):
@@ -95,14 +100,32 @@ class AssemblyReport:
     gmem: int | None = None
     arch_reason: str = ""
     const: dict = attrs.field(factory=dict)    # module-wide bank -> bytes (bank 3: .const)
-    setmaxnreg_dropped: bool = False
+    setmaxnreg_dropped: bool = False           # the cubin lacks setmaxnreg (C7504)
+    # For a module whose setmaxnreg the cubin lacks, one of two: `whole_program` names the
+    # ptxas whose whole-program build gave the figures (the code the driver JIT makes, which
+    # keeps setmaxnreg) and `linked` is the report of the cubin itself; or `caveat` says the
+    # figures are the cubin's, artefacts of the drop, and why no whole-program build was made.
+    whole_program: str = ""
+    linked: AssemblyReport | None = None
+    caveat: str = ""
 
     def __getitem__(self, name: str) -> KernelResources:
         return self.kernels[name]
 
+    @property
+    def basis(self) -> str:
+        """Where the figures come from, when that is not the cubin's own build (else "")."""
+        if self.whole_program:
+            return (f"figures from a whole-program build by {self.whole_program}, as the "
+                    "driver JIT builds the code that runs (setmaxnreg kept); the cubin is "
+                    "nvJitLink's, without setmaxnreg")
+        return f"note: {self.caveat}" if self.caveat else ""
+
     def summary(self) -> str:
         lines = [f"built for {self.arch}" + (f" ({self.arch_reason})" if self.arch_reason
                                              else "")]
+        if self.basis:
+            lines.append(f"  {self.basis}")
         for k in self.kernels.values():
             lines.append(f"  {k.name}: {k.registers} registers, {k.stack_frame} bytes stack, "
                          f"spills {k.spill_stores}/{k.spill_loads} bytes (stores/loads), "
@@ -231,10 +254,11 @@ def parse_info_log(log: str, arch: str, ptx: str = "", locate: Callable | None =
     for name, kw in kernels.items():
         if not kw.get("const") and name in banks:
             kw["const"] = banks[name]
+    dropped = any(w.code == SETMAXNREG_DROPPED for w in found)
     return AssemblyReport(
         arch=arch, log=log, kernels={n: KernelResources(**kw) for n, kw in kernels.items()},
         warnings=tuple(found), gmem=gmem, arch_reason=arch_reason, const=module_const,
-        setmaxnreg_dropped=any(w.code == SETMAXNREG_DROPPED for w in found))
+        setmaxnreg_dropped=dropped, caveat=ARTEFACT_CAVEAT if dropped else "")
 
 
 def _message(text: str, ptx_line: int | None, locate: Callable | None) -> AssemblerMessage:
@@ -254,6 +278,12 @@ _SETMAXNREG_NOTE = (" -- nvJitLink (like every linker) assembles each module as 
                     "through the driver JIT, which keeps it (see README, 'setmaxnreg')")
 
 
+# A code-generation advisory (C7512, ...) of a build that dropped setmaxnreg: it describes
+# code that never runs through Module.load().
+_ARTEFACT_NOTE = ("an artefact of nvJitLink's build without setmaxnreg: the driver JIT keeps "
+                  "setmaxnreg, and its code may not have this (see the report's caveat)")
+
+
 # The module's target is inferred as the lowest that takes every instruction, and ptxas takes
 # .multicast::cluster on sm_90; it only advises the arch-specific target.
 _ARCH_SPECIFIC_NOTE = (" -- ptxdsl infers the lowest target that accepts every instruction; "
@@ -268,6 +298,8 @@ def warn_about(report: AssemblyReport, stacklevel_loc: SourceLoc | None = None) 
     for w in report.warnings:
         loc = w.loc or stacklevel_loc or SourceLoc("<ptxas>", 0)
         text = str(w) + (_SETMAXNREG_NOTE if w.code == SETMAXNREG_DROPPED else "")
+        if report.caveat and w.code not in (None, SETMAXNREG_DROPPED):
+            text += f" -- {_ARTEFACT_NOTE}"
         if "should be used on .target 'sm_90a" in text:
             text += _ARCH_SPECIFIC_NOTE
         # ptxas repeats a message per kernel (setmaxnreg dropped in each of a module's six

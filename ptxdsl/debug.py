@@ -23,6 +23,7 @@ cuDevicePrimaryCtxRetain and cuCtxCreate fail with the same error, seen on an H1
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import weakref
@@ -347,8 +348,72 @@ class IsolatedCrash(CudaError):
     """The child process of `isolated` died (a signal, os._exit) or hung past its timeout."""
 
 
+# How long a hung child of `isolated` has to exit after SIGTERM (its atexit handlers and the
+# driver's context teardown run) before SIGKILL, and how long to wait for it after that.
+KILL_GRACE_S = 5.0
+KILL_WAIT_S = 30.0
+
+
+def _end(proc) -> str:
+    """End a hung child of `isolated` and every process in its process group (it made its
+    own, `_child`): SIGTERM, then SIGKILL if it is still there after `KILL_GRACE_S`; reap it.
+    Says what it took, for the error."""
+    import os
+    import signal
+    import time
+    group = _own_group(proc.pid)
+
+    def send(sig: signal.Signals) -> None:
+        try:
+            if group is not None:
+                os.killpg(group, sig)
+            elif proc.exitcode is None:   # the pid is not reaped yet, so still the child's
+                os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    t0 = time.monotonic()
+    send(signal.SIGTERM)
+    proc.join(KILL_GRACE_S)
+    if proc.exitcode is not None:
+        said = f"killed (SIGTERM ended it {time.monotonic() - t0:.2f} s later)"
+    else:
+        send(signal.SIGKILL)
+        t1 = time.monotonic()
+        proc.join(KILL_WAIT_S)
+        ignored = f"it ignored SIGTERM for {KILL_GRACE_S:g} s"
+        said = (f"killed ({ignored}; SIGKILL ended it {time.monotonic() - t1:.2f} s later)"
+                if proc.exitcode is not None else
+                f"not ended: {ignored} and still ran {KILL_WAIT_S:g} s after SIGKILL (stuck "
+                "in the GPU driver? nvidia-smi shows it)")
+    # What the child started may outlive it, or ignore SIGTERM: nothing in its group has a
+    # reason to live on. (The group's id stays reserved while any member lives, so this
+    # cannot reach a stranger's group.)
+    if group is not None:
+        send(signal.SIGKILL)
+        said += ", with its process group (anything it started)"
+    return said
+
+
+def _own_group(pid: int) -> int | None:
+    """The child's process group, when it is the leader of one of its own: never the
+    caller's group (the child may not have reached its `setpgid` yet)."""
+    import os
+    try:
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+    return group if group == pid and group != os.getpgrp() else None
+
+
 def _child(conn, target, args, kwargs) -> None:
+    import os
     import pickle
+    # Its own process group, so that ending a hung child (`_end`) also ends whatever it
+    # started (a server, a compiler) and never reaches the parent's group. Without one
+    # (refused: a session leader) `_end` signals the child alone.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     try:
         result = (True, target(*args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
@@ -368,7 +433,8 @@ def isolated(target, *args, timeout: float = 300.0, **kwargs):
     with its record, for instance. A sticky CUDA error then poisons only the child: this
     process, and a test suite running in it, goes on. `target` must be importable (a
     module-level function). A child that dies or runs past `timeout` s raises
-    `IsolatedCrash` (the child is killed, and its GPU work with it)."""
+    `IsolatedCrash`; one that hangs is ended (`_end`: SIGTERM, SIGKILL after `KILL_GRACE_S`,
+    the processes it started with it), and its GPU work with it."""
     import multiprocessing as mp
     import pickle
     # The spawn start pickles all three for the child; a lambda or nested function fails
@@ -393,20 +459,27 @@ def isolated(target, *args, timeout: float = 300.0, **kwargs):
                        name=f"ptxdsl-isolated-{getattr(target, '__name__', 'target')}")
     proc.start()
     child.close()
+    answered = ended = False
     try:
         if not parent.poll(timeout):
-            proc.kill()
+            ended = True
             raise IsolatedCrash(f"{target.__name__} did not finish within {timeout:g} s in its "
-                                "child process (killed)")
+                                f"child process (pid {proc.pid}): {_end(proc)}")
         try:
             ok, value = parent.recv()
         except EOFError:
             proc.join(10)
             raise IsolatedCrash(f"{target.__name__}: the child process died (exit code "
                                 f"{proc.exitcode})") from None
+        answered = True
     finally:
         parent.close()
-        proc.join(30)
+        if answered:
+            proc.join(30)
+        # A child left running (the wait interrupted by Ctrl-C, or one stuck on its way out)
+        # keeps the GPU busy, and the next child's kernels would queue behind it.
+        if proc.exitcode is None and not ended:
+            _end(proc)
     if ok:
         return value
     raise value

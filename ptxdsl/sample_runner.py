@@ -146,6 +146,8 @@ def _assemble_offline(module: Module) -> int:
     print(f"  assembled offline with nvJitLink {toolchain_version()}: .target "
           f"{module.target} (.version {module.version}), {len(cubin)} bytes of cubin for "
           f"{cubin.arch} ({cubin.report.arch_reason}) in {ms:.1f} ms")
+    if cubin.report.basis:
+        print(f"  {cubin.report.basis}")
     return 0
 
 

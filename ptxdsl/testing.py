@@ -19,7 +19,7 @@ from ._files import file_kind, write_file
 from .errors import BuildError, OperandError
 from .module import Module
 from .operands import _show, as_int
-from .toolchain import assemble
+from .toolchain import assemble, package_binary
 
 _TARGET = re.compile(r"^\.target\s+(\S+?)(?:,|\s|$)", re.M)
 
@@ -41,16 +41,7 @@ def assemble_declared(ptx: str) -> bytes:
 def nvdisasm_path() -> str | None:
     """NVIDIA's disassembler: on PATH, or from the `nvidia-cuda-nvdisasm` package."""
     import shutil
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    import importlib.util
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations or ()) if spec is not None else ():
-        for p in sorted(Path(root).glob("*/bin/nvdisasm")):
-            if os.access(p, os.X_OK):
-                return str(p)
-    return None
+    return shutil.which("nvdisasm") or package_binary("nvdisasm")
 
 
 def sass(cubin: bytes) -> str:

@@ -6,11 +6,25 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 import threading
 import warnings
+from pathlib import Path
 
-from .assembly_report import Cubin, PtxdslAssemblerWarning, parse_info_log, warn_about
+import attrs
+
+from .assembly_report import (
+    SETMAXNREG_DROPPED,
+    AssemblyReport,
+    Cubin,
+    PtxdslAssemblerWarning,
+    parse_info_log,
+    warn_about,
+)
 from .errors import AssemblyError, BuildError, PtxdslError, SourceLoc, user_loc
 from .operands import _show
 from .types import Target
@@ -211,19 +225,118 @@ def _assembly_error(log: str, ptx: str, arch: str, locate) -> AssemblyError:
     return AssemblyError(msg, log, n, text, loc)
 
 
+def package_binary(name: str) -> str | None:
+    """A CUDA tool from NVIDIA's pip packages (`nvidia-cuda-nvcc` installs ptxas,
+    `nvidia-cuda-nvdisasm` nvdisasm, under site-packages/nvidia/cu<N>/bin), the newest CUDA's
+    where several are installed."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    found = [p for root in ((spec.submodule_search_locations or ()) if spec is not None else ())
+             for p in Path(root).glob(f"*/bin/{name}") if os.access(p, os.X_OK)]
+    def cuda_major(p: Path) -> int:   # the cu<N> folder
+        return int(re.sub(r"\D", "", p.parent.parent.name) or 0)
+
+    return str(max(found, key=cuda_major)) if found else None
+
+
+def ptxas_path() -> str | None:
+    """The standalone ptxas for the whole-program report of a module using setmaxnreg: the
+    `nvidia-cuda-nvcc` package's (pip keeps it in step with nvJitLink), else one on PATH."""
+    return package_binary("ptxas") or shutil.which("ptxas")
+
+
+@functools.cache
+def _ptxas_name(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return f"ptxas ({path})"
+    m = re.search(r"\bV(\d+(?:\.\d+)+)", out.stdout)
+    return f"ptxas {m.group(1) if m else '(unknown version)'} ({path})"
+
+
+# nvJitLink options that have a ptxas spelling; the others (LTO's -ftz, -kernels-used, ...)
+# change what nvJitLink does before ptxas, which a ptxas run cannot repeat.
+_PTXAS_SAME = re.compile(r"-(?:maxrregcount=\d+|O\d|g|lineinfo)$")
+PTXAS_TIMEOUT_S = 600
+
+
+def _ptxas_options(options) -> list[str] | str:
+    """The ptxas options for nvJitLink's `options`, or the first that has none."""
+    out = []
+    for o in _options(options):
+        if o.startswith("-Xptxas="):
+            out.append(o[len("-Xptxas="):])
+        elif _PTXAS_SAME.match(o):
+            out.append(o)
+        else:
+            return o
+    return out
+
+
+def whole_program_report(ptx: str, linked: AssemblyReport, *, locate=None,
+                         options=()) -> AssemblyReport:
+    """The report of a module whose setmaxnreg nvJitLink dropped (`linked`, its report): the
+    figures of a whole-program `ptxas -arch=...` build (not `-c`), which keeps setmaxnreg as
+    the driver JIT does, so they describe the code `Module.load()` runs; `linked` rides along.
+    Without a ptxas to run (or one that cannot build the module), `linked` with a caveat that
+    says its figures are artefacts of the drop, and why no whole-program build was made."""
+    def caveat(why: str) -> AssemblyReport:
+        return attrs.evolve(linked, caveat=f"{linked.caveat} ({why})")
+
+    path = ptxas_path()
+    if path is None:
+        return caveat("no standalone ptxas for the figures of the code that runs: pip install "
+                      "nvidia-cuda-nvcc")
+    flags = _ptxas_options(options)
+    if isinstance(flags, str):
+        return caveat(f"no whole-program build: nvJitLink option {flags!r} has no ptxas "
+                      "equivalent")
+    name = _ptxas_name(path)
+    with tempfile.TemporaryDirectory(prefix="ptxdsl-ptxas-") as tmp:
+        src, out = Path(tmp, "module.ptx"), Path(tmp, "module.cubin")
+        src.write_text(ptx)
+        try:
+            done = subprocess.run([path, f"-arch={linked.arch}", "-v", *flags, str(src), "-o",
+                                   str(out)], capture_output=True, text=True,
+                                  timeout=PTXAS_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as e:
+            return caveat(f"{name} did not run: {e}")
+        if done.returncode != 0:
+            said = (done.stderr + done.stdout).strip().splitlines()
+            first = next((ln for ln in said if "error" in ln or "fatal" in ln),
+                         said[0] if said else f"exit code {done.returncode}")
+            return caveat(f"{name} could not build it whole: {first.strip()}")
+        image = out.read_bytes()
+    log.debug("%s whole program, %s: info log:\n%s", name, linked.arch, done.stderr.strip())
+    report = parse_info_log(done.stderr + done.stdout, linked.arch, ptx, locate,
+                            linked.arch_reason, image)
+    # The cubin still lacks setmaxnreg: its advisory stays, with the whole-program warnings.
+    dropped = tuple(w for w in linked.warnings if w.code == SETMAXNREG_DROPPED)
+    return attrs.evolve(report, warnings=dropped + report.warnings, setmaxnreg_dropped=True,
+                        whole_program=name, linked=linked, caveat="")
+
+
 def assemble_module(module, arch: str | Target, *, options=(), warn: bool = True,
                     arch_reason: str = "asked for", loads: bool = True) -> Cubin:
     """Emit and assemble a `Module`; errors point at the Python line of the bad instruction.
     `arch_reason` says why `arch` was chosen (`Module.assemble` picks the GPU in use's arch when
     given none, `runtime.compat.build_arch`); `cubin.arch` and `cubin.report.arch_reason` say
     which target was built and why (also logged on the 'ptxdsl.toolchain' logger). `loads=False`
-    (the cubin will not load on the GPU in use) warns."""
+    (the cubin will not load on the GPU in use) warns. A module whose setmaxnreg nvJitLink
+    drops gets the report of a whole-program ptxas build (`whole_program_report`)."""
     from .checker import emit_started, finishing
     # The hazard check runs in a worker thread while nvJitLink assembles without the GIL;
     # its warnings (or HazardError, strict) are given here, before the cubin is returned.
     ptx, finish_check = emit_started(module)
     cubin = finishing(finish_check, lambda: assemble(
-        ptx, arch, locate=module.locate, options=options, warn=warn, arch_reason=arch_reason))
+        ptx, arch, locate=module.locate, options=options, warn=False, arch_reason=arch_reason))
+    if cubin.report.setmaxnreg_dropped:
+        # The cubin's figures describe code without setmaxnreg, which load() never runs.
+        cubin = Cubin(bytes(cubin), whole_program_report(ptx, cubin.report,
+                                                         locate=module.locate, options=options))
+    if warn:
+        warn_about(cubin.report, user_loc())
     log.info("assembled module %r for %s (%s)", getattr(module, "name", "?"), cubin.arch,
              arch_reason)
     if not loads:

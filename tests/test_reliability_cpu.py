@@ -162,6 +162,75 @@ def child_sleeps():
     time.sleep(60)
 
 
+def child_hangs_with_a_helper(pids_file):
+    """Hangs, as a kernel that never finishes does, after starting a helper process; both
+    ignore SIGTERM, so only the SIGKILL after the grace period ends them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # inherited by the helper across exec
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(pids_file, "w") as f:
+        f.write(f"{os.getpid()} {helper.pid}")
+    time.sleep(120)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for init to reap it is not)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_isolated_ends_a_hung_child_and_what_it_started(tmp_path, monkeypatch):
+    import time
+    monkeypatch.setattr(debug, "KILL_GRACE_S", 1.0)
+    pids = tmp_path / "pids"
+    with pytest.raises(debug.IsolatedCrash,
+                       match=r"did not finish within 6 s in its child process \(pid \d+\): "
+                             r"killed \(it ignored SIGTERM for 1 s; SIGKILL ended it [\d.]+ s "
+                             r"later\), with its process group"):
+        debug.isolated(child_hangs_with_a_helper, str(pids), timeout=6)
+    child, helper = map(int, pids.read_text().split())
+    assert not _running(child)
+    deadline = time.monotonic() + 10   # SIGKILL is delivered, the exit takes a moment
+    while _running(helper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(helper)
+    t0 = time.monotonic()
+    assert debug.isolated(child_value, 21) == {"twice": 42}
+    assert time.monotonic() - t0 < 30
+
+
+def test_isolated_ends_its_child_when_the_wait_is_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C (here an alarm) in the parent while the child runs: the child does not live on."""
+    import signal
+    import time
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(debug, "KILL_GRACE_S", 1.0)
+    pids = tmp_path / "pids"
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.alarm(6)
+        with pytest.raises(KeyboardInterrupt):
+            debug.isolated(child_hangs_with_a_helper, str(pids), timeout=60)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    child, helper = map(int, pids.read_text().split())
+    deadline = time.monotonic() + 10
+    while (_running(child) or _running(helper)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child) and not _running(helper)
+
+
 def test_isolated_returns_and_raises_across_the_process():
     assert debug.isolated(child_value, 21) == {"twice": 42}
     with pytest.raises(debug.WaitTimeoutError) as err:
@@ -172,7 +241,8 @@ def test_isolated_returns_and_raises_across_the_process():
     assert e.record.thread == (5, 0, 0) and "kernel 'k' gave up waiting" in str(e)
     with pytest.raises(debug.IsolatedCrash, match="exit code 3"):
         debug.isolated(child_dies)
-    with pytest.raises(debug.IsolatedCrash, match="did not finish within 2 s"):
+    with pytest.raises(debug.IsolatedCrash, match=r"did not finish within 2 s in its child "
+                       r"process \(pid \d+\): killed \(SIGTERM ended it [\d.]+ s later\)"):
         debug.isolated(child_sleeps, timeout=2)
 
 

@@ -197,6 +197,31 @@ def test_checker_finds_a_removed_wait(monkeypatch, owner, name, replacement, fin
     assert finding in {f.hazard.value for f in check_module(module)}
 
 
+def test_ds_tile_lands_where_the_dq_wgmma_reads_it():
+    """_stage_swizzled's stmatrix rows (run on the host model of tests/helper_model.py): lane
+    L of warp w writes row L % 8 of matrix m = L / 8 of x4 store q, i.e. key row 16w + 8(m %
+    2) + L % 8 of dS^T, queries from 16q + 8(m / 2); each 16-byte row must sit where the
+    MN-major A layout of the dQ product (queries contiguous, 128B swizzle) has those elements."""
+    from ptxdsl import Kernel, t
+    from tests.helper_model import Model
+    k = Kernel("ds_tile", reqntid=128)
+    buf = k.shared_array(t.b8, 64 * 64 * 2, align=1024, name="ds")
+    packed = k.fragment(t.f32, shape=(64, 64), zero=False).to_packed(t.bf16)
+    S["_stage_swizzled"](k, packed, k.mov(buf))
+    m = Model(k)
+    start = m.buffers["ds"].start
+    got = [(a.thread, a.start - start) for a in m.accesses if a.opcode.startswith("stmatrix")]
+    layout = CONFIGS["bf16", 64].ds
+    want = []
+    for q in range(4):
+        for thread in range(128):
+            w, lane = divmod(thread, 32)
+            mat = lane // 8
+            key, query = 16 * w + 8 * (mat % 2) + lane % 8, 16 * q + 8 * (mat // 2)
+            want.append((thread, layout.swizzled_offset(query, key)))
+    assert got == want
+
+
 @pytest.mark.parametrize("dtype, d", list(CONFIGS))
 def test_ptx_shape(ptx_text, dtype, d):
     body = _entry(ptx_text, f"fa_bwd_{dtype}_d{d}")

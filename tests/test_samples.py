@@ -25,7 +25,8 @@ IDS = [p.stem for p in SAMPLES]
 # H100; the timeout only has to turn a hang into a failure.
 GPU_TIMEOUT_S = 120
 EXPECTED = {"device_tensormap_init", "zero_template", "tma_tile_2d", "global_tensormap_sys",
-            "ragged_batch", "wgmma_gemm_simple", "grouped_gemm_moe", "gemm_hopper"}
+            "ragged_batch", "wgmma_gemm_simple", "grouped_gemm_moe", "gemm_hopper",
+            "flash_attention_bwd"}
 
 
 def _load(path: Path) -> dict:

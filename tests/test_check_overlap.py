@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from ptxdsl import Kernel, Module, checker, ptx, toolchain
+from ptxdsl.assembly_report import AssemblyReport
 from ptxdsl.checker import HazardError, PtxdslHazardWarning
 
-CUBIN = SimpleNamespace(arch="sm_90a")    # what the stand-in assembler returns
+# what the stand-in assembler returns: an arch and an empty report (no setmaxnreg dropped)
+CUBIN = SimpleNamespace(arch="sm_90a", report=AssemblyReport(arch="sm_90a", log="", kernels={}))
 
 
 def _hazardous_module(**kw) -> Module:

@@ -1,0 +1,747 @@
+"""FlashAttention forward on Hopper in ptxdsl builders: O = softmax(scale * Q K^T) V, with the
+log-sum-exp of each row, for dense and variable-length (packed) batches.
+
+Shapes and layouts (FlashAttention's): Q [B, Sq, Hq, D], K and V [B, Sk, Hkv, D], O like Q,
+bf16 or fp16; the last dimension contiguous, every other stride free (a multiple of 8
+elements: TMA's 16-byte rule), so torch's [B, H, S, D] tensors transposed to [B, S, H, D]
+views are taken as they are. Hq = G * Hkv: grouped-query attention (G > 1), multi-query
+(Hkv = 1) and ordinary multi-head (G = 1). LSE is f32 [B, Hq, Sq] (dense) or [Hq, total]
+(varlen): the natural log of sum_j exp(scale * q.k_j) over the keys a row sees. Causal: key j
+is visible to query i iff j <= i (torch SDPA's `is_causal`, aligned at the top left; for
+Sq == Sk, as in every varlen sequence, the same as FlashAttention's bottom-right rule).
+
+The kernel (`fa_fwd_<dtype>_d<D>`, one CTA per 128 query rows of one head of one sequence):
+- 384 threads. Warpgroup 0 is the producer (`setmaxnreg.dec 24`): one thread loads the
+  CTA's Q tile once and streams K and V blocks of `bn` keys through two `MbarrierRing`s, all
+  in one dynamic shared buffer, each tile 128B-swizzled as wgmma reads it (`SmemLayout`):
+  Q and K K-major, V as an MN-major B operand straight from its row-major [keys, D] tile.
+- Warpgroups 1 and 2 (`setmaxnreg.inc 240`) each own 64 query rows: S = Q K^T (an SS wgmma
+  into an f32 `Fragment`), the online softmax in registers (row max and sum across the four
+  threads of a row with `shfl.sync.bfly`, `ex2.approx` with the scale folded into one FMA,
+  the running output rescaled when the max grows), P packed to bf16 in the registers the RS
+  wgmma O += P V reads (`Fragment.to_packed(into=...)`, the same registers every block).
+- The two consumers alternate on the tensor cores (FlashAttention-3's ping-pong): named
+  barriers `bar.sync`/`bar.arrive` order warpgroup 1's GEMMs of block j before warpgroup 2's,
+  so one warpgroup's softmax runs while the other's GEMMs do.
+- Tails: TMA zero-fills rows past Sq and Sk; keys past Sk (and above the diagonal, causal)
+  are masked to -inf in the blocks that have any, found per warpgroup at run time; O and the
+  LSE are stored with predicated stores clipped at Sq. Causal CTAs skip every block above
+  their last row, and the grid runs the longest CTAs first.
+- Variable length (`fa_fwd_<dtype>_d<D>_varlen`): packed Q/K/V [total, H, D] with cumulative
+  offsets `cu_seqlens` (int32, nseq + 1). A first kernel (`fa_varlen_maps`, one warp per
+  sequence) encodes each sequence's Q, K and V tensor maps on the device from host-made
+  templates of the packed tensors: `tensormap.replace` of the global address (the
+  sequence's first row) and the sequence length, published to a global workspace with
+  `tensormap.cp_fenceproxy.release.gpu`; the attention kernel's producer acquires them
+  (`fence.proxy.tensormap::generic.acquire.gpu`), so TMA clips every load at the sequence's
+  end: no padding, nothing read from the next sequence.
+
+`run()` checks every configuration against a float64 numpy reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ptxdsl import Addr, Kernel, Module, Reg, debug, ptx, t
+from ptxdsl.epilogue import BOX_COLS, STAGING_BYTES, TmaStoreEpilogue
+from ptxdsl.fragments import Fragment
+from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+from ptxdsl.pipeline import MbarrierRing
+from ptxdsl.sample_runner import Report, sample_main, sync
+
+if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
+    from ptxdsl.runtime import LoadedModule, TensorMap
+
+BM = 128                         # query rows per CTA: 64 per consumer warpgroup
+THREADS = 384
+PRODUCER_REGS, CONSUMER_REGS = 24, 240
+MAP_BYTES = 128
+SMEM = 227 * 1024 - 256         # dynamic shared memory per CTA, less the barriers
+MAPS = ("q", "k", "v", "o")      # the tensor maps, in parameter and workspace order
+PING = (3, 4)                    # named barriers of the ping-pong: consumer 0's, consumer 1's
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+DTYPES = {"bf16": (t.bf16, "BFLOAT16"), "f16": (t.f16, "FLOAT16")}
+# head dim -> (keys per block, ring stages)
+BLOCKS = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+
+
+class Config:
+    """The build-time constants of one kernel: element type, head dim, keys per block `bn`,
+    ring stages, and whether it reads per-sequence maps from the varlen workspace."""
+
+    def __init__(self, dtype: str, d: int, varlen: bool = False):
+        if dtype not in DTYPES or d not in BLOCKS:
+            raise ValueError(f"flash_attention: dtype in {sorted(DTYPES)}, head dim in "
+                             f"{sorted(BLOCKS)}; got {dtype!r}, {d}")
+        self.dtype, self.d, self.varlen = dtype, d, varlen
+        self.wtype, self.tma_dtype = DTYPES[dtype]
+        self.bn, self.stages = BLOCKS[d]
+        self.layout_q = SmemLayout(self.wtype, BM, d, "K", "128B")
+        self.layout_k = SmemLayout(self.wtype, self.bn, d, "K", "128B")
+        self.layout_v = SmemLayout(self.wtype, d, self.bn, "MN", "128B")
+        self.o_box = SmemLayout(self.wtype, BOX_COLS, BOX_COLS, "K", "128B")  # one TMA store
+        self.q_bytes = self.layout_q.nbytes
+        self.kv_bytes = self.layout_k.nbytes          # = layout_v.nbytes: the same boxes
+        # Q double-buffered where it fits: the next tile's Q loads during this one
+        rest = 2 * self.stages * self.kv_bytes + 2 * STAGING_BYTES
+        self.q_stages = 2 if 2 * self.q_bytes + rest <= SMEM else 1
+        self.q_off = 0
+        self.k_off = self.q_stages * self.q_bytes
+        self.v_off = self.k_off + self.stages * self.kv_bytes
+        self.epi_off = self.v_off + self.stages * self.kv_bytes   # one staging buffer per WG
+        self.bar_off = self.epi_off + 2 * STAGING_BYTES
+        self.smem_bytes = self.bar_off + 16 * (self.q_stages + 2 * self.stages)
+        self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "")
+
+
+def _ex2(k: Kernel, x: Reg, dst: Reg | None = None) -> Reg:
+    return k.ex2(x, mode="approx", ftz=True, dst=dst)
+
+
+def _quad_reduce(k: Kernel, x: Reg, op: str) -> Reg:
+    """`op` (max or add) of x over the 4 threads holding one accumulator row."""
+    for lanes in (1, 2):
+        other = k.shfl_sync("bfly", x, lanes, dst=k.reg(t.f32))
+        if op == "max":
+            k.max(x, other, dst=x)
+        else:
+            k.add(x, other, dst=x)
+    return x
+
+
+class Tile:
+    """One work item of the persistent loop: 128 query rows (`m0`) of head `h` of sequence
+    `b`, with the sequence's lengths and the key blocks its rows see. Every role walks the
+    same tiles in the same order: CTA i takes i, i + nctaid, ...; causal grids take the
+    longest row blocks (the last ones) first."""
+
+    def __init__(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
+        per_block = k.mul(p["heads"], p["batch"])
+        mrank = k.div(index, per_block)
+        hb = k.sub(index, k.mul(mrank, per_block))
+        self.b = k.div(hb, p["heads"])
+        self.h = k.sub(hb, k.mul(self.b, p["heads"]))
+        mblock = k.mov(mrank)
+        with k.if_(p["causal"]):
+            k.sub(k.sub(p["mblocks"], 1), mrank, dst=mblock)
+        self.m0 = k.mul(mblock, BM)
+        if cfg.varlen:
+            cu = k.add(p["cu"], k.mul(self.b, 4, mode="wide"))
+            self.start = k.ld(cu, type=t.u32, space="global")
+            self.sq = self.sk = k.sub(k.ld(Addr(cu, 4), type=t.u32, space="global"),
+                                      self.start)
+        else:
+            self.start = k.mov(0, type=t.u32)
+            self.sq, self.sk = p["sq"], p["sk"]
+        self.live = self.m0 < self.sq     # varlen: rows past the sequence's end (or none)
+        self.nblocks = k.div(k.add(self.sk, cfg.bn - 1), cfg.bn)
+        with k.if_(p["causal"]):          # up to the block of the tile's last row
+            last = k.sub(k.min(k.add(self.m0, BM), self.sq), 1)
+            k.min(self.nblocks, k.add(k.div(last, cfg.bn), 1), dst=self.nblocks)
+
+
+def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
+    """The attention kernel of `cfg`; `bounded`: waits trap after 2 s with an error record."""
+    k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
+    if cfg.varlen:
+        cu_p, ws_p = k.param_ptr("cu_seqlens"), k.param_ptr("maps")
+    else:
+        # declared boxes: the checker compares each load's bytes with its barrier's expect_tx
+        maps_p = [k.param_tensormap(f"map_{n}", box=layout) for n, layout in
+                  zip(MAPS, (cfg.layout_q, cfg.layout_k, cfg.layout_v, cfg.o_box), strict=True)]
+    lse_p = k.param_ptr("lse")
+    names = ("sq", "sk", "heads", "batch", "mblocks", "group", "lse_sb", "lse_sh", "causal")
+    params = {n: k.param(t.u32, n) for n in names}
+    scale_p = k.param(t.f32, "scale_log2")
+    smem = k.extern_shared("smem", align=cfg.layout_q.alignment)
+    rings = [MbarrierRing(k, n, empty_count=2, storage=Addr(smem, cfg.bar_off + off), name=nm)
+             for nm, n, off in (("qr", cfg.q_stages, 0), ("kr", cfg.stages, 16 * cfg.q_stages),
+                                ("vr", cfg.stages, 16 * (cfg.q_stages + cfg.stages)))]
+    for ring in rings[:-1]:
+        ring.init(sync=False)
+    rings[-1].init()                          # thread 0; ends with bar.sync 0
+    p = {n: k.ld_param(params[n]) for n in ("sq", "sk", "heads", "batch", "mblocks", "group")}
+    p["causal"] = k.ld_param(params["causal"]) != 0
+    if cfg.varlen:
+        p["cu"] = k.cvta(k.ld_param(cu_p), "global", to=True)
+    ntiles = k.mul(k.mul(p["mblocks"], p["heads"]), p["batch"])
+    tid = k.tid.x
+    wg = k.shr(tid, 7)
+
+    def tiles(body) -> None:
+        with k.for_range(k.ctaid.x, ntiles, k.nctaid.x) as index:
+            tile = Tile(k, cfg, index, p)
+            with k.if_(tile.live):
+                body(tile)
+
+    if cfg.varlen:
+        ws = k.ld_param(ws_p)
+
+        def seq_maps(b: Reg) -> list[Reg]:
+            """Sequence b's maps in the workspace, acquired: another kernel wrote them."""
+            first = k.add(ws, k.mul(b, len(MAPS) * MAP_BYTES, mode="wide"))
+            maps = [k.add(first, i * MAP_BYTES) for i in range(len(MAPS))]
+            for m in maps:
+                ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", m)
+            return maps
+    else:
+        def seq_maps(b: Reg) -> list[Reg]:
+            return [k.tensormap_addr(m) for m in maps_p]
+
+    with k.if_(wg == 0):
+        ptx.setmaxnreg_dec(k, PRODUCER_REGS)
+        with k.if_(tid == 0):
+            _producer(k, cfg, smem, rings, seq_maps, p["group"], tiles)
+    with k.else_():
+        ptx.setmaxnreg_inc(k, CONSUMER_REGS)
+        c = k.sub(wg, 1)
+        consumer = Consumer(k, cfg, smem, rings, c, p["causal"], k.ld_param(scale_p))
+        with k.if_(c == 1):                   # consumer 0 issues its GEMMs first
+            k.bar_arrive(PING[0], 256)
+
+        out = Output(k, cfg, smem, c, lse_p, [params[n] for n in ("lse_sb", "lse_sh")],
+                     seq_maps if cfg.varlen else None, None if cfg.varlen else maps_p[-1])
+
+        def body(tile: Tile) -> None:
+            out.start(tile, consumer.row0(tile))
+            consumer.tile(tile, out)
+
+        tiles(body)
+        out.finish()
+        with k.if_(c == 0):                   # consumer 1's last arrive
+            k.bar_sync(PING[0], 256)
+    k.ret()
+    return k
+
+
+def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_maps,
+              group: Reg, tiles) -> None:
+    """One thread: per tile the Q tile, then K and V of each key block, through the rings."""
+    qp, kp, vp = (r.producer() for r in rings)
+    kvh = k.reg(t.u32)
+
+    def tile(tl: Tile) -> None:
+        qmap, kmap, vmap = seq_maps(tl.b)[:3]
+        batch = k.mov(0, type=t.u32) if cfg.varlen else tl.b
+        k.div(tl.h, group, dst=kvh)
+        load(qp, qmap, cfg.q_off, cfg.q_bytes, cfg.layout_q, (tl.m0, tl.h, batch))
+        with k.for_range(0, tl.nblocks) as j:
+            key0 = k.mul(j, cfg.bn)
+            load(kp, kmap, cfg.k_off, cfg.kv_bytes, cfg.layout_k, (key0, kvh, batch))
+            load(vp, vmap, cfg.v_off, cfg.kv_bytes, cfg.layout_v, (key0, kvh, batch))
+
+    def load(pv, tmap: Reg, base: int, nbytes: int, layout: SmemLayout, at: tuple) -> None:
+        pv.wait_empty()
+        pv.arrive_expect_tx(nbytes)
+        slot = pv.slot(Addr(smem, base), nbytes)
+        for off, col in layout.tma_copies():
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, off), tmap,
+                                     (col, *at), pv.full_barrier())
+        pv.advance()
+
+    tiles(tile)
+
+
+class Consumer:
+    """One consumer warpgroup's 64 query rows of each tile: S = Q K^T, the online softmax,
+    O += P V, with the next block's S GEMM in flight during this block's softmax."""
+
+    def __init__(self, k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], c: Reg,
+                 causal: Reg, scale_log2: Reg) -> None:
+        self.k, self.cfg, self.smem, self.c = k, cfg, smem, c
+        self.causal, self.scale_log2 = causal, scale_log2
+        self.qc, self.kc, self.vc = (r.consumer() for r in rings)
+        self.s = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
+        self.o = k.fragment(t.f32, shape=(64, cfg.d), zero=False)
+        # P: the same registers every block (the RS wgmma reads them while S_j is computed)
+        self.p = k.fragment(t.f32, shape=(64, cfg.bn), packed=cfg.wtype, zero=False)
+        self.m = [k.reg(t.f32) for _ in range(2)]     # running max of rows r, r + 8
+        self.ell = [k.reg(t.f32) for _ in range(2)]   # this thread's partial row sums
+        self.corr = [k.reg(t.f32) for _ in range(2)]
+        self.r_origin, self.c_origin = self.s.origin()
+        self.leader = k.and_(k.tid.x, 127) == 0
+        self.mine, self.other = k.add(c, PING[0]), k.sub(PING[1], c)
+        self.q_rows = k.mul(c, 64 * 128)              # this warpgroup's rows of the Q tile
+
+    def row0(self, tile: Tile) -> Reg:
+        return self.k.mad(self.c, 64, tile.m0)
+
+    def _release(self, view) -> None:
+        with self.k.if_(self.leader):
+            view.release(scope="cta")
+        view.advance()
+
+    def tile(self, tile: Tile, out: Output) -> None:
+        k, cfg = self.k, self.cfg
+        row0 = self.row0(tile)
+        my_row = k.add(row0, self.r_origin)
+        self.o.zero()
+        for h in (0, 1):
+            k.mov(float("-inf"), type=t.f32, dst=self.m[h])
+            k.mov(0.0, type=t.f32, dst=self.ell[h])
+        self.qc.wait_full()
+        dq = descriptor(k, cfg.layout_q, k.add(self.qc.slot(Addr(self.smem, cfg.q_off),
+                                                            cfg.q_bytes), self.q_rows))
+
+        def s_gemm() -> None:
+            dk = descriptor(k, cfg.layout_k, self.kc.slot(Addr(self.smem, cfg.k_off),
+                                                          cfg.kv_bytes))
+            for kk in range(0, cfg.d, 16):
+                ptx.wgmma_mma_async(k, self.s, dq.k_step(k, kk), dk.k_step(k, kk),
+                                    0 if kk == 0 else 1, atype=cfg.wtype)
+            ptx.wgmma_commit_group(k)
+
+        def pv_gemm() -> None:
+            dv = descriptor(k, cfg.layout_v, self.vc.slot(Addr(self.smem, cfg.v_off),
+                                                          cfg.kv_bytes))
+            for kk in range(0, cfg.bn, 16):
+                ptx.wgmma_mma_async(k, self.o, self.p.a_operand(kk // 16), dv.k_step(k, kk),
+                                    1, atype=cfg.wtype)
+            ptx.wgmma_commit_group(k)
+
+        def softmax(j) -> None:
+            key0 = k.mul(j, cfg.bn)
+            edge = k.add(key0, cfg.bn)
+            # keys past Sk, or above the diagonal when causal: only in the blocks with any
+            with k.if_(k.or_(edge > tile.sk, k.and_(self.causal, k.sub(edge, 1) > row0))):
+                _mask(k, self.s, k.add(key0, self.c_origin), my_row, tile.sk, self.causal)
+            _softmax(k, self.s, self.m, self.ell, self.corr, self.scale_log2)
+
+        # block 0: S, softmax, P. Every mbarrier wait comes before the named barrier and
+        # the wgmma fence: the .aligned instructions after it need the warp converged.
+        self.kc.wait_full()
+        k.bar_sync(self.mine, 256)
+        ptx.wgmma_fence(k)
+        s_gemm()
+        k.bar_arrive(self.other, 256)
+        ptx.wgmma_wait_group(k, 0)
+        self._release(self.kc)
+        softmax(k.mov(0, type=t.u32))
+        self.s.to_packed(cfg.wtype, into=self.p)
+        # block j: S_j and P_{j-1} V_{j-1} in flight together; softmax of S_j meanwhile
+        with k.for_range(1, tile.nblocks) as j:
+            self.kc.wait_full()
+            self.vc.wait_full()
+            k.bar_sync(self.mine, 256)
+            ptx.wgmma_fence(k)
+            s_gemm()
+            pv_gemm()
+            k.bar_arrive(self.other, 256)
+            ptx.wgmma_wait_group(k, 1)
+            self._release(self.kc)
+            softmax(j)
+            ptx.wgmma_wait_group(k, 0)
+            self._release(self.vc)
+            _rescale(k, self.o, self.corr)
+            self.s.to_packed(cfg.wtype, into=self.p)
+        self.vc.wait_full()
+        ptx.wgmma_fence(k)
+        pv_gemm()
+        ptx.wgmma_wait_group(k, 0)
+        self._release(self.vc)
+        self._release(self.qc)
+        out.store(self.o, self.m, self.ell, self.scale_log2)
+
+
+def _mask(k: Kernel, s: Fragment, col0: Reg, row: Reg, sk: Reg, causal: Reg) -> None:
+    """-inf into the values whose key is past Sk or (causal) after the query's row."""
+    neg_inf = k.mov(float("-inf"), type=t.f32)
+    for i, r in enumerate(s):
+        dr, dc = s.offsets(i)
+        col = k.add(col0, dc)
+        hide = col >= sk
+        k.or_(hide, k.and_(causal, col > k.add(row, dr)), dst=hide)
+        k.selp(neg_inf, r, hide, dst=r)
+
+
+def _rows(frag: Fragment) -> list[list[int]]:
+    """The value indices of a thread's two rows (r and r + 8) of an accumulator."""
+    rows: list[list[int]] = [[], []]
+    for i in range(len(frag)):
+        rows[frag.offsets(i)[0] // 8].append(i)
+    return rows
+
+
+def _softmax(k: Kernel, s: Fragment, m: list[Reg], ell: list[Reg], corr: list[Reg],
+             scale_log2: Reg) -> None:
+    """One key block of the online softmax, in place: S becomes exp2(scale * (S - max)) (P
+    before the division by the row sum); the running max m, the partial sums ell, and the
+    factor `corr` by which the output so far is to be rescaled."""
+    for half, idx in enumerate(_rows(s)):
+        mx = k.mov(s[idx[0]], dst=k.reg(t.f32))
+        for i in idx[1:]:
+            k.max(mx, s[i], dst=mx)
+        _quad_reduce(k, mx, "max")
+        k.max(mx, m[half], dst=mx)                   # the new max (finite: key 0 is seen)
+        _ex2(k, k.mul(k.sub(m[half], mx), scale_log2), dst=corr[half])
+        k.mov(mx, dst=m[half])
+        neg = k.neg(k.mul(mx, scale_log2))
+        total = k.mov(0.0, type=t.f32)
+        for i in idx:
+            _ex2(k, k.mad(s[i], scale_log2, neg, type=t.f32), dst=s[i])
+            k.add(total, s[i], dst=total)
+        k.mad(ell[half], corr[half], total, type=t.f32, dst=ell[half])
+
+
+def _rescale(k: Kernel, o: Fragment, corr: list[Reg]) -> None:
+    for half, idx in enumerate(_rows(o)):
+        for i in idx:
+            k.mul(o[i], corr[half], dst=o[i])
+
+
+class Output:
+    """A consumer warpgroup's O rows of each tile, stored by TMA through the output's 4-D map
+    (`TmaStoreEpilogue`: `stmatrix` into the warpgroup's staging buffer, then one store per
+    64 x 64 box, clipped at Sq by the map, running on while the next tile starts), and their
+    log-sum-exp (one predicated store per row)."""
+
+    def __init__(self, k: Kernel, cfg: Config, smem: Any, c: Reg, lse_p: Any,
+                 lse_strides: list, seq_maps: Any, map_o: Any) -> None:
+        self.k, self.cfg, self.seq_maps = k, cfg, seq_maps
+        self.lse_base = k.cvta(k.ld_param(lse_p), "global", to=True)
+        self.lsb, self.lsh = (k.ld_param(p) for p in lse_strides)
+        self.tmap = k.tensormap_addr(map_o) if seq_maps is None else k.reg(t.u64)
+        staging = k.add(k.mov(smem), k.mad(c, STAGING_BYTES, cfg.epi_off))
+        # named barrier 1 or 2: this warpgroup's own (the ping-pong uses 3 and 4)
+        self.staged = TmaStoreEpilogue(k, staging, self.tmap, k.add(c, 1), rank=4)
+
+    def start(self, tile: Tile, row0: Reg) -> None:
+        """The tile's addresses: its sequence's output map (varlen) and LSE row."""
+        k = self.k
+        self.tile, self.row0 = tile, row0
+        if self.seq_maps is not None:
+            k.mov(self.seq_maps(tile.b)[3], dst=self.tmap)
+        first = k.add(tile.start, row0)              # the warpgroup's first row in the tensor
+        lse_elem = k.add(k.add(k.mul(tile.b, self.lsb, mode="wide"),
+                               k.mul(tile.h, self.lsh, mode="wide")), k.cvt(first, t.u64))
+        self.lse = k.add(self.lse_base, k.shl(lse_elem, 2))
+
+    def store(self, o: Fragment, m: list[Reg], ell: list[Reg], scale_log2: Reg) -> None:
+        k, tile = self.k, self.tile
+        rows_left = k.sub(tile.sq, self.row0, type=t.s32)
+        inv = []
+        for half in (0, 1):
+            _quad_reduce(k, ell[half], "add")
+            inv.append(k.rcp(ell[half], mode="approx", ftz=True))
+        for i, r in enumerate(o):
+            k.mul(r, inv[o.offsets(i)[0] // 8], dst=r)
+        batch = k.mov(0, type=t.u32) if self.cfg.varlen else tile.b
+        self.staged.store(o.to_packed(self.cfg.wtype), self.row0, 0, tile.h, batch)
+        r_origin, c_origin = o.origin()
+        with k.if_(c_origin == 0):                   # one thread of each row's four
+            for half in (0, 1):
+                row = k.add(r_origin, 8 * half)
+                lse = k.mul(k.add(k.mul(m[half], scale_log2), k.lg2(ell[half], ftz=True)),
+                            LN2)
+                with k.if_(k.cvt(row, t.s32) < rows_left):
+                    k.st(k.add(self.lse, k.mul(row, 4, mode="wide")), lse, space="global")
+
+    def finish(self) -> None:
+        """Before the warpgroup exits: its last TMA stores have read the staging buffer."""
+        self.staged.finish()
+
+
+# -- the varlen maps ---------------------------------------------------------------------------
+def build_varlen_maps() -> Kernel:
+    """One warp per sequence: its Q, K, V and O maps from the packed tensors' templates, with
+    the sequence's first row as the address and its length as dimension 1."""
+    k = Kernel("fa_varlen_maps", reqntid=32)
+    templates = [k.param_tensormap(f"map_{n}") for n in MAPS]
+    cu_p, ws_p = k.param_ptr("cu_seqlens"), k.param_ptr("maps")
+    ptrs = [k.param(t.u64, f"{n}_ptr") for n in MAPS]
+    strides = [k.param(t.u64, f"row_bytes_{n}") for n in MAPS]
+    smaps = [k.shared_array(t.b8, MAP_BYTES, align=128, name=f"smap_{n}") for n in MAPS]
+    seq = k.ctaid.x
+    cu = k.add(k.cvta(k.ld_param(cu_p), "global", to=True), k.mul(seq, 4, mode="wide"))
+    first = k.ld(cu, type=t.u32, space="global")
+    length = k.sub(k.ld(Addr(cu, 4), type=t.u32, space="global"), first)
+    base = k.add(k.ld_param(ws_p), k.mul(seq, len(MAPS) * MAP_BYTES, mode="wide"))
+    with k.if_(length > 0):          # an empty sequence has no CTA that reads its maps
+        with k.if_(k.tid.x == 0):
+            for tmpl, smap, ptr, stride in zip(templates, smaps, ptrs, strides, strict=True):
+                k.copy(smap, tmpl, MAP_BYTES)
+                row = k.mul(k.cvt(first, t.u64), k.ld_param(stride))
+                addr = k.add(k.ld_param(ptr), row)
+                ptx.tensormap_replace_global_address(k, ptx.space_shared, smap, addr)
+                ptx.tensormap_replace_global_dim(k, ptx.space_shared, smap, 1, length)
+        k.syncwarp()
+        for i, smap in enumerate(smaps):
+            ptx.tensormap_cp_fenceproxy(k, ptx.sem_release, ptx.scope_gpu,
+                                        k.add(base, i * MAP_BYTES), smap, MAP_BYTES)
+    k.ret()
+    return k
+
+
+def build_module(dtypes: Iterable[str] = tuple(DTYPES), dims: Iterable[int] = tuple(BLOCKS),
+                 bounded: bool = False) -> Module:
+    """Every forward kernel of `dtypes` x `dims`, dense and varlen, and the maps kernel."""
+    kernels = [build_forward(Config(dt, d, v), bounded) for dt in dtypes for d in dims
+               for v in (False, True)]
+    kernels.append(build_varlen_maps())
+    if bounded:
+        return debug.module(kernels, name="flash_attention", target="sm_90a")
+    return Module(kernels, name="flash_attention", target="sm_90a")
+
+
+# -- host side ---------------------------------------------------------------------------------
+def _ptr(x: object) -> int:
+    from ptxdsl.runtime.arrays import device_pointer
+    return device_pointer(x)
+
+
+def _tensor_map(cfg: Config, ptr: int, shape: tuple[int, int, int, int],
+                strides: tuple[int, int, int], rows: int, cols: int = 64) -> TensorMap:
+    """A 4-D map over a [B, S, H, D] tensor (`shape`, and the (batch, seq, head) `strides` in
+    elements; D contiguous) whose dimensions are (D, S, H, B), innermost first, so that a
+    copy's coordinates are (column, row, head, batch); boxes of `rows` x `cols` elements (a
+    swizzle atom column of a tile). Encoded once per distinct argument list: a training loop
+    passes the same buffers again and again, and encoding costs more than the launch."""
+    key = (cfg.tma_dtype, ptr, shape, strides, rows, cols)
+    tmap = _MAP_CACHE.get(key)
+    if tmap is None:
+        from ptxdsl import runtime as rt
+        b, s, h, d = shape
+        sb, ss, sh = strides
+        tmap = rt.TensorMap.tiled(ptr, (b, h, s, d), cfg.tma_dtype, (1, 1, rows, cols),
+                                  strides=(sb, sh, ss, 1), swizzle="128B")
+        if len(_MAP_CACHE) >= 512:
+            _MAP_CACHE.clear()
+        _MAP_CACHE[key] = tmap
+    return tmap
+
+
+_MAP_CACHE: dict[tuple, TensorMap] = {}
+_SMS: list[int] = []
+
+
+def _grid(tiles: int) -> int:
+    """CTAs of a persistent launch: one per SM at most (one CTA fills an SM's shared memory)."""
+    if not _SMS:
+        from ptxdsl import runtime as rt
+        _SMS.append(rt.device_info(0).sm_count)
+    return max(1, min(tiles, _SMS[0]))
+
+
+def check_heads(hq: int, hkv: int, d: int) -> int:
+    """The query heads per K/V head (Hq a multiple of Hkv), for a supported head dim."""
+    if d not in BLOCKS or hq < 1 or hkv < 1 or hq % hkv:
+        raise ValueError(f"flash_attention: head dim in {sorted(BLOCKS)} and Hq a multiple of "
+                         f"Hkv; got D={d}, Hq={hq}, Hkv={hkv}")
+    return hq // hkv
+
+
+def _map_specs(cfg: Config, hq: int, hkv: int) -> list[tuple[str, int, int, int]]:
+    """(tensor, heads, box rows, box columns) of each map, in MAPS order."""
+    return [("q", hq, BM, 64), ("k", hkv, cfg.bn, 64), ("v", hkv, cfg.bn, 64),
+            ("o", hq, BOX_COLS, BOX_COLS)]
+
+
+def forward(module: LoadedModule, q: object, k: object, v: object, o: object, lse: object, *,
+            shape: tuple[int, int, int, int, int, int], strides: dict[str, tuple[int, int, int]],
+            causal: bool, scale: float | None = None, dtype: str = "bf16",
+            stream: object = None) -> None:
+    """O and LSE of a dense batch. `shape` = (B, Sq, Sk, Hq, Hkv, D); `strides["q"|"k"|"v"|"o"]`:
+    the (batch, seq, head) strides in elements of each [B, S, H, D] tensor (D contiguous,
+    the others multiples of 8); LSE is a contiguous f32 [B, Hq, Sq]. `scale`: default
+    1/sqrt(D)."""
+    b, sq, sk, hq, hkv, d = shape
+    group = check_heads(hq, hkv, d)
+    if min(b, sq, sk) < 1:
+        raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
+    cfg = Config(dtype, d)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
+    maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
+                        rows, cols) for n, heads, rows, cols in _map_specs(cfg, hq, hkv)]
+    mblocks = -(-sq // BM)
+    args = (*maps, lse, sq, sk, hq, b, mblocks, group, hq * sq, sq, int(causal), scale * LOG2E)
+    module[cfg.name].launch(_grid(mblocks * hq * b), THREADS, args,
+                            shared_mem=cfg.smem_bytes, stream=stream)
+
+
+def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: object,
+                   lse: object, cu_seqlens: object, workspace: object, *,
+                   shape: tuple[int, int, int, int, int, int],
+                   strides: dict[str, tuple[int, int]], causal: bool,
+                   scale: float | None = None, dtype: str = "bf16",
+                   stream: object = None) -> None:
+    """O and LSE of packed sequences: Q, K, V, O are [total, H, D] with (seq, head) strides
+    `strides[...]` in elements; `cu_seqlens` int32 [nseq + 1] on the device; LSE f32
+    [Hq, total]; `workspace` device memory of `workspace_bytes(nseq)` for the per-sequence
+    maps. `shape` = (nseq, max_seqlen, total, Hq, Hkv, D)."""
+    nseq, max_len, total, hq, hkv, d = shape
+    group = check_heads(hq, hkv, d)
+    cfg = Config(dtype, d, varlen=True)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    if nseq < 1 or max_len < 1 or total < 1:
+        return
+    tensors = {"q": q, "k": k, "v": v, "o": o}
+    specs = _map_specs(cfg, hq, hkv)
+    templates = [_tensor_map(cfg, _ptr(tensors[n]), (1, total, heads, d),
+                             (total * strides[n][0], *strides[n]), rows, cols)
+                 for n, heads, rows, cols in specs]
+    ptrs = [_ptr(tensors[n]) for n in MAPS]
+    row_bytes = [2 * strides[n][0] for n in MAPS]
+    module["fa_varlen_maps"].launch(nseq, 32, (*templates, cu_seqlens, workspace, *ptrs,
+                                               *row_bytes), stream=stream)
+    mblocks = -(-max_len // BM)
+    args = (cu_seqlens, workspace, lse, 0, 0, hq, nseq, mblocks, group, 0, total,
+            int(causal), scale * LOG2E)
+    module[cfg.name].launch(_grid(mblocks * hq * nseq), THREADS, args,
+                            shared_mem=cfg.smem_bytes, stream=stream)
+
+
+def workspace_bytes(nseq: int) -> int:
+    """Bytes of the varlen maps' workspace: four 128-byte maps per sequence."""
+    return len(MAPS) * MAP_BYTES * nseq
+
+
+# -- the reference and the run -----------------------------------------------------------------
+def to_bits(x: np.ndarray, dtype: str) -> np.ndarray:
+    """uint16 bits of x rounded to bf16 (nearest even) or fp16."""
+    if dtype == "f16":
+        return np.asarray(x, np.float16).view(np.uint16)
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "f16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool,
+              scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(O, LSE) in float64 of one sequence: q [Sq, Hq, D], k and v [Sk, Hkv, D]; LSE [Hq, Sq]."""
+    sq, hq, _ = q.shape
+    sk, hkv, _ = k.shape
+    group = hq // hkv
+    o = np.zeros(q.shape)
+    lse = np.zeros((hq, sq))
+    for h in range(hq):
+        s = scale * q[:, h] @ k[:, h // group].T
+        if causal:
+            s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None], s, -np.inf)
+        mx = s.max(axis=1, keepdims=True)
+        e = np.exp(s - mx)
+        total = e.sum(axis=1, keepdims=True)
+        o[:, h] = (e / total) @ v[:, h // group]
+        lse[h] = (mx + np.log(total))[:, 0]
+    return o, lse
+
+
+TOL = {"bf16": 2e-2, "f16": 4e-3}     # O: max abs error against float64 (P is rounded too)
+DENSE_CASES = ((2, 300, 300, 4, 2), (1, 1, 77, 2, 2), (2, 200, 1000, 4, 1), (1, 1, 1, 1, 1),
+               (1, 513, 129, 8, 2))                   # (B, Sq, Sk, Hq, Hkv)
+VARLEN_LENGTHS = (0, 1, 77, 300, 0, 1000, 129)
+
+
+def _close(report: Report, name: str, got: np.ndarray, want: np.ndarray, tol: float) -> None:
+    err = float(np.max(np.abs(got - want))) if got.size else 0.0
+    report.check(name, bool(np.isfinite(got).all()) and err <= tol,
+                 f"max abs error {err:.2e} (tolerance {tol:g})")
+
+
+def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPES),
+        bounded: bool = False) -> Report:
+    """Every kernel of `dims` x `dtypes` on the dense cases (causal and not, GQA/MQA, odd and
+    unequal lengths) and a varlen batch with empty and one-token sequences, against float64."""
+    from ptxdsl import runtime as rt
+    report = Report("flash_attention")
+    dims, dtypes = tuple(dims), tuple(dtypes)
+    mod = build_module(dtypes, dims, bounded=bounded).load()
+    rng = np.random.default_rng(5)
+    for dt in dtypes:
+        for d in dims:
+            cfg = Config(dt, d)
+            fn = mod[cfg.name]
+            report.note(f"{cfg.name}: {fn.num_regs} registers at launch (setmaxnreg "
+                        f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of shared "
+                        f"memory, {cfg.bn} keys per block, {cfg.stages} stages")
+            for causal in (False, True):
+                for b, sq, sk, hq, hkv in DENSE_CASES:
+                    _dense_case(report, mod, rt, rng, dt, d, b, sq, sk, hq, hkv, causal)
+                _varlen_case(report, mod, rt, rng, dt, d, VARLEN_LENGTHS, 4, 2, causal)
+    return report
+
+
+def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Generator, dt: str,
+                d: int, b: int, sq: int, sk: int, hq: int, hkv: int, causal: bool) -> None:
+    qb = to_bits(rng.standard_normal((b, sq, hq, d)), dt)
+    kb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
+    vb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
+    q, k, v = (rt.DeviceBuffer.from_numpy(x) for x in (qb, kb, vb))
+    o = rt.DeviceBuffer.empty((b, sq, hq, d), np.uint16)
+    lse = rt.DeviceBuffer.empty((b, hq, sq), np.float32)
+    o.memset(0xFF)
+    strides = {"q": (sq * hq * d, hq * d, d), "k": (sk * hkv * d, hkv * d, d),
+               "v": (sk * hkv * d, hkv * d, d), "o": (sq * hq * d, hq * d, d)}
+    scale = 1.0 / math.sqrt(d)
+    forward(mod, q, k, v, o, lse, shape=(b, sq, sk, hq, hkv, d), strides=strides,
+            causal=causal, scale=scale, dtype=dt)
+    sync()
+    got_o, got_lse = from_bits(o.to_numpy(), dt), lse.to_numpy()
+    qf, kf, vf = (from_bits(x, dt) for x in (qb, kb, vb))
+    errs_o, errs_l = [], []
+    for i in range(b):
+        want_o, want_lse = reference(qf[i], kf[i], vf[i], causal, scale)
+        errs_o.append((got_o[i], want_o))
+        errs_l.append((got_lse[i], want_lse))
+    name = f"fa_fwd_{dt}_d{d} B={b} Sq={sq} Sk={sk} Hq={hq} Hkv={hkv}" + \
+        (" causal" if causal else "")
+    _close(report, name + " O", np.stack([g for g, _ in errs_o]),
+           np.stack([w for _, w in errs_o]), TOL[dt])
+    _close(report, name + " LSE", np.stack([g for g, _ in errs_l]),
+           np.stack([w for _, w in errs_l]), 1e-3)
+
+
+def _varlen_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Generator, dt: str,
+                 d: int, lengths: tuple[int, ...], hq: int, hkv: int, causal: bool) -> None:
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    total, guard = int(cu[-1]), 64                       # rows after the last sequence
+    qb = to_bits(rng.standard_normal((total, hq, d)), dt)
+    kb = to_bits(rng.standard_normal((total, hkv, d)), dt)
+    vb = to_bits(rng.standard_normal((total, hkv, d)), dt)
+    q, k, v = (rt.DeviceBuffer.from_numpy(x) for x in (qb, kb, vb))
+    o = rt.DeviceBuffer.empty((total + guard, hq, d), np.uint16)
+    o.memset(0xFF)
+    lse = rt.DeviceBuffer.empty((hq, total), np.float32)
+    cu_dev = rt.DeviceBuffer.from_numpy(cu)
+    ws = rt.DeviceBuffer.empty((workspace_bytes(len(lengths)),), np.uint8)
+    strides = {"q": (hq * d, d), "k": (hkv * d, d), "v": (hkv * d, d), "o": (hq * d, d)}
+    scale = 1.0 / math.sqrt(d)
+    forward_varlen(mod, q, k, v, o, lse, cu_dev, ws,
+                   shape=(len(lengths), max(lengths), total, hq, hkv, d), strides=strides,
+                   causal=causal, scale=scale, dtype=dt)
+    sync()
+    o_bits = o.to_numpy()
+    got_o, got_lse = from_bits(o_bits[:total], dt), lse.to_numpy()
+    qf, kf, vf = (from_bits(x, dt) for x in (qb, kb, vb))
+    want_o, want_lse = np.zeros_like(got_o), np.zeros_like(got_lse)
+    for s0, s1 in zip(cu[:-1], cu[1:], strict=True):
+        if s1 > s0:
+            want_o[s0:s1], want_lse[:, s0:s1] = reference(qf[s0:s1], kf[s0:s1], vf[s0:s1],
+                                                          causal, scale)
+    name = f"fa_fwd_{dt}_d{d}_varlen lengths={list(lengths)} Hq={hq} Hkv={hkv}" + \
+        (" causal" if causal else "")
+    _close(report, name + " O", got_o, want_o, TOL[dt])
+    _close(report, name + " LSE", got_lse, want_lse, 1e-3)
+    report.check(name + " rows after the last sequence untouched",
+                 bool((o_bits[total:] == 0xFFFF).all()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return sample_main(argv, __doc__, build_module, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -41,6 +41,7 @@ The kernel (`fa_fwd_<dtype>_d<D>`, one CTA per 128 query rows of one head of one
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,12 @@ class Config:
         self.bar_off = self.epi_off + 2 * STAGING_BYTES
         self.smem_bytes = self.bar_off + 16 * (self.q_stages + 2 * self.stages)
         self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "")
+
+
+@functools.cache
+def config(dtype: str, d: int, varlen: bool = False) -> Config:
+    """The Config of a kernel, made once (the host path runs on every call)."""
+    return Config(dtype, d, varlen)
 
 
 def _ex2(k: Kernel, x: Reg, dst: Reg | None = None) -> Reg:
@@ -556,7 +563,7 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
         raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
-    cfg = Config(dtype, d)
+    cfg = config(dtype, d)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
     maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
@@ -579,7 +586,7 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
     maps. `shape` = (nseq, max_seqlen, total, Hq, Hkv, D)."""
     nseq, max_len, total, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
-    cfg = Config(dtype, d, varlen=True)
+    cfg = config(dtype, d, varlen=True)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     if nseq < 1 or max_len < 1 or total < 1:
         return

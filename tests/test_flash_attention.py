@@ -1,0 +1,53 @@
+"""samples/flash_attention.py without a GPU: its kernels check clean, and the checker finds a
+removed wait on any one of its three rings (Q, K and V in one dynamic buffer), on the
+consumers' side (a wgmma reading a stage TMA may still be filling) and on the producer's (a
+TMA load overwriting a stage a wgmma may still read); its host side's refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+import samples.flash_attention as fa
+from ptxdsl import Module
+from ptxdsl.checker import check_module
+from ptxdsl.pipeline import ConsumerView, ProducerView
+
+CONFIGS = [("bf16", 128, False), ("bf16", 64, True), ("f16", 256, False)]
+
+
+def _check(dtype: str, d: int, varlen: bool) -> list:
+    kernel = fa.build_forward(fa.config(dtype, d, varlen))
+    return check_module(Module([kernel], target="sm_90a"))
+
+
+@pytest.mark.parametrize("dtype,d,varlen", CONFIGS)
+def test_the_sample_checks_clean(dtype, d, varlen):
+    assert _check(dtype, d, varlen) == []
+
+
+@pytest.mark.parametrize("ring", ["qr", "kr", "vr"])
+@pytest.mark.parametrize("side", ["consumer", "producer"])
+def test_a_removed_wait_on_any_ring_is_found(monkeypatch, ring, side):
+    """The wait of one side of one ring is dropped (every other stays); the checker must
+    report the unsynchronised access to that ring's stages."""
+    view, method = (ConsumerView, "wait_full") if side == "consumer" else \
+        (ProducerView, "wait_empty")
+    real = getattr(view, method)
+
+    def maybe_wait(self):
+        if self.ring.name == ring:
+            return None
+        return real(self)
+
+    monkeypatch.setattr(view, method, maybe_wait)
+    found = _check("bf16", 128, False)
+    assert found, f"no finding with the {side}'s wait on {ring} removed"
+    assert any(f.severity.name in ("error", "warning") for f in found), \
+        [f.id for f in found]
+
+
+def test_the_forward_refuses_unsupported_heads():
+    with pytest.raises(ValueError, match="head dim in"):
+        fa.check_heads(4, 2, 96)
+    with pytest.raises(ValueError, match="Hq a multiple of Hkv"):
+        fa.check_heads(6, 4, 128)

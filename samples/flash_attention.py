@@ -125,13 +125,24 @@ def _quad_reduce(k: Kernel, x: Reg, op: str) -> Reg:
 class Tile:
     """One work item of the persistent loop: 128 query rows (`m0`) of head `h` of sequence
     `b`, with the sequence's lengths and the key blocks its rows see. Every role walks the
-    same tiles in the same order: CTA i takes i, i + nctaid, ...; causal grids take the
-    longest row blocks (the last ones) first."""
+    same tiles in the same order (`tiles` in `build_forward`).
+
+    The (sequence, head) pairs are taken in groups of `group_heads` (`launch_shape`: two waves
+    of tiles per group), row block by row block inside a group: the CTAs running at any
+    time work on a group's few heads and read their K and V from L2 (with every head's first
+    row block first, 132 CTAs on 132 different heads of short sequences were bound by K/V
+    reads from memory), and the causal row blocks of a group go from the last (the longest)
+    to the first, so the snake order of the CTAs pairs long tiles with short ones. Heads
+    sharing a K/V head (GQA) are adjacent."""
 
     def __init__(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
-        per_block = k.mul(p["heads"], p["batch"])
-        mrank = k.div(index, per_block)
-        hb = k.sub(index, k.mul(mrank, per_block))
+        per_group = k.mul(p["group_heads"], p["mblocks"])
+        grp = k.div(index, per_group)
+        within = k.sub(index, k.mul(grp, per_group))
+        first = k.mul(grp, p["group_heads"])          # the group's first (sequence, head)
+        size = k.min(p["group_heads"], k.sub(k.mul(p["heads"], p["batch"]), first))
+        mrank = k.div(within, size)
+        hb = k.add(first, k.sub(within, k.mul(mrank, size)))
         self.b = k.div(hb, p["heads"])
         self.h = k.sub(hb, k.mul(self.b, p["heads"]))
         mblock = k.mov(mrank)
@@ -165,7 +176,8 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
         maps_p = [k.param_tensormap(f"map_{n}", box=layout) for n, layout in
                   zip(MAPS, (cfg.layout_q, cfg.layout_k, cfg.layout_v, cfg.o_box), strict=True)]
     lse_p = k.param_ptr("lse")
-    names = ("sq", "sk", "heads", "batch", "mblocks", "group", "lse_sb", "lse_sh", "causal")
+    names = ("sq", "sk", "heads", "batch", "mblocks", "group_heads", "group", "lse_sb",
+             "lse_sh", "causal")
     params = {n: k.param(t.u32, n) for n in names}
     scale_p = k.param(t.f32, "scale_log2")
     smem = k.extern_shared("smem", align=cfg.layout_q.alignment)
@@ -175,7 +187,8 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     for ring in rings[:-1]:
         ring.init(sync=False)
     rings[-1].init()                          # thread 0; ends with bar.sync 0
-    p = {n: k.ld_param(params[n]) for n in ("sq", "sk", "heads", "batch", "mblocks", "group")}
+    p = {n: k.ld_param(params[n]) for n in ("sq", "sk", "heads", "batch", "mblocks",
+                                             "group_heads", "group")}
     p["causal"] = k.ld_param(params["causal"]) != 0
     if cfg.varlen:
         p["cu"] = k.cvta(k.ld_param(cu_p), "global", to=True)
@@ -183,11 +196,21 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     tid = k.tid.x
     wg = k.shr(tid, 7)
 
+    waves = k.div(k.add(ntiles, k.sub(k.nctaid.x, 1)), k.nctaid.x)
+    mirror = k.sub(k.sub(k.nctaid.x, 1), k.ctaid.x)
+
     def tiles(body) -> None:
-        with k.for_range(k.ctaid.x, ntiles, k.nctaid.x) as index:
-            tile = Tile(k, cfg, index, p)
-            with k.if_(tile.live):
-                body(tile)
+        """CTA i takes tile i of even waves and tile nctaid - 1 - i of odd ones (a snake):
+        with the tiles in decreasing length inside a head group (`Tile`), its causal tiles
+        pair a long one with a short one, instead of the first CTAs taking the longest of
+        every wave."""
+        with k.for_range(0, waves) as w:
+            slot = k.selp(mirror, k.ctaid.x, k.and_(w, 1) == 1, type=t.u32)
+            index = k.mad(w, k.nctaid.x, slot)
+            with k.if_(index < ntiles):
+                tile = Tile(k, cfg, index, p)
+                with k.if_(tile.live):
+                    body(tile)
 
     if cfg.varlen:
         ws = k.ld_param(ws_p)
@@ -529,12 +552,25 @@ _MAP_CACHE: dict[tuple, TensorMap] = {}
 _SMS: list[int] = []
 
 
-def _grid(tiles: int) -> int:
-    """CTAs of a persistent launch: one per SM at most (one CTA fills an SM's shared memory)."""
+def _sms() -> int:
+    """The GPU's SMs: at most one CTA each (one CTA fills an SM's shared memory)."""
     if not _SMS:
         from ptxdsl import runtime as rt
         _SMS.append(rt.device_info(0).sm_count)
-    return max(1, min(tiles, _SMS[0]))
+    return _SMS[0]
+
+
+def launch_shape(mblocks: int, pairs: int) -> tuple[int, int]:
+    """(head pairs per group of the tile order, CTAs) for `mblocks` row blocks of `pairs`
+    (sequence, head) pairs: a group of about two waves of tiles, and exactly two where the
+    GPU allows (a grid of half a group's tiles, at most one CTA per SM), so that the snake
+    order pairs each CTA's long causal tile of a group with a short one (and the group's K and
+    V stay in L2: at most 33 heads of 1k tokens, 16 MiB, on 132 SMs)."""
+    sms = _sms()
+    group = max(1, min(pairs, (2 * sms) // mblocks))
+    if group == pairs:      # one group: as many CTAs as tiles, up to one per SM
+        return group, max(1, min(mblocks * pairs, sms))
+    return group, min(sms, -(-group * mblocks // 2))
 
 
 def check_heads(hq: int, hkv: int, d: int) -> int:
@@ -569,9 +605,10 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
                         rows, cols) for n, heads, rows, cols in _map_specs(cfg, hq, hkv)]
     mblocks = -(-sq // BM)
-    args = (*maps, lse, sq, sk, hq, b, mblocks, group, hq * sq, sq, int(causal), scale * LOG2E)
-    module[cfg.name].launch(_grid(mblocks * hq * b), THREADS, args,
-                            shared_mem=cfg.smem_bytes, stream=stream)
+    groups, grid = launch_shape(mblocks, hq * b)
+    args = (*maps, lse, sq, sk, hq, b, mblocks, groups, group,
+            hq * sq, sq, int(causal), scale * LOG2E)
+    module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
 
 
 def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: object,
@@ -600,10 +637,10 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
     module["fa_varlen_maps"].launch(nseq, 32, (*templates, cu_seqlens, workspace, *ptrs,
                                                *row_bytes), stream=stream)
     mblocks = -(-max_len // BM)
-    args = (cu_seqlens, workspace, lse, 0, 0, hq, nseq, mblocks, group, 0, total,
+    groups, grid = launch_shape(mblocks, hq * nseq)
+    args = (cu_seqlens, workspace, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
             int(causal), scale * LOG2E)
-    module[cfg.name].launch(_grid(mblocks * hq * nseq), THREADS, args,
-                            shared_mem=cfg.smem_bytes, stream=stream)
+    module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
 
 
 def workspace_bytes(nseq: int) -> int:
@@ -650,6 +687,7 @@ TOL = {"bf16": 2e-2, "f16": 4e-3}     # O: max abs error against float64 (P is r
 DENSE_CASES = ((2, 300, 300, 4, 2), (1, 1, 77, 2, 2), (2, 200, 1000, 4, 1), (1, 1, 1, 1, 1),
                (1, 513, 129, 8, 2))                   # (B, Sq, Sk, Hq, Hkv)
 VARLEN_LENGTHS = (0, 1, 77, 300, 0, 1000, 129)
+GROUPS_CASE = (5, 1024, 1024, 8, 2)
 
 
 def _close(report: Report, name: str, got: np.ndarray, want: np.ndarray, tol: float) -> None:
@@ -678,6 +716,10 @@ def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPE
                 for b, sq, sk, hq, hkv in DENSE_CASES:
                     _dense_case(report, mod, rt, rng, dt, d, b, sq, sk, hq, hkv, causal)
                 _varlen_case(report, mod, rt, rng, dt, d, VARLEN_LENGTHS, 4, 2, causal)
+                if (dt, d) == (dtypes[0], dims[-1]):
+                    # more tiles than two waves of the grid: several head groups in `Tile`'s
+                    # order, the last one partial
+                    _dense_case(report, mod, rt, rng, dt, d, *GROUPS_CASE, causal)
     return report
 
 

@@ -121,9 +121,7 @@ CONFIGS = {(dt, d): Config(dt, d) for dt in DTYPES for d in HEAD_DIMS}
 
 
 def _ex2(k: Kernel, x: Reg) -> Reg:
-    # No ex2 builder yet (issue 32); the checker sees this as an opaque register op.
-    (y,) = k.asm("ex2.approx.ftz.f32 $0, $1;", outs=[t.f32], ins=[x])
-    return y
+    return k.ex2(x, mode="approx", ftz=True)
 
 
 def _wide(k: Kernel, a: Reg, b: Reg | int) -> Reg:

@@ -127,4 +127,5 @@ def test_refill_guarded_only_by_the_other_rings_wait(style, drop):
     stages, so the loop refills them while a consumer may still read them."""
     k, lines = _persistent_kv(style, drop)
     f = only(check_kernel(k, maps=MAPS), Hazard.RING_REFILL_UNGUARDED, lines[drop])
-    assert "never waits in the loop for the consumers" in f.message
+    assert "waits only on another ring's barriers, never for the consumers" in f.message
+    assert [s.role for s in f.sites] == ["copy", "consumer", "other ring's wait"]

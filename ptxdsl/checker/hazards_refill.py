@@ -53,20 +53,22 @@ def refills(an: Analysis) -> None:
             # A wait skipped on the first pass over the ring (`if i >= S`) still guards
             # every refill: those first iterations fill stages nothing has filled yet.
             skip = functools.partial(_first_pass, an, o, body=body)
-            if any(an.cfg.block_of(w.index) in body
-                   and an.div.same_threads(w.index, o.index, skip=skip)
-                   and not _another_rings(an, w, o, body) for w in waits):
+            mine = [w for w in waits if an.cfg.block_of(w.index) in body
+                    and an.div.same_threads(w.index, o.index, skip=skip)]
+            if not all(_another_rings(an, w, o, body) for w in mine):
                 break
             # Only the innermost loop runs the copy once per iteration, so only there does
             # a destination moving by a box a trip show that no bytes are written twice.
             if _fills_once(an, o, body) or (depth == 0
                                             and _fresh_each_trip(an, o, header, body)):
                 continue
+            how = "in the loop its thread waits only on another ring's barriers, never" \
+                if mine else "its thread never waits in the loop"
             an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
-                      f"{an.describe(o.smem)} on every iteration, but its thread never "
-                      "waits in the loop for the consumers (who wait on "
-                      f"{an.describe(consumers[0].mbar)}) to release the stage",
-                      [("copy", o.index), ("consumer", consumers[0].index)],
+                      f"{an.describe(o.smem)} on every iteration, but {how} for the "
+                      f"consumers (who wait on {an.describe(consumers[0].mbar)}) to release "
+                      "the stage", [("copy", o.index), ("consumer", consumers[0].index)]
+                      + [("other ring's wait", w.index) for w in mine[:1]],
                       dedupe=("refill", o.index))
             break
 

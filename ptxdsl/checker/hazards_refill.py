@@ -2,8 +2,10 @@
 of its own for the consumers to release them.
 
 The loops around a copy are judged from the innermost out (`refills`): a wait of the copy's
-thread in the loop guards it (a wait skipped on the ring's first pass too, `_first_pass`); a
-loop that writes no byte twice (a fill loop over fresh stages, `_fills_once`, or a loop over
+thread in the loop guards it (a wait skipped on the ring's first pass too, `_first_pass`),
+unless it is shown to be on another ring's barrier (`_another_rings`: FlashAttention's
+producer refills K and V in one loop, and V's wait says nothing of K's stages); a loop that
+writes no byte twice (a fill loop over fresh stages, `_fills_once`, or a loop over
 the boxes of one stage, `_fresh_each_trip`) passes the question to the loop around it.
 """
 
@@ -15,12 +17,13 @@ from typing import Any
 from ..instructions.arith import Binary, Mad
 from ..instructions.move import Mov
 from ..operands import Addr, Imm, Reg, SpecialReg, Symbol
-from .analysis import STRUCTURAL, Analysis
+from .analysis import STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators, guard_polarity
 from .divergence import normal_token
 from .findings import Hazard
-from .hazards_ring import _box, _loads, _slot
+from .hazards_ring import _FAR, _apart, _box, _loads, _slot, index_current, ring_index
 from .ops import Op, Role
+from .state import State
 
 
 def refills(an: Analysis) -> None:
@@ -50,21 +53,82 @@ def refills(an: Analysis) -> None:
             # A wait skipped on the first pass over the ring (`if i >= S`) still guards
             # every refill: those first iterations fill stages nothing has filled yet.
             skip = functools.partial(_first_pass, an, o, body=body)
-            if any(an.cfg.block_of(w.index) in body
-                   and an.div.same_threads(w.index, o.index, skip=skip) for w in waits):
+            mine = [w for w in waits if an.cfg.block_of(w.index) in body
+                    and an.div.same_threads(w.index, o.index, skip=skip)]
+            if not all(_another_rings(an, w, o, body) for w in mine):
                 break
             # Only the innermost loop runs the copy once per iteration, so only there does
             # a destination moving by a box a trip show that no bytes are written twice.
             if _fills_once(an, o, body) or (depth == 0
                                             and _fresh_each_trip(an, o, header, body)):
                 continue
+            how = "in the loop its thread waits only on another ring's barriers, never" \
+                if mine else "its thread never waits in the loop"
             an.report(Hazard.RING_REFILL_UNGUARDED, f"this copy refills "
-                      f"{an.describe(o.smem)} on every iteration, but its thread never "
-                      "waits in the loop for the consumers (who wait on "
-                      f"{an.describe(consumers[0].mbar)}) to release the stage",
-                      [("copy", o.index), ("consumer", consumers[0].index)],
+                      f"{an.describe(o.smem)} on every iteration, but {how} for the "
+                      f"consumers (who wait on {an.describe(consumers[0].mbar)}) to release "
+                      "the stage", [("copy", o.index), ("consumer", consumers[0].index)]
+                      + [("other ring's wait", w.index) for w in mine[:1]],
                       dedupe=("refill", o.index))
             break
+
+
+def _another_rings(an: Analysis, w: Op, o: Op, body: frozenset) -> bool:
+    """Positive evidence that the wait `w` guards another ring than the one the copy `o`
+    fills (FlashAttention's producer waits on V's empty barrier in the loop that refills K
+    too), or another phase of it: `_other_counter` or `_other_stage`."""
+    _, ws = _slot(an, w.mbar)
+    if ws is None or ws[0] != "ring" or not _apart(an, w, o):
+        return False
+    _, mine = _slot(an, o.mbar)
+    if mine is None:
+        return False
+    counter = ring_index(an, ws)[0]
+    if mine[0] == "ring" and ring_index(an, mine)[0] is counter:
+        return _other_stage(an, w, o, ws, mine)
+    return _other_counter(an, o, ws, counter, body)
+
+
+def _other_counter(an: Analysis, o: Op, ws: tuple, counter: Any, body: frozenset) -> bool:
+    """The wait's counter (`ws`: its ring slot) indexes, with the same stage count, the
+    barrier of another copy in the loop, one completing on barriers apart from `o`'s, and
+    `o`'s barrier is a constant slot or a stage of another counter (each ring's producer
+    view keeps its own stage register, as `MbarrierRing` does)."""
+    for c in _loads(an):
+        if c is o or c.mbar is None or an.cfg.block_of(c.index) not in body \
+                or not _apart(an, c, o):
+            continue
+        _, cs = _slot(an, c.mbar)
+        if cs is not None and cs[0] == "ring" and cs[2] == ws[2] \
+                and ring_index(an, cs)[0] is counter:
+            return True
+    return False
+
+
+def _other_stage(an: Analysis, w: Op, o: Op, ws: tuple, mine: tuple) -> bool:
+    """Two rings on one stage counter (K and V of stage `j % S`): on every path to the copy,
+    the wait last ran on another stage of the counter than the one `o` fills, or on an
+    earlier phase of it (`wait(V[s]); copy V; s += 1; copy K` with K's own wait dropped
+    reaches K's copy of stage s + 1 one step after V's wait on stage s). The steps come
+    from `hazards_ring`'s ("wstep", wait, k) facts at the copy (`_steps_at_loads`)."""
+    n = ws[2]
+    (counter, wc), (_, oc) = ring_index(an, ws), ring_index(an, mine)
+    if mine[2] != n or not index_current(an, o.mbar, counter, o.index) \
+            or not index_current(an, w.mbar, counter, w.index):
+        return False
+    ks = {f[2] for f in an.cache.get("refill_wsteps", {}).get(o.index, ()) if f[1] == w.index}
+    if not ks or None in ks:
+        return False
+    return not any(k < _FAR and wc == k + oc for k in ks)
+
+
+@handles(Role.TMA_LOAD, Role.BULK_LOAD)
+def _steps_at_loads(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """Keep, on the reporting pass, the wait-step facts at each copy for `_other_stage`."""
+    if report:
+        an.cache.setdefault("refill_wsteps", {})[op.index] = frozenset(
+            f for f in state.may if f[0] == "wstep")
+    return state
 
 
 def _first_pass(an: Analysis, o: Op, tok: tuple[Any, bool], *, body: frozenset) -> bool:

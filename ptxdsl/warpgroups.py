@@ -14,7 +14,7 @@ it reaches on every path that ends the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -39,6 +39,9 @@ class Reach:
     reached: frozenset[int]
     definite: frozenset[int]
     complete: bool = True
+    # Of the statements asked to be recorded: their guard's truth and source operands'
+    # values in this thread (None: unknown), as at the fixed point (a loop counter's unknown).
+    seen: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
 
 
 class _Block:
@@ -53,7 +56,9 @@ class Flow:
     """The CFG of a kernel body (labels start blocks; bra/ret/exit/trap end them) and the
     registers that decide its branches (the backward slice of every branch guard)."""
 
-    def __init__(self, body: list, watch: Iterable[int] = ()):
+    def __init__(self, body: list, watch: Iterable[int] = (),
+                 record: Mapping[int, tuple] | None = None,
+                 definite: Iterable[int] | None = None):
         self.body = body
         self.insns = [getattr(s, "insn", None) for s in body]
         label_at = {s.label.name: i for i, s in enumerate(body) if not hasattr(s, "insn")}
@@ -86,7 +91,10 @@ class Flow:
                 succ.append(("fall", nxt, None))
             blk.exits = blk.exits or any(t is None for _, t, _ in succ)
             blk.succ = [(k, t, g) for k, t, g in succ if t is not None]
-        watch = set(watch)
+        self.record = dict(record or {})
+        watch = set(watch) | set(self.record)
+        # `definite` costs a graph search per block: only for the statements that ask for it
+        self.want_definite = watch if definite is None else set(definite)
         self.relevant = self._slice(watch)
         # Per block, only the statements that matter: watched ones, guarded ones (their
         # guard may make a watched one's block reachable or not) and writers of relevant
@@ -97,7 +105,7 @@ class Flow:
             keep = []
             for i in range(blk.start, blk.end):
                 insn = self.insns[i]
-                if insn is None or isinstance(insn, Bra):
+                if insn is None or (isinstance(insn, Bra) and i not in self.record):
                     continue
                 outs = [r for r in self._dests(insn) if r in self.relevant]
                 if i in watch or outs:
@@ -113,6 +121,7 @@ class Flow:
             if g is not None and (isinstance(self.insns[i], Bra | Ret | Exit | Trap)
                                   or i in watch):
                 want.add(g.reg if isinstance(g, NegPred) else g)
+            want.update(r for r in self.record.get(i, ()) if isinstance(r, Reg))
         writers: dict[Reg, list[Any]] = {}
         for insn in self.insns:
             if insn is not None:
@@ -140,6 +149,7 @@ class Flow:
         edges: set[tuple[int, int]] = set()
         reached: set[int] = set()
         maybe: set[int] = set()        # statements whose guard is unknown
+        seen: dict[int, tuple[Any, ...]] = {}
         work = [0]
         steps = 0
         while work:
@@ -155,6 +165,10 @@ class Flow:
                 insn = self.insns[i]
                 g = self.body[i].guard
                 gv = True if g is None else _truth(env, g)
+                if i in self.record:
+                    seen[i] = (gv, *(_val(env, x, special) for x in self.record[i]))
+                    if isinstance(insn, Bra):
+                        continue   # a branch recorded for its guard: nothing to reach
                 if gv is False:
                     continue
                 reached.add(i)
@@ -174,8 +188,8 @@ class Flow:
                 if old is None or new != old:
                     env_in[t] = new
                     work.append(t)
-        definite = self._definite(edges, reached - maybe)
-        return Reach(frozenset(reached), frozenset(definite))
+        definite = self._definite(edges, (reached - maybe) & self.want_definite)
+        return Reach(frozenset(reached), frozenset(definite), seen=seen)
 
     def _step(self, env: dict, insn: Any, outs: list[Reg], special: dict[str, int],
               maybe: bool) -> None:
@@ -364,10 +378,15 @@ def cta_threads(kernel: Any) -> int | None:
     return n
 
 
-def per_thread(kernel: Any, watch: Iterable[int]) -> list[Reach] | None:
-    """`Reach` of every thread of the CTA (None when the CTA size is unknown)."""
+def per_thread(kernel: Any, watch: Iterable[int],
+               record: Mapping[int, tuple] | None = None,
+               definite: Iterable[int] | None = None) -> list[Reach] | None:
+    """`Reach` of every thread of the CTA (None when the CTA size is unknown); `record`:
+    statement -> operands whose values (and the statement's guard) each thread's
+    `Reach.seen` keeps; `definite`: the statements `Reach.definite` is decided for (None:
+    every watched one)."""
     n = cta_threads(kernel)
     if n is None:
         return None
-    flow = Flow(kernel.body, watch)
+    flow = Flow(kernel.body, watch, record, definite)
     return [flow.run(thread_specials(kernel, i)) for i in range(n)]

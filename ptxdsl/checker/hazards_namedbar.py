@@ -1,0 +1,379 @@
+"""Named barriers: `bar.sync id, n` / `bar.arrive id, n` / `bar.red ... id, n` (and their
+`barrier.*` spellings), as FlashAttention-3's ping-pong and CUTLASS's epilogues use them.
+
+The hardware counts a named barrier's arrivals per warp (a warp that runs the instruction
+adds 32, whichever lanes are active), and a phase completes once `n` threads arrived; a sync
+waits for the phase it arrived in, an arrive does not wait. Without a count, every thread
+of the CTA takes part.
+
+The model. Which warps reach each barrier instruction, and with which id and count, comes
+from `ptxdsl.warpgroups` (per-thread constant propagation: `tid.x >> 7`, `wg + 1`, a warp
+index are exact; a value loaded from memory is unknown), so it needs the CTA's size
+(`.reqntid`/`.maxntid`). Along the paths of one loop iteration (the innermost loop holding
+the barrier; outside loops, the whole kernel), a warp's arrivals on barrier X are counted
+per path: a branch the per-thread analysis decides goes its way for that warp, one on a
+value that is the same in every thread (`Values.data_level` 0: a loop counter, a
+parameter) goes the same way in every warp (each such choice is tried, up to
+`_UNIFORM_BRANCHES` of them), and any other may go either way.
+
+- `named-barrier-count`: a count that is not a multiple of 32, larger than the CTA, or
+  larger than all the threads of the warps that ever use that barrier id (it never
+  completes).
+- `named-barrier-unpaired`: on some path, the arrivals on X in an iteration (or in the
+  kernel outside loops) are fewer than a sync there waits for: a partner's `bar.arrive` is
+  missing on that path, and the sync waits forever.
+- `named-barrier-surplus`: more arrivals on X than the syncs there consume: in a loop, any
+  surplus (a phase completes with nobody waiting, and the next sync passes without its
+  partner: the ordering is lost); outside loops, a whole phase's worth (one partial phase
+  may be carried into a loop: FA3's pre-arrive that lets the first warpgroup start).
+- `named-barrier-collision`: one id used with two different thread counts by different
+  warps (TmaStoreEpilogue's per-warpgroup ids 1/2 with 128 threads, reused by a ping-pong
+  with 256): the counts of both uses add up in one phase.
+- `cta-barrier-divergent`: a count-less `bar.sync X` (`__syncthreads` for X = 0) that only
+  some warps reach, while the warps that never reach barrier X wait at other barriers.
+
+Not modelled (left unchecked, never guessed): a barrier in inline PTX (`k.asm`); an id or
+count a thread cannot compute; ids used in more than one loop (a producer's loop and a
+consumer's loop), whose iterations cannot be paired; ordering beyond counts (a cycle of
+syncs that each wait for the other's later arrive).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from .analysis import STRUCTURAL, Analysis
+from .findings import Hazard
+from .ops import Role
+
+_WARP = 32
+_UNIFORM_BRANCHES = 6   # same-in-every-thread branches tried both ways per region (2^6 paths)
+_NAMES = ("Barrier", "BarrierRed")
+
+
+class _Use:
+    """One warp's use of a barrier instruction: its id and thread count (None: unknown;
+    `full`: no count, all the CTA's threads) and whether it waits."""
+
+    __slots__ = ("site", "warp", "id", "count", "full", "sync", "maybe")
+
+    def __init__(self, site: int, warp: int, id: int | None, count: int | None, full: bool,
+                 sync: bool, maybe: bool):
+        self.site, self.warp, self.id, self.count = site, warp, id, count
+        self.full, self.sync, self.maybe = full, sync, maybe
+
+
+def _agree(values: list) -> Any:
+    """The one value all lanes have, else None (unknown, or lanes disagree)."""
+    first = values[0] if values else None
+    return first if all(v == first for v in values) else None
+
+
+class _Model:
+    """Per warp: the barrier instructions it may reach (`uses`) and the way it goes at each
+    branch the per-thread analysis decides (`turns`: True taken, False not, None unknown)."""
+
+    def __init__(self, an: Analysis, sites: list[int], nthreads: int):
+        insns = {i: an.body[i].insn for i in sites}
+        branches = [b.branch for b in an.cfg.blocks if b.branch is not None]
+        reach = an.threads() or []
+        self.nwarps = -(-nthreads // _WARP)
+        self.uses: list[_Use] = []
+        self.turns: list[dict[int, bool | None]] = []
+        for w in range(self.nwarps):
+            lanes = reach[w * _WARP:(w + 1) * _WARP]
+            turns: dict[int, bool | None] = {}
+            for j in branches:
+                seen = [t.seen[j][0] for t in lanes if j in t.seen]
+                turns[j] = _agree(seen) if seen else None
+            self.turns.append(turns)
+            for i, insn in insns.items():
+                seen = [t.seen[i] for t in lanes if i in t.seen and i in t.reached]
+                if not seen:
+                    continue
+                ids = _agree([s[1] for s in seen])
+                full = insn.count is None
+                count = nthreads if full else _agree([s[2] for s in seen])
+                sync = type(insn).__name__ == "BarrierRed" or \
+                    getattr(insn.op, "value", insn.op) == "sync"
+                maybe = any(s[0] is None for s in seen)
+                self.uses.append(_Use(i, w, ids, count, full, sync, maybe))
+        self.complete = bool(reach) and all(t.complete for t in reach)
+
+
+def _warps(ws: set[int]) -> str:
+    """Warp numbers as ranges: {0, 1, 2, 3, 8} -> 'warps 0-3, 8'."""
+    out: list[list[int]] = []
+    run: list[int] = []
+    for w in sorted(ws):
+        if run and w != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(w)
+    if run:
+        out.append(run)
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in out)
+    return ("warp " if len(ws) == 1 else "warps ") + text
+
+
+def _check(an: Analysis) -> None:
+    sites = [i for i, st in enumerate(an.body)
+             if type(getattr(st, "insn", None)).__name__ in _NAMES]
+    if not sites or not any(o.role is Role.NAMED_BARRIER for o in an.ops) and \
+            not _divergent_candidates(an, sites):
+        return
+    nthreads = an.values.nthreads
+    if nthreads is None:
+        an.note("named barriers", "the CTA's size is unknown (no .reqntid or .maxntid), so "
+                "which warps arrive on each barrier is not known", [("barrier", sites[0])])
+        return
+    model = _Model(an, sites, nthreads)
+    if not model.complete:
+        an.note("named barriers", "the per-thread analysis gave up on this kernel",
+                [("barrier", sites[0])])
+        return
+    _counts(an, model, nthreads)
+    ids = [u.id for u in model.uses]
+    if None in ids:
+        at = next(u.site for u in model.uses if u.id is None)
+        an.note("named barriers", "a barrier id the analysis cannot compute may be any id: "
+                "the per-id checks are skipped", [("barrier", at)])
+        return
+    by_id: dict[int, list[_Use]] = {}
+    for u in model.uses:
+        if u.id is not None:
+            by_id.setdefault(u.id, []).append(u)
+    for x, uses in sorted(by_id.items()):
+        if _never_completes(an, model, x, uses) or _collision(an, x, uses):
+            continue
+        _divergent(an, model, x, uses, by_id)
+        if any(not u.sync for u in uses) and all(not u.full for u in uses):
+            _balance(an, model, x, uses)
+
+
+def _divergent_candidates(an: Analysis, sites: list[int]) -> bool:
+    """Is some count-less sync reached by only some threads (worth the per-warp model)?"""
+    return any(an.body[i].insn.count is None and an.div.stmt_level(i) >= 1 for i in sites)
+
+
+def _counts(an: Analysis, model: _Model, nthreads: int) -> None:
+    for u in model.uses:
+        if u.full or u.count is None:
+            continue
+        if u.count % _WARP or u.count <= 0:
+            an.report(Hazard.NAMEDBAR_COUNT, f"the thread count is {u.count}: it must be a "
+                      "positive multiple of the warp size (32), since the barrier counts "
+                      "whole warps", [("barrier", u.site)], dedupe=("count", u.site))
+        elif u.count > nthreads:
+            an.report(Hazard.NAMEDBAR_COUNT, f"the thread count is {u.count}, but the CTA has "
+                      f"only {nthreads} threads: the barrier never completes",
+                      [("barrier", u.site)], dedupe=("count", u.site))
+
+
+def _never_completes(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> bool:
+    warps = {u.warp for u in uses}
+    for u in uses:
+        if u.full or u.count is None or u.count % _WARP or u.count > _WARP * model.nwarps:
+            continue
+        if u.count > _WARP * len(warps):
+            an.report(Hazard.NAMEDBAR_COUNT, f"barrier {x} waits for {u.count} threads, but "
+                      f"only {_warps(warps)} ({_WARP * len(warps)} threads) ever arrive on "
+                      "it: no phase completes, and every sync on it waits forever",
+                      [("barrier", u.site)], dedupe=("never", x))
+            return True
+    return False
+
+
+def _collision(an: Analysis, x: int, uses: list[_Use]) -> bool:
+    counts: dict[int, list[_Use]] = {}
+    for u in uses:
+        if u.count is not None:
+            counts.setdefault(u.count, []).append(u)
+    for (c1, a), (c2, b) in itertools.combinations(sorted(counts.items()), 2):
+        wa, wb = {u.warp for u in a}, {u.warp for u in b}
+        if not (wa == wb and len(wa) == 1):   # one warp may use both, one after the other
+            sa, sb = a[0], b[0]
+            an.report(Hazard.NAMEDBAR_COLLISION, f"barrier {x} is used with {c1} threads by "
+                      f"{_warps(wa)} and with {c2} threads by {_warps(wb)}: arrivals of both "
+                      "uses count towards one phase, which then completes with the wrong "
+                      "threads (or never)", [("barrier", sa.site), ("other use", sb.site)],
+                      dedupe=("collision", x))
+            return True
+    return False
+
+
+def _divergent(an: Analysis, model: _Model, x: int, uses: list[_Use],
+               by_id: dict[int, list[_Use]]) -> None:
+    full = [u for u in uses if u.full and u.sync]
+    if not full:
+        return
+    here = {u.warp for u in uses}
+    missing = set(range(model.nwarps)) - here
+    busy = {u.warp for y, other in by_id.items() if y != x for u in other} & missing
+    if busy:
+        an.report(Hazard.CTA_BARRIER_DIVERGENT, f"bar.sync {x} waits for every thread of the "
+                  f"CTA, but only {_warps(here)} reach barrier {x}; {_warps(busy)} never do, "
+                  "and wait at other barriers instead", [("barrier", full[0].site)],
+                  dedupe=("divergent", x))
+
+
+# -- arrivals per iteration -----------------------------------------------------------------------
+def _innermost(an: Analysis, block: int) -> int | None:
+    """The header of the innermost loop holding `block` (None: no loop)."""
+    best: tuple[int, int] | None = None
+    for header, body in an.loops:
+        if block in body and (best is None or len(body) < best[1]):
+            best = (header, len(body))
+    return None if best is None else best[0]
+
+
+def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> None:
+    regions: dict[int | None, list[_Use]] = {}
+    for u in uses:
+        regions.setdefault(_innermost(an, an.cfg.block_of(u.site)), []).append(u)
+    if len([r for r in regions if r is not None]) > 1:
+        return   # a producer's loop and a consumer's loop: their iterations are not paired
+    counts = {u.count for u in uses}
+    count = counts.pop() if len(counts) == 1 else None
+    if count is None or count % _WARP:
+        return   # two counts (a collision), one unknown, or one _counts reported
+    per_phase = count // _WARP
+    for region, here in regions.items():
+        # one finding per barrier: the first region that goes wrong says it
+        if _region(an, model, x, region, sorted(here, key=lambda u: (u.site, u.warp)),
+                   per_phase):
+            return
+
+
+def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[_Use],
+            per_phase: int) -> bool:
+    """Check the arrivals on barrier x along the paths of one region (an iteration of the
+    loop at `header`, or the kernel outside loops); True when a finding was reported."""
+    cfg = an.cfg
+    body = an.loop_body[header] if header is not None else frozenset(range(len(cfg.blocks)))
+    start = header if header is not None else 0
+    at: dict[tuple[int, int], tuple[int, int]] = {}    # (warp, block) -> (arrivals, syncs)
+    for u in here:
+        b = cfg.block_of(u.site)
+        n, s = at.get((u.warp, b), (0, 0))
+        at[(u.warp, b)] = (n + 1, s + u.sync)
+    uniform = sorted({j for b in body if (j := cfg.blocks[b].branch) is not None
+                      and _innermost(an, b) == header and _uniform(an, model, j)})
+    if len(uniform) > _UNIFORM_BRANCHES:
+        an.note("named barriers", f"barrier {x}: more than {_UNIFORM_BRANCHES} branches on "
+                "values the same in every thread decide its arrivals; not counted",
+                [("barrier", here[0].site)])
+        return False
+    warps = sorted({u.warp for u in here})
+    for choice in itertools.product((True, False), repeat=len(uniform)):
+        fixed = dict(zip(uniform, choice, strict=True))
+        sums = [_paths(an, model, w, start, body, header, at, fixed) for w in warps]
+        if any(s is None for s in sums):
+            continue
+        lo = sum(s[0] for s in sums if s)
+        hi_sync = max(s[3] for s in sums if s)
+        lo_sync = max(s[2] for s in sums if s)
+        syncs = [u for u in here if u.sync]
+        arrives = [u for u in here if not u.sync]
+        where = "in an iteration of this loop" if header is not None else \
+            "outside loops"
+        if syncs and lo < per_phase * lo_sync:
+            an.report(Hazard.NAMEDBAR_UNPAIRED, f"on some path {where}, barrier {x} gets "
+                      f"{lo * _WARP} threads' arrivals but a sync waits for "
+                      f"{per_phase * lo_sync * _WARP}: a partner's bar.arrive is missing on "
+                      "that path, and the sync waits forever",
+                      [("sync", syncs[0].site)] + [("arrive", u.site) for u in arrives[:1]],
+                      dedupe=("unpaired", x))
+            return True
+        spare = lo - per_phase * hi_sync
+        if spare > 0 and (header is not None or spare >= per_phase):
+            used = (f"its syncs there consume only {per_phase * hi_sync * _WARP} "
+                    f"({per_phase * _WARP} per phase)") if hi_sync else "no sync there waits"
+            an.report(Hazard.NAMEDBAR_SURPLUS, f"{where}, barrier {x} gets {lo * _WARP} "
+                      f"threads' arrivals but {used}: a phase completes with nobody waiting "
+                      "on it, and a later sync passes without its partner",
+                      [("arrive", (arrives or syncs)[0].site)]
+                      + [("sync", u.site) for u in syncs[:1]],
+                      dedupe=("surplus", x))
+            return True
+    return False
+
+
+def _uniform(an: Analysis, model: _Model, j: int) -> bool:
+    """Is branch j undecided by the per-thread analysis and the same in every thread?"""
+    guard = an.body[j].guard
+    return all(t.get(j) is None for t in model.turns) and guard is not None and \
+        an.values.data_level(guard) == 0
+
+
+def _paths(an: Analysis, model: _Model, w: int, start: int, body: frozenset,
+           header: int | None, at: dict, fixed: dict[int, bool]
+           ) -> tuple[int, int, int, int] | None:
+    """(min, max arrivals, min, max syncs) of warp w over the paths from `start` to the end
+    of one iteration of the loop at `header` (or from the entry to the kernel's exit), inner
+    loops' back edges left out; None when the warp takes no such path."""
+    # The edges warp w may take from each block, and whether the path may end there.
+    nxt: dict[int, list[int]] = {}
+    ends: dict[int, bool] = {}
+    order: list[int] = []
+    state: dict[int, int] = {}    # 1: on the DFS stack, 2: done
+    stack: list[tuple[int, int]] = [(start, 0)]
+    while stack:
+        b, k = stack.pop()
+        if k == 0:
+            if state.get(b) == 2:
+                continue
+            state[b] = 1
+            nxt[b], ends[b] = _steps(an, model, w, b, body, header, fixed)
+        succ = nxt[b]
+        if k < len(succ):
+            stack.append((b, k + 1))
+            s = succ[k]
+            if state.get(s) == 1:
+                return None   # a cycle no back edge breaks (irreducible): not counted
+            if s not in state:
+                stack.append((s, 0))
+        else:
+            state[b] = 2
+            order.append(b)
+    inf = 1 << 30
+    best: dict[int, tuple[int, int, int, int]] = {}
+    for b in order:   # successors first
+        lo, hi, slo, shi = (0, 0, 0, 0) if ends[b] else (inf, -1, inf, -1)
+        for s in nxt[b]:
+            r = best.get(s)
+            if r is not None:
+                lo, hi, slo, shi = min(lo, r[0]), max(hi, r[1]), min(slo, r[2]), max(shi, r[3])
+        if hi < 0:
+            continue
+        n, y = at.get((w, b), (0, 0))
+        best[b] = (lo + n, hi + n, slo + y, shi + y)
+    return best.get(start)
+
+
+def _steps(an: Analysis, model: _Model, w: int, b: int, body: frozenset, header: int | None,
+           fixed: dict[int, bool]) -> tuple[list[int], bool]:
+    """The blocks warp w may go to from block b within the region, and whether one
+    iteration (or the kernel) may end there."""
+    cfg = an.cfg
+    blk = cfg.blocks[b]
+    succs = list(blk.succs)
+    if blk.branch is not None:
+        turn = model.turns[w].get(blk.branch)
+        if turn is None:
+            turn = fixed.get(blk.branch)
+        if turn is not None:
+            succs = [s for s in (blk.taken if turn else blk.fall,) if s is not None]
+    out, ends = [], blk.exits
+    for s in succs:
+        if s == cfg.exit or s not in body:
+            ends = True   # the kernel's end, or leaving the loop: the iteration ends
+        elif (b, s) in an.back_edges:
+            ends = ends or s == header   # an inner loop's back edge: its exit path goes on
+        else:
+            out.append(s)
+    return out, ends
+
+
+STRUCTURAL.append(_check)

@@ -50,6 +50,9 @@ def pingpong(variant: str = "ok", *, count: int = 256, epilogue_ids: tuple = (3,
             if variant == "arrive_skipped":   # not after the last two GEMMs of the loop
                 with k.if_(kb < k.sub(last, 1)):
                     k.bar_arrive(other, count)
+            elif variant == "arrive_guarded":   # the same, as `@p bar.arrive`
+                with k.guard(kb < k.sub(last, 1)):
+                    k.bar_arrive(other, count)
             else:
                 _mark("loop_arrive")
                 k.bar_arrive(other, count)

@@ -25,6 +25,7 @@ VARIANTS = {
     "count128": ({"count": 128}, Hazard.NAMEDBAR_SURPLUS, 2, "loop_arrive"),
     # the last iterations' sync waits for an arrive that never comes
     "arrive_skipped": ({}, Hazard.NAMEDBAR_UNPAIRED, 2, "loop_sync"),
+    "arrive_guarded": ({}, Hazard.NAMEDBAR_UNPAIRED, 2, "loop_sync"),
     # the peeled GEMM's arrive completes a phase nobody waits for
     "final_sync_dropped": ({}, Hazard.NAMEDBAR_SURPLUS, 1, "prearrive"),
     # warpgroup 2's final sync waits forever

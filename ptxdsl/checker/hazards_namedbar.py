@@ -253,11 +253,14 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
     cfg = an.cfg
     body = an.loop_body[header] if header is not None else frozenset(range(len(cfg.blocks)))
     start = header if header is not None else 0
-    at: dict[tuple[int, int], tuple[int, int]] = {}    # (warp, block) -> (arrivals, syncs)
+    # (warp, block) -> the fewest and most arrivals, then syncs, the warp makes there (a
+    # use under a guard the warp's analysis could not decide may not run)
+    at: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     for u in here:
         b = cfg.block_of(u.site)
-        n, s = at.get((u.warp, b), (0, 0))
-        at[(u.warp, b)] = (n + 1, s + u.sync)
+        lo, hi, slo, shi = at.get((u.warp, b), (0, 0, 0, 0))
+        sure = not u.maybe
+        at[(u.warp, b)] = (lo + sure, hi + 1, slo + (sure and u.sync), shi + u.sync)
     uniform = sorted({j for b in body if (j := cfg.blocks[b].branch) is not None
                       and _innermost(an, b) == header and _uniform(an, model, j)})
     if len(uniform) > _UNIFORM_BRANCHES:
@@ -347,8 +350,8 @@ def _paths(an: Analysis, model: _Model, w: int, start: int, body: frozenset,
                 lo, hi, slo, shi = min(lo, r[0]), max(hi, r[1]), min(slo, r[2]), max(shi, r[3])
         if hi < 0:
             continue
-        n, y = at.get((w, b), (0, 0))
-        best[b] = (lo + n, hi + n, slo + y, shi + y)
+        n = at.get((w, b), (0, 0, 0, 0))
+        best[b] = (lo + n[0], hi + n[1], slo + n[2], shi + n[3])
     return best.get(start)
 
 

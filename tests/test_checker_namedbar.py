@@ -53,12 +53,14 @@ def test_pingpong_variant_is_reported(variant):
     assert f.loc.file == KERNEL_FILE and f.loc.line == nb.LINES[where], f.format()
 
 
-@pytest.mark.xfail(strict=True, reason="a known miss (docs/hazards.md, Named barriers): "
-                   "without the pre-arrive each warpgroup's sync waits for the other's "
-                   "arrive, which comes after the other's sync: a deadlock, yet every phase "
-                   "still gets its 256 arrivals, and the checker counts, it does not order")
 def test_pingpong_without_the_prearrive_deadlocks():
-    assert check_kernel(nb.pingpong("no_prearrive")) != []
+    # Every phase still gets its 256 arrivals: only the order shows the deadlock.
+    found = check_kernel(nb.pingpong("no_prearrive"))
+    assert _ids(found) == [Hazard.NAMEDBAR_DEADLOCK.value], [f.format() for f in found]
+    f = found[0]
+    assert f.loc.file == KERNEL_FILE and f.loc.line == nb.LINES["loop_sync"], f.format()
+    assert "warps 4-7 wait here on barrier 1 forever" in f.message
+    assert "the warps whose arrive it needs wait at barrier 2 first" in f.message
 
 
 def test_pingpong_messages_say_what_happens():
@@ -79,7 +81,7 @@ def test_pingpong_messages_say_what_happens():
     assert [s.role for s in collide.sites] == ["barrier", "other use"]
 
 
-@pytest.mark.parametrize("variant", ["ok", *sorted(VARIANTS)])
+@pytest.mark.parametrize("variant", ["ok", "no_prearrive", *sorted(VARIANTS)])
 def test_parsed_ptx_gives_the_same_findings(variant):
     kwargs = VARIANTS[variant][0] if variant in VARIANTS else {}
     k = nb.pingpong(variant, **kwargs)

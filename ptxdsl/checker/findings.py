@@ -70,6 +70,7 @@ class Hazard(enum.Enum):
     NAMEDBAR_COUNT = "named-barrier-count"
     NAMEDBAR_UNPAIRED = "named-barrier-unpaired"
     NAMEDBAR_SURPLUS = "named-barrier-surplus"
+    NAMEDBAR_DEADLOCK = "named-barrier-deadlock"
     NAMEDBAR_COLLISION = "named-barrier-collision"
     CTA_BARRIER_DIVERGENT = "cta-barrier-divergent"
     CHECK_SKIPPED = "check-skipped"
@@ -301,6 +302,11 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "bar.sync of the other side, a count covering both sides (256 for two warpgroups), "
         "and at most one side pre-arriving before the loop "
         "[docs/hazards.md: named-barrier-surplus]"),
+    Hazard.NAMEDBAR_DEADLOCK: (
+        E, "bar.sync on named barriers that wait for each other",
+        "let one side arrive first: in a ping-pong the second warpgroup pre-arrives on the "
+        "first's barrier before the loop (bar.arrive 1, 256), so the first's sync completes "
+        "and its arrive then releases the second [docs/hazards.md: named-barrier-deadlock]"),
     Hazard.NAMEDBAR_COLLISION: (
         E, "one named barrier id used with different thread counts by different warps",
         "give each use its own id (ids 1..15; TmaStoreEpilogue takes the id you pass it, one "

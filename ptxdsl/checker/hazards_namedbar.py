@@ -26,6 +26,10 @@ parameter) goes the same way in every warp (each such choice is tried, up to
   surplus (a phase completes with nobody waiting, and the next sync passes without its
   partner: the ordering is lost); outside loops, a whole phase's worth (one partial phase
   may be carried into a loop: FA3's pre-arrive that lets the first warpgroup start).
+- `named-barrier-deadlock`: where every count is right and each warp's syncs and arrives
+  are one sequence (no path choice between them), the warps run those sequences (before
+  the loop, two iterations, after it) as far as the barriers let them; a sync still waiting
+  when none can move waits forever (a ping-pong without its pre-arrive).
 - `named-barrier-collision`: one id used with two different thread counts by different
   warps (TmaStoreEpilogue's per-warpgroup ids 1/2 with 128 threads, reused by a ping-pong
   with 256): the counts of both uses add up in one phase.
@@ -34,8 +38,8 @@ parameter) goes the same way in every warp (each such choice is tried, up to
 
 Not modelled (left unchecked, never guessed): a barrier in inline PTX (`k.asm`); an id or
 count a thread cannot compute; ids used in more than one loop (a producer's loop and a
-consumer's loop), whose iterations cannot be paired; ordering beyond counts (a cycle of
-syncs that each wait for the other's later arrive).
+consumer's loop), whose iterations cannot be paired. Loops are taken to run as many
+iterations in every warp.
 """
 
 from __future__ import annotations
@@ -144,12 +148,33 @@ def _check(an: Analysis) -> None:
     for u in model.uses:
         if u.id is not None:
             by_id.setdefault(u.id, []).append(u)
+    # The barriers whose counts were found right, with the warps of one phase: their order
+    # is followed only when that holds for every counted barrier of the kernel (a barrier
+    # left out would let the warps that block on it run ahead in the run).
+    phases: dict[int, int] = {}
+    ordered = True
     for x, uses in sorted(by_id.items()):
-        if _never_completes(an, model, x, uses) or _collision(an, x, uses):
+        if _never_completes(an, model, x, uses) or _collision(an, x, uses) or \
+                _divergent(an, model, x, uses, by_id):
+            ordered = False
             continue
-        _divergent(an, model, x, uses, by_id)
-        if any(not u.sync for u in uses) and all(not u.full for u in uses):
-            _balance(an, model, x, uses)
+        if any(u.full for u in uses):
+            continue   # CTA-wide: every warp's, or one that exited; not in the run
+        per_phase = _balance(an, model, x, uses) if any(not u.sync for u in uses) else \
+            _one_count(uses)
+        if per_phase is None:
+            ordered = False
+        else:
+            phases[x] = per_phase
+    if ordered and any(not u.sync for x in phases for u in by_id[x]):
+        _order(an, model, {x: by_id[x] for x in phases}, phases)
+
+
+def _one_count(uses: list[_Use]) -> int | None:
+    """The warps of one phase when every use gives the same known count (a multiple of 32)."""
+    counts = {u.count for u in uses}
+    count = counts.pop() if len(counts) == 1 else None
+    return None if count is None or count % _WARP else count // _WARP
 
 
 def _divergent_candidates(an: Analysis, sites: list[int]) -> bool:
@@ -204,10 +229,10 @@ def _collision(an: Analysis, x: int, uses: list[_Use]) -> bool:
 
 
 def _divergent(an: Analysis, model: _Model, x: int, uses: list[_Use],
-               by_id: dict[int, list[_Use]]) -> None:
+               by_id: dict[int, list[_Use]]) -> bool:
     full = [u for u in uses if u.full and u.sync]
     if not full:
-        return
+        return False
     here = {u.warp for u in uses}
     missing = set(range(model.nwarps)) - here
     busy = {u.warp for y, other in by_id.items() if y != x for u in other} & missing
@@ -216,6 +241,7 @@ def _divergent(an: Analysis, model: _Model, x: int, uses: list[_Use],
                   f"CTA, but only {_warps(here)} reach barrier {x}; {_warps(busy)} never do, "
                   "and wait at other barriers instead", [("barrier", full[0].site)],
                   dedupe=("divergent", x))
+    return bool(busy)
 
 
 # -- arrivals per iteration -----------------------------------------------------------------------
@@ -228,28 +254,35 @@ def _innermost(an: Analysis, block: int) -> int | None:
     return None if best is None else best[0]
 
 
-def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> None:
+def _regions(an: Analysis, uses: list[_Use]) -> dict[int | None, list[_Use]]:
+    """The uses by the header of their innermost loop (None: outside loops), in body order."""
     regions: dict[int | None, list[_Use]] = {}
-    for u in uses:
+    for u in sorted(uses, key=lambda u: (u.site, u.warp)):
         regions.setdefault(_innermost(an, an.cfg.block_of(u.site)), []).append(u)
+    return regions
+
+
+def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> int | None:
+    """Count barrier x's arrivals per region; the warps per phase when nothing was wrong
+    and every region was counted, else None."""
+    regions = _regions(an, uses)
     if len([r for r in regions if r is not None]) > 1:
-        return   # a producer's loop and a consumer's loop: their iterations are not paired
-    counts = {u.count for u in uses}
-    count = counts.pop() if len(counts) == 1 else None
-    if count is None or count % _WARP:
-        return   # two counts (a collision), one unknown, or one _counts reported
-    per_phase = count // _WARP
-    for region, here in regions.items():
-        # one finding per barrier: the first region that goes wrong says it
-        if _region(an, model, x, region, sorted(here, key=lambda u: (u.site, u.warp)),
-                   per_phase):
-            return
+        return None   # a producer's loop and a consumer's loop: iterations not paired
+    per_phase = _one_count(uses)
+    if per_phase is None:
+        return None   # two counts (a collision), one unknown, or one _counts reported
+    for region, here in sorted(regions.items(), key=lambda r: r[0] is None):
+        # one finding per barrier: the first region that goes wrong (loops first) says it
+        if _region(an, model, x, region, here, per_phase) is not False:
+            return None
+    return per_phase
 
 
 def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[_Use],
-            per_phase: int) -> bool:
+            per_phase: int) -> bool | None:
     """Check the arrivals on barrier x along the paths of one region (an iteration of the
-    loop at `header`, or the kernel outside loops); True when a finding was reported."""
+    loop at `header`, or the kernel outside loops): True when a finding was reported, False
+    when the counts are right, None when they were not counted."""
     cfg = an.cfg
     body = an.loop_body[header] if header is not None else frozenset(range(len(cfg.blocks)))
     start = header if header is not None else 0
@@ -267,13 +300,13 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
         an.note("named barriers", f"barrier {x}: more than {_UNIFORM_BRANCHES} branches on "
                 "values the same in every thread decide its arrivals; not counted",
                 [("barrier", here[0].site)])
-        return False
+        return None
     warps = sorted({u.warp for u in here})
     for choice in itertools.product((True, False), repeat=len(uniform)):
         fixed = dict(zip(uniform, choice, strict=True))
         sums = [_paths(an, model, w, start, body, header, at, fixed) for w in warps]
         if any(s is None for s in sums):
-            continue
+            continue   # a warp has no path with these choices
         lo = sum(s[0] for s in sums if s)
         hi_sync = max(s[3] for s in sums if s)
         lo_sync = max(s[2] for s in sums if s)
@@ -301,6 +334,91 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
                       dedupe=("surplus", x))
             return True
     return False
+
+
+# -- the order of syncs and arrives -----------------------------------------------------------
+def _order(an: Analysis, model: _Model, uses: dict[int, list[_Use]],
+           per_phase: dict[int, int]) -> None:
+    """`named-barrier-deadlock`: run the warps' sequences of syncs and arrives on the
+    barriers whose counts are right (the part before the loop, two iterations of it, the
+    part after), each warp as far as it can go; a sync still waiting when no warp can move
+    waits forever. Only where every warp's sequence is one path: each use on every path of
+    its region (the fewest and most uses equal), and at most one loop."""
+    every = [u for xs in uses.values() for u in xs]
+    regions = _regions(an, every)
+    loops = [r for r in regions if r is not None]
+    if len(loops) > 1 or any(u.maybe for u in every):
+        return
+    at: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+    for u in every:
+        b = an.cfg.block_of(u.site)
+        n = at.get((u.warp, b), (0, 0, 0, 0))
+        at[(u.warp, b)] = (n[0] + 1, n[1] + 1, 0, 0)
+    cfg = an.cfg
+    for header in regions:
+        body = an.loop_body[header] if header is not None else \
+            frozenset(range(len(cfg.blocks)))
+        # an iteration runs through the body: the loop's exit tests stay in it
+        stay = {j: cfg.blocks[b].taken in body for b in body
+                if (j := cfg.blocks[b].branch) is not None
+                and (cfg.blocks[b].taken in body) != (cfg.blocks[b].fall in body)}
+        for w in {u.warp for u in regions[header]}:
+            got = _paths(an, model, w, header if header is not None else 0, body, header,
+                         {k: v for k, v in at.items() if k[0] == w and
+                          _innermost(an, k[1]) == header}, stay)
+            if got is None or got[0] != got[1]:
+                return   # a warp's sequence depends on the path: not one run to follow
+    loop_start = min((i for b in an.loop_body[loops[0]] for i in cfg.blocks[b].stmts),
+                     default=0) if loops else 0
+    seqs: dict[int, list[tuple[int, _Use]]] = {}
+    for w in sorted({u.warp for u in every}):
+        mine = sorted(((x, u) for x, xs in uses.items() for u in xs if u.warp == w),
+                      key=lambda xu: xu[1].site)
+        inner = [xu for xu in mine
+                 if loops and _innermost(an, cfg.block_of(xu[1].site)) is not None]
+        pre = [xu for xu in mine if xu not in inner and xu[1].site < loop_start]
+        post = [xu for xu in mine if xu not in inner and xu[1].site >= loop_start]
+        seqs[w] = pre + inner + inner + post
+    stuck = _run(seqs, per_phase)
+    if stuck:
+        w, (x, u) = min(stuck.items(), key=lambda wu: (wu[1][1].site, wu[0]))
+        waiting = {v for v, s in stuck.items() if s[0] == x}
+        others = sorted({s[0] for s in stuck.values()} - {x})
+        also = "" if not others else (f", while the warps whose arrive it needs wait at "
+                                      f"barrier{'s' if len(others) > 1 else ''} "
+                                      f"{', '.join(map(str, others))} first")
+        an.report(Hazard.NAMEDBAR_DEADLOCK, f"{_warps(waiting)} wait here on barrier {x} "
+                  f"forever: in no order can the warps complete this sync{also} (each "
+                  "side waits for the other's arrive, which comes after its own sync; "
+                  "one side must arrive first, before the loop)", [("sync", u.site)])
+
+
+def _run(seqs: dict[int, list[tuple[int, _Use]]], per_phase: dict[int, int]
+         ) -> dict[int, tuple[int, _Use]]:
+    """Run each warp's sequence of (barrier, use) as far as the barriers let it; the warps
+    left waiting, with the sync each waits in."""
+    pos = dict.fromkeys(seqs, 0)
+    arrived = dict.fromkeys(per_phase, 0)
+    waiting: dict[int, set[int]] = {x: set() for x in per_phase}
+    stuck: dict[int, tuple[int, _Use]] = {}
+    moved = True
+    while moved:
+        moved = False
+        for w, seq in seqs.items():
+            while w not in stuck and pos[w] < len(seq):
+                x, u = seq[pos[w]]
+                pos[w] += 1
+                moved = True
+                arrived[x] += 1
+                if arrived[x] == per_phase[x]:   # the phase completes
+                    arrived[x] = 0
+                    for v in waiting[x]:
+                        del stuck[v]
+                    waiting[x] = set()
+                elif u.sync:
+                    stuck[w] = (x, u)
+                    waiting[x].add(w)
+    return stuck
 
 
 def _uniform(an: Analysis, model: _Model, j: int) -> bool:

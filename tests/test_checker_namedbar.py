@@ -169,3 +169,29 @@ def test_cta_barrier_after_other_warps_exit():
         k.bar_sync(2, 128)
         k.bar_sync(0)
     clean(k)
+
+
+# -- what the model leaves alone ------------------------------------------------------------------
+def test_producer_and_consumer_loops_are_not_paired():
+    # FA3's producer warp arrives on a barrier the consumer warpgroup syncs on, each in a
+    # loop of its own: the iterations of two loops are not counted against each other.
+    k = Kernel("k", reqntid=256)
+    warp, n = k.shr(k.tid.x, 5), k.ld_param(k.param(t.u32, "n"))
+    with k.if_(warp == 0):
+        with k.for_range(0, n):
+            k.bar_arrive(5, 160)
+    with k.if_(warp >= 4):
+        with k.for_range(0, n):
+            k.bar_sync(5, 160)
+    clean(k)
+
+
+def test_unknown_cta_size_is_a_note():
+    k = Kernel("k")
+    line = here() + 1
+    k.bar_arrive(1, 64)
+    k.bar_sync(1, 64)
+    assert check_kernel(k) == []
+    (note,) = check_kernel(k, notes=True)
+    assert note.id == "check-skipped" and note.loc.line == line
+    assert "the CTA's size is unknown" in note.message

@@ -21,13 +21,15 @@ def _gemm(k: Kernel, acc) -> None:
     k.add(acc, 1, dst=acc)
 
 
-def pingpong(variant: str = "ok", *, count: int = 256, epilogue_ids: tuple = (3, 4)) -> Kernel:
+def pingpong(variant: str = "ok", *, count: int = 256, epilogue_ids: tuple = (3, 4),
+             extra_branches: int = 0) -> Kernel:
     """CTA of 384 threads: warpgroup 0 the producer (no named barrier), warpgroups 1 and 2
     the consumers, each owning named barrier `wg` (ids 1 and 2). Warpgroup 2 pre-arrives on
     warpgroup 1's barrier so warpgroup 1 goes first; then each iteration: bar.sync on its
     own barrier, its GEMM, bar.arrive on the other's; the last iteration is peeled, as FA3
     does for its last P.V GEMM. Each consumer then stores its tile through a per-warpgroup
-    epilogue barrier (`bar.sync id, 128`, as TmaStoreEpilogue runs it)."""
+    epilogue barrier (`bar.sync id, 128`, as TmaStoreEpilogue runs it). `extra_branches`:
+    that many branches on a parameter around other work in each iteration."""
     k = Kernel(f"pingpong_{variant}", reqntid=384)
     nk = k.ld_param(k.param(t.u32, "nk"))
     acc = k.mov(0, dst=k.reg(t.u32, "acc"))
@@ -47,6 +49,9 @@ def pingpong(variant: str = "ok", *, count: int = 256, epilogue_ids: tuple = (3,
             _mark("loop_sync")
             k.bar_sync(own, count)
             _gemm(k, acc)
+            for j in range(extra_branches):
+                with k.if_(k.ld_param(k.param(t.pred, f"flag{j}"))):
+                    _gemm(k, acc)
             if variant == "arrive_skipped":   # not after the last two GEMMs of the loop
                 with k.if_(kb < k.sub(last, 1)):
                     k.bar_arrive(other, count)

@@ -63,6 +63,13 @@ def test_pingpong_without_the_prearrive_deadlocks():
     assert "the warps whose arrive it needs wait at barrier 2 first" in f.message
 
 
+def test_branches_around_other_work_leave_the_counts_alone():
+    # Only branches with a use of the barrier inside are tried both ways (2^n paths).
+    clean(nb.pingpong(extra_branches=8))
+    found = check_kernel(nb.pingpong("arrive_skipped", extra_branches=8))
+    assert _ids(found) == [Hazard.NAMEDBAR_UNPAIRED.value] * 2, [f.format() for f in found]
+
+
 def test_pingpong_messages_say_what_happens():
     surplus = check_kernel(nb.pingpong("both_prearrive"))[0].message
     assert "outside loops, barrier 1 gets 512 threads' arrivals" in surplus

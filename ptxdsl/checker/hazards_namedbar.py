@@ -247,11 +247,13 @@ def _divergent(an: Analysis, model: _Model, x: int, uses: list[_Use],
 # -- arrivals per iteration -----------------------------------------------------------------------
 def _innermost(an: Analysis, block: int) -> int | None:
     """The header of the innermost loop holding `block` (None: no loop)."""
-    best: tuple[int, int] | None = None
-    for header, body in an.loops:
-        if block in body and (best is None or len(body) < best[1]):
-            best = (header, len(body))
-    return None if best is None else best[0]
+    table = an.cache.get("namedbar.innermost")
+    if table is None:
+        table = {}
+        for header, body in sorted(an.loops, key=lambda hb: -len(hb[1])):
+            table.update(dict.fromkeys(body, header))   # inner loops overwrite outer ones
+        an.cache["namedbar.innermost"] = table
+    return table.get(block)
 
 
 def _regions(an: Analysis, uses: list[_Use]) -> dict[int | None, list[_Use]]:
@@ -294,8 +296,12 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
         lo, hi, slo, shi = at.get((u.warp, b), (0, 0, 0, 0))
         sure = not u.maybe
         at[(u.warp, b)] = (lo + sure, hi + 1, slo + (sure and u.sync), shi + u.sync)
+    # The branches worth trying both ways: the same in every thread, and with a use of the
+    # barrier before they join again (a branch around other code changes no count).
+    uses = {cfg.block_of(u.site) for u in here}
     uniform = sorted({j for b in body if (j := cfg.blocks[b].branch) is not None
-                      and _innermost(an, b) == header and _uniform(an, model, j)})
+                      and _innermost(an, b) == header and _uniform(an, model, j)
+                      and uses & cfg.reachable(cfg.succs(b), cfg.ipdom[b])})
     if len(uniform) > _UNIFORM_BRANCHES:
         an.note("named barriers", f"barrier {x}: more than {_UNIFORM_BRANCHES} branches on "
                 "values the same in every thread decide its arrivals; not counted",

@@ -64,7 +64,8 @@ class TmaStoreEpilogue(Sealed):
     N = 64 uses only the first half); `tmap`: the 64-bit generic address of the output's
     tensor map (e.g. `k.tensormap_addr(param)`, or a map the kernel encoded in global memory
     and acquired); `barrier`: a named barrier id (int 0..15 or .u32 register) only this
-    warpgroup's 128 threads use."""
+    warpgroup's 128 threads use (not one a ping-pong's `bar.sync id, 256` also uses: the
+    checker reports that as `named-barrier-collision`)."""
 
     def __init__(self, k: Kernel, staging: Reg | Symbol | Addr, tmap: Reg,
                  barrier: Reg | IntLike) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from ptxdsl import Kernel, Module, t
 from ptxdsl.checker import Hazard, check_kernel
+from ptxdsl.epilogue import STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.frontend.parser import parse_ptx
 from tests import namedbar_kernels as nb
 from tests.checker_kernels import clean, here, only
@@ -94,6 +95,37 @@ def test_parsed_ptx_gives_the_same_findings(variant):
     k = nb.pingpong(variant, **kwargs)
     parsed = parse_ptx(Module([k], check=False).emit())
     assert _ids(parsed.check()) == _ids(check_kernel(k))
+
+
+def _pingpong_with_epilogues(first_id: int) -> Kernel:
+    """The ping-pong (barriers 1 and 2, 256 threads) with each consumer warpgroup's tile
+    stored by a TmaStoreEpilogue on barrier `first_id - 1 + wg`."""
+    k = Kernel("pp_epi", reqntid=384)
+    out = k.param_tensormap("out")
+    staging = k.extern_shared("smem", align=1024)
+    nk = k.ld_param(k.param(t.u32, "nk"))
+    wg = k.shr(k.tid.x, 7)
+    with k.if_(wg != 0):
+        other = k.sub(3, wg)
+        with k.if_(wg == 2):
+            k.bar_arrive(1, 256)
+        acc = k.fragment(t.f32, shape=(64, 128))
+        with k.for_range(0, nk):
+            k.bar_sync(wg, 256)
+            k.bar_arrive(other, 256)
+        buf = k.add(k.mov(staging), k.mul(k.sub(wg, 1), STAGING_BYTES))
+        epi = TmaStoreEpilogue(k, buf, k.tensormap_addr(out), k.add(wg, first_id - 1))
+        epi.store(acc.to_packed(t.bf16), k.mul(k.ctaid.y, 64), k.mul(k.ctaid.x, 128))
+        epi.finish()
+    return k
+
+
+def test_tma_store_epilogue_beside_a_pingpong():
+    clean(_pingpong_with_epilogues(3))
+    found = check_kernel(_pingpong_with_epilogues(1))
+    assert _ids(found) == [Hazard.NAMEDBAR_COLLISION.value] * 2, [f.format() for f in found]
+    assert "barrier 1 is used with 128 threads by warps 4-7 and with 256 threads" \
+        in found[0].message
 
 
 # -- thread counts ----------------------------------------------------------------------------

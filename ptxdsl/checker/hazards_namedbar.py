@@ -137,7 +137,7 @@ def _check(an: Analysis) -> None:
         an.note("named barriers", "the per-thread analysis gave up on this kernel",
                 [("barrier", sites[0])])
         return
-    _counts(an, model, nthreads)
+    ordered = not _counts(an, model, nthreads)
     ids = [u.id for u in model.uses]
     if None in ids:
         at = next(u.site for u in model.uses if u.id is None)
@@ -152,7 +152,6 @@ def _check(an: Analysis) -> None:
     # is followed only when that holds for every counted barrier of the kernel (a barrier
     # left out would let the warps that block on it run ahead in the run).
     phases: dict[int, int] = {}
-    ordered = True
     for x, uses in sorted(by_id.items()):
         if _never_completes(an, model, x, uses) or _collision(an, x, uses) or \
                 _divergent(an, model, x, uses, by_id):
@@ -182,21 +181,27 @@ def _divergent_candidates(an: Analysis, sites: list[int]) -> bool:
     return any(an.body[i].insn.count is None and an.div.stmt_level(i) >= 1 for i in sites)
 
 
-def _counts(an: Analysis, model: _Model, nthreads: int) -> None:
+def _counts(an: Analysis, model: _Model, nthreads: int) -> bool:
+    """Counts that are wrong whoever arrives; True when one was reported."""
+    found = False
     for u in model.uses:
         if u.full or u.count is None:
             continue
         if u.count % _WARP or u.count <= 0:
+            found = True
             an.report(Hazard.NAMEDBAR_COUNT, f"the thread count is {u.count}: it must be a "
                       "positive multiple of the warp size (32), since the barrier counts "
                       "whole warps", [("barrier", u.site)], dedupe=("count", u.site))
         elif u.count > nthreads:
+            found = True
             an.report(Hazard.NAMEDBAR_COUNT, f"the thread count is {u.count}, but the CTA has "
                       f"only {nthreads} threads: the barrier never completes",
                       [("barrier", u.site)], dedupe=("count", u.site))
+    return found
 
 
 def _never_completes(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> bool:
+    """A count above all the threads of the warps that ever use barrier x."""
     warps = {u.warp for u in uses}
     for u in uses:
         if u.full or u.count is None or u.count % _WARP or u.count > _WARP * model.nwarps:
@@ -211,6 +216,7 @@ def _never_completes(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> b
 
 
 def _collision(an: Analysis, x: int, uses: list[_Use]) -> bool:
+    """Two counts on barrier x, used by different warps."""
     counts: dict[int, list[_Use]] = {}
     for u in uses:
         if u.count is not None:
@@ -230,6 +236,7 @@ def _collision(an: Analysis, x: int, uses: list[_Use]) -> bool:
 
 def _divergent(an: Analysis, model: _Model, x: int, uses: list[_Use],
                by_id: dict[int, list[_Use]]) -> bool:
+    """A CTA-wide sync on barrier x that warps busy at other barriers never reach."""
     full = [u for u in uses if u.full and u.sync]
     if not full:
         return False
@@ -308,18 +315,17 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
                 [("barrier", here[0].site)])
         return None
     warps = sorted({u.warp for u in here})
+    syncs = [u for u in here if u.sync]
+    arrives = [u for u in here if not u.sync]
+    where = "in an iteration of this loop" if header is not None else "outside loops"
     for choice in itertools.product((True, False), repeat=len(uniform)):
         fixed = dict(zip(uniform, choice, strict=True))
         sums = [_paths(an, model, w, start, body, header, at, fixed) for w in warps]
         if any(s is None for s in sums):
             continue   # a warp has no path with these choices
-        lo = sum(s[0] for s in sums if s)
-        hi_sync = max(s[3] for s in sums if s)
-        lo_sync = max(s[2] for s in sums if s)
-        syncs = [u for u in here if u.sync]
-        arrives = [u for u in here if not u.sync]
-        where = "in an iteration of this loop" if header is not None else \
-            "outside loops"
+        lo = sum(s[0] for s in sums if s)              # the fewest arrivals of all warps
+        lo_sync = max(s[2] for s in sums if s)         # the syncs one warp surely makes
+        hi_sync = max(s[3] for s in sums if s)         # the most syncs of one warp
         if syncs and lo < per_phase * lo_sync:
             an.report(Hazard.NAMEDBAR_UNPAIRED, f"on some path {where}, barrier {x} gets "
                       f"{lo * _WARP} threads' arrivals but a sync waits for "

@@ -234,3 +234,24 @@ def test_unknown_cta_size_is_a_note():
     (note,) = check_kernel(k, notes=True)
     assert note.id == "check-skipped" and note.loc.line == line
     assert "the CTA's size is unknown" in note.message
+
+
+def test_warp_index_broadcast_by_shfl():
+    # Triton and CUTLASS take the warp (or warpgroup) index from lane 0 with shfl.sync.idx:
+    # per thread it is still `tid >> 5`, so only warps 0-3 reach the barrier.
+    k = Kernel("k", reqntid=256)
+    warp = k.shfl_sync("idx", k.shr(k.tid.x, 5), 0)
+    with k.if_(warp < 4):
+        line = here() + 1
+        k.bar_sync(1, 256)
+    f = only(check_kernel(k), Hazard.NAMEDBAR_COUNT, line)
+    assert "only warps 0-3 (128 threads) ever arrive" in f.message
+
+
+def test_shfl_from_a_lane_that_differs_is_not_a_warp_index():
+    # Lane 31's `tid & 31` is 31 in every warp: the broadcast is that, not a warp index.
+    k = Kernel("k", reqntid=256)
+    v = k.shfl_sync("idx", k.and_(k.tid.x, 31), 31)
+    with k.if_(v == 31):
+        k.bar_sync(1, 256)
+    clean(k)

@@ -8,12 +8,12 @@ of the CTA takes part.
 
 The model. Which warps reach each barrier instruction, and with which id and count, comes
 from `ptxdsl.warpgroups` (per-thread constant propagation: `tid.x >> 7`, `wg + 1`, a warp
-index are exact; a value loaded from memory is unknown), so it needs the CTA's size
-(`.reqntid`/`.maxntid`). Along the paths of one loop iteration (the innermost loop holding
-the barrier; outside loops, the whole kernel), a warp's arrivals on barrier X are counted
-per path: a branch the per-thread analysis decides goes its way for that warp, one on a
-value that is the same in every thread (`Values.data_level` 0: a loop counter, a
-parameter) goes the same way in every warp (each such choice is tried, up to
+index, its `shfl.sync.idx` broadcast are exact; a value loaded from memory is unknown), so
+it needs the CTA's size (`.reqntid`/`.maxntid`). Along the paths of one loop iteration (the
+innermost loop holding the barrier; outside loops, the whole kernel), a warp's arrivals on
+barrier X are counted per path: a branch the per-thread analysis decides goes its way for
+that warp, one on a value that is the same in every thread (`Values.data_level` 0: a loop
+counter, a parameter) goes the same way in every warp (each such choice is tried, up to
 `_UNIFORM_BRANCHES` of them), and any other may go either way.
 
 - `named-barrier-count`: a count that is not a multiple of 32, larger than the CTA, or

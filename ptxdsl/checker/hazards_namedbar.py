@@ -226,9 +226,10 @@ def _collision(an: Analysis, x: int, uses: list[_Use]) -> bool:
         if not (wa == wb and len(wa) == 1):   # one warp may use both, one after the other
             sa, sb = a[0], b[0]
             an.report(Hazard.NAMEDBAR_COLLISION, f"barrier {x} is used with {c1} threads by "
-                      f"{_warps(wa)} and with {c2} threads by {_warps(wb)}: arrivals of both "
-                      "uses count towards one phase, which then completes with the wrong "
-                      "threads (or never)", [("barrier", sa.site), ("other use", sb.site)],
+                      f"{_warps(wa)} and with {c2} threads by {_warps(wb)}: where the two "
+                      "uses overlap, the arrivals of both count towards one phase, which "
+                      "then completes with the wrong threads (or never)",
+                      [("barrier", sa.site), ("other use", sb.site)],
                       dedupe=("collision", x))
             return True
     return False

@@ -1,6 +1,6 @@
 """Kernels with named barriers for the checker's tests (tests/test_checker_namedbar.py): a
-FlashAttention-3-style ping-pong of two consumer warpgroups and its broken variants, each
-whose findings name the lines `LINES` marks (lines of this file)."""
+FlashAttention-3-style ping-pong of two consumer warpgroups and its broken variants; their
+findings name the statements `LINES` marks (lines of this file)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def pingpong(variant: str = "ok", *, count: int = 256, epilogue_ids: tuple = (3,
             for j in range(extra_branches):
                 with k.if_(k.ld_param(k.param(t.pred, f"flag{j}"))):
                     _gemm(k, acc)
-            if variant == "arrive_skipped":   # not after the last two GEMMs of the loop
+            if variant == "arrive_skipped":   # not after the loop's last GEMM
                 with k.if_(kb < k.sub(last, 1)):
                     k.bar_arrive(other, count)
             elif variant == "arrive_guarded":   # the same, as `@p bar.arrive`

@@ -1,8 +1,9 @@
 """Checker: named barriers (issue 32). A FlashAttention-3-style ping-pong of two consumer
 warpgroups checks clean; each broken variant (both warpgroups pre-arriving, a thread count
 of 128 where 256 arrive, a partner's arrive skipped on the last iterations, the final sync
-or the final arrive dropped, an epilogue reusing the ping-pong's ids) is reported with its
-hazard; counts no set of warps can meet and a `bar.sync 0` only one warpgroup reaches too.
+or the final arrive dropped, the pre-arrive dropped, an epilogue reusing the ping-pong's ids)
+is reported with its hazard; counts no set of warps can meet and a `bar.sync 0` only one
+warpgroup reaches too.
 The same findings come from the parsed PTX of each kernel."""
 
 from __future__ import annotations

@@ -71,8 +71,10 @@ class TmaStoreEpilogue(Sealed):
     N = 64 uses only the first half); `tmap`: the 64-bit generic address of the output's
     tensor map (e.g. `k.tensormap_addr(param)`, or a map the kernel encoded in global memory
     and acquired); `barrier`: a named barrier id (int 0..15 or .u32 register) only this
-    warpgroup's 128 threads use; `rank`: the tensor map's dimensions, 2 (the default) to 5,
-    which each `store` gives coordinates for (columns, rows, then the further ones)."""
+    warpgroup's 128 threads use (not one a ping-pong's `bar.sync id, 256` also uses: the
+    checker reports that as `named-barrier-collision`); `rank`: the tensor map's dimensions,
+    2 (the default) to 5, which each `store` gives coordinates for (columns, rows, then the
+    further ones)."""
 
     def __init__(self, k: Kernel, staging: Reg | Symbol | Addr, tmap: Reg,
                  barrier: Reg | IntLike, *, rank: IntLike = 2) -> None:

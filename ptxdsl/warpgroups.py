@@ -4,8 +4,10 @@ warpgroup executes which `setmaxnreg`, is a statement uniform across its warpgro
 
 For one thread, `%tid`, `%laneid` and (with `.reqntid`) `%ntid` are constants; everything
 computed from them and from immediates by integer arithmetic, `setp`, `selp` and integer
-`cvt` is too, and a branch whose predicate is known goes one way. Everything else (loads,
-parameters, `%warpid`, inline PTX results) is unknown and a branch on it may go both ways.
+`cvt` is too, and so is a whole-warp `shfl.sync.idx` from a constant lane of a value that
+lane computes from those alone (Triton's and CUTLASS's broadcast of the warp index), and a
+branch whose predicate is known goes one way. Everything else (loads, parameters,
+`%warpid`, inline PTX results) is unknown and a branch on it may go both ways.
 At a join, a register keeps its value only when every incoming path agrees, so a loop
 counter becomes unknown after the first trip: the result is a sound over-approximation of
 the statements the thread reaches, and `definite` is a sound under-approximation of those
@@ -14,7 +16,7 @@ it reaches on every path that ends the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,6 +26,7 @@ from .instructions.base import dests, sources
 from .instructions.compare import Selp, Setp
 from .instructions.control import Bra, Exit, Ret, Trap
 from .instructions.move import Cvt, Mov
+from .instructions.warp import Shfl, ShflMode
 from .operands import Imm, NegPred, Reg, SpecialReg
 
 UNKNOWN = object()
@@ -39,6 +42,9 @@ class Reach:
     reached: frozenset[int]
     definite: frozenset[int]
     complete: bool = True
+    # Of the statements asked to be recorded: their guard's truth and source operands'
+    # values in this thread (None: unknown), as at the fixed point (a loop counter's unknown).
+    seen: dict[int, tuple[Any, ...]] = attrs.field(factory=dict)
 
 
 class _Block:
@@ -53,7 +59,9 @@ class Flow:
     """The CFG of a kernel body (labels start blocks; bra/ret/exit/trap end them) and the
     registers that decide its branches (the backward slice of every branch guard)."""
 
-    def __init__(self, body: list, watch: Iterable[int] = ()):
+    def __init__(self, body: list, watch: Iterable[int] = (),
+                 record: Mapping[int, tuple] | None = None,
+                 definite: Iterable[int] | None = None):
         self.body = body
         self.insns = [getattr(s, "insn", None) for s in body]
         label_at = {s.label.name: i for i, s in enumerate(body) if not hasattr(s, "insn")}
@@ -86,7 +94,10 @@ class Flow:
                 succ.append(("fall", nxt, None))
             blk.exits = blk.exits or any(t is None for _, t, _ in succ)
             blk.succ = [(k, t, g) for k, t, g in succ if t is not None]
-        watch = set(watch)
+        self.record = dict(record or {})
+        watch = set(watch) | set(self.record)
+        # `definite` costs a graph search per block: only for the statements that ask for it
+        self.want_definite = watch if definite is None else set(definite)
         self.relevant = self._slice(watch)
         # Per block, only the statements that matter: watched ones, guarded ones (their
         # guard may make a watched one's block reachable or not) and writers of relevant
@@ -97,7 +108,7 @@ class Flow:
             keep = []
             for i in range(blk.start, blk.end):
                 insn = self.insns[i]
-                if insn is None or isinstance(insn, Bra):
+                if insn is None or (isinstance(insn, Bra) and i not in self.record):
                     continue
                 outs = [r for r in self._dests(insn) if r in self.relevant]
                 if i in watch or outs:
@@ -113,6 +124,7 @@ class Flow:
             if g is not None and (isinstance(self.insns[i], Bra | Ret | Exit | Trap)
                                   or i in watch):
                 want.add(g.reg if isinstance(g, NegPred) else g)
+            want.update(r for r in self.record.get(i, ()) if isinstance(r, Reg))
         writers: dict[Reg, list[Any]] = {}
         for insn in self.insns:
             if insn is not None:
@@ -127,11 +139,14 @@ class Flow:
                         want.add(s)
                         todo.append(s)
         self._dests = dests
+        self._writers = writers
         return want
 
     # -- one thread ------------------------------------------------------------------------------
-    def run(self, special: dict[str, int]) -> Reach:
-        """Constant propagation for the thread whose special registers are `special`."""
+    def run(self, special: dict[str, int], warp: Sequence[dict[str, int]] = ()) -> Reach:
+        """Constant propagation for the thread whose special registers are `special`;
+        `warp`: the special registers of each lane of its warp (for `shfl.sync.idx`)."""
+        self._warp = warp
         n = len(self.blocks)
         if not n or not self.body:
             return Reach(frozenset(), frozenset())
@@ -140,6 +155,7 @@ class Flow:
         edges: set[tuple[int, int]] = set()
         reached: set[int] = set()
         maybe: set[int] = set()        # statements whose guard is unknown
+        seen: dict[int, tuple[Any, ...]] = {}
         work = [0]
         steps = 0
         while work:
@@ -155,6 +171,10 @@ class Flow:
                 insn = self.insns[i]
                 g = self.body[i].guard
                 gv = True if g is None else _truth(env, g)
+                if i in self.record:
+                    seen[i] = (gv, *(_val(env, x, special) for x in self.record[i]))
+                    if isinstance(insn, Bra):
+                        continue   # a branch recorded for its guard: nothing to reach
                 if gv is False:
                     continue
                 reached.add(i)
@@ -174,18 +194,52 @@ class Flow:
                 if old is None or new != old:
                     env_in[t] = new
                     work.append(t)
-        definite = self._definite(edges, reached - maybe)
-        return Reach(frozenset(reached), frozenset(definite))
+        definite = self._definite(edges, (reached - maybe) & self.want_definite)
+        return Reach(frozenset(reached), frozenset(definite), seen=seen)
 
     def _step(self, env: dict, insn: Any, outs: list[Reg], special: dict[str, int],
               maybe: bool) -> None:
-        value = _eval(env, insn, special) if not maybe else None
+        value = None if maybe else self._shfl(insn) if isinstance(insn, Shfl) else \
+            _eval(env, insn, special)
         if value is None:          # unknown: absent from the state
             for r in outs:
                 env.pop(r, None)
             return
         for r, v in value:
             env[r] = v
+
+    def _shfl(self, insn: Shfl) -> list[tuple[Reg, Any]] | None:
+        """`shfl.sync.idx` of the whole warp from a constant lane (Triton's and CUTLASS's
+        broadcast of the warp or warpgroup index): the value the source lane computes, when
+        it is a function of that lane's special registers and immediates alone."""
+        if insn.mode is not ShflMode.idx or len(self._warp) != 32:
+            return None
+        lane, clamp, mask = (self._pure(x, self._warp[0], 4)
+                             for x in (insn.b, insn.c, insn.membermask))
+        if lane is None or not 0 <= lane < 32 or clamp != 31 or mask not in (-1, 0xFFFFFFFF):
+            return None
+        v = self._pure(insn.a, self._warp[lane], 16)
+        if v is None:
+            return None
+        return [(insn.d, v)] + ([(insn.p, True)] if insn.p is not None else [])
+
+    def _pure(self, x: Any, special: dict[str, int], depth: int) -> int | None:
+        """x's value in the thread whose special registers are `special`, computed from its
+        only definitions back to special registers and immediates (None otherwise)."""
+        if not isinstance(x, Reg):
+            return _val({}, x, special)
+        defs = self._writers.get(x, ())
+        if depth <= 0 or len(defs) != 1 or isinstance(defs[0], Shfl):
+            return None
+        insn = defs[0]
+        env: dict[Reg, Any] = {}
+        for r in sources(insn):
+            v = self._pure(r, special, depth - 1)
+            if v is None:
+                return None
+            env[r] = v
+        out = _eval(env, insn, special)
+        return next((v for r, v in out if r is x), None) if out else None
 
     def _definite(self, edges: set[tuple[int, int]], candidates: set[int]) -> set[int]:
         """Statements on every path from the entry to an exit over the executable edges."""
@@ -364,10 +418,16 @@ def cta_threads(kernel: Any) -> int | None:
     return n
 
 
-def per_thread(kernel: Any, watch: Iterable[int]) -> list[Reach] | None:
-    """`Reach` of every thread of the CTA (None when the CTA size is unknown)."""
+def per_thread(kernel: Any, watch: Iterable[int],
+               record: Mapping[int, tuple] | None = None,
+               definite: Iterable[int] | None = None) -> list[Reach] | None:
+    """`Reach` of every thread of the CTA (None when the CTA size is unknown); `record`:
+    statement -> operands whose values (and the statement's guard) each thread's
+    `Reach.seen` keeps; `definite`: the statements `Reach.definite` is decided for (None:
+    every watched one)."""
     n = cta_threads(kernel)
     if n is None:
         return None
-    flow = Flow(kernel.body, watch)
-    return [flow.run(thread_specials(kernel, i)) for i in range(n)]
+    flow = Flow(kernel.body, watch, record, definite)
+    specials = [thread_specials(kernel, i) for i in range(n)]
+    return [flow.run(specials[i], specials[i - i % 32:i - i % 32 + 32]) for i in range(n)]

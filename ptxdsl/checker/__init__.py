@@ -28,12 +28,14 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
-`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `sync`) to a fixed point over `state`,
+`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `hazards_namedbar`, `sync`) to a fixed
+point over `state`,
 and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of
 information leave a note-level finding (`check_kernel(..., notes=True)`).
 
-Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg or distributed
-shared memory instruction is dismissed in one scan (a few % of emitting it); otherwise the
+Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg, distributed
+shared memory or named-barrier (`bar.arrive`, a thread count) instruction is dismissed in
+one scan (a few % of emitting it); otherwise the
 analysis is linear in the body plus the TMA ops.
 """
 
@@ -53,6 +55,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_bulk,
     hazards_cluster,
     hazards_mbar,
+    hazards_namedbar,
     hazards_overlap,
     hazards_phase,
     hazards_refill,

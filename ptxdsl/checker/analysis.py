@@ -15,6 +15,7 @@ from typing import Any
 from ..operands import Symbol
 from ..statements import Param
 from ..types import StateSpace
+from ..warpgroups import Reach, per_thread
 from .cfg import CFG, natural_loops, solve
 from .context import Context, MapInfo
 from .divergence import Divergence
@@ -24,6 +25,10 @@ from .ops import Op, Role
 from .ranges import Spans
 from .state import State, join
 from .values import Kind, Val, Values
+
+# The statements whose per-thread reach some rule asks for (`Analysis.threads`).
+_PER_THREAD = frozenset({Role.SETMAXNREG, Role.WGMMA, Role.WGMMA_FENCE, Role.WGMMA_COMMIT,
+                         Role.WGMMA_WAIT, Role.CTA_BARRIER, Role.NAMED_BARRIER})
 
 # Where a finding's site is: a statement index, a declaration (text, SourceLoc), or None (the
 # end of the kernel).
@@ -145,6 +150,25 @@ class Analysis:
                 if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
                            for o in self.by_block[self.cfg.block_of(i)]):
                     self.add_op(Op(Role.RING_STEP, i, value=reg))
+
+    def threads(self) -> list[Reach] | None:
+        """`warpgroups.per_thread` of this kernel, run once for every rule that asks: what
+        each thread reaches of the warpgroup-aligned and barrier statements, with each
+        barrier's id and count and each branch's guard as the thread sees them
+        (`Reach.seen`; `Reach.definite` only for the warpgroup-aligned ones); None when the
+        CTA's size is unknown."""
+        if "threads" not in self.cache:
+            watch = sorted({op.index for op in self.ops if op.role in _PER_THREAD})
+            record: dict[int, tuple] = {b.branch: () for b in self.cfg.blocks
+                                        if b.branch is not None}
+            for i in watch:
+                insn: Any = getattr(self.body[i], "insn", None)
+                if type(insn).__name__ in ("Barrier", "BarrierRed"):
+                    record[i] = (insn.id, insn.count)
+            aligned = [op.index for op in self.ops if op.role in _PER_THREAD
+                       and op.role not in (Role.CTA_BARRIER, Role.NAMED_BARRIER)]
+            self.cache["threads"] = per_thread(self.kernel, watch, record, aligned)
+        return self.cache["threads"]
 
     @property
     def spans(self) -> Spans:

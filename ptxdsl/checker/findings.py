@@ -68,6 +68,12 @@ class Hazard(enum.Enum):
     TMA_DST_OVERLAP = "tma-dst-overlap"
     DSMEM_READ_UNSYNCED = "dsmem-read-unsynced"
     DSMEM_RELEASED_EARLY = "dsmem-released-early"
+    NAMEDBAR_COUNT = "named-barrier-count"
+    NAMEDBAR_UNPAIRED = "named-barrier-unpaired"
+    NAMEDBAR_SURPLUS = "named-barrier-surplus"
+    NAMEDBAR_DEADLOCK = "named-barrier-deadlock"
+    NAMEDBAR_COLLISION = "named-barrier-collision"
+    CTA_BARRIER_DIVERGENT = "cta-barrier-divergent"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -280,6 +286,38 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "give each copy completing on a barrier phase its own destination (split producers: "
         "one slot per producer, e.g. tile + 512 for the second operand); issue a copy from "
         "one thread, not from every warp that reaches it [docs/hazards.md: tma-dst-overlap]"),
+    Hazard.NAMEDBAR_COUNT: (
+        E, "named barrier thread count that no set of arriving warps can meet",
+        "give bar.sync/bar.arrive the number of threads that arrive in one phase: a multiple "
+        "of 32, at most the CTA's size, and no more than the warps that use that barrier id "
+        "(256 for two warpgroups) [docs/hazards.md: named-barrier-count]"),
+    Hazard.NAMEDBAR_UNPAIRED: (
+        E, "bar.sync on a named barrier whose partner arrivals are missing on some path",
+        "on every path, the warps that arrive on the barrier (bar.arrive) must supply the "
+        "threads each sync waits for: run the partner's bar.arrive on every iteration (and "
+        "after the last one, when the other side syncs once more) "
+        "[docs/hazards.md: named-barrier-unpaired]"),
+    Hazard.NAMEDBAR_SURPLUS: (
+        E, "named barrier receives more arrivals than its syncs consume",
+        "arrive on a barrier only as often as its partner syncs on it: one bar.arrive per "
+        "bar.sync of the other side, a count covering both sides (256 for two warpgroups), "
+        "and at most one side pre-arriving before the loop "
+        "[docs/hazards.md: named-barrier-surplus]"),
+    Hazard.NAMEDBAR_DEADLOCK: (
+        E, "bar.sync on named barriers that wait for each other",
+        "let one side arrive first: in a ping-pong the second warpgroup pre-arrives on the "
+        "first's barrier before the loop (bar.arrive 1, 256), so the first's sync completes "
+        "and its arrive then releases the second [docs/hazards.md: named-barrier-deadlock]"),
+    Hazard.NAMEDBAR_COLLISION: (
+        E, "one named barrier id used with different thread counts by different warps",
+        "give each use its own id (ids 1..15; TmaStoreEpilogue takes the id you pass it, one "
+        "per warpgroup): two counts on one id add their arrivals in one phase "
+        "[docs/hazards.md: named-barrier-collision]"),
+    Hazard.CTA_BARRIER_DIVERGENT: (
+        E, "CTA-wide bar.sync reached by only some warps while the others wait elsewhere",
+        "run bar.sync X with no count only where every warp of the CTA gets to it, or give it "
+        "the thread count of the warps that do (bar.sync 1, 128 for one warpgroup) with an "
+        "id of their own [docs/hazards.md: cta-barrier-divergent]"),
     Hazard.DSMEM_READ_UNSYNCED: (
         E, "shared memory of another CTA of the cluster read without a cluster barrier after "
         "its writes",

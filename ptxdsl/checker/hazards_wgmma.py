@@ -53,7 +53,6 @@ import attrs
 
 from ..operands import Addr, NegPred, Reg, Symbol, Vec, registers_in
 from ..types import StateSpace
-from ..warpgroups import per_thread
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
 from .guards import enables_no_copy, released_elsewhere, tile_spans
@@ -610,7 +609,7 @@ def _warpgroup_uniform(an: Analysis) -> None:
     sites = [op for op in an.ops if op.role in _ALIGNED]
     if not sites:
         return
-    reach = per_thread(an.kernel, [op.index for op in sites])
+    reach = an.threads()
     bad: dict[Hazard, list[tuple[int, str, str]]] = {}
     for op in sites:
         why = _not_uniform(an, op.index, reach)

@@ -31,6 +31,7 @@ class Role(enum.Enum):
     COMMIT = "commit_group"
     WAIT_GROUP = "wait_group"
     CTA_BARRIER = "cta barrier"             # bar.sync / barrier.sync / bar.red
+    NAMED_BARRIER = "named barrier"         # bar.arrive, or a CTA barrier with a thread count
     CLUSTER_BARRIER = "cluster barrier"     # barrier.cluster.wait (builder or inline PTX)
     CLUSTER_ARRIVE = "cluster arrive"       # barrier.cluster.arrive (field: its sem)
     WARP_SYNC = "warp sync"
@@ -92,7 +93,8 @@ TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BUL
                       Role.TMAP_ACQUIRE, Role.MBAR_INIT, Role.MBAR_ARRIVE, Role.MBAR_EXPECT_TX,
                       Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT, Role.WGMMA, Role.WGMMA_FENCE,
                       Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG,
-                      Role.DSMEM_READ, Role.DSMEM_WRITE, Role.MBAR_REMOTE})
+                      Role.DSMEM_READ, Role.DSMEM_WRITE, Role.MBAR_REMOTE,
+                      Role.NAMED_BARRIER})
 
 Extractor = Callable[[Any, int], list[Op]]
 
@@ -134,10 +136,13 @@ def _bulk(insn: Any, i: int) -> list[Op]:
 
 
 def _barrier(insn: Any, i: int) -> list[Op]:
-    # bar.arrive does not wait: only the sync forms (and bar.red) order the arriving thread.
+    # A thread count or an arrive makes it a named barrier some warps share (hazards_namedbar
+    # checks who arrives); bar.arrive does not wait: only the sync forms (and bar.red) order
+    # the arriving thread.
+    named = [Op(Role.NAMED_BARRIER, i)] if insn.count is not None else []
     if type(insn).__name__ == "Barrier" and _ev(insn.op) != "sync":
-        return []
-    return [Op(Role.CTA_BARRIER, i)]
+        return named
+    return [Op(Role.CTA_BARRIER, i), *named]
 
 
 def _smem_write(insn: Any, i: int) -> list[Op]:

@@ -20,7 +20,7 @@ registered as fwd's autograd formula. They are `torch.library.custom_op`s rather
 `scale`, `max_seqlen` and an optional `cu_seqlens`), and it launches one loaded Function per
 call, where the forward picks one of twelve kernels by dtype, head dim and layout and launches
 two for a packed batch (the tensor maps first), the backward three. custom_op's Python layers
-cost about 20 µs a call (docs/torch.md), small beside an attention launch.
+cost about 30 µs a call (docs/torch.md), small beside an attention launch.
 
 The kernels of one (dtype, head dim) are built on first use, once per process, and loaded once
 per device; every launch goes on the current PyTorch stream of the inputs' device, and the

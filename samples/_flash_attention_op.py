@@ -36,7 +36,7 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 
@@ -340,6 +340,20 @@ def _register() -> None:
 
 
 _register()
+
+
+@overload
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = ...,
+                    scale: float | None = ..., cu_seqlens: torch.Tensor | None = ...,
+                    max_seqlen: int | None = ..., return_lse: Literal[False] = ...
+                    ) -> torch.Tensor: ...
+
+
+@overload
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = ...,
+                    scale: float | None = ..., cu_seqlens: torch.Tensor | None = ...,
+                    max_seqlen: int | None = ..., return_lse: Literal[True]
+                    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,

@@ -129,6 +129,26 @@ def test_what_is_refused_with_gradients_runs_without_them():
     assert out.shape == (300, 4, 64)
 
 
+def test_kernels_are_built_once_and_loaded_once_per_device(monkeypatch):
+    built, loads = [], []
+
+    class Built:
+        def load(self, *, device):
+            loads.append(device)
+            return f"loaded on {device}"
+
+    monkeypatch.setattr(OP, "_BUILT", {})
+    monkeypatch.setattr(OP, "_LOADED", {})
+    monkeypatch.setattr(OP.fa, "build_module", lambda *a: built.append(("fwd", a)) or Built())
+    monkeypatch.setattr(OP.fab, "build_module", lambda **kw: built.append(("bwd", kw)) or Built())
+    for device in (0, 1, 0, 1):
+        assert OP._kernels("fwd", "f16", 256, device) == f"loaded on {device}"
+    OP._kernels("bwd", "bf16", 64, 0)
+    assert built == [("fwd", (("f16",), (256,))),
+                     ("bwd", {"configs": (OP.fab.CONFIGS["bf16", 64],)})]
+    assert loads == [0, 1, 0]
+
+
 # -- CPU: shapes (the fake implementation), opcheck, torch.compile ---------------------------------
 def test_fake_shapes_dense_packed_and_backward():
     from torch._subclasses.fake_tensor import FakeTensorMode

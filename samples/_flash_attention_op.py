@@ -250,8 +250,8 @@ def _forward_real(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
-    """Runs in the forward when a gradient will be wanted: refuses what the backward kernels
-    do not take there, before any work, rather than at `.backward()`."""
+    """Runs after the forward when a gradient will be wanted: refuses what the backward
+    kernels do not take there, at the user's forward call rather than at `.backward()`."""
     q, k, v, cu_seqlens, _, causal, scale = inputs
     o, lse = output
     if cu_seqlens is not None:

@@ -492,13 +492,14 @@ def test_packed_batch_replays_from_a_cuda_graph():
         def run():
             return flash_attention(*static, causal=True, cu_seqlens=cu, max_seqlen=max(LENGTHS))
 
-        side = torch.cuda.Stream()             # warm up (loads the module) off the capture
+        # warm up (load the module, fill the launch cache) on the stream that then captures
+        side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             run()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=side):
             out = run()
         q2, k2, v2, _ = _packed(LENGTHS, 4, 2, 64, BF16, seed=5)
         for s, x in zip(static, (q2, k2, v2), strict=True):

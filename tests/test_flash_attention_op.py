@@ -3,7 +3,9 @@
 CPU (no GPU): every refusal (one per class of mistake, naming the argument and the user's
 line), the fake implementation's shapes under FakeTensorMode and on meta tensors,
 `torch.library.opcheck` and a `torch.compile(fullgraph=True)` trace of forward and backward on
-meta tensors (where the fake implementations stand in for the kernels). GPU (`gpu`-marked):
+meta tensors (where the fake implementations stand in for the kernels), the kernels built once
+and loaded once per device, and the real implementation's launches (kernel, arguments, tensor
+maps checked by TMA's rules) on CPU tensors with stand-in modules. GPU (`gpu`-marked):
 the forward and backward against torch's fp32 SDPA (math backend) for bf16 and fp16, head dims
 64/128/256 (backward 64/128), causal and not, GQA and MQA, odd and unequal lengths; packed
 batches with empty and one-token sequences against SDPA per sequence; opcheck on the real

@@ -450,16 +450,24 @@ def contiguous(s: int, h: int, d: int) -> Strides:
     return s * h * d, h * d, d
 
 
+def _f32_buffer(shape: tuple[int, ...]) -> object:
+    from ptxdsl import runtime as rt
+    return rt.DeviceBuffer.empty(shape, np.float32)
+
+
 class Workspace:
     """The f32 buffers between the three kernels: LSE in log2 units and D, [B, Hq, Sq_pad],
-    and the dQ accumulator [B, Hq, Sq_pad, D]. Reusable across calls of the same shape."""
+    and the dQ accumulator [B, Hq, Sq_pad, D]. Reusable across calls of the same shape.
+    `empty(shape)` makes each buffer (anything a launch takes as a pointer): by default a
+    `DeviceBuffer`; the PyTorch op (`_flash_attention_op.py`) passes `torch.empty`, whose
+    memory is freed in stream order after the kernels instead of by a synchronising free."""
 
-    def __init__(self, B: int, Hq: int, Sq: int, D: int):
-        from ptxdsl import runtime as rt
+    def __init__(self, B: int, Hq: int, Sq: int, D: int,
+                 empty: Callable[[tuple[int, ...]], object] = _f32_buffer):
         self.shape = (B, Hq, padded(Sq), D)
-        self.lse2 = rt.DeviceBuffer.empty(self.shape[:3], np.float32)
-        self.dpsum = rt.DeviceBuffer.empty(self.shape[:3], np.float32)
-        self.dq_acc = rt.DeviceBuffer.empty(self.shape, np.float32)
+        self.lse2 = empty(self.shape[:3])
+        self.dpsum = empty(self.shape[:3])
+        self.dq_acc = empty(self.shape)
 
 
 def check_problem(dtype: str, B: int, Sq: int, Sk: int, Hq: int, Hkv: int, D: int,

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,8 +52,10 @@ from ptxdsl import Addr, Kernel, Module, Reg, debug, ptx, t
 from ptxdsl.epilogue import BOX_COLS, STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.fragments import Fragment
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-from ptxdsl.pipeline import MbarrierRing
+from ptxdsl.pipeline import ConsumerView, MbarrierRing, ProducerView
 from ptxdsl.sample_runner import Report, sample_main, sync
+
+SeqMaps = Callable[[Reg], list[Reg]]     # a sequence's tensor maps (varlen: acquired)
 
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime import LoadedModule, TensorMap
@@ -199,7 +201,7 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     waves = k.div(k.add(ntiles, k.sub(k.nctaid.x, 1)), k.nctaid.x)
     mirror = k.sub(k.sub(k.nctaid.x, 1), k.ctaid.x)
 
-    def tiles(body) -> None:
+    def tiles(body: Callable[[Tile], None]) -> None:
         """CTA i takes tile i of even waves and tile nctaid - 1 - i of odd ones (a snake):
         with the tiles in decreasing length inside a head group (`Tile`), its causal tiles
         pair a long one with a short one, instead of the first CTAs taking the longest of
@@ -252,8 +254,8 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     return k
 
 
-def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_maps,
-              group: Reg, tiles) -> None:
+def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_maps: SeqMaps,
+              group: Reg, tiles: Callable[[Callable[[Tile], None]], None]) -> None:
     """One thread: per tile the Q tile, then K and V of each key block, through the rings."""
     qp, kp, vp = (r.producer() for r in rings)
     kvh = k.reg(t.u32)
@@ -268,7 +270,8 @@ def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_
             load(kp, kmap, cfg.k_off, cfg.kv_bytes, cfg.layout_k, (key0, kvh, batch))
             load(vp, vmap, cfg.v_off, cfg.kv_bytes, cfg.layout_v, (key0, kvh, batch))
 
-    def load(pv, tmap: Reg, base: int, nbytes: int, layout: SmemLayout, at: tuple) -> None:
+    def load(pv: ProducerView, tmap: Reg, base: int, nbytes: int, layout: SmemLayout,
+             at: tuple[Reg, ...]) -> None:
         pv.wait_empty()
         pv.arrive_expect_tx(nbytes)
         slot = pv.slot(Addr(smem, base), nbytes)
@@ -304,7 +307,7 @@ class Consumer:
     def row0(self, tile: Tile) -> Reg:
         return self.k.mad(self.c, 64, tile.m0)
 
-    def _release(self, view) -> None:
+    def _release(self, view: ConsumerView) -> None:
         with self.k.if_(self.leader):
             view.release(scope="cta")
         view.advance()
@@ -337,7 +340,7 @@ class Consumer:
                                     1, atype=cfg.wtype)
             ptx.wgmma_commit_group(k)
 
-        def softmax(j) -> None:
+        def softmax(j: Reg) -> None:
             key0 = k.mul(j, cfg.bn)
             edge = k.add(key0, cfg.bn)
             # keys past Sk, or above the diagonal when causal: only in the blocks with any
@@ -434,7 +437,7 @@ class Output:
     log-sum-exp (one predicated store per row)."""
 
     def __init__(self, k: Kernel, cfg: Config, smem: Any, c: Reg, lse_p: Any,
-                 lse_strides: list, seq_maps: Any, map_o: Any) -> None:
+                 lse_strides: list[Any], seq_maps: SeqMaps | None, map_o: Any) -> None:
         self.k, self.cfg, self.seq_maps = k, cfg, seq_maps
         self.lse_base = k.cvta(k.ld_param(lse_p), "global", to=True)
         self.lsb, self.lsh = (k.ld_param(p) for p in lse_strides)
@@ -548,7 +551,7 @@ def _tensor_map(cfg: Config, ptr: int, shape: tuple[int, int, int, int],
     return tmap
 
 
-_MAP_CACHE: dict[tuple, TensorMap] = {}
+_MAP_CACHE: dict[tuple[Any, ...], TensorMap] = {}
 _SMS: list[int] = []
 
 

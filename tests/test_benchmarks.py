@@ -178,3 +178,163 @@ def test_interleaved_gpu_ms_settles_untimed_then_takes_turns(monkeypatch):
     FakeTime.now = 0.0
     common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2)
     assert log == ["a", "b"] + timed
+
+
+# -- section 8, attention: what runs without a GPU -------------------------------------------------
+def test_attention_shapes_and_targets_are_the_issues():
+    from benchmarks import attention as A
+    from benchmarks.compile_latency import load_sample
+    for s in A.DENSE_S:
+        for d in A.DENSE_D:
+            b, h = A.dense_shape(s, d)
+            assert b * s == 16384 and h * d == 2048, (s, d)
+    assert sorted(A.DENSE_S) == [512, 1024, 2048, 4096, 8192, 16384]
+    assert sorted(A.DENSE_D) == [64, 128, 256] and sorted(A.BWD_D) == [64, 128]
+    assert set(A.BWD_S) == {2048, 4096, 8192} and A.BWD_GOAL_D == 128
+    assert set(A.DENSE_D) <= set(load_sample("flash_attention").BLOCKS)
+    assert set(A.BWD_D) <= set(load_sample("flash_attention_bwd").HEAD_DIMS)
+    assert A.fwd_goal(512) == 1.00 and {A.fwd_goal(s) for s in A.DENSE_S[1:]} == {1.05}
+    assert (A.VARLEN_GOAL, A.BWD_GOAL) == (1.20, 1.00)
+    lengths = A.varlen_lengths()
+    assert lengths == A.varlen_lengths() and len(lengths) == 32      # seeded
+    assert 64 <= min(lengths) and max(lengths) <= 8192 and len(set(lengths)) > 16
+    assert A.attention_flops(2, 16, 1024, 128, False) == 4 * 2 * 16 * 1024 ** 2 * 128
+    assert A.attention_flops(2, 16, 1024, 128, True, backward=True) == \
+        2.5 * A.attention_flops(2, 16, 1024, 128, False) / 2
+    for flops in (1e9, A.attention_flops(1, 16, 16384, 128, False)):   # tiny .. the longest
+        reps, burst = A.timing(flops)
+        assert 2 <= burst <= 40 and reps in (9, 15)
+    doc = " ".join(A.__doc__.split())          # what BENCHMARKS.md says is what runs
+    assert f"SETTLE_S = {A.SETTLE_S:g} s" in doc and f"BUDGET_S = {A.BUDGET_S:g} s" in doc
+    assert f"bursts of {A.MAPS_BURST} back-to-back" in doc and "15 samples, 9 for" in doc
+
+
+def test_attention_rows_targets_and_markdown_from_fake_times():
+    from benchmarks import attention as A
+    from benchmarks.report import render_section
+    section = Section("attention", "8. Attention")
+    flops = A.attention_flops(4, 16, 4096, 128, False)
+    times = {"ptxdsl": [1.0, 1.0, 1.1], "torch SDPA cuDNN": [1.2, 1.1, 1.2],
+             "torch SDPA flash": [1.3, 1.3, 1.3]}
+    A.compare(section, "fwd D=128 S=4096", times, flops, 1.05, ours_note="verified: x")
+    (target,) = section.targets
+    assert target == {"name": "fwd D=128 S=4096: best torch / ptxdsl", "value": 1.2,
+                      "goal": ">= 1.05", "met": True, "note": "best: torch SDPA cuDNN"}
+    ours = section.find("fwd D=128 S=4096: ptxdsl")
+    assert ours["unit"] == "TFLOP/s" and ours["median"] == pytest.approx(flops / 1e9)
+    assert ours["note"].startswith("56% of dense bf16 peak; 1.000 ms; verified: x")
+    # the backward's target is cuDNN's, whichever torch backend is fastest
+    A.compare(section, "bwd D=128 S=2048", {"ptxdsl": [2.0], "torch SDPA cuDNN backward":
+              [1.9], "torch SDPA flash backward": [1.5]}, flops, 1.00,
+              versus="torch SDPA cuDNN backward")
+    assert section.targets[-1]["name"] == "bwd D=128 S=2048: torch SDPA cuDNN backward / ptxdsl"
+    assert section.targets[-1]["value"] == 0.95 and section.targets[-1]["met"] is False
+    assert section.find("bwd D=128 S=2048: torch SDPA flash backward / ptxdsl")["median"] == 0.75
+    md = "\n".join(render_section(section.as_dict()))
+    assert "| fwd D=128 S=4096: torch SDPA cuDNN / ptxdsl | 1.200 | 1.200 | 1.200 | ratio | 1 | " \
+           "of the median times; the fastest torch baseline |" in md
+    assert "| bwd D=128 S=2048: torch SDPA cuDNN backward / ptxdsl | 0.95 | >= 1.00 | " \
+           "**missed** |" in md
+
+
+def test_attention_verify_keeps_what_agrees_and_says_why_not():
+    torch = pytest.importorskip("torch")
+    from benchmarks import attention as A
+    ours = torch.zeros(4, 8)
+
+    def candidate(value):
+        return lambda: (lambda: torch.full((4, 8), value), lambda out: out)
+
+    def refused():
+        raise RuntimeError("No available kernel. Aborting execution.")
+    section = Section("attention", "8. Attention")
+    kept, note = A.verify(torch, section, "row", ours, {
+        "cuDNN": lambda: refused(), "flash": candidate(0.01), "efficient": candidate(0.5)},
+        A.max_abs_diff, "max |O difference|")
+    assert list(kept) == ["flash"] and note == "verified: max |O difference| flash 1.0e-02, " \
+                                               "efficient 5.0e-01"
+    assert [r["note"] for r in section.rows] == [
+        "not measured: did not run: RuntimeError: No available kernel. Aborting execution.",
+        "not measured: not timed: its output differs from ptxdsl's (max |O difference| 0.5), "
+        "and ptxdsl agrees with flash's"]
+    with pytest.raises(AssertionError, match=r"row: ptxdsl's output differs from flash's: "
+                                             r"max \|O difference\| nan \(tolerance 0.02\)"):
+        A.verify(torch, section, "row", ours, {"flash": candidate(float("nan"))},
+                 A.max_abs_diff, "max |O difference|")
+    with pytest.raises(AssertionError, match="no torch baseline ran"):
+        A.verify(torch, section, "row", ours, {"cuDNN": lambda: refused()},
+                 A.max_abs_diff, "max |O difference|")
+
+
+def test_attention_torch_paths_match_a_reference_on_the_cpu():
+    """The padded (masked or causal), per-sequence and nested-tensor paths and the backward
+    candidate compute what they claim (torch's math backend, float32, small sizes)."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend
+
+    from benchmarks import attention as A
+    gen = torch.Generator().manual_seed(0)
+    lengths, h, d = [5, 9, 1, 12], 2, 16
+    q, k, v = (torch.randn(sum(lengths), h, d, generator=gen) for _ in range(3))
+
+    def reference(causal):
+        outs, start = [], 0
+        for n in lengths:
+            qs, ks, vs = (x[start:start + n].transpose(0, 1).double() for x in (q, k, v))
+            s = qs @ ks.transpose(1, 2) / d ** 0.5
+            if causal:
+                s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+            outs.append((s.softmax(-1) @ vs).transpose(0, 1))
+            start += n
+        return torch.cat(outs)
+    math_only = {"math": SDPBackend.MATH}
+    for causal in (False, True):
+        paths = A.varlen_candidates(torch, math_only, q, k, v, lengths, causal)
+        ran = {}
+        for name, make in paths.items():
+            call, out, why = A.first_run(torch, make)
+            if call is not None:
+                ran[name] = A.max_abs_diff(out, reference(causal))
+        assert set(ran) >= {"padded SDPA, math", "per-sequence SDPA loop, math"}, ran
+        assert max(ran.values()) < 1e-5, ran
+    # the dense candidate and the backward candidate on [B, S, H, D] tensors
+    qd, kd, vd, dout = (torch.randn(2, 7, h, d, generator=gen) for _ in range(4))
+    call, out, why = A.first_run(torch, A.dense_candidates(torch, math_only, qd, kd, vd,
+                                                           True)["torch SDPA math"])
+    leaves = [x.detach().double().requires_grad_() for x in (qd, kd, vd)]
+    want = torch.nn.functional.scaled_dot_product_attention(
+        *(x.transpose(1, 2) for x in leaves), is_causal=True).transpose(1, 2)
+    assert why is None and out.shape == qd.shape and A.max_abs_diff(out, want.detach()) < 1e-5
+    call, grads, why = A.first_run(torch, A.backward_candidate(
+        torch, SDPBackend.MATH, qd, kd, vd, dout, True))
+    expected = torch.autograd.grad(want, leaves, dout.double())
+    assert why is None and A.grad_error(grads, expected) < 1e-5
+    again = [g.transpose(1, 2) for g in call()]   # the timed call repeats the backward
+    assert A.grad_error(again, grads) == 0
+
+
+def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
+    """forward_varlen through the Recorder: its two launches, made by none, in order."""
+    from benchmarks import attention as A
+    from benchmarks.compile_latency import load_sample
+    fa = load_sample("flash_attention")
+    monkeypatch.setattr(fa, "_tensor_map", lambda *args: "map")   # no driver here
+    monkeypatch.setattr(fa, "_grid", lambda tiles: min(tiles, 132))
+    launches = A.Recorder()
+    h, d, nseq, total = 16, 128, 3, 1000
+    fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(nseq, 500, total, h, h, d),
+                      strides=dict.fromkeys("qkvo", (h * d, d)), causal=True)
+    (maps, grid, block, args, kwargs), attention = launches.calls
+    assert (maps, grid, block, kwargs) == ("fa_varlen_maps", nseq, 32, {"stream": None})
+    assert args[:6] == ("map", "map", "map", "map", 6, 7)          # templates, cu, workspace
+    assert attention[0] == "fa_fwd_bf16_d128_varlen" and attention[1] == 132
+
+
+def test_attention_section_skips_without_a_cuda_device():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    from benchmarks import attention
+    section = Section("attention", "8. Attention")
+    attention.run(section)
+    assert section.error == f"skipped: torch {torch.__version__} sees no CUDA device"

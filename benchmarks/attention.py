@@ -99,11 +99,11 @@ def attention_flops(b: int, h: int, s: int, d: int, causal: bool, backward: bool
     return 4.0 * b * h * s * s * d * (2.5 if backward else 1.0) / (2 if causal else 1)
 
 
-def varlen_lengths(nseq: int = VARLEN["nseq"], lo: int = VARLEN["lo"], hi: int = VARLEN["hi"],
-                   seed: int = VARLEN["seed"]) -> list[int]:
-    """The varlen batch's sequence lengths, uniform in lo..hi (both included)."""
-    rng = np.random.default_rng(seed)
-    return [int(n) for n in rng.integers(lo, hi, size=nseq, endpoint=True)]
+def varlen_lengths() -> list[int]:
+    """The varlen batch's sequence lengths (VARLEN's), uniform in lo..hi (both included)."""
+    rng = np.random.default_rng(VARLEN["seed"])
+    return [int(n) for n in rng.integers(VARLEN["lo"], VARLEN["hi"], size=VARLEN["nseq"],
+                                         endpoint=True)]
 
 
 def timing(flops: float) -> tuple[int, int]:
@@ -257,7 +257,7 @@ class _Collect(logging.Handler):
 
 def _sync(torch) -> None:
     if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        _sync(torch)
 
 
 def max_abs_diff(ours, theirs) -> float:
@@ -345,33 +345,41 @@ def run(section: Section, dense_s=DENSE_S, dense_d=DENSE_D, bwd_s=BWD_S, bwd_d=B
     if not torch.cuda.is_available():
         section.error = f"skipped: torch {torch.__version__} sees no CUDA device"
         return
-    Bench(section, torch, tuple(dense_d), tuple(bwd_d)).run(dense_s, bwd_s, varlen)
+    fa, fb = load_sample("flash_attention"), load_sample("flash_attention_bwd")
+    t0 = time.perf_counter()
+    # only the kernels measured: each costs seconds of JIT at load (the cache is off)
+    configs = [fa.Config("bf16", d) for d in dense_d]
+    configs.append(fa.Config("bf16", VARLEN["d"], varlen=True))
+    built_f = Module([*map(fa.build_forward, configs), fa.build_varlen_maps()],
+                     name="flash_attention", target="sm_90a")
+    built_b = fb.build_module(configs=[fb.CONFIGS["bf16", d] for d in bwd_d])
+    bench = Bench(section, torch, (fa, fb), (built_f.load(), built_b.load()), tuple(dense_d),
+                  tuple(bwd_d), t0=t0)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    section.note(f"torch {torch.__version__}, cuDNN {cudnn}, CUDA {torch.version.cuda}")
+    for built in (built_f, built_b):
+        section.note(checker_note(built, reps=3))
+    bench.kernel_notes(configs)
+    bench.run(dense_s, bwd_s, varlen)
 
 
 class Bench:
-    """The loaded kernels, torch, and the rows, each guarded: a row that fails records its
-    error in a row of its own and the others still run."""
+    """The rows, each guarded: a row that fails records its error in a row of its own and
+    the others still run. `samples`: the two sample modules; `modules`: their loaded
+    kernels (forward, backward); `device`: where torch's tensors go."""
 
-    def __init__(self, section: Section, torch, dense_d: tuple[int, ...],
-                 bwd_d: tuple[int, ...]) -> None:
-        self.section, self.torch, self.t0 = section, torch, time.perf_counter()
+    def __init__(self, section: Section, torch, samples: tuple, modules: tuple,
+                 dense_d: tuple[int, ...], bwd_d: tuple[int, ...], device: str = "cuda",
+                 t0: float | None = None) -> None:
+        self.section, self.torch, self.device = section, torch, device
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.fa, self.fb = samples
+        self.fwd, self.bwd = modules
         self.dense_d, self.bwd_d = dense_d, bwd_d
-        self.fa, self.fb = load_sample("flash_attention"), load_sample("flash_attention_bwd")
-        # only the kernels measured: each costs seconds of JIT at load (the cache is off)
-        configs = [self.fa.Config("bf16", d) for d in dense_d]
-        configs.append(self.fa.Config("bf16", VARLEN["d"], varlen=True))
-        built_f = Module([*map(self.fa.build_forward, configs), self.fa.build_varlen_maps()],
-                         name="flash_attention", target="sm_90a")
-        built_b = self.fb.build_module(configs=[self.fb.CONFIGS["bf16", d] for d in bwd_d])
-        self.fwd, self.bwd = built_f.load(), built_b.load()
         self.backends = sdpa_backends(torch)
-        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        section.note(f"torch {torch.__version__}, cuDNN {cudnn}, CUDA {torch.version.cuda}")
-        for built in (built_f, built_b):
-            section.note(checker_note(built, reps=3))
-        self._kernel_notes(configs, bwd_d)
 
-    def _kernel_notes(self, configs: list, bwd_d: tuple[int, ...]) -> None:
+    def kernel_notes(self, configs: list) -> None:
+        """Registers and shared memory of each kernel measured (forward `configs`)."""
         fa, fb = self.fa, self.fb
         setmaxnreg = f"setmaxnreg {fa.PRODUCER_REGS}/{fa.CONSUMER_REGS}"
         for cfg in configs:
@@ -379,7 +387,7 @@ class Bench:
                               f"{fa.THREADS} threads, {setmaxnreg}; {cfg.bn} keys per block, "
                               f"{cfg.stages} K/V stages, {cfg.q_stages} Q stages")
         self._kernel_note(self.fwd["fa_varlen_maps"], 0, "32 threads, one CTA per sequence")
-        for d in bwd_d:
+        for d in self.bwd_d:
             cfg = fb.CONFIGS["bf16", d]
             self._kernel_note(self.bwd[cfg.pre_name], 0, f"{32 * fb.PRE_ROWS} threads")
             self._kernel_note(self.bwd[cfg.name], cfg.smem_bytes,
@@ -418,8 +426,8 @@ class Bench:
 
     def _randn(self, shape, count: int, seed: int):
         torch = self.torch
-        gen = torch.Generator(device="cuda").manual_seed(seed)
-        return [torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        return [torch.randn(shape, device=self.device, dtype=torch.bfloat16, generator=gen)
                 for _ in range(count)]
 
     def _time(self, launches: dict, flops: float) -> dict[str, list[float]]:
@@ -441,10 +449,10 @@ class Bench:
         b, h = dense_shape(s, d)
         q, k, v = self._randn((b, s, h, d), 3, seed=s + d)
         o = torch.full_like(q, float("nan"))
-        lse = torch.empty((b, h, s), device="cuda", dtype=torch.float32)
+        lse = torch.empty((b, h, s), device=self.device, dtype=torch.float32)
         ours = self._forward(q, k, v, o, lse, b, s, h, d, causal)
         ours()
-        torch.cuda.synchronize()
+        _sync(torch)
         kept, note = verify(torch, self.section, label, o,
                             dense_candidates(torch, self.backends, q, k, v, causal),
                             max_abs_diff, "max |O difference|")
@@ -459,10 +467,10 @@ class Bench:
         nseq, total, longest = len(lengths), sum(lengths), max(lengths)
         q, k, v = self._randn((total, h, d), 3, seed=VARLEN["seed"])
         o = torch.full_like(q, float("nan"))
-        lse = torch.empty((h, total), device="cuda", dtype=torch.float32)
-        cu = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), device="cuda",
+        lse = torch.empty((h, total), device=self.device, dtype=torch.float32)
+        cu = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), device=self.device,
                           dtype=torch.int32)
-        ws = torch.empty(fa.workspace_bytes(nseq), device="cuda", dtype=torch.uint8)
+        ws = torch.empty(fa.workspace_bytes(nseq), device=self.device, dtype=torch.uint8)
         args = [x.data_ptr() for x in (q, k, v, o, lse, cu, ws)]
         kw = {"shape": (nseq, longest, total, h, h, d),
               "strides": dict.fromkeys(("q", "k", "v", "o"), (h * d, d)), "causal": causal}
@@ -470,7 +478,7 @@ class Bench:
         def ours() -> None:
             fa.forward_varlen(self.fwd, *args, **kw)
         ours()
-        torch.cuda.synchronize()
+        _sync(torch)
         kept, note = verify(torch, self.section, label, o,
                             varlen_candidates(torch, self.backends, q, k, v, lengths, causal),
                             max_abs_diff, "max |O difference|")
@@ -494,7 +502,7 @@ class Bench:
         b, h = dense_shape(s, d)
         q, k, v, dout = self._randn((b, s, h, d), 4, seed=s + d + 1)
         o = torch.empty_like(q)
-        lse = torch.empty((b, h, s), device="cuda", dtype=torch.float32)
+        lse = torch.empty((b, h, s), device=self.device, dtype=torch.float32)
         self._forward(q, k, v, o, lse, b, s, h, d, causal)()
         grads = [torch.full_like(q, float("nan")) for _ in range(3)]
         ws = fb.Workspace(b, h, s, d)
@@ -504,7 +512,7 @@ class Bench:
             fb.backward(self.bwd, *ptrs, B=b, Sq=s, Sk=s, Hq=h, Hkv=h, D=d, causal=causal,
                         scale=1 / math.sqrt(d), workspace=ws)
         ours()
-        torch.cuda.synchronize()
+        _sync(torch)
         candidates = {f"torch SDPA {name} backward": backward_candidate(torch, backend, q, k, v,
                                                                          dout, causal)
                       for name, backend in self.backends.items()}

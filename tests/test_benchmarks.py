@@ -338,3 +338,143 @@ def test_attention_section_skips_without_a_cuda_device():
     section = Section("attention", "8. Attention")
     attention.run(section)
     assert section.error == f"skipped: torch {torch.__version__} sees no CUDA device"
+
+
+class _FakeSamples:
+    """The two attention samples' host functions on the CPU, computing with torch through the
+    pointers they are given (as the real ones hand them to the GPU): the section's rows then
+    run end to end here, minus the GPU. `error` is added to ptxdsl's forward output."""
+
+    def __init__(self, torch, error=0.0):
+        self.torch, self.error, self.maps_launches = torch, error, 0
+
+    def view(self, ptr, shape, dtype):
+        import ctypes
+        import math
+        nbytes = math.prod(shape) * self.torch.empty((), dtype=dtype).element_size()
+        return self.torch.frombuffer((ctypes.c_char * nbytes).from_address(ptr),
+                                     dtype=dtype).view(shape)
+
+    def attention(self, q, k, v, causal):          # [.., S, H, D] -> the same, in f32
+        out = self.torch.nn.functional.scaled_dot_product_attention(
+            *(x.transpose(-3, -2).float() for x in (q, k, v)), is_causal=causal)
+        return out.transpose(-3, -2) + self.error
+
+    # samples/flash_attention.py
+    def workspace_bytes(self, nseq):
+        return 512 * nseq
+
+    def forward(self, module, q, k, v, o, lse, *, shape, strides, causal):
+        b, s, _, h, _, d = shape
+        bf16 = self.torch.bfloat16
+        q, k, v, o = (self.view(p, (b, s, h, d), bf16) for p in (q, k, v, o))
+        o.copy_(self.attention(q, k, v, causal))
+
+    def forward_varlen(self, module, q, k, v, o, lse, cu, ws, *, shape, strides, causal):
+        nseq, _, total, h, _, d = shape
+        module["fa_varlen_maps"].launch(nseq, 32, (cu, ws), stream=None)
+        q, k, v, o = (self.view(p, (total, h, d), self.torch.bfloat16) for p in (q, k, v, o))
+        bounds = self.view(cu, (nseq + 1,), self.torch.int32).tolist()
+        for s0, s1 in zip(bounds[:-1], bounds[1:], strict=True):
+            o[s0:s1] = self.attention(q[s0:s1], k[s0:s1], v[s0:s1], causal)
+
+    # samples/flash_attention_bwd.py
+    def Workspace(self, *shape):
+        return shape
+
+    def backward(self, module, q, k, v, o, do, lse, dq, dk, dv, *, B, Sq, Sk, Hq, Hkv, D,
+                 causal, scale, workspace):
+        views = [self.view(p, (B, Sq, Hq, D), self.torch.bfloat16)
+                 for p in (q, k, v, do, dq, dk, dv)]
+        leaves = [x.float().requires_grad_() for x in views[:3]]
+        grads = self.torch.autograd.grad(self.attention(*leaves, causal), leaves, views[3])
+        for out, grad in zip(views[4:], grads, strict=True):
+            out.copy_(grad)
+
+
+class _FakeKernels(dict):
+    def __init__(self, samples):
+        super().__init__()
+        self.samples = samples
+
+    def __getitem__(self, name):
+        samples = self.samples
+
+        class Launch:
+            def launch(self, *args, **kwargs):
+                samples.maps_launches += name == "fa_varlen_maps"
+        return Launch()
+
+
+def _fake_bench(monkeypatch, torch, samples, budget=240.0):
+    from benchmarks import attention as A
+    monkeypatch.setattr(A, "TOKENS", 256)
+    monkeypatch.setattr(A, "HIDDEN", 256)            # B = 2, H = 2 at S = D = 128
+    monkeypatch.setattr(A, "VARLEN", {"nseq": 3, "lo": 5, "hi": 40, "seed": 0, "d": 128,
+                                      "heads": 2})
+    monkeypatch.setattr(A, "BUDGET_S", budget)
+
+    def turns(launches, *, reps, burst, warmup=2, settle_s=0.0):
+        for launch in launches.values():
+            launch()
+        return {name: [{"ptxdsl": 0.8, "maps": 0.2}.get(name, 1.0)] * 3 for name in launches}
+    monkeypatch.setattr(A, "interleaved_gpu_ms", turns)
+    section = Section("attention", "8. Attention")
+    kernels = _FakeKernels(samples)
+    return section, A.Bench(section, torch, (samples, samples), (kernels, kernels), (128,),
+                            (128,), device="cpu")
+
+
+def test_attention_rows_run_end_to_end_on_the_cpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    samples = _FakeSamples(torch)
+    section, bench = _fake_bench(monkeypatch, torch, samples)
+    bench.run((128,), (128,), varlen=True)
+    notes = {r["name"]: r["note"] for r in section.rows}
+    assert not [n for n in notes.values() if "failed" in n], notes
+    # torch's CPU build runs the flash backend only: the others say why not
+    assert notes["fwd D=128 S=128 B=2 H=2: torch SDPA cuDNN"].startswith(
+        "not measured: did not run: RuntimeError: ")
+    assert "verified: max |O difference| torch SDPA flash " in \
+        notes["fwd D=128 S=128 B=2 H=2 causal: ptxdsl"]
+    targets = {t["name"]: (t["value"], t["met"], t["note"]) for t in section.targets}
+    lengths = "3 sequences of 23..35 tokens (85 in all)"
+    assert targets == {
+        "fwd D=128 S=128 B=2 H=2: best torch / ptxdsl": (1.25, True, "best: torch SDPA flash"),
+        "fwd D=128 S=128 B=2 H=2 causal: best torch / ptxdsl":
+            (1.25, True, "best: torch SDPA flash"),
+        f"varlen D=128 H=2, {lengths}: best torch / ptxdsl":
+            (1.25, True, "best: per-sequence SDPA loop, flash"),
+        f"varlen D=128 H=2, {lengths} causal: best torch / ptxdsl":
+            (1.25, True, "best: per-sequence SDPA loop, flash"),
+        "bwd D=128 S=128 B=2 H=2: torch SDPA cuDNN backward / ptxdsl": (1.25, True,
+            "torch SDPA cuDNN backward was not timed; against the best, "
+            "torch SDPA flash backward"),
+        "bwd D=128 S=128 B=2 H=2 causal: torch SDPA cuDNN backward / ptxdsl": (1.25, True,
+            "torch SDPA cuDNN backward was not timed; against the best, "
+            "torch SDPA flash backward")}
+    # every torch path that runs agrees with the reference and is timed
+    for path in ("per-sequence SDPA loop", "padded SDPA"):
+        for causal in ("", " causal"):
+            row = section.find(f"varlen D=128 H=2, {lengths}{causal}: {path}, flash")
+            assert row["unit"] == "TFLOP/s" and row["n"] == 3, row
+    assert notes[f"varlen D=128 H=2, {lengths}: fa_varlen_maps alone"].startswith(
+        "25.00% of ptxdsl's median time at most")
+    # per causal: ptxdsl's checked run, its timed turn, the maps kernel's own turn (the
+    # Recorder's forward_varlen launches nothing)
+    assert samples.maps_launches == 2 * 3
+
+
+def test_attention_row_fails_on_a_wrong_result_and_rows_stop_at_the_budget(monkeypatch):
+    torch = pytest.importorskip("torch")
+    section, bench = _fake_bench(monkeypatch, torch, _FakeSamples(torch, error=0.05))
+    bench.run((128,), (), varlen=False)
+    (note,) = [r["note"] for r in section.rows if r["name"] == "fwd D=128 S=128 B=2 H=2"]
+    assert re.fullmatch(r"not measured: failed: AssertionError: fwd D=128 S=128 B=2 H=2: "
+                        r"ptxdsl's output differs from torch SDPA flash's: max \|O difference\| "
+                        r"0\.05\d* \(tolerance 0\.02\)", note), note
+    assert not section.targets
+    section, bench = _fake_bench(monkeypatch, torch, _FakeSamples(torch), budget=-1.0)
+    bench.run((128,), (128,), varlen=True)
+    assert len(section.rows) == 6 and not section.targets
+    assert {r["note"] for r in section.rows} == {"not measured: the section's -1 s were spent"}

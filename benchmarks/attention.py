@@ -412,6 +412,8 @@ class Bench:
             for s in bwd_s:
                 for causal in (False, True):
                     self.guarded(_label("bwd", d, s, causal), self.backward, d, s, causal)
+        self.section.note(f"the section took {time.perf_counter() - self.t0:.0f} s, the "
+                          f"kernels' build, load and checks included (budget {BUDGET_S:.0f} s)")
 
     def guarded(self, label: str, body, *args) -> None:
         spent = time.perf_counter() - self.t0

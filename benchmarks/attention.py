@@ -162,7 +162,7 @@ def backward_candidate(torch, backend, q, k, v, dout, causal: bool) -> Candidate
     return make
 
 
-def padded(torch, x, lengths: Sequence[int]):
+def padded(x, lengths: Sequence[int]):
     """Packed [total, H, D] -> [len(lengths), max length, H, D], zero-padded."""
     out = x.new_zeros((len(lengths), max(lengths), *x.shape[1:]))
     start = 0
@@ -183,7 +183,7 @@ def varlen_candidates(torch, backends: dict, q, k, v, lengths: Sequence[int], ca
     backend; each output packed to [total, H, D] for the comparison."""
     lengths = [int(n) for n in lengths]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    qp, kp, vp = (padded(torch, x, lengths).transpose(1, 2) for x in (q, k, v))
+    qp, kp, vp = (padded(x, lengths).transpose(1, 2) for x in (q, k, v))
     # Causal needs no mask: a padded key j >= L_b is visible only to rows i >= j, all padding.
     mask = None
     if not causal:
@@ -192,6 +192,7 @@ def varlen_candidates(torch, backends: dict, q, k, v, lengths: Sequence[int], ca
         mask = seen[:, None, None, :]
     pieces = [[x[s0:s1].unsqueeze(0).transpose(1, 2) for x in (q, k, v)]
               for s0, s1 in zip(offsets[:-1], offsets[1:], strict=True)]
+
     def padded_path(backend):
         return (sdpa_call(torch, backend, qp, kp, vp, causal, mask),
                 lambda o: unpadded(torch, o.transpose(1, 2), lengths))

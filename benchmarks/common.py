@@ -257,7 +257,7 @@ def environment() -> dict:
         "cpu": _cpu_name(),
         "packages": {name: _version(name) for name in (
             "cuda-bindings", "cuda-core", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numpy",
-            "nvidia-nvjitlink", "attrs")},
+            "nvidia-nvjitlink", "attrs", "torch")},
     }
     env["packages"] = {k: v for k, v in env["packages"].items() if v}
     nvcc = nvcc_path()

@@ -4,9 +4,9 @@
     python -m benchmarks --only emitter       # some sections
     python -m benchmarks --out-dir /tmp/x     # write the two files elsewhere
 
-Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm. Without a
-usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter still
-runs. A section that fails records its error and the run goes on; the exit status is 1 then.
+Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm, attention.
+Without a usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter
+still runs. A section that fails records its error and the run goes on; the exit status is 1 then.
 Each section's start line counts the sections (`[3/7]`) and the time so far. Ctrl-C stops the
 run, prints the summary of the sections finished so far and exits 130 without overwriting
 BENCHMARKS.md and results.json (a partial run does not replace a whole one).
@@ -45,6 +45,8 @@ SECTIONS = {
             "per-expert matmul loop", True),
     "gemm": ("7. Dense GEMM: ptxdsl's persistent warp-specialized GEMM vs cuBLAS (bf16, fp8)",
              True),
+    "attention": ("8. Attention: ptxdsl's FlashAttention-3-style forward (dense, varlen) and "
+                  "backward vs torch SDPA (cuDNN, flash, efficient)", True),
 }
 
 

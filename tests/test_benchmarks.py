@@ -178,3 +178,303 @@ def test_interleaved_gpu_ms_settles_untimed_then_takes_turns(monkeypatch):
     FakeTime.now = 0.0
     common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2)
     assert log == ["a", "b"] + timed
+
+
+# -- section 8, attention: what runs without a GPU -------------------------------------------------
+def test_attention_shapes_and_targets_are_the_issues():
+    from benchmarks import attention as A
+    from benchmarks.compile_latency import load_sample
+    for s in A.DENSE_S:
+        for d in A.DENSE_D:
+            b, h = A.dense_shape(s, d)
+            assert b * s == 16384 and h * d == 2048, (s, d)
+    assert sorted(A.DENSE_S) == [512, 1024, 2048, 4096, 8192, 16384]
+    assert sorted(A.DENSE_D) == [64, 128, 256] and sorted(A.BWD_D) == [64, 128]
+    assert set(A.BWD_S) == {2048, 4096, 8192} and A.BWD_GOAL_D == 128
+    assert set(A.DENSE_D) <= set(load_sample("flash_attention").BLOCKS)
+    assert set(A.BWD_D) <= set(load_sample("flash_attention_bwd").HEAD_DIMS)
+    assert A.fwd_goal(512) == 1.00 and {A.fwd_goal(s) for s in A.DENSE_S[1:]} == {1.05}
+    assert (A.VARLEN_GOAL, A.BWD_GOAL) == (1.20, 1.00)
+    lengths = A.varlen_lengths()
+    assert lengths == A.varlen_lengths() and len(lengths) == 32      # seeded
+    assert 64 <= min(lengths) and max(lengths) <= 8192 and len(set(lengths)) > 16
+    assert A.attention_flops(2, 16, 1024, 128, False) == 4 * 2 * 16 * 1024 ** 2 * 128
+    assert A.attention_flops(2, 16, 1024, 128, True, backward=True) == \
+        2.5 * A.attention_flops(2, 16, 1024, 128, False) / 2
+    for flops in (1e9, A.attention_flops(1, 16, 16384, 128, False)):   # tiny .. the longest
+        reps, burst = A.timing(flops)
+        assert 2 <= burst <= 40 and reps in (9, 15)
+    doc = " ".join(A.__doc__.split())          # what BENCHMARKS.md says is what runs
+    assert f"SETTLE_S = {A.SETTLE_S:g} s" in doc and f"BUDGET_S = {A.BUDGET_S:g} s" in doc
+    assert f"bursts of {A.MAPS_BURST} back-to-back" in doc and "15 samples, 9 for" in doc
+
+
+def test_attention_rows_targets_and_markdown_from_fake_times():
+    from benchmarks import attention as A
+    from benchmarks.report import render_section
+    section = Section("attention", "8. Attention")
+    flops = A.attention_flops(4, 16, 4096, 128, False)
+    times = {"ptxdsl": [1.0, 1.0, 1.1], "torch SDPA cuDNN": [1.2, 1.1, 1.2],
+             "torch SDPA flash": [1.3, 1.3, 1.3]}
+    A.compare(section, "fwd D=128 S=4096", times, flops, 1.05, ours_note="verified: x")
+    (target,) = section.targets
+    assert target == {"name": "fwd D=128 S=4096: best torch / ptxdsl", "value": 1.2,
+                      "goal": ">= 1.05", "met": True, "note": "best: torch SDPA cuDNN"}
+    ours = section.find("fwd D=128 S=4096: ptxdsl")
+    assert ours["unit"] == "TFLOP/s" and ours["median"] == pytest.approx(flops / 1e9)
+    assert ours["note"].startswith("56% of dense bf16 peak; 1.000 ms; verified: x")
+    # the backward's target is cuDNN's, whichever torch backend is fastest
+    A.compare(section, "bwd D=128 S=2048", {"ptxdsl": [2.0], "torch SDPA cuDNN backward":
+              [1.9], "torch SDPA flash backward": [1.5]}, flops, 1.00,
+              versus="torch SDPA cuDNN backward")
+    assert section.targets[-1]["name"] == "bwd D=128 S=2048: torch SDPA cuDNN backward / ptxdsl"
+    assert section.targets[-1]["value"] == 0.95 and section.targets[-1]["met"] is False
+    assert section.find("bwd D=128 S=2048: torch SDPA flash backward / ptxdsl")["median"] == 0.75
+    md = "\n".join(render_section(section.as_dict()))
+    assert "| fwd D=128 S=4096: torch SDPA cuDNN / ptxdsl | 1.200 | 1.200 | 1.200 | ratio | 1 | " \
+           "of the median times; the fastest torch baseline |" in md
+    assert "| bwd D=128 S=2048: torch SDPA cuDNN backward / ptxdsl | 0.95 | >= 1.00 | " \
+           "**missed** |" in md
+
+
+def test_attention_verify_keeps_what_agrees_and_says_why_not():
+    torch = pytest.importorskip("torch")
+    from benchmarks import attention as A
+    ours = torch.zeros(4, 8)
+
+    def candidate(value):
+        return lambda: (lambda: torch.full((4, 8), value), lambda out: out)
+
+    def refused():
+        raise RuntimeError("No available kernel. Aborting execution.")
+    section = Section("attention", "8. Attention")
+    kept, note = A.verify(torch, section, "row", ours, {
+        "cuDNN": lambda: refused(), "flash": candidate(0.01), "efficient": candidate(0.5)},
+        A.max_abs_diff, "max |O difference|")
+    assert list(kept) == ["flash"] and note == "verified: max |O difference| flash 1.0e-02, " \
+                                               "efficient 5.0e-01"
+    assert [r["note"] for r in section.rows] == [
+        "not measured: did not run: RuntimeError: No available kernel. Aborting execution.",
+        "not measured: not timed: its output differs from ptxdsl's (max |O difference| 0.5), "
+        "and ptxdsl agrees with flash's"]
+    with pytest.raises(AssertionError, match=r"row: ptxdsl's output differs from flash's: "
+                                             r"max \|O difference\| nan \(tolerance 0.02\)"):
+        A.verify(torch, section, "row", ours, {"flash": candidate(float("nan"))},
+                 A.max_abs_diff, "max |O difference|")
+    with pytest.raises(AssertionError, match="no torch baseline ran"):
+        A.verify(torch, section, "row", ours, {"cuDNN": lambda: refused()},
+                 A.max_abs_diff, "max |O difference|")
+
+
+def test_attention_torch_paths_match_a_reference_on_the_cpu():
+    """The padded (masked or causal), per-sequence and nested-tensor paths and the backward
+    candidate compute what they claim (torch's math backend, float32, small sizes)."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend
+
+    from benchmarks import attention as A
+    gen = torch.Generator().manual_seed(0)
+    lengths, h, d = [5, 9, 1, 12], 2, 16
+    q, k, v = (torch.randn(sum(lengths), h, d, generator=gen) for _ in range(3))
+
+    def reference(causal):
+        outs, start = [], 0
+        for n in lengths:
+            qs, ks, vs = (x[start:start + n].transpose(0, 1).double() for x in (q, k, v))
+            s = qs @ ks.transpose(1, 2) / d ** 0.5
+            if causal:
+                s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+            outs.append((s.softmax(-1) @ vs).transpose(0, 1))
+            start += n
+        return torch.cat(outs)
+    math_only = {"math": SDPBackend.MATH}
+    for causal in (False, True):
+        paths = A.varlen_candidates(torch, math_only, q, k, v, lengths, causal)
+        ran = {}
+        for name, make in paths.items():
+            call, out, why = A.first_run(torch, make)
+            if call is not None:
+                ran[name] = A.max_abs_diff(out, reference(causal))
+        assert set(ran) >= {"padded SDPA, math", "per-sequence SDPA loop, math"}, ran
+        assert max(ran.values()) < 1e-5, ran
+    # the dense candidate and the backward candidate on [B, S, H, D] tensors
+    qd, kd, vd, dout = (torch.randn(2, 7, h, d, generator=gen) for _ in range(4))
+    call, out, why = A.first_run(torch, A.dense_candidates(torch, math_only, qd, kd, vd,
+                                                           True)["torch SDPA math"])
+    leaves = [x.detach().double().requires_grad_() for x in (qd, kd, vd)]
+    want = torch.nn.functional.scaled_dot_product_attention(
+        *(x.transpose(1, 2) for x in leaves), is_causal=True).transpose(1, 2)
+    assert why is None and out.shape == qd.shape and A.max_abs_diff(out, want.detach()) < 1e-5
+    call, grads, why = A.first_run(torch, A.backward_candidate(
+        torch, SDPBackend.MATH, qd, kd, vd, dout, True))
+    expected = torch.autograd.grad(want, leaves, dout.double())
+    assert why is None and A.grad_error(grads, expected) < 1e-5
+    again = [g.transpose(1, 2) for g in call()]   # the timed call repeats the backward
+    assert A.grad_error(again, grads) == 0
+
+
+def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
+    """forward_varlen through the Recorder: its two launches, made by none, in order."""
+    from benchmarks import attention as A
+    from benchmarks.compile_latency import load_sample
+    fa = load_sample("flash_attention")
+    monkeypatch.setattr(fa, "_tensor_map", lambda *args: "map")   # no driver here
+    monkeypatch.setattr(fa, "_grid", lambda tiles: min(tiles, 132))
+    launches = A.Recorder()
+    h, d, nseq, total = 16, 128, 3, 1000
+    fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(nseq, 500, total, h, h, d),
+                      strides=dict.fromkeys("qkvo", (h * d, d)), causal=True)
+    (maps, grid, block, args, kwargs), attention = launches.calls
+    assert (maps, grid, block, kwargs) == ("fa_varlen_maps", nseq, 32, {"stream": None})
+    assert args[:6] == ("map", "map", "map", "map", 6, 7)          # templates, cu, workspace
+    assert attention[0] == "fa_fwd_bf16_d128_varlen" and attention[1] == 132
+
+
+def test_attention_section_skips_without_a_cuda_device():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    from benchmarks import attention
+    section = Section("attention", "8. Attention")
+    attention.run(section)
+    assert section.error == f"skipped: torch {torch.__version__} sees no CUDA device"
+
+
+class _FakeSamples:
+    """The two attention samples' host functions on the CPU, computing with torch through the
+    pointers they are given (as the real ones hand them to the GPU): the section's rows then
+    run end to end here, minus the GPU. `error` is added to ptxdsl's forward output."""
+
+    def __init__(self, torch, error=0.0):
+        self.torch, self.error, self.maps_launches = torch, error, 0
+
+    def view(self, ptr, shape, dtype):
+        import ctypes
+        import math
+        nbytes = math.prod(shape) * self.torch.empty((), dtype=dtype).element_size()
+        return self.torch.frombuffer((ctypes.c_char * nbytes).from_address(ptr),
+                                     dtype=dtype).view(shape)
+
+    def attention(self, q, k, v, causal):          # [.., S, H, D] -> the same, in f32
+        out = self.torch.nn.functional.scaled_dot_product_attention(
+            *(x.transpose(-3, -2).float() for x in (q, k, v)), is_causal=causal)
+        return out.transpose(-3, -2) + self.error
+
+    # samples/flash_attention.py
+    def workspace_bytes(self, nseq):
+        return 512 * nseq
+
+    def forward(self, module, q, k, v, o, lse, *, shape, strides, causal):
+        b, s, _, h, _, d = shape
+        bf16 = self.torch.bfloat16
+        q, k, v, o = (self.view(p, (b, s, h, d), bf16) for p in (q, k, v, o))
+        o.copy_(self.attention(q, k, v, causal))
+
+    def forward_varlen(self, module, q, k, v, o, lse, cu, ws, *, shape, strides, causal):
+        nseq, _, total, h, _, d = shape
+        module["fa_varlen_maps"].launch(nseq, 32, (cu, ws), stream=None)
+        q, k, v, o = (self.view(p, (total, h, d), self.torch.bfloat16) for p in (q, k, v, o))
+        bounds = self.view(cu, (nseq + 1,), self.torch.int32).tolist()
+        for s0, s1 in zip(bounds[:-1], bounds[1:], strict=True):
+            o[s0:s1] = self.attention(q[s0:s1], k[s0:s1], v[s0:s1], causal)
+
+    # samples/flash_attention_bwd.py
+    def Workspace(self, *shape):
+        return shape
+
+    def backward(self, module, q, k, v, o, do, lse, dq, dk, dv, *, B, Sq, Sk, Hq, Hkv, D,
+                 causal, scale, workspace):
+        views = [self.view(p, (B, Sq, Hq, D), self.torch.bfloat16)
+                 for p in (q, k, v, do, dq, dk, dv)]
+        leaves = [x.float().requires_grad_() for x in views[:3]]
+        grads = self.torch.autograd.grad(self.attention(*leaves, causal), leaves, views[3])
+        for out, grad in zip(views[4:], grads, strict=True):
+            out.copy_(grad)
+
+
+class _FakeKernels(dict):
+    def __init__(self, samples):
+        super().__init__()
+        self.samples = samples
+
+    def __getitem__(self, name):
+        samples = self.samples
+
+        class Launch:
+            def launch(self, *args, **kwargs):
+                samples.maps_launches += name == "fa_varlen_maps"
+        return Launch()
+
+
+def _fake_bench(monkeypatch, torch, samples, budget=240.0):
+    from benchmarks import attention as A
+    monkeypatch.setattr(A, "TOKENS", 256)
+    monkeypatch.setattr(A, "HIDDEN", 256)            # B = 2, H = 2 at S = D = 128
+    monkeypatch.setattr(A, "VARLEN", {"nseq": 3, "lo": 5, "hi": 40, "seed": 0, "d": 128,
+                                      "heads": 2})
+    monkeypatch.setattr(A, "BUDGET_S", budget)
+
+    def turns(launches, *, reps, burst, warmup=2, settle_s=0.0):
+        for launch in launches.values():
+            launch()
+        return {name: [{"ptxdsl": 0.8, "maps": 0.2}.get(name, 1.0)] * 3 for name in launches}
+    monkeypatch.setattr(A, "interleaved_gpu_ms", turns)
+    section = Section("attention", "8. Attention")
+    kernels = _FakeKernels(samples)
+    return section, A.Bench(section, torch, (samples, samples), (kernels, kernels), (128,),
+                            (128,), device="cpu")
+
+
+def test_attention_rows_run_end_to_end_on_the_cpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    samples = _FakeSamples(torch)
+    section, bench = _fake_bench(monkeypatch, torch, samples)
+    bench.run((128,), (128,), varlen=True)
+    notes = {r["name"]: r["note"] for r in section.rows}
+    assert not [n for n in notes.values() if "failed" in n], notes
+    # torch's CPU build runs the flash backend only: the others say why not
+    assert notes["fwd D=128 S=128 B=2 H=2: torch SDPA cuDNN"].startswith(
+        "not measured: did not run: RuntimeError: ")
+    assert "verified: max |O difference| torch SDPA flash " in \
+        notes["fwd D=128 S=128 B=2 H=2 causal: ptxdsl"]
+    targets = {t["name"]: (t["value"], t["met"], t["note"]) for t in section.targets}
+    lengths = "3 sequences of 23..35 tokens (85 in all)"
+    assert targets == {
+        "fwd D=128 S=128 B=2 H=2: best torch / ptxdsl": (1.25, True, "best: torch SDPA flash"),
+        "fwd D=128 S=128 B=2 H=2 causal: best torch / ptxdsl":
+            (1.25, True, "best: torch SDPA flash"),
+        f"varlen D=128 H=2, {lengths}: best torch / ptxdsl":
+            (1.25, True, "best: per-sequence SDPA loop, flash"),
+        f"varlen D=128 H=2, {lengths} causal: best torch / ptxdsl":
+            (1.25, True, "best: per-sequence SDPA loop, flash"),
+        "bwd D=128 S=128 B=2 H=2: torch SDPA cuDNN backward / ptxdsl": (1.25, True,
+            "torch SDPA cuDNN backward was not timed; against the best, "
+            "torch SDPA flash backward"),
+        "bwd D=128 S=128 B=2 H=2 causal: torch SDPA cuDNN backward / ptxdsl": (1.25, True,
+            "torch SDPA cuDNN backward was not timed; against the best, "
+            "torch SDPA flash backward")}
+    # every torch path that runs agrees with the reference and is timed
+    for path in ("per-sequence SDPA loop", "padded SDPA"):
+        for causal in ("", " causal"):
+            row = section.find(f"varlen D=128 H=2, {lengths}{causal}: {path}, flash")
+            assert row["unit"] == "TFLOP/s" and row["n"] == 3, row
+    assert notes[f"varlen D=128 H=2, {lengths}: fa_varlen_maps alone"].startswith(
+        "25.00% of ptxdsl's median time at most")
+    # per causal: ptxdsl's checked run, its timed turn, the maps kernel's own turn (the
+    # Recorder's forward_varlen launches nothing)
+    assert samples.maps_launches == 2 * 3
+
+
+def test_attention_row_fails_on_a_wrong_result_and_rows_stop_at_the_budget(monkeypatch):
+    torch = pytest.importorskip("torch")
+    section, bench = _fake_bench(monkeypatch, torch, _FakeSamples(torch, error=0.05))
+    bench.run((128,), (), varlen=False)
+    (note,) = [r["note"] for r in section.rows if r["name"] == "fwd D=128 S=128 B=2 H=2"]
+    assert re.fullmatch(r"not measured: failed: AssertionError: fwd D=128 S=128 B=2 H=2: "
+                        r"ptxdsl's output differs from torch SDPA flash's: max \|O difference\| "
+                        r"0\.05\d* \(tolerance 0\.02\)", note), note
+    assert not section.targets
+    section, bench = _fake_bench(monkeypatch, torch, _FakeSamples(torch), budget=-1.0)
+    bench.run((128,), (128,), varlen=True)
+    assert len(section.rows) == 6 and not section.targets
+    assert {r["note"] for r in section.rows} == {"not measured: the section's -1 s were spent"}

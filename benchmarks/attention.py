@@ -258,7 +258,7 @@ class _Collect(logging.Handler):
 
 def _sync(torch) -> None:
     if torch.cuda.is_available():
-        _sync(torch)
+        torch.cuda.synchronize()
 
 
 def max_abs_diff(ours, theirs) -> float:

@@ -145,8 +145,10 @@ def test_refuse_a_sleep_time_register_of_another_type():
 def test_prefetches_and_sleeps_run_and_leave_the_data_alone():
     """Every prefetch form on real addresses (global, generic, the L2 priorities, the uniform
     cache) and nanosleep (immediate and register) in a kernel that then copies src + 1 to dst:
-    it runs, and the copy is exact, and a thread's nanosleep(20000) took at least ~a tenth of
-    that on the globaltimer (the ISA gives [0, 2t]; a sleep of 0 every time would be a no-op)."""
+    it runs, the copy is exact, and the two sleeps took no more than the ISA's bound (each
+    in [0, 2t]) and a slack on the globaltimer, so a sleep emitted in the wrong unit shows.
+    No lower bound: [0, 2t] allows none (an H100 once measured 1408 ns for the 20,100 ns
+    asked, against the tenth this test used to require)."""
     import numpy as np
 
     from ptxdsl import Kernel, Module
@@ -181,4 +183,4 @@ def test_prefetches_and_sleeps_run_and_leave_the_data_alone():
             fn.launch(1, 128, (a, b, ns))
             synchronize(timeout=20)
             np.testing.assert_array_equal(b.to_numpy(), data + 1)
-            assert ns.to_numpy()[0] >= 2000
+            assert ns.to_numpy()[0] <= 2 * (20000 + 100) + 1_000_000

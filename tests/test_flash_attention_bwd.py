@@ -14,10 +14,8 @@ against the float64 reference. The golden is tests/test_samples.py's.
 from __future__ import annotations
 
 import math
-import os
 import re
 import runpy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +26,7 @@ import pytest
 from ptxdsl import pipeline, ptx
 from ptxdsl.checker import check_module
 from ptxdsl.runtime.tensormap_desc import check as check_desc
+from ptxdsl.toolchain import ptxas_path
 from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,21 +256,13 @@ def test_assembles_for_sm_90a(module):
     assert bytes(cubin)[:4] == b"\x7fELF"
 
 
-def _ptxas():
-    for cand in (os.environ.get("PTXDSL_PTXAS"), shutil.which("ptxas"),
-                 "/usr/local/cuda/bin/ptxas"):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
-@pytest.mark.skipif(_ptxas() is None, reason="no standalone ptxas here")
+@pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
 def test_whole_program_compile_keeps_setmaxnreg_without_spills(module, tmp_path):
     """What the driver JIT does on load: setmaxnreg kept (entry count 168 for 384 threads at
     one CTA per SM), no spills, no serialized wgmma."""
     src = tmp_path / "fa_bwd.ptx"
     module.write(src)
-    res = subprocess.run([_ptxas(), "-arch=sm_90a", "-v", str(src), "-o",
+    res = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(src), "-o",
                           str(tmp_path / "fa_bwd.cubin")], capture_output=True, text=True,
                          timeout=300)
     if res.returncode != 0 and "Unsupported .version" in res.stderr:

@@ -264,8 +264,9 @@ def test_dense_forward_launch_from_transposed_views(stand_in):
     [(name, grid, args, stream)] = loaded["fwd"].calls
     assert (name, grid, stream) == ("fa_fwd_bf16_d64", 8, 7)   # 1 row block x 4 heads x 2
     assert args[4] == lse.data_ptr() and out.is_contiguous()
-    # sq sk heads batch mblocks group lse_sb lse_sh causal scale_log2
-    assert args[5:] == (77, 200, 4, 2, 1, 2, 4 * 77, 77, 1, 0.5 * OP.fa.LOG2E)
+    # sq sk heads batch mblocks group_heads group lse_sb lse_sh causal scale_log2 (one head
+    # group: the 8 (batch, head) pairs' tiles are fewer than two waves)
+    assert args[5:] == (77, 200, 4, 2, 1, 8, 2, 4 * 77, 77, 1, 0.5 * OP.fa.LOG2E)
     q_map, k_map, v_map, o_map = maps
     assert q_map.global_dim == (64, 77, 4, 2)                    # (D, S, H, B)
     assert q_map.global_strides == (64 * 2, 77 * 64 * 2, 4 * 77 * 64 * 2)   # S, H, B in bytes
@@ -282,7 +283,7 @@ def test_packed_forward_launches_the_maps_then_the_attention(stand_in):
     (maps_name, g0, a0, s0), (name, g1, a1, s1) = loaded["fwd"].calls
     assert (maps_name, g0, name, s0, s1) == ("fa_varlen_maps", 3, "fa_fwd_bf16_d64_varlen", 7, 7)
     assert a0[4] == a1[0] == cu.data_ptr() and a0[5] == a1[1]     # the maps' workspace
-    assert a1[5:9] == (4, 3, 3, 4)                                # heads nseq mblocks group
+    assert a1[5:10] == (4, 3, 3, 12, 4)      # heads nseq mblocks group_heads (all 12) group
     assert [m.global_dim for m in maps] == [(64, 300, 4, 1), (64, 300, 1, 1),
                                             (64, 300, 1, 1), (64, 300, 4, 1)]
 

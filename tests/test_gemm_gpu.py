@@ -9,10 +9,7 @@ clusters (the persistent loop), checked bit for bit against numpy.
 
 from __future__ import annotations
 
-import os
-import re
 import runpy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ptxdsl.toolchain import ptxas_path
 from tests.child_env import child_env
+from tests.whole_program import advisories, whole_program_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "gemm_hopper.py"
@@ -118,30 +117,14 @@ def test_config_choice_and_shared_memory():
         NS["Config"]("bf16", along="k")
 
 
-def _ptxas():
-    for cand in (os.environ.get("PTXDSL_PTXAS"), shutil.which("ptxas"),
-                 "/usr/local/cuda/bin/ptxas"):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
-@pytest.mark.skipif(_ptxas() is None, reason="no standalone ptxas here")
-def test_whole_program_compile_keeps_setmaxnreg_without_spills(module, tmp_path):
+@pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
+def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     """What the driver JIT does on load: setmaxnreg kept (the entry count is the 168 that
     384 threads x minnctapersm 1 allow), no spills, no serialized wgmma."""
-    src = tmp_path / "gemm.ptx"
-    module.write(src)
-    res = subprocess.run([_ptxas(), "-arch=sm_90a", "-v", str(src), "-o",
-                          str(tmp_path / "gemm.cubin")], capture_output=True, text=True,
-                         timeout=300)
-    if res.returncode != 0 and "Unsupported .version" in res.stderr:
-        pytest.skip(f"this ptxas is older than the module's PTX ISA: {res.stderr.strip()}")
-    log = res.stdout + res.stderr
-    assert res.returncode == 0, log
-    assert re.findall(r"Used (\d+) registers", log) == ["168"] * 6, log
-    assert "0 bytes spill stores, 0 bytes spill loads" in log
-    assert "C7508" not in log and "serialized" not in log, log
+    rep = whole_program_report(module)
+    assert [r.registers for r in rep.kernels.values()] == [168] * 6, rep.log
+    assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
+    assert advisories(rep) == [], rep.log
 
 
 def test_shape_rules():

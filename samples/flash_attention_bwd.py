@@ -19,7 +19,8 @@ Three kernels per (dtype, head dim), launched by `backward`:
   block's 64 LSE and D values through an `MbarrierRing`. Warpgroups 1 and 2
   (`setmaxnreg.inc 240`) each own 64 of the keys and keep their dK and dV (64 x D f32 each)
   in registers for the whole CTA.
-- `fa_bwd_convert_<dtype>_d<D>`: dQ = accumulator * scale, to the output type and layout.
+- `fa_bwd_convert_<dtype>_d<D>`: dQ = accumulator * scale, to the output type and layout
+  (the accumulator's 64 x D blocks are in the main kernel's fragment order, not row-major).
 
 With the keys as wgmma's M dimension, every product that FlashAttention writes transposed is
 a plain one (w: the consumer's 64 keys, i: the query block):
@@ -31,24 +32,32 @@ P^T  = exp2(S^T scale log2(e) - LSE_i)      0 where masked (causal, keys >= Sk)
 dS^T = P^T (dP^T - D_i)
 dV  += P^T dO_i        RS wgmma: P^T packed to 16 bits is the A fragment as it is
 dK  += dS^T Q_i        RS wgmma, B = Q_i read MN-major from the same tile
-dQ_i += dS_w K_w       dS^T to shared memory (stmatrix, 128B swizzle), read as an MN-major
-                       A; each warpgroup adds its 64 keys' share to the f32 accumulator
+dQ_i += dS K          dS^T to shared memory (stmatrix, 128B swizzle), read as an MN-major
+                       A; each warpgroup adds its share to the f32 accumulator
 ```
 
-The dQ accumulator takes one `red.global.add.f32` per value (ptxdsl has no vector `red` form
-yet). Causal: a CTA starts at the first query block that sees its first key, so blocks
+Each warpgroup writes its share of dQ_i to shared memory in the fragment's register
+order and adds it to the accumulator's block with one bulk `cp.reduce.async.bulk .add.f32`
+(FlashAttention-3's design): a first version that issued one `red.global.add.f32` per value
+(64 per thread per block) stalled on the load/store unit's queue (ncu: lg_throttle) and ran
+at a quarter of cuDNN's speed. At D = 128 each warpgroup computes half of dQ_i's columns over
+all 128 keys (both warpgroups' dS^T, after a barrier of the two), so the two shares are
+disjoint and the f32 traffic to L2 is halved; at D = 64 each adds a full 64 x 64 share over
+its own keys. dS^T alternates between two buffers per warpgroup, so staging block i's never
+waits for block i - 1's dQ products to have read theirs.
+
+Causal: a CTA starts at the first query block that sees its first key, so blocks
 entirely above the diagonal are never loaded. Grouped-query attention: the CTA walks the G
 query heads itself and accumulates dK/dV over them in registers, which needs no second
 reduction (no f32 dK/dV buffers added to by G CTAs) for the same total work. The epilogue
-scales dK, packs dK and dV to the output type and stores them directly, predicated at Sk (the
-TMA-store epilogue is 2-D; these tensors are 4-D).
+scales dK, packs dK and dV to the output type and stores them directly, predicated at Sk.
 
 Tails: TMA zero-fills rows past Sq/Sk and the LSE/D padding zeroes P for rows past Sq; keys
 past Sk are masked before exp2; nothing is stored past Sq or Sk.
 
 `run()` compares with a float64 numpy reference (`reference_backward`) on odd lengths, causal
-and not, G = 1 and 4, head dims 64 and 128. It has not run on a GPU yet: the first run should
-use `run(bounded=True)` (every mbarrier wait traps after 2 s with a record naming the barrier).
+and not, G = 1 and 4, head dims 64 and 128; `run(bounded=True)` builds the debug kernels (every
+mbarrier wait traps after 2 s with a record naming the barrier).
 """
 
 from __future__ import annotations
@@ -83,14 +92,15 @@ DTYPES: dict[str, ScalarType] = {"bf16": t.bf16, "f16": t.f16}
 TMA_TYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16"}
 NP_TYPES = {"bf16": np.uint16, "f16": np.float16}
 HEAD_DIMS = (64, 128)
-PRE_ROWS, CONVERT_THREADS = 8, 128   # pre: a warp per row, 8 per CTA; convert: 2 values each
+PRE_ROWS, CONVERT_THREADS = 8, 128   # pre: a warp per row, 8 per CTA; convert: a warpgroup
 
 
 class Config:
     """The build-time constants of the backward kernel for one (dtype, head dim): the shared
     memory plan (every tile 1024-byte aligned for the 128B swizzle):
 
-        K_w (2 tiles) | V_w (2 tiles) | dS^T (2 x 8 KiB) | stages x (Q_i, dO_i, LSE, D) | bars
+        K_w (2 tiles) | V_w (2 tiles) | dS^T (2 x 2 x 8 KiB) | dQ_i (2 x 64 x D/2 f32, or
+        2 x 64 x D at D = 64) | stages x (Q_i, dO_i) | stages x (LSE, D) | bars
     """
 
     def __init__(self, dtype: str, d: int):
@@ -107,9 +117,20 @@ class Config:
         self.stages = 3 if d == 128 else 4
         self.k_off, self.v_off = 0, 2 * self.tile_bytes
         self.ds_off = 4 * self.tile_bytes
-        self.stage_off = self.ds_off + 2 * DS_BYTES
-        self.stage_bytes = 2 * self.tile_bytes + 1024       # Q, dO, then LSE and D (256 B each)
-        self.ring_off = self.stage_off + self.stages * self.stage_bytes
+        # D >= 128: each warpgroup computes D/2 columns of dQ_i over all 128 keys (the other
+        # warpgroup's dS^T too), so the two add disjoint halves: half the f32 traffic of each
+        # adding a full 64 x D partial over its own 64 keys, which D = 64 still does (a 32-
+        # column B operand would start mid-way through a 128-byte swizzle row).
+        self.dq_split = d >= 128
+        self.dq_cols = d // 2 if self.dq_split else d
+        self.dq_bytes = BR * self.dq_cols * 4               # a warpgroup's f32 dQ_i share
+        self.dq_off = self.ds_off + 4 * DS_BYTES           # dS^T: two per warpgroup
+        self.stage_off = self.dq_off + 2 * self.dq_bytes
+        self.stage_bytes = 2 * self.tile_bytes              # Q_i, dO_i
+        # each stage's LSE and D (256 B each) apart from its tiles, whose 1024-byte alignment
+        # would otherwise round them up to 1 KiB: what makes a third stage fit at D = 128
+        self.stat_off = self.stage_off + self.stages * self.stage_bytes
+        self.ring_off = self.stat_off + self.stages * 2 * STAT_BYTES
         self.kv_bar_off = self.ring_off + 16 * self.stages
         self.smem_bytes = self.kv_bar_off + 8
         self.name = f"fa_bwd_{dtype}_d{d}"
@@ -228,7 +249,9 @@ def build_bwd(cfg: Config, bounded: bool = False) -> Kernel:
             _producer(k, cfg, ring, smem, kv_bar, maps, ptrs, u32, j, h, b, blocks)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
-        _consumer(k, cfg, ring, smem, kv_bar, ptrs, u32, f32, k.sub(wg, 1), j, h, b, blocks)
+        # the consumer's index, 0 or 1 (warpgroups 2 and 1): `& 1` rather than `- 1` bounds
+        # it for the checker, which then tells the buffers indexed by it apart
+        _consumer(k, cfg, ring, smem, kv_bar, ptrs, u32, f32, k.and_(wg, 1), j, h, b, blocks)
     k.ret()
     return k
 
@@ -263,12 +286,13 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
         p.wait_empty()
         p.arrive_expect_tx(2 * cfg.tile_bytes + 2 * STAT_BYTES)
         slot, full = p.slot(Addr(smem, cfg.stage_off), cfg.stage_bytes), p.full_barrier()
+        stats = p.slot(Addr(smem, cfg.stat_off), 2 * STAT_BYTES)
         _load_tile(k, cfg, slot, tm["q"], q0, hq, b, full)
         _load_tile(k, cfg, k.add(slot, cfg.tile_bytes), tm["do"], q0, hq, b, full)
         stat = _wide(k, k.mad(k.mad(b, u32["hq"], hq), u32["sq_pad"], q0), 4)
         for src, off in ((lse2, 0), (dpsum, STAT_BYTES)):
             ptx.cp_async_bulk(k, "shared::cluster", "global",
-                              k.add(slot, 2 * cfg.tile_bytes + off),
+                              k.add(stats, off),
                               k.add(src, stat, type=t.u64), STAT_BYTES, full)
         p.advance()
 
@@ -296,11 +320,31 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
     base = k.mov(smem)
     kw = k.add(base, k.mad(cw, cfg.tile_bytes, cfg.k_off))
     vw = k.add(base, k.mad(cw, cfg.tile_bytes, cfg.v_off))
-    ds_buf = k.add(base, k.mad(cw, DS_BYTES, cfg.ds_off))
-    named = k.add(cw, 1)                               # this warpgroup's named barrier
+    # dS^T alternates between two buffers per warpgroup (`flip`: which one), so staging
+    # block i's never waits for the dQ wgmmas of block i - 1 to have read theirs.
+    flip = k.mov(0, type=t.u32)
+    flip_off = k.mul(flip, DS_BYTES)
+    ds_of = [k.add(base, cfg.ds_off + 2 * DS_BYTES * x) for x in range(2)]
+    ds_mine = k.add(base, k.mad(cw, 2 * DS_BYTES, cfg.ds_off))
+    # the dQ_i products: (dS^T buffer, K tile) pairs over the keys, and where in K's columns
+    if cfg.dq_split:
+        sources = [(ds_of[x], k.add(base, cfg.k_off + x * cfg.tile_bytes)) for x in range(2)]
+        k_col0 = k.mul(cw, cfg.dq_cols // 64 * cfg.k_cols.nbytes)
+        dq_share = _wide(k, cw, cfg.dq_bytes)
+    else:
+        sources, k_col0, dq_share = [(ds_mine, kw)], None, None
+    dq_buf = k.add(base, k.mad(cw, cfg.dq_bytes, cfg.dq_off))
+    # Where this thread's 4-value chunks of a dQ_i part go: chunk v at (128 v + tid) * 16, so
+    # a warp's 16-byte stores are contiguous (no bank conflict); the accumulator keeps this
+    # order, which the convert kernel reads back into the same fragment registers.
+    my_chunks = k.add(dq_buf, k.shl(k.and_(k.tid.x, 127), 4))
+    named = k.add(cw, 1)                               # named barriers: mine, both
+    dq_ready = k.add(cw, 3)                            # consumers' (5), my dQ stores'
+    warp0 = k.and_(k.tid.x, 127) < 32
     leader = k.and_(k.tid.x, 127) == 0
     scale_log2, scale = k.ld_param(f32["scale_log2"]), k.ld_param(f32["scale"])
     dq_acc = k.ld_param(ptrs["dq_acc"])
+    dq_size = k.mov(cfg.dq_bytes, type=t.u32)
     dk = k.fragment(t.f32, shape=(64, d))
     dv = k.fragment(t.f32, shape=(64, d))
     s = k.fragment(t.f32, shape=(64, BR), zero=False)
@@ -311,7 +355,6 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
     keys = [k.add(key_base, k.add(row0, 8 * half)) for half in range(2)]   # my two key rows
     past_sk = [kr >= u32["sk"] for kr in keys]
     causal = u32["causal"] != 0
-    thread_dq = _wide(k, k.mad(row0, d, col0), 4)     # my first value in a 64 x D dQ block
     c = ring.consumer()
     ptx.mbarrier_wait(k, kv_bar, 0)
 
@@ -324,11 +367,11 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
         dq_ = descriptor(k, cfg.tile, q_tile)
         ddo = descriptor(k, cfg.tile, do_tile)
         ptx.wgmma_fence(k)
-        for acc, a, bd in ((s, dk_, dq_), (dp, dv_, ddo)):
+        for acc, a, bd in ((s, dk_, dq_), (dp, dv_, ddo)):   # two groups: P while dP^T runs
             for n, kk in enumerate(range(0, d, 16)):
                 ptx.wgmma_mma_async(k, acc, a.k_step(k, kk), bd.k_step(k, kk),
                                     0 if n == 0 else 1, atype=w)
-        ptx.wgmma_commit_group(k)
+            ptx.wgmma_commit_group(k)
         # The mask per key row: value (row, c) is kept iff c >= limit (c: its column in the
         # block minus col0). Causal: key <= query; keys past Sk never.
         limits = []
@@ -336,24 +379,30 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
             diff = k.sub(k.sub(keys[half], q0, type=t.s32), col0, type=t.s32)
             lim = k.selp(diff, -1, causal, type=t.s32)
             limits.append(k.selp(64, lim, past_sk[half], type=t.s32))
-        stats = k.add(slot, k.add(k.shl(col0, 2), 2 * cfg.tile_bytes))
-        ptx.wgmma_wait_group(k, 0)
+        stats = k.add(c.slot(Addr(smem, cfg.stat_off), 2 * STAT_BYTES), k.shl(col0, 2))
+        ptx.wgmma_wait_group(k, 1)                      # S^T
         for jj in range(BR // 8):                      # the thread's 2 columns of each 8
             lse = k.ld(Addr(stats, 32 * jj), type=t.f32, space="shared", vec=2)
-            dps = k.ld(Addr(stats, STAT_BYTES + 32 * jj), type=t.f32, space="shared", vec=2)
             for i in range(4 * jj, 4 * jj + 4):
                 half, e = (i // 2) % 2, i % 2
                 keep = k.setp("le", limits[half], 8 * jj + e, type=t.s32)
                 x = k.sub(k.mul(s[i], scale_log2, type=t.f32), lse[e], type=t.f32)
-                pv = _ex2(k, k.selp(x, -math.inf, keep, type=t.f32))
-                k.mov(pv, dst=s[i])
-                k.mul(pv, k.sub(dp[i], dps[e], type=t.f32), type=t.f32, dst=dp[i])
+                k.mov(_ex2(k, k.selp(x, -math.inf, keep, type=t.f32)), dst=s[i])
+        ptx.wgmma_wait_group(k, 0)                      # dP^T
+        for jj in range(BR // 8):
+            dps = k.ld(Addr(stats, STAT_BYTES + 32 * jj), type=t.f32, space="shared", vec=2)
+            for i in range(4 * jj, 4 * jj + 4):
+                k.mul(s[i], k.sub(dp[i], dps[i % 2], type=t.f32), type=t.f32, dst=dp[i])
         p_packed, ds_packed = s.to_packed(w), dp.to_packed(w)
         # dS^T to shared memory first: the RS wgmmas below own ds_packed until retired.
-        k.bar_sync(named, 128)             # every warp's previous dQ wgmma read ds_buf
-        _stage_swizzled(k, ds_packed, ds_buf)
+        with k.if_(leader):                # the previous block's bulk add has read dq_buf
+            ptx.cp_async_bulk_wait_group_read(k, 0)
+        _stage_swizzled(k, ds_packed, k.add(ds_mine, flip_off))
         ptx.fence_proxy_async(k, "shared::cta")         # stmatrix writes -> wgmma's reads
-        k.bar_sync(named, 128)
+        if cfg.dq_split:                   # dQ_i reads both warpgroups' dS^T
+            k.bar_sync(5, 256)
+        else:
+            k.bar_sync(named, 128)
         ptx.wgmma_fence(k)
         for acc, a_frag, tile in ((dv, p_packed, do_tile), (dk, ds_packed, q_tile)):
             bd = descriptor(k, cfg.tile_mn, tile)
@@ -363,26 +412,49 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
         ptx.wgmma_commit_group(k)
         dq_block = k.add(dq_acc, _wide(k, k.mad(k.mad(b, u32["hq"], hq), u32["sq_pad"], q0),
                                        4 * d), type=t.u64)
-        mine = k.add(dq_block, thread_dq, type=t.u64)
-        da = descriptor(k, cfg.ds, ds_buf)
-        for part in range(d // 64):        # 64 columns of dQ at a time: 32 registers
-            db = descriptor(k, cfg.k_cols, k.add(kw, part * cfg.k_cols.nbytes))
+        if dq_share is not None:
+            dq_block = k.add(dq_block, dq_share, type=t.u64)
+        for part in range(cfg.dq_cols // 64):   # 64 columns of dQ at a time: 32 registers
+            # (two groups in flight would make ptxas serialize the wgmmas: C7512)
             ptx.wgmma_fence(k)
-            for step in range(4):
-                ptx.wgmma_mma_async(k, dq, da.k_step(k, 16 * step), db.k_step(k, 16 * step),
-                                    0 if step == 0 else 1, atype=w)
+            for x, (ds_x, k_x) in enumerate(sources):
+                da = descriptor(k, cfg.ds, k.add(ds_x, flip_off))
+                cols = k_x if k_col0 is None else k.add(k_x, k_col0)
+                db = descriptor(k, cfg.k_cols, k.add(cols, part * cfg.k_cols.nbytes))
+                for step in range(4):
+                    ptx.wgmma_mma_async(k, dq, da.k_step(k, 16 * step),
+                                        db.k_step(k, 16 * step),
+                                        0 if x == step == 0 else 1, atype=w)
             ptx.wgmma_commit_group(k)
             ptx.wgmma_wait_group(k, 0)
             if part == 0:                  # dV, dK and S^T / dP^T read the stage: all done
                 with k.if_(leader):
                     c.release()
-            for i, r in enumerate(dq):
-                dr, dc = dq.offsets(i)
-                k.red("add", Addr(mine, 4 * (dr * d + 64 * part + dc)), r, type=t.f32,
-                      space="global")
+            for v in range(len(dq) // 4):
+                k.st(Addr(my_chunks, 16 * (128 * (8 * part + v))), dq[4 * v:4 * v + 4],
+                     type=t.f32, space="shared")
+            # st.shared -> the bulk copy's reads. After each part: the checker cannot tell
+            # dq_buf from the next part's wgmma operands (both offsets depend on the
+            # warpgroup), and a fence per part costs little.
+            ptx.fence_proxy_async(k, "shared::cta")
+        # Both warpgroups add their partial of dQ_i (their 64 keys' share) to the same
+        # accumulator block: one bulk reduction each, which the LSU never sees. Only warp 0
+        # (the leader's) waits for the others' stores; they go on to the next block.
+        with k.if_(warp0):
+            k.bar_sync(dq_ready, 128)
+            with k.if_(leader):
+                ptx.cp_reduce_async_bulk(k, "global", "shared::cta", "add", dq_block, dq_buf,
+                                         dq_size, type=t.f32)
+                ptx.cp_async_bulk_commit_group(k)
+        with k.else_():
+            k.bar_arrive(dq_ready, 128)
+        k.xor(flip, 1, dst=flip)
+        k.mul(flip, DS_BYTES, dst=flip_off)
         c.advance()
 
     blocks(block)
+    with k.if_(leader):                    # the last reduction done before the CTA exits
+        ptx.cp_async_bulk_wait_group(k, 0)
     for r in dk:
         k.mul(r, scale, type=t.f32, dst=r)
     for name, acc in (("dk", dk), ("dv", dv)):
@@ -395,24 +467,27 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
 
 # -- 3. dQ = accumulator * scale in the output type ------------------------------------------------
 def build_convert(cfg: Config) -> Kernel:
+    """One warpgroup per 64-row query block: each thread loads back the chunks of the m64nD
+    fragment it would hold (the main kernel's order: chunk v of thread t at (128 v + t) * 16
+    bytes), scales them and stores them as dQ rows, predicated at Sq."""
     d = cfg.d
     k = Kernel(cfg.convert_name, reqntid=CONVERT_THREADS)
     acc_p, dq_p = k.param_ptr("dq_acc"), k.param_ptr("dq")
     sq, sq_pad, hq_n = (k.ld_param(k.param(t.u32, n)) for n in ("sq", "sq_pad", "hq"))
     sb, ss, sh = (k.ld_param(k.param(t.u32, n)) for n in ("dq_sb", "dq_ss", "dq_sh"))
     scale = k.ld_param(k.param(t.f32, "scale"))
-    per_row = d // 2                                  # threads per row, two values each
-    row = k.mad(k.ctaid.x, CONVERT_THREADS // per_row, k.div(k.tid.x, per_row))
-    col = k.shl(k.rem(k.tid.x, per_row), 1)
-    hq, b = k.ctaid.y, k.ctaid.z
-    with k.if_(row < sq):
-        src = k.mad(k.mad(k.mad(b, hq_n, hq), sq_pad, row), d, col)
-        lo, hi = k.ld(Addr(k.add(k.ld_param(acc_p), _wide(k, src, 4), type=t.u64)),
-                      type=t.f32, space="global", vec=2)
-        pair = k.cvt_packed(f"{cfg.dtype}x2", k.mul(hi, scale, type=t.f32),
-                            k.mul(lo, scale, type=t.f32))
-        dst = _tensor_base(k, k.ld_param(dq_p), [(b, sb), (row, ss), (hq, sh)], 2)
-        k.st(Addr(k.add(dst, _wide(k, col, 2), type=t.u64)), pair, type=t.b32, space="global")
+    q0, hq, b = k.shl(k.ctaid.x, 6), k.ctaid.y, k.ctaid.z
+    block = k.mad(k.mad(b, hq_n, hq), sq_pad, q0)
+    src = k.add(k.ld_param(acc_p), _wide(k, k.mad(block, d, k.shl(k.tid.x, 2)), 4),
+                type=t.u64)
+    acc = k.fragment(t.f32, shape=(BR, d), zero=False)
+    for v in range(len(acc) // 4):
+        k.ld(Addr(src, 16 * 128 * v), type=t.f32, space="global", vec=4,
+             dst=tuple(acc[4 * v:4 * v + 4]))
+    for r in acc:
+        k.mul(r, scale, type=t.f32, dst=r)
+    out = _tensor_base(k, k.ld_param(dq_p), [(b, sb), (q0, ss), (hq, sh)], 2)
+    acc.to_packed(cfg.wtype).store(out, ss, rows=k.sub(sq, q0, type=t.s32))
     k.ret()
     return k
 
@@ -457,7 +532,8 @@ def _f32_buffer(shape: tuple[int, ...]) -> object:
 
 class Workspace:
     """The f32 buffers between the three kernels: LSE in log2 units and D, [B, Hq, Sq_pad],
-    and the dQ accumulator [B, Hq, Sq_pad, D]. Reusable across calls of the same shape.
+    and the dQ accumulator [B, Hq, Sq_pad, D] (each 64-row block in the main kernel's fragment
+    order). Reusable across calls of the same shape.
     `empty(shape)` makes each buffer (anything a launch takes as a pointer): by default a
     `DeviceBuffer`; the PyTorch op (`_flash_attention_op.py`) passes `torch.empty`, whose
     memory is freed in stream order after the kernels instead of by a synchronising free."""
@@ -536,9 +612,8 @@ def backward(module: LoadedModule, q: object, k: object, v: object, o: object, d
         (*maps, dk, dv, ws.lse2, ws.dpsum, ws.dq_acc, Sq, Sk, sq_pad, Hq, Hq // Hkv,
          int(bool(causal)), *st["dk"], *st["dv"], scale * LOG2E, scale),
         shared_mem=cfg.smem_bytes, stream=stream)
-    rows = CONVERT_THREADS // (D // 2)
     module[cfg.convert_name].launch(
-        (-(-Sq // rows), Hq, B), CONVERT_THREADS,
+        (sq_pad // BR, Hq, B), CONVERT_THREADS,
         (ws.dq_acc, dq, Sq, sq_pad, Hq, *st["dq"], scale), stream=stream)
     return ws
 

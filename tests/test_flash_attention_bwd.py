@@ -234,7 +234,13 @@ def test_ptx_shape(ptx_text, dtype, d):
         2 * d // 16 + 4 * d // 64 + (8 if d == 64 else 0)
     # dV and dK from registers (4 k16 steps over the 64 queries each)
     assert len(re.findall(rf"m64n{d}k16\.f32\.{dtype}\.{dtype} \{{[^}}]*\}}, \{{", body)) == 8
-    assert body.count("red.global.add.f32") == 32 * d // 64
+    # dQ_i: each warpgroup's share to shared memory, then one bulk add into the accumulator;
+    # at D = 128 a share is 64 of the columns over all 128 keys (8 k16 steps from both dS^T
+    # buffers), at D = 64 all columns over the warpgroup's 64 keys
+    assert "red.global" not in body
+    assert body.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 1
+    assert body.count("st.shared.v4.f32") == CONFIGS[dtype, d].dq_cols // 8 == 8
+    assert ("bar.sync 5, 256;" in body) == (d == 128)
     # K and V: 2 tiles each, once; Q and dO per block: one box per 64 columns of D
     assert body.count("cp.async.bulk.tensor.4d.shared::cluster.global") == 6 * d // 64
     assert body.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 2
@@ -247,9 +253,15 @@ def test_ptx_shape(ptx_text, dtype, d):
 def test_smem_plan():
     for cfg in CONFIGS.values():
         assert cfg.smem_bytes <= 227 * 1024
-        for off in (cfg.k_off, cfg.v_off, cfg.ds_off, cfg.stage_off, cfg.stage_bytes):
+        for off in (cfg.k_off, cfg.v_off, cfg.ds_off, cfg.dq_off, cfg.stage_off,
+                    cfg.stage_bytes):
             assert off % 1024 == 0
-        assert cfg.ring_off == cfg.stage_off + cfg.stages * cfg.stage_bytes
+        # in order, none overlapping: K_w, V_w, dS^T, dQ_i, the stages' tiles, their statistics
+        assert cfg.ds_off + 4 * 64 * 64 * 2 == cfg.dq_off
+        assert cfg.dq_off + 2 * cfg.dq_bytes == cfg.stage_off
+        assert cfg.stat_off == cfg.stage_off + cfg.stages * cfg.stage_bytes
+        assert cfg.ring_off == cfg.stat_off + cfg.stages * 2 * 4 * 64
+    assert [CONFIGS["bf16", d].stages for d in (64, 128)] == [4, 3]
 
 
 def test_assembles_for_sm_90a(module):
@@ -310,7 +322,7 @@ def test_backward_launches_the_three_kernels(monkeypatch):
     assert smem == CONFIGS["bf16", 128].smem_bytes
     assert args[9:15] == (77, 200, 128, 8, 4, 1)              # sq sk sq_pad hq group causal
     assert args[-2:] == (0.125 * S["LOG2E"], 0.125)
-    assert (conv, g2, b2) == ("fa_bwd_convert_bf16_d128", (-(-77 // 2), 8, 2), 128)
+    assert (conv, g2, b2) == ("fa_bwd_convert_bf16_d128", (2, 8, 2), 128)     # a 64-row block each
     assert cargs[-1] == 0.125
     q_map = encoded[0]
     assert q_map.global_dim == (128, 77, 8, 2)                # (D, S, H, B)

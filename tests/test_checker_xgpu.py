@@ -80,6 +80,21 @@ def test_two_shot_second_barrier_at_gpu_scope_is_reported():
     assert [s.role for s in found[0].sites] == ["signal", "write"]
 
 
+@pytest.mark.parametrize("variant", ["ok", "guards"])
+def test_loops_over_a_run_time_world_check_clean(variant):
+    # A loop over the peers is taken to run at least once; `tid < world` guards the signal
+    # and, in a second if, the wait: the same condition.
+    k = xk.loops(variant)
+    clean(k, **xk.CONTEXT)
+    assert _parsed_ids(k) == []
+
+
+def test_signalling_only_after_the_waits_is_reported():
+    found = _check(xk.loops("late_signal"))
+    assert ids(found) == [UNSET.value], [f.format() for f in found]
+    assert found[0].loc.line == xk.LINES["wait_late_signal"]
+
+
 def test_messages_say_what_is_wrong():
     (f,) = _check(xk.one_shot("weak_spin_fence"))
     assert "the flag load is weak (no .sem), which no fence can make an acquire" in f.message

@@ -195,3 +195,54 @@ def two_shot(variant: str = "ok") -> Kernel:
              space="global")
     k.ret()
     return k
+
+
+def loops(variant: str = "ok") -> Kernel:
+    """The one-shot all-reduce over a run-time number of ranks (`world`), with loops over the
+    peers: thread 0 signals every peer, then waits for each; "late_signal" signals only
+    after waiting, "guards" has threads tid < world signal and (in a second if) wait."""
+    s = Sym(f"loops_{variant}")
+    k = s.k
+    world = k.ld_param(k.param(t.u32, "world"))
+    x = k.ld(s.at(s.inp, s.tid), type=t.f32, space="global")
+    with k.for_range(0, world) as p:
+        k.st(s.at(s.ptr(s.bufs, p), k.mad(s.rank, THREADS, s.tid)), x, type=t.f32,
+             space="global")
+    k.bar_sync(0)
+
+    def signal_all() -> None:
+        with k.for_range(0, world) as p:
+            k.st(s.at(s.ptr(s.pads, p), s.rank), s.epoch, type=t.u32, space="global",
+                 sem="release", scope="sys")
+
+    def wait_for(p) -> None:
+        with k.loop():
+            _mark(f"wait_{variant}")
+            got = k.ld(s.at(s.ptr(s.pads, s.rank), p), type=t.u32, space="global",
+                       sem="acquire", scope="sys")
+            k.break_(k.setp("ge", got, s.epoch))
+
+    if variant == "guards":
+        with k.if_(s.tid < world):
+            k.st(s.at(s.ptr(s.pads, s.tid), s.rank), s.epoch, type=t.u32, space="global",
+                 sem="release", scope="sys")
+        k.bar_sync(0)
+        with k.if_(s.tid < world):
+            wait_for(s.tid)
+    else:
+        with k.if_(s.tid == 0):
+            if variant != "late_signal":
+                signal_all()
+            with k.for_range(0, world) as p:
+                wait_for(p)
+            if variant == "late_signal":
+                signal_all()
+    k.bar_sync(0)
+    acc = k.mov(0.0, type=t.f32)
+    with k.for_range(0, world) as p:
+        v = k.ld(s.at(s.ptr(s.bufs, s.rank), k.mad(p, THREADS, s.tid)), type=t.f32,
+                 space="global")
+        k.add(acc, v, dst=acc)
+    k.st(s.at(s.out, s.tid), acc, type=t.f32, space="global")
+    k.ret()
+    return k

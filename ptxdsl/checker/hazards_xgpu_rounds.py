@@ -72,19 +72,29 @@ def _spins(an: Analysis) -> list[tuple[Op, frozenset]]:
     return out
 
 
+def _branches(an: Analysis) -> list[tuple[int, Any, set, set, int | None]]:
+    """(block, condition's value number, blocks reached when taken, when not, the branch's
+    reconvergence) of each two-way branch, computed once per kernel."""
+    if "xgpu-branches" not in an.cache:
+        cfg, out = an.cfg, []
+        for blk in cfg.blocks:
+            if blk.branch is None or blk.taken is None or blk.fall is None:
+                continue
+            stop = cfg.ipdom[blk.id]
+            out.append((blk.id, an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]),
+                        cfg.reachable([blk.taken], stop), cfg.reachable([blk.fall], stop),
+                        stop))
+        an.cache["xgpu-branches"] = out
+    return an.cache["xgpu-branches"]
+
+
 def _conditions(an: Analysis, i: int) -> set:
     """Value numbers of the branch conditions statement i runs under (and its guard's)."""
-    cfg, b = an.cfg, an.cfg.block_of(i)
-    out = set()
+    b = an.cfg.block_of(i)
+    out = {vn for _blk, vn, taken, fall, _stop in _branches(an) if (b in taken) != (b in fall)}
     guard = an.body[i].guard
     if guard is not None:
         out.add(an.values.vn(guard_polarity(guard)[0]))
-    for blk in cfg.blocks:
-        if blk.branch is None or blk.taken is None or blk.fall is None:
-            continue
-        stop = cfg.ipdom[blk.id]
-        if (b in cfg.reachable([blk.taken], stop)) != (b in cfg.reachable([blk.fall], stop)):
-            out.add(an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]))
     return out
 
 
@@ -97,37 +107,45 @@ def _set_runs(an: Analysis, op: Op, conds: set) -> bool:
 
 
 def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
-    """Has a set run, on every path from the entry to the spin (see the module's text)?"""
+    """Has a set run, on every path from the entry to the spin (see the module's text)?
+    A loop that does not hold the spin is followed for its first iteration only (its back
+    edges say nothing), and leaves from its header with what that iteration set."""
     cfg = an.cfg
     n = len(cfg.blocks)
     conds = _conditions(an, spin.index)
-    runs = [op for op in sets if _set_runs(an, op, conds)]
     first: dict[int, int] = {}
-    for op in runs:
-        b = cfg.block_of(op.index)
-        first[b] = min(first.get(b, op.index), op.index)
+    for op in sets:
+        if _set_runs(an, op, conds):
+            b = cfg.block_of(op.index)
+            first[b] = min(first.get(b, op.index), op.index)
     spin_block = cfg.block_of(spin.index)
     union: list[set[int]] = [set() for _ in range(n + 1)]
-    for h, body in an.loops:
-        if spin_block not in body:
-            union[h] |= set(cfg.preds[h])
-    for blk in cfg.blocks:
-        if blk.branch is None or blk.taken is None or blk.fall is None:
-            continue
-        vn = an.values.vn(guard_polarity(an.body[blk.branch].guard)[0])
-        stop = cfg.ipdom[blk.id]
+    for blk, vn, taken, fall, stop in _branches(an):
         if stop is None or stop >= n or not (vn in conds or _thread_only(an, vn)):
             continue
-        region = cfg.reachable([blk.taken], stop) | cfg.reachable([blk.fall], stop) | {blk.id}
+        region = taken | fall | {blk}
         union[stop] |= {p for p in cfg.preds[stop] if p in region}
+    other = {h: body for h, body in an.loops if spin_block not in body}
+    latches = {h: [b for b, hh in an.back_edges if hh == h] for h in other}
+    outs: dict[int, bool] = {}
+
+    def transfer(b: int, state: bool) -> bool:
+        outs[b] = state or b in first
+        return outs[b]
+
+    def edge(p: int, b: int, state: bool) -> bool:
+        if b in other and p in latches[b]:
+            return True     # (neutral: the header keeps what its entry brought)
+        if p in other and b not in other[p]:
+            return state or bool(latches[p]) and all(outs.get(x, False) for x in latches[p])
+        return state
 
     def join(states: list[bool], united: list[bool]) -> bool:
         some = [s for s, u in zip(states, united, strict=True) if u]
         rest = [s for s, u in zip(states, united, strict=True) if not u]
         return (any(some) if some else True) and all(rest)
 
-    ins = solve(cfg, False, lambda b, s: s or b in first, join,
-                [frozenset(u) for u in union])
+    ins = solve(cfg, False, transfer, join, [frozenset(u) for u in union], edge=edge)
     return bool(ins[spin_block]) or first.get(spin_block, spin.index) < spin.index
 
 

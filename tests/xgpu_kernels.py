@@ -37,10 +37,12 @@ class Sym:
         self.tid = k.mov(k.tid.x, type=t.u32)
 
     def ptr(self, array, index):
-        """`array[index]`: the pointer of one rank (ld.global.u64 [array + 8*index])."""
+        """`array[index]`: the pointer of one rank (`mad.wide.u32 row, index, 8, array;
+        ld.global.u64 p, [row]`)."""
         k = self.k
-        off = 8 * index if isinstance(index, int) else k.mul(index, 8, mode="wide")
-        return k.ld(k.add(array, off), type=t.u64, space="global")
+        row = k.add(array, 8 * index) if isinstance(index, int) else \
+            k.mad(index, 8, array, mode="wide")      # as torch's kernels index the array
+        return k.ld(row, type=t.u64, space="global")
 
     def at(self, base, index):
         """The address of 32-bit element `index` of a buffer."""

@@ -88,42 +88,50 @@ def is_reset(an: Analysis, op: Op) -> bool:
 
 
 # -- which parameter an address comes from ------------------------------------------------------
-def root_param(an: Analysis, operand: Any, depth: int = 0) -> Param | None:
-    """The pointer parameter an address is derived from: directly (through add, cvta, mov,
-    cvt, mad), or through a pointer loaded from the array it points to. A register stepped
-    in place (`add p, p, 16` in a copy loop) keeps the root of its other writes."""
+def root_param(an: Analysis, operand: Any, depth: int = 0, loads: bool = True) -> Param | None:
+    """The peer-buffer or signal-pad parameter an address is derived from: directly (through
+    add, cvta, mov, cvt, mad: whichever operand leads to one), or through a pointer loaded
+    (`loads`) from the array it points to. A register stepped in place (`add p, p, 16` in a
+    copy loop) keeps the root of its other writes. None for any other address."""
     base = operand.base if isinstance(operand, Addr) else operand
     v = an.val(base)
-    if v.kind is Kind.value and isinstance(v.root, Param):
+    if v.kind is Kind.value and isinstance(v.root, Param) and \
+            an.ctx.xgpu_kind(v.root, an.kernel) is not None:
         return v.root
     if not isinstance(base, Reg) or depth > 32:
         return None
-    found: Param | None = None
-    for i in an.values.defs.get(base, ()):
-        insn: Any = an.body[i].insn
-        if isinstance(insn, Binary) and insn.op in ("add", "sub") and (
-                insn.a is base or insn.b is base):
-            continue
-        r = _root_of_def(an, insn, depth)
-        if r is None or (found is not None and r is not found):
-            return None
-        found = r
-    return found
+    memo = an.cache.setdefault("xgpu-roots", {})
+    key = (id(base), loads)
+    if key not in memo:
+        memo[key] = None    # (a cycle through a loop finds nothing)
+        found: Param | None = None
+        for i in an.values.defs.get(base, ()):
+            insn: Any = an.body[i].insn
+            if isinstance(insn, Binary) and insn.op in ("add", "sub") and (
+                    insn.a is base or insn.b is base):
+                continue
+            r = _root_of_def(an, insn, depth, loads)
+            if r is None or (found is not None and r is not found):
+                found = None
+                break
+            found = r
+        memo[key] = found
+    return memo[key]
 
 
-def _root_of_def(an: Analysis, insn: Any, depth: int) -> Param | None:
+def _root_of_def(an: Analysis, insn: Any, depth: int, loads: bool) -> Param | None:
+    def up(x: Any, more: bool = loads) -> Param | None:
+        return root_param(an, x, depth + 1, more)
     if isinstance(insn, Ld):
-        if insn.space not in (StateSpace.global_, StateSpace.generic):
-            return None
-        v = an.val(insn.a)
-        return v.root if v.kind is Kind.value and isinstance(v.root, Param) else None
+        # one level: the array's element is a pointer (the array itself is no pointer's)
+        ok = loads and insn.space in (StateSpace.global_, StateSpace.generic)
+        return up(insn.a, False) if ok else None
     if isinstance(insn, Mov | Cvt | Cvta):
-        return root_param(an, insn.a, depth + 1)
+        return up(insn.a)
     if isinstance(insn, Binary) and insn.op in ("add", "sub"):
-        return root_param(an, insn.a, depth + 1) or (
-            root_param(an, insn.b, depth + 1) if insn.op == "add" else None)
+        return up(insn.a) or (up(insn.b) if insn.op == "add" else None)
     if isinstance(insn, Mad):
-        return root_param(an, insn.c, depth + 1)
+        return up(insn.c) or up(insn.a) or up(insn.b)
     return None
 
 

@@ -263,3 +263,23 @@ def test_tma_store_into_a_peer_must_complete_before_the_signal():
     f = only(check_kernel(k, **context), PUBLISH, line)
     assert "TMA store into the peer's buffer may still be in flight" in f.message
     clean(_tma_into_peer(ptx.cp_async_bulk_wait_group)[0], **context)
+
+
+@pytest.mark.parametrize("fence, bug", [
+    ("fence.sc.sys;", False), ("membar.sys;", False), ("fence.acq_rel.sys;", False),
+    ("fence.release.sys;", False), ("fence.acquire.sys;", True), ("fence.acq_rel.gpu;", True),
+    ("membar.gl;", True)])
+def test_a_fence_before_a_relaxed_signal_must_release_at_sys(fence, bug):
+    text = _ptx({"SIGNAL": "red.relaxed.sys.global.add.u32 [%rd9], 1;",
+                 "bar.sync 0;\n  setp.ne": f"{fence}\n  bar.sync 0;\n  setp.ne"})
+    found = check_module(parse_ptx(text), **_PTX_CONTEXT)
+    assert ids(found) == ([PUBLISH.value] if bug else []), [f.format() for f in found]
+
+
+@pytest.mark.parametrize("fence, bug", [
+    ("fence.sc.sys;", False), ("membar.sys;", False), ("fence.acquire.sys;", False),
+    ("fence.release.sys;", True), ("fence.acq_rel.gpu;", True)])
+def test_a_fence_after_a_volatile_spin_must_acquire_at_sys(fence, bug):
+    text = _ptx({"WAIT": _WAIT.replace("ld.acquire.sys", "ld.volatile"), "AFTER": fence})
+    found = check_module(parse_ptx(text), **_PTX_CONTEXT)
+    assert ids(found) == ([CONSUME.value] if bug else []), [f.format() for f in found]

@@ -283,3 +283,19 @@ def test_a_fence_after_a_volatile_spin_must_acquire_at_sys(fence, bug):
     text = _ptx({"WAIT": _WAIT.replace("ld.acquire.sys", "ld.volatile"), "AFTER": fence})
     found = check_module(parse_ptx(text), **_PTX_CONTEXT)
     assert ids(found) == ([CONSUME.value] if bug else []), [f.format() for f in found]
+
+
+def test_every_signal_after_the_writes_must_release():
+    # The release to peer 0 orders nothing for the relaxed signal to peer 1 after it.
+    s = xk.Sym("two_signals")
+    k = s.k
+    x = k.ld(s.at(s.inp, s.tid), type=t.f32, space="global")
+    for p in range(2):
+        k.st(s.at(s.ptr(s.bufs, p), s.tid), x, type=t.f32, space="global")
+    k.bar_sync(0)
+    with k.if_(s.tid == 0):
+        k.st(s.ptr(s.pads, 0), s.epoch, type=t.u32, space="global", sem="release", scope="sys")
+        line = here() + 1
+        k.st(s.ptr(s.pads, 1), s.epoch, type=t.u32, space="global", sem="relaxed", scope="sys")
+    k.ret()
+    only(_check(k), PUBLISH, line)

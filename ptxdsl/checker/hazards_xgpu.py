@@ -268,7 +268,8 @@ def sys_fence(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.XG_PAD_WRITE)
 def signal(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """`peer-publish-no-sys-release`: the writes a signal publishes, judged by its order."""
+    """`peer-publish-no-sys-release`: every signal after a peer write (on some path) is
+    judged by its own order."""
     if is_reset(an, op):
         return state
     pending = sorted((f for f in state.may if f[0] in ("xg-w", "xg-wf", "xg-tma")),
@@ -297,8 +298,9 @@ def signal(an: Analysis, state: State, op: Op, report: bool) -> State:
             an.report(Hazard.PEER_PUBLISH_NO_SYS_RELEASE, "this signal tells another GPU "
                       f"that the peer-buffer writes before it are done, but {why}",
                       [("signal", op.index), ("write", at)], dedupe=op.index)
-    return _with(state, state.may - {f for f in state.may if f[0] in ("xg-w", "xg-wf",
-                                                                      "xg-tma")})
+    # The writes stay pending: a later signal (to the next peer) must release them too, as
+    # a release orders nothing for a relaxed store after it.
+    return state
 
 
 # -- consume ------------------------------------------------------------------------------------

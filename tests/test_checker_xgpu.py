@@ -22,7 +22,8 @@ CONSUME = Hazard.PEER_CONSUME_NO_SYS_ACQUIRE
 REUSE = Hazard.SIGNAL_PAD_REUSE
 UNSET = Hazard.SIGNAL_WAIT_UNSET
 
-CLEAN = ["ok", "fence_relaxed", "counter", "cas_handshake", "two_phase", "volatile_fence"]
+CLEAN = ["ok", "fence_relaxed", "counter", "cas_handshake", "two_phase", "volatile_fence",
+         "ok_bounded", "two_phase_bounded"]
 # variant -> (hazards, the statement the first finding names)
 BUGGY = {
     "release_gpu": ([PUBLISH], "signal"),          # the classic: a .gpu release

@@ -16,6 +16,9 @@ WORLD = 4
 THREADS = 128
 CONTEXT = {"peer_buffers": ["buffer_ptrs"], "signal_pads": ["signal_pad_ptrs"]}
 LINES: dict[str, int] = {}
+# Variants whose flag is the constant 1 (no epoch): "two_phase" resets it and runs a second,
+# epoch-numbered round after it.
+_CONSTANT = ("const_flag", "reset_no_round", "two_phase")
 
 
 def _mark(name: str) -> None:
@@ -56,7 +59,7 @@ def _signal(s: Sym, variant: str, slot_base: int) -> None:
     k = s.k
     pad = s.ptr(s.pads, s.tid)
     flag = s.at(pad, k.add(s.rank, slot_base))
-    value = 1 if variant in ("const_flag", "reset_no_round") else s.epoch
+    value = 1 if variant in _CONSTANT else s.epoch
     if variant == "release_gpu":
         _mark("signal")
         k.st(flag, value, type=t.u32, space="global", sem="release", scope="gpu")
@@ -96,7 +99,7 @@ def _signal(s: Sym, variant: str, slot_base: int) -> None:
         k.st(flag, value, type=t.u32, space="global", sem="release", scope="sys")
 
 
-def _wait(s: Sym, variant: str, slot_base: int) -> None:
+def _wait(s: Sym, variant: str, slot_base: int, bounded: bool = False) -> None:
     """Thread p (< WORLD) waits for rank p's flag in this rank's pad."""
     k = s.k
     pad = s.ptr(s.pads, s.rank)
@@ -113,23 +116,31 @@ def _wait(s: Sym, variant: str, slot_base: int) -> None:
     sem, scope = {"acquire_gpu": ("acquire", "gpu"), "volatile_nofence": ("volatile", None),
                   "volatile_fence": ("volatile", None), "weak_spin_fence": (None, None)
                   }.get(variant, ("acquire", "sys"))
-    target = {"const_flag": 1, "reset_no_round": 1}.get(variant, s.epoch)
+    target = 1 if variant in _CONSTANT else s.epoch
     if variant in ("counter", "red_plain"):
         target = k.mul(s.epoch, WORLD)
+    tries = k.mov(0, type=t.u32) if bounded else None
     with k.loop():
         _mark("wait")
         got = k.ld(flag, type=t.u32, space="global", sem=sem, scope=scope)
         k.break_(k.setp("ge" if variant in ("counter", "red_plain") else "eq", got, target))
+        if tries is not None:     # a bounded wait (as debug.bounded_waits builds): trap
+            k.add(tries, 1, dst=tries)
+            with k.if_(tries > 1 << 20):
+                k.trap()
     if variant in ("volatile_fence", "weak_spin_fence"):
         ptx.fence(k, "acq_rel", "sys")
-    if variant == "reset_no_round":
+    if variant in ("reset_no_round", "two_phase"):
         _mark("reset")
         k.st(flag, 0, type=t.u32, space="global", sem="relaxed", scope="sys")
 
 
 def _barrier(s: Sym, variant: str, slot_base: int = 0) -> None:
-    """bar.sync; threads < WORLD signal then wait (each its peer); bar.sync."""
+    """bar.sync; threads < WORLD signal then wait (each its peer); bar.sync. A variant
+    ending in "_bounded" gives up (traps) after a bounded number of polls."""
     k = s.k
+    bounded = variant.endswith("_bounded")
+    variant = variant.removesuffix("_bounded")
     k.bar_sync(0)
     with k.if_(s.tid < WORLD):
         if variant == "set_after_wait":
@@ -146,7 +157,7 @@ def _barrier(s: Sym, variant: str, slot_base: int = 0) -> None:
             _wait(s, variant, slot_base)
         else:
             _signal(s, variant, slot_base)
-            _wait(s, variant, slot_base)
+            _wait(s, variant, slot_base, bounded)
     k.bar_sync(0)
 
 
@@ -161,8 +172,8 @@ def one_shot(variant: str = "ok") -> Kernel:
         _mark(f"copy{p}")
         k.st(s.at(peer, k.mad(s.rank, THREADS, s.tid)), x, type=t.f32, space="global")
     _barrier(s, variant)
-    if variant == "two_phase":
-        _barrier(s, "ok", WORLD)   # the second round: an epoch on slots WORLD + r
+    if variant.startswith("two_phase"):   # the second round: an epoch on slots WORLD + r
+        _barrier(s, "ok" + variant.removeprefix("two_phase"), WORLD)
     mine = s.ptr(s.bufs, s.rank)
     acc = k.mov(0.0, type=t.f32)
     for p in range(WORLD):

@@ -16,7 +16,8 @@ or a cas to a non-zero value); a *reset* is a store of a constant to the slot a 
   (`== 1`, `!= 0`, `>= 4`) passes at once in the next round or launch, since the flag still
   holds that value, unless the kernel resets the slot after the spin, and then, on every
   path to its end, sets a pad and spins on another slot (a second round: no rank may set the
-  slot again before every rank reset it). A comparison with a value that changes per round
+  slot again before every rank reset it); the paths are the spinning thread's (a second
+  `if tid < WORLD` goes the way the first did). A comparison with a value that changes per round
   (an epoch from a parameter or a counter) and a consuming `atom.cas` are round-safe.
 """
 
@@ -72,33 +73,40 @@ def _spins(an: Analysis) -> list[tuple[Op, frozenset]]:
     return out
 
 
-def _branches(an: Analysis) -> list[tuple[int, Any, set, set, int | None]]:
-    """(block, condition's value number, blocks reached when taken, when not, the branch's
-    reconvergence) of each two-way branch, computed once per kernel."""
+def _branches(an: Analysis) -> list[tuple[int, Any, bool, set, set, int | None]]:
+    """(block, condition's value number, the value that takes the branch, blocks reached when
+    taken, when not, the branch's reconvergence) of each two-way branch, computed once per
+    kernel."""
     if "xgpu-branches" not in an.cache:
         cfg, out = an.cfg, []
         for blk in cfg.blocks:
             if blk.branch is None or blk.taken is None or blk.fall is None:
                 continue
             stop = cfg.ipdom[blk.id]
-            out.append((blk.id, an.values.vn(guard_polarity(an.body[blk.branch].guard)[0]),
+            pred, taken_when = guard_polarity(an.body[blk.branch].guard)
+            out.append((blk.id, an.values.vn(pred), taken_when,
                         cfg.reachable([blk.taken], stop), cfg.reachable([blk.fall], stop),
                         stop))
         an.cache["xgpu-branches"] = out
     return an.cache["xgpu-branches"]
 
 
-def _conditions(an: Analysis, i: int) -> set:
-    """Value numbers of the branch conditions statement i runs under (and its guard's)."""
+def _conditions(an: Analysis, i: int) -> dict:
+    """The branch conditions statement i runs under (and its guard), as value number -> the
+    value the condition has wherever i runs."""
     b = an.cfg.block_of(i)
-    out = {vn for _blk, vn, taken, fall, _stop in _branches(an) if (b in taken) != (b in fall)}
+    out = {}
+    for _blk, vn, taken_when, taken, fall, _stop in _branches(an):
+        if (b in taken) != (b in fall):
+            out[vn] = taken_when if b in taken else not taken_when
     guard = an.body[i].guard
     if guard is not None:
-        out.add(an.values.vn(guard_polarity(guard)[0]))
+        pred, when = guard_polarity(guard)
+        out[an.values.vn(pred)] = when
     return out
 
 
-def _set_runs(an: Analysis, op: Op, conds: set) -> bool:
+def _set_runs(an: Analysis, op: Op, conds: dict) -> bool:
     guard = an.body[op.index].guard
     if guard is None:
         return True
@@ -120,7 +128,7 @@ def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
             first[b] = min(first.get(b, op.index), op.index)
     spin_block = cfg.block_of(spin.index)
     union: list[set[int]] = [set() for _ in range(n + 1)]
-    for blk, vn, taken, fall, stop in _branches(an):
+    for blk, vn, _when, taken, fall, stop in _branches(an):
         if stop is None or stop >= n or not (vn in conds or _thread_only(an, vn)):
             continue
         region = taken | fall | {blk}
@@ -200,11 +208,23 @@ def _rounds_after(an: Analysis, spin: Op) -> tuple[int, int | None]:
     ins: dict[int, int] = {}
     work: deque[tuple[int, int]] = deque()
 
+    # The thread that spun takes its thread-id conditions the same way again (a second
+    # `if tid < WORLD` after the first): the other way is some other thread's path.
+    conds = _conditions(an, spin.index)
+    ways = {blk: (vn, when) for blk, vn, when, _t, _f, _s in _branches(an)
+            if vn in conds and _thread_only(an, vn)}
+
     def leave(b: int, out: int) -> None:
         nonlocal least
-        if cfg.blocks[b].exits:
+        blk = cfg.blocks[b]
+        if blk.exits:
             least = min(least, out)
-        for s in cfg.succs(b):
+        succs = cfg.succs(b)
+        if b in ways:     # (ways holds two-way branches only: taken and fall are blocks)
+            vn, when = ways[b]
+            succs = tuple(x for x in (blk.taken if conds[vn] == when else blk.fall,)
+                          if x is not None)
+        for s in succs:
             if s < len(cfg.blocks) and (s not in ins or out < ins[s]):
                 ins[s] = out
                 work.append((s, out))

@@ -74,6 +74,17 @@ def test_one_shot_variant_is_reported(variant):
     assert _parsed_ids(k) == ids(found)
 
 
+@pytest.mark.parametrize("variant, hazard", [
+    ("acquire_gpu", CONSUME), ("const_flag", REUSE), ("fence_gpu", PUBLISH),
+    # the first barrier's signals (slots 0..WORLD-1) do not satisfy the second's wait
+    ("rank_guarded_set", UNSET)])
+def test_two_shot_second_barrier_variant_is_reported(variant, hazard):
+    k = xk.two_shot(variant)
+    found = _check(k)
+    assert ids(found) == [hazard.value], [f.format() for f in found]
+    assert _parsed_ids(k) == ids(found)
+
+
 def test_two_shot_second_barrier_at_gpu_scope_is_reported():
     found = _check(xk.two_shot("release_gpu"))
     assert ids(found) == [PUBLISH.value], [f.format() for f in found]

@@ -6,7 +6,8 @@ swaps the flag back to 0). A *set* is a pad write other than a store of 0 (st, r
 or a cas to a non-zero value); a *reset* is a store of a constant to the slot a spin reads.
 
 - `signal-wait-unset`: every rank runs the same kernel, so a spin is satisfied only if a set
-  of the pads runs before it on every path from the kernel's entry. A branch on the thread's
+  of the same region of the pads (`_region`) runs before it on every path from the kernel's
+  entry. A branch on the thread's
   ids only (`%tid`, `%laneid`, `%warpid`, constants), or on a condition the spin itself is
   under, does not lose the set (some thread, or every rank that gets to the wait, ran it); a
   loop that does not hold the spin is taken to run at least once (a loop over the peers).
@@ -26,8 +27,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from ..instructions.arith import Binary, Mad
 from ..instructions.compare import Setp
-from ..instructions.move import Cvt, Mov
+from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Reg
 from .analysis import STRUCTURAL, Analysis
 from .cfg import guard_polarity, solve
@@ -106,6 +108,54 @@ def _conditions(an: Analysis, i: int) -> dict:
     return out
 
 
+def _region(an: Analysis, x: Any, depth: int = 0) -> int | None:
+    """The constant part of an address's linear form, in bytes: `pad + 4 * (rank + 8)` and
+    `pads[p] + 4 * (tid + 8)` are both 32. A signal sets a peer's slot of its own rank, a
+    wait reads this rank's slot of the peer's: the per-rank terms differ, the region they
+    index (the barrier's slots) does not. Ranks, thread ids, loop counters and loaded
+    pointers count 0; None where the form is not linear (it matches any region)."""
+    if isinstance(x, Addr):
+        base = _region(an, x.base, depth)
+        return None if base is None else base + x.offset
+    c = an.values.const(x)
+    if c is not None:
+        return c
+    defs = an.values.defs.get(x, ()) if isinstance(x, Reg) else ()
+    if len(defs) != 1 or depth > 24:
+        return 0
+    insn: Any = an.body[defs[0]].insn
+
+    def part(y: Any) -> int | None:
+        return _region(an, y, depth + 1)
+    if isinstance(insn, Mov | Cvt | Cvta):
+        return part(insn.a)
+    if isinstance(insn, Binary) and insn.op in ("add", "sub", "mul", "shl"):
+        a, b = part(insn.a), part(insn.b)
+        kb = an.values.const(insn.b)
+        if insn.op in ("add", "sub"):
+            return None if a is None or b is None else a + b if insn.op == "add" else a - b
+        if kb is not None and a is not None:
+            return a * kb if insn.op == "mul" else a << kb
+        return None if an.values.const(insn.a) is None else (
+            b * an.values.const(insn.a) if b is not None and insn.op == "mul" else None)
+    if isinstance(insn, Mad):
+        c, kb, ka = part(insn.c), an.values.const(insn.b), an.values.const(insn.a)
+        if c is None:
+            return None
+        if kb is not None:
+            a = part(insn.a)
+            return None if a is None else a * kb + c
+        if ka is not None:
+            b = part(insn.b)
+            return None if b is None else b * ka + c
+        return None
+    return 0
+
+
+def _same_region(a: int | None, b: int | None) -> bool:
+    return a is None or b is None or a == b
+
+
 def _set_runs(an: Analysis, op: Op, conds: dict) -> bool:
     guard = an.body[op.index].guard
     if guard is None:
@@ -122,8 +172,9 @@ def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
     n = len(cfg.blocks)
     conds = _conditions(an, spin.index)
     first: dict[int, int] = {}
+    region = _region(an, spin.smem)
     for op in sets:
-        if _set_runs(an, op, conds):
+        if _set_runs(an, op, conds) and _same_region(_region(an, op.smem), region):
             b = cfg.block_of(op.index)
             first[b] = min(first.get(b, op.index), op.index)
     spin_block = cfg.block_of(spin.index)

@@ -134,10 +134,10 @@ def _region(an: Analysis, x: Any, depth: int = 0) -> int | None:
         kb = an.values.const(insn.b)
         if insn.op in ("add", "sub"):
             return None if a is None or b is None else a + b if insn.op == "add" else a - b
+        ka = an.values.const(insn.a)
         if kb is not None and a is not None:
             return a * kb if insn.op == "mul" else a << kb
-        return None if an.values.const(insn.a) is None else (
-            b * an.values.const(insn.a) if b is not None and insn.op == "mul" else None)
+        return b * ka if ka is not None and b is not None and insn.op == "mul" else None
     if isinstance(insn, Mad):
         c, kb, ka = part(insn.c), an.values.const(insn.b), an.values.const(insn.a)
         if c is None:
@@ -182,8 +182,8 @@ def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
     for blk, vn, _when, taken, fall, stop in _branches(an):
         if stop is None or stop >= n or not (vn in conds or _thread_only(an, vn)):
             continue
-        region = taken | fall | {blk}
-        union[stop] |= {p for p in cfg.preds[stop] if p in region}
+        inside = taken | fall | {blk}
+        union[stop] |= {p for p in cfg.preds[stop] if p in inside}
     other = {h: body for h, body in an.loops if spin_block not in body}
     latches = {h: [b for b, hh in an.back_edges if hh == h] for h in other}
     outs: dict[int, bool] = {}

@@ -240,7 +240,8 @@ def _with(state: State, may: frozenset) -> State:
 # -- publish ------------------------------------------------------------------------------------
 @handles(Role.XG_WRITE)
 def peer_write(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """A write into a peer buffer is pending until a signal publishes it."""
+    """A write into a peer buffer: every signal after it is judged (`signal`); a .sys fence
+    turns it into one a strong .sys signal may publish."""
     tag = "xg-tma" if op.field == "tma" else "xg-w"
     return _with(state, state.may | {(tag, op.index)})
 

@@ -67,6 +67,7 @@ def releases(op: Op) -> bool:
 
 
 def acquires(op: Op) -> bool:
+    """A `.sys` acquire: the flag load itself, or a fence that orders the reads after it."""
     return op.scope is Scope.sys and op.sem in ("acquire", "acq_rel", "sc")
 
 

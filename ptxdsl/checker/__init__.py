@@ -28,15 +28,16 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
-`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `hazards_namedbar`, `sync`) to a fixed
+`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
+`hazards_xgpu_rounds`, `sync`) to a fixed
 point over `state`,
 and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of
 information leave a note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg, distributed
-shared memory or named-barrier (`bar.arrive`, a thread count) instruction is dismissed in
-one scan (a few % of emitting it); otherwise the
-analysis is linear in the body plus the TMA ops.
+shared memory or named-barrier (`bar.arrive`, a thread count) instruction, and no
+`peer_buffers` / `signal_pads` in the context for it, is dismissed in one scan (a few % of
+emitting it); otherwise the analysis is linear in the body plus the TMA ops.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ from . import (  # noqa: F401  (register handlers)
     hazards_tmap,
     hazards_wgmma,
     hazards_xdev,
+    hazards_xgpu,
+    hazards_xgpu_rounds,
     sync,
 )
 from .analysis import Analysis
@@ -82,7 +85,9 @@ def check_kernel(kernel: Any, *, notes: bool = False, **context: Any) -> list[Fi
     Context (optional): `host_maps=[param or name, ...]` for pointer parameters whose maps
     the host wrote, `maps={param or name: TiledDesc | TensorMap | SmemLayout | {"box_bytes",
     "swizzle"}}` (or `{kernel name: {param or name: ...}}` for one kernel's parameters),
-    `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another.
+    `cross_device_maps=[param or name, ...]` for maps written on one GPU and used on another,
+    `peer_buffers=` / `signal_pads=` (names, or `{kernel: names}`) for the cross-GPU
+    protocol's buffers and flags (one pointer, or a device array of per-rank pointers).
     Boxes the kernel declares (`Kernel.map_boxes`) count where `maps=` says nothing
     (docs/hazards.md, "Context"). `notes=True` adds the note-level findings that say which
     checks were skipped for lack of information (a run-time byte count, an unknown box
@@ -106,7 +111,7 @@ def _check(kernel: Any, ctx: Context) -> list[Finding]:
         ops = extract(insns)
         # Fast path: a kernel with no TMA, bulk, mbarrier or tensor-map instruction has
         # nothing to check (most of a large arithmetic kernel is never looked at twice).
-        if not any(op.role in TRIGGERS for op in ops):
+        if not any(op.role in TRIGGERS for op in ops) and not ctx.has_xgpu(kernel):
             return []
         return Analysis(kernel, ops, ctx, insns).run()
     finally:

@@ -18,6 +18,11 @@ declarations (`Kernel.map_boxes`: `k.param_tensormap(name, box=...)`,
 `cross_device_maps` names pointer parameters whose maps are written on one GPU and used on
 another (peer or host-mapped memory): their release (`tensormap.cp_fenceproxy`) and acquire
 both need `.sys` scope (CUDA Programming Guide §10.30.2).
+`peer_buffers` and `signal_pads` name the pointer parameters of the cross-GPU protocol
+(`hazards_xgpu`): buffers other GPUs of the host write or read (this rank's own included),
+and the flags ranks signal each other with. Each parameter is either one pointer or a device
+array of pointers, one per rank (torch's `buffer_ptrs_dev`, `signal_pad_ptrs_dev`); a list
+of names applies to every kernel, a dict `{kernel name: [names]}` to that kernel only.
 """
 
 from __future__ import annotations
@@ -121,19 +126,23 @@ class Context:
     maps: tuple = ()                            # ((name or Param), MapInfo) pairs
     cross_device_maps: frozenset = frozenset()  # names and Param objects
     kernel_maps: tuple = ()                     # (kernel name or Kernel, maps pairs) pairs
+    peer_buffers: tuple = ()                    # (kernel name or None, frozenset of names)
+    signal_pads: tuple = ()                     # (kernel name or None, frozenset of names)
 
     @classmethod
     def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
-             cross_device_maps: Iterable[Any] = (), **unknown: Any) -> Context:
+             cross_device_maps: Iterable[Any] = (), peer_buffers: Any = (),
+             signal_pads: Any = (), **unknown: Any) -> Context:
         """The context from what the caller wrote (`check_module(..., host_maps=["tmap"])`,
         `Module.emit(check={...})`): a name or a list of names (or `Param` objects) for
         `host_maps` and `cross_device_maps`; `maps` from a map's name or `Param` to its host
         description (`TiledDesc`, `TensorMap`, `SmemLayout`, a dict with `box_bytes` and
         `swizzle`, or a `MapInfo`), or from a kernel's name (or the `Kernel`) to such a
-        mapping for that kernel's parameters."""
+        mapping for that kernel's parameters; `peer_buffers` and `signal_pads` as a name, a
+        list of names (or `Param` objects), or a dict from a kernel's name to such a list."""
         if unknown:
             raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
-                            "maps=, cross_device_maps=")
+                            "maps=, cross_device_maps=, peer_buffers=, signal_pads=")
         if isinstance(host_maps, str):
             host_maps = (host_maps,)
         if isinstance(cross_device_maps, str):
@@ -148,7 +157,22 @@ class Context:
         per_kernel = tuple((k, tuple((p, map_info(d, _name(p))) for p, d in v.items()))
                            for k, v in maps.items() if _per_kernel(v))
         return cls(frozenset(_key(h) for h in host_maps), infos,
-                   frozenset(_key(h) for h in cross_device_maps), per_kernel)
+                   frozenset(_key(h) for h in cross_device_maps), per_kernel,
+                   _names_per_kernel("peer_buffers", peer_buffers),
+                   _names_per_kernel("signal_pads", signal_pads))
+
+    def xgpu_kind(self, param: Any, kernel: Any) -> str | None:
+        """'pad' when `param` is one of `kernel`'s signal pads, 'peer' when it is one of its
+        peer buffers (`signal_pads=`, `peer_buffers=`), else None."""
+        for kind, table in (("pad", self.signal_pads), ("peer", self.peer_buffers)):
+            if any(_names_kernel(k, kernel) and (_key(param) in names or getattr(
+                    param, "name", None) in names) for k, names in table):
+                return kind
+        return None
+
+    def has_xgpu(self, kernel: Any) -> bool:
+        """Does the context name signal pads or peer buffers for `kernel`?"""
+        return any(_names_kernel(k, kernel) for k, _ in self.signal_pads + self.peer_buffers)
 
     def is_cross_device_map(self, param: Any) -> bool:
         """Whether the tensor-map parameter `param` (a `Param` or its name) addresses another
@@ -178,6 +202,31 @@ class Context:
         if found is None:
             found = getattr(kernel, "map_boxes", {}).get(param)
         return found
+
+
+def _names_per_kernel(what: str, value: Any) -> tuple:
+    """((kernel name or None for every kernel, frozenset of parameter keys), ...)."""
+    if isinstance(value, Mapping):
+        return tuple((k, _keys(what, v)) for k, v in value.items())
+    keys = _keys(what, value)
+    return ((None, keys),) if keys else ()
+
+
+def _keys(what: str, value: Any) -> frozenset:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable) or isinstance(value, Mapping):
+        raise OperandError("check_module", what, "a parameter's name, a list of names, or a "
+                           "dict from a kernel's name to such a list", _show(value))
+    for v in value:
+        if not isinstance(v, str) and not hasattr(v, "name"):
+            raise OperandError("check_module", what, "parameter names (or Param objects)",
+                               _show(v))
+    return frozenset(_key(v) for v in value)
+
+
+def _names_kernel(k: Any, kernel: Any) -> bool:
+    return k is None or k is kernel or (isinstance(k, str) and k == getattr(kernel, "name", None))
 
 
 def _lookup(pairs: tuple, param: Any) -> MapInfo | None:

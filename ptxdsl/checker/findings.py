@@ -74,6 +74,10 @@ class Hazard(enum.Enum):
     NAMEDBAR_DEADLOCK = "named-barrier-deadlock"
     NAMEDBAR_COLLISION = "named-barrier-collision"
     CTA_BARRIER_DIVERGENT = "cta-barrier-divergent"
+    PEER_PUBLISH_NO_SYS_RELEASE = "peer-publish-no-sys-release"
+    PEER_CONSUME_NO_SYS_ACQUIRE = "peer-consume-no-sys-acquire"
+    SIGNAL_PAD_REUSE = "signal-pad-reuse"
+    SIGNAL_WAIT_UNSET = "signal-wait-unset"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -331,6 +335,28 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "mbarrier.arrive, st.async/red.async completing on a barrier nobody waits on) run "
         "barrier.cluster.arrive + barrier.cluster.wait (pipeline.cluster_sync(k)) before the "
         "exit or the overwrite [docs/hazards.md: dsmem-released-early]"),
+    Hazard.PEER_PUBLISH_NO_SYS_RELEASE: (
+        E, "peer buffer written, then signalled to another GPU without a .sys release",
+        "signal with st.release.sys / red.release.sys (or put fence.acq_rel.sys between the "
+        "writes and a .relaxed.sys signal); .gpu orders only this GPU's threads, and a TMA "
+        "store must be complete (cp.async.bulk.wait_group 0) before the signal "
+        "[docs/hazards.md: peer-publish-no-sys-release]"),
+    Hazard.PEER_CONSUME_NO_SYS_ACQUIRE: (
+        E, "peer buffer read after a signal wait without a .sys acquire",
+        "spin with ld.acquire.sys (or a .relaxed.sys/.volatile load followed by "
+        "fence.acq_rel.sys before the reads); .gpu orders only this GPU's threads "
+        "[docs/hazards.md: peer-consume-no-sys-acquire]"),
+    Hazard.SIGNAL_PAD_REUSE: (
+        E, "signal pad slot waited for with a value every round reuses",
+        "signal a value that changes every round (an epoch from a kernel parameter or a "
+        "counter, compared with ==/>=), consume the flag with atom.cas 1 -> 0 (torch's "
+        "wait_signal), or reset it after the wait and run a further round of signals "
+        "before the kernel ends [docs/hazards.md: signal-pad-reuse]"),
+    Hazard.SIGNAL_WAIT_UNSET: (
+        E, "spin on a signal pad that no rank sets on some path to it",
+        "every rank runs the same code: set the peers' flags before the wait on every path "
+        "(a thread-id guard is fine; a rank- or data-dependent one the wait is not under "
+        "is not) [docs/hazards.md: signal-wait-unset]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (a map's box: k.param_tensormap(name, box=...) or "

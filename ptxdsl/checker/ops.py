@@ -60,6 +60,14 @@ class Role(enum.Enum):
     WGMMA_REGS = "wgmma register access"    # another statement touching d/A regs (synthetic)
     SETMAXNREG = "setmaxnreg"
     GLOBAL_WRITE = "global write"           # st.global (a generic-proxy write of a map?)
+    # The cross-GPU protocol (hazards_xgpu adds these where the context names peer buffers or
+    # signal pads): field = the access ('st', 'red', 'atom', 'cas', 'ld', 'tma'), sem and
+    # scope its memory order as PTX defines it for that access.
+    XG_WRITE = "peer buffer write"
+    XG_READ = "peer buffer read"
+    XG_PAD_WRITE = "signal pad write"       # value: the value stored (cas: the new value)
+    XG_PAD_READ = "signal pad read"         # result: the register loaded
+    XG_FENCE = "fence"                      # fence.sem.scope / membar (sem and scope)
 
 
 @attrs.frozen
@@ -85,6 +93,7 @@ class Op:
     read: bool = False           # wait_group.read
     mask: Any = None             # a multicast copy's ctaMask
     arrivals: Any = None         # arrivals an mbarrier.arrive counts (1 unless it says)
+    sem: str | None = None       # a memory access's or fence's order (the XG_ roles)
 
 
 # Roles that make a kernel worth analysing at all (the rest only matter next to them).

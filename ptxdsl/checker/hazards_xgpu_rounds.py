@@ -1,0 +1,327 @@
+"""The cross-GPU signal protocol across rounds: a wait no rank satisfies, a pad reused before
+every rank consumed it (the ops come from `hazards_xgpu`).
+
+A *spin* is a signal-pad read inside a loop (a load, or torch's wait_signal `atom.cas` that
+swaps the flag back to 0). A *set* is a pad write other than a store of 0 (st, red, atom,
+or a cas to a non-zero value); a *reset* is a store of a constant to the slot a spin reads.
+
+- `signal-wait-unset`: every rank runs the same kernel, so a spin is satisfied only if a set
+  of the same region of the pads (`_region`) runs before it on every path from the kernel's
+  entry. A branch on the thread's
+  ids only (`%tid`, `%laneid`, `%warpid`, constants), or on a condition the spin itself is
+  under, does not lose the set (some thread, or every rank that gets to the wait, ran it); a
+  loop that does not hold the spin is taken to run at least once (a loop over the peers).
+  A set under a rank- or data-dependent condition, or after the spin on its path, is the
+  bug.
+- `signal-pad-reuse`: a spin whose loop leaves on a comparison of the flag with a constant
+  (`== 1`, `!= 0`, `>= 4`) passes at once in the next round or launch, since the flag still
+  holds that value, unless the kernel resets the slot after the spin, and then, on every
+  path to its end, sets a pad and spins on another slot (a second round: no rank may set the
+  slot again before every rank reset it); the paths are the spinning thread's (a second
+  `if tid < WORLD` goes the way the first did). A comparison with a value that changes per round
+  (an epoch from a parameter or a counter) and a consuming `atom.cas` are round-safe.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..instructions.arith import Binary, Mad
+from ..instructions.compare import Setp
+from ..instructions.move import Cvt, Cvta, Mov
+from ..operands import Addr, Reg
+from .analysis import STRUCTURAL, Analysis
+from .cfg import guard_polarity, solve
+from .findings import Hazard
+from .hazards_xgpu import is_reset
+from .ops import Op, Role
+
+_THREAD_SREGS = ("tid.", "laneid", "warpid", "ntid.")
+
+
+def _thread_only(an: Analysis, vn: Any) -> bool:
+    """Is a value number built only from the thread's ids and constants?"""
+    if not isinstance(vn, tuple) or not vn:
+        return False
+    if vn[0] == "const":
+        return True
+    if vn[0] == "sreg":
+        return str(vn[1]).startswith(_THREAD_SREGS) or vn[1] in an.values.fixed
+    if vn[0] in ("param", "reg", "addr"):
+        return False
+    kids = [x for x in vn[1:] if isinstance(x, tuple)]
+    return bool(kids) and all(_thread_only(an, x) for x in kids if x is not None)
+
+
+def _ops(an: Analysis, *roles: Role) -> list[Op]:
+    return [op for ops in an.by_block for op in ops if op.role in roles]
+
+
+def _slot(an: Analysis, op: Op) -> Any:
+    a = op.smem
+    base = a.base if isinstance(a, Addr) else a
+    return an.values.vn(base), a.offset if isinstance(a, Addr) else 0
+
+
+def _spins(an: Analysis) -> list[tuple[Op, frozenset]]:
+    """Each spin with the blocks of the innermost loop holding it."""
+    out = []
+    for op in _ops(an, Role.XG_PAD_READ):
+        b = an.cfg.block_of(op.index)
+        bodies = [body for _h, body in an.loops if b in body]
+        if bodies:
+            out.append((op, min(bodies, key=len)))
+    return out
+
+
+def _branches(an: Analysis) -> list[tuple[int, Any, bool, set, set, int | None]]:
+    """(block, condition's value number, the value that takes the branch, blocks reached when
+    taken, when not, the branch's reconvergence) of each two-way branch, computed once per
+    kernel."""
+    if "xgpu-branches" not in an.cache:
+        cfg, out = an.cfg, []
+        for blk in cfg.blocks:
+            if blk.branch is None or blk.taken is None or blk.fall is None:
+                continue
+            stop = cfg.ipdom[blk.id]
+            pred, taken_when = guard_polarity(an.body[blk.branch].guard)
+            out.append((blk.id, an.values.vn(pred), taken_when,
+                        cfg.reachable([blk.taken], stop), cfg.reachable([blk.fall], stop),
+                        stop))
+        an.cache["xgpu-branches"] = out
+    return an.cache["xgpu-branches"]
+
+
+def _conditions(an: Analysis, i: int) -> dict:
+    """The branch conditions statement i runs under (and its guard), as value number -> the
+    value the condition has wherever i runs."""
+    b = an.cfg.block_of(i)
+    out = {}
+    for _blk, vn, taken_when, taken, fall, _stop in _branches(an):
+        if (b in taken) != (b in fall):
+            out[vn] = taken_when if b in taken else not taken_when
+    guard = an.body[i].guard
+    if guard is not None:
+        pred, when = guard_polarity(guard)
+        out[an.values.vn(pred)] = when
+    return out
+
+
+def _region(an: Analysis, x: Any, depth: int = 0) -> int | None:
+    """The constant part of an address's linear form, in bytes: `pad + 4 * (rank + 8)` and
+    `pads[p] + 4 * (tid + 8)` are both 32. A signal sets a peer's slot of its own rank, a
+    wait reads this rank's slot of the peer's: the per-rank terms differ, the region they
+    index (the barrier's slots) does not. Ranks, thread ids, loop counters and loaded
+    pointers count 0; None where the form is not linear (it matches any region)."""
+    if isinstance(x, Addr):
+        base = _region(an, x.base, depth)
+        return None if base is None else base + x.offset
+    c = an.values.const(x)
+    if c is not None:
+        return c
+    defs = an.values.defs.get(x, ()) if isinstance(x, Reg) else ()
+    if len(defs) != 1 or depth > 24:
+        return 0
+    insn: Any = an.body[defs[0]].insn
+
+    def part(y: Any) -> int | None:
+        return _region(an, y, depth + 1)
+    if isinstance(insn, Mov | Cvt | Cvta):
+        return part(insn.a)
+    if isinstance(insn, Binary) and insn.op in ("add", "sub", "mul", "shl"):
+        a, b = part(insn.a), part(insn.b)
+        kb = an.values.const(insn.b)
+        if insn.op in ("add", "sub"):
+            return None if a is None or b is None else a + b if insn.op == "add" else a - b
+        ka = an.values.const(insn.a)
+        if kb is not None and a is not None:
+            return a * kb if insn.op == "mul" else a << kb
+        return b * ka if ka is not None and b is not None and insn.op == "mul" else None
+    if isinstance(insn, Mad):
+        c, kb, ka = part(insn.c), an.values.const(insn.b), an.values.const(insn.a)
+        if c is None:
+            return None
+        if kb is not None:
+            a = part(insn.a)
+            return None if a is None else a * kb + c
+        if ka is not None:
+            b = part(insn.b)
+            return None if b is None else b * ka + c
+        return None
+    return 0
+
+
+def _same_region(a: int | None, b: int | None) -> bool:
+    return a is None or b is None or a == b
+
+
+def _set_runs(an: Analysis, op: Op, conds: dict) -> bool:
+    guard = an.body[op.index].guard
+    if guard is None:
+        return True
+    vn = an.values.vn(guard_polarity(guard)[0])
+    return vn in conds or _thread_only(an, vn)
+
+
+def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
+    """Has a set run, on every path from the entry to the spin (see the module's text)?
+    A loop that does not hold the spin is followed for its first iteration only (its back
+    edges say nothing), and leaves from its header with what that iteration set."""
+    cfg = an.cfg
+    n = len(cfg.blocks)
+    conds = _conditions(an, spin.index)
+    first: dict[int, int] = {}
+    region = _region(an, spin.smem)
+    for op in sets:
+        if _set_runs(an, op, conds) and _same_region(_region(an, op.smem), region):
+            b = cfg.block_of(op.index)
+            first[b] = min(first.get(b, op.index), op.index)
+    spin_block = cfg.block_of(spin.index)
+    union: list[set[int]] = [set() for _ in range(n + 1)]
+    for blk, vn, _when, taken, fall, stop in _branches(an):
+        if stop is None or stop >= n or not (vn in conds or _thread_only(an, vn)):
+            continue
+        inside = taken | fall | {blk}
+        union[stop] |= {p for p in cfg.preds[stop] if p in inside}
+    other = {h: body for h, body in an.loops if spin_block not in body}
+    latches = {h: [b for b, hh in an.back_edges if hh == h] for h in other}
+    outs: dict[int, bool] = {}
+
+    def transfer(b: int, state: bool) -> bool:
+        outs[b] = state or b in first
+        return outs[b]
+
+    def edge(p: int, b: int, state: bool) -> bool:
+        if b in other and p in latches[b]:
+            return True     # (neutral: the header keeps what its entry brought)
+        if p in other and b not in other[p]:
+            return state or bool(latches[p]) and all(outs.get(x, False) for x in latches[p])
+        return state
+
+    def join(states: list[bool], united: list[bool]) -> bool:
+        some = [s for s, u in zip(states, united, strict=True) if u]
+        rest = [s for s, u in zip(states, united, strict=True) if not u]
+        return (any(some) if some else True) and all(rest)
+
+    ins = solve(cfg, False, transfer, join, [frozenset(u) for u in union], edge=edge)
+    return bool(ins[spin_block]) or first.get(spin_block, spin.index) < spin.index
+
+
+def _compared_with(an: Analysis, spin: Op, body: frozenset) -> tuple[bool, Any] | None:
+    """(whether the value is a constant, the other operand) of the comparison of the spun-on
+    flag that its loop branches on; None when no setp in the loop compares it."""
+    flag = spin.result
+    if not isinstance(flag, Reg):
+        return None
+    names = {id(flag)}
+    blocks = sorted(body)
+    for b in blocks:   # copies and conversions of the flag (`cvt.u64.u32`)
+        for i in an.cfg.blocks[b].stmts:
+            insn: Any = getattr(an.body[i], "insn", None)
+            if isinstance(insn, Mov | Cvt) and id(insn.a) in names:
+                names.add(id(insn.d))
+    for b in blocks:
+        for i in an.cfg.blocks[b].stmts:
+            insn = getattr(an.body[i], "insn", None)
+            if isinstance(insn, Setp) and (id(insn.a) in names) != (id(insn.b) in names):
+                other = insn.b if id(insn.a) in names else insn.a
+                return an.values.const(other) is not None, other
+    return None
+
+
+def _rounds_after(an: Analysis, spin: Op) -> tuple[int, int | None]:
+    """The least progress over the paths from the spin to the kernel's end: 0 no reset of
+    its slot, 1 reset, 2 reset then a set, 3 then a spin on another slot (round-safe); and
+    the reset's statement where one was seen."""
+    cfg, slot = an.cfg, _slot(an, spin)
+    spins = {op.index for op, _ in _spins(an)}
+    reset_at: list[int] = []
+
+    def step(state: int, b: int, after: int = -1) -> int:
+        for op in an.by_block[b]:
+            if op.index <= after:
+                continue
+            if op.role is Role.XG_PAD_WRITE:
+                if state == 0 and op.field in ("st", "atom.exch") \
+                        and an.values.const(op.value) is not None and _slot(an, op) == slot:
+                    state = 1
+                    reset_at.append(op.index)
+                elif state == 1 and not is_reset(an, op):
+                    state = 2
+            elif op.role is Role.XG_PAD_READ and state == 2 and op.index in spins \
+                    and _slot(an, op) != slot:
+                state = 3
+        return state
+
+    start = cfg.block_of(spin.index)
+    least = 3
+    ins: dict[int, int] = {}
+    work: deque[tuple[int, int]] = deque()
+
+    # The thread that spun takes its thread-id conditions the same way again (a second
+    # `if tid < WORLD` after the first): the other way is some other thread's path.
+    conds = _conditions(an, spin.index)
+    ways = {blk: (vn, when) for blk, vn, when, _t, _f, _s in _branches(an)
+            if vn in conds and _thread_only(an, vn)}
+
+    def leave(b: int, out: int) -> None:
+        nonlocal least
+        blk = cfg.blocks[b]
+        if blk.exits:
+            least = min(least, out)
+        succs = cfg.succs(b)
+        if b in ways:     # (ways holds two-way branches only: taken and fall are blocks)
+            vn, when = ways[b]
+            succs = tuple(x for x in (blk.taken if conds[vn] == when else blk.fall,)
+                          if x is not None)
+        for s in succs:
+            if s < len(cfg.blocks) and (s not in ins or out < ins[s]):
+                ins[s] = out
+                work.append((s, out))
+
+    leave(start, step(0, start, spin.index))
+    while work:
+        b, st = work.popleft()
+        if ins.get(b) != st:
+            continue
+        leave(b, step(st, b))
+    return least, (reset_at[0] if reset_at else None)
+
+
+def rounds(an: Analysis) -> None:
+    """`signal-wait-unset` and `signal-pad-reuse` for each spin (module text)."""
+    if Role.XG_PAD_READ not in an.roles:
+        return
+    sets = [op for op in _ops(an, Role.XG_PAD_WRITE) if not is_reset(an, op)]
+    for spin, body in _spins(an):
+        if not _set_before(an, spin, sets):
+            an.report(Hazard.SIGNAL_WAIT_UNSET, "every rank runs this kernel, and on some "
+                      "path to this wait no signal-pad set has run before it (a set under a "
+                      "rank- or data-dependent condition the wait is not under, or only "
+                      "after the wait): the ranks on that path wait for each other forever",
+                      [("wait", spin.index)], dedupe=spin.index)
+        if spin.field == "cas":
+            continue
+        cmp = _compared_with(an, spin, body)
+        if cmp is None:
+            an.note("signal-pad-reuse", "no comparison of the flag found in its wait loop",
+                    [("wait", spin.index)], dedupe=spin.index)
+            continue
+        if not cmp[0]:
+            continue
+        least, reset = _rounds_after(an, spin)
+        if least == 0:
+            an.report(Hazard.SIGNAL_PAD_REUSE, "the wait compares the flag with the "
+                      f"constant {an.values.const(cmp[1])} and nothing resets the slot after "
+                      "it: in the next round (or launch) the flag still holds that value and "
+                      "the wait passes before the peer signalled", [("wait", spin.index)],
+                      dedupe=spin.index)
+        elif least < 3:
+            an.report(Hazard.SIGNAL_PAD_REUSE, "the flag is reset after the wait, but on "
+                      "some path no further round of signals follows before the kernel ends: "
+                      "a fast rank's next set may land before this rank's reset and be "
+                      "erased", [("wait", spin.index), ("reset", reset)], dedupe=spin.index)
+
+
+STRUCTURAL.append(rounds)

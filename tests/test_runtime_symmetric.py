@@ -113,6 +113,12 @@ def test_launch_uses_the_rank_stream_and_device(monkeypatch):
         bufs.launch(SimpleNamespace(name="k", device=0, launch=None), 1, 1)
 
 
+def test_torch_memory_launches_on_the_current_torch_stream_of_its_device(monkeypatch):
+    from ptxdsl.runtime import symmetric
+    monkeypatch.setattr(symmetric, "torch_raw_stream", lambda: (lambda index: 0x5EED + index))
+    assert SymmetricBuffers.from_torch(handle()).stream() == 0x5EED + 1
+
+
 def test_own_memory_launches_on_the_default_stream():
     own = SymmetricBuffers(0, 2, 0, (1, 2), (3, 4), 5, 6, 64, 64)
     assert own.stream() is None

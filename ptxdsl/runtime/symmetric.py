@@ -25,7 +25,7 @@ buffer, for this rank's device: TMA loads and stores to a peer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -186,11 +186,7 @@ class SymmetricBuffers:
         device for memory from torch, else None (the default stream)."""
         if not self.torch_stream:
             return None
-        import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return int(raw(self.device))
-        return int(torch.cuda.current_stream(self.device).cuda_stream)
+        return int(torch_raw_stream()(self.device))
 
     def launch(self, fn: Any, grid: Any, block: Any, args: Sequence[Any] = (),
                **kwargs: Any) -> None:
@@ -201,6 +197,17 @@ class SymmetricBuffers:
                                        f"on device {fn.device}, rank {self.rank}'s memory is "
                                        f"on device {self.device}")
         fn.launch(grid, block, args, stream=self.stream(), **kwargs)
+
+
+def torch_raw_stream() -> Callable[[int], int]:
+    """device index -> the handle of PyTorch's current stream on that device, without building
+    a torch.cuda.Stream object (the function inductor's generated code uses); imports torch.
+    `ptxdsl.torch`'s operators launch on it too."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
 
 
 def _extent(desc: Any) -> int:

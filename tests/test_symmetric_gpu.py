@@ -1,8 +1,8 @@
-"""Symmetric memory on two Hopper GPUs in one process (`SymmetricBuffers.allocate`): a kernel
-per rank writes its buffer, meets the other at `signals.barrier_all_ranks`, reads both
-buffers with 16-byte vector loads through the pointer array and reduces into device 0's memory with
-a vector `red.release.sys`, twice (the pads reused). The GPU test skips with the reason where
-two such GPUs are not there; the kernel assembles on the CPU."""
+"""Symmetric memory on 2, 4 or 8 Hopper GPUs in one process (`SymmetricBuffers.allocate`):
+a kernel per rank writes its buffer, meets the others at `signals.barrier_all_ranks`, reads
+every rank's buffer with 16-byte vector loads through the pointer array, and reduces into
+device 0's memory with a vector `red.release.sys`; twice, the pads reused. The GPU test skips
+with the reason where that many such GPUs are not there; the kernel assembles on the CPU."""
 
 from __future__ import annotations
 
@@ -20,19 +20,16 @@ from ptxdsl.runtime import (
 from ptxdsl.signals import barrier_all_ranks, peer_pointer
 from ptxdsl.testing import assemble_declared, gpu_deadline
 
-WORLD, THREADS = 2, 128
+THREADS = 128
 
 
-@pytest.fixture
-def two_gpus():
-    reason = multi_gpu_skip_reason(WORLD)
+def _gpus(world: int):
+    reason = multi_gpu_skip_reason(world)
     if reason is not None:
-        pytest.skip(f"needs {WORLD} Hopper GPUs with peer access: {reason}")
-    with gpu_deadline(60):
-        yield
+        pytest.skip(f"needs {world} Hopper GPUs with peer access: {reason}")
 
 
-def _kernel() -> Kernel:
+def _kernel(world: int) -> Kernel:
     k = Kernel("sum_peers", reqntid=(THREADS, 1, 1))
     bufs, pads = k.param_ptr("bufs"), k.param_ptr("pads")
     out = k.ld_param(k.param_ptr("out", space=None))
@@ -43,9 +40,9 @@ def _kernel() -> Kernel:
     mine = k.cvt(k.add(rank, 1, type=t.u32), t.f32, atype=t.u32)
     own = k.mad(tid, 16, peer_pointer(k, bufs, rank), type=t.u32, mode="wide")
     k.st(own, (mine,) * 4, type=t.f32, space="generic")
-    barrier_all_ranks(k, pads, rank, WORLD, epoch, block=0)
+    barrier_all_ranks(k, pads, rank, world, epoch, block=0)
     acc = None
-    for r in range(WORLD):
+    for r in range(world):
         at = k.mad(tid, 16, peer_pointer(k, bufs, r), type=t.u32, mode="wide")
         v = k.ld(at, type=t.f32, vec=4, space="generic")
         acc = v if acc is None else tuple(k.add(a, b) for a, b in zip(acc, v, strict=True))
@@ -56,26 +53,36 @@ def _kernel() -> Kernel:
     return k
 
 
-def test_the_kernel_assembles():
-    assemble_declared(Module([_kernel()]).emit())
+@pytest.mark.parametrize("world", [2, 8])
+def test_the_kernel_assembles(world):
+    assemble_declared(Module([_kernel(world)]).emit())
 
 
 @pytest.mark.gpu
-def test_ranks_meet_read_each_other_and_reduce(two_gpus):
-    ranks = SymmetricBuffers.allocate(THREADS * 16, devices=list(range(WORLD)))
-    loaded = load_on_devices(Module([_kernel()]), list(range(WORLD)))
-    fns = [loaded[d].preload()["sum_peers"] for d in range(WORLD)]
-    outs = [DeviceBuffer.zeros((THREADS * 4,), np.float32, device=d) for d in range(WORLD)]
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_ranks_meet_read_each_other_and_reduce(world):
+    _gpus(world)
+    with gpu_deadline(60):
+        _run(world)
+
+
+def _run(world: int) -> None:
+    devices = list(range(world))
+    ranks = SymmetricBuffers.allocate(THREADS * 16, devices=devices)
+    loaded = load_on_devices(Module([_kernel(world)]), devices)
+    fns = [loaded[d].preload()["sum_peers"] for d in devices]
+    outs = [DeviceBuffer.zeros((THREADS * 4,), np.float32, device=d) for d in devices]
     sink = DeviceBuffer.zeros((THREADS * 4,), np.float32, device=0)
     for epoch in (1, 2):                       # the pads are reused without a reset
-        streams = [Stream(device=d) for d in range(WORLD)]
-        for r, bufs in enumerate(ranks):       # both run at once: each waits for the other
+        streams = [Stream(device=d) for d in devices]
+        for r, bufs in enumerate(ranks):       # all run at once: each waits for the others
             fns[r].launch(1, THREADS, (bufs.buffer_ptrs_dev, bufs.signal_pad_ptrs_dev,
                                        outs[r], sink, r, epoch), stream=streams[r])
         for s in streams:
             s.synchronize(20)
-        for out in outs:                       # 1 from rank 0 + 2 from rank 1
-            np.testing.assert_array_equal(out.to_numpy(), np.full(THREADS * 4, 3.0,
+        total = world * (world + 1) / 2        # rank r wrote r + 1
+        for out in outs:
+            np.testing.assert_array_equal(out.to_numpy(), np.full(THREADS * 4, total,
                                                                   np.float32))
-    np.testing.assert_array_equal(sink.to_numpy(), np.full(THREADS * 4, 2.0 * WORLD,
+    np.testing.assert_array_equal(sink.to_numpy(), np.full(THREADS * 4, 2.0 * world,
                                                             np.float32))

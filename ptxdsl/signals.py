@@ -32,7 +32,7 @@ from typing import Any
 
 from .errors import BuildError, OperandError, fail_closed
 from .instructions import _ptx_args as A
-from .instructions.atomic import Red
+from .instructions.atomic import AtomOp, Red
 from .instructions.base import _given, check_enum, check_src, int_like
 from .instructions.mbarrier_wait import WaitTimeout, resolve_timeout, spin
 from .instructions.memory import Ld, St
@@ -90,7 +90,7 @@ def signal_set(k: Kernel, addr: Any, value: Any = 1, *, add: bool = False,
     v = check_src(name, "value", value, T.u32)
     a = _flag(k, name, addr)
     if add:
-        k.emit(Red("add", T.u32, a, v, S.global_, Sem.release, sc))  # type: ignore[arg-type]
+        k.emit(Red(AtomOp.add, T.u32, a, v, S.global_, Sem.release, sc))
     else:
         k.emit(St(S.global_, T.u32, a, v, Sem.release, sc))
 

@@ -96,3 +96,36 @@ def test_vector_red_refusals():
                        r"register \(PTX has no immediates of this type\)"):
         k.red("add", g, (1.0, 2.0), type=t.f16)
     assert not any("red" in s.insn.opcode() for s in k.body if hasattr(s, "insn"))
+
+
+def test_red_with_a_cache_hint_golden(golden):
+    """`.L2::cache_hint` after `.noftz`, before `.vN`; the policy is the last operand."""
+    k, g = _kernel("red_hint")
+    pol = k.reg(t.b64)
+    f = k.ld_param(k.param(t.f32, "f"))
+    k.red("add", g, 1, type=t.u32, cache_policy=pol)
+    k.red("add", g, (f, f, f, f), sem="release", scope="sys", cache_policy=pol)
+    k.red("max", g, [k.reg(t.b16) for _ in range(8)], type=t.bf16, cache_policy=pol)
+    golden(Module([k]), "core/red_cache_hint")
+
+
+def test_pinning_below_red_with_a_cache_hint_raises():
+    k, g = _kernel("pin_hint")
+    k.red("add", g, 1, type=t.u32, cache_policy=k.reg(t.b64))
+    with pytest.raises(VersionError, match=r"needs PTX ISA 7\.4, sm_80\+, but the module is "
+                       r"pinned to \.version 7\.3"):
+        Module([k], version="7.3", target="sm_80").emit()
+
+
+def test_red_cache_hint_refusals():
+    k, g = _kernel("bad_hint")
+    ctr = k.shared_array(t.u32, 1, align=4, name="ctr")
+    with pytest.raises(OperandError, match=r"red\.shared::cta\.add\.L2::cache_hint\.u32: "
+                       r"operand 'space': expected global or generic \(a cache hint applies to "
+                       r"global memory only\), got \.shared::cta") as e:
+        k.red("add", ctr, 1, space="shared::cta", cache_policy=k.reg(t.b64))
+    assert e.value.loc.file == __file__
+    with pytest.raises(OperandError, match=r"red\.global\.add\.L2::cache_hint\.u32: operand "
+                       r"'cache_policy': expected a register compatible with \.b64, got "
+                       r"register %r\d+ of type \.u32"):
+        k.red("add", g, 1, type=t.u32, cache_policy=k.reg(t.u32))

@@ -59,6 +59,7 @@ _HALF = (T.f16, T.f16x2, T.bf16, T.bf16x2)   # ptxas wants `.noftz` spelled out 
 _SM90 = req("7.8", 90)
 _B128 = req("8.3", 90)
 _VEC_REQ = req("8.1", 90)
+_HINT_REQ = req("7.4", 80)      # .L2::cache_hint, as on ld/st
 # Vector red (PTX ISA 8.1, sm_90): the widths each op/type pair takes, as ptxas 13 accepts them
 # (every other combination, .f64 and the integer types included, it refuses); at most 128 bits.
 _HALF_VEC = {T.f16: (2, 4, 8), T.bf16: (2, 4, 8), T.f16x2: (2, 4), T.bf16x2: (2, 4)}
@@ -184,6 +185,9 @@ class AtomCas(_Atomic):
 class Red(_Atomic):
     """`red{.sem}{.scope}{.space}.op{.noftz}.type [a], b;`: atom without the old value.
 
+    With `cache_policy` (a .b64 register from createpolicy; global memory only),
+    `red{.sem}{.scope}{.space}.op{.noftz}.L2::cache_hint{.vN}.type [a], b, cache_policy;`.
+
     With a vector `b` (a tuple, list or `Vec` of 2, 4 or 8 values), the vector form
     `red{.sem}{.scope}{.global}.op{.noftz}.vN.type [a], {b0, ...};` (PTX 8.1, sm_90)::
 
@@ -204,13 +208,21 @@ class Red(_Atomic):
     space: StateSpace = StateSpace.generic
     sem: Sem | None = None
     scope: Scope | None = None
+    cache_policy: Reg | None = None
 
     def __attrs_post_init__(self):
         if not isinstance(self.b, tuple | list | Vec):
             self._check_qualifiers()
             self._check_memory(("b",))
-            return
-        self._check_vector()
+        else:
+            self._check_vector()
+        if self.cache_policy is not None:
+            self._set("cache_policy", check_src(self.opcode(), "cache_policy",
+                                                self.cache_policy, T.b64, imm=False))
+            # ptxas: "Modifier '.L2::cache_hint' cannot be applied to '.shared' space".
+            if self.space not in _VEC_SPACES:
+                raise OperandError(self.opcode(), "space", "global or generic (a cache hint "
+                                   "applies to global memory only)", self.space.ptx)
 
     def _check_vector(self) -> None:
         b: Any = self.b
@@ -240,17 +252,21 @@ class Red(_Atomic):
         self._set("a", check_addr(self, "a", self.a, self.space))
 
     def opcode(self) -> str:
-        q = super().opcode()
+        head, _, tail = super().opcode().rpartition(".")
+        if self.cache_policy is not None:
+            head += ".L2::cache_hint"
         if isinstance(self.b, Vec):
-            head, _, tail = q.rpartition(".")
-            return f"{head}.v{len(self.b.items)}.{tail}"
-        return q
+            head += f".v{len(self.b.items)}"
+        return f"{head}.{tail}"
 
     @property
     def requires(self) -> Requires:
-        return _VEC_REQ if isinstance(self.b, Vec) else super().requires
+        r = _VEC_REQ if isinstance(self.b, Vec) else super().requires
+        return r.merge(_HINT_REQ) if self.cache_policy is not None else r
 
     def operands(self):
+        if self.cache_policy is not None:
+            return (self.a, self.b, self.cache_policy)
         return (self.a, self.b)
 
 

@@ -16,7 +16,7 @@ from .memory import SCOPES, SEMS, SPACES, TYPES, Table, order_first, qualifiers,
 
 _ATOMIC: Table = {**SEMS, **SCOPES, **SPACES, **{op.value: ("op", op) for op in AtomOp},
                   "noftz": ("noftz", True), "v2": ("vec", 2), "v4": ("vec", 4),
-                  "v8": ("vec", 8)}
+                  "v8": ("vec", 8), "L2::cache_hint": ("hint", True)}
 
 
 respell("atom", "red")(order_first)
@@ -38,7 +38,7 @@ def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
     if got is None:
         return None
     q, t = got
-    if "vec" in q:
+    if "vec" in q or "hint" in q:
         return None
     space, sem, scope = q.get("space", StateSpace.generic), q.get("sem"), q.get("scope")
     if q["op"] is AtomOp.cas:
@@ -52,13 +52,14 @@ def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
 
 @reader("red")
 def red(parts: tuple[str, ...], ops: list[Any]) -> Red | None:
-    """`red{.sem}{.scope}{.space}.op{.vN}.type [a], b` into `Red`; None for another form."""
+    """`red{.sem}{.scope}{.space}.op{.L2::cache_hint}{.vN}.type [a], b{, policy}` into `Red`;
+    None for another form."""
     got = _read(parts)
-    if got is None or len(ops) != 2:
+    if got is None or len(ops) != 2 + ("hint" in got[0]):
         return None
     q, t = got
     b = vector(ops[1], q.get("vec"))
     if b is None:
         return None
     return Red(q["op"], t, ops[0], b, q.get("space", StateSpace.generic), q.get("sem"),
-               q.get("scope"))
+               q.get("scope"), ops[2] if "hint" in q else None)

@@ -109,6 +109,9 @@ def test_signal_refusals():
     with pytest.raises(BuildError, match=r"signal_wait: give timeout=WaitTimeout\(\.\.\.\) or "
                        r"timeout_ns/timeout_cycles, not both"):
         signal_wait(k, flag, 1, timeout=debug.bounded_waits(Kernel("o")), timeout_ns=5)
+    with pytest.raises(OperandError, match=r"signal_wait: operand 'timeout': expected a "
+                       r"positive integer below 2\^63, got -5"):
+        signal_wait(k, flag, 1, timeout_ns=-5)
     with pytest.raises(BuildError, match=r"signal_set: expected the Kernel to build in, got "
                        r"str"):
         signal_set("k", flag, 1)

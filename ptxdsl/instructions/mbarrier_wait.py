@@ -252,7 +252,10 @@ def resolve_timeout(name: str, k, timeout: WaitTimeout | None, timeout_ns: int |
         if timeout is not None:
             raise BuildError(f"{name}: give timeout=WaitTimeout(...) or timeout_ns/"
                              "timeout_cycles, not both")
-        return WaitTimeout(timeout_ns, timeout_cycles, on_timeout)
+        try:
+            return WaitTimeout(timeout_ns, timeout_cycles, on_timeout)
+        except OperandError as e:   # WaitTimeout's checks name mbarrier_wait: name the caller
+            raise OperandError(name, e.operand, e.expected, e.given, e.loc) from None
     if on_timeout is not None and timeout is None:
         raise BuildError(f"{name}: on_timeout needs timeout_ns=... or timeout_cycles=...")
     if timeout is not None and not isinstance(timeout, WaitTimeout):

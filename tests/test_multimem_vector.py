@@ -76,3 +76,14 @@ def test_vector_multimem_refusals():
                        r"'d\[0\]': expected"):
         Multimem(MultimemKind.ld_reduce, "weak", None, RedOp.add, t.f32, mc, (u, f))
     assert not [s for s in k.body if "multimem" in s.render()]
+
+
+def test_a_vector_type_by_name():
+    """`type=` by its PTX name, as for the scalar forms (the fuzz campaign found it refused)."""
+    k, mc = _kernel("mm_named")
+    ptx.multimem_st(k, "weak", mc, (k.reg(t.b32), k.reg(t.b32)), type="bf16x2")
+    ptx.multimem_red(k, "relaxed", "gpu", "max", mc, tuple(k.reg(t.f16) for _ in range(8)),
+                     type="f16")
+    text = Module([k]).emit()
+    assert "multimem.st.weak.global.v2.bf16x2" in text
+    assert "multimem.red.relaxed.gpu.global.max.v8.f16" in text

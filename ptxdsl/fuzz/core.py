@@ -276,6 +276,13 @@ def atomics(draw):
     b = operand(draw, t, imm=t != "b128")
     kw = {"type": ScalarType(t), "space": sp, "sem": sem, "scope": scope}
     facts = dict(op=op, type=t, space=sp, sem=sem, scope=scope, addr=a, b=b)
+    if red and draw(st.integers(0, 3)) == 0:      # the vector form: ptxas judges the width
+        n = pick(draw, (2, 4, 8, 3))
+        lanes = tuple(operand(draw, t, imm=t != "b128") for _ in range(n))
+        text = ", ".join(imm_text(v, t) for v in lanes)
+        return case(fam, "k.red", (op, a, lanes), kw,
+                    f"red{q}.{op}{noftz}.v{n}.{t} {addr(a)}, {{{text}}};", red=True,
+                    **{**facts, "b": lanes})
     if red:
         return case(fam, "k.red", (op, a, b), kw,
                     f"red{q}.{op}{noftz}.{t} {addr(a)}, {imm_text(b, t)};", red=True, **facts)

@@ -128,6 +128,7 @@ class Multimem(Instruction):
         items: tuple[object, ...] = tuple(b.items if isinstance(b, Vec) else b)
         widths = _VEC.get(op, {})
         what = f"{insn}.{op.value}" if op is not None else insn
+        self._set("type", check_enum(what, "type", self.type, T))
         if self.type not in widths:
             raise OperandError(what, "type", "for a vector form, one of " + (
                 ", ".join(t.ptx for t in widths) if widths else

@@ -5,6 +5,8 @@ tests/test_symmetric_gpu.py."""
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -13,9 +15,10 @@ import numpy as np
 import pytest
 
 from ptxdsl.errors import PtxdslError
-from ptxdsl.runtime import SymmetricBuffers, SymmetricMemoryError
+from ptxdsl.runtime import SymmetricBuffers, SymmetricMemoryError, _driver, device, peer
 from ptxdsl.runtime.symmetric import HANDLE_ATTRIBUTES
 from tests.child_env import child_env
+from tests.test_runtime_multigpu import FakeDriver
 
 BASE = [0x7F00_0000_0000, 0x7F10_0000_0000, 0x7F20_0000_0000, 0x7F30_0000_0000]
 
@@ -122,6 +125,58 @@ def test_torch_memory_launches_on_the_current_torch_stream_of_its_device(monkeyp
 def test_own_memory_launches_on_the_default_stream():
     own = SymmetricBuffers(0, 2, 0, (1, 2), (3, 4), 5, 6, 64, 64)
     assert own.stream() is None
+
+
+class _AllocDriver(FakeDriver):
+    """The multi-GPU tests' fake driver, with the memset and host-to-device copy that
+    DeviceBuffer.zeros / from_numpy make (the copied bytes kept by destination)."""
+
+    def __init__(self, n: int):
+        super().__init__(n)
+        self.copied: dict[int, bytes] = {}
+
+    def cuMemsetD8Async(self, ptr, value, n, stream):
+        self._log("cuMemsetD8Async", ptr, value, n)
+        return (0,)
+
+    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
+        self.copied[dst] = ctypes.string_at(src, n)
+        self._log("cuMemcpyHtoDAsync", dst, n)
+        return (0,)
+
+
+@pytest.fixture
+def fake4(monkeypatch):
+    drv = _AllocDriver(4)
+    monkeypatch.setattr(_driver, "_driver", drv)
+    monkeypatch.setattr(device, "_contexts", {})
+    monkeypatch.setattr(device, "_tls", device._ThreadState())
+    monkeypatch.setattr(peer, "_enabled", set())
+    yield drv
+    gc.collect()   # the buffers are freed through the fake, not the real driver
+
+
+def test_allocate_lays_out_every_rank_on_its_device(fake4):
+    ranks = SymmetricBuffers.allocate(4096, devices=[2, 0, 3], signal_pad_size=256)
+    assert [(r.rank, r.world_size, r.device) for r in ranks] == [(0, 3, 2), (1, 3, 0),
+                                                                  (2, 3, 3)]
+    allocs = {args[1]: (ctx, args[0]) for _, ctx, args in fake4.named("cuMemAlloc")}
+    for r in ranks:
+        assert r.buffer_ptrs == ranks[0].buffer_ptrs                   # every rank sees all
+        assert [allocs[p] for p in r.buffer_ptrs] == [("ctx2", 4096), ("ctx0", 4096),
+                                                      ("ctx3", 4096)]
+        assert [allocs[p] for p in r.signal_pad_ptrs] == [("ctx2", 256), ("ctx0", 256),
+                                                          ("ctx3", 256)]
+        # the pointer arrays live on the rank's own device and hold every rank's address
+        assert allocs[r.buffer_ptrs_dev] == (f"ctx{r.device}", 24)
+        assert np.frombuffer(fake4.copied[r.buffer_ptrs_dev], np.uint64).tolist() == list(
+            r.buffer_ptrs)
+        assert np.frombuffer(fake4.copied[r.signal_pad_ptrs_dev], np.uint64).tolist() == list(
+            r.signal_pad_ptrs)
+    zeroed = {args[0] for _, _, args in fake4.named("cuMemsetD8Async") if args[1] == 0}
+    assert set(ranks[0].signal_pad_ptrs) <= zeroed
+    enabled = {(ctx, peer_ctx) for _, ctx, (peer_ctx,) in fake4.named("cuCtxEnablePeerAccess")}
+    assert enabled == {(f"ctx{a}", f"ctx{b}") for a in (2, 0, 3) for b in (2, 0, 3) if a != b}
 
 
 def test_allocate_refuses_bad_devices():

@@ -28,6 +28,7 @@ already passed the barrier and set the next one, a later one (`setp.ge`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .errors import BuildError, OperandError, fail_closed
@@ -178,7 +179,8 @@ def barrier_all_ranks(k: Kernel, pads: Any, rank: Any, world: int, epoch: Any, *
               pad_r = pads[rank]; signal_wait [pad_r + 4*(block*world + tid)] >= epoch;
         bar.sync 0;
 
-    Needs at least `world` threads in the CTA (the first `world` signal)."""
+    Needs at least `world` threads in the CTA (the first `world` signal): a kernel whose
+    `.reqntid`/`.maxntid` says fewer is refused."""
     name = "barrier_all_ranks"
     k = _kernel(name, k)
     w = int_like(world)
@@ -190,6 +192,12 @@ def barrier_all_ranks(k: Kernel, pads: Any, rank: Any, world: int, epoch: Any, *
     if isinstance(e, int) and e == 0:
         raise OperandError(name, "epoch", "an integer >= 1 (the pads start at 0, which every "
                            "wait would take as already signalled)", "0")
+    # Only the first `world` threads signal and wait: a CTA declared smaller would hang.
+    declared = k.reqntid or k.maxntid
+    if declared and math.prod(declared) < w:
+        raise BuildError(f"{name}: the kernel's CTA has at most {math.prod(declared)} threads "
+                         f"(.reqntid/.maxntid {tuple(declared)}), fewer than the {w} ranks: "
+                         "thread i signals and waits for rank i")
     blk = _index(name, "block", block) if block is not None else k.mov(k.ctaid.x, type=T.u32)
     table = _flag(k, name, pads, "pads")
     k.bar_sync(0)

@@ -143,4 +143,8 @@ def test_barrier_all_ranks_refusals():
     with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'pads': expected a "
                        r"global address"):
         barrier_all_ranks(k, [1, 2], 0, 2, 1)
+    small = Kernel("small", reqntid=(4, 1, 1))
+    with pytest.raises(BuildError, match=r"barrier_all_ranks: the kernel's CTA has at most 4 "
+                       r"threads \(\.reqntid/\.maxntid \(4, 1, 1\)\), fewer than the 8 ranks"):
+        barrier_all_ranks(small, small.param_ptr("pads"), 0, 8, 1)
     assert not [s for s in k.body if "bar.sync" in s.render()]

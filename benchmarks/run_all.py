@@ -4,7 +4,8 @@
     python -m benchmarks --only emitter       # some sections
     python -m benchmarks --out-dir /tmp/x     # write the two files elsewhere
 
-Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm, attention.
+Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm, attention,
+allreduce.
 Without a usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter
 still runs. A section that fails records its error and the run goes on; the exit status is 1 then.
 Each section's start line counts the sections (`[3/7]`) and the time so far. Ctrl-C stops the
@@ -47,6 +48,8 @@ SECTIONS = {
              True),
     "attention": ("8. Attention: ptxdsl's FlashAttention-3-style forward (dense, varlen) and "
                   "backward vs torch SDPA (cuDNN, flash, efficient)", True),
+    "allreduce": ("9. All-reduce across the GPUs of one host: ptxdsl on PyTorch symmetric "
+                  "memory vs NCCL and torch's symmetric-memory kernels (bf16)", True),
 }
 
 

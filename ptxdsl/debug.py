@@ -1,8 +1,9 @@
-"""Debug builds: mbarrier waits that report instead of hanging, and kernel faults that become
-Python exceptions the process survives (issue 7, items 3 and 4).
+"""Debug builds: mbarrier and signal waits that report instead of hanging, and kernel faults
+that become Python exceptions the process survives (issue 7, items 3 and 4).
 
 Build side — `bounded_waits(k, timeout_ns=...)` sets the kernel's default `WaitTimeout`
-(`k.wait_timeout`, read by `ptx.mbarrier_wait`), so every wait loop built afterwards in `k`
+(`k.wait_timeout`, read by `ptx.mbarrier_wait` and `ptxdsl.signals.signal_wait`), so every
+wait loop built afterwards in `k`
 gives up after the timeout (%globaltimer), writes an error record and traps. The record goes
 to host-mapped memory whose address the host stores in the module variable `ptxdsl_dbg_record`
 (0: no record, just the trap); `ptxdsl_dbg_claim` lets only the first thread that times out
@@ -34,11 +35,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .errors import BuildError, CudaError, user_loc
+from .instructions.compare import Setp
 from .instructions.fence import membar
 from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
+from .instructions.memory import Ld
 from .kernel import Kernel
 from .operands import Addr, Imm, Reg, Symbol, _show
-from .types import ScalarType, StateSpace
+from .types import ScalarType, Sem, StateSpace
 
 if TYPE_CHECKING:  # pragma: no cover
     from .module import Module
@@ -49,7 +52,11 @@ MAGIC = 0x70647862                      # 'bxdp': the record is complete
 RECORD_BYTES = 64
 DEFAULT_TIMEOUT_NS = 2_000_000_000
 SPACE_CODES = {StateSpace.generic: 0, StateSpace.shared: 1, StateSpace.shared_cta: 1,
-               StateSpace.shared_cluster: 2}
+               StateSpace.shared_cluster: 2, StateSpace.global_: 3}
+# A signal wait's record (ptxdsl.signals.signal_wait) also says how it compared (word 14: 0 for
+# an mbarrier wait) and the last value it read (word 15); its "parity" word holds the value it
+# waited for.
+COMPARE_CODES = {"eq": 1, "ne": 2, "ge": 3, "gt": 4}
 T = ScalarType
 _RECORD = Symbol(RECORD_NAME, StateSpace.global_, T.u64, 1, 8)
 _CLAIM = Symbol(CLAIM_NAME, StateSpace.global_, T.u32, 1, 4)
@@ -97,25 +104,32 @@ class _RecordWriter:
     kid: int
 
     def __call__(self, k) -> None:
-        wait = next((s.insn for s in reversed(k.body)
-                     if isinstance(getattr(s, "insn", None), MbarrierWait)), None)
+        wait, test = _last_wait(k.body)
         if wait is None:
-            raise BuildError("debug.bounded_waits: on_timeout ran with no mbarrier wait before "
-                             "it")
+            raise BuildError("debug.bounded_waits: on_timeout ran with no mbarrier or signal "
+                             "wait before it")
         _RECORD_USERS.setdefault(k, user_loc())
         rec = k.ld(_RECORD, type=T.u64, space="global")
         with k.if_(k.setp("ne", rec, 0, type=T.u64)):
             old = k.atom_cas(_CLAIM, 0, 1, type=T.b32, space="global")
             with k.if_(k.setp("eq", old, 0, type=T.b32)):
-                self._fields(k, rec, wait)
+                self._fields(k, rec, wait, test)
 
-    def _fields(self, k, rec: Reg, wait: MbarrierWait) -> None:
+    def _fields(self, k, rec: Reg, wait: MbarrierWait | Ld, test: Setp | None) -> None:
         def put(off: int, value, type=T.u32) -> None:
             k.st(Addr(rec, off), value, type=type, space="global")
 
         put(4, self.kid)
-        put(8, _bar_address(k, wait.addr), T.u64)
-        put(16, wait.token.value if isinstance(wait.token, Imm) else wait.token, T.b32)
+        if isinstance(wait, MbarrierWait):
+            put(8, _bar_address(k, wait.addr), T.u64)
+            put(16, wait.token.value if isinstance(wait.token, Imm) else wait.token, T.b32)
+        else:
+            assert test is not None   # _last_wait pairs a signal's load with its setp
+            put(8, _bar_address(k, wait.a if isinstance(wait.a, Addr) else Addr(wait.a)),
+                T.u64)
+            put(16, test.b.value if isinstance(test.b, Imm) else test.b)
+            put(56, COMPARE_CODES[test.cmp])
+            put(60, wait.d)
         put(20, SPACE_CODES.get(wait.space, 3))
         for i, axis in enumerate("xyz"):
             put(24 + 4 * i, getattr(k.ctaid, axis))
@@ -123,6 +137,22 @@ class _RecordWriter:
         put(48, k.globaltimer, T.u64)
         membar(k, "sys")                           # the fields reach the host before MAGIC
         k.st(Addr(rec, 0), MAGIC, type=T.u32, space="global", sem="volatile")
+
+
+def _last_wait(body) -> tuple[MbarrierWait | Ld | None, Setp | None]:
+    """The wait a bounded loop that just ended polled: its `mbarrier.try_wait`, or a signal
+    wait's `ld.acquire` with the `setp` that tests the value it read."""
+    test = None
+    for s in reversed(body):
+        insn = getattr(s, "insn", None)
+        if isinstance(insn, MbarrierWait):
+            return insn, None
+        if isinstance(insn, Setp):
+            test = insn
+        elif (isinstance(insn, Ld) and insn.sem is Sem.acquire and test is not None
+              and test.a is insn.d and test.cmp in COMPARE_CODES):
+            return insn, test
+    return None, None
 
 
 def _bar_address(k, addr: Addr) -> Reg:
@@ -174,7 +204,10 @@ def module(kernels: Iterable[Kernel], **kwargs: Any) -> Module:
 class ErrorRecord:
     """What the timed-out thread wrote: the kernel (name when known), the barrier (address
     and space: 'generic', 'shared::cta', 'shared::cluster'), the phase parity it waited for,
-    its block and thread, and %globaltimer (ns) when it gave up."""
+    its block and thread, and %globaltimer (ns) when it gave up. For a signal wait
+    (`ptxdsl.signals.signal_wait`), `barrier` is the signal's address (space 'global'),
+    `parity` the value it waited for, `compare` how ('ge', 'eq', ...) and `seen` the last
+    value it read; both None for an mbarrier wait."""
 
     kernel: str
     kernel_id: int
@@ -184,6 +217,8 @@ class ErrorRecord:
     block: tuple[int, int, int]
     thread: tuple[int, int, int]
     globaltimer_ns: int
+    compare: str | None = None
+    seen: int | None = None
 
     @classmethod
     def parse(cls, raw: bytes, names=()) -> ErrorRecord | None:
@@ -193,15 +228,22 @@ class ErrorRecord:
             return None
         kid = w32[1]
         name = next((n for n in names if kernel_id(n) == kid), f"<kernel id {kid:#010x}>")
-        space = {0: "generic", 1: "shared::cta", 2: "shared::cluster"}.get(w32[5], "?")
+        space = {0: "generic", 1: "shared::cta", 2: "shared::cluster",
+                 3: "global"}.get(w32[5], "?")
+        compare = {v: n for n, v in COMPARE_CODES.items()}.get(w32[14])
         return cls(name, kid, int.from_bytes(raw[8:16], "little"), space, w32[4],
                    (w32[6], w32[7], w32[8]), (w32[9], w32[10], w32[11]),
-                   int.from_bytes(raw[48:56], "little"))
+                   int.from_bytes(raw[48:56], "little"), compare,
+                   w32[15] if compare is not None else None)
 
     def __str__(self) -> str:
+        where = f"block {self.block}, thread {self.thread}"
+        if self.compare is not None:
+            return (f"kernel '{self.kernel}' gave up waiting on the signal at "
+                    f"{self.barrier:#x} ({self.space}) for a value {self.compare} "
+                    f"{self.parity} (last read {self.seen}): {where}")
         return (f"kernel '{self.kernel}' gave up waiting on the mbarrier at {self.barrier:#x} "
-                f"({self.space}) for the phase of parity {self.parity}: block {self.block}, "
-                f"thread {self.thread}")
+                f"({self.space}) for the phase of parity {self.parity}: {where}")
 
 
 class KernelFault(CudaError):

@@ -1762,7 +1762,7 @@ def multimem_red(
     scope: ScopeArg,
     op: OpArg,
     addr: Address,
-    val: Value,
+    val: Value | Sequence[Value],
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
@@ -1771,7 +1771,7 @@ def multimem_st(
     k: Kernel,
     sem: SemArg,
     addr: Address,
-    val: Value,
+    val: Value | Sequence[Value],
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
@@ -1781,7 +1781,7 @@ def multimem_st(
     sem: SemArg,
     scope: ScopeArg,
     addr: Address,
-    val: Value,
+    val: Value | Sequence[Value],
     *,
     type: TypeArg | None = ...,
 ) -> None: ...

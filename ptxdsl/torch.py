@@ -42,6 +42,7 @@ import torch
 
 from ptxdsl.errors import PtxdslError, SourceLoc, _is_internal, _is_library
 from ptxdsl.runtime.launch import Function
+from ptxdsl.runtime.symmetric import torch_raw_stream
 
 __all__ = ["KernelOpError", "kernel_op"]
 
@@ -104,12 +105,9 @@ class _PerDevice:
 
 
 def _raw_stream():
-    """index -> the current PyTorch stream's handle on that device, without building a
-    torch.cuda.Stream object (the function inductor's generated code uses)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda index: torch.cuda.current_stream(index).cuda_stream
+    """index -> the current PyTorch stream's handle on that device (one definition, shared
+    with symmetric memory's launches: `runtime.symmetric.torch_raw_stream`)."""
+    return torch_raw_stream()
 
 
 _LIBRARIES: dict = {}   # name -> the torch.library.Library holding its registrations

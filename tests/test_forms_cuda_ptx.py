@@ -97,6 +97,17 @@ SAMPLES = {
         lambda e: ptx.multimem_st(e.k, "release", "sys", e.gglobal, e.v64, type=t.s64)],
     "multimem.red.{relaxed,release}.<scope>.global.{min,max,add,and,or,xor}.<type>": [
         lambda e: ptx.multimem_red(e.k, "release", "cluster", "and", e.gglobal, e.v64)],
+    "multimem.{ld_reduce,red}.<sem>.global.add.{v2,v4}.f32, multimem.st.<sem>.global.{v2,v4}"
+    ".f32": [
+        lambda e: ptx.multimem_st(e.k, "weak", e.gglobal, (e.k.reg(t.f32),) * 4),
+        lambda e: ptx.multimem_red(e.k, "relaxed", "sys", "add", e.gglobal, (1.0, 2.0),
+                                   type=t.f32)],
+    "multimem.{ld_reduce,red}.<sem>.global.{add,min,max}.{v2,v4,v8}.{f16,bf16}, "
+    "{v2,v4}.{f16x2,bf16x2}; multimem.st of the same": [
+        lambda e: ptx.multimem_red(e.k, "release", "gpu", "max", e.gglobal,
+                                   (e.k.reg(t.b16),) * 8, type=t.bf16),
+        lambda e: ptx.multimem_st(e.k, "relaxed", "sys", e.gglobal, (e.k.reg(t.b32),) * 2,
+                                  type=t.f16x2)],
     "prmt.b32{,.f4e,.b4e,.rc8,.ecl,.ecr,.rc16}": [
         lambda e: ptx.prmt_ecl(e.k, e.v32, e.v32, 3)],
     "bfind{,.shiftamt}.{u32,u64,s32,s64}": [lambda e: ptx.bfind_shiftamt(e.k, e.v64)],

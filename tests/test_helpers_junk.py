@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptxdsl import Addr, Kernel, Module, t
+from ptxdsl import Addr, Kernel, Module, signals, t
 from ptxdsl import fragments as F
 from ptxdsl.epilogue import STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.errors import PtxdslError
@@ -86,7 +86,8 @@ def helper_methods() -> list[tuple[type, str]]:
 
 
 FUNCTIONS = {"fragment_coords": F.fragment_coords, "a_fragment_coords": F.a_fragment_coords,
-             **{n: getattr(D, n) for n in D.__all__ if inspect.isfunction(getattr(D, n))}}
+             **{n: getattr(D, n) for n in D.__all__ if inspect.isfunction(getattr(D, n))},
+             **{n: getattr(signals, n) for n in signals.__all__}}
 
 
 def _judge(k: Kernel, result) -> None:
@@ -199,4 +200,5 @@ def test_every_helper_is_enumerated():
             "SmemLayout.k_offset", "SmemLayout.check_tensormap", "MatrixDescriptor.k_step",
             "TmaStoreEpilogue.store", "TmaStoreEpilogue.check_tensormap",
             "SwizzleMode.coerce", "Major.coerce"} <= names
-    assert {"descriptor", "encode_descriptor", "fragment_coords"} <= set(FUNCTIONS)
+    assert {"descriptor", "encode_descriptor", "fragment_coords", "signal_wait",
+            "barrier_all_ranks"} <= set(FUNCTIONS)

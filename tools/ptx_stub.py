@@ -83,6 +83,8 @@ OVERRIDES: dict[tuple[str, str], str] = {
     ("fence_proxy_tensormap_generic", "size"): "Int",
     ("st*", "src"): "Value | Sequence[Value]",
     ("st_async", "value"): "Value | Sequence[Value]",
+    ("multimem_st", "val"): "Value | Sequence[Value]",
+    ("multimem_red", "val"): "Value | Sequence[Value]",
     ("mbarrier_arrive*", "dst"): 'Reg | Sink | Literal["_"]',
     # the barrier builders take None for "left out" in cuda::ptx's positions too
     ("mbarrier_*", "sem"): "SemArg | None",

@@ -7,6 +7,8 @@ kernel (docs/CONTRIBUTING.md, Layers).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..instructions.atomic import Atom, AtomCas, AtomOp, Red, _space_of, _type_of
 from ..kernel_host import KernelHost
 from ..operands import AddrLike, Reg, Value
@@ -41,11 +43,20 @@ class AtomicOps(KernelHost):
         self.emit(AtomCas(t, d, addr, compare, value, sp, sem, scope))  # type: ignore[arg-type]
         return d
 
-    def red(self, op: AtomOp | str, addr: AddrLike, b: Value, *, type: TypeLike | None = None,
-            space: SpaceLike | None = None, sem: SemLike | None = None,
-            scope: ScopeLike | None = None) -> None:
-        """`red.op`: the reduction without a result (cheaper than atom when none is needed)."""
-        t = _type_of("red", op, addr, (b,), type)
+    def red(self, op: AtomOp | str, addr: AddrLike, b: Value | Sequence[Value], *,
+            type: TypeLike | None = None, space: SpaceLike | None = None,
+            sem: SemLike | None = None, scope: ScopeLike | None = None,
+            cache_policy: Reg | None = None) -> None:
+        """`red.op`: the reduction without a result (cheaper than atom when none is needed).
+
+        `b` a tuple or list of 2, 4 or 8 values is the vector form (`red.global.add.v4.f32
+        [a], {b0, b1, b2, b3};`, PTX 8.1, sm_90; see `Red` for the op/type/width table).
+        `cache_policy=` (a createpolicy register) adds `.L2::cache_hint`."""
+        vector = isinstance(b, tuple | list)
+        items = tuple(b) if isinstance(b, tuple | list) else (b,)
+        t = _type_of("red", op, addr, items, type)
         sp = _space_of("red", addr, space)
+        value = items if vector else b
         # As in atom: op, sem and scope by name.
-        self.emit(Red(op, t, addr, b, sp, sem, scope))  # type: ignore[arg-type]
+        self.emit(Red(op, t, addr, value, sp, sem, scope,  # type: ignore[arg-type]
+                      cache_policy))

@@ -276,6 +276,18 @@ def atomics(draw):
     b = operand(draw, t, imm=t != "b128")
     kw = {"type": ScalarType(t), "space": sp, "sem": sem, "scope": scope}
     facts = dict(op=op, type=t, space=sp, sem=sem, scope=scope, addr=a, b=b)
+    if red and draw(st.integers(0, 3)) == 0:      # the vector form: ptxas judges the width
+        # Mostly the op/type pairs it has (the scalar draw's would nearly all be refused).
+        op = pick(draw, ("add", "add", "min", "max", "and"))
+        t = pick(draw, ("f32", "f32", "f16", "bf16", "f16x2", "bf16x2", "u32"))
+        n = pick(draw, (2, 4, 4, 8, 3))
+        noftz = ".noftz" if t in ("f16", "f16x2", "bf16", "bf16x2") else ""
+        lanes = tuple(operand(draw, t) for _ in range(n))
+        text = ", ".join(imm_text(v, t) for v in lanes)
+        kw["type"] = ScalarType(t)
+        return case(fam, "k.red", (op, a, lanes), kw,
+                    f"red{q}.{op}{noftz}.v{n}.{t} {addr(a)}, {{{text}}};", red=True,
+                    **{**facts, "op": op, "type": t, "b": lanes})
     if red:
         return case(fam, "k.red", (op, a, b), kw,
                     f"red{q}.{op}{noftz}.{t} {addr(a)}, {imm_text(b, t)};", red=True, **facts)

@@ -136,6 +136,16 @@ def multimems(draw):
     t = pick(draw, ("u32", "s32", "u64", "s64", "b32", "b64", "f32", "u16"))
     q = f".{sem}" + (f".{scope}" if scope else "") + ".global"
     lead = (sem, scope) if scope else (sem,)
+    if kind != "ld_reduce" and draw(st.integers(0, 3)) == 0:   # a vector form (st, red)
+        t = pick(draw, ("f32", "f16", "bf16", "f16x2", "bf16x2", "u32", "f64"))
+        n = pick(draw, (2, 4, 8, 3))
+        lanes = tuple(R(t) for _ in range(n))
+        vop = () if kind == "st" else (pick(draw, ("min", "max", "add", "and")),)
+        text = ", ".join(txt(x) for x in lanes)
+        head = f"multimem.{kind}{q}" + "".join(f".{o}" for o in vop)
+        return case(fam, f"ptx.multimem_{kind}", (*lead, *vop, a, lanes), {"type": t},
+                    f"{head}.v{n}.{t} [{txt(a)}], {{{text}}};", op=kind, sem=sem,
+                    red=vop[0] if vop else None, type=t)
     if kind == "st":
         v = R(t)
         return case(fam, "ptx.multimem_st", (*lead, a, v), {"type": t},

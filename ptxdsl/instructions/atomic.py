@@ -2,7 +2,9 @@
 
 Three operand shapes: `Atom` (d, [a], b), `AtomCas` (d, [a], b, c) and `Red` ([a], b). They share
 the qualifier rules: `{.sem}{.scope}{.space}.op.type`, with the op/type table below (taken from
-what ptxas accepts, which is narrower than "any type of the right width").
+what ptxas accepts, which is narrower than "any type of the right width"). `Red` also takes a
+vector `b` (`{b0, b1, ...}`: `.v2`/`.v4`/`.v8`, PTX 8.1, sm_90, global memory only) for the
+op/type/width triples of `_VEC`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ..errors import BuildError, OperandError
-from ..operands import Addr, Reg, Symbol
+from ..operands import Addr, Reg, Symbol, Vec
 from ..types import BASE, Requires, Scope, Sem, StateSpace, req
 from ..types import ScalarType as T
 from .arith import as_bits
@@ -56,6 +58,17 @@ _SPACES = (StateSpace.generic, StateSpace.global_, StateSpace.shared, StateSpace
 _HALF = (T.f16, T.f16x2, T.bf16, T.bf16x2)   # ptxas wants `.noftz` spelled out on these
 _SM90 = req("7.8", 90)
 _B128 = req("8.3", 90)
+_VEC_REQ = req("8.1", 90)
+_HINT_REQ = req("7.4", 80)      # .L2::cache_hint, as on ld/st
+# Vector red (PTX ISA 8.1, sm_90): the widths each op/type pair takes, as ptxas 13 accepts them
+# (every other combination, .f64 and the integer types included, it refuses); at most 128 bits.
+_HALF_VEC = {T.f16: (2, 4, 8), T.bf16: (2, 4, 8), T.f16x2: (2, 4), T.bf16x2: (2, 4)}
+_VEC: dict[AtomOp, dict[T, tuple[int, ...]]] = {
+    AtomOp.add: {T.f32: (2, 4), **_HALF_VEC}, AtomOp.min: _HALF_VEC, AtomOp.max: _HALF_VEC,
+}
+# ptxas: vector red "can only be used with .global state space" (a generic address must
+# point there).
+_VEC_SPACES = (StateSpace.global_, StateSpace.generic)
 
 
 def _ptx(t) -> str:
@@ -170,7 +183,20 @@ class AtomCas(_Atomic):
 
 @attrs.frozen
 class Red(_Atomic):
-    """`red{.sem}{.scope}{.space}.op{.noftz}.type [a], b;`: atom without the old value."""
+    """`red{.sem}{.scope}{.space}.op{.noftz}.type [a], b;`: atom without the old value.
+
+    With `cache_policy` (a .b64 register from createpolicy; global memory only),
+    `red{.sem}{.scope}{.space}.op{.noftz}.L2::cache_hint{.vN}.type [a], b, cache_policy;`.
+
+    With a vector `b` (a tuple, list or `Vec` of 2, 4 or 8 values), the vector form
+    `red{.sem}{.scope}{.global}.op{.noftz}.vN.type [a], {b0, ...};` (PTX 8.1, sm_90)::
+
+        red.add.v2/.v4.f32
+        red.{add,min,max}.noftz.v2/.v4/.v8.{f16,bf16}
+        red.{add,min,max}.noftz.v2/.v4.{f16x2,bf16x2}
+
+    on `.global` or a generic address of global memory.
+    """
 
     MNEMONIC = "red"
     SEMS = _RED_SEMS
@@ -182,12 +208,65 @@ class Red(_Atomic):
     space: StateSpace = StateSpace.generic
     sem: Sem | None = None
     scope: Scope | None = None
+    cache_policy: Reg | None = None
 
     def __attrs_post_init__(self):
-        self._check_qualifiers()
-        self._check_memory(("b",))
+        if not isinstance(self.b, tuple | list | Vec):
+            self._check_qualifiers()
+            self._check_memory(("b",))
+        else:
+            self._check_vector()
+        if self.cache_policy is not None:
+            self._set("cache_policy", check_src(self.opcode(), "cache_policy",
+                                                self.cache_policy, T.b64, imm=False))
+            # ptxas: "Modifier '.L2::cache_hint' cannot be applied to '.shared' space".
+            if self.space not in _VEC_SPACES:
+                raise OperandError(self.opcode(), "space", "global or generic (a cache hint "
+                                   "applies to global memory only)", self.space.ptx)
+
+    def _check_vector(self) -> None:
+        b: Any = self.b
+        items: tuple[object, ...] = tuple(b.items if isinstance(b, Vec) else b)
+        self._set("op", check_enum("red", "op", self.op, AtomOp, self.OPS))
+        self._set("space", check_enum("red", "space", self.space, StateSpace, _SPACES))
+        if self.sem is not None:
+            self._set("sem", check_enum("red", "sem", self.sem, Sem, self.SEMS))
+        if self.scope is not None:
+            self._set("scope", check_enum("red", "scope", self.scope, Scope))
+        widths = _VEC.get(self.op, {})
+        if self.type not in widths:
+            raise OperandError(f"red.{self.op.value}", "type", "for a vector red, one of " + (
+                ", ".join(t.ptx for t in widths) if widths else
+                "none (vector red is add, min or max)"), _ptx(self.type))
+        if len(items) not in widths[self.type]:
+            raise OperandError(f"red.{self.op.value}.{self.type}", "b", "a vector of " + " or "
+                               .join(map(str, widths[self.type])) + " values",
+                               f"{len(items)} values")
+        if self.space not in _VEC_SPACES:
+            raise OperandError(f"red.{self.op.value}.v{len(items)}.{self.type}", "space",
+                               "global or generic (vector red reaches global memory only)",
+                               self.space.ptx or "generic")
+        name = f"red.{self.op.value}.v{len(items)}.{self.type}"
+        self._set("b", Vec(tuple(check_src(name, f"b[{i}]", v, self.type)
+                                 for i, v in enumerate(items))))
+        self._set("a", check_addr(self, "a", self.a, self.space))
+
+    def opcode(self) -> str:
+        head, _, tail = super().opcode().rpartition(".")
+        if self.cache_policy is not None:
+            head += ".L2::cache_hint"
+        if isinstance(self.b, Vec):
+            head += f".v{len(self.b.items)}"
+        return f"{head}.{tail}"
+
+    @property
+    def requires(self) -> Requires:
+        r = _VEC_REQ if isinstance(self.b, Vec) else super().requires
+        return r.merge(_HINT_REQ) if self.cache_policy is not None else r
 
     def operands(self):
+        if self.cache_policy is not None:
+            return (self.a, self.b, self.cache_policy)
         return (self.a, self.b)
 
 

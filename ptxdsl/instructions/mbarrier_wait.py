@@ -231,23 +231,45 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
     Returns the try_wait predicate: true after the loop, except when a bounded wait with
     `trap=False` timed out.
     """
-    if timeout_ns is not None or timeout_cycles is not None:
-        if timeout is not None:
-            raise BuildError("mbarrier_wait: give timeout=WaitTimeout(...) or timeout_ns/"
-                             "timeout_cycles, not both")
-        timeout = WaitTimeout(timeout_ns, timeout_cycles, on_timeout)
-    elif on_timeout is not None and timeout is None:
-        raise BuildError("mbarrier_wait: on_timeout needs timeout_ns=... or timeout_cycles=...")
-    if timeout is None:
-        timeout = getattr(k, "wait_timeout", None)
+    timeout = resolve_timeout("mbarrier_wait", k, timeout, timeout_ns, timeout_cycles,
+                              on_timeout)
 
     def try_once():
         return mbarrier_try_wait_parity(k, addr=bar, phase_parity=parity,
                                         **_given_kw(suspend_time_hint=suspend_time_hint,
                                                     sem=sem, scope=scope, space=space))
 
+    return spin(k, try_once, timeout)
+
+
+def resolve_timeout(name: str, k, timeout: WaitTimeout | None, timeout_ns: int | None,
+                    timeout_cycles: int | None,
+                    on_timeout: Callable[[Any], object] | None) -> WaitTimeout | None:
+    """The bound of a wait loop built by `name`: `timeout=`, or one made of `timeout_ns=` /
+    `timeout_cycles=` (+ `on_timeout=`), else the kernel's default `k.wait_timeout` (set by
+    `ptxdsl.debug.bounded_waits`); None for an unbounded wait."""
+    if timeout_ns is not None or timeout_cycles is not None:
+        if timeout is not None:
+            raise BuildError(f"{name}: give timeout=WaitTimeout(...) or timeout_ns/"
+                             "timeout_cycles, not both")
+        try:
+            return WaitTimeout(timeout_ns, timeout_cycles, on_timeout)
+        except OperandError as e:   # WaitTimeout's checks name mbarrier_wait: name the caller
+            raise OperandError(name, e.operand, e.expected, e.given, e.loc) from None
+    if on_timeout is not None and timeout is None:
+        raise BuildError(f"{name}: on_timeout needs timeout_ns=... or timeout_cycles=...")
+    if timeout is not None and not isinstance(timeout, WaitTimeout):
+        raise OperandError(name, "timeout", "a WaitTimeout", _given(timeout))
+    return timeout if timeout is not None else getattr(k, "wait_timeout", None)
+
+
+def spin(k, try_once: Callable[[], Reg], timeout: WaitTimeout | None,
+         hint: str = "wait") -> Reg:
+    """The wait loop of `mbarrier_wait` (and of the signal waits of `ptxdsl.signals`) around
+    `try_once()`, which emits one attempt and returns a predicate true once it succeeded;
+    bounded by `timeout` as `mbarrier_wait` describes. Returns that predicate."""
     if timeout is None:
-        head = k.fresh_label("wait")
+        head = k.fresh_label(hint)
         k.place(head)
         p = try_once()
         k.bra(head, when=~p)
@@ -255,7 +277,7 @@ def mbarrier_wait(k, bar, parity, *, suspend_time_hint=None, sem=None, scope=Non
     clock = "globaltimer" if timeout.ns is not None else "clock64"
     limit = timeout.ns if timeout.ns is not None else timeout.cycles
     start = k.read_special(clock)
-    head, done = k.fresh_label("wait"), k.fresh_label("waitdone")
+    head, done = k.fresh_label(hint), k.fresh_label(hint + "done")
     k.place(head)
     p = try_once()
     k.bra(done, when=p)

@@ -22,6 +22,8 @@ More than one device (every object belongs to the device it was made on, `device
   enable_peer_access(device, peer) / disable_peer_access / can_access_peer /
   enable_all_peer_access, copy_peer(dst, src), HostBuffer (pinned, mapped on every device),
   Stream.wait(event) (cross-device ordering), pointer_device(ptr), multi_gpu_skip_reason(n)
+  SymmetricBuffers.from_torch(handle) / SymmetricBuffers.allocate(nbytes, devices=...):
+  every rank's buffer and signal pad (symmetric memory), tensor maps per peer
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ptxdsl.runtime.errors import (
     ObjectCodeError,
     PeerAccessError,
     SharedMemoryError,
+    SymmetricMemoryError,
     SyncTimeoutError,
     TensorMapRuleError,
 )
@@ -68,6 +71,7 @@ from ptxdsl.runtime.peer import (
     pointer_device,
 )
 from ptxdsl.runtime.ptx_params import PtxParam, parse_entries
+from ptxdsl.runtime.symmetric import SymmetricBuffers
 from ptxdsl.runtime.tensormap import TensorMap, encode_tiled
 from ptxdsl.runtime.tensormap_desc import (
     DataType,
@@ -96,6 +100,8 @@ __all__ = [
     "HostBuffer", "PeerAccessError", "can_access_peer", "copy_peer", "disable_peer_access",
     "enable_all_peer_access", "enable_peer_access", "load_on_devices", "multi_gpu_skip_reason",
     "peer_access_enabled", "pointer_device",
+    # symmetric memory (a buffer and a signal pad per rank)
+    "SymmetricBuffers", "SymmetricMemoryError",
 ]
 
 _skip_reason: list[str | None] = []

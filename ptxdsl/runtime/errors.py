@@ -39,6 +39,11 @@ class PeerAccessError(CudaError):
     refused cuCtxEnablePeerAccess / cuCtxDisablePeerAccess)."""
 
 
+class SymmetricMemoryError(PtxdslError, ValueError):
+    """Symmetric memory refused: a handle without the attributes ptxdsl reads, a world size
+    or pointer count that does not match, a rank outside the world, a region past a buffer."""
+
+
 class CompatibilityError(CudaError):
     """The module's .version or .target cannot run with this driver or on this device."""
 

@@ -2,7 +2,8 @@
 
 `.noftz` is no field: the classes spell it on the half types, where ptxas wants it, so the
 render check keeps a half-type reading only where the text has it, and a `.noftz` on any
-other type Raw."""
+other type Raw. A vector red (`.v2`/`.v4`/`.v8` and a braced source) reads as `Red` with the
+source's items; a vector atom is no ptxdsl form (Raw)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 from ...instructions.atomic import Atom, AtomCas, AtomOp, Red
 from ...types import StateSpace
 from . import reader, respell
-from .memory import SCOPES, SEMS, SPACES, TYPES, Table, order_first, qualifiers
+from .memory import SCOPES, SEMS, SPACES, TYPES, Table, order_first, qualifiers, vector
 
 _ATOMIC: Table = {**SEMS, **SCOPES, **SPACES, **{op.value: ("op", op) for op in AtomOp},
-                  "noftz": ("noftz", True)}
+                  "noftz": ("noftz", True), "v2": ("vec", 2), "v4": ("vec", 4),
+                  "v8": ("vec", 8), "L2::cache_hint": ("hint", True)}
 
 
 respell("atom", "red")(order_first)
@@ -36,6 +38,8 @@ def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
     if got is None:
         return None
     q, t = got
+    if "vec" in q or "hint" in q:
+        return None
     space, sem, scope = q.get("space", StateSpace.generic), q.get("sem"), q.get("scope")
     if q["op"] is AtomOp.cas:
         if len(ops) != 4:
@@ -48,10 +52,14 @@ def atom(parts: tuple[str, ...], ops: list[Any]) -> Atom | AtomCas | None:
 
 @reader("red")
 def red(parts: tuple[str, ...], ops: list[Any]) -> Red | None:
-    """`red{.sem}{.scope}{.space}.op.type [a], b` into `Red`; None for another form."""
+    """`red{.sem}{.scope}{.space}.op{.L2::cache_hint}{.vN}.type [a], b{, policy}` into `Red`;
+    None for another form."""
     got = _read(parts)
-    if got is None or len(ops) != 2:
+    if got is None or len(ops) != 2 + ("hint" in got[0]):
         return None
     q, t = got
-    return Red(q["op"], t, ops[0], ops[1], q.get("space", StateSpace.generic), q.get("sem"),
-               q.get("scope"))
+    b = vector(ops[1], q.get("vec"))
+    if b is None:
+        return None
+    return Red(q["op"], t, ops[0], b, q.get("space", StateSpace.generic), q.get("sem"),
+               q.get("scope"), ops[2] if "hint" in q else None)

@@ -1,5 +1,5 @@
-"""Readers for `ptxdsl.instructions.multimem`: multimem.ld_reduce / st / red, the scalar
-forms (the `.acc::f32` and `.vN` forms are not modelled: they stay Raw)."""
+"""Readers for `ptxdsl.instructions.multimem`: multimem.ld_reduce / st / red, the scalar and
+`.vN` forms (the `.acc::f32` forms are not modelled: they stay Raw)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 from ...instructions.bulk import RedOp
 from ...instructions.multimem import Multimem, MultimemKind
 from . import reader
-from .memory import SCOPES, SEMS, SPACES, TYPES, Table, qualifiers
+from .memory import SCOPES, SEMS, SPACES, TYPES, Table, qualifiers, vector
 
 _KINDS = {k.value: k for k in MultimemKind}
 _QUALS: Table = {**SEMS, **SCOPES, "global": SPACES["global"],
-                 **{op.value: ("op", op) for op in RedOp}}
+                 **{op.value: ("op", op) for op in RedOp},
+                 "v2": ("vec", 2), "v4": ("vec", 4), "v8": ("vec", 8)}
 
 
 @reader("multimem")
@@ -28,4 +29,7 @@ def multimem(parts: tuple[str, ...], ops: list[Any]) -> Multimem | None:
         d, a = ops
     else:
         a, d = ops
+    d = vector(d, q.get("vec"))
+    if d is None:
+        return None
     return Multimem(kind, q["sem"], q.get("scope"), q.get("op"), t, a, d)

@@ -1,0 +1,238 @@
+"""Row 9: all-reduce (sum, bf16) across the GPUs of one host: ptxdsl's one-shot and two-shot
+kernels on PyTorch symmetric memory (samples/allreduce.py) against NCCL (`dist.all_reduce`) and
+torch's symmetric-memory kernels (`torch.ops.symm_mem.one_shot_all_reduce` and
+`two_shot_all_reduce_`), at 8 KiB ... 32 MiB, on 2 GPUs and, where visible, 4.
+
+Each world size runs in its own `torchrun` (one process per GPU, `--standalone`). Every
+candidate's result is compared with NCCL's before it is timed (bf16: the largest difference
+over the largest value below 2e-2). Without CUDA graphs a sample is the mean time per call of
+CALLS back-to-back calls (CUDA events on each rank's stream; the host's issue time included,
+as a caller sees it); with graphs, CALLS calls captured in one graph and replayed. All ranks
+start each sample together (a `dist.barrier`), the candidates take turns, and a sample's time
+is the slowest rank's. Medians of REPS samples. Algorithm bandwidth is the message size over
+the time; the NVLink share is of 450 GB/s, an H100 SXM's NVLink bandwidth in each direction.
+ptxdsl's row is `AllReduce`'s own choice of algorithm; the one-shot and two-shot rows force one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from benchmarks.common import Section
+
+SIZES = (8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20)       # bytes
+CALLS, REPS = 50, 9
+NVLINK_GBS = 450.0
+GOAL_SMALL, GOAL_LARGE = 1.20, 1.00
+WORKER_TIMEOUT_S = 240
+
+
+def _label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def run(section: Section, worlds=(2, 4)) -> None:
+    try:
+        import torch
+    except ImportError as exc:
+        section.error = f"skipped: the baselines need torch ({exc})"
+        return
+    from ptxdsl.runtime import multi_gpu_skip_reason
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    section.note(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
+    for world in worlds:
+        reason = multi_gpu_skip_reason(world)
+        if reason is not None:
+            section.skip(f"W={world}", f"needs {world} Hopper GPUs with peer access: {reason}")
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rows.json")
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={world}", "-m", "benchmarks.allreduce", "--worker", out]
+            try:
+                res = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                                     timeout=WORKER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                section.skip(f"W={world}", f"the torchrun timed out after {WORKER_TIMEOUT_S} s")
+                continue
+            if res.returncode != 0 or not os.path.exists(out):
+                section.skip(f"W={world}", f"the torchrun failed ({res.returncode}): "
+                             + (res.stdout + res.stderr)[-1500:])
+                continue
+            with open(out) as f:
+                data = json.load(f)
+        _record(section, world, data)
+
+
+def _record(section: Section, world: int, data: dict) -> None:
+    for note in data["notes"]:
+        section.note(f"W={world}: {note}")
+    for nbytes in SIZES:
+        for graphs in (False, True):
+            mode = "CUDA graph" if graphs else "eager"
+            label = f"W={world} {_label(nbytes)} {mode}"
+            rows = data["rows"].get(f"{nbytes} {int(graphs)}", {})
+            meds = {}
+            for name, info in rows.items():
+                if "error" in info:
+                    section.skip(f"{label}: {name}", info["error"])
+                    continue
+                us = info["us"]
+                r = section.row(f"{label}: {name}", us, "us", _note(nbytes, us, info))
+                meds[name] = r["median"]
+            ours = meds.get("ptxdsl")
+            theirs = {n: m for n, m in meds.items() if not n.startswith("ptxdsl")}
+            if ours is None or not theirs:
+                continue
+            best = min(theirs, key=lambda n: theirs[n])
+            goal = GOAL_LARGE if nbytes >= 32 << 20 else GOAL_SMALL
+            ratio = theirs[best] / ours
+            section.target(f"{label}: best of NCCL and torch symm-mem / ptxdsl",
+                           round(ratio, 3), f">= {goal:.2f}", ratio >= goal, f"best: {best}")
+
+
+def _note(nbytes: int, us: list[float], info: dict) -> str:
+    med = sorted(us)[len(us) // 2]
+    gbs = nbytes / (med * 1e-6) / 1e9
+    extra = f"; {info['note']}" if info.get("note") else ""
+    return (f"algorithm bandwidth {gbs:.1f} GB/s ({gbs / NVLINK_GBS:.0%} of NVLink's "
+            f"{NVLINK_GBS:.0f} GB/s){extra}")
+
+
+# -- the worker (one per rank, under torchrun) ---------------------------------------------------
+def _worker(out: str) -> int:
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    from benchmarks.compile_latency import load_sample
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    group = dist.group.WORLD.group_name
+    sample = load_sample("allreduce")
+    numel = max(SIZES) // 2
+    ar = sample.AllReduce(numel, "bf16")
+    symm = symm_mem.empty(numel, dtype=torch.bfloat16, device=dev)
+    symm_mem.rendezvous(symm, group)
+    rows: dict[str, dict] = {}
+    notes = [f"rank 0 on {torch.cuda.get_device_name(dev)}"]
+    env = (torch, dist, torch.ops.symm_mem, ar, sample, symm, group, dev, rank, world)
+    for nbytes in SIZES:
+        rows.update(_size_rows(env, nbytes))
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"rows": rows, "notes": notes}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
+    """Every candidate at one message size, eager and graph-captured: {"<bytes> <graphs>":
+    {name: {"us": [...], "note": ...} or {"error": why}}}."""
+    torch, dist, ops, ar, sample, symm, group, dev, rank, world = env
+    n = nbytes // 2
+    gen = torch.Generator(device=dev).manual_seed(rank + 1)
+    x = torch.randn(n, generator=gen, device=dev, dtype=torch.bfloat16)
+    want = x.clone()
+    dist.all_reduce(want)
+    nccl_buf = x.clone()
+    out_t = torch.empty_like(x)
+    sx = symm[:n]
+
+    def torch_symm(alg: str, copy: bool):
+        def call():
+            if copy:
+                sx.copy_(x)
+            if alg == "one_shot":
+                return ops.one_shot_all_reduce(sx, "sum", group)
+            ops.two_shot_all_reduce_(sx, "sum", group)
+            return sx
+        return call
+
+    def ours(alg: str | None):
+        return lambda: ar(x, out_t, algorithm=alg)
+
+    cands = {"ptxdsl": ours(None), "ptxdsl one-shot": ours("one_shot"),
+             "ptxdsl two-shot": ours("two_shot"), "NCCL": lambda: dist.all_reduce(nccl_buf),
+             "torch symm-mem one-shot": torch_symm("one_shot", False),
+             "torch symm-mem two-shot": torch_symm("two_shot", False)}
+    checks = {name: fn for name, fn in cands.items() if name.startswith("ptxdsl")}
+    checks.update({"torch symm-mem one-shot": torch_symm("one_shot", True),
+                   "torch symm-mem two-shot": torch_symm("two_shot", True)})
+    bad: dict[str, str] = {}
+    scale = float(want.float().abs().max())
+    for name, fn in checks.items():
+        try:
+            got = fn()
+            got = out_t if got is None else got
+            err = float((got.float() - want.float()).abs().max()) / scale
+        except Exception as exc:  # a baseline this torch refuses: its row says why
+            bad[name] = f"{type(exc).__name__}: {exc}"[:300]
+            continue
+        if not err < 2e-2:
+            bad[name] = f"differs from NCCL by {err:.2e} of the largest value"
+    sx.copy_(x)
+    rows: dict[str, dict] = {}
+    for graphs in (False, True):
+        key = f"{nbytes} {int(graphs)}"
+        rows[key] = {name: {"error": why} for name, why in bad.items()}
+        timers = {}
+        for name, fn in cands.items():
+            if name in bad:
+                continue
+            try:
+                timers[name] = _graph_timer(torch, fn) if graphs else _eager_timer(fn)
+                timers[name]()
+            except Exception as exc:
+                rows[key][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                timers.pop(name, None)
+        samples: dict[str, list[float]] = {name: [] for name in timers}
+        for _ in range(REPS):
+            for name, timer in timers.items():
+                dist.barrier()
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+                start.record()
+                timer()
+                end.record()
+                end.synchronize()
+                t = torch.tensor([start.elapsed_time(end) * 1e3 / CALLS], device=dev)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                samples[name].append(float(t))
+        for name, us in samples.items():
+            rows[key][name] = {"us": us}
+            if name == "ptxdsl":
+                alg = sample.choose(nbytes, world).replace("_", "-")
+                rows[key][name]["note"] = f"chose {alg}"
+    return rows
+
+
+def _eager_timer(fn):
+    def timer() -> None:
+        for _ in range(CALLS):
+            fn()
+    return timer
+
+
+def _graph_timer(torch, fn):
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            fn()
+    return graph.replay
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        raise SystemExit(_worker(sys.argv[2]))
+    raise SystemExit("usage: python -m benchmarks.allreduce --worker OUT.json (under torchrun)")

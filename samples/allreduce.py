@@ -1,0 +1,417 @@
+"""All-reduce (sum) across the GPUs of one host on PyTorch symmetric memory: one-shot and
+two-shot, bf16 and fp32, in one launch each, with no host synchronisation and nothing the host
+must count (so a CUDA graph can replay it).
+
+Every rank's symmetric buffer has two halves; a call uses the half its call number's parity
+picks, so a rank never overwrites data a slower rank may still be reading from the previous
+call. CTA b of every rank handles the same 16-byte vectors and meets CTA b of the other ranks
+at `signals.barrier_all_ranks` (slot b * world + rank of each pad), so no grid-wide barrier
+is needed:
+
+- `ar_one_shot_<dtype>_w<W>`: each CTA copies its vectors of the input into its rank's buffer,
+  meets the other ranks, then reads those vectors from every rank's buffer (16-byte loads over
+  NVLink), sums them in f32 and writes the output. One barrier; each rank reads (W - 1) times
+  the message from its peers.
+- `ar_two_shot_<dtype>_w<W>`: the message is cut into W chunks; rank r reduces chunk r (as the
+  one-shot does, writing the sums into its own buffer too), meets the others again, then copies
+  the other chunks' sums from their owners. Two barriers; each rank reads 2 (W - 1) / W times
+  the message.
+
+The barriers' epochs and the call number live on the device (`state`, four .u32 per
+`AllReduce`): every CTA reads them at the start and the last CTA to finish (an atomic count)
+advances them, so launches need no changing arguments. A tail shorter than 16 bytes is summed
+by CTA 0 element by element.
+
+`AllReduce(max_numel, dtype, group)` allocates the symmetric buffer (torch
+`_symmetric_memory`), loads the kernels and is called like `dist.all_reduce` on a tensor of up
+to `max_numel` elements (a new output, or `out=`), choosing the algorithm by size
+(`algorithm=` forces one). Run under `torchrun --nproc-per-node N python samples/allreduce.py`
+(N in 2, 4, 8) to compare with `torch.distributed.all_reduce` for odd and round sizes, both
+algorithms and dtypes, repeated calls and CUDA-graph replay. Run plainly, it relaunches itself
+under torchrun on the visible GPUs (2 or more with peer access), else says why and assembles
+its PTX offline.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ptxdsl import Addr, Kernel, Module, Reg, debug, t
+from ptxdsl.sample_runner import Report, sample_main
+from ptxdsl.signals import barrier_all_ranks, peer_pointer
+
+if TYPE_CHECKING:
+    import torch
+
+THREADS = 512
+VEC = 16                         # bytes per vector access
+MAX_CTAS = 64                    # barrier slots per pad: world * MAX_CTAS .u32 (2 KiB at W = 8)
+WORLDS = (2, 4, 8)
+ESIZE = {"bf16": 2, "f32": 4}
+ALGORITHMS = ("one_shot", "two_shot")
+# state words: the next barrier epoch - 1, the number of calls, CTAs finished in this call
+EPOCH, CALLS, DONE = 0, 4, 8
+TORCHRUN_TIMEOUT_S = 300
+
+
+def kernel_name(algorithm: str, dtype: str, world: int) -> str:
+    return f"ar_{algorithm}_{dtype}_w{world}"
+
+
+# -- the kernels ---------------------------------------------------------------------------------
+def _sum(k: Kernel, dtype: str, vecs: list[tuple[Reg, ...]]) -> tuple[Reg, ...]:
+    """The element-wise sum of 16-byte vectors (4 .b32 each), in f32."""
+    if dtype == "f32":
+        total = list(vecs[0])
+        for v in vecs[1:]:
+            total = [k.add(a, b, type=t.f32) for a, b in zip(total, v, strict=True)]
+        return tuple(total)
+    halves: list[Reg] | None = None          # bf16: each .b32 is two values, low one first
+    for v in vecs:
+        f = [x for w in v for x in (k.shl(w, 16, type=t.b32),
+                                    k.and_(w, 0xFFFF0000, type=t.b32))]
+        halves = f if halves is None else [k.add(a, b, type=t.f32)
+                                           for a, b in zip(halves, f, strict=True)]
+    assert halves is not None
+    return tuple(k.cvt_packed("bf16x2", halves[2 * i + 1], halves[2 * i])
+                 for i in range(4))
+
+
+def _scalar_sum(k: Kernel, dtype: str, addrs: list[Reg]) -> Reg:
+    """One element summed over the ranks' buffers, in f32, back to the element type."""
+    total = None
+    for a in addrs:
+        if dtype == "f32":
+            x = k.ld(Addr(a), type=t.f32, space="global")
+        else:
+            x = k.cvt(k.ld(Addr(a), type=t.b16, space="global"), t.f32, atype=t.bf16)
+        total = x if total is None else k.add(total, x, type=t.f32)
+    assert total is not None
+    return total if dtype == "f32" else k.cvt(total, t.bf16, atype=t.f32, rnd="rn")
+
+
+class _Ctx:
+    """What both kernels read at the start: parameters, the rank's buffer pointers (this
+    call's half), the state, the grid-stride indices."""
+
+    def __init__(self, k: Kernel, dtype: str, world: int):
+        self.k, self.dtype, self.world = k, dtype, world
+        self.etype = t.f32 if dtype == "f32" else t.b16
+        self.bufs, self.pads = k.param_ptr("bufs"), k.param_ptr("pads")
+        self.state = k.ld_param(k.param_ptr("state"))
+        self.inp = k.ld_param(k.param_ptr("inp"))
+        self.out = k.ld_param(k.param_ptr("out"))
+        self.nvec = k.ld_param(k.param(t.u32, "nvec"))
+        self.tail = k.ld_param(k.param(t.u32, "tail"))          # elements after the vectors
+        half_bytes = k.ld_param(k.param(t.u64, "half_bytes"))
+        self.rank = k.ld_param(k.param(t.u32, "rank"))
+        self.epoch = k.ld(Addr(self.state, EPOCH), type=t.u32, space="global")
+        calls = k.ld(Addr(self.state, CALLS), type=t.u32, space="global")
+        half = k.mul(k.cvt(k.and_(calls, 1), t.u64, atype=t.u32), half_bytes, type=t.u64)
+        self.calls = calls
+        self.ranks = [k.add(peer_pointer(k, self.bufs, r), half, type=t.u64)
+                      for r in range(world)]
+        self.own = k.add(peer_pointer(k, self.bufs, self.rank), half, type=t.u64)
+        self.tid = k.mov(k.tid.x, type=t.u32)
+        self.gid = k.mad(k.ctaid.x, THREADS, self.tid, type=t.u32)
+        self.stride = k.mul(k.nctaid.x, THREADS, type=t.u32)
+
+    def at(self, base: Reg, vec: Reg) -> Reg:
+        return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
+
+    def copy_in(self, vec: Reg) -> None:
+        k = self.k
+        v = k.ld(Addr(self.at(self.inp, vec)), type=t.b32, vec=4, space="global")
+        k.st(Addr(self.at(self.own, vec)), v, type=t.b32, space="global")
+
+    def reduce(self, vec: Reg, also_own: bool = False) -> None:
+        """out[vec] (and, for the two-shot, own[vec]) = the sum of every rank's vec."""
+        k = self.k
+        vecs = [k.ld(Addr(self.at(b, vec)), type=t.b32, vec=4, space="global")
+                for b in self.ranks]
+        total = _sum(k, self.dtype, [tuple(v) for v in vecs])
+        k.st(Addr(self.at(self.out, vec)), total, type=t.b32, space="global")
+        if also_own:
+            k.st(Addr(self.at(self.own, vec)), total, type=t.b32, space="global")
+
+    def _tail_at(self, base: Reg) -> Reg:
+        k, es = self.k, ESIZE[self.dtype]
+        first = k.mad(self.nvec, VEC, base, type=t.u32, mode="wide")
+        return k.mad(self.tid, es, first, type=t.u32, mode="wide")
+
+    def tail_copy_in(self) -> None:
+        k = self.k
+        with k.if_(k.and_(k.ctaid.x == 0, self.tid < self.tail)):
+            x = k.ld(Addr(self._tail_at(self.inp)), type=self.etype, space="global")
+            k.st(Addr(self._tail_at(self.own)), x, type=self.etype, space="global")
+
+    def tail_reduce(self) -> None:
+        k = self.k
+        with k.if_(k.and_(k.ctaid.x == 0, self.tid < self.tail)):
+            total = _scalar_sum(k, self.dtype, [self._tail_at(b) for b in self.ranks])
+            k.st(Addr(self._tail_at(self.out)), total, type=self.etype, space="global")
+
+    def barrier(self, n: int) -> None:
+        """Barrier n (1, 2) of this call: epoch state + n."""
+        barrier_all_ranks(self.k, self.pads, self.rank, self.world,
+                          self.k.add(self.epoch, n, type=t.u32))
+
+    def finish(self, barriers: int) -> None:
+        """The last CTA to get here advances the epoch and the call number."""
+        k = self.k
+        k.bar_sync(0)
+        with k.if_(self.tid == 0):
+            done = k.atom("add", Addr(self.state, DONE), 1, type=t.u32, space="global")
+            with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
+                k.st(Addr(self.state, DONE), k.mov(0, type=t.u32), space="global")
+                k.st(Addr(self.state, EPOCH), k.add(self.epoch, barriers, type=t.u32),
+                     space="global")
+                k.st(Addr(self.state, CALLS), k.add(self.calls, 1, type=t.u32),
+                     space="global")
+
+
+def _kernel(algorithm: str, dtype: str, world: int, bounded: bool) -> tuple[Kernel, _Ctx]:
+    k = Kernel(kernel_name(algorithm, dtype, world), reqntid=THREADS)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
+    return k, _Ctx(k, dtype, world)
+
+
+def build_one_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
+    k, c = _kernel("one_shot", dtype, world, bounded)
+    with k.for_range(c.gid, c.nvec, c.stride) as i:
+        c.copy_in(i)
+    c.tail_copy_in()
+    c.barrier(1)
+    with k.for_range(c.gid, c.nvec, c.stride) as i:
+        c.reduce(i)
+    c.tail_reduce()
+    c.finish(1)
+    k.ret()
+    return k
+
+
+def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
+    k, c = _kernel("two_shot", dtype, world, bounded)
+    chunk = k.div(k.add(c.nvec, world - 1, type=t.u32), world, type=t.u32)
+
+    def each(body: Callable[[int, Reg], None], chunks: range | list[int]) -> None:
+        """body(q, vec) for this thread's vectors of chunk q (of those that exist)."""
+        with k.for_range(c.gid, chunk, c.stride) as i:
+            for q in chunks:
+                vec = k.mad(chunk, q, i, type=t.u32)
+                with k.if_(vec < c.nvec):
+                    body(q, vec)
+
+    each(lambda q, vec: c.copy_in(vec), range(world))
+    c.tail_copy_in()
+    c.barrier(1)
+    with k.for_range(c.gid, chunk, c.stride) as i:        # my chunk: reduce it
+        vec = k.mad(chunk, c.rank, i, type=t.u32)
+        with k.if_(vec < c.nvec):
+            c.reduce(vec, also_own=True)
+    c.tail_reduce()
+    c.barrier(2)
+
+    def gather(q: int, vec: Reg) -> None:                  # the others' chunks: copy the sums
+        with k.if_(c.rank != q):
+            v = k.ld(Addr(c.at(c.ranks[q], vec)), type=t.b32, vec=4, space="global")
+            k.st(Addr(c.at(c.out, vec)), v, type=t.b32, space="global")
+
+    each(gather, range(world))
+    c.finish(2)
+    k.ret()
+    return k
+
+
+BUILDERS = {"one_shot": build_one_shot, "two_shot": build_two_shot}
+
+
+def build_module(worlds: tuple[int, ...] = (2,), dtypes: tuple[str, ...] = tuple(ESIZE),
+                 bounded: bool = False) -> Module:
+    """Both algorithms for each dtype and world size; `bounded`: every cross-GPU wait traps
+    after 2 s with a record naming the signal (`ptxdsl.debug`)."""
+    kernels = [build(dt, w, bounded) for w in worlds for dt in dtypes
+               for build in BUILDERS.values()]
+    context = {"peer_buffers": ["bufs"], "signal_pads": ["pads"]}
+    make = debug.module if bounded else Module
+    return make(kernels, name="allreduce", target="sm_90a", check=context)
+
+
+# -- host side ---------------------------------------------------------------------------------
+def ctas(algorithm: str, nvec: int, world: int, pad_bytes: int) -> int:
+    """The grid: a CTA per THREADS vectors of the work each CTA splits (the message, or one
+    chunk for the two-shot), at most MAX_CTAS and what the signal pad has slots for."""
+    work = nvec if algorithm == "one_shot" else -(-nvec // world)
+    return max(1, min(-(-work // THREADS), MAX_CTAS, pad_bytes // (4 * world)))
+
+
+def choose(nbytes: int, world: int) -> str:
+    """One-shot when each rank's peer reads are few (small messages) or no more than the
+    two-shot's (two ranks: (W - 1) = 2 (W - 1) / W); else two-shot, which reads 2/W as much
+    but meets the other ranks twice."""
+    return "one_shot" if world == 2 or nbytes <= ONE_SHOT_MAX_BYTES else "two_shot"
+
+
+ONE_SHOT_MAX_BYTES = 256 << 10
+
+
+class AllReduce:
+    """In-place-free all-reduce (sum) of tensors of up to `max_numel` elements of `dtype`
+    ('bf16' or 'f32') over `group` (default: the world), on the current CUDA device."""
+
+    def __init__(self, max_numel: int, dtype: str = "bf16", group: Any = None,
+                 bounded: bool = False):
+        import torch
+        import torch.distributed as dist
+        import torch.distributed._symmetric_memory as symm_mem
+
+        from ptxdsl.runtime import SymmetricBuffers
+        if dtype not in ESIZE:
+            raise ValueError(f"AllReduce: dtype is one of {sorted(ESIZE)}, got {dtype!r}")
+        if not isinstance(max_numel, int) or max_numel < 1:
+            raise ValueError(f"AllReduce: max_numel is a positive int, got {max_numel!r}")
+        self.group = group or dist.group.WORLD
+        self.world = dist.get_world_size(self.group)
+        if self.world not in WORLDS:
+            raise ValueError(f"AllReduce: world sizes {WORLDS}, this group has {self.world}")
+        self.dtype, self.torch_dtype = dtype, {"bf16": torch.bfloat16,
+                                               "f32": torch.float32}[dtype]
+        self.max_numel = max_numel
+        self.half_bytes = -(-max_numel * ESIZE[dtype] // VEC) * VEC
+        device = torch.device("cuda", torch.cuda.current_device())
+        self.buf = symm_mem.empty(2 * self.half_bytes, dtype=torch.uint8, device=device)
+        handle = symm_mem.rendezvous(self.buf, self.group.group_name)
+        self.ranks = SymmetricBuffers.from_torch(handle, world_size=self.world)
+        self.state = torch.zeros(4, dtype=torch.int32, device=device)
+        module = build_module((self.world,), (dtype,), bounded).load(device=self.ranks.device)
+        self.fns = {alg: module[kernel_name(alg, dtype, self.world)] for alg in ALGORITHMS}
+        self.device = device
+
+    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
+                 algorithm: str | None = None) -> torch.Tensor:
+        import torch
+        if not isinstance(x, torch.Tensor) or x.dtype != self.torch_dtype \
+                or x.device != self.device or not x.is_contiguous():
+            raise ValueError(f"AllReduce: x must be a contiguous {self.torch_dtype} tensor on "
+                             f"{self.device}, got {_describe(x)}")
+        if x.numel() > self.max_numel:
+            raise ValueError(f"AllReduce: x has {x.numel()} elements, this AllReduce was made "
+                             f"for at most {self.max_numel}")
+        if out is None:
+            out = torch.empty_like(x)
+        elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device \
+                or not out.is_contiguous() or out.data_ptr() == x.data_ptr():
+            raise ValueError("AllReduce: out must be a contiguous tensor like x (not x itself), "
+                             f"got {_describe(out)}")
+        if x.numel() == 0:
+            return out
+        nbytes = x.numel() * ESIZE[self.dtype]
+        alg = algorithm or choose(nbytes, self.world)
+        if alg not in ALGORITHMS:
+            raise ValueError(f"AllReduce: algorithm is one of {ALGORITHMS}, got {alg!r}")
+        nvec, rest = divmod(nbytes, VEC)
+        r = self.ranks
+        grid = ctas(alg, nvec, self.world, r.signal_pad_size)
+        r.launch(self.fns[alg], grid, THREADS,
+                 (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr(),
+                  x.data_ptr(), out.data_ptr(), nvec, rest // ESIZE[self.dtype],
+                  self.half_bytes, r.rank))
+        return out
+
+
+def _describe(x: Any) -> str:
+    if not hasattr(x, "dtype"):
+        return type(x).__name__
+    return (f"{x.dtype} {tuple(x.shape)} on {x.device}"
+            + ("" if x.is_contiguous() else ", not contiguous"))
+
+
+# -- the run under torchrun --------------------------------------------------------------------
+SIZES = (1, 7, 8, 4095, 4096, 65536 + 3, 1 << 20, (4 << 20) + 5)   # elements
+
+
+def _torchrun_main() -> int:
+    import torch
+    import torch.distributed as dist
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    report = Report(f"allreduce (rank {rank} of {world})")
+    try:
+        for dtype, tol in (("bf16", 2e-2), ("f32", 1e-5)):
+            ar = AllReduce(max(SIZES), dtype)
+            gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
+            for n in SIZES:
+                for alg in ALGORITHMS:
+                    x = torch.randn(n, generator=gen, device="cuda").to(ar.torch_dtype)
+                    want = x.float()
+                    dist.all_reduce(want)
+                    for rep in range(2):          # the pads and buffer halves reused
+                        got = ar(x, algorithm=alg).float()
+                        err = float((got - want).abs().max() / want.abs().max().clamp(min=1))
+                        report.check(f"{dtype} {alg} n={n} call {rep + 1}", err <= tol,
+                                     f"max relative difference {err:.2e}")
+            x = torch.randn(SIZES[5], device="cuda").to(ar.torch_dtype)
+            out = torch.empty_like(x)
+            want = x.float()
+            dist.all_reduce(want)
+            graph = torch.cuda.CUDAGraph()
+            ar(x, out)                             # warm up outside the capture
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):
+                for _ in range(3):
+                    ar(x, out)
+            for rep in range(3):
+                out.zero_()
+                graph.replay()
+                err = float((out.float() - want).abs().max() / want.abs().max())
+                report.check(f"{dtype} CUDA graph replay {rep + 1} (3 calls each)", err <= tol,
+                             f"max relative difference {err:.2e}")
+        torch.cuda.synchronize()
+    finally:
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank == 0 or not report.ok:
+        print(report.format())
+    return 0 if report.ok else 1
+
+
+def run() -> Report:
+    """Relaunch under torchrun on the visible GPUs (2, 4 or 8 with peer access)."""
+    from ptxdsl.runtime import device_count, multi_gpu_skip_reason
+    report = Report("allreduce")
+    n = device_count()
+    n = max(w for w in WORLDS if w <= n) if n >= 2 else 2
+    reason = multi_gpu_skip_reason(n)
+    if reason is not None:
+        report.note(f"needs 2 Hopper GPUs with peer access ({reason}): not run")
+        cubin = build_module(WORLDS).assemble("sm_90a")
+        report.check("every world size's kernels built, checked clean and assembled",
+                     len(cubin) > 0, f"{len(cubin)} bytes of cubin")
+        return report
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={n}", __file__]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT_S)
+        ok, out = res.returncode == 0, res.stdout + res.stderr
+    except subprocess.TimeoutExpired as exc:
+        ok, out = False, f"timed out after {TORCHRUN_TIMEOUT_S} s: {exc.stdout!r}"
+    report.check(f"torchrun --nproc-per-node={n} (every check on every rank)", ok,
+                 "\n" + out[-6000:])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "RANK" in os.environ and "LOCAL_RANK" in os.environ:
+        return _torchrun_main()
+    return sample_main(argv, __doc__, build_module, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 THREADS = 512
 VEC = 16                         # bytes per vector access
+UNROLL = 4                       # vectors per thread per iteration, all loads issued first
 MAX_CTAS = 64                    # barrier slots per pad: world * MAX_CTAS .u32 (2 KiB at W = 8)
 WORLDS = (2, 4, 8)
 ESIZE = {"bf16": 2, "f32": 4}
@@ -123,20 +124,51 @@ class _Ctx:
     def at(self, base: Reg, vec: Reg) -> Reg:
         return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
 
-    def copy_in(self, vec: Reg) -> None:
+    def vectors(self, stop: Reg, body: Callable[[list[tuple[Reg, Reg]]], None],
+                first: Reg | None = None) -> None:
+        """body([(vec, in range), ...]) for this thread's vectors below `stop` (plus
+        `first`), UNROLL at a time, so that their loads are in flight together."""
         k = self.k
-        v = k.ld(Addr(self.at(self.inp, vec)), type=t.b32, vec=4, space="global")
-        k.st(Addr(self.at(self.own, vec)), v, type=t.b32, space="global")
+        with k.for_range(self.gid, stop, k.mul(self.stride, UNROLL, type=t.u32)) as i:
+            group = []
+            for u in range(UNROLL):
+                j = i if u == 0 else k.mad(self.stride, u, i, type=t.u32)
+                ok = j < stop
+                group.append((j if first is None else k.add(first, j, type=t.u32), ok))
+            body(group)
 
-    def reduce(self, vec: Reg, also_own: bool = False) -> None:
-        """out[vec] (and, for the two-shot, own[vec]) = the sum of every rank's vec."""
+    def _load(self, base: Reg, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
         k = self.k
-        vecs = [k.ld(Addr(self.at(b, vec)), type=t.b32, vec=4, space="global")
-                for b in self.ranks]
-        total = _sum(k, self.dtype, [tuple(v) for v in vecs])
-        k.st(Addr(self.at(self.out, vec)), total, type=t.b32, space="global")
-        if also_own:
-            k.st(Addr(self.at(self.own, vec)), total, type=t.b32, space="global")
+        regs = tuple(k.reg(t.b32) for _ in range(4))
+        with k.guard(ok):
+            k.ld(Addr(self.at(base, vec)), type=t.b32, vec=4, space="global", dst=regs)
+        return regs
+
+    def _store(self, base: Reg, vec: Reg, ok: Reg, v: tuple[Reg, ...]) -> None:
+        with self.k.guard(ok):
+            self.k.st(Addr(self.at(base, vec)), v, type=t.b32, space="global")
+
+    def copy_in(self, group: list[tuple[Reg, Reg]]) -> None:
+        loaded = [self._load(self.inp, vec, ok) for vec, ok in group]
+        for (vec, ok), v in zip(group, loaded, strict=True):
+            self._store(self.own, vec, ok, v)
+
+    def reduce(self, group: list[tuple[Reg, Reg]], also_own: bool = False) -> None:
+        """out[vec] (and, for the two-shot, own[vec]) = the sum of every rank's vec."""
+        loaded = [[self._load(b, vec, ok) for b in self.ranks] for vec, ok in group]
+        for (vec, ok), vecs in zip(group, loaded, strict=True):
+            total = _sum(self.k, self.dtype, vecs)
+            self._store(self.out, vec, ok, total)
+            if also_own:
+                self._store(self.own, vec, ok, total)
+
+    def gather(self, q: int, group: list[tuple[Reg, Reg]]) -> None:
+        """out[vec] = rank q's vec (its sums), unless q is this rank."""
+        k = self.k
+        with k.if_(self.rank != q):
+            loaded = [self._load(self.ranks[q], vec, ok) for vec, ok in group]
+            for (vec, ok), v in zip(group, loaded, strict=True):
+                self._store(self.out, vec, ok, v)
 
     def _tail_at(self, base: Reg) -> Reg:
         k, es = self.k, ESIZE[self.dtype]
@@ -183,12 +215,10 @@ def _kernel(algorithm: str, dtype: str, world: int, bounded: bool) -> tuple[Kern
 
 def build_one_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     k, c = _kernel("one_shot", dtype, world, bounded)
-    with k.for_range(c.gid, c.nvec, c.stride) as i:
-        c.copy_in(i)
+    c.vectors(c.nvec, c.copy_in)
     c.tail_copy_in()
     c.barrier(1)
-    with k.for_range(c.gid, c.nvec, c.stride) as i:
-        c.reduce(i)
+    c.vectors(c.nvec, c.reduce)
     c.tail_reduce()
     c.finish(1)
     k.ret()
@@ -197,32 +227,23 @@ def build_one_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
 
 def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     k, c = _kernel("two_shot", dtype, world, bounded)
+    # chunk q is vectors [q * chunk, (q + 1) * chunk) of those below nvec
     chunk = k.div(k.add(c.nvec, world - 1, type=t.u32), world, type=t.u32)
+    firsts = [k.mul(chunk, q, type=t.u32) for q in range(world)]
+    mine = k.mul(chunk, c.rank, type=t.u32)
 
-    def each(body: Callable[[int, Reg], None], chunks: range | list[int]) -> None:
-        """body(q, vec) for this thread's vectors of chunk q (of those that exist)."""
-        with k.for_range(c.gid, chunk, c.stride) as i:
-            for q in chunks:
-                vec = k.mad(chunk, q, i, type=t.u32)
-                with k.if_(vec < c.nvec):
-                    body(q, vec)
+    def within(group: list[tuple[Reg, Reg]]) -> list[tuple[Reg, Reg]]:
+        return [(vec, k.and_(ok, vec < c.nvec)) for vec, ok in group]
 
-    each(lambda q, vec: c.copy_in(vec), range(world))
+    for first in firsts:
+        c.vectors(chunk, lambda g: c.copy_in(within(g)), first)
     c.tail_copy_in()
     c.barrier(1)
-    with k.for_range(c.gid, chunk, c.stride) as i:        # my chunk: reduce it
-        vec = k.mad(chunk, c.rank, i, type=t.u32)
-        with k.if_(vec < c.nvec):
-            c.reduce(vec, also_own=True)
+    c.vectors(chunk, lambda g: c.reduce(within(g), also_own=True), mine)
     c.tail_reduce()
     c.barrier(2)
-
-    def gather(q: int, vec: Reg) -> None:                  # the others' chunks: copy the sums
-        with k.if_(c.rank != q):
-            v = k.ld(Addr(c.at(c.ranks[q], vec)), type=t.b32, vec=4, space="global")
-            k.st(Addr(c.at(c.out, vec)), v, type=t.b32, space="global")
-
-    each(gather, range(world))
+    for q, first in enumerate(firsts):
+        c.vectors(chunk, lambda g, q=q: c.gather(q, within(g)), first)
     c.finish(2)
     k.ret()
     return k
@@ -271,6 +292,7 @@ class AllReduce:
         import torch.distributed._symmetric_memory as symm_mem
 
         from ptxdsl.runtime import SymmetricBuffers
+        from ptxdsl.runtime.symmetric import torch_raw_stream
         if dtype not in ESIZE:
             raise ValueError(f"AllReduce: dtype is one of {sorted(ESIZE)}, got {dtype!r}")
         if not isinstance(max_numel, int) or max_numel < 1:
@@ -290,37 +312,43 @@ class AllReduce:
         self.state = torch.zeros(4, dtype=torch.int32, device=device)
         module = build_module((self.world,), (dtype,), bounded).load(device=self.ranks.device)
         self.fns = {alg: module[kernel_name(alg, dtype, self.world)] for alg in ALGORITHMS}
-        self.device = device
+        self.device, self.index = device, device.index
+        # what every launch passes unchanged, and PyTorch's current-stream lookup: a call
+        # costs the checks of x and out and one launch
+        r = self.ranks
+        self._static = (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr())
+        self._stream = torch_raw_stream()
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
                  algorithm: str | None = None) -> torch.Tensor:
         import torch
-        if not isinstance(x, torch.Tensor) or x.dtype != self.torch_dtype \
-                or x.device != self.device or not x.is_contiguous():
+        if not isinstance(x, torch.Tensor) or x.dtype is not self.torch_dtype \
+                or x.get_device() != self.index or not x.is_contiguous():
             raise ValueError(f"AllReduce: x must be a contiguous {self.torch_dtype} tensor on "
                              f"{self.device}, got {_describe(x)}")
-        if x.numel() > self.max_numel:
-            raise ValueError(f"AllReduce: x has {x.numel()} elements, this AllReduce was made "
+        numel = x.numel()
+        if numel > self.max_numel:
+            raise ValueError(f"AllReduce: x has {numel} elements, this AllReduce was made "
                              f"for at most {self.max_numel}")
         if out is None:
             out = torch.empty_like(x)
-        elif out.shape != x.shape or out.dtype != x.dtype or out.device != x.device \
+        elif not isinstance(out, torch.Tensor) or out.dtype is not x.dtype \
+                or out.get_device() != self.index or out.numel() != numel \
                 or not out.is_contiguous() or out.data_ptr() == x.data_ptr():
-            raise ValueError("AllReduce: out must be a contiguous tensor like x (not x itself), "
-                             f"got {_describe(out)}")
-        if x.numel() == 0:
+            raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
+                             f"elements, type and device (not x itself), got {_describe(out)}")
+        if numel == 0:
             return out
-        nbytes = x.numel() * ESIZE[self.dtype]
+        nbytes = numel * ESIZE[self.dtype]
         alg = algorithm or choose(nbytes, self.world)
-        if alg not in ALGORITHMS:
+        fn = self.fns.get(alg)
+        if fn is None:
             raise ValueError(f"AllReduce: algorithm is one of {ALGORITHMS}, got {alg!r}")
         nvec, rest = divmod(nbytes, VEC)
-        r = self.ranks
-        grid = ctas(alg, nvec, self.world, r.signal_pad_size)
-        r.launch(self.fns[alg], grid, THREADS,
-                 (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr(),
-                  x.data_ptr(), out.data_ptr(), nvec, rest // ESIZE[self.dtype],
-                  self.half_bytes, r.rank))
+        grid = ctas(alg, nvec, self.world, self.ranks.signal_pad_size)
+        fn.launch(grid, THREADS, (*self._static, x.data_ptr(), out.data_ptr(), nvec,
+                                  rest // ESIZE[self.dtype], self.half_bytes, self.ranks.rank),
+                  stream=self._stream(self.index))
         return out
 
 
@@ -343,9 +371,12 @@ def _torchrun_main() -> int:
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, world = dist.get_rank(), dist.get_world_size()
     report = Report(f"allreduce (rank {rank} of {world})")
+    report.note(f"rank {rank}: {torch.cuda.get_device_name()}")
     try:
         for dtype, tol in (("bf16", 2e-2), ("f32", 1e-5)):
             ar = AllReduce(max(SIZES), dtype)
+            report.note(f"{dtype}: signal pad {ar.ranks.signal_pad_size} bytes, buffer "
+                        f"2 x {ar.half_bytes} bytes")
             gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
             for n in SIZES:
                 for alg in ALGORITHMS:
@@ -403,7 +434,7 @@ def run() -> Report:
     except subprocess.TimeoutExpired as exc:
         ok, out = False, f"timed out after {TORCHRUN_TIMEOUT_S} s: {exc.stdout!r}"
     report.check(f"torchrun --nproc-per-node={n} (every check on every rank)", ok,
-                 "\n" + out[-6000:])
+                 "\n" + out[-20000:])
     return report
 
 

@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 THREADS = 512
 VEC = 16                         # bytes per vector access
 UNROLL = 4                       # vectors per thread per iteration, all loads issued first
-MAX_CTAS = 64                    # barrier slots per pad: world * MAX_CTAS .u32 (2 KiB at W = 8)
+MAX_CTAS = 132                   # one per SM of an H100 SXM; the pad must hold world * CTAs
+                                 # .u32 slots (torch 2.11's 9 KiB pads hold 8 x 288)
 WORLDS = (2, 4, 8)
 ESIZE = {"bf16": 2, "f32": 4}
 ALGORITHMS = ("one_shot", "two_shot")
@@ -311,6 +312,7 @@ class AllReduce:
         self.ranks = SymmetricBuffers.from_torch(handle, world_size=self.world)
         self.state = torch.zeros(4, dtype=torch.int32, device=device)
         module = build_module((self.world,), (dtype,), bounded).load(device=self.ranks.device)
+        self.module = module                 # the functions' module stays loaded
         self.fns = {alg: module[kernel_name(alg, dtype, self.world)] for alg in ALGORITHMS}
         self.device, self.index = device, device.index
         # what every launch passes unchanged, and PyTorch's current-stream lookup: a call
@@ -381,7 +383,7 @@ def _torchrun_main() -> int:
             for n in SIZES:
                 for alg in ALGORITHMS:
                     x = torch.randn(n, generator=gen, device="cuda").to(ar.torch_dtype)
-                    want = x.float()
+                    want = x.float().clone()       # .float() of an f32 tensor is itself
                     dist.all_reduce(want)
                     for rep in range(2):          # the pads and buffer halves reused
                         got = ar(x, algorithm=alg).float()
@@ -390,7 +392,7 @@ def _torchrun_main() -> int:
                                      f"max relative difference {err:.2e}")
             x = torch.randn(SIZES[5], device="cuda").to(ar.torch_dtype)
             out = torch.empty_like(x)
-            want = x.float()
+            want = x.float().clone()
             dist.all_reduce(want)
             graph = torch.cuda.CUDAGraph()
             ar(x, out)                             # warm up outside the capture

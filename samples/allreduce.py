@@ -111,9 +111,12 @@ class _Ctx:
         self.tail = k.ld_param(k.param(t.u32, "tail"))          # elements after the vectors
         half_bytes = k.ld_param(k.param(t.u64, "half_bytes"))
         self.rank = k.ld_param(k.param(t.u32, "rank"))
+        # 0: x is copied into this call's half; 1: x is already the buffer's third part
+        self.sym = k.ld_param(k.param(t.u32, "symmetric")) != 0
         self.epoch = k.ld(Addr(self.state, EPOCH), type=t.u32, space="global")
         calls = k.ld(Addr(self.state, CALLS), type=t.u32, space="global")
-        half = k.mul(k.cvt(k.and_(calls, 1), t.u64, atype=t.u32), half_bytes, type=t.u64)
+        which = k.selp(2, k.and_(calls, 1), self.sym, type=t.u32)
+        half = k.mul(k.cvt(which, t.u64, atype=t.u32), half_bytes, type=t.u64)
         self.calls = calls
         self.ranks = [k.add(peer_pointer(k, self.bufs, r), half, type=t.u64)
                       for r in range(world)]
@@ -193,10 +196,18 @@ class _Ctx:
         barrier_all_ranks(self.k, self.pads, self.rank, self.world,
                           self.k.add(self.epoch, n, type=t.u32))
 
-    def finish(self, barriers: int) -> None:
-        """The last CTA to get here advances the epoch and the call number."""
+    def copy_phase(self, body: Callable[[], None]) -> None:
+        """The copy of x into the buffer, which a symmetric x skips."""
+        with self.k.if_(k_not(self.k, self.sym)):
+            body()
+
+    def advance(self, barriers: int) -> None:
+        """After the first barrier (every thread of every CTA has read the state): the last
+        CTA to get here advances the epoch past this call's barriers (one more for a
+        symmetric x) and the call number. Early, so the atomic's latency hides behind the
+        reads that follow."""
         k = self.k
-        k.bar_sync(0)
+        barriers = k.add(k.selp(1, 0, self.sym, type=t.u32), barriers, type=t.u32)
         with k.if_(self.tid == 0):
             done = k.atom("add", Addr(self.state, DONE), 1, type=t.u32, space="global")
             with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
@@ -205,6 +216,17 @@ class _Ctx:
                      space="global")
                 k.st(Addr(self.state, CALLS), k.add(self.calls, 1, type=t.u32),
                      space="global")
+
+
+def k_not(k: Kernel, p: Reg) -> Reg:
+    return k.not_(p, type=t.pred)
+
+
+def _end(c: _Ctx, n: int) -> None:
+    """A symmetric x is the caller's to overwrite after the call: a last barrier, so no
+    rank returns while another may still read its buffer."""
+    with c.k.if_(c.sym):
+        c.barrier(n)
 
 
 def _kernel(algorithm: str, dtype: str, world: int, bounded: bool) -> tuple[Kernel, _Ctx]:
@@ -216,12 +238,16 @@ def _kernel(algorithm: str, dtype: str, world: int, bounded: bool) -> tuple[Kern
 
 def build_one_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     k, c = _kernel("one_shot", dtype, world, bounded)
-    c.vectors(c.nvec, c.copy_in)
-    c.tail_copy_in()
+
+    def copy() -> None:
+        c.vectors(c.nvec, c.copy_in)
+        c.tail_copy_in()
+    c.copy_phase(copy)
     c.barrier(1)
+    c.advance(1)
     c.vectors(c.nvec, c.reduce)
     c.tail_reduce()
-    c.finish(1)
+    _end(c, 2)
     k.ret()
     return k
 
@@ -236,16 +262,19 @@ def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     def within(group: list[tuple[Reg, Reg]]) -> list[tuple[Reg, Reg]]:
         return [(vec, k.and_(ok, vec < c.nvec)) for vec, ok in group]
 
-    for first in firsts:
-        c.vectors(chunk, lambda g: c.copy_in(within(g)), first)
-    c.tail_copy_in()
+    def copy() -> None:
+        for first in firsts:
+            c.vectors(chunk, lambda g: c.copy_in(within(g)), first)
+        c.tail_copy_in()
+    c.copy_phase(copy)
     c.barrier(1)
+    c.advance(2)
     c.vectors(chunk, lambda g: c.reduce(within(g), also_own=True), mine)
     c.tail_reduce()
     c.barrier(2)
     for q, first in enumerate(firsts):
         c.vectors(chunk, lambda g, q=q: c.gather(q, within(g)), first)
-    c.finish(2)
+    _end(c, 3)
     k.ret()
     return k
 
@@ -307,7 +336,8 @@ class AllReduce:
         self.max_numel = max_numel
         self.half_bytes = -(-max_numel * ESIZE[dtype] // VEC) * VEC
         device = torch.device("cuda", torch.cuda.current_device())
-        self.buf = symm_mem.empty(2 * self.half_bytes, dtype=torch.uint8, device=device)
+        # two halves that calls copying x alternate between, then `symmetric_input`'s part
+        self.buf = symm_mem.empty(3 * self.half_bytes, dtype=torch.uint8, device=device)
         handle = symm_mem.rendezvous(self.buf, self.group.group_name)
         self.ranks = SymmetricBuffers.from_torch(handle, world_size=self.world)
         self.state = torch.zeros(4, dtype=torch.int32, device=device)
@@ -320,6 +350,19 @@ class AllReduce:
         r = self.ranks
         self._static = (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr())
         self._stream = torch_raw_stream()
+        nbytes = max_numel * ESIZE[dtype]
+        self._sym = self.buf[2 * self.half_bytes:2 * self.half_bytes + nbytes].view(
+            self.torch_dtype)
+        self._sym_ptr = self._sym.data_ptr()
+
+    def symmetric_input(self, numel: int) -> torch.Tensor:
+        """A tensor of `numel` elements in the symmetric buffer itself: written by the caller
+        and passed as `x`, it is read where it is (no copy; one more barrier at the end, after
+        which the caller may overwrite it). The two-shot may reduce it in place (`out=x`)."""
+        if not isinstance(numel, int) or not 0 <= numel <= self.max_numel:
+            raise ValueError(f"AllReduce.symmetric_input: numel in 0..{self.max_numel}, got "
+                             f"{numel!r}")
+        return self._sym[:numel]
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
                  algorithm: str | None = None) -> torch.Tensor:
@@ -332,24 +375,29 @@ class AllReduce:
         if numel > self.max_numel:
             raise ValueError(f"AllReduce: x has {numel} elements, this AllReduce was made "
                              f"for at most {self.max_numel}")
-        if out is None:
-            out = torch.empty_like(x)
-        elif not isinstance(out, torch.Tensor) or out.dtype is not x.dtype \
-                or out.get_device() != self.index or out.numel() != numel \
-                or not out.is_contiguous() or out.data_ptr() == x.data_ptr():
-            raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
-                             f"elements, type and device (not x itself), got {_describe(out)}")
-        if numel == 0:
-            return out
         nbytes = numel * ESIZE[self.dtype]
         alg = algorithm or choose(nbytes, self.world)
         fn = self.fns.get(alg)
         if fn is None:
             raise ValueError(f"AllReduce: algorithm is one of {ALGORITHMS}, got {alg!r}")
+        xp = x.data_ptr()
+        sym = xp == self._sym_ptr
+        in_place = sym and alg == "two_shot"      # the only algorithm that may write x
+        if out is None:
+            out = x if in_place else torch.empty_like(x)
+        elif not isinstance(out, torch.Tensor) or out.dtype is not x.dtype \
+                or out.get_device() != self.index or out.numel() != numel \
+                or not out.is_contiguous() or (out.data_ptr() == xp and not in_place):
+            raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
+                             "elements, type and device (x itself only for a two-shot of a "
+                             f"symmetric_input), got {_describe(out)}")
+        if numel == 0:
+            return out
         nvec, rest = divmod(nbytes, VEC)
         grid = ctas(alg, nvec, self.world, self.ranks.signal_pad_size)
-        fn.launch(grid, THREADS, (*self._static, x.data_ptr(), out.data_ptr(), nvec,
-                                  rest // ESIZE[self.dtype], self.half_bytes, self.ranks.rank),
+        fn.launch(grid, THREADS, (*self._static, xp, out.data_ptr(), nvec,
+                                  rest // ESIZE[self.dtype], self.half_bytes, self.ranks.rank,
+                                  int(sym)),
                   stream=self._stream(self.index))
         return out
 
@@ -390,6 +438,13 @@ def _torchrun_main() -> int:
                         err = float((got - want).abs().max() / want.abs().max().clamp(min=1))
                         report.check(f"{dtype} {alg} n={n} call {rep + 1}", err <= tol,
                                      f"max relative difference {err:.2e}")
+                    xs = ar.symmetric_input(n)    # read where it is; two-shot: in place
+                    xs.copy_(x)
+                    got = ar(xs, algorithm=alg).float()
+                    err = float((got - want).abs().max() / want.abs().max().clamp(min=1))
+                    report.check(f"{dtype} {alg} n={n} symmetric input"
+                                 + (" (in place)" if alg == "two_shot" else ""), err <= tol,
+                                 f"max relative difference {err:.2e}")
             x = torch.randn(SIZES[5], device="cuda").to(ar.torch_dtype)
             out = torch.empty_like(x)
             want = x.float().clone()

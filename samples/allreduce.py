@@ -185,10 +185,18 @@ class _Ctx:
             x = k.ld(Addr(self._tail_at(self.inp)), type=self.etype, space="global")
             k.st(Addr(self._tail_at(self.own)), x, type=self.etype, space="global")
 
-    def tail_reduce(self) -> None:
+    def tail_reduce(self, then: Callable[[], None] | None = None) -> None:
+        """CTA 0 sums the tail; its threads store it after `then()` (the two-shot's second
+        barrier: a two-shot in place writes x's tail, which the other ranks read until then)."""
         k = self.k
-        with k.if_(k.and_(k.ctaid.x == 0, self.tid < self.tail)):
-            total = _scalar_sum(k, self.dtype, [self._tail_at(b) for b in self.ranks])
+        mine = k.and_(k.ctaid.x == 0, self.tid < self.tail)
+        total = k.reg(self.etype)
+        with k.if_(mine):
+            k.mov(_scalar_sum(k, self.dtype, [self._tail_at(b) for b in self.ranks]),
+                  dst=total)
+        if then is not None:
+            then()
+        with k.if_(mine):
             k.st(Addr(self._tail_at(self.out)), total, type=self.etype, space="global")
 
     def barrier(self, n: int) -> None:
@@ -270,8 +278,7 @@ def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     c.barrier(1)
     c.advance(2)
     c.vectors(chunk, lambda g: c.reduce(within(g), also_own=True), mine)
-    c.tail_reduce()
-    c.barrier(2)
+    c.tail_reduce(then=lambda: c.barrier(2))
     for q, first in enumerate(firsts):
         c.vectors(chunk, lambda g, q=q: c.gather(q, within(g)), first)
     _end(c, 3)

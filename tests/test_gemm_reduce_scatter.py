@@ -1,0 +1,124 @@
+"""samples/gemm_reduce_scatter.py on the CPU: the fused kernels check clean with the
+cross-GPU context and assemble; the checker finds a signal that no longer publishes the TMA
+stores (a `.gpu` release, or stores only read, not complete) and a wait that no longer
+acquires; the signal counts the owner waits for match what the senders' loop sends; the host
+refuses shapes the kernel does not take. The GPU runs are in test_gemm_reduce_scatter_gpu.py
+and test_samples.py."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+from ptxdsl import ptx
+from ptxdsl.checker import Hazard, check_kernel
+from ptxdsl.testing import assemble_declared
+from tests.checker_kernels import ids
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gemm_reduce_scatter.py"
+
+
+@pytest.fixture(scope="module")
+def g():
+    return runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
+
+
+def _findings(ns, variant="skinny"):
+    return check_kernel(ns["build_kernel"](variant), **ns["CONTEXT"])
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_builds_checks_clean_and_assembles(g, bounded):
+    for variant in g["VARIANTS"]:
+        assert [f.format() for f in check_kernel(g["build_kernel"](variant, bounded),
+                                                 **g["CONTEXT"])] == []
+    assemble_declared(g["build_module"](bounded).emit())
+
+
+def _patched(monkeypatch, name, fn):
+    """The sample's namespace with `name` replaced (its functions read their globals)."""
+    ns = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
+    glob = ns["build_kernel"].__globals__
+    monkeypatch.setitem(glob, name, fn(glob[name]))
+    return ns
+
+
+def test_checker_finds_a_tile_signal_without_sys_release(monkeypatch):
+    def gpu_count(signal_set):
+        def wrapped(k, addr, *a, **kw):
+            if kw.get("add") and addr.offset == 0:     # the COUNT signal after the stores
+                kw["scope"] = "gpu"
+            return signal_set(k, addr, *a, **kw)
+        return wrapped
+    ns = _patched(monkeypatch, "signal_set", gpu_count)
+    found = ids(_findings(ns))
+    assert found and set(found) == {Hazard.PEER_PUBLISH_NO_SYS_RELEASE.value}, found
+
+
+def test_checker_finds_a_signal_before_the_stores_complete(monkeypatch):
+    ns = _patched(monkeypatch, "_stores_complete",
+                  lambda _: lambda k: ptx.cp_async_bulk_wait_group_read(k, 0))
+    findings = _findings(ns)
+    assert set(ids(findings)) == {Hazard.PEER_PUBLISH_NO_SYS_RELEASE.value}, \
+        [f.format() for f in findings]
+    assert any("wait_group 0 (not .read)" in f.format() for f in findings)
+
+
+def test_checker_finds_a_tile_wait_without_sys_acquire(monkeypatch):
+    def gpu_wait(signal_wait):
+        def wrapped(k, addr, *a, **kw):
+            if addr.offset == 0:                        # the COUNT wait before the sums
+                kw["scope"] = "gpu"
+            return signal_wait(k, addr, *a, **kw)
+        return wrapped
+    ns = _patched(monkeypatch, "signal_wait", gpu_wait)
+    found = ids(_findings(ns))
+    assert found and set(found) == {Hazard.PEER_CONSUME_NO_SYS_ACQUIRE.value}, found
+
+
+def _sent(g, m, n, world, variant):
+    """What the senders' loop (ScatterStore.store) signals each owner per call, counted the
+    way the kernel walks the tiles: every CTA tile of the grid (a cluster's CTAs included,
+    past M or N), each warpgroup's 64 rows, each owner whose block they meet."""
+    cfg = g["VARIANTS"][variant]
+    rows = m // world
+    got = [0] * world
+    tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
+    for _mb in range(tiles_m):
+        for _nb in range(tiles_n):
+            for cta_m in range(cfg.tile_m // 128):
+                for _cta_n in range(cfg.tile_n // cfg.bn):
+                    for cw in range(2):
+                        row0 = _mb * cfg.tile_m + cta_m * 128 + cw * 64
+                        for o in range(row0 // rows, min((row0 + 63) // rows, world - 1) + 1):
+                            got[o] += world        # from every rank
+    return got
+
+
+@pytest.mark.parametrize("m,n", [(8192, 8192), (128, 8192), (200, 520), (328, 264), (64, 8)])
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_the_owner_waits_for_what_the_senders_send(g, m, n, world):
+    if m % world:
+        pytest.skip("M not split evenly")
+    for variant in g["VARIANTS"]:
+        want = _sent(g, m, n, world, variant)
+        assert [g["chunks_per_call"](m, n, world, r, variant) for r in range(world)] == want
+
+
+@pytest.mark.parametrize("m,n,kl,world,words", [
+    (201, 520, 224, 2, "multiple of the world size 2"),
+    (200, 524, 224, 2, "N and K_r multiples of 8"),
+    (200, 520, 100, 2, "N and K_r multiples of 8"),
+    (200, 520, 224, 9, "world size must be 1 to 8"),
+    (0, 520, 224, 2, "M >= 1"),
+])
+def test_host_refuses_shapes_the_kernel_does_not_take(g, m, n, kl, world, words):
+    with pytest.raises(ValueError, match=words):
+        g["check_shape"](m, n, kl, world)
+
+
+def test_variant_follows_gemm_hopper(g):
+    assert [g["variant_for"](m, 2) for m in (8192, 256, 128, 64)] == \
+        ["default", "skinny", "row", "skinny"]

@@ -289,7 +289,16 @@ class GemmReduceScatter:
         self.variant = variant_for(m, world)
         self.cfg = VARIANTS[self.variant]
         self.fn = module[self.cfg.name]
+        # Every CTA waits for the other ranks' tiles at the end, so all must be resident at
+        # once (a CTA waiting for a launch slot would never come): at most one per SM, and
+        # no more clusters than fit (cuOccupancyMaxActiveClusters). Every rank's GPU must
+        # give the same grid (the done counter counts W x grid).
         self.grid = gh.grid_for(m, n, sms, self.cfg)
+        cl = self.cfg.cluster
+        fit = self.fn.max_active_clusters(gh.THREADS, shared_mem=self.cfg.smem_bytes,
+                                          cluster=(cl, 1, 1)) if cl > 1 else None
+        if fit:
+            self.grid = min(self.grid, cl * fit)
         maps = bufs.tensor_maps((world, PAD + m // world, n), "BFLOAT16", (1, 64, 64),
                                 swizzle="128B")
         TmaStoreEpilogue.check_tensormap(maps[0], rank=3)

@@ -14,8 +14,10 @@ One kernel per rank (issue 33):
   of the sending rank. A rank's buffer holds W slots of PAD + M/W rows of N bf16 values; a
   64-row chunk that straddles two owners' blocks goes to both, its rows before the block
   landing in the slot's PAD leading rows (scratch, so no TMA coordinate is negative) and
-  those after it clipped by the map. Then `cp.async.bulk.wait_group 0` (the writes done,
-  not only read) and `red.release.sys.global.add.u32` on the owner's tile counter.
+  those after it clipped by the map. Before the warpgroup's next chunk (a tile's main loop
+  later, so the stores have long landed) or at the end, `cp.async.bulk.wait_group 0` (the
+  writes done, not only read) and `red.release.sys.global.add.u32` on each owner's tile
+  counter.
 - Last phase, both consumer warpgroups: one thread waits (`ld.acquire.sys`) until the
   counter has grown by the chunks every rank sends this one this call, then the CTAs sum
   the W slots (f32) into Y_shard, 16 bytes per thread per step. Each CTA then adds one to
@@ -137,29 +139,40 @@ class ScatterStore:
         with k.if_(self.staged.leader):     # the host wrote the maps: acquire them (.sys)
             with k.for_range(0, self.world) as o:
                 ptx.fence_proxy_tensormap_generic(k, "acquire", "sys", self._map(o))
+        # the owners [first, end) of the last chunk stored, signalled at the next one
+        self.pend_first, self.pend_end = k.mov(1, type=t.u32), k.mov(0, type=t.u32)
 
     def _map(self, owner: Reg) -> Reg:
         return self.k.mad(owner, MAP_BYTES, self.maps, type=t.u32, mode="wide")
 
+    def _signal_pending(self) -> None:
+        """The last chunk's stores are complete (by now a tile's main loop later, so the
+        wait seldom waits): count them at their owners."""
+        k = self.k
+        with k.if_(self.staged.leader):
+            _stores_complete(k)
+            with k.for_range(self.pend_first, self.pend_end) as owner:
+                signal_set(k, Addr(peer_pointer(k, self.pads, owner), 4 * COUNT), 1, add=True)
+
     def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None:
         """Rows row0 .. row0 + 63 go to every owner whose block they meet (none past M)."""
         k = self.k
+        self._signal_pending()
         row0 = k.mad(self.cw, 64, m0)
         first = k.div(row0, self.rows)
-        last = k.min(k.div(k.add(row0, 63), self.rows), k.sub(self.world, 1))
-        with k.for_range(first, k.add(last, 1)) as owner:
+        end = k.add(k.min(k.div(k.add(row0, 63), self.rows), k.sub(self.world, 1)), 1)
+        with k.for_range(first, end) as owner:
             k.mad(owner, MAP_BYTES, self.maps, type=t.u32, mode="wide", dst=self.tmap)
             local = k.sub(k.add(row0, PAD), k.mul(owner, self.rows))
             self.staged.store(packed, local, n0, self.rank)      # into my slot of its buffer
-            with k.if_(self.staged.leader):
-                _stores_complete(k)
-                signal_set(k, Addr(peer_pointer(k, self.pads, owner), 4 * COUNT), 1, add=True)
+        k.mov(first, dst=self.pend_first)
+        k.mov(end, dst=self.pend_end)
 
     def finish(self) -> None:
         """Wait for every rank's chunks of my block, sum the slots into Y_shard, then meet
         every rank (the done counter) so that no next call overwrites a slot being read."""
         k = self.k
-        self.staged.finish()
+        self._signal_pending()
         lt = k.sub(k.mov(k.tid.x, type=t.u32), 128)      # 0 .. 255 over both warpgroups
         first = lt == 0
         own_pad = peer_pointer(k, self.pads, self.rank)

@@ -193,8 +193,9 @@ class ScatterStore:
         k = self.k
         row_bytes = k.shl(self.N, 1)
         slot = k.mul(k.add(self.rows, PAD), row_bytes, type=t.u32, mode="wide")
-        data = k.add(peer_pointer(k, self.bufs, self.rank),
-                     k.mul(row_bytes, PAD, type=t.u32, mode="wide"))
+        own = k.cvta(peer_pointer(k, self.bufs, self.rank), "global", to=True)
+        y = k.cvta(self.y, "global", to=True)
+        data = k.add(own, k.mul(row_bytes, PAD, type=t.u32, mode="wide"))
         total = k.shr(k.mul(self.rows, self.N), 3)              # 16-byte vectors
         start = k.mad(k.mov(k.ctaid.x, type=t.u32), CONSUMERS, lt)
         step = k.mul(k.mov(k.nctaid.x, type=t.u32), CONSUMERS)
@@ -210,7 +211,7 @@ class ScatterStore:
                           dst=acc[2 * i + 1])
                 k.add(at, slot, dst=at)
             packed = [k.cvt_packed("bf16x2", acc[2 * i + 1], acc[2 * i]) for i in range(4)]
-            k.st(Addr(k.add(self.y, off)), packed, type=t.b32, space="global")
+            k.st(Addr(k.add(y, off)), packed, type=t.b32, space="global")
 
 
 def build_kernel(variant: str = "default", bounded: bool = False) -> Kernel:

@@ -87,7 +87,6 @@ CONTEXT = {"peer_buffers": ["buffer_ptrs", "peer_maps"], "signal_pads": ["signal
 VARIANTS = {v: gh.Config("bf16", c.bn, c.cluster, c.stages, c.along, name=f"gemm_rs_{v}")
             for v, c in (("default", gh.CONFIGS["bf16"]), ("skinny", gh.SKINNY["bf16"]),
                          ("row", gh.ROW["bf16"]))}
-WAIT_NS = 2_000_000_000  # the bounded build's signal waits: a lost tile traps after 2 s
 
 
 def _stores_complete(k: Kernel) -> None:

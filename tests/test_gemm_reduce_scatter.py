@@ -122,3 +122,21 @@ def test_host_refuses_shapes_the_kernel_does_not_take(g, m, n, kl, world, words)
 def test_variant_follows_gemm_hopper(g):
     assert [g["variant_for"](m, 2) for m in (8192, 256, 128, 64)] == \
         ["default", "skinny", "row", "skinny"]
+
+
+def test_layer_refuses_symmetric_buffers_too_small_for_the_slots(g):
+    from ptxdsl.runtime import SymmetricBuffers
+    bufs = SymmetricBuffers(0, 2, 0, (1 << 20, 2 << 20), (3 << 20, 4 << 20), 5 << 20, 6 << 20,
+                            buffer_size=1024, signal_pad_size=2048)
+    need = g["buffer_bytes"](200, 520, 2)
+    with pytest.raises(ValueError, match=f"each rank's buffer needs {need} bytes .* have 1024"):
+        g["GemmReduceScatter"](None, bufs, 200, 520, 224, sms=132)
+
+
+def test_counters_refuse_to_wrap_the_pads_u32(g):
+    c = g["Counters"]()
+    assert c.advance(10, 4) == (10, 4) and c.advance(10, 4) == (20, 8)
+    c.count = 2**32 - 15
+    with pytest.raises(RuntimeError, match="u32 counters are full"):
+        c.advance(15, 4)
+    assert (c.count, c.done) == (2**32 - 15, 8)     # nothing counted by the refused call

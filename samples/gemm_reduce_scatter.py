@@ -512,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     from ptxdsl.runtime import gpu_skip_reason, multi_gpu_skip_reason
     reason = multi_gpu_skip_reason(2)
     if reason is None:
+        # the demo's --save-ptx PATH: written here, the ranks only run
+        for i, a in enumerate(argv):
+            path = argv[i + 1] if a == "--save-ptx" and i + 1 < len(argv) else \
+                a.partition("=")[2] if a.startswith("--save-ptx=") else None
+            if path and sample_main(["--ptx", path], __doc__, build_module, run):
+                return 1
         return relaunch(2, [a for a in argv if a == "--bounded"])
     print("  gemm_reduce_scatter needs 2 Hopper GPUs with peer access for torchrun: "
           + sample_runner.said_once(reason))

@@ -140,3 +140,18 @@ def test_counters_refuse_to_wrap_the_pads_u32(g):
     with pytest.raises(RuntimeError, match="u32 counters are full"):
         c.advance(15, 4)
     assert (c.count, c.done) == (2**32 - 15, 8)     # nothing counted by the refused call
+
+
+def test_with_two_gpus_main_relaunches_under_torchrun_after_writing_the_ptx(monkeypatch,
+                                                                            tmp_path):
+    import ptxdsl.runtime as rt
+    ns = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
+    calls = []
+    monkeypatch.setattr(rt, "multi_gpu_skip_reason", lambda *a, **kw: None)
+    monkeypatch.setitem(ns["main"].__globals__, "relaunch",
+                        lambda n, argv: calls.append((n, argv)) or 0)
+    monkeypatch.delenv("RANK", raising=False)
+    out = tmp_path / "grs.ptx"
+    assert ns["main"](["--save-ptx", str(out), "--bounded"]) == 0
+    assert calls == [(2, ["--bounded"])]
+    assert ".entry gemm_rs_default" in out.read_text()

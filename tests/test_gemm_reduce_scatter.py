@@ -155,3 +155,61 @@ def test_with_two_gpus_main_relaunches_under_torchrun_after_writing_the_ptx(monk
     assert ns["main"](["--save-ptx", str(out), "--bounded"]) == 0
     assert calls == [(2, ["--bounded"])]
     assert ".entry gemm_rs_default" in out.read_text()
+
+
+class _Fn:
+    """A loaded kernel that records its launches (no GPU)."""
+
+    def __init__(self, name):
+        self.name, self.launches = name, []
+
+    def max_active_clusters(self, block, *, shared_mem=0, cluster=None):
+        return 60
+
+    def launch(self, grid, block, args, **kwargs):
+        self.launches.append((grid, block, args, kwargs))
+
+
+@pytest.mark.parametrize("m,variant", [(200, "skinny"), (8192, "default"), (128, "row")])
+def test_forward_passes_what_the_kernel_declares(monkeypatch, m, variant):
+    """The launch's arguments pack into the kernel's parameters (as the runtime packs them),
+    the counters' targets grow by one call's worth per call, and the grid stays within the
+    clusters that fit at once."""
+    import sys
+
+    from ptxdsl.runtime import SymmetricBuffers, TensorMap
+    from ptxdsl.runtime.args import ArgPacker
+    from ptxdsl.runtime.ptx_params import parse_entries
+    ns = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
+    fake_map = TensorMap.from_bytes(bytes(128))
+    monkeypatch.setattr(SymmetricBuffers, "tensor_maps",
+                        lambda self, *a, **kw: (fake_map,) * self.world_size)
+    monkeypatch.setattr(ns["TmaStoreEpilogue"], "check_tensormap",
+                        staticmethod(lambda *a, **kw: None))
+    gh = sys.modules["_ptxdsl_sample_gemm_hopper"]
+    monkeypatch.setattr(gh, "tensor_maps", lambda *a, **kw: (fake_map, fake_map))
+    import ptxdsl.runtime as rt
+    monkeypatch.setattr(rt.DeviceBuffer, "from_numpy",
+                        staticmethod(lambda a, device=0: 0x7000_0000))
+    n, world = 8192, 2
+    bufs = SymmetricBuffers(1, world, 0, (1 << 32, 2 << 32), (3 << 32, 4 << 32), 5 << 32,
+                            6 << 32, buffer_size=ns["buffer_bytes"](m, n, world),
+                            signal_pad_size=2048)
+    cfg = ns["VARIANTS"][variant]
+    fn = _Fn(cfg.name)
+    layer = ns["GemmReduceScatter"]({cfg.name: fn}, bufs, m, n, 4096, sms=132)
+    assert layer.variant == variant
+    for _ in range(2):
+        layer.forward(1 << 33, 2 << 33, 3 << 33)
+    params = parse_entries(ns["Module"]([ns["build_kernel"](variant)], check=False).emit())
+    packer = ArgPacker(cfg.name, params[cfg.name])
+    (g1, b1, a1, k1), (g2, _, a2, _) = fn.launches
+    for args in (a1, a2):
+        packer.pack(args)
+    names = [p.name for p in params[cfg.name]]
+    got = dict(zip(names, a2, strict=True))
+    assert (got["rank"], got["world"], got["rows"]) == (1, world, m // world)
+    expect = ns["chunks_per_call"](m, n, world, 1, variant)
+    assert got["count_target"] == 2 * expect and got["done_target"] == 2 * world * g2
+    assert b1 == 384 and g1 <= (120 if cfg.cluster > 1 else 132)
+    assert k1["cluster"] == ((cfg.cluster, 1, 1) if cfg.cluster > 1 else None)

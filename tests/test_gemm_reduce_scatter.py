@@ -37,6 +37,14 @@ def test_builds_checks_clean_and_assembles(g, bounded):
     assemble_declared(g["build_module"](bounded).emit())
 
 
+def test_its_ptx_read_back_checks_clean_too(g):
+    """`python -m ptxdsl check` on the sample's PTX, with the same context."""
+    from ptxdsl.checker import check_module
+    from ptxdsl.frontend import parse_ptx
+    found = check_module(parse_ptx(g["build_module"]().emit()), **g["CONTEXT"])
+    assert [f.format() for f in found] == []
+
+
 def _patched(monkeypatch, name, fn):
     """The sample's namespace with `name` replaced (its functions read their globals)."""
     ns = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")

@@ -44,7 +44,7 @@ only the final bf16 rounding differs: compared bit for bit with numpy's round-to
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -140,9 +140,37 @@ def _raster(k: Kernel, tile: Reg, tiles_m: Reg, tiles_n: Reg) -> tuple[Reg, Reg]
     return k.add(first, k.rem(r, rows)), k.div(r, rows)
 
 
-def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
+class Output(Protocol):
+    """Where a kernel's tiles go instead of C (samples/gemm_reduce_scatter.py sends each to
+    the rank that owns its rows). `build_gemm` calls `declare` after the GEMM's own
+    parameters (then A's and B's maps, M, N, K and the scale: no C, map_c or tma_store),
+    `first_row` once per tile loop (the cluster-tile row to start from, or None for 0; the
+    rows after it follow, wrapping round), and `epilogue` in each consumer warpgroup, whose
+    `store` then takes every tile and whose `finish` ends the warpgroup's work."""
+
+    def declare(self, k: Kernel) -> None: ...
+
+    def first_row(self, k: Kernel, cfg: Config, tiles_m: Reg) -> Reg | None: ...
+
+    def epilogue(self, k: Kernel, cfg: Config, smem: Symbol, cw: Reg, M: Reg,
+                 N: Reg) -> TileStore: ...
+
+
+class TileStore(Protocol):
+    """A consumer warpgroup's epilogue: `cw` the warpgroup (0 or 1: its 64 rows of a tile),
+    `store` its packed 64 x bn rows of the tile at (m0, n0), `finish` after its last tile."""
+
+    cw: Reg
+
+    def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None) -> Kernel:
     """The kernel of `cfg`; `bounded`: every mbarrier wait traps after 2 s with an error
-    record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging."""
+    record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging;
+    `output`: where the tiles go instead of C (`Output`)."""
     cl = cfg.cluster
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
                reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
@@ -152,11 +180,13 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     # the stage's expect_tx
     map_a = k.param_tensormap("map_a", box=cfg.box_a)
     map_b = k.param_tensormap("map_b", box=cfg.box_b)
-    map_c = k.param_tensormap("map_c")
-    c_p = k.param_ptr("c")
+    map_c = k.param_tensormap("map_c") if output is None else None
+    c_p = k.param_ptr("c") if output is None else None
     m_p, n_p, k_p = (k.param(t.u32, n) for n in ("m", "n", "k"))
-    tma_p = k.param(t.u32, "tma_store")
+    tma_p = k.param(t.u32, "tma_store") if output is None else None
     scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" else None
+    if output is not None:
+        output.declare(k)
     smem = k.extern_shared("smem", align=cfg.layout_a.alignment)
     ring = MbarrierRing(k, cfg.stages, empty_count=2, peers=cl,
                         storage=Addr(smem, cfg.ring_off))
@@ -173,9 +203,12 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
     clusters = k.read_special("nclusterid.x" if cl > 1 else "nctaid.x")
 
     def tile_loop(body: TileBody) -> None:
+        start = output.first_row(k, cfg, tiles_m) if output is not None else None
         tile = k.mov(first_tile, dst=k.reg(t.u32, "tile"))
         with k.while_(lambda: tile < tiles):
             mb, nb = _raster(k, tile, tiles_m, tiles_n)
+            if start is not None:
+                mb = k.rem(k.add(mb, start), tiles_m)
             m0, n0 = k.mul(mb, cfg.tile_m), k.mul(nb, cfg.tile_n)
             if rank is not None and cfg.along == "m":    # rank: in a cluster
                 m0 = k.mad(rank, BM, m0)
@@ -190,7 +223,12 @@ def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
             _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
-        epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N)
+        epi: TileStore
+        if output is not None:
+            epi = output.epilogue(k, cfg, smem, k.sub(wg, 1), M, N)
+        else:
+            assert map_c is not None and c_p is not None and tma_p is not None
+            epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N)
         _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
     if cl > 1:
         cluster_sync(k)      # no CTA leaves while its peer may still multicast or release to it
@@ -243,7 +281,7 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
 
 
 def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
-              kblocks: Reg, epi: Epilogue, tile_loop: TileLoop) -> None:
+              kblocks: Reg, epi: TileStore, tile_loop: TileLoop) -> None:
     acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
     read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     leader = k.and_(k.tid.x, 127) == 0

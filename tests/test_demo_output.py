@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import runpy
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,11 @@ def test_the_demo_runs_each_sample_once_and_says_why_no_gpu_runs_once(capsys, tm
         assert out.count(f"wrote {tmp_path / p.stem}.ptx") == 1, p.stem
     assert out.count("wrote ") == out.count("assembled offline with nvJitLink") == len(samples)
     dropped = [w for w in got if "setmaxnreg' ignored" in str(w.message)]
-    assert len({(w.filename, w.lineno) for w in dropped}) == len(dropped) > 0
+    # once per line of each module: gemm_reduce_scatter's kernels are gemm_hopper's, built
+    # at the same lines, so those lines are warned about by both modules
+    modules = {"gemm_hopper.py": 2}
+    per_line = Counter((w.filename, w.lineno) for w in dropped)
+    assert dropped and all(n <= modules.get(Path(f).name, 1) for (f, _), n in per_line.items())
 
 
 def test_save_ptx_that_cannot_be_written_names_the_option(capsys, tmp_path):

@@ -26,7 +26,7 @@ IDS = [p.stem for p in SAMPLES]
 GPU_TIMEOUT_S = 120
 EXPECTED = {"device_tensormap_init", "zero_template", "tma_tile_2d", "global_tensormap_sys",
             "ragged_batch", "wgmma_gemm_simple", "grouped_gemm_moe", "gemm_hopper",
-            "flash_attention_bwd"}
+            "flash_attention_bwd", "gemm_reduce_scatter"}
 
 
 def _load(path: Path) -> dict:

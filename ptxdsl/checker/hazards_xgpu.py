@@ -226,6 +226,10 @@ def prepare(an: Analysis) -> None:
     for op in an.ops:
         if op.role in (Role.TMA_STORE, Role.TMA_LOAD):
             _kind, _key, root = an.classify_map(op.map)
+            if root is None:
+                # a map register picked per peer in a loop (`mov p, maps` then `mad.wide p,
+                # peer, 128, maps`) has no single value: its writes all lead to the array
+                root = root_param(an, op.map, loads=False)
             if root is not None and an.ctx.xgpu_kind(root, an.kernel) == "peer":
                 role = Role.XG_WRITE if op.role is Role.TMA_STORE else Role.XG_READ
                 an.add_op(Op(role, op.index, smem=op.map, field="tma"))

@@ -51,6 +51,7 @@ a GPU it assembles offline. `run()` runs the ranks in one process, against numpy
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import subprocess
 import sys
@@ -60,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from ptxdsl import Kernel, Module, Reg, Symbol, debug, ptx, sample_runner, t
+from ptxdsl.epilogue import TmaStoreEpilogue
 from ptxdsl.sample_runner import sample_main
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
 
@@ -276,6 +278,7 @@ def _tensor_maps(bufs: Any, x: int, w: int, y: int, rows: int, n: int, kdim: int
         if n % 8 == 0:       # TMA's 16-byte pitch; otherwise the kernel stores directly
             map_c = rt.TensorMap.tiled(y, (world, rows, n), "BFLOAT16", (1, 64, gh.EPI_COLS),
                                        swizzle="128B", device=dev)
+            TmaStoreEpilogue.check_tensormap(map_c, rank=GatherRows.c_rank)
         peers = bufs.tensor_maps((2, rows, kdim), "BFLOAT16", box, swizzle="128B")
         _maps[key] = (map_x, map_b, map_c, *peers)
     return _maps[key]
@@ -342,7 +345,10 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
     opts = {"shared_mem": cfg.smem_bytes,
             "cluster": (cfg.cluster, 1, 1) if cfg.cluster > 1 else None}
     fn = module[cfg.name]
-    cap = resident_ctas(fn, cfg, sms) // share // cfg.cluster * cfg.cluster
+    cap = resident_ctas(fn, cfg, sms) // share
+    if share > 1:       # slack: kernels sharing a GPU may not pack its SMs perfectly
+        cap = cap * 3 // 4
+    cap = cap // cfg.cluster * cfg.cluster
     if not cfg.cluster <= cap <= SIGNAL_TOTAL:
         raise ValueError(f"allgather_gemm: {cap} resident CTAs for this rank; it needs "
                          f"{cfg.cluster} to {SIGNAL_TOTAL}")
@@ -564,8 +570,8 @@ def _torchrun_main() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Under torchrun: the checks of every rank. Otherwise: relaunched under torchrun on 2
-    GPUs where they are there; on one GPU, the two-ranks-on-one-GPU run after saying why;
-    without a GPU, offline assembly (`sample_main`)."""
+    GPUs where they are there (without torch, `run` in this process); on one GPU, after
+    saying why, two ranks on that GPU; without a GPU, offline assembly (`sample_main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a.startswith("--ptx") or a in ("-h", "--help") for a in argv):
         return sample_main(argv, __doc__, build_module, run)
@@ -573,7 +579,14 @@ def main(argv: list[str] | None = None) -> int:
         return _torchrun_main()
     from ptxdsl.runtime import gpu_skip_reason, multi_gpu_skip_reason
     reason = multi_gpu_skip_reason(2)
+    if reason is None and importlib.util.find_spec("torch") is None:
+        print("  no torch here: the ranks run in this process instead of under torchrun")
+        return sample_main(argv, __doc__, build_module, run)
     if reason is None:      # relaunch under torchrun on two GPUs, bounded in time
+        if "--save-ptx" in argv[:-1]:      # the demo's: the PTX is written here first
+            path = argv[argv.index("--save-ptx") + 1]
+            build_module().write(path)
+            print(f"  wrote {path}")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                str(Path(__file__).resolve())]
         print(f"  running: {' '.join(cmd)}", flush=True)

@@ -36,6 +36,11 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
 
+- Hooks: `build_gemm(cfg, rows=...)` takes a `Rows` that says where A's rows come from and
+  C's go (A's map and the coordinates of each box, further parameters, code for the producer
+  warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
+  every GPU's symmetric buffer with it.
+
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
 only the final bf16 rounding differs: compared bit for bit with numpy's round-to-nearest).

@@ -259,16 +259,23 @@ def _ptr(obj: Any) -> int:
 
 
 _maps: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+MAP_CACHE = 256       # entries kept (a caller with new tensors every call starts over)
 
 
 def _tensor_maps(bufs: Any, x: int, w: int, y: int, rows: int, n: int, kdim: int,
                  cfg: gh.Config) -> tuple[Any, ...]:
-    """(map_x, map_b, map_c or None, peer maps...), encoded once per buffers and tensors."""
-    key = (bufs.buffer_ptrs, bufs.device, x, w, y, rows, n, kdim, cfg.name)
+    """(map_x, map_b, map_c or None, peer maps...): the peers' once per buffers and shape,
+    the others once per tensors."""
+    from ptxdsl import runtime as rt
+    box = (1, SUB, cfg.bk)
+    peer_key = (bufs.buffer_ptrs, bufs.device, rows, kdim, cfg.bk)
+    key = (peer_key, x, w, y, n, cfg.name)
+    if len(_maps) > MAP_CACHE:
+        _maps.clear()
+    if peer_key not in _maps:
+        _maps[peer_key] = bufs.tensor_maps((2, rows, kdim), "BFLOAT16", box, swizzle="128B")
     if key not in _maps:
-        from ptxdsl import runtime as rt
         world, dev = bufs.world_size, bufs.device
-        box = (1, SUB, cfg.bk)
         map_x = rt.TensorMap.tiled(x, (1, rows, kdim), "BFLOAT16", box, swizzle="128B",
                                    device=dev)
         map_b = rt.TensorMap.tiled(w, (n, kdim), "BFLOAT16", cfg.box_b.tma_box[::-1],
@@ -279,9 +286,8 @@ def _tensor_maps(bufs: Any, x: int, w: int, y: int, rows: int, n: int, kdim: int
             map_c = rt.TensorMap.tiled(y, (world, rows, n), "BFLOAT16", (1, 64, gh.EPI_COLS),
                                        swizzle="128B", device=dev)
             TmaStoreEpilogue.check_tensormap(map_c, rank=GatherRows.c_rank)
-        peers = bufs.tensor_maps((2, rows, kdim), "BFLOAT16", box, swizzle="128B")
-        _maps[key] = (map_x, map_b, map_c, *peers)
-    return _maps[key]
+        _maps[key] = (map_x, map_b, map_c)
+    return (*_maps[key], *_maps[peer_key])
 
 
 _modules: dict[tuple[int, bool], Any] = {}
@@ -290,7 +296,8 @@ _modules: dict[tuple[int, bool], Any] = {}
 def load_module(device: int, bounded: bool = False) -> Any:
     """The module loaded on `device` (cached); `bounded`: the debug build."""
     if (device, bounded) not in _modules:
-        _modules[device, bounded] = build_module(bounded).load(device=device)
+        # preloaded: a kernel resolved lazily while another runs may wait for it to end
+        _modules[device, bounded] = build_module(bounded).load(device=device).preload()
     return _modules[device, bounded]
 
 
@@ -519,6 +526,7 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
     dev = torch.cuda.current_device()
     report = Report(f"allgather_gemm rank {rank} of {world}")
     module = load_module(dev, bounded)
+    recorder = debug.Recorder().attach(module) if bounded else None
     shapes = tuple(sh for sh in shapes if not (sh[0] % world or sh[1] % (2 * world)))
     # one allocation for every shape: its pads' counters carry on (epochs) across them
     nbytes = max(buffer_bytes(m, kdim, world) for m, _, kdim in shapes)
@@ -535,13 +543,18 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
             epoch += 1
             x_all = torch.randint(-4, 5, (m, kdim), generator=gen, device=dev)
             x = x_all[rank * rows:(rank + 1) * rows].to(torch.bfloat16).contiguous()
-            y = forward(x, w, bufs, epoch=epoch, module=module)
+            name = f"W={world} M={m} N_r={n} K={kdim} epoch {epoch} ({config_for(m, world).name})"
+            try:
+                y = forward(x, w, bufs, epoch=epoch, module=module)
+                torch.cuda.synchronize()
+            except Exception as exc:   # a trapped wait poisons this GPU: say where, then exit
+                record = f" [{recorder.record()}]" if recorder is not None else ""
+                report.check(name, False, f"{type(exc).__name__}: {exc}{record}")
+                print(report.format(), flush=True)
+                os._exit(1)     # torchrun ends the other ranks
             want = (x_all.float() @ w.float().t()).to(torch.bfloat16)
-            torch.cuda.synchronize()
             bad = int((y.view(torch.int16) != want.view(torch.int16)).sum())
-            report.check(f"W={world} M={m} N_r={n} K={kdim} epoch {epoch} "
-                         f"({config_for(m, world).name})", bad == 0,
-                         f"{bad} of {y.numel()} values differ" if bad else "")
+            report.check(name, bad == 0, f"{bad} of {y.numel()} values differ" if bad else "")
     torch.cuda.synchronize()
     dist.barrier()      # no rank frees its buffer while a peer may still read it
     return report

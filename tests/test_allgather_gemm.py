@@ -7,6 +7,7 @@ buffers before touching a GPU. The GPU runs are tests/test_allgather_gemm_gpu.py
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +15,10 @@ import pytest
 
 from ptxdsl import Module
 from ptxdsl.checker import Hazard, check_kernel
-from ptxdsl.runtime import SymmetricBuffers
+from ptxdsl.runtime import SymmetricBuffers, gpu_skip_reason, multi_gpu_skip_reason
 from ptxdsl.testing import assemble_declared
 from tests.checker_kernels import ids
+from tests.child_env import child_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
 import allgather_gemm as ag  # noqa: E402
@@ -133,3 +135,22 @@ def test_forward_refuses_tensors_it_cannot_take():
         ag.forward(x, w, bufs, epoch=1, out=torch.zeros((300, 259), dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="N even"):
         ag.forward(x, w[:259], bufs, epoch=1)
+
+
+def test_without_two_gpus_the_sample_says_why():
+    """`python samples/allgather_gemm.py` with fewer than two Hopper GPUs (with peer access):
+    names the reason, keeps out/allgather_gemm.ptx, and exits 0 after assembling it (no GPU)
+    or running two ranks on the one GPU."""
+    if multi_gpu_skip_reason(2) is None:
+        pytest.skip("two Hopper GPUs with peer access here: the sample runs under torchrun")
+    root = Path(ag.__file__).resolve().parent.parent
+    res = subprocess.run([sys.executable, str(Path(ag.__file__))], capture_output=True,
+                         text=True, cwd=root, env=child_env(), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "allgather_gemm needs 2 Hopper GPUs with peer access" in res.stdout, res.stdout
+    assert "wrote out/allgather_gemm.ptx" in res.stdout, res.stdout
+    assert (root / "out" / "allgather_gemm.ptx").read_text() == ag.build_module().emit()
+    if gpu_skip_reason() is None:
+        assert "running both ranks on GPU 0" in res.stdout and "PASS:" in res.stdout
+    else:
+        assert "bytes of cubin" in res.stdout, res.stdout

@@ -608,13 +608,16 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             print(f"FAIL: torchrun did not finish within {SUBPROCESS_TIMEOUT_S} s")
             return 1
-    print("  allgather_gemm needs 2 Hopper GPUs with peer access: "
-          + sample_runner.said_once(reason))
     # The fallback keeps the PTX: under the demo's --save-ptx path, else out/.
     if not any(a.startswith("--save-ptx") for a in argv):
         argv += ["--save-ptx", str(sample_runner.PTX_DIR / "allgather_gemm.ptx")]
-    if gpu_skip_reason() is None:
-        print("  running both ranks on GPU 0")
+    why = "  allgather_gemm needs 2 Hopper GPUs with peer access: "
+    if gpu_skip_reason() is not None:
+        # sample_main says why no GPU runs (in full, when this sample is a demo's first)
+        code = sample_main(argv, __doc__, build_module, run)
+        print(why + sample_runner.said_once(reason))
+        return code
+    print(why + sample_runner.said_once(reason) + "; running both ranks on GPU 0")
     return sample_main(argv, __doc__, build_module, functools.partial(run, devices=(0, 0)))
 
 

@@ -391,6 +391,10 @@ def forward(x: Any, w: Any, bufs: Any, *, epoch: int, out: Any = None, module: A
         raise ValueError(f"allgather_gemm.forward: out must be a contiguous {m} x {n} bf16 "
                          f"tensor, got {tuple(out.shape)} {out.dtype}")
     check_shape(m, n, kdim, bufs.world_size)     # before any GPU call
+    on = torch.device("cuda", bufs.device)
+    if any(v.device != on for v in (x, w, out)):
+        raise ValueError(f"allgather_gemm.forward: x, w and out must be on the rank's device "
+                         f"{on}, got {x.device}, {w.device}, {out.device}")
     if sms is None:
         from ptxdsl import runtime as rt
         sms = rt.device_info(bufs.device).sm_count
@@ -409,9 +413,11 @@ def reference_path(x: Any, w: Any, group: Any = None) -> Any:
 
 
 # (M, N, K): N is split over the ranks. Odd shards (M = 300: 150 or 75 rows; 1000: 250 or
-# 125), N_r not a multiple of 8 (the direct-store epilogue), the decode-like M = 128 and the
-# large case (torchrun only: numpy's reference would take minutes).
-SHAPES = ((300, 520, 208), (1000, 1040, 520), (128, 8192, 8192), (8192, 8192, 8192))
+# 125), N_r not a multiple of 8 (the direct-store epilogue), K not a multiple of the k-block,
+# each variant (M = 256: skinny; 128 over 2 ranks: one tile row), the decode-like M = 128 and
+# the large case at N = K = 8192 (those two under torchrun only: numpy would take minutes).
+SHAPES = ((300, 520, 208), (256, 528, 272), (1000, 1040, 520), (128, 1024, 1024),
+          (128, 8192, 8192), (8192, 8192, 8192))
 SMALL = 1 << 31       # the one-process run checks the shapes with M * N * K below this
 CALLS = 3             # calls per shape: both buffer halves, then the first one again
 

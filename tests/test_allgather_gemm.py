@@ -135,6 +135,8 @@ def test_forward_refuses_tensors_it_cannot_take():
         ag.forward(x, w, bufs, epoch=1, out=torch.zeros((300, 259), dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="N even"):
         ag.forward(x, w[:259], bufs, epoch=1)
+    with pytest.raises(ValueError, match="must be on the rank's device cuda:0, got cpu"):
+        ag.forward(x, w, bufs, epoch=1)
 
 
 def test_without_two_gpus_the_sample_says_why():

@@ -72,6 +72,7 @@ WORLDS = (2, 4, 8)
 SUB = 64                 # rows of one A box: a consumer warpgroup's rows, never two ranks'
 COPY_BARRIER = 3         # named barrier of the copying warps (the epilogue uses 1 and 2)
 COPY_THREADS = 96        # warps 1-3 of the producer warpgroup
+COPY_UNROLL = 4          # 16-byte loads in flight per copying thread
 SIGNAL_TOTAL = 1024      # what one call adds to a ready counter (more than any grid)
 MAX_EPOCH = (1 << 32) // SIGNAL_TOTAL - 1    # then the counters would wrap: new pads
 SUBPROCESS_TIMEOUT_S = 600
@@ -138,26 +139,32 @@ class GatherRows(gh.Rows):
         self.tmaps = [k.tensormap_addr(m) for m in self.peer_maps]
 
     def _copy(self, k: Kernel, lane: Reg) -> None:
-        """X_r -> half `epoch % 2` of this rank's buffer, two 16-byte chunks in flight per
-        thread (the producer warpgroup has 40 registers)."""
+        """X_r -> half `epoch % 2` of this rank's buffer, COPY_UNROLL 16-byte chunks in
+        flight per thread (the producer warpgroup has 40 registers)."""
         own = peer_pointer(k, self.bufs, self.rank)
         dst0 = k.add(own, k.shl(k.mul(self.half, self.chunks, type=t.u32, mode="wide"), 4))
         step = k.mul(k.mov(k.nctaid.x, type=t.u32), COPY_THREADS)
         i = k.mad(k.mov(k.ctaid.x, type=t.u32), COPY_THREADS, lane, dst=k.reg(t.u32, "chunk"))
-        last = k.sub(self.chunks, step)          # i < last: a second chunk at i + step
+
+        def copy(count: int) -> None:
+            at = [i] + [k.add(i, step) if u == 1 else k.mad(step, u, i)
+                        for u in range(1, count)]
+            got = [k.ld(k.mad(a, 16, self.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
+                        space="global") for a in at]
+            for a, v in zip(at, got, strict=True):
+                k.st(k.mad(a, 16, dst0, type=t.u32, mode="wide"), v, type=t.u32,
+                     space="global")
+            if count == 1:
+                k.add(i, step, dst=i)
+            else:
+                k.mad(step, count, i, dst=i)
+
+        # i < last: chunks i, i + step, ... i + (COPY_UNROLL - 1) * step all exist
+        last = k.sub(self.chunks, k.mul(step, COPY_UNROLL - 1))
         with k.while_(lambda: k.setp("lt", i, last, type=t.s32)):
-            j = k.add(i, step)
-            a = k.ld(k.mad(i, 16, self.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
-                     space="global")
-            b = k.ld(k.mad(j, 16, self.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
-                     space="global")
-            k.st(k.mad(i, 16, dst0, type=t.u32, mode="wide"), a, type=t.u32, space="global")
-            k.st(k.mad(j, 16, dst0, type=t.u32, mode="wide"), b, type=t.u32, space="global")
-            k.add(i, k.shl(step, 1), dst=i)
-        with k.if_(i < self.chunks):
-            a = k.ld(k.mad(i, 16, self.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
-                     space="global")
-            k.st(k.mad(i, 16, dst0, type=t.u32, mode="wide"), a, type=t.u32, space="global")
+            copy(COPY_UNROLL)
+        with k.while_(lambda: i < self.chunks):
+            copy(1)
 
     def _locate(self, k: Kernel, row: Reg) -> tuple[Reg, Reg]:
         """(owning rank, row in its shard) of row `row` of the padded row space, which starts

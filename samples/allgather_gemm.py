@@ -99,7 +99,6 @@ class GatherRows(gh.Rows):
         return k.param_tensormap(name, box=(1, SUB, cfg.bk), dtype=t.bf16, swizzle="128B")
 
     def map_a(self, k: Kernel, cfg: gh.Config) -> Symbol:
-        self.k = k        # the first hook called: load_a is given no kernel
         self.map_x = self._box(k, "map_x", cfg)      # this rank's X_r, (1, M/W, K)
         return self.map_x
 
@@ -194,8 +193,8 @@ class GatherRows(gh.Rows):
             self.boxes.append((k.selp(self.tmap_x, tmap, own), local,
                                k.selp(0, self.half, own, type=t.u32)))
 
-    def load_a(self, load: gh.Load, tmap_a: Reg, dst: Reg, row: Reg, mask: int | None) -> None:
-        k = self.k
+    def load_a(self, k: Kernel, load: gh.Load, tmap_a: Reg, dst: Reg, row: Reg,
+               mask: int | None) -> None:
         for j, (tmap, local, half) in enumerate(self.boxes):
             load(dst if j == 0 else k.add(dst, j * SUB * gh.BK_BYTES), tmap, local, mask,
                  (half,))

@@ -145,6 +145,9 @@ def _raster(k: Kernel, tile: Reg, tiles_m: Reg, tiles_n: Reg) -> tuple[Reg, Reg]
     return k.add(first, k.rem(r, rows)), k.div(r, rows)
 
 
+Load = Callable[..., None]       # (dst, tmap, row, mask=None, outer=()): one TMA load
+
+
 class Rows:
     """Where the kernel reads A's rows and writes C's: by default one map of A in (k, row)
     coordinates and a row-major C of M rows. A subclass changes that without a copy of the
@@ -168,7 +171,8 @@ class Rows:
         """The producer thread, before the loads of a tile whose A rows (this CTA's box)
         start at `row`."""
 
-    def load_a(self, load: Load, tmap_a: Reg, dst: Reg, row: Reg, mask: int | None) -> None:
+    def load_a(self, k: Kernel, load: Load, tmap_a: Reg, dst: Reg, row: Reg,
+               mask: int | None) -> None:
         """Load this CTA's A box at `row` into `dst` (`load(dst, tmap, row, mask, outer)`
         issues one TMA load at (k-block, row, *outer) completing on the stage's barrier)."""
         load(dst, tmap_a, row, mask)
@@ -180,7 +184,6 @@ class Rows:
         return row0, (), row0, None
 
 
-Load = Callable[..., None]
 DEFAULT_ROWS = Rows()
 
 
@@ -279,13 +282,13 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
                                              (kc, row, *outer), full, cta_mask=mask)
             if mine is None or at is None:      # no cluster
-                rows.load_a(load, tmap_a, slot, m0, None)
+                rows.load_a(k, load, tmap_a, slot, m0, None)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             elif shared_b:
-                rows.load_a(load, tmap_a, slot, m0, None)
+                rows.load_a(k, load, tmap_a, slot, m0, None)
                 load(k.add(slot, mine), tmap_b, at, cta_mask)
             else:
-                rows.load_a(load, tmap_a, k.add(slot, mine), at, cta_mask)
+                rows.load_a(k, load, tmap_a, k.add(slot, mine), at, cta_mask)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             p.advance()
 

@@ -379,7 +379,9 @@ def forward(x: Any, w: Any, bufs: Any, *, epoch: int, out: Any = None, module: A
     torch tensors on the rank's device); `bufs`: the group's `SymmetricBuffers` (each buffer
     at least `buffer_bytes(M, K, W)` bytes); `epoch`: 1 for the first call on these pads,
     one more each call, the same on every rank; `sms`: the persistent grid's cap (default:
-    the device's SM count). Returns `out` (M x N_r bf16, allocated when None)."""
+    the device's SM count). Returns `out` (M x N_r bf16, allocated when None). Not for CUDA
+    graph capture as it is: the epoch (and so the buffer half) is a launch argument, which a
+    graph would replay unchanged; `symmetric_buffers` makes `bufs` under torchrun."""
     import torch
     if not all(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and v.dim() == 2
                and v.is_contiguous() for v in (x, w)):
@@ -406,6 +408,24 @@ def forward(x: Any, w: Any, bufs: Any, *, epoch: int, out: Any = None, module: A
         sms = rt.device_info(bufs.device).sm_count
     launch(module, bufs, x, w, out, m, n, kdim, epoch=epoch, sms=sms)
     return out
+
+
+def symmetric_buffers(m: int, kdim: int, group: Any = None) -> Any:
+    """This rank's `SymmetricBuffers` for shapes up to M x K over `group` (default: the
+    world), from torch's symmetric memory (`empty` + `rendezvous`; collective: every rank
+    calls it). Its pads start at zero: the first `forward` on them takes epoch 1."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    from ptxdsl.runtime import SymmetricBuffers
+    group = group or dist.group.WORLD
+    world = dist.get_world_size(group)
+    check_shape(m, 2, kdim, world)
+    buf = symm_mem.empty(buffer_bytes(m, kdim, world) // 2, dtype=torch.bfloat16,
+                         device=torch.device("cuda", torch.cuda.current_device()))
+    return SymmetricBuffers.from_torch(symm_mem.rendezvous(buf, group.group_name),
+                                       world_size=world)
 
 
 def reference_path(x: Any, w: Any, group: Any = None) -> Any:
@@ -528,12 +548,8 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
     symmetric memory."""
     import torch
     import torch.distributed as dist
-    import torch.distributed._symmetric_memory as symm_mem
 
-    from ptxdsl.runtime import SymmetricBuffers
     from ptxdsl.sample_runner import Report
-    group = dist.group.WORLD
-    assert group is not None, "_rank_checks needs torch.distributed initialised (torchrun)"
     world, rank = dist.get_world_size(), dist.get_rank()
     dev = torch.cuda.current_device()
     report = Report(f"allgather_gemm rank {rank} of {world}")
@@ -541,10 +557,8 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
     recorder = debug.Recorder().attach(module) if bounded else None
     shapes = tuple(sh for sh in shapes if not (sh[0] % world or sh[1] % (2 * world)))
     # one allocation for every shape: its pads' counters carry on (epochs) across them
-    nbytes = max(buffer_bytes(m, kdim, world) for m, _, kdim in shapes)
-    buf = symm_mem.empty(nbytes // 2, dtype=torch.bfloat16, device=torch.device("cuda", dev))
-    bufs = SymmetricBuffers.from_torch(symm_mem.rendezvous(buf, group.group_name),
-                                       world_size=world)
+    biggest = max(shapes, key=lambda sh: buffer_bytes(sh[0], sh[2], world))
+    bufs = symmetric_buffers(biggest[0], biggest[2])
     epoch = 0
     for m, n_all, kdim in shapes:
         rows, n = m // world, n_all // world

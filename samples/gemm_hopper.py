@@ -36,6 +36,11 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
 
+- Hooks: `build_gemm(cfg, rows=...)` takes a `Rows` that says where A's rows come from and
+  C's go (A's map and the coordinates of each box, further parameters, code for the producer
+  warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
+  every GPU's symmetric buffer with it.
+
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
 only the final bf16 rounding differs: compared bit for bit with numpy's round-to-nearest).
@@ -167,10 +172,54 @@ class TileStore(Protocol):
     def finish(self) -> None: ...
 
 
-def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None) -> Kernel:
+Load = Callable[..., None]       # (dst, tmap, row, mask=None, outer=()): one TMA load
+
+
+class Rows:
+    """Where the kernel reads A's rows and writes C's: by default one map of A in (k, row)
+    coordinates and a row-major C of M rows. A subclass changes that without a copy of the
+    kernel (samples/allgather_gemm.py reads each 64-row block of A through the map of the GPU
+    that owns it). The hooks run while the kernel is built, in the order they are listed."""
+
+    c_rank = 2      # the output map's dimensions (TmaStoreEpilogue's rank)
+
+    def map_a(self, k: Kernel, cfg: Config) -> Symbol:
+        """A's tensor-map parameter (the first parameter)."""
+        return k.param_tensormap("map_a", box=cfg.box_a)
+
+    def params(self, k: Kernel, cfg: Config) -> None:
+        """Further parameters, after the GEMM's (launch appends their arguments)."""
+
+    def side_warps(self, k: Kernel, cfg: Config) -> None:
+        """Code for the producer warpgroup after its `setmaxnreg.dec`, before its thread 0
+        starts loading (warps 1 to 3 are otherwise idle)."""
+
+    def begin_tile(self, k: Kernel, cfg: Config, row: Reg) -> None:
+        """The producer thread, before the loads of a tile whose A rows (this CTA's box)
+        start at `row`."""
+
+    def load_a(self, k: Kernel, load: Load, tmap_a: Reg, dst: Reg, row: Reg,
+               mask: int | None) -> None:
+        """Load this CTA's A box at `row` into `dst` (`load(dst, tmap, row, mask, outer)`
+        issues one TMA load at (k-block, row, *outer) completing on the stage's barrier)."""
+        load(dst, tmap_a, row, mask)
+
+    def c_place(self, k: Kernel, row0: Reg) -> tuple[Reg, tuple[Reg, ...], Reg, Reg | None]:
+        """Where a consumer's 64 rows from `row0` go: (the output map's row, its further
+        coordinates, the row of the pointer store path, the rows left before its edge or
+        None for M - row)."""
+        return row0, (), row0, None
+
+
+DEFAULT_ROWS = Rows()
+
+
+def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None,
+               rows: Rows = DEFAULT_ROWS) -> Kernel:
     """The kernel of `cfg`; `bounded`: every mbarrier wait traps after 2 s with an error
     record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging;
-    `output`: where the tiles go instead of C (`Output`)."""
+    `output`: where the tiles go instead of C (`Output`); `rows`: where A's rows come from
+    and C's go (`Rows`)."""
     cl = cfg.cluster
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
                reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
@@ -178,7 +227,7 @@ def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None)
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     # the boxes the loads bring (a CTA's slice in a cluster): the checker compares them with
     # the stage's expect_tx
-    map_a = k.param_tensormap("map_a", box=cfg.box_a)
+    map_a = rows.map_a(k, cfg)
     map_b = k.param_tensormap("map_b", box=cfg.box_b)
     map_c = k.param_tensormap("map_c") if output is None else None
     c_p = k.param_ptr("c") if output is None else None
@@ -187,6 +236,7 @@ def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None)
     scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" else None
     if output is not None:
         output.declare(k)
+    rows.params(k, cfg)
     smem = k.extern_shared("smem", align=cfg.layout_a.alignment)
     ring = MbarrierRing(k, cfg.stages, empty_count=2, peers=cl,
                         storage=Addr(smem, cfg.ring_off))
@@ -219,8 +269,9 @@ def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None)
 
     with k.if_(wg == 0):
         ptx.setmaxnreg_dec(k, PRODUCER_REGS)
+        rows.side_warps(k, cfg)
         with k.if_(tid == 0):
-            _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop)
+            _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop, rows)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         epi: TileStore
@@ -228,7 +279,8 @@ def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None)
             epi = output.epilogue(k, cfg, smem, k.sub(wg, 1), M, N)
         else:
             assert map_c is not None and c_p is not None and tma_p is not None
-            epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N)
+            epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N,
+                           rows)
         _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
     if cl > 1:
         cluster_sync(k)      # no CTA leaves while its peer may still multicast or release to it
@@ -237,43 +289,46 @@ def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None)
 
 
 def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: Symbol,
-              map_b: Symbol, rank: Reg | None, kblocks: Reg, tile_loop: TileLoop) -> None:
+              map_b: Symbol, rank: Reg | None, kblocks: Reg, tile_loop: TileLoop,
+              rows: Rows = DEFAULT_ROWS) -> None:
     """One thread: per k-block its own tile of one operand and its 1/cluster slice of the
     shared one, multicast to the cluster (the whole of both without a cluster)."""
     tmap_a, tmap_b = k.tensormap_addr(map_a), k.tensormap_addr(map_b)
     cl = cfg.cluster
     cta_mask = (1 << cl) - 1 if cl > 1 else None     # the cluster's CTAs, for a multicast
     shared_b = cfg.along == "m"
-    rows = cfg.box_b.mn if shared_b else cfg.box_a.mn         # rows of my slice
+    slice_rows = cfg.box_b.mn if shared_b else cfg.box_a.mn         # rows of my slice
     # my slice's offset in the stage, after A when it is B's
-    mine = k.mad(rank, rows * BK_BYTES, cfg.a_bytes if shared_b else 0) \
+    mine = k.mad(rank, slice_rows * BK_BYTES, cfg.a_bytes if shared_b else 0) \
         if rank is not None else None     # rank: in a cluster (cl > 1)
     p = ring.producer()
 
     def tile(m0: Reg, n0: Reg) -> None:
         # my slice of the shared tile (whose origin the CTAs have in common)
-        at = k.mad(rank, rows, n0 if shared_b else m0) if rank is not None else None
+        at = k.mad(rank, slice_rows, n0 if shared_b else m0) if rank is not None else None
+        rows.begin_tile(k, cfg, m0 if at is None or shared_b else at)
         with k.for_range(0, kblocks) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
             p.arrive_expect_tx(cfg.stage_bytes)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
 
-            def load(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None) -> None:
+            def load(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None,
+                     outer: tuple[Reg | int, ...] = ()) -> None:
                 if mask is None:
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
-                                             (kc, row), full)
+                                             (kc, row, *outer), full)
                 else:
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
-                                             (kc, row), full, cta_mask=mask)
+                                             (kc, row, *outer), full, cta_mask=mask)
             if mine is None or at is None:      # no cluster
-                load(slot, tmap_a, m0)
+                rows.load_a(k, load, tmap_a, slot, m0, None)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             elif shared_b:
-                load(slot, tmap_a, m0)
+                rows.load_a(k, load, tmap_a, slot, m0, None)
                 load(k.add(slot, mine), tmap_b, at, cta_mask)
             else:
-                load(k.add(slot, mine), tmap_a, at, cta_mask)
+                rows.load_a(k, load, tmap_a, k.add(slot, mine), at, cta_mask)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             p.advance()
 
@@ -330,24 +385,26 @@ class Epilogue:
     of bf16 pairs."""
 
     def __init__(self, k: Kernel, cfg: Config, smem: Symbol, map_c: Symbol, c_p: Symbol,
-                 tma_store: Reg, cw: Reg, M: Reg, N: Reg) -> None:
-        self.k, self.cw, self.M, self.N = k, cw, M, N
+                 tma_store: Reg, cw: Reg, M: Reg, N: Reg, rows: Rows = DEFAULT_ROWS) -> None:
+        self.k, self.cw, self.M, self.N, self.rows = k, cw, M, N, rows
         self.tma = tma_store != 0
         self.c_base = k.ld_param(c_p)
         buf = k.add(k.mov(smem), k.mad(cw, EPI_BYTES, cfg.epi_off))
         # named barrier 1 or 2: this warpgroup's
-        self.staged = TmaStoreEpilogue(k, buf, k.tensormap_addr(map_c), k.add(cw, 1))
+        self.staged = TmaStoreEpilogue(k, buf, k.tensormap_addr(map_c), k.add(cw, 1),
+                                       rank=rows.c_rank)
 
     def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None:
         k = self.k
         row0 = k.mad(self.cw, 64, m0)
+        map_row, outer, flat, left = self.rows.c_place(k, row0)
         with k.if_(self.tma):
-            self.staged.store(packed, row0, n0)
+            self.staged.store(packed, map_row, n0, *outer)
         with k.else_():
             M, N = self.M, self.N
-            out = k.add(self.c_base, k.add(k.mul(row0, k.shl(N, 1), type=t.u32, mode="wide"),
+            out = k.add(self.c_base, k.add(k.mul(flat, k.shl(N, 1), type=t.u32, mode="wide"),
                                            k.mul(n0, 2, type=t.u32, mode="wide")))
-            packed.store(out, N, rows=k.sub(M, row0, type=t.s32),
+            packed.store(out, N, rows=k.sub(M, flat, type=t.s32) if left is None else left,
                          cols=k.sub(N, n0, type=t.s32))
 
     def finish(self) -> None:

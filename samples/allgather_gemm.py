@@ -215,7 +215,8 @@ def build_kernel(world: int, variant: str, bounded: bool = False, **hooks: bool)
     """The kernel for `world` ranks and gemm_hopper variant `variant` ("default", "skinny",
     "row"); `hooks`: `release=False` / `wait=False` drop the signal's release or the wait
     (for the checker's tests)."""
-    return gh.build_gemm(variant_configs(world)[variant], bounded, GatherRows(world, **hooks))
+    return gh.build_gemm(variant_configs(world)[variant], bounded,
+                         rows=GatherRows(world, **hooks))
 
 
 def build_module(bounded: bool = False, worlds: tuple[int, ...] = WORLDS) -> Module:

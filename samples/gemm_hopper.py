@@ -39,7 +39,9 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
 - Hooks: `build_gemm(cfg, rows=...)` takes a `Rows` that says where A's rows come from and
   C's go (A's map and the coordinates of each box, further parameters, code for the producer
   warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
-  every GPU's symmetric buffer with it.
+  every GPU's symmetric buffer with it. `build_gemm(cfg, output=...)` takes an `Output` that
+  says where the tiles go instead of C; samples/gemm_reduce_scatter.py sends each tile to the
+  GPU that owns its rows with it.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
@@ -214,7 +216,7 @@ class Rows:
 DEFAULT_ROWS = Rows()
 
 
-def build_gemm(cfg: Config, bounded: bool = False, output: Output | None = None,
+def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = None,
                rows: Rows = DEFAULT_ROWS) -> Kernel:
     """The kernel of `cfg`; `bounded`: every mbarrier wait traps after 2 s with an error
     record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging;

@@ -1,5 +1,5 @@
 """NVSHMEM's device library linked with a ptxdsl-built module by nvJitLink, offline, for sm_90a
-(docs/multi_node.md): the route that links, and the two that do not, with their refusals.
+(docs/multi_node.md): the route that links, and those that do not, with their refusals.
 
 The kernel is built with `ptxdsl.frontend.build`, the one ptxdsl builder that can declare an
 `.extern .func` and write the `.param` block of a `call` (`Kernel` has neither; `k.asm` refuses

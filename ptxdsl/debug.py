@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import BuildError, CudaError, user_loc
+from .errors import BuildError, CudaError, PtxdslError, user_loc
 from .instructions.compare import Setp
 from .instructions.fence import membar
 from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
@@ -295,8 +295,18 @@ class Recorder:
         self._modules: list = []
 
     def attach(self, loaded) -> Recorder:
-        """Point a loaded module's `ptxdsl_dbg_record` at this record (and clear its claim)."""
+        """Point a loaded module's `ptxdsl_dbg_record` at this record (and clear its claim).
+        The module must be loaded on this recorder's device."""
         from .runtime._driver import check, driver
+        from .runtime.device import use_device
+        device = getattr(loaded, "device", self.device)
+        if device != self.device:
+            # A recorder made for another device would also have left that device's context
+            # current, which PyTorch then takes for its current device.
+            raise PtxdslError(f"debug.Recorder.attach: this recorder is on device "
+                              f"{self.device}, the module is loaded on device {device}: make "
+                              f"it with debug.Recorder({device})")
+        use_device(self.device)
         drv = driver()
         for name, value, size in ((RECORD_NAME, self.ptr, 8), (CLAIM_NAME, 0, 4)):
             dptr, nbytes = check(drv.cuModuleGetGlobal(loaded.handle, name.encode()),

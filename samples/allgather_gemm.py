@@ -507,7 +507,7 @@ def _process_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool,
     ranks = _ranks_in_process(nbytes, devices)
     loaded = rt.load_on_devices(build_module(bounded, worlds=(world,)), sorted(set(devices)))
     mods = {d: mod.preload() for d, mod in loaded.items()}
-    recorders = {d: debug.Recorder().attach(mod) for d, mod in mods.items()} if bounded else {}
+    recorders = {d: debug.Recorder(d).attach(mod) for d, mod in mods.items()} if bounded else {}
     sms = {d: rt.device_info(d).sm_count for d in set(devices)}
     rng = np.random.default_rng(33)
     epoch = 0
@@ -555,7 +555,7 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
     dev = torch.cuda.current_device()
     report = Report(f"allgather_gemm rank {rank} of {world}")
     module = load_module(dev, bounded)
-    recorder = debug.Recorder().attach(module) if bounded else None
+    recorder = debug.Recorder(dev).attach(module) if bounded else None
     shapes = tuple(sh for sh in shapes if not (sh[0] % world or sh[1] % (2 * world)))
     # one allocation for every shape: its pads' counters carry on (epochs) across them
     biggest = max(shapes, key=lambda sh: buffer_bytes(sh[0], sh[2], world))

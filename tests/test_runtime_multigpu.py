@@ -515,3 +515,23 @@ def test_peer_access_can_be_disabled_and_enabled_again(two_gpus):
     enable_peer_access(0, 1)
     assert peer_access_enabled(0, 1)
     assert load_ptx(K.VADD, name="vadd", device=1).device == 1
+
+
+def test_a_recorder_attaches_only_to_modules_on_its_device(fake, monkeypatch):
+    """debug.Recorder(0) on a module loaded on device 1 would write the record's address into
+    the wrong context's view and leave device 0's context current (which PyTorch then takes
+    for its current device): refused, naming the device to make it for."""
+    from ptxdsl import debug
+    from ptxdsl.errors import PtxdslError
+    fake.CU_MEMHOSTREGISTER_DEVICEMAP = 2
+    monkeypatch.setattr(FakeDriver, "cuMemHostRegister",
+                        lambda self, p, n, flags: self._log("cuMemHostRegister", p) or (0,),
+                        raising=False)
+    monkeypatch.setattr(FakeDriver, "cuMemHostUnregister",
+                        lambda self, p: (0,), raising=False)
+    rec = debug.Recorder(0)
+    loaded = SimpleNamespace(device=1, handle="mod1", kernels=["k"])
+    with pytest.raises(PtxdslError, match=r"on device 0, the module is loaded on device 1: "
+                                          r"make it with debug\.Recorder\(1\)"):
+        rec.attach(loaded)
+    assert rec.names == []

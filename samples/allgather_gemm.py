@@ -420,7 +420,8 @@ def symmetric_buffers(m: int, kdim: int, group: Any = None) -> Any:
     import torch.distributed._symmetric_memory as symm_mem
 
     from ptxdsl.runtime import SymmetricBuffers
-    group = group or dist.group.WORLD
+    group = group if group is not None else dist.group.WORLD
+    assert group is not None, "torch.distributed is not initialised"
     world = dist.get_world_size(group)
     check_shape(m, 2, kdim, world)
     buf = symm_mem.empty(buffer_bytes(m, kdim, world) // 2, dtype=torch.bfloat16,
@@ -466,7 +467,10 @@ def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES, bounded: bool = True,
         pass
     from ptxdsl import runtime as rt
     if devices is None:
-        devices = (0, 1) if rt.multi_gpu_skip_reason(2) is None else (0, 0)
+        reason = rt.multi_gpu_skip_reason(2)
+        if reason is not None:
+            return _not_run(reason)
+        devices = (0, 1)
     return _process_checks(tuple(sh for sh in shapes if sh[0] * sh[1] * sh[2] < SMALL),
                            bounded, devices)
 
@@ -644,8 +648,21 @@ def main(argv: list[str] | None = None) -> int:
         code = sample_main(argv, __doc__, build_module, run)
         print(why + sample_runner.said_once(reason))
         return code
-    print(why + sample_runner.said_once(reason) + "; running both ranks on GPU 0")
-    return sample_main(argv, __doc__, build_module, functools.partial(run, devices=(0, 0)))
+    print(why + sample_runner.said_once(reason) + "; not run")
+    return sample_main(argv, __doc__, build_module, functools.partial(_not_run, reason))
+
+
+def _not_run(reason: str) -> Any:
+    """With fewer than two GPUs: the module built, checked and assembled, and why it did not
+    run. (Both ranks on one GPU failed on an H100: every CTA of both ranks' kernels must be
+    resident at once, which one GPU shared by two kernels does not guarantee.)"""
+    from ptxdsl.sample_runner import Report
+    report = Report("allgather_gemm")
+    report.note(f"needs 2 Hopper GPUs with peer access ({reason}): not run")
+    cubin = build_module().assemble("sm_90a")
+    report.check("every variant built, checked clean and assembled", len(cubin) > 0,
+                 f"{len(cubin)} bytes of cubin")
+    return report
 
 
 if __name__ == "__main__":

@@ -279,8 +279,11 @@ def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     c.advance(2)
     c.vectors(chunk, lambda g: c.reduce(within(g), also_own=True), mine)
     c.tail_reduce(then=lambda: c.barrier(2))
+    def gather_from(q: int) -> Callable[[list[tuple[Reg, Reg]]], None]:
+        return lambda g: c.gather(q, within(g))
+
     for q, first in enumerate(firsts):
-        c.vectors(chunk, lambda g, q=q: c.gather(q, within(g)), first)
+        c.vectors(chunk, gather_from(q), first)
     _end(c, 3)
     k.ret()
     return k
@@ -334,7 +337,8 @@ class AllReduce:
             raise ValueError(f"AllReduce: dtype is one of {sorted(ESIZE)}, got {dtype!r}")
         if not isinstance(max_numel, int) or max_numel < 1:
             raise ValueError(f"AllReduce: max_numel is a positive int, got {max_numel!r}")
-        self.group = group or dist.group.WORLD
+        self.group = group if group is not None else dist.group.WORLD
+        assert self.group is not None, "torch.distributed is not initialised"
         self.world = dist.get_world_size(self.group)
         if self.world not in WORLDS:
             raise ValueError(f"AllReduce: world sizes {WORLDS}, this group has {self.world}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxdsl.runtime import gpu_skip_reason, multi_gpu_skip_reason
+from ptxdsl.runtime import multi_gpu_skip_reason
 from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,11 +67,3 @@ def test_two_ranks_on_two_gpus_in_one_process():
     if reason is not None:
         pytest.skip(f"needs 2 Hopper GPUs with peer access: {reason}")
     print(_in_process((0, 1)))
-
-
-def test_two_ranks_sharing_one_gpu():
-    """The protocol on one GPU: both ranks' kernels at once, each on half the SMs."""
-    reason = gpu_skip_reason()
-    if reason is not None:
-        pytest.skip(f"needs a Hopper GPU: {reason}")
-    print(_in_process((0, 0)))

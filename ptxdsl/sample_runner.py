@@ -17,17 +17,22 @@ A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, 
 - on a Hopper GPU: run the sample, print one line per check and a verdict, return 0 or 1;
 - with no usable GPU: say why, assemble the PTX offline with nvJitLink instead (printing the
   target, the cubin size and the time it took) and return 0.
+
+A sample built on another (`allgather_gemm` on `gemm_hopper`) loads it with
+`sibling_sample(__file__, "gemm_hopper")`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -210,3 +215,20 @@ def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[
     print(report.verdict())
     print(f"  ({time.perf_counter() - t0:.2f} s)")
     return 0 if report.ok else 1
+
+
+def sibling_sample(anchor: str, name: str) -> ModuleType:
+    """The sample `name`.py in the folder of `anchor` (a sample's `__file__`), loaded once per
+    process: in a checkout the samples are scripts, not a package, so they are found beside
+    each other rather than on sys.path (which this leaves alone)."""
+    key = f"_ptxdsl_sample_{name}"
+    mod = sys.modules.get(key)
+    if mod is None:
+        path = Path(anchor).with_name(f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise FileNotFoundError(f"sibling_sample: no sample {name}.py beside {anchor}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return mod

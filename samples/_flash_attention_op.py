@@ -30,34 +30,18 @@ in a CUDA graph.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 import threading
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 
 from ptxdsl.errors import SourceLoc, _is_library
+from ptxdsl.sample_runner import sibling_sample
 from ptxdsl.torch import KernelOpError
 
 __all__ = ["flash_attention"]
-
-
-def _sample(name: str) -> ModuleType:
-    """The sibling sample `name`.py, loaded once: in a checkout the samples are scripts, not a
-    package, so they are found beside this file rather than on sys.path."""
-    key = f"_ptxdsl_sample_{name}"
-    mod = sys.modules.get(key)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
-        assert spec is not None and spec.loader is not None   # a file beside this one
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[key] = mod
-        spec.loader.exec_module(mod)
-    return mod
 
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
@@ -67,7 +51,8 @@ if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they a
     from ptxdsl import Module
     from ptxdsl.runtime import LoadedModule
 else:
-    fa, fab = _sample("flash_attention"), _sample("flash_attention_bwd")
+    fa = sibling_sample(__file__, "flash_attention")
+    fab = sibling_sample(__file__, "flash_attention_bwd")
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 FORWARD_DIMS = tuple(sorted(fa.BLOCKS))      # 64, 128, 256

@@ -56,17 +56,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ptxdsl import Kernel, Module, Reg, Symbol, debug, ptx, sample_runner, t
 from ptxdsl.epilogue import TmaStoreEpilogue
-from ptxdsl.sample_runner import sample_main
+from ptxdsl.sample_runner import sample_main, sibling_sample
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gemm_hopper as gh  # noqa: E402  (the sibling sample this one builds on)
+if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
+    import gemm_hopper as gh
+else:                   # the sibling sample this one builds on
+    gh = sibling_sample(__file__, "gemm_hopper")
 
 WORLDS = (2, 4, 8)
 SUB = 64                 # rows of one A box: a consumer warpgroup's rows, never two ranks'

@@ -41,13 +41,10 @@ peer buffers; one GPU: W = 1) against numpy, and with no GPU the PTX is assemble
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,28 +52,13 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, sample_runner, t
 from ptxdsl.epilogue import TmaStoreEpilogue
 from ptxdsl.fragments import Fragment
-from ptxdsl.sample_runner import Report, sample_main
+from ptxdsl.sample_runner import Report, sample_main, sibling_sample
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
-
-
-def _sibling(name: str) -> ModuleType:
-    """The sample `name`.py beside this one, loaded once (in a checkout the samples are
-    scripts, not a package), as _flash_attention_op.py loads its siblings."""
-    key = f"_ptxdsl_sample_{name}"
-    mod = sys.modules.get(key)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
-        assert spec is not None and spec.loader is not None   # a file beside this one
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[key] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
     import gemm_hopper as gh
 else:                   # the GEMM this layer runs: one kernel, its tiles sent elsewhere
-    gh = _sibling("gemm_hopper")
+    gh = sibling_sample(__file__, "gemm_hopper")
 
 PAD = 64                 # leading scratch rows of a slot: a straddling chunk's rows before it
 COUNT, DONE = 0, 1       # signal-pad slots (u32): tiles received, ranks done reading

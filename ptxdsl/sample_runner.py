@@ -219,12 +219,13 @@ def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[
 
 def sibling_sample(anchor: str, name: str) -> ModuleType:
     """The sample `name`.py in the folder of `anchor` (a sample's `__file__`), loaded once per
-    process: in a checkout the samples are scripts, not a package, so they are found beside
-    each other rather than on sys.path (which this leaves alone)."""
-    key = f"_ptxdsl_sample_{name}"
+    file: in a checkout the samples are scripts, not a package, so they are found beside each
+    other rather than on sys.path (which this leaves alone). Keyed by the file's path, so a
+    checkout's samples and an installed copy's do not stand in for each other."""
+    path = Path(anchor).resolve().with_name(f"{name}.py")
+    key = f"_ptxdsl_sample:{path}"
     mod = sys.modules.get(key)
     if mod is None:
-        path = Path(anchor).with_name(f"{name}.py")
         spec = importlib.util.spec_from_file_location(key, path)
         if spec is None or spec.loader is None or not path.is_file():
             raise FileNotFoundError(f"sibling_sample: no sample {name}.py beside {anchor}")

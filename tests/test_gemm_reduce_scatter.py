@@ -183,7 +183,6 @@ def test_forward_passes_what_the_kernel_declares(monkeypatch, m, variant):
     """The launch's arguments pack into the kernel's parameters (as the runtime packs them),
     the counters' targets grow by one call's worth per call, and the grid stays within the
     clusters that fit at once."""
-    import sys
 
     from ptxdsl.runtime import SymmetricBuffers, TensorMap
     from ptxdsl.runtime.args import ArgPacker
@@ -194,7 +193,7 @@ def test_forward_passes_what_the_kernel_declares(monkeypatch, m, variant):
                         lambda self, *a, **kw: (fake_map,) * self.world_size)
     monkeypatch.setattr(ns["TmaStoreEpilogue"], "check_tensormap",
                         staticmethod(lambda *a, **kw: None))
-    gh = sys.modules["_ptxdsl_sample_gemm_hopper"]
+    gh = ns["gh"]                  # the gemm_hopper the sample loaded (sibling_sample)
     monkeypatch.setattr(gh, "tensor_maps", lambda *a, **kw: (fake_map, fake_map))
     import ptxdsl.runtime as rt
     monkeypatch.setattr(rt.DeviceBuffer, "from_numpy",

@@ -148,12 +148,17 @@ def test_multi_gpu_sample_with_fewer_than_two_gpus():
 
 
 def test_sibling_sample_loads_once_and_names_a_missing_one(tmp_path):
-    """A sample built on another loads it from its own folder (not sys.path), once per
-    process; a name with no file beside the anchor is refused with both named."""
+    """A sample built on another loads it from its own folder (not sys.path), once per file
+    (a copy of the samples elsewhere is its own); a name with no file beside the anchor is
+    refused with both named."""
     from ptxdsl.sample_runner import sibling_sample
     anchor = str(SAMPLES[0])
     gh = sibling_sample(anchor, "gemm_hopper")
     assert sibling_sample(anchor, "gemm_hopper") is gh
     assert Path(gh.__file__).resolve() == SAMPLES[0].with_name("gemm_hopper.py").resolve()
+    copy = tmp_path / "gemm_hopper.py"
+    copy.write_text("WHERE = 'copy'\n")
+    other = sibling_sample(str(tmp_path / "x.py"), "gemm_hopper")
+    assert other is not gh and other.WHERE == "copy"
     with pytest.raises(FileNotFoundError, match=r"no sample nope\.py beside .*"):
         sibling_sample(str(tmp_path / "x.py"), "nope")

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
-from benchmarks.common import Section
+from benchmarks.common import Section, torchrun_worker
 
 SIZES = (8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20)       # bytes
 CALLS, REPS = 50, 9
@@ -46,31 +44,11 @@ def run(section: Section, worlds=(2, 4)) -> None:
     except ImportError as exc:
         section.error = f"skipped: the baselines need torch ({exc})"
         return
-    from ptxdsl.runtime import multi_gpu_skip_reason
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     section.note(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
     for world in worlds:
-        reason = multi_gpu_skip_reason(world)
-        if reason is not None:
-            section.skip(f"W={world}", f"needs {world} Hopper GPUs with peer access: {reason}")
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "rows.json")
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc-per-node={world}", "-m", "benchmarks.allreduce", "--worker", out]
-            try:
-                res = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
-                                     timeout=WORKER_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                section.skip(f"W={world}", f"the torchrun timed out after {WORKER_TIMEOUT_S} s")
-                continue
-            if res.returncode != 0 or not os.path.exists(out):
-                section.skip(f"W={world}", f"the torchrun failed ({res.returncode}): "
-                             + (res.stdout + res.stderr)[-1500:])
-                continue
-            with open(out) as f:
-                data = json.load(f)
-        _record(section, world, data)
+        data = torchrun_worker(section, "benchmarks.allreduce", world, WORKER_TIMEOUT_S)
+        if data is not None:
+            _record(section, world, data)
 
 
 def _record(section: Section, world: int, data: dict) -> None:

@@ -83,6 +83,39 @@ def guarded(section: Section, body: Callable[[Section], None]) -> Section:
     return section
 
 
+# -- multi-GPU sections --------------------------------------------------------------------------
+def torchrun_worker(section: Section, module: str, world: int, timeout_s: float) -> dict | None:
+    """`python -m <module> --worker OUT.json` under `torchrun --standalone` with `world`
+    processes (one per GPU), and the JSON rank 0 wrote; None, with a skipped row "W=<world>"
+    saying why, where the host has too few GPUs or the run failed or timed out."""
+    import json
+    import tempfile
+
+    from ptxdsl.runtime import multi_gpu_skip_reason
+    label = f"W={world}"
+    reason = multi_gpu_skip_reason(world)
+    if reason is not None:
+        section.skip(label, f"needs {world} Hopper GPUs with peer access: {reason}")
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.json")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={world}", "-m", module, "--worker", out]
+        try:
+            res = subprocess.run(cmd, cwd=root, capture_output=True, text=True,
+                                 timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            section.skip(label, f"the torchrun timed out after {timeout_s:.0f} s")
+            return None
+        if res.returncode != 0 or not os.path.exists(out):
+            section.skip(label, f"the torchrun failed ({res.returncode}): "
+                         + (res.stdout + res.stderr)[-1500:])
+            return None
+        with open(out) as f:
+            return json.load(f)
+
+
 # -- timers ------------------------------------------------------------------------------------
 def host_us_per_call(fn: Callable[[], object], *, calls: int, reps: int, warmup: int = 1,
                      after: Callable[[], object] | None = None) -> list[float]:

@@ -5,7 +5,7 @@
     python -m benchmarks --out-dir /tmp/x     # write the two files elsewhere
 
 Sections: tma_copy, compile_latency, launch_overhead, ragged, emitter, moe, gemm, attention,
-allreduce.
+allreduce, tp_gemm.
 Without a usable GPU the GPU sections are recorded as skipped (with the reason) and the emitter
 still runs. A section that fails records its error and the run goes on; the exit status is 1 then.
 Each section's start line counts the sections (`[3/7]`) and the time so far. Ctrl-C stops the
@@ -50,6 +50,8 @@ SECTIONS = {
                   "backward vs torch SDPA (cuDNN, flash, efficient)", True),
     "allreduce": ("9. All-reduce across the GPUs of one host: ptxdsl on PyTorch symmetric "
                   "memory vs NCCL and torch's symmetric-memory kernels (bf16)", True),
+    "tp_gemm": ("10. Tensor-parallel GEMMs fused with communication: GEMM + reduce-scatter and "
+                "all-gather + GEMM on PyTorch symmetric memory vs torch (bf16)", True),
 }
 
 

@@ -7,20 +7,26 @@ and computes Y_r = all_gather(X) @ W_r^T, M x N_r (bf16, f32 accumulation).
 One persistent kernel per rank, samples/gemm_hopper.py's warp-specialised GEMM with its
 `Rows` hooks (no copy of its kernel):
 
-- Warps 1-3 of the producer warpgroup (idle in the GEMM) copy X_r into this rank's symmetric
-  buffer, 16 bytes per thread per load, then (named barrier) one thread adds to slot r of
-  every rank's signal pad with `red.release.sys` (`signals.signal_set(add=True)`); the CTAs'
-  additions sum to SIGNAL_TOTAL per call whatever the grid, so rank q's rows are ready once
+- Warps 1-3 of the producer warpgroup (idle in the GEMM) push X_r into every other rank's
+  symmetric buffer (slot r), 16 bytes per thread per load and store, one destination after
+  another: first rank r - 1, which needs X_r second, then r - 2, and so on. After each
+  destination (named barrier) one thread adds to slot r of that rank's signal pad with
+  `red.release.sys` (`signals.signal_set(add=True)`); the CTAs' additions sum to
+  SIGNAL_TOTAL per call whatever the grid, so rank q's rows are in this rank's buffer once
   slot q reaches epoch * SIGNAL_TOTAL.
-- The producer thread loads A in 64-row boxes, each through the tensor map of the rank that
-  owns those rows (`SymmetricBuffers.tensor_maps`, one per rank); this rank's own rows come
-  from X_r itself (a map over the input), so its tiles start at once. Before its first load
-  of rank q's rows it waits for q's counter (`ld.acquire.sys` spin, bounded in the debug
-  build), then `fence.proxy.async.global`: the copy wrote with generic stores and TMA reads
-  through the async proxy, and the PTX memory model orders a generic write before an
-  async-proxy read only through a proxy fence in the thread (CTA) that issues the async
-  access, after the synchronisation (the acquire) - a release on the writer's side does not
-  cover the other proxy.
+- The producer thread loads A in 64-row boxes through one tensor map over this rank's own
+  buffer (a box's third coordinate picks the half and the slot); this rank's own rows come
+  from X_r itself (a map over the input), so its tiles start at once. Every peer row then
+  crosses NVLink once, whatever the number of column tiles that read it: the first version
+  pulled the rows from the owners' buffers through their tensor maps at each tile, and
+  NVLink's bandwidth bound the whole GEMM (0.29x the sequential torch path at M = 8192,
+  BENCHMARKS.md section 10). Before its first load of rank q's rows it waits for q's
+  counter (`ld.acquire.sys` spin, bounded in the debug build), then
+  `fence.proxy.async.global`: the copy wrote with generic stores and TMA reads through the
+  async proxy, and the PTX memory model orders a generic write before an async-proxy read
+  only through a proxy fence in the thread (CTA) that issues the async access, after the
+  synchronisation (the acquire) - a release on the writer's side does not cover the other
+  proxy.
 - Tile order: the GEMM's row space is the ranks' shards one after another, starting with this
   rank's (rank r's tile rows first, then r+1, ...), so the first wave runs on local data while
   the peers copy. Each shard is padded to a multiple of 64 rows so that no 64-row box (one
@@ -32,12 +38,12 @@ One persistent kernel per rank, samples/gemm_hopper.py's warp-specialised GEMM w
   counters its peers wait for before their tiles): the persistent grid is capped by
   cuOccupancyMaxActiveClusters (`resident_ctas`), and work that holds SMs on the same GPU
   while the kernel starts can delay it until that work ends.
-- Reuse across calls: double buffering. Call e copies into half e % 2 of the buffer. A rank
-  at call e + 2 overwrites the half its peers read at call e only after its call e + 1 saw
-  every peer's call-(e + 1) signal, which each peer sets in its call-(e + 1) kernel, after
+- Reuse across calls: double buffering. Call e pushes into half e % 2 of the peers' buffers.
+  A rank at call e + 2 overwrites the half a peer read at call e only after its call e + 1
+  saw that peer's call-(e + 1) signal, which the peer sets in its call-(e + 1) kernel, after
   its call-e kernel (every read of that half) ended on its stream. So no end-of-call barrier
   is needed (no cross-GPU round trip on the critical path); the cost is a buffer of
-  2 x M/W x K bf16 per rank.
+  2 x M x K bf16 per rank (two halves of W slots of M/W x K).
 
 Shapes: M a multiple of W, K a multiple of 8 (TMA's 16-byte pitches), N_r even; W = 2, 4, 8.
 `forward(...)` launches on the current stream (no host sync); `reference_path(...)` is torch's
@@ -81,11 +87,9 @@ SUBPROCESS_TIMEOUT_S = 600
 
 
 def context(kernels: list[Kernel]) -> dict[str, Any]:
-    """The checker context of the kernels: the symmetric buffers (the pointer array and
-    every per-rank map over them) and the signal pads."""
-    return {"peer_buffers": {k.name: ["buffer_ptrs"] + [p.name for p in k.params
-                                                        if p.name.startswith("map_peer")]
-                             for k in kernels},
+    """The checker context of the kernels: the symmetric buffers (the pointer array and the
+    map over this rank's own, which the peers write) and the signal pads."""
+    return {"peer_buffers": {k.name: ["buffer_ptrs", "map_gathered"] for k in kernels},
             "signal_pads": ["signal_pad_ptrs"]}
 
 
@@ -105,7 +109,7 @@ class GatherRows(gh.Rows):
         return self.map_x
 
     def params(self, k: Kernel, cfg: gh.Config) -> None:
-        self.peer_maps = [self._box(k, f"map_peer{q}", cfg) for q in range(self.world)]
+        self.map_g = self._box(k, "map_gathered", cfg)    # own buffer, (2W, M/W, K)
         self.x = k.ld_param(k.param_ptr("x"))
         self.chunks = k.ld_param(k.param(t.u32, "chunks"))       # 16-byte chunks of X_r
         self.bufs = k.ld_param(k.param_ptr("buffer_ptrs"))
@@ -119,14 +123,17 @@ class GatherRows(gh.Rows):
         tid = k.mov(k.tid.x, type=t.u32)
         self.half = k.and_(self.epoch, 1)
         with k.if_(tid >= 32):
-            self._copy(k, k.sub(tid, 32))
-            k.bar_sync(COPY_BARRIER, COPY_THREADS)
-            with k.if_(tid == 32):
-                # CTA 0 adds SIGNAL_TOTAL - (CTAs - 1), the others 1: every call adds
-                # SIGNAL_TOTAL whatever its grid, so calls of other shapes share the pads
-                ctas = k.mov(k.nctaid.x, type=t.u32)
-                amount = k.selp(k.sub(SIGNAL_TOTAL + 1, ctas), 1, k.ctaid.x == 0, type=t.u32)
-                for q in range(self.world):
+            lane = k.sub(tid, 32)
+            # CTA 0 adds SIGNAL_TOTAL - (CTAs - 1), the others 1: every call adds
+            # SIGNAL_TOTAL whatever its grid, so calls of other shapes share the pads
+            ctas = k.mov(k.nctaid.x, type=t.u32)
+            amount = k.selp(k.sub(SIGNAL_TOTAL + 1, ctas), 1, k.ctaid.x == 0, type=t.u32)
+            slot = k.mad(self.half, self.world, self.rank, type=t.u32)
+            for d in range(1, self.world):      # rank r - d reads X_r as its (d + 1)-th shard
+                q = k.rem(k.add(self.rank, self.world - d), self.world)
+                self._copy(k, lane, q, slot)
+                k.bar_sync(COPY_BARRIER, COPY_THREADS)
+                with k.if_(tid == 32):
                     flag = k.mad(self.rank, 4, peer_pointer(k, self.pads, q), type=t.u32,
                                  mode="wide")
                     if self.release:
@@ -137,15 +144,15 @@ class GatherRows(gh.Rows):
         self.target = k.mul(self.epoch, SIGNAL_TOTAL)
         self.own_pad = peer_pointer(k, self.pads, self.rank)
         self.tmap_x = k.tensormap_addr(self.map_x)
-        self.tmaps = [k.tensormap_addr(m) for m in self.peer_maps]
+        self.tmap_g = k.tensormap_addr(self.map_g)
 
-    def _copy(self, k: Kernel, lane: Reg) -> None:
-        """X_r -> half `epoch % 2` of this rank's buffer, COPY_UNROLL 16-byte chunks in
-        flight per thread (the producer warpgroup has 40 registers)."""
-        own = peer_pointer(k, self.bufs, self.rank)
-        dst0 = k.add(own, k.shl(k.mul(self.half, self.chunks, type=t.u32, mode="wide"), 4))
+    def _copy(self, k: Kernel, lane: Reg, q: Reg, slot: Reg) -> None:
+        """X_r -> slot `slot` (half epoch % 2, this rank) of rank q's buffer, COPY_UNROLL
+        16-byte chunks in flight per thread (the producer warpgroup has 40 registers)."""
+        dst0 = k.add(peer_pointer(k, self.bufs, q),
+                     k.shl(k.mul(slot, self.chunks, type=t.u32, mode="wide"), 4))
         step = k.mul(k.mov(k.nctaid.x, type=t.u32), COPY_THREADS)
-        i = k.mad(k.mov(k.ctaid.x, type=t.u32), COPY_THREADS, lane, dst=k.reg(t.u32, "chunk"))
+        i = k.mad(k.mov(k.ctaid.x, type=t.u32), COPY_THREADS, lane)
 
         def copy(count: int) -> None:
             at = [i] + [k.add(i, step) if u == 1 else k.mad(step, u, i)
@@ -186,14 +193,11 @@ class GatherRows(gh.Rows):
                                 self.target)
                     ptx.fence_proxy_async(k, "global")     # generic writes -> TMA reads
                     k.or_(self.waited, bit, dst=self.waited)
-            # one load per box through the owner's map, chosen here once per tile (selp: the
-            # checker reads branches on q as paths that could all load into the box)
+            # one load per box: this rank's rows from X_r, a peer's from its slot here
             own = q == self.rank
-            tmap = self.tmap_x
-            for p, peer in enumerate(self.tmaps):
-                tmap = k.selp(peer, tmap, q == p)
-            self.boxes.append((k.selp(self.tmap_x, tmap, own), local,
-                               k.selp(0, self.half, own, type=t.u32)))
+            slot = k.mad(self.half, self.world, q, type=t.u32)
+            self.boxes.append((k.selp(self.tmap_x, self.tmap_g, own), local,
+                               k.selp(0, slot, own, type=t.u32)))
 
     def load_a(self, k: Kernel, load: gh.Load, tmap_a: Reg, dst: Reg, row: Reg,
                mask: int | None) -> None:
@@ -206,8 +210,10 @@ class GatherRows(gh.Rows):
         return local, (q,), k.mad(q, self.rows, local), k.sub(self.rows, local, type=t.s32)
 
 
+@functools.cache
 def variant_configs(world: int) -> dict[str, gh.Config]:
-    """gemm_hopper's three bf16 variants, named for this kernel and world size."""
+    """gemm_hopper's three bf16 variants, named for this kernel and world size (made once
+    per world size: a Config's construction costs more than the rest of a launch)."""
     return {v: gh.Config("bf16", bn=c.bn, cluster=c.cluster, stages=c.stages, along=c.along,
                          name=f"allgather_gemm_w{world}_{v}")
             for v, c in ((v, cfgs["bf16"]) for v, cfgs in gh.VARIANTS.items())}
@@ -245,9 +251,9 @@ def check_shape(m: int, n: int, kdim: int, world: int) -> int:
 
 
 def buffer_bytes(m: int, kdim: int, world: int) -> int:
-    """Bytes of each rank's symmetric buffer: two halves of M / W x K bf16 (double
-    buffering: see the module doc)."""
-    return 2 * (m // world) * kdim * 2
+    """Bytes of each rank's symmetric buffer: two halves (double buffering: see the module
+    doc) of W slots of M / W x K bf16."""
+    return 2 * world * (m // world) * kdim * 2
 
 
 def config_for(m: int, world: int) -> gh.Config:
@@ -273,16 +279,18 @@ MAP_CACHE = 256       # entries kept (a caller with new tensors every call start
 
 def _tensor_maps(bufs: Any, x: int, w: int, y: int, rows: int, n: int, kdim: int,
                  cfg: gh.Config) -> tuple[Any, ...]:
-    """(map_x, map_b, map_c or None, peer maps...): the peers' once per buffers and shape,
-    the others once per tensors."""
+    """(map_x, map_b, map_c or None, map_gathered): the last once per buffer and shape, the
+    others once per tensors."""
     from ptxdsl import runtime as rt
     box = (1, SUB, cfg.bk)
-    peer_key = (bufs.buffer_ptrs, bufs.device, rows, kdim, cfg.bk)
+    peer_key = (bufs.buffer_ptrs[bufs.rank], bufs.device, bufs.world_size, rows, kdim, cfg.bk)
     key = (peer_key, x, w, y, n, cfg.name)
     if len(_maps) > MAP_CACHE:
         _maps.clear()
     if peer_key not in _maps:
-        _maps[peer_key] = bufs.tensor_maps((2, rows, kdim), "BFLOAT16", box, swizzle="128B")
+        _maps[peer_key] = (rt.TensorMap.tiled(bufs.buffer_ptrs[bufs.rank],
+                                              (2 * bufs.world_size, rows, kdim), "BFLOAT16",
+                                              box, swizzle="128B", device=bufs.device),)
     if key not in _maps:
         world, dev = bufs.world_size, bufs.device
         map_x = rt.TensorMap.tiled(x, (1, rows, kdim), "BFLOAT16", box, swizzle="128B",
@@ -353,10 +361,10 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
     cfg = config_for(m, world)
     module = module or load_module(bufs.device)
     xp, wp, yp = _ptr(x), _ptr(w), _ptr(y)
-    map_x, map_b, map_c, *peers = _tensor_maps(bufs, xp, wp, yp, rows, n, kdim, cfg)
+    map_x, map_b, map_c, map_g = _tensor_maps(bufs, xp, wp, yp, rows, n, kdim, cfg)
     padded = world * -(-rows // SUB) * SUB
     args = (map_x, map_b, map_c or map_x, yp, padded, n, kdim, int(map_c is not None),
-            *peers, xp, rows * kdim // 8, bufs.buffer_ptrs_dev, bufs.signal_pad_ptrs_dev,
+            map_g, xp, rows * kdim // 8, bufs.buffer_ptrs_dev, bufs.signal_pad_ptrs_dev,
             bufs.rank, epoch, rows)
     opts = {"shared_mem": cfg.smem_bytes,
             "cluster": (cfg.cluster, 1, 1) if cfg.cluster > 1 else None}

@@ -478,3 +478,44 @@ def test_attention_row_fails_on_a_wrong_result_and_rows_stop_at_the_budget(monke
     bench.run((128,), (128,), varlen=True)
     assert len(section.rows) == 6 and not section.targets
     assert {r["note"] for r in section.rows} == {"not measured: the section's -1 s were spent"}
+
+
+# -- section 10, tensor-parallel GEMMs: what runs without a GPU ----------------------------------
+def test_tp_gemm_rows_targets_and_figures_from_fake_times():
+    from benchmarks import tp_gemm as T
+    section = Section("tp_gemm", "10. TP GEMMs")
+    us = {T.OURS: [1000.0, 1000.0, 1100.0], T.SEQUENTIAL: [1200.0] * 3,
+          T.FUSED: [950.0] * 3, T.ALONE: [800.0] * 3}
+    rows = {f"gemm_rs {m}": {name: {"us": v} for name, v in us.items()}
+            for m, _, _ in T.SHAPES}
+    rows["ag_gemm 8192"] = {T.OURS: {"us": [500.0]}, T.FUSED: {"error": "RuntimeError: no"}}
+    T._record(section, 2, {"rows": rows, "notes": ["rank 0 on X"]})
+    assert section.notes == ["W=2: rank 0 on X"]
+    ours = section.find("W=2 GEMM + reduce-scatter M=8192 N=8192 K=8192: ptxdsl fused")
+    # per rank: 2 * 8192^3 / 2 flops in 1 ms; it sends half of its 8192 x 8192 bf16 partial
+    assert ours["note"].startswith("550 TFLOP/s per rank; sends 64.0 MiB per rank: 67 GB/s "
+                                   "(15% of NVLink's 450 GB/s)")
+    alone = section.find("W=2 GEMM + reduce-scatter M=8192 N=8192 K=8192: matmul alone")
+    assert "sends" not in alone["note"]
+    seq, fused = section.targets[:2]
+    assert seq["name"].endswith("M=8192 N=8192 K=8192: torch sequential / ptxdsl")
+    assert (seq["value"], seq["goal"], seq["met"]) == (1.2, ">= 1.15", True)
+    assert (fused["value"], fused["goal"], fused["met"]) == (0.95, ">= 1.00", False)
+    # a baseline that did not run: its row says why, and no target compares with it
+    skipped = [r for r in section.rows if r["median"] is None]
+    assert [r["name"] for r in skipped] == [
+        "W=2 all-gather + GEMM M=8192 N=8192 K=8192: torch symm-mem fused"]
+    assert skipped[0]["note"] == "not measured: RuntimeError: no"
+    assert not any("all-gather" in t["name"] for t in section.targets)
+    # AG + GEMM: a rank sends its M/W x K shard to each of the W - 1 others
+    assert "sends 64.0 MiB per rank" in section.find(
+        "W=2 all-gather + GEMM M=8192 N=8192 K=8192: ptxdsl fused")["note"]
+
+
+def test_multi_gpu_sections_skip_with_the_reason(monkeypatch):
+    from benchmarks import common
+    monkeypatch.setattr("ptxdsl.runtime.multi_gpu_skip_reason", lambda n: f"only 0 of {n}")
+    section = Section("tp_gemm", "10. TP GEMMs")
+    assert common.torchrun_worker(section, "benchmarks.tp_gemm", 4, 10) is None
+    assert section.rows[0]["name"] == "W=4" and section.rows[0]["note"] == \
+        "not measured: needs 4 Hopper GPUs with peer access: only 0 of 4"

@@ -63,6 +63,7 @@ else:                   # the GEMM this layer runs: one kernel, its tiles sent e
 PAD = 64                 # leading scratch rows of a slot: a straddling chunk's rows before it
 COUNT, DONE = 0, 1       # signal-pad slots (u32): tiles received, ranks done reading
 REDUCE_BAR = 3           # named barrier of the two consumer warpgroups (1, 2: their epilogues)
+REDUCE_UNROLL = 4        # 16-byte vectors per thread in flight in the last phase's sums
 CONSUMERS = 256
 MAP_BYTES = 128
 CONTEXT = {"peer_buffers": ["buffer_ptrs", "peer_maps"], "signal_pads": ["signal_pad_ptrs"]}
@@ -120,34 +121,41 @@ class ScatterStore:
         with k.if_(self.staged.leader):     # the host wrote the maps: acquire them (.sys)
             with k.for_range(0, self.world) as o:
                 ptx.fence_proxy_tensormap_generic(k, "acquire", "sys", self._map(o))
-        # the owners [first, end) of the last chunk stored, signalled at the next one
+        # the owners [first, end) of the chunks stored since the last signal, and how many:
+        # each owner waits only for its whole block, so one signal per run of chunks with
+        # the same owners (a .sys release costs microseconds) tells it as much as one each
         self.pend_first, self.pend_end = k.mov(1, type=t.u32), k.mov(0, type=t.u32)
+        self.pend_count = k.mov(0, type=t.u32)
 
     def _map(self, owner: Reg) -> Reg:
         return self.k.mad(owner, MAP_BYTES, self.maps, type=t.u32, mode="wide")
 
     def _signal_pending(self) -> None:
-        """The last chunk's stores are complete (by now a tile's main loop later, so the
-        wait seldom waits): count them at their owners."""
+        """The pending chunks' stores are complete (the last one's a tile's main loop ago,
+        so the wait seldom waits): count them at their owners."""
         k = self.k
         with k.if_(self.staged.leader):
             _stores_complete(k)
             with k.for_range(self.pend_first, self.pend_end) as owner:
-                signal_set(k, Addr(peer_pointer(k, self.pads, owner), 4 * COUNT), 1, add=True)
+                signal_set(k, Addr(peer_pointer(k, self.pads, owner), 4 * COUNT),
+                           self.pend_count, add=True)
+        k.mov(0, dst=self.pend_count)
 
     def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None:
         """Rows row0 .. row0 + 63 go to every owner whose block they meet (none past M)."""
         k = self.k
-        self._signal_pending()
         row0 = k.mad(self.cw, 64, m0)
         first = k.div(row0, self.rows)
         end = k.add(k.min(k.div(k.add(row0, 63), self.rows), k.sub(self.world, 1)), 1)
+        with k.if_((first != self.pend_first) | (end != self.pend_end)):
+            self._signal_pending()      # other owners than the pending chunks': tell those
         with k.for_range(first, end) as owner:
             k.mad(owner, MAP_BYTES, self.maps, type=t.u32, mode="wide", dst=self.tmap)
             local = k.sub(k.add(row0, PAD), k.mul(owner, self.rows))
             self.staged.store(packed, local, n0, self.rank)      # into my slot of its buffer
         k.mov(first, dst=self.pend_first)
         k.mov(end, dst=self.pend_end)
+        k.add(self.pend_count, 1, dst=self.pend_count)
 
     def finish(self) -> None:
         """Wait for every rank's chunks of my block, sum the slots into Y_shard, then meet
@@ -169,31 +177,46 @@ class ScatterStore:
             signal_wait(k, Addr(own_pad, 4 * DONE), self.done)
 
     def _reduce(self, lt: Reg) -> None:
-        """Y_shard = sum of the W slots' rows PAD .., 8 bf16 (16 bytes) per thread and step,
-        the CTAs striding over the block."""
+        """Y_shard = sum of the W slots' rows PAD .., 8 bf16 (16 bytes) per vector, the CTAs'
+        threads striding over the block, REDUCE_UNROLL vectors per thread and step: their
+        loads in flight together (one at a time, the phase ran at a fraction of HBM's
+        bandwidth, exposed after the GEMM)."""
         k = self.k
         row_bytes = k.shl(self.N, 1)
-        slot = k.mul(k.add(self.rows, PAD), row_bytes, type=t.u32, mode="wide")
+        self.slot = k.mul(k.add(self.rows, PAD), row_bytes, type=t.u32, mode="wide")
         own = k.cvta(peer_pointer(k, self.bufs, self.rank), "global", to=True)
-        y = k.cvta(self.y, "global", to=True)
-        data = k.add(own, k.mul(row_bytes, PAD, type=t.u32, mode="wide"))
+        self.data = k.add(own, k.mul(row_bytes, PAD, type=t.u32, mode="wide"))
+        self.yg = k.cvta(self.y, "global", to=True)
         total = k.shr(k.mul(self.rows, self.N), 3)              # 16-byte vectors
-        start = k.mad(k.mov(k.ctaid.x, type=t.u32), CONSUMERS, lt)
+        v = k.mad(k.mov(k.ctaid.x, type=t.u32), CONSUMERS, lt)
         step = k.mul(k.mov(k.nctaid.x, type=t.u32), CONSUMERS)
-        with k.for_range(start, total, step) as v:
-            off = k.mul(v, 16, type=t.u32, mode="wide")
-            acc = [k.mov(0.0, type=t.f32) for _ in range(8)]
-            at = k.add(data, off)
-            with k.for_range(0, self.world):
-                words = k.ld(Addr(at), type=t.b32, space="global", vec=4)
-                for i, w in enumerate(words):     # bf16 pair -> two f32: the high halves
+        # v < last: vectors v, v + step, ... v + (REDUCE_UNROLL - 1) * step all exist
+        last = k.sub(total, k.mul(step, REDUCE_UNROLL - 1))
+        with k.while_(lambda: k.setp("lt", v, last, type=t.s32)):
+            self._sum([v] + [k.mad(step, u, v) for u in range(1, REDUCE_UNROLL)])
+            k.mad(step, REDUCE_UNROLL, v, dst=v)
+        with k.while_(lambda: v < total):
+            self._sum([v])
+            k.add(v, step, dst=v)
+
+    def _sum(self, vectors: list[Reg]) -> None:
+        """The W slots' values of `vectors` summed in f32, stored to Y_shard as bf16."""
+        k = self.k
+        offs = [k.mul(v, 16, type=t.u32, mode="wide") for v in vectors]
+        accs = [[k.mov(0.0, type=t.f32) for _ in range(8)] for _ in vectors]
+        ats = [k.add(self.data, off) for off in offs]
+        with k.for_range(0, self.world):
+            words = [k.ld(Addr(at), type=t.b32, space="global", vec=4) for at in ats]
+            for acc, ws in zip(accs, words, strict=True):
+                for i, w in enumerate(ws):     # bf16 pair -> two f32: the high halves
                     k.add(acc[2 * i], k.shl(w, 16), type=t.f32, dst=acc[2 * i])
                     k.add(acc[2 * i + 1], k.and_(w, 0xFFFF0000), type=t.f32,
                           dst=acc[2 * i + 1])
-                k.add(at, slot, dst=at)
+            for at in ats:
+                k.add(at, self.slot, dst=at)
+        for acc, off in zip(accs, offs, strict=True):
             packed = [k.cvt_packed("bf16x2", acc[2 * i + 1], acc[2 * i]) for i in range(4)]
-            k.st(Addr(k.add(y, off)), packed, type=t.b32, space="global")
-
+            k.st(Addr(k.add(self.yg, off)), packed, type=t.b32, space="global")
 
 def build_kernel(variant: str = "default", bounded: bool = False) -> Kernel:
     return gh.build_gemm(VARIANTS[variant], bounded, output=ReduceScatter())

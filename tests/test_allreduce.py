@@ -64,3 +64,5 @@ def test_choice_by_size():
     assert choose(32 << 20, 2) == "one_shot"          # two ranks: the same peer reads
     assert choose(64 << 10, 8) == "one_shot"
     assert choose(4 << 20, 4) == "two_shot"
+    assert choose(512 << 10, 4) == "one_shot"         # measured: 12.2 against 16.6 us
+    assert choose((1 << 20) + 2, 4) == "two_shot"

@@ -21,6 +21,7 @@ PUBLISH = Hazard.PEER_PUBLISH_NO_SYS_RELEASE
 CONSUME = Hazard.PEER_CONSUME_NO_SYS_ACQUIRE
 REUSE = Hazard.SIGNAL_PAD_REUSE
 UNSET = Hazard.SIGNAL_WAIT_UNSET
+UNSYNC = Hazard.PEER_READ_UNSYNCHRONIZED
 
 CLEAN = ["ok", "fence_relaxed", "counter", "cas_handshake", "two_phase", "volatile_fence",
          "ok_bounded", "two_phase_bounded"]
@@ -39,6 +40,8 @@ BUGGY = {
     "set_after_wait": ([UNSET], "wait"),
     "rank_guarded_set": ([UNSET], "wait"),
     "data_guarded_set": ([UNSET], "wait"),
+    "no_wait": ([UNSYNC], "sum0"),                 # signals, never waits: reads at once
+    "rank_guarded_wait": ([UNSYNC], "sum0"),       # only rank 0 waits
 }
 
 
@@ -99,6 +102,23 @@ def test_loops_over_a_run_time_world_check_clean(variant):
     k = xk.loops(variant)
     clean(k, **xk.CONTEXT)
     assert _parsed_ids(k) == []
+
+
+@pytest.mark.parametrize("variant, bug", [
+    ("wait_each", False), ("memo", False),
+    ("read_then_wait", True),     # the loop's first iteration reads before any wait
+    ("memo_other", True)])        # a data-dependent guard the wait does not update
+def test_a_peer_read_must_follow_a_wait_on_every_path(variant, bug):
+    k = xk.loops(variant)
+    found = _check(k)
+    if not bug:
+        assert [f.format() for f in found] == []
+        return
+    assert ids(found) == [UNSYNC.value], [f.format() for f in found]
+    (f,) = found
+    assert (f.loc.file, f.loc.line) == (xk.__file__, xk.LINES[f"read_{variant}"])
+    assert "on some path to it no signal-pad wait has run" in f.message
+    assert _parsed_ids(k) == [UNSYNC.value]
 
 
 def test_signalling_only_after_the_waits_is_reported():
@@ -210,6 +230,7 @@ _PTX_CASES = {
             {"SIGNAL": "st.release.sys.global.u32 [%rd9], %r2;",
              "WAIT": _WAIT.replace("setp.lt.u32", "setp.ne.u32")}),
     UNSET: ({"SIGNAL": "@%p3 " + _SIGNAL}, {"SIGNAL": _SIGNAL}),
+    UNSYNC: ({"WAIT": "setp.eq.u32 %p2, %r1, 7;"}, {}),       # a loop, but on no flag
 }
 
 

@@ -270,49 +270,26 @@ def test_pointer_loaded_from_a_plain_parameter_is_not_a_peer_buffer():
     assert ids(check_kernel(k, signal_pads=["pad"], peer_buffers=["table"])) == [PUBLISH.value]
 
 
-def _tma_into_peer(wait) -> tuple[Kernel, int]:
-    """Thread 0 stores a tile through a map of the peer's buffer, waits with `wait`, then
-    signals the peer (.release.sys)."""
-    m = Tma("tma_peer", map="global", scope="sys")
+def _tma_into_peers(wait, each: bool) -> tuple[Kernel, int]:
+    """Thread 0 stores a tile through a map of the peer's buffer (`each`: into every peer,
+    one register picked per peer from an array of maps, `mov p, maps` before the loop and
+    `mad.wide p, peer, 128, maps` in it: two writes, no single value), waits with `wait`,
+    then signals (.release.sys)."""
+    m = Tma("tma_each_peer" if each else "tma_peer", map="global", scope="sys")
     k = m.k
     pad = k.ld_param(k.param_ptr("pad"))
     m.fill()
     ptx.fence_proxy_async(k, "shared::cta")
     k.bar_sync(0)
     with k.if_(k.tid.x == 0):
-        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
-        ptx.cp_async_bulk_commit_group(k)
-        wait(k, 0)
-        line = here() + 1
-        k.st(pad, 1, type=t.u32, space="global", sem="release", scope="sys")
-    k.ret()
-    return k, line
-
-
-def test_tma_store_into_a_peer_must_complete_before_the_signal():
-    context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
-                   cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
-    k, line = _tma_into_peer(ptx.cp_async_bulk_wait_group_read)
-    f = only(check_kernel(k, **context), PUBLISH, line)
-    assert "TMA store into the peer's buffer may still be in flight" in f.message
-    clean(_tma_into_peer(ptx.cp_async_bulk_wait_group)[0], **context)
-
-
-def _tma_into_each_peer(wait) -> tuple[Kernel, int]:
-    """Thread 0 stores a tile into every peer through the peer's map, one register picked
-    per peer from an array of maps (`mov p, maps` before the loop, `mad.wide p, peer, 128,
-    maps` in it: two writes, no single value), then signals (.release.sys)."""
-    m = Tma("tma_each_peer", map="global", scope="sys")
-    k = m.k
-    pad = k.ld_param(k.param_ptr("pad"))
-    m.fill()
-    ptx.fence_proxy_async(k, "shared::cta")
-    k.bar_sync(0)
-    with k.if_(k.tid.x == 0):
-        tmap = k.mov(m.tmap)
-        with k.for_range(0, 4) as peer:
-            k.mad(peer, 128, m.tmap, type=t.u32, mode="wide", dst=tmap)
-            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (0, 0), m.tile)
+        if each:
+            tmap = k.mov(m.tmap)
+            with k.for_range(0, 4) as peer:
+                k.mad(peer, 128, m.tmap, type=t.u32, mode="wide", dst=tmap)
+                ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (0, 0), m.tile)
+                ptx.cp_async_bulk_commit_group(k)
+        else:
+            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
             ptx.cp_async_bulk_commit_group(k)
         wait(k, 0)
         line = here() + 1
@@ -321,13 +298,15 @@ def _tma_into_each_peer(wait) -> tuple[Kernel, int]:
     return k, line
 
 
-def test_tma_store_through_a_map_picked_per_peer_is_a_peer_write():
+@pytest.mark.parametrize("each", [False, True], ids=["one_peer", "map_picked_per_peer"])
+def test_tma_store_into_a_peer_must_complete_before_the_signal(each):
+    # a map register picked per peer in a loop is a peer write as a map parameter is
     context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
                    cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
-    k, line = _tma_into_each_peer(ptx.cp_async_bulk_wait_group_read)
+    k, line = _tma_into_peers(ptx.cp_async_bulk_wait_group_read, each)
     f = only(check_kernel(k, **context), PUBLISH, line)
     assert "TMA store into the peer's buffer may still be in flight" in f.message
-    clean(_tma_into_each_peer(ptx.cp_async_bulk_wait_group)[0], **context)
+    clean(_tma_into_peers(ptx.cp_async_bulk_wait_group, each)[0], **context)
 
 
 @pytest.mark.parametrize("fence, bug", [

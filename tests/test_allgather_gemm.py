@@ -144,8 +144,8 @@ def test_forward_refuses_tensors_it_cannot_take():
 
 def test_without_two_gpus_the_sample_says_why():
     """`python samples/allgather_gemm.py` with fewer than two Hopper GPUs (with peer access):
-    names the reason, keeps out/allgather_gemm.ptx, and exits 0 after assembling it (no GPU)
-    or running two ranks on the one GPU."""
+    names the reason, keeps out/allgather_gemm.ptx, and exits 0 after assembling it (offline
+    without a GPU; on one GPU, a check that says it did not run)."""
     if multi_gpu_skip_reason(2) is None:
         pytest.skip("two Hopper GPUs with peer access here: the sample runs under torchrun")
     root = Path(ag.__file__).resolve().parent.parent
@@ -156,6 +156,6 @@ def test_without_two_gpus_the_sample_says_why():
     assert "wrote out/allgather_gemm.ptx" in res.stdout, res.stdout
     assert (root / "out" / "allgather_gemm.ptx").read_text() == ag.build_module().emit()
     if gpu_skip_reason() is None:
-        assert "; running both ranks on GPU 0" in res.stdout and "PASS:" in res.stdout
+        assert "): not run" in res.stdout and "PASS:" in res.stdout, res.stdout
     else:
         assert "bytes of cubin" in res.stdout, res.stdout

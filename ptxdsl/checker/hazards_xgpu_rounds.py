@@ -205,6 +205,25 @@ def _memo(an: Analysis, blk: int, region: set[int]) -> bool:
     return False
 
 
+def _either_ways(an: Analysis) -> list[tuple[Any, bool, int, tuple[set[int], set[int],
+                                                                     set[int]]]]:
+    """(condition, whether some thread takes each way whatever the statement asked about,
+    reconvergence, (taken way's preds of it, fall way's, the region's blocks)) of each
+    two-way branch, computed once per kernel."""
+    if "xgpu-ways" not in an.cache:
+        cfg, out = an.cfg, []
+        for blk, vn, _when, taken, fall, stop in _branches(an):
+            if stop is None or stop >= len(cfg.blocks):
+                continue
+            branch = cfg.blocks[blk]
+            t = taken | ({blk} if branch.taken == stop else set())
+            f = fall | ({blk} if branch.fall == stop else set())
+            always = _per_thread(an, vn) or _memo(an, blk, taken | fall)
+            out.append((vn, always, stop, (t, f, taken | fall | {blk})))
+        an.cache["xgpu-ways"] = out
+    return an.cache["xgpu-ways"]
+
+
 def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
     """Has one of `ops` run, on every path from the entry to statement `at` (see the module's
     text)? At the reconvergence of a branch that some thread takes each way (on the thread's
@@ -213,7 +232,6 @@ def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
     iteration only (its back edges say nothing), and leaves from its header with what that
     iteration set."""
     cfg = an.cfg
-    n = len(cfg.blocks)
     conds = _conditions(an, at)
     first: dict[int, int] = {}
     for op in ops:
@@ -223,14 +241,9 @@ def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
     at_block = cfg.block_of(at)
     # per reconvergence block: (taken way's preds, fall way's preds, blocks of the region)
     either: dict[int, list[tuple[set[int], set[int], set[int]]]] = {}
-    for blk, vn, _when, taken, fall, stop in _branches(an):
-        if stop is None or stop >= n:
-            continue
-        if vn in conds or _per_thread(an, vn) or _memo(an, blk, taken | fall):
-            branch = cfg.blocks[blk]
-            t = taken | ({blk} if branch.taken == stop else set())
-            f = fall | ({blk} if branch.fall == stop else set())
-            either.setdefault(stop, []).append((t, f, taken | fall | {blk}))
+    for vn, always, stop, way in _either_ways(an):
+        if always or vn in conds:
+            either.setdefault(stop, []).append(way)
     for ways in either.values():
         ways.sort(key=lambda w: -len(w[2]))      # outermost first
     other = {h: body for h, body in an.loops if at_block not in body}

@@ -279,43 +279,43 @@ class Recorder:
 
     def __init__(self, device: int = 0):
         from .runtime._driver import check, driver
-        from .runtime.device import use_device
+        from .runtime.device import on_device
         self.device = device
         buf = mmap.mmap(-1, mmap.PAGESIZE)
         self._buf: mmap.mmap | None = buf
         self._view = (ctypes.c_char * mmap.PAGESIZE).from_buffer(buf)
         self.host_ptr = ctypes.addressof(self._view)
         drv = driver()
-        use_device(device)
-        check(drv.cuMemHostRegister(self.host_ptr, mmap.PAGESIZE,
-                                    drv.CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister")
-        self.ptr = int(check(drv.cuMemHostGetDevicePointer(self.host_ptr, 0),
-                             "cuMemHostGetDevicePointer"))
-        self.names: list[str] = []
-        self._modules: list = []
+        with on_device(device):
+            check(drv.cuMemHostRegister(self.host_ptr, mmap.PAGESIZE,
+                                        drv.CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister")
+            self.ptr = int(check(drv.cuMemHostGetDevicePointer(self.host_ptr, 0),
+                                 "cuMemHostGetDevicePointer"))
+            self.names: list[str] = []
+            self._modules: list = []
 
     def attach(self, loaded) -> Recorder:
         """Point a loaded module's `ptxdsl_dbg_record` at this record (and clear its claim).
         The module must be loaded on this recorder's device."""
         from .runtime._driver import check, driver
-        from .runtime.device import use_device
+        from .runtime.device import on_device
         device = getattr(loaded, "device", self.device)
         if device != self.device:
-            # A recorder made for another device would also have left that device's context
-            # current, which PyTorch then takes for its current device.
+            # The record is mapped for the recorder's device (in its context): a module on
+            # another device needs a recorder of its own.
             raise PtxdslError(f"debug.Recorder.attach: this recorder is on device "
                               f"{self.device}, the module is loaded on device {device}: make "
                               f"it with debug.Recorder({device})")
-        use_device(self.device)
-        drv = driver()
-        for name, value, size in ((RECORD_NAME, self.ptr, 8), (CLAIM_NAME, 0, 4)):
-            dptr, nbytes = check(drv.cuModuleGetGlobal(loaded.handle, name.encode()),
-                                 "cuModuleGetGlobal", f"{name} (build with debug.declare)")
-            data = (ctypes.c_uint8 * size).from_buffer_copy(value.to_bytes(size, "little"))
-            check(drv.cuMemcpyHtoD(dptr, ctypes.addressof(data), size), "cuMemcpyHtoD", name)
-        self.names += [n for n in loaded.kernels if n not in self.names]
-        self._modules.append(loaded)
-        return self
+        with on_device(self.device):
+            drv = driver()
+            for name, value, size in ((RECORD_NAME, self.ptr, 8), (CLAIM_NAME, 0, 4)):
+                dptr, nbytes = check(drv.cuModuleGetGlobal(loaded.handle, name.encode()),
+                                     "cuModuleGetGlobal", f"{name} (build with debug.declare)")
+                data = (ctypes.c_uint8 * size).from_buffer_copy(value.to_bytes(size, "little"))
+                check(drv.cuMemcpyHtoD(dptr, ctypes.addressof(data), size), "cuMemcpyHtoD", name)
+            self.names += [n for n in loaded.kernels if n not in self.names]
+            self._modules.append(loaded)
+            return self
 
     def raw(self) -> bytes:
         return self._view.raw[:RECORD_BYTES]
@@ -382,17 +382,21 @@ def run(fn, grid, block, args=(), *, timeout: float = 30.0, recorder: Recorder |
 def context_broken(device: int = 0) -> bool:
     """Whether the device's context holds a sticky error (every call fails with it)."""
     from .runtime._driver import driver
-    from .runtime.device import use_device
+    from .runtime.device import enter_device, leave_device
     try:
-        use_device(device)
+        saved = enter_device(device)
     except CudaError:
         return True
-    drv = driver()
-    err, ptr = drv.cuMemAlloc(256)
-    if int(err) == 0:
-        drv.cuMemFree(ptr)
-        return False
-    return True
+    try:
+        drv = driver()
+        err, ptr = drv.cuMemAlloc(256)
+        if int(err) == 0:
+            drv.cuMemFree(ptr)
+            return False
+        return True
+    finally:
+        if saved is not None:     # (the caller's context, as on_device gives it back)
+            leave_device(saved)
 
 
 # -- isolation --------------------------------------------------------------------------------

@@ -20,6 +20,11 @@ A sample defines `build_module()` (its ptxdsl `Module`), `run()` (the GPU work, 
 
 A sample built on another (`allgather_gemm` on `gemm_hopper`) loads it with
 `sibling_sample(__file__, "gemm_hopper")`.
+
+A multi-GPU sample's `main` is `multi_gpu_main(...)`: under `torchrun` it runs its rank; run
+plainly with 2 or more Hopper GPUs that reach each other's memory it relaunches itself under
+`torchrun` with a timeout (`torchrun`); with fewer it says why once and goes on as above with
+its one-GPU run (`not_run` when it has none), or offline without a GPU.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -45,6 +51,8 @@ PTX_DIR = Path("out")
 # How long a sample waits for the GPU before calling a kernel hung (seconds). A hang raises
 # `SyncTimeoutError` instead of freezing the process.
 SYNC_TIMEOUT_S = 30.0
+# How long a multi-GPU sample's ranks may run under torchrun before the run counts as hung.
+TORCHRUN_TIMEOUT_S = 600
 # Output buffers are filled with this byte before every launch, so a result the kernel never
 # wrote cannot pass for a correct one (no random data is 0xA5 everywhere).
 POISON = 0xA5
@@ -233,3 +241,99 @@ def sibling_sample(anchor: str, name: str) -> ModuleType:
         sys.modules[key] = mod
         spec.loader.exec_module(mod)
     return mod
+
+
+# -- multi-GPU samples ---------------------------------------------------------------------
+def torchrun_world(worlds: Sequence[int] = (2,)) -> tuple[int, str | None]:
+    """(the largest of `worlds` the visible GPUs hold, or the smallest; None when that many
+    Hopper GPUs with peer access are there, else why not)."""
+    from .runtime import device_count, multi_gpu_skip_reason
+    try:
+        n = device_count()
+    except Exception:      # no driver: multi_gpu_skip_reason says so
+        n = 0
+    world = max((w for w in worlds if w <= n), default=min(worlds))
+    return world, multi_gpu_skip_reason(world)
+
+
+def torchrun(sample: str, nproc: int, args: Sequence[str] = (), *, capture: bool = False,
+             timeout_s: float = TORCHRUN_TIMEOUT_S) -> tuple[int, str]:
+    """`sample` (a file) under `python -m torch.distributed.run --standalone
+    --nproc-per-node nproc` with `args`, killed after `timeout_s` (a lost signal must not
+    hang the caller): (its exit status, 1 on a timeout; its output when `capture`, else it
+    goes to this process's)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", str(Path(sample).resolve()), *args]
+    try:
+        res = subprocess.run(cmd, capture_output=capture, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
+        why = f"FAIL: torchrun did not finish within {timeout_s:g} s"
+        if not capture:
+            print(why, flush=True)
+        return 1, f"{out}\n{why}"
+    return res.returncode, (res.stdout + res.stderr) if capture else ""
+
+
+def not_run(title: str, reason: str, build: Callable[[], Module],
+            what: str = "every kernel") -> Report:
+    """The report of a multi-GPU sample with no one-GPU run: why it did not run, and its
+    module built, checked and assembled."""
+    report = Report(title)
+    report.note(f"needs 2 Hopper GPUs with peer access ({reason}): not run")
+    cubin = build().assemble("sm_90a")
+    report.check(f"{what} built, checked clean and assembled", len(cubin) > 0,
+                 f"{len(cubin)} bytes of cubin")
+    return report
+
+
+def _save_ptx_path(argv: Sequence[str]) -> str | None:
+    for i, a in enumerate(argv):
+        if a == "--save-ptx" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--save-ptx="):
+            return a.partition("=")[2]
+    return None
+
+
+def multi_gpu_main(argv: list[str] | None, doc: str | None,
+                   build_module: Callable[[], Module], run: Callable[[], Report], *,
+                   sample: str, rank_main: Callable[[], int],
+                   one_gpu: Callable[[str], Report] | None = None,
+                   worlds: Sequence[int] = (2,), flags: Sequence[str] = (),
+                   keep_ptx: bool = False, timeout_s: float = TORCHRUN_TIMEOUT_S) -> int:
+    """The `main(argv)` of a multi-GPU sample (file `sample`, its `__file__`):
+
+    - `--ptx PATH` / `--help`: as `sample_main`;
+    - under torchrun (RANK and WORLD_SIZE set): `rank_main()`, this rank's checks;
+    - with the largest of `worlds` Hopper GPUs with peer access visible (2 at least): the
+      PTX of `--save-ptx` written here, then the file relaunched under torchrun on that many
+      (`torchrun`, killed after `timeout_s`, with `flags` given on the command line passed
+      on to the ranks); its exit status. Without torch installed, `run()` in this process instead;
+    - otherwise: why, said once, then `sample_main` with `one_gpu(reason)` as the run (on
+      one GPU; default `not_run`: built, checked, assembled) or, with no GPU, offline
+      assembly. `keep_ptx`: the module's PTX is kept in out/<sample>.ptx unless
+      `--save-ptx` names a path."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a.startswith("--ptx") or a in ("-h", "--help") for a in argv):
+        return sample_main(argv, doc, build_module, run)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return rank_main()
+    name = Path(sample).stem
+    passed = [a for a in argv if a in flags]
+    argv = [a for a in argv if a not in flags]
+    world, reason = torchrun_world(worlds)
+    if reason is None:
+        if importlib.util.find_spec("torch") is None:
+            print("  no torch here: the ranks run in this process instead of under torchrun")
+            return sample_main(argv, doc, build_module, run)
+        path = _save_ptx_path(argv)    # (the demo's: written here, the ranks only run)
+        if path and sample_main(["--ptx", path], doc, build_module, run):
+            return 1
+        print(f"  running {name} under torchrun on {world} GPUs", flush=True)
+        return torchrun(sample, world, passed, timeout_s=timeout_s)[0]
+    print(f"  {name} needs 2 Hopper GPUs with peer access for torchrun: {said_once(reason)}")
+    if keep_ptx and _save_ptx_path(argv) is None:
+        argv += ["--save-ptx", str(PTX_DIR / f"{name}.ptx")]
+    fallback = one_gpu or (lambda why: not_run(name, why, build_module))
+    return sample_main(argv, doc, build_module, lambda: fallback(reason))

@@ -49,26 +49,23 @@ Shapes: M a multiple of W, K a multiple of 8 (TMA's 16-byte pitches), N_r even; 
 `forward(...)` launches on the current stream (no host sync); `reference_path(...)` is torch's
 unfused path (all_gather_into_tensor, then matmul) for benchmarks. Under `torchrun` the sample
 checks the fused result against an fp32 torch matmul of the gathered X on every rank. Without
-torchrun it relaunches itself under torchrun on 2 GPUs when it can; on one GPU it says why
-and runs two ranks on that GPU (each on half its SMs: the protocol without NVLink); without
-a GPU it assembles offline. `run()` runs the ranks in one process, against numpy.
+torchrun it relaunches itself under torchrun on 2 GPUs when it can; with fewer it says why,
+and builds, checks and assembles its module (on one GPU too: two ranks sharing a GPU cannot
+have every CTA of both kernels resident at once, which the protocol needs). `run()` runs the
+ranks in one process on two GPUs, against numpy.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ptxdsl import Kernel, Module, Reg, Symbol, debug, ptx, sample_runner, t
 from ptxdsl.epilogue import TmaStoreEpilogue
-from ptxdsl.sample_runner import sample_main, sibling_sample
+from ptxdsl.sample_runner import multi_gpu_main, not_run, sibling_sample
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
@@ -337,15 +334,13 @@ def resident_ctas(fn: Any, cfg: gh.Config, sms: int) -> int:
 
 
 def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim: int, *,
-           epoch: int, sms: int, share: int = 1, stream: Any = None) -> None:
+           epoch: int, sms: int, stream: Any = None) -> None:
     """Y (M x N_r) = all_gather(X) @ W_r^T for this rank (`bufs.rank`) from device pointers
     (ints, torch tensors or DeviceBuffers) of its shard x (M/W x K), w (N_r x K) and y, with
     the kernel of `module` (loaded on the rank's device; None: `load_module`'s). `epoch`: 1
     for the first call on these pads, one more each call, the same on every rank; `sms`: the
-    persistent grid's cap (each rank may use its own); `share`: how many ranks' kernels
-    share this GPU at once (1, or the ranks of a one-GPU test), each taking that share of
-    the resident CTAs. `stream`: default `bufs.launch`'s (torch's current stream for torch
-    memory)."""
+    persistent grid's cap (each rank may use its own). `stream`: default `bufs.launch`'s
+    (torch's current stream for torch memory)."""
     world = bufs.world_size
     rows = check_shape(m, n, kdim, world)
     if buffer_bytes(m, kdim, world) > bufs.buffer_size:
@@ -369,10 +364,7 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
     opts = {"shared_mem": cfg.smem_bytes,
             "cluster": (cfg.cluster, 1, 1) if cfg.cluster > 1 else None}
     fn = module[cfg.name]
-    cap = resident_ctas(fn, cfg, sms) // share
-    if share > 1:       # slack: kernels sharing a GPU may not pack its SMs perfectly
-        cap = cap * 3 // 4
-    cap = cap // cfg.cluster * cfg.cluster
+    cap = resident_ctas(fn, cfg, sms) // cfg.cluster * cfg.cluster
     if not cfg.cluster <= cap <= SIGNAL_TOTAL:
         raise ValueError(f"allgather_gemm: {cap} resident CTAs for this rank; it needs "
                          f"{cfg.cluster} to {SIGNAL_TOTAL}")
@@ -464,9 +456,9 @@ def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES, bounded: bool = True,
         devices: tuple[int, ...] | None = None) -> Any:
     """The sample's checks. Under torchrun (torch.distributed initialised): this rank's,
     against an fp32 torch matmul of the gathered X (`_rank_checks`). Otherwise in this
-    process, a rank per entry of `devices` (default (0, 1) where two Hopper GPUs with peer
-    access are visible, else (0, 0): both ranks on GPU 0, each on half its SMs, which runs
-    the protocol but not NVLink), against numpy. Inputs are small integers, so the f32 sums
+    process, a rank per entry of `devices` (distinct GPUs with peer access; default (0, 1)
+    where two are visible, else the module built, checked and assembled: `_not_run`), against
+    numpy. Inputs are small integers, so the f32 sums
     are exact and the bf16 results must match bit for bit (tolerance 0); CALLS calls per
     shape with new inputs. `bounded`: the debug build (a wait past 2 s traps)."""
     try:
@@ -486,26 +478,12 @@ def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES, bounded: bool = True,
 
 
 def _ranks_in_process(nbytes: int, devices: tuple[int, ...]) -> list[Any]:
-    """One SymmetricBuffers per rank (rank r on devices[r]): `allocate`'s on distinct
-    devices; on one device, the same layout in its memory (every 'peer' is local)."""
+    """One SymmetricBuffers per rank (rank r on devices[r], distinct GPUs)."""
     from ptxdsl import runtime as rt
-    from ptxdsl.runtime.symmetric import DEFAULT_SIGNAL_PAD_BYTES
-    if len(set(devices)) == len(devices):
-        return list(rt.SymmetricBuffers.allocate(nbytes, devices=devices))
-    dev, world = devices[0], len(devices)
-    if set(devices) != {dev}:
-        raise ValueError(f"allgather_gemm: devices must be distinct or all one, got {devices}")
-    bufs = [rt.DeviceBuffer.zeros(nbytes, device=dev) for _ in devices]
-    pads = [rt.DeviceBuffer.zeros(DEFAULT_SIGNAL_PAD_BYTES, device=dev) for _ in devices]
-    bptrs = np.array([b.ptr for b in bufs], np.uint64)
-    pptrs = np.array([p.ptr for p in pads], np.uint64)
-    arrays = [rt.DeviceBuffer.from_numpy(bptrs, device=dev),
-              rt.DeviceBuffer.from_numpy(pptrs, device=dev)]
-    owned = bufs + pads + arrays
-    return [rt.SymmetricBuffers(r, world, dev, tuple(map(int, bptrs)), tuple(map(int, pptrs)),
-                                arrays[0].ptr, arrays[1].ptr, nbytes,
-                                DEFAULT_SIGNAL_PAD_BYTES, owned)
-            for r in range(world)]
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"allgather_gemm: one rank per GPU, got devices {devices} (ranks "
+                         "sharing a GPU cannot all be resident at once)")
+    return list(rt.SymmetricBuffers.allocate(nbytes, devices=devices))
 
 
 def _process_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool,
@@ -514,9 +492,6 @@ def _process_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool,
     from ptxdsl.sample_runner import Report
     world = len(devices)
     report = Report(f"allgather_gemm, {world} ranks on GPUs {devices}")
-    if len(set(devices)) < world:
-        report.note(f"{world} ranks on GPU {devices[0]} (each on 1/{world} of its SMs): the "
-                    "protocol runs, NVLink does not")
     nbytes = max(buffer_bytes(m, kdim, world) for m, _, kdim in shapes)
     ranks = _ranks_in_process(nbytes, devices)
     loaded = rt.load_on_devices(build_module(bounded, worlds=(world,)), sorted(set(devices)))
@@ -542,7 +517,7 @@ def _process_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool,
                 for r, d in enumerate(devices):   # all at once: each waits for the others
                     ys[r].memset(sample_runner.POISON)
                     launch(mods[d], ranks[r], xs[r], ws[r], ys[r], m, n, kdim, epoch=epoch,
-                           sms=sms[d], share=devices.count(d), stream=streams[r])
+                           sms=sms[d], stream=streams[r])
                 for st in streams:
                     st.synchronize(20)
             except Exception as exc:   # a trapped wait: say where, and stop
@@ -624,55 +599,18 @@ def _torchrun_main() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Under torchrun: the checks of every rank. Otherwise: relaunched under torchrun on 2
-    GPUs where they are there (without torch, `run` in this process); on one GPU, after
-    saying why, two ranks on that GPU; without a GPU, offline assembly (`sample_main`)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a.startswith("--ptx") or a in ("-h", "--help") for a in argv):
-        return sample_main(argv, __doc__, build_module, run)
-    if "WORLD_SIZE" in os.environ:
-        return _torchrun_main()
-    from ptxdsl.runtime import gpu_skip_reason, multi_gpu_skip_reason
-    reason = multi_gpu_skip_reason(2)
-    if reason is None and importlib.util.find_spec("torch") is None:
-        print("  no torch here: the ranks run in this process instead of under torchrun")
-        return sample_main(argv, __doc__, build_module, run)
-    if reason is None:      # relaunch under torchrun on two GPUs, bounded in time
-        if "--save-ptx" in argv[:-1]:      # the demo's: the PTX is written here first
-            path = argv[argv.index("--save-ptx") + 1]
-            build_module().write(path)
-            print(f"  wrote {path}")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-               str(Path(__file__).resolve())]
-        print(f"  running: {' '.join(cmd)}", flush=True)
-        try:
-            return subprocess.run(cmd, timeout=SUBPROCESS_TIMEOUT_S).returncode
-        except subprocess.TimeoutExpired:
-            print(f"FAIL: torchrun did not finish within {SUBPROCESS_TIMEOUT_S} s")
-            return 1
-    # The fallback keeps the PTX: under the demo's --save-ptx path, else out/.
-    if not any(a.startswith("--save-ptx") for a in argv):
-        argv += ["--save-ptx", str(sample_runner.PTX_DIR / "allgather_gemm.ptx")]
-    why = "  allgather_gemm needs 2 Hopper GPUs with peer access: "
-    if gpu_skip_reason() is not None:
-        # sample_main says why no GPU runs (in full, when this sample is a demo's first)
-        code = sample_main(argv, __doc__, build_module, run)
-        print(why + sample_runner.said_once(reason))
-        return code
-    print(why + sample_runner.said_once(reason) + "; not run")
-    return sample_main(argv, __doc__, build_module, functools.partial(_not_run, reason))
+    GPUs where they are there (without torch, `run` in this process); with fewer, after
+    saying why, the module built, checked and assembled (`sample_runner.multi_gpu_main`)."""
+    return multi_gpu_main(argv, __doc__, build_module, run, sample=__file__,
+                          rank_main=_torchrun_main, one_gpu=_not_run, keep_ptx=True,
+                          timeout_s=SUBPROCESS_TIMEOUT_S)
 
 
 def _not_run(reason: str) -> Any:
     """With fewer than two GPUs: the module built, checked and assembled, and why it did not
     run. (Both ranks on one GPU failed on an H100: every CTA of both ranks' kernels must be
     resident at once, which one GPU shared by two kernels does not guarantee.)"""
-    from ptxdsl.sample_runner import Report
-    report = Report("allgather_gemm")
-    report.note(f"needs 2 Hopper GPUs with peer access ({reason}): not run")
-    cubin = build_module().assemble("sm_90a")
-    report.check("every variant built, checked clean and assembled", len(cubin) > 0,
-                 f"{len(cubin)} bytes of cubin")
-    return report
+    return not_run("allgather_gemm", reason, build_module, "every variant")
 
 
 if __name__ == "__main__":

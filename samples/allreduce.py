@@ -35,13 +35,11 @@ its PTX offline.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ptxdsl import Addr, Kernel, Module, Reg, debug, t
-from ptxdsl.sample_runner import Report, sample_main
+from ptxdsl.sample_runner import Report, multi_gpu_main, not_run, torchrun, torchrun_world
 from ptxdsl.signals import barrier_all_ranks, peer_pointer
 
 if TYPE_CHECKING:
@@ -483,35 +481,28 @@ def _torchrun_main() -> int:
     return 0 if report.ok else 1
 
 
+def _not_run(reason: str) -> Report:
+    return not_run("allreduce", reason, lambda: build_module(WORLDS),
+                   "every world size's kernels")
+
+
 def run() -> Report:
-    """Relaunch under torchrun on the visible GPUs (2, 4 or 8 with peer access)."""
-    from ptxdsl.runtime import device_count, multi_gpu_skip_reason
-    report = Report("allreduce")
-    n = device_count()
-    n = max(w for w in WORLDS if w <= n) if n >= 2 else 2
-    reason = multi_gpu_skip_reason(n)
+    """Relaunch under torchrun on the visible GPUs (2, 4 or 8 with peer access), its ranks'
+    output one check; with fewer, the kernels built, checked and assembled."""
+    n, reason = torchrun_world(WORLDS)
     if reason is not None:
-        report.note(f"needs 2 Hopper GPUs with peer access ({reason}): not run")
-        cubin = build_module(WORLDS).assemble("sm_90a")
-        report.check("every world size's kernels built, checked clean and assembled",
-                     len(cubin) > 0, f"{len(cubin)} bytes of cubin")
-        return report
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={n}", __file__]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT_S)
-        ok, out = res.returncode == 0, res.stdout + res.stderr
-    except subprocess.TimeoutExpired as exc:
-        ok, out = False, f"timed out after {TORCHRUN_TIMEOUT_S} s: {exc.stdout!r}"
-    report.check(f"torchrun --nproc-per-node={n} (every check on every rank)", ok,
+        return _not_run(reason)
+    report = Report("allreduce")
+    code, out = torchrun(__file__, n, capture=True, timeout_s=TORCHRUN_TIMEOUT_S)
+    report.check(f"torchrun --nproc-per-node={n} (every check on every rank)", code == 0,
                  "\n" + out[-20000:])
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    if "RANK" in os.environ and "LOCAL_RANK" in os.environ:
-        return _torchrun_main()
-    return sample_main(argv, __doc__, build_module, run)
+    return multi_gpu_main(argv, __doc__, build_module, run, sample=__file__,
+                          rank_main=_torchrun_main, one_gpu=_not_run, worlds=WORLDS,
+                          timeout_s=TORCHRUN_TIMEOUT_S)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,7 @@ peer buffers; one GPU: W = 1) against numpy, and with no GPU the PTX is assemble
 
 from __future__ import annotations
 
-import functools
 import os
-import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,7 +50,7 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, sample_runner, t
 from ptxdsl.epilogue import TmaStoreEpilogue
 from ptxdsl.fragments import Fragment
-from ptxdsl.sample_runner import Report, sample_main, sibling_sample
+from ptxdsl.sample_runner import Report, multi_gpu_main, sibling_sample
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
@@ -492,44 +490,14 @@ def torchrun_main(shapes: Sequence[tuple[int, int, int]] = SHAPES, bounded: bool
     return 1 if failed else 0
 
 
-RELAUNCH_TIMEOUT_S = 600
-
-
-def relaunch(nproc: int = 2, argv: Sequence[str] = ()) -> int:
-    """This file under `python -m torch.distributed.run --nproc-per-node nproc`, with a
-    timeout (a lost signal must not hang the caller)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", __file__, *argv]
-    try:
-        return subprocess.run(cmd, timeout=RELAUNCH_TIMEOUT_S).returncode
-    except subprocess.TimeoutExpired:
-        print(f"  gemm_reduce_scatter: torchrun did not finish within {RELAUNCH_TIMEOUT_S} s")
-        return 1
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Under torchrun: this rank's checks. Otherwise relaunched under torchrun on 2 GPUs
+    where they are there (`--bounded` passed on); with fewer, after saying why, `run` with
+    W = 1 on one GPU, or offline assembly (`sample_runner.multi_gpu_main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and not any(
-            a.startswith("--ptx") for a in argv):
-        return torchrun_main(bounded="--bounded" in argv)
-    if any(a.startswith("--ptx") or a in ("-h", "--help") for a in argv):
-        return sample_main(argv, __doc__, build_module, run)
-    from ptxdsl.runtime import gpu_skip_reason, multi_gpu_skip_reason
-    reason = multi_gpu_skip_reason(2)
-    if reason is None:
-        # the demo's --save-ptx PATH: written here, the ranks only run
-        for i, a in enumerate(argv):
-            path = argv[i + 1] if a == "--save-ptx" and i + 1 < len(argv) else \
-                a.partition("=")[2] if a.startswith("--save-ptx=") else None
-            if path and sample_main(["--ptx", path], __doc__, build_module, run):
-                return 1
-        return relaunch(2, [a for a in argv if a == "--bounded"])
-    print("  gemm_reduce_scatter needs 2 Hopper GPUs with peer access for torchrun: "
-          + sample_runner.said_once(reason))
-    if gpu_skip_reason() is not None:    # no GPU: the shared offline path assembles it
-        return sample_main(argv, __doc__, build_module, run)
-    print("  running the fused kernel with W = 1 on device 0")
-    return sample_main(argv, __doc__, build_module, functools.partial(run, bounded=True))
+    return multi_gpu_main(argv, __doc__, build_module, run, sample=__file__,
+                          rank_main=lambda: torchrun_main(bounded="--bounded" in argv),
+                          one_gpu=lambda _why: run(bounded=True), flags=("--bounded",))
 
 
 if __name__ == "__main__":

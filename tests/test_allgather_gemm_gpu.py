@@ -1,6 +1,6 @@
 """samples/allgather_gemm.py on Hopper GPUs: under torchrun on 2 ranks (and 4 where four GPUs
 are visible), its checks against torch (bit-exact: integer inputs) all pass; in one process,
-two ranks on two GPUs and two ranks sharing GPU 0 pass against numpy. Each run is a
+two ranks on two GPUs pass against numpy. Each run is a
 subprocess with a timeout, so a hung wait fails the test instead of the session (the sample
 uses its debug build: a signal wait past 2 s traps with a record of what it waited for)."""
 

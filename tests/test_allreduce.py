@@ -47,6 +47,14 @@ def test_a_gpu_scope_wait_is_reported(monkeypatch):
     assert Hazard.PEER_CONSUME_NO_SYS_ACQUIRE in _ids(S["build_module"]((2,)))
 
 
+def test_reads_without_the_barrier_are_reported(monkeypatch):
+    """No barrier at all: every rank reads the peers' buffers before they copied into them
+    (no wait on any path, which the acquire rule alone does not see)."""
+    monkeypatch.setitem(S["build_one_shot"].__globals__, "barrier_all_ranks",
+                        lambda *a, **kw: None)
+    assert _ids(S["build_module"]((2,))) == {Hazard.PEER_READ_UNSYNCHRONIZED}
+
+
 @pytest.mark.parametrize("alg, nvec, world, pad, want", [
     ("one_shot", 0, 2, 9216, 1),              # a tail only: CTA 0 sums it
     ("one_shot", 512, 2, 9216, 1),            # 8 KiB: one CTA

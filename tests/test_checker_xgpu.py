@@ -21,6 +21,7 @@ PUBLISH = Hazard.PEER_PUBLISH_NO_SYS_RELEASE
 CONSUME = Hazard.PEER_CONSUME_NO_SYS_ACQUIRE
 REUSE = Hazard.SIGNAL_PAD_REUSE
 UNSET = Hazard.SIGNAL_WAIT_UNSET
+UNSYNC = Hazard.PEER_READ_UNSYNCHRONIZED
 
 CLEAN = ["ok", "fence_relaxed", "counter", "cas_handshake", "two_phase", "volatile_fence",
          "ok_bounded", "two_phase_bounded"]
@@ -39,6 +40,8 @@ BUGGY = {
     "set_after_wait": ([UNSET], "wait"),
     "rank_guarded_set": ([UNSET], "wait"),
     "data_guarded_set": ([UNSET], "wait"),
+    "no_wait": ([UNSYNC], "sum0"),                 # signals, never waits: reads at once
+    "rank_guarded_wait": ([UNSYNC], "sum0"),       # only rank 0 waits
 }
 
 
@@ -99,6 +102,23 @@ def test_loops_over_a_run_time_world_check_clean(variant):
     k = xk.loops(variant)
     clean(k, **xk.CONTEXT)
     assert _parsed_ids(k) == []
+
+
+@pytest.mark.parametrize("variant, bug", [
+    ("wait_each", False), ("memo", False),
+    ("read_then_wait", True),     # the loop's first iteration reads before any wait
+    ("memo_other", True)])        # a data-dependent guard the wait does not update
+def test_a_peer_read_must_follow_a_wait_on_every_path(variant, bug):
+    k = xk.loops(variant)
+    found = _check(k)
+    if not bug:
+        assert [f.format() for f in found] == []
+        return
+    assert ids(found) == [UNSYNC.value], [f.format() for f in found]
+    (f,) = found
+    assert (f.loc.file, f.loc.line) == (xk.__file__, xk.LINES[f"read_{variant}"])
+    assert "on some path to it no signal-pad wait has run" in f.message
+    assert _parsed_ids(k) == [UNSYNC.value]
 
 
 def test_signalling_only_after_the_waits_is_reported():
@@ -210,6 +230,7 @@ _PTX_CASES = {
             {"SIGNAL": "st.release.sys.global.u32 [%rd9], %r2;",
              "WAIT": _WAIT.replace("setp.lt.u32", "setp.ne.u32")}),
     UNSET: ({"SIGNAL": "@%p3 " + _SIGNAL}, {"SIGNAL": _SIGNAL}),
+    UNSYNC: ({"WAIT": "setp.eq.u32 %p2, %r1, 7;"}, {}),       # a loop, but on no flag
 }
 
 
@@ -249,49 +270,26 @@ def test_pointer_loaded_from_a_plain_parameter_is_not_a_peer_buffer():
     assert ids(check_kernel(k, signal_pads=["pad"], peer_buffers=["table"])) == [PUBLISH.value]
 
 
-def _tma_into_peer(wait) -> tuple[Kernel, int]:
-    """Thread 0 stores a tile through a map of the peer's buffer, waits with `wait`, then
-    signals the peer (.release.sys)."""
-    m = Tma("tma_peer", map="global", scope="sys")
+def _tma_into_peers(wait, each: bool) -> tuple[Kernel, int]:
+    """Thread 0 stores a tile through a map of the peer's buffer (`each`: into every peer,
+    one register picked per peer from an array of maps, `mov p, maps` before the loop and
+    `mad.wide p, peer, 128, maps` in it: two writes, no single value), waits with `wait`,
+    then signals (.release.sys)."""
+    m = Tma("tma_each_peer" if each else "tma_peer", map="global", scope="sys")
     k = m.k
     pad = k.ld_param(k.param_ptr("pad"))
     m.fill()
     ptx.fence_proxy_async(k, "shared::cta")
     k.bar_sync(0)
     with k.if_(k.tid.x == 0):
-        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
-        ptx.cp_async_bulk_commit_group(k)
-        wait(k, 0)
-        line = here() + 1
-        k.st(pad, 1, type=t.u32, space="global", sem="release", scope="sys")
-    k.ret()
-    return k, line
-
-
-def test_tma_store_into_a_peer_must_complete_before_the_signal():
-    context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
-                   cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
-    k, line = _tma_into_peer(ptx.cp_async_bulk_wait_group_read)
-    f = only(check_kernel(k, **context), PUBLISH, line)
-    assert "TMA store into the peer's buffer may still be in flight" in f.message
-    clean(_tma_into_peer(ptx.cp_async_bulk_wait_group)[0], **context)
-
-
-def _tma_into_each_peer(wait) -> tuple[Kernel, int]:
-    """Thread 0 stores a tile into every peer through the peer's map, one register picked
-    per peer from an array of maps (`mov p, maps` before the loop, `mad.wide p, peer, 128,
-    maps` in it: two writes, no single value), then signals (.release.sys)."""
-    m = Tma("tma_each_peer", map="global", scope="sys")
-    k = m.k
-    pad = k.ld_param(k.param_ptr("pad"))
-    m.fill()
-    ptx.fence_proxy_async(k, "shared::cta")
-    k.bar_sync(0)
-    with k.if_(k.tid.x == 0):
-        tmap = k.mov(m.tmap)
-        with k.for_range(0, 4) as peer:
-            k.mad(peer, 128, m.tmap, type=t.u32, mode="wide", dst=tmap)
-            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (0, 0), m.tile)
+        if each:
+            tmap = k.mov(m.tmap)
+            with k.for_range(0, 4) as peer:
+                k.mad(peer, 128, m.tmap, type=t.u32, mode="wide", dst=tmap)
+                ptx.cp_async_bulk_tensor(k, "global", "shared::cta", tmap, (0, 0), m.tile)
+                ptx.cp_async_bulk_commit_group(k)
+        else:
+            ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
             ptx.cp_async_bulk_commit_group(k)
         wait(k, 0)
         line = here() + 1
@@ -300,13 +298,15 @@ def _tma_into_each_peer(wait) -> tuple[Kernel, int]:
     return k, line
 
 
-def test_tma_store_through_a_map_picked_per_peer_is_a_peer_write():
+@pytest.mark.parametrize("each", [False, True], ids=["one_peer", "map_picked_per_peer"])
+def test_tma_store_into_a_peer_must_complete_before_the_signal(each):
+    # a map register picked per peer in a loop is a peer write as a map parameter is
     context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
                    cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
-    k, line = _tma_into_each_peer(ptx.cp_async_bulk_wait_group_read)
+    k, line = _tma_into_peers(ptx.cp_async_bulk_wait_group_read, each)
     f = only(check_kernel(k, **context), PUBLISH, line)
     assert "TMA store into the peer's buffer may still be in flight" in f.message
-    clean(_tma_into_each_peer(ptx.cp_async_bulk_wait_group)[0], **context)
+    clean(_tma_into_peers(ptx.cp_async_bulk_wait_group, each)[0], **context)
 
 
 @pytest.mark.parametrize("fence, bug", [

@@ -153,15 +153,16 @@ def test_counters_refuse_to_wrap_the_pads_u32(g):
 def test_with_two_gpus_main_relaunches_under_torchrun_after_writing_the_ptx(monkeypatch,
                                                                             tmp_path):
     import ptxdsl.runtime as rt
+    from ptxdsl import sample_runner
     ns = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
     calls = []
     monkeypatch.setattr(rt, "multi_gpu_skip_reason", lambda *a, **kw: None)
-    monkeypatch.setitem(ns["main"].__globals__, "relaunch",
-                        lambda n, argv: calls.append((n, argv)) or 0)
+    monkeypatch.setattr(sample_runner, "torchrun",
+                        lambda sample, n, args, **kw: calls.append((sample, n, args)) or (0, ""))
     monkeypatch.delenv("RANK", raising=False)
     out = tmp_path / "grs.ptx"
     assert ns["main"](["--save-ptx", str(out), "--bounded"]) == 0
-    assert calls == [(2, ["--bounded"])]
+    assert calls == [(str(SAMPLE), 2, ["--bounded"])]
     assert ".entry gemm_rs_default" in out.read_text()
 
 

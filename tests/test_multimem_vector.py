@@ -51,30 +51,39 @@ def test_vector_multimem_golden(golden):
     golden(Module([k]), "multimem/vector")
 
 
-def test_vector_multimem_refusals():
+# (call, the error's words): one refusal per class of mistake
+REFUSALS = [
+    pytest.param(lambda k, mc, f, u: ptx.multimem_red(k, "relaxed", "sys", "min", mc, (f, f)),
+                 r"multimem\.red\.min: operand 'type': expected for a vector form, one of "
+                 r"\.f16, \.bf16, \.f16x2, \.bf16x2, got \.f32", id="min_of_f32"),
+    pytest.param(lambda k, mc, f, u: ptx.multimem_red(k, "relaxed", "sys", "and", mc, (u, u),
+                                                      type=t.b32),
+                 r"multimem\.red\.and: operand 'type': expected for a vector form, one of none "
+                 r"\(the vector forms are add, min, max and st\), got \.b32",
+                 id="op_without_vectors"),
+    pytest.param(lambda k, mc, f, u: ptx.multimem_st(k, "weak", mc, (f,) * 8),
+                 r"multimem\.st\.f32: operand 'b': expected a vector of 2 or 4 values, got 8 "
+                 r"values", id="width_8_of_f32"),
+    pytest.param(lambda k, mc, f, u: ptx.multimem_st(k, "weak", mc, (u, u)),
+                 r"multimem\.st: operand 'type': expected for a vector form, one of \.f32, "
+                 r".*got \.u32", id="integer_type"),
+    pytest.param(lambda k, mc, f, u: ptx.multimem_red(k, "relaxed", "sys", "add", mc, (f, u),
+                                                      type=t.f32),
+                 r"multimem\.red\.add\.v2\.f32: operand 'b\[1\]': expected", id="mixed_lanes"),
+    pytest.param(lambda k, mc, f, u: Multimem(MultimemKind.ld_reduce, "weak", None, RedOp.add,
+                                              t.f32, mc, (u, f)),
+                 r"multimem\.ld_reduce\.add\.v2\.f32: operand 'd\[0\]': expected",
+                 id="ld_reduce_mixed_results"),
+]
+
+
+@pytest.mark.parametrize("call, words", REFUSALS)
+def test_vector_multimem_refusals(call, words):
     k, mc = _kernel("bad")
     f = k.ld_param(k.param(t.f32, "f"))
-    u = k.reg(t.u32)
-    with pytest.raises(OperandError, match=r"multimem\.red\.min: operand 'type': expected for "
-                       r"a vector form, one of \.f16, \.bf16, \.f16x2, \.bf16x2, got \.f32") as e:
-        ptx.multimem_red(k, "relaxed", "sys", "min", mc, (f, f))
-    assert e.value.loc.file == __file__
-    with pytest.raises(OperandError, match=r"multimem\.red\.and: operand 'type': expected for "
-                       r"a vector form, one of none \(the vector forms are add, min, max and "
-                       r"st\), got \.b32"):
-        ptx.multimem_red(k, "relaxed", "sys", "and", mc, (u, u), type=t.b32)
-    with pytest.raises(OperandError, match=r"multimem\.st\.f32: operand 'b': expected a vector "
-                       r"of 2 or 4 values, got 8 values"):
-        ptx.multimem_st(k, "weak", mc, (f,) * 8)
-    with pytest.raises(OperandError, match=r"multimem\.st: operand 'type': expected for a "
-                       r"vector form, one of \.f32, .*got \.u32"):
-        ptx.multimem_st(k, "weak", mc, (u, u))
-    with pytest.raises(OperandError, match=r"multimem\.red\.add\.v2\.f32: operand 'b\[1\]': "
-                       r"expected"):
-        ptx.multimem_red(k, "relaxed", "sys", "add", mc, (f, u), type=t.f32)
-    with pytest.raises(OperandError, match=r"multimem\.ld_reduce\.add\.v2\.f32: operand "
-                       r"'d\[0\]': expected"):
-        Multimem(MultimemKind.ld_reduce, "weak", None, RedOp.add, t.f32, mc, (u, f))
+    with pytest.raises(OperandError, match=words) as e:
+        call(k, mc, f, k.reg(t.u32))
+    assert (e.value.loc.file, e.value.loc.line) == (__file__, call.__code__.co_firstlineno)
     assert not [s for s in k.body if "multimem" in s.render()]
 
 

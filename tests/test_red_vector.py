@@ -3,7 +3,7 @@ op/type/width of the table built and assembled, a golden, the version need, the 
 
 from __future__ import annotations
 
-import inspect
+import re
 
 import pytest
 
@@ -51,50 +51,84 @@ def test_vector_red_golden(golden):
     golden(Module([k]), "core/red_vector")
 
 
-def test_pinning_below_vector_red_raises():
+def _at_call(e, call) -> bool:
+    """The error names this file and the line of the case's call (where its lambda starts)."""
+    return (e.value.loc.file, e.value.loc.line) == (__file__, call.__code__.co_firstlineno)
+
+
+# (call, the version and target it needs): each pinned one version below
+PINS = [
+    pytest.param(lambda k, g, f: k.red("add", g, (f, f)), "8.1", "sm_90", "8.0", id="vector"),
+    pytest.param(lambda k, g, f: k.red("add", g, 1, type=t.u32, cache_policy=k.reg(t.b64)),
+                 "7.4", "sm_80", "7.3", id="cache_hint"),
+]
+
+
+@pytest.mark.parametrize("call, version, target, pinned", PINS)
+def test_pinning_below_the_form_raises(call, version, target, pinned):
     k, g = _kernel("pin")
-    f = k.ld_param(k.param(t.f32, "f"))
-    k.red("add", g, (f, f))
-    line = inspect.currentframe().f_lineno - 1
-    with pytest.raises(VersionError, match=r"needs PTX ISA 8\.1, sm_90\+, but the module is "
-                       r"pinned to \.version 8\.0") as e:
-        Module([k], version="8.0", target="sm_90").emit()
-    assert (e.value.loc.file, e.value.loc.line) == (__file__, line)
+    call(k, g, k.ld_param(k.param(t.f32, "f")))
+    with pytest.raises(VersionError, match=rf"needs PTX ISA {re.escape(version)}, "
+                       rf"{target}\+, but the module is pinned to \.version "
+                       rf"{re.escape(pinned)}") as e:
+        Module([k], version=pinned, target=target).emit()
+    assert _at_call(e, call)
 
 
-def test_vector_red_refusals():
+def _smem(k):
+    return k.shared_array(t.f32, 4, align=16, name="s")
+
+
+def _ctr(k):
+    return k.shared_array(t.u32, 1, align=4, name="ctr")
+
+
+# (call, the error's words): one refusal per class of mistake
+REFUSALS = [
+    pytest.param(lambda k, g, f, u: k.red("add", g, (u, u)),
+                 r"red\.add: operand 'type': expected for a vector red, one of \.f32, \.f16, "
+                 r"\.bf16, \.f16x2, \.bf16x2, got \.u32", id="integer_type"),
+    pytest.param(lambda k, g, f, u: k.red("and", g, (u, u), type=t.b32),
+                 r"red\.and: operand 'type': expected for a vector red, one of none \(vector "
+                 r"red is add, min or max\), got \.b32", id="op_without_vectors"),
+    pytest.param(lambda k, g, f, u: k.red("min", g, (f, f)),
+                 r"red\.min: operand 'type': expected for a vector red, one of \.f16, \.bf16, "
+                 r"\.f16x2, \.bf16x2, got \.f32", id="min_of_f32"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, (f,) * 8),
+                 r"red\.add\.f32: operand 'b': expected a vector of 2 or 4 values, got 8 "
+                 r"values", id="width_8_of_f32"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, (f,) * 3),
+                 r"red\.add\.f32: operand 'b': expected a vector of 2 or 4 values, got 3 "
+                 r"values", id="width_3"),
+    pytest.param(lambda k, g, f, u: k.red("add", _smem(k), (f, f), space="shared::cta"),
+                 r"red\.add\.v2\.f32: operand 'space': expected global or generic \(vector "
+                 r"red reaches global memory only\), got \.shared::cta", id="shared_space"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, (f, u)),
+                 r"red\.add\.v2\.f32: operand 'b\[1\]': expected", id="mixed_lanes"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, (f, f), sem="acquire", scope="gpu"),
+                 r"red: operand 'sem': expected one of 'relaxed', 'release'", id="acquire"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, (1.0, 2.0), type=t.f16),
+                 r"red\.add\.v2\.f16: operand 'b\[0\]': expected a register \(PTX has no "
+                 r"immediates of this type\)", id="f16_immediates"),
+    pytest.param(lambda k, g, f, u: k.red("add", _ctr(k), 1, space="shared::cta",
+                                          cache_policy=k.reg(t.b64)),
+                 r"red\.shared::cta\.add\.L2::cache_hint\.u32: operand 'space': expected "
+                 r"global or generic \(a cache hint applies to global memory only\), got "
+                 r"\.shared::cta", id="cache_hint_in_shared"),
+    pytest.param(lambda k, g, f, u: k.red("add", g, 1, type=t.u32, cache_policy=u),
+                 r"red\.global\.add\.L2::cache_hint\.u32: operand 'cache_policy': expected a "
+                 r"register compatible with \.b64, got register %r\d+ of type \.u32",
+                 id="cache_policy_not_b64"),
+]
+
+
+@pytest.mark.parametrize("call, words", REFUSALS)
+def test_vector_red_refusals(call, words):
     k, g = _kernel("bad")
     f = k.ld_param(k.param(t.f32, "f"))
-    u = k.reg(t.u32)
-    with pytest.raises(OperandError, match=r"red\.add: operand 'type': expected for a vector "
-                       r"red, one of \.f32, \.f16, \.bf16, \.f16x2, \.bf16x2, got \.u32") as e:
-        k.red("add", g, (u, u))
-    assert e.value.loc.file == __file__
-    with pytest.raises(OperandError, match=r"red\.and: operand 'type': expected for a vector "
-                       r"red, one of none \(vector red is add, min or max\), got \.b32"):
-        k.red("and", g, (u, u), type=t.b32)
-    with pytest.raises(OperandError, match=r"red\.min: operand 'type': expected for a vector "
-                       r"red, one of \.f16, \.bf16, \.f16x2, \.bf16x2, got \.f32"):
-        k.red("min", g, (f, f))
-    with pytest.raises(OperandError, match=r"red\.add\.f32: operand 'b': expected a vector of "
-                       r"2 or 4 values, got 8 values"):
-        k.red("add", g, (f,) * 8)
-    with pytest.raises(OperandError, match=r"red\.add\.f32: operand 'b': expected a vector of "
-                       r"2 or 4 values, got 3 values"):
-        k.red("add", g, (f,) * 3)
-    with pytest.raises(OperandError, match=r"red\.add\.v2\.f32: operand 'space': expected "
-                       r"global or generic \(vector red reaches global memory only\), got "
-                       r"\.shared::cta"):
-        k.red("add", k.shared_array(t.f32, 4, align=16, name="s"), (f, f),
-              space="shared::cta")
-    with pytest.raises(OperandError, match=r"red\.add\.v2\.f32: operand 'b\[1\]': expected"):
-        k.red("add", g, (f, u))
-    with pytest.raises(OperandError, match=r"red: operand 'sem': expected one of 'relaxed', "
-                       r"'release'"):
-        k.red("add", g, (f, f), sem="acquire", scope="gpu")
-    with pytest.raises(OperandError, match=r"red\.add\.v2\.f16: operand 'b\[0\]': expected a "
-                       r"register \(PTX has no immediates of this type\)"):
-        k.red("add", g, (1.0, 2.0), type=t.f16)
+    with pytest.raises(OperandError, match=words) as e:
+        call(k, g, f, k.reg(t.u32))
+    assert _at_call(e, call)
     assert not any("red" in s.insn.opcode() for s in k.body if hasattr(s, "insn"))
 
 
@@ -107,25 +141,3 @@ def test_red_with_a_cache_hint_golden(golden):
     k.red("add", g, (f, f, f, f), sem="release", scope="sys", cache_policy=pol)
     k.red("max", g, [k.reg(t.b16) for _ in range(8)], type=t.bf16, cache_policy=pol)
     golden(Module([k]), "core/red_cache_hint")
-
-
-def test_pinning_below_red_with_a_cache_hint_raises():
-    k, g = _kernel("pin_hint")
-    k.red("add", g, 1, type=t.u32, cache_policy=k.reg(t.b64))
-    with pytest.raises(VersionError, match=r"needs PTX ISA 7\.4, sm_80\+, but the module is "
-                       r"pinned to \.version 7\.3"):
-        Module([k], version="7.3", target="sm_80").emit()
-
-
-def test_red_cache_hint_refusals():
-    k, g = _kernel("bad_hint")
-    ctr = k.shared_array(t.u32, 1, align=4, name="ctr")
-    with pytest.raises(OperandError, match=r"red\.shared::cta\.add\.L2::cache_hint\.u32: "
-                       r"operand 'space': expected global or generic \(a cache hint applies to "
-                       r"global memory only\), got \.shared::cta") as e:
-        k.red("add", ctr, 1, space="shared::cta", cache_policy=k.reg(t.b64))
-    assert e.value.loc.file == __file__
-    with pytest.raises(OperandError, match=r"red\.global\.add\.L2::cache_hint\.u32: operand "
-                       r"'cache_policy': expected a register compatible with \.b64, got "
-                       r"register %r\d+ of type \.u32"):
-        k.red("add", g, 1, type=t.u32, cache_policy=k.reg(t.u32))

@@ -4,6 +4,7 @@ them (a Function built around the fake driver and a fake device)."""
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -138,7 +139,8 @@ def _function(monkeypatch, drv, *, required=(0, 0, 0), must=False, ptx=""):
                            name="Fake H100", max_shared_per_block_optin=227 * 1024)
     monkeypatch.setattr(L, "driver", lambda: drv)
     monkeypatch.setattr(L, "device_info", lambda device: info)
-    monkeypatch.setattr(L, "use_device", lambda device: None)
+    monkeypatch.setattr(L, "enter_device", lambda device: None)    # (nothing to give back)
+    monkeypatch.setattr(L, "on_device", lambda device: contextlib.nullcontext())
     fn = object.__new__(L.Function)
     fn.name, fn.handle, fn.device = "k", "h", 0
     fn.max_threads_per_block, fn.static_shared_bytes, fn._dyn_limit = 1024, 0, 48 * 1024

@@ -7,6 +7,7 @@ torch and CuPy."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
 from types import SimpleNamespace
@@ -44,7 +45,7 @@ def drv(monkeypatch):
     gc.collect()        # earlier tests' buffers free themselves before this driver records
     d = Driver()
     monkeypatch.setattr(_driver, "_driver", d)
-    monkeypatch.setattr(memory, "use_device", lambda device: None)
+    monkeypatch.setattr(memory, "on_device", lambda device: contextlib.nullcontext())
     exports: list = []
 
     def export(ptr, nbytes, shape, dtype, owner, max_version):

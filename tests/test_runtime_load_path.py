@@ -7,6 +7,7 @@ nvJitLink drops setmaxnreg (ptxas advisory C7504), the driver JIT keeps it (READ
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import pytest
@@ -34,7 +35,7 @@ def fake_driver(monkeypatch):
         log = "" if image.startswith(b"\x7fELF") else JIT_LOG
         return object(), log, 1.0
 
-    monkeypatch.setattr(loader, "use_device", lambda d: None)
+    monkeypatch.setattr(loader, "on_device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(loader, "device_info", lambda d: INFO)
     monkeypatch.setattr(loader, "_cuda_load", cuda_load)
     monkeypatch.setattr(device, "current_compute_capability", lambda: (9, 0))

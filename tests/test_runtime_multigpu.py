@@ -274,7 +274,7 @@ def _launchable(fake, monkeypatch):
 def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
     """The per-launch device check is a thread-local compare, not a driver call: a launch after
     another device's context was made current (by a launch there or by use_device) switches
-    back before the driver sees the launch."""
+    to its own for the launch, then back to that one."""
     _launchable(fake, monkeypatch)
     switches = []
     set_current = fake.cuCtxSetCurrent
@@ -288,23 +288,27 @@ def test_a_launch_makes_its_devices_context_current(fake, monkeypatch):
     k0.launch(1, 32)
     assert [ctx for _, ctx, _ in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0",
                                                                      "ctx0", "ctx0"]
-    assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0"]   # none between k0's launches
+    # none between k0's launches; k1's and the last k0's give the context before back
+    assert switches == ["ctx0", "ctx1", "ctx0", "ctx1", "ctx0", "ctx1"]
+    assert fake.current == "ctx1"
 
 
 def test_a_launch_after_another_library_switched_the_context(fake, monkeypatch):
     """torch.cuda.set_device(1) (or CuPy) makes device 1's context current behind ptxdsl's
     per-thread record: the launch of a device-0 kernel fails as the driver's invalid handle,
-    ptxdsl sees the current context is not its device's, makes it current and launches again
-    (seen on 2 x H200: before this, the launch raised CUDA_ERROR_INVALID_HANDLE)."""
+    ptxdsl sees the current context is not its device's, makes it current, launches again
+    and gives the other library's context back (seen on 2 x H200: before this, the launch
+    raised CUDA_ERROR_INVALID_HANDLE)."""
     _launchable(fake, monkeypatch)
     k0 = Function(SimpleNamespace(device=0), "k0", "h0", ())
     k0.launch(1, 32)
     fake.current = Ctx("ctx1")               # another library's cuCtxSetCurrent
     k0.launch(1, 32)
     assert [c[1] for c in fake.named("cuLaunchKernelEx")] == ["ctx0", "ctx1", "ctx0"]
-    assert fake.current == "ctx0"
+    assert fake.current == "ctx1"
     k0.launch(1, 32)                         # the record is true again: no retry
     assert [c[1] for c in fake.named("cuLaunchKernelEx")][3:] == ["ctx0"]
+    assert fake.current == "ctx1"
 
 
 def test_a_launch_error_in_the_right_context_is_raised_not_retried(fake, monkeypatch):
@@ -316,12 +320,58 @@ def test_a_launch_error_in_the_right_context_is_raised_not_retried(fake, monkeyp
 
 
 def test_use_device_checks_the_current_context_not_only_its_record(fake):
-    """An allocation after another library switched contexts goes to the device asked for."""
+    """An allocation after another library switched contexts goes to the device asked for,
+    and leaves that library's context current."""
     device.use_device(0)
     fake.current = Ctx("ctx1")
     buf = DeviceBuffer(256, device=0)
-    assert fake.named("cuMemAlloc")[-1][1] == "ctx0" and fake.current == "ctx0"
+    assert fake.named("cuMemAlloc")[-1][1] == "ctx0" and fake.current == "ctx1"
     assert pointer_device(buf) == 0
+
+
+def _counting(fake) -> list:
+    """The names of the fake's context calls, as they are made."""
+    made: list = []
+    get, set_ = fake.cuCtxGetCurrent, fake.cuCtxSetCurrent
+    fake.cuCtxGetCurrent = lambda: made.append("get") or get()
+    fake.cuCtxSetCurrent = lambda ctx: made.append(f"set {ctx}") or set_(ctx)
+    return made
+
+
+def test_calls_on_another_device_give_the_callers_context_back(fake, monkeypatch):
+    """PyTorch's current device is the current context's: work on device 1 while device 0's
+    is current (torch.cuda.set_device(0)) runs in device 1's and leaves device 0's current."""
+    _launchable(fake, monkeypatch)
+    fake.current = device.primary_context(0)
+    made = _counting(fake)
+    buf = DeviceBuffer(64, device=1)
+    k1 = Function(SimpleNamespace(device=1), "k1", "h1", ())
+    k1.launch(1, 32, ())
+    synchronize(device=1)
+    buf.free()
+    assert [c[1] for c in fake.calls if c[0] in ("cuMemAlloc", "cuLaunchKernelEx",
+                                                  "cuMemFree")] == ["ctx1"] * 3
+    assert fake.current == "ctx0" and made.count("set ctx0") == made.count("set ctx1") == 4
+
+
+def test_a_launch_in_the_current_context_switches_nothing(fake, monkeypatch):
+    """The hot path: with the kernel's context current (and no context before the first
+    call: the device's stays current, as the CUDA runtime leaves it), launches make no context
+    call at all."""
+    _launchable(fake, monkeypatch)
+    k0 = Function(SimpleNamespace(device=0), "k0", "h0", ())
+    k0.launch(1, 32)
+    assert fake.current == "ctx0"
+    made = _counting(fake)
+    for _ in range(3):
+        k0.launch(1, 32)
+    assert made == [] and fake.current == "ctx0"
+    fake.current = device.primary_context(1)      # torch's device 1
+    device._tls.device = None                     # (as after another thread's view)
+    k1 = Function(SimpleNamespace(device=1), "k1", "h1", ())
+    k1.launch(1, 32)
+    k1.launch(1, 32)
+    assert made == ["get"]                         # one look at the current context
 
 
 def test_event_refuses_a_stream_of_another_device(fake):
@@ -461,6 +511,30 @@ def test_launch_and_allocation_after_another_library_switched_the_context(two_gp
     buf = DeviceBuffer(1 << 20, device=0)
     assert pointer_device(buf) == 0
     buf.free()
+
+
+@pytest.mark.gpu
+def test_work_on_another_device_leaves_the_current_context(two_gpus):
+    """With device 0's context current (torch.cuda.set_device(0)), loading, allocating and
+    launching on device 1 leave it current: PyTorch's current device is still 0."""
+    drv = _driver.driver()
+    _driver.check(drv.cuCtxSetCurrent(device.primary_context(0)), "cuCtxSetCurrent")
+
+    def current() -> int:
+        return int(_driver.check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+    before = current()
+    n = 1024
+    a = np.arange(n, dtype=np.float32)
+    fn = load_on_devices(K.VADD, [1], name="vadd")[1]["vadd"]
+    assert current() == before
+    a1 = DeviceBuffer.from_numpy(a, device=1)
+    c1 = DeviceBuffer.zeros((n,), np.float32, device=1)
+    assert current() == before
+    fn.launch(n // 256, 256, (a1, a1, c1, n))
+    assert current() == before
+    synchronize(device=1)
+    np.testing.assert_array_equal(c1.to_numpy(), 2 * a)
+    assert current() == before
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ launching for real is in tests/test_interop_both_ways_gpu.py."""
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -28,7 +29,7 @@ def loads(monkeypatch):
     seen: list = []
     monkeypatch.setattr(loader, "load_module", lambda text, **kw: seen.append(
         ("ptx", text, kw)) or SimpleNamespace())
-    monkeypatch.setattr(loader, "use_device", lambda d: None)
+    monkeypatch.setattr(loader, "on_device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(loader, "device_info", lambda d: SimpleNamespace(
         driver_version=13000, compute_capability=(9, 0), name="fake"))
     monkeypatch.setattr(loader, "_cuda_load", lambda image, text, name, locate: (

@@ -18,9 +18,9 @@ def _kernel(name="sig"):
     return k, flag
 
 
-def _at_call(e) -> bool:
-    """The error names this file and the line of the test's call that raised it."""
-    return (e.value.loc.file, e.value.loc.line) == (__file__, e.traceback[0].lineno + 1)
+def _at_call(e, call) -> bool:
+    """The error names this file and the line of the case's call (where its lambda starts)."""
+    return (e.value.loc.file, e.value.loc.line) == (__file__, call.__code__.co_firstlineno)
 
 
 def test_signal_set_and_wait_golden(golden):
@@ -83,68 +83,90 @@ def test_a_signal_record_names_the_wait():
                         "(2, 0, 0)")
 
 
-def test_signal_refusals():
+def _smem(k):
+    return k.shared_array(t.u32, 4, align=4, name="smem")
+
+
+# (call, error class, the error's words): one refusal per class of mistake
+SIGNAL_REFUSALS = [
+    pytest.param(lambda k, flag: signal_set(k, _smem(k), 1), OperandError,
+                 r"signal_set: operand 'addr': expected an address in global memory \(signal "
+                 r"pads live there\), got an address in \.shared", id="shared_flag"),
+    pytest.param(lambda k, flag: signal_wait(k, 0x1000, 1), OperandError,
+                 r"signal_wait: operand 'addr': expected a global address \(a 64-bit pointer "
+                 r"register, an Addr of one, or a \.global variable\), got int", id="int_flag"),
+    pytest.param(lambda k, flag: signal_wait(k, flag, 1, cmp="lt"), OperandError,
+                 r"signal_wait: operand 'cmp': expected one of 'eq', 'ne', 'ge', 'gt', got str "
+                 r"'lt'", id="cmp"),
+    pytest.param(lambda k, flag: signal_set(k, flag, 1, scope="cta"), OperandError,
+                 r"signal_set: operand 'scope': expected one of 'gpu', 'sys', got .*cta",
+                 id="scope"),
+    pytest.param(lambda k, flag: signal_set(k, flag, 1, add="yes"), OperandError,
+                 r"signal_set: operand 'add': expected True or False, got str 'yes'", id="add"),
+    pytest.param(lambda k, flag: signal_wait(k, flag, k.reg(t.f32)), OperandError,
+                 r"signal_wait: operand 'expected': expected", id="expected_f32"),
+    pytest.param(lambda k, flag: signal_wait(k, flag, 1, timeout=debug.bounded_waits(
+                     Kernel("o")), timeout_ns=5), BuildError,
+                 r"signal_wait: give timeout=WaitTimeout\(\.\.\.\) or timeout_ns/timeout_cycles, "
+                 r"not both", id="two_timeouts"),
+    pytest.param(lambda k, flag: signal_wait(k, flag, 1, timeout_ns=-5), OperandError,
+                 r"signal_wait: operand 'timeout': expected a positive integer below 2\^63, got "
+                 r"-5", id="negative_timeout"),
+    pytest.param(lambda k, flag: signal_set("k", flag, 1), BuildError,
+                 r"signal_set: expected the Kernel to build in, got str", id="not_a_kernel"),
+    pytest.param(lambda k, flag: peer_pointer(k, flag, k.reg(t.u64)), OperandError,
+                 r"peer_pointer: operand 'peer': expected a 32-bit integer register or an "
+                 r"integer", id="peer_u64"),
+]
+
+
+@pytest.mark.parametrize("call, error, words", SIGNAL_REFUSALS)
+def test_signal_refusals(call, error, words):
     k, flag = _kernel("bad")
-    smem = k.shared_array(t.u32, 4, align=4, name="smem")
-    with pytest.raises(OperandError, match=r"signal_set: operand 'addr': expected an address "
-                       r"in global memory \(signal pads live there\), got an address in "
-                       r"\.shared") as e:
-        signal_set(k, smem, 1)
-    assert _at_call(e)
-    with pytest.raises(OperandError, match=r"signal_wait: operand 'addr': expected a global "
-                       r"address \(a 64-bit pointer register, an Addr of one, or a \.global "
-                       r"variable\), got int"):
-        signal_wait(k, 0x1000, 1)
-    with pytest.raises(OperandError, match=r"signal_wait: operand 'cmp': expected one of 'eq', "
-                       r"'ne', 'ge', 'gt', got str 'lt'"):
-        signal_wait(k, flag, 1, cmp="lt")
-    with pytest.raises(OperandError, match=r"signal_set: operand 'scope': expected one of "
-                       r"'gpu', 'sys', got .*cta"):
-        signal_set(k, flag, 1, scope="cta")
-    with pytest.raises(OperandError, match=r"signal_set: operand 'add': expected True or "
-                       r"False, got str 'yes'"):
-        signal_set(k, flag, 1, add="yes")
-    with pytest.raises(OperandError, match=r"signal_wait: operand 'expected': expected"):
-        signal_wait(k, flag, k.reg(t.f32))
-    with pytest.raises(BuildError, match=r"signal_wait: give timeout=WaitTimeout\(\.\.\.\) or "
-                       r"timeout_ns/timeout_cycles, not both"):
-        signal_wait(k, flag, 1, timeout=debug.bounded_waits(Kernel("o")), timeout_ns=5)
-    with pytest.raises(OperandError, match=r"signal_wait: operand 'timeout': expected a "
-                       r"positive integer below 2\^63, got -5"):
-        signal_wait(k, flag, 1, timeout_ns=-5)
-    with pytest.raises(BuildError, match=r"signal_set: expected the Kernel to build in, got "
-                       r"str"):
-        signal_set("k", flag, 1)
-    with pytest.raises(OperandError, match=r"peer_pointer: operand 'peer': expected a 32-bit "
-                       r"integer register or an integer"):
-        peer_pointer(k, flag, k.reg(t.u64))
+    with pytest.raises(error, match=words) as e:
+        call(k, flag)
+    assert _at_call(e, call)
     assert not [s for s in k.body if "release" in s.render() or "acquire" in s.render()]
 
 
-def test_barrier_all_ranks_refusals():
+def _small(name="small"):
+    return Kernel(name, reqntid=(4, 1, 1))
+
+
+_WORLD = (r"barrier_all_ranks: operand 'world': expected an integer in 2\.\.8 \(the GPUs of one "
+          r"host\)")
+BARRIER_REFUSALS = [
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 0, 9, 1), OperandError,
+                 _WORLD + ", got int 9", id="world_9"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 0, 1, 1), OperandError,
+                 _WORLD + ", got int 1", id="world_1"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 0, "4", 1), OperandError,
+                 _WORLD + ", got str '4'", id="world_str"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 0, k.reg(t.u32), 1), OperandError,
+                 _WORLD + ", got register", id="world_register"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 4, 4, 1), OperandError,
+                 r"barrier_all_ranks: operand 'rank': expected an integer in \[0, 4\), got 4",
+                 id="rank_4_of_4"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, 0, 4, 0), OperandError,
+                 r"barrier_all_ranks: operand 'epoch': expected an integer >= 1 \(the pads "
+                 r"start at 0", id="epoch_0"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, pads, k.reg(t.f32), 2, 1), OperandError,
+                 r"barrier_all_ranks: operand 'rank': expected a 32-bit integer register or an "
+                 r"integer in \[0, 2\)", id="rank_f32"),
+    pytest.param(lambda k, pads: barrier_all_ranks(k, [1, 2], 0, 2, 1), OperandError,
+                 r"barrier_all_ranks: operand 'pads': expected a global address", id="pads_list"),
+    pytest.param(lambda k, pads: barrier_all_ranks(s := _small(), s.param_ptr("pads"), 0, 8,
+                                                   1), BuildError,
+                 r"barrier_all_ranks: the kernel's CTA has at most 4 threads "
+                 r"\(\.reqntid/\.maxntid \(4, 1, 1\)\), fewer than the 8 ranks",
+                 id="cta_smaller_than_world"),
+]
+
+
+@pytest.mark.parametrize("call, error, words", BARRIER_REFUSALS)
+def test_barrier_all_ranks_refusals(call, error, words):
     k, _ = _kernel("badbar")
-    pads = k.param_ptr("pads")
-    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'world': expected an "
-                       r"integer in 2\.\.8 \(the GPUs of one host\), got int 9") as e:
-        barrier_all_ranks(k, pads, 0, 9, 1)
-    assert _at_call(e)
-    for world in (1, "4", k.reg(t.u32)):
-        with pytest.raises(OperandError, match=r"operand 'world': expected an integer in 2\.\.8"):
-            barrier_all_ranks(k, pads, 0, world, 1)
-    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'rank': expected an "
-                       r"integer in \[0, 4\), got 4"):
-        barrier_all_ranks(k, pads, 4, 4, 1)
-    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'epoch': expected an "
-                       r"integer >= 1 \(the pads start at 0"):
-        barrier_all_ranks(k, pads, 0, 4, 0)
-    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'rank': expected a "
-                       r"32-bit integer register or an integer in \[0, 2\)"):
-        barrier_all_ranks(k, pads, k.reg(t.f32), 2, 1)
-    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'pads': expected a "
-                       r"global address"):
-        barrier_all_ranks(k, [1, 2], 0, 2, 1)
-    small = Kernel("small", reqntid=(4, 1, 1))
-    with pytest.raises(BuildError, match=r"barrier_all_ranks: the kernel's CTA has at most 4 "
-                       r"threads \(\.reqntid/\.maxntid \(4, 1, 1\)\), fewer than the 8 ranks"):
-        barrier_all_ranks(small, small.param_ptr("pads"), 0, 8, 1)
+    with pytest.raises(error, match=words) as e:
+        call(k, k.param_ptr("pads"))
+    assert _at_call(e, call)
     assert not [s for s in k.body if "bar.sync" in s.render()]

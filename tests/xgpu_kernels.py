@@ -150,6 +150,12 @@ def _barrier(s: Sym, variant: str, slot_base: int = 0) -> None:
             with k.if_(s.rank == 0):
                 _signal(s, variant, slot_base)
             _wait(s, variant, slot_base)
+        elif variant == "no_wait":        # signals, but reads without waiting
+            _signal(s, variant, slot_base)
+        elif variant == "rank_guarded_wait":
+            _signal(s, variant, slot_base)
+            with k.if_(s.rank == 0):
+                _wait(s, variant, slot_base)
         elif variant == "data_guarded_set":
             x = k.ld(s.at(s.inp, s.tid), type=t.u32, space="global")
             with k.if_(x != 0):
@@ -213,7 +219,10 @@ def two_shot(variant: str = "ok") -> Kernel:
 def loops(variant: str = "ok") -> Kernel:
     """The one-shot all-reduce over a run-time number of ranks (`world`), with loops over the
     peers: thread 0 signals every peer, then waits for each; "late_signal" signals only
-    after waiting, "guards" has threads tid < world signal and (in a second if) wait."""
+    after waiting, "guards" has threads tid < world signal and (in a second if) wait. In
+    "wait_each" every thread waits for peer p before reading its slot, in "read_then_wait"
+    after; "memo" waits for p only when a register says it has not yet (as allgather_gemm
+    does), "memo_other" when a value the wait does not change says so."""
     s = Sym(f"loops_{variant}")
     k = s.k
     world = k.ld_param(k.param(t.u32, "world"))
@@ -242,6 +251,9 @@ def loops(variant: str = "ok") -> Kernel:
         k.bar_sync(0)
         with k.if_(s.tid < world):
             wait_for(s.tid)
+    elif variant in ("wait_each", "read_then_wait", "memo", "memo_other"):
+        with k.if_(s.tid == 0):
+            signal_all()
     else:
         with k.if_(s.tid == 0):
             if variant != "late_signal":
@@ -252,9 +264,22 @@ def loops(variant: str = "ok") -> Kernel:
                 signal_all()
     k.bar_sync(0)
     acc = k.mov(0.0, type=t.f32)
+    waited = k.mov(0, type=t.u32)
+    x_bits = k.cvt(x, t.u32, atype=t.f32, rnd="rzi")
     with k.for_range(0, world) as p:
+        if variant == "wait_each":       # each peer's slot after its signal
+            wait_for(p)
+        elif variant in ("memo", "memo_other"):
+            # wait for peer p once (a register remembers it): the skip is a later visit
+            bit = k.shl(k.mov(1, type=t.u32), p)
+            with k.if_(k.and_(waited if variant == "memo" else x_bits, bit) == 0):
+                wait_for(p)
+                k.or_(waited, bit, dst=waited)
+        _mark(f"read_{variant}")
         v = k.ld(s.at(s.ptr(s.bufs, s.rank), k.mad(p, THREADS, s.tid)), type=t.f32,
                  space="global")
+        if variant == "read_then_wait":   # the first iteration reads before any wait
+            wait_for(p)
         k.add(acc, v, dst=acc)
     k.st(s.at(s.out, s.tid), acc, type=t.f32, space="global")
     k.ret()

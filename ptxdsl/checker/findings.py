@@ -76,6 +76,7 @@ class Hazard(enum.Enum):
     CTA_BARRIER_DIVERGENT = "cta-barrier-divergent"
     PEER_PUBLISH_NO_SYS_RELEASE = "peer-publish-no-sys-release"
     PEER_CONSUME_NO_SYS_ACQUIRE = "peer-consume-no-sys-acquire"
+    PEER_READ_UNSYNCHRONIZED = "peer-read-unsynchronized"
     SIGNAL_PAD_REUSE = "signal-pad-reuse"
     SIGNAL_WAIT_UNSET = "signal-wait-unset"
     CHECK_SKIPPED = "check-skipped"
@@ -346,6 +347,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "spin with ld.acquire.sys (or a .relaxed.sys/.volatile load followed by "
         "fence.acq_rel.sys before the reads); .gpu orders only this GPU's threads "
         "[docs/hazards.md: peer-consume-no-sys-acquire]"),
+    Hazard.PEER_READ_UNSYNCHRONIZED: (
+        E, "peer buffer read with no signal wait before it on some path",
+        "wait for the writer's signal (signals.signal_wait / barrier_all_ranks: a .sys "
+        "acquire spin on a pad some rank sets) before the read on every path; a buffer only "
+        "written before the launch need not be named in peer_buffers "
+        "[docs/hazards.md: peer-read-unsynchronized]"),
     Hazard.SIGNAL_PAD_REUSE: (
         E, "signal pad slot waited for with a value every round reuses",
         "signal a value that changes every round (an epoch from a kernel parameter or a "

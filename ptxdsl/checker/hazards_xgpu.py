@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from ..instructions.arith import Binary, Mad
+from ..instructions.compare import Selp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Reg
@@ -91,12 +92,14 @@ def is_reset(an: Analysis, op: Op) -> bool:
 # -- which parameter an address comes from ------------------------------------------------------
 def root_param(an: Analysis, operand: Any, depth: int = 0, loads: bool = True) -> Param | None:
     """The peer-buffer or signal-pad parameter an address is derived from: directly (through
-    add, cvta, mov, cvt, mad: whichever operand leads to one), or through a pointer loaded
-    (`loads`) from the array it points to. A register stepped in place (`add p, p, 16` in a
+    add, cvta, mov, cvt, mad, selp: whichever operand leads to one), or through a pointer
+    loaded (`loads`) from the array it points to. A register stepped in place (`add p, p, 16` in a
     copy loop) keeps the root of its other writes. None for any other address."""
     base = operand.base if isinstance(operand, Addr) else operand
     v = an.val(base)
-    if v.kind is Kind.value and isinstance(v.root, Param) and \
+    # (the address of a by-value tensor map parameter counts as the map's: `tensormap_addr`)
+    if isinstance(v.root, Param) and (v.kind is Kind.value or v.kind is Kind.addr and
+                                      v.root.kind == "tensormap") and \
             an.ctx.xgpu_kind(v.root, an.kernel) is not None:
         return v.root
     if not isinstance(base, Reg) or depth > 32:
@@ -133,6 +136,10 @@ def _root_of_def(an: Analysis, insn: Any, depth: int, loads: bool) -> Param | No
         return up(insn.a) or (up(insn.b) if insn.op == "add" else None)
     if isinstance(insn, Mad):
         return up(insn.c) or up(insn.a) or up(insn.b)
+    if isinstance(insn, Selp):
+        # one of two addresses (a map picked per owner, this rank's own among them): an
+        # access that may be a peer's is judged as one
+        return up(insn.a) or up(insn.b)
     return None
 
 

@@ -7,12 +7,15 @@ or a cas to a non-zero value); a *reset* is a store of a constant to the slot a 
 
 - `signal-wait-unset`: every rank runs the same kernel, so a spin is satisfied only if a set
   of the same region of the pads (`_region`) runs before it on every path from the kernel's
-  entry. A branch on the thread's
-  ids only (`%tid`, `%laneid`, `%warpid`, constants), or on a condition the spin itself is
-  under, does not lose the set (some thread, or every rank that gets to the wait, ran it); a
-  loop that does not hold the spin is taken to run at least once (a loop over the peers).
-  A set under a rank- or data-dependent condition, or after the spin on its path, is the
-  bug.
+  entry. A branch on the thread's ids (`%tid`, `%laneid`, `%warpid`, with constants and
+  parameters: `tid < world`), on a condition the spin itself is under, or on a register its
+  own side writes (a memo: `if (done & bit) == 0 { ...; done |= bit }`) does not lose the
+  set when either way has it (some thread, or every rank that gets to the wait, or an
+  earlier pass, ran it); a loop that does not hold the spin is taken to run at least once
+  (a loop over the peers). A set under a rank- or data-dependent condition, or after the
+  spin on its path, is the bug.
+- `peer-read-unsynchronized`: a peer-buffer read needs, on every path read the same way, a
+  wait before it: a spin on a pad region that some set of the kernel writes.
 - `signal-pad-reuse`: a spin whose loop leaves on a comparison of the flag with a constant
   (`== 1`, `!= 0`, `>= 4`) passes at once in the next round or launch, since the flag still
   holds that value, unless the kernel resets the slot after the spin, and then, on every
@@ -28,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from ..instructions.arith import Binary, Mad
+from ..instructions.base import sources
 from ..instructions.compare import Setp
 from ..instructions.move import Cvt, Cvta, Mov
 from ..operands import Addr, Reg
@@ -40,18 +44,33 @@ from .ops import Op, Role
 _THREAD_SREGS = ("tid.", "laneid", "warpid", "ntid.")
 
 
-def _thread_only(an: Analysis, vn: Any) -> bool:
-    """Is a value number built only from the thread's ids and constants?"""
+def _thread_only(an: Analysis, vn: Any, params: bool = False) -> bool:
+    """Is a value number built only from the thread's ids and constants (and, with `params`,
+    kernel parameters: the same in every thread of the launch)?"""
     if not isinstance(vn, tuple) or not vn:
         return False
     if vn[0] == "const":
         return True
     if vn[0] == "sreg":
         return str(vn[1]).startswith(_THREAD_SREGS) or vn[1] in an.values.fixed
-    if vn[0] in ("param", "reg", "addr"):
+    if vn[0] == "param":
+        return params
+    if vn[0] in ("reg", "addr"):
         return False
     kids = [x for x in vn[1:] if isinstance(x, tuple)]
-    return bool(kids) and all(_thread_only(an, x) for x in kids if x is not None)
+    return bool(kids) and all(_thread_only(an, x, params) for x in kids if x is not None)
+
+
+def _per_thread(an: Analysis, vn: Any) -> bool:
+    """A condition that tells the threads apart (`tid < world`, world a parameter): some
+    thread of the CTA takes each way, on every rank alike."""
+    def ids(x: Any) -> bool:
+        if not isinstance(x, tuple) or not x:
+            return False
+        if x[0] == "sreg":
+            return str(x[1]).startswith(_THREAD_SREGS)
+        return any(ids(y) for y in x[1:])
+    return _thread_only(an, vn, params=True) and ids(vn)
 
 
 def _ops(an: Analysis, *roles: Role) -> list[Op]:
@@ -164,48 +183,113 @@ def _set_runs(an: Analysis, op: Op, conds: dict) -> bool:
     return vn in conds or _thread_only(an, vn)
 
 
-def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
-    """Has a set run, on every path from the entry to the spin (see the module's text)?
-    A loop that does not hold the spin is followed for its first iteration only (its back
-    edges say nothing), and leaves from its header with what that iteration set."""
+def _memo(an: Analysis, blk: int, region: set[int]) -> bool:
+    """Does the branch at the end of block `blk` test a register that its own region writes
+    (`if (waited & bit) == 0 { wait; waited |= bit }`)? Its other way runs only once the
+    region ran for that value: a loop's later iteration, after the first took the region.
+    (A loop's own exit test, whose region leads back to it, is no such branch.)"""
+    if blk in region:
+        return False
+    seen: set[int] = set()
+    todo: list[Any] = [guard_polarity(an.body[an.cfg.blocks[blk].branch].guard)[0]]
+    while todo and len(seen) < 32:     # nearest registers first
+        r = todo.pop(0)
+        if not isinstance(r, Reg) or id(r) in seen:
+            continue
+        seen.add(id(r))
+        where = {an.cfg.block_of(i) in region for i in an.values.defs.get(r, ())}
+        if where == {True, False}:
+            return True
+        for i in an.values.defs.get(r, ()):
+            todo += sources(an.body[i].insn)
+    return False
+
+
+def _either_ways(an: Analysis) -> list[tuple[Any, bool, int, tuple[set[int], set[int],
+                                                                     set[int]]]]:
+    """(condition, whether some thread takes each way whatever the statement asked about,
+    reconvergence, (taken way's preds of it, fall way's, the region's blocks)) of each
+    two-way branch, computed once per kernel."""
+    if "xgpu-ways" not in an.cache:
+        cfg, out = an.cfg, []
+        for blk, vn, _when, taken, fall, stop in _branches(an):
+            if stop is None or stop >= len(cfg.blocks):
+                continue
+            branch = cfg.blocks[blk]
+            t = taken | ({blk} if branch.taken == stop else set())
+            f = fall | ({blk} if branch.fall == stop else set())
+            always = _per_thread(an, vn) or _memo(an, blk, taken | fall)
+            out.append((vn, always, stop, (t, f, taken | fall | {blk})))
+        an.cache["xgpu-ways"] = out
+    return an.cache["xgpu-ways"]
+
+
+def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
+    """Has one of `ops` run, on every path from the entry to statement `at` (see the module's
+    text)? At the reconvergence of a branch that some thread takes each way (on the thread's
+    ids, on a condition `at` is under, or a memo: `_memo`) one way suffices; within each
+    way, every path counts. A loop that does not hold `at` is followed for its first
+    iteration only (its back edges say nothing), and leaves from its header with what that
+    iteration set."""
     cfg = an.cfg
-    n = len(cfg.blocks)
-    conds = _conditions(an, spin.index)
+    conds = _conditions(an, at)
     first: dict[int, int] = {}
-    region = _region(an, spin.smem)
-    for op in sets:
-        if _set_runs(an, op, conds) and _same_region(_region(an, op.smem), region):
+    for op in ops:
+        if _set_runs(an, op, conds):
             b = cfg.block_of(op.index)
             first[b] = min(first.get(b, op.index), op.index)
-    spin_block = cfg.block_of(spin.index)
-    union: list[set[int]] = [set() for _ in range(n + 1)]
-    for blk, vn, _when, taken, fall, stop in _branches(an):
-        if stop is None or stop >= n or not (vn in conds or _thread_only(an, vn)):
-            continue
-        inside = taken | fall | {blk}
-        union[stop] |= {p for p in cfg.preds[stop] if p in inside}
-    other = {h: body for h, body in an.loops if spin_block not in body}
+    at_block = cfg.block_of(at)
+    # per reconvergence block: (taken way's preds, fall way's preds, blocks of the region)
+    either: dict[int, list[tuple[set[int], set[int], set[int]]]] = {}
+    for vn, always, stop, way in _either_ways(an):
+        if always or vn in conds:
+            either.setdefault(stop, []).append(way)
+    for ways in either.values():
+        ways.sort(key=lambda w: -len(w[2]))      # outermost first
+    other = {h: body for h, body in an.loops if at_block not in body}
     latches = {h: [b for b, hh in an.back_edges if hh == h] for h in other}
     outs: dict[int, bool] = {}
 
-    def transfer(b: int, state: bool) -> bool:
-        outs[b] = state or b in first
+    def transfer(b: int, state: Any) -> bool:
+        outs[b] = (state[2] if isinstance(state, tuple) else state) or b in first
         return outs[b]
 
-    def edge(p: int, b: int, state: bool) -> bool:
+    def edge(p: int, b: int, state: bool) -> tuple[int, int, bool]:
         if b in other and p in latches[b]:
-            return True     # (neutral: the header keeps what its entry brought)
+            return b, p, True     # (neutral: the header keeps what its entry brought)
         if p in other and b not in other[p]:
-            return state or bool(latches[p]) and all(outs.get(x, False) for x in latches[p])
-        return state
+            state = state or bool(latches[p]) and all(outs.get(x, False) for x in latches[p])
+        return b, p, state
 
-    def join(states: list[bool], united: list[bool]) -> bool:
-        some = [s for s, u in zip(states, united, strict=True) if u]
-        rest = [s for s, u in zip(states, united, strict=True) if not u]
-        return (any(some) if some else True) and all(rest)
+    def merge(got: list[tuple[int, bool]], ways: list) -> bool:
+        if not ways:
+            return all(v for _p, v in got)
+        t, f, region = ways[0]
+        inner = [w for w in ways[1:] if w[2] <= region]
+        outer = [w for w in ways[1:] if not w[2] <= region]
+        sides = [[x for x in got if x[0] in side] for side in (t, f)]
+        rest = [x for x in got if x[0] not in region]
+        known = [merge(side, [w for w in inner if w[2] & {p for p, _ in side}])
+                 for side in sides if side]
+        return (any(known) if known else True) and merge(rest, outer)
 
-    ins = solve(cfg, False, transfer, join, [frozenset(u) for u in union], edge=edge)
-    return bool(ins[spin_block]) or first.get(spin_block, spin.index) < spin.index
+    def join(states: list[Any], _united: list[bool]) -> bool:
+        pairs = [(x[1], x[2]) for x in states if isinstance(x, tuple)]
+        entry = [x for x in states if not isinstance(x, tuple)]
+        b = next(x[0] for x in states if isinstance(x, tuple))
+        return all(entry) and merge(pairs, either.get(b, []))
+
+    ins = solve(cfg, False, transfer, join, edge=edge)
+    got = ins[at_block]
+    return bool(got[2] if isinstance(got, tuple) else got) or \
+        first.get(at_block, at) < at
+
+
+def _set_before(an: Analysis, spin: Op, sets: list[Op]) -> bool:
+    """Has a set of the spin's region run on every path from the entry to the spin?"""
+    region = _region(an, spin.smem)
+    return _runs_before(an, spin.index, [op for op in sets
+                                         if _same_region(_region(an, op.smem), region)])
 
 
 def _compared_with(an: Analysis, spin: Op, body: frozenset) -> tuple[bool, Any] | None:
@@ -324,4 +408,30 @@ def rounds(an: Analysis) -> None:
                       "erased", [("wait", spin.index), ("reset", reset)], dedupe=spin.index)
 
 
+def unsynchronized(an: Analysis) -> None:
+    """`peer-read-unsynchronized`: a peer-buffer read that no wait precedes on some path.
+    A wait is a spin on a pad region some pad write of the kernel sets (its memory order is
+    `peer-consume-no-sys-acquire`'s to judge); the paths are `_runs_before`'s."""
+    if Role.XG_READ not in an.roles:
+        return
+    sets = [_region(an, op.smem) for op in _ops(an, Role.XG_PAD_WRITE) if not is_reset(an, op)]
+    waits = [op for op, _ in _spins(an)
+             if any(_same_region(_region(an, op.smem), r) for r in sets)]
+    done: dict[Any, bool] = {}
+    for op in sorted(_ops(an, Role.XG_READ), key=lambda o: o.index):
+        # reads in one block under the same conditions share their answer: the first is named
+        key = (an.cfg.block_of(op.index), tuple(_conditions(an, op.index).items()))
+        if key in done:
+            continue
+        done[key] = _runs_before(an, op.index, waits)
+        if not done[key]:
+            what = "a TMA load through a peer's tensor map" if op.field == "tma" else \
+                "a read of a peer buffer"
+            an.report(Hazard.PEER_READ_UNSYNCHRONIZED, f"this is {what}, and on some path to "
+                      "it no signal-pad wait has run (a spin on a pad some rank sets): it may "
+                      "read the buffer before the rank that writes it has signalled",
+                      [("read", op.index)], dedupe=("unsynchronized",) + key)
+
+
 STRUCTURAL.append(rounds)
+STRUCTURAL.append(unsynchronized)

@@ -1,9 +1,14 @@
 """Devices and contexts: the primary context of each device, retained once and kept.
 
 ptxdsl uses the same primary context as the CUDA runtime (PyTorch, CuPy), so memory and
-streams move freely between them. Every public entry point calls `use_device(n)`, which
-makes that context current on the calling thread (cuCtxSetCurrent) only when the thread's
-last-set device differs, so the hot path costs a thread-local lookup.
+streams move freely between them. Every entry point that works on device n runs its driver
+calls inside `on_device(n)`: n's primary context is current for the call, and the context
+that was current before (another device's, made current by PyTorch's `set_device`, say) is
+current again after it, so the caller's current device is left alone. With no context
+current before, n's stays current, as the CUDA runtime's first call leaves it. A launch
+trusts the thread's record of the device ptxdsl last left current (a thread-local compare):
+it switches, and switches back, only when that device is not the kernel's. `use_device(n)`
+makes n's context current and leaves it so, for a caller that asks for that.
 """
 
 from __future__ import annotations
@@ -78,6 +83,47 @@ def use_device(device: int = 0):
     check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", f"device {device}")
     _tls.device = device
     return ctx
+
+
+def _handle(ctx: Any) -> int:
+    return 0 if ctx is None else int(ctx)
+
+
+def enter_device(device: int) -> Any:
+    """Make `device`'s primary context current (`on_device`); return the context that was
+    current when it was another one, to give back with `leave_device`, else None."""
+    ctx = primary_context(device)
+    current = check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if _handle(current) != int(ctx):
+        check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent", f"device {device}")
+    _tls.device = device
+    return current if _handle(current) not in (0, int(ctx)) else None
+
+
+def leave_device(saved: Any) -> None:
+    """Make `saved` (`enter_device`'s answer) current again; the thread's record follows it
+    (None for a context that is no device's primary one of ptxdsl's)."""
+    check(driver().cuCtxSetCurrent(saved), "cuCtxSetCurrent")
+    _tls.device = next((d for d, c in _contexts.items() if int(c) == int(saved)), None)
+
+
+class on_device:     # noqa: N801 (used as a function: `with on_device(n):`)
+    """`with on_device(n):` device n's primary context is current inside the block; after
+    it, the context that was current before is again (see the module's text)."""
+
+    __slots__ = ("device", "_saved")
+
+    def __init__(self, device: int = 0):
+        self.device = device
+        self._saved: Any = None
+
+    def __enter__(self) -> Any:
+        self._saved = enter_device(self.device)
+        return _contexts[self.device]
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            leave_device(self._saved)
 
 
 @attrs.frozen

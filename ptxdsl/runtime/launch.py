@@ -44,8 +44,10 @@ from ptxdsl.runtime.device import (
     _tls,
     device_info,
     device_ordinal,
+    enter_device,
+    leave_device,
+    on_device,
     primary_context,
-    use_device,
 )
 from ptxdsl.runtime.errors import LaunchError, SharedMemoryError
 from ptxdsl.runtime.memory import stream_key
@@ -310,8 +312,11 @@ class Function:
         the grid, in clusters, of a persistent cluster kernel. `cluster` defaults to the
         kernel's `.reqnctapercluster` shape. None when the driver cannot say; a LaunchError
         when no such cluster fits."""
-        if _tls.device != self.device:
-            use_device(self.device)
+        with on_device(self.device):
+            return self._max_active_clusters(block, shared_mem, cluster)
+
+    def _max_active_clusters(self, block: Dim3, shared_mem: SupportsIndex,
+                             cluster: Dim3 | None) -> int | None:
         c = cluster if cluster is not None else (
             self.required_cluster if all(self.required_cluster) else None)
         if c is None:
@@ -333,9 +338,18 @@ class Function:
         """Launch on `grid` x `block` (ints or 1-3 tuples) with `args` in declaration order
         (or a dict by parameter name); `shared_mem` bytes of dynamic shared memory; `stream`
         a ptxdsl Stream, None (legacy default stream) or a foreign stream; `cluster` the
-        cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)."""
+        cluster shape (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION). The
+        kernel's device's context is current for the launch: where another one was current
+        before, it is current again after it (`device.on_device`); where the thread's record
+        says the kernel's is current (the common case), nothing is switched."""
         if _tls.device != self.device:
-            use_device(self.device)
+            caller = enter_device(self.device)
+            if caller is not None:
+                try:
+                    return Function.launch(self, grid, block, args, shared_mem=shared_mem,
+                                           stream=stream, cluster=cluster)
+                finally:
+                    leave_device(caller)
         skey = stream if stream is None or type(stream) is int else stream_key(stream)
         cfg = None
         # The exact-int tests first: they spare the common launch three calls.
@@ -355,7 +369,7 @@ class Function:
         if err:     # a CUresult, or the C call's int
             if int(err) in _OTHER_CONTEXT and self._context_was_switched():
                 # Another library made another context current behind this thread's record
-                # (the hot path trusts the record): ours is current again, launch once more.
+                # (the hot path trusts the record): launch once more, switching (and back).
                 return self.launch(grid, block, args, shared_mem=shared_mem, stream=stream,
                                    cluster=cluster)
             raise error_for("cuLaunchKernelEx",
@@ -382,14 +396,14 @@ class Function:
             free.append(packer)
 
     def _context_was_switched(self) -> bool:
-        """After a launch failed as one made from the wrong context does: if the current
-        context is not this kernel's device's, make that one current (and the thread's record
-        true again) and say so; False when it was (the error is the launch's own)."""
+        """After a launch failed as one made from the wrong context does: whether the current
+        context is another than this kernel's device's (the thread's record was stale: it is
+        dropped, so the launch again switches, and back); False when it was ours (the error
+        is the launch's own)."""
         ours = primary_context(self.device)
         if int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent")) == int(ours):
             return False
         _tls.device = None
-        use_device(self.device)
         return True
 
     def _new_config(self, grid, block, shared_mem, stream, skey, cluster):

@@ -39,7 +39,7 @@ from ptxdsl.errors import SourceLoc, user_loc
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
 from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
-from ptxdsl.runtime.device import device_info, device_ordinal, use_device
+from ptxdsl.runtime.device import device_info, device_ordinal, on_device
 from ptxdsl.runtime.errors import JitError, KernelNotFoundError, ObjectCodeError
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
@@ -124,12 +124,12 @@ class LoadedModule:
         if name not in self.kernels:
             raise KernelNotFoundError(f"module '{self.name}' has no kernel '{name}'; it has: "
                                       f"{', '.join(self.kernels) or '(none)'}")
-        use_device(self.device)
-        handle = check(driver().cuModuleGetFunction(self.handle, name.encode()),
-                       "cuModuleGetFunction", f"kernel '{name}'")
-        fn = Function(self, name, handle, self.kernels[name])
-        self._functions[name] = fn
-        return fn
+        with on_device(self.device):
+            handle = check(driver().cuModuleGetFunction(self.handle, name.encode()),
+                           "cuModuleGetFunction", f"kernel '{name}'")
+            fn = Function(self, name, handle, self.kernels[name])
+            self._functions[name] = fn
+            return fn
 
     __getitem__ = function
 
@@ -149,10 +149,10 @@ class LoadedModule:
         """Unload the module from its context (`cuModuleUnload`); its Functions can no longer be
         launched. Unloading twice does nothing."""
         if self.handle is not None:
-            use_device(self.device)
-            check(driver().cuModuleUnload(self.handle), "cuModuleUnload")
-            self.handle = None
-            self._functions.clear()
+            with on_device(self.device):
+                check(driver().cuModuleUnload(self.handle), "cuModuleUnload")
+                self.handle = None
+                self._functions.clear()
 
     def __enter__(self) -> LoadedModule:
         return self
@@ -241,10 +241,11 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
         version, target = source.version, source.target
         locate = locate or getattr(source, "locate", None)
         name = name or getattr(source, "name", None) or "+".join(kernels) or "<module>"
-    image, arch, report, hit = finishing(finish_check, lambda: _image(
-        ptx, target, version, device, name, use_cubin, cache, cache_dir, assemble,
-        toolchain_version, options))
-    handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
+    with on_device(device):      # the module goes into the device's context
+        image, arch, report, hit = finishing(finish_check, lambda: _image(
+            ptx, target, version, device, name, use_cubin, cache, cache_dir, assemble,
+            toolchain_version, options))
+        handle, info_log, wall_ms = _cuda_load(image, ptx, name, locate)
     if arch is None:
         info = device_info(device)
         report = parse_info_log(info_log, cubin_arch(target, info.compute_capability), ptx,
@@ -260,7 +261,6 @@ def _image(ptx, target, version, device, name, use_cubin, cache, cache_dir, asse
            toolchain_version, options):
     """What `load_module` hands the driver: (image, arch or None, assembly report, cache hit);
     a cubin from nvJitLink (`use_cubin`, cached), else the PTX for the driver's JIT."""
-    use_device(device)
     info = device_info(device)
     check_module_compat(version, target, info.driver_version, info.compute_capability,
                         f"device {device} ({info.name})")
@@ -359,16 +359,16 @@ def load_object_code(obj, *, ptx=None, device: int = 0, name: str | None = None,
         raise ObjectCodeError(f"load_object_code: ptx= must be PTX text or a ptxdsl Module, "
                               f"got {type(ptx).__name__}")
     device = device_ordinal(device)
-    use_device(device)
-    info = device_info(device)
-    check_module_compat(parse_version(text), parse_target(text), info.driver_version,
-                        info.compute_capability, f"device {device} ({info.name})")
-    locate = getattr(source, "locate", None)
-    handle, info_log, wall_ms = _cuda_load(image, text, name, locate)
-    loaded = LoadedModule(handle, device, text, parse_entries(text), name, info_log, wall_ms,
-                          None, None, source if source is not None else obj)
-    loaded.code_type = code_type
-    return loaded
+    with on_device(device):
+        info = device_info(device)
+        check_module_compat(parse_version(text), parse_target(text), info.driver_version,
+                            info.compute_capability, f"device {device} ({info.name})")
+        locate = getattr(source, "locate", None)
+        handle, info_log, wall_ms = _cuda_load(image, text, name, locate)
+        loaded = LoadedModule(handle, device, text, parse_entries(text), name, info_log, wall_ms,
+                              None, None, source if source is not None else obj)
+        loaded.code_type = code_type
+        return loaded
 
 
 def _code_bytes(code, name: str) -> bytes:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.arrays import DL_CUDA, wait_stream
-from ptxdsl.runtime.device import device_ordinal, use_device
+from ptxdsl.runtime.device import device_ordinal, on_device
 from ptxdsl.runtime.errors import (
     DevicePointerError,
     DLPackExportError,
@@ -63,13 +63,13 @@ class Stream:
     def __init__(self, *, non_blocking: bool = False, device: int = 0):
         device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
-        use_device(device)
-        flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
-            drv.CUstream_flags.CU_STREAM_DEFAULT
-        self.device = device
-        self.non_blocking = non_blocking
-        self.handle = check(drv.cuStreamCreate(flags), "cuStreamCreate")
-        _live_streams.add(self)
+        with on_device(device):
+            flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
+                drv.CUstream_flags.CU_STREAM_DEFAULT
+            self.device = device
+            self.non_blocking = non_blocking
+            self.handle = check(drv.cuStreamCreate(flags), "cuStreamCreate")
+            _live_streams.add(self)
 
     @property
     def ptr(self) -> int:
@@ -88,15 +88,15 @@ class Stream:
         """Wait until all work on the stream is done; with `timeout` (seconds), raise
         `SyncTimeoutError` instead of waiting longer (a hung kernel)."""
         drv = driver()
-        use_device(self.device)
-        _wait(lambda: drv.cuStreamQuery(self.handle), "cuStreamQuery", "stream",
-              timeout, lambda: drv.cuStreamSynchronize(self.handle))
+        with on_device(self.device):
+            _wait(lambda: drv.cuStreamQuery(self.handle), "cuStreamQuery", "stream",
+                  timeout, lambda: drv.cuStreamSynchronize(self.handle))
 
     def wait(self, event: Event) -> None:
         """Later work on this stream waits for `event` (cuStreamWaitEvent); the event may
         belong to another device, which orders work across GPUs without the host."""
-        use_device(self.device)
-        check(driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
+        with on_device(self.device):
+            check(driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
 
     def query(self) -> bool:
         """True when all work on the stream is done."""
@@ -109,9 +109,9 @@ class Stream:
     def close(self) -> None:
         """Destroy the stream (cuStreamDestroy); closing twice does nothing."""
         if self.handle is not None:
-            use_device(self.device)
-            check(driver().cuStreamDestroy(self.handle), "cuStreamDestroy")
-            self.handle = None
+            with on_device(self.device):
+                check(driver().cuStreamDestroy(self.handle), "cuStreamDestroy")
+                self.handle = None
 
     def __enter__(self) -> Stream:
         return self
@@ -167,11 +167,11 @@ class Event:
     def __init__(self, *, timing: bool = True, device: int = 0):
         device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
-        use_device(device)
-        flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
-            drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
-        self.device = device
-        self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
+        with on_device(device):
+            flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
+                drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self.device = device
+            self.handle = check(drv.cuEventCreate(flags), "cuEventCreate")
 
     def record(self, stream: object = None) -> Event:
         """Record the event on `stream` (None: the legacy default stream)."""
@@ -179,17 +179,17 @@ class Event:
         if isinstance(sdev, int) and sdev != self.device:
             raise ValueError(f"an event of device {self.device} cannot be recorded on a stream "
                              f"of device {sdev}")
-        use_device(self.device)
-        check(driver().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
-        return self
+        with on_device(self.device):
+            check(driver().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
+            return self
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait until the event has completed; with `timeout` (seconds), raise
         `SyncTimeoutError` instead of waiting longer."""
         drv = driver()
-        use_device(self.device)
-        _wait(lambda: drv.cuEventQuery(self.handle), "cuEventQuery", "event", timeout,
-              lambda: drv.cuEventSynchronize(self.handle))
+        with on_device(self.device):
+            _wait(lambda: drv.cuEventQuery(self.handle), "cuEventQuery", "event", timeout,
+                  lambda: drv.cuEventSynchronize(self.handle))
 
     def query(self) -> bool:
         """True when the work the event recorded has completed."""
@@ -216,20 +216,20 @@ def synchronize(timeout: float | None = None, *, device: int = 0) -> None:
     event recorded on the legacy default stream (which follows every blocking stream) and
     each live non-blocking ptxdsl Stream, raising SyncTimeoutError past the deadline."""
     drv = driver()
-    use_device(device)
-    if timeout is None:
-        check(drv.cuCtxSynchronize(), "cuCtxSynchronize")
-        return
-    deadline = time.monotonic() + timeout
-    ev = Event(timing=False, device=device)
-    try:
-        ev.record(None)
-        ev.synchronize(timeout)
-        for s in list(_live_streams):
-            if s.non_blocking and s.handle is not None and s.device == device:
-                s.synchronize(max(deadline - time.monotonic(), 0.0))
-    finally:
-        ev.close()
+    with on_device(device):
+        if timeout is None:
+            check(drv.cuCtxSynchronize(), "cuCtxSynchronize")
+            return
+        deadline = time.monotonic() + timeout
+        ev = Event(timing=False, device=device)
+        try:
+            ev.record(None)
+            ev.synchronize(timeout)
+            for s in list(_live_streams):
+                if s.non_blocking and s.handle is not None and s.device == device:
+                    s.synchronize(max(deadline - time.monotonic(), 0.0))
+        finally:
+            ev.close()
 
 
 class Owned:
@@ -299,9 +299,9 @@ class DeviceBuffer(Owned):
         self.dtype = dtype
         self.shape = shape
         self.device = device
-        use_device(device)
-        self._ptr: int | None = int(check(driver().cuMemAlloc(max(self.nbytes, 1)),
-                                          "cuMemAlloc", f"allocating {self.nbytes} bytes"))
+        with on_device(device):
+            self._ptr: int | None = int(check(driver().cuMemAlloc(max(self.nbytes, 1)),
+                                              "cuMemAlloc", f"allocating {self.nbytes} bytes"))
 
     @classmethod
     def empty(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
@@ -363,24 +363,24 @@ class DeviceBuffer(Owned):
                 f"DeviceBuffer.__dlpack__: stream={stream!r}: expected None, -1, 1 (legacy "
                 "default), 2 (per-thread default) or a stream handle; 0 is disallowed by the "
                 "DLPack protocol for CUDA")
-        use_device(self.device)
-        if copy:
-            # A new buffer, filled on the legacy default stream (after this one's pending
-            # work there), exported in its place: the capsule is its only owner.
-            dup = DeviceBuffer(self.nbytes, dtype=self.dtype, shape=self.shape,
-                               device=self.device)
-            dup.copy_from(self, stream=1)
-            return dup.__dlpack__(stream=stream, max_version=max_version)
-        if stream is not None and stream not in (-1, 1):
-            wait_stream(stream, 1, "ordering a DLPack consumer's stream after the work queued "
-                        "on the legacy default stream")
-        lease = _Lease(self)
-        try:
-            return _export_capsule(ptr, self.nbytes, self.shape, self.dtype, lease, max_version)
-        except Exception as exc:  # noqa: BLE001 - cuda.core refuses with BufferError & co
-            raise DLPackExportError(f"DeviceBuffer.__dlpack__: cuda.core cannot export a "
-                                    f"{self.dtype} buffer of shape {self.shape} ("
-                                    f"{type(exc).__name__}: {exc})") from exc
+        with on_device(self.device):
+            if copy:
+                # A new buffer, filled on the legacy default stream (after this one's pending
+                # work there), exported in its place: the capsule is its only owner.
+                dup = DeviceBuffer(self.nbytes, dtype=self.dtype, shape=self.shape,
+                                   device=self.device)
+                dup.copy_from(self, stream=1)
+                return dup.__dlpack__(stream=stream, max_version=max_version)
+            if stream is not None and stream not in (-1, 1):
+                wait_stream(stream, 1, "ordering a DLPack consumer's stream after the work queued "
+                            "on the legacy default stream")
+            lease = _Lease(self)
+            try:
+                return _export_capsule(ptr, self.nbytes, self.shape, self.dtype, lease, max_version)
+            except Exception as exc:  # noqa: BLE001 - cuda.core refuses with BufferError & co
+                raise DLPackExportError(f"DeviceBuffer.__dlpack__: cuda.core cannot export a "
+                                        f"{self.dtype} buffer of shape {self.shape} ("
+                                        f"{type(exc).__name__}: {exc})") from exc
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -391,23 +391,23 @@ class DeviceBuffer(Owned):
         """Fill from a numpy array (host -> device) or another DeviceBuffer (device -> device;
         on another device: cuMemcpyPeer, see `peer.copy_peer`)."""
         drv = driver()
-        use_device(self.device)
-        if isinstance(src, DeviceBuffer) and src.device != self.device:
-            from ptxdsl.runtime.peer import copy_peer
-            copy_peer(self, src, self._fit(src.nbytes), stream=stream)
-            return
-        if isinstance(src, DeviceBuffer):
-            n = self._fit(src.nbytes)
-            check(drv.cuMemcpyDtoDAsync(self.ptr, src.ptr, n, stream_handle(stream)),
-                  "cuMemcpyDtoDAsync")
-        else:
-            host = np.ascontiguousarray(src)
-            n = self._fit(host.nbytes)
-            check(drv.cuMemcpyHtoDAsync(self.ptr, host.ctypes.data, n, stream_handle(stream)),
-                  "cuMemcpyHtoDAsync")
-        if stream is None:
-            # The host array may be a temporary: finish the copy before it can be freed.
-            check(drv.cuStreamSynchronize(stream_handle(None)), "cuStreamSynchronize")
+        with on_device(self.device):
+            if isinstance(src, DeviceBuffer) and src.device != self.device:
+                from ptxdsl.runtime.peer import copy_peer
+                copy_peer(self, src, self._fit(src.nbytes), stream=stream)
+                return
+            if isinstance(src, DeviceBuffer):
+                n = self._fit(src.nbytes)
+                check(drv.cuMemcpyDtoDAsync(self.ptr, src.ptr, n, stream_handle(stream)),
+                      "cuMemcpyDtoDAsync")
+            else:
+                host = np.ascontiguousarray(src)
+                n = self._fit(host.nbytes)
+                check(drv.cuMemcpyHtoDAsync(self.ptr, host.ctypes.data, n, stream_handle(stream)),
+                      "cuMemcpyHtoDAsync")
+            if stream is None:
+                # The host array may be a temporary: finish the copy before it can be freed.
+                check(drv.cuStreamSynchronize(stream_handle(None)), "cuStreamSynchronize")
 
     @overload
     def copy_to(self, dst: DeviceBuffer) -> DeviceBuffer: ...
@@ -417,17 +417,17 @@ class DeviceBuffer(Owned):
         """Copy into `dst` (a writable contiguous numpy array or a DeviceBuffer), or into a new
         numpy array of this buffer's dtype and shape; waits for the copy."""
         drv = driver()
-        use_device(self.device)
-        if isinstance(dst, DeviceBuffer):
-            dst.copy_from(self)
+        with on_device(self.device):
+            if isinstance(dst, DeviceBuffer):
+                dst.copy_from(self)
+                return dst
+            if dst is None:
+                dst = np.empty(self.shape, self.dtype)
+            if not dst.flags.c_contiguous or not dst.flags.writeable:
+                raise ValueError("copy_to needs a writable C-contiguous numpy array")
+            n = min(dst.nbytes, self.nbytes)
+            check(drv.cuMemcpyDtoH(dst.ctypes.data, self.ptr, n), "cuMemcpyDtoH")
             return dst
-        if dst is None:
-            dst = np.empty(self.shape, self.dtype)
-        if not dst.flags.c_contiguous or not dst.flags.writeable:
-            raise ValueError("copy_to needs a writable C-contiguous numpy array")
-        n = min(dst.nbytes, self.nbytes)
-        check(drv.cuMemcpyDtoH(dst.ctypes.data, self.ptr, n), "cuMemcpyDtoH")
-        return dst
 
     def to_numpy(self, dtype: DTypeLike | None = None,
                  shape: int | tuple[int, ...] | None = None) -> np.ndarray:
@@ -442,9 +442,9 @@ class DeviceBuffer(Owned):
         if not 0 <= int(value) <= 255:
             raise ValueError(f"memset value must be a byte (0..255), got {value}")
         drv = driver()
-        use_device(self.device)
-        check(drv.cuMemsetD8Async(self.ptr, int(value), self.nbytes, stream_handle(stream)),
-              "cuMemsetD8Async")
+        with on_device(self.device):
+            check(drv.cuMemsetD8Async(self.ptr, int(value), self.nbytes, stream_handle(stream)),
+                  "cuMemsetD8Async")
 
     def _fit(self, n: int) -> int:
         if n > self.nbytes:
@@ -457,15 +457,15 @@ class DeviceBuffer(Owned):
             if self._leases:
                 self._orphan = ptr     # _Lease frees it when the last consumer lets go
                 return
-            use_device(self.device)
-            check(driver().cuMemFree(ptr), "cuMemFree")
+            with on_device(self.device):
+                check(driver().cuMemFree(ptr), "cuMemFree")
 
     def _release_lease(self) -> None:
         self._leases -= 1
         if not self._leases and self._orphan is not None:
             ptr, self._orphan = self._orphan, None
-            use_device(self.device)
-            check(driver().cuMemFree(ptr), "cuMemFree")
+            with on_device(self.device):
+                check(driver().cuMemFree(ptr), "cuMemFree")
 
     def __repr__(self) -> str:
         where = f"0x{self._ptr:x}" if self._ptr is not None else "freed"

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
-from ptxdsl.runtime.device import device_count, device_info, primary_context, use_device
+from ptxdsl.runtime.device import device_count, device_info, on_device, primary_context
 from ptxdsl.runtime.errors import PeerAccessError
 from ptxdsl.runtime.memory import Owned, buffer_dtype, stream_handle
 
@@ -79,12 +79,12 @@ def enable_peer_access(device: int, peer: int) -> None:
             "memory instead (HostBuffer)")
     drv = driver()
     with _lock:
-        use_device(device)
-        (err,) = drv.cuCtxEnablePeerAccess(primary_context(peer), 0)
-        if int(err) not in (0, ALREADY_ENABLED):
-            raise PeerAccessError(str(error_for("cuCtxEnablePeerAccess", err,
-                                                f"devices {device} -> {peer}")))
-        _enabled.add((device, peer))
+        with on_device(device):
+            (err,) = drv.cuCtxEnablePeerAccess(primary_context(peer), 0)
+            if int(err) not in (0, ALREADY_ENABLED):
+                raise PeerAccessError(str(error_for("cuCtxEnablePeerAccess", err,
+                                                    f"devices {device} -> {peer}")))
+            _enabled.add((device, peer))
 
 
 def disable_peer_access(device: int, peer: int) -> None:
@@ -92,12 +92,12 @@ def disable_peer_access(device: int, peer: int) -> None:
     _pair(device, peer, "disable_peer_access")
     drv = driver()
     with _lock:
-        use_device(device)
-        (err,) = drv.cuCtxDisablePeerAccess(primary_context(peer))
-        if int(err) not in (0, NOT_ENABLED):
-            raise PeerAccessError(str(error_for("cuCtxDisablePeerAccess", err,
-                                                f"devices {device} -> {peer}")))
-        _enabled.discard((device, peer))
+        with on_device(device):
+            (err,) = drv.cuCtxDisablePeerAccess(primary_context(peer))
+            if int(err) not in (0, NOT_ENABLED):
+                raise PeerAccessError(str(error_for("cuCtxDisablePeerAccess", err,
+                                                    f"devices {device} -> {peer}")))
+            _enabled.discard((device, peer))
 
 
 def peer_access_enabled(device: int, peer: int) -> bool:
@@ -135,14 +135,14 @@ def copy_peer(dst: DeviceBuffer | HostBuffer, src: DeviceBuffer | HostBuffer,
     dctx, sctx = primary_context(dst.device), primary_context(src.device)
     where = f"copying {n} bytes from device {src.device} to device {dst.device}"
     if stream is None:
-        use_device(dst.device)
-        check(drv.cuMemcpyPeer(dst.ptr, dctx, src.ptr, sctx, n), "cuMemcpyPeer", where)
-        check(drv.cuCtxSynchronize(), "cuCtxSynchronize", where)
+        with on_device(dst.device):
+            check(drv.cuMemcpyPeer(dst.ptr, dctx, src.ptr, sctx, n), "cuMemcpyPeer", where)
+            check(drv.cuCtxSynchronize(), "cuCtxSynchronize", where)
     else:
         sdev = getattr(stream, "device", dst.device)
-        use_device(sdev if isinstance(sdev, int) else dst.device)
-        check(drv.cuMemcpyPeerAsync(dst.ptr, dctx, src.ptr, sctx, n, stream_handle(stream)),
-              "cuMemcpyPeerAsync", where)
+        with on_device(sdev if isinstance(sdev, int) else dst.device):
+            check(drv.cuMemcpyPeerAsync(dst.ptr, dctx, src.ptr, sctx, n, stream_handle(stream)),
+                  "cuMemcpyPeerAsync", where)
 
 
 def pointer_device(ptr) -> int:
@@ -186,15 +186,15 @@ class HostBuffer(Owned):
         flags = int(drv.CU_MEMHOSTALLOC_DEVICEMAP) | int(drv.CU_MEMHOSTALLOC_PORTABLE)
         if write_combined:
             flags |= int(drv.CU_MEMHOSTALLOC_WRITECOMBINED)
-        use_device(device)
-        host = int(check(drv.cuMemHostAlloc(max(self.nbytes, 1), flags),
-                         "cuMemHostAlloc", f"allocating {self.nbytes} pinned bytes"))
-        self._host: int | None = host
-        self._dev: dict[int, int] = {}
-        self.ptr = self.device_ptr(device)
-        raw = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(host)
-        self.array = np.frombuffer(memoryview(raw), np.uint8, self.nbytes).view(dtype)[
-            :int(np.prod(shape))].reshape(shape)
+        with on_device(device):
+            host = int(check(drv.cuMemHostAlloc(max(self.nbytes, 1), flags),
+                             "cuMemHostAlloc", f"allocating {self.nbytes} pinned bytes"))
+            self._host: int | None = host
+            self._dev: dict[int, int] = {}
+            self.ptr = self.device_ptr(device)
+            raw = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(host)
+            self.array = np.frombuffer(memoryview(raw), np.uint8, self.nbytes).view(dtype)[
+                :int(np.prod(shape))].reshape(shape)
 
     @classmethod
     def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
@@ -213,9 +213,9 @@ class HostBuffer(Owned):
         if self._host is None:
             raise ValueError("HostBuffer was freed")
         if device not in self._dev:
-            use_device(device)
-            self._dev[device] = int(check(driver().cuMemHostGetDevicePointer(self._host, 0),
-                                          "cuMemHostGetDevicePointer", f"device {device}"))
+            with on_device(device):
+                self._dev[device] = int(check(driver().cuMemHostGetDevicePointer(self._host, 0),
+                                              "cuMemHostGetDevicePointer", f"device {device}"))
         return self._dev[device]
 
     @property
@@ -226,9 +226,9 @@ class HostBuffer(Owned):
     def free(self) -> None:
         if getattr(self, "_host", None) is not None:
             self.array = None
-            use_device(self.device)
-            check(driver().cuMemFreeHost(self._host), "cuMemFreeHost")
-            self._host = None
+            with on_device(self.device):
+                check(driver().cuMemFreeHost(self._host), "cuMemFreeHost")
+                self._host = None
 
     def __repr__(self) -> str:
         where = f"0x{self._host:x}" if self._host is not None else "freed"

@@ -16,7 +16,7 @@ import numpy as np
 
 from ptxdsl.runtime._driver import check, driver
 from ptxdsl.runtime.arrays import array_info, device_name
-from ptxdsl.runtime.device import device_info, use_device
+from ptxdsl.runtime.device import device_info, on_device
 from ptxdsl.runtime.errors import DevicePointerError, TensorMapRuleError
 from ptxdsl.runtime.tensormap_desc import (
     Interleave,
@@ -73,26 +73,27 @@ def _map_desc(desc) -> TiledDesc | None:
 
 
 def _encode(desc: TiledDesc, device: int) -> bytes:
-    """cuTensorMapEncodeTiled (needs a current context, hence use_device)."""
+    """cuTensorMapEncodeTiled (needs a current context, hence on_device)."""
     drv = driver()
-    use_device(device)
-    u64, u32 = drv.cuuint64_t, drv.cuuint32_t
-    strides = list(desc.global_strides)
-    if not strides:
-        # Rank 1 has no stride, but cuda.bindings passes an empty list as NULL and the driver
-        # refuses a NULL globalStrides (CUDA_ERROR_INVALID_VALUE, seen on an H100 with driver
-        # 580): pass one unused entry, as C callers do, sized like a padded row.
-        strides = [-(-desc.data_type.inner_bytes(desc.global_dim[0]) // 16) * 16]
-    res = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType(int(desc.data_type)), desc.rank, desc.global_address,
-        [u64(x) for x in desc.global_dim], [u64(x) for x in strides],
-        [u32(x) for x in desc.box_dim], [u32(x) for x in desc.element_strides],
-        drv.CUtensorMapInterleave(int(desc.interleave)), drv.CUtensorMapSwizzle(int(desc.swizzle)),
-        drv.CUtensorMapL2promotion(int(desc.l2_promotion)),
-        drv.CUtensorMapFloatOOBfill(int(desc.oob_fill)))
-    tmap = check(res, "cuTensorMapEncodeTiled",
-                 f"{_summary(desc)} passed ptxdsl's rule check but the driver refused it")
-    return b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
+    with on_device(device):
+        u64, u32 = drv.cuuint64_t, drv.cuuint32_t
+        strides = list(desc.global_strides)
+        if not strides:
+            # Rank 1 has no stride, but cuda.bindings passes an empty list as NULL and the driver
+            # refuses a NULL globalStrides (CUDA_ERROR_INVALID_VALUE, seen on an H100 with driver
+            # 580): pass one unused entry, as C callers do, sized like a padded row.
+            strides = [-(-desc.data_type.inner_bytes(desc.global_dim[0]) // 16) * 16]
+        res = drv.cuTensorMapEncodeTiled(
+            drv.CUtensorMapDataType(int(desc.data_type)), desc.rank, desc.global_address,
+            [u64(x) for x in desc.global_dim], [u64(x) for x in strides],
+            [u32(x) for x in desc.box_dim], [u32(x) for x in desc.element_strides],
+            drv.CUtensorMapInterleave(int(desc.interleave)),
+            drv.CUtensorMapSwizzle(int(desc.swizzle)),
+            drv.CUtensorMapL2promotion(int(desc.l2_promotion)),
+            drv.CUtensorMapFloatOOBfill(int(desc.oob_fill)))
+        tmap = check(res, "cuTensorMapEncodeTiled",
+                     f"{_summary(desc)} passed ptxdsl's rule check but the driver refused it")
+        return b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
 
 
 def _summary(d: TiledDesc) -> str:
@@ -190,11 +191,11 @@ class TensorMap:
         if desc is not None:
             check_desc(desc)
         drv = driver()
-        use_device(device)
-        tmap = self.as_cutensormap()
-        check(drv.cuTensorMapReplaceAddress(tmap, ptr), "cuTensorMapReplaceAddress")
-        data = b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
-        return TensorMap(data, desc, address if not isinstance(address, int) else None)
+        with on_device(device):
+            tmap = self.as_cutensormap()
+            check(drv.cuTensorMapReplaceAddress(tmap, ptr), "cuTensorMapReplaceAddress")
+            data = b"".join(int(q).to_bytes(8, "little") for q in tmap.opaque)
+            return TensorMap(data, desc, address if not isinstance(address, int) else None)
 
     def as_cutensormap(self) -> Any:
         """The same 128 bytes as a cuda.bindings CUtensorMap."""

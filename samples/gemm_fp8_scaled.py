@@ -385,6 +385,90 @@ def reference_inputs(scaling: str, m: int, n: int, kdim: int, seed: int = 23
     return gh.e4m3_bits(x), gh.e4m3_bits(w), sa, sb, want.astype(np.float32)
 
 
+# -- torch: inputs, the fp32 computation of the formulas, torch._scaled_mm ---------------------
+def torch_inputs(scaling: str, m: int, n: int, kdim: int, *, device: Any = "cuda",
+                 seed: int = 0) -> tuple[Any, Any, Any, Any]:
+    """(X, W, scale_a, scale_b) on `device`: X and W random normal times 64 rounded to e4m3,
+    the scales log-uniform over [1/512, 1/8] (not powers of two, and different enough from
+    row to row and block to block that a scale applied to the wrong values shows)."""
+    import torch
+    g = torch.Generator(device=device).manual_seed(seed)
+    x, w = ((torch.randn(r, kdim, device=device, generator=g) * 64).to(torch.float8_e4m3fn)
+            for r in (m, n))
+    sa_shape, sb_shape = scale_shapes(scaling, m, n, kdim)
+    sa, sb = (torch.exp2(torch.rand(s, device=device, generator=g) * 6 - 9)
+              for s in (sa_shape, sb_shape))
+    return x, w, sa, sb
+
+
+def torch_reference(x: Any, w: Any, scale_a: Any, scale_b: Any) -> Any:
+    """Y of the module doc in fp32 torch (full-precision matmuls, no TF32), from e4m3 X and
+    W and the scales in either scaling's shapes."""
+    import torch
+    (m, kdim), n = x.shape, w.shape[0]
+    xf, wf = x.float(), w.float()
+    with _no_tf32(torch):
+        if (tuple(scale_a.shape), tuple(scale_b.shape)) == scale_shapes("row", m, n, kdim):
+            return (xf @ wf.T) * scale_a * scale_b
+        y = torch.zeros(m, n, device=x.device)
+        for kb in range(scale_a.shape[1]):
+            ks = slice(kb * BLOCK, (kb + 1) * BLOCK)
+            cols = scale_b[:, kb].repeat_interleave(BLOCK)[:n]
+            y += scale_a[:, kb:kb + 1] * cols * (xf[:, ks] @ wf[:, ks].T)
+        return y
+
+
+class _no_tf32:
+    """fp32 matmuls in full precision while the block runs (the caller's setting after)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.flags = torch.backends.cuda.matmul
+
+    def __enter__(self) -> None:
+        self.saved = self.flags.allow_tf32
+        self.flags.allow_tf32 = False
+
+    def __exit__(self, *exc: object) -> None:
+        self.flags.allow_tf32 = self.saved
+
+
+def torch_scaled_mm(x: Any, w: Any, scale_a: Any, scale_b: Any) -> Any:
+    """`torch._scaled_mm` on the same operands, bf16 out: row-wise as it is; per 128-block
+    in torch's (BlockWise1x128, BlockWise128x128) layouts (scale_a column-major, scale_b
+    transposed to (KB, NB)), which need cuBLAS 12.9+ on sm_90 (torch raises otherwise)."""
+    import torch
+    (m, kdim), n = x.shape, w.shape[0]
+    if (tuple(scale_a.shape), tuple(scale_b.shape)) != scale_shapes("row", m, n, kdim):
+        scale_a, scale_b = scale_a.t().contiguous().t(), scale_b.t()
+    return torch._scaled_mm(x, w.t(), scale_a=scale_a, scale_b=scale_b,
+                            out_dtype=torch.bfloat16)
+
+
+def rel_error(got: Any, want: Any) -> float:
+    """Relative Frobenius error of `got` against `want` (torch tensors)."""
+    return float((got.float() - want.float()).norm() / want.float().norm())
+
+
+def compare_with_torch(module: LoadedModule, scaling: str, m: int, n: int, kdim: int, *,
+                       sms: int | None = None, seed: int = 0) -> dict[str, float | str]:
+    """`scaled_mm` on `torch_inputs` against the fp32 reference ("fp32") and against
+    `torch._scaled_mm` ("_scaled_mm": its error, or why torch could not run it): relative
+    Frobenius errors."""
+    import torch
+    x, w, sa, sb = torch_inputs(scaling, m, n, kdim, seed=seed)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=x.device)
+    scaled_mm(module, x, w, sa, sb, out=out, sms=sms)
+    got: dict[str, float | str] = {"fp32": rel_error(out, torch_reference(x, w, sa, sb))}
+    try:
+        theirs = torch_scaled_mm(x, w, sa, sb)
+    except (RuntimeError, NotImplementedError, ValueError) as e:   # torch's refusals
+        got["_scaled_mm"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    else:
+        got["_scaled_mm"] = rel_error(out, theirs)
+    torch.cuda.synchronize()
+    return got
+
+
 SHAPES = ((300, 520, 400), (129, 258, 48), (512, 384, 1024))   # tails in M, N, K; K < BLOCK
 
 

@@ -211,3 +211,16 @@ def test_scaled_mm_needs_a_cuda_device():
 def test_launch_refuses_an_unknown_scaling():
     with pytest.raises(ValueError, match="scaling must be one of .* got 'col'"):
         NS["launch"](None, "col", 0, 0, 0, 0, 0, 128, 128, 128, sms=132)
+
+
+@pytest.mark.parametrize("scaling", ["row", "block"])
+def test_torch_reference_is_the_numpy_one(scaling):
+    """The fp32 torch computation the GPU tests and the benchmark check against is the numpy
+    reference's formula (on the CPU here), on tails in M, N and K."""
+    m, n, kdim = 37, 260, 400
+    x, w, sa, sb = NS["torch_inputs"](scaling, m, n, kdim, device="cpu", seed=1)
+    assert sa.shape == NS["scale_shapes"](scaling, m, n, kdim)[0]
+    assert float(sa.min()) >= 2.0**-9 and float(sa.max()) <= 2.0**-3
+    want = NS["reference"](x.float().numpy(), w.float().numpy(), sa.numpy(), sb.numpy())
+    got = NS["torch_reference"](x, w, sa, sb).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

@@ -432,16 +432,22 @@ class _no_tf32:
         self.flags.allow_tf32 = self.saved
 
 
-def torch_scaled_mm(x: Any, w: Any, scale_a: Any, scale_b: Any) -> Any:
-    """`torch._scaled_mm` on the same operands, bf16 out: row-wise as it is; per 128-block
-    in torch's (BlockWise1x128, BlockWise128x128) layouts (scale_a column-major, scale_b
-    transposed to (KB, NB)), which need cuBLAS 12.9+ on sm_90 (torch raises otherwise)."""
-    import torch
+def torch_scales(x: Any, w: Any, scale_a: Any, scale_b: Any) -> tuple[Any, Any]:
+    """The scales in the layouts `torch._scaled_mm(x, w.t(), ...)` takes: row-wise as they
+    are; per 128-block its (BlockWise1x128, BlockWise128x128) layouts, scale_a column-major
+    (M, KB) and scale_b transposed to (KB, NB)."""
     (m, kdim), n = x.shape, w.shape[0]
-    if (tuple(scale_a.shape), tuple(scale_b.shape)) != scale_shapes("row", m, n, kdim):
-        scale_a, scale_b = scale_a.t().contiguous().t(), scale_b.t()
-    return torch._scaled_mm(x, w.t(), scale_a=scale_a, scale_b=scale_b,
-                            out_dtype=torch.bfloat16)
+    if (tuple(scale_a.shape), tuple(scale_b.shape)) == scale_shapes("row", m, n, kdim):
+        return scale_a, scale_b
+    return scale_a.t().contiguous().t(), scale_b.t()
+
+
+def torch_scaled_mm(x: Any, w: Any, scale_a: Any, scale_b: Any) -> Any:
+    """`torch._scaled_mm` on the same operands, bf16 out (`torch_scales`); its block-wise
+    mode needs cuBLAS 12.9+ on sm_90 (torch raises otherwise)."""
+    import torch
+    sa, sb = torch_scales(x, w, scale_a, scale_b)
+    return torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 
 def rel_error(got: Any, want: Any) -> float:

@@ -224,3 +224,14 @@ def test_torch_reference_is_the_numpy_one(scaling):
     want = NS["reference"](x.float().numpy(), w.float().numpy(), sa.numpy(), sb.numpy())
     got = NS["torch_reference"](x, w, sa, sb).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_torch_scales_are_in_scaled_mms_layouts():
+    """Row-wise as given; per 128-block torch's (BlockWise1x128, BlockWise128x128) layouts:
+    scale_a (M, KB) column-major, scale_b (KB, NB), the same values."""
+    x, w, sa, sb = NS["torch_inputs"]("row", 40, 256, 512, device="cpu")
+    assert NS["torch_scales"](x, w, sa, sb) == (sa, sb)
+    x, w, sa, sb = NS["torch_inputs"]("block", 40, 256, 512, device="cpu")
+    ta, tb = NS["torch_scales"](x, w, sa, sb)
+    assert ta.shape == (40, 4) and ta.stride() == (1, 40) and bool((ta == sa).all())
+    assert tb.shape == (4, 2) and bool((tb == sb.t()).all())

@@ -160,7 +160,7 @@ def _scaled(section, torch, sms, shapes=FP8_SCALED) -> None:
 
 def _scaled_row(section, torch, sample, mod, scaling, m, n, k, sms) -> None:
     x, w, sa, sb = sample.torch_inputs(scaling, m, n, k)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(m, n, device=x.device, dtype=torch.bfloat16)
     theirs_scales = (sa, sb)
     label = f"torch._scaled_mm {scaling}-wise"
     try:

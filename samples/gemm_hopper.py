@@ -41,7 +41,9 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
   every GPU's symmetric buffer with it. `build_gemm(cfg, output=...)` takes an `Output` that
   says where the tiles go instead of C; samples/gemm_reduce_scatter.py sends each tile to the
-  GPU that owns its rows with it.
+  GPU that owns its rows with it. `build_gemm(cfg, consumer=...)` takes a `Consumer`, the
+  consumer warpgroups' main loop and scaling; samples/gemm_fp8_scaled.py scales e4m3 by rows
+  and by 128-wide K blocks with it.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and

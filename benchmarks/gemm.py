@@ -17,6 +17,15 @@ samples) after SETTLE_S seconds of untimed turns. TFLOP/s count 2 M N K; the
 fraction of peak is against the dense tensor-core peak of an H100/H200 SXM (989 TFLOP/s bf16,
 1979 fp8). Registers per thread are the loaded function's (driver JIT: the count at entry,
 before setmaxnreg moves them), shared memory the launch's dynamic bytes.
+
+fp8 with DeepSeek-style scales (`samples/gemm_fp8_scaled.py`, bf16 out) at 8192^3, 4096^3
+and M = 128, N = K = 8192: row-wise (scale_a (M, 1), scale_b (1, N)) against
+`torch._scaled_mm`'s row-wise mode, per 128-block (scale_a (M, K/128), scale_b (N/128,
+K/128)) against `torch._scaled_mm`'s (1x128, 128x128) block-wise mode where this torch has it
+(cuBLAS 12.9+ on sm_90; otherwise against its row-wise mode on the same e4m3 operands, and
+the row says so). Inputs: random normal e4m3 times scales log-uniform over [1/512, 1/8]; each
+side is first checked against an fp32 torch computation of its own formula (relative
+Frobenius error below 1e-2).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from benchmarks.compile_latency import load_sample
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (64, 8192, 8192),
         (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
 FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
+FP8_SCALED = FP8         # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
 PEAK = {"bf16": 989.4, "e4m3": 1978.9}       # dense TFLOP/s, H100/H200 SXM
 TARGETS = {("bf16", 8192): 1.00, ("bf16", 4096): 0.95, ("e4m3", 8192): 1.00}
 # Untimed turns before each row's samples, as in section 6: under load an H100 at its power
@@ -71,6 +81,7 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
                                          "no cluster") + f"; used for {use}")
         for m, n, k in shapes:
             _row(section, torch, sample, mod, dtype, m, n, k, sms)
+    _scaled(section, torch, sms)
 
 
 def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
@@ -127,6 +138,83 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
     if goal is not None:
         section.target(f"{shape}: ptxdsl / {label.split()[0]}", ratio, f">= {goal:.2f}",
                        ratio >= goal)
+
+
+def _scaled(section, torch, sms, shapes=FP8_SCALED) -> None:
+    """The fp8 rows with row-wise and per-128-block scales (module doc)."""
+    sample = load_sample("gemm_fp8_scaled")
+    built = sample.build_module()
+    mod = built.load()
+    section.note(checker_note(built))
+    for scaling in sample.SCALINGS:
+        for tiling, cfg in sample.VARIANTS[scaling].items():
+            fn = mod[cfg.name]
+            section.note(f"{fn.name}: {scaling}-wise scales, {cfg.bn}-column tiles, "
+                         f"{fn.num_regs} registers per thread at entry, {cfg.smem_bytes} bytes "
+                         f"of dynamic shared memory ({cfg.stages} stages), " +
+                         (f"clusters of {cfg.cluster} along {cfg.along.upper()}"
+                          if cfg.cluster > 1 else "no cluster") + f" ({tiling} tiling)")
+        for m, n, k in shapes:
+            _scaled_row(section, torch, sample, mod, scaling, m, n, k, sms)
+
+
+def _scaled_row(section, torch, sample, mod, scaling, m, n, k, sms) -> None:
+    x, w, sa, sb = sample.torch_inputs(scaling, m, n, k)
+    c = torch.empty(m, n, device=x.device, dtype=torch.bfloat16)
+    theirs_scales = (sa, sb)
+    label = f"torch._scaled_mm {scaling}-wise"
+    try:
+        sample.torch_scaled_mm(x, w, sa, sb)
+    except (RuntimeError, NotImplementedError, ValueError) as e:
+        if scaling == "row":
+            raise
+        # no block-wise path in this torch: its row-wise one on the same e4m3 operands
+        why = str(e).splitlines()[0][:120]
+        _, _, ra, rb = sample.torch_inputs("row", m, n, k)
+        theirs_scales = (ra, rb)
+        label = "torch._scaled_mm row-wise"
+        section.note(f"{scaling}-wise M={m} N={n} K={k}: torch._scaled_mm has no block-wise "
+                     f"path here ({type(e).__name__}: {why}); compared with its row-wise mode")
+    cfg = sample.config_for(scaling, m)
+    gh = sample.gh
+    maps = (*gh.tensor_maps("e4m3", x.data_ptr(), w.data_ptr(), m, n, k, cfg),
+            gh.output_map(c.data_ptr(), m, n))
+    ptrs = (x.data_ptr(), w.data_ptr(), c.data_ptr(), sa.data_ptr(), sb.data_ptr())
+
+    def ours():
+        sample.launch(mod, scaling, *ptrs, m, n, k, sms=sms, maps=maps, cfg=cfg)
+
+    tsa, tsb = sample.torch_scales(x, w, *theirs_scales)    # laid out once, outside the timing
+    wt = w.t()
+
+    def theirs():
+        return torch._scaled_mm(x, wt, scale_a=tsa, scale_b=tsb, out_dtype=torch.bfloat16)
+
+    c.fill_(float("nan"))
+    ours()
+    errs = {who: sample.rel_error(got, sample.torch_reference(x, w, *scales))
+            for who, got, scales in (("ptxdsl", c, (sa, sb)),
+                                     (label, theirs(), theirs_scales))}
+    torch.cuda.synchronize()
+    for who, err in errs.items():
+        if not err < 1e-2:
+            raise AssertionError(f"{scaling}-wise e4m3 {m}x{n}x{k}: {who}'s relative error "
+                                 f"{err:.3g} against the fp32 computation")
+    reps, burst = _reps(m, n, k)
+    times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
+                               burst=burst, settle_s=SETTLE_S)
+    flops = 2.0 * m * n * k
+    shape = f"e4m3 {scaling}-wise scales M={m} N={n} K={k}"
+    meds = {}
+    for who, ms in times.items():
+        tflops = [flops / (t * 1e-3) / 1e12 for t in ms]
+        r = section.row(f"{shape}: {who}", tflops, "TFLOP/s",
+                        f"{100 * _median(tflops) / PEAK['e4m3']:.0f}% of dense peak; "
+                        f"verified (rel. error {errs[who]:.1e})"
+                        + (f"; kernel {cfg.name}" if who == "ptxdsl" else ""))
+        meds[who] = r["median"]
+    section.row(f"{shape}: ptxdsl / {label}", [meds["ptxdsl"] / meds[label]], "ratio",
+                "medians")
 
 
 def _median(xs):

@@ -41,7 +41,9 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
   every GPU's symmetric buffer with it. `build_gemm(cfg, output=...)` takes an `Output` that
   says where the tiles go instead of C; samples/gemm_reduce_scatter.py sends each tile to the
-  GPU that owns its rows with it.
+  GPU that owns its rows with it. `build_gemm(cfg, consumer=...)` takes a `Consumer`, the
+  consumer warpgroups' main loop and scaling; samples/gemm_fp8_scaled.py scales e4m3 by rows
+  and by 128-wide K blocks with it.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
@@ -174,6 +176,21 @@ class TileStore(Protocol):
     def finish(self) -> None: ...
 
 
+class Consumer(Protocol):
+    """The consumer warpgroups' work in place of the GEMM's own main loop and scaling
+    (samples/gemm_fp8_scaled.py scales by rows and by 128-wide K blocks with it). `build_gemm`
+    calls `declare` after every other parameter (the kernel then has no per-tensor `scale`),
+    and `run` in each consumer warpgroup after its `setmaxnreg.inc`: it runs `tile_loop`
+    over its tiles, reading each k-block's stage from `ring` (the stage at `smem` + slot
+    offset: A's 128 x bk tile, then B's bn x bk; `kblocks` per tile), releasing it to the
+    producer, handing `epi.store` the packed tile, and calls `epi.finish()` at the end."""
+
+    def declare(self, k: Kernel) -> None: ...
+
+    def run(self, k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kblocks: Reg,
+            epi: TileStore, tile_loop: TileLoop, M: Reg, N: Reg) -> None: ...
+
+
 Load = Callable[..., None]       # (dst, tmap, row, mask=None, outer=()): one TMA load
 
 
@@ -217,11 +234,11 @@ DEFAULT_ROWS = Rows()
 
 
 def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = None,
-               rows: Rows = DEFAULT_ROWS) -> Kernel:
+               rows: Rows = DEFAULT_ROWS, consumer: Consumer | None = None) -> Kernel:
     """The kernel of `cfg`; `bounded`: every mbarrier wait traps after 2 s with an error
     record saying which barrier and parity it waited on (`ptxdsl.debug`), for debugging;
     `output`: where the tiles go instead of C (`Output`); `rows`: where A's rows come from
-    and C's go (`Rows`)."""
+    and C's go (`Rows`); `consumer`: the consumers' main loop and scaling (`Consumer`)."""
     cl = cfg.cluster
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
                reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
@@ -235,10 +252,12 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
     c_p = k.param_ptr("c") if output is None else None
     m_p, n_p, k_p = (k.param(t.u32, n) for n in ("m", "n", "k"))
     tma_p = k.param(t.u32, "tma_store") if output is None else None
-    scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" else None
+    scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" and consumer is None else None
     if output is not None:
         output.declare(k)
     rows.params(k, cfg)
+    if consumer is not None:
+        consumer.declare(k)
     smem = k.extern_shared("smem", align=cfg.layout_a.alignment)
     ring = MbarrierRing(k, cfg.stages, empty_count=2, peers=cl,
                         storage=Addr(smem, cfg.ring_off))
@@ -283,7 +302,10 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
             assert map_c is not None and c_p is not None and tma_p is not None
             epi = Epilogue(k, cfg, smem, map_c, c_p, k.ld_param(tma_p), k.sub(wg, 1), M, N,
                            rows)
-        _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
+        if consumer is not None:
+            consumer.run(k, cfg, ring, smem, kblocks, epi, tile_loop, M, N)
+        else:
+            _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
     if cl > 1:
         cluster_sync(k)      # no CTA leaves while its peer may still multicast or release to it
     k.ret()

@@ -1,0 +1,208 @@
+"""samples/gemm_decode.py: Y = X W^T at decode shapes (swapped operands, split-K, deep ring).
+
+CPU: the kernels pass the hazard checker, have the PTX the design says (wgmma N = the width,
+L2 hints, the ticket and the ordered sum), the host's choices (width, splits, grid,
+workspace) cover every k-block of every tile exactly once, and bad input is refused with a
+message naming it. GPU (`gpu`-marked, each in its own process): bit-exact against numpy at
+M = 1 .. 128 with odd N and K tails, two calls identical.
+"""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptxdsl.toolchain import ptxas_path
+from tests.child_env import child_env
+from tests.whole_program import advisories, whole_program_report
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "gemm_decode.py"
+NS = runpy.run_path(str(SAMPLE), run_name="__ptxdsl_test__")
+GH = NS["gh"]
+
+
+@pytest.fixture(scope="module")
+def module():
+    return NS["build_module"]()
+
+
+def _entry(ptx: str, name: str) -> str:
+    return ptx.split(f".entry {name}(")[1].split(".entry")[0]
+
+
+def test_checker_finds_nothing(module):
+    for k in module.kernels:
+        assert k.check(strict=True) == [], k.name
+
+
+def test_ptx_shape(module):
+    """Swapped operands (W's 128 rows on the wgmma M side, X's rows its N), evict-first W and
+    evict-last X, no TMA-store epilogue, the acq_rel ticket and the warpgroup's vote on it,
+    16-bit transposed stores."""
+    ptx = module.emit()
+    for dtype, kind in (("bf16", "k16.f32.bf16.bf16"), ("e4m3", "k32.f32.e4m3.e4m3")):
+        for bn in NS["WIDTHS"]:
+            body = _entry(ptx, f"gemm_decode_{dtype}_n{bn}")
+            assert body.count(f"wgmma.mma_async.sync.aligned.m64n{bn}{kind}") == 8
+            assert ".param .u32 kper" in body and ".reqnctapercluster" not in body
+            assert "createpolicy.fractional.L2::evict_first.b64" in body
+            assert "createpolicy.fractional.L2::evict_last.b64" in body
+            assert body.count(".L2::cache_hint") == 2
+            assert "stmatrix" not in body and "bulk_group" not in body
+            assert body.count("atom.acq_rel.gpu.global.add.u32") == 1
+            assert "bar.red.or.pred" in body
+            assert body.count("st.global.b16") == bn // 2
+            stages = NS["VARIANTS"][dtype][bn].stages
+            assert body.count("mbarrier.init.shared::cta.b64") == 2 * stages
+
+
+@pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
+def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
+    """What the driver JIT builds: setmaxnreg kept (168 registers at entry), no spills (the
+    ordered sum holds a partial's quad beside the accumulator), no serialized wgmma."""
+    rep = whole_program_report(module)
+    assert [r.registers for r in rep.kernels.values()] == [168] * 10, rep.log
+    assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
+    assert advisories(rep) == [], rep.log
+
+
+def test_variants_fill_shared_memory():
+    for dtype in ("bf16", "e4m3"):
+        for bn, cfg in NS["VARIANTS"][dtype].items():
+            assert cfg.smem_bytes <= NS["SMEM_LIMIT"]
+            assert cfg.smem_bytes + cfg.stage_bytes + 16 > NS["SMEM_LIMIT"]   # no stage more
+            assert cfg.stage_bytes % 1024 == 0 and cfg.bn == bn
+    assert NS["VARIANTS"]["bf16"][8].stages == 13 and NS["VARIANTS"]["bf16"][128].stages == 7
+
+
+def test_width_choice():
+    pick = NS["config_for"]
+    for m, bn in ((1, 8), (8, 8), (9, 16), (16, 16), (17, 32), (33, 64), (64, 64), (65, 128),
+                  (128, 128)):
+        assert pick("bf16", m).bn == bn and pick("e4m3", m).bn == bn
+    assert NS["DECODE_M"] == max(NS["WIDTHS"])
+
+
+def test_split_choice():
+    split = NS["split_for"]
+    assert split(64, 128, 132) == 64           # N = K = 8192: 2 splits, 128 CTAs
+    assert split(112, 128, 132) == 19          # N = 14336: 7 splits, 6 waves of 21 units
+    assert split(32, 224, 132) == 56           # N = 4096, K = 14336: 4 splits
+    assert split(1, 1, 132) == 1
+    assert split(1, 1000, 132) == -(-1000 // NS["MAX_SPLITS"])
+
+
+@pytest.mark.parametrize("m,n,kdim,sms", [(1, 8192, 8192, 132), (64, 8192, 8192, 132),
+                                          (7, 1000, 4096, 132), (33, 256, 8192, 5),
+                                          (128, 777, 520, 3), (16, 28672, 8192, 132)])
+def test_units_cover_every_kblock_once(m, n, kdim, sms):
+    """The kernel's walk (units split-major, CTA c taking c, c + grid, ...; split s of a tile
+    covering k-blocks [s kper, min((s + 1) kper, kblocks))), replayed on the host: every
+    k-block of every tile is read by exactly one unit, no unit is empty, every unit runs,
+    and the workspace holds every unit's two partials after the tickets."""
+    p = NS["plan"]("bf16", m, n, kdim, sms)
+    kblocks = -(-kdim // p.cfg.bk)
+    seen: dict[tuple[int, int], int] = {}
+    units = 0
+    for c in range(p.grid):
+        for u in range(c, p.tiles * p.splits, p.grid):
+            s, tile = divmod(u, p.tiles)
+            lo, hi = s * p.kper, min((s + 1) * p.kper, kblocks)
+            assert hi > lo
+            for kb in range(lo, hi):
+                seen[(tile, kb)] = seen.get((tile, kb), 0) + 1
+            units += 1
+    assert units == p.tiles * p.splits
+    assert seen == {(tile, kb): 1 for tile in range(p.tiles) for kb in range(kblocks)}
+    assert p.grid <= sms and p.tiles == -(-n // 128) * -(-m // p.cfg.bn)
+    tickets = -(-p.tiles * 8 // 16) * 16
+    parts = p.tiles * p.splits * 2 * 64 * p.cfg.bn * 4 if p.splits > 1 else 0
+    assert p.workspace == tickets + parts
+
+
+def test_bad_input_is_refused():
+    plan, launch, ws = NS["plan"], NS["launch"], NS["Workspace"]
+    with pytest.raises(ValueError, match=r"M must be 1 to DECODE_M = 128 .* got M=0"):
+        plan("bf16", 0, 64, 64, 132)
+    with pytest.raises(ValueError, match=r"larger M: gemm_hopper.launch\), got M=129"):
+        plan("bf16", 129, 64, 64, 132)
+    with pytest.raises(ValueError, match=r"K \* 2 bytes a multiple of 16 \(bf16\), got M=4 "
+                       r"N=64 K=12"):
+        plan("bf16", 4, 64, 12, 132)
+    with pytest.raises(ValueError, match=r"K \* 1 bytes a multiple of 16 \(e4m3\)"):
+        plan("e4m3", 4, 64, 8, 132)
+    with pytest.raises(ValueError, match="N >= 1"):
+        plan("bf16", 4, 0, 64, 132)
+    with pytest.raises(ValueError, match="dtype must be one of bf16, e4m3, got 'f16'"):
+        plan("f16", 4, 64, 64, 132)
+    with pytest.raises(ValueError, match="K must be an int, got 64.0"):
+        plan("bf16", 4, 64, 64.0, 132)
+    with pytest.raises(ValueError, match="sms must be a positive int, got 0"):
+        plan("bf16", 4, 64, 64, 0)
+    # the workspace is checked before anything touches the GPU
+    with pytest.raises(ValueError, match="workspace must be a Workspace"):
+        launch(None, "bf16", 0, 0, 0, 4, 8192, 8192, sms=132, workspace=0)
+    with pytest.raises(ValueError, match=r"has 16 bytes, M=4 N=8192 K=8192 on 132 SMs needs "
+                       r"524800 \(64 tiles x 2 splits\)"):
+        launch(None, "bf16", 0, 0, 0, 4, 8192, 8192, sms=132, workspace=ws(0, 16))
+
+
+def test_split_k_needs_an_accumulator_output():
+    cfg = NS["VARIANTS"]["bf16"][8]
+    with pytest.raises(ValueError, match="split-K .* needs an output= whose epilogue adds"):
+        GH.build_gemm(cfg)
+
+    class Packed:          # an Output whose epilogue takes packed tiles only
+        def declare(self, k):
+            pass
+
+        def first_row(self, k, cfg, tiles_m):
+            return None
+
+        def epilogue(self, k, cfg, smem, cw, M, N):
+            class Store:
+                def __init__(self):
+                    self.cw = cw
+
+                def store(self, packed, m0, n0):
+                    pass
+
+                def finish(self):
+                    pass
+            return Store()
+    with pytest.raises(ValueError, match="must take the f32 accumulator .*got Store"):
+        GH.build_gemm(cfg, output=Packed())
+
+
+def _run_in_child(run_args: str) -> None:
+    code = ("import runpy, sys\n"
+            f"ns = runpy.run_path({str(SAMPLE)!r}, run_name='__ptxdsl_test__')\n"
+            f"r = ns['run']({run_args})\n"
+            "print(r.format())\nsys.exit(0 if r.ok else 1)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=child_env(), timeout=300)
+    print(res.stdout)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+GPU_SHAPES = [(m, n, k) for m in (1, 7, 16, 33, 64, 100, 128)
+              for n, k in ((4096, 8192), (8192, 4096), (1032, 14336))] + \
+    [(1, 777, 200), (33, 1001, 4104), (128, 130, 72)]     # odd N, K tails, K under a stage
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bf16", "e4m3"])
+def test_decode_on_gpu(dtype):
+    """Every width and shape class, bit for bit against numpy, two calls identical."""
+    _run_in_child(f"shapes={GPU_SHAPES!r}, dtypes=[{dtype!r}]")
+
+
+@pytest.mark.gpu
+def test_decode_on_a_small_grid():
+    """3 CTAs walk many units each (the tickets, the ring and the parities across units)."""
+    _run_in_child("shapes=[(16, 4104, 8192), (128, 520, 4096)], sms=3")

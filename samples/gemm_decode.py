@@ -29,11 +29,14 @@ from its `Config` with three of its options and its `Output` hook:
   predicated on the M and N edges (Y is M x N: 1 MiB at M = 64, N = 8192, against 128 MiB
   of W, so its stores' cost is small and they need no TMA map; N may be odd).
 
-Host side: `launch` takes the loaded module, the pointers of X, W, Y and a `Workspace`
-(tickets + partials, `workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed
-by every call: one per stream, as two calls running at once must not share the tickets).
-`config_for`, `split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a
-multiple of 8 (bf16) or 16 (e4m3).
+Host side: `Linear(dtype)` is the one call for any M: `Linear("bf16")(x, w, y, m, n, k)` runs
+this kernel for M <= DECODE_M and gemm_hopper's above (`kernel_for` says which), with its
+own workspace; `Linear(dtype, bounded=True)` is the debug build. Underneath, `launch` takes
+the loaded module, the pointers of X, W, Y and a `Workspace` (tickets + partials,
+`workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed by every call: one
+per stream, as two calls running at once must not share the tickets). `config_for`,
+`split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a multiple of 8
+(bf16) or 16 (e4m3).
 
 The run checks every kernel against numpy (integer-valued inputs, so the f32 sums are exact
 and only the bf16 rounding remains: compared bit for bit) at M at each width's edges, odd N,
@@ -164,10 +167,10 @@ class Workspace:
         self.ptr, self.nbytes = ptr, nbytes     # ptr: an int, or a buffer kept alive here
 
     @classmethod
-    def allocate(cls, nbytes: int) -> Workspace:
+    def allocate(cls, nbytes: int, device: int = 0) -> Workspace:
         from ptxdsl import runtime as rt
         size = max(nbytes, TICKET_ALIGN)
-        return cls(rt.DeviceBuffer.zeros(size), size)
+        return cls(rt.DeviceBuffer.zeros(size, device=device), size)
 
 
 # -- the kernel's output: split-K sums, transposed into Y ------------------------------------
@@ -325,6 +328,50 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
     module[p.cfg.name].launch(p.grid, gh.THREADS, args, shared_mem=p.cfg.smem_bytes,
                               stream=stream)
     return p
+
+
+def kernel_for(dtype: str, m: int) -> str:
+    """The kernel `Linear` runs for M rows: this sample's up to DECODE_M, gemm_hopper's
+    (`gemm_hopper.config_for`) above."""
+    if m > DECODE_M:
+        config_for(dtype, 1)                 # the dtype (N, K are checked per call)
+        return gh.config_for(dtype, m).name
+    return config_for(dtype, m).name
+
+
+class Linear:
+    """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16; e4m3: times `scale`) at any M: the
+    decode kernel up to DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and loads
+    both modules once (`bounded=True`: the debug build, whose hung waits raise
+    `WaitTimeoutError` naming the barrier) and keeps a workspace, grown as shapes need; one
+    `Linear` per stream (its workspace's tickets serve one call at a time)."""
+
+    def __init__(self, dtype: str = "bf16", *, bounded: bool = False, sms: int | None = None,
+                 device: int = 0) -> None:
+        from ptxdsl import runtime as rt
+        config_for(dtype, 1)        # the dtype
+        self.dtype, self.device = dtype, device
+        self.sms = sms or rt.device_info(device).sm_count
+        self.decode = build_module([dtype], bounded).load(device=device)
+        big = [gh.build_gemm(cfg[dtype], bounded) for cfg in gh.VARIANTS.values()]
+        self.gemm = (debug.module(big, name="gemm_hopper", target="sm_90a") if bounded
+                     else Module(big, name="gemm_hopper", target="sm_90a")).load(device=device)
+        self.workspace = Workspace.allocate(0, device)
+        self._retired: list[Workspace] = []     # outgrown, kept for calls still in flight
+
+    def __call__(self, x: object, w: object, y: object, m: int, n: int, kdim: int,
+                 scale: float = 1.0, *, stream: object = None) -> str:
+        """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
+        if m > DECODE_M:
+            gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
+                      stream=stream)
+            return kernel_for(self.dtype, m)
+        need = plan(self.dtype, m, n, kdim, self.sms).workspace
+        if need > self.workspace.nbytes:
+            self._retired.append(self.workspace)
+            self.workspace = Workspace.allocate(need, self.device)
+        return launch(self.decode, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
+                      workspace=self.workspace, stream=stream).cfg.name
 
 
 SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64, 1032, 2000),

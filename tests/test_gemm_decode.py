@@ -88,6 +88,19 @@ def test_width_choice():
     assert NS["DECODE_M"] == max(NS["WIDTHS"])
 
 
+def test_kernel_choice_across_the_bound():
+    """`Linear` runs the decode kernel up to DECODE_M and gemm_hopper's variants above."""
+    pick = NS["kernel_for"]
+    assert pick("bf16", 1) == "gemm_decode_bf16_n8"
+    assert pick("e4m3", NS["DECODE_M"]) == "gemm_decode_e4m3_n128"
+    assert pick("bf16", NS["DECODE_M"] + 1) == GH.config_for("bf16", NS["DECODE_M"] + 1).name
+    assert pick("bf16", 4096) == "gemm_hopper_bf16"
+    with pytest.raises(ValueError, match="M must be 1 to DECODE_M"):
+        pick("bf16", 0)
+    with pytest.raises(ValueError, match="dtype must be one of bf16, e4m3, got 'f16'"):
+        pick("f16", 300)
+
+
 def test_split_choice():
     split = NS["split_for"]
     assert split(64, 128, 132) == 64           # N = K = 8192: 2 splits, 128 CTAs
@@ -200,6 +213,30 @@ GPU_SHAPES = [(m, n, k) for m in (1, 7, 16, 33, 64, 100, 128)
 def test_decode_on_gpu(dtype):
     """Every width and shape class, bit for bit against numpy, two calls identical."""
     _run_in_child(f"shapes={GPU_SHAPES!r}, dtypes=[{dtype!r}]")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bounded", [False, True])
+def test_linear_on_gpu(bounded):
+    """`Linear` on both sides of DECODE_M (and its debug build), against numpy, with a
+    workspace grown from one shape to the next."""
+    code = ("import runpy, sys, numpy as np\n"
+            f"ns = runpy.run_path({str(SAMPLE)!r}, run_name='__ptxdsl_test__')\n"
+            "from ptxdsl import runtime as rt\n"
+            "gh = ns['gh']\n"
+            f"lin = ns['Linear']('bf16', bounded={bounded})\n"
+            "for m, n, k in ((3, 520, 208), (64, 4104, 4096), (200, 520, 208)):\n"
+            "    x, w, want, _ = gh.reference_inputs('bf16', m, n, k)\n"
+            "    y = rt.DeviceBuffer.empty((m, n), np.uint16)\n"
+            "    name = lin(rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w), y,"
+            " m, n, k)\n"
+            "    rt.synchronize()\n"
+            "    assert name == ns['kernel_for']('bf16', m), name\n"
+            "    assert (y.to_numpy() == gh.bf16_round(want)).all(), (m, n, k)\n"
+            "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=child_env(), timeout=300)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
 
 
 @pytest.mark.gpu

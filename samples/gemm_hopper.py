@@ -41,7 +41,11 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
   every GPU's symmetric buffer with it. `build_gemm(cfg, output=...)` takes an `Output` that
   says where the tiles go instead of C; samples/gemm_reduce_scatter.py sends each tile to the
-  GPU that owns its rows with it.
+  GPU that owns its rows with it. `Config(split_k=True)` walks (tile, split) units, K cut
+  into splits of a `kper` parameter, and hands each unit's f32 accumulator and `KSpan` to the
+  `Output`'s epilogue (an `AccStore`); `staging=False` leaves out the epilogue's buffers;
+  `hints=True` loads A evict-first and B evict-last. samples/gemm_decode.py builds its
+  decode-shape GEMM (Y = X W^T, M <= 128, split-K) from these.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ptxdsl.testing import assemble_declared
 from ptxdsl.toolchain import ptxas_path
 from tests.child_env import child_env
 from tests.whole_program import advisories, whole_program_report
@@ -38,6 +39,16 @@ def _entry(ptx: str, name: str) -> str:
 def test_checker_finds_nothing(module):
     for k in module.kernels:
         assert k.check(strict=True) == [], k.name
+
+
+def test_debug_build_checks_clean_and_assembles():
+    """`bounded=True` (what `Linear(bounded=True)` loads): every wait bounded, still clean."""
+    built = NS["build_module"](["bf16"], bounded=True)
+    for k in built.kernels:
+        assert k.check(strict=True) == [], k.name
+    ptx = built.emit()
+    assert ptx.count("%globaltimer") >= 2 * len(NS["WIDTHS"])
+    assert assemble_declared(ptx)[:4] == b"\x7fELF"
 
 
 def test_ptx_shape(module):

@@ -117,8 +117,11 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
             _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod))
 
 
-def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None) -> None:
-    dev = "cuda"
+def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
+         dev="cuda") -> None:
+    """One row: verify, then time ours against torch's. `decode`: (gemm_decode, its loaded
+    module) to run that sample's kernel; `dev`: "cpu" in the CPU test of this plumbing."""
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
     c = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -161,7 +164,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None) -> N
     c.fill_(float("nan"))
     ours()
     ref = theirs()
-    torch.cuda.synchronize()
+    sync()
     err = float((c.float() - ref.float()).norm() / ref.float().norm())
     if not err < 1e-2:
         raise AssertionError(f"{dtype} {m}x{n}x{k}: relative error {err:.3g} against {label}")
@@ -169,7 +172,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None) -> N
         first = c.clone()
         c.fill_(float("nan"))
         ours()
-        torch.cuda.synchronize()
+        sync()
         if not torch.equal(first.view(torch.int16), c.view(torch.int16)):
             raise AssertionError(f"{dtype} {m}x{n}x{k}: two calls of {kernel} differ")
     reps, burst = _reps(m, n, k)

@@ -256,3 +256,50 @@ def test_linear_on_gpu(bounded):
 def test_decode_on_a_small_grid():
     """3 CTAs walk many units each (the tickets, the ring and the parities across units)."""
     _run_in_child("shapes=[(16, 4104, 8192), (128, 520, 4096)], sms=3")
+
+
+def test_benchmark_decode_row_on_the_cpu(monkeypatch):
+    """benchmarks/gemm.py's decode row end to end on the CPU: the plan and workspace it
+    makes, its check against torch and of two calls' bits, its notes (the kernel, splits, the
+    fraction of the HBM roofline), with a stand-in launch that computes Y through the
+    pointers it is given (two calls that differ are reported)."""
+    torch = pytest.importorskip("torch")
+    import ctypes
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from benchmarks import gemm as G
+    from benchmarks.common import Section
+
+    def view(ptr, count):
+        return np.ctypeslib.as_array((ctypes.c_uint16 * count).from_address(ptr))
+
+    calls = []
+
+    def launch(mod, dtype, x, w, y, m, n, kdim, scale, *, sms, workspace, maps):
+        assert workspace.nbytes >= NS["plan"](dtype, m, n, kdim, sms).workspace
+        f32 = [(view(p, r * kdim).astype(np.uint32) << 16).view(np.float32).reshape(r, kdim)
+               for p, r in ((x, m), (w, n))]
+        out = torch.from_numpy(f32[0] @ f32[1].T).bfloat16().view(torch.int16).numpy()
+        calls.append(1)
+        view(y, m * n)[:] = out.view(np.uint16).ravel() + (len(calls) == bad)
+    dec = SimpleNamespace(plan=NS["plan"], Workspace=NS["Workspace"], launch=launch,
+                          tensor_maps=lambda *a: (None, None))
+    monkeypatch.setattr(G, "interleaved_gpu_ms", lambda launches, **kw: {
+        who: [0.05 if who == "ptxdsl" else 0.1] * 3 for who in launches})
+    section = Section("gemm", "7")
+    bad = 0
+    G._row(section, torch, None, None, "bf16", 16, 520, 208, 132, 1e12,
+           decode=(dec, None), dev="cpu")
+    note = section.find("bf16 M=16 N=520 K=208 decode: ptxdsl")["note"]
+    moved = (16 * 208 + 520 * 208) * 2 + 16 * 520 * 2
+    assert f"{100 * moved / 0.05e-3 / 1e12:.0f}% of the HBM roofline" in note
+    assert "kernel gemm_decode_bf16_n16, 4 splits of 1 k-blocks" in note
+    ratio = section.find("bf16 M=16 N=520 K=208 decode: ptxdsl / torch.matmul")
+    assert ratio["median"] == 2.0
+    bad = len(calls) + 2            # the second checked call differs in its last bit
+    with pytest.raises(AssertionError, match="two calls of gemm_decode_bf16_n16, 4 splits "
+                       "of 1 k-blocks differ"):
+        G._row(section, torch, None, None, "bf16", 16, 520, 208, 132, 1e12,
+               decode=(dec, None), dev="cpu")

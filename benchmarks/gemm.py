@@ -112,7 +112,8 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
             fn = dec_mod[cfg.name]
             section.note(f"{fn.name}: {cfg.bn} X rows per tile (M <= {cfg.bn}), "
                          f"{fn.num_regs} registers per thread at entry, {cfg.smem_bytes} bytes "
-                         f"of dynamic shared memory per CTA ({cfg.stages} stages)")
+                         f"of dynamic shared memory per CTA ({cfg.stages} stages), "
+                         + ("clusters of 2 sharing X" if cfg.cluster > 1 else "no cluster"))
         for m, n, k in shapes:
             _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod))
 

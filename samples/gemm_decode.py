@@ -20,6 +20,9 @@ from its `Config` with three of its options and its `Output` hook:
   last resets the ticket for the next call and adds the partials up in split order, so the
   sum, and Y, are the same bit for bit whichever CTA finishes last. With one split the
   accumulator is stored as it is.
+- Shared X (widths from CLUSTER_BN = 32): clusters of 2 CTAs on adjacent W tiles, each
+  loading half of the X tile and multicasting it to both, so X's bytes come out of L2 once
+  per pair (at M = 64 every CTA would otherwise read half as many bytes of X as of W).
 - Deep ring (no epilogue staging: `Config(staging=False)`): as many stages as 227 KiB of
   shared memory holds (13 at bn = 8, 7 at bn = 128), so enough bytes of W are in flight.
 - L2 hints (`Config.hints`): W is loaded evict-first (read once), X evict-last (read by
@@ -69,13 +72,20 @@ MAX_SPLITS = 16
 # k-blocks: what keeps split_for from cutting K finer than the waves gain
 UNIT_OVERHEAD = 2
 TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 stores)
+# Widths from this one up run in clusters of 2 CTAs along W's rows that share the X tile (each
+# loads half of it and multicasts it): every CTA reads all of X's K range from L2, which at
+# M = 64 is half as many bytes as its share of W, so sharing it halves that traffic. (Below,
+# X is small, and a half box of 4 rows would be under a core matrix at bn = 8.) Not
+# measured yet: a width below it runs without a cluster.
+CLUSTER_BN = 32
 
 
 def _config(dtype: str, bn: int) -> gh.Config:
     stage = 16 * 1024 + bn * gh.BK_BYTES          # a W tile and an X tile
     stages = SMEM_LIMIT // (stage + 16)           # + a full and an empty mbarrier
-    return gh.Config(dtype, bn=bn, cluster=1, stages=stages, name=f"gemm_decode_{dtype}_n{bn}",
-                     split_k=True, staging=False, hints=True)
+    return gh.Config(dtype, bn=bn, cluster=2 if bn >= CLUSTER_BN else 1, stages=stages,
+                     along="m", name=f"gemm_decode_{dtype}_n{bn}", split_k=True,
+                     staging=False, hints=True)
 
 
 VARIANTS = {d: {bn: _config(d, bn) for bn in WIDTHS} for d in gh.DTYPES}   # dtype -> bn -> cfg
@@ -107,8 +117,9 @@ def split_for(tiles: int, kblocks: int, sms: int) -> int:
 
 
 class Plan(NamedTuple):
-    """What `launch` runs for one shape: the variant, its tiles, k-blocks per split and the
-    splits that makes, the persistent grid and the workspace bytes it needs."""
+    """What `launch` runs for one shape: the variant, its CTA tiles (a cluster tile is one per
+    CTA of the cluster), k-blocks per split and the splits that makes, the persistent grid
+    (whole clusters) and the workspace bytes it needs."""
 
     cfg: gh.Config
     tiles: int
@@ -137,12 +148,15 @@ def plan(dtype: str, m: int, n: int, kdim: int, sms: int) -> Plan:
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
         raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
     cfg = config_for(dtype, m)
-    tiles = -(-n // gh.BM) * -(-m // cfg.bn)
+    cl = cfg.cluster
+    cluster_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bn)
     kblocks = -(-kdim // cfg.bk)
-    kper = split_for(tiles, kblocks, sms)
+    clusters = max(1, sms // cl)
+    kper = split_for(cluster_tiles, kblocks, clusters)
     splits = -(-kblocks // kper)
-    return Plan(cfg, tiles, kper, splits, min(tiles * splits, sms),
-                workspace_bytes(cfg, tiles, splits))
+    return Plan(cfg, cluster_tiles * cl, kper, splits,
+                cl * min(cluster_tiles * splits, clusters),
+                workspace_bytes(cfg, cluster_tiles * cl, splits))
 
 
 def _part_bytes(cfg: gh.Config) -> int:
@@ -201,7 +215,11 @@ class DecodeStore:
         tid = k.and_(k.tid.x, 127)
         self.leader = tid == 0
         self.barrier = k.add(cw, 1)       # named barrier 1 or 2: this warpgroup's
-        tiles = k.mul(k.div(k.add(w_rows, gh.BM - 1), gh.BM),
+        cl = cfg.cluster
+        # in a cluster each CTA has its own tiles' tickets and partials: cluster tile t's
+        # CTA r keys them as t * cl + r
+        self.rank = k.read_special("cluster_ctarank") if cl > 1 else None
+        tiles = k.mul(k.mul(k.div(k.add(w_rows, cfg.tile_m - 1), cfg.tile_m), cl),
                       k.div(k.add(x_rows, cfg.bn - 1), cfg.bn))
         self.tickets = ws
         tickets_bytes = k.and_(k.add(k.mul(tiles, 8), TICKET_ALIGN - 1), -TICKET_ALIGN,
@@ -218,9 +236,10 @@ class DecodeStore:
     def store_acc(self, acc: Fragment, m0: Reg, n0: Reg, span: gh.KSpan) -> None:
         k = self.k
         assert span.splits is not None and span.tile is not None and span.split is not None
+        tile = span.tile if self.rank is None else k.mad(span.tile, self.cfg.cluster, self.rank)
         holds = span.splits == 1
         with k.if_(span.splits != 1):
-            k.mov(self._add_up(acc, span.tile, span.split, span.splits), dst=holds)
+            k.mov(self._add_up(acc, tile, span.split, span.splits), dst=holds)
         with k.if_(holds):
             self._store_transposed(acc, m0, n0)
 

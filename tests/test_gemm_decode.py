@@ -60,7 +60,11 @@ def test_ptx_shape(module):
         for bn in NS["WIDTHS"]:
             body = _entry(ptx, f"gemm_decode_{dtype}_n{bn}")
             assert body.count(f"wgmma.mma_async.sync.aligned.m64n{bn}{kind}") == 8
-            assert ".param .u32 kper" in body and ".reqnctapercluster" not in body
+            assert ".param .u32 kper" in body
+            # from CLUSTER_BN up: pairs along W's rows, X's tile multicast
+            paired = bn >= NS["CLUSTER_BN"]
+            assert (".reqnctapercluster 2, 1, 1" in body) is paired
+            assert body.count(".multicast::cluster") == int(paired)
             assert "createpolicy.fractional.L2::evict_first.b64" in body
             assert "createpolicy.fractional.L2::evict_last.b64" in body
             assert body.count(".L2::cache_hint") == 2
@@ -123,27 +127,34 @@ def test_split_choice():
 
 @pytest.mark.parametrize("m,n,kdim,sms", [(1, 8192, 8192, 132), (64, 8192, 8192, 132),
                                           (7, 1000, 4096, 132), (33, 256, 8192, 5),
-                                          (128, 777, 520, 3), (16, 28672, 8192, 132)])
+                                          (128, 777, 520, 3), (16, 28672, 8192, 132),
+                                          (64, 28672, 8192, 132), (100, 300, 4096, 1)])
 def test_units_cover_every_kblock_once(m, n, kdim, sms):
     """The kernel's walk (units split-major, CTA c taking c, c + grid, ...; split s of a tile
     covering k-blocks [s kper, min((s + 1) kper, kblocks))), replayed on the host: every
     k-block of every tile is read by exactly one unit, no unit is empty, every unit runs,
-    and the workspace holds every unit's two partials after the tickets."""
+    and the workspace holds every unit's two partials after the tickets. In clusters of
+    `cl`, cluster c walks the cluster tiles and its CTA r keys tile t as t * cl + r."""
     p = NS["plan"]("bf16", m, n, kdim, sms)
+    cl = p.cfg.cluster
     kblocks = -(-kdim // p.cfg.bk)
+    cluster_tiles, clusters = p.tiles // cl, p.grid // cl
     seen: dict[tuple[int, int], int] = {}
     units = 0
-    for c in range(p.grid):
-        for u in range(c, p.tiles * p.splits, p.grid):
-            s, tile = divmod(u, p.tiles)
+    for c in range(clusters):
+        for u in range(c, cluster_tiles * p.splits, clusters):
+            s, tile = divmod(u, cluster_tiles)
             lo, hi = s * p.kper, min((s + 1) * p.kper, kblocks)
             assert hi > lo
-            for kb in range(lo, hi):
-                seen[(tile, kb)] = seen.get((tile, kb), 0) + 1
+            for rank in range(cl):
+                for kb in range(lo, hi):
+                    key = (tile * cl + rank, kb)
+                    seen[key] = seen.get(key, 0) + 1
             units += 1
-    assert units == p.tiles * p.splits
+    assert units == cluster_tiles * p.splits
     assert seen == {(tile, kb): 1 for tile in range(p.tiles) for kb in range(kblocks)}
-    assert p.grid <= sms and p.tiles == -(-n // 128) * -(-m // p.cfg.bn)
+    assert p.grid <= max(sms, cl) and p.grid % cl == 0
+    assert p.tiles == -(-n // (128 * cl)) * cl * -(-m // p.cfg.bn)
     tickets = -(-p.tiles * 8 // 16) * 16
     parts = p.tiles * p.splits * 2 * 64 * p.cfg.bn * 4 if p.splits > 1 else 0
     assert p.workspace == tickets + parts

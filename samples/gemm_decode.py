@@ -76,7 +76,7 @@ TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 sto
 # loads half of it and multicasts it): every CTA reads all of X's K range from L2, which at
 # M = 64 is half as many bytes as its share of W, so sharing it halves that traffic. (Below,
 # X is small, and a half box of 4 rows would be under a core matrix at bn = 8.) Not
-# measured yet: a width below it runs without a cluster.
+# measured yet: above 128, no width runs in clusters.
 CLUSTER_BN = 32
 
 
@@ -96,20 +96,21 @@ def config_for(dtype: str, m: int) -> gh.Config:
     if dtype not in VARIANTS:
         raise ValueError(f"gemm_decode: dtype must be one of {', '.join(VARIANTS)}, got "
                          f"{dtype!r}")
-    if not 1 <= m <= DECODE_M:
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or not 1 <= m <= DECODE_M:
         raise ValueError(f"gemm_decode: M must be 1 to DECODE_M = {DECODE_M} (X's rows; "
-                         f"larger M: gemm_hopper.launch), got M={m}")
+                         f"larger M: gemm_hopper.launch), got M={m!r}")
     return VARIANTS[dtype][next(bn for bn in WIDTHS if bn >= m)]
 
 
-def split_for(tiles: int, kblocks: int, sms: int) -> int:
-    """k-blocks per split (`kper`) for `tiles` output tiles of `kblocks` k-blocks on `sms`
-    SMs: the split count S minimising waves x (k-blocks per unit + UNIT_OVERHEAD), the
-    fewest splits on a tie (each split adds a partial sum's traffic)."""
+def split_for(tiles: int, kblocks: int, slots: int) -> int:
+    """k-blocks per split (`kper`) for `tiles` output tiles (cluster tiles) of `kblocks`
+    k-blocks, `slots` of which run at once (SMs, or clusters): the split count S minimising
+    waves x (k-blocks per unit + UNIT_OVERHEAD), the fewest splits on a tie (each split adds
+    a partial sum's traffic)."""
     best: tuple[int, int] | None = None
     for s in range(1, min(MAX_SPLITS, kblocks) + 1):
         kper = -(-kblocks // s)
-        cost = -(-tiles * s // sms) * (kper + UNIT_OVERHEAD)
+        cost = -(-tiles * s // slots) * (kper + UNIT_OVERHEAD)
         if best is None or cost < best[0]:
             best = (cost, kper)
     assert best is not None       # kblocks >= 1

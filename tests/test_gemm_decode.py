@@ -175,6 +175,8 @@ def test_bad_input_is_refused():
         plan("bf16", 4, 0, 64, 132)
     with pytest.raises(ValueError, match="dtype must be one of bf16, e4m3, got 'f16'"):
         plan("f16", 4, 64, 64, 132)
+    with pytest.raises(ValueError, match="M must be 1 to DECODE_M = 128 .* got M='4'"):
+        plan("bf16", "4", 64, 64, 132)
     with pytest.raises(ValueError, match="K must be an int, got 64.0"):
         plan("bf16", 4, 64, 64.0, 132)
     with pytest.raises(ValueError, match="sms must be a positive int, got 0"):

@@ -311,6 +311,15 @@ def test_benchmark_decode_row_on_the_cpu(monkeypatch):
     assert "kernel gemm_decode_bf16_n16, 4 splits of 1 k-blocks" in note
     ratio = section.find("bf16 M=16 N=520 K=208 decode: ptxdsl / torch.matmul")
     assert ratio["median"] == 2.0
+    assert section.targets == []        # the goals are for N = K = 8192
+    monkeypatch.setattr(G, "DECODE_TARGET_NK", 512)     # (8192 in the benchmark)
+    G._row(section, torch, None, None, "bf16", 8, 512, 512, 132, 1e9,
+           decode=(dec, None), dev="cpu")
+    moved = (8 * 512 + 512 * 512) * 2 + 8 * 512 * 2
+    assert [(t["name"], t["goal"], t["met"]) for t in section.targets] == [
+        ("bf16 M=8 N=512 K=512 decode: fraction of the HBM roofline", ">= 0.85",
+         moved / 0.05e-3 / 1e9 >= 0.85),
+        ("bf16 M=8 N=512 K=512 decode: ptxdsl / torch.matmul", ">= 1.10", True)]
     bad = len(calls) + 2            # the second checked call differs in its last bit
     with pytest.raises(AssertionError, match="two calls of gemm_decode_bf16_n16, 4 splits "
                        "of 1 k-blocks differ"):

@@ -160,6 +160,26 @@ def test_units_cover_every_kblock_once(m, n, kdim, sms):
     assert p.workspace == tickets + parts
 
 
+@pytest.mark.parametrize("m,n,kdim", [(1, 8192, 8192), (64, 1000, 4096), (128, 777, 520)])
+def test_workspace_holds_every_partial_apart(m, n, kdim):
+    """The kernel's addressing (DecodeStore: the ticket of key t at 4 (2t + cw); the v4 of
+    thread i, quad q of unit (t, split) at tickets + 16 i + 2048 q + part ((t splits +
+    split) 2 + cw), t = cluster tile * cl + rank) gives every 16 bytes of every partial a
+    place of its own, after the tickets and inside `workspace`."""
+    import numpy as np
+    p = NS["plan"]("bf16", m, n, kdim, 132)
+    assert p.splits > 1               # (with one split nothing is stored there)
+    part = 64 * p.cfg.bn * 4
+    tickets = -(-p.tiles * 8 // 16) * 16
+    keys = np.arange(p.tiles)
+    assert ((keys * 2 + 1) * 4 + 4).max() <= tickets
+    unit = (keys[:, None] * p.splits + np.arange(p.splits)[None, :]) * 2
+    slot = (unit[..., None] + np.arange(2)).ravel()[:, None, None] * part
+    at = tickets + slot + 16 * np.arange(128)[None, :, None] + \
+        2048 * np.arange(p.cfg.bn // 8)[None, None, :]
+    assert len(np.unique(at)) == at.size and at.max() + 16 <= p.workspace
+
+
 def test_bad_input_is_refused():
     plan, launch, ws = NS["plan"], NS["launch"], NS["Workspace"]
     with pytest.raises(ValueError, match=r"M must be 1 to DECODE_M = 128 .* got M=0"):

@@ -10,6 +10,19 @@ sample `samples/gemm_hopper.py` against torch in the same process on the same GP
 pairs along N sharing A), for other M <= 256 the skinny variant (`_n128`: 128 x 128 tiles, no
 cluster), otherwise the default; each row names the one it ran.
 
+Decode rows (`decode` in the row name): `samples/gemm_decode.py`'s kernel (Y = X W^T with W
+on the wgmma M side, split-K, deep ring; `gemm_decode.launch` picks its width and splits) at
+M = 1 .. 128 with N = K = 8192, and M = 16 with (N, K) = (14336, 4096) and its transpose
+(4096, 14336), bf16 against `torch.matmul` and one e4m3 row against `torch._scaled_mm`; each
+is also checked to give the same bits on two calls (the split-K sum is ordered).
+The M = 64 and 128 rows above (gemm_hopper's own variants) are the comparison for the
+decode kernel's bound, `gemm_decode.DECODE_M`.
+
+Every row with M <= 256 also gives the fraction of the HBM roofline: the bytes of A, B and C
+read or written once, at the copy bandwidth measured first (`y.copy_(x)` of 1 GiB: 2 GiB
+moved per copy). The bf16 decode rows at M <= 64, N = K = 8192 carry issue 34's targets:
+>= 1.10x cuBLAS and >= 85% of the roofline.
+
 Inputs are random normal (fp8: scaled into e4m3's range). Each row first checks the ptxdsl
 result against torch's (relative Frobenius error below 1e-2), then both are timed with CUDA
 events around bursts of back-to-back launches, taking turns burst by burst (medians of 25
@@ -30,13 +43,21 @@ Frobenius error below 1e-2).
 
 from __future__ import annotations
 
-from benchmarks.common import Section, checker_note, interleaved_gpu_ms
+from benchmarks.common import Section, checker_note, gpu_ms, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (64, 8192, 8192),
         (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
 FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 FP8_SCALED = FP8         # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
+DECODE = {"bf16": ((1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (32, 8192, 8192),
+                   (64, 8192, 8192), (128, 8192, 8192), (16, 14336, 4096), (16, 4096, 14336)),
+          "e4m3": ((64, 8192, 8192),)}
+ROOFLINE_M = 256             # rows up to this M say how close they are to the HBM roofline
+# issue 34's goals for the decode kernel at M <= 64, N = K = 8192: against cuBLAS, and the
+# fraction of the HBM roofline
+DECODE_TARGETS = {"ratio": 1.10, "roofline": 0.85}
+DECODE_TARGET_M, DECODE_TARGET_NK = 64, 8192
 PEAK = {"bf16": 989.4, "e4m3": 1978.9}       # dense TFLOP/s, H100/H200 SXM
 TARGETS = {("bf16", 8192): 1.00, ("bf16", 4096): 0.95, ("e4m3", 8192): 1.00}
 # Untimed turns before each row's samples, as in section 6: under load an H100 at its power
@@ -52,7 +73,20 @@ def _reps(m: int, n: int, k: int) -> tuple[int, int]:
     return 25, inner
 
 
-def run(section: Section, bf16=BF16, fp8=FP8) -> None:
+def copy_bandwidth(torch) -> float:
+    """Bytes per second of a device-to-device copy of 1 GiB (read + write), median of 10."""
+    x = torch.empty(1 << 29, dtype=torch.int16, device="cuda")
+    y = torch.empty_like(x)
+    ms = gpu_ms(lambda: y.copy_(x), reps=10, warmup=2)
+    return 2 * x.nbytes / (_median(ms) * 1e-3)
+
+
+def roofline_bytes(dtype: str, m: int, n: int, k: int) -> int:
+    """A (M x K) and B (N x K) read once, C (M x N bf16) written once."""
+    return (m * k + n * k) * (2 if dtype == "bf16" else 1) + m * n * 2
+
+
+def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
     try:
         import torch
     except ImportError:
@@ -63,8 +97,15 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
     built = sample.build_module()
     mod = built.load()
     section.note(checker_note(built))
+    dec = load_sample("gemm_decode")
+    dec_built = dec.build_module()
+    dec_mod = dec_built.load()
+    section.note(checker_note(dec_built))
     sms = rt.device_info(0).sm_count
     torch.manual_seed(0)
+    bw = copy_bandwidth(torch)
+    section.note(f"copy bandwidth (y.copy_(x), 1 GiB): {bw / 1e12:.2f} TB/s, the HBM "
+                 "roofline's rate")
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):
         uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M}"),
                 (sample.SKINNY[dtype], f"M <= {sample.ROW_M} and {sample.BM} < M <= "
@@ -80,12 +121,24 @@ def run(section: Section, bf16=BF16, fp8=FP8) -> None:
                                          f"{cfg.along.upper()}" if cfg.cluster > 1 else
                                          "no cluster") + f"; used for {use}")
         for m, n, k in shapes:
-            _row(section, torch, sample, mod, dtype, m, n, k, sms)
+            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw)
+    for dtype, shapes in decode.items():
+        for cfg in dec.VARIANTS[dtype].values():
+            fn = dec_mod[cfg.name]
+            section.note(f"{fn.name}: {cfg.bn} X rows per tile (M <= {cfg.bn}), "
+                         f"{fn.num_regs} registers per thread at entry, {cfg.smem_bytes} bytes "
+                         f"of dynamic shared memory per CTA ({cfg.stages} stages), "
+                         + ("clusters of 2 sharing X" if cfg.cluster > 1 else "no cluster"))
+        for m, n, k in shapes:
+            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod))
     _scaled(section, torch, sms)
 
 
-def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
-    dev = "cuda"
+def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
+         dev="cuda") -> None:
+    """One row: verify, then time ours against torch's. `decode`: (gemm_decode, its loaded
+    module) to run that sample's kernel; `dev`: "cpu" in the CPU test of this plumbing."""
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
     c = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -105,36 +158,65 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms) -> None:
         def theirs():
             return torch._scaled_mm(a, b.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
         label = "torch._scaled_mm (cuBLASLt)"
-    maps = (*sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k),
-            sample.output_map(c.data_ptr(), m, n))
+    if decode is None:
+        maps = (*sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k),
+                sample.output_map(c.data_ptr(), m, n))
+        kernel = sample.config_for(dtype, m).name
 
-    def ours():
-        sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
-                      sms=sms, maps=maps)
+        def ours():
+            sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
+                          sms=sms, maps=maps)
+    else:
+        dec, dec_mod = decode
+        plan = dec.plan(dtype, m, n, k, sms)
+        scratch = torch.zeros(plan.workspace, dtype=torch.uint8, device=dev)
+        ws = dec.Workspace(scratch.data_ptr(), plan.workspace)
+        dmaps = dec.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k)
+        kernel = f"{plan.cfg.name}, {plan.splits} splits of {plan.kper} k-blocks"
+
+        def ours():
+            dec.launch(dec_mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k,
+                       scale, sms=sms, workspace=ws, maps=dmaps)
 
     c.fill_(float("nan"))
     ours()
     ref = theirs()
-    torch.cuda.synchronize()
+    sync()
     err = float((c.float() - ref.float()).norm() / ref.float().norm())
     if not err < 1e-2:
         raise AssertionError(f"{dtype} {m}x{n}x{k}: relative error {err:.3g} against {label}")
+    if decode is not None:
+        first = c.clone()
+        c.fill_(float("nan"))
+        ours()
+        sync()
+        if not torch.equal(first.view(torch.int16), c.view(torch.int16)):
+            raise AssertionError(f"{dtype} {m}x{n}x{k}: two calls of {kernel} differ")
     reps, burst = _reps(m, n, k)
     times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
                                burst=burst, settle_s=SETTLE_S)
     flops = 2.0 * m * n * k
-    shape = f"{dtype} M={m} N={n} K={k}"
+    shape = f"{dtype} M={m} N={n} K={k}" + (" decode" if decode is not None else "")
+    moved = roofline_bytes(dtype, m, n, k)
     meds = {}
     for who, ms in times.items():
         tflops = [flops / (t * 1e-3) / 1e12 for t in ms]
+        hbm = (f"; {100 * moved / (_median(ms) * 1e-3) / bw:.0f}% of the HBM roofline"
+               if m <= ROOFLINE_M else "")
         r = section.row(f"{shape}: {who}", tflops, "TFLOP/s",
-                        f"{100 * _median(tflops) / PEAK[dtype]:.0f}% of dense peak"
-                        + (f"; verified (rel. error {err:.1e}); kernel "
-                           f"{sample.config_for(dtype, m).name}" if who == "ptxdsl" else ""))
+                        f"{100 * _median(tflops) / PEAK[dtype]:.0f}% of dense peak{hbm}"
+                        + (f"; verified (rel. error {err:.1e}); kernel {kernel}"
+                           if who == "ptxdsl" else ""))
         meds[who] = r["median"]
     ratio = meds["ptxdsl"] / meds[label]
     section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians")
     goal = TARGETS.get((dtype, m)) if m == n == k else None
+    if decode is not None and dtype == "bf16" and m <= DECODE_TARGET_M and \
+            n == k == DECODE_TARGET_NK:
+        goal = DECODE_TARGETS["ratio"]
+        roof = moved / (_median(times["ptxdsl"]) * 1e-3) / bw
+        section.target(f"{shape}: fraction of the HBM roofline", roof,
+                       f">= {DECODE_TARGETS['roofline']:.2f}", roof >= DECODE_TARGETS["roofline"])
     if goal is not None:
         section.target(f"{shape}: ptxdsl / {label.split()[0]}", ratio, f">= {goal:.2f}",
                        ratio >= goal)

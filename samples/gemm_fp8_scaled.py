@@ -159,7 +159,7 @@ def _rowwise(k: Kernel, cfg: gh.Config, stages: _Stages, acc: Fragment, epi: gh.
              N: Reg) -> None:
     last_pair = k.sub(N, 2)      # N is even: a column pair past N reads the last pair
 
-    def tile(m0: Reg, n0: Reg) -> None:
+    def tile(m0: Reg, n0: Reg, span: gh.KSpan) -> None:     # (whole: no split-K)
         r0, r1 = rows(m0)
         s_rows = (_load_f32(k, sa, r0), _load_f32(k, sa, r1))   # used after the main loop
         stages.mma(acc, first=True)
@@ -196,7 +196,7 @@ def _blockwise(k: Kernel, cfg: gh.Config, stages: _Stages, acc: Fragment, epi: g
     last_nb = k.sub(k.div(k.add(N, BLOCK - 1), BLOCK), 1)
     last_kb = k.sub(kblocks, 1)
 
-    def tile(m0: Reg, n0: Reg) -> None:
+    def tile(m0: Reg, n0: Reg, span: gh.KSpan) -> None:     # (whole: no split-K)
         r0, r1 = rows(m0)
         # the scale rows this thread reads along K: X's two rows and the tile's block of W
         bases = (k.mul(r0, kblocks), k.mul(r1, kblocks),

@@ -41,9 +41,13 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   warpgroup's idle warps, C's coordinates and edges); samples/allgather_gemm.py reads A from
   every GPU's symmetric buffer with it. `build_gemm(cfg, output=...)` takes an `Output` that
   says where the tiles go instead of C; samples/gemm_reduce_scatter.py sends each tile to the
-  GPU that owns its rows with it. `build_gemm(cfg, consumer=...)` takes a `Consumer`, the
-  consumer warpgroups' main loop and scaling; samples/gemm_fp8_scaled.py scales e4m3 by rows
-  and by 128-wide K blocks with it.
+  GPU that owns its rows with it. `Config(split_k=True)` walks (tile, split) units, K cut
+  into splits of a `kper` parameter, and hands each unit's f32 accumulator and `KSpan` to the
+  `Output`'s epilogue (an `AccStore`); `staging=False` leaves out the epilogue's buffers;
+  `hints=True` loads A evict-first and B evict-last. samples/gemm_decode.py builds its
+  decode-shape GEMM (Y = X W^T, M <= 128, split-K) from these. `build_gemm(cfg,
+  consumer=...)` takes a `Consumer`, the consumer warpgroups' main loop and scaling;
+  samples/gemm_fp8_scaled.py scales e4m3 by rows and by 128-wide K blocks with it.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
@@ -53,7 +57,7 @@ only the final bf16 rounding differs: compared bit for bit with numpy's round-to
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -68,7 +72,7 @@ from ptxdsl.types import ScalarType
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime import LoadedModule, TensorMap
 
-TileBody = Callable[[Reg, Reg], None]           # the work on the tile at (m0, n0)
+TileBody = Callable[[Reg, Reg, "KSpan"], None]  # the work on the tile at (m0, n0)
 TileLoop = Callable[[TileBody], None]           # runs it on each tile of this CTA
 
 BM, BN, BK_BYTES = 128, 256, 128     # CTA tile rows, columns; k-block bytes per row
@@ -89,12 +93,18 @@ class Config:
     tile; "n": they sit side by side along N and share the A tile) and ring stages."""
 
     def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES,
-                 along: str = "m", name: str | None = None):
+                 along: str = "m", name: str | None = None, *, split_k: bool = False,
+                 staging: bool = True, hints: bool = False):
         if along not in ("m", "n"):
             raise ValueError(f"Config: along must be 'm' (CTAs share B) or 'n' (they share A), "
                              f"got {along!r}")
         self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
         self.along = along
+        # split_k: the kernel takes `kper` (k-blocks per split) and walks (tile, split) units;
+        # its `Output` must take the f32 accumulator (`AccStore`), as only it can add the
+        # splits up. staging: room for the TMA-store epilogue's buffers. hints: A loaded
+        # evict-first (streamed once), B evict-last (read by every CTA).
+        self.split_k, self.staging, self.hints = split_k, staging, hints
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
@@ -109,7 +119,7 @@ class Config:
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
         self.stage_bytes = self.a_bytes + self.b_bytes
         self.epi_off = stages * self.stage_bytes         # 2 x 16 KiB: one per consumer
-        self.ring_off = self.epi_off + 2 * EPI_BYTES
+        self.ring_off = self.epi_off + (2 * EPI_BYTES if staging else 0)
         self.smem_bytes = self.ring_off + 16 * stages
         self.name = name or f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
 
@@ -147,6 +157,18 @@ def _raster(k: Kernel, tile: Reg, tiles_m: Reg, tiles_n: Reg) -> tuple[Reg, Reg]
     rows = k.min(k.sub(tiles_m, first), GROUP)
     r = k.sub(tile, k.mul(g, band))
     return k.add(first, k.rem(r, rows)), k.div(r, rows)
+
+
+class KSpan:
+    """The k-blocks [start, stop) of the work unit at hand (`count` of them). Without split-K
+    a unit is a whole tile (0 to all k-blocks); with `Config.split_k` it is split `split` of
+    `splits` of the tile numbered `tile` (its index in the raster order, which a split-K
+    `Output` uses to find the tile's partial sums)."""
+
+    def __init__(self, start: Reg | int, stop: Reg, count: Reg, tile: Reg | None = None,
+                 split: Reg | None = None, splits: Reg | None = None) -> None:
+        self.start, self.stop, self.count = start, stop, count
+        self.tile, self.split, self.splits = tile, split, splits
 
 
 class Output(Protocol):
@@ -189,6 +211,14 @@ class Consumer(Protocol):
 
     def run(self, k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kblocks: Reg,
             epi: TileStore, tile_loop: TileLoop, M: Reg, N: Reg) -> None: ...
+
+
+@runtime_checkable
+class AccStore(TileStore, Protocol):
+    """The epilogue of a split-K `Output` (`Config.split_k`): `store_acc` takes each unit's
+    f32 accumulator (scaled, for e4m3) and its `KSpan`, in place of `store`."""
+
+    def store_acc(self, acc: Fragment, m0: Reg, n0: Reg, span: KSpan) -> None: ...
 
 
 Load = Callable[..., None]       # (dst, tmap, row, mask=None, outer=()): one TMA load
@@ -240,6 +270,13 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
     `output`: where the tiles go instead of C (`Output`); `rows`: where A's rows come from
     and C's go (`Rows`); `consumer`: the consumers' main loop and scaling (`Consumer`)."""
     cl = cfg.cluster
+    if cfg.split_k and output is None:
+        raise ValueError(f"build_gemm: {cfg.name} is split-K (Config.split_k): it needs an "
+                         "output= whose epilogue adds the splits up (an AccStore); C's own "
+                         "epilogue stores whole tiles")
+    if cfg.split_k and consumer is not None:
+        raise ValueError(f"build_gemm: {cfg.name} is split-K (Config.split_k); a consumer= "
+                         "runs whole tiles")
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
                reqnctapercluster=(cl, 1, 1) if cl > 1 else None)
     if bounded:
@@ -253,6 +290,7 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
     m_p, n_p, k_p = (k.param(t.u32, n) for n in ("m", "n", "k"))
     tma_p = k.param(t.u32, "tma_store") if output is None else None
     scale_p = k.param(t.f32, "scale") if cfg.dtype != "bf16" and consumer is None else None
+    kper_p = k.param(t.u32, "kper") if cfg.split_k else None
     if output is not None:
         output.declare(k)
     rows.params(k, cfg)
@@ -272,12 +310,25 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
     kblocks = k.div(k.add(K, cfg.bk - 1), cfg.bk)
     first_tile = k.read_special("clusterid.x" if cl > 1 else "ctaid.x")
     clusters = k.read_special("nclusterid.x" if cl > 1 else "nctaid.x")
+    whole = KSpan(0, kblocks, kblocks)
+    if kper_p is not None:      # units: split s of every tile, then split s + 1 ...
+        kper = k.ld_param(kper_p)
+        splits = k.div(k.add(kblocks, k.sub(kper, 1)), kper)     # none of them empty
+        units = k.mul(tiles, splits)
 
     def tile_loop(body: TileBody) -> None:
         start = output.first_row(k, cfg, tiles_m) if output is not None else None
         tile = k.mov(first_tile, dst=k.reg(t.u32, "tile"))
-        with k.while_(lambda: tile < tiles):
-            mb, nb = _raster(k, tile, tiles_m, tiles_n)
+        with k.while_(lambda: tile < (tiles if kper_p is None else units)):
+            span = whole
+            at = tile
+            if kper_p is not None:
+                s = k.div(tile, tiles)
+                at = k.sub(tile, k.mul(s, tiles))
+                kb0 = k.mul(s, kper)
+                kb1 = k.min(k.add(kb0, kper), kblocks)
+                span = KSpan(kb0, kb1, k.sub(kb1, kb0), at, s, splits)
+            mb, nb = _raster(k, at, tiles_m, tiles_n)
             if start is not None:
                 mb = k.rem(k.add(mb, start), tiles_m)
             m0, n0 = k.mul(mb, cfg.tile_m), k.mul(nb, cfg.tile_n)
@@ -285,14 +336,14 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
                 m0 = k.mad(rank, BM, m0)
             elif rank is not None:
                 n0 = k.mad(rank, cfg.bn, n0)
-            body(m0, n0)
+            body(m0, n0, span)
             k.add(tile, clusters, dst=tile)
 
     with k.if_(wg == 0):
         ptx.setmaxnreg_dec(k, PRODUCER_REGS)
         rows.side_warps(k, cfg)
         with k.if_(tid == 0):
-            _producer(k, cfg, ring, smem, map_a, map_b, rank, kblocks, tile_loop, rows)
+            _producer(k, cfg, ring, smem, map_a, map_b, rank, tile_loop, rows)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         epi: TileStore
@@ -305,7 +356,7 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
         if consumer is not None:
             consumer.run(k, cfg, ring, smem, kblocks, epi, tile_loop, M, N)
         else:
-            _consumer(k, cfg, ring, smem, scale_p, kblocks, epi, tile_loop)
+            _consumer(k, cfg, ring, smem, scale_p, epi, tile_loop)
     if cl > 1:
         cluster_sync(k)      # no CTA leaves while its peer may still multicast or release to it
     k.ret()
@@ -313,7 +364,7 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
 
 
 def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: Symbol,
-              map_b: Symbol, rank: Reg | None, kblocks: Reg, tile_loop: TileLoop,
+              map_b: Symbol, rank: Reg | None, tile_loop: TileLoop,
               rows: Rows = DEFAULT_ROWS) -> None:
     """One thread: per k-block its own tile of one operand and its 1/cluster slice of the
     shared one, multicast to the cluster (the whole of both without a cluster)."""
@@ -326,33 +377,41 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
     mine = k.mad(rank, slice_rows * BK_BYTES, cfg.a_bytes if shared_b else 0) \
         if rank is not None else None     # rank: in a cluster (cl > 1)
     p = ring.producer()
+    # L2 policies (cfg.hints): A streamed once, B read again by every CTA
+    pol_a = ptx.createpolicy_fractional(k, "evict_first") if cfg.hints else None
+    pol_b = ptx.createpolicy_fractional(k, "evict_last") if cfg.hints else None
 
-    def tile(m0: Reg, n0: Reg) -> None:
+    def tile(m0: Reg, n0: Reg, span: KSpan) -> None:
         # my slice of the shared tile (whose origin the CTAs have in common)
         at = k.mad(rank, slice_rows, n0 if shared_b else m0) if rank is not None else None
         rows.begin_tile(k, cfg, m0 if at is None or shared_b else at)
-        with k.for_range(0, kblocks) as kb:
+        with k.for_range(span.start, span.stop) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
             p.arrive_expect_tx(cfg.stage_bytes)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
 
             def load(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None,
-                     outer: tuple[Reg | int, ...] = ()) -> None:
+                     outer: tuple[Reg | int, ...] = (), policy: Reg | None = pol_b) -> None:
                 if mask is None:
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
-                                             (kc, row, *outer), full)
+                                             (kc, row, *outer), full, cache_policy=policy)
                 else:
                     ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", dst, tmap,
-                                             (kc, row, *outer), full, cta_mask=mask)
+                                             (kc, row, *outer), full, cta_mask=mask,
+                                             cache_policy=policy)
+
+            def load_a(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None,
+                       outer: tuple[Reg | int, ...] = ()) -> None:
+                load(dst, tmap, row, mask, outer, pol_a)
             if mine is None or at is None:      # no cluster
-                rows.load_a(k, load, tmap_a, slot, m0, None)
+                rows.load_a(k, load_a, tmap_a, slot, m0, None)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             elif shared_b:
-                rows.load_a(k, load, tmap_a, slot, m0, None)
+                rows.load_a(k, load_a, tmap_a, slot, m0, None)
                 load(k.add(slot, mine), tmap_b, at, cta_mask)
             else:
-                rows.load_a(k, load, tmap_a, k.add(slot, mine), at, cta_mask)
+                rows.load_a(k, load_a, tmap_a, k.add(slot, mine), at, cta_mask)
                 load(k.add(slot, cfg.a_bytes), tmap_b, n0)
             p.advance()
 
@@ -360,7 +419,7 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
 
 
 def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
-              kblocks: Reg, epi: TileStore, tile_loop: TileLoop) -> None:
+              epi: TileStore, tile_loop: TileLoop) -> None:
     acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
     read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
     leader = k.and_(k.tid.x, 127) == 0
@@ -384,9 +443,9 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p:
             free.release(scope="cta")     # .release.cluster costs a MEMBAR.ALL.GPU per stage
         free.advance()
 
-    def tile(m0: Reg, n0: Reg) -> None:
+    def tile(m0: Reg, n0: Reg, span: KSpan) -> None:
         mma(first=True)                                # scale-d 0: the tile starts from zero
-        with k.for_range(1, kblocks):
+        with k.for_range(1, span.count):
             mma(first=False)
             ptx.wgmma_wait_group(k, 1)                 # the previous stage is read: free it
             release()
@@ -395,7 +454,14 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p:
         if scale is not None:
             for r in acc:
                 k.mul(r, scale, type=t.f32, dst=r)
-        epi.store(acc.to_packed(t.bf16), m0, n0)
+        if cfg.split_k:
+            if not isinstance(epi, AccStore):
+                raise ValueError(f"build_gemm: {cfg.name} is split-K: its Output's epilogue "
+                                 "must take the f32 accumulator (AccStore.store_acc), got "
+                                 f"{type(epi).__name__}")
+            epi.store_acc(acc, m0, n0, span)
+        else:
+            epi.store(acc.to_packed(t.bf16), m0, n0)
 
     tile_loop(tile)
     epi.finish()

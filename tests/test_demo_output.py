@@ -55,10 +55,10 @@ def test_the_demo_runs_each_sample_once_and_says_why_no_gpu_runs_once(capsys, tm
         assert out.count(f"wrote {tmp_path / p.stem}.ptx") == 1, p.stem
     assert out.count("wrote ") == out.count("assembled offline with nvJitLink") == len(samples)
     dropped = [w for w in got if "setmaxnreg' ignored" in str(w.message)]
-    # once per line of each module: gemm_reduce_scatter's, allgather_gemm's and
-    # gemm_fp8_scaled's kernels are gemm_hopper's, built at the same lines, so those lines are
-    # warned about by four modules
-    modules = {"gemm_hopper.py": 4}
+    # once per line of each module: gemm_reduce_scatter's, allgather_gemm's, gemm_fp8_scaled's
+    # and gemm_decode's kernels are gemm_hopper's, built at the same lines, so those lines are
+    # warned about by five modules
+    modules = {"gemm_hopper.py": 5}
     per_line = Counter((w.filename, w.lineno) for w in dropped)
     assert dropped and all(n <= modules.get(Path(f).name, 1) for (f, _), n in per_line.items())
 

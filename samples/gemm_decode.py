@@ -1,0 +1,442 @@
+"""A GEMM for decode shapes: Y = X W^T with few rows in X (M <= DECODE_M), bf16 or fp8.
+
+X is M x K and W is N x K (`nn.Linear`'s weight), both row-major (K-major); Y is M x N bf16,
+accumulated in f32 (e4m3: times `scale`, the product of the per-tensor scales). At decode
+time M is a batch of tokens (1 to 128) while W is large (N, K in the thousands), so the
+kernel's time is the time to read W once from HBM: the design keeps every SM streaming W.
+
+It is samples/gemm_hopper.py's persistent warp-specialised kernel (no copy of it), built
+from its `Config` with three of its options and its `Output` hook:
+
+- Swapped operands: the GEMM computes Y^T = W X^T, so W's rows fill the wgmma M side (128
+  per CTA tile, 64 per consumer warpgroup) and X's M rows are the wgmma N (`bn` = 8, 16, 32,
+  64 or 128: one kernel per width, `launch` takes the narrowest that holds M; TMA zero-fills
+  X's rows past M). A W tile of 128 x 128 bytes is 16 KiB, an X tile `bn` x 128 bytes.
+- Split-K (`Config.split_k`): the N / 128 W tiles are too few for the SMs (64 at N = 8192
+  on 132 SMs), so K is cut into splits of `kper` k-blocks, chosen on the host (`split_for`)
+  so that tiles x splits fill the SMs in as few waves as the per-unit overhead allows. Each
+  (tile, split) unit stores its f32 partial sum to a workspace and counts it on the tile's
+  ticket (`atom.add.acq_rel.gpu`, after a barrier of the warpgroup); the unit that counts
+  last resets the ticket for the next call and adds the partials up in split order, so the
+  sum, and Y, are the same bit for bit whichever CTA finishes last. With one split the
+  accumulator is stored as it is.
+- Shared X (widths from CLUSTER_BN = 32): clusters of 2 CTAs on adjacent W tiles, each
+  loading half of the X tile and multicasting it to both, so X's bytes come out of L2 once
+  per pair (at M = 64 every CTA would otherwise read half as many bytes of X as of W).
+- Deep ring (no epilogue staging: `Config(staging=False)`): as many stages as 227 KiB of
+  shared memory holds (13 at bn = 8, 7 at bn = 128), so enough bytes of W are in flight.
+- L2 hints (`Config.hints`): W is loaded evict-first (read once), X evict-last (read by
+  every CTA).
+- Transposed epilogue: the tile of Y^T (W rows x X rows) is written into Y with 16-bit
+  stores, each lane's 8 consecutive W rows making 16 contiguous bytes of a row of Y,
+  predicated on the M and N edges (Y is M x N: 1 MiB at M = 64, N = 8192, against 128 MiB
+  of W, so its stores' cost is small and they need no TMA map; N may be odd).
+
+Host side: `Linear(dtype)` is the one call for any M: `Linear("bf16")(x, w, y, m, n, k)` runs
+this kernel for M <= DECODE_M and gemm_hopper's above (`kernel_for` says which), with its
+own workspace; `Linear(dtype, bounded=True)` is the debug build. Underneath, `launch` takes
+the loaded module, the pointers of X, W, Y and a `Workspace` (tickets + partials,
+`workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed by every call: one
+per stream, as two calls running at once must not share the tickets). `config_for`,
+`split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a multiple of 8
+(bf16) or 16 (e4m3).
+
+The run checks every kernel against numpy (integer-valued inputs, so the f32 sums are exact
+and only the bf16 rounding remains: compared bit for bit) at M at each width's edges, odd N,
+K tails and small grids (several units per CTA), and that two calls give identical bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, t
+from ptxdsl.fragments import Fragment
+from ptxdsl.sample_runner import POISON, Report, sample_main, sibling_sample, sync
+
+if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
+    import gemm_hopper as gh
+
+    from ptxdsl.runtime import LoadedModule, TensorMap
+else:                   # the GEMM this one is built from
+    gh = sibling_sample(__file__, "gemm_hopper")
+
+DECODE_M = 128                      # launch takes M up to this (the widest kernel's bn)
+WIDTHS = (8, 16, 32, 64, 128)       # X rows per tile: the wgmma N of each kernel
+SMEM_LIMIT = 227 * 1024             # dynamic shared memory per CTA on sm_90
+MAX_SPLITS = 16
+# A unit's cost beyond its k-blocks (filling the ring, the epilogue, the reduction), in
+# k-blocks: what keeps split_for from cutting K finer than the waves gain
+UNIT_OVERHEAD = 2
+TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 stores)
+# Widths from this one up run in clusters of 2 CTAs along W's rows that share the X tile (each
+# loads half of it and multicasts it): every CTA reads all of X's K range from L2, which at
+# M = 64 is half as many bytes as its share of W, so sharing it halves that traffic. (Below,
+# X is small, and a half box of 4 rows would be under a core matrix at bn = 8.) Not
+# measured yet: above 128, no width runs in clusters.
+CLUSTER_BN = 32
+
+
+def _config(dtype: str, bn: int) -> gh.Config:
+    stage = 16 * 1024 + bn * gh.BK_BYTES          # a W tile and an X tile
+    stages = SMEM_LIMIT // (stage + 16)           # + a full and an empty mbarrier
+    return gh.Config(dtype, bn=bn, cluster=2 if bn >= CLUSTER_BN else 1, stages=stages,
+                     along="m", name=f"gemm_decode_{dtype}_n{bn}", split_k=True,
+                     staging=False, hints=True)
+
+
+VARIANTS = {d: {bn: _config(d, bn) for bn in WIDTHS} for d in gh.DTYPES}   # dtype -> bn -> cfg
+
+
+def config_for(dtype: str, m: int) -> gh.Config:
+    """The kernel for M rows of X: the narrowest width that holds them."""
+    if dtype not in VARIANTS:
+        raise ValueError(f"gemm_decode: dtype must be one of {', '.join(VARIANTS)}, got "
+                         f"{dtype!r}")
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or not 1 <= m <= DECODE_M:
+        raise ValueError(f"gemm_decode: M must be 1 to DECODE_M = {DECODE_M} (X's rows; "
+                         f"larger M: gemm_hopper.launch), got M={m!r}")
+    return VARIANTS[dtype][next(bn for bn in WIDTHS if bn >= m)]
+
+
+def split_for(tiles: int, kblocks: int, slots: int) -> int:
+    """k-blocks per split (`kper`) for `tiles` output tiles (cluster tiles) of `kblocks`
+    k-blocks, `slots` of which run at once (SMs, or clusters): the split count S minimising
+    waves x (k-blocks per unit + UNIT_OVERHEAD), the fewest splits on a tie (each split adds
+    a partial sum's traffic)."""
+    best: tuple[int, int] | None = None
+    for s in range(1, min(MAX_SPLITS, kblocks) + 1):
+        kper = -(-kblocks // s)
+        cost = -(-tiles * s // slots) * (kper + UNIT_OVERHEAD)
+        if best is None or cost < best[0]:
+            best = (cost, kper)
+    assert best is not None       # kblocks >= 1
+    return best[1]
+
+
+class Plan(NamedTuple):
+    """What `launch` runs for one shape: the variant, its CTA tiles (a cluster tile is one per
+    CTA of the cluster), k-blocks per split and the splits that makes, the persistent grid
+    (whole clusters) and the workspace bytes it needs."""
+
+    cfg: gh.Config
+    tiles: int
+    kper: int
+    splits: int
+    grid: int
+    workspace: int
+
+
+def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
+    """The shapes the kernels take: 1 <= M <= DECODE_M, N >= 1, K * element bytes a
+    multiple of 16 (TMA's row pitch)."""
+    config_for(dtype, m)
+    elem = gh.CONFIGS[dtype].elem
+    for what, v in (("M", m), ("N", n), ("K", kdim)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise ValueError(f"gemm_decode: {what} must be an int, got {v!r}")
+    if n < 1 or kdim < 1 or (kdim * elem) % 16:
+        raise ValueError(f"gemm_decode: N >= 1 and K >= 1 with K * {elem} bytes a multiple "
+                         f"of 16 ({dtype}), got M={m} N={n} K={kdim}")
+
+
+def plan(dtype: str, m: int, n: int, kdim: int, sms: int) -> Plan:
+    """The launch of Y = X W^T at M x N x K on `sms` SMs."""
+    check_shape(dtype, m, n, kdim)
+    if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
+        raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
+    cfg = config_for(dtype, m)
+    cl = cfg.cluster
+    cluster_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bn)
+    kblocks = -(-kdim // cfg.bk)
+    clusters = max(1, sms // cl)
+    kper = split_for(cluster_tiles, kblocks, clusters)
+    splits = -(-kblocks // kper)
+    return Plan(cfg, cluster_tiles * cl, kper, splits,
+                cl * min(cluster_tiles * splits, clusters),
+                workspace_bytes(cfg, cluster_tiles * cl, splits))
+
+
+def _part_bytes(cfg: gh.Config) -> int:
+    return 64 * cfg.bn * 4           # one consumer warpgroup's f32 accumulator
+
+
+def _tickets_bytes(tiles: int) -> int:
+    return -(-tiles * 2 * 4 // TICKET_ALIGN) * TICKET_ALIGN     # a u32 per tile and warpgroup
+
+
+def workspace_bytes(cfg: gh.Config, tiles: int, splits: int) -> int:
+    """Tickets, then (with splits) each unit's two partial sums."""
+    return _tickets_bytes(tiles) + (tiles * splits * 2 * _part_bytes(cfg) if splits > 1 else 0)
+
+
+class Workspace:
+    """Split-K scratch in device memory at `ptr` (`nbytes` long): the tickets must be zero
+    before the first call (`allocate` zeroes them; each call leaves them zero). One per
+    stream: two calls in flight at once must not share it."""
+
+    def __init__(self, ptr: object, nbytes: int) -> None:
+        self.ptr, self.nbytes = ptr, nbytes     # ptr: an int, or a buffer kept alive here
+
+    @classmethod
+    def allocate(cls, nbytes: int, device: int = 0) -> Workspace:
+        from ptxdsl import runtime as rt
+        size = max(nbytes, TICKET_ALIGN)
+        return cls(rt.DeviceBuffer.zeros(size, device=device), size)
+
+
+# -- the kernel's output: split-K sums, transposed into Y ------------------------------------
+class DecodeOut:
+    """gemm_hopper's `Output`: Y's pointer and the workspace after the GEMM's parameters
+    (whose M is W's rows, N, and whose N is X's rows, M)."""
+
+    def declare(self, k: Kernel) -> None:
+        self.y_p = k.param_ptr("y")
+        self.ws_p = k.param_ptr("workspace")
+
+    def first_row(self, k: Kernel, cfg: gh.Config, tiles_m: Reg) -> None:
+        return None
+
+    def epilogue(self, k: Kernel, cfg: gh.Config, smem: Symbol, cw: Reg, M: Reg,
+                 N: Reg) -> DecodeStore:
+        return DecodeStore(self, k, cfg, cw, M, N)
+
+
+class DecodeStore:
+    """One consumer warpgroup's units: its 64 W rows x bn X rows of the tile's Y^T."""
+
+    def __init__(self, out: DecodeOut, k: Kernel, cfg: gh.Config, cw: Reg, w_rows: Reg,
+                 x_rows: Reg) -> None:
+        self.k, self.cfg, self.cw, self.w_rows, self.x_rows = k, cfg, cw, w_rows, x_rows
+        self.y = k.cvta(k.ld_param(out.y_p), "global", to=True)
+        ws = k.cvta(k.ld_param(out.ws_p), "global", to=True)
+        tid = k.and_(k.tid.x, 127)
+        self.leader = tid == 0
+        self.barrier = k.add(cw, 1)       # named barrier 1 or 2: this warpgroup's
+        cl = cfg.cluster
+        # in a cluster each CTA has its own tiles' tickets and partials: cluster tile t's
+        # CTA r keys them as t * cl + r
+        self.rank = k.read_special("cluster_ctarank") if cl > 1 else None
+        tiles = k.mul(k.mul(k.div(k.add(w_rows, cfg.tile_m - 1), cfg.tile_m), cl),
+                      k.div(k.add(x_rows, cfg.bn - 1), cfg.bn))
+        self.tickets = ws
+        tickets_bytes = k.and_(k.add(k.mul(tiles, 8), TICKET_ALIGN - 1), -TICKET_ALIGN,
+                               type=t.b32)
+        # this thread's 16 bytes of each quad of the partials (a partial is stored quad-major,
+        # so each v4 store of the warpgroup is 2 KiB contiguous)
+        self.parts = k.add(k.add(ws, k.cvt(tickets_bytes, t.u64)),
+                           k.cvt(k.mul(tid, 16), t.u64))
+
+    def store(self, packed: Fragment, m0: Reg, n0: Reg) -> None:
+        raise ValueError("gemm_decode: the split-K kernel stores f32 accumulators "
+                         "(store_acc), not packed tiles")
+
+    def store_acc(self, acc: Fragment, m0: Reg, n0: Reg, span: gh.KSpan) -> None:
+        k = self.k
+        assert span.splits is not None and span.tile is not None and span.split is not None
+        tile = span.tile if self.rank is None else k.mad(span.tile, self.cfg.cluster, self.rank)
+        holds = span.splits == 1
+        with k.if_(span.splits != 1):
+            k.mov(self._add_up(acc, tile, span.split, span.splits), dst=holds)
+        with k.if_(holds):
+            self._store_transposed(acc, m0, n0)
+
+    def _add_up(self, acc: Fragment, tile: Reg, split: Reg, splits: Reg) -> Reg:
+        """Store this unit's partial, count it on the tile's ticket; the unit that counts last
+        resets the ticket and sums the tile's partials in split order into `acc`. Returns
+        "this warpgroup holds the tile's sum"."""
+        k = self.k
+        part = _part_bytes(self.cfg)
+        quad_bytes = 128 * 16
+        quads = [acc.regs[q:q + 4] for q in range(0, len(acc.regs), 4)]
+        first = k.mad(k.mul(tile, splits), 2, self.cw)          # the tile's split 0
+        mine = k.add(self.parts, k.mul(k.mad(split, 2, first), part, type=t.u32, mode="wide"))
+        for q, quad in enumerate(quads):
+            k.st(Addr(mine, q * quad_bytes), quad, type=t.f32, space="global")
+        k.bar_sync(self.barrier, 128)       # every thread's partial is stored: publish them
+        counter = k.add(self.tickets, k.mul(k.mad(tile, 2, self.cw), 4, type=t.u32,
+                                            mode="wide"))
+        before = k.mov(0, dst=k.reg(t.u32, "splits_before"))
+        with k.if_(self.leader):
+            k.atom("add", Addr(counter), 1, type=t.u32, space="global", sem="acq_rel",
+                   scope="gpu", dst=before)
+        last = k.setp("eq", before, k.sub(splits, 1), type=t.u32, bool_op="and",
+                      c=self.leader)
+        with k.if_(last):
+            k.st(Addr(counter), 0, type=t.u32, space="global")    # zero for the next call
+        holds = k.bar_red("or", last, self.barrier, 128)
+        with k.if_(holds):
+            src = k.add(self.parts, k.mul(first, part, type=t.u32, mode="wide"))
+            for q, quad in enumerate(quads):
+                part0 = k.ld(Addr(src, q * quad_bytes), type=t.f32, space="global", vec=4)
+                for r, v in zip(quad, part0, strict=True):
+                    k.mov(v, dst=r)
+            with k.for_range(1, splits):
+                k.add(src, 2 * part, dst=src)
+                for q, quad in enumerate(quads):
+                    more = k.ld(Addr(src, q * quad_bytes), type=t.f32, space="global", vec=4)
+                    for r, v in zip(quad, more, strict=True):
+                        k.add(r, v, dst=r)
+        return holds
+
+    def _store_transposed(self, acc: Fragment, m0: Reg, n0: Reg) -> None:
+        """Value (w, x) of the tile goes to Y[x, w]: bf16, predicated on x < M and w < N."""
+        k = self.k
+        row0, col0 = acc.origin()
+        w = k.add(k.mad(self.cw, 64, m0), row0)            # W row: Y's column
+        x = k.add(n0, col0)                                # X row: Y's row
+        base = k.add(self.y, k.mul(k.mad(x, self.w_rows, w), 2, type=t.u32, mode="wide"))
+        pitch = k.shl(self.w_rows, 1)
+        w_ok = {dr: k.add(w, dr) < self.w_rows for dr in (0, 8)}
+        cols: dict[int, tuple[Reg, Reg]] = {}
+        for i, r in enumerate(acc.regs):
+            dr, dc = acc.offsets(i)
+            if dc not in cols:
+                at = base if dc == 0 else k.add(base, k.mul(pitch, dc, type=t.u32, mode="wide"))
+                cols[dc] = (at, k.add(x, dc))
+            at, xdc = cols[dc]
+            ok = k.setp("lt", xdc, self.x_rows, type=t.u32, bool_op="and", c=w_ok[dr])
+            v = k.cvt(r, t.bf16, rnd="rn")
+            with k.guard(ok):
+                k.st(Addr(at, 2 * dr), v, type=t.b16, space="global")
+
+    def finish(self) -> None:
+        """Nothing in flight: the stores are plain."""
+
+
+def build_kernel(dtype: str = "bf16", bn: int = 64, bounded: bool = False) -> Kernel:
+    return gh.build_gemm(VARIANTS[dtype][bn], bounded, output=DecodeOut())
+
+
+def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False) -> Module:
+    """Every width of `dtypes`; `bounded`: every mbarrier wait traps after 2 s with a record
+    of the barrier it waited on (`ptxdsl.debug`)."""
+    kernels = [build_kernel(d, bn, bounded) for d in dtypes for bn in WIDTHS]
+    if bounded:
+        return debug.module(kernels, name="gemm_decode", target="sm_90a")
+    return Module(kernels, name="gemm_decode", target="sm_90a")
+
+
+# -- host side ---------------------------------------------------------------------------------
+def tensor_maps(dtype: str, x: object, w: object, m: int, n: int, kdim: int,
+                cfg: gh.Config | None = None) -> tuple[TensorMap, TensorMap]:
+    """The maps of W (the GEMM's A: N x K, 128-row boxes) and X (its B: M x K, bn-row boxes)."""
+    cfg = cfg or config_for(dtype, m)
+    return gh.tensor_maps(dtype, w, x, n, m, kdim, cfg)
+
+
+def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m: int, n: int,
+           kdim: int, scale: float = 1.0, *, sms: int, workspace: Workspace,
+           stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None) -> Plan:
+    """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16) with the decode kernel `plan` picks from
+    the loaded `module`; `workspace`: at least `plan(...).workspace` bytes (`Workspace`);
+    `maps`: `tensor_maps`' pair, to skip encoding them per call. Returns the plan."""
+    p = plan(dtype, m, n, kdim, sms)
+    if not isinstance(workspace, Workspace):
+        raise ValueError(f"gemm_decode.launch: workspace must be a Workspace (Workspace."
+                         f"allocate(plan(...).workspace)), got {type(workspace).__name__}")
+    if workspace.nbytes < p.workspace:
+        raise ValueError(f"gemm_decode.launch: the workspace has {workspace.nbytes} bytes, "
+                         f"M={m} N={n} K={kdim} on {sms} SMs needs {p.workspace} "
+                         f"({p.tiles} tiles x {p.splits} splits)")
+    mw, mx = maps or tensor_maps(dtype, x, w, m, n, kdim, p.cfg)
+    args = (mw, mx, n, m, kdim) + ((scale,) if dtype != "bf16" else ()) + \
+        (p.kper, y, workspace.ptr)
+    module[p.cfg.name].launch(p.grid, gh.THREADS, args, shared_mem=p.cfg.smem_bytes,
+                              stream=stream)
+    return p
+
+
+def kernel_for(dtype: str, m: int) -> str:
+    """The kernel `Linear` runs for M rows: this sample's up to DECODE_M, gemm_hopper's
+    (`gemm_hopper.config_for`) above."""
+    if m > DECODE_M:
+        config_for(dtype, 1)                 # the dtype (N, K are checked per call)
+        return gh.config_for(dtype, m).name
+    return config_for(dtype, m).name
+
+
+class Linear:
+    """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16; e4m3: times `scale`) at any M: the
+    decode kernel up to DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and loads
+    both modules once (`bounded=True`: the debug build, whose hung waits raise
+    `WaitTimeoutError` naming the barrier) and keeps a workspace, grown as shapes need; one
+    `Linear` per stream (its workspace's tickets serve one call at a time)."""
+
+    def __init__(self, dtype: str = "bf16", *, bounded: bool = False, sms: int | None = None,
+                 device: int = 0) -> None:
+        from ptxdsl import runtime as rt
+        config_for(dtype, 1)        # the dtype
+        self.dtype, self.device = dtype, device
+        self.sms = sms or rt.device_info(device).sm_count
+        self.decode = build_module([dtype], bounded).load(device=device)
+        big = [gh.build_gemm(cfg[dtype], bounded) for cfg in gh.VARIANTS.values()]
+        self.gemm = (debug.module(big, name="gemm_hopper", target="sm_90a") if bounded
+                     else Module(big, name="gemm_hopper", target="sm_90a")).load(device=device)
+        self.workspace = Workspace.allocate(0, device)
+        self._retired: list[Workspace] = []     # outgrown, kept for calls still in flight
+
+    def __call__(self, x: object, w: object, y: object, m: int, n: int, kdim: int,
+                 scale: float = 1.0, *, stream: object = None) -> str:
+        """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
+        if m > DECODE_M:
+            gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
+                      stream=stream)
+            return kernel_for(self.dtype, m)
+        need = plan(self.dtype, m, n, kdim, self.sms).workspace
+        if need > self.workspace.nbytes:
+            self._retired.append(self.workspace)
+            self.workspace = Workspace.allocate(need, self.device)
+        return launch(self.decode, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
+                      workspace=self.workspace, stream=stream).cfg.name
+
+
+SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64, 1032, 2000),
+          (100, 520, 4096), (128, 777, 512))     # each width, odd N, K tails, deep splits
+
+
+def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(gh.DTYPES),
+        sms: int | None = None, bounded: bool = False) -> Report:
+    """Each shape's kernel (the one `launch` picks) of `dtypes` against numpy, twice (the two
+    results must be identical); `sms` caps the persistent grid (more units per CTA)."""
+    from ptxdsl import runtime as rt
+    report = Report("gemm_decode")
+    mod = build_module(bounded=bounded).load()
+    if bounded:
+        recorder = debug.Recorder().attach(mod)
+    sms = sms or rt.device_info(0).sm_count
+    for dtype in dtypes:
+        for m, n, kdim in shapes:
+            x, w, want, scale = gh.reference_inputs(dtype, m, n, kdim)
+            p = plan(dtype, m, n, kdim, sms)
+            dev_x, dev_w = rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w)
+            ws = Workspace.allocate(p.workspace)
+            got = []
+            for _ in range(2):
+                y = rt.DeviceBuffer.empty((m, n), np.uint16)
+                y.memset(POISON)
+                launch(mod, dtype, dev_x, dev_w, y, m, n, kdim, scale, sms=sms, workspace=ws)
+                if bounded:
+                    try:
+                        sync()
+                    except Exception:
+                        print(f"  error record: {recorder.record()}")
+                        raise
+                else:
+                    sync()
+                got.append(y.to_numpy())
+            name = f"{p.cfg.name} M={m} N={n} K={kdim} ({p.splits} splits of {p.kper})"
+            report.check_equal(name, got[0], gh.bf16_round(want))
+            report.check(f"{name}: two calls, the same bits", bool((got[0] == got[1]).all()))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    return sample_main(argv, __doc__, build_module, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -65,6 +65,10 @@ else:                   # the GEMM this one is built from
     gh = sibling_sample(__file__, "gemm_hopper")
 
 DECODE_M = 128                      # launch takes M up to this (the widest kernel's bn)
+# `Linear` runs this sample's kernel up to here and gemm_hopper's above. Measured on an H100
+# (BENCHMARKS.md section 7, N = K = 8192): at M = 64 the decode kernel ran at 0.93x cuBLAS
+# against 0.79x for gemm_hopper's `_n128`; at M = 128 at 0.89x against 0.99x for its `_row`.
+LINEAR_DECODE_M = 64
 WIDTHS = (8, 16, 32, 64, 128)       # X rows per tile: the wgmma N of each kernel
 SMEM_LIMIT = 227 * 1024             # dynamic shared memory per CTA on sm_90
 MAX_SPLITS = 16
@@ -351,9 +355,9 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
 
 
 def kernel_for(dtype: str, m: int) -> str:
-    """The kernel `Linear` runs for M rows: this sample's up to DECODE_M, gemm_hopper's
+    """The kernel `Linear` runs for M rows: this sample's up to LINEAR_DECODE_M, gemm_hopper's
     (`gemm_hopper.config_for`) above."""
-    if m > DECODE_M:
+    if isinstance(m, int | np.integer) and not isinstance(m, bool) and m > LINEAR_DECODE_M:
         config_for(dtype, 1)                 # the dtype (N, K are checked per call)
         return gh.config_for(dtype, m).name
     return config_for(dtype, m).name
@@ -361,8 +365,8 @@ def kernel_for(dtype: str, m: int) -> str:
 
 class Linear:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16; e4m3: times `scale`) at any M: the
-    decode kernel up to DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and loads
-    both modules once (`bounded=True`: the debug build, whose hung waits raise
+    decode kernel up to LINEAR_DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and
+    loads both modules once (`bounded=True`: the debug build, whose hung waits raise
     `WaitTimeoutError` naming the barrier) and keeps a workspace, grown as shapes need; one
     `Linear` per stream (its workspace's tickets serve one call at a time)."""
 
@@ -382,7 +386,7 @@ class Linear:
     def __call__(self, x: object, w: object, y: object, m: int, n: int, kdim: int,
                  scale: float = 1.0, *, stream: object = None) -> str:
         """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
-        if m > DECODE_M:
+        if kernel_for(self.dtype, m).startswith("gemm_hopper"):
             gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
                       stream=stream)
             return kernel_for(self.dtype, m)

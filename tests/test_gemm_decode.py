@@ -104,11 +104,14 @@ def test_width_choice():
 
 
 def test_kernel_choice_across_the_bound():
-    """`Linear` runs the decode kernel up to DECODE_M and gemm_hopper's variants above."""
+    """`Linear` runs the decode kernel up to LINEAR_DECODE_M (64, measured) and gemm_hopper's
+    variants above (M = 128: its one-row variant)."""
     pick = NS["kernel_for"]
     assert pick("bf16", 1) == "gemm_decode_bf16_n8"
-    assert pick("e4m3", NS["DECODE_M"]) == "gemm_decode_e4m3_n128"
-    assert pick("bf16", NS["DECODE_M"] + 1) == GH.config_for("bf16", NS["DECODE_M"] + 1).name
+    assert NS["LINEAR_DECODE_M"] == 64
+    assert pick("e4m3", 64) == "gemm_decode_e4m3_n64"
+    assert pick("bf16", 65) == GH.config_for("bf16", 65).name == "gemm_hopper_bf16_row"
+    assert pick("bf16", 128) == "gemm_hopper_bf16_row"
     assert pick("bf16", 4096) == "gemm_hopper_bf16"
     with pytest.raises(ValueError, match="M must be 1 to DECODE_M"):
         pick("bf16", 0)

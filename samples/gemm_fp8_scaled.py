@@ -51,7 +51,6 @@ import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, t
 from ptxdsl.fragments import Fragment
-from ptxdsl.instructions.wgmma_desc import descriptor
 from ptxdsl.pipeline import MbarrierRing
 from ptxdsl.sample_runner import POISON, Report, sample_main, sibling_sample, sync
 
@@ -82,38 +81,6 @@ def _variants(scaling: str) -> dict[str, gh.Config]:
 VARIANTS = {s: _variants(s) for s in SCALINGS}         # scaling -> tiling -> Config
 
 
-class _Stages:
-    """A consumer warpgroup's side of the ring: the wgmmas of one stage into an accumulator,
-    and the release of the stage that `free` trails `read` by."""
-
-    def __init__(self, k: Kernel, cfg: gh.Config, ring: MbarrierRing, smem: Symbol,
-                 cw: Reg) -> None:
-        self.k, self.cfg, self.smem = k, cfg, smem
-        self.read, self.free = ring.consumer(), ring.consumer()
-        self.leader = k.and_(k.tid.x, 127) == 0
-        self.a_rows = k.mul(cw, 64 * gh.BK_BYTES)      # this warpgroup's 64 rows of A
-
-    def mma(self, acc: Fragment, first: bool) -> None:
-        """The stage's wgmmas into `acc`, the first with scale-d 0 when `first` (the
-        accumulator starts from zero), committed as one group."""
-        k, cfg = self.k, self.cfg
-        self.read.wait_full()
-        slot = self.read.slot(self.smem, cfg.stage_bytes)
-        da = descriptor(k, cfg.layout_a, k.add(slot, self.a_rows))
-        db = descriptor(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
-        ptx.wgmma_fence(k)
-        for i, kk in enumerate(range(0, cfg.bk, cfg.kstep)):
-            ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
-                                0 if first and i == 0 else 1, atype=cfg.wtype)
-        ptx.wgmma_commit_group(k)
-        self.read.advance()
-
-    def release(self) -> None:
-        with self.k.if_(self.leader):
-            self.free.release(scope="cta")    # as gemm_hopper: wgmma's reads are complete
-        self.free.advance()
-
-
 def _load_f32(k: Kernel, base: Reg, index: Reg) -> Reg:
     """base[index] of an f32 array in global memory (read-only while the kernel runs)."""
     return k.ld(Addr(k.mad(index, 4, base, type=t.u32, mode="wide")), type=t.f32,
@@ -135,7 +102,7 @@ class ScaledConsumer:
 
     def run(self, k: Kernel, cfg: gh.Config, ring: MbarrierRing, smem: Symbol, kblocks: Reg,
             epi: gh.TileStore, tile_loop: gh.TileLoop, M: Reg, N: Reg) -> None:
-        stages = _Stages(k, cfg, ring, smem, epi.cw)
+        stages = gh.Stages(k, cfg, ring, smem, epi.cw)
         acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
         sa, sb = (k.cvta(k.ld_param(p), "global", to=True) for p in (self.sa_p, self.sb_p))
         row_in, col_in = acc.origin()             # the thread's first value in the 64 x bn
@@ -154,7 +121,7 @@ class ScaledConsumer:
         epi.finish()
 
 
-def _rowwise(k: Kernel, cfg: gh.Config, stages: _Stages, acc: Fragment, epi: gh.TileStore,
+def _rowwise(k: Kernel, cfg: gh.Config, stages: gh.Stages, acc: Fragment, epi: gh.TileStore,
              tile_loop: gh.TileLoop, kblocks: Reg, sa: Reg, sb: Reg, rows: Any, col_in: Reg,
              N: Reg) -> None:
     last_pair = k.sub(N, 2)      # N is even: a column pair past N reads the last pair
@@ -185,7 +152,7 @@ def _rowwise(k: Kernel, cfg: gh.Config, stages: _Stages, acc: Fragment, epi: gh.
     tile_loop(tile)
 
 
-def _blockwise(k: Kernel, cfg: gh.Config, stages: _Stages, acc: Fragment, epi: gh.TileStore,
+def _blockwise(k: Kernel, cfg: gh.Config, stages: gh.Stages, acc: Fragment, epi: gh.TileStore,
                tile_loop: gh.TileLoop, kblocks: Reg, sa: Reg, sb: Reg, rows: Any,
                N: Reg) -> None:
     if BLOCK % cfg.bn or cfg.bk != BLOCK:

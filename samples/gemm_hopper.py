@@ -418,39 +418,53 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
     tile_loop(tile)
 
 
-def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
-              epi: TileStore, tile_loop: TileLoop) -> None:
-    acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
-    read, free = ring.consumer(), ring.consumer()   # free trails read by the stage in flight
-    leader = k.and_(k.tid.x, 127) == 0
-    a_rows = k.mul(epi.cw, 64 * BK_BYTES)             # this warpgroup's 64 rows of the A tile
-    scale = k.ld_param(scale_p) if scale_p is not None else None
+class Stages:
+    """A consumer warpgroup's side of the ring: the wgmmas of one stage into an accumulator,
+    and the release of the stage that `free` trails `read` by (the GEMM's consumers and
+    samples/gemm_fp8_scaled.py's)."""
 
-    def mma(first: bool) -> None:
-        read.wait_full()
-        slot = read.slot(smem, cfg.stage_bytes)
-        da = descriptor(k, cfg.layout_a, k.add(slot, a_rows))
+    def __init__(self, k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol,
+                 cw: Reg) -> None:
+        self.k, self.cfg, self.smem = k, cfg, smem
+        self.read, self.free = ring.consumer(), ring.consumer()
+        self.leader = k.and_(k.tid.x, 127) == 0
+        self.a_rows = k.mul(cw, 64 * BK_BYTES)      # this warpgroup's 64 rows of A
+
+    def mma(self, acc: Fragment, first: bool) -> None:
+        """The stage's wgmmas into `acc`, the first with scale-d 0 when `first` (the
+        accumulator starts from zero), committed as one group."""
+        k, cfg = self.k, self.cfg
+        self.read.wait_full()
+        slot = self.read.slot(self.smem, cfg.stage_bytes)
+        da = descriptor(k, cfg.layout_a, k.add(slot, self.a_rows))
         db = descriptor(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
         ptx.wgmma_fence(k)
         for i, kk in enumerate(range(0, cfg.bk, cfg.kstep)):
             ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
                                 0 if first and i == 0 else 1, atype=cfg.wtype)
         ptx.wgmma_commit_group(k)
-        read.advance()
+        self.read.advance()
 
-    def release() -> None:
-        with k.if_(leader):
-            free.release(scope="cta")     # .release.cluster costs a MEMBAR.ALL.GPU per stage
-        free.advance()
+    def release(self) -> None:
+        with self.k.if_(self.leader):
+            self.free.release(scope="cta")    # .release.cluster costs a MEMBAR.ALL.GPU per stage
+        self.free.advance()
+
+
+def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
+              epi: TileStore, tile_loop: TileLoop) -> None:
+    acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
+    stages = Stages(k, cfg, ring, smem, epi.cw)
+    scale = k.ld_param(scale_p) if scale_p is not None else None
 
     def tile(m0: Reg, n0: Reg, span: KSpan) -> None:
-        mma(first=True)                                # scale-d 0: the tile starts from zero
+        stages.mma(acc, first=True)                    # scale-d 0: the tile starts from zero
         with k.for_range(1, span.count):
-            mma(first=False)
+            stages.mma(acc, first=False)
             ptx.wgmma_wait_group(k, 1)                 # the previous stage is read: free it
-            release()
+            stages.release()
         ptx.wgmma_wait_group(k, 0)
-        release()
+        stages.release()
         if scale is not None:
             for r in acc:
                 k.mul(r, scale, type=t.f32, dst=r)

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from benchmarks.common import Section, torchrun_worker
+from benchmarks.common import Section, run_worlds
 
 SIZES = (8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20)       # bytes
 CALLS, REPS = 50, 9
@@ -39,16 +39,7 @@ def _label(nbytes: int) -> str:
 
 
 def run(section: Section, worlds=(2, 4)) -> None:
-    try:
-        import torch
-    except ImportError as exc:
-        section.error = f"skipped: the baselines need torch ({exc})"
-        return
-    section.note(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
-    for world in worlds:
-        data = torchrun_worker(section, "benchmarks.allreduce", world, WORKER_TIMEOUT_S)
-        if data is not None:
-            _record(section, world, data)
+    run_worlds(section, "benchmarks.allreduce", worlds, WORKER_TIMEOUT_S, _record)
 
 
 def _record(section: Section, world: int, data: dict) -> None:

@@ -84,6 +84,26 @@ def guarded(section: Section, body: Callable[[Section], None]) -> Section:
 
 
 # -- multi-GPU sections --------------------------------------------------------------------------
+def run_worlds(section: Section, module: str, worlds: Sequence[int], timeout_s: float,
+               record: Callable[[Section, int, dict], None]) -> None:
+    """A multi-GPU section: for each world size, `module`'s worker under torchrun
+    (`torchrun_worker`), its data given to `record(section, world, data)`."""
+    try:
+        import torch
+    except ImportError as exc:
+        section.error = f"skipped: the baselines need torch ({exc})"
+        return
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    except (AttributeError, RuntimeError):      # a torch built without CUDA
+        nccl = "not built in"
+    section.note(f"torch {torch.__version__}, NCCL {nccl}")
+    for world in worlds:
+        data = torchrun_worker(section, module, world, timeout_s)
+        if data is not None:
+            record(section, world, data)
+
+
 def torchrun_worker(section: Section, module: str, world: int, timeout_s: float) -> dict | None:
     """`python -m <module> --worker OUT.json` under `torchrun --standalone` with `world`
     processes (one per GPU), and the JSON rank 0 wrote; None, with a skipped row "W=<world>"

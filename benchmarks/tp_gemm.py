@@ -28,7 +28,7 @@ import json
 import os
 import sys
 
-from benchmarks.common import Section, torchrun_worker
+from benchmarks.common import Section, run_worlds
 
 SHAPES = ((8192, 8192, 8192), (128, 8192, 8192))        # (M, N, K) before the split
 OPS = ("gemm_rs", "ag_gemm")
@@ -43,16 +43,7 @@ OURS, SEQUENTIAL, FUSED, ALONE = ("ptxdsl fused", "torch sequential", "torch sym
 
 
 def run(section: Section, worlds=(2, 4)) -> None:
-    try:
-        import torch
-    except ImportError as exc:
-        section.error = f"skipped: the baselines need torch ({exc})"
-        return
-    section.note(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
-    for world in worlds:
-        data = torchrun_worker(section, "benchmarks.tp_gemm", world, WORKER_TIMEOUT_S)
-        if data is not None:
-            _record(section, world, data)
+    run_worlds(section, "benchmarks.tp_gemm", worlds, WORKER_TIMEOUT_S, _record)
 
 
 def _record(section: Section, world: int, data: dict) -> None:

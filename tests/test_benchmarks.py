@@ -512,10 +512,15 @@ def test_tp_gemm_rows_targets_and_figures_from_fake_times():
         "W=2 all-gather + GEMM M=8192 N=8192 K=8192: ptxdsl fused")["note"]
 
 
-def test_multi_gpu_sections_skip_with_the_reason(monkeypatch):
-    from benchmarks import common
+@pytest.mark.parametrize("name", ["allreduce", "tp_gemm"])
+def test_multi_gpu_sections_skip_with_the_reason(monkeypatch, name):
+    pytest.importorskip("torch")
+    import importlib
+    bench = importlib.import_module(f"benchmarks.{name}")
     monkeypatch.setattr("ptxdsl.runtime.multi_gpu_skip_reason", lambda n: f"only 0 of {n}")
-    section = Section("tp_gemm", "10. TP GEMMs")
-    assert common.torchrun_worker(section, "benchmarks.tp_gemm", 4, 10) is None
-    assert section.rows[0]["name"] == "W=4" and section.rows[0]["note"] == \
-        "not measured: needs 4 Hopper GPUs with peer access: only 0 of 4"
+    section = Section(name, "a multi-GPU section")
+    bench.run(section)
+    assert section.error is None and section.notes[0].startswith("torch ")
+    assert [(r["name"], r["note"]) for r in section.rows] == [
+        (f"W={w}", f"not measured: needs {w} Hopper GPUs with peer access: only 0 of {w}")
+        for w in (2, 4)]

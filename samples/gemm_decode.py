@@ -20,7 +20,7 @@ from its `Config` with three of its options and its `Output` hook:
   last resets the ticket for the next call and adds the partials up in split order, so the
   sum, and Y, are the same bit for bit whichever CTA finishes last. With one split the
   accumulator is stored as it is.
-- Shared X (widths from CLUSTER_BN = 32): clusters of 2 CTAs on adjacent W tiles, each
+- Shared X (widths from CLUSTER_BN = 128): clusters of 2 CTAs on adjacent W tiles, each
   loading half of the X tile and multicasting it to both, so X's bytes come out of L2 once
   per pair (at M = 64 every CTA would otherwise read half as many bytes of X as of W).
 - Deep ring (no epilogue staging: `Config(staging=False)`): as many stages as 227 KiB of
@@ -49,7 +49,7 @@ K tails and small grids (several units per CTA), and that two calls give identic
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +65,7 @@ else:                   # the GEMM this one is built from
     gh = sibling_sample(__file__, "gemm_hopper")
 
 DECODE_M = 128                      # launch takes M up to this (the widest kernel's bn)
+MAP_CACHE = 256                     # Linear's tensor maps kept (then it starts over)
 # `Linear` runs this sample's kernel up to here and gemm_hopper's above. Measured on an H100
 # (BENCHMARKS.md section 7, N = K = 8192): at M = 64 the decode kernel ran at 0.93x cuBLAS
 # against 0.79x for gemm_hopper's `_n128`; at M = 128 at 0.89x against 0.99x for its `_row`.
@@ -77,11 +78,11 @@ MAX_SPLITS = 16
 UNIT_OVERHEAD = 2
 TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 stores)
 # Widths from this one up run in clusters of 2 CTAs along W's rows that share the X tile (each
-# loads half of it and multicasts it): every CTA reads all of X's K range from L2, which at
-# M = 64 is half as many bytes as its share of W, so sharing it halves that traffic. (Below,
-# X is small, and a half box of 4 rows would be under a core matrix at bn = 8.) Not
-# measured yet: above 128, no width runs in clusters.
-CLUSTER_BN = 32
+# loads half of it and multicasts it): every CTA reads all of X's K range from L2, and sharing
+# it halves that traffic. Measured on an H100 (N = K = 8192, one process, cuBLAS alongside):
+# without clusters M = 32 ran at 0.987x cuBLAS and M = 64 at 0.981x, with them at 0.962x and
+# 0.961x, so only the widest kernel (M > 64, which `Linear` leaves to gemm_hopper) pairs up.
+CLUSTER_BN = 128
 
 
 def _config(dtype: str, bn: int) -> gh.Config:
@@ -382,20 +383,35 @@ class Linear:
                      else Module(big, name="gemm_hopper", target="sm_90a")).load(device=device)
         self.workspace = Workspace.allocate(0, device)
         self._retired: list[Workspace] = []     # outgrown, kept for calls still in flight
+        # tensor maps by operand addresses and shape: encoding two or three maps per call cost
+        # about 300 us of host time on an H100 host, six times the kernel at M = 64
+        self._maps: dict[tuple[object, ...], Any] = {}
 
     def __call__(self, x: object, w: object, y: object, m: int, n: int, kdim: int,
                  scale: float = 1.0, *, stream: object = None) -> str:
         """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
-        if kernel_for(self.dtype, m).startswith("gemm_hopper"):
+        from ptxdsl.runtime.arrays import device_pointer
+        name = kernel_for(self.dtype, m)
+        key = (name, device_pointer(x), device_pointer(w), device_pointer(y), m, n, kdim)
+        if len(self._maps) >= MAP_CACHE:
+            self._maps.clear()
+        if name.startswith("gemm_hopper"):
+            if key not in self._maps:
+                cfg = gh.config_for(self.dtype, m)
+                self._maps[key] = (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
+                                   gh.output_map(y, m, n))
             gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                      stream=stream)
-            return kernel_for(self.dtype, m)
+                      stream=stream, maps=self._maps[key])
+            return name
         need = plan(self.dtype, m, n, kdim, self.sms).workspace
         if need > self.workspace.nbytes:
             self._retired.append(self.workspace)
             self.workspace = Workspace.allocate(need, self.device)
+        if key not in self._maps:
+            self._maps[key] = tensor_maps(self.dtype, x, w, m, n, kdim)
         return launch(self.decode, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                      workspace=self.workspace, stream=stream).cfg.name
+                      workspace=self.workspace, stream=stream,
+                      maps=self._maps[key]).cfg.name
 
 
 SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64, 1032, 2000),

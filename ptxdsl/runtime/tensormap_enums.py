@@ -265,6 +265,11 @@ def _from_ptx_name(dtype) -> DataType | None:
     return _PTX_TO_DATATYPE[named.value]
 
 
+# made once: building it per call was most of an encode's Python time (a map per launch at
+# decode shapes costs more than the kernel otherwise)
+_DATA_TYPE_NAMES = frozenset({*(m.name for m in DataType), *(m.driver_name for m in DataType)})
+
+
 def data_type_of(dtype) -> DataType:
     """A CUtensorMapDataType from a DataType, a driver name, a PTX type or type name ('f16',
     'u8', t.s32: PTX's meaning), or a numpy dtype (a dtype, a scalar type or a dtype name such
@@ -279,8 +284,8 @@ def data_type_of(dtype) -> DataType:
                 f"{type(dtype).__name__} {dtype!r}")
     if isinstance(dtype, DataType | int | np.integer):
         return DataType.coerce(dtype, "dtype")
-    if isinstance(dtype, str) and dtype.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_") in {
-            *(m.name for m in DataType), *(m.driver_name for m in DataType)}:
+    if isinstance(dtype, str) and dtype.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_") in \
+            _DATA_TYPE_NAMES:
         return DataType.coerce(dtype, "dtype")
     from_ptx = _from_ptx_name(dtype)
     if from_ptx is not None:

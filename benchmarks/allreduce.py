@@ -21,11 +21,9 @@ kernel.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-from benchmarks.common import Section, run_worlds
+from benchmarks.common import Section, rank_worker, repeat, run_worlds, slowest_rank_us
 
 SIZES = (8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20)       # bytes
 CALLS, REPS = 50, 9
@@ -86,16 +84,15 @@ def _note(nbytes: int, us: list[float], info: dict) -> str:
 
 # -- the worker (one per rank, under torchrun) ---------------------------------------------------
 def _worker(out: str) -> int:
+    return rank_worker(out, _rows)
+
+
+def _rows(dev, rank: int, world: int) -> tuple[dict, list[str]]:
     import torch
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm_mem
 
     from benchmarks.compile_latency import load_sample
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
-    rank, world = dist.get_rank(), dist.get_world_size()
     group = dist.group.WORLD.group_name
     sample = load_sample("allreduce")
     numel = max(SIZES) // 2
@@ -107,12 +104,7 @@ def _worker(out: str) -> int:
     env = (torch, dist, torch.ops.symm_mem, ar, sample, symm, group, dev, rank, world)
     for nbytes in SIZES:
         rows.update(_size_rows(env, nbytes))
-    if rank == 0:
-        with open(out, "w") as f:
-            json.dump({"rows": rows, "notes": notes}, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return rows, notes
 
 
 def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
@@ -193,16 +185,7 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
         samples: dict[str, list[float]] = {name: [] for name in timers}
         for _ in range(REPS):
             for name, timer in timers.items():
-                dist.barrier()
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-                start.record()
-                timer()
-                end.record()
-                end.synchronize()
-                t = torch.tensor([start.elapsed_time(end) * 1e3 / CALLS], device=dev)
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                samples[name].append(float(t))
+                samples[name].append(slowest_rank_us(dev, CALLS, timer))
         for name, us in samples.items():
             rows[key][name] = {"us": us}
             if name == "ptxdsl":
@@ -212,10 +195,7 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
 
 
 def _eager_timer(fn):
-    def timer() -> None:
-        for _ in range(CALLS):
-            fn()
-    return timer
+    return lambda: repeat(fn, CALLS)
 
 
 def _graph_timer(torch, fn):

@@ -104,6 +104,53 @@ def run_worlds(section: Section, module: str, worlds: Sequence[int], timeout_s: 
             record(section, world, data)
 
 
+def rank_worker(out: str, body: Callable[..., tuple[dict, list[str]]]) -> int:
+    """One rank of a multi-GPU section's worker, under torchrun: its device and process group
+    (NCCL), then `body(dev, rank, world)` -> (rows, notes), which rank 0 writes to `out` as
+    JSON; every rank meets the others before the group ends (no rank frees its buffers while
+    a peer may still read them)."""
+    import json
+
+    import torch
+    import torch.distributed as dist
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rows, notes = body(dev, rank, world)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"rows": rows, "notes": notes}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def repeat(fn: Callable[[], object], calls: int) -> None:
+    """`calls` calls of `fn`, back to back (their results dropped as they come)."""
+    for _ in range(calls):
+        fn()
+
+
+def slowest_rank_us(dev, calls: int, run: Callable[[], object]) -> float:
+    """One sample: all ranks start together (a barrier), `run()` makes `calls` calls timed
+    with CUDA events on the rank's current stream, and the slowest rank's time per call in
+    microseconds is every rank's result."""
+    import torch
+    import torch.distributed as dist
+    dist.barrier()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    t = torch.tensor([start.elapsed_time(end) * 1e3 / calls], device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
 def torchrun_worker(section: Section, module: str, world: int, timeout_s: float) -> dict | None:
     """`python -m <module> --worker OUT.json` under `torchrun --standalone` with `world`
     processes (one per GPU), and the JSON rank 0 wrote; None, with a skipped row "W=<world>"

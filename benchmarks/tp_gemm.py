@@ -24,11 +24,9 @@ torch's fused op >= 1.00.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-from benchmarks.common import Section, run_worlds
+from benchmarks.common import Section, rank_worker, repeat, run_worlds, slowest_rank_us
 
 SHAPES = ((8192, 8192, 8192), (128, 8192, 8192))        # (M, N, K) before the split
 OPS = ("gemm_rs", "ag_gemm")
@@ -84,24 +82,16 @@ def _note(op: str, world: int, m: int, n: int, kdim: int, us: list[float],
 
 # -- the worker (one per rank, under torchrun) ---------------------------------------------------
 def _worker(out: str) -> int:
-    import torch
-    import torch.distributed as dist
+    return rank_worker(out, _rows)
 
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
-    rank, world = dist.get_rank(), dist.get_world_size()
+
+def _rows(dev, rank: int, world: int) -> tuple[dict, list[str]]:
+    import torch
     rows: dict[str, dict] = {}
     notes = [f"rank 0 on {torch.cuda.get_device_name(dev)}"]
     for op in OPS:
         rows.update(_op_rows(op, dev, rank, world, notes))
-    if rank == 0:
-        with open(out, "w") as f:
-            json.dump({"rows": rows, "notes": notes}, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return rows, notes
 
 
 def _op_rows(op: str, dev, rank: int, world: int, notes: list[str]) -> dict[str, dict]:
@@ -214,18 +204,9 @@ def _time(cands: dict, m: int, dev) -> dict[str, dict]:
     samples: dict[str, list[float]] = {name: [] for name in live}
     for rep in range(REPS + 1):
         for name, fn in live.items():
-            dist.barrier()
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            t = torch.tensor([start.elapsed_time(end) * 1e3 / calls], device=dev)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            t = slowest_rank_us(dev, calls, lambda fn=fn: repeat(fn, calls))
             if rep:                     # the first round warms up
-                samples[name].append(float(t))
+                samples[name].append(t)
     result.update({name: {"us": us} for name, us in samples.items()})
     return result
 

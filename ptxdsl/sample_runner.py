@@ -39,11 +39,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import OutputError
 from .module import Module
+
+if TYPE_CHECKING:
+    from .debug import Recorder
 
 # The folder for PTX a sample writes without being given a path (multi_gpu_tensormap writes
 # its module before its single-GPU fallback; the demo gives it --save-ptx instead).
@@ -145,10 +149,17 @@ def random_array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     return rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8).view(dtype).reshape(shape)
 
 
-def sync(timeout: float = SYNC_TIMEOUT_S) -> None:
-    """Wait for the GPU, raising `SyncTimeoutError` after `timeout` seconds (a hung kernel)."""
+def sync(timeout: float = SYNC_TIMEOUT_S, *, recorder: Recorder | None = None) -> None:
+    """Wait for the GPU, raising `SyncTimeoutError` after `timeout` seconds (a hung kernel);
+    with a `debug.Recorder` attached to the module, its error record (which wait trapped) is
+    printed before the error goes on."""
     from .runtime import synchronize
-    synchronize(timeout=timeout)
+    try:
+        synchronize(timeout=timeout)
+    except Exception:
+        if recorder is not None:
+            print(f"  error record: {recorder.record()}")
+        raise
 
 
 def _assemble_offline(module: Module) -> int:

@@ -425,8 +425,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
     from ptxdsl import runtime as rt
     report = Report("gemm_decode")
     mod = build_module(bounded=bounded).load()
-    if bounded:
-        recorder = debug.Recorder().attach(mod)
+    recorder = debug.Recorder().attach(mod) if bounded else None
     sms = sms or rt.device_info(0).sm_count
     for dtype in dtypes:
         for m, n, kdim in shapes:
@@ -439,14 +438,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
                 y = rt.DeviceBuffer.empty((m, n), np.uint16)
                 y.memset(POISON)
                 launch(mod, dtype, dev_x, dev_w, y, m, n, kdim, scale, sms=sms, workspace=ws)
-                if bounded:
-                    try:
-                        sync()
-                    except Exception:
-                        print(f"  error record: {recorder.record()}")
-                        raise
-                else:
-                    sync()
+                sync(recorder=recorder)
                 got.append(y.to_numpy())
             name = f"{p.cfg.name} M={m} N={n} K={kdim} ({p.splits} splits of {p.kper})"
             report.check_equal(name, got[0], gh.bf16_round(want))

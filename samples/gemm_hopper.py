@@ -627,8 +627,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
     from ptxdsl import runtime as rt
     report = Report("gemm_hopper")
     mod = build_module(bounded=bounded).load()
-    if bounded:
-        recorder = debug.Recorder().attach(mod)
+    recorder = debug.Recorder().attach(mod) if bounded else None
     sms = sms or rt.device_info(0).sm_count
     for cfg in (VARIANTS[v][d] for v in variants for d in dtypes):
         fn = mod[cfg.name]
@@ -641,14 +640,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
             c = rt.DeviceBuffer.empty((m, n), np.uint16)
             c.memset(POISON)
             launch(mod, cfg.dtype, dev_a, dev_b, c, m, n, kdim, scale, sms=sms, cfg=cfg)
-            if bounded:
-                try:
-                    sync()
-                except Exception:
-                    print(f"  error record: {recorder.record()}")
-                    raise
-            else:
-                sync()
+            sync(recorder=recorder)
             report.check_equal(f"{cfg.name} M={m} N={n} K={kdim}", c.to_numpy(),
                                bf16_round(want))
     return report

@@ -1,6 +1,7 @@
 """sample_runner's multi-GPU entry (`multi_gpu_main`, `torchrun`, `not_run`), shared by
-samples/allreduce.py, allgather_gemm.py and gemm_reduce_scatter.py, on the CPU: the GPU
-count and the torchrun subprocess are stand-ins."""
+samples/allreduce.py, allgather_gemm.py and gemm_reduce_scatter.py, and `sync` with a
+debug recorder, on the CPU: the GPU count, the torchrun subprocess and the driver's
+synchronize are stand-ins."""
 
 from __future__ import annotations
 
@@ -113,3 +114,26 @@ def test_a_torchrun_past_its_timeout_fails(monkeypatch, capsys):
     assert code == 1 and out == "rank 0: waiting\nFAIL: torchrun did not finish within 5 s"
     assert sample_runner.torchrun(SAMPLE, 2, timeout_s=5)[0] == 1
     assert "FAIL: torchrun did not finish within 5 s" in capsys.readouterr().out
+
+
+def test_sync_prints_the_recorders_error_record_then_raises(monkeypatch, capsys):
+    from ptxdsl import runtime
+    from ptxdsl.sample_runner import sync
+
+    class Hung(RuntimeError):
+        pass
+
+    def synchronize(timeout):
+        raise Hung(f"no answer in {timeout} s")
+
+    class Recorder:
+        def record(self):
+            return "wait on full[2], parity 1"
+
+    monkeypatch.setattr(runtime, "synchronize", synchronize)
+    with pytest.raises(Hung, match="no answer in 3 s"):
+        sync(3, recorder=Recorder())
+    assert capsys.readouterr().out == "  error record: wait on full[2], parity 1\n"
+    with pytest.raises(Hung):          # without a recorder: the error alone
+        sync(3)
+    assert capsys.readouterr().out == ""

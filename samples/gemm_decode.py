@@ -56,6 +56,7 @@ import numpy as np
 from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, t
 from ptxdsl.fragments import Fragment
 from ptxdsl.sample_runner import POISON, Report, sample_main, sibling_sample, sync
+from ptxdsl.split_sum import ordered_split_sum
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
     import gemm_hopper as gh
@@ -255,37 +256,15 @@ class DecodeStore:
         "this warpgroup holds the tile's sum"."""
         k = self.k
         part = _part_bytes(self.cfg)
-        quad_bytes = 128 * 16
-        quads = [acc.regs[q:q + 4] for q in range(0, len(acc.regs), 4)]
         first = k.mad(k.mul(tile, splits), 2, self.cw)          # the tile's split 0
-        mine = k.add(self.parts, k.mul(k.mad(split, 2, first), part, type=t.u32, mode="wide"))
-        for q, quad in enumerate(quads):
-            k.st(Addr(mine, q * quad_bytes), quad, type=t.f32, space="global")
-        k.bar_sync(self.barrier, 128)       # every thread's partial is stored: publish them
         counter = k.add(self.tickets, k.mul(k.mad(tile, 2, self.cw), 4, type=t.u32,
                                             mode="wide"))
-        before = k.mov(0, dst=k.reg(t.u32, "splits_before"))
-        with k.if_(self.leader):
-            k.atom("add", Addr(counter), 1, type=t.u32, space="global", sem="acq_rel",
-                   scope="gpu", dst=before)
-        last = k.setp("eq", before, k.sub(splits, 1), type=t.u32, bool_op="and",
-                      c=self.leader)
-        with k.if_(last):
-            k.st(Addr(counter), 0, type=t.u32, space="global")    # zero for the next call
-        holds = k.bar_red("or", last, self.barrier, 128)
-        with k.if_(holds):
-            src = k.add(self.parts, k.mul(first, part, type=t.u32, mode="wide"))
-            for q, quad in enumerate(quads):
-                part0 = k.ld(Addr(src, q * quad_bytes), type=t.f32, space="global", vec=4)
-                for r, v in zip(quad, part0, strict=True):
-                    k.mov(v, dst=r)
-            with k.for_range(1, splits):
-                k.add(src, 2 * part, dst=src)
-                for q, quad in enumerate(quads):
-                    more = k.ld(Addr(src, q * quad_bytes), type=t.f32, space="global", vec=4)
-                    for r, v in zip(quad, more, strict=True):
-                        k.add(r, v, dst=r)
-        return holds
+        return ordered_split_sum(
+            k, acc, mine=k.add(self.parts, k.mul(k.mad(split, 2, first), part, type=t.u32,
+                                                 mode="wide")),
+            first=k.add(self.parts, k.mul(first, part, type=t.u32, mode="wide")),
+            stride=2 * part, counter=counter, parts=splits, barrier=self.barrier,
+            leader=self.leader)
 
     def _store_transposed(self, acc: Fragment, m0: Reg, n0: Reg) -> None:
         """Value (w, x) of the tile goes to Y[x, w]: bf16, predicated on x < M and w < N."""

@@ -90,6 +90,7 @@ from ptxdsl.instructions.setmaxnreg import setmaxnreg_dec, setmaxnreg_inc
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing, cluster_sync, tx_bytes
 from ptxdsl.sample_runner import POISON, Report, sample_main, sync
+from ptxdsl.split_sum import ordered_split_sum
 
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime import Function, LoadedModule, TensorMap
@@ -138,7 +139,6 @@ MIN_PART_STEPS = 8
 # ms; in A/B 564 -> 569-571 TFLOP/s, with leads of 2, 3, 4 and 8 steps alike.
 CLAIM_LEAD = 4
 PART_BYTES = 64 * BN * 4                # one warpgroup's f32 accumulator: a part's partial sum
-QUAD_BYTES = 128 * 16                   # a v4 of each of its threads: a sum is stored quad-major
 WORKLIST_UNROLL = 4
 EMPTY_ARRIVALS = CONSUMERS              # per CTA: each consumer warpgroup's leader
 PEER = 1                                # the rank whose loads rank 0's producer issues
@@ -504,7 +504,6 @@ def _consumer(k: Kernel, ring: MbarrierRing, tiles_x: Reg, tiles_w: Reg, wg: Reg
     work = WorkList(k, offsets, G, n_tiles, k_steps)
     partials = k.cvta(k.ld_param(partials_p), "global", to=True)
     tid = k.and_(k.tid.x, 127)
-    quads = [tuple(acc.regs[q:q + 4]) for q in range(0, len(acc.regs), 4)]
 
     def add_up_parts(rel: Reg) -> Reg:
         """A part's end: store this warpgroup's partial sum into its slot, count it on the
@@ -516,32 +515,11 @@ def _consumer(k: Kernel, ring: MbarrierRing, tiles_x: Reg, tiles_w: Reg, wg: Reg
         counter = k.add(partials, k.mul(k.mad(k.mad(first, 2, rank), 2, wg), 4, mode="wide"))
         slots = k.add(k.add(partials, k.mul(work.clusters, 16, mode="wide")),
                       k.cvt(k.mad(k.mad(rank, 2, wg), PART_BYTES, k.mul(tid, 16)), t.u64))
-        mine = k.add(slots, k.mul(rel, 4 * PART_BYTES, mode="wide"))
-        for q, quad in enumerate(quads):
-            k.st(Addr(mine, q * QUAD_BYTES), quad, type=t.f32, space="global")
-        k.bar_sync(epi.barrier, 128)
-        before = k.mov(0, dst=k.reg(t.u32, "parts_before"))
-        with k.if_(epi.leader):
-            k.atom("add", Addr(counter), 1, type=t.u32, space="global", sem="acq_rel",
-                   scope="gpu", dst=before)
-        last = k.setp("eq", before, k.sub(work.parts, 1), type=t.u32, bool_op="and",
-                      c=epi.leader)
-        with k.if_(last):
-            k.st(Addr(counter), 0, type=t.u32, space="global")    # zero for the next launch
-        holds_sum = k.bar_red("or", last, epi.barrier, 128)
-        with k.if_(holds_sum):
-            src = k.add(slots, k.mul(first, 4 * PART_BYTES, mode="wide"))
-            for q, quad in enumerate(quads):
-                part0 = k.ld(Addr(src, q * QUAD_BYTES), type=t.f32, space="global", vec=4)
-                for r, v in zip(quad, part0, strict=True):
-                    k.mov(v, dst=r)
-            with k.for_range(1, work.parts):
-                k.add(src, 4 * PART_BYTES, dst=src)
-                for q, quad in enumerate(quads):
-                    more = k.ld(Addr(src, q * QUAD_BYTES), type=t.f32, space="global", vec=4)
-                    for r, v in zip(quad, more, strict=True):
-                        k.add(r, v, dst=r)
-        return holds_sum
+        return ordered_split_sum(
+            k, acc, mine=k.add(slots, k.mul(rel, 4 * PART_BYTES, mode="wide")),
+            first=k.add(slots, k.mul(first, 4 * PART_BYTES, mode="wide")),
+            stride=4 * PART_BYTES, counter=counter, parts=work.parts, barrier=epi.barrier,
+            leader=epi.leader)
 
     def body(item: Reg, is_part: Reg, rel: Reg, steps: Reg) -> None:
         # Every tile runs the whole mainloop, even the rows past M_g of an expert's last

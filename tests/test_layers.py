@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # The front end reads PTX into statements and hands them to the checker
     # (`ParsedModule.check`), beside the builder that makes the same statements from Python.
     ("frontend", ("ptxdsl.frontend", "ptxdsl.frontend.*"), ("builder",)),
-    ("pipelines", ("ptxdsl.pipeline", "ptxdsl.epilogue", "ptxdsl.signals"), ()),
+    ("pipelines", ("ptxdsl.pipeline", "ptxdsl.epilogue", "ptxdsl.signals", "ptxdsl.split_sum"),
+     ()),
     ("toolchain", ("ptxdsl.toolchain",), ()),
     ("runtime", ("ptxdsl.runtime", "ptxdsl.runtime.*", "ptxdsl._launch_c"), ()),
     ("module", ("ptxdsl.module", "ptxdsl.regbudget"), ()),

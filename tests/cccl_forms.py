@@ -23,7 +23,7 @@ _BLOCK = re.compile(r"^/\*\n// (?P<form>[^;]+);\s*//[^*]{0,60}?PTX\s+ISA (?P<isa
                     r"SM_(?P<sm>\d+)[^\n]*\n(?P<body>.*?)^\*/", re.M | re.S)
 _QUAL = re.compile(r"^// \.(\w+)\s*= \{ ([^}]*) \}", re.M)
 _NAME = re.compile(r"static inline [\w:<>]+ (\w+)\(")
-_PLACEHOLDER = re.compile(r"(\.|::)(sem|scope|op|space|type)(?=[.\s]|$)")
+_PLACEHOLDER = re.compile(r"(\.|::)(sem|scope|op|space|type|cta_group|kind)(?=[.\s]|$)")
 
 
 def header_forms(headers) -> list[tuple[str, str, dict, str, int]]:

@@ -8,16 +8,17 @@ efficient) in the same process on the same GPU, bf16.
   `torch.nn.attention.sdpa_kernel` on the [B, H, S, D] views of the same tensors
   (`q.transpose(1, 2)`).
 - Forward, variable length: 32 sequences of lengths drawn uniformly from 64..8192 (seeded),
-  D = 128, Hq = Hkv = 16, causal and not. ptxdsl's `forward_varlen` (the maps kernel, then
-  the attention kernel) on the packed tensors against three torch paths, each under each
-  backend: SDPA per sequence in a loop; padded SDPA (the batch padded to the longest
-  sequence, B = 32; non-causal with a [B, 1, 1, S] key-padding mask, causal with `is_causal`
-  alone, which already hides every padded key from the real rows); SDPA on nested tensors
-  (`torch.nested.nested_tensor_from_jagged` over the same packed tensors). Only the SDPA
-  calls are timed: padding the inputs and unpadding or gathering the outputs are left out,
-  in torch's favour. The maps kernel is also timed alone (bursts of 100 back-to-back
-  launches of it with the arguments `forward_varlen` gives it): its share of ptxdsl's time
-  is an upper bound, as so short a launch is partly bound by the host's issue rate.
+  D = 128, Hq = Hkv = 16, causal and not. ptxdsl's `forward_varlen` (the maps kernel, the
+  tile-list kernel, then the attention kernel) on the packed tensors against three torch
+  paths, each under each backend: SDPA per sequence in a loop; padded SDPA (the batch padded
+  to the longest sequence, B = 32; non-causal with a [B, 1, 1, S] key-padding mask, causal
+  with `is_causal` alone, which already hides every padded key from the real rows); SDPA on
+  nested tensors (`torch.nested.nested_tensor_from_jagged` over the same packed tensors).
+  Only the SDPA calls are timed: padding the inputs and unpadding or gathering the outputs
+  are left out, in torch's favour. The two set-up kernels are also timed alone (bursts of
+  100 back-to-back launches of the pair with the arguments `forward_varlen` gives them):
+  their share of ptxdsl's time is an upper bound, as so short a launch is partly bound by
+  the host's issue rate.
 - Backward, D = 128 and 64, S = 2k, 4k, 8k (the same B and H), causal and not: ptxdsl's
   `backward` (all three kernels: the row statistics, the main kernel, the dQ conversion)
   from ptxdsl's forward's O and LSE, against each backend's backward. The backend's forward
@@ -80,7 +81,8 @@ SETTLE_S = 1.0
 BUDGET_S = 240.0
 BURST_MS = 6.0                           # GPU time per sample, spread over a burst
 GUESS_TFLOPS = 450.0                     # to size bursts before anything is measured
-MAPS_BURST = 100                         # launches per sample of the maps kernel alone
+MAPS_BURST = 100                         # launches per sample of the set-up kernels alone
+SETUP = ("fa_varlen_maps", "fa_varlen_tiles")   # forward_varlen's kernels before the attention
 
 
 def fwd_goal(s: int) -> float:
@@ -351,7 +353,8 @@ def run(section: Section, dense_s=DENSE_S, dense_d=DENSE_D, bwd_s=BWD_S, bwd_d=B
     # only the kernels measured: each costs seconds of JIT at load (the cache is off)
     configs = [fa.Config("bf16", d) for d in dense_d]
     configs.append(fa.Config("bf16", VARLEN["d"], varlen=True))
-    built_f = Module([*map(fa.build_forward, configs), fa.build_varlen_maps()],
+    built_f = Module([*map(fa.build_forward, configs), fa.build_varlen_maps(),
+                      fa.build_varlen_tiles()],
                      name="flash_attention", target="sm_90a")
     built_b = fb.build_module(configs=[fb.CONFIGS["bf16", d] for d in bwd_d])
     bench = Bench(section, torch, (fa, fb), (built_f.load(), built_b.load()), tuple(dense_d),
@@ -388,6 +391,8 @@ class Bench:
                               f"{fa.THREADS} threads, {setmaxnreg}; {cfg.bn} keys per block, "
                               f"{cfg.stages} K/V stages, {cfg.q_stages} Q stages")
         self._kernel_note(self.fwd["fa_varlen_maps"], 0, "32 threads, one CTA per sequence")
+        self._kernel_note(self.fwd["fa_varlen_tiles"], 0,
+                          f"{self.fa.TILE_THREADS} threads, one CTA")
         for d in self.bwd_d:
             cfg = fb.CONFIGS["bf16", d]
             self._kernel_note(self.bwd[cfg.pre_name], 0, f"{32 * fb.PRE_ROWS} threads")
@@ -473,7 +478,8 @@ class Bench:
         lse = torch.empty((h, total), device=self.device, dtype=torch.float32)
         cu = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), device=self.device,
                           dtype=torch.int32)
-        ws = torch.empty(fa.workspace_bytes(nseq), device=self.device, dtype=torch.uint8)
+        ws = torch.empty(fa.workspace_bytes(nseq, total, h), device=self.device,
+                         dtype=torch.uint8)
         args = [x.data_ptr() for x in (q, k, v, o, lse, cu, ws)]
         kw = {"shape": (nseq, longest, total, h, h, d),
               "strides": dict.fromkeys(("q", "k", "v", "o"), (h * d, d)), "causal": causal}
@@ -488,15 +494,19 @@ class Bench:
         flops = sum(attention_flops(1, h, n, d, causal) for n in lengths)
         times = self._time({"ptxdsl": ours, **kept}, flops)
         compare(self.section, label, times, flops, VARLEN_GOAL, ours_note=note)
-        # The maps kernel alone, with the arguments forward_varlen gives it
+        # The device-side set-up alone (the maps, the tile list), with the arguments
+        # forward_varlen gives it
         launches = Recorder()
         fa.forward_varlen(launches, *args, **kw)
-        (_, grid, block, a, kwargs), = [x for x in launches.calls if x[0] == "fa_varlen_maps"]
-        fn = self.fwd["fa_varlen_maps"]
-        maps_ms = interleaved_gpu_ms({"maps": lambda: fn.launch(grid, block, a, **kwargs)},
-                                     reps=15, burst=MAPS_BURST)["maps"]
+        setup = [(self.fwd[name], grid, block, a, kwargs)
+                 for name, grid, block, a, kwargs in launches.calls if name in SETUP]
+
+        def prepare() -> None:
+            for fn, grid, block, a, kwargs in setup:
+                fn.launch(grid, block, a, **kwargs)
+        maps_ms = interleaved_gpu_ms({"set-up": prepare}, reps=15, burst=MAPS_BURST)["set-up"]
         share = statistics.median(maps_ms) / statistics.median(times["ptxdsl"])
-        self.section.row(f"{label}: fa_varlen_maps alone", maps_ms, "ms",
+        self.section.row(f"{label}: {' + '.join(SETUP)} alone", maps_ms, "ms",
                          f"{share:.2%} of ptxdsl's median time at most (bursts of "
                          f"{MAPS_BURST} launches; a launch this short is partly host-bound)")
 

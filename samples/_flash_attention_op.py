@@ -225,8 +225,10 @@ def _forward_real(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         assert max_seqlen is not None      # _check refused a packed batch without it
         nseq = cu_seqlens.shape[0] - 1
         cu = cu_seqlens.contiguous()
-        # the per-sequence tensor maps the first kernel writes and the second reads
-        maps = torch.empty(fa.workspace_bytes(nseq), dtype=torch.uint8, device=q.device)
+        # the per-sequence tensor maps and the tile list the first kernels write and the
+        # attention kernel reads
+        maps = torch.empty(fa.workspace_bytes(nseq, q.shape[0], hq), dtype=torch.uint8,
+                           device=q.device)
         fa.forward_varlen(mod, ptr["q"], ptr["k"], ptr["v"], ptr["o"], lse.data_ptr(),
                           cu.data_ptr(), maps.data_ptr(),
                           shape=(nseq, max_seqlen, q.shape[0], hq, hkv, d), strides=strides,

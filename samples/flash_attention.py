@@ -64,6 +64,10 @@ BM = 128                         # query rows per CTA: 64 per consumer warpgroup
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 MAP_BYTES = 128
+TILE_THREADS = 256               # fa_varlen_tiles' one CTA
+TILE_BINS = 4096                 # its sort's bins: exact for sequences below 512k tokens
+TILES_HEADER = 16                # the varlen tile list: the count, then an entry per tile
+TILE_ENTRY = 8
 SMEM = 227 * 1024 - 256         # dynamic shared memory per CTA, less the barriers
 MAPS = ("q", "k", "v", "o")      # the tensor maps, in parameter and workspace order
 PING = (3, 4)                    # named barriers of the ping-pong: consumer 0's, consumer 1's
@@ -135,9 +139,34 @@ class Tile:
     row block first, 132 CTAs on 132 different heads of short sequences were bound by K/V
     reads from memory), and the causal row blocks of a group go from the last (the longest)
     to the first, so the snake order of the CTAs pairs long tiles with short ones. Heads
-    sharing a K/V head (GQA) are adjacent."""
+    sharing a K/V head (GQA) are adjacent. Varlen tiles come from a list made on the device
+    in the same order over the live tiles only, the longest sequences first
+    (`build_varlen_tiles`)."""
 
     def __init__(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
+        if cfg.varlen:
+            self._listed(k, cfg, index, p)
+        else:
+            self._ordered(k, index, p)
+        self.live = self.m0 < self.sq     # varlen: rows past the sequence's end (or none)
+        self.nblocks = k.div(k.add(self.sk, cfg.bn - 1), cfg.bn)
+        with k.if_(p["causal"]):          # up to the block of the tile's last row
+            last = k.sub(k.min(k.add(self.m0, BM), self.sq), 1)
+            k.min(self.nblocks, k.add(k.div(last, cfg.bn), 1), dst=self.nblocks)
+
+    def _listed(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
+        """Varlen: entry `index` of the list `fa_varlen_tiles` wrote (sequence, and the head
+        in the low 16 bits and the row block in the high 16 of the second word)."""
+        entry = k.ld(k.add(p["tile_list"], k.mul(index, TILE_ENTRY, mode="wide")),
+                     type=t.u32, vec=2, space="global")
+        self.b = entry[0]
+        self.h = k.and_(entry[1], 0xFFFF)
+        self.m0 = k.mul(k.shr(entry[1], 16), BM)
+        cu = k.add(p["cu"], k.mul(self.b, 4, mode="wide"))
+        self.start = k.ld(cu, type=t.u32, space="global")
+        self.sq = self.sk = k.sub(k.ld(Addr(cu, 4), type=t.u32, space="global"), self.start)
+
+    def _ordered(self, k: Kernel, index: Reg, p: dict[str, Reg]) -> None:
         per_group = k.mul(p["group_heads"], p["mblocks"])
         grp = k.div(index, per_group)
         within = k.sub(index, k.mul(grp, per_group))
@@ -151,19 +180,8 @@ class Tile:
         with k.if_(p["causal"]):
             k.sub(k.sub(p["mblocks"], 1), mrank, dst=mblock)
         self.m0 = k.mul(mblock, BM)
-        if cfg.varlen:
-            cu = k.add(p["cu"], k.mul(self.b, 4, mode="wide"))
-            self.start = k.ld(cu, type=t.u32, space="global")
-            self.sq = self.sk = k.sub(k.ld(Addr(cu, 4), type=t.u32, space="global"),
-                                      self.start)
-        else:
-            self.start = k.mov(0, type=t.u32)
-            self.sq, self.sk = p["sq"], p["sk"]
-        self.live = self.m0 < self.sq     # varlen: rows past the sequence's end (or none)
-        self.nblocks = k.div(k.add(self.sk, cfg.bn - 1), cfg.bn)
-        with k.if_(p["causal"]):          # up to the block of the tile's last row
-            last = k.sub(k.min(k.add(self.m0, BM), self.sq), 1)
-            k.min(self.nblocks, k.add(k.div(last, cfg.bn), 1), dst=self.nblocks)
+        self.start = k.mov(0, type=t.u32)
+        self.sq, self.sk = p["sq"], p["sk"]
 
 
 def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
@@ -173,6 +191,7 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     if cfg.varlen:
         cu_p, ws_p = k.param_ptr("cu_seqlens"), k.param_ptr("maps")
+        tiles_p = k.param_ptr("tiles")
     else:
         # declared boxes: the checker compares each load's bytes with its barrier's expect_tx
         maps_p = [k.param_tensormap(f"map_{n}", box=layout) for n, layout in
@@ -194,7 +213,11 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     p["causal"] = k.ld_param(params["causal"]) != 0
     if cfg.varlen:
         p["cu"] = k.cvta(k.ld_param(cu_p), "global", to=True)
-    ntiles = k.mul(k.mul(p["mblocks"], p["heads"]), p["batch"])
+        tiles_g = k.cvta(k.ld_param(tiles_p), "global", to=True)
+        ntiles = k.ld(tiles_g, type=t.u32, space="global")     # fa_varlen_tiles' count
+        p["tile_list"] = k.add(tiles_g, TILES_HEADER)
+    else:
+        ntiles = k.mul(k.mul(p["mblocks"], p["heads"]), p["batch"])
     tid = k.tid.x
     wg = k.shr(tid, 7)
 
@@ -513,12 +536,105 @@ def build_varlen_maps() -> Kernel:
     return k
 
 
+def build_varlen_tiles() -> Kernel:
+    """One CTA: the varlen attention kernel's work list, the live tiles only, in `Tile`'s order
+    over the (sequence, head) pairs sorted by length, longest first.
+
+    With the tiles of every sequence laid out for the longest one, a grid-stride walk gave
+    each CTA whatever mix of dead tiles (rows past a short sequence's end) and long and short
+    ones fell to it: causal, some CTAs ran out of work while others had several long tiles
+    left. Sorted, each wave of the walk takes tiles of about one length, and the snake order
+    pairs a wave's long tiles with the next wave's shorter ones, as on a dense batch.
+
+    The sort is a counting sort on the row-block count `nb` (a bin per count; counts of
+    `TILE_BINS - 1` and more share the last bin): one 64-bit shared atomic per sequence adds
+    (1, nb) to its bin and returns the sequence's place in the bin and the row blocks of
+    the sequences before it there, so that after a suffix sum over the bins every sequence
+    knows its rank and the tiles of all longer ones (`first`). A group of `group_heads` pairs
+    then writes its tiles at H * first(rank) + h * nb, with no scan over the groups."""
+    k = Kernel("fa_varlen_tiles", reqntid=TILE_THREADS)
+    cu_p, scratch_p, tiles_p = (k.param_ptr(n) for n in ("cu_seqlens", "scratch", "tiles"))
+    nseq, heads, group, nbins = (k.ld_param(k.param(t.u32, n))
+                                 for n in ("nseq", "heads", "group_heads", "bins"))
+    bins = k.shared_array(t.u64, TILE_BINS, align=16, name="bin_sums")
+    cu = k.cvta(k.ld_param(cu_p), "global", to=True)
+    placed = k.cvta(k.ld_param(scratch_p), "global", to=True)   # per sequence: place in bin
+    # per rank: (sequence, nb, first, 0), 16-byte aligned for the vector stores
+    ranked = k.add(placed, k.cvt(k.and_(k.add(k.mul(nseq, 8), 15), ~15 & 0xFFFFFFFF),
+                                 t.u64))
+    tiles = k.cvta(k.ld_param(tiles_p), "global", to=True)
+    tid = k.tid.x
+
+    def sequence(i: Reg) -> tuple[Reg, Reg]:
+        at = k.add(cu, k.mul(i, 4, mode="wide"))
+        length = k.sub(k.ld(Addr(at, 4), type=t.u32, space="global"),
+                       k.ld(at, type=t.u32, space="global"))
+        nb = k.div(k.add(length, BM - 1), BM)
+        return nb, k.min(nb, TILE_BINS - 1)
+
+    with k.for_range(tid, nbins, TILE_THREADS) as i:
+        k.st(k.add(k.mov(bins), k.mul(i, 8)), 0, type=t.u64, space="shared")
+    k.bar_sync(0)
+    with k.for_range(tid, nseq, TILE_THREADS) as i:
+        nb, key = sequence(i)
+        one = k.or_(k.shl(k.mov(1, type=t.u64), 32), k.cvt(nb, t.u64))
+        before = k.atom("add", k.add(k.mov(bins), k.mul(key, 8)), one, space="shared")
+        k.st(k.add(placed, k.mul(i, 8, mode="wide")), before, space="global")
+    k.bar_sync(0)
+    with k.if_(tid == 0):              # suffix sums: (pairs, row blocks) in the longer bins
+        total = k.mov(0, type=t.u64)
+        with k.for_range(0, nbins) as j:
+            at = k.add(k.mov(bins), k.mul(k.sub(k.sub(nbins, 1), j), 8))
+            here = k.ld(at, type=t.u64, space="shared")
+            k.st(at, total, space="shared")
+            k.add(total, here, dst=total)
+        k.st(tiles, k.mul(k.cvt(total, t.u32), heads), space="global")   # the tile count
+    k.bar_sync(0)
+    with k.for_range(tid, nseq, TILE_THREADS) as i:
+        nb, key = sequence(i)
+        start = k.add(k.ld(k.add(k.mov(bins), k.mul(key, 8)), type=t.u64, space="shared"),
+                      k.ld(k.add(placed, k.mul(i, 8, mode="wide")), type=t.u64,
+                           space="global"))
+        rank = k.cvt(k.shr(start, 32), t.u32)
+        k.st(k.add(ranked, k.mul(rank, 16, mode="wide")), (i, nb, k.cvt(start, t.u32),
+                                                          k.mov(0, type=t.u32)),
+             space="global")
+    k.bar_sync(0)
+    pairs = k.mul(nseq, heads)
+    with k.for_range(tid, k.div(k.add(pairs, k.sub(group, 1)), group), TILE_THREADS) as g:
+        q0 = k.mul(g, group)
+        q1 = k.min(pairs, k.add(q0, group))
+
+        def pair(q: Reg) -> tuple[Reg, ...]:
+            """(sequence, nb, first) of pair q's rank, and its head."""
+            r = k.div(q, heads)
+            entry = k.ld(k.add(ranked, k.mul(r, 16, mode="wide")), type=t.u32, vec=4,
+                         space="global")
+            return (*entry[:3], k.sub(q, k.mul(r, heads)))
+
+        _, nb0, first0, h0 = pair(q0)
+        slot = k.add(k.mul(first0, heads), k.mul(h0, nb0))
+        most = k.mov(0, type=t.u32)      # the group's longest (the last bin is not sorted)
+        with k.for_range(q0, q1) as q:
+            k.max(most, pair(q)[1], dst=most)
+        with k.for_range(0, most) as back:
+            m = k.sub(k.sub(most, 1), back)
+            with k.for_range(q0, q1) as q:
+                seq, nb, _, h = pair(q)
+                with k.if_(nb > m):
+                    at = k.add(tiles, k.mad(slot, TILE_ENTRY, TILES_HEADER, mode="wide"))
+                    k.st(at, (seq, k.or_(h, k.shl(m, 16))), space="global")
+                    k.add(slot, 1, dst=slot)
+    k.ret()
+    return k
+
+
 def build_module(dtypes: Iterable[str] = tuple(DTYPES), dims: Iterable[int] = tuple(BLOCKS),
                  bounded: bool = False) -> Module:
     """Every forward kernel of `dtypes` x `dims`, dense and varlen, and the maps kernel."""
     kernels = [build_forward(Config(dt, d, v), bounded) for dt in dtypes for d in dims
                for v in (False, True)]
-    kernels.append(build_varlen_maps())
+    kernels += [build_varlen_maps(), build_varlen_tiles()]
     if bounded:
         return debug.module(kernels, name="flash_attention", target="sm_90a")
     return Module(kernels, name="flash_attention", target="sm_90a")
@@ -622,8 +738,8 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
                    stream: object = None) -> None:
     """O and LSE of packed sequences: Q, K, V, O are [total, H, D] with (seq, head) strides
     `strides[...]` in elements; `cu_seqlens` int32 [nseq + 1] on the device; LSE f32
-    [Hq, total]; `workspace` device memory of `workspace_bytes(nseq)` for the per-sequence
-    maps. `shape` = (nseq, max_seqlen, total, Hq, Hkv, D)."""
+    [Hq, total]; `workspace` device memory of `workspace_bytes(nseq, total, Hq)` for the
+    per-sequence maps and the tile list. `shape` = (nseq, max_seqlen, total, Hq, Hkv, D)."""
     nseq, max_len, total, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
     cfg = config(dtype, d, varlen=True)
@@ -637,18 +753,38 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
                  for n, heads, rows, cols in specs]
     ptrs = [_ptr(tensors[n]) for n in MAPS]
     row_bytes = [2 * strides[n][0] for n in MAPS]
-    module["fa_varlen_maps"].launch(nseq, 32, (*templates, cu_seqlens, workspace, *ptrs,
-                                               *row_bytes), stream=stream)
     mblocks = -(-max_len // BM)
+    if hq >= 1 << 16 or mblocks >= 1 << 16:
+        raise ValueError(f"flash_attention varlen: fewer than 65536 heads and row blocks of "
+                         f"{BM} (sequences below {BM << 16} tokens); got Hq={hq}, "
+                         f"max_seqlen={max_len}")
     groups, grid = launch_shape(mblocks, hq * nseq)
-    args = (cu_seqlens, workspace, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
+    ws = _ptr(workspace)
+    scratch = ws + len(MAPS) * MAP_BYTES * nseq
+    tiles = scratch + scratch_bytes(nseq)
+    module["fa_varlen_maps"].launch(nseq, 32, (*templates, cu_seqlens, ws, *ptrs,
+                                               *row_bytes), stream=stream)
+    module["fa_varlen_tiles"].launch(1, TILE_THREADS, (cu_seqlens, scratch, tiles, nseq, hq,
+                                                       groups, min(mblocks, TILE_BINS - 1) + 1),
+                                     stream=stream)
+    args = (cu_seqlens, ws, tiles, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
             int(causal), scale * LOG2E)
     module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
 
 
-def workspace_bytes(nseq: int) -> int:
-    """Bytes of the varlen maps' workspace: four 128-byte maps per sequence."""
-    return len(MAPS) * MAP_BYTES * nseq
+def scratch_bytes(nseq: int) -> int:
+    """fa_varlen_tiles' scratch: per sequence its place in its bin (8 bytes), then per rank
+    the sequence, row blocks and tiles before it (16 bytes, 16-byte aligned)."""
+    return -(-8 * nseq // 16) * 16 + 16 * nseq
+
+
+def workspace_bytes(nseq: int, total: int, heads: int) -> int:
+    """Bytes of the varlen workspace of `nseq` sequences of `total` tokens and `heads` query
+    heads: four 128-byte maps per sequence, the tile sort's scratch, and the tile list (at
+    most ceil(length / 128) tiles per sequence and head)."""
+    most = heads * (-(-total // BM) + nseq)
+    return len(MAPS) * MAP_BYTES * nseq + scratch_bytes(nseq) + TILES_HEADER + \
+        TILE_ENTRY * most
 
 
 # -- the reference and the run -----------------------------------------------------------------
@@ -768,7 +904,7 @@ def _varlen_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gene
     o.memset(0xFF)
     lse = rt.DeviceBuffer.empty((hq, total), np.float32)
     cu_dev = rt.DeviceBuffer.from_numpy(cu)
-    ws = rt.DeviceBuffer.empty((workspace_bytes(len(lengths)),), np.uint8)
+    ws = rt.DeviceBuffer.empty((workspace_bytes(len(lengths), total, hq),), np.uint8)
     strides = {"q": (hq * d, d), "k": (hkv * d, d), "v": (hkv * d, d), "o": (hq * d, d)}
     scale = 1.0 / math.sqrt(d)
     forward_varlen(mod, q, k, v, o, lse, cu_dev, ws,
@@ -789,6 +925,14 @@ def _varlen_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gene
     _close(report, name + " LSE", got_lse, want_lse, 1e-3)
     report.check(name + " rows after the last sequence untouched",
                  bool((o_bits[total:] == 0xFFFF).all()))
+    # the tile list: every live (sequence, head, row block) exactly once
+    start = len(MAPS) * MAP_BYTES * len(lengths) + scratch_bytes(len(lengths))
+    words = ws.to_numpy()[start:].view(np.uint32)
+    listed = sorted((int(b), int(hm) & 0xFFFF, int(hm) >> 16)
+                    for b, hm in words[TILES_HEADER // 4:].reshape(-1, 2)[:words[0]])
+    live = sorted((b, h, m) for b, n in enumerate(lengths) for h in range(hq)
+                  for m in range(-(-n // BM)))
+    report.check(name + f" tile list: the {len(live)} live tiles once each", listed == live)
 
 
 def main(argv: list[str] | None = None) -> int:

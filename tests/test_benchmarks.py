@@ -314,7 +314,7 @@ def test_attention_torch_paths_match_a_reference_on_the_cpu():
 
 
 def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
-    """forward_varlen through the Recorder: its two launches, made by none, in order."""
+    """forward_varlen through the Recorder: its three launches, made by none, in order."""
     from benchmarks import attention as A
     from benchmarks.compile_latency import load_sample
     fa = load_sample("flash_attention")
@@ -324,9 +324,10 @@ def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
     h, d, nseq, total = 16, 128, 3, 1000
     fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(nseq, 500, total, h, h, d),
                       strides=dict.fromkeys("qkvo", (h * d, d)), causal=True)
-    (maps, grid, block, args, kwargs), attention = launches.calls
+    (maps, grid, block, args, kwargs), tiles, attention = launches.calls
     assert (maps, grid, block, kwargs) == ("fa_varlen_maps", nseq, 32, {"stream": None})
     assert args[:6] == ("map", "map", "map", "map", 6, 7)          # templates, cu, workspace
+    assert tiles[:3] == ("fa_varlen_tiles", 1, 256) and tiles[3][0] == 6
     assert attention[0] == "fa_fwd_bf16_d128_varlen" and attention[1] == 132
 
 
@@ -346,7 +347,7 @@ class _FakeSamples:
     run end to end here, minus the GPU. `error` is added to ptxdsl's forward output."""
 
     def __init__(self, torch, error=0.0):
-        self.torch, self.error, self.maps_launches = torch, error, 0
+        self.torch, self.error, self.maps_launches, self.tiles_launches = torch, error, 0, 0
 
     def view(self, ptr, shape, dtype):
         import ctypes
@@ -361,7 +362,7 @@ class _FakeSamples:
         return out.transpose(-3, -2) + self.error
 
     # samples/flash_attention.py
-    def workspace_bytes(self, nseq):
+    def workspace_bytes(self, nseq, total, heads):
         return 512 * nseq
 
     def forward(self, module, q, k, v, o, lse, *, shape, strides, causal):
@@ -373,6 +374,7 @@ class _FakeSamples:
     def forward_varlen(self, module, q, k, v, o, lse, cu, ws, *, shape, strides, causal):
         nseq, _, total, h, _, d = shape
         module["fa_varlen_maps"].launch(nseq, 32, (cu, ws), stream=None)
+        module["fa_varlen_tiles"].launch(1, 256, (cu, ws), stream=None)
         q, k, v, o = (self.view(p, (total, h, d), self.torch.bfloat16) for p in (q, k, v, o))
         bounds = self.view(cu, (nseq + 1,), self.torch.int32).tolist()
         for s0, s1 in zip(bounds[:-1], bounds[1:], strict=True):
@@ -403,6 +405,7 @@ class _FakeKernels(dict):
         class Launch:
             def launch(self, *args, **kwargs):
                 samples.maps_launches += name == "fa_varlen_maps"
+                samples.tiles_launches += name == "fa_varlen_tiles"
         return Launch()
 
 
@@ -417,7 +420,7 @@ def _fake_bench(monkeypatch, torch, samples, budget=240.0):
     def turns(launches, *, reps, burst, warmup=2, settle_s=0.0):
         for launch in launches.values():
             launch()
-        return {name: [{"ptxdsl": 0.8, "maps": 0.2}.get(name, 1.0)] * 3 for name in launches}
+        return {name: [{"ptxdsl": 0.8, "set-up": 0.2}.get(name, 1.0)] * 3 for name in launches}
     monkeypatch.setattr(A, "interleaved_gpu_ms", turns)
     section = Section("attention", "8. Attention")
     kernels = _FakeKernels(samples)
@@ -458,11 +461,11 @@ def test_attention_rows_run_end_to_end_on_the_cpu(monkeypatch):
         for causal in ("", " causal"):
             row = section.find(f"varlen D=128 H=2, {lengths}{causal}: {path}, flash")
             assert row["unit"] == "TFLOP/s" and row["n"] == 3, row
-    assert notes[f"varlen D=128 H=2, {lengths}: fa_varlen_maps alone"].startswith(
-        "25.00% of ptxdsl's median time at most")
-    # per causal: ptxdsl's checked run, its timed turn, the maps kernel's own turn (the
+    assert notes[f"varlen D=128 H=2, {lengths}: fa_varlen_maps + fa_varlen_tiles alone"
+                 ].startswith("25.00% of ptxdsl's median time at most")
+    # per causal: ptxdsl's checked run, its timed turn, the set-up kernels' own turn (the
     # Recorder's forward_varlen launches nothing)
-    assert samples.maps_launches == 2 * 3
+    assert samples.maps_launches == samples.tiles_launches == 2 * 3
 
 
 def test_attention_row_fails_on_a_wrong_result_and_rows_stop_at_the_budget(monkeypatch):

@@ -51,3 +51,38 @@ def test_the_forward_refuses_unsupported_heads():
         fa.check_heads(4, 2, 96)
     with pytest.raises(ValueError, match="Hq a multiple of Hkv"):
         fa.check_heads(6, 4, 128)
+
+
+def test_the_varlen_tile_list_kernel_checks_clean():
+    assert check_module(Module([fa.build_varlen_tiles()], target="sm_90a")) == []
+
+
+def test_the_varlen_workspace_holds_the_maps_the_scratch_and_every_tile():
+    # 3 sequences, 300 tokens, 4 heads: 4 maps of 128 bytes per sequence; the sort's 8 bytes
+    # per sequence (rounded to 16) and 16 per rank; the count's 16; and 8 bytes per tile, at
+    # most ceil(300 / 128) + 3 row blocks per head
+    assert fa.workspace_bytes(3, 300, 4) == 3 * 512 + 32 + 48 + 16 + 8 * 4 * (3 + 3)
+
+
+class _Launches:
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, name):
+        calls = self.calls
+
+        class Launch:
+            def launch(self, *args, **kwargs):
+                calls.append(name)
+        return Launch()
+
+
+@pytest.mark.parametrize("hq,longest", [(1 << 16, 100), (2, 128 << 16)])
+def test_the_varlen_forward_refuses_what_a_tile_entry_cannot_hold(monkeypatch, hq, longest):
+    monkeypatch.setattr(fa, "_tensor_map", lambda *args: "map")
+    monkeypatch.setattr(fa, "_sms", lambda: 132)
+    launches = _Launches()
+    with pytest.raises(ValueError, match="fewer than 65536 heads and row blocks"):
+        fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(2, longest, 1000, hq, hq, 64),
+                          strides=dict.fromkeys("qkvo", (hq * 64, 64)), causal=False)
+    assert launches.calls == []

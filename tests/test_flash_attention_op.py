@@ -274,16 +274,22 @@ def test_dense_forward_launch_from_transposed_views(stand_in):
     assert k_map.global_dim == v_map.global_dim == (64, 200, 2, 2)
 
 
-def test_packed_forward_launches_the_maps_then_the_attention(stand_in):
+def test_packed_forward_launches_the_maps_the_tile_list_then_the_attention(stand_in):
     loaded, maps = stand_in
     q, k, v = _t(300, 4, 64, device="cpu"), _t(300, 1, 64, device="cpu"), \
         _t(300, 1, 64, device="cpu")
     cu = torch.tensor([0, 0, 1, 300], dtype=torch.int32)
     flash_attention(q, k, v, cu_seqlens=cu, max_seqlen=299)
-    (maps_name, g0, a0, s0), (name, g1, a1, s1) = loaded["fwd"].calls
-    assert (maps_name, g0, name, s0, s1) == ("fa_varlen_maps", 3, "fa_fwd_bf16_d64_varlen", 7, 7)
-    assert a0[4] == a1[0] == cu.data_ptr() and a0[5] == a1[1]     # the maps' workspace
-    assert a1[5:10] == (4, 3, 3, 12, 4)      # heads nseq mblocks group_heads (all 12) group
+    (maps_name, g0, a0, s0), (tiles_name, g1, a1, s1), (name, g2, a2, s2) = \
+        loaded["fwd"].calls
+    assert (maps_name, g0, tiles_name, g1, name, s0, s1, s2) == \
+        ("fa_varlen_maps", 3, "fa_varlen_tiles", 1, "fa_fwd_bf16_d64_varlen", 7, 7, 7)
+    assert a0[4] == a1[0] == a2[0] == cu.data_ptr() and a0[5] == a2[1]   # the maps' workspace
+    # the tile sort's scratch after the 3 sequences' maps (3 x 512 bytes), then the list
+    # after the scratch (8 bytes per sequence rounded to 16, and 16 per sequence)
+    assert (a1[1] - a0[5], a1[2] - a1[1], a2[2]) == (3 * 512, 32 + 48, a1[2])
+    assert a1[3:] == (3, 4, 12, 4)          # nseq heads group_heads bins (3 row blocks + 1)
+    assert a2[6:11] == (4, 3, 3, 12, 4)     # heads nseq mblocks group_heads (all 12) group
     assert [m.global_dim for m in maps] == [(64, 300, 4, 1), (64, 300, 1, 1),
                                             (64, 300, 1, 1), (64, 300, 4, 1)]
 

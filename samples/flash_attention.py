@@ -34,7 +34,9 @@ The kernel (`fa_fwd_<dtype>_d<D>`, one CTA per 128 query rows of one head of one
   sequence's first row) and the sequence length, published to a global workspace with
   `tensormap.cp_fenceproxy.release.gpu`; the attention kernel's producer acquires them
   (`fence.proxy.tensormap::generic.acquire.gpu`), so TMA clips every load at the sequence's
-  end: no padding, nothing read from the next sequence.
+  end: no padding, nothing read from the next sequence. A second kernel
+  (`fa_varlen_tiles`, one CTA) lists the live tiles, the longest sequences' first, which the
+  attention kernel walks instead of every sequence's tiles laid out for the longest one.
 
 `run()` checks every configuration against a float64 numpy reference.
 """

@@ -70,6 +70,8 @@ TILE_THREADS = 256               # fa_varlen_tiles' one CTA
 TILE_BINS = 4096                 # its sort's bins: exact for sequences below 512k tokens
 TILES_HEADER = 16                # the varlen tile list: the count, then an entry per tile
 TILE_ENTRY = 8
+TILE_WORDS = 16                  # a claimed tile for the consumers: b, h | m << 16, start, length
+NO_TILE = 0xFFFFFFFF             # its b when the list is done
 SMEM = 227 * 1024 - 256         # dynamic shared memory per CTA, less the barriers
 MAPS = ("q", "k", "v", "o")      # the tensor maps, in parameter and workspace order
 PING = (3, 4)                    # named barriers of the ping-pong: consumer 0's, consumer 1's
@@ -106,6 +108,10 @@ class Config:
         self.epi_off = self.v_off + self.stages * self.kv_bytes   # one staging buffer per WG
         self.bar_off = self.epi_off + 2 * STAGING_BYTES
         self.smem_bytes = self.bar_off + 16 * (self.q_stages + 2 * self.stages)
+        # varlen: each Q stage's tile index (`Claims`), in the dynamic region: a static
+        # variable would move the dynamic buffer off its 1024-byte alignment
+        self.words_off = self.smem_bytes
+        self.smem_bytes += TILE_WORDS * self.q_stages if varlen else 0
         self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "")
 
 
@@ -145,10 +151,18 @@ class Tile:
     in the same order over the live tiles only, the longest sequences first
     (`build_varlen_tiles`)."""
 
-    def __init__(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
-        if cfg.varlen:
+    def __init__(self, k: Kernel, cfg: Config, index: Reg | None, p: dict[str, Reg],
+                 words: tuple[Reg, ...] | None = None) -> None:
+        if words is not None:     # as the producer wrote it for the consumers (`Claims`)
+            self.b, self.h, self.m0 = words[0], k.and_(words[1], 0xFFFF), \
+                k.mul(k.shr(words[1], 16), BM)
+            self.start, self.sq = words[2], words[3]
+            self.sk = self.sq
+        elif cfg.varlen:
+            assert index is not None
             self._listed(k, cfg, index, p)
         else:
+            assert index is not None
             self._ordered(k, index, p)
         self.live = self.m0 < self.sq     # varlen: rows past the sequence's end (or none)
         self.nblocks = k.div(k.add(self.sk, cfg.bn - 1), cfg.bn)
@@ -186,27 +200,89 @@ class Tile:
         self.sq, self.sk = p["sq"], p["sk"]
 
 
+class Claims:
+    """Varlen causal's dynamic schedule: the producer thread claims the next entry of the tile list
+    with a global atomic (longest tiles first, so each CTA takes the next tile when it is
+    free: no ragged last wave as in a static order) one tile ahead, and hands the tile to
+    the consumers in 16 bytes beside the Q stage it loads the tile's Q into (sequence, head
+    and row block, the sequence's start and length), written before the stage's arrival
+    (release) and read after its wait (acquire), so that the consumers load nothing from
+    global memory between tiles. `NO_TILE` with a plain arrival ends both sides' loops.
+
+    Causal tiles differ in length by the row block: claimed, on all SMs, they ran 14-16%
+    faster than in the static order on an H100 (a ragged batch of 32 sequences, the same
+    run). Non-causal ones, of one length per sequence, ran 3-9% slower claimed than in the
+    static order, whose CTAs move through a head group's keys in step, and take that
+    order."""
+
+    def __init__(self, k: Kernel, cfg: Config, smem: Any, tiles_g: Reg, ntiles: Reg,
+                 p: dict[str, Reg]) -> None:
+        self.k, self.cfg, self.p, self.ntiles = k, cfg, p, ntiles
+        self.counter = k.add(tiles_g, 4)      # zeroed by fa_varlen_tiles
+        self.words = Addr(smem, cfg.words_off)
+
+    def _claim(self, dst: Reg | None = None) -> Reg:
+        return self.k.atom("add", self.counter, 1, type=t.u32, space="global", dst=dst)
+
+    def produce(self, qp: ProducerView, body: Callable[[Tile], None]) -> None:
+        """The producer's loop: `body` loads each claimed tile (its Q stage already free)."""
+        k = self.k
+        claim = self._claim()
+        with k.loop():
+            done = claim >= self.ntiles
+            with k.if_(done):
+                qp.wait_empty()
+                k.st(qp.slot(self.words, TILE_WORDS), NO_TILE, type=t.u32, space="shared")
+                qp.arrive()
+            k.break_(when=done)
+            tile = Tile(k, self.cfg, claim, self.p)
+            self._claim(dst=claim)          # the next one, in flight during this tile
+            qp.wait_empty()
+            k.st(qp.slot(self.words, TILE_WORDS),
+                 (tile.b, k.or_(tile.h, k.shl(k.div(tile.m0, BM), 16)), tile.start, tile.sq),
+                 space="shared")
+            body(tile)
+
+    def consume(self, qc: ConsumerView, body: Callable[[Tile], None]) -> None:
+        """A consumer warpgroup's loop: `body` runs each tile after its Q stage's wait."""
+        k = self.k
+        with k.loop():
+            qc.wait_full()
+            words = k.ld(qc.slot(self.words, TILE_WORDS), type=t.u32, vec=4, space="shared")
+            k.break_(when=words[0] == NO_TILE)
+            body(Tile(k, self.cfg, None, self.p, words=words))
+
+
 def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     """The attention kernel of `cfg`; `bounded`: waits trap after 2 s with an error record."""
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     if cfg.varlen:
-        cu_p, ws_p = k.param_ptr("cu_seqlens"), k.param_ptr("maps")
+        # sequence 0's map of each tensor in the workspace (the next sequence's 512 bytes on):
+        # one parameter per tensor, so that each ring can declare its loads' box
+        cu_p = k.param_ptr("cu_seqlens")
+        maps_p = [k.param_ptr(f"maps_{n}") for n in MAPS]
         tiles_p = k.param_ptr("tiles")
+        loads = [{m: box} for m, box in zip(maps_p, (cfg.layout_q, cfg.layout_k,
+                                                    cfg.layout_v), strict=False)]
     else:
         # declared boxes: the checker compares each load's bytes with its barrier's expect_tx
         maps_p = [k.param_tensormap(f"map_{n}", box=layout) for n, layout in
                   zip(MAPS, (cfg.layout_q, cfg.layout_k, cfg.layout_v, cfg.o_box), strict=True)]
+        loads = [{}, {}, {}]
     lse_p = k.param_ptr("lse")
     names = ("sq", "sk", "heads", "batch", "mblocks", "group_heads", "group", "lse_sb",
              "lse_sh", "causal")
     params = {n: k.param(t.u32, n) for n in names}
     scale_p = k.param(t.f32, "scale_log2")
     smem = k.extern_shared("smem", align=cfg.layout_q.alignment)
-    rings = [MbarrierRing(k, n, empty_count=2, storage=Addr(smem, cfg.bar_off + off), name=nm)
-             for nm, n, off in (("qr", cfg.q_stages, 0), ("kr", cfg.stages, 16 * cfg.q_stages),
-                                ("vr", cfg.stages, 16 * (cfg.q_stages + cfg.stages)))]
+    rings = [MbarrierRing(k, n, empty_count=2, storage=Addr(smem, cfg.bar_off + off), name=nm,
+                          loads=box)
+             for (nm, n, off), box in zip((("qr", cfg.q_stages, 0),
+                                           ("kr", cfg.stages, 16 * cfg.q_stages),
+                                           ("vr", cfg.stages, 16 * (cfg.q_stages + cfg.stages))),
+                                          loads, strict=True)]
     for ring in rings[:-1]:
         ring.init(sync=False)
     rings[-1].init()                          # thread 0; ends with bar.sync 0
@@ -218,7 +294,9 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
         tiles_g = k.cvta(k.ld_param(tiles_p), "global", to=True)
         ntiles = k.ld(tiles_g, type=t.u32, space="global")     # fa_varlen_tiles' count
         p["tile_list"] = k.add(tiles_g, TILES_HEADER)
+        claims: Claims | None = Claims(k, cfg, smem, tiles_g, ntiles, p)
     else:
+        claims = None
         ntiles = k.mul(k.mul(p["mblocks"], p["heads"]), p["batch"])
     tid = k.tid.x
     wg = k.shr(tid, 7)
@@ -240,12 +318,12 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
                     body(tile)
 
     if cfg.varlen:
-        ws = k.ld_param(ws_p)
+        firsts = [k.ld_param(m) for m in maps_p]
 
         def seq_maps(b: Reg) -> list[Reg]:
             """Sequence b's maps in the workspace, acquired: another kernel wrote them."""
-            first = k.add(ws, k.mul(b, len(MAPS) * MAP_BYTES, mode="wide"))
-            maps = [k.add(first, i * MAP_BYTES) for i in range(len(MAPS))]
+            step = k.mul(b, len(MAPS) * MAP_BYTES, mode="wide")
+            maps = [k.add(first, step) for first in firsts]
             for m in maps:
                 ptx.fence_proxy_tensormap_generic(k, "acquire", "gpu", m)
             return maps
@@ -256,7 +334,7 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     with k.if_(wg == 0):
         ptx.setmaxnreg_dec(k, PRODUCER_REGS)
         with k.if_(tid == 0):
-            _producer(k, cfg, smem, rings, seq_maps, p["group"], tiles)
+            _producer(k, cfg, smem, rings, seq_maps, p, tiles, claims)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         c = k.sub(wg, 1)
@@ -267,11 +345,17 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
         out = Output(k, cfg, smem, c, lse_p, [params[n] for n in ("lse_sb", "lse_sh")],
                      seq_maps if cfg.varlen else None, None if cfg.varlen else maps_p[-1])
 
-        def body(tile: Tile) -> None:
+        def body(tile: Tile, claimed: bool = False) -> None:
             out.start(tile, consumer.row0(tile))
-            consumer.tile(tile, out)
+            consumer.tile(tile, out, q_waited=claimed)
 
-        tiles(body)
+        if claims is None:
+            tiles(body)
+        else:
+            with k.if_(p["causal"]):
+                claims.consume(consumer.qc, lambda tile: body(tile, claimed=True))
+            with k.else_():
+                tiles(body)
         out.finish()
         with k.if_(c == 0):                   # consumer 1's last arrive
             k.bar_sync(PING[0], 256)
@@ -280,24 +364,28 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
 
 
 def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_maps: SeqMaps,
-              group: Reg, tiles: Callable[[Callable[[Tile], None]], None]) -> None:
-    """One thread: per tile the Q tile, then K and V of each key block, through the rings."""
+              p: dict[str, Reg], tiles: Callable[[Callable[[Tile], None]], None],
+              claims: Claims | None) -> None:
+    """One thread: per tile the Q tile, then K and V of each key block, through the rings
+    (in the static order of `tiles`, or, varlen causal, claiming each tile: `Claims`)."""
     qp, kp, vp = (r.producer() for r in rings)
     kvh = k.reg(t.u32)
 
-    def tile(tl: Tile) -> None:
+    def tile(tl: Tile, claimed: bool = False) -> None:
         qmap, kmap, vmap = seq_maps(tl.b)[:3]
         batch = k.mov(0, type=t.u32) if cfg.varlen else tl.b
-        k.div(tl.h, group, dst=kvh)
-        load(qp, qmap, cfg.q_off, cfg.q_bytes, cfg.layout_q, (tl.m0, tl.h, batch))
+        k.div(tl.h, p["group"], dst=kvh)
+        load(qp, qmap, cfg.q_off, cfg.q_bytes, cfg.layout_q, (tl.m0, tl.h, batch),
+             waited=claimed)
         with k.for_range(0, tl.nblocks) as j:
             key0 = k.mul(j, cfg.bn)
             load(kp, kmap, cfg.k_off, cfg.kv_bytes, cfg.layout_k, (key0, kvh, batch))
             load(vp, vmap, cfg.v_off, cfg.kv_bytes, cfg.layout_v, (key0, kvh, batch))
 
     def load(pv: ProducerView, tmap: Reg, base: int, nbytes: int, layout: SmemLayout,
-             at: tuple[Reg, ...]) -> None:
-        pv.wait_empty()
+             at: tuple[Reg, ...], waited: bool = False) -> None:
+        if not waited:
+            pv.wait_empty()
         pv.arrive_expect_tx(nbytes)
         slot = pv.slot(Addr(smem, base), nbytes)
         for off, col in layout.tma_copies():
@@ -305,7 +393,13 @@ def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_
                                      (col, *at), pv.full_barrier())
         pv.advance()
 
-    tiles(tile)
+    if claims is None:
+        tiles(tile)
+    else:
+        with k.if_(p["causal"]):
+            claims.produce(qp, lambda tl: tile(tl, claimed=True))
+        with k.else_():
+            tiles(tile)
 
 
 class Consumer:
@@ -337,7 +431,8 @@ class Consumer:
             view.release(scope="cta")
         view.advance()
 
-    def tile(self, tile: Tile, out: Output) -> None:
+    def tile(self, tile: Tile, out: Output, q_waited: bool = False) -> None:
+        """One tile; `q_waited`: the Q stage's wait came first (`Claims.consume`)."""
         k, cfg = self.k, self.cfg
         row0 = self.row0(tile)
         my_row = k.add(row0, self.r_origin)
@@ -345,7 +440,8 @@ class Consumer:
         for h in (0, 1):
             k.mov(float("-inf"), type=t.f32, dst=self.m[h])
             k.mov(0.0, type=t.f32, dst=self.ell[h])
-        self.qc.wait_full()
+        if not q_waited:
+            self.qc.wait_full()
         dq = descriptor(k, cfg.layout_q, k.add(self.qc.slot(Addr(self.smem, cfg.q_off),
                                                             cfg.q_bytes), self.q_rows))
 
@@ -590,7 +686,8 @@ def build_varlen_tiles() -> Kernel:
             here = k.ld(at, type=t.u64, space="shared")
             k.st(at, total, space="shared")
             k.add(total, here, dst=total)
-        k.st(tiles, k.mul(k.cvt(total, t.u32), heads), space="global")   # the tile count
+        # the tile count, and the attention kernel's claim counter from 0
+        k.st(tiles, (k.mul(k.cvt(total, t.u32), heads), k.mov(0, type=t.u32)), space="global")
     k.bar_sync(0)
     with k.for_range(tid, nseq, TILE_THREADS) as i:
         nb, key = sequence(i)
@@ -761,6 +858,8 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
                          f"{BM} (sequences below {BM << 16} tokens); got Hq={hq}, "
                          f"max_seqlen={max_len}")
     groups, grid = launch_shape(mblocks, hq * nseq)
+    if causal:      # the CTAs claim tiles (`Claims`): one per SM
+        grid = min(_sms(), hq * (-(-total // BM) + nseq))
     ws = _ptr(workspace)
     scratch = ws + len(MAPS) * MAP_BYTES * nseq
     tiles = scratch + scratch_bytes(nseq)
@@ -769,7 +868,8 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
     module["fa_varlen_tiles"].launch(1, TILE_THREADS, (cu_seqlens, scratch, tiles, nseq, hq,
                                                        groups, min(mblocks, TILE_BINS - 1) + 1),
                                      stream=stream)
-    args = (cu_seqlens, ws, tiles, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
+    maps = [ws + i * MAP_BYTES for i in range(len(MAPS))]
+    args = (cu_seqlens, *maps, tiles, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
             int(causal), scale * LOG2E)
     module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
 

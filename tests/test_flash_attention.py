@@ -25,11 +25,13 @@ def test_the_sample_checks_clean(dtype, d, varlen):
     assert _check(dtype, d, varlen) == []
 
 
+@pytest.mark.parametrize("varlen", [False, True], ids=["static", "claimed"])
 @pytest.mark.parametrize("ring", ["qr", "kr", "vr"])
 @pytest.mark.parametrize("side", ["consumer", "producer"])
-def test_a_removed_wait_on_any_ring_is_found(monkeypatch, ring, side):
+def test_a_removed_wait_on_any_ring_is_found(monkeypatch, ring, side, varlen):
     """The wait of one side of one ring is dropped (every other stays); the checker must
-    report the unsynchronised access to that ring's stages."""
+    report the unsynchronised access to that ring's stages, in the static tile order and in
+    varlen's claimed one (where the Q stage's wait also orders the tile index's word)."""
     view, method = (ConsumerView, "wait_full") if side == "consumer" else \
         (ProducerView, "wait_empty")
     real = getattr(view, method)
@@ -40,7 +42,7 @@ def test_a_removed_wait_on_any_ring_is_found(monkeypatch, ring, side):
         return real(self)
 
     monkeypatch.setattr(view, method, maybe_wait)
-    found = _check("bf16", 128, False)
+    found = _check("bf16", 128, varlen)
     assert found, f"no finding with the {side}'s wait on {ring} removed"
     assert any(f.severity.name in ("error", "warning") for f in found), \
         [f.id for f in found]

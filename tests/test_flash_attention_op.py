@@ -284,12 +284,14 @@ def test_packed_forward_launches_the_maps_the_tile_list_then_the_attention(stand
         loaded["fwd"].calls
     assert (maps_name, g0, tiles_name, g1, name, s0, s1, s2) == \
         ("fa_varlen_maps", 3, "fa_varlen_tiles", 1, "fa_fwd_bf16_d64_varlen", 7, 7, 7)
-    assert a0[4] == a1[0] == a2[0] == cu.data_ptr() and a0[5] == a2[1]   # the maps' workspace
+    assert a0[4] == a1[0] == a2[0] == cu.data_ptr()
+    # the workspace: sequence 0's Q, K, V and O maps, then 512 bytes per sequence
+    assert a2[1:5] == tuple(a0[5] + 128 * i for i in range(4))
     # the tile sort's scratch after the 3 sequences' maps (3 x 512 bytes), then the list
     # after the scratch (8 bytes per sequence rounded to 16, and 16 per sequence)
-    assert (a1[1] - a0[5], a1[2] - a1[1], a2[2]) == (3 * 512, 32 + 48, a1[2])
+    assert (a1[1] - a0[5], a1[2] - a1[1], a2[5]) == (3 * 512, 32 + 48, a1[2])
     assert a1[3:] == (3, 4, 12, 4)          # nseq heads group_heads bins (3 row blocks + 1)
-    assert a2[6:11] == (4, 3, 3, 12, 4)     # heads nseq mblocks group_heads (all 12) group
+    assert a2[9:14] == (4, 3, 3, 12, 4)     # heads nseq mblocks group_heads (all 12) group
     assert [m.global_dim for m in maps] == [(64, 300, 4, 1), (64, 300, 1, 1),
                                             (64, 300, 1, 1), (64, 300, 4, 1)]
 

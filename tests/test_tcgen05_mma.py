@@ -528,16 +528,34 @@ def test_refuse_idesc():
              r"'idesc'")
 
 
-def test_refuse_idesc_of_another_kind():
-    """A descriptor object that knows its kind (h3's InstrDesc has `.kind` and `.value`)."""
-    class Desc:
-        kind = Kind.tf32
-        value = 0x10
+class _Desc:
+    """What tcgen05.mma reads of an instruction descriptor object (h3's `InstrDesc`): its
+    32-bit `.value` and what it was made for."""
 
+    def __init__(self, kind="kind::f16", cta_group=1, ws=False, sparse=False):
+        self.kind, self.cta_group, self.ws, self.sparse = kind, cta_group, ws, sparse
+        self.value = 0x10
+
+
+def test_idesc_object_gives_its_value():
+    e = MmaEnv()
+    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, _Desc(), True)
+    assert insn.idesc.value == 0x10
+    insn = ptx.tcgen05_mma_ws_collector_b0_use(e.k, ptx.cta_group_1, ptx.kind_i8, e.d, e.a,
+                                               e.b, _Desc(Kind.i8, ws=True), True)
+    assert insn.idesc.value == 0x10
+
+
+@pytest.mark.parametrize("desc,made", [
+    (_Desc(kind=Kind.tf32), r"\.kind::tf32, cta_group::1"),
+    (_Desc(cta_group=2), r"\.kind::f16, cta_group::2"),
+    (_Desc(ws=True), r"\.kind::f16\.ws, cta_group::1"),
+    (_Desc(kind="tf32", sparse=True), r"\.kind::tf32, cta_group::1, sparse")])
+def test_refuse_idesc_made_for_another_form(desc, made):
     _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
-                                       Desc(), True),
-             r"'idesc': expected an instruction descriptor of \.kind::f16, got one of "
-             r"\.kind::tf32")
+                                       desc, True),
+             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
+             r"one made for " + made)
 
 
 def test_refuse_enable_input_d():

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -151,16 +151,30 @@ def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
     return make_imm(insn, operand, value, T.u32)
 
 
-def idesc_arg(insn: Any, value: Any, kind: Kind) -> Reg | Imm:
+def _describe(kind: Any, cta_group: Any, ws: Any, sparse: Any) -> str:
+    return (f".{kind}{'.ws' if ws else ''}, cta_group::{cta_group}"
+            f"{', sparse' if sparse else ''}")
+
+
+def idesc_arg(insn: Any, value: Any, kind: Kind, cta_group: CtaGroup, ws: bool
+              ) -> Reg | Imm:
     """The instruction descriptor: a 32-bit register, an int, or a descriptor object with
-    `.value` (and `.kind`, which must be the instruction's)."""
+    `.value` (`tcgen05_desc.InstrDesc`), whose `kind`, `cta_group`, `ws` and `sparse` (those
+    it has) must be the instruction's: its M and N were checked for them."""
+    if isinstance(value, Reg | Imm | enum.Enum) or not hasattr(value, "value"):
+        return u32_arg(insn, "idesc", value)
+    want: tuple[Any, ...] = (kind.value, 1 if cta_group is CtaGroup.one else 2, ws, False)
     given_kind = getattr(value, "kind", None)
-    if isinstance(given_kind, Kind) and given_kind is not kind:
-        raise OperandError(insn, "idesc", f"an instruction descriptor of .{kind.value}",
-                           f"one of .{given_kind.value}")
-    if hasattr(value, "value") and not isinstance(value, Reg | Imm | enum.Enum):
-        value = value.value
-    return u32_arg(insn, "idesc", value)
+    given_kind = str(given_kind.value if isinstance(given_kind, enum.Enum) else
+                     given_kind if isinstance(given_kind, str) else kind.value)
+    given_cg: Any = getattr(value, "cta_group", want[1])
+    made = ("kind::" + given_kind.removeprefix("kind::"),
+            2 if given_cg in (2, CtaGroup.two) else 1,
+            getattr(value, "ws", ws) is True, getattr(value, "sparse", False) is True)
+    if made != want:
+        raise OperandError(insn, "idesc", f"an instruction descriptor for {_describe(*want)}",
+                           f"one made for {_describe(*made)}")
+    return u32_arg(insn, "idesc", value.value)
 
 
 def enable_arg(insn: Any, value: Any) -> Reg | NegPred | Imm:
@@ -214,6 +228,8 @@ class _Tcgen05MmaBase(Instruction):
     """What tcgen05.mma and tcgen05.mma.ws share: D in TMEM, A from a descriptor or TMEM, B
     from a descriptor, the instruction descriptor and enable_input_d."""
 
+    #: The weight-stationary form (tcgen05.mma.ws).
+    WS: ClassVar[bool] = False
     kind: Kind
     cta_group: CtaGroup = CtaGroup.one
     d_tmem: Addr
@@ -237,7 +253,7 @@ class _Tcgen05MmaBase(Instruction):
         else:
             self._set("a_desc", check_desc(name, "a_desc", self.a_desc))
         self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
-        self._set("idesc", idesc_arg(name, self.idesc, kind))
+        self._set("idesc", idesc_arg(name, self.idesc, kind, self.cta_group, self.WS))
         self._set("enable_input_d", enable_arg(name, self.enable_input_d))
         return KINDS[kind]
 
@@ -354,6 +370,7 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
     """
 
     MNEMONIC = "tcgen05.mma.ws"
+    WS = True
     REQUIRES = TCGEN05_MMA
     collector_b: int | None = None
     collector: Collector | None = None

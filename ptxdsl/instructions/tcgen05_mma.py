@@ -130,8 +130,7 @@ def kind_arg(insn: Any, value: Any) -> Kind:
     if isinstance(value, str):
         text = value.lstrip(".")
         text = text[5:] if text.startswith(("kind_", "kind:")) else text
-        value = "kind::" + text.lstrip(":")
-        value = Kind._value2member_map_.get(value, value)
+        value = Kind._value2member_map_.get("kind::" + text.lstrip(":"), value)
     return check_enum(insn, "kind", value, Kind)
 
 
@@ -214,8 +213,8 @@ def collector_arg(insn: Any, operand: str, value: Any) -> Collector:
 def scale_vec_arg(insn: Any, value: Any) -> ScaleVec:
     """`.scale_vec::NX`: a ScaleVec, 1/2/4, '2X' or 'scale_vec::2X'."""
     if isinstance(value, str):
-        text = value.lstrip(".").removeprefix("scale_vec::").upper().removesuffix("X")
-        value = int(text) if text.isdigit() else value
+        text = value.lstrip(".").removeprefix("scale_vec::").upper()
+        value = ScaleVec._value2member_map_.get(f"scale_vec::{text}", value)
     v = int_like(value)
     if isinstance(v, int) and not isinstance(v, bool):
         value = {1: V.x1, 2: V.x2, 4: V.x4}.get(v, value)
@@ -504,7 +503,7 @@ def _make(fn: Function) -> Callable[..., Any]:
     insn = "tcgen05.mma.ws" if fn.ws else "tcgen05.mma"
 
     def build(k, *args, **kwargs):
-        _, a = A.bind(insn, args, kwargs, _pick(fn, args, kwargs))
+        _, a = A.bind(fn.name, args, kwargs, _pick(fn, args, kwargs))
         kind = kind_arg(insn, a["kind"])
         if kind not in fn.kinds:
             raise OperandError(fn.name, "kind", f"one of {_names(fn.kinds)}",

@@ -5,6 +5,7 @@ refusal rules (one per class of mistake) and the round trip through the front en
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
 import re
@@ -612,8 +613,14 @@ def test_refuse_cta_groups_mixed_in_a_kernel():
              r"\(line .*\) uses \.cta_group::1: ptxas refuses a function that mixes")
 
 
-def test_cta_group_enum_and_ints_agree():
+def test_kind_and_cta_group_spellings_agree():
+    """cuda::ptx's tags, the PTX spellings, the enums, the ints, and a member of another
+    enum spelled as a kind (tcgen05_desc's MmaKind) name the same form."""
+    class OtherKind(enum.Enum):
+        f16 = "kind::f16"
+
     e = MmaEnv()
-    one = ptx.tcgen05_mma(e.k, "kind::f16", 1, e.d, e.a, e.b, e.i, e.p)
-    two = ptx.tcgen05_mma(e.k, Kind.f16, CtaGroup.one, e.d, e.a, e.b, e.i, e.p)
-    assert one.render() == two.render()
+    texts = {ptx.tcgen05_mma(e.k, kind, cg, e.d, e.a, e.b, e.i, e.p).render()
+             for kind, cg in (("kind::f16", 1), (Kind.f16, CtaGroup.one), ("f16", "cta_group_1"),
+                              (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"))}
+    assert len(texts) == 1

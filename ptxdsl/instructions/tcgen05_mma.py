@@ -126,7 +126,10 @@ def _names(kinds) -> str:
 
 # -- operand checks -------------------------------------------------------------------------------
 def kind_arg(insn: Any, value: Any) -> Kind:
-    """A `.kind`: a Kind, cuda::ptx's tag spelling ('kind_f16'), 'kind::f16' or 'f16'."""
+    """A `.kind`: a Kind, cuda::ptx's tag spelling ('kind_f16'), 'kind::f16' or 'f16', or a
+    member of another enum spelled so (`tcgen05_desc.MmaKind`)."""
+    if isinstance(value, enum.Enum) and not isinstance(value, Kind):
+        value = value.value if isinstance(value.value, str) else value
     if isinstance(value, str):
         text = value.lstrip(".")
         text = text[5:] if text.startswith(("kind_", "kind:")) else text

@@ -499,6 +499,23 @@ def test_refuse_a_tmem_not_u32():
              r"tensor-memory address .*got register %rd\d+ of type \.u64")
 
 
+def test_refuse_tmem_address_declared_u32():
+    """tcgen05.mma takes a TMEM address only in a register declared .b32 (ptxas: "Arguments
+    mismatch" for .u32 and .s32; tcgen05.ld/st take them); automatic registers are .b32."""
+    def named(e):
+        taddr = e.k.reg(t.u32, "taddr")
+        e.k.mov(0, dst=taddr)
+        ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.a, e.b, e.i, True)
+    _refused(named, r"'d_tmem': expected a tensor-memory address in a register declared \.b32 "
+             r".*got %taddr, declared \.u32")
+    e = MmaEnv()
+    taddr = e.k.reg(t.b32, "taddr")
+    e.k.mov(0, dst=taddr)
+    insn = ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.d, e.b, e.i,
+                                  True)
+    assert insn.render().startswith("tcgen05.mma.cta_group::1.kind::f16 [%taddr], [%r1]")
+
+
 def test_refuse_d_tmem_not_a_register():
     _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, 0, e.a, e.b, e.i,
                                        True),
@@ -624,3 +641,50 @@ def test_kind_and_cta_group_spellings_agree():
              for kind, cg in (("kind::f16", 1), (Kind.f16, CtaGroup.one), ("f16", "cta_group_1"),
                               (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"))}
     assert len(texts) == 1
+
+
+# -- fuzzed against ptxas -------------------------------------------------------------------------
+def test_builder_agrees_with_ptxas():
+    from hypothesis import seed
+
+    from tests.test_fuzz_tma import fuzz_test
+    seed(35)(fuzz_test("tcgen05_mma"))()
+
+
+def test_a_tmem_check_switched_off_is_a_disagreement(monkeypatch):
+    """The oracle catches the declared-.b32 rule of the TMEM operands switched off."""
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import R, case
+    from ptxdsl.instructions import tcgen05_mma
+
+    c = case("tcgen05_mma", "ptx.tcgen05_mma", ("kind_f16", "cta_group_1", R("u32", idx=1),
+                                                  R("b64", idx=3), R("b64", idx=4),
+                                                  R("b32", idx=5), R("pred")), None,
+             "tcgen05.mma.cta_group::1.kind::f16 [%x_u32_1], %x_b64_3, %x_b64_4, %x_b32_5, "
+             "%x_pred;")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:ptxas"]
+    monkeypatch.setattr(tcgen05_mma, "declared_type", lambda r: "b32")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["accepted:rejected"]
+
+
+def test_fuzz_draws_read_back():
+    """Every call the fuzz strategy draws that the builder accepts reads back typed."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ptxdsl import Kernel, fuzz
+    from ptxdsl.fuzz.oracle import build
+
+    seen = []
+
+    @settings(max_examples=20, derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(fuzz.strategies["tcgen05_mma"], min_size=20, max_size=20))
+    def run(cases):
+        kernels = [k for i, c in enumerate(cases) if isinstance(k := build(i, c), Kernel)]
+        if kernels:
+            _round_trip(kernels, unchecked_module(kernels).emit())
+            seen.extend(kernels)
+
+    run()
+    assert len(seen) > 100

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ..errors import OperandError
-from ..operands import Addr, Imm, NegPred, Reg, Vec, make_imm
+from ..operands import Addr, Imm, NegPred, Reg, Vec, declared_type, make_imm
 from ..types import Requires, ScalarType, req
 from . import _ptx_args as A
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
@@ -135,6 +135,20 @@ def kind_arg(insn: Any, value: Any) -> Kind:
         text = text[5:] if text.startswith(("kind_", "kind:")) else text
         value = Kind._value2member_map_.get("kind::" + text.lstrip(":"), value)
     return check_enum(insn, "kind", value, Kind)
+
+
+def tmem_arg(insn: str, operand: str, value: Any) -> Addr:
+    """A tensor-memory address operand (tcgen05's `taddr_operand`) in a register declared
+    .b32: tcgen05.mma refuses one declared .u32 or .s32 ("Arguments mismatch", ptxas 13),
+    where tcgen05.ld/st/cp take it. An automatic register is declared .b32 whatever its type."""
+    addr = taddr_operand(insn, operand, value)
+    reg = addr.base
+    assert isinstance(reg, Reg), "taddr_operand: a register base"
+    if declared_type(reg) != "b32":
+        raise OperandError(insn, operand, "a tensor-memory address in a register declared .b32 "
+                           "(an automatic register, or one named with t.b32: ptxas refuses "
+                           ".u32 and .s32 here)", f"%{reg.name}, declared .{declared_type(reg)}")
+    return addr
 
 
 def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
@@ -246,12 +260,12 @@ class _Tcgen05MmaBase(Instruction):
         self._set("kind", kind)
         self._set("cta_group", cta_group_arg(self.MNEMONIC, self.cta_group))
         name = self.name
-        self._set("d_tmem", taddr_operand(name, "d_tmem", self.d_tmem))
+        self._set("d_tmem", tmem_arg(name, "d_tmem", self.d_tmem))
         if (self.a_desc is None) == (self.a_tmem is None):
             refuse(name, "A comes from a descriptor (a_desc) or from tensor memory (a_tmem): "
                    "give exactly one")
         if self.a_tmem is not None:
-            self._set("a_tmem", taddr_operand(name, "a_tmem", self.a_tmem))
+            self._set("a_tmem", tmem_arg(name, "a_tmem", self.a_tmem))
         else:
             self._set("a_desc", check_desc(name, "a_desc", self.a_desc))
         self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
@@ -294,8 +308,8 @@ class Tcgen05Mma(_Tcgen05MmaBase):
             if not all(scaled):
                 refuse(name, f".{kind.value} is block-scaled: give scale_A_tmem and "
                        "scale_B_tmem (the scale factors' tensor-memory addresses)")
-            self._set("scale_A_tmem", taddr_operand(name, "scale_A_tmem", self.scale_A_tmem))
-            self._set("scale_B_tmem", taddr_operand(name, "scale_B_tmem", self.scale_B_tmem))
+            self._set("scale_A_tmem", tmem_arg(name, "scale_A_tmem", self.scale_A_tmem))
+            self._set("scale_B_tmem", tmem_arg(name, "scale_B_tmem", self.scale_B_tmem))
             if self.scale_vec is None:
                 if not rule.default_vec:
                     refuse(name, f".{kind.value} needs a scale_vec ("

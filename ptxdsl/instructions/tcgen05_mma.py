@@ -19,6 +19,8 @@ through nvJitLink; where cuda::ptx 13.0's headers and ptxas differ, ptxas wins:
 - `.kind::mxf4nvf4` needs PTX 8.7 (the headers say 8.6; ptxas refuses it at 8.6).
 - `scale_input_d` (f16/tf32 only) is refused on sm_110a/f: its forms need sm_100a/sm_103a
   (or their `f` family), where the others also take sm_110a.
+- A TMEM address is in a register declared .b32 (ptxas refuses .u32 and .s32 here), and a
+  kernel's tcgen05 instructions use one CTA group (`tcgen05.one_cta_group`).
 
 The cuda::ptx functions (`tcgen05_mma`, `tcgen05_mma_tmem_a`,
 `tcgen05_mma_block_scale_vec_1x_collector_a_fill`, `tcgen05_mma_ws_tmem_a_collector_b3_use`,

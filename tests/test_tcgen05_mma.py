@@ -41,11 +41,17 @@ def _here(err) -> bool:
 
 def expected_requirement(form: str):
     """What ptxas needs, which is cuda::ptx 13.0's PTX ISA 8.6 / SM_100a, SM_101a except:
-    .kind::mxf4nvf4 needs PTX 8.7, and scale_input_d is refused on sm_110a/f (so sm_100a and
-    sm_103a only); every form also takes the sm_100f family targets."""
+    .kind::mxf4nvf4 needs PTX 8.7; scale_input_d is refused on sm_110a/f (so sm_100a and
+    sm_103a only); .kind::i8 on sm_103a and the f targets; .scale_vec::NX on the f targets.
+    The other forms take every sm_100a-class target and the f family targets."""
     version = "8.7" if "mxf4nvf4" in form else "8.6"
-    arch = (100, 103) if "scale_input_d" in form else (100, 101, 103, 110)
-    return req(version, 100, arch=arch, family=True)
+    arch = {100, 101, 103, 110}
+    if "scale_input_d" in form:
+        arch &= {100, 103}
+    if "kind::i8" in form:
+        arch &= {100, 101, 110}
+    family = "kind::i8" not in form and "scale_vec" not in form
+    return req(version, 100, arch=tuple(sorted(arch)), family=family)
 
 
 class MmaEnv(Env):
@@ -206,10 +212,8 @@ def test_table_form_builds(row):
     kind, cg, a, variant, arg, opcode = row
     insn = _mma(MmaEnv(), kind, cg, a, variant, arg)
     assert insn.opcode() == opcode
-    scale = variant == "scale"
-    assert insn.requires == req("8.7" if kind == "mxf4nvf4" else "8.6", 100,
-                                arch=(100, 103) if scale else (100, 101, 103, 110),
-                                family=True)
+    assert insn.requires == expected_requirement(
+        opcode + (" scale_input_d" if variant == "scale" else ""))
 
 
 @pytest.mark.parametrize("kind,vec", [(k, v) for k in Kind for v in (*ScaleVec, None)
@@ -386,6 +390,32 @@ GROUPS: dict[str, list[Case]] = {
 class TestForms(FormChecks):
     GROUPS = GROUPS
     ENV = MmaEnv
+
+
+@pytest.mark.parametrize("target,version,call", [
+    ("sm_103a", "8.8", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_i8, 1, e.d, e.a, e.b, e.i, e.p)),
+    ("sm_100f", "8.8", lambda e: ptx.tcgen05_mma_ws_collector_b0_use(
+        e.k, 1, ptx.kind_i8, e.d, e.a, e.b, e.i, e.p)),
+    ("sm_110f", "9.0", lambda e: ptx.tcgen05_mma_block_scale_vec_2x(
+        e.k, ptx.kind_mxf4, 1, e.d, e.a, e.b, e.i, e.sa, e.sb, e.p))])
+def test_target_refused_by_ptxas(target, version, call):
+    """.kind::i8 needs an sm_100a/sm_110a target; .scale_vec an a target, not an f one."""
+    e = MmaEnv(target=target, version=version)
+    call(e)
+    with pytest.raises(VersionError, match=f"pinned to .target {target}"):
+        e.module().emit()
+
+
+@pytest.mark.parametrize("target,version", [("sm_100f", "8.8"), ("sm_103a", "8.8"),
+                                            ("sm_110f", "9.0")])
+def test_family_targets_take_the_other_forms(target, version):
+    e = MmaEnv(target=target, version=version)
+    ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, 1, e.d, e.a, e.b, e.i, e.p)
+    e.k.emit(Tcgen05Mma(kind="mxf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i,
+                        enable_input_d=e.p, scale_A_tmem=e.sa, scale_B_tmem=e.sb))
+    ptx.tcgen05_mma_ws_tmem_a_collector_b2_lastuse(e.k, 1, ptx.kind_tf32, e.d, e.a_tmem, e.b,
+                                                   e.i, e.p, e.z)
+    assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"
 
 
 def test_scale_input_d_is_refused_on_sm_110a():

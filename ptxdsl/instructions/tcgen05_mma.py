@@ -19,6 +19,8 @@ through nvJitLink; where cuda::ptx 13.0's headers and ptxas differ, ptxas wins:
 - `.kind::mxf4nvf4` needs PTX 8.7 (the headers say 8.6; ptxas refuses it at 8.6).
 - `scale_input_d` (f16/tf32 only) is refused on sm_110a/f: its forms need sm_100a/sm_103a
   (or their `f` family), where the others also take sm_110a.
+- `.kind::i8` is refused on sm_103a and on every `f` target, `.scale_vec::NX` on every `f`
+  target (`.block_scale` without it is taken there).
 - A TMEM address is in a register declared .b32 (ptxas refuses .u32 and .s32 here), and a
   kernel's tcgen05 instructions use one CTA group (`tcgen05.one_cta_group`).
 
@@ -60,6 +62,10 @@ TCGEN05_MMA = BLACKWELL
 SCALE_INPUT_D = req("8.6", 100, arch=(100, 103), family=True)
 # ptxas 13: "Feature '.kind::mxf4nvf4' requires PTX ISA .version 8.7 or later"
 MXF4NVF4 = req("8.7", 100)
+# ptxas 13: "Feature '.kind::i8' not supported on .target 'sm_103a'" (nor on any f target)
+KIND_I8 = req("8.6", 100, arch=(100, 101, 110))
+# ptxas 13: "Feature '.scale_vec::2X' not supported on .target 'sm_100f'" (every f target)
+SCALE_VEC = req("8.6", 100, arch=(100, 101, 103, 110))
 
 
 class Kind(enum.Enum):
@@ -120,6 +126,12 @@ KINDS: dict[Kind, KindRule] = {
     K.mxf4: KindRule(True, (V.x2,), True, False, False),
     K.mxf4nvf4: KindRule(True, (V.x2, V.x4), False, False, False),
 }
+
+
+def _kind_requires(kind: Kind) -> Requires:
+    if kind is Kind.i8:
+        return TCGEN05_MMA.merge(KIND_I8)
+    return TCGEN05_MMA.merge(MXF4NVF4) if kind is Kind.mxf4nvf4 else TCGEN05_MMA
 
 
 def _names(kinds) -> str:
@@ -348,11 +360,11 @@ class Tcgen05Mma(_Tcgen05MmaBase):
 
     @property
     def requires(self) -> Requires:
-        r = TCGEN05_MMA
+        r = _kind_requires(self.kind)
         if self.scale_input_d is not None:
             r = r.merge(SCALE_INPUT_D)
-        if self.kind is Kind.mxf4nvf4:
-            r = r.merge(MXF4NVF4)
+        if self.scale_vec is not None:
+            r = r.merge(SCALE_VEC)
         return r
 
     def opcode(self) -> str:
@@ -389,7 +401,6 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
 
     MNEMONIC = "tcgen05.mma.ws"
     WS = True
-    REQUIRES = TCGEN05_MMA
     collector_b: int | None = None
     collector: Collector | None = None
     zero_column_mask_desc: Reg | Imm | None = None
@@ -411,6 +422,10 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
         if self.zero_column_mask_desc is not None:
             self._set("zero_column_mask_desc", check_desc(name, "zero_column_mask_desc",
                                                           self.zero_column_mask_desc))
+
+    @property
+    def requires(self) -> Requires:
+        return _kind_requires(self.kind)
 
     def opcode(self) -> str:
         text = f"tcgen05.mma.ws.{self.cta_group.value}.{self.kind.value}"
@@ -578,18 +593,27 @@ for _fn in FUNCTIONS:
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms -------------------------------------
 _OPS = "[d_tmem], a_desc|[a_tmem], b_desc, idesc"
 FORMS: list[tuple[str, Requires, str]] = [
-    ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32,f8f6f4,i8}{.collector::a::*} " + _OPS
+    ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32,f8f6f4}{.collector::a::*} " + _OPS
      + "{, disable_output_lane}, enable_input_d", TCGEN05_MMA,
      "disable_output_lane: 4 masks (::1) or 8 (::2)"),
+    ("tcgen05.mma.cta_group::{1,2}.kind::i8{.collector::a::*} " + _OPS
+     + "{, disable_output_lane}, enable_input_d", TCGEN05_MMA.merge(KIND_I8),
+     "ptxas refuses .kind::i8 on sm_103a and the f targets"),
     ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32}{.collector::a::*} " + _OPS
      + "{, disable_output_lane}, enable_input_d, scale_input_d", SCALE_INPUT_D,
      "scale_input_d 0..15; ptxas refuses it on sm_110a/f"),
-    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale{.scale_vec::{1X,2X}}"
+    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale"
      "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
-     TCGEN05_MMA, "mxf8f6f4: 1X; mxf4: 2X"),
+     TCGEN05_MMA, ""),
+    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale.scale_vec::{1X,2X}"
+     "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
+     SCALE_VEC, "mxf8f6f4: 1X; mxf4: 2X; ptxas refuses .scale_vec on the f targets"),
     ("tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.scale_vec::{2X,4X}"
      "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
-     TCGEN05_MMA.merge(MXF4NVF4), "PTX 8.7 (ptxas; cuda::ptx 13.0 says 8.6)"),
-    ("tcgen05.mma.ws.cta_group::1.kind::{f16,tf32,f8f6f4,i8}{.collector::b{0..3}::*} " + _OPS
+     SCALE_VEC.merge(MXF4NVF4), "PTX 8.7 (ptxas; cuda::ptx 13.0 says 8.6)"),
+    ("tcgen05.mma.ws.cta_group::1.kind::{f16,tf32,f8f6f4}{.collector::b{0..3}::*} " + _OPS
      + ", enable_input_d{, zero_column_mask_desc}", TCGEN05_MMA, ""),
+    ("tcgen05.mma.ws.cta_group::1.kind::i8{.collector::b{0..3}::*} " + _OPS
+     + ", enable_input_d{, zero_column_mask_desc}", TCGEN05_MMA.merge(KIND_I8),
+     "ptxas refuses .kind::i8 on sm_103a and the f targets"),
 ]

@@ -137,10 +137,11 @@ def one_cta_group(k: Any, insn: Any) -> Any:
     `.cta_group::2` in a kernel whose declared cluster (.reqnctapercluster) has an odd number
     of CTAs, where a CTA (the last) has no peer (ranks 2i and 2i+1 pair up; ptxas takes it)."""
     dims = getattr(k, "reqnctapercluster", None)
-    if insn.cta_group is CtaGroup.two and dims and A.cluster_size(k) % 2:
+    n = A.cluster_size(k) if dims else None
+    if insn.cta_group is CtaGroup.two and n is not None and n % 2:
         refuse(insn, f".cta_group::2 works on CTA pairs (cluster ranks 2i and 2i+1), but the "
-               f"kernel declares .reqnctapercluster {tuple(dims)}: {A.cluster_size(k)} CTAs, "
-               "one without a peer (use an even cluster size, or .cta_group::1)")
+               f"kernel declares .reqnctapercluster {dims}: {n} CTAs, one without a "
+               "peer (use an even cluster size, or .cta_group::1)")
     for st in k.statements():
         other = getattr(st.insn, "cta_group", None)
         if (isinstance(other, CtaGroup) and other is not insn.cta_group

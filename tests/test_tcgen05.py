@@ -371,7 +371,8 @@ def test_refuse_cp_descriptor():
     e = TmemEnv()
     with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*64-bit"):
         ptx.tcgen05_cp_4x256b(e.k, 1, e.taddr, e.v32)
-    with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*2\^64"):
+    with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*immediate in "
+                                                 r"\[0, 18446744073709551615\]"):
         ptx.tcgen05_cp_4x256b(e.k, 1, e.taddr, -1)
 
 
@@ -483,3 +484,74 @@ def test_forms_rows_are_what_the_builders_need():
         assert insn.requires == row.requires, row.form
         op = row.form.split(".")[1].split("::")[0]
         assert insn.opcode().split(".")[1].split("::")[0] == op, row.form
+
+
+# -- fuzzed against ptxas ---------------------------------------------------------------------
+def test_builder_agrees_with_ptxas():
+    from hypothesis import seed
+
+    from tests.test_fuzz_tma import fuzz_test
+    seed(35)(fuzz_test("tcgen05"))()
+
+
+def _verdict(c) -> str:
+    from ptxdsl import fuzz
+    (o,) = fuzz.check([c]).outcomes
+    return o.verdict
+
+
+def test_a_tcgen05_check_switched_off_is_a_disagreement(monkeypatch):
+    """With 48 columns let through, the builder emits an alloc ptxas rejects."""
+    from ptxdsl.fuzz import S, case
+    from ptxdsl.instructions import tcgen05
+    c = case("tcgen05", "ptx.tcgen05_alloc", (1, S("smem4"), 48),
+             text="tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [smem4], 48;")
+    assert _verdict(c) == "refused:ptxas"
+    monkeypatch.setattr(tcgen05, "N_COLS", (*tcgen05.N_COLS, 48))
+    assert _verdict(c) == "accepted:rejected"
+
+
+def test_a_tcgen05_policy_rule_removed_is_a_disagreement(monkeypatch):
+    """ptxas takes an immediate TMEM address in tcgen05.dealloc; only the rule says why not."""
+    from ptxdsl.fuzz import case, policy
+    c = case("tcgen05", "ptx.tcgen05_dealloc", (1, 0, 32),
+             text="tcgen05.dealloc.cta_group::1.sync.aligned.b32 0, 32;")
+    assert _verdict(c) == "refused:policy:tcgen05-taddr-immediate"
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES
+                                          if r.id != "tcgen05-taddr-immediate"])
+    assert _verdict(c) == "refused:accepted"
+
+
+TCGEN05_CLASSES = {"Tcgen05Alloc", "Tcgen05Dealloc", "Tcgen05RelinquishAllocPermit",
+                   "Tcgen05Fence", "Tcgen05Wait", "Tcgen05Commit", "Tcgen05Shift", "Tcgen05Cp",
+                   "Tcgen05Ld", "Tcgen05St"}
+
+
+def test_fuzzed_builder_calls_read_back_typed():
+    """Every call the fuzz strategy makes that the builder takes reads back into its class."""
+    from collections import Counter
+
+    from ptxdsl import Kernel, fuzz
+    from ptxdsl.frontend import parse_ptx
+    from ptxdsl.frontend.compare import first_difference, instructions
+    from ptxdsl.fuzz.oracle import build as build_case
+    from tests.frontend_support import unread
+    from tests.fuzz_cover import draw_until_covered
+    from tests.tma_cases import unchecked_module
+
+    seen: Counter[str] = Counter()
+
+    def run(cases):
+        kernels = [k for k in (build_case(i, c) for i, c in enumerate(cases))
+                   if isinstance(k, Kernel)]
+        text = unchecked_module(kernels).emit()
+        parsed = parse_ptx(text, file="tcgen05.ptx")
+        for k in kernels:
+            body = parsed.function(k.name).body
+            diff = first_difference(k.body, body, raw_ok=unread())
+            assert diff is None, f"{k.name}: {diff}"
+            seen.update(type(s.insn).__name__ for s in instructions(body))
+
+    draw_until_covered(fuzz.strategies["tcgen05"], fuzz.BATCH, 10, run,
+                       lambda: TCGEN05_CLASSES <= set(seen))
+    assert TCGEN05_CLASSES <= set(seen), TCGEN05_CLASSES - set(seen)

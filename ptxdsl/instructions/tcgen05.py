@@ -113,7 +113,8 @@ def n_cols_arg(insn: Any, value: Any) -> Reg | Imm:
 
 
 def s_desc_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
-    """A 64-bit shared-memory descriptor: a .b64/.u64 register, or its value (an int)."""
+    """A 64-bit shared-memory descriptor: a .b64/.u64 register, or its value (an int in [0,
+    2^64): ptxas would take -1 as all ones, ptxdsl asks for the value meant)."""
     if isinstance(value, Reg):
         if value.type.bits != 64 or value.type.kind not in "bus":
             raise OperandError(_n(insn), operand, "a 64-bit register (.b64/.u64) holding a "
@@ -121,8 +122,9 @@ def s_desc_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
         return value
     n = int_like(value.value if isinstance(value, Imm) else value)
     if type(n) is not int or not 0 <= n < 1 << 64:
-        raise OperandError(_n(insn), operand, "a 64-bit register holding a shared-memory "
-                           "descriptor, or its value as an int in [0, 2^64)", _given(value))
+        raise OperandError(_n(insn), operand, f"an immediate in [0, {(1 << 64) - 1}] for .b64 "
+                           "(a shared-memory descriptor's value) or a 64-bit register (.b64/"
+                           ".u64) holding it", _given(value))
     return Imm(n, T.b64)
 
 

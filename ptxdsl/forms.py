@@ -37,6 +37,8 @@ FAMILIES: tuple[str, ...] = (
     "matrix",
     "cvt_packed",
     "sfu",
+    "clusterlaunchcontrol",
+    "st_bulk",
 )
 
 

@@ -40,8 +40,4 @@ FORMS: list[tuple[str, Requires, str]] = [
     # targets up to sm_90a).
     ("tcgen05.* (alloc, commit, cp, fence, ld, mma, mma_ws, shift, st, wait)",
      req("8.6", 100, arch=(100,)), "not built: sm_100a+ only (cuda::ptx tcgen05_*.h)"),
-    ("clusterlaunchcontrol.{try_cancel,query_cancel}", req("8.6", 100),
-     "not built: sm_100+ only (cuda::ptx clusterlaunchcontrol.h)"),
-    ("st.bulk.weak.shared::cta [addr], size, initval", req("8.6", 100),
-     "not built: sm_100+ only (cuda::ptx st_bulk.h)"),
 ]

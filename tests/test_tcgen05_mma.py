@@ -558,7 +558,7 @@ def test_refuse_a_desc_not_u64():
     address given there is refused, not emitted as a descriptor."""
     _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_1x_tmem_a(
         e.k, ptx.kind_mxf8f6f4, ptx.cta_group_1, e.d, e.a_tmem, e.b, e.i, e.sa, e.sb, True),
-             r"'a_desc': expected a 64-bit register holding a matrix descriptor")
+             r"'a_desc': expected a 64-bit register \(\.b64/\.u64\) holding a descriptor")
 
 
 def test_refuse_both_or_neither_a():
@@ -606,6 +606,33 @@ def test_refuse_idesc_made_for_another_form(desc, made):
              r"one made for " + made)
 
 
+def test_host_descriptors():
+    """tcgen05_desc's InstrDesc and SmemDesc100 give their values; a descriptor made for
+    another kind or CTA group, and wgmma's sm_90 MatrixDescriptor, are refused."""
+    from ptxdsl.instructions.tcgen05_desc import InstrDesc, SmemDesc100
+    from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+
+    e = MmaEnv()
+    idesc = InstrDesc("f16", 128, 256, dtype="f32", atype="bf16", btype="bf16")
+    layout = SmemLayout(t.bf16, 128, 64)
+    a, b = SmemDesc100.from_layout(layout, 0), SmemDesc100.from_layout(layout, 16384)
+    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, a, b, idesc, True)
+    assert (insn.a_desc.value, insn.b_desc.value, insn.idesc.value) == (a.value, b.value,
+                                                                        idesc.value)
+    pair = InstrDesc("f16", 256, 256, dtype="f32", atype="bf16", btype="bf16", cta_group=2)
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
+                                       pair, True),
+             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
+             r"one made for \.kind::f16, cta_group::2")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_tf32, ptx.cta_group_1, e.d, e.a, e.b,
+                                       idesc, True),
+             r"one made for \.kind::f16, cta_group::1")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d,
+                                       descriptor(e.k, layout, 0), e.b, idesc, True),
+             r"'a_desc': .*SmemDesc100 \(wgmma's descriptor lacks sm_100's version bits.*got "
+             r"a wgmma MatrixDescriptor")
+
+
 def test_refuse_enable_input_d():
     _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
                                        2),
@@ -631,7 +658,7 @@ def test_refuse_collector_b():
 def test_refuse_zero_column_mask_desc():
     _refused(lambda e: ptx.tcgen05_mma_ws_collector_b0_fill(
         e.k, ptx.cta_group_1, ptx.kind_f16, e.d, e.a, e.b, e.i, True, e.i),
-             r"'zero_column_mask_desc': expected a 64-bit register")
+             r"'zero_column_mask_desc': expected a 64-bit register \(\.b64/\.u64\)")
 
 
 def test_refuse_overload_that_does_not_exist():

@@ -50,7 +50,8 @@ from . import _ptx_args as A
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
 from .bulk import BLACKWELL, CtaGroup, cta_group_arg
 from .tcgen05 import one_cta_group, taddr_operand
-from .wgmma import check_desc
+from .tcgen05_desc import SmemDesc100
+from .wgmma_desc import MatrixDescriptor
 
 __all__ = ["Kind", "ScaleVec", "Collector", "Tcgen05Mma", "Tcgen05MmaWs", "FORMS",
            "kind_f16", "kind_tf32", "kind_f8f6f4", "kind_i8", "kind_mxf8f6f4", "kind_mxf4",
@@ -181,6 +182,28 @@ def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
     return make_imm(insn, operand, value, T.u32)
 
 
+def desc_arg(insn: str, operand: str, value: Any) -> Reg | Imm:
+    """A 64-bit descriptor: a .b64/.u64 register, an int, or an `SmemDesc100` (its value).
+    wgmma's `MatrixDescriptor` is sm_90's layout, without the version bits (46-48 = 0b001)
+    an sm_100 descriptor carries: refused."""
+    want = ("a 64-bit register (.b64/.u64) holding a descriptor, its value (an int), or a "
+            "tcgen05_desc.SmemDesc100")
+    if isinstance(value, MatrixDescriptor):
+        raise OperandError(insn, operand, want + " (wgmma's descriptor lacks sm_100's version "
+                           "bits; SmemDesc100.from_layout takes its layout)",
+                           "a wgmma MatrixDescriptor")
+    if isinstance(value, SmemDesc100):
+        value = value.value
+    if isinstance(value, Reg):
+        if value.type.bits != 64 or value.type.kind not in "bus":
+            raise OperandError(insn, operand, want, _given(value))
+        return value
+    v = int_like(value.value if isinstance(value, Imm) else value)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64:
+        raise OperandError(insn, operand, want, _given(value))
+    return Imm(v, T.u64)
+
+
 def _describe(kind: Any, cta_group: Any, ws: Any, sparse: Any) -> str:
     return (f".{kind}{'.ws' if ws else ''}, cta_group::{cta_group}"
             f"{', sparse' if sparse else ''}")
@@ -281,8 +304,8 @@ class _Tcgen05MmaBase(Instruction):
         if self.a_tmem is not None:
             self._set("a_tmem", tmem_arg(name, "a_tmem", self.a_tmem))
         else:
-            self._set("a_desc", check_desc(name, "a_desc", self.a_desc))
-        self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
+            self._set("a_desc", desc_arg(name, "a_desc", self.a_desc))
+        self._set("b_desc", desc_arg(name, "b_desc", self.b_desc))
         self._set("idesc", idesc_arg(name, self.idesc, kind, self.cta_group, self.WS))
         self._set("enable_input_d", enable_arg(name, self.enable_input_d))
         return KINDS[kind]
@@ -420,7 +443,7 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
             self._set("collector_b", check_imm(name, "collector_b", self.collector_b, 0, 3))
             self._set("collector", collector_arg(name, "collector", self.collector))
         if self.zero_column_mask_desc is not None:
-            self._set("zero_column_mask_desc", check_desc(name, "zero_column_mask_desc",
+            self._set("zero_column_mask_desc", desc_arg(name, "zero_column_mask_desc",
                                                           self.zero_column_mask_desc))
 
     @property

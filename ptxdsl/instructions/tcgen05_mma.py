@@ -23,12 +23,12 @@ through nvJitLink; where cuda::ptx 13.0's headers and ptxas differ, ptxas wins:
 - `.kind::i8` is refused on sm_103a and on every `f` target, `.scale_vec::NX` on every `f`
   target (`.block_scale` without it, or with PTX 8.8's `.block16`/`.block32`, is taken
   there), `.sp` with `.kind::mxf4`/`mxf4nvf4` too.
+- A TMEM address is in a register declared .b32 (ptxas refuses .u32 and .s32 here), and a
+  kernel's tcgen05 instructions use one CTA group (`tcgen05.one_cta_group`).
 
 The sparse forms (`.sp`, A's metadata in TMEM) and `.block16`/`.block32` have no cuda::ptx
 function (cuda::ptx 13.0 has none): build them with the classes (`k.emit(Tcgen05Mma(...,
 sp_meta_tmem=...))`).
-- A TMEM address is in a register declared .b32 (ptxas refuses .u32 and .s32 here), and a
-  kernel's tcgen05 instructions use one CTA group (`tcgen05.one_cta_group`).
 
 The cuda::ptx functions (`tcgen05_mma`, `tcgen05_mma_tmem_a`,
 `tcgen05_mma_block_scale_vec_1x_collector_a_fill`, `tcgen05_mma_ws_tmem_a_collector_b3_use`,

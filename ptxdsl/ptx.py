@@ -55,6 +55,7 @@ from .instructions.bulk import CtaGroup, RedOp
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
+from .instructions.clusterlaunchcontrol import *  # noqa: F403
 from .instructions.control_ptx import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.ld_st import *  # noqa: F403
@@ -64,6 +65,12 @@ from .instructions.multimem import *  # noqa: F403
 from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
+from .instructions.st_bulk import *  # noqa: F403
+from .instructions.tcgen05 import *  # noqa: F403
+from .instructions.tcgen05_ldst import *  # noqa: F403
+from .instructions.tcgen05_mma import *  # noqa: F403
+from .instructions.tcgen05_mma import TAGS as _KIND_TAGS
+from .instructions.tcgen05_mma_ptx import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
 from .instructions.wgmma import WgmmaType as _WgmmaType
@@ -84,7 +91,7 @@ op_add, op_min, op_max, op_inc, op_dec = RedOp.add, RedOp.min, RedOp.max, RedOp.
 op_and_op, op_or_op, op_xor_op = RedOp.and_, RedOp.or_, RedOp.xor
 cta_group_1, cta_group_2 = CtaGroup.one, CtaGroup.two
 _CONSTANTS = (*_tags.TAGS, "op_add", "op_min", "op_max", "op_inc", "op_dec", "op_and_op",
-              "op_or_op", "op_xor_op", "cta_group_1", "cta_group_2")
+              "op_or_op", "op_xor_op", "cta_group_1", "cta_group_2", *_KIND_TAGS)
 
 # The argument types ptx.pyi's signatures are written with, for user code that annotates its
 # own helpers (`def load(k: Kernel, smem: ptx.Address, n: ptx.Value) -> None`): the stub's

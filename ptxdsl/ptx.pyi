@@ -29,6 +29,23 @@ from .instructions.mbarrier_wait import MbarrierPhase as MbarrierPhase
 from .instructions.mbarrier_wait import WaitTimeout as WaitTimeout
 from .instructions.setmaxnreg import RegAction as RegAction
 from .instructions.setmaxnreg import SetMaxNReg as SetMaxNReg
+from .instructions.tcgen05 import (
+    Tcgen05Alloc,
+    Tcgen05Commit,
+    Tcgen05Cp,
+    Tcgen05Dealloc,
+    Tcgen05Fence,
+    Tcgen05RelinquishAllocPermit,
+    Tcgen05Shift,
+    Tcgen05Wait,
+)
+from .instructions.tcgen05_desc import InstrDesc, SmemDesc100
+from .instructions.tcgen05_ldst import Tcgen05St
+from .instructions.tcgen05_mma import Collector as Collector
+from .instructions.tcgen05_mma import Kind as Kind
+from .instructions.tcgen05_mma import ScaleVec as ScaleVec
+from .instructions.tcgen05_mma import Tcgen05Mma as Tcgen05Mma
+from .instructions.tcgen05_mma import Tcgen05MmaWs as Tcgen05MmaWs
 from .instructions.tensormap_values import Elemtype as Elemtype
 from .instructions.tensormap_values import FillMode as FillMode
 from .instructions.tensormap_values import Interleave as Interleave
@@ -48,6 +65,7 @@ from .operands import Addr, Imm, NegPred, Reg, Sink, Symbol
 from .types import Requires, ScalarType, Scope, Sem, StateSpace
 
 __all__ = [
+    'Collector',
     'Completion',
     'CpAsyncBulk',
     'CpAsyncBulkCommitGroup',
@@ -64,13 +82,17 @@ __all__ = [
     'Elemtype',
     'FillMode',
     'Interleave',
+    'Kind',
     'L2Priority',
     'MbarrierPhase',
     'RedOp',
     'RegAction',
+    'ScaleVec',
     'SetMaxNReg',
     'SwizzleAtomicity',
     'SwizzleMode',
+    'Tcgen05Mma',
+    'Tcgen05MmaWs',
     'TensorMode',
     'WaitTimeout',
     'barrier_cluster_arrive',
@@ -79,6 +101,13 @@ __all__ = [
     'bfind_shiftamt',
     'bmsk_clamp',
     'bmsk_wrap',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_x',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_y',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_z',
+    'clusterlaunchcontrol_query_cancel_is_canceled',
+    'clusterlaunchcontrol_try_cancel',
+    'clusterlaunchcontrol_try_cancel_multicast',
     'cp_async_bulk',
     'cp_async_bulk_commit_group',
     'cp_async_bulk_cp_mask',
@@ -156,6 +185,13 @@ __all__ = [
     'get_sreg_total_smem_size',
     'get_sreg_warpid',
     'getctarank',
+    'kind_f16',
+    'kind_f8f6f4',
+    'kind_i8',
+    'kind_mxf4',
+    'kind_mxf4nvf4',
+    'kind_mxf8f6f4',
+    'kind_tf32',
     'ld',
     'ld_L1_evict_first',
     'ld_L1_evict_first_L2_128B',
@@ -319,6 +355,119 @@ __all__ = [
     'st_L1_no_allocate_L2_cache_hint',
     'st_L2_cache_hint',
     'st_async',
+    'st_bulk',
+    'tcgen05_alloc',
+    'tcgen05_commit',
+    'tcgen05_commit_multicast',
+    'tcgen05_cp_128x128b',
+    'tcgen05_cp_128x128b_b8x16_b4x16_p64',
+    'tcgen05_cp_128x128b_b8x16_b6x16_p32',
+    'tcgen05_cp_128x256b',
+    'tcgen05_cp_128x256b_b8x16_b4x16_p64',
+    'tcgen05_cp_128x256b_b8x16_b6x16_p32',
+    'tcgen05_cp_32x128b_warpx4',
+    'tcgen05_cp_32x128b_warpx4_b8x16_b4x16_p64',
+    'tcgen05_cp_32x128b_warpx4_b8x16_b6x16_p32',
+    'tcgen05_cp_4x256b',
+    'tcgen05_cp_4x256b_b8x16_b4x16_p64',
+    'tcgen05_cp_4x256b_b8x16_b6x16_p32',
+    'tcgen05_cp_64x128b_warpx2_01_23',
+    'tcgen05_cp_64x128b_warpx2_01_23_b8x16_b4x16_p64',
+    'tcgen05_cp_64x128b_warpx2_01_23_b8x16_b6x16_p32',
+    'tcgen05_cp_64x128b_warpx2_02_13',
+    'tcgen05_cp_64x128b_warpx2_02_13_b8x16_b4x16_p64',
+    'tcgen05_cp_64x128b_warpx2_02_13_b8x16_b6x16_p32',
+    'tcgen05_dealloc',
+    'tcgen05_fence_after_thread_sync',
+    'tcgen05_fence_before_thread_sync',
+    'tcgen05_ld_16x128b',
+    'tcgen05_ld_16x128b_pack_16b',
+    'tcgen05_ld_16x256b',
+    'tcgen05_ld_16x256b_pack_16b',
+    'tcgen05_ld_16x32bx2',
+    'tcgen05_ld_16x32bx2_pack_16b',
+    'tcgen05_ld_16x64b',
+    'tcgen05_ld_16x64b_pack_16b',
+    'tcgen05_ld_32x32b',
+    'tcgen05_ld_32x32b_pack_16b',
+    'tcgen05_mma',
+    'tcgen05_mma_block_scale_vec_1x',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_use',
+    'tcgen05_mma_block_scale_vec_2_tmem_a',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_use',
+    'tcgen05_mma_block_scale_vec_2x',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_4x',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_use',
+    'tcgen05_mma_tmem_a',
+    'tcgen05_mma_ws_collector_b0_discard',
+    'tcgen05_mma_ws_collector_b0_fill',
+    'tcgen05_mma_ws_collector_b0_lastuse',
+    'tcgen05_mma_ws_collector_b0_use',
+    'tcgen05_mma_ws_collector_b1_discard',
+    'tcgen05_mma_ws_collector_b1_fill',
+    'tcgen05_mma_ws_collector_b1_lastuse',
+    'tcgen05_mma_ws_collector_b1_use',
+    'tcgen05_mma_ws_collector_b2_discard',
+    'tcgen05_mma_ws_collector_b2_fill',
+    'tcgen05_mma_ws_collector_b2_lastuse',
+    'tcgen05_mma_ws_collector_b2_use',
+    'tcgen05_mma_ws_collector_b3_discard',
+    'tcgen05_mma_ws_collector_b3_fill',
+    'tcgen05_mma_ws_collector_b3_lastuse',
+    'tcgen05_mma_ws_collector_b3_use',
+    'tcgen05_mma_ws_tmem_a_collector_b0_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b0_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b0_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b0_use',
+    'tcgen05_mma_ws_tmem_a_collector_b1_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b1_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b1_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b1_use',
+    'tcgen05_mma_ws_tmem_a_collector_b2_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b2_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b2_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b2_use',
+    'tcgen05_mma_ws_tmem_a_collector_b3_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b3_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b3_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b3_use',
+    'tcgen05_relinquish_alloc_permit',
+    'tcgen05_shift_down',
+    'tcgen05_st_16x128b',
+    'tcgen05_st_16x128b_unpack_16b',
+    'tcgen05_st_16x256b',
+    'tcgen05_st_16x256b_unpack_16b',
+    'tcgen05_st_16x32bx2',
+    'tcgen05_st_16x32bx2_unpack_16b',
+    'tcgen05_st_16x64b',
+    'tcgen05_st_16x64b_unpack_16b',
+    'tcgen05_st_32x32b',
+    'tcgen05_st_32x32b_unpack_16b',
+    'tcgen05_wait_ld',
+    'tcgen05_wait_st',
     'tensor_requires',
     'tensormap_cp_fenceproxy',
     'tensormap_replace_box_dim',
@@ -372,6 +521,42 @@ def bfind(k: Kernel, a_reg: Reg) -> Reg: ...
 def bfind_shiftamt(k: Kernel, a_reg: Reg) -> Reg: ...
 def bmsk_clamp(k: Kernel, a_reg: Value, b_reg: Value) -> Reg: ...
 def bmsk_wrap(k: Kernel, a_reg: Value, b_reg: Value) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Sequence[Reg] | None = ...,
+) -> tuple[Reg, ...]: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_x(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_y(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_z(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_is_canceled(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_try_cancel(k: Kernel, addr: Address, smem_bar: Address) -> None: ...
+def clusterlaunchcontrol_try_cancel_multicast(
+    k: Kernel,
+    addr: Address,
+    smem_bar: Address,
+) -> None: ...
 @overload
 def cp_async_bulk(
     k: Kernel,
@@ -778,6 +963,13 @@ def get_sreg_tid_z(k: Kernel) -> Reg: ...
 def get_sreg_total_smem_size(k: Kernel) -> Reg: ...
 def get_sreg_warpid(k: Kernel) -> Reg: ...
 def getctarank(k: Kernel, space: SpaceArg, addr: Address) -> Reg: ...
+kind_f16: Final[Literal[Kind.f16]]
+kind_f8f6f4: Final[Literal[Kind.f8f6f4]]
+kind_i8: Final[Literal[Kind.i8]]
+kind_mxf4: Final[Literal[Kind.mxf4]]
+kind_mxf4nvf4: Final[Literal[Kind.mxf4nvf4]]
+kind_mxf8f6f4: Final[Literal[Kind.mxf8f6f4]]
+kind_tf32: Final[Literal[Kind.tf32]]
 def ld(k: Kernel, space: SpaceArg, addr: Address, *, type: TypeArg) -> Reg: ...
 def ld_L1_evict_first(k: Kernel, space: SpaceArg, addr: Address, *, type: TypeArg) -> Reg: ...
 def ld_L1_evict_first_L2_128B(
@@ -1936,6 +2128,1451 @@ def st_async(
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
+def st_bulk(k: Kernel, addr: Address, size: Value, initval: int | SupportsIndex | Imm) -> None: ...
+def tcgen05_alloc(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    dst: Address,
+    n_cols: Value,
+) -> Tcgen05Alloc: ...
+def tcgen05_commit(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    smem_bar: Address,
+) -> Tcgen05Commit: ...
+def tcgen05_commit_multicast(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    smem_bar: Address,
+    cta_mask: Value,
+) -> Tcgen05Commit: ...
+def tcgen05_cp_128x128b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x128b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x128b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_dealloc(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    n_cols: Value,
+) -> Tcgen05Dealloc: ...
+def tcgen05_fence_after_thread_sync(k: Kernel) -> Tcgen05Fence: ...
+def tcgen05_fence_before_thread_sync(k: Kernel) -> Tcgen05Fence: ...
+def tcgen05_ld_16x128b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x128b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x256b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x256b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x32bx2(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x32bx2_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x64b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x64b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_32x32b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_32x32b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_ws_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Reg | Imm | Int | SmemDesc100,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Reg | Imm | Int | SmemDesc100,
+    idesc: Reg | Imm | Int | InstrDesc,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+def tcgen05_relinquish_alloc_permit(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+) -> Tcgen05RelinquishAllocPermit: ...
+def tcgen05_shift_down(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+) -> Tcgen05Shift: ...
+def tcgen05_st_16x128b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x128b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x256b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x256b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x32bx2(
+    k: Kernel,
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x32bx2_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x64b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x64b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_32x32b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_32x32b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_wait_ld(k: Kernel) -> Tcgen05Wait: ...
+def tcgen05_wait_st(k: Kernel) -> Tcgen05Wait: ...
 def tensor_requires(
     dst: StateSpace | None,
     mode: TensorMode,

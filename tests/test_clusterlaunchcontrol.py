@@ -508,3 +508,15 @@ def test_fuzzed_builder_calls_read_back_typed(family, classes):
 
     run()
     assert all(seen[c] >= 20 for c in classes), dict(seen)
+
+
+def test_an_immediate_response_is_a_policy_refusal(monkeypatch):
+    # ptxas takes `query_cancel ... %p, 5`; an immediate is no response try_cancel wrote.
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import R, case, policy
+
+    c = case("clusterlaunchcontrol", "ptx.clusterlaunchcontrol_query_cancel_is_canceled", (5,),
+             text=f"clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 {R('pred').txt}, 5;")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:policy:clc-response"]
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES if r.id != "clc-response"])
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:accepted"]

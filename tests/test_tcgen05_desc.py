@@ -93,6 +93,15 @@ def test_the_dense_layout_is_cutlass_s():
             == base | 1 << bit
 
 
+def test_k():
+    assert InstrDesc("f16", 128, 64, atype="f16", btype="f16").mma_k == 16
+    assert InstrDesc("i8", 128, 64, atype="s8", btype="u8", sparse=True).mma_k == 64
+    given = InstrDesc("tf32", 128, 64, k=8)
+    assert given == InstrDesc("tf32", 128, 64) and given.mma_k == 8 and given.k is None
+    k96 = InstrDesc("mxf4", 256, 64, cta_group=2, k=96)
+    assert k96.mma_k == 96 and InstrDesc("mxf4", 256, 64, cta_group=2).mma_k == 64
+
+
 def test_kind_spellings():
     for spelling in ("f16", "kind::f16", ".kind::f16", "kind_f16", MmaKind.f16):
         assert InstrDesc(spelling, 128, 64, atype="f16", btype="f16").kind is MmaKind.f16

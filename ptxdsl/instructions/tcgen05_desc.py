@@ -177,7 +177,7 @@ class InstrDesc:
     scale_type: Any = None          # block-scaled: 'ue8m0' (default) or 'ue4m3' (mxf4nvf4)
     scale_a_id: int = 0             # block-scaled: the scale factors' byte in each TMEM column
     scale_b_id: int = 0
-    k: Any = None                   # only to pick K = 96 of mxf4 / mxf4nvf4 (sm_103a)
+    k: Any = None                   # K = 96 of mxf4 / mxf4nvf4 (sm_103a); see mma_k
 
     def __attrs_post_init__(self):
         kind, info = self.kind, _KINDS[self.kind]
@@ -273,7 +273,15 @@ class InstrDesc:
         if k != base and not (k == 96 and k96):
             raise OperandError("InstrDesc", "k", f"{base} (the K of this form; 96 only for a "
                                "dense mxf4/mxf4nvf4 256xN with cta_group::2, sm_103a)", k)
-        self._set("k", k)
+        # Only K = 96 is a choice the descriptor records (bit 31); the others follow from the
+        # kind and sparsity, so they compare equal to leaving k out.
+        self._set("k", 96 if k == 96 else None)
+
+    @property
+    def mma_k(self) -> int:
+        """The K of one instruction of this form (Table "Various combinations of .kind and
+        shapes": the kind's K, twice that when sparse, or 96)."""
+        return self.k or _KINDS[self.kind].k_dense * (2 if self.sparse else 1)
 
     @property
     def value(self) -> int:

@@ -343,6 +343,10 @@ def test_accumulator_layouts(args, columns, lanes, points):
     cells = {a.position(r, c) for r in range(a.rows) for c in range(a.n)}
     assert len(cells) == a.rows * a.n                       # one cell per element
     assert {c for _, c in cells} == set(range(a.columns))
+    for r, c in itertools.product(range(a.rows), range(0, a.n, 7)):
+        assert a.element(*a.position(r, c)) == (r, c)
+    free = [(ln, 0) for ln in range(128) if ln not in a.lanes]
+    assert all(a.element(*cell) is None for cell in free)
 
 
 @pytest.mark.parametrize("args,words", [
@@ -356,6 +360,17 @@ def test_accumulator_layout_refusals(args, words):
     assert _here(ei)
     with pytest.raises(OperandError, match=r"'row, col'.*row in 0..127"):
         AccumulatorLayout(128, 64).position(128, 0)
+    with pytest.raises(OperandError, match=r"'lane, column'.*column in 0..31"):
+        AccumulatorLayout(128, 64, 2).element(0, 32)
+
+
+def test_a_warp_s_load_of_the_accumulator():
+    """Warp 1 of the warpgroup reads rows 32..63 of an M=128 accumulator with 32x32b.x8 at
+    lane 32, column 8: thread t, register j holds element (32 + t, 8 + j)."""
+    acc = AccumulatorLayout(128, 64)
+    for t_, j in ((0, 0), (5, 7), (31, 3)):
+        lane, col = fragment_position("32x32b", 8, t_, j)
+        assert acc.element(32 + lane, 8 + col) == (32 + t_, 8 + j)
 
 
 # -- tcgen05.ld / tcgen05.st fragments ---------------------------------------------------------
@@ -422,7 +437,7 @@ def test_fragment_refusals(call, words):
 FUNCTIONS = [getattr(TM, n) for n in TM.__all__ if inspect.isfunction(getattr(TM, n))] + [
     InstrDesc, InstrDesc.decode, SmemDesc100, SmemDesc100.decode, SmemDesc100.from_layout,
     MmaKind.coerce, Swizzle100.coerce, LdShape.coerce, AccumulatorLayout,
-    AccumulatorLayout(128, 64).position]
+    AccumulatorLayout(128, 64).position, AccumulatorLayout(64, 64).element]
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: getattr(f, "__qualname__", str(f)))

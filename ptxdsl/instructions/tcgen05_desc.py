@@ -469,7 +469,8 @@ def smem_descriptor(k, layout: SmemLayout, addr: Any) -> Reg:
         raise OperandError("smem_descriptor", "layout", "an SmemLayout", _given(layout))
     known = as_int(addr)
     if known is not None:
-        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.b64)
+        # .u64, as the register paths give (and add takes, to step along K)
+        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.u64)
     constant = SmemDesc100(0, layout.lbo, layout.sbo, layout.swizzle).value
     return address_descriptor(k, layout, addr, constant, "smem_descriptor")
 

@@ -467,3 +467,56 @@ def test_checker_sees_the_response_bytes():
     assert [f.hazard.value for f in _clc_kernel(expect=32).check()] == ["expect-tx-mismatch"]
     assert [f.hazard.value for f in _clc_kernel(early_read=True).check()] == [
         "smem-read-before-wait"]
+
+
+# -- fuzzed against ptxas ---------------------------------------------------------------------
+@pytest.mark.parametrize("family", ["clusterlaunchcontrol", "st_bulk"])
+def test_builder_agrees_with_ptxas(family):
+    from tests.test_fuzz_tma import fuzz_test
+    fuzz_test(family)()
+
+
+@pytest.mark.parametrize("family,classes", [
+    ("clusterlaunchcontrol", {"ClusterLaunchControlTryCancel", "ClusterLaunchControlQueryCancel"}),
+    ("st_bulk", {"StBulk"})])
+def test_fuzzed_builder_calls_read_back_typed(family, classes):
+    """Every call the fuzz strategy makes that the builder accepts, emitted and parsed back,
+    is the same typed statement (nothing left Raw)."""
+    import collections
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from ptxdsl import fuzz
+    from ptxdsl.frontend.compare import first_difference, instructions
+    from ptxdsl.fuzz import oracle
+    from tests.frontend_support import unread
+    seen: collections.Counter = collections.Counter()
+
+    @settings(max_examples=10, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @given(st.lists(fuzz.strategies[family], min_size=40, max_size=40))
+    def run(cases):
+        kernels = [k for i, c in enumerate(cases) for k in [oracle.build(i, c)]
+                   if isinstance(k, Kernel)]
+        text = Module(kernels, check=False).emit()
+        parsed = parse_ptx(text)
+        for k in kernels:
+            body = parsed.function(k.name).body
+            assert first_difference(k.body, body, raw_ok=unread()) is None
+            seen.update(type(s.insn).__name__ for s in instructions(body))
+
+    run()
+    assert all(seen[c] >= 20 for c in classes), dict(seen)
+
+
+def test_an_immediate_response_is_a_policy_refusal(monkeypatch):
+    # ptxas takes `query_cancel ... %p, 5`; an immediate is no response try_cancel wrote.
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import R, case, policy
+
+    c = case("clusterlaunchcontrol", "ptx.clusterlaunchcontrol_query_cancel_is_canceled", (5,),
+             text=f"clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 {R('pred').txt}, 5;")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:policy:clc-response"]
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES if r.id != "clc-response"])
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:accepted"]

@@ -93,6 +93,15 @@ def test_the_dense_layout_is_cutlass_s():
             == base | 1 << bit
 
 
+def test_k():
+    assert InstrDesc("f16", 128, 64, atype="f16", btype="f16").mma_k == 16
+    assert InstrDesc("i8", 128, 64, atype="s8", btype="u8", sparse=True).mma_k == 64
+    given = InstrDesc("tf32", 128, 64, k=8)
+    assert given == InstrDesc("tf32", 128, 64) and given.mma_k == 8 and given.k is None
+    k96 = InstrDesc("mxf4", 256, 64, cta_group=2, k=96)
+    assert k96.mma_k == 96 and InstrDesc("mxf4", 256, 64, cta_group=2).mma_k == 64
+
+
 def test_kind_spellings():
     for spelling in ("f16", "kind::f16", ".kind::f16", "kind_f16", MmaKind.f16):
         assert InstrDesc(spelling, 128, 64, atype="f16", btype="f16").kind is MmaKind.f16
@@ -270,8 +279,10 @@ def test_smem_descriptor_in_a_register():
     assert [s.render() for s in k.statements()] == [
         "mov.u32 %r1, tile;", "add.u32 %r2, %r1, 8192;", "shr.u32 %r3, %r2, 4;",
         f"mad.wide.u32 %rd1, %r3, 1, {constant};",
-        f"mov.b64 %rd2, {SmemDesc100.from_layout(lay, 2048).value};"]
-    assert r.type.bits == known.type.bits == 64
+        f"mov.u64 %rd2, {SmemDesc100.from_layout(lay, 2048).value};"]
+    assert r.type is known.type is t.u64
+    step = lay.k_offset(16) >> 4                   # along K: one add, as the docstring says
+    assert k.add(known, step).type is k.add(r, step).type is t.u64
 
 
 def test_smem_descriptor_refusals_in_a_register():
@@ -334,6 +345,10 @@ def test_accumulator_layouts(args, columns, lanes, points):
     cells = {a.position(r, c) for r in range(a.rows) for c in range(a.n)}
     assert len(cells) == a.rows * a.n                       # one cell per element
     assert {c for _, c in cells} == set(range(a.columns))
+    for r, c in itertools.product(range(a.rows), range(0, a.n, 7)):
+        assert a.element(*a.position(r, c)) == (r, c)
+    free = [(ln, 0) for ln in range(128) if ln not in a.lanes]
+    assert all(a.element(*cell) is None for cell in free)
 
 
 @pytest.mark.parametrize("args,words", [
@@ -347,6 +362,17 @@ def test_accumulator_layout_refusals(args, words):
     assert _here(ei)
     with pytest.raises(OperandError, match=r"'row, col'.*row in 0..127"):
         AccumulatorLayout(128, 64).position(128, 0)
+    with pytest.raises(OperandError, match=r"'lane, column'.*column in 0..31"):
+        AccumulatorLayout(128, 64, 2).element(0, 32)
+
+
+def test_a_warp_s_load_of_the_accumulator():
+    """Warp 1 of the warpgroup reads rows 32..63 of an M=128 accumulator with 32x32b.x8 at
+    lane 32, column 8: thread t, register j holds element (32 + t, 8 + j)."""
+    acc = AccumulatorLayout(128, 64)
+    for t_, j in ((0, 0), (5, 7), (31, 3)):
+        lane, col = fragment_position("32x32b", 8, t_, j)
+        assert acc.element(32 + lane, 8 + col) == (32 + t_, 8 + j)
 
 
 # -- tcgen05.ld / tcgen05.st fragments ---------------------------------------------------------
@@ -413,7 +439,7 @@ def test_fragment_refusals(call, words):
 FUNCTIONS = [getattr(TM, n) for n in TM.__all__ if inspect.isfunction(getattr(TM, n))] + [
     InstrDesc, InstrDesc.decode, SmemDesc100, SmemDesc100.decode, SmemDesc100.from_layout,
     MmaKind.coerce, Swizzle100.coerce, LdShape.coerce, AccumulatorLayout,
-    AccumulatorLayout(128, 64).position]
+    AccumulatorLayout(128, 64).position, AccumulatorLayout(64, 64).element]
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: getattr(f, "__qualname__", str(f)))

@@ -211,7 +211,12 @@ RULES: list[Rule] = [
          "with .kind::f8f6f4 but accepts any value, 16 and up included, with .kind::i8, "
          "where the ISA says nothing of what it does.",
          r"scale_input_d is for \.kind::f16 and \.kind::tf32 only", ("tcgen05_mma",),
-         _f("kind", "kind::i8")),]
+         _f("kind", "kind::i8")),
+    Rule("clc-response", "clusterlaunchcontrol.query_cancel decodes the opaque 16 bytes a "
+         "try_cancel wrote; ptxas also takes an immediate there (a 64-bit constant, high half "
+         "0), which is no response. ptxdsl takes the .b128 register loaded from the response "
+         "buffer.", r"expected a \.b128 register holding the response",
+         ("clusterlaunchcontrol",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

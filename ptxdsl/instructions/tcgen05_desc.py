@@ -177,7 +177,7 @@ class InstrDesc:
     scale_type: Any = None          # block-scaled: 'ue8m0' (default) or 'ue4m3' (mxf4nvf4)
     scale_a_id: int = 0             # block-scaled: the scale factors' byte in each TMEM column
     scale_b_id: int = 0
-    k: Any = None                   # only to pick K = 96 of mxf4 / mxf4nvf4 (sm_103a)
+    k: Any = None                   # K = 96 of mxf4 / mxf4nvf4 (sm_103a); see mma_k
 
     def __attrs_post_init__(self):
         kind, info = self.kind, _KINDS[self.kind]
@@ -273,7 +273,15 @@ class InstrDesc:
         if k != base and not (k == 96 and k96):
             raise OperandError("InstrDesc", "k", f"{base} (the K of this form; 96 only for a "
                                "dense mxf4/mxf4nvf4 256xN with cta_group::2, sm_103a)", k)
-        self._set("k", k)
+        # Only K = 96 is a choice the descriptor records (bit 31); the others follow from the
+        # kind and sparsity, so they compare equal to leaving k out.
+        self._set("k", 96 if k == 96 else None)
+
+    @property
+    def mma_k(self) -> int:
+        """The K of one instruction of this form (Table "Various combinations of .kind and
+        shapes": the kind's K, twice that when sparse, or 96)."""
+        return self.k or _KINDS[self.kind].k_dense * (2 if self.sparse else 1)
 
     @property
     def value(self) -> int:
@@ -454,12 +462,15 @@ def smem_descriptor(k, layout: SmemLayout, addr: Any) -> Reg:
     """The sm_100 descriptor of `layout` at `addr` in a 64-bit register: an int address folds
     to a `mov`; a shared symbol, `Addr(symbol, offset)` or a 32/64-bit register holding a
     shared address is checked as wgmma_desc's `descriptor` checks it, then shifted and
-    combined with the constant fields (2 instructions after the address)."""
+    combined with the constant fields (2 instructions after the address). The descriptor of
+    K index `kk` of the tile is one add away, as wgmma's: `k.add(desc, layout.k_offset(kk) >>
+    4)` (the start address is the low 14 bits)."""
     if not isinstance(layout, SmemLayout):
         raise OperandError("smem_descriptor", "layout", "an SmemLayout", _given(layout))
     known = as_int(addr)
     if known is not None:
-        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.b64)
+        # .u64, as the register paths give (and add takes, to step along K)
+        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.u64)
     constant = SmemDesc100(0, layout.lbo, layout.sbo, layout.swizzle).value
     return address_descriptor(k, layout, addr, constant, "smem_descriptor")
 

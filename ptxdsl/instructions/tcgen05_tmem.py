@@ -152,6 +152,21 @@ class AccumulatorLayout:
         return r + self.rows * part, c
 
 
+    def element(self, lane: Any, column: Any) -> tuple[int, int] | None:
+        """`position`'s inverse: the (row, col) this CTA's part of the accumulator keeps at
+        (`lane`, `column`), None for a cell it leaves free (layout F's lanes 16-31 of each
+        subpartition) -- what a tcgen05.ld's register holds, with `fragment_map`."""
+        ln = _int("AccumulatorLayout.element", "lane", lane)
+        c = _int("AccumulatorLayout.element", "column", column)
+        if not 0 <= ln < TMEM_LANES or not 0 <= c < self.columns:
+            raise OperandError("AccumulatorLayout.element", "lane, column", f"lane in 0..127, "
+                               f"column in 0..{self.columns - 1}", (ln, c))
+        if self.rows == 64 and self.folds == 1:
+            return None if ln % 32 >= 16 else (16 * (ln // 32) + ln % 16, c)
+        part, r = divmod(ln, self.rows)
+        return r, part * self.columns + c
+
+
 class LdShape(enum.Enum):
     """A tcgen05.ld / tcgen05.st shape: lanes x bits per lane (16x32bx2: two 16-lane halves,
     the second `half_split` columns on)."""

@@ -1,0 +1,333 @@
+"""Tensor memory (Blackwell's tcgen05 family): its allocation, and the ordering of the
+asynchronous tcgen05 operations (PTX ISA, "Tensor Memory" and "Memory Consistency Model for
+5th generation of TensorCore operations").
+
+- `tmem-use-before-alloc`: an asynchronous tcgen05 operation or a dealloc on a path that ran
+  no tcgen05.alloc; the address slot an alloc writes read before the alloc on some path, or
+  by threads that did not run it with no barrier (bar.sync, a cluster barrier or an mbarrier
+  wait) between the alloc and the read.
+- `tmem-not-deallocated`: an exit reachable by the allocating warp from its alloc without a
+  dealloc of the same `.cta_group` (ISA: all of it must be deallocated before the kernel
+  exits). A dealloc run by another warp counts when every path from the alloc passes it.
+- `tmem-permit-not-relinquished` (warning): the same for relinquish_alloc_permit.
+- `tmem-alloc-after-relinquish`: an alloc after a relinquish_alloc_permit of the CTA on
+  some path (ISA: illegal).
+- `tmem-read-before-commit-wait`: a tcgen05.ld (or a dealloc) while a tcgen05.mma may still
+  write tensor memory: not committed (tcgen05.commit), or committed to an mbarrier no wait
+  after it waited on.
+- `tcgen05-ld-no-wait`: a tcgen05.ld whose read of tensor memory has not completed
+  (tcgen05.wait::ld) when this thread writes tensor memory (mma, st, cp, shift), frees it, or
+  hands it to other threads (a barrier or an arrive). Its registers are another matter: the
+  ISA orders a true register dependency on them, so reading them is not reported.
+- `tcgen05-fence-missing`: an asynchronous tcgen05 operation before a thread
+  synchronisation (bar.sync, bar.arrive, mbarrier.arrive, barrier.cluster.arrive) with no
+  tcgen05.fence::before_thread_sync between them (tcgen05.commit does it for the mma, cp and
+  shift it tracks), when tcgen05 instructions may follow the synchronisation; or one after a
+  synchronisation (bar.sync, an mbarrier wait, a cluster barrier wait) with no
+  tcgen05.fence::after_thread_sync between them, when tcgen05 instructions ran before it.
+  Either way the synchronisation is taken to order tcgen05 work between threads.
+- `tcgen05-cta-group-mixed`: tcgen05 instructions of one kernel with different
+  `.cta_group` values (ISA: all must specify the same).
+
+The checker does not tell tensor-memory columns apart: an mma, ld or st is taken to touch
+whatever the others touch.
+
+Facts (may): ("tm_live", alloc, cta_group), ("tm_permit", alloc, cta_group) owned by the
+allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until a barrier;
+("tm_mma", mma, commit or None) until a wait on the commit's barrier; ("tm_ld", ld) until
+wait::ld; ("tm_unfenced", op, kind) until fence::before_thread_sync (or a commit);
+("tm_synced", sync) until fence::after_thread_sync; ("tm_seen",) once any tcgen05
+instruction ran. Must: ("tm_alloc",) once an alloc ran on every path; ("tm_freed", cg) /
+("tm_relinquished", cg) once a dealloc / relinquish followed the last alloc.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .analysis import EXIT_CHECKS, OWNED, STRUCTURAL, Analysis, handles, keys_match
+from .findings import Hazard
+from .ops import Op, Role
+from .state import State
+
+OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld"})
+_TC = frozenset({Role.TC_ALLOC, Role.TC_DEALLOC, Role.TC_RELINQUISH, Role.TC_FENCE,
+                 Role.TC_COMMIT, Role.TC_WAIT, Role.TC_ASYNC})
+_TRACKED = frozenset({"mma", "cp", "shift"})    # what tcgen05.commit tracks (and fences)
+_WRITES = frozenset({"mma", "st", "cp", "shift"})
+
+
+def _with(state: State, add: Any = (), drop: Any = None, must: frozenset | None = None) -> State:
+    may = state.may
+    if drop is not None:
+        may = frozenset(f for f in may if not drop(f))
+    if add:
+        may = may | frozenset(add)
+    if must is None and may is state.may:
+        return state
+    return State(state.must if must is None else must, may, state.tx)
+
+
+def _pending(state: State, tag: str) -> list[tuple]:
+    return sorted((f for f in state.may if f[0] == tag), key=lambda f: (f[1], repr(f)))
+
+
+def _slot_allocs(an: Analysis) -> list[Op]:
+    got = an.cache.get("tm_allocs")
+    if got is None:
+        got = an.cache["tm_allocs"] = [o for o in an.ops if o.role is Role.TC_ALLOC]
+    return got
+
+
+def _tc_follows(an: Analysis, i: int) -> bool:
+    """Can a tcgen05 instruction run after statement i (later in its block, or in a block
+    reachable from it)?"""
+    memo = an.cache.setdefault("tm_follows", {})
+    if i in memo:
+        return memo[i]
+    start = an.cfg.block_of(i)
+    found = any(o.role in _TC and o.index > i for o in an.by_block[start])
+    seen, todo = set(), list(an.cfg.succs(start))
+    while todo and not found:
+        b = todo.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        found = any(o.role in _TC for o in an.by_block[b])
+        todo.extend(an.cfg.succs(b))
+    memo[i] = found
+    return found
+
+
+# -- allocation ----------------------------------------------------------------------------------
+def _need_alloc(an: Analysis, state: State, op: Op, what: str) -> None:
+    if ("tm_alloc",) not in state.must:
+        allocs = _slot_allocs(an)
+        why = ("no tcgen05.alloc runs in this kernel" if not allocs else
+               "some path reaches it without passing a tcgen05.alloc")
+        an.report(Hazard.TMEM_USE_BEFORE_ALLOC, f"{what} uses tensor memory, but {why}",
+                  [("use", op.index)] + [("alloc", a.index) for a in allocs[:1]],
+                  dedupe=("unallocated", op.index))
+
+
+@handles(Role.TC_ALLOC)
+def alloc(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tcgen05.alloc: `tmem-alloc-after-relinquish`; then the columns are live and the
+    permit held (by the allocating warp) until a dealloc and a relinquish."""
+    i = op.index
+    if report:
+        for (r,) in [f[1:] for f in _pending(state, "tm_gave_up")][:1]:
+            an.report(Hazard.TMEM_ALLOC_AFTER_RELINQUISH, "this tcgen05.alloc may run after "
+                      "the CTA gave up its right to allocate (tcgen05.relinquish_alloc_permit)",
+                      [("alloc", i), ("relinquish", r)])
+    must = state.must - {("tm_freed", op.n), ("tm_relinquished", op.n)}
+    if an.runs_somewhere(i):
+        must = must | {("tm_alloc",)}
+    return _with(state, {("tm_live", i, op.n), ("tm_permit", i, op.n), ("tm_unpublished", i),
+                         ("tm_seen",)}, must=must)
+
+
+@handles(Role.TC_DEALLOC)
+def dealloc(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tcgen05.dealloc: `tmem-use-before-alloc`, `tmem-read-before-commit-wait` (an mma may
+    still write the columns), `tcgen05-ld-no-wait` (an ld may still read them)."""
+    if report:
+        _need_alloc(an, state, op, "this tcgen05.dealloc")
+        _mma_in_flight(an, state, op, "frees tensor memory")
+        _ld_in_flight(an, state, op, "frees tensor memory")
+    return _with(state, {("tm_seen",)}, drop=lambda f: f[0] == "tm_live" and f[2] == op.n,
+                 must=state.must | {("tm_freed", op.n)})
+
+
+@handles(Role.TC_RELINQUISH)
+def relinquish(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tcgen05.relinquish_alloc_permit: no alloc may follow in this CTA."""
+    return _with(state, {("tm_gave_up", op.index), ("tm_seen",)},
+                 drop=lambda f: f[0] == "tm_permit" and f[2] == op.n,
+                 must=state.must | {("tm_relinquished", op.n)})
+
+
+@handles(Role.SMEM_READ)
+def slot_read(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A shared read of the slot an alloc writes its address to: `tmem-use-before-alloc`
+    when the alloc may not have run, or ran in other threads with no barrier since."""
+    if not report or Role.TC_ALLOC not in an.roles:
+        return state
+    key = an.key(op, "smem")
+    mine = [a for a in _slot_allocs(an) if keys_match(an.key(a, "smem"), key)]
+    if not mine:
+        return state
+    if ("tm_alloc",) not in state.must:
+        an.report(Hazard.TMEM_USE_BEFORE_ALLOC, "this reads the tensor-memory address "
+                  f"tcgen05.alloc writes to {an.describe(op.smem)}, but some path reaches "
+                  "it without passing the alloc", [("read", op.index), ("alloc", mine[0].index)])
+        return state
+    ids = {a.index for a in mine}
+    for (a,) in [f[1:] for f in _pending(state, "tm_unpublished") if f[1] in ids]:
+        if not an.div.same_threads(a, op.index):
+            an.report(Hazard.TMEM_USE_BEFORE_ALLOC, "this reads the tensor-memory address "
+                      f"tcgen05.alloc writes to {an.describe(op.smem)} in threads that did "
+                      "not run the alloc, with no barrier between the alloc and the read "
+                      "(bar.sync, then tcgen05.fence::after_thread_sync before using it)",
+                      [("read", op.index), ("alloc", a)])
+            break
+    return state
+
+
+def tmem_exit(an: Analysis, state: State, at: int | None) -> None:
+    """`tmem-not-deallocated` / `tmem-permit-not-relinquished` at an exit the allocating
+    warp may reach."""
+    for tag, done, hazard, what in (
+            ("tm_live", "tm_freed", Hazard.TMEM_NOT_DEALLOCATED,
+             "is not deallocated (tcgen05.dealloc) before the kernel exits"),
+            ("tm_permit", "tm_relinquished", Hazard.TMEM_PERMIT_NOT_RELINQUISHED,
+             "is followed by no tcgen05.relinquish_alloc_permit before the kernel exits")):
+        for f in _pending(state, tag):
+            if (done, f[2]) not in state.must:
+                an.report(hazard, f"the tensor memory this tcgen05.alloc takes {what} on some "
+                          "path", [("alloc", f[1]), ("exit", at)], dedupe=(tag, f[1]))
+
+
+EXIT_CHECKS.append(tmem_exit)
+
+
+# -- asynchronous operations -----------------------------------------------------------------------
+def _mma_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
+    for f in _pending(state, "tm_mma"):
+        how = ("it was never committed (tcgen05.commit)" if f[2] is None else
+               "no mbarrier wait on its tcgen05.commit's barrier came after the commit")
+        an.report(Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, f"this {does} while the tcgen05.mma "
+                  f"that writes it may still run: {how}",
+                  [("use", op.index), ("mma", f[1]), ("commit", f[2])],
+                  dedupe=("mma", op.index))
+        return
+
+
+def _ld_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
+    for f in _pending(state, "tm_ld"):
+        an.report(Hazard.TCGEN05_LD_NO_WAIT, f"this {does} while a tcgen05.ld of this thread "
+                  "may still be reading tensor memory (no tcgen05.wait::ld since)",
+                  [("here", op.index), ("ld", f[1])], dedupe=("ld", op.index))
+        return
+
+
+@handles(Role.TC_ASYNC)
+def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """mma, cp, shift, ld, st: the allocation, the fence after a synchronisation, an mma in
+    flight (ld), an ld in flight (writes); then the op is pending until its completion
+    mechanism and unfenced until fence::before_thread_sync."""
+    kind = op.field or "?"
+    i = op.index
+    if report:
+        name = f"tcgen05.{kind}"
+        _need_alloc(an, state, op, f"this {name}")
+        for (s,) in [f[1:] for f in _pending(state, "tm_synced")][:1]:
+            an.report(Hazard.TCGEN05_FENCE_MISSING, f"this {name} follows a thread "
+                      "synchronisation with no tcgen05.fence::after_thread_sync between them: "
+                      "it is not ordered after the tcgen05 work other threads did before "
+                      "synchronising", [(kind, i), ("sync", s)], dedupe=("after", s))
+        if kind == "ld":
+            _mma_in_flight(an, state, op, "tcgen05.ld reads tensor memory")
+        if kind in _WRITES:
+            _ld_in_flight(an, state, op, f"{name} writes tensor memory")
+    add = {("tm_unfenced", i, kind), ("tm_seen",)}
+    if kind == "mma":
+        add.add(("tm_mma", i, None))
+    elif kind == "ld":
+        add.add(("tm_ld", i))
+    return _with(state, add)
+
+
+@handles(Role.TC_COMMIT)
+def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tcgen05.commit: the uncommitted mmas complete on its barrier; it fences the mma, cp and
+    shift it tracks (the ISA's implicit before_thread_sync)."""
+    may = frozenset(("tm_mma", f[1], op.index) if f[0] == "tm_mma" and f[2] is None else f
+                    for f in state.may if not (f[0] == "tm_unfenced" and f[2] in _TRACKED))
+    return State(state.must, may | {("tm_seen",)}, state.tx)
+
+
+@handles(Role.TC_WAIT)
+def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """tcgen05.wait::ld completes this thread's loads."""
+    if op.field != "ld":
+        return state
+    return _with(state, drop=lambda f: f[0] == "tm_ld")
+
+
+@handles(Role.TC_FENCE)
+def fence(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """fence::before_thread_sync orders the async ops before it before the next
+    synchronisation; fence::after_thread_sync the ones after it after the last."""
+    tag = "tm_unfenced" if op.field == "before" else "tm_synced"
+    return _with(state, drop=lambda f: f[0] == tag)
+
+
+# -- thread synchronisation ------------------------------------------------------------------------
+def _release(an: Analysis, state: State, op: Op) -> None:
+    """A synchronisation this thread's earlier tcgen05 work may be handed over by."""
+    if not any(f[0] in ("tm_unfenced", "tm_ld") for f in state.may) or \
+            not _tc_follows(an, op.index):
+        return
+    _ld_in_flight(an, state, op, "synchronisation hands tensor memory to other threads")
+    for f in _pending(state, "tm_unfenced")[:1]:
+        an.report(Hazard.TCGEN05_FENCE_MISSING, f"this thread synchronisation follows a "
+                  f"tcgen05.{f[2]} with no tcgen05.fence::before_thread_sync between them: "
+                  "threads that synchronise with it are not ordered after that operation",
+                  [("sync", op.index), (f[2], f[1])], dedupe=("before", op.index))
+
+
+def _acquire(an: Analysis, state: State, op: Op, published: bool) -> State:
+    """A synchronisation that later tcgen05 work of this thread must be fenced after."""
+    if not any(f[0] in ("tm_seen", "tm_unpublished", "tm_mma") for f in state.may):
+        return state
+    if op.role is Role.MBAR_WAIT:
+        key = an.key(op, "mbar")
+        done = {f for f in state.may if f[0] == "tm_mma" and f[2] is not None and (
+            key is None or an.key(an.op_at[f[2]], "mbar") is None
+            or keys_match(an.key(an.op_at[f[2]], "mbar"), key))}
+    else:
+        done = set()
+    add = {("tm_synced", op.index)} if ("tm_seen",) in state.may else set()
+    return _with(state, add, drop=lambda f: f in done or published and f[0] == "tm_unpublished")
+
+
+@handles(Role.CTA_BARRIER, Role.CLUSTER_BARRIER)
+def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """bar.sync (and a cluster barrier): releases and acquires; publishes allocs."""
+    if report:
+        _release(an, state, op)
+    return _acquire(an, state, op, True)
+
+
+@handles(Role.MBAR_WAIT)
+def mbar_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """An mbarrier wait: completes the mmas committed to its barrier; acquires."""
+    return _acquire(an, state, op, True)
+
+
+@handles(Role.MBAR_ARRIVE, Role.CLUSTER_ARRIVE, Role.NAMED_BARRIER)
+def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """An arrive (mbarrier, cluster, or bar.arrive): releases."""
+    if report:
+        _release(an, state, op)
+    return state
+
+
+# -- the whole kernel -----------------------------------------------------------------------------
+def cta_group_mixed(an: Analysis) -> None:
+    """`tcgen05-cta-group-mixed`: two .cta_group values among the kernel's tcgen05 ops."""
+    groups: dict[int, list[int]] = {}
+    for o in an.ops:
+        if o.role in _TC and o.n is not None:
+            groups.setdefault(o.n, []).append(o.index)
+    if len(groups) < 2:
+        return
+    (a, first), (b, other) = sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))[:2]
+    an.report(Hazard.TCGEN05_CTA_GROUP_MIXED, f"this tcgen05 instruction names "
+              f".cta_group::{b} while the kernel's others name .cta_group::{a} (all tcgen05 "
+              "instructions of a kernel must name the same)",
+              [("here", other[0]), ("other", first[0])])
+
+
+STRUCTURAL.append(cta_group_mixed)

@@ -85,6 +85,7 @@ class Hazard(enum.Enum):
     TMEM_ALLOC_AFTER_RELINQUISH = "tmem-alloc-after-relinquish"
     TMEM_READ_BEFORE_COMMIT_WAIT = "tmem-read-before-commit-wait"
     TCGEN05_LD_NO_WAIT = "tcgen05-ld-no-wait"
+    TCGEN05_ST_NO_WAIT = "tcgen05-st-no-wait"
     TCGEN05_FENCE_MISSING = "tcgen05-fence-missing"
     TCGEN05_CTA_GROUP_MIXED = "tcgen05-cta-group-mixed"
     CHECK_SKIPPED = "check-skipped"
@@ -390,14 +391,19 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "allocate everything before tcgen05.relinquish_alloc_permit (once per CTA, not per "
         "tile of a persistent loop) [docs/hazards.md: tmem-alloc-after-relinquish]"),
     Hazard.TMEM_READ_BEFORE_COMMIT_WAIT: (
-        E, "tensor memory read or freed while a tcgen05.mma may still write it",
-        "tcgen05.commit the mma to an mbarrier, wait on that barrier, then "
-        "tcgen05.fence::after_thread_sync before the tcgen05.ld or dealloc "
+        E, "tensor memory read, written or freed while a tcgen05.mma may still write it",
+        "tcgen05.commit the mma to an mbarrier and wait on that barrier before the tcgen05.ld"
+        " or st (then tcgen05.fence::after_thread_sync) or the dealloc "
         "[docs/hazards.md: tmem-read-before-commit-wait]"),
     Hazard.TCGEN05_LD_NO_WAIT: (
         E, "tensor memory written, freed or handed over while a tcgen05.ld may still read it",
         "run tcgen05.wait::ld after the loads and before the write, dealloc or "
         "synchronisation [docs/hazards.md: tcgen05-ld-no-wait]"),
+    Hazard.TCGEN05_ST_NO_WAIT: (
+        E, "tensor memory used, freed or handed over while a tcgen05.st may still write it",
+        "run tcgen05.wait::st after the stores and before the next tcgen05 operation on "
+        "tensor memory, the dealloc or the synchronisation [docs/hazards.md: "
+        "tcgen05-st-no-wait]"),
     Hazard.TCGEN05_FENCE_MISSING: (
         E, "tcgen05 operations ordered by a thread synchronisation without tcgen05.fence",
         "tcgen05.fence::before_thread_sync between the tcgen05 work and the arrive/bar.sync "

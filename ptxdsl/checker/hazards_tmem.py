@@ -12,13 +12,16 @@ asynchronous tcgen05 operations (PTX ISA, "Tensor Memory" and "Memory Consistenc
 - `tmem-permit-not-relinquished` (warning): the same for relinquish_alloc_permit.
 - `tmem-alloc-after-relinquish`: an alloc after a relinquish_alloc_permit of the CTA on
   some path (ISA: illegal).
-- `tmem-read-before-commit-wait`: a tcgen05.ld (or a dealloc) while a tcgen05.mma may still
+- `tmem-read-before-commit-wait`: a tcgen05.ld or st (or a dealloc) while a tcgen05.mma may still
   write tensor memory: not committed (tcgen05.commit), or committed to an mbarrier no wait
   after it waited on.
 - `tcgen05-ld-no-wait`: a tcgen05.ld whose read of tensor memory has not completed
   (tcgen05.wait::ld) when this thread writes tensor memory (mma, st, cp, shift), frees it, or
   hands it to other threads (a barrier or an arrive). Its registers are another matter: the
   ISA orders a true register dependency on them, so reading them is not reported.
+- `tcgen05-st-no-wait`: a tcgen05.st whose write has not completed (tcgen05.wait::st) when
+  this thread reads or writes tensor memory with another asynchronous operation (ld, mma, cp,
+  shift), frees it, or hands it to other threads.
 - `tcgen05-fence-missing`: an asynchronous tcgen05 operation before a thread
   synchronisation (bar.sync, bar.arrive, mbarrier.arrive, barrier.cluster.arrive) with no
   tcgen05.fence::before_thread_sync between them (tcgen05.commit does it for the mma, cp and
@@ -35,10 +38,11 @@ whatever the others touch.
 Facts (may): ("tm_live", alloc, cta_group), ("tm_permit", alloc, cta_group) owned by the
 allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until a barrier;
 ("tm_mma", mma, commit or None) until a wait on the commit's barrier; ("tm_ld", ld) until
-wait::ld; ("tm_unfenced", op, kind) until fence::before_thread_sync (or a commit);
-("tm_synced", sync) until fence::after_thread_sync; ("tm_seen",) once any tcgen05
-instruction ran. Must: ("tm_alloc",) once an alloc ran on every path; ("tm_freed", cg) /
-("tm_relinquished", cg) once a dealloc / relinquish followed the last alloc.
+wait::ld, ("tm_st", st) until wait::st; ("tm_unfenced", op, kind) until
+fence::before_thread_sync (or a commit); ("tm_synced", sync) until fence::after_thread_sync;
+("tm_seen",) once any tcgen05 instruction ran. Must: ("tm_alloc",) once an alloc ran on every
+path; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed the last
+alloc.
 """
 
 from __future__ import annotations
@@ -50,11 +54,12 @@ from .findings import Hazard
 from .ops import Op, Role
 from .state import State
 
-OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld"})
+OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld", "tm_st"})
 _TC = frozenset({Role.TC_ALLOC, Role.TC_DEALLOC, Role.TC_RELINQUISH, Role.TC_FENCE,
                  Role.TC_COMMIT, Role.TC_WAIT, Role.TC_ASYNC})
 _TRACKED = frozenset({"mma", "cp", "shift"})    # what tcgen05.commit tracks (and fences)
 _WRITES = frozenset({"mma", "st", "cp", "shift"})
+_USES = {"ld": "reads", "st": "writes", "mma": "uses", "cp": "writes", "shift": "moves"}
 
 
 def _with(state: State, add: Any = (), drop: Any = None, must: frozenset | None = None) -> State:
@@ -105,9 +110,10 @@ def _need_alloc(an: Analysis, state: State, op: Op, what: str) -> None:
         allocs = _slot_allocs(an)
         why = ("no tcgen05.alloc runs in this kernel" if not allocs else
                "some path reaches it without passing a tcgen05.alloc")
+        # (a kernel with no alloc at all is one mistake, reported at its first use)
         an.report(Hazard.TMEM_USE_BEFORE_ALLOC, f"{what} uses tensor memory, but {why}",
                   [("use", op.index)] + [("alloc", a.index) for a in allocs[:1]],
-                  dedupe=("unallocated", op.index))
+                  dedupe=("unallocated", op.index if allocs else None))
 
 
 @handles(Role.TC_ALLOC)
@@ -120,11 +126,13 @@ def alloc(an: Analysis, state: State, op: Op, report: bool) -> State:
             an.report(Hazard.TMEM_ALLOC_AFTER_RELINQUISH, "this tcgen05.alloc may run after "
                       "the CTA gave up its right to allocate (tcgen05.relinquish_alloc_permit)",
                       [("alloc", i), ("relinquish", r)])
+    add = {("tm_live", i, op.n), ("tm_unpublished", i), ("tm_seen",)}
+    if ("tm_relinquished", op.n) not in state.must:   # (else that is the finding above)
+        add.add(("tm_permit", i, op.n))
     must = state.must - {("tm_freed", op.n), ("tm_relinquished", op.n)}
     if an.runs_somewhere(i):
         must = must | {("tm_alloc",)}
-    return _with(state, {("tm_live", i, op.n), ("tm_permit", i, op.n), ("tm_unpublished", i),
-                         ("tm_seen",)}, must=must)
+    return _with(state, add, must=must)
 
 
 @handles(Role.TC_DEALLOC)
@@ -133,8 +141,9 @@ def dealloc(an: Analysis, state: State, op: Op, report: bool) -> State:
     still write the columns), `tcgen05-ld-no-wait` (an ld may still read them)."""
     if report:
         _need_alloc(an, state, op, "this tcgen05.dealloc")
-        _mma_in_flight(an, state, op, "frees tensor memory")
-        _ld_in_flight(an, state, op, "frees tensor memory")
+        _mma_in_flight(an, state, op, "tcgen05.dealloc frees tensor memory")
+        _ld_in_flight(an, state, op, "tcgen05.dealloc frees tensor memory")
+        _st_in_flight(an, state, op, "tcgen05.dealloc frees tensor memory")
     return _with(state, {("tm_seen",)}, drop=lambda f: f[0] == "tm_live" and f[2] == op.n,
                  must=state.must | {("tm_freed", op.n)})
 
@@ -211,6 +220,14 @@ def _ld_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
         return
 
 
+def _st_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
+    for f in _pending(state, "tm_st"):
+        an.report(Hazard.TCGEN05_ST_NO_WAIT, f"this {does} while a tcgen05.st of this thread "
+                  "may still be writing tensor memory (no tcgen05.wait::st since)",
+                  [("here", op.index), ("st", f[1])], dedupe=("st", op.index))
+        return
+
+
 @handles(Role.TC_ASYNC)
 def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
     """mma, cp, shift, ld, st: the allocation, the fence after a synchronisation, an mma in
@@ -226,15 +243,18 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
                       "synchronisation with no tcgen05.fence::after_thread_sync between them: "
                       "it is not ordered after the tcgen05 work other threads did before "
                       "synchronising", [(kind, i), ("sync", s)], dedupe=("after", s))
-        if kind == "ld":
-            _mma_in_flight(an, state, op, "tcgen05.ld reads tensor memory")
+        if kind in ("ld", "st"):
+            # (mma -> mma and mma -> shift are pipelined: they run in issue order)
+            _mma_in_flight(an, state, op, f"{name} {_USES[kind]} tensor memory")
         if kind in _WRITES:
             _ld_in_flight(an, state, op, f"{name} writes tensor memory")
-    add = {("tm_unfenced", i, kind), ("tm_seen",)}
+        if kind != "st":
+            _st_in_flight(an, state, op, f"{name} {_USES[kind]} tensor memory")
+    add: set[tuple] = {("tm_unfenced", i, kind), ("tm_seen",)}
     if kind == "mma":
         add.add(("tm_mma", i, None))
-    elif kind == "ld":
-        add.add(("tm_ld", i))
+    elif kind in ("ld", "st"):
+        add.add((f"tm_{kind}", i))
     return _with(state, add)
 
 
@@ -249,10 +269,9 @@ def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TC_WAIT)
 def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """tcgen05.wait::ld completes this thread's loads."""
-    if op.field != "ld":
-        return state
-    return _with(state, drop=lambda f: f[0] == "tm_ld")
+    """tcgen05.wait::ld completes this thread's loads, wait::st its stores."""
+    tag = f"tm_{op.field}"
+    return _with(state, drop=lambda f: f[0] == tag)
 
 
 @handles(Role.TC_FENCE)
@@ -266,10 +285,11 @@ def fence(an: Analysis, state: State, op: Op, report: bool) -> State:
 # -- thread synchronisation ------------------------------------------------------------------------
 def _release(an: Analysis, state: State, op: Op) -> None:
     """A synchronisation this thread's earlier tcgen05 work may be handed over by."""
-    if not any(f[0] in ("tm_unfenced", "tm_ld") for f in state.may) or \
+    if not any(f[0] in ("tm_unfenced", "tm_ld", "tm_st") for f in state.may) or \
             not _tc_follows(an, op.index):
         return
-    _ld_in_flight(an, state, op, "synchronisation hands tensor memory to other threads")
+    _ld_in_flight(an, state, op, "thread synchronisation hands tensor memory to other threads")
+    _st_in_flight(an, state, op, "thread synchronisation hands tensor memory to other threads")
     for f in _pending(state, "tm_unfenced")[:1]:
         an.report(Hazard.TCGEN05_FENCE_MISSING, f"this thread synchronisation follows a "
                   f"tcgen05.{f[2]} with no tcgen05.fence::before_thread_sync between them: "
@@ -295,6 +315,8 @@ def _acquire(an: Analysis, state: State, op: Op, published: bool) -> State:
 @handles(Role.CTA_BARRIER, Role.CLUSTER_BARRIER)
 def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
     """bar.sync (and a cluster barrier): releases and acquires; publishes allocs."""
+    if not an.roles & _TC:
+        return state
     if report:
         _release(an, state, op)
     return _acquire(an, state, op, True)
@@ -303,13 +325,15 @@ def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
 @handles(Role.MBAR_WAIT)
 def mbar_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
     """An mbarrier wait: completes the mmas committed to its barrier; acquires."""
+    if not an.roles & _TC:
+        return state
     return _acquire(an, state, op, True)
 
 
 @handles(Role.MBAR_ARRIVE, Role.CLUSTER_ARRIVE, Role.NAMED_BARRIER)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     """An arrive (mbarrier, cluster, or bar.arrive): releases."""
-    if report:
+    if report and an.roles & _TC:
         _release(an, state, op)
     return state
 

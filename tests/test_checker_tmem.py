@@ -1,0 +1,83 @@
+"""Checker: tensor memory (`ptxdsl/checker/hazards_tmem.py`, issue 35). A clean kernel checks
+clean and each rule's mistake, made in it, is reported with its hazard at the line that makes
+it: hand-written PTX read through the front end (tests/tmem_kernels.py's `CLEAN_PTX`), inline
+PTX, and kernels built with the tcgen05 builders."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl import Module
+from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.frontend import parse_ptx
+from ptxdsl.testing import assemble_declared
+from tests import tmem_kernels as tk
+from tests.checker_kernels import ids
+
+
+def _findings(text: str):
+    return check_module(parse_ptx(text), notes=True)
+
+
+def _line_of(text: str, line: int) -> str:
+    return text.splitlines()[line - 1].strip()
+
+
+def _at(found, hazard: Hazard, mark: str, count: int = 1):
+    """The findings are `count` of `hazard`; the first names tests/tmem_kernels.py's line
+    `LINES[mark]`. Returns it."""
+    assert ids(found) == [hazard.value] * count, [f.format() for f in found]
+    f = min(found, key=lambda f: f.loc.line)
+    assert (f.loc.file, f.loc.line) == (tk.__file__, tk.LINES[mark]), f.format()
+    return f
+
+
+def test_clean_ptx_checks_clean_and_assembles():
+    assert [f.format() for f in _findings(tk.CLEAN_PTX)] == []
+    assert assemble_declared(tk.CLEAN_PTX)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("variant", sorted(tk.PTX_BUGS))
+def test_ptx_variant_is_reported(variant):
+    _edits, hazards, where = tk.PTX_BUGS[variant]
+    text = tk.ptx_variant(variant)
+    found = _findings(text)
+    assert ids(found) == sorted(h.value for h in hazards), [f.format() for f in found]
+    first = min(found, key=lambda f: f.loc.line)
+    assert _line_of(text, first.loc.line).startswith(where), first.format()
+
+
+@pytest.mark.parametrize("variant, words", [
+    ("no_alloc", "no tcgen05.alloc runs in this kernel"),
+    ("read_before_barrier", "in threads that did not run the alloc, with no barrier"),
+    ("no_dealloc", "is not deallocated (tcgen05.dealloc) before the kernel exits"),
+    ("no_relinquish", "no tcgen05.relinquish_alloc_permit before the kernel exits"),
+    ("alloc_after_relinquish", "after the CTA gave up its right to allocate"),
+    ("no_commit", "it was never committed (tcgen05.commit)"),
+    ("no_mbarrier_wait", "no mbarrier wait on its tcgen05.commit's barrier"),
+    ("no_wait_ld", "may still be reading tensor memory (no tcgen05.wait::ld since)"),
+    ("no_fence_before", "no tcgen05.fence::before_thread_sync between them"),
+    ("no_fence_after_wait", "no tcgen05.fence::after_thread_sync between them"),
+    ("mixed_cta_group", "names .cta_group::2 while the kernel's others name .cta_group::1")])
+def test_messages_say_what_is_wrong(variant, words):
+    found = _findings(tk.ptx_variant(variant))
+    assert any(words in f.message for f in found), [f.message for f in found]
+
+
+def test_permit_warning_is_a_warning():
+    (f,) = _findings(tk.ptx_variant("no_relinquish"))
+    assert f.severity.value == "warning"
+
+
+@pytest.mark.parametrize("variant, bug", [
+    ("ok", False), ("other_warp", False), ("early_return", False),
+    ("no_dealloc", True), ("alloc_warp_returns", True), ("if_param", True)])
+def test_every_exit_of_the_allocating_warp_needs_a_dealloc(variant, bug):
+    k = tk.inline_dealloc(variant)
+    found = check_kernel(k)
+    if not bug:
+        assert [f.format() for f in found] == []
+        return
+    f = _at(found, Hazard.TMEM_NOT_DEALLOCATED, f"inline_{variant}")
+    assert [s.role for s in f.sites] == ["alloc", "exit"]
+    assert ids(check_module(parse_ptx(Module([k]).emit()))) == ids(found)

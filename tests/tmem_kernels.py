@@ -1,0 +1,171 @@
+"""Tensor-memory kernels for the checker's tests (tests/test_checker_tmem.py): a clean
+kernel and, for each rule of `ptxdsl/checker/hazards_tmem.py`, the mistake made in it.
+
+`CLEAN_PTX` is hand-written PTX read through the front end (it assembles for sm_100a): warp 0
+allocates 32 columns and relinquishes the permit, every warp reads the address after a
+barrier, thread 0 issues one mma and commits it to an mbarrier, all wait on it, load their
+lanes, and warp 0 frees the columns after a second barrier. `PTX_BUGS` takes one step of it
+out (or moves it): variant -> (edits, the hazards, the text of the line the first finding
+names)."""
+
+from __future__ import annotations
+
+import sys
+
+from ptxdsl import Kernel, t
+from ptxdsl.checker import Hazard
+
+CLEAN_PTX = """\
+.version 8.6
+.target sm_100a
+.address_size 64
+
+.visible .entry tmem_clean(
+	.param .u64 out,
+	.param .u64 adesc,
+	.param .u64 bdesc
+)
+.reqntid 128, 1, 1
+{
+	.reg .pred 	%p<8>;
+	.reg .b32 	%r<32>;
+	.reg .b64 	%rd<12>;
+	.shared .align 8 .b8 slot[8];
+	.shared .align 8 .b8 bar[8];
+
+	ld.param.u64 	%rd1, [out];
+	ld.param.u64 	%rd2, [adesc];
+	ld.param.u64 	%rd3, [bdesc];
+	cvta.to.global.u64 	%rd4, %rd1;
+	mov.u32 	%r1, %tid.x;
+	shr.u32 	%r2, %r1, 5;
+	mov.u32 	%r3, slot;
+	mov.u32 	%r4, bar;
+	setp.eq.u32 	%p1, %r2, 0;
+	setp.eq.u32 	%p2, %r1, 0;
+	@!%p1 bra 	$L_alloc_done;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r3], 32;
+	tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+$L_alloc_done:
+	@%p2 mbarrier.init.shared::cta.b64 [%r4], 1;
+	bar.sync 	0;
+	tcgen05.fence::after_thread_sync;
+	ld.shared.b32 	%r5, [%r3];
+	@!%p2 bra 	$L_mma_done;
+	mov.b32 	%r6, 135268624;
+	setp.ne.b32 	%p3, %r6, 0;
+	tcgen05.mma.cta_group::1.kind::f16 [%r5], %rd2, %rd3, %r6, %p3;
+	tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r4];
+$L_mma_done:
+	mov.b32 	%r7, 0;
+$L_wait:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p4, [%r4], %r7;
+	@!%p4 bra 	$L_wait;
+	tcgen05.fence::after_thread_sync;
+	shl.b32 	%r8, %r2, 21;
+	add.s32 	%r9, %r5, %r8;
+	tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r10, %r11}, [%r9];
+	tcgen05.wait::ld.sync.aligned;
+	add.s32 	%r12, %r10, %r11;
+	mul.wide.u32 	%rd5, %r1, 4;
+	add.s64 	%rd6, %rd4, %rd5;
+	st.global.u32 	[%rd6], %r12;
+	tcgen05.fence::before_thread_sync;
+	bar.sync 	0;
+	@!%p1 bra 	$L_end;
+	tcgen05.fence::after_thread_sync;
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r5, 32;
+$L_end:
+	ret;
+}
+"""
+
+_ALLOC = "\ttcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r3], 32;\n"
+_RELINQUISH = "\ttcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n"
+_DEALLOC = "\ttcgen05.dealloc.cta_group::1.sync.aligned.b32 %r5, 32;\n"
+_COMMIT = ("\ttcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
+           "[%r4];\n")
+_SPIN = ("$L_wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 \t%p4, [%r4], %r7;\n"
+         "\t@!%p4 bra \t$L_wait;\n")
+_READ = "\tld.shared.b32 \t%r5, [%r3];\n"
+_PUBLISH = "\tbar.sync \t0;\n\ttcgen05.fence::after_thread_sync;\n"
+_LD = "tcgen05.ld.sync.aligned.32x32b.x2.b32"
+
+PTX_BUGS: dict[str, tuple[list[tuple[str, str]], list[Hazard], str]] = {
+    "no_alloc": ([(_ALLOC, "")], [Hazard.TMEM_USE_BEFORE_ALLOC], "tcgen05.mma"),
+    # every warp reads the slot before the barrier that publishes the alloc's store
+    "read_before_barrier": ([(_PUBLISH + _READ, _READ + _PUBLISH)],
+                            [Hazard.TMEM_USE_BEFORE_ALLOC], "ld.shared.b32"),
+    "no_dealloc": ([(_DEALLOC, "")], [Hazard.TMEM_NOT_DEALLOCATED], "tcgen05.alloc"),
+    "no_relinquish": ([(_RELINQUISH, "")], [Hazard.TMEM_PERMIT_NOT_RELINQUISHED],
+                      "tcgen05.alloc"),
+    "alloc_after_relinquish": ([(_ALLOC + _RELINQUISH, _RELINQUISH + _ALLOC)],
+                               [Hazard.TMEM_ALLOC_AFTER_RELINQUISH], "tcgen05.alloc"),
+    # the ld and the dealloc both come too early
+    "no_commit": ([(_COMMIT, "")], [Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, _LD),
+    "no_mbarrier_wait": ([(_SPIN, "")], [Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, _LD),
+    # the barrier hands the columns over, and warp 0 frees them, with its load in flight
+    "no_wait_ld": ([("\ttcgen05.wait::ld.sync.aligned;\n", "")],
+                   [Hazard.TCGEN05_LD_NO_WAIT] * 2, "bar.sync"),
+    "no_fence_before": ([("\ttcgen05.fence::before_thread_sync;\n", "")],
+                        [Hazard.TCGEN05_FENCE_MISSING], "bar.sync"),
+    "no_fence_after_wait": ([(_SPIN + "\ttcgen05.fence::after_thread_sync;\n", _SPIN)],
+                            [Hazard.TCGEN05_FENCE_MISSING], _LD),
+    "mixed_cta_group": ([("tcgen05.mma.cta_group::1", "tcgen05.mma.cta_group::2")],
+                        [Hazard.TCGEN05_CTA_GROUP_MIXED], "tcgen05.mma"),
+}
+
+
+def ptx_variant(name: str) -> str:
+    """`CLEAN_PTX` with variant `name`'s edits (each must apply)."""
+    text = CLEAN_PTX
+    for old, new in PTX_BUGS[name][0]:
+        assert text.count(old) == 1, (name, old)
+        text = text.replace(old, new)
+    return text
+
+
+# -- inline PTX ------------------------------------------------------------------------------------
+LINES: dict[str, int] = {}
+_SM100 = ("8.6", "sm_100a")
+
+
+def _mark(name: str) -> None:
+    """Remember the caller's next line as `LINES[name]`."""
+    LINES[name] = sys._getframe(1).f_lineno + 1
+
+
+def inline_dealloc(variant: str) -> Kernel:
+    """Warp 0 allocates with inline PTX (CUTLASS's TmemAllocator writes it so), every warp
+    reads the address after a barrier, and one warp frees it: warp 0 (`ok`), warp 1
+    (`other_warp`), warp 1 after warp 3 returned early (`early_return`), or nobody
+    (`no_dealloc`); warp 0 returning first (`alloc_warp_returns`), or a dealloc only when a
+    parameter says so (`if_param`), leave it allocated on some path."""
+    k = Kernel(f"inline_{variant}", reqntid=128)
+    slot = k.shared_array(t.b32, 1, align=8)
+    warp = k.shr(k.tid.x, 5, type=t.u32)
+    with k.if_(warp == 0):
+        _mark(f"inline_{variant}")
+        k.asm("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$0], 32;", ins=[slot],
+              requires=_SM100)
+        k.asm("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;", requires=_SM100)
+    k.bar_sync(0)
+    taddr = k.ld(slot, type=t.b32, space="shared")
+    frees = {"ok": 0, "other_warp": 1, "early_return": 1, "alloc_warp_returns": 1,
+             "if_param": 1}.get(variant)
+    if variant in ("early_return", "alloc_warp_returns"):
+        with k.if_(warp == (3 if variant == "early_return" else 0)):
+            k.ret()
+    if variant == "if_param":
+        with k.if_(k.ld_param(k.param(t.u32, "go")) == 1):
+            _dealloc(k, warp, frees, taddr)
+    elif frees is not None:
+        _dealloc(k, warp, frees, taddr)
+    k.ret()
+    return k
+
+
+def _dealloc(k: Kernel, warp, which: int, taddr) -> None:
+    with k.if_(warp == which):
+        k.asm("tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, 32;", ins=[taddr],
+              requires=_SM100)

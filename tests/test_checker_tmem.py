@@ -47,6 +47,12 @@ def test_ptx_variant_is_reported(variant):
     assert _line_of(text, first.loc.line).startswith(where), first.format()
 
 
+@pytest.mark.parametrize("variant", sorted(set(tk.PTX_BUGS) - {"mixed_cta_group"}))
+def test_ptxas_takes_each_mistake(variant):
+    # What the rules are for: ptxas assembles every one of them (mixing CTA groups it refuses)
+    assert assemble_declared(tk.ptx_variant(variant))[:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize("variant, words", [
     ("no_alloc", "no tcgen05.alloc runs in this kernel"),
     ("read_before_barrier", "in threads that did not run the alloc, with no barrier"),

@@ -38,6 +38,8 @@ FAMILIES: tuple[str, ...] = (
     "cvt_packed",
     "sfu",
     "tcgen05_mma",
+    "tcgen05",
+    "tcgen05_ldst",
 )
 
 

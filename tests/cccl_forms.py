@@ -78,7 +78,10 @@ def asm_shapes(*headers: str) -> set[str]:
         for m in _ASM.finditer((CCCL / f"{header}.h").read_text()):
             text = "".join(_LITERAL.findall(m.group(1))).replace("\\n", "\n").replace("\\t", " ")
             for stmt in re.split(r";\s*(?://[^\n]*)?", re.sub(r"//[^\n]*", "", text)):
-                stmt = stmt.strip(" \n{}")
+                # the braces of a `{ .reg ...; }` wrapper, not a vector operand's
+                stmt = stmt.strip(" \n").lstrip("{ \n")
+                while stmt.endswith("}") and stmt.count("}") > stmt.count("{"):
+                    stmt = stmt[:-1].rstrip()
                 if stmt and not stmt.startswith((".reg", "selp", "}")):
                     out.add(shape(stmt))
     return out

@@ -78,11 +78,15 @@ TYPES: dict[str, str] = {
     **dict.fromkeys(("d_tmem", "a_tmem", "scale_A_tmem", "scale_B_tmem"), "Reg | Addr"),
     "disable_output_lane": "Sequence[Value]", "enable_input_d": "Reg | NegPred | Imm | Int",
     "scale_input_d": "Int", "zero_column_mask_desc": "Value",
+    # tcgen05 (alloc, dealloc, commit, shift, cp, ld, st)
+    "n_cols": "Value", "taddr": "Reg | Addr", "s_desc": "Reg | Imm | Int",
+    "imm_half_splitoff": "Int", "out": "Int | Sequence[Reg]", "values": "Sequence[Reg]",
 }
 
 # (builder pattern, parameter): a type that differs from the name's usual meaning.
 OVERRIDES: dict[tuple[str, str], str] = {
     ("tensormap_cp_fenceproxy", "dst"): "Address",
+    ("tcgen05_alloc", "dst"): "Address",
     ("tensormap_cp_fenceproxy", "src"): "Address",
     ("cp_async_bulk_prefetch", "src"): "Address",
     ("fence_proxy_tensormap_generic", "size"): "Int",

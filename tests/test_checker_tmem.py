@@ -12,7 +12,7 @@ from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.testing import assemble_declared
 from tests import tmem_kernels as tk
-from tests.checker_kernels import ids
+from tests.checker_kernels import clean, ids
 
 
 def _findings(text: str):
@@ -87,3 +87,25 @@ def test_every_exit_of_the_allocating_warp_needs_a_dealloc(variant, bug):
     f = _at(found, Hazard.TMEM_NOT_DEALLOCATED, f"inline_{variant}")
     assert [s.role for s in f.sites] == ["alloc", "exit"]
     assert ids(check_module(parse_ptx(Module([k]).emit()))) == ids(found)
+
+
+def _parsed_ids(k) -> list[str]:
+    return ids(check_module(parse_ptx(Module([k]).emit())))
+
+
+def test_built_tile_checks_clean_and_assembles():
+    k = tk.tile()
+    clean(k)
+    assert _parsed_ids(k) == []
+    Module([k]).assemble()
+
+
+@pytest.mark.parametrize("variant", sorted(tk.BUILT_BUGS))
+def test_built_variant_is_reported_at_its_line(variant):
+    hazards, mark = tk.BUILT_BUGS[variant]
+    k = tk.tile(variant)
+    found = check_kernel(k)
+    assert ids(found) == sorted(h.value for h in hazards), [f.format() for f in found]
+    first = min(found, key=lambda f: f.loc.line)
+    assert (first.loc.file, first.loc.line) == (tk.__file__, tk.LINES[mark]), first.format()
+    assert _parsed_ids(k) == ids(found)

@@ -11,8 +11,9 @@ names)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from ptxdsl import Kernel, t
+from ptxdsl import Kernel, ptx, t
 from ptxdsl.checker import Hazard
 
 CLEAN_PTX = """\
@@ -169,3 +170,120 @@ def _dealloc(k: Kernel, warp, which: int, taddr) -> None:
     with k.if_(warp == which):
         k.asm("tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, 32;", ins=[taddr],
               requires=_SM100)
+
+
+# -- built with the tcgen05 builders ---------------------------------------------------------------
+_IDESC = 0x08100490       # (any 32-bit value: the rules do not read it)
+
+
+class Tile:
+    """One CTA of 128 threads computing one accumulator tile, as `CLEAN_PTX` does, with the
+    builders: warp 0 allocates, thread 0 issues the mma and commits it, everyone waits, loads
+    its lanes and stores them, warp 0 frees the columns. Each step is a method, so a test's
+    variant leaves one out or changes it."""
+
+    def __init__(self, name: str):
+        self.k = k = Kernel(name, reqntid=128)
+        self.out = k.ld_param(k.param_ptr("out"))
+        self.a = k.ld_param(k.param(t.u64, "adesc"))
+        self.b = k.ld_param(k.param(t.u64, "bdesc"))
+        self.slot = k.shared_array(t.b32, 1, align=8, name="slot")
+        self.bar = k.shared_array(t.b64, 1, align=8, name="bar")
+        self.warp = k.shr(k.tid.x, 5, type=t.u32)
+        self.taddr = None
+
+    def alloc(self, relinquish: bool = True) -> None:
+        k = self.k
+        with k.if_(self.warp == 0):
+            _mark("alloc")
+            ptx.tcgen05_alloc(k, ptx.cta_group_1, self.slot, 32)
+            if relinquish:
+                _mark("relinquish")
+                ptx.tcgen05_relinquish_alloc_permit(k, ptx.cta_group_1)
+
+    def publish(self, barrier: bool = True, fence: bool = True) -> None:
+        """The barrier that publishes the alloc's address (and the mbarrier's init)."""
+        k = self.k
+        with k.if_(k.tid.x == 0):
+            ptx.mbarrier_init(k, self.bar, 1)
+        if barrier:
+            k.bar_sync(0)
+        if fence:
+            ptx.tcgen05_fence_after_thread_sync(k)
+        _mark("read_slot")
+        self.taddr = k.ld(self.slot, type=t.u32, space="shared")
+
+    def mma(self, commit: bool = True) -> None:
+        k = self.k
+        with k.if_(k.tid.x == 0):
+            _mark("mma")
+            ptx.tcgen05_mma(k, ptx.kind_f16, ptx.cta_group_1, self.taddr, self.a, self.b,
+                            _IDESC, 0)
+            if commit:
+                ptx.tcgen05_commit(k, ptx.cta_group_1, self.bar)
+
+    def wait(self, wait: bool = True, fence: bool = True) -> None:
+        k = self.k
+        if wait:
+            ptx.mbarrier_wait(k, self.bar, 0)
+        if fence:
+            ptx.tcgen05_fence_after_thread_sync(k)
+
+    def load(self, wait: bool = True) -> Any:
+        """Each warp loads its 32 lanes (warp w: lanes 32w.., address bits 16 up)."""
+        k = self.k
+        lanes = k.add(self.taddr, k.shl(self.warp, 21))
+        _mark("ld")
+        regs = ptx.tcgen05_ld_32x32b(k, 2, lanes, type=t.u32)
+        if wait:
+            ptx.tcgen05_wait_ld(k)
+        total = k.add(regs[0], regs[1])
+        k.st(k.add(self.out, k.mul(k.tid.x, 4, mode="wide")), total, type=t.u32,
+             space="global")
+        return lanes
+
+    def free(self, fence: bool = True, barrier: bool = True, dealloc: bool = True) -> None:
+        k = self.k
+        if fence:
+            ptx.tcgen05_fence_before_thread_sync(k)
+        if barrier:
+            _mark("free_barrier")
+            k.bar_sync(0)
+        with k.if_(self.warp == 0):
+            ptx.tcgen05_fence_after_thread_sync(k)
+            if dealloc:
+                _mark("dealloc")
+                ptx.tcgen05_dealloc(k, ptx.cta_group_1, self.taddr, 32)
+        k.ret()
+
+
+def tile(variant: str = "ok") -> Kernel:
+    """`Tile`'s kernel, whole (`ok`) or with one mistake (`BUILT_BUGS`)."""
+    s = Tile(f"tile_{variant}")
+    s.alloc(relinquish=variant != "no_relinquish")
+    s.publish(barrier=variant != "no_barrier", fence=variant != "no_fence_after_barrier")
+    s.mma(commit=variant != "no_commit")
+    s.wait(wait=variant != "no_mbarrier_wait", fence=variant != "no_fence_after_wait")
+    lanes = s.load(wait=variant != "no_wait_ld")
+    if variant == "st_no_wait":
+        # write the lanes back (zeroed), then hand them over with the store in flight
+        _mark("st")
+        ptx.tcgen05_st_32x32b(s.k, lanes, [s.k.mov(0, type=t.b32)] * 2)
+    s.free(fence=variant != "no_fence_before", dealloc=variant != "no_dealloc")
+    return s.k
+
+
+# variant -> (the hazards, the mark of the line the first finding names)
+BUILT_BUGS: dict[str, tuple[list[Hazard], str]] = {
+    "no_relinquish": ([Hazard.TMEM_PERMIT_NOT_RELINQUISHED], "alloc"),
+    # (the barrier published the mbarrier's init too)
+    "no_barrier": ([Hazard.MBAR_INIT_UNSYNCED, Hazard.TMEM_USE_BEFORE_ALLOC], "read_slot"),
+    "no_fence_after_barrier": ([Hazard.TCGEN05_FENCE_MISSING], "mma"),
+    "no_commit": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, "ld"),
+    "no_mbarrier_wait": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, "ld"),
+    "no_fence_after_wait": ([Hazard.TCGEN05_FENCE_MISSING], "ld"),
+    "no_wait_ld": ([Hazard.TCGEN05_LD_NO_WAIT] * 2, "free_barrier"),
+    "st_no_wait": ([Hazard.TCGEN05_ST_NO_WAIT] * 2, "free_barrier"),
+    "no_fence_before": ([Hazard.TCGEN05_FENCE_MISSING], "free_barrier"),
+    "no_dealloc": ([Hazard.TMEM_NOT_DEALLOCATED], "alloc"),
+}

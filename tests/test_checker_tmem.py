@@ -109,3 +109,28 @@ def test_built_variant_is_reported_at_its_line(variant):
     first = min(found, key=lambda f: f.loc.line)
     assert (first.loc.file, first.loc.line) == (tk.__file__, tk.LINES[mark]), first.format()
     assert _parsed_ids(k) == ids(found)
+
+
+def test_warp_specialized_tile_checks_clean_and_assembles():
+    # The mma's completion reaches the epilogue warps through their wait on acc_bar, and
+    # warp 1's dealloc through the CTA barrier after that wait.
+    k = tk.warp_specialized()
+    clean(k)
+    assert _parsed_ids(k) == []
+    Module([k]).assemble()
+
+
+@pytest.mark.parametrize("variant", sorted(tk.WS_BUGS))
+def test_warp_specialized_variant_is_reported(variant):
+    hazards, mark = tk.WS_BUGS[variant]
+    k = tk.warp_specialized(variant)
+    found = check_kernel(k)
+    assert ids(found) == sorted(h.value for h in hazards), [f.format() for f in found]
+    first = min(found, key=lambda f: f.loc.line)
+    assert (first.loc.file, first.loc.line) == (tk.__file__, tk.LINES[mark]), first.format()
+    assert _parsed_ids(k) == ids(found)
+
+
+def test_an_epilogue_that_waits_on_no_commit_barrier_is_told_so():
+    f = min(check_kernel(tk.warp_specialized("no_acc_wait")), key=lambda f: f.loc.line)
+    assert "waited on no tcgen05.commit's mbarrier" in f.message

@@ -15,6 +15,7 @@ from typing import Any
 
 from ptxdsl import Kernel, ptx, t
 from ptxdsl.checker import Hazard
+from ptxdsl.pipeline import MbarrierRing
 
 CLEAN_PTX = """\
 .version 8.6
@@ -286,4 +287,80 @@ BUILT_BUGS: dict[str, tuple[list[Hazard], str]] = {
     "st_no_wait": ([Hazard.TCGEN05_ST_NO_WAIT] * 2, "free_barrier"),
     "no_fence_before": ([Hazard.TCGEN05_FENCE_MISSING], "free_barrier"),
     "no_dealloc": ([Hazard.TMEM_NOT_DEALLOCATED], "alloc"),
+}
+
+
+def warp_specialized(variant: str = "ok") -> Kernel:
+    """A warp-specialised tile of 192 threads: thread 0 loads the K tiles with TMA into a ring
+    of two stages; warp 1 allocates the accumulator, and its lane 0 issues one mma per stage,
+    committing each to the stage's empty barrier and the last to `acc_bar`; warps 2-5 wait
+    on `acc_bar`, load their lanes and store them; after a CTA barrier warp 1 frees the
+    columns. Variants (`WS_BUGS`): the issuer's mma right after the full wait with no
+    tcgen05.fence::after_thread_sync (`no_fence_after_full`), the epilogue's load without the
+    wait on `acc_bar` (`no_acc_wait`), warp 1 freeing the columns without the barrier that
+    orders the epilogue's wait and loads before it (`dealloc_unsynced`)."""
+    k = Kernel(f"ws_{variant}", reqntid=192)
+    out = k.ld_param(k.param_ptr("out"))
+    tmap = k.param_tensormap("tmap", box=(64, 64), dtype=t.f16)
+    maddr = k.tensormap_addr(tmap)
+    k_tiles = k.ld_param(k.param(t.u32, "k_tiles"))
+    tiles = k.shared_array(t.b8, 2 * 8192, align=1024, name="tiles")
+    slot = k.shared_array(t.b32, 1, align=8, name="slot")
+    acc_bar = k.shared_array(t.b64, 1, align=8, name="acc_bar")
+    ring = MbarrierRing(k, 2)
+    warp = k.shr(k.tid.x, 5, type=t.u32)
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, acc_bar, 1)
+    with k.if_(warp == 1):
+        ptx.tcgen05_alloc(k, ptx.cta_group_1, slot, 64)
+        ptx.tcgen05_relinquish_alloc_permit(k, ptx.cta_group_1)
+    ring.init()                     # (thread 0's inits, fence.mbarrier_init, bar.sync)
+    ptx.tcgen05_fence_after_thread_sync(k)
+    taddr = k.ld(slot, type=t.u32, space="shared")
+    with k.if_(k.tid.x == 0):
+        p = ring.producer()
+        with k.for_range(0, k_tiles) as i:
+            p.wait_empty()
+            p.arrive_expect_tx(8192)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, 8192),
+                                     maddr, (0, k.mul(i, 64)), p.full_barrier())
+            p.advance()
+    with k.if_(k.tid.x == 32):
+        c = ring.consumer()
+        with k.for_range(0, k_tiles) as i:
+            c.wait_full()
+            if variant != "no_fence_after_full":
+                ptx.tcgen05_fence_after_thread_sync(k)
+            desc = k.cvt(c.slot(tiles, 8192), t.u64)
+            _mark("ws_mma")
+            ptx.tcgen05_mma(k, ptx.kind_f16, ptx.cta_group_1, taddr, desc, desc, _IDESC,
+                            k.setp("ne", i, 0))
+            ptx.tcgen05_commit(k, ptx.cta_group_1, c.empty_barrier())
+            c.advance()
+        ptx.tcgen05_commit(k, ptx.cta_group_1, acc_bar)
+    with k.if_(warp >= 2):
+        if variant != "no_acc_wait":
+            ptx.mbarrier_wait(k, acc_bar, 0)
+        ptx.tcgen05_fence_after_thread_sync(k)
+        quarter = k.and_(warp, 3, type=t.u32)      # warp 2..5 -> lanes 64, 96, 0, 32
+        _mark("ws_ld")
+        regs = ptx.tcgen05_ld_32x32b(k, 4, k.add(taddr, k.shl(quarter, 21)), type=t.u32)
+        ptx.tcgen05_wait_ld(k)
+        k.st(k.add(out, k.mul(k.tid.x, 4, mode="wide")), k.add(regs[0], regs[3]),
+             type=t.u32, space="global")
+        ptx.tcgen05_fence_before_thread_sync(k)
+    if variant != "dealloc_unsynced":
+        k.bar_sync(0)
+    with k.if_(warp == 1):
+        ptx.tcgen05_fence_after_thread_sync(k)
+        _mark("ws_dealloc")
+        ptx.tcgen05_dealloc(k, ptx.cta_group_1, taddr, 64)
+    k.ret()
+    return k
+
+
+WS_BUGS: dict[str, tuple[list[Hazard], str]] = {
+    "no_fence_after_full": ([Hazard.TCGEN05_FENCE_MISSING], "ws_mma"),
+    "no_acc_wait": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, "ws_ld"),
+    "dealloc_unsynced": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT], "ws_dealloc"),
 }

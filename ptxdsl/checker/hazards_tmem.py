@@ -37,12 +37,14 @@ whatever the others touch.
 
 Facts (may): ("tm_live", alloc, cta_group), ("tm_permit", alloc, cta_group) owned by the
 allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until a barrier;
-("tm_mma", mma, commit or None) until a wait on the commit's barrier; ("tm_ld", ld) until
+("tm_mma", mma, commits) until a wait on one of the commits' barriers (a commit tracks every
+earlier mma of its thread); ("tm_ld", ld) until
 wait::ld, ("tm_st", st) until wait::st; ("tm_unfenced", op, kind) until
 fence::before_thread_sync (or a commit); ("tm_synced", sync) until fence::after_thread_sync;
 ("tm_seen",) once any tcgen05 instruction ran. Must: ("tm_alloc",) once an alloc ran on every
-path; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed the last
-alloc.
+path; ("tm_acq", wait or barrier) once a wait on a commit's barrier (or a CTA barrier after
+one) ran; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed
+the last alloc.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from .findings import Hazard
 from .ops import Op, Role
 from .state import State
 
-OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld", "tm_st"})
+OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld", "tm_st", "tm_mma"})
 _TC = frozenset({Role.TC_ALLOC, Role.TC_DEALLOC, Role.TC_RELINQUISH, Role.TC_FENCE,
                  Role.TC_COMMIT, Role.TC_WAIT, Role.TC_ASYNC})
 _TRACKED = frozenset({"mma", "cp", "shift"})    # what tcgen05.commit tracks (and fences)
@@ -202,14 +204,45 @@ EXIT_CHECKS.append(tmem_exit)
 
 # -- asynchronous operations -----------------------------------------------------------------------
 def _mma_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
+    """`tmem-read-before-commit-wait`: an mma of this thread not yet complete, or an mma of
+    any thread before this op with no wait on a commit's barrier (or a barrier after one)
+    that this op's threads ran."""
     for f in _pending(state, "tm_mma"):
-        how = ("it was never committed (tcgen05.commit)" if f[2] is None else
+        how = ("it was never committed (tcgen05.commit)" if not f[2] else
                "no mbarrier wait on its tcgen05.commit's barrier came after the commit")
         an.report(Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, f"this {does} while the tcgen05.mma "
                   f"that writes it may still run: {how}",
-                  [("use", op.index), ("mma", f[1]), ("commit", f[2])],
+                  [("use", op.index), ("mma", f[1])] + [("commit", c) for c in sorted(f[2])[-1:]],
                   dedupe=("mma", op.index))
         return
+    mma = _mma_before(an, op.index)
+    if mma is None or any(f[0] == "tm_acq" and an.div.same_threads(f[1], op.index)
+                          for f in state.must):
+        return
+    an.report(Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, f"this {does}, but the threads that run "
+              "it waited on no tcgen05.commit's mbarrier (nor passed a barrier after such a "
+              "wait) since a tcgen05.mma that may write it", [("use", op.index), ("mma", mma)],
+              dedupe=("mma", op.index))
+
+
+def _mma_before(an: Analysis, i: int) -> int | None:
+    """An mma from which statement i can be reached (None: none can)."""
+    reach = an.cache.get("tm_after_mma")
+    if reach is None:
+        reach = an.cache["tm_after_mma"] = {}
+        for o in an.ops:
+            if o.role is Role.TC_ASYNC and o.field == "mma":
+                todo = list(an.cfg.succs(an.cfg.block_of(o.index)))
+                while todo:
+                    b = todo.pop()
+                    if b not in reach:
+                        reach[b] = o.index
+                        todo.extend(an.cfg.succs(b))
+    b = an.cfg.block_of(i)
+    if b in reach:
+        return reach[b]
+    return next((o.index for o in an.by_block[b] if o.role is Role.TC_ASYNC
+                 and o.field == "mma" and o.index < i), None)
 
 
 def _ld_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
@@ -252,7 +285,7 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
             _st_in_flight(an, state, op, f"{name} {_USES[kind]} tensor memory")
     add: set[tuple] = {("tm_unfenced", i, kind), ("tm_seen",)}
     if kind == "mma":
-        add.add(("tm_mma", i, None))
+        add.add(("tm_mma", i, frozenset()))
     elif kind in ("ld", "st"):
         add.add((f"tm_{kind}", i))
     return _with(state, add)
@@ -260,9 +293,9 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TC_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """tcgen05.commit: the uncommitted mmas complete on its barrier; it fences the mma, cp and
-    shift it tracks (the ISA's implicit before_thread_sync)."""
-    may = frozenset(("tm_mma", f[1], op.index) if f[0] == "tm_mma" and f[2] is None else f
+    """tcgen05.commit: every earlier mma of this thread completes on its barrier (too); it
+    fences the mma, cp and shift it tracks (the ISA's implicit before_thread_sync)."""
+    may = frozenset(("tm_mma", f[1], f[2] | {op.index}) if f[0] == "tm_mma" else f
                     for f in state.may if not (f[0] == "tm_unfenced" and f[2] in _TRACKED))
     return State(state.must, may | {("tm_seen",)}, state.tx)
 
@@ -297,19 +330,37 @@ def _release(an: Analysis, state: State, op: Op) -> None:
                   [("sync", op.index), (f[2], f[1])], dedupe=("before", op.index))
 
 
-def _acquire(an: Analysis, state: State, op: Op, published: bool) -> State:
-    """A synchronisation that later tcgen05 work of this thread must be fenced after."""
+def _acquire(an: Analysis, state: State, op: Op) -> State:
+    """A synchronisation that later tcgen05 work of this thread must be fenced after; it
+    publishes allocs. A wait on a commit's barrier completes this thread's mmas committed to
+    it and orders its threads after them (must ("tm_acq", wait)); a CTA barrier after such a
+    wait (in any thread: the epilogue warps of a warp-specialised kernel) does both for every
+    thread."""
     if not any(f[0] in ("tm_seen", "tm_unpublished", "tm_mma") for f in state.may):
         return state
+    must = state.must
     if op.role is Role.MBAR_WAIT:
-        key = an.key(op, "mbar")
-        done = {f for f in state.may if f[0] == "tm_mma" and f[2] is not None and (
-            key is None or an.key(an.op_at[f[2]], "mbar") is None
-            or keys_match(an.key(an.op_at[f[2]], "mbar"), key))}
+        waited = [an.key(op, "mbar")]
+        if an.runs_somewhere(op.index) and any(
+                _same_barrier(an, c.index, waited[0]) for c in an.ops
+                if c.role is Role.TC_COMMIT):
+            must = must | {("tm_acq", op.index)}
     else:
-        done = set()
+        waited = [an.key(an.op_at[f[1]], "mbar") for f in must if f[0] == "tm_acq"
+                  and an.op_at[f[1]].role is Role.MBAR_WAIT]
+        if waited:
+            must = must | {("tm_acq", op.index)}
+    done = {f for f in state.may if f[0] == "tm_mma"
+            and any(_same_barrier(an, c, key) for c in f[2] for key in waited)}
     add = {("tm_synced", op.index)} if ("tm_seen",) in state.may else set()
-    return _with(state, add, drop=lambda f: f in done or published and f[0] == "tm_unpublished")
+    return _with(state, add, drop=lambda f: f in done or f[0] == "tm_unpublished", must=must)
+
+
+def _same_barrier(an: Analysis, commit: int, key: Any) -> bool:
+    """May the commit at statement `commit` arrive on the barrier a wait's `key` names?
+    (Unknown keys may.)"""
+    mine = an.key(an.op_at[commit], "mbar")
+    return key is None or mine is None or keys_match(mine, key)
 
 
 @handles(Role.CTA_BARRIER, Role.CLUSTER_BARRIER)
@@ -319,7 +370,7 @@ def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     if report:
         _release(an, state, op)
-    return _acquire(an, state, op, True)
+    return _acquire(an, state, op)
 
 
 @handles(Role.MBAR_WAIT)
@@ -327,7 +378,7 @@ def mbar_wait(an: Analysis, state: State, op: Op, report: bool) -> State:
     """An mbarrier wait: completes the mmas committed to its barrier; acquires."""
     if not an.roles & _TC:
         return state
-    return _acquire(an, state, op, True)
+    return _acquire(an, state, op)
 
 
 @handles(Role.MBAR_ARRIVE, Role.CLUSTER_ARRIVE, Role.NAMED_BARRIER)

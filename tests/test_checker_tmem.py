@@ -32,9 +32,11 @@ def _at(found, hazard: Hazard, mark: str, count: int = 1):
     return f
 
 
-def test_clean_ptx_checks_clean_and_assembles():
-    assert [f.format() for f in _findings(tk.CLEAN_PTX)] == []
-    assert assemble_declared(tk.CLEAN_PTX)[:4] == b"\x7fELF"
+@pytest.mark.parametrize("variant", [None, *sorted(tk.PTX_FIXED)])
+def test_clean_ptx_checks_clean_and_assembles(variant):
+    text = tk.CLEAN_PTX if variant is None else tk.ptx_variant(variant)
+    assert [f.format() for f in _findings(text)] == []
+    assert assemble_declared(text)[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("variant", sorted(tk.PTX_BUGS))
@@ -64,7 +66,8 @@ def test_ptxas_takes_each_mistake(variant):
     ("no_wait_ld", "may still be reading tensor memory (no tcgen05.wait::ld since)"),
     ("no_fence_before", "no tcgen05.fence::before_thread_sync between them"),
     ("no_fence_after_wait", "no tcgen05.fence::after_thread_sync between them"),
-    ("mixed_cta_group", "names .cta_group::2 while the kernel's others name .cta_group::1")])
+    ("mixed_cta_group", "names .cta_group::2 while the kernel's others name .cta_group::1"),
+    ("st_no_wait", "may still be writing tensor memory (no tcgen05.wait::st since)")])
 def test_messages_say_what_is_wrong(variant, words):
     found = _findings(tk.ptx_variant(variant))
     assert any(words in f.message for f in found), [f.message for f in found]
@@ -134,3 +137,16 @@ def test_warp_specialized_variant_is_reported(variant):
 def test_an_epilogue_that_waits_on_no_commit_barrier_is_told_so():
     f = min(check_kernel(tk.warp_specialized("no_acc_wait")), key=lambda f: f.loc.line)
     assert "waited on no tcgen05.commit's mbarrier" in f.message
+
+
+def test_alloc_once_per_persistent_cta_checks_clean():
+    k = tk.persistent()
+    clean(k)
+    Module([k]).assemble()
+
+
+def test_an_alloc_per_tile_after_the_relinquish_is_reported():
+    k = tk.persistent("per_tile")
+    f = _at(check_kernel(k), Hazard.TMEM_ALLOC_AFTER_RELINQUISH, "persistent_per_tile")
+    assert [s.role for s in f.sites] == ["alloc", "relinquish"]
+    assert _parsed_ids(k) == [Hazard.TMEM_ALLOC_AFTER_RELINQUISH.value]

@@ -92,6 +92,8 @@ _SPIN = ("$L_wait:\n\tmbarrier.try_wait.parity.shared::cta.b64 \t%p4, [%r4], %r7
 _READ = "\tld.shared.b32 \t%r5, [%r3];\n"
 _PUBLISH = "\tbar.sync \t0;\n\ttcgen05.fence::after_thread_sync;\n"
 _LD = "tcgen05.ld.sync.aligned.32x32b.x2.b32"
+_WAIT_LD = "\ttcgen05.wait::ld.sync.aligned;\n"
+_ST = "\ttcgen05.st.sync.aligned.32x32b.x2.b32 [%r9], {%r10, %r11};\n"
 
 PTX_BUGS: dict[str, tuple[list[tuple[str, str]], list[Hazard], str]] = {
     "no_alloc": ([(_ALLOC, "")], [Hazard.TMEM_USE_BEFORE_ALLOC], "tcgen05.mma"),
@@ -107,7 +109,7 @@ PTX_BUGS: dict[str, tuple[list[tuple[str, str]], list[Hazard], str]] = {
     "no_commit": ([(_COMMIT, "")], [Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, _LD),
     "no_mbarrier_wait": ([(_SPIN, "")], [Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, _LD),
     # the barrier hands the columns over, and warp 0 frees them, with its load in flight
-    "no_wait_ld": ([("\ttcgen05.wait::ld.sync.aligned;\n", "")],
+    "no_wait_ld": ([(_WAIT_LD, "")],
                    [Hazard.TCGEN05_LD_NO_WAIT] * 2, "bar.sync"),
     "no_fence_before": ([("\ttcgen05.fence::before_thread_sync;\n", "")],
                         [Hazard.TCGEN05_FENCE_MISSING], "bar.sync"),
@@ -115,13 +117,19 @@ PTX_BUGS: dict[str, tuple[list[tuple[str, str]], list[Hazard], str]] = {
                             [Hazard.TCGEN05_FENCE_MISSING], _LD),
     "mixed_cta_group": ([("tcgen05.mma.cta_group::1", "tcgen05.mma.cta_group::2")],
                         [Hazard.TCGEN05_CTA_GROUP_MIXED], "tcgen05.mma"),
+    # each warp writes its lanes back and hands them over (and frees them) mid-store
+    "st_no_wait": ([(_WAIT_LD, _WAIT_LD + _ST)], [Hazard.TCGEN05_ST_NO_WAIT] * 2, "bar.sync"),
+}
+# Correct edits: each checks clean (the twins of the variants above that add an instruction).
+PTX_FIXED: dict[str, list[tuple[str, str]]] = {
+    "st_waited": [(_WAIT_LD, _WAIT_LD + _ST + "\ttcgen05.wait::st.sync.aligned;\n")],
 }
 
 
 def ptx_variant(name: str) -> str:
-    """`CLEAN_PTX` with variant `name`'s edits (each must apply)."""
+    """`CLEAN_PTX` with variant `name`'s edits (`PTX_BUGS` or `PTX_FIXED`; each must apply)."""
     text = CLEAN_PTX
-    for old, new in PTX_BUGS[name][0]:
+    for old, new in PTX_FIXED[name] if name in PTX_FIXED else PTX_BUGS[name][0]:
         assert text.count(old) == 1, (name, old)
         text = text.replace(old, new)
     return text
@@ -202,11 +210,12 @@ class Tile:
                 _mark("relinquish")
                 ptx.tcgen05_relinquish_alloc_permit(k, ptx.cta_group_1)
 
-    def publish(self, barrier: bool = True, fence: bool = True) -> None:
+    def publish(self, barrier: bool = True, fence: bool = True, init: bool = True) -> None:
         """The barrier that publishes the alloc's address (and the mbarrier's init)."""
         k = self.k
-        with k.if_(k.tid.x == 0):
-            ptx.mbarrier_init(k, self.bar, 1)
+        if init:
+            with k.if_(k.tid.x == 0):
+                ptx.mbarrier_init(k, self.bar, 1)
         if barrier:
             k.bar_sync(0)
         if fence:
@@ -221,6 +230,7 @@ class Tile:
             ptx.tcgen05_mma(k, ptx.kind_f16, ptx.cta_group_1, self.taddr, self.a, self.b,
                             _IDESC, 0)
             if commit:
+                _mark("commit")
                 ptx.tcgen05_commit(k, ptx.cta_group_1, self.bar)
 
     def wait(self, wait: bool = True, fence: bool = True) -> None:
@@ -262,7 +272,8 @@ def tile(variant: str = "ok") -> Kernel:
     """`Tile`'s kernel, whole (`ok`) or with one mistake (`BUILT_BUGS`)."""
     s = Tile(f"tile_{variant}")
     s.alloc(relinquish=variant != "no_relinquish")
-    s.publish(barrier=variant != "no_barrier", fence=variant != "no_fence_after_barrier")
+    s.publish(barrier=variant != "no_barrier", fence=variant != "no_fence_after_barrier",
+              init=variant != "no_mbarrier_init")
     s.mma(commit=variant != "no_commit")
     s.wait(wait=variant != "no_mbarrier_wait", fence=variant != "no_fence_after_wait")
     lanes = s.load(wait=variant != "no_wait_ld")
@@ -287,6 +298,8 @@ BUILT_BUGS: dict[str, tuple[list[Hazard], str]] = {
     "st_no_wait": ([Hazard.TCGEN05_ST_NO_WAIT] * 2, "free_barrier"),
     "no_fence_before": ([Hazard.TCGEN05_FENCE_MISSING], "free_barrier"),
     "no_dealloc": ([Hazard.TMEM_NOT_DEALLOCATED], "alloc"),
+    # the commit's arrive and the wait both use the barrier no one initialised
+    "no_mbarrier_init": ([Hazard.MBAR_UNINIT] * 2, "commit"),
 }
 
 
@@ -364,3 +377,43 @@ WS_BUGS: dict[str, tuple[list[Hazard], str]] = {
     "no_acc_wait": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT] * 2, "ws_ld"),
     "dealloc_unsynced": ([Hazard.TMEM_READ_BEFORE_COMMIT_WAIT], "ws_dealloc"),
 }
+
+
+def persistent(variant: str = "ok") -> Kernel:
+    """A persistent CTA looping over tiles, each zeroing its accumulator lanes with
+    tcgen05.st: warp 0 allocates once before the loop and relinquishes the permit (`ok`), or
+    allocates, relinquishes and frees once per tile (`per_tile`: the second tile's alloc
+    follows the first tile's relinquish)."""
+    k = Kernel(f"persistent_{variant}", reqntid=128)
+    slot = k.shared_array(t.b32, 1, align=8, name="slot")
+    tiles = k.ld_param(k.param(t.u32, "tiles"))
+    warp = k.shr(k.tid.x, 5, type=t.u32)
+    zero = k.mov(0, type=t.b32)
+
+    def alloc() -> Any:
+        with k.if_(warp == 0):
+            _mark(f"persistent_{variant}")
+            ptx.tcgen05_alloc(k, ptx.cta_group_1, slot, 128)
+            ptx.tcgen05_relinquish_alloc_permit(k, ptx.cta_group_1)
+        k.bar_sync(0)
+        ptx.tcgen05_fence_after_thread_sync(k)
+        return k.ld(slot, type=t.u32, space="shared")
+
+    def free(taddr: Any) -> None:
+        ptx.tcgen05_fence_before_thread_sync(k)
+        k.bar_sync(0)
+        with k.if_(warp == 0):
+            ptx.tcgen05_fence_after_thread_sync(k)
+            ptx.tcgen05_dealloc(k, ptx.cta_group_1, taddr, 128)
+
+    taddr = alloc() if variant == "ok" else None
+    with k.for_range(0, tiles):
+        mine = alloc() if taddr is None else taddr
+        ptx.tcgen05_st_32x32b(k, k.add(mine, k.shl(warp, 21)), [zero])
+        ptx.tcgen05_wait_st(k)
+        if taddr is None:
+            free(mine)
+    if taddr is not None:
+        free(taddr)
+    k.ret()
+    return k

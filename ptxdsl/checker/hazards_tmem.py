@@ -32,8 +32,9 @@ asynchronous tcgen05 operations (PTX ISA, "Tensor Memory" and "Memory Consistenc
 - `tcgen05-cta-group-mixed`: tcgen05 instructions of one kernel with different
   `.cta_group` values (ISA: all must specify the same).
 
-The checker does not tell tensor-memory columns apart: an mma, ld or st is taken to touch
-whatever the others touch.
+A tcgen05.commit's mbarrier is checked as an arrive's (`hazards_mbar`: initialised, and
+the init published). The checker does not tell tensor-memory columns apart: an mma, ld or
+st is taken to touch whatever the others touch.
 
 Facts (may): ("tm_live", alloc, cta_group), ("tm_permit", alloc, cta_group) owned by the
 allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until a barrier;
@@ -53,6 +54,7 @@ from typing import Any
 
 from .analysis import EXIT_CHECKS, OWNED, STRUCTURAL, Analysis, handles, keys_match
 from .findings import Hazard
+from .hazards_mbar import _use as mbarrier_use
 from .ops import Op, Role
 from .state import State
 
@@ -293,8 +295,12 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TC_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """tcgen05.commit: every earlier mma of this thread completes on its barrier (too); it
+    """tcgen05.commit: its mbarrier must be initialised (`mbar-uninit` /
+    `mbar-init-unsynced`, as for an arrive: the commit arrives on it, in every CTA of its mask
+    when multicast); every earlier mma of this thread completes on the barrier (too); it
     fences the mma, cp and shift it tracks (the ISA's implicit before_thread_sync)."""
+    if report:
+        mbarrier_use(an, state, op, "cluster" if op.multicast else "thread")
     may = frozenset(("tm_mma", f[1], f[2] | {op.index}) if f[0] == "tm_mma" else f
                     for f in state.may if not (f[0] == "tm_unfenced" and f[2] in _TRACKED))
     return State(state.must, may | {("tm_seen",)}, state.tx)

@@ -59,7 +59,7 @@ def test_ptxas_takes_each_mistake(variant):
     ("no_alloc", "no tcgen05.alloc runs in this kernel"),
     ("read_before_barrier", "in threads that did not run the alloc, with no barrier"),
     ("no_dealloc", "is not deallocated (tcgen05.dealloc) before the kernel exits"),
-    ("no_relinquish", "no tcgen05.relinquish_alloc_permit before the kernel exits"),
+    ("no_relinquish", "no tcgen05.relinquish_alloc_permit follows it before the kernel exits"),
     ("alloc_after_relinquish", "after the CTA gave up its right to allocate"),
     ("no_commit", "it was never committed (tcgen05.commit)"),
     ("no_mbarrier_wait", "no mbarrier wait on its tcgen05.commit's barrier"),

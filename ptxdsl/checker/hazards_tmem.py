@@ -192,13 +192,15 @@ def tmem_exit(an: Analysis, state: State, at: int | None) -> None:
     warp may reach."""
     for tag, done, hazard, what in (
             ("tm_live", "tm_freed", Hazard.TMEM_NOT_DEALLOCATED,
-             "is not deallocated (tcgen05.dealloc) before the kernel exits"),
+             "the tensor memory this tcgen05.alloc takes is not deallocated "
+             "(tcgen05.dealloc)"),
             ("tm_permit", "tm_relinquished", Hazard.TMEM_PERMIT_NOT_RELINQUISHED,
-             "is followed by no tcgen05.relinquish_alloc_permit before the kernel exits")):
+             "the CTA keeps the right to allocate this tcgen05.alloc used: no "
+             "tcgen05.relinquish_alloc_permit follows it")):
         for f in _pending(state, tag):
             if (done, f[2]) not in state.must:
-                an.report(hazard, f"the tensor memory this tcgen05.alloc takes {what} on some "
-                          "path", [("alloc", f[1]), ("exit", at)], dedupe=(tag, f[1]))
+                an.report(hazard, f"{what} before the kernel exits on some path",
+                          [("alloc", f[1]), ("exit", at)], dedupe=(tag, f[1]))
 
 
 EXIT_CHECKS.append(tmem_exit)

@@ -37,9 +37,9 @@ FAMILIES: tuple[str, ...] = (
     "matrix",
     "cvt_packed",
     "sfu",
-    "tcgen05_mma",
     "tcgen05",
     "tcgen05_ldst",
+    "tcgen05_mma",
 )
 
 

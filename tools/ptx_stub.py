@@ -73,14 +73,14 @@ TYPES: dict[str, str] = {
     "b_desc": "Desc", "scale_d": "Reg | NegPred | Int",
     **dict.fromkeys(("atype", "btype"), "WgmmaTypeArg"), "dtype": "TypeArg",
     "satfinite": "bool",
+    # tcgen05 (alloc, dealloc, commit, shift, cp, ld, st)
+    "n_cols": "Value", "taddr": "Reg | Addr", "s_desc": "Reg | Imm | Int",
+    "imm_half_splitoff": "Int", "out": "Int | Sequence[Reg]", "values": "Sequence[Reg]",
     # tcgen05.mma / tcgen05.mma.ws
     "kind": "Kind | str", "a_desc": "Desc", "idesc": "Value",
     **dict.fromkeys(("d_tmem", "a_tmem", "scale_A_tmem", "scale_B_tmem"), "Reg | Addr"),
     "disable_output_lane": "Sequence[Value]", "enable_input_d": "Reg | NegPred | Imm | Int",
     "scale_input_d": "Int", "zero_column_mask_desc": "Value",
-    # tcgen05 (alloc, dealloc, commit, shift, cp, ld, st)
-    "n_cols": "Value", "taddr": "Reg | Addr", "s_desc": "Reg | Imm | Int",
-    "imm_half_splitoff": "Int", "out": "Int | Sequence[Reg]", "values": "Sequence[Reg]",
 }
 
 # (builder pattern, parameter): a type that differs from the name's usual meaning.

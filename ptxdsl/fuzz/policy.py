@@ -194,7 +194,13 @@ RULES: list[Rule] = [
     Rule("wgmma-distinct", "Each accumulator (and each register of an RS A operand) holds its "
          "own values; ptxas accepts one register given twice, and wgmma then writes two "
          "accumulators' results into it (one is lost) or reads one A value in two places.",
-         r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),]
+         r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),
+    Rule("tcgen05-scale-input-d", "The PTX ISA gives tcgen05.mma's scale_input_d to "
+         ".kind::f16 and .kind::tf32 only (cuda::ptx has it there only); ptxas 13 refuses it "
+         "with .kind::f8f6f4 but accepts any value, 16 and up included, with .kind::i8, "
+         "where the ISA says nothing of what it does.",
+         r"scale_input_d is for \.kind::f16 and \.kind::tf32 only", ("tcgen05_mma",),
+         _f("kind", "kind::i8")),]
 
 
 def match(case: Case, message: str) -> Rule | None:

@@ -19,6 +19,10 @@ through nvJitLink; where cuda::ptx 13.0's headers and ptxas differ, ptxas wins:
 - `.kind::mxf4nvf4` needs PTX 8.7 (the headers say 8.6; ptxas refuses it at 8.6).
 - `scale_input_d` (f16/tf32 only) is refused on sm_110a/f: its forms need sm_100a/sm_103a
   (or their `f` family), where the others also take sm_110a.
+- `.kind::i8` is refused on sm_103a and on every `f` target, `.scale_vec::NX` on every `f`
+  target (`.block_scale` without it is taken there).
+- A TMEM address is in a register declared .b32 (ptxas refuses .u32 and .s32 here), and a
+  kernel's tcgen05 instructions use one CTA group (`tcgen05.one_cta_group`).
 
 The cuda::ptx functions (`tcgen05_mma`, `tcgen05_mma_tmem_a`,
 `tcgen05_mma_block_scale_vec_1x_collector_a_fill`, `tcgen05_mma_ws_tmem_a_collector_b3_use`,
@@ -35,16 +39,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from ..errors import OperandError
-from ..operands import Addr, Imm, NegPred, Reg, Vec, make_imm
+from ..operands import Addr, Imm, NegPred, Reg, Vec, declared_type, make_imm
 from ..types import Requires, ScalarType, req
 from . import _ptx_args as A
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
 from .bulk import BLACKWELL, CtaGroup, cta_group_arg
+from .tcgen05 import one_cta_group, taddr_operand
 from .wgmma import check_desc
 
 __all__ = ["Kind", "ScaleVec", "Collector", "Tcgen05Mma", "Tcgen05MmaWs", "FORMS",
@@ -57,6 +62,10 @@ TCGEN05_MMA = BLACKWELL
 SCALE_INPUT_D = req("8.6", 100, arch=(100, 103), family=True)
 # ptxas 13: "Feature '.kind::mxf4nvf4' requires PTX ISA .version 8.7 or later"
 MXF4NVF4 = req("8.7", 100)
+# ptxas 13: "Feature '.kind::i8' not supported on .target 'sm_103a'" (nor on any f target)
+KIND_I8 = req("8.6", 100, arch=(100, 101, 110))
+# ptxas 13: "Feature '.scale_vec::2X' not supported on .target 'sm_100f'" (every f target)
+SCALE_VEC = req("8.6", 100, arch=(100, 101, 103, 110))
 
 
 class Kind(enum.Enum):
@@ -119,29 +128,41 @@ KINDS: dict[Kind, KindRule] = {
 }
 
 
+def _kind_requires(kind: Kind) -> Requires:
+    if kind is Kind.i8:
+        return TCGEN05_MMA.merge(KIND_I8)
+    return TCGEN05_MMA.merge(MXF4NVF4) if kind is Kind.mxf4nvf4 else TCGEN05_MMA
+
+
 def _names(kinds) -> str:
     return ", ".join(f".{k.value}" for k in kinds)
 
 
 # -- operand checks -------------------------------------------------------------------------------
 def kind_arg(insn: Any, value: Any) -> Kind:
-    """A `.kind`: a Kind, cuda::ptx's tag spelling ('kind_f16'), 'kind::f16' or 'f16'."""
+    """A `.kind`: a Kind, cuda::ptx's tag spelling ('kind_f16'), 'kind::f16' or 'f16', or a
+    member of another enum spelled so (`tcgen05_desc.MmaKind`)."""
+    if isinstance(value, enum.Enum) and not isinstance(value, Kind):
+        value = value.value if isinstance(value.value, str) else value
     if isinstance(value, str):
         text = value.lstrip(".")
         text = text[5:] if text.startswith(("kind_", "kind:")) else text
-        value = "kind::" + text.lstrip(":")
-        value = Kind._value2member_map_.get(value, value)
+        value = Kind._value2member_map_.get("kind::" + text.lstrip(":"), value)
     return check_enum(insn, "kind", value, Kind)
 
 
-def tmem_arg(insn: Any, operand: str, value: Any) -> Addr:
-    """A tensor-memory address: a 32-bit register (from tcgen05.alloc), `[r]` or `[r+off]`.
-    ptxas refuses a 64-bit register and an immediate address."""
-    base = value.base if isinstance(value, Addr) else value
-    if not isinstance(base, Reg) or base.type.bits != 32 or base.type.kind not in "bus":
-        raise OperandError(insn, operand, "a 32-bit register holding a tensor-memory address "
-                           "(.b32/.u32, from tcgen05.alloc)", _given(base))
-    return value if isinstance(value, Addr) else Addr(value)
+def tmem_arg(insn: str, operand: str, value: Any) -> Addr:
+    """A tensor-memory address operand (tcgen05's `taddr_operand`) in a register declared
+    .b32: tcgen05.mma refuses one declared .u32 or .s32 ("Arguments mismatch", ptxas 13),
+    where tcgen05.ld/st/cp take it. An automatic register is declared .b32 whatever its type."""
+    addr = taddr_operand(insn, operand, value)
+    reg = addr.base
+    assert isinstance(reg, Reg), "taddr_operand: a register base"
+    if declared_type(reg) != "b32":
+        raise OperandError(insn, operand, "a tensor-memory address in a register declared .b32 "
+                           "(an automatic register, or one named with t.b32: ptxas refuses "
+                           ".u32 and .s32 here)", f"%{reg.name}, declared .{declared_type(reg)}")
+    return addr
 
 
 def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
@@ -160,16 +181,30 @@ def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
     return make_imm(insn, operand, value, T.u32)
 
 
-def idesc_arg(insn: Any, value: Any, kind: Kind) -> Reg | Imm:
+def _describe(kind: Any, cta_group: Any, ws: Any, sparse: Any) -> str:
+    return (f".{kind}{'.ws' if ws else ''}, cta_group::{cta_group}"
+            f"{', sparse' if sparse else ''}")
+
+
+def idesc_arg(insn: Any, value: Any, kind: Kind, cta_group: CtaGroup, ws: bool
+              ) -> Reg | Imm:
     """The instruction descriptor: a 32-bit register, an int, or a descriptor object with
-    `.value` (and `.kind`, which must be the instruction's)."""
+    `.value` (`tcgen05_desc.InstrDesc`), whose `kind`, `cta_group`, `ws` and `sparse` (those
+    it has) must be the instruction's: its M and N were checked for them."""
+    if isinstance(value, Reg | Imm | enum.Enum) or not hasattr(value, "value"):
+        return u32_arg(insn, "idesc", value)
+    want: tuple[Any, ...] = (kind.value, 1 if cta_group is CtaGroup.one else 2, ws, False)
     given_kind = getattr(value, "kind", None)
-    if isinstance(given_kind, Kind) and given_kind is not kind:
-        raise OperandError(insn, "idesc", f"an instruction descriptor of .{kind.value}",
-                           f"one of .{given_kind.value}")
-    if hasattr(value, "value") and not isinstance(value, Reg | Imm | enum.Enum):
-        value = value.value
-    return u32_arg(insn, "idesc", value)
+    given_kind = str(given_kind.value if isinstance(given_kind, enum.Enum) else
+                     given_kind if isinstance(given_kind, str) else kind.value)
+    given_cg: Any = getattr(value, "cta_group", want[1])
+    made = ("kind::" + given_kind.removeprefix("kind::"),
+            2 if given_cg in (2, CtaGroup.two) else 1,
+            getattr(value, "ws", ws) is True, getattr(value, "sparse", False) is True)
+    if made != want:
+        raise OperandError(insn, "idesc", f"an instruction descriptor for {_describe(*want)}",
+                           f"one made for {_describe(*made)}")
+    return u32_arg(insn, "idesc", value.value)
 
 
 def enable_arg(insn: Any, value: Any) -> Reg | NegPred | Imm:
@@ -209,8 +244,8 @@ def collector_arg(insn: Any, operand: str, value: Any) -> Collector:
 def scale_vec_arg(insn: Any, value: Any) -> ScaleVec:
     """`.scale_vec::NX`: a ScaleVec, 1/2/4, '2X' or 'scale_vec::2X'."""
     if isinstance(value, str):
-        text = value.lstrip(".").removeprefix("scale_vec::").upper().removesuffix("X")
-        value = int(text) if text.isdigit() else value
+        text = value.lstrip(".").removeprefix("scale_vec::").upper()
+        value = ScaleVec._value2member_map_.get(f"scale_vec::{text}", value)
     v = int_like(value)
     if isinstance(v, int) and not isinstance(v, bool):
         value = {1: V.x1, 2: V.x2, 4: V.x4}.get(v, value)
@@ -223,6 +258,8 @@ class _Tcgen05MmaBase(Instruction):
     """What tcgen05.mma and tcgen05.mma.ws share: D in TMEM, A from a descriptor or TMEM, B
     from a descriptor, the instruction descriptor and enable_input_d."""
 
+    #: The weight-stationary form (tcgen05.mma.ws).
+    WS: ClassVar[bool] = False
     kind: Kind
     cta_group: CtaGroup = CtaGroup.one
     d_tmem: Addr
@@ -246,7 +283,7 @@ class _Tcgen05MmaBase(Instruction):
         else:
             self._set("a_desc", check_desc(name, "a_desc", self.a_desc))
         self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
-        self._set("idesc", idesc_arg(name, self.idesc, kind))
+        self._set("idesc", idesc_arg(name, self.idesc, kind, self.cta_group, self.WS))
         self._set("enable_input_d", enable_arg(name, self.enable_input_d))
         return KINDS[kind]
 
@@ -323,11 +360,11 @@ class Tcgen05Mma(_Tcgen05MmaBase):
 
     @property
     def requires(self) -> Requires:
-        r = TCGEN05_MMA
+        r = _kind_requires(self.kind)
         if self.scale_input_d is not None:
             r = r.merge(SCALE_INPUT_D)
-        if self.kind is Kind.mxf4nvf4:
-            r = r.merge(MXF4NVF4)
+        if self.scale_vec is not None:
+            r = r.merge(SCALE_VEC)
         return r
 
     def opcode(self) -> str:
@@ -363,7 +400,7 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
     """
 
     MNEMONIC = "tcgen05.mma.ws"
-    REQUIRES = TCGEN05_MMA
+    WS = True
     collector_b: int | None = None
     collector: Collector | None = None
     zero_column_mask_desc: Reg | Imm | None = None
@@ -385,6 +422,10 @@ class Tcgen05MmaWs(_Tcgen05MmaBase):
         if self.zero_column_mask_desc is not None:
             self._set("zero_column_mask_desc", check_desc(name, "zero_column_mask_desc",
                                                           self.zero_column_mask_desc))
+
+    @property
+    def requires(self) -> Requires:
+        return _kind_requires(self.kind)
 
     def opcode(self) -> str:
         text = f"tcgen05.mma.ws.{self.cta_group.value}.{self.kind.value}"
@@ -496,7 +537,7 @@ def _make(fn: Function) -> Callable[..., Any]:
     insn = "tcgen05.mma.ws" if fn.ws else "tcgen05.mma"
 
     def build(k, *args, **kwargs):
-        _, a = A.bind(insn, args, kwargs, _pick(fn, args, kwargs))
+        _, a = A.bind(fn.name, args, kwargs, _pick(fn, args, kwargs))
         kind = kind_arg(insn, a["kind"])
         if kind not in fn.kinds:
             raise OperandError(fn.name, "kind", f"one of {_names(fn.kinds)}",
@@ -519,7 +560,7 @@ def _make(fn: Function) -> Callable[..., Any]:
                 scale_input_d=a.get("scale_input_d"), scale_vec=fn.scale_vec,
                 scale_A_tmem=a.get("scale_A_tmem"), scale_B_tmem=a.get("scale_B_tmem"),
                 enable_input_d=enable_pred(k, insn, a["enable_input_d"]))
-        return k.emit(made)
+        return k.emit(one_cta_group(k, made))
 
     build.__name__ = build.__qualname__ = fn.name
     form = _form_text(fn)
@@ -552,18 +593,27 @@ for _fn in FUNCTIONS:
 # -- forms: (form, requires, note) — rendered by ptxdsl.forms -------------------------------------
 _OPS = "[d_tmem], a_desc|[a_tmem], b_desc, idesc"
 FORMS: list[tuple[str, Requires, str]] = [
-    ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32,f8f6f4,i8}{.collector::a::*} " + _OPS
+    ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32,f8f6f4}{.collector::a::*} " + _OPS
      + "{, disable_output_lane}, enable_input_d", TCGEN05_MMA,
      "disable_output_lane: 4 masks (::1) or 8 (::2)"),
+    ("tcgen05.mma.cta_group::{1,2}.kind::i8{.collector::a::*} " + _OPS
+     + "{, disable_output_lane}, enable_input_d", TCGEN05_MMA.merge(KIND_I8),
+     "ptxas refuses .kind::i8 on sm_103a and the f targets"),
     ("tcgen05.mma.cta_group::{1,2}.kind::{f16,tf32}{.collector::a::*} " + _OPS
      + "{, disable_output_lane}, enable_input_d, scale_input_d", SCALE_INPUT_D,
      "scale_input_d 0..15; ptxas refuses it on sm_110a/f"),
-    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale{.scale_vec::{1X,2X}}"
+    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale"
      "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
-     TCGEN05_MMA, "mxf8f6f4: 1X; mxf4: 2X"),
+     TCGEN05_MMA, ""),
+    ("tcgen05.mma.cta_group::{1,2}.kind::{mxf8f6f4,mxf4}.block_scale.scale_vec::{1X,2X}"
+     "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
+     SCALE_VEC, "mxf8f6f4: 1X; mxf4: 2X; ptxas refuses .scale_vec on the f targets"),
     ("tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.scale_vec::{2X,4X}"
      "{.collector::a::*} " + _OPS + ", [scale_A_tmem], [scale_B_tmem], enable_input_d",
-     TCGEN05_MMA.merge(MXF4NVF4), "PTX 8.7 (ptxas; cuda::ptx 13.0 says 8.6)"),
-    ("tcgen05.mma.ws.cta_group::1.kind::{f16,tf32,f8f6f4,i8}{.collector::b{0..3}::*} " + _OPS
+     SCALE_VEC.merge(MXF4NVF4), "PTX 8.7 (ptxas; cuda::ptx 13.0 says 8.6)"),
+    ("tcgen05.mma.ws.cta_group::1.kind::{f16,tf32,f8f6f4}{.collector::b{0..3}::*} " + _OPS
      + ", enable_input_d{, zero_column_mask_desc}", TCGEN05_MMA, ""),
+    ("tcgen05.mma.ws.cta_group::1.kind::i8{.collector::b{0..3}::*} " + _OPS
+     + ", enable_input_d{, zero_column_mask_desc}", TCGEN05_MMA.merge(KIND_I8),
+     "ptxas refuses .kind::i8 on sm_103a and the f targets"),
 ]

@@ -298,11 +298,14 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
 @handles(Role.TC_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
     """tcgen05.commit: its mbarrier must be initialised (`mbar-uninit` /
-    `mbar-init-unsynced`, as for an arrive: the commit arrives on it, in every CTA of its mask
-    when multicast); every earlier mma of this thread completes on the barrier (too); it
-    fences the mma, cp and shift it tracks (the ISA's implicit before_thread_sync)."""
+    `mbar-init-unsynced`, as for an arrive: the commit arrives on it); every earlier mma of
+    this thread completes on the barrier (too); it fences the mma, cp and shift it tracks (the
+    ISA's implicit before_thread_sync)."""
     if report:
-        mbarrier_use(an, state, op, "cluster" if op.multicast else "thread")
+        # A multicast commit arrives in the peer CTAs too, but is checked as a CTA-local
+        # use: hazards_mbar's cluster check takes an init fenced in a second `if tid == 0`
+        # (the same thread) as unfenced on the other threads' path around it.
+        mbarrier_use(an, state, op, "thread")
     may = frozenset(("tm_mma", f[1], f[2] | {op.index}) if f[0] == "tm_mma" else f
                     for f in state.may if not (f[0] == "tm_unfenced" and f[2] in _TRACKED))
     return State(state.must, may | {("tm_seen",)}, state.tx)

@@ -91,21 +91,23 @@ def _slot_allocs(an: Analysis) -> list[Op]:
 def _tc_follows(an: Analysis, i: int) -> bool:
     """Can a tcgen05 instruction run after statement i (later in its block, or in a block
     reachable from it)?"""
-    memo = an.cache.setdefault("tm_follows", {})
-    if i in memo:
-        return memo[i]
+    reaching = an.cache.get("tm_reaching")
+    if reaching is None:
+        # the blocks from which a tcgen05 instruction can be reached, grown to a fixed point
+        # (one pass per loop nesting level, a few in practice)
+        blocks = an.cfg.blocks
+        reaching = {b.id for b in blocks if any(o.role in _TC for o in an.by_block[b.id])}
+        grown = True
+        while grown:
+            grown = False
+            for b in reversed(blocks):
+                if b.id not in reaching and any(s in reaching for s in an.cfg.succs(b.id)):
+                    reaching.add(b.id)
+                    grown = True
+        an.cache["tm_reaching"] = reaching
     start = an.cfg.block_of(i)
-    found = any(o.role in _TC and o.index > i for o in an.by_block[start])
-    seen, todo = set(), list(an.cfg.succs(start))
-    while todo and not found:
-        b = todo.pop()
-        if b in seen:
-            continue
-        seen.add(b)
-        found = any(o.role in _TC for o in an.by_block[b])
-        todo.extend(an.cfg.succs(b))
-    memo[i] = found
-    return found
+    return any(o.role in _TC and o.index > i for o in an.by_block[start]) or any(
+        s in reaching for s in an.cfg.succs(start))
 
 
 # -- allocation ----------------------------------------------------------------------------------

@@ -354,19 +354,36 @@ def _acquire(an: Analysis, state: State, op: Op) -> State:
     must = state.must
     if op.role is Role.MBAR_WAIT:
         waited = [an.key(op, "mbar")]
-        if an.runs_somewhere(op.index) and any(
-                _same_barrier(an, c.index, waited[0]) for c in an.ops
-                if c.role is Role.TC_COMMIT):
-            must = must | {("tm_acq", op.index)}
+        if _on_commit_barrier(an, op):
+            must = must | {("tm_acq", _canonical(an, op.index, waited[0]))}
     else:
         waited = [an.key(an.op_at[f[1]], "mbar") for f in must if f[0] == "tm_acq"
                   and an.op_at[f[1]].role is Role.MBAR_WAIT]
         if waited:
-            must = must | {("tm_acq", op.index)}
+            must = must | {("tm_acq", _canonical(an, op.index, None))}
     done = {f for f in state.may if f[0] == "tm_mma"
             and any(_same_barrier(an, c, key) for c in f[2] for key in waited)}
     add = {("tm_synced", op.index)} if ("tm_seen",) in state.may else set()
     return _with(state, add, drop=lambda f: f in done or f[0] == "tm_unpublished", must=must)
+
+
+def _canonical(an: Analysis, i: int, key: Any) -> int:
+    """One statement standing for every statement run by the same threads as statement i with
+    the same barrier key (None for a CTA barrier): one must-fact serves them all, so a loop
+    of waits does not grow the state, and paths through two of them still agree."""
+    memo = an.cache.setdefault("tm_canonical", {})
+    sig = (an.div.stmt_tokens(i), key)
+    return memo.setdefault(sig, i)
+
+
+def _on_commit_barrier(an: Analysis, wait: Op) -> bool:
+    """Does this wait (one that runs) wait on a barrier some tcgen05.commit may arrive on?"""
+    memo = an.cache.setdefault("tm_commit_waits", {})
+    if wait.index not in memo:
+        key = an.key(wait, "mbar")
+        memo[wait.index] = an.runs_somewhere(wait.index) and any(
+            _same_barrier(an, c.index, key) for c in an.ops if c.role is Role.TC_COMMIT)
+    return memo[wait.index]
 
 
 def _same_barrier(an: Analysis, commit: int, key: Any) -> bool:

@@ -195,12 +195,6 @@ RULES: list[Rule] = [
          "own values; ptxas accepts one register given twice, and wgmma then writes two "
          "accumulators' results into it (one is lost) or reads one A value in two places.",
          r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),
-    Rule("tcgen05-scale-input-d", "The PTX ISA gives tcgen05.mma's scale_input_d to "
-         ".kind::f16 and .kind::tf32 only (cuda::ptx has it there only); ptxas 13 refuses it "
-         "with .kind::f8f6f4 but accepts any value, 16 and up included, with .kind::i8, "
-         "where the ISA says nothing of what it does.",
-         r"scale_input_d is for \.kind::f16 and \.kind::tf32 only", ("tcgen05_mma",),
-         _f("kind", "kind::i8")),
     Rule("tcgen05-st-immediate", "tcgen05.st stores registers: cuda::ptx binds its values with "
          "\"r\", and ptxas 13.5 rejects a one-element `{5}` (Arguments mismatch) while taking "
          "an immediate among several registers; ptxdsl takes registers only (mov the constant "
@@ -211,7 +205,13 @@ RULES: list[Rule] = [
          "with \"r\". ptxas 13.5 takes an immediate in tcgen05.dealloc but crashes on one in "
          "tcgen05.shift and tcgen05.cp ([0]); ptxdsl takes a register everywhere.",
          r"operand 'taddr': expected a 32-bit integer register .* holding a tensor-memory "
-         r"address .*, got int", ("tcgen05",)),]
+         r"address .*, got int", ("tcgen05",)),
+    Rule("tcgen05-scale-input-d", "The PTX ISA gives tcgen05.mma's scale_input_d to "
+         ".kind::f16 and .kind::tf32 only (cuda::ptx has it there only); ptxas 13 refuses it "
+         "with .kind::f8f6f4 but accepts any value, 16 and up included, with .kind::i8, "
+         "where the ISA says nothing of what it does.",
+         r"scale_input_d is for \.kind::f16 and \.kind::tf32 only", ("tcgen05_mma",),
+         _f("kind", "kind::i8")),]
 
 
 def match(case: Case, message: str) -> Rule | None:

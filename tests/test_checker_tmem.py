@@ -150,3 +150,10 @@ def test_an_alloc_per_tile_after_the_relinquish_is_reported():
     f = _at(check_kernel(k), Hazard.TMEM_ALLOC_AFTER_RELINQUISH, "persistent_per_tile")
     assert [s.role for s in f.sites] == ["alloc", "relinquish"]
     assert _parsed_ids(k) == [Hazard.TMEM_ALLOC_AFTER_RELINQUISH.value]
+
+
+def test_an_inline_mma_and_its_commit_are_read_in_order():
+    k = tk.inline_mma()
+    clean(k)
+    Module([k]).assemble()
+    _at(check_kernel(tk.inline_mma(wait=False)), Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, "ld", 2)

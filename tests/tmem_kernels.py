@@ -417,3 +417,21 @@ def persistent(variant: str = "ok") -> Kernel:
         free(taddr)
     k.ret()
     return k
+
+
+def inline_mma(wait: bool = True) -> Kernel:
+    """`Tile`'s kernel with its mma and commit in one inline statement (as CUTLASS's
+    `umma_arrive` follows the MMA atom's asm), the wait on the commit's barrier left out
+    unless `wait`."""
+    s = Tile(f"inline_mma_{wait}")
+    s.alloc()
+    s.publish()
+    k = s.k
+    with k.if_(k.tid.x == 0):
+        k.asm("tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, 135267472, 1;\n"
+              "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$3];",
+              ins=[s.taddr, s.a, s.b, s.bar], requires=_SM100)
+    s.wait(wait=wait)
+    s.load()
+    s.free()
+    return k

@@ -357,14 +357,26 @@ def _acquire(an: Analysis, state: State, op: Op) -> State:
         if _on_commit_barrier(an, op):
             must = must | {("tm_acq", _canonical(an, op.index, waited[0]))}
     else:
-        waited = [an.key(an.op_at[f[1]], "mbar") for f in must if f[0] == "tm_acq"
-                  and an.op_at[f[1]].role is Role.MBAR_WAIT]
+        waited = [_wait_key(an, f[1]) for f in must if f[0] == "tm_acq"
+                  and _wait_key(an, f[1]) is not _BARRIER]
         if waited:
             must = must | {("tm_acq", _canonical(an, op.index, None))}
     done = {f for f in state.may if f[0] == "tm_mma"
             and any(_same_barrier(an, c, key) for c in f[2] for key in waited)}
     add = {("tm_synced", op.index)} if ("tm_seen",) in state.may else set()
     return _with(state, add, drop=lambda f: f in done or f[0] == "tm_unpublished", must=must)
+
+
+_BARRIER = object()   # what `_wait_key` gives for a CTA barrier's statement
+
+
+def _wait_key(an: Analysis, i: int) -> Any:
+    """The barrier key of the mbarrier wait at statement i (`_BARRIER` for a CTA barrier)."""
+    waits = an.cache.get("tm_waits")
+    if waits is None:
+        waits = an.cache["tm_waits"] = {o.index: an.key(o, "mbar") for o in an.ops
+                                        if o.role is Role.MBAR_WAIT}
+    return waits.get(i, _BARRIER)
 
 
 def _canonical(an: Analysis, i: int, key: Any) -> int:
@@ -389,7 +401,11 @@ def _on_commit_barrier(an: Analysis, wait: Op) -> bool:
 def _same_barrier(an: Analysis, commit: int, key: Any) -> bool:
     """May the commit at statement `commit` arrive on the barrier a wait's `key` names?
     (Unknown keys may.)"""
-    mine = an.key(an.op_at[commit], "mbar")
+    commits = an.cache.get("tm_commits")
+    if commits is None:   # (by statement: an inline one may hold an mma before its commit)
+        commits = an.cache["tm_commits"] = {o.index: o for o in an.ops
+                                            if o.role is Role.TC_COMMIT}
+    mine = an.key(commits[commit], "mbar")
     return key is None or mine is None or keys_match(mine, key)
 
 

@@ -8,15 +8,19 @@ so one reader serves the three: `tcgen05_ops`. The rules live in `hazards_tmem`.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
+from pathlib import Path
 from typing import Any
 
+from ..instructions import base
 from ..instructions.base import Instruction
 from ..operands import Addr
 from .ops import Op, Role
 
-# The modules whose classes are tcgen05 instructions (those present in this checkout).
-FAMILIES = ("tcgen05", "tcgen05_ldst", "tcgen05_mma")
+# The modules whose classes may be tcgen05 instructions: every `instructions/tcgen05*.py`
+# (found by name, so a family split into another file is still read).
+FAMILY_PREFIX = "tcgen05"
 _ASYNC = frozenset({"mma", "cp", "shift", "ld", "st"})
 
 
@@ -54,7 +58,7 @@ def tcgen05_ops(opcode: str, operands: tuple, i: int) -> list[Op]:
 
 
 def typed(insn: Any, i: int) -> list[Op]:
-    """The op of a builder's tcgen05 instruction (any class of `FAMILIES`)."""
+    """The op of a builder's tcgen05 instruction (any instruction class of a tcgen05 module)."""
     return tcgen05_ops(insn.opcode(), tuple(insn.operands()), i)
 
 
@@ -69,9 +73,12 @@ def raw(insn: Any, i: int) -> list[Op]:
 def classes() -> dict[type, Any]:
     """Class -> extractor for every tcgen05 instruction class of the families importable now."""
     out: dict[type, Any] = {}
-    for mod in FAMILIES:
+    package = base.__name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(base.__file__).parent)]):
+        if not info.name.startswith(FAMILY_PREFIX):
+            continue
         try:
-            family = importlib.import_module(f"ptxdsl.instructions.{mod}")
+            family = importlib.import_module(f"{package}.{info.name}")
         except ImportError:
             continue
         for name in dir(family):

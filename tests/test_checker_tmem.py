@@ -96,8 +96,9 @@ def _parsed_ids(k) -> list[str]:
     return ids(check_module(parse_ptx(Module([k]).emit())))
 
 
-def test_built_tile_checks_clean_and_assembles():
-    k = tk.tile()
+@pytest.mark.parametrize("variant", ["ok", "staged"])
+def test_built_tile_checks_clean_and_assembles(variant):
+    k = tk.tile(variant)
     clean(k)
     assert _parsed_ids(k) == []
     Module([k]).assemble()

@@ -41,7 +41,8 @@ allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until 
 ("tm_mma", mma, commits) until a wait on one of the commits' barriers (a commit tracks every
 earlier mma of its thread); ("tm_ld", ld) until
 wait::ld, ("tm_st", st) until wait::st; ("tm_unfenced", op, kind) until
-fence::before_thread_sync (or a commit); ("tm_synced", sync) until fence::after_thread_sync;
+fence::before_thread_sync (or a commit), ("tm_waited", op, kind) once a wait::ld/st completed
+it; ("tm_synced", sync) until fence::after_thread_sync;
 ("tm_seen",) once any tcgen05 instruction ran. Must: ("tm_alloc",) once an alloc ran on every
 path; ("tm_acq", wait or barrier) once a wait on a commit's barrier (or a CTA barrier after
 one) ran; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed
@@ -58,7 +59,8 @@ from .hazards_mbar import _use as mbarrier_use
 from .ops import Op, Role
 from .state import State
 
-OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_synced", "tm_ld", "tm_st", "tm_mma"})
+OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_waited", "tm_synced", "tm_ld", "tm_st",
+              "tm_mma"})
 _TC = frozenset({Role.TC_ALLOC, Role.TC_DEALLOC, Role.TC_RELINQUISH, Role.TC_FENCE,
                  Role.TC_COMMIT, Role.TC_WAIT, Role.TC_ASYNC})
 _TRACKED = frozenset({"mma", "cp", "shift"})    # what tcgen05.commit tracks (and fences)
@@ -315,32 +317,53 @@ def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.TC_WAIT)
 def wait(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """tcgen05.wait::ld completes this thread's loads, wait::st its stores."""
+    """tcgen05.wait::ld completes this thread's loads, wait::st its stores (still to be
+    fenced before a synchronisation that hands tensor memory over)."""
     tag = f"tm_{op.field}"
-    return _with(state, drop=lambda f: f[0] == tag)
+    done = frozenset(("tm_waited", *f[1:]) for f in state.may
+                     if f[0] == "tm_unfenced" and f[2] == op.field)
+    return _with(state, done, drop=lambda f: f[0] == tag or f[0] == "tm_unfenced"
+                 and f[2] == op.field)
 
 
 @handles(Role.TC_FENCE)
 def fence(an: Analysis, state: State, op: Op, report: bool) -> State:
     """fence::before_thread_sync orders the async ops before it before the next
     synchronisation; fence::after_thread_sync the ones after it after the last."""
-    tag = "tm_unfenced" if op.field == "before" else "tm_synced"
-    return _with(state, drop=lambda f: f[0] == tag)
+    tags = ("tm_unfenced", "tm_waited") if op.field == "before" else ("tm_synced",)
+    return _with(state, drop=lambda f: f[0] in tags)
 
 
 # -- thread synchronisation ------------------------------------------------------------------------
 def _release(an: Analysis, state: State, op: Op) -> None:
-    """A synchronisation this thread's earlier tcgen05 work may be handed over by."""
-    if not any(f[0] in ("tm_unfenced", "tm_ld", "tm_st") for f in state.may) or \
+    """A synchronisation this thread's earlier tcgen05 work may be handed over by. A load or
+    store a wait completed still needs the fence before an arrive or a CTA-wide barrier (the
+    ISA's pattern: ld, wait::ld, fence::before_thread_sync, arrive), not before a barrier of
+    some warps (`_hands_over`)."""
+    tags = ("tm_unfenced", "tm_waited") if _hands_over(an, op) else ("tm_unfenced",)
+    if not any(f[0] in tags or f[0] in ("tm_ld", "tm_st") for f in state.may) or \
             not _tc_follows(an, op.index):
         return
     _ld_in_flight(an, state, op, "thread synchronisation hands tensor memory to other threads")
     _st_in_flight(an, state, op, "thread synchronisation hands tensor memory to other threads")
-    for f in _pending(state, "tm_unfenced")[:1]:
+    for f in sorted((f for f in state.may if f[0] in tags), key=lambda f: f[1])[:1]:
         an.report(Hazard.TCGEN05_FENCE_MISSING, f"this thread synchronisation follows a "
                   f"tcgen05.{f[2]} with no tcgen05.fence::before_thread_sync between them: "
                   "threads that synchronise with it are not ordered after that operation",
                   [("sync", op.index), (f[2], f[1])], dedupe=("before", op.index))
+
+
+def _hands_over(an: Analysis, op: Op) -> bool:
+    """Can tensor memory change hands at this synchronisation: an mbarrier or cluster arrive
+    or wait, or a barrier of the whole CTA (no thread count)? A barrier of some warps (their
+    own, around a staging buffer) is taken to order nothing of tensor memory."""
+    if op.role in (Role.MBAR_ARRIVE, Role.CLUSTER_ARRIVE, Role.MBAR_WAIT,
+                   Role.CLUSTER_BARRIER):
+        return True
+    if op.role is Role.NAMED_BARRIER:
+        return False
+    return not any(o.role is Role.NAMED_BARRIER and o.index == op.index
+                   for o in an.by_block[an.cfg.block_of(op.index)])
 
 
 def _acquire(an: Analysis, state: State, op: Op) -> State:
@@ -363,7 +386,8 @@ def _acquire(an: Analysis, state: State, op: Op) -> State:
             must = must | {("tm_acq", _canonical(an, op.index, None))}
     done = {f for f in state.may if f[0] == "tm_mma"
             and any(_same_barrier(an, c, key) for c in f[2] for key in waited)}
-    add = {("tm_synced", op.index)} if ("tm_seen",) in state.may else set()
+    add = {("tm_synced", op.index)} if ("tm_seen",) in state.may and _hands_over(an, op) \
+        else set()
     return _with(state, add, drop=lambda f: f in done or f[0] == "tm_unpublished", must=must)
 
 

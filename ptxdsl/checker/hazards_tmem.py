@@ -336,11 +336,11 @@ def fence(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 # -- thread synchronisation ------------------------------------------------------------------------
 def _release(an: Analysis, state: State, op: Op) -> None:
-    """A synchronisation this thread's earlier tcgen05 work may be handed over by. A load or
-    store a wait completed still needs the fence before an arrive or a CTA-wide barrier (the
-    ISA's pattern: ld, wait::ld, fence::before_thread_sync, arrive), not before a barrier of
-    some warps (`_hands_over`)."""
-    tags = ("tm_unfenced", "tm_waited") if _hands_over(an, op) else ("tm_unfenced",)
+    """A synchronisation this thread's earlier tcgen05 work may be handed over by: its loads
+    and stores must be complete; before an arrive or a CTA-wide barrier (`_hands_over`) they
+    and the other async ops must also be fenced (the ISA's pattern: ld, wait::ld,
+    fence::before_thread_sync, arrive)."""
+    tags = ("tm_unfenced", "tm_waited") if _hands_over(an, op) else ()
     if not any(f[0] in tags or f[0] in ("tm_ld", "tm_st") for f in state.may) or \
             not _tc_follows(an, op.index):
         return

@@ -22,13 +22,14 @@ asynchronous tcgen05 operations (PTX ISA, "Tensor Memory" and "Memory Consistenc
 - `tcgen05-st-no-wait`: a tcgen05.st whose write has not completed (tcgen05.wait::st) when
   this thread reads or writes tensor memory with another asynchronous operation (ld, mma, cp,
   shift), frees it, or hands it to other threads.
-- `tcgen05-fence-missing`: an asynchronous tcgen05 operation before a thread
-  synchronisation (bar.sync, bar.arrive, mbarrier.arrive, barrier.cluster.arrive) with no
-  tcgen05.fence::before_thread_sync between them (tcgen05.commit does it for the mma, cp and
-  shift it tracks), when tcgen05 instructions may follow the synchronisation; or one after a
-  synchronisation (bar.sync, an mbarrier wait, a cluster barrier wait) with no
-  tcgen05.fence::after_thread_sync between them, when tcgen05 instructions ran before it.
-  Either way the synchronisation is taken to order tcgen05 work between threads.
+- `tcgen05-fence-missing`: an asynchronous tcgen05 operation before a synchronisation that
+  hands tensor memory over (mbarrier.arrive, barrier.cluster.arrive, a bar.sync of the whole
+  CTA) with no tcgen05.fence::before_thread_sync between them (tcgen05.commit does it for the
+  mma, cp and shift it tracks), when tcgen05 instructions may follow the synchronisation; or
+  one after such a synchronisation (an mbarrier wait, a cluster barrier, a bar.sync of the
+  whole CTA) with no tcgen05.fence::after_thread_sync between them, when tcgen05
+  instructions ran before it. Either way the synchronisation is taken to order tcgen05 work
+  between threads; a barrier with a thread count (some warps' own) is taken not to.
 - `tcgen05-cta-group-mixed`: tcgen05 instructions of one kernel with different
   `.cta_group` values (ISA: all must specify the same).
 

@@ -57,6 +57,7 @@ def test_ptxas_takes_each_mistake(variant):
 
 @pytest.mark.parametrize("variant, words", [
     ("no_alloc", "no tcgen05.alloc runs in this kernel"),
+    ("constant_taddr", "uses the constant tensor-memory address 0x0, not the one"),
     ("read_before_barrier", "in threads that did not run the alloc, with no barrier"),
     ("no_dealloc", "is not deallocated (tcgen05.dealloc) before the kernel exits"),
     ("no_relinquish", "no tcgen05.relinquish_alloc_permit follows it before the kernel exits"),

@@ -115,6 +115,10 @@ PTX_BUGS: dict[str, tuple[list[tuple[str, str]], list[Hazard], str]] = {
                         [Hazard.TCGEN05_FENCE_MISSING], "bar.sync"),
     "no_fence_after_wait": ([(_SPIN + "\ttcgen05.fence::after_thread_sync;\n", _SPIN)],
                             [Hazard.TCGEN05_FENCE_MISSING], _LD),
+    # the mma on column 0 of lane 0 rather than on what the alloc returned
+    "constant_taddr": ([("\ttcgen05.mma.cta_group::1.kind::f16 [%r5]",
+                         "\tmov.b32 \t%r20, 0;\n\ttcgen05.mma.cta_group::1.kind::f16 [%r20]")],
+                       [Hazard.TMEM_USE_BEFORE_ALLOC], "tcgen05.mma"),
     "mixed_cta_group": ([("tcgen05.mma.cta_group::1", "tcgen05.mma.cta_group::2")],
                         [Hazard.TCGEN05_CTA_GROUP_MIXED], "tcgen05.mma"),
     # each warp writes its lanes back and hands them over (and frees them) mid-store
@@ -274,6 +278,8 @@ def tile(variant: str = "ok") -> Kernel:
     s.alloc(relinquish=variant != "no_relinquish")
     s.publish(barrier=variant != "no_barrier", fence=variant != "no_fence_after_barrier",
               init=variant != "no_mbarrier_init")
+    if variant == "constant_taddr":
+        s.taddr = s.k.mov(0, type=t.u32)       # a guess at the alloc's address
     s.mma(commit=variant != "no_commit")
     s.wait(wait=variant != "no_mbarrier_wait", fence=variant != "no_fence_after_wait")
     lanes = s.load(wait=variant != "no_wait_ld")
@@ -308,6 +314,8 @@ BUILT_BUGS: dict[str, tuple[list[Hazard], str]] = {
     "no_dealloc": ([Hazard.TMEM_NOT_DEALLOCATED], "alloc"),
     # the commit's arrive and the wait both use the barrier no one initialised
     "no_mbarrier_init": ([Hazard.MBAR_UNINIT] * 2, "commit"),
+    # the mma and the dealloc on a constant address
+    "constant_taddr": ([Hazard.TMEM_USE_BEFORE_ALLOC] * 2, "mma"),
 }
 
 

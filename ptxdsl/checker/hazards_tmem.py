@@ -3,9 +3,10 @@ asynchronous tcgen05 operations (PTX ISA, "Tensor Memory" and "Memory Consistenc
 5th generation of TensorCore operations").
 
 - `tmem-use-before-alloc`: an asynchronous tcgen05 operation or a dealloc on a path that ran
-  no tcgen05.alloc; the address slot an alloc writes read before the alloc on some path, or
-  by threads that did not run it with no barrier (bar.sync, a cluster barrier or an mbarrier
-  wait) between the alloc and the read.
+  no tcgen05.alloc, or on a constant address (not the one the alloc wrote); the address slot
+  an alloc writes read before the alloc on some path, or by threads that did not run it with
+  no barrier (bar.sync, a cluster barrier or an mbarrier wait) between the alloc and the
+  read.
 - `tmem-not-deallocated`: an exit reachable by the allocating warp from its alloc without a
   dealloc of the same `.cta_group` (ISA: all of it must be deallocated before the kernel
   exits). A dealloc run by another warp counts when every path from the alloc passes it.
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..operands import Addr, Reg
 from .analysis import EXIT_CHECKS, OWNED, STRUCTURAL, Analysis, handles, keys_match
 from .findings import Hazard
 from .hazards_mbar import _use as mbarrier_use
@@ -123,6 +125,14 @@ def _need_alloc(an: Analysis, state: State, op: Op, what: str) -> None:
         an.report(Hazard.TMEM_USE_BEFORE_ALLOC, f"{what} uses tensor memory, but {why}",
                   [("use", op.index)] + [("alloc", a.index) for a in allocs[:1]],
                   dedupe=("unallocated", op.index if allocs else None))
+        return
+    # A constant address is a guess at what the alloc will return at run time.
+    taddr = op.value.base if isinstance(op.value, Addr) else op.value
+    value = an.const(taddr) if isinstance(taddr, Reg) else None
+    if value is not None:
+        an.report(Hazard.TMEM_USE_BEFORE_ALLOC, f"{what} uses the constant tensor-memory "
+                  f"address {value:#x}, not the one tcgen05.alloc wrote to shared memory (read "
+                  "the address from there)", [("use", op.index)], dedupe=("constant", op.index))
 
 
 @handles(Role.TC_ALLOC)

@@ -6,7 +6,12 @@ allocates 32 columns and relinquishes the permit, every warp reads the address a
 barrier, thread 0 issues one mma and commits it to an mbarrier, all wait on it, load their
 lanes, and warp 0 frees the columns after a second barrier. `PTX_BUGS` takes one step of it
 out (or moves it): variant -> (edits, the hazards, the text of the line the first finding
-names)."""
+names); `PTX_FIXED` adds steps that keep it correct.
+
+Built with the builders: `tile` (the same kernel, `BUILT_BUGS`), `warp_specialized` (a
+producer, an MMA thread and epilogue warps, `WS_BUGS`), `persistent` (one alloc per CTA or
+per tile); with inline PTX: `inline_dealloc` (which exits need a dealloc) and `inline_mma`.
+Their findings name the lines `LINES` marks (lines of this file)."""
 
 from __future__ import annotations
 

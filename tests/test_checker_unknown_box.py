@@ -1,15 +1,17 @@
 """The ring-read rules with TMA loads whose box the checker is not told (maps read from a
 global workspace through a pointer parameter, no `loads=` nor `maps=`): a load of unknown size
-into a ring stage ends, in every stage, where the next load begins, so a wait on another
-ring's barrier does not cover a read of this ring; where only such an estimated end decides,
-the read is a note naming the map and the declaration that would let it be judged, never
-silently passed. Each: the hazard (id and line), a clean twin."""
+ends where the next load begins (in every stage of a ring), so a wait on another ring's
+barrier, or on tiles loaded once below the ring, does not cover a read of this ring; where
+only such an estimated end decides, the read is a note naming the map and the declaration
+that would let it be judged, never silently passed. Each: the hazard (id and line), a clean
+twin."""
 
 from __future__ import annotations
 
 import pytest
 
 import samples.flash_attention as fa
+import samples.flash_attention_bwd as fb
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.pipeline import ConsumerView, MbarrierRing
@@ -167,3 +169,26 @@ def test_varlen_attention_missing_wait_without_boxes_is_reported(monkeypatch, ri
     errors = [f for f in found if f.id != Hazard.CHECK_SKIPPED.value]
     assert errors and set(ids(errors)) == {Hazard.WAIT_WRONG_BARRIER.value}, _errors(found)
     assert all(f.loc.file == fa.__file__ for f in errors)
+
+
+# -- samples/flash_attention_bwd.py without its map context --------------------------------------
+def _bwd(monkeypatch, skip: bool):
+    """The backward kernel checked without `maps=` (its boxes unknown), with the consumers'
+    wait on the Q/dO ring left out when `skip`: K and V (loaded once, at constant offsets)
+    end below the ring, so their wait does not cover the ring's reads."""
+    wait = ConsumerView.wait_full
+    monkeypatch.setattr(ConsumerView, "wait_full", lambda self: None if skip else wait(self))
+    kernel = fb.build_bwd(fb.CONFIGS[("bf16", 128)])
+    return check_module(Module([kernel], target="sm_90a"), notes=True)
+
+
+def test_attention_backward_without_boxes_is_clean(monkeypatch):
+    found = _bwd(monkeypatch, False)
+    assert _errors(found) == []
+    assert any("no box size known" in f.message for f in found)
+
+
+def test_attention_backward_missing_wait_without_boxes_is_reported(monkeypatch):
+    errors = [f for f in _bwd(monkeypatch, True) if f.id != Hazard.CHECK_SKIPPED.value]
+    assert errors and set(ids(errors)) == {Hazard.WAIT_WRONG_BARRIER.value}
+    assert all(f.loc.file == fb.__file__ for f in errors)

@@ -4,8 +4,9 @@ waited for, negative store coordinates, and under-aligned TMA buffers.
 
 Shared buffers are compared as byte ranges of one symbol: `smem+off` for `size` bytes (the
 box size when the map is known, the bulk size, or up to the next buffer offset that a copy of
-that symbol uses; a ring load's, in every stage up to the next load's start, within the
-stage). An unknown offset overlaps everything in the symbol.
+that symbol uses, for a load also a ring stage of loads above it; a ring load's, in every
+stage up to the next load's start, within the stage). An unknown offset overlaps everything
+in the symbol.
 """
 
 from __future__ import annotations
@@ -119,6 +120,13 @@ def _range(an: Analysis, op: Op) -> Range | None:
             reach = 0 if ring is None else ring[2] * (ring[1] - 1)
             j = bisect.bisect_right(offs, lo + reach)
             end = offs[j] - reach if j < len(offs) else None
+            if ring is None and op.role in (Role.TMA_LOAD, Role.BULK_LOAD):
+                # and before the first stage of a ring of loads above it (K and V tiles
+                # loaded once, below a Q ring)
+                starts = _load_starts(an, root)
+                j = bisect.bisect_right(starts, lo)
+                if j < len(starts) and (end is None or starts[j] < end):
+                    end = starts[j]
         else:
             end = None if hi is None or size is None else hi + size
         out = (root, lo, end, ring)

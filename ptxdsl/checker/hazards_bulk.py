@@ -4,8 +4,9 @@ waited for, negative store coordinates, and under-aligned TMA buffers.
 
 Shared buffers are compared as byte ranges of one symbol: `smem+off` for `size` bytes (the
 box size when the map is known, the bulk size, or up to the next buffer offset that a copy of
-that symbol uses; a ring load's, up to the ring's next stage). An unknown offset overlaps
-everything in the symbol.
+that symbol uses, for a load also a ring stage of loads above it; a ring load's, in every
+stage up to the next load's start, within the stage). An unknown offset overlaps everything
+in the symbol.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 
 from ..instructions.control import Exit, Ret
 from ..operands import Addr, Symbol, Vec
+from ..statements import Param
 from . import blocks
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
+from .maps import declare_box
 from .ops import Op, Role
 from .ranges import Span, Spans, extern_align
 from .state import State
@@ -40,6 +43,42 @@ def _offsets(an: Analysis, root: Any) -> list[int]:
                     table.setdefault(v.root, set()).add(v.offset)
         table = an.cache["offsets"] = {k: sorted(v) for k, v in table.items()}
     return table.get(root, [])
+
+
+def _load_starts(an: Analysis, root: Any) -> list[int]:
+    """Every offset into `root` at which a load may start: the constant ones and each stage's
+    start of a load into a ring stage. (Not the stores': an epilogue's staging tile may
+    share the mainloop's bytes, a union of the two phases, and end no load.)"""
+    table = an.cache.get("load_starts")
+    if table is None:
+        table = {}
+        for o in an.ops:
+            if o.role in (Role.TMA_LOAD, Role.BULK_LOAD):
+                start = _start(an, o.smem)
+                if start is None or start[1] is None or start[1] != start[2]:
+                    continue
+                n, stride = (1, 0) if start[3] is None else start[3][1:3]
+                table.setdefault(start[0], set()).update(start[1] + stride * j
+                                                         for j in range(n))
+        table = an.cache["load_starts"] = {k: sorted(v) for k, v in table.items()}
+    return table.get(root, [])
+
+
+def _stage_end(an: Analysis, root: Any, hi: int, ring: tuple) -> int:
+    """The end (without the ring's reach) of a load of unknown size into a ring stage, its
+    first byte at most at hi: inside its stage, so within a stride of its start, and, in
+    every stage, before the next load's start above it (a Q stage filled by two boxes: the
+    first ends where the second begins, the second where the next stage or ring begins).
+    This keeps the symbol's other buffers out of the load's range, where a wait on the
+    load's barrier would cover their reads."""
+    _, n, stride = ring[:3]
+    starts = _load_starts(an, root)
+    end = hi + stride
+    for j in range(n):
+        at = bisect.bisect_right(starts, hi + stride * j)
+        if at < len(starts):
+            end = min(end, starts[at] - stride * j)
+    return end
 
 
 def _size(an: Analysis, op: Op) -> int | None:
@@ -70,7 +109,10 @@ def _range(an: Analysis, op: Op) -> Range | None:
     if start is not None:
         root, lo, hi, ring = start
         size = _size(an, op)
-        if lo is not None and hi is not None and size is None and lo == hi \
+        if size is None and op.role is Role.TMA_LOAD and ring is not None and ring[2] > 0 \
+                and lo is not None and hi is not None:
+            end: int | None = _stage_end(an, root, hi, ring)
+        elif lo is not None and hi is not None and size is None and lo == hi \
                 and (ring is None or ring[2] > 0):
             offs = _offsets(an, root)    # a copy of unknown size ends at the next buffer
             # (above the last stage of a ring; the end is kept without the ring's reach,
@@ -78,12 +120,13 @@ def _range(an: Analysis, op: Op) -> Range | None:
             reach = 0 if ring is None else ring[2] * (ring[1] - 1)
             j = bisect.bisect_right(offs, lo + reach)
             end = offs[j] - reach if j < len(offs) else None
-            if ring is not None and op.role is Role.TMA_LOAD:
-                # A ring fills one stage while the others are read: a load of unknown box
-                # into a stage ends where the next stage begins, as one into a buffer ends at
-                # the next buffer. (A store's staged tile keeps its note: only its first byte
-                # is sure.)
-                end = lo + ring[2] if end is None else min(end, lo + ring[2])
+            if ring is None and op.role in (Role.TMA_LOAD, Role.BULK_LOAD):
+                # and before the first stage of a ring of loads above it (K and V tiles
+                # loaded once, below a Q ring)
+                starts = _load_starts(an, root)
+                j = bisect.bisect_right(starts, lo)
+                if j < len(starts) and (end is None or starts[j] < end):
+                    end = starts[j]
         else:
             end = None if hi is None or size is None else hi + size
         out = (root, lo, end, ring)
@@ -109,6 +152,37 @@ def _definite(an: Analysis, op: Op) -> Range | None:
         return r
     root, lo, hi, ring = _start(an, op.smem) or (None,) * 4
     return (root, lo, None if hi is None else hi + 1, ring)
+
+
+def first_byte_read(an: Analysis, copy: Op, smem: Any) -> bool:
+    """Does a read at `smem` reach a byte the copy writes whatever the copy's size: the
+    copy's first byte, in some stage of either's ring? True for a copy of known size (its
+    whole range is known) and where either address is unbounded. Only the read's first
+    byte is taken: False leaves the read to the copy's estimated end."""
+    if _size(an, copy) is not None:
+        return True
+    mine, theirs = _start(an, smem), _start(an, copy.smem)
+    if mine is None or theirs is None or None in (*mine[1:3], *theirs[1:3]):
+        return True
+
+    def firsts(start: tuple) -> list[tuple[int, int]]:
+        _, lo, hi, ring = start
+        n, stride = (1, 0) if ring is None else ring[1:3]
+        return [(lo + stride * j, hi + 1 + stride * j) for j in range(n)]
+
+    return any(a0 < b1 and b0 < a1 for a0, a1 in firsts(mine) for b0, b1 in firsts(theirs))
+
+
+def size_how(an: Analysis, copy: Op) -> str:
+    """What gives the checker a copy's size, for a note on a check its unknown size left
+    undecided: the declaration of its map's box, naming the parameter."""
+    if copy.map is None:
+        return "a constant byte count"
+    root = an.classify_map(copy.map)[2]
+    if isinstance(root, Param):
+        return f"declare the box of {root.name}: {declare_box(root, an.kernel.name)}"
+    return ("a map the checker knows the box of: a parameter with a declared box, or "
+            "constant tensormap.replace values")
 
 
 def _size_note(an: Analysis, store: int, write: int, check: str = "bulk-src-overwrite"

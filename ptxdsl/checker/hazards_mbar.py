@@ -20,6 +20,7 @@ from .findings import Hazard
 from .hazards_arrive import _same_barriers
 from .hazards_remote import multicast_bytes, remote_bytes
 from .hazards_txrank import announced_remotely, cluster_fed, phase_bytes
+from .maps import declare_box
 from .ops import Op, Role
 from .published import published
 from .state import State, add_tx
@@ -200,11 +201,7 @@ def _unknown_box(an: Analysis, op: Op) -> None:
                         others.append(text)
     kname = an.kernel.name
     if params:
-        p = params[0].name
-        how = (f"k.param_tensormap({p!r}, box=..., dtype=...) (or box= its SmemLayout or "
-               f"TensorMap), " if params[0].kind == "tensormap" else "") + (
-            f"MbarrierRing(..., loads={{{p}: box}}), or check_module(mod, maps={{{kname!r}: "
-            f"{{{p!r}: TensorMap or {{'box_bytes': N}}}}}})")
+        how = declare_box(params[0], kname)
     else:
         how = ("a map's box is known from the parameter it comes from or from constant "
                "tensormap.replace values")

@@ -27,7 +27,7 @@ from ..operands import Addr, Reg, Symbol
 from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators
 from .findings import Hazard
-from .hazards_bulk import _extent, _start, extent_of
+from .hazards_bulk import _extent, _start, extent_of, first_byte_read, size_how
 from .launch_conds import copy_free_without_wait
 from .ops import Op, Role
 from .stages import base, moved
@@ -332,6 +332,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
     read_root, read_slot = _slot(an, smem)
     covered = False
     related: int | None = None      # a wait that shows the read means to wait for the copy
+    # A copy of unknown size reaches the read only by its estimated end: a wait for it
+    # covers the read when no copy reaches the read for sure.
+    estimated: tuple[int, Op] | None = None
     for w in waits:
         wop = an.op_at[w]
         w_root, w_slot = _slot(an, wop.mbar)
@@ -348,10 +351,17 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
             related = w if related is None else related
             _, buf_slot = _slot(an, src.smem)
             if not _other_stage(an, state, w, w_slot, read_slot, b_slot, buf_slot, (smem, at)):
-                covered = True
-                break
+                if first_byte_read(an, src, smem):
+                    covered = True
+                    break
+                estimated = estimated or (w, src)
         if covered:
             break
+    if not covered and estimated is not None:
+        sure = [o for o in sources if first_byte_read(an, o, smem)]
+        if sure:
+            _estimate_note(an, at, smem, what, estimated, sure[0])
+        return
     if not covered and related is not None:
         some = _waited_on_some_path(an, state, smem, at, read_slot, sources)
         if some is not None:
@@ -365,6 +375,22 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
                   "the copy into this buffer completes on (or on an earlier phase of it)",
                   [("read", at), ("wait", related), ("copy", sources[0].index)],
                   dedupe=at)
+
+
+def _estimate_note(an: Analysis, at: int, smem: Any, what: str,
+                   estimated: tuple[int, Op], sure: Op) -> None:
+    """The note for a read that the only covering wait covers through a copy of unknown
+    size, while a copy no wait covers starts at the bytes read: the read may be past the
+    first copy's box, in the second's."""
+    w, src = estimated
+    an.note("wait-wrong-barrier", f"{what} reads {an.describe(smem)}, where the "
+            f"{sure.role.value} into {an.describe(sure.smem)} lands, and no wait before it "
+            "is on that copy's barrier; the wait before it is on the barrier of the "
+            f"{src.role.value} into {an.describe(src.smem)}, whose size is unknown, so "
+            "whether the read is inside that copy is not known: not judged ("
+            f"{size_how(an, src)})",
+            [("read", at), ("wait", w), ("copy", src.index), ("copy", sure.index)],
+            dedupe=("estimate", at))
 
 
 def _waited_on_some_path(an: Analysis, state: State, smem: Any, at: int,

@@ -1,4 +1,5 @@
-"""What a kernel's own tensormap.replace instructions say about its maps.
+"""What a kernel's own tensormap.replace instructions say about its maps, and how a kernel
+declares the box of the maps its parameters carry (`declare_box`).
 
 `MapFacts` collects constant `tensormap.replace` values per map (flow-insensitive: a field
 written with two different values is unknown) and which shared map each global map was copied
@@ -12,6 +13,17 @@ from typing import Any
 
 from .context import ELEM_BYTES, MapInfo, swizzle_repeat_of_mode
 from .ops import Role
+
+
+def declare_box(param: Any, kernel: str) -> str:
+    """The declarations that tell the checker the box of the maps a parameter carries (a
+    by-value tensormap, or a pointer to maps in global memory), for notes on what it could
+    not check without them."""
+    p = param.name
+    return (f"k.param_tensormap({p!r}, box=..., dtype=...) (or box= its SmemLayout or "
+            f"TensorMap), " if param.kind == "tensormap" else "") + (
+        f"MbarrierRing(..., loads={{{p}: box}}), or check_module(mod, maps={{{kernel!r}: "
+        f"{{{p!r}: TensorMap or {{'box_bytes': N}}}}}})")
 
 
 class MapFacts:

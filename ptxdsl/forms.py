@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "matrix",
     "cvt_packed",
     "sfu",
+    "tcgen05_mma",
 )
 
 

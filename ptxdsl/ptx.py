@@ -64,6 +64,8 @@ from .instructions.multimem import *  # noqa: F403
 from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
+from .instructions.tcgen05_mma import *  # noqa: F403
+from .instructions.tcgen05_mma import TAGS as _KIND_TAGS
 from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
 from .instructions.wgmma import WgmmaType as _WgmmaType
@@ -84,7 +86,7 @@ op_add, op_min, op_max, op_inc, op_dec = RedOp.add, RedOp.min, RedOp.max, RedOp.
 op_and_op, op_or_op, op_xor_op = RedOp.and_, RedOp.or_, RedOp.xor
 cta_group_1, cta_group_2 = CtaGroup.one, CtaGroup.two
 _CONSTANTS = (*_tags.TAGS, "op_add", "op_min", "op_max", "op_inc", "op_dec", "op_and_op",
-              "op_or_op", "op_xor_op", "cta_group_1", "cta_group_2")
+              "op_or_op", "op_xor_op", "cta_group_1", "cta_group_2", *_KIND_TAGS)
 
 # The argument types ptx.pyi's signatures are written with, for user code that annotates its
 # own helpers (`def load(k: Kernel, smem: ptx.Address, n: ptx.Value) -> None`): the stub's

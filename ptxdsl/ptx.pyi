@@ -29,6 +29,11 @@ from .instructions.mbarrier_wait import MbarrierPhase as MbarrierPhase
 from .instructions.mbarrier_wait import WaitTimeout as WaitTimeout
 from .instructions.setmaxnreg import RegAction as RegAction
 from .instructions.setmaxnreg import SetMaxNReg as SetMaxNReg
+from .instructions.tcgen05_mma import Collector as Collector
+from .instructions.tcgen05_mma import Kind as Kind
+from .instructions.tcgen05_mma import ScaleVec as ScaleVec
+from .instructions.tcgen05_mma import Tcgen05Mma as Tcgen05Mma
+from .instructions.tcgen05_mma import Tcgen05MmaWs as Tcgen05MmaWs
 from .instructions.tensormap_values import Elemtype as Elemtype
 from .instructions.tensormap_values import FillMode as FillMode
 from .instructions.tensormap_values import Interleave as Interleave
@@ -48,6 +53,7 @@ from .operands import Addr, Imm, NegPred, Reg, Sink, Symbol
 from .types import Requires, ScalarType, Scope, Sem, StateSpace
 
 __all__ = [
+    'Collector',
     'Completion',
     'CpAsyncBulk',
     'CpAsyncBulkCommitGroup',
@@ -64,13 +70,17 @@ __all__ = [
     'Elemtype',
     'FillMode',
     'Interleave',
+    'Kind',
     'L2Priority',
     'MbarrierPhase',
     'RedOp',
     'RegAction',
+    'ScaleVec',
     'SetMaxNReg',
     'SwizzleAtomicity',
     'SwizzleMode',
+    'Tcgen05Mma',
+    'Tcgen05MmaWs',
     'TensorMode',
     'WaitTimeout',
     'barrier_cluster_arrive',
@@ -156,6 +166,13 @@ __all__ = [
     'get_sreg_total_smem_size',
     'get_sreg_warpid',
     'getctarank',
+    'kind_f16',
+    'kind_f8f6f4',
+    'kind_i8',
+    'kind_mxf4',
+    'kind_mxf4nvf4',
+    'kind_mxf8f6f4',
+    'kind_tf32',
     'ld',
     'ld_L1_evict_first',
     'ld_L1_evict_first_L2_128B',
@@ -319,6 +336,70 @@ __all__ = [
     'st_L1_no_allocate_L2_cache_hint',
     'st_L2_cache_hint',
     'st_async',
+    'tcgen05_mma',
+    'tcgen05_mma_block_scale_vec_1x',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_1x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_use',
+    'tcgen05_mma_block_scale_vec_2_tmem_a',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_use',
+    'tcgen05_mma_block_scale_vec_2x',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_2x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_4x',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_4x_collector_a_use',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_discard',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_fill',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_lastuse',
+    'tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_use',
+    'tcgen05_mma_tmem_a',
+    'tcgen05_mma_ws_collector_b0_discard',
+    'tcgen05_mma_ws_collector_b0_fill',
+    'tcgen05_mma_ws_collector_b0_lastuse',
+    'tcgen05_mma_ws_collector_b0_use',
+    'tcgen05_mma_ws_collector_b1_discard',
+    'tcgen05_mma_ws_collector_b1_fill',
+    'tcgen05_mma_ws_collector_b1_lastuse',
+    'tcgen05_mma_ws_collector_b1_use',
+    'tcgen05_mma_ws_collector_b2_discard',
+    'tcgen05_mma_ws_collector_b2_fill',
+    'tcgen05_mma_ws_collector_b2_lastuse',
+    'tcgen05_mma_ws_collector_b2_use',
+    'tcgen05_mma_ws_collector_b3_discard',
+    'tcgen05_mma_ws_collector_b3_fill',
+    'tcgen05_mma_ws_collector_b3_lastuse',
+    'tcgen05_mma_ws_collector_b3_use',
+    'tcgen05_mma_ws_tmem_a_collector_b0_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b0_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b0_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b0_use',
+    'tcgen05_mma_ws_tmem_a_collector_b1_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b1_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b1_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b1_use',
+    'tcgen05_mma_ws_tmem_a_collector_b2_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b2_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b2_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b2_use',
+    'tcgen05_mma_ws_tmem_a_collector_b3_discard',
+    'tcgen05_mma_ws_tmem_a_collector_b3_fill',
+    'tcgen05_mma_ws_tmem_a_collector_b3_lastuse',
+    'tcgen05_mma_ws_tmem_a_collector_b3_use',
     'tensor_requires',
     'tensormap_cp_fenceproxy',
     'tensormap_replace_box_dim',
@@ -778,6 +859,13 @@ def get_sreg_tid_z(k: Kernel) -> Reg: ...
 def get_sreg_total_smem_size(k: Kernel) -> Reg: ...
 def get_sreg_warpid(k: Kernel) -> Reg: ...
 def getctarank(k: Kernel, space: SpaceArg, addr: Address) -> Reg: ...
+kind_f16: Final[Literal[Kind.f16]]
+kind_f8f6f4: Final[Literal[Kind.f8f6f4]]
+kind_i8: Final[Literal[Kind.i8]]
+kind_mxf4: Final[Literal[Kind.mxf4]]
+kind_mxf4nvf4: Final[Literal[Kind.mxf4nvf4]]
+kind_mxf8f6f4: Final[Literal[Kind.mxf8f6f4]]
+kind_tf32: Final[Literal[Kind.tf32]]
 def ld(k: Kernel, space: SpaceArg, addr: Address, *, type: TypeArg) -> Reg: ...
 def ld_L1_evict_first(k: Kernel, space: SpaceArg, addr: Address, *, type: TypeArg) -> Reg: ...
 def ld_L1_evict_first_L2_128B(
@@ -1936,6 +2024,1198 @@ def st_async(
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_1x_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_2x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_discard(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_fill(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_lastuse(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+def tcgen05_mma_block_scale_vec_4x_tmem_a_collector_a_use(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    scale_A_tmem: Reg | Addr,
+    scale_B_tmem: Reg | Addr,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    disable_output_lane: Sequence[Value],
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    scale_input_d: Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_tmem_a(
+    k: Kernel,
+    kind: Kind | str,
+    cta_group: CtaGroup | Int | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05Mma: ...
+@overload
+def tcgen05_mma_ws_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_desc: Desc,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b0_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b1_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b2_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_discard(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_fill(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_lastuse(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+    zero_column_mask_desc: Value,
+) -> Tcgen05MmaWs: ...
+@overload
+def tcgen05_mma_ws_tmem_a_collector_b3_use(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    kind: Kind | str,
+    d_tmem: Reg | Addr,
+    a_tmem: Reg | Addr,
+    b_desc: Desc,
+    idesc: Value,
+    enable_input_d: Reg | NegPred | Imm | Int,
+) -> Tcgen05MmaWs: ...
 def tensor_requires(
     dst: StateSpace | None,
     mode: TensorMode,

@@ -96,8 +96,10 @@ class _Reached(Exception):
 
 
 _REAL_BIND = _ptx_args.bind
-# Arguments a builder reads before it binds the rest (cta_group: which 7-argument form).
-_VALUES = {"rank": 2, "driver_dtype": "UINT8", "cta_group": "cta_group::1"}
+# Arguments a builder reads before it binds the rest (cta_group: which 7-argument form;
+# disable_output_lane: which 8-argument tcgen05_mma form).
+_VALUES = {"rank": 2, "driver_dtype": "UINT8", "cta_group": "cta_group::1",
+           "disable_output_lane": [0] * 4}   # tcgen05_mma: a list, not enable_input_d
 
 
 def _call(fn, node: ast.FunctionDef, monkeypatch) -> set[str] | None:

@@ -73,6 +73,11 @@ TYPES: dict[str, str] = {
     "b_desc": "Desc", "scale_d": "Reg | NegPred | Int",
     **dict.fromkeys(("atype", "btype"), "WgmmaTypeArg"), "dtype": "TypeArg",
     "satfinite": "bool",
+    # tcgen05.mma / tcgen05.mma.ws
+    "kind": "Kind | str", "a_desc": "Desc", "idesc": "Value",
+    **dict.fromkeys(("d_tmem", "a_tmem", "scale_A_tmem", "scale_B_tmem"), "Reg | Addr"),
+    "disable_output_lane": "Sequence[Value]", "enable_input_d": "Reg | NegPred | Imm | Int",
+    "scale_input_d": "Int", "zero_column_mask_desc": "Value",
 }
 
 # (builder pattern, parameter): a type that differs from the name's usual meaning.
@@ -109,6 +114,7 @@ IMPORTS = {
     "ScalarType": ".types", "RedOp": ".instructions.bulk", "CtaGroup": ".instructions.bulk",
     "TensorMode": ".instructions.bulk_tensor", "L2Priority": ".instructions.cache_policy",
     "WgmmaType": ".instructions.wgmma", "MatrixDescriptor": ".instructions.wgmma_desc",
+    "Kind": ".instructions.tcgen05_mma",
     "Sequence": "collections.abc", "Callable": "collections.abc", "Any": "typing",
     "Literal": "typing", "SupportsIndex": "typing", "np": "numpy", "enum": "enum",
 }

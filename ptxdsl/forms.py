@@ -37,6 +37,8 @@ FAMILIES: tuple[str, ...] = (
     "matrix",
     "cvt_packed",
     "sfu",
+    "tcgen05",
+    "tcgen05_ldst",
     "tcgen05_mma",
 )
 

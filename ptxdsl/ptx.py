@@ -64,6 +64,8 @@ from .instructions.multimem import *  # noqa: F403
 from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
+from .instructions.tcgen05 import *  # noqa: F403
+from .instructions.tcgen05_ldst import *  # noqa: F403
 from .instructions.tcgen05_mma import *  # noqa: F403
 from .instructions.tcgen05_mma import TAGS as _KIND_TAGS
 from .instructions.tensormap import *  # noqa: F403

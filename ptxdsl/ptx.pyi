@@ -29,6 +29,17 @@ from .instructions.mbarrier_wait import MbarrierPhase as MbarrierPhase
 from .instructions.mbarrier_wait import WaitTimeout as WaitTimeout
 from .instructions.setmaxnreg import RegAction as RegAction
 from .instructions.setmaxnreg import SetMaxNReg as SetMaxNReg
+from .instructions.tcgen05 import (
+    Tcgen05Alloc,
+    Tcgen05Commit,
+    Tcgen05Cp,
+    Tcgen05Dealloc,
+    Tcgen05Fence,
+    Tcgen05RelinquishAllocPermit,
+    Tcgen05Shift,
+    Tcgen05Wait,
+)
+from .instructions.tcgen05_ldst import Tcgen05St
 from .instructions.tcgen05_mma import Collector as Collector
 from .instructions.tcgen05_mma import Kind as Kind
 from .instructions.tcgen05_mma import ScaleVec as ScaleVec
@@ -336,6 +347,40 @@ __all__ = [
     'st_L1_no_allocate_L2_cache_hint',
     'st_L2_cache_hint',
     'st_async',
+    'tcgen05_alloc',
+    'tcgen05_commit',
+    'tcgen05_commit_multicast',
+    'tcgen05_cp_128x128b',
+    'tcgen05_cp_128x128b_b8x16_b4x16_p64',
+    'tcgen05_cp_128x128b_b8x16_b6x16_p32',
+    'tcgen05_cp_128x256b',
+    'tcgen05_cp_128x256b_b8x16_b4x16_p64',
+    'tcgen05_cp_128x256b_b8x16_b6x16_p32',
+    'tcgen05_cp_32x128b_warpx4',
+    'tcgen05_cp_32x128b_warpx4_b8x16_b4x16_p64',
+    'tcgen05_cp_32x128b_warpx4_b8x16_b6x16_p32',
+    'tcgen05_cp_4x256b',
+    'tcgen05_cp_4x256b_b8x16_b4x16_p64',
+    'tcgen05_cp_4x256b_b8x16_b6x16_p32',
+    'tcgen05_cp_64x128b_warpx2_01_23',
+    'tcgen05_cp_64x128b_warpx2_01_23_b8x16_b4x16_p64',
+    'tcgen05_cp_64x128b_warpx2_01_23_b8x16_b6x16_p32',
+    'tcgen05_cp_64x128b_warpx2_02_13',
+    'tcgen05_cp_64x128b_warpx2_02_13_b8x16_b4x16_p64',
+    'tcgen05_cp_64x128b_warpx2_02_13_b8x16_b6x16_p32',
+    'tcgen05_dealloc',
+    'tcgen05_fence_after_thread_sync',
+    'tcgen05_fence_before_thread_sync',
+    'tcgen05_ld_16x128b',
+    'tcgen05_ld_16x128b_pack_16b',
+    'tcgen05_ld_16x256b',
+    'tcgen05_ld_16x256b_pack_16b',
+    'tcgen05_ld_16x32bx2',
+    'tcgen05_ld_16x32bx2_pack_16b',
+    'tcgen05_ld_16x64b',
+    'tcgen05_ld_16x64b_pack_16b',
+    'tcgen05_ld_32x32b',
+    'tcgen05_ld_32x32b_pack_16b',
     'tcgen05_mma',
     'tcgen05_mma_block_scale_vec_1x',
     'tcgen05_mma_block_scale_vec_1x_collector_a_discard',
@@ -400,6 +445,20 @@ __all__ = [
     'tcgen05_mma_ws_tmem_a_collector_b3_fill',
     'tcgen05_mma_ws_tmem_a_collector_b3_lastuse',
     'tcgen05_mma_ws_tmem_a_collector_b3_use',
+    'tcgen05_relinquish_alloc_permit',
+    'tcgen05_shift_down',
+    'tcgen05_st_16x128b',
+    'tcgen05_st_16x128b_unpack_16b',
+    'tcgen05_st_16x256b',
+    'tcgen05_st_16x256b_unpack_16b',
+    'tcgen05_st_16x32bx2',
+    'tcgen05_st_16x32bx2_unpack_16b',
+    'tcgen05_st_16x64b',
+    'tcgen05_st_16x64b_unpack_16b',
+    'tcgen05_st_32x32b',
+    'tcgen05_st_32x32b_unpack_16b',
+    'tcgen05_wait_ld',
+    'tcgen05_wait_st',
     'tensor_requires',
     'tensormap_cp_fenceproxy',
     'tensormap_replace_box_dim',
@@ -2024,6 +2083,211 @@ def st_async(
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
+def tcgen05_alloc(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    dst: Address,
+    n_cols: Value,
+) -> Tcgen05Alloc: ...
+def tcgen05_commit(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    smem_bar: Address,
+) -> Tcgen05Commit: ...
+def tcgen05_commit_multicast(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    smem_bar: Address,
+    cta_mask: Value,
+) -> Tcgen05Commit: ...
+def tcgen05_cp_128x128b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x128b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x128b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_128x256b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_32x128b_warpx4_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_4x256b_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_01_23_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13_b8x16_b4x16_p64(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_cp_64x128b_warpx2_02_13_b8x16_b6x16_p32(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    s_desc: Reg | Imm | Int,
+) -> Tcgen05Cp: ...
+def tcgen05_dealloc(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+    n_cols: Value,
+) -> Tcgen05Dealloc: ...
+def tcgen05_fence_after_thread_sync(k: Kernel) -> Tcgen05Fence: ...
+def tcgen05_fence_before_thread_sync(k: Kernel) -> Tcgen05Fence: ...
+def tcgen05_ld_16x128b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x128b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x256b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x256b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x32bx2(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x32bx2_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x64b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_16x64b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_32x32b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
+def tcgen05_ld_32x32b_pack_16b(
+    k: Kernel,
+    out: Int | Sequence[Reg],
+    taddr: Reg | Addr,
+    *,
+    type: TypeArg | None = ...,
+) -> tuple[Reg, ...]: ...
 @overload
 def tcgen05_mma(
     k: Kernel,
@@ -3216,6 +3480,53 @@ def tcgen05_mma_ws_tmem_a_collector_b3_use(
     idesc: Value,
     enable_input_d: Reg | NegPred | Imm | Int,
 ) -> Tcgen05MmaWs: ...
+def tcgen05_relinquish_alloc_permit(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+) -> Tcgen05RelinquishAllocPermit: ...
+def tcgen05_shift_down(
+    k: Kernel,
+    cta_group: CtaGroup | Int | str,
+    taddr: Reg | Addr,
+) -> Tcgen05Shift: ...
+def tcgen05_st_16x128b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x128b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x256b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x256b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x32bx2(
+    k: Kernel,
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x32bx2_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    imm_half_splitoff: Int,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_16x64b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_16x64b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_st_32x32b(k: Kernel, taddr: Reg | Addr, values: Sequence[Reg]) -> Tcgen05St: ...
+def tcgen05_st_32x32b_unpack_16b(
+    k: Kernel,
+    taddr: Reg | Addr,
+    values: Sequence[Reg],
+) -> Tcgen05St: ...
+def tcgen05_wait_ld(k: Kernel) -> Tcgen05Wait: ...
+def tcgen05_wait_st(k: Kernel) -> Tcgen05Wait: ...
 def tensor_requires(
     dst: StateSpace | None,
     mode: TensorMode,

@@ -19,7 +19,7 @@ CCCL = Path("/usr/local/cuda-13.0/include/cccl/cuda/__ptx/instructions/generated
 needs_cccl = pytest.mark.skipif(not CCCL.is_dir(), reason=f"CCCL headers not found at {CCCL}")
 
 # The "// PTX ISA 81, SM_90" tail may wrap onto the next line in the longer forms.
-_BLOCK = re.compile(r"^/\*\n// (?P<form>[^;]+);\s*//[^*]{0,60}?PTX\s+ISA (?P<isa>\d+),\s+"
+_BLOCK = re.compile(r"^/\*\n// (?P<form>[^;]+);\s*//[^*]{0,60}?PTX\s+ISA\s+(?P<isa>\d+),\s+"
                     r"SM_(?P<sm>\d+)[^\n]*\n(?P<body>.*?)^\*/", re.M | re.S)
 _QUAL = re.compile(r"^// \.(\w+)\s*= \{ ([^}]*) \}", re.M)
 _NAME = re.compile(r"static inline [\w:<>]+ (\w+)\(")
@@ -78,7 +78,10 @@ def asm_shapes(*headers: str) -> set[str]:
         for m in _ASM.finditer((CCCL / f"{header}.h").read_text()):
             text = "".join(_LITERAL.findall(m.group(1))).replace("\\n", "\n").replace("\\t", " ")
             for stmt in re.split(r";\s*(?://[^\n]*)?", re.sub(r"//[^\n]*", "", text)):
-                stmt = stmt.strip(" \n{}")
+                # the braces of a `{ .reg ...; }` wrapper, not a vector operand's
+                stmt = stmt.strip(" \n").lstrip("{ \n")
+                while stmt.endswith("}") and stmt.count("}") > stmt.count("{"):
+                    stmt = stmt[:-1].rstrip()
                 if stmt and not stmt.startswith((".reg", "selp", "}")):
                     out.add(shape(stmt))
     return out

@@ -24,7 +24,7 @@ _ALL = frozenset("""abs activemask add and atom bar barrier bfe bfi bfind bmsk b
     cp cp.async createpolicy cvt cvta discard div elect exit fence fma getctarank griddepcontrol
     ld ldmatrix lop3 mad mapa max mbarrier membar min mov mul multimem nanosleep neg not or popc
     prefetch prefetchu prmt red rem ret selp setmaxnreg setp shf shfl shl shr st stmatrix sub
-    tensormap trap vote wgmma xor""".split())
+    tcgen05 tensormap trap vote wgmma xor""".split())
 
 
 def assert_round_trip(module, text: str, name: str) -> None:

@@ -73,6 +73,9 @@ TYPES: dict[str, str] = {
     "b_desc": "Desc", "scale_d": "Reg | NegPred | Int",
     **dict.fromkeys(("atype", "btype"), "WgmmaTypeArg"), "dtype": "TypeArg",
     "satfinite": "bool",
+    # tcgen05 (alloc, dealloc, commit, shift, cp, ld, st)
+    "n_cols": "Value", "taddr": "Reg | Addr", "s_desc": "Reg | Imm | Int",
+    "imm_half_splitoff": "Int", "out": "Int | Sequence[Reg]", "values": "Sequence[Reg]",
     # tcgen05.mma / tcgen05.mma.ws
     "kind": "Kind | str", "a_desc": "Desc", "idesc": "Value",
     **dict.fromkeys(("d_tmem", "a_tmem", "scale_A_tmem", "scale_B_tmem"), "Reg | Addr"),
@@ -83,6 +86,7 @@ TYPES: dict[str, str] = {
 # (builder pattern, parameter): a type that differs from the name's usual meaning.
 OVERRIDES: dict[tuple[str, str], str] = {
     ("tensormap_cp_fenceproxy", "dst"): "Address",
+    ("tcgen05_alloc", "dst"): "Address",
     ("tensormap_cp_fenceproxy", "src"): "Address",
     ("cp_async_bulk_prefetch", "src"): "Address",
     ("fence_proxy_tensormap_generic", "size"): "Int",

@@ -65,6 +65,7 @@ PTX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("memory", "Loads and stores (ld, st, multimem)", ("ld_st", "multimem")),
     ("registers", "Special registers and bit manipulation", ("sreg", "bits")),
     ("wgmma", "Warpgroup MMA", ("wgmma", "wgmma_sp")),
+    ("tcgen05", "Blackwell tensor memory (tcgen05)", ("tcgen05", "tcgen05_ldst")),
 )
 
 

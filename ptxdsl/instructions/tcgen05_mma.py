@@ -45,6 +45,7 @@ from ..types import Requires, ScalarType, req
 from . import _ptx_args as A
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
 from .bulk import BLACKWELL, CtaGroup, cta_group_arg
+from .tcgen05 import one_cta_group, taddr_operand
 from .wgmma import check_desc
 
 __all__ = ["Kind", "ScaleVec", "Collector", "Tcgen05Mma", "Tcgen05MmaWs", "FORMS",
@@ -132,16 +133,6 @@ def kind_arg(insn: Any, value: Any) -> Kind:
         value = "kind::" + text.lstrip(":")
         value = Kind._value2member_map_.get(value, value)
     return check_enum(insn, "kind", value, Kind)
-
-
-def tmem_arg(insn: Any, operand: str, value: Any) -> Addr:
-    """A tensor-memory address: a 32-bit register (from tcgen05.alloc), `[r]` or `[r+off]`.
-    ptxas refuses a 64-bit register and an immediate address."""
-    base = value.base if isinstance(value, Addr) else value
-    if not isinstance(base, Reg) or base.type.bits != 32 or base.type.kind not in "bus":
-        raise OperandError(insn, operand, "a 32-bit register holding a tensor-memory address "
-                           "(.b32/.u32, from tcgen05.alloc)", _given(base))
-    return value if isinstance(value, Addr) else Addr(value)
 
 
 def u32_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
@@ -237,12 +228,12 @@ class _Tcgen05MmaBase(Instruction):
         self._set("kind", kind)
         self._set("cta_group", cta_group_arg(self.MNEMONIC, self.cta_group))
         name = self.name
-        self._set("d_tmem", tmem_arg(name, "d_tmem", self.d_tmem))
+        self._set("d_tmem", taddr_operand(name, "d_tmem", self.d_tmem))
         if (self.a_desc is None) == (self.a_tmem is None):
             refuse(name, "A comes from a descriptor (a_desc) or from tensor memory (a_tmem): "
                    "give exactly one")
         if self.a_tmem is not None:
-            self._set("a_tmem", tmem_arg(name, "a_tmem", self.a_tmem))
+            self._set("a_tmem", taddr_operand(name, "a_tmem", self.a_tmem))
         else:
             self._set("a_desc", check_desc(name, "a_desc", self.a_desc))
         self._set("b_desc", check_desc(name, "b_desc", self.b_desc))
@@ -285,8 +276,8 @@ class Tcgen05Mma(_Tcgen05MmaBase):
             if not all(scaled):
                 refuse(name, f".{kind.value} is block-scaled: give scale_A_tmem and "
                        "scale_B_tmem (the scale factors' tensor-memory addresses)")
-            self._set("scale_A_tmem", tmem_arg(name, "scale_A_tmem", self.scale_A_tmem))
-            self._set("scale_B_tmem", tmem_arg(name, "scale_B_tmem", self.scale_B_tmem))
+            self._set("scale_A_tmem", taddr_operand(name, "scale_A_tmem", self.scale_A_tmem))
+            self._set("scale_B_tmem", taddr_operand(name, "scale_B_tmem", self.scale_B_tmem))
             if self.scale_vec is None:
                 if not rule.default_vec:
                     refuse(name, f".{kind.value} needs a scale_vec ("
@@ -519,7 +510,7 @@ def _make(fn: Function) -> Callable[..., Any]:
                 scale_input_d=a.get("scale_input_d"), scale_vec=fn.scale_vec,
                 scale_A_tmem=a.get("scale_A_tmem"), scale_B_tmem=a.get("scale_B_tmem"),
                 enable_input_d=enable_pred(k, insn, a["enable_input_d"]))
-        return k.emit(made)
+        return k.emit(one_cta_group(k, made))
 
     build.__name__ = build.__qualname__ = fn.name
     form = _form_text(fn)

@@ -1,0 +1,601 @@
+"""tcgen05.mma and tcgen05.mma.ws: every cuda::ptx form (expanded from the headers' comments,
+built as cuda::ptx calls it, compared with the header's asm text and requirement, assembled),
+the kind x cta_group x variant table without the headers, goldens with their pins, the
+refusal rules (one per class of mistake) and the round trip through the front end."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections import defaultdict
+
+import pytest
+
+from ptxdsl import PtxdslError, VersionError, ptx, t
+from ptxdsl.frontend import parse_ptx
+from ptxdsl.frontend.compare import first_difference
+from ptxdsl.instructions.bulk import CtaGroup
+from ptxdsl.instructions.tcgen05_mma import (
+    FUNCTIONS,
+    Collector,
+    Kind,
+    ScaleVec,
+    Tcgen05Mma,
+    Tcgen05MmaWs,
+)
+from ptxdsl.testing import assemble_declared
+from ptxdsl.types import req
+from tests.cccl_forms import asm_shapes, header_forms, needs_cccl, shape
+from tests.tma_cases import Case, Env, FormChecks, unchecked_module
+
+HERE = os.path.abspath(__file__)
+HEADERS = ("tcgen05_mma", "tcgen05_mma_ws")
+FORMS = header_forms(HEADERS)
+
+
+def _here(err) -> bool:
+    return os.path.abspath(err.value.loc.file) == HERE
+
+
+def expected_requirement(form: str):
+    """What ptxas needs, which is cuda::ptx 13.0's PTX ISA 8.6 / SM_100a, SM_101a except:
+    .kind::mxf4nvf4 needs PTX 8.7, and scale_input_d is refused on sm_110a/f (so sm_100a and
+    sm_103a only); every form also takes the sm_100f family targets."""
+    version = "8.7" if "mxf4nvf4" in form else "8.6"
+    arch = (100, 103) if "scale_input_d" in form else (100, 101, 103, 110)
+    return req(version, 100, arch=arch, family=True)
+
+
+class MmaEnv(Env):
+    """Operands of the tcgen05.mma forms: TMEM addresses and idesc as .u32 parameters,
+    descriptors as .u64 ones."""
+
+    def _p(self, ty, name):
+        return self._get(name, lambda: self.k.ld_param(self.k.param(ty, name)))
+
+    d = property(lambda s: s._p(t.u32, "d_tmem"))
+    a_tmem = property(lambda s: s._p(t.u32, "a_tmem"))
+    a = property(lambda s: s._p(t.u64, "a_desc"))
+    b = property(lambda s: s._p(t.u64, "b_desc"))
+    i = property(lambda s: s._p(t.u32, "idesc"))
+    sa = property(lambda s: s._p(t.u32, "scale_a"))
+    sb = property(lambda s: s._p(t.u32, "scale_b"))
+    z = property(lambda s: s._p(t.u64, "zero_mask"))
+    p = property(lambda s: s._get("p", lambda: s.k.setp("ne", s.i, 0)))
+
+    def lanes(self, n: int):
+        return [self._p(t.u32, f"lane{j}") for j in range(n)]
+
+
+def _tag(prefix: str, spelled: str):
+    """cuda::ptx's tag for a header qualifier: 'kind::f16' -> ptx.kind_f16."""
+    return getattr(ptx, f"{prefix}_{spelled.split('::')[1]}")
+
+
+def build_form(e: MmaEnv, form: str, name: str, q: dict) -> tuple[str, str]:
+    """Call `name` as cuda::ptx calls it for this header form (enable_input_d a bool); return
+    the header's text of the instruction and of the setp before it, with our operands."""
+    head, _, operands = " ".join(form.split()).partition(" ")
+    lanes = e.lanes(4 if q["cta_group"].endswith("1") else 8)
+    values = {"[d_tmem]": e.d, "a_desc": e.a, "[a_tmem]": e.a_tmem, "b_desc": e.b,
+              "idesc": e.i, "disable_output_lane": lanes, "enable_input_d": True,
+              "scale_input_d": 3, "[scale_A_tmem]": e.sa, "[scale_B_tmem]": e.sb,
+              "zero_column_mask_desc": e.z}
+    names = [n.strip() for n in operands.split(",")]
+    kind, cg = _tag("kind", q["kind"]), _tag("cta_group", q["cta_group"])
+    tags = [cg, kind] if ".ws." in head else [kind, cg]
+    getattr(ptx, name)(e.k, *tags, *(values[n] for n in names))
+    setp = list(e.k.statements())[-2].insn
+    text = {"[d_tmem]": f"[{e.d.render()}]", "[a_tmem]": f"[{e.a_tmem.render()}]",
+            "[scale_A_tmem]": f"[{e.sa.render()}]", "[scale_B_tmem]": f"[{e.sb.render()}]",
+            "disable_output_lane": "{" + ", ".join(r.render() for r in lanes) + "}",
+            "enable_input_d": setp.p.render(), "scale_input_d": "3"}
+    ops = [text.get(n) or values[n].render() for n in names]
+    return f"{head} {', '.join(ops)};", f"setp.ne.b32 {setp.p.render()}, 1, 0;"
+
+
+def _batches():
+    """Header forms by (requirement, cta_group): ptxas refuses a kernel that mixes
+    .cta_group::1 and ::2, so each group is a kernel of its own."""
+    groups: dict = defaultdict(lambda: defaultdict(list))
+    for form, name, q, _, _ in FORMS:
+        groups[expected_requirement(form)][q["cta_group"]].append((form, name, q))
+    return groups
+
+
+def _req_id(r) -> str:
+    return f"{r.version}-" + "-".join(f"sm_{a}" for a in sorted(r.arch_specific))
+
+
+@needs_cccl
+def test_header_forms_are_all_ours():
+    """cuda::ptx 13.0: 128 tcgen05.mma forms and 256 tcgen05.mma.ws forms, one function of
+    ptxdsl.ptx for each of the headers' 64 names."""
+    assert len([f for f in FORMS if ".ws." not in f[0]]) == 128
+    assert len([f for f in FORMS if ".ws." in f[0]]) == 256
+    assert {name for _, name, _, _, _ in FORMS} == {f.name for f in FUNCTIONS}
+    assert all(callable(getattr(ptx, f.name, None)) for f in FUNCTIONS)
+
+
+@needs_cccl
+@pytest.mark.parametrize("key", sorted(_batches(), key=_req_id), ids=_req_id)
+def test_every_cuda_ptx_form(key):
+    """Each header form emits cuda::ptx's text (the setp of enable_input_d, then the
+    instruction; both of the asm templates' shapes) and needs what ptxas needs; each batch
+    assembles at exactly that requirement."""
+    shapes = asm_shapes(*HEADERS)
+    kernels = []
+    for cg, forms in sorted(_batches()[key].items()):
+        e = MmaEnv(f"k_{cg[-1]}")
+        for form, name, q in forms:
+            want, want_setp = build_form(e, form, name, q)
+            *_, setp, stmt = e.k.statements()
+            assert (stmt.render(), setp.render()) == (want, want_setp), (name, q)
+            assert shape(stmt.render()) in shapes and shape(setp.render()) in shapes
+            assert stmt.insn.requires == key, (name, q)
+        kernels.append(e.k)
+    m = unchecked_module(kernels)
+    text = m.emit()
+    assert (m.version, m.target) == (key.version, key.min_target())
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+    _round_trip(kernels, text)
+
+
+@needs_cccl
+def test_every_overload_by_keyword():
+    """Each overload of each function called with cuda::ptx's parameter names as keywords
+    emits what the positional call emits."""
+    e = MmaEnv()
+    values = {"d_tmem": e.d, "a_desc": e.a, "a_tmem": e.a_tmem, "b_desc": e.b, "idesc": e.i,
+              "disable_output_lane": e.lanes(4), "enable_input_d": e.p, "scale_input_d": 1,
+              "scale_A_tmem": e.sa, "scale_B_tmem": e.sb, "zero_column_mask_desc": e.z,
+              "cta_group": ptx.cta_group_1}
+    for f in FUNCTIONS:
+        fn = getattr(ptx, f.name)
+        for names in f.overloads:
+            args = {n: values.get(n, f.kinds[0]) for n in names}
+            by_position = fn(e.k, *args.values()).render()
+            assert fn(e.k, **args).render() == by_position, (f.name, names)
+
+
+# -- the table, without the headers ---------------------------------------------------------------
+DENSE = ("f16", "tf32", "f8f6f4", "i8")
+# The scale_vec sizes ptxas takes per block-scaled kind (None: .scale_vec left out).
+VECS = {"mxf8f6f4": (None, "1X"), "mxf4": (None, "2X"), "mxf4nvf4": ("2X", "4X")}
+
+
+def _mma(e: MmaEnv, kind: str, cg: int, a: str, variant: str, arg=None):
+    kw = dict(kind=kind, cta_group=cg, d_tmem=e.d, b_desc=e.b, idesc=e.i, enable_input_d=e.p)
+    kw.update({"a_desc": e.a} if a == "desc" else {"a_tmem": e.a_tmem})
+    if variant == "lanes":
+        kw["disable_output_lane"] = e.lanes(4 * cg)
+    elif variant == "scale":
+        kw["scale_input_d"] = 7
+    elif variant == "block_scale":
+        kw.update(scale_vec=arg, scale_A_tmem=e.sa, scale_B_tmem=e.sb)
+    elif variant == "collector":
+        kw["collector"] = arg
+    return Tcgen05Mma(**kw)
+
+
+def _legal_table():
+    """(kind, cta_group, A, variant, argument, opcode) of every legal tcgen05.mma form."""
+    rows = []
+    for cg, a in itertools.product((1, 2), ("desc", "tmem")):
+        head = f"tcgen05.mma.cta_group::{cg}.kind::"
+        for kind in DENSE:
+            rows += [(kind, cg, a, "plain", None, head + kind),
+                     (kind, cg, a, "lanes", None, head + kind)]
+            rows += [(kind, cg, a, "collector", u, f"{head}{kind}.collector::a::{u}")
+                     for u in ("fill", "use", "lastuse", "discard")]
+            if kind in ("f16", "tf32"):
+                rows.append((kind, cg, a, "scale", None, head + kind))
+        for kind, vecs in VECS.items():
+            rows += [(kind, cg, a, "block_scale", v, f"{head}{kind}.block_scale"
+                      + (f".scale_vec::{v}" if v else "")) for v in vecs]
+    return rows
+
+
+LEGAL = _legal_table()
+
+
+@pytest.mark.parametrize("row", LEGAL, ids=lambda r: "-".join(str(x) for x in r[:5]))
+def test_table_form_builds(row):
+    kind, cg, a, variant, arg, opcode = row
+    insn = _mma(MmaEnv(), kind, cg, a, variant, arg)
+    assert insn.opcode() == opcode
+    scale = variant == "scale"
+    assert insn.requires == req("8.7" if kind == "mxf4nvf4" else "8.6", 100,
+                                arch=(100, 103) if scale else (100, 101, 103, 110),
+                                family=True)
+
+
+@pytest.mark.parametrize("kind,vec", [(k, v) for k in Kind for v in (*ScaleVec, None)
+                                      if k.name in DENSE or v is None
+                                      or v.value[-2:] not in VECS[k.name]])
+def test_table_block_scale_refused(kind, vec):
+    """A scale_vec the kind does not take, block scaling on a dense kind, or an mx kind
+    without it (mxf4nvf4 has no default scale_vec either)."""
+    e = MmaEnv()
+    with pytest.raises(PtxdslError, match=r"block_scale|block-scaled|takes \.scale_vec|needs a "
+                       r"scale_vec"):
+        if kind.name in DENSE:
+            _mma(e, kind.name, 1, "desc", "block_scale", vec)
+        elif vec is None and kind is not Kind.mxf4nvf4:
+            _mma(e, kind.name, 1, "desc", "plain")
+        else:
+            _mma(e, kind.name, 1, "desc", "block_scale", vec)
+
+
+@pytest.mark.parametrize("kind", list(Kind), ids=lambda k: k.name)
+@pytest.mark.parametrize("a", ("desc", "tmem"))
+def test_table_ws(kind, a):
+    e = MmaEnv()
+    kw = dict(kind=kind, d_tmem=e.d, b_desc=e.b, idesc=e.i, enable_input_d=e.p)
+    kw.update({"a_desc": e.a} if a == "desc" else {"a_tmem": e.a_tmem})
+    if kind.name not in DENSE:
+        with pytest.raises(PtxdslError, match=r"tcgen05.mma.ws takes .*only"):
+            Tcgen05MmaWs(**kw)
+        return
+    for b, usage in itertools.product(range(4), Collector):
+        insn = Tcgen05MmaWs(**kw, collector_b=b, collector=usage, zero_column_mask_desc=e.z)
+        assert insn.opcode() == (f"tcgen05.mma.ws.cta_group::1.kind::{kind.name}"
+                                 f".collector::b{b}::{usage.value}")
+    assert Tcgen05MmaWs(**kw).opcode() == f"tcgen05.mma.ws.cta_group::1.kind::{kind.name}"
+
+
+def test_table_forms_assemble():
+    """Every legal row of the table and the .ws forms, one kernel per cta_group and module
+    per requirement, assembled."""
+    by_req: dict = defaultdict(lambda: defaultdict(list))
+    for row in LEGAL:
+        by_req["8.7" if row[0] == "mxf4nvf4" else "scale" if row[3] == "scale" else "base"][
+            row[1]].append(row)
+    for key, groups in by_req.items():
+        kernels = []
+        for cg, rows in sorted(groups.items()):
+            e = MmaEnv(f"k{cg}")
+            for kind, _, a, variant, arg, _ in rows:
+                e.k.emit(_mma(e, kind, cg, a, variant, arg))
+            if cg == 1 and key == "base":
+                for kind in DENSE:
+                    e.k.emit(Tcgen05MmaWs(kind=kind, d_tmem=e.d, a_tmem=e.a_tmem, b_desc=e.b,
+                                          idesc=e.i, enable_input_d=~e.p, collector_b=2,
+                                          collector="lastuse", zero_column_mask_desc=e.z))
+            kernels.append(e.k)
+        text = unchecked_module(kernels).emit()
+        assert assemble_declared(text)[:4] == b"\x7fELF", key
+        _round_trip(kernels, text)
+
+
+# -- the front end --------------------------------------------------------------------------------
+def _round_trip(kernels, text: str) -> None:
+    """The PTX parses back into the same statements, every tcgen05.mma read typed."""
+    parsed = parse_ptx(text, file="tcgen05_mma.ptx")
+    for k in kernels:
+        body = parsed.function(k.name).body
+        assert first_difference(k.body, body, raw_ok=frozenset()) is None, k.name
+        mmas = [s for s in body if getattr(s, "insn", None) is not None
+                and s.insn.opcode().startswith("tcgen05.mma")]
+        assert mmas and all(type(s.insn) in (Tcgen05Mma, Tcgen05MmaWs) for s in mmas)
+
+
+def test_reader_takes_immediates_and_negation():
+    """Text a compiler may write: immediate descriptors, idesc and lane masks, a negated or
+    immediate enable_input_d, an offset TMEM address, no scale_vec."""
+    text = """.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u32 p)
+{
+.reg .b32 %r<4>; .reg .b64 %rd<3>; .reg .pred %p<2>;
+ld.param.u32 %r1, [p];
+setp.ne.b32 %p1, %r1, 0;
+tcgen05.mma.cta_group::1.kind::f16 [%r1], 4096, 8192, 12345, {0, 1, %r1, 2}, !%p1, 15;
+tcgen05.mma.cta_group::1.kind::mxf4.block_scale.collector::a::use [%r1+16], [%r1], 64, %r1,
+    [%r1], [%r1], 1;
+tcgen05.mma.ws.cta_group::1.kind::i8 [%r1], [%r1], 64, %r1, %p1, 0;
+ret;
+}
+"""
+    body = parse_ptx(text).function("k").body
+    insns = [s.insn for s in body if type(getattr(s, "insn", None)) in (Tcgen05Mma,
+                                                                         Tcgen05MmaWs)]
+    assert len(insns) == 3
+    assert insns[0].scale_input_d == 15 and insns[1].scale_vec is None
+    assert [i.render() for i in insns] == [" ".join(m.split())
+                                           for m in re.findall(r"^tcgen05\.mma[^;]*;", text,
+                                                               re.M)]
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+
+
+# -- goldens and pins -----------------------------------------------------------------------------
+def C(id, fn, version="8.6", target="sm_100a"):
+    return Case(id, fn, version, target)
+
+
+def _emit(e, insn):
+    return e.k.emit(insn)
+
+
+def _vec2_tmem_a_fill(e):
+    """cuda::ptx's 2X TMEM-A name, which has no x (and a descriptor for A)."""
+    fn = ptx.tcgen05_mma_block_scale_vec_2_tmem_a_collector_a_fill
+    return fn(e.k, ptx.kind_mxf4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, True)
+
+
+GROUPS: dict[str, list[Case]] = {
+    "tcgen05_mma/mma": [
+        C("f16-desc", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a,
+                                                e.b, e.i, True)),
+        C("tf32-lanes", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_tf32, ptx.cta_group_1, e.d,
+                                                  e.a, e.b, e.i, e.lanes(4), e.p)),
+        C("i8-tmem-a", lambda e: ptx.tcgen05_mma_tmem_a(e.k, "kind_i8", 1, e.d, e.a_tmem, e.b,
+                                                        e.i, ~e.p)),
+        C("f8f6f4-collector", lambda e: _emit(e, Tcgen05Mma(
+            kind="f8f6f4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=0x1234, enable_input_d=0,
+            collector="fill"))),
+        C("enable-from-u32", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1,
+                                                       e.d, e.a, e.b, e.i, e.i)),
+    ],
+    "tcgen05_mma/cta_group_2": [
+        C("f16-lanes8", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_2, e.d, e.a,
+                                                  e.b, e.i, e.lanes(8), False)),
+        C("f8f6f4-tmem-a", lambda e: ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f8f6f4,
+                                                            ptx.cta_group_2, e.d, e.a_tmem,
+                                                            e.b, e.i, True)),
+        C("mxf8f6f4-1x-use", lambda e: ptx.tcgen05_mma_block_scale_vec_1x_collector_a_use(
+            e.k, ptx.kind_mxf8f6f4, ptx.cta_group_2, e.d, e.a, e.b, e.i, e.sa, e.sb, e.p)),
+    ],
+    "tcgen05_mma/scale_input_d": [
+        C("f16-lanes-scale", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1,
+                                                       e.d, e.a, e.b, e.i, e.lanes(4), True,
+                                                       15)),
+        C("tf32-tmem-a-scale", lambda e: ptx.tcgen05_mma_tmem_a(
+            e.k, ptx.kind_tf32, ptx.cta_group_1, e.d, e.a_tmem, e.b, e.i, e.p, 0)),
+    ],
+    "tcgen05_mma/block_scale": [
+        C("mxf8f6f4-1x", lambda e: ptx.tcgen05_mma_block_scale_vec_1x(
+            e.k, ptx.kind_mxf8f6f4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, True)),
+        C("mxf4-2x-tmem-a-name", lambda e: _vec2_tmem_a_fill(e)),
+        C("mxf4-default-vec-tmem-a", lambda e: _emit(e, Tcgen05Mma(
+            kind=Kind.mxf4, d_tmem=e.d, a_tmem=e.a_tmem, b_desc=e.b, idesc=e.i,
+            enable_input_d=e.p, scale_A_tmem=e.sa, scale_B_tmem=e.sb))),
+    ],
+    "tcgen05_mma/mxf4nvf4": [
+        C("2x", lambda e: ptx.tcgen05_mma_block_scale_vec_2x(
+            e.k, ptx.kind_mxf4nvf4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, e.p),
+          "8.7"),
+        C("4x-lastuse", lambda e: ptx.tcgen05_mma_block_scale_vec_4x_collector_a_lastuse(
+            e.k, ptx.kind_mxf4nvf4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, True),
+          "8.7"),
+    ],
+    "tcgen05_mma/ws": [
+        C("b0-fill-zero-mask", lambda e: ptx.tcgen05_mma_ws_collector_b0_fill(
+            e.k, ptx.cta_group_1, ptx.kind_f16, e.d, e.a, e.b, e.i, True, e.z)),
+        C("tmem-a-b3-discard", lambda e: ptx.tcgen05_mma_ws_tmem_a_collector_b3_discard(
+            e.k, ptx.cta_group_1, ptx.kind_i8, e.d, e.a_tmem, e.b, e.i, e.p)),
+        C("no-collector", lambda e: _emit(e, Tcgen05MmaWs(
+            kind="tf32", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i, enable_input_d=e.p))),
+    ],
+}
+
+
+class TestForms(FormChecks):
+    GROUPS = GROUPS
+    ENV = MmaEnv
+
+
+def test_scale_input_d_is_refused_on_sm_110a():
+    e = MmaEnv(target="sm_110a", version="9.0")
+    ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i, True, 1)
+    with pytest.raises(VersionError, match="pinned to .target sm_110a"):
+        e.module().emit()
+
+
+def test_a_kernel_may_take_sm_110a_without_scale_input_d():
+    e = MmaEnv(target="sm_110a", version="9.0")
+    ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i, True)
+    assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"
+
+
+# -- refusal rules: one per class of mistake ------------------------------------------------------
+def _refused(call, match: str, exc=PtxdslError):
+    with pytest.raises(exc, match=match) as err:
+        call(MmaEnv())
+    assert _here(err)
+
+
+def test_refuse_kind_of_another_function():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_mxf4, ptx.cta_group_1, e.d, e.a, e.b,
+                                       e.i, True),
+             r"tcgen05_mma: operand 'kind': expected one of \.kind::f16, \.kind::tf32, "
+             r"\.kind::f8f6f4, \.kind::i8, got \.kind::mxf4")
+    _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_4x(
+        e.k, ptx.kind_mxf4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, True),
+             r"'kind': expected one of \.kind::mxf4nvf4, got \.kind::mxf4")
+
+
+def test_refuse_kind_name():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, "kind_f64", 1, e.d, e.a, e.b, e.i, True),
+             r"'kind'.*one of")
+
+
+def test_refuse_scale_vec_of_another_kind():
+    _refused(lambda e: _mma(e, "mxf8f6f4", 1, "desc", "block_scale", "2X"),
+             r"\.kind::mxf8f6f4 takes \.scale_vec::1X only \(got \.scale_vec::2X\)")
+
+
+def test_refuse_block_scale_without_scale_vec_for_mxf4nvf4():
+    _refused(lambda e: _mma(e, "mxf4nvf4", 1, "desc", "block_scale", None),
+             r"\.kind::mxf4nvf4 needs a scale_vec \(\.scale_vec::2X, \.scale_vec::4X")
+
+
+def test_refuse_block_scaled_kind_without_scales():
+    _refused(lambda e: _mma(e, "mxf8f6f4", 2, "desc", "plain"),
+             r"block-scaled: give scale_A_tmem and scale_B_tmem")
+
+
+def test_refuse_block_scale_on_a_dense_kind():
+    _refused(lambda e: _mma(e, "i8", 1, "desc", "block_scale", "1X"),
+             r"\.block_scale .* is for the kinds \.kind::mxf8f6f4, .* only \(got \.kind::i8\)")
+
+
+def test_refuse_disable_output_lane_count():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
+                                       e.lanes(8), True),
+             r"'disable_output_lane': expected 4 32-bit registers or immediates "
+             r"\(\.cta_group::1\), got 8 values")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_2, e.d, e.a, e.b, e.i,
+                                       e.lanes(4), True),
+             r"expected 8 32-bit registers .*\(\.cta_group::2\), got 4 values")
+
+
+def test_refuse_disable_output_lane_type():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
+                                       [e.a] * 4, True),
+             r"'disable_output_lane\[0\]': expected a 32-bit register")
+
+
+def test_refuse_disable_output_lane_with_block_scale():
+    _refused(lambda e: Tcgen05Mma(kind="mxf8f6f4", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
+                                  idesc=e.i, enable_input_d=e.p, scale_A_tmem=e.sa,
+                                  scale_B_tmem=e.sb, disable_output_lane=e.lanes(4)),
+             "the block-scaled kinds take no disable_output_lane")
+
+
+def test_refuse_scale_input_d_out_of_range():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
+                                       True, 16),
+             r"'scale_input_d': expected an integer immediate in \[0, 15\], got")
+
+
+def test_refuse_scale_input_d_on_another_kind():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, ptx.cta_group_1, e.d, e.a, e.b,
+                                       e.i, True, 1),
+             r"scale_input_d is for \.kind::f16 and \.kind::tf32 only \(got \.kind::f8f6f4\)")
+
+
+def test_refuse_cta_group_2_for_ws():
+    _refused(lambda e: ptx.tcgen05_mma_ws_collector_b1_use(e.k, ptx.cta_group_2, ptx.kind_f16,
+                                                           e.d, e.a, e.b, e.i, True),
+             r"'cta_group': expected cta_group_1 \(\.cta_group::1\), got \.cta_group::2")
+    _refused(lambda e: Tcgen05MmaWs(kind="f16", cta_group=2, d_tmem=e.d, a_desc=e.a,
+                                    b_desc=e.b, idesc=e.i, enable_input_d=e.p),
+             r"tcgen05.mma.ws has \.cta_group::1 only")
+
+
+def test_refuse_cta_group_3():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, 3, e.d, e.a, e.b, e.i, True),
+             r"'cta_group'")
+
+
+def test_refuse_a_tmem_not_u32():
+    _refused(lambda e: ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a,
+                                              e.b, e.i, True),
+             r"'a_tmem': expected a 32-bit integer register \(\.b32/\.u32\) holding a "
+             r"tensor-memory address .*got register %rd\d+ of type \.u64")
+
+
+def test_refuse_d_tmem_not_a_register():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, 0, e.a, e.b, e.i,
+                                       True),
+             r"'d_tmem': expected a 32-bit integer register \(\.b32/\.u32\) holding a "
+             r"tensor-memory address")
+
+
+def test_refuse_a_desc_not_u64():
+    """cuda::ptx's block-scale `_tmem_a` functions take a descriptor (u64) for A: a TMEM
+    address given there is refused, not emitted as a descriptor."""
+    _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_1x_tmem_a(
+        e.k, ptx.kind_mxf8f6f4, ptx.cta_group_1, e.d, e.a_tmem, e.b, e.i, e.sa, e.sb, True),
+             r"'a_desc': expected a 64-bit register holding a matrix descriptor")
+
+
+def test_refuse_both_or_neither_a():
+    _refused(lambda e: Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, a_tmem=e.a_tmem,
+                                  b_desc=e.b, idesc=e.i, enable_input_d=e.p),
+             r"a_desc\) or from tensor memory \(a_tmem\): give exactly one")
+
+
+def test_refuse_idesc():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.a,
+                                       True),
+             r"'idesc': expected a 32-bit register \(\.b32/\.u32\) or an immediate")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
+                                       1 << 32, True),
+             r"'idesc'")
+
+
+def test_refuse_idesc_of_another_kind():
+    """A descriptor object that knows its kind (h3's InstrDesc has `.kind` and `.value`)."""
+    class Desc:
+        kind = Kind.tf32
+        value = 0x10
+
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
+                                       Desc(), True),
+             r"'idesc': expected an instruction descriptor of \.kind::f16, got one of "
+             r"\.kind::tf32")
+
+
+def test_refuse_enable_input_d():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
+                                       2),
+             r"'enable_input_d': expected a \.pred register, a bool, or a 32-bit register")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
+                                       e.a),
+             r"'enable_input_d'.*got register %rd\d+ of type \.u64")
+
+
+def test_refuse_collector_b():
+    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
+                                    idesc=e.i, enable_input_d=e.p, collector_b=4,
+                                    collector="fill"),
+             r"'collector_b': expected an integer immediate in \[0, 3\]")
+    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
+                                    idesc=e.i, enable_input_d=e.p, collector_b=1),
+             r"give both or neither")
+    _refused(lambda e: Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
+                                  idesc=e.i, enable_input_d=e.p, collector="keep"),
+             r"'collector'")
+
+
+def test_refuse_zero_column_mask_desc():
+    _refused(lambda e: ptx.tcgen05_mma_ws_collector_b0_fill(
+        e.k, ptx.cta_group_1, ptx.kind_f16, e.d, e.a, e.b, e.i, True, e.i),
+             r"'zero_column_mask_desc': expected a 64-bit register")
+
+
+def test_refuse_overload_that_does_not_exist():
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b),
+             r"no cuda::ptx overload takes")
+
+
+def test_a_refused_call_adds_nothing():
+    """The setp made for a bool enable_input_d is rolled back with the refused instruction."""
+    e = MmaEnv()
+    e.d, e.a, e.b, e.i   # noqa: B018 - make the operands first
+    before = len(list(e.k.statements()))
+    with pytest.raises(PtxdslError):
+        ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, ptx.cta_group_1, e.d, e.a, e.b, e.i, True, 1)
+    assert len(list(e.k.statements())) == before
+
+
+def test_refuse_cta_groups_mixed_in_a_kernel():
+    """ptxas refuses a kernel with both .cta_group::1 and ::2 tcgen05 instructions (so the
+    batches above split by group); the builder refuses the second group."""
+    def mixed(e):
+        ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i, True)
+        ptx.tcgen05_mma_block_scale_vec_1x(e.k, ptx.kind_mxf8f6f4, ptx.cta_group_2, e.d, e.a,
+                                           e.b, e.i, e.sa, e.sb, True)
+    _refused(mixed, r"\.cta_group::2 in a kernel whose tcgen05\.mma\.cta_group::1\.kind::f16 "
+             r"\(line .*\) uses \.cta_group::1: ptxas refuses a function that mixes")
+
+
+def test_cta_group_enum_and_ints_agree():
+    e = MmaEnv()
+    one = ptx.tcgen05_mma(e.k, "kind::f16", 1, e.d, e.a, e.b, e.i, e.p)
+    two = ptx.tcgen05_mma(e.k, Kind.f16, CtaGroup.one, e.d, e.a, e.b, e.i, e.p)
+    assert one.render() == two.render()

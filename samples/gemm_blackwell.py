@@ -271,7 +271,7 @@ def _epilogue(k: Kernel, cfg: Config, taddr: Reg, acc_bar: Addr, c_base: Reg, m0
     # tcgen05.ld is .sync.aligned: the whole warp loads, rows past M included; only the
     # stores are predicated
     with k.for_range(0, BN, LD_COLS) as col:
-        vals = ptx.tcgen05_ld_32x32b(k, k.add(taddr, k.add(lanes, col)), LD_COLS)
+        vals = ptx.tcgen05_ld_32x32b(k, LD_COLS, k.add(taddr, k.add(lanes, col)), type=t.f32)
         ptx.tcgen05_wait_ld(k)
         left = k.sub(k.sub(N, n0), col, type=t.s32)     # this row's columns from col on
         ptr = k.add(row_ptr, k.mul(col, 2, type=t.u32, mode="wide"))
@@ -329,10 +329,11 @@ def launch(module: LoadedModule, cfg: Config, a: object, b: object, c: object, m
 
 def blackwell_skip_reason() -> str | None:
     """None when device 0 runs sm_100a code (compute capability 10.0), else why not."""
+    from ptxdsl.runtime import gpu_skip_reason
     from ptxdsl.runtime.device import current_compute_capability
     cc = current_compute_capability()
-    if cc is None:
-        return "no usable CUDA device"
+    if cc is None:      # the runtime's words (no driver, no device): said once in the demo
+        return gpu_skip_reason() or "no usable CUDA device"
     if cc != (10, 0):
         return (f"device 0 is compute capability {cc[0]}.{cc[1]}; sm_100a code runs on "
                 "compute capability 10.0 (B200, GB200) only")

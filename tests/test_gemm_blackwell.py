@@ -132,8 +132,8 @@ def test_check_shape_refuses_what_the_kernels_cannot_take():
     ((10, 0), None),
 ])
 def test_skip_reason(monkeypatch, cc, words):
-    import ptxdsl.runtime.device as device
     import ptxdsl.runtime as runtime
+    import ptxdsl.runtime.device as device
     monkeypatch.setattr(device, "current_compute_capability", lambda: cc)
     monkeypatch.setattr(runtime, "gpu_skip_reason", lambda: "the runtime's reason")
     reason = NS["blackwell_skip_reason"]()

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ptxdsl import Addr, Kernel, Module, Reg, Symbol, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, t
 from ptxdsl.instructions.wgmma_desc import SmemLayout
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sibling_sample, sync
@@ -121,11 +121,15 @@ def smem_desc(k: Kernel, layout: SmemLayout, addr: Reg) -> Reg:
     return k.mad(k.shr(addr, 4), 1, const, type=t.u32, mode="wide")
 
 
-def build_gemm(cfg: Config) -> Kernel:
-    """The kernel of `cfg` (see the module docstring for its roles)."""
+def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
+    """The kernel of `cfg` (see the module docstring for its roles); `bounded`: every
+    mbarrier wait traps after 2 s with an error record naming its barrier and parity
+    (`ptxdsl.debug`), for a first run on a new GPU."""
     cg = cfg.cta_group
     k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1,
                reqnctapercluster=(2, 1, 1) if cfg.pair else None)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
     map_a = k.param_tensormap("map_a", box=cfg.layout_a)
     map_b = k.param_tensormap("map_b", box=cfg.layout_b)
     c_p = k.param_ptr("c")
@@ -288,10 +292,12 @@ def _epilogue(k: Kernel, cfg: Config, taddr: Reg, acc_bar: Addr, c_base: Reg, m0
                 k.st(Addr(ptr, 2 * j), pair, space="global")
 
 
-def build_module(names: Iterable[str] = tuple(CONFIGS)) -> Module:
-    """The kernels of `names` ("cta1", "pair")."""
-    return Module([build_gemm(CONFIGS[n]) for n in names], name="gemm_blackwell",
-                  target=TARGET)
+def build_module(names: Iterable[str] = tuple(CONFIGS), bounded: bool = False) -> Module:
+    """The kernels of `names` ("cta1", "pair"); `bounded`: the debug build (`build_gemm`)."""
+    kernels = [build_gemm(CONFIGS[n], bounded) for n in names]
+    if bounded:
+        return debug.module(kernels, name="gemm_blackwell", target=TARGET)
+    return Module(kernels, name="gemm_blackwell", target=TARGET)
 
 
 # -- host side ---------------------------------------------------------------------------------
@@ -349,20 +355,23 @@ SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, 
 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES,
-        names: Iterable[str] = tuple(CONFIGS)) -> Report:
+        names: Iterable[str] = tuple(CONFIGS), bounded: bool = False) -> Report:
     """Each kernel of `names` on each (M, N, K) of `shapes`, compared with numpy bit for bit;
-    on a GPU that cannot run sm_100a, why not, and the module assembled instead."""
+    on a GPU that cannot run sm_100a, why not, and the module assembled instead. `bounded`:
+    the debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
     report = Report("gemm_blackwell")
+    names = tuple(names)
     reason = blackwell_skip_reason()
     if reason is not None:
         report.note(f"needs a Blackwell GPU ({reason}): not run")
-        cubin = build_module().assemble(TARGET)
-        report.check("both kernels built, checked clean and assembled for sm_100a",
+        cubin = build_module(names, bounded).assemble(TARGET)
+        report.check("the kernels built, checked clean and assembled for sm_100a",
                      len(cubin) > 0, f"{len(cubin)} bytes of cubin")
         return report
     from ptxdsl import runtime as rt
     gh = sibling_sample(__file__, "gemm_hopper")    # its integer inputs and bf16 rounding
-    mod = build_module().load()
+    mod = build_module(names, bounded).load()
+    recorder = debug.Recorder().attach(mod) if bounded else None
     for cfg in (CONFIGS[n] for n in names):
         report.note(f"{cfg.name}: {cfg.mma_m} x {BN} tiles, {cfg.stages} stages, "
                     f"{cfg.smem_bytes} bytes of dynamic shared memory")
@@ -372,7 +381,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES,
             c = rt.DeviceBuffer.empty((m, n), np.uint16)
             c.memset(POISON)
             launch(mod, cfg, dev_a, dev_b, c, m, n, kdim)
-            sync()
+            sync(recorder=recorder)
             report.check_equal(f"{cfg.name} M={m} N={n} K={kdim}", c.to_numpy(),
                                gh.bf16_round(want))
     return report

@@ -109,6 +109,18 @@ def test_shared_memory_descriptor_fields(module):
     assert sorted(set(steps)) == ["2", "4", "6"]
 
 
+def test_debug_build_checks_clean_and_assembles():
+    """`bounded=True` (`run(bounded=True)`, for a first run on a new GPU): every mbarrier
+    wait bounded by %globaltimer, still clean, assembled for sm_100a."""
+    built = NS["build_module"](bounded=True)
+    for k in built.kernels:
+        assert k.check(strict=True) == [], k.name
+    ptx = built.emit()
+    # per kernel: the producer's empty, the MMA thread's full and last-commit, the epilogue's
+    assert ptx.count("mbarrier.try_wait") == ptx.count("trap;") == 2 * 4
+    assert assemble_declared(ptx)[:4] == b"\x7fELF"
+
+
 def test_shared_memory_fits_and_is_aligned():
     for cfg in CONFIGS.values():
         assert cfg.smem_bytes <= 232448, cfg.name        # sm_100's dynamic shared memory
@@ -153,7 +165,7 @@ def test_run_off_blackwell_says_why_and_assembles(monkeypatch):
     assert any("needs a Blackwell GPU (device 0 is compute capability 9.0" in n
                and "not run" in n for n in report.notes)
     assert [name for name, _, _ in report.checks] == \
-        ["both kernels built, checked clean and assembled for sm_100a"]
+        ["the kernels built, checked clean and assembled for sm_100a"]
 
 
 def test_main_without_blackwell_assembles_offline():

@@ -40,6 +40,8 @@ FAMILIES: tuple[str, ...] = (
     "tcgen05",
     "tcgen05_ldst",
     "tcgen05_mma",
+    "clusterlaunchcontrol",
+    "st_bulk",
 )
 
 

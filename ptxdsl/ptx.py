@@ -55,6 +55,7 @@ from .instructions.bulk import CtaGroup, RedOp
 from .instructions.bulk_tensor import *  # noqa: F403
 from .instructions.cache_policy import *  # noqa: F403
 from .instructions.cluster import *  # noqa: F403
+from .instructions.clusterlaunchcontrol import *  # noqa: F403
 from .instructions.control_ptx import *  # noqa: F403
 from .instructions.fence import *  # noqa: F403
 from .instructions.ld_st import *  # noqa: F403
@@ -64,6 +65,7 @@ from .instructions.multimem import *  # noqa: F403
 from .instructions.setmaxnreg import *  # noqa: F403
 from .instructions.sreg import *  # noqa: F403
 from .instructions.st_async import *  # noqa: F403
+from .instructions.st_bulk import *  # noqa: F403
 from .instructions.tcgen05 import *  # noqa: F403
 from .instructions.tcgen05_ldst import *  # noqa: F403
 from .instructions.tcgen05_mma import *  # noqa: F403

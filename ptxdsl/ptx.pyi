@@ -100,6 +100,13 @@ __all__ = [
     'bfind_shiftamt',
     'bmsk_clamp',
     'bmsk_wrap',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_x',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_y',
+    'clusterlaunchcontrol_query_cancel_get_first_ctaid_z',
+    'clusterlaunchcontrol_query_cancel_is_canceled',
+    'clusterlaunchcontrol_try_cancel',
+    'clusterlaunchcontrol_try_cancel_multicast',
     'cp_async_bulk',
     'cp_async_bulk_commit_group',
     'cp_async_bulk_cp_mask',
@@ -347,6 +354,7 @@ __all__ = [
     'st_L1_no_allocate_L2_cache_hint',
     'st_L2_cache_hint',
     'st_async',
+    'st_bulk',
     'tcgen05_alloc',
     'tcgen05_commit',
     'tcgen05_commit_multicast',
@@ -512,6 +520,42 @@ def bfind(k: Kernel, a_reg: Reg) -> Reg: ...
 def bfind_shiftamt(k: Kernel, a_reg: Reg) -> Reg: ...
 def bmsk_clamp(k: Kernel, a_reg: Value, b_reg: Value) -> Reg: ...
 def bmsk_wrap(k: Kernel, a_reg: Value, b_reg: Value) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Sequence[Reg] | None = ...,
+) -> tuple[Reg, ...]: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_x(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_y(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_get_first_ctaid_z(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_query_cancel_is_canceled(
+    k: Kernel,
+    try_cancel_response: Reg,
+    *,
+    dst: Reg | None = ...,
+) -> Reg: ...
+def clusterlaunchcontrol_try_cancel(k: Kernel, addr: Address, smem_bar: Address) -> None: ...
+def clusterlaunchcontrol_try_cancel_multicast(
+    k: Kernel,
+    addr: Address,
+    smem_bar: Address,
+) -> None: ...
 @overload
 def cp_async_bulk(
     k: Kernel,
@@ -2083,6 +2127,7 @@ def st_async(
     *,
     type: TypeArg | None = ...,
 ) -> None: ...
+def st_bulk(k: Kernel, addr: Address, size: Value, initval: int | SupportsIndex | Imm) -> None: ...
 def tcgen05_alloc(
     k: Kernel,
     cta_group: CtaGroup | Int | str,

@@ -176,7 +176,7 @@ def test_builders_that_dispatch_by_themselves_take_each_stub_overload():
               "tensor_coords": (0, 1)}
     built = 0
     for name, forms in _stub_functions().items():
-        if not (re.fullmatch(r"(ld|st)(_\w+)?", name) and name != "st_async"
+        if not (re.fullmatch(r"(ld|st)(_\w+)?", name) and name not in ("st_async", "st_bulk")
                 or name == "cp_async_bulk_prefetch_tensor"):
             continue
         for node in forms:

@@ -272,6 +272,11 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("bulk", "CpAsyncBulkCommitGroup", lambda insn, i: [Op(Role.COMMIT, i)]),
     ("bulk", "CpAsyncBulkWaitGroup",
      lambda insn, i: [Op(Role.WAIT_GROUP, i, n=insn.n, read=insn.read)]),
+    # try_cancel writes its 16-byte response into shared memory asynchronously and completes
+    # those bytes on the mbarrier, as a 1-D bulk copy does (multicast: in every CTA).
+    ("clusterlaunchcontrol", "ClusterLaunchControlTryCancel",
+     lambda insn, i: [Op(Role.BULK_LOAD, i, smem=insn.addr, mbar=insn.smem_bar, count=16,
+                         multicast=insn.multicast)]),
     ("sync", "Barrier", _barrier),
     ("sync", "BarrierRed", _barrier),
     ("sync", "WarpSync", lambda insn, i: [Op(Role.WARP_SYNC, i)]),

@@ -194,7 +194,12 @@ RULES: list[Rule] = [
     Rule("wgmma-distinct", "Each accumulator (and each register of an RS A operand) holds its "
          "own values; ptxas accepts one register given twice, and wgmma then writes two "
          "accumulators' results into it (one is lost) or reads one A value in two places.",
-         r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),]
+         r"expected \d+ distinct registers, got %\w+ as", ("wgmma",)),
+    Rule("clc-response", "clusterlaunchcontrol.query_cancel decodes the opaque 16 bytes a "
+         "try_cancel wrote; ptxas also takes an immediate there (a 64-bit constant, high half "
+         "0), which is no response. ptxdsl takes the .b128 register loaded from the response "
+         "buffer.", r"expected a \.b128 register holding the response",
+         ("clusterlaunchcontrol",)),]
 
 
 def match(case: Case, message: str) -> Rule | None:

@@ -38,8 +38,4 @@ FORMS: list[tuple[str, Requires, str]] = [
     ("elect.sync {d,_}|p, membermask", req("8.0", 90), "not in cuda::ptx 13.0"),
     # cuda::ptx headers whose every form needs sm_100 or newer: no builders (issue 15 covers
     # targets up to sm_90a).
-    ("clusterlaunchcontrol.{try_cancel,query_cancel}", req("8.6", 100),
-     "not built: sm_100+ only (cuda::ptx clusterlaunchcontrol.h)"),
-    ("st.bulk.weak.shared::cta [addr], size, initval", req("8.6", 100),
-     "not built: sm_100+ only (cuda::ptx st_bulk.h)"),
 ]

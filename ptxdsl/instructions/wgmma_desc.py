@@ -471,17 +471,17 @@ class MatrixDescriptor:
         return MatrixDescriptor(self.layout, k.add(self.value, delta))
 
 
-def _tile_fits(layout: SmemLayout, at: Addr) -> None:
+def _tile_fits(layout: SmemLayout, at: Addr, who: str = "wgmma descriptor") -> None:
     """A tile at a symbol plus a constant: in shared memory, aligned for the layout, inside."""
     sym, off = at.base, at.offset
     assert isinstance(sym, Symbol)   # both callers pass a symbol base
     if not sym.space.is_shared:
-        raise BuildError(f"wgmma descriptor: {sym.name} is not in shared memory")
+        raise BuildError(f"{who}: {sym.name} is not in shared memory")
     if (sym.align or 1) < layout.alignment or off % layout.alignment:
-        raise BuildError(f"wgmma descriptor: a {layout.describe()} tile must start "
+        raise BuildError(f"{who}: a {layout.describe()} tile must start "
                          f"{layout.alignment}-byte aligned; {sym.name} is declared "
                          f".align {sym.align} (offset {off})")
-    symbol_fit("wgmma descriptor", "addr", at, size=layout.nbytes,
+    symbol_fit(who, "addr", at, size=layout.nbytes,
                what=f"the {layout.describe()} tile ({layout.nbytes} bytes)")
 
 
@@ -495,23 +495,33 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     known = as_int(addr)          # a numpy integer too
     if known is not None:
         return MatrixDescriptor(layout, layout.encode(known))
+    return MatrixDescriptor(layout, address_descriptor(k, layout, addr, layout.constant_bits()))
+
+
+def address_descriptor(k, layout: SmemLayout, addr: Any, constant: int,
+                       who: str = "wgmma descriptor") -> Reg:
+    """`constant` (a descriptor without its start address) with the start-address field of
+    the run-time address `addr` (a shared symbol, `Addr(symbol, offset)` or a 32/64-bit
+    register holding a shared address, checked against the layout) in a 64-bit register.
+    The sm_100 descriptor (`tcgen05_desc.smem_descriptor`) has the same field."""
     sym, off = _symbol_of(addr)
     if sym is not None:
-        _tile_fits(layout, Addr(sym, off))
+        _tile_fits(layout, Addr(sym, off), who)
         reg = k.mov(sym)
         if off:
             reg = k.add(reg, off)
     elif isinstance(addr, Reg) and addr.type.bits in (32, 64) and addr.type.kind in "bus":
         space = known_space(addr)
         if space is not None and not space.is_shared:
-            raise OperandError("wgmma descriptor", "addr", "a shared-memory address (the "
+            raise OperandError(who, "addr", "a shared-memory address (the "
                                "descriptor encodes an offset in the CTA's shared window)",
                                f"register %{addr.name}, which holds a "
                                f"{space.value or 'generic'} address")
-        known_fit(addr, lambda at: _tile_fits(layout, at))   # a register holding a symbol's
+        # a register holding a symbol's address: the tile must fit there too
+        known_fit(addr, lambda at: _tile_fits(layout, at, who))
         reg = addr
     else:
-        raise BuildError(f"wgmma descriptor: the address must be a shared symbol, Addr, a "
+        raise BuildError(f"{who}: the address must be a shared symbol, Addr, a "
                          f"32/64-bit register or an int, got {addr!r}")
     t = ScalarType
     # The start-address field is address >> 4: shared addresses are below 2**18, so the shift
@@ -519,11 +529,9 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     # and mad.wide does the add and the widening of a 32-bit address in one instruction.
     if reg.type.bits == 32:
         field = k.shr(reg, 4, type=t.u32)
-        value = k.mad(field, 1, layout.constant_bits(), type=t.u32, mode="wide")
-    else:
-        field = k.shr(reg, 4, type=t.u64)
-        value = k.or_(field, layout.constant_bits(), type=t.b64)
-    return MatrixDescriptor(layout, value)
+        return k.mad(field, 1, constant, type=t.u32, mode="wide")
+    field = k.shr(reg, 4, type=t.u64)
+    return k.or_(field, constant, type=t.b64)
 
 
 # The safety net under the checks above (errors.fail_closed), as for the Kernel builders.
@@ -536,3 +544,4 @@ refuse_assignment(MatrixDescriptor, "its value was checked against its layout: m
                   "or k_step() for another K index")
 encode_descriptor = fail_closed("encode_descriptor", encode_descriptor)
 descriptor = fail_closed("wgmma descriptor", descriptor)
+address_descriptor = fail_closed("address_descriptor", address_descriptor)

@@ -36,21 +36,25 @@ The CTA (192 threads, six warps, one tile each; not persistent):
   the M and N edges (TMA zero-fills A and B past M, N and K, so K need only give 16-byte
   row pitches: a multiple of 8).
 
-Descriptors (PTX ISA "Shared memory descriptor" and "Instruction descriptor"): the sm_100
-shared-memory descriptor of a K-major 128B-swizzled tile has SBO = 1024 bytes (8 rows of
-128 bytes), LBO unused (16), the fixed 0b001 at bits 46-48 and swizzle code 2 at bits
-61-63; the kind::f16 instruction descriptor says f32 D, bf16 A and B, both K-major,
-N >> 3 and M >> 4.
+Descriptors (PTX ISA "Shared memory descriptor" and "Instruction descriptor", built with
+`ptxdsl.instructions.tcgen05_desc`): the sm_100 shared-memory descriptor of a K-major
+128B-swizzled tile has SBO = 1024 bytes (8 rows of 128 bytes), LBO unused (16), the fixed
+0b001 at bits 46-48 and swizzle code 2 at bits 61-63; the kind::f16 instruction descriptor
+says f32 D, bf16 A and B, both K-major, N >> 3 and M >> 4.
 
 What is verified here and what is not: no Blackwell GPU was available when this was
-written. Verified: the kernels build, the hazard checker finds nothing, nvJitLink (ptxas)
-assembles them for sm_100a, and the PTX is pinned by a golden; the descriptor fields are
-those of the PTX ISA tables (and CUTLASS's `UMMA::InstrDescriptor`). Not verified: the run
-itself (results, the pair's barrier traffic, the TMEM layout assumed by the epilogue). On a
-GPU that is not compute capability 10.0 the sample says why it did not run and assembles
-the kernels instead; on a B200-class GPU it runs both kernels on shapes with tails in every
-dimension and compares C bit for bit with numpy (integer inputs: exact f32 sums, one bf16
-rounding).
+written. Verified without one: the kernels build, the hazard checker finds nothing, ptxas
+(through nvJitLink) assembles them for sm_100a, their PTX is pinned by goldens, the
+descriptors' values equal the ones derived by hand from the PTX ISA's tables (and CUTLASS's
+`UMMA::InstrDescriptor` bit fields), and the epilogue's (lane, column) reads cover the
+accumulator once, each element stored where it belongs, by `tcgen05_tmem`'s models of the
+ISA's data-path layout and `.32x32b` fragment (tests/test_gemm_blackwell.py). Not verified:
+a run (results, timing, the pair's cross-CTA barrier traffic, the hardware's reading of the
+descriptors). On a GPU that is not compute capability 10.0 the sample says why it did not
+run and assembles the kernels instead; on a B200-class GPU it runs both kernels on shapes
+with tails in every dimension and compares C bit for bit with numpy (integer inputs: exact
+f32 sums, one bf16 rounding); `run(bounded=True)` makes a hung wait trap with a record of
+its barrier.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, t
+from ptxdsl.instructions.tcgen05_desc import InstrDesc, smem_descriptor
+from ptxdsl.instructions.tcgen05_tmem import AccumulatorLayout
 from ptxdsl.instructions.wgmma_desc import SmemLayout
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from ptxdsl.sample_runner import POISON, Report, sample_main, sibling_sample, sync
@@ -98,7 +104,10 @@ class Config:
         self.acc_off = self.ring_off + 16 * stages     # the accumulator-ready barrier
         self.tmem_off = self.acc_off + 8               # where tcgen05.alloc writes the address
         self.smem_bytes = self.tmem_off + 8
-        self.tmem_cols = BN
+        # lane i = row i of the CTA's rows, column j = column j: BN f32 columns (layout D of
+        # the ISA's data-path layouts for M = 128 with cta_group::1 and 256 with ::2)
+        self.acc = AccumulatorLayout(self.mma_m, BN, self.ctas)
+        self.tmem_cols = self.acc.alloc_columns
 
 
 CTA1 = Config(pair=False, stages=4, name="gemm_blackwell_cta1")
@@ -109,16 +118,10 @@ CONFIGS = {"cta1": CTA1, "pair": PAIR}
 
 # -- descriptors (PTX ISA: "Instruction descriptor", "Shared memory descriptor") -------------
 def instr_desc(cfg: Config) -> int:
-    """kind::f16's instruction descriptor: f32 D, bf16 A and B, both K-major, M x BN."""
-    return (1 << 4) | (1 << 7) | (1 << 10) | (BN >> 3) << 17 | (cfg.mma_m >> 4) << 24
-
-
-def smem_desc(k: Kernel, layout: SmemLayout, addr: Reg) -> Reg:
-    """The sm_100 shared-memory descriptor of `layout` at shared address `addr` (a .u32
-    register): start >> 4 at bits 0-13, LBO >> 4 at 16-29, SBO >> 4 at 32-45, 0b001 at
-    46-48, the swizzle code at 61-63."""
-    const = (layout.lbo >> 4) << 16 | (layout.sbo >> 4) << 32 | 1 << 46 | 2 << 61
-    return k.mad(k.shr(addr, 4), 1, const, type=t.u32, mode="wide")
+    """kind::f16's instruction descriptor: f32 D, bf16 A and B, both K-major (no transpose),
+    the MMA's M (the pair's 256 rows with cta_group::2) x BN."""
+    return InstrDesc("f16", cfg.mma_m, BN, dtype="f32", atype="bf16", btype="bf16",
+                     cta_group=cfg.ctas).value
 
 
 def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:
@@ -235,8 +238,8 @@ def _issuer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, taddr: Reg
         c.wait_full()
         ptx.tcgen05_fence_after_thread_sync(k)      # the MMAs after the wait that saw the data
         slot = c.slot(smem, cfg.stage_bytes)
-        da = smem_desc(k, cfg.layout_a, slot)
-        db = smem_desc(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
+        da = smem_descriptor(k, cfg.layout_a, slot)
+        db = smem_descriptor(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
         first = k.setp("ne", kb, 0)                 # false once: D = A B on the first k16
         for j, kk in enumerate(range(0, BK, UMMA_K)):
             step = cfg.layout_a.k_offset(kk) >> 4   # start address in 16-byte units

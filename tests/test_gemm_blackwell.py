@@ -97,6 +97,28 @@ def test_instruction_descriptors():
     assert NS["instr_desc"](CONFIGS["pair"]) == common | (256 >> 4) << 24 == 0x10400490
 
 
+@pytest.mark.parametrize("variant", sorted(CONFIGS))
+def test_epilogue_reads_each_accumulator_element_once_where_it_stores_it(module, variant):
+    """The epilogue's mapping against the ISA's data-path layout and .32x32b fragment
+    (tcgen05_tmem's models): thread tid of warps 0-3 loads, at lane 32 * (tid // 32) and
+    column col, LD_COLS registers; register j must hold accumulator element (tid, col + j) of
+    this CTA's rows, which the epilogue stores to C[m0 + tid, n0 + col + j]."""
+    from ptxdsl.instructions.tcgen05_tmem import AccumulatorLayout, fragment_position
+    cfg, cols = CONFIGS[variant], NS["LD_COLS"]
+    assert f"tcgen05.ld.sync.aligned.32x32b.x{cols}.b32" in _entry(module.emit(), cfg.name)
+    acc = AccumulatorLayout(cfg.mma_m, NS["BN"], cfg.ctas)
+    assert acc.rows == NS["BM"] and acc.columns == NS["BN"]
+    seen = set()
+    for tid in range(128):
+        for col in range(0, NS["BN"], cols):
+            for j in range(cols):
+                lane, column = fragment_position("32x32b", cols, tid % 32, j)
+                got = acc.element(32 * (tid // 32) + lane, col + column)
+                assert got == (tid, col + j), (tid, col, j, got)
+                seen.add(got)
+    assert len(seen) == acc.rows * acc.n
+
+
 def test_shared_memory_descriptor_fields(module):
     """The sm_100 descriptor's constant part (PTX ISA, "Shared memory descriptor"): LBO 16
     bytes (unused by K-major swizzled tiles) at bits 16-29, SBO 1024 bytes (8 rows of 128

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from ptxdsl import Addr, Module, PtxdslError, VersionError, ptx, t
+from ptxdsl.forms import all_forms
 from ptxdsl.instructions.tcgen05 import Tcgen05Cp
 from ptxdsl.instructions.tcgen05_ldst import Tcgen05Ld, Tcgen05St, TmemShape
 from ptxdsl.testing import assemble_declared
@@ -347,6 +348,17 @@ def test_refuse_mixed_cta_groups_in_a_kernel():
         ptx.tcgen05_cp_128x128b(e.k, 2, e.taddr, e.desc)
 
 
+@pytest.mark.parametrize("dims", [(1, 1, 1), (3, 1, 1)])
+def test_refuse_cta_pair_in_an_odd_cluster(dims):
+    e = TmemEnv()
+    e.k.reqnctapercluster = dims
+    with pytest.raises(PtxdslError, match=HERE + r"tcgen05.alloc.*CTA pairs.*one without a peer"):
+        ptx.tcgen05_alloc(e.k, 2, e.slot, 32)
+    ptx.tcgen05_alloc(e.k, 1, e.slot, 32)
+    e.k.reqnctapercluster = (2, 2, 1)
+    ptx.tcgen05_relinquish_alloc_permit(Env().k, 2)
+
+
 def test_refuse_cp_multicast_of_another_shape():
     e = TmemEnv()
     with pytest.raises(PtxdslError, match=r"\.128x256b copies take no multicast"):
@@ -359,7 +371,8 @@ def test_refuse_cp_descriptor():
     e = TmemEnv()
     with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*64-bit"):
         ptx.tcgen05_cp_4x256b(e.k, 1, e.taddr, e.v32)
-    with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*2\^64"):
+    with pytest.raises(PtxdslError, match=HERE + r"tcgen05.cp.*'s_desc'.*immediate in "
+                                                 r"\[0, 18446744073709551615\]"):
         ptx.tcgen05_cp_4x256b(e.k, 1, e.taddr, -1)
 
 
@@ -431,3 +444,114 @@ def test_reader_leaves_other_tcgen05_forms_alone():
     assert tcgen05(("tcgen05", "mma", "cta_group::1", "kind::f16"), []) is None
     assert tcgen05(("tcgen05", "wait::ld", "sync"), []) is None
     assert tcgen05(("tcgen05", "cp", "cta_group::1", "64x128b", "warpx3"), [0, 0]) is None
+
+
+# -- the forms table ------------------------------------------------------------------------------
+def _row_sample(e: TmemEnv, form: str) -> None:
+    """Build one instruction of a FORMS row."""
+    op = form.split(".")[1].split(" ")[0]
+    shp = re.search(r"(\d+x\d+b(?:x2)?)", form)
+    split = (4,) if shp and shp.group(1) == "16x32bx2" else ()
+    if op in ("ld", "st"):
+        name = f"tcgen05_{op}_{shp.group(1)}"
+        regs = getattr(ptx, name.replace("_st_", "_ld_"))(e.k, 4, e.taddr, *split)
+        if op == "st":
+            getattr(ptx, name)(e.k, e.taddr, *split, regs)
+    elif op == "cp":
+        name = min(n for n in ptx.__all__ if n.startswith(f"tcgen05_cp_{shp.group(1)}"))
+        getattr(ptx, name)(e.k, 1, e.taddr, e.desc)
+    else:
+        call = {
+            "alloc": lambda: ptx.tcgen05_alloc(e.k, 1, e.slot, 32),
+            "dealloc": lambda: ptx.tcgen05_dealloc(e.k, 1, e.taddr, 32),
+            "relinquish_alloc_permit": lambda: ptx.tcgen05_relinquish_alloc_permit(e.k, 1),
+            "fence::{before,after}_thread_sync": lambda: ptx.tcgen05_fence_after_thread_sync(e.k),
+            "wait::{ld,st}": lambda: ptx.tcgen05_wait_st(e.k),
+            "shift": lambda: ptx.tcgen05_shift_down(e.k, 1, e.taddr),
+            "commit": lambda: (ptx.tcgen05_commit_multicast(e.k, 1, e.bar, 1) if "multicast"
+                               in form else ptx.tcgen05_commit(e.k, 1, e.bar)),
+        }[op]
+        call()
+
+
+def test_forms_rows_are_what_the_builders_need():
+    rows = all_forms(("tcgen05", "tcgen05_ldst"))
+    assert len(rows) == 21
+    for row in rows:
+        e = TmemEnv()
+        _row_sample(e, row.form)
+        insn = list(e.k.statements())[-1].insn
+        assert insn.requires == row.requires, row.form
+        op = row.form.split(".")[1].split("::")[0]
+        assert insn.opcode().split(".")[1].split("::")[0] == op, row.form
+
+
+# -- fuzzed against ptxas ---------------------------------------------------------------------
+def test_builder_agrees_with_ptxas():
+    from hypothesis import seed
+
+    from tests.test_fuzz_tma import fuzz_test
+    seed(35)(fuzz_test("tcgen05"))()
+
+
+def _verdict(c) -> str:
+    from ptxdsl import fuzz
+    (o,) = fuzz.check([c]).outcomes
+    return o.verdict
+
+
+def test_a_tcgen05_check_switched_off_is_a_disagreement(monkeypatch):
+    """With 48 columns let through, the builder emits an alloc ptxas rejects."""
+    from ptxdsl.fuzz import S, case
+    from ptxdsl.instructions import tcgen05
+    c = case("tcgen05", "ptx.tcgen05_alloc", (1, S("smem4"), 48),
+             text="tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [smem4], 48;")
+    assert _verdict(c) == "refused:ptxas"
+    monkeypatch.setattr(tcgen05, "N_COLS", (*tcgen05.N_COLS, 48))
+    assert _verdict(c) == "accepted:rejected"
+
+
+def test_a_tcgen05_policy_rule_removed_is_a_disagreement(monkeypatch):
+    """ptxas takes an immediate TMEM address in tcgen05.dealloc; only the rule says why not."""
+    from ptxdsl.fuzz import case, policy
+    c = case("tcgen05", "ptx.tcgen05_dealloc", (1, 0, 32),
+             text="tcgen05.dealloc.cta_group::1.sync.aligned.b32 0, 32;")
+    assert _verdict(c) == "refused:policy:tcgen05-taddr-immediate"
+    monkeypatch.setattr(policy, "RULES", [r for r in policy.RULES
+                                          if r.id != "tcgen05-taddr-immediate"])
+    assert _verdict(c) == "refused:accepted"
+
+
+TCGEN05_CLASSES = {"Tcgen05Alloc", "Tcgen05Dealloc", "Tcgen05RelinquishAllocPermit",
+                   "Tcgen05Fence", "Tcgen05Wait", "Tcgen05Commit", "Tcgen05Shift", "Tcgen05Cp",
+                   "Tcgen05Ld", "Tcgen05St"}
+
+
+def test_fuzzed_builder_calls_read_back_typed():
+    """Every call the fuzz strategy makes that the builder takes reads back into its class."""
+    from collections import Counter
+
+    from ptxdsl import Kernel, fuzz
+    from ptxdsl.frontend import parse_ptx
+    from ptxdsl.frontend.compare import first_difference, instructions
+    from ptxdsl.fuzz.oracle import build as build_case
+    from tests.frontend_support import unread
+    from tests.fuzz_cover import draw_until_covered
+    from tests.tma_cases import unchecked_module
+
+    seen: Counter[str] = Counter()
+
+    def run(cases):
+        kernels = [k for k in (build_case(i, c) for i, c in enumerate(cases))
+                   if isinstance(k, Kernel)]
+        text = unchecked_module(kernels).emit()
+        parsed = parse_ptx(text, file="tcgen05.ptx")
+        for k in kernels:
+            body = parsed.function(k.name).body
+            diff = first_difference(k.body, body, raw_ok=unread())
+            assert diff is None, f"{k.name}: {diff}"
+            seen.update(type(s.insn).__name__ for s in instructions(body))
+
+    draw_until_covered(fuzz.strategies["tcgen05"], fuzz.BATCH, 10, run,
+                       lambda: TCGEN05_CLASSES <= set(seen))
+    assert TCGEN05_CLASSES <= set(seen), TCGEN05_CLASSES - set(seen)

@@ -5,6 +5,7 @@ refusal rules (one per class of mistake) and the round trip through the front en
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
 import re
@@ -40,11 +41,20 @@ def _here(err) -> bool:
 
 def expected_requirement(form: str):
     """What ptxas needs, which is cuda::ptx 13.0's PTX ISA 8.6 / SM_100a, SM_101a except:
-    .kind::mxf4nvf4 needs PTX 8.7, and scale_input_d is refused on sm_110a/f (so sm_100a and
-    sm_103a only); every form also takes the sm_100f family targets."""
-    version = "8.7" if "mxf4nvf4" in form else "8.6"
-    arch = (100, 103) if "scale_input_d" in form else (100, 101, 103, 110)
-    return req(version, 100, arch=arch, family=True)
+    .kind::mxf4nvf4 needs PTX 8.7, .block16/.block32 PTX 8.8; scale_input_d is refused on
+    sm_110a/f (so sm_100a and sm_103a only); .kind::i8 on sm_103a and the f targets;
+    .scale_vec::NX, and .sp with mxf4/mxf4nvf4, on the f targets. The other forms take every
+    sm_100a-class target and the f family targets."""
+    version = "8.8" if re.search(r"\.block(16|32)", form) else "8.7" if "mxf4nvf4" in form \
+        else "8.6"
+    arch = {100, 101, 103, 110}
+    if "scale_input_d" in form:
+        arch &= {100, 103}
+    if "kind::i8" in form:
+        arch &= {100, 101, 110}
+    family = not ("kind::i8" in form or "scale_vec" in form
+                  or ".sp." in form and "mxf4" in form)
+    return req(version, 100, arch=tuple(sorted(arch)), family=family)
 
 
 class MmaEnv(Env):
@@ -62,6 +72,7 @@ class MmaEnv(Env):
     sa = property(lambda s: s._p(t.u32, "scale_a"))
     sb = property(lambda s: s._p(t.u32, "scale_b"))
     z = property(lambda s: s._p(t.u64, "zero_mask"))
+    meta = property(lambda s: s._p(t.u32, "sp_meta"))
     p = property(lambda s: s._get("p", lambda: s.k.setp("ne", s.i, 0)))
 
     def lanes(self, n: int):
@@ -161,13 +172,25 @@ def test_every_overload_by_keyword():
 
 # -- the table, without the headers ---------------------------------------------------------------
 DENSE = ("f16", "tf32", "f8f6f4", "i8")
-# The scale_vec sizes ptxas takes per block-scaled kind (None: .scale_vec left out).
-VECS = {"mxf8f6f4": (None, "1X"), "mxf4": (None, "2X"), "mxf4nvf4": ("2X", "4X")}
+# The scale vector sizes ptxas takes per block-scaled kind (None: left out; blockN: PTX 8.8).
+VECS = {"mxf8f6f4": (None, "1X", "block32"), "mxf4": (None, "2X", "block32"),
+        "mxf4nvf4": ("2X", "4X", "block16", "block32")}
 
 
-def _mma(e: MmaEnv, kind: str, cg: int, a: str, variant: str, arg=None):
+def _vec_text(v) -> str:
+    """How a scale vector size is written: '.scale_vec::2X', '.block32' or nothing."""
+    return "" if v is None else f".{v}" if v.startswith("block") else f".scale_vec::{v}"
+
+
+def _vec_name(v: ScaleVec) -> str:
+    return v.value.removeprefix("scale_vec::")
+
+
+def _mma(e: MmaEnv, kind: str, cg: int, a: str, variant: str, arg=None, sparse=False):
     kw = dict(kind=kind, cta_group=cg, d_tmem=e.d, b_desc=e.b, idesc=e.i, enable_input_d=e.p)
     kw.update({"a_desc": e.a} if a == "desc" else {"a_tmem": e.a_tmem})
+    if sparse:
+        kw["sp_meta_tmem"] = e.meta
     if variant == "lanes":
         kw["disable_output_lane"] = e.lanes(4 * cg)
     elif variant == "scale":
@@ -180,43 +203,46 @@ def _mma(e: MmaEnv, kind: str, cg: int, a: str, variant: str, arg=None):
 
 
 def _legal_table():
-    """(kind, cta_group, A, variant, argument, opcode) of every legal tcgen05.mma form."""
+    """(kind, cta_group, A, variant, argument, sparse, opcode) of every legal tcgen05.mma form
+    (a collector usage shown for the dense kinds; it combines with every form)."""
     rows = []
-    for cg, a in itertools.product((1, 2), ("desc", "tmem")):
-        head = f"tcgen05.mma.cta_group::{cg}.kind::"
+    for cg, a, sp in itertools.product((1, 2), ("desc", "tmem"), (False, True)):
+        head = f"tcgen05.mma{'.sp' if sp else ''}.cta_group::{cg}.kind::"
         for kind in DENSE:
-            rows += [(kind, cg, a, "plain", None, head + kind),
-                     (kind, cg, a, "lanes", None, head + kind)]
-            rows += [(kind, cg, a, "collector", u, f"{head}{kind}.collector::a::{u}")
+            rows += [(kind, cg, a, "plain", None, sp, head + kind),
+                     (kind, cg, a, "lanes", None, sp, head + kind)]
+            rows += [(kind, cg, a, "collector", u, sp, f"{head}{kind}.collector::a::{u}")
                      for u in ("fill", "use", "lastuse", "discard")]
             if kind in ("f16", "tf32"):
-                rows.append((kind, cg, a, "scale", None, head + kind))
+                rows.append((kind, cg, a, "scale", None, sp, head + kind))
         for kind, vecs in VECS.items():
-            rows += [(kind, cg, a, "block_scale", v, f"{head}{kind}.block_scale"
-                      + (f".scale_vec::{v}" if v else "")) for v in vecs]
+            rows += [(kind, cg, a, "block_scale", v, sp,
+                      f"{head}{kind}.block_scale{_vec_text(v)}") for v in vecs]
     return rows
 
 
 LEGAL = _legal_table()
 
 
-@pytest.mark.parametrize("row", LEGAL, ids=lambda r: "-".join(str(x) for x in r[:5]))
+def _form(row) -> str:
+    """The row's form as expected_requirement reads it."""
+    return row[-1] + (" scale_input_d" if row[3] == "scale" else "")
+
+
+@pytest.mark.parametrize("row", LEGAL, ids=lambda r: "-".join(str(x) for x in r[:6]))
 def test_table_form_builds(row):
-    kind, cg, a, variant, arg, opcode = row
-    insn = _mma(MmaEnv(), kind, cg, a, variant, arg)
+    kind, cg, a, variant, arg, sparse, opcode = row
+    insn = _mma(MmaEnv(), kind, cg, a, variant, arg, sparse)
     assert insn.opcode() == opcode
-    scale = variant == "scale"
-    assert insn.requires == req("8.7" if kind == "mxf4nvf4" else "8.6", 100,
-                                arch=(100, 103) if scale else (100, 101, 103, 110),
-                                family=True)
+    assert insn.requires == expected_requirement(_form(row))
 
 
 @pytest.mark.parametrize("kind,vec", [(k, v) for k in Kind for v in (*ScaleVec, None)
                                       if k.name in DENSE or v is None
-                                      or v.value[-2:] not in VECS[k.name]])
+                                      or _vec_name(v) not in VECS[k.name]])
 def test_table_block_scale_refused(kind, vec):
-    """A scale_vec the kind does not take, block scaling on a dense kind, or an mx kind
-    without it (mxf4nvf4 has no default scale_vec either)."""
+    """A scale vector size the kind does not take, block scaling on a dense kind, or an mx
+    kind without it (mxf4nvf4 has no default scale_vec either)."""
     e = MmaEnv()
     with pytest.raises(PtxdslError, match=r"block_scale|block-scaled|takes \.scale_vec|needs a "
                        r"scale_vec"):
@@ -230,41 +256,48 @@ def test_table_block_scale_refused(kind, vec):
 
 @pytest.mark.parametrize("kind", list(Kind), ids=lambda k: k.name)
 @pytest.mark.parametrize("a", ("desc", "tmem"))
-def test_table_ws(kind, a):
+@pytest.mark.parametrize("sparse", (False, True))
+def test_table_ws(kind, a, sparse):
     e = MmaEnv()
     kw = dict(kind=kind, d_tmem=e.d, b_desc=e.b, idesc=e.i, enable_input_d=e.p)
     kw.update({"a_desc": e.a} if a == "desc" else {"a_tmem": e.a_tmem})
+    if sparse:
+        kw["sp_meta_tmem"] = e.meta
     if kind.name not in DENSE:
         with pytest.raises(PtxdslError, match=r"tcgen05.mma.ws takes .*only"):
             Tcgen05MmaWs(**kw)
         return
+    head = f"tcgen05.mma.ws{'.sp' if sparse else ''}.cta_group::1.kind::{kind.name}"
     for b, usage in itertools.product(range(4), Collector):
         insn = Tcgen05MmaWs(**kw, collector_b=b, collector=usage, zero_column_mask_desc=e.z)
-        assert insn.opcode() == (f"tcgen05.mma.ws.cta_group::1.kind::{kind.name}"
-                                 f".collector::b{b}::{usage.value}")
-    assert Tcgen05MmaWs(**kw).opcode() == f"tcgen05.mma.ws.cta_group::1.kind::{kind.name}"
+        assert insn.opcode() == f"{head}.collector::b{b}::{usage.value}"
+        assert insn.requires == expected_requirement(head)
+    assert Tcgen05MmaWs(**kw).opcode() == head
 
 
 def test_table_forms_assemble():
-    """Every legal row of the table and the .ws forms, one kernel per cta_group and module
-    per requirement, assembled."""
+    """Every legal row of the table and the .ws forms (dense and sparse), one kernel per
+    cta_group and one module per requirement, assembled and read back."""
     by_req: dict = defaultdict(lambda: defaultdict(list))
     for row in LEGAL:
-        by_req["8.7" if row[0] == "mxf4nvf4" else "scale" if row[3] == "scale" else "base"][
-            row[1]].append(row)
+        by_req[expected_requirement(_form(row))][row[1]].append(row)
+    base = expected_requirement("tcgen05.mma.cta_group::1.kind::f16")
     for key, groups in by_req.items():
         kernels = []
         for cg, rows in sorted(groups.items()):
             e = MmaEnv(f"k{cg}")
-            for kind, _, a, variant, arg, _ in rows:
-                e.k.emit(_mma(e, kind, cg, a, variant, arg))
-            if cg == 1 and key == "base":
-                for kind in DENSE:
+            for kind, _, a, variant, arg, sparse, _ in rows:
+                e.k.emit(_mma(e, kind, cg, a, variant, arg, sparse))
+            if cg == 1 and key == base:
+                for kind, sparse in itertools.product(("f16", "tf32", "f8f6f4"), (False, True)):
                     e.k.emit(Tcgen05MmaWs(kind=kind, d_tmem=e.d, a_tmem=e.a_tmem, b_desc=e.b,
                                           idesc=e.i, enable_input_d=~e.p, collector_b=2,
-                                          collector="lastuse", zero_column_mask_desc=e.z))
+                                          collector="lastuse", zero_column_mask_desc=e.z,
+                                          sp_meta_tmem=e.meta if sparse else None))
             kernels.append(e.k)
-        text = unchecked_module(kernels).emit()
+        m = unchecked_module(kernels)
+        text = m.emit()
+        assert (m.version, m.target) == (key.version, key.min_target())
         assert assemble_declared(text)[:4] == b"\x7fELF", key
         _round_trip(kernels, text)
 
@@ -283,7 +316,7 @@ def _round_trip(kernels, text: str) -> None:
 
 def test_reader_takes_immediates_and_negation():
     """Text a compiler may write: immediate descriptors, idesc and lane masks, a negated or
-    immediate enable_input_d, an offset TMEM address, no scale_vec."""
+    immediate enable_input_d, an offset TMEM address, no scale_vec, the sparse forms."""
     text = """.version 8.7
 .target sm_100a
 .address_size 64
@@ -296,14 +329,17 @@ tcgen05.mma.cta_group::1.kind::f16 [%r1], 4096, 8192, 12345, {0, 1, %r1, 2}, !%p
 tcgen05.mma.cta_group::1.kind::mxf4.block_scale.collector::a::use [%r1+16], [%r1], 64, %r1,
     [%r1], [%r1], 1;
 tcgen05.mma.ws.cta_group::1.kind::i8 [%r1], [%r1], 64, %r1, %p1, 0;
+tcgen05.mma.sp.cta_group::1.kind::tf32 [%r1], 128, 64, [%r1+8], %r1, %p1;
+tcgen05.mma.ws.sp.cta_group::1.kind::f16.collector::b0::fill [%r1], [%r1], 64, [%r1], %r1, %p1;
 ret;
 }
 """
     body = parse_ptx(text).function("k").body
     insns = [s.insn for s in body if type(getattr(s, "insn", None)) in (Tcgen05Mma,
                                                                          Tcgen05MmaWs)]
-    assert len(insns) == 3
+    assert len(insns) == 5
     assert insns[0].scale_input_d == 15 and insns[1].scale_vec is None
+    assert [i.sparse for i in insns] == [False, False, False, True, True]
     assert [i.render() for i in insns] == [" ".join(m.split())
                                            for m in re.findall(r"^tcgen05\.mma[^;]*;", text,
                                                                re.M)]
@@ -379,12 +415,68 @@ GROUPS: dict[str, list[Case]] = {
         C("no-collector", lambda e: _emit(e, Tcgen05MmaWs(
             kind="tf32", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i, enable_input_d=e.p))),
     ],
+    "tcgen05_mma/sparse": [
+        C("f16-lanes", lambda e: _emit(e, Tcgen05Mma(
+            kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=e.meta, idesc=e.i,
+            enable_input_d=e.p, disable_output_lane=e.lanes(4)))),
+        C("mxf8f6f4-tmem-a", lambda e: _emit(e, Tcgen05Mma(
+            kind="mxf8f6f4", d_tmem=e.d, a_tmem=e.a_tmem, b_desc=e.b, sp_meta_tmem=e.meta,
+            idesc=e.i, enable_input_d=e.p, scale_A_tmem=e.sa, scale_B_tmem=e.sb,
+            collector="lastuse"))),
+        C("ws-i8-b1-use", lambda e: _emit(e, Tcgen05MmaWs(
+            kind="i8", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=e.meta, idesc=e.i,
+            enable_input_d=e.p, collector_b=1, collector="use", zero_column_mask_desc=e.z))),
+    ],
+    "tcgen05_mma/block_n": [
+        C("mxf4nvf4-block16", lambda e: _emit(e, Tcgen05Mma(
+            kind="mxf4nvf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i, enable_input_d=e.p,
+            scale_vec="block16", scale_A_tmem=e.sa, scale_B_tmem=e.sb)), "8.8"),
+        C("mxf4-block32-sparse-fill", lambda e: _emit(e, Tcgen05Mma(
+            kind="mxf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=e.meta, idesc=e.i,
+            enable_input_d=e.p, scale_vec=ScaleVec.block32, scale_A_tmem=e.sa,
+            scale_B_tmem=e.sb, collector=Collector.fill)), "8.8"),
+    ],
 }
 
 
 class TestForms(FormChecks):
     GROUPS = GROUPS
     ENV = MmaEnv
+
+
+@pytest.mark.parametrize("target,version,call", [
+    ("sm_103a", "8.8", lambda e: ptx.tcgen05_mma(e.k, ptx.kind_i8, 1, e.d, e.a, e.b, e.i, e.p)),
+    ("sm_100f", "8.8", lambda e: ptx.tcgen05_mma_ws_collector_b0_use(
+        e.k, 1, ptx.kind_i8, e.d, e.a, e.b, e.i, e.p)),
+    ("sm_110f", "9.0", lambda e: ptx.tcgen05_mma_block_scale_vec_2x(
+        e.k, ptx.kind_mxf4, 1, e.d, e.a, e.b, e.i, e.sa, e.sb, e.p)),
+    ("sm_103f", "8.8", lambda e: e.k.emit(Tcgen05Mma(
+        kind="mxf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=e.meta, idesc=e.i,
+        enable_input_d=e.p, scale_A_tmem=e.sa, scale_B_tmem=e.sb)))])
+def test_target_refused_by_ptxas(target, version, call):
+    """.kind::i8 needs an sm_100a/sm_110a target; .scale_vec, and .sp with mxf4/mxf4nvf4, an
+    a target, not an f one."""
+    e = MmaEnv(target=target, version=version)
+    call(e)
+    with pytest.raises(VersionError, match=f"pinned to .target {target}"):
+        e.module().emit()
+
+
+@pytest.mark.parametrize("target,version", [("sm_100f", "8.8"), ("sm_103a", "8.8"),
+                                            ("sm_110f", "9.0")])
+def test_family_targets_take_the_other_forms(target, version):
+    e = MmaEnv(target=target, version=version)
+    ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, 1, e.d, e.a, e.b, e.i, e.p)
+    e.k.emit(Tcgen05Mma(kind="mxf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i,
+                        enable_input_d=e.p, scale_A_tmem=e.sa, scale_B_tmem=e.sb))
+    ptx.tcgen05_mma_ws_tmem_a_collector_b2_lastuse(e.k, 1, ptx.kind_tf32, e.d, e.a_tmem, e.b,
+                                                   e.i, e.p, e.z)
+    e.k.emit(Tcgen05Mma(kind="mxf4nvf4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i,
+                        enable_input_d=e.p, scale_vec="block32", scale_A_tmem=e.sa,
+                        scale_B_tmem=e.sb, sp_meta_tmem=None))
+    e.k.emit(Tcgen05Mma(kind="f8f6f4", d_tmem=e.d, a_desc=e.a, b_desc=e.b, idesc=e.i,
+                        enable_input_d=e.p, sp_meta_tmem=e.meta))
+    assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"
 
 
 def test_scale_input_d_is_refused_on_sm_110a():
@@ -424,7 +516,7 @@ def test_refuse_kind_name():
 
 def test_refuse_scale_vec_of_another_kind():
     _refused(lambda e: _mma(e, "mxf8f6f4", 1, "desc", "block_scale", "2X"),
-             r"\.kind::mxf8f6f4 takes \.scale_vec::1X only \(got \.scale_vec::2X\)")
+             r"\.kind::mxf8f6f4 takes \.scale_vec::1X, \.block32 only \(got \.scale_vec::2X\)")
 
 
 def test_refuse_block_scale_without_scale_vec_for_mxf4nvf4():
@@ -498,6 +590,40 @@ def test_refuse_a_tmem_not_u32():
              r"tensor-memory address .*got register %rd\d+ of type \.u64")
 
 
+def test_refuse_tmem_address_declared_u32():
+    """tcgen05.mma takes a TMEM address only in a register declared .b32 (ptxas: "Arguments
+    mismatch" for .u32 and .s32; tcgen05.ld/st take them); automatic registers are .b32."""
+    def named(e):
+        taddr = e.k.reg(t.u32, "taddr")
+        e.k.mov(0, dst=taddr)
+        ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.a, e.b, e.i, True)
+    _refused(named, r"'d_tmem': expected a tensor-memory address in a register declared \.b32 "
+             r".*got %taddr, declared \.u32")
+    e = MmaEnv()
+    taddr = e.k.reg(t.b32, "taddr")
+    e.k.mov(0, dst=taddr)
+    insn = ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.d, e.b, e.i,
+                                  True)
+    assert insn.render().startswith("tcgen05.mma.cta_group::1.kind::f16 [%taddr], [%r1]")
+
+
+def test_refuse_sp_meta_tmem():
+    def meta(e, value):
+        return Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=value,
+                          idesc=e.i, enable_input_d=e.p)
+    _refused(lambda e: meta(e, e.a), r"'sp_meta_tmem': expected a 32-bit integer register")
+    _refused(lambda e: meta(e, e.k.reg(t.u32, "m")),
+             r"'sp_meta_tmem': expected a tensor-memory address in a register declared \.b32")
+
+
+def test_refuse_dense_idesc_for_a_sparse_form():
+    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
+                                    sp_meta_tmem=e.meta, idesc=_Desc(ws=True),
+                                    enable_input_d=e.p),
+             r"'idesc': expected an instruction descriptor for \.kind::f16\.ws, cta_group::1, "
+             r"sparse, got one made for \.kind::f16\.ws, cta_group::1")
+
+
 def test_refuse_d_tmem_not_a_register():
     _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, 0, e.a, e.b, e.i,
                                        True),
@@ -510,7 +636,7 @@ def test_refuse_a_desc_not_u64():
     address given there is refused, not emitted as a descriptor."""
     _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_1x_tmem_a(
         e.k, ptx.kind_mxf8f6f4, ptx.cta_group_1, e.d, e.a_tmem, e.b, e.i, e.sa, e.sb, True),
-             r"'a_desc': expected a 64-bit register holding a matrix descriptor")
+             r"'a_desc': expected a 64-bit register \(\.b64/\.u64\) holding a descriptor")
 
 
 def test_refuse_both_or_neither_a():
@@ -528,16 +654,61 @@ def test_refuse_idesc():
              r"'idesc'")
 
 
-def test_refuse_idesc_of_another_kind():
-    """A descriptor object that knows its kind (h3's InstrDesc has `.kind` and `.value`)."""
-    class Desc:
-        kind = Kind.tf32
-        value = 0x10
+class _Desc:
+    """What tcgen05.mma reads of an instruction descriptor object (h3's `InstrDesc`): its
+    32-bit `.value` and what it was made for."""
 
+    def __init__(self, kind="kind::f16", cta_group=1, ws=False, sparse=False):
+        self.kind, self.cta_group, self.ws, self.sparse = kind, cta_group, ws, sparse
+        self.value = 0x10
+
+
+def test_idesc_object_gives_its_value():
+    e = MmaEnv()
+    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, _Desc(), True)
+    assert insn.idesc.value == 0x10
+    insn = ptx.tcgen05_mma_ws_collector_b0_use(e.k, ptx.cta_group_1, ptx.kind_i8, e.d, e.a,
+                                               e.b, _Desc(Kind.i8, ws=True), True)
+    assert insn.idesc.value == 0x10
+
+
+@pytest.mark.parametrize("desc,made", [
+    (_Desc(kind=Kind.tf32), r"\.kind::tf32, cta_group::1"),
+    (_Desc(cta_group=2), r"\.kind::f16, cta_group::2"),
+    (_Desc(ws=True), r"\.kind::f16\.ws, cta_group::1"),
+    (_Desc(kind="tf32", sparse=True), r"\.kind::tf32, cta_group::1, sparse")])
+def test_refuse_idesc_made_for_another_form(desc, made):
     _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
-                                       Desc(), True),
-             r"'idesc': expected an instruction descriptor of \.kind::f16, got one of "
-             r"\.kind::tf32")
+                                       desc, True),
+             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
+             r"one made for " + made)
+
+
+def test_host_descriptors():
+    """tcgen05_desc's InstrDesc and SmemDesc100 give their values; a descriptor made for
+    another kind or CTA group, and wgmma's sm_90 MatrixDescriptor, are refused."""
+    from ptxdsl.instructions.tcgen05_desc import InstrDesc, SmemDesc100
+    from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+
+    e = MmaEnv()
+    idesc = InstrDesc("f16", 128, 256, dtype="f32", atype="bf16", btype="bf16")
+    layout = SmemLayout(t.bf16, 128, 64)
+    a, b = SmemDesc100.from_layout(layout, 0), SmemDesc100.from_layout(layout, 16384)
+    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, a, b, idesc, True)
+    assert (insn.a_desc.value, insn.b_desc.value, insn.idesc.value) == (a.value, b.value,
+                                                                        idesc.value)
+    pair = InstrDesc("f16", 256, 256, dtype="f32", atype="bf16", btype="bf16", cta_group=2)
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
+                                       pair, True),
+             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
+             r"one made for \.kind::f16, cta_group::2")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_tf32, ptx.cta_group_1, e.d, e.a, e.b,
+                                       idesc, True),
+             r"one made for \.kind::f16, cta_group::1")
+    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d,
+                                       descriptor(e.k, layout, 0), e.b, idesc, True),
+             r"'a_desc': .*SmemDesc100 \(wgmma's descriptor lacks sm_100's version bits.*got "
+             r"a wgmma MatrixDescriptor")
 
 
 def test_refuse_enable_input_d():
@@ -565,7 +736,7 @@ def test_refuse_collector_b():
 def test_refuse_zero_column_mask_desc():
     _refused(lambda e: ptx.tcgen05_mma_ws_collector_b0_fill(
         e.k, ptx.cta_group_1, ptx.kind_f16, e.d, e.a, e.b, e.i, True, e.i),
-             r"'zero_column_mask_desc': expected a 64-bit register")
+             r"'zero_column_mask_desc': expected a 64-bit register \(\.b64/\.u64\)")
 
 
 def test_refuse_overload_that_does_not_exist():
@@ -594,8 +765,61 @@ def test_refuse_cta_groups_mixed_in_a_kernel():
              r"\(line .*\) uses \.cta_group::1: ptxas refuses a function that mixes")
 
 
-def test_cta_group_enum_and_ints_agree():
+def test_kind_and_cta_group_spellings_agree():
+    """cuda::ptx's tags, the PTX spellings, the enums, the ints, and a member of another
+    enum spelled as a kind (tcgen05_desc's MmaKind) name the same form."""
+    class OtherKind(enum.Enum):
+        f16 = "kind::f16"
+
     e = MmaEnv()
-    one = ptx.tcgen05_mma(e.k, "kind::f16", 1, e.d, e.a, e.b, e.i, e.p)
-    two = ptx.tcgen05_mma(e.k, Kind.f16, CtaGroup.one, e.d, e.a, e.b, e.i, e.p)
-    assert one.render() == two.render()
+    texts = {ptx.tcgen05_mma(e.k, kind, cg, e.d, e.a, e.b, e.i, e.p).render()
+             for kind, cg in (("kind::f16", 1), (Kind.f16, CtaGroup.one), ("f16", "cta_group_1"),
+                              (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"))}
+    assert len(texts) == 1
+
+
+# -- fuzzed against ptxas -------------------------------------------------------------------------
+def test_builder_agrees_with_ptxas():
+    from hypothesis import seed
+
+    from tests.test_fuzz_tma import fuzz_test
+    seed(35)(fuzz_test("tcgen05_mma"))()
+
+
+def test_a_tmem_check_switched_off_is_a_disagreement(monkeypatch):
+    """The oracle catches the declared-.b32 rule of the TMEM operands switched off."""
+    from ptxdsl import fuzz
+    from ptxdsl.fuzz import R, case
+    from ptxdsl.instructions import tcgen05_mma
+
+    c = case("tcgen05_mma", "ptx.tcgen05_mma", ("kind_f16", "cta_group_1", R("u32", idx=1),
+                                                  R("b64", idx=3), R("b64", idx=4),
+                                                  R("b32", idx=5), R("pred")), None,
+             "tcgen05.mma.cta_group::1.kind::f16 [%x_u32_1], %x_b64_3, %x_b64_4, %x_b32_5, "
+             "%x_pred;")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["refused:ptxas"]
+    monkeypatch.setattr(tcgen05_mma, "declared_type", lambda r: "b32")
+    assert [o.verdict for o in fuzz.check([c]).outcomes] == ["accepted:rejected"]
+
+
+def test_fuzz_draws_read_back():
+    """Every call the fuzz strategy draws that the builder accepts reads back typed."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ptxdsl import Kernel, fuzz
+    from ptxdsl.fuzz.oracle import build
+
+    seen = []
+
+    @settings(max_examples=20, derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(fuzz.strategies["tcgen05_mma"], min_size=20, max_size=20))
+    def run(cases):
+        kernels = [k for i, c in enumerate(cases) if isinstance(k := build(i, c), Kernel)]
+        if kernels:
+            _round_trip(kernels, unchecked_module(kernels).emit())
+            seen.extend(kernels)
+
+    run()
+    assert len(seen) > 100

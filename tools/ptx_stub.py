@@ -77,7 +77,8 @@ TYPES: dict[str, str] = {
     "n_cols": "Value", "taddr": "Reg | Addr", "s_desc": "Reg | Imm | Int",
     "imm_half_splitoff": "Int", "out": "Int | Sequence[Reg]", "values": "Sequence[Reg]",
     # tcgen05.mma / tcgen05.mma.ws
-    "kind": "Kind | str", "a_desc": "Desc", "idesc": "Value",
+    "kind": "Kind | str", "a_desc": "Reg | Imm | Int | SmemDesc100",
+    "idesc": "Reg | Imm | Int | InstrDesc",
     **dict.fromkeys(("d_tmem", "a_tmem", "scale_A_tmem", "scale_B_tmem"), "Reg | Addr"),
     "disable_output_lane": "Sequence[Value]", "enable_input_d": "Reg | NegPred | Imm | Int",
     "scale_input_d": "Int", "zero_column_mask_desc": "Value",
@@ -87,6 +88,7 @@ TYPES: dict[str, str] = {
 OVERRIDES: dict[tuple[str, str], str] = {
     ("tensormap_cp_fenceproxy", "dst"): "Address",
     ("tcgen05_alloc", "dst"): "Address",
+    ("tcgen05_mma*", "b_desc"): "Reg | Imm | Int | SmemDesc100",
     ("tensormap_cp_fenceproxy", "src"): "Address",
     ("cp_async_bulk_prefetch", "src"): "Address",
     ("fence_proxy_tensormap_generic", "size"): "Int",
@@ -118,7 +120,8 @@ IMPORTS = {
     "ScalarType": ".types", "RedOp": ".instructions.bulk", "CtaGroup": ".instructions.bulk",
     "TensorMode": ".instructions.bulk_tensor", "L2Priority": ".instructions.cache_policy",
     "WgmmaType": ".instructions.wgmma", "MatrixDescriptor": ".instructions.wgmma_desc",
-    "Kind": ".instructions.tcgen05_mma",
+    "Kind": ".instructions.tcgen05_mma", "SmemDesc100": ".instructions.tcgen05_desc",
+    "InstrDesc": ".instructions.tcgen05_desc",
     "Sequence": "collections.abc", "Callable": "collections.abc", "Any": "typing",
     "Literal": "typing", "SupportsIndex": "typing", "np": "numpy", "enum": "enum",
 }

@@ -49,11 +49,12 @@ def examples(default: int = DEFAULT_EXAMPLES) -> int:
 
 
 def _strategies() -> dict[str, st.SearchStrategy]:
-    from . import bulk, clc, core, cuda_ptx, helpers, matrix, sfu, tma, wgmma
+    from . import bulk, clc, core, cuda_ptx, helpers, matrix, sfu, tcgen05, tcgen05_mma, tma, wgmma
     return {"fence": tma.fences(), "tensormap": tma.tensormaps(), "mbarrier": tma.mbarriers(),
             "bulk": bulk.bulks(), "bulk_tensor": bulk.bulk_tensors(),
             **core.STRATEGIES, **cuda_ptx.STRATEGIES, **wgmma.STRATEGIES,
-            **matrix.STRATEGIES, **sfu.STRATEGIES, **clc.STRATEGIES,
+            **matrix.STRATEGIES, **sfu.STRATEGIES, **clc.STRATEGIES, **tcgen05.STRATEGIES,
+            **tcgen05_mma.STRATEGIES,
             **helpers.STRATEGIES}
 
 

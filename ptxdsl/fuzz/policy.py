@@ -176,11 +176,11 @@ RULES: list[Rule] = [
          "the access faults (misaligned address) at run time.",
          r"row addresses must be 16-byte aligned", ("matrix",)),
     Rule("mixed-vector", "Vector registers (ldmatrix/stmatrix, wgmma's A fragment and "
-         "accumulators) of two types besides the bit types (.u32 and .f32, say): ptxas compares "
-         "only neighbouring elements, so it rejects {u32, f32} and accepts {f32, b32, u32}, the "
-         "same mix in another order. ptxdsl refuses every such mix (give the registers one "
-         "type, or a bit type).", r"registers other than \.bN ones must all have one type",
-         ("matrix", "wgmma")),
+         "accumulators, tcgen05.ld/st) of two types besides the bit types (.u32 and .f32, say): "
+         "ptxas compares only neighbouring elements, so it rejects {u32, f32} and accepts "
+         "{f32, b32, u32}, the same mix in another order. ptxdsl refuses every such mix (give "
+         "the registers one type, or a bit type).",
+         r"registers other than \.bN ones must all have one type", ("matrix", "wgmma", "tcgen05")),
     Rule("descriptor-layout", "A MatrixDescriptor made by descriptor() knows its tile: its "
          "element width and whether it is MN-major (which sets wgmma's transpose flag). In PTX "
          "the descriptor is a plain .b64, so ptxas accepts one of another width, or a transpose "
@@ -199,7 +199,24 @@ RULES: list[Rule] = [
          "try_cancel wrote; ptxas also takes an immediate there (a 64-bit constant, high half "
          "0), which is no response. ptxdsl takes the .b128 register loaded from the response "
          "buffer.", r"expected a \.b128 register holding the response",
-         ("clusterlaunchcontrol",)),]
+         ("clusterlaunchcontrol",)),
+    Rule("tcgen05-st-immediate", "tcgen05.st stores registers: cuda::ptx binds its values with "
+         "\"r\", and ptxas 13.5 rejects a one-element `{5}` (Arguments mismatch) while taking "
+         "an immediate among several registers; ptxdsl takes registers only (mov the constant "
+         "first).", r"operand 'values\[\d+\]': expected a 32-bit register .*, got int",
+         ("tcgen05",)),
+    Rule("tcgen05-taddr-immediate", "A tensor-memory address is the value tcgen05.alloc writes "
+         "to shared memory at run time, so a constant one is a guess; cuda::ptx binds taddr "
+         "with \"r\". ptxas 13.5 takes an immediate in tcgen05.dealloc but crashes on one in "
+         "tcgen05.shift and tcgen05.cp ([0]); ptxdsl takes a register everywhere.",
+         r"operand 'taddr': expected a 32-bit integer register .* holding a tensor-memory "
+         r"address .*, got int", ("tcgen05",)),
+    Rule("tcgen05-scale-input-d", "The PTX ISA gives tcgen05.mma's scale_input_d to "
+         ".kind::f16 and .kind::tf32 only (cuda::ptx has it there only); ptxas 13 refuses it "
+         "with .kind::f8f6f4 but accepts any value, 16 and up included, with .kind::i8, "
+         "where the ISA says nothing of what it does.",
+         r"scale_input_d is for \.kind::f16 and \.kind::tf32 only", ("tcgen05_mma",),
+         _f("kind", "kind::i8")),]
 
 
 def match(case: Case, message: str) -> Rule | None:

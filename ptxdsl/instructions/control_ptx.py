@@ -36,6 +36,4 @@ FORMS: list[tuple[str, Requires, str]] = [
     ("exit", req("6.3"), "PTX 1.0 / sm_50 in cuda::ptx"),
     ("trap", req("6.3"), "PTX 1.0 / sm_50 in cuda::ptx"),
     ("elect.sync {d,_}|p, membermask", req("8.0", 90), "not in cuda::ptx 13.0"),
-    # cuda::ptx headers whose every form needs sm_100 or newer: no builders (issue 15 covers
-    # targets up to sm_90a).
 ]

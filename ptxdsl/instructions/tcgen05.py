@@ -113,7 +113,8 @@ def n_cols_arg(insn: Any, value: Any) -> Reg | Imm:
 
 
 def s_desc_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
-    """A 64-bit shared-memory descriptor: a .b64/.u64 register, or its value (an int)."""
+    """A 64-bit shared-memory descriptor: a .b64/.u64 register, or its value (an int in [0,
+    2^64): ptxas would take -1 as all ones, ptxdsl asks for the value meant)."""
     if isinstance(value, Reg):
         if value.type.bits != 64 or value.type.kind not in "bus":
             raise OperandError(_n(insn), operand, "a 64-bit register (.b64/.u64) holding a "
@@ -121,8 +122,9 @@ def s_desc_arg(insn: Any, operand: str, value: Any) -> Reg | Imm:
         return value
     n = int_like(value.value if isinstance(value, Imm) else value)
     if type(n) is not int or not 0 <= n < 1 << 64:
-        raise OperandError(_n(insn), operand, "a 64-bit register holding a shared-memory "
-                           "descriptor, or its value as an int in [0, 2^64)", _given(value))
+        raise OperandError(_n(insn), operand, f"an immediate in [0, {(1 << 64) - 1}] for .b64 "
+                           "(a shared-memory descriptor's value) or a 64-bit register (.b64/"
+                           ".u64) holding it", _given(value))
     return Imm(n, T.b64)
 
 
@@ -133,7 +135,15 @@ def _cta_group(insn: Any, value: Any) -> CtaGroup:
 def one_cta_group(k: Any, insn: Any) -> Any:
     """`insn` (a tcgen05 instruction with a `cta_group`), refused when the kernel already has a
     tcgen05 instruction of the other CTA group: ptxas rejects the whole function ("uses single
-    CTA(.cta_group::1) and CTA pair granularity(.cta_group::2) and that is not allowed")."""
+    CTA(.cta_group::1) and CTA pair granularity(.cta_group::2) and that is not allowed"); and
+    `.cta_group::2` in a kernel whose declared cluster (.reqnctapercluster) has an odd number
+    of CTAs, where a CTA (the last) has no peer (ranks 2i and 2i+1 pair up; ptxas takes it)."""
+    dims = getattr(k, "reqnctapercluster", None)
+    n = A.cluster_size(k) if dims else None
+    if insn.cta_group is CtaGroup.two and n is not None and n % 2:
+        refuse(insn, f".cta_group::2 works on CTA pairs (cluster ranks 2i and 2i+1), but the "
+               f"kernel declares .reqnctapercluster {dims}: {n} CTAs, one without a "
+               "peer (use an even cluster size, or .cta_group::1)")
     for st in k.statements():
         other = getattr(st.insn, "cta_group", None)
         if (isinstance(other, CtaGroup) and other is not insn.cta_group

@@ -81,7 +81,9 @@ REGS_PER_NUM = {_S.s32x32b: 1, _S.s16x64b: 1, _S.s16x128b: 2, _S.s16x256b: 4, _S
 NUMS = {s: tuple(1 << i for i in range(8) if (1 << i) * REGS_PER_NUM[s] <= 128) for s in _S}
 # cuda::ptx's n32_t<int>: the offset is a non-negative int (ptxas takes any constant).
 SPLITOFF_MAX = (1 << 31) - 1
-_B32_TYPES = (T.b32, T.u32, T.s32, T.f32)
+# cuda::ptx takes any 4-byte B32; ptxas any 32-bit register (packed halves included)
+_B32_TYPES = tuple(t for t in T if t.bits == 32)
+_B32_NAMES = ", ".join(f".{t.value}" for t in _B32_TYPES)
 
 
 def num_for(insn: Any, operand: str, shape: TmemShape, count: int) -> int:
@@ -96,14 +98,14 @@ def num_for(insn: Any, operand: str, shape: TmemShape, count: int) -> int:
 
 
 def b32_regs(insn: Any, operand: str, values: Any) -> tuple[Reg, ...]:
-    """A register array of tcgen05.ld/st: 32-bit registers (.b32/.u32/.s32/.f32; ptxas refuses
-    other widths and immediates), one type (`check_one_type`)."""
+    """A register array of tcgen05.ld/st: 32-bit registers (ptxas refuses other widths and
+    immediates), one type (`check_one_type`)."""
     if not isinstance(values, Sequence) or isinstance(values, str):
         raise OperandError(_n(insn), operand, "a list or tuple of 32-bit registers", _given(values))
     for i, r in enumerate(values):
         if not isinstance(r, Reg) or r.type not in _B32_TYPES:
-            raise OperandError(_n(insn), f"{operand}[{i}]", "a 32-bit register (.b32, .u32, "
-                               ".s32 or .f32)", _given(r))
+            raise OperandError(_n(insn), f"{operand}[{i}]", f"a 32-bit register ({_B32_NAMES})",
+                               _given(r))
     regs = tuple(values)
     check_one_type(insn, operand, regs)
     return regs
@@ -214,8 +216,7 @@ def _out_regs(k, insn: str, shape: TmemShape, out: Any, ty: Any) -> tuple[Reg, .
         num_for(insn, "out", shape, n)
         ty = T.b32 if ty is None else ty
         if ty not in _B32_TYPES:
-            raise OperandError(_n(insn), "type", "a 32-bit type (.b32, .u32, .s32 or .f32)",
-                               _given(ty))
+            raise OperandError(_n(insn), "type", f"a 32-bit type ({_B32_NAMES})", _given(ty))
         return tuple(k.reg(ty) for _ in range(n))
     if ty is not None:
         refuse(insn, "type= makes the registers of an `out` given as a count; the registers "

@@ -1,6 +1,7 @@
 """Readers for `ptxdsl.instructions.tcgen05_mma`: tcgen05.mma (every kind, A from a descriptor
 or from tensor memory, disable_output_lane, scale_input_d, block_scale with or without
-scale_vec, collector::a usage) and tcgen05.mma.ws (collector::bN usage, zero_column_mask_desc).
+scale_vec / blockN, collector::a usage) and tcgen05.mma.ws (collector::bN usage,
+zero_column_mask_desc), each dense or sparse (`.sp`: A's metadata address after b_desc).
 
 A in tensor memory is written `[a_tmem]`, an address (`Addr`); a descriptor is a register or
 an immediate. disable_output_lane is the only brace operand: a `Vec` of registers, or the front
@@ -32,16 +33,22 @@ def tcgen05_mma(parts: tuple[str, ...], ops: list[Any]) -> Instruction | None:
     tcgen05 instruction or form."""
     if parts[1:2] != ("mma",) or len(ops) < 5:
         return None
-    if parts[2:3] == ("ws",):
-        return _ws(parts[3:], ops)
-    return _mma(parts[2:], ops)
+    ws = parts[2:3] == ("ws",)
+    q = parts[2 + ws:]
+    sparse = q[:1] == ("sp",)
+    if sparse:     # the metadata's [address] between b_desc and idesc
+        meta, ops = ops[3], ops[:3] + ops[4:]
+        if len(ops) < 5 or not isinstance(meta, Addr):
+            return None
+    extra = {"sp_meta_tmem": meta} if sparse else {}
+    return (_ws if ws else _mma)(q[sparse:], ops, extra)
 
 
 def _a(value: Any) -> dict[str, Any]:
     return {"a_tmem": value} if isinstance(value, Addr) else {"a_desc": value}
 
 
-def _mma(q: tuple[str, ...], ops: list[Any]) -> Tcgen05Mma | None:
+def _mma(q: tuple[str, ...], ops: list[Any], extra: dict[str, Any]) -> Tcgen05Mma | None:
     """`.cta_group.kind{.block_scale{.scale_vec::NX}}{.collector::a::usage}`"""
     if len(q) < 2 or q[0] not in CTA_GROUPS or q[1] not in KINDS:
         return None
@@ -57,7 +64,8 @@ def _mma(q: tuple[str, ...], ops: list[Any]) -> Tcgen05Mma | None:
         if collector is None or i != len(rest):
             return None
     given: dict[str, Any] = dict(kind=KINDS[q[1]], cta_group=CTA_GROUPS[q[0]], d_tmem=ops[0],
-                                 b_desc=ops[2], idesc=ops[3], collector=collector, **_a(ops[1]))
+                                 b_desc=ops[2], idesc=ops[3], collector=collector, **_a(ops[1]),
+                                 **extra)
     tail = ops[4:]
     if block_scale:
         if len(tail) != 3:
@@ -72,7 +80,7 @@ def _mma(q: tuple[str, ...], ops: list[Any]) -> Tcgen05Mma | None:
                       scale_input_d=tail[1] if len(tail) == 2 else None)
 
 
-def _ws(q: tuple[str, ...], ops: list[Any]) -> Tcgen05MmaWs | None:
+def _ws(q: tuple[str, ...], ops: list[Any], extra: dict[str, Any]) -> Tcgen05MmaWs | None:
     """`.cta_group.kind{.collector::bN::usage}`"""
     if not 2 <= len(q) <= 3 or q[0] not in CTA_GROUPS or q[1] not in KINDS or len(ops) > 6:
         return None
@@ -82,4 +90,4 @@ def _ws(q: tuple[str, ...], ops: list[Any]) -> Tcgen05MmaWs | None:
     return Tcgen05MmaWs(kind=KINDS[q[1]], cta_group=CTA_GROUPS[q[0]], d_tmem=ops[0],
                         b_desc=ops[2], idesc=ops[3], enable_input_d=ops[4],
                         zero_column_mask_desc=ops[5] if len(ops) == 6 else None,
-                        collector_b=b, collector=usage, **_a(ops[1]))
+                        collector_b=b, collector=usage, **_a(ops[1]), **extra)

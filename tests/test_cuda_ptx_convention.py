@@ -263,6 +263,16 @@ OVERLOADS = [
     row("cp_async_bulk_commit_group", "cp_async_bulk_commit_group", (), _v()),
     row("cp_async_bulk_wait_group", "cp_async_bulk_wait_group", ("n",), _v(3)),
     row("cp_async_bulk_wait_group_read", "cp_async_bulk_wait_group", ("n",), _v(0)),
+    *(row("tcgen05_alloc", "tcgen05_alloc", ("cta_group", "dst", "n_cols"), _v(g, "@data", 64))
+      for g in (ptx.cta_group_1, ptx.cta_group_2)),
+    row("tcgen05_dealloc", "tcgen05_alloc", ("cta_group", "taddr", "n_cols"),
+        _v(ptx.cta_group_1, "@u32", "@remote")),
+    row("tcgen05_commit_multicast", "tcgen05_commit", ("cta_group", "smem_bar", "cta_mask"),
+        _v(ptx.cta_group_2, "@bar", "@mask")),
+    row("tcgen05_cp_64x128b_warpx2_02_13", "tcgen05_cp", ("cta_group", "taddr", "s_desc"),
+        _v(ptx.cta_group_1, "@u32", "@u64")),
+    row("tcgen05_ld_16x32bx2", "tcgen05_ld", ("out", "taddr", "imm_half_splitoff"),
+        _v(2, "@u32", 16)),
 ]
 
 

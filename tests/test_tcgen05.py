@@ -203,13 +203,16 @@ def test_generic_pointers_are_converted():
 
 
 def test_family_targets():
-    """From PTX 8.8 the f targets take every form but tcgen05.shift (ptxas 13.5)."""
+    """sm_103a and sm_110a take the forms too, and from PTX 8.8 the f targets, every form but
+    tcgen05.shift (ptxas 13.5)."""
     e = TmemEnv()
     ptx.tcgen05_alloc(e.k, 1, e.slot, 32)
     ptx.tcgen05_cp_128x256b_b8x16_b6x16_p32(e.k, 1, e.taddr, e.desc)
     ptx.tcgen05_ld_32x32b(e.k, 1, e.taddr)
-    m = Module([e.k], version="8.8", target="sm_100f", check=False)
-    assert assemble(m.emit(), "sm_100f")[:4] == b"\x7fELF"
+    for version, target in (("8.8", "sm_100f"), ("8.8", "sm_103a"), ("9.0", "sm_110a"),
+                            ("9.0", "sm_110f")):
+        m = Module([e.k], version=version, target=target, check=False)
+        assert assemble(m.emit(), target)[:4] == b"\x7fELF", target
     e = TmemEnv()
     ptx.tcgen05_shift_down(e.k, 1, e.taddr)
     with pytest.raises(VersionError, match="sm_100f"):

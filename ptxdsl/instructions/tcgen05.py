@@ -14,8 +14,9 @@ tcgen05_cp.h)::
 
 `.cta_group::1` / `::2` is `ptx.cta_group_1` / `ptx.cta_group_2` (or 1, 2, 'cta_group::2').
 A TMEM address (`taddr`) is the 32-bit value tcgen05.alloc writes to shared memory, loaded
-into a register: ptxas takes no immediate there (it crashes on `[0]` in shift and cp).
-tcgen05.ld / tcgen05.st and tcgen05.wait's use are in `tcgen05_ldst.py`.
+into a register; ptxdsl takes a register only, as cuda::ptx binds it (ptxas 13.5 crashes on
+an immediate `[0]` in shift and cp).
+tcgen05.ld and tcgen05.st are in `tcgen05_ldst.py`, tcgen05.mma in `tcgen05_mma.py`.
 
 Every form needs an sm_100a-class target (sm_100a, sm_103a, sm_110a; from PTX 8.8 also the
 f targets), except tcgen05.shift, which ptxas 13 refuses on every f target.

@@ -279,8 +279,10 @@ def test_smem_descriptor_in_a_register():
     assert [s.render() for s in k.statements()] == [
         "mov.u32 %r1, tile;", "add.u32 %r2, %r1, 8192;", "shr.u32 %r3, %r2, 4;",
         f"mad.wide.u32 %rd1, %r3, 1, {constant};",
-        f"mov.b64 %rd2, {SmemDesc100.from_layout(lay, 2048).value};"]
-    assert r.type.bits == known.type.bits == 64
+        f"mov.u64 %rd2, {SmemDesc100.from_layout(lay, 2048).value};"]
+    assert r.type is known.type is t.u64
+    step = lay.k_offset(16) >> 4                   # along K: one add, as the docstring says
+    assert k.add(known, step).type is k.add(r, step).type is t.u64
 
 
 def test_smem_descriptor_refusals_in_a_register():

@@ -462,12 +462,15 @@ def smem_descriptor(k, layout: SmemLayout, addr: Any) -> Reg:
     """The sm_100 descriptor of `layout` at `addr` in a 64-bit register: an int address folds
     to a `mov`; a shared symbol, `Addr(symbol, offset)` or a 32/64-bit register holding a
     shared address is checked as wgmma_desc's `descriptor` checks it, then shifted and
-    combined with the constant fields (2 instructions after the address)."""
+    combined with the constant fields (2 instructions after the address). The descriptor of
+    K index `kk` of the tile is one add away, as wgmma's: `k.add(desc, layout.k_offset(kk) >>
+    4)` (the start address is the low 14 bits)."""
     if not isinstance(layout, SmemLayout):
         raise OperandError("smem_descriptor", "layout", "an SmemLayout", _given(layout))
     known = as_int(addr)
     if known is not None:
-        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.b64)
+        # .u64, as the register paths give (and add takes, to step along K)
+        return k.mov(SmemDesc100.from_layout(layout, known).value, type=ScalarType.u64)
     constant = SmemDesc100(0, layout.lbo, layout.sbo, layout.swizzle).value
     return address_descriptor(k, layout, addr, constant, "smem_descriptor")
 

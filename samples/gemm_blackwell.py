@@ -117,11 +117,12 @@ CONFIGS = {"cta1": CTA1, "pair": PAIR}
 
 
 # -- descriptors (PTX ISA: "Instruction descriptor", "Shared memory descriptor") -------------
-def instr_desc(cfg: Config) -> int:
+def instr_desc(cfg: Config) -> InstrDesc:
     """kind::f16's instruction descriptor: f32 D, bf16 A and B, both K-major (no transpose),
-    the MMA's M (the pair's 256 rows with cta_group::2) x BN."""
+    the MMA's M (the pair's 256 rows with cta_group::2) x BN. Given to tcgen05_mma as the
+    object, which checks that its kind and CTA group are the instruction's."""
     return InstrDesc("f16", cfg.mma_m, BN, dtype="f32", atype="bf16", btype="bf16",
-                     cta_group=cfg.ctas).value
+                     cta_group=cfg.ctas)
 
 
 def build_gemm(cfg: Config, bounded: bool = False) -> Kernel:

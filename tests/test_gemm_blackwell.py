@@ -70,7 +70,7 @@ def test_ptx_shape(module, variant):
     assert re.search(rf"tcgen05\.dealloc\.{cg}\.sync\.aligned\.b32 %\w+, 256;", body)
     assert re.search(rf"tcgen05\.alloc\.{cg}\.sync\.aligned\.shared::cta\.b32 \[[^]]+\], 256;",
                      body)
-    idesc = NS["instr_desc"](cfg)
+    idesc = NS["instr_desc"](cfg).value
     mmas = re.findall(rf"tcgen05\.mma\.{cg}\.kind::f16 \[%\w+\], %\w+, %\w+, (\d+), %\w+;",
                       body)
     assert mmas == [str(idesc)] * 4
@@ -93,8 +93,8 @@ def test_instruction_descriptors():
     btype BF16 = 1 at 7-9 and 10-12, K-major (no transpose) at 15 and 16, N >> 3 at 17-22,
     M >> 4 at 24-28."""
     common = 1 << 4 | 1 << 7 | 1 << 10 | (256 >> 3) << 17
-    assert NS["instr_desc"](CONFIGS["cta1"]) == common | (128 >> 4) << 24 == 0x08400490
-    assert NS["instr_desc"](CONFIGS["pair"]) == common | (256 >> 4) << 24 == 0x10400490
+    assert NS["instr_desc"](CONFIGS["cta1"]).value == common | (128 >> 4) << 24 == 0x08400490
+    assert NS["instr_desc"](CONFIGS["pair"]).value == common | (256 >> 4) << 24 == 0x10400490
 
 
 @pytest.mark.parametrize("variant", sorted(CONFIGS))

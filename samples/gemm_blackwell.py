@@ -249,11 +249,6 @@ def _issuer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, taddr: Reg
         _commit(k, cfg, c.empty_barrier())          # the slot is free once these MMAs read it
         c.advance()
     _commit(k, cfg, acc_bar)                        # the accumulator is complete
-    # Warp 0 frees the columns after the epilogue's wait on this barrier and a CTA barrier,
-    # which orders the dealloc after these MMAs already; this thread waits too so that its
-    # own path says so (the hazard checker follows each path, not which warp runs it), at
-    # no cost: it has nothing left to do but reach that barrier.
-    ptx.mbarrier_wait(k, acc_bar, 0)
 
 
 def _advance(k: Kernel, desc: Reg, step: int) -> Reg:

@@ -70,6 +70,7 @@ from .instructions.tcgen05 import *  # noqa: F403
 from .instructions.tcgen05_ldst import *  # noqa: F403
 from .instructions.tcgen05_mma import *  # noqa: F403
 from .instructions.tcgen05_mma import TAGS as _KIND_TAGS
+from .instructions.tcgen05_mma_ptx import *  # noqa: F403
 from .instructions.tensormap import *  # noqa: F403
 from .instructions.wgmma import *  # noqa: F403
 from .instructions.wgmma import WgmmaType as _WgmmaType

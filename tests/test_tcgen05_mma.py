@@ -1,11 +1,11 @@
 """tcgen05.mma and tcgen05.mma.ws: every cuda::ptx form (expanded from the headers' comments,
 built as cuda::ptx calls it, compared with the header's asm text and requirement, assembled),
-the kind x cta_group x variant table without the headers, goldens with their pins, the
-refusal rules (one per class of mistake) and the round trip through the front end."""
+the kind x cta_group x variant table without the headers (the sparse and blockN forms too),
+goldens with their pins, the round trip through the front end and the fuzz strategy judged by
+ptxas. The refusal rules are in test_tcgen05_mma_refusals.py."""
 
 from __future__ import annotations
 
-import enum
 import itertools
 import os
 import re
@@ -13,22 +13,29 @@ from collections import defaultdict
 
 import pytest
 
-from ptxdsl import PtxdslError, VersionError, ptx, t
+from ptxdsl import PtxdslError, VersionError, ptx
 from ptxdsl.frontend import parse_ptx
-from ptxdsl.frontend.compare import first_difference
-from ptxdsl.instructions.bulk import CtaGroup
 from ptxdsl.instructions.tcgen05_mma import (
-    FUNCTIONS,
     Collector,
     Kind,
     ScaleVec,
     Tcgen05Mma,
     Tcgen05MmaWs,
 )
+from ptxdsl.instructions.tcgen05_mma_ptx import FUNCTIONS
 from ptxdsl.testing import assemble_declared
-from ptxdsl.types import req
 from tests.cccl_forms import asm_shapes, header_forms, needs_cccl, shape
-from tests.tma_cases import Case, Env, FormChecks, unchecked_module
+from tests.tcgen05_mma_cases import (
+    DENSE,
+    VECS,
+    MmaEnv,
+    expected_requirement,
+    mma_insn,
+    round_trip,
+    vec_name,
+    vec_text,
+)
+from tests.tma_cases import Case, FormChecks, unchecked_module
 
 HERE = os.path.abspath(__file__)
 HEADERS = ("tcgen05_mma", "tcgen05_mma_ws")
@@ -38,45 +45,6 @@ FORMS = header_forms(HEADERS)
 def _here(err) -> bool:
     return os.path.abspath(err.value.loc.file) == HERE
 
-
-def expected_requirement(form: str):
-    """What ptxas needs, which is cuda::ptx 13.0's PTX ISA 8.6 / SM_100a, SM_101a except:
-    .kind::mxf4nvf4 needs PTX 8.7, .block16/.block32 PTX 8.8; scale_input_d is refused on
-    sm_110a/f (so sm_100a and sm_103a only); .kind::i8 on sm_103a and the f targets;
-    .scale_vec::NX, and .sp with mxf4/mxf4nvf4, on the f targets. The other forms take every
-    sm_100a-class target and the f family targets."""
-    version = "8.8" if re.search(r"\.block(16|32)", form) else "8.7" if "mxf4nvf4" in form \
-        else "8.6"
-    arch = {100, 101, 103, 110}
-    if "scale_input_d" in form:
-        arch &= {100, 103}
-    if "kind::i8" in form:
-        arch &= {100, 101, 110}
-    family = not ("kind::i8" in form or "scale_vec" in form
-                  or ".sp." in form and "mxf4" in form)
-    return req(version, 100, arch=tuple(sorted(arch)), family=family)
-
-
-class MmaEnv(Env):
-    """Operands of the tcgen05.mma forms: TMEM addresses and idesc as .u32 parameters,
-    descriptors as .u64 ones."""
-
-    def _p(self, ty, name):
-        return self._get(name, lambda: self.k.ld_param(self.k.param(ty, name)))
-
-    d = property(lambda s: s._p(t.u32, "d_tmem"))
-    a_tmem = property(lambda s: s._p(t.u32, "a_tmem"))
-    a = property(lambda s: s._p(t.u64, "a_desc"))
-    b = property(lambda s: s._p(t.u64, "b_desc"))
-    i = property(lambda s: s._p(t.u32, "idesc"))
-    sa = property(lambda s: s._p(t.u32, "scale_a"))
-    sb = property(lambda s: s._p(t.u32, "scale_b"))
-    z = property(lambda s: s._p(t.u64, "zero_mask"))
-    meta = property(lambda s: s._p(t.u32, "sp_meta"))
-    p = property(lambda s: s._get("p", lambda: s.k.setp("ne", s.i, 0)))
-
-    def lanes(self, n: int):
-        return [self._p(t.u32, f"lane{j}") for j in range(n)]
 
 
 def _tag(prefix: str, spelled: str):
@@ -150,7 +118,7 @@ def test_every_cuda_ptx_form(key):
     text = m.emit()
     assert (m.version, m.target) == (key.version, key.min_target())
     assert assemble_declared(text)[:4] == b"\x7fELF"
-    _round_trip(kernels, text)
+    round_trip(kernels, text)
 
 
 @needs_cccl
@@ -170,38 +138,8 @@ def test_every_overload_by_keyword():
             assert fn(e.k, **args).render() == by_position, (f.name, names)
 
 
+
 # -- the table, without the headers ---------------------------------------------------------------
-DENSE = ("f16", "tf32", "f8f6f4", "i8")
-# The scale vector sizes ptxas takes per block-scaled kind (None: left out; blockN: PTX 8.8).
-VECS = {"mxf8f6f4": (None, "1X", "block32"), "mxf4": (None, "2X", "block32"),
-        "mxf4nvf4": ("2X", "4X", "block16", "block32")}
-
-
-def _vec_text(v) -> str:
-    """How a scale vector size is written: '.scale_vec::2X', '.block32' or nothing."""
-    return "" if v is None else f".{v}" if v.startswith("block") else f".scale_vec::{v}"
-
-
-def _vec_name(v: ScaleVec) -> str:
-    return v.value.removeprefix("scale_vec::")
-
-
-def _mma(e: MmaEnv, kind: str, cg: int, a: str, variant: str, arg=None, sparse=False):
-    kw = dict(kind=kind, cta_group=cg, d_tmem=e.d, b_desc=e.b, idesc=e.i, enable_input_d=e.p)
-    kw.update({"a_desc": e.a} if a == "desc" else {"a_tmem": e.a_tmem})
-    if sparse:
-        kw["sp_meta_tmem"] = e.meta
-    if variant == "lanes":
-        kw["disable_output_lane"] = e.lanes(4 * cg)
-    elif variant == "scale":
-        kw["scale_input_d"] = 7
-    elif variant == "block_scale":
-        kw.update(scale_vec=arg, scale_A_tmem=e.sa, scale_B_tmem=e.sb)
-    elif variant == "collector":
-        kw["collector"] = arg
-    return Tcgen05Mma(**kw)
-
-
 def _legal_table():
     """(kind, cta_group, A, variant, argument, sparse, opcode) of every legal tcgen05.mma form
     (a collector usage shown for the dense kinds; it combines with every form)."""
@@ -217,7 +155,7 @@ def _legal_table():
                 rows.append((kind, cg, a, "scale", None, sp, head + kind))
         for kind, vecs in VECS.items():
             rows += [(kind, cg, a, "block_scale", v, sp,
-                      f"{head}{kind}.block_scale{_vec_text(v)}") for v in vecs]
+                      f"{head}{kind}.block_scale{vec_text(v)}") for v in vecs]
     return rows
 
 
@@ -232,14 +170,14 @@ def _form(row) -> str:
 @pytest.mark.parametrize("row", LEGAL, ids=lambda r: "-".join(str(x) for x in r[:6]))
 def test_table_form_builds(row):
     kind, cg, a, variant, arg, sparse, opcode = row
-    insn = _mma(MmaEnv(), kind, cg, a, variant, arg, sparse)
+    insn = mma_insn(MmaEnv(), kind, cg, a, variant, arg, sparse)
     assert insn.opcode() == opcode
     assert insn.requires == expected_requirement(_form(row))
 
 
 @pytest.mark.parametrize("kind,vec", [(k, v) for k in Kind for v in (*ScaleVec, None)
                                       if k.name in DENSE or v is None
-                                      or _vec_name(v) not in VECS[k.name]])
+                                      or vec_name(v) not in VECS[k.name]])
 def test_table_block_scale_refused(kind, vec):
     """A scale vector size the kind does not take, block scaling on a dense kind, or an mx
     kind without it (mxf4nvf4 has no default scale_vec either)."""
@@ -247,11 +185,11 @@ def test_table_block_scale_refused(kind, vec):
     with pytest.raises(PtxdslError, match=r"block_scale|block-scaled|takes \.scale_vec|needs a "
                        r"scale_vec"):
         if kind.name in DENSE:
-            _mma(e, kind.name, 1, "desc", "block_scale", vec)
+            mma_insn(e, kind.name, 1, "desc", "block_scale", vec)
         elif vec is None and kind is not Kind.mxf4nvf4:
-            _mma(e, kind.name, 1, "desc", "plain")
+            mma_insn(e, kind.name, 1, "desc", "plain")
         else:
-            _mma(e, kind.name, 1, "desc", "block_scale", vec)
+            mma_insn(e, kind.name, 1, "desc", "block_scale", vec)
 
 
 @pytest.mark.parametrize("kind", list(Kind), ids=lambda k: k.name)
@@ -287,7 +225,7 @@ def test_table_forms_assemble():
         for cg, rows in sorted(groups.items()):
             e = MmaEnv(f"k{cg}")
             for kind, _, a, variant, arg, sparse, _ in rows:
-                e.k.emit(_mma(e, kind, cg, a, variant, arg, sparse))
+                e.k.emit(mma_insn(e, kind, cg, a, variant, arg, sparse))
             if cg == 1 and key == base:
                 for kind, sparse in itertools.product(("f16", "tf32", "f8f6f4"), (False, True)):
                     e.k.emit(Tcgen05MmaWs(kind=kind, d_tmem=e.d, a_tmem=e.a_tmem, b_desc=e.b,
@@ -299,21 +237,10 @@ def test_table_forms_assemble():
         text = m.emit()
         assert (m.version, m.target) == (key.version, key.min_target())
         assert assemble_declared(text)[:4] == b"\x7fELF", key
-        _round_trip(kernels, text)
+        round_trip(kernels, text)
 
 
 # -- the front end --------------------------------------------------------------------------------
-def _round_trip(kernels, text: str) -> None:
-    """The PTX parses back into the same statements, every tcgen05.mma read typed."""
-    parsed = parse_ptx(text, file="tcgen05_mma.ptx")
-    for k in kernels:
-        body = parsed.function(k.name).body
-        assert first_difference(k.body, body, raw_ok=frozenset()) is None, k.name
-        mmas = [s for s in body if getattr(s, "insn", None) is not None
-                and s.insn.opcode().startswith("tcgen05.mma")]
-        assert mmas and all(type(s.insn) in (Tcgen05Mma, Tcgen05MmaWs) for s in mmas)
-
-
 def test_reader_takes_immediates_and_negation():
     """Text a compiler may write: immediate descriptors, idesc and lane masks, a negated or
     immediate enable_input_d, an offset TMEM address, no scale_vec, the sparse forms."""
@@ -492,292 +419,6 @@ def test_a_kernel_may_take_sm_110a_without_scale_input_d():
     assert assemble_declared(e.module().emit())[:4] == b"\x7fELF"
 
 
-# -- refusal rules: one per class of mistake ------------------------------------------------------
-def _refused(call, match: str, exc=PtxdslError):
-    with pytest.raises(exc, match=match) as err:
-        call(MmaEnv())
-    assert _here(err)
-
-
-def test_refuse_kind_of_another_function():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_mxf4, ptx.cta_group_1, e.d, e.a, e.b,
-                                       e.i, True),
-             r"tcgen05_mma: operand 'kind': expected one of \.kind::f16, \.kind::tf32, "
-             r"\.kind::f8f6f4, \.kind::i8, got \.kind::mxf4")
-    _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_4x(
-        e.k, ptx.kind_mxf4, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.sa, e.sb, True),
-             r"'kind': expected one of \.kind::mxf4nvf4, got \.kind::mxf4")
-
-
-def test_refuse_kind_name():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, "kind_f64", 1, e.d, e.a, e.b, e.i, True),
-             r"'kind'.*one of")
-
-
-def test_refuse_scale_vec_of_another_kind():
-    _refused(lambda e: _mma(e, "mxf8f6f4", 1, "desc", "block_scale", "2X"),
-             r"\.kind::mxf8f6f4 takes \.scale_vec::1X, \.block32 only \(got \.scale_vec::2X\)")
-
-
-def test_refuse_block_scale_without_scale_vec_for_mxf4nvf4():
-    _refused(lambda e: _mma(e, "mxf4nvf4", 1, "desc", "block_scale", None),
-             r"\.kind::mxf4nvf4 needs a scale_vec \(\.scale_vec::2X, \.scale_vec::4X")
-
-
-def test_refuse_block_scaled_kind_without_scales():
-    _refused(lambda e: _mma(e, "mxf8f6f4", 2, "desc", "plain"),
-             r"block-scaled: give scale_A_tmem and scale_B_tmem")
-
-
-def test_refuse_block_scale_on_a_dense_kind():
-    _refused(lambda e: _mma(e, "i8", 1, "desc", "block_scale", "1X"),
-             r"\.block_scale .* is for the kinds \.kind::mxf8f6f4, .* only \(got \.kind::i8\)")
-
-
-def test_refuse_disable_output_lane_count():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
-                                       e.lanes(8), True),
-             r"'disable_output_lane': expected 4 32-bit registers or immediates "
-             r"\(\.cta_group::1\), got 8 values")
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_2, e.d, e.a, e.b, e.i,
-                                       e.lanes(4), True),
-             r"expected 8 32-bit registers .*\(\.cta_group::2\), got 4 values")
-
-
-def test_refuse_disable_output_lane_type():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
-                                       [e.a] * 4, True),
-             r"'disable_output_lane\[0\]': expected a 32-bit register")
-
-
-def test_refuse_disable_output_lane_with_block_scale():
-    _refused(lambda e: Tcgen05Mma(kind="mxf8f6f4", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
-                                  idesc=e.i, enable_input_d=e.p, scale_A_tmem=e.sa,
-                                  scale_B_tmem=e.sb, disable_output_lane=e.lanes(4)),
-             "the block-scaled kinds take no disable_output_lane")
-
-
-def test_refuse_scale_input_d_out_of_range():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
-                                       True, 16),
-             r"'scale_input_d': expected an integer immediate in \[0, 15\], got")
-
-
-def test_refuse_scale_input_d_on_another_kind():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, ptx.cta_group_1, e.d, e.a, e.b,
-                                       e.i, True, 1),
-             r"scale_input_d is for \.kind::f16 and \.kind::tf32 only \(got \.kind::f8f6f4\)")
-
-
-def test_refuse_cta_group_2_for_ws():
-    _refused(lambda e: ptx.tcgen05_mma_ws_collector_b1_use(e.k, ptx.cta_group_2, ptx.kind_f16,
-                                                           e.d, e.a, e.b, e.i, True),
-             r"'cta_group': expected cta_group_1 \(\.cta_group::1\), got \.cta_group::2")
-    _refused(lambda e: Tcgen05MmaWs(kind="f16", cta_group=2, d_tmem=e.d, a_desc=e.a,
-                                    b_desc=e.b, idesc=e.i, enable_input_d=e.p),
-             r"tcgen05.mma.ws has \.cta_group::1 only")
-
-
-def test_refuse_cta_group_3():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, 3, e.d, e.a, e.b, e.i, True),
-             r"'cta_group'")
-
-
-def test_refuse_a_tmem_not_u32():
-    _refused(lambda e: ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a,
-                                              e.b, e.i, True),
-             r"'a_tmem': expected a 32-bit integer register \(\.b32/\.u32\) holding a "
-             r"tensor-memory address .*got register %rd\d+ of type \.u64")
-
-
-def test_refuse_tmem_address_declared_u32():
-    """tcgen05.mma takes a TMEM address only in a register declared .b32 (ptxas: "Arguments
-    mismatch" for .u32 and .s32; tcgen05.ld/st take them); automatic registers are .b32."""
-    def named(e):
-        taddr = e.k.reg(t.u32, "taddr")
-        e.k.mov(0, dst=taddr)
-        ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.a, e.b, e.i, True)
-    _refused(named, r"'d_tmem': expected a tensor-memory address in a register declared \.b32 "
-             r".*got %taddr, declared \.u32")
-    e = MmaEnv()
-    taddr = e.k.reg(t.b32, "taddr")
-    e.k.mov(0, dst=taddr)
-    insn = ptx.tcgen05_mma_tmem_a(e.k, ptx.kind_f16, ptx.cta_group_1, taddr, e.d, e.b, e.i,
-                                  True)
-    assert insn.render().startswith("tcgen05.mma.cta_group::1.kind::f16 [%taddr], [%r1]")
-
-
-def test_refuse_sp_meta_tmem():
-    def meta(e, value):
-        return Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b, sp_meta_tmem=value,
-                          idesc=e.i, enable_input_d=e.p)
-    _refused(lambda e: meta(e, e.a), r"'sp_meta_tmem': expected a 32-bit integer register")
-    _refused(lambda e: meta(e, e.k.reg(t.u32, "m")),
-             r"'sp_meta_tmem': expected a tensor-memory address in a register declared \.b32")
-
-
-def test_refuse_dense_idesc_for_a_sparse_form():
-    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
-                                    sp_meta_tmem=e.meta, idesc=_Desc(ws=True),
-                                    enable_input_d=e.p),
-             r"'idesc': expected an instruction descriptor for \.kind::f16\.ws, cta_group::1, "
-             r"sparse, got one made for \.kind::f16\.ws, cta_group::1")
-
-
-def test_refuse_d_tmem_not_a_register():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, 0, e.a, e.b, e.i,
-                                       True),
-             r"'d_tmem': expected a 32-bit integer register \(\.b32/\.u32\) holding a "
-             r"tensor-memory address")
-
-
-def test_refuse_a_desc_not_u64():
-    """cuda::ptx's block-scale `_tmem_a` functions take a descriptor (u64) for A: a TMEM
-    address given there is refused, not emitted as a descriptor."""
-    _refused(lambda e: ptx.tcgen05_mma_block_scale_vec_1x_tmem_a(
-        e.k, ptx.kind_mxf8f6f4, ptx.cta_group_1, e.d, e.a_tmem, e.b, e.i, e.sa, e.sb, True),
-             r"'a_desc': expected a 64-bit register \(\.b64/\.u64\) holding a descriptor")
-
-
-def test_refuse_both_or_neither_a():
-    _refused(lambda e: Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, a_tmem=e.a_tmem,
-                                  b_desc=e.b, idesc=e.i, enable_input_d=e.p),
-             r"a_desc\) or from tensor memory \(a_tmem\): give exactly one")
-
-
-def test_refuse_idesc():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.a,
-                                       True),
-             r"'idesc': expected a 32-bit register \(\.b32/\.u32\) or an immediate")
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
-                                       1 << 32, True),
-             r"'idesc'")
-
-
-class _Desc:
-    """What tcgen05.mma reads of an instruction descriptor object (h3's `InstrDesc`): its
-    32-bit `.value` and what it was made for."""
-
-    def __init__(self, kind="kind::f16", cta_group=1, ws=False, sparse=False):
-        self.kind, self.cta_group, self.ws, self.sparse = kind, cta_group, ws, sparse
-        self.value = 0x10
-
-
-def test_idesc_object_gives_its_value():
-    e = MmaEnv()
-    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, _Desc(), True)
-    assert insn.idesc.value == 0x10
-    insn = ptx.tcgen05_mma_ws_collector_b0_use(e.k, ptx.cta_group_1, ptx.kind_i8, e.d, e.a,
-                                               e.b, _Desc(Kind.i8, ws=True), True)
-    assert insn.idesc.value == 0x10
-
-
-@pytest.mark.parametrize("desc,made", [
-    (_Desc(kind=Kind.tf32), r"\.kind::tf32, cta_group::1"),
-    (_Desc(cta_group=2), r"\.kind::f16, cta_group::2"),
-    (_Desc(ws=True), r"\.kind::f16\.ws, cta_group::1"),
-    (_Desc(kind="tf32", sparse=True), r"\.kind::tf32, cta_group::1, sparse")])
-def test_refuse_idesc_made_for_another_form(desc, made):
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
-                                       desc, True),
-             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
-             r"one made for " + made)
-
-
-def test_host_descriptors():
-    """tcgen05_desc's InstrDesc and SmemDesc100 give their values; a descriptor made for
-    another kind or CTA group, and wgmma's sm_90 MatrixDescriptor, are refused."""
-    from ptxdsl.instructions.tcgen05_desc import InstrDesc, SmemDesc100
-    from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
-
-    e = MmaEnv()
-    idesc = InstrDesc("f16", 128, 256, dtype="f32", atype="bf16", btype="bf16")
-    layout = SmemLayout(t.bf16, 128, 64)
-    a, b = SmemDesc100.from_layout(layout, 0), SmemDesc100.from_layout(layout, 16384)
-    insn = ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, a, b, idesc, True)
-    assert (insn.a_desc.value, insn.b_desc.value, insn.idesc.value) == (a.value, b.value,
-                                                                        idesc.value)
-    pair = InstrDesc("f16", 256, 256, dtype="f32", atype="bf16", btype="bf16", cta_group=2)
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b,
-                                       pair, True),
-             r"'idesc': expected an instruction descriptor for \.kind::f16, cta_group::1, got "
-             r"one made for \.kind::f16, cta_group::2")
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_tf32, ptx.cta_group_1, e.d, e.a, e.b,
-                                       idesc, True),
-             r"one made for \.kind::f16, cta_group::1")
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d,
-                                       descriptor(e.k, layout, 0), e.b, idesc, True),
-             r"'a_desc': .*SmemDesc100 \(wgmma's descriptor lacks sm_100's version bits.*got "
-             r"a wgmma MatrixDescriptor")
-
-
-def test_refuse_enable_input_d():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
-                                       2),
-             r"'enable_input_d': expected a \.pred register, a bool, or a 32-bit register")
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i,
-                                       e.a),
-             r"'enable_input_d'.*got register %rd\d+ of type \.u64")
-
-
-def test_refuse_collector_b():
-    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
-                                    idesc=e.i, enable_input_d=e.p, collector_b=4,
-                                    collector="fill"),
-             r"'collector_b': expected an integer immediate in \[0, 3\]")
-    _refused(lambda e: Tcgen05MmaWs(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
-                                    idesc=e.i, enable_input_d=e.p, collector_b=1),
-             r"give both or neither")
-    _refused(lambda e: Tcgen05Mma(kind="f16", d_tmem=e.d, a_desc=e.a, b_desc=e.b,
-                                  idesc=e.i, enable_input_d=e.p, collector="keep"),
-             r"'collector'")
-
-
-def test_refuse_zero_column_mask_desc():
-    _refused(lambda e: ptx.tcgen05_mma_ws_collector_b0_fill(
-        e.k, ptx.cta_group_1, ptx.kind_f16, e.d, e.a, e.b, e.i, True, e.i),
-             r"'zero_column_mask_desc': expected a 64-bit register \(\.b64/\.u64\)")
-
-
-def test_refuse_overload_that_does_not_exist():
-    _refused(lambda e: ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b),
-             r"no cuda::ptx overload takes")
-
-
-def test_a_refused_call_adds_nothing():
-    """The setp made for a bool enable_input_d is rolled back with the refused instruction."""
-    e = MmaEnv()
-    e.d, e.a, e.b, e.i   # noqa: B018 - make the operands first
-    before = len(list(e.k.statements()))
-    with pytest.raises(PtxdslError):
-        ptx.tcgen05_mma(e.k, ptx.kind_f8f6f4, ptx.cta_group_1, e.d, e.a, e.b, e.i, True, 1)
-    assert len(list(e.k.statements())) == before
-
-
-def test_refuse_cta_groups_mixed_in_a_kernel():
-    """ptxas refuses a kernel with both .cta_group::1 and ::2 tcgen05 instructions (so the
-    batches above split by group); the builder refuses the second group."""
-    def mixed(e):
-        ptx.tcgen05_mma(e.k, ptx.kind_f16, ptx.cta_group_1, e.d, e.a, e.b, e.i, True)
-        ptx.tcgen05_mma_block_scale_vec_1x(e.k, ptx.kind_mxf8f6f4, ptx.cta_group_2, e.d, e.a,
-                                           e.b, e.i, e.sa, e.sb, True)
-    _refused(mixed, r"\.cta_group::2 in a kernel whose tcgen05\.mma\.cta_group::1\.kind::f16 "
-             r"\(line .*\) uses \.cta_group::1: ptxas refuses a function that mixes")
-
-
-def test_kind_and_cta_group_spellings_agree():
-    """cuda::ptx's tags, the PTX spellings, the enums, the ints, and a member of another
-    enum spelled as a kind (tcgen05_desc's MmaKind) name the same form."""
-    class OtherKind(enum.Enum):
-        f16 = "kind::f16"
-
-    e = MmaEnv()
-    texts = {ptx.tcgen05_mma(e.k, kind, cg, e.d, e.a, e.b, e.i, e.p).render()
-             for kind, cg in (("kind::f16", 1), (Kind.f16, CtaGroup.one), ("f16", "cta_group_1"),
-                              (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"))}
-    assert len(texts) == 1
-
-
 # -- fuzzed against ptxas -------------------------------------------------------------------------
 def test_builder_agrees_with_ptxas():
     from hypothesis import seed
@@ -818,7 +459,7 @@ def test_fuzz_draws_read_back():
     def run(cases):
         kernels = [k for i, c in enumerate(cases) if isinstance(k := build(i, c), Kernel)]
         if kernels:
-            _round_trip(kernels, unchecked_module(kernels).emit())
+            round_trip(kernels, unchecked_module(kernels).emit())
             seen.extend(kernels)
 
     run()

@@ -66,7 +66,8 @@ PTX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("registers", "Special registers and bit manipulation", ("sreg", "bits")),
     ("wgmma", "Warpgroup MMA", ("wgmma", "wgmma_sp")),
     ("tcgen05", "Blackwell tensor memory (tcgen05)", ("tcgen05", "tcgen05_ldst")),
-    ("tcgen05_mma", "Blackwell MMA (tcgen05.mma, tcgen05.mma.ws)", ("tcgen05_mma",)),
+    ("tcgen05_mma", "Blackwell MMA (tcgen05.mma, tcgen05.mma.ws)",
+     ("tcgen05_mma", "tcgen05_mma_ptx")),
 )
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ..instructions.tcgen05_mma import FUNCTIONS, Kind
+from ..instructions.tcgen05_mma import Kind
+from ..instructions.tcgen05_mma_ptx import FUNCTIONS
 from .case import N, R, case, txt
 from .tma import pick
 

@@ -29,13 +29,14 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
 `hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
-`hazards_xgpu_rounds`, `sync`) to a fixed
+`hazards_xgpu_rounds`, `hazards_tmem` (tensor memory; `tmem_ops` reads the tcgen05
+instructions), `sync`) to a fixed
 point over `state`,
 and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of
 information leave a note-level finding (`check_kernel(..., notes=True)`).
 
 Cost: a kernel with no TMA, bulk, mbarrier, tensor-map, wgmma, setmaxnreg, distributed
-shared memory or named-barrier (`bar.arrive`, a thread count) instruction, and no
+shared memory, named-barrier (`bar.arrive`, a thread count) or tcgen05 instruction, and no
 `peer_buffers` / `signal_pads` in the context for it, is dismissed in one scan (a few % of
 emitting it); otherwise the analysis is linear in the body plus the TMA ops.
 """
@@ -64,6 +65,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_ring,
     hazards_stages,
     hazards_tmap,
+    hazards_tmem,
     hazards_wgmma,
     hazards_xdev,
     hazards_xgpu,

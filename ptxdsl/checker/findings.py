@@ -79,6 +79,15 @@ class Hazard(enum.Enum):
     PEER_READ_UNSYNCHRONIZED = "peer-read-unsynchronized"
     SIGNAL_PAD_REUSE = "signal-pad-reuse"
     SIGNAL_WAIT_UNSET = "signal-wait-unset"
+    TMEM_USE_BEFORE_ALLOC = "tmem-use-before-alloc"
+    TMEM_NOT_DEALLOCATED = "tmem-not-deallocated"
+    TMEM_PERMIT_NOT_RELINQUISHED = "tmem-permit-not-relinquished"
+    TMEM_ALLOC_AFTER_RELINQUISH = "tmem-alloc-after-relinquish"
+    TMEM_READ_BEFORE_COMMIT_WAIT = "tmem-read-before-commit-wait"
+    TCGEN05_LD_NO_WAIT = "tcgen05-ld-no-wait"
+    TCGEN05_ST_NO_WAIT = "tcgen05-st-no-wait"
+    TCGEN05_FENCE_MISSING = "tcgen05-fence-missing"
+    TCGEN05_CTA_GROUP_MIXED = "tcgen05-cta-group-mixed"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -364,6 +373,46 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "every rank runs the same code: set the peers' flags before the wait on every path "
         "(a thread-id guard is fine; a rank- or data-dependent one the wait is not under "
         "is not) [docs/hazards.md: signal-wait-unset]"),
+    Hazard.TMEM_USE_BEFORE_ALLOC: (
+        E, "tensor memory used before tcgen05.alloc, or its address read unpublished",
+        "run tcgen05.alloc on every path before the tensor memory is used; threads other than "
+        "the allocating warp read the address it stored after a barrier (bar.sync), then "
+        "tcgen05.fence::after_thread_sync [docs/hazards.md: tmem-use-before-alloc]"),
+    Hazard.TMEM_NOT_DEALLOCATED: (
+        E, "tensor memory not deallocated before the kernel exits",
+        "run tcgen05.dealloc (same .cta_group and column count) on every path from the alloc "
+        "to an exit [docs/hazards.md: tmem-not-deallocated]"),
+    Hazard.TMEM_PERMIT_NOT_RELINQUISHED: (
+        W, "a kernel that allocates tensor memory keeps its allocation permit until it exits",
+        "run tcgen05.relinquish_alloc_permit once the CTA's last tcgen05.alloc is done, on "
+        "every path [docs/hazards.md: tmem-permit-not-relinquished]"),
+    Hazard.TMEM_ALLOC_AFTER_RELINQUISH: (
+        E, "tcgen05.alloc after the CTA relinquished its allocation permit",
+        "allocate everything before tcgen05.relinquish_alloc_permit (once per CTA, not per "
+        "tile of a persistent loop) [docs/hazards.md: tmem-alloc-after-relinquish]"),
+    Hazard.TMEM_READ_BEFORE_COMMIT_WAIT: (
+        E, "tensor memory read, written or freed while a tcgen05.mma may still write it",
+        "tcgen05.commit the mma to an mbarrier and wait on that barrier before the tcgen05.ld"
+        " or st (then tcgen05.fence::after_thread_sync) or the dealloc "
+        "[docs/hazards.md: tmem-read-before-commit-wait]"),
+    Hazard.TCGEN05_LD_NO_WAIT: (
+        E, "tensor memory written, freed or handed over while a tcgen05.ld may still read it",
+        "run tcgen05.wait::ld after the loads and before the write, dealloc or "
+        "synchronisation [docs/hazards.md: tcgen05-ld-no-wait]"),
+    Hazard.TCGEN05_ST_NO_WAIT: (
+        E, "tensor memory used, freed or handed over while a tcgen05.st may still write it",
+        "run tcgen05.wait::st after the stores and before the next tcgen05 operation on "
+        "tensor memory, the dealloc or the synchronisation [docs/hazards.md: "
+        "tcgen05-st-no-wait]"),
+    Hazard.TCGEN05_FENCE_MISSING: (
+        E, "tcgen05 operations ordered by a thread synchronisation without tcgen05.fence",
+        "tcgen05.fence::before_thread_sync between the tcgen05 work and the arrive/bar.sync "
+        "that hands it over; tcgen05.fence::after_thread_sync between the wait/bar.sync and "
+        "the tcgen05 work after it [docs/hazards.md: tcgen05-fence-missing]"),
+    Hazard.TCGEN05_CTA_GROUP_MIXED: (
+        E, "tcgen05 instructions of one kernel name different .cta_group values",
+        "give every tcgen05 instruction of the kernel the same .cta_group (::1 for one CTA, "
+        "::2 for a CTA pair) [docs/hazards.md: tcgen05-cta-group-mixed]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (a map's box: k.param_tensormap(name, box=...) or "

@@ -68,6 +68,15 @@ class Role(enum.Enum):
     XG_PAD_WRITE = "signal pad write"       # value: the value stored (cas: the new value)
     XG_PAD_READ = "signal pad read"         # result: the register loaded
     XG_FENCE = "fence"                      # fence.sem.scope / membar (sem and scope)
+    # Tensor memory (hazards_tmem; builders, parsed text and inline PTX alike, `tcgen05_op`):
+    # n = the .cta_group (None where the form has none).
+    TC_ALLOC = "tcgen05.alloc"              # smem: where it writes the TMEM address
+    TC_DEALLOC = "tcgen05.dealloc"          # value: the TMEM address freed
+    TC_RELINQUISH = "tcgen05.relinquish_alloc_permit"
+    TC_FENCE = "tcgen05.fence"              # field: 'before' or 'after' (_thread_sync)
+    TC_COMMIT = "tcgen05.commit"            # mbar: the barrier it arrives on
+    TC_WAIT = "tcgen05.wait"                # field: 'ld' or 'st'
+    TC_ASYNC = "tcgen05 async op"           # field: mma, cp, shift, ld, st; value: TMEM address
 
 
 @attrs.frozen
@@ -103,7 +112,9 @@ TRIGGERS = frozenset({Role.TMA_LOAD, Role.TMA_STORE, Role.TMA_PREFETCH, Role.BUL
                       Role.MBAR_COMPLETE_TX, Role.MBAR_WAIT, Role.WGMMA, Role.WGMMA_FENCE,
                       Role.WGMMA_COMMIT, Role.WGMMA_WAIT, Role.SETMAXNREG,
                       Role.DSMEM_READ, Role.DSMEM_WRITE, Role.MBAR_REMOTE,
-                      Role.NAMED_BARRIER})
+                      Role.NAMED_BARRIER, Role.TC_ALLOC, Role.TC_DEALLOC,
+                      Role.TC_RELINQUISH, Role.TC_FENCE, Role.TC_COMMIT, Role.TC_WAIT,
+                      Role.TC_ASYNC})
 
 Extractor = Callable[[Any, int], list[Op]]
 
@@ -307,7 +318,7 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("tensormap", "TensormapReplaceDim", _replace),
     ("tensormap", "TensormapCpFenceproxy", _fenceproxy),
     ("inline", "InlineAsm", lambda insn, i: _inline(insn, i)),
-    ("raw", "Raw", lambda insn, i: _raw_memory(insn, i) + _raw(insn, i)),
+    ("raw", "Raw", lambda insn, i: _raw_memory(insn, i) + _raw(insn, i) + _raw_tmem(insn, i)),
     ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
     ("matrix", "LdMatrix", _smem_read),     # ldmatrix reads 16 bytes per thread, like ld.shared
     ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
@@ -347,6 +358,8 @@ def extractors() -> dict[type, Extractor]:
                         table[klass] = _fenceproxy
         except ImportError:
             pass
+        from .tmem_ops import classes
+        table.update(classes())
         _EXTRACTORS = table
     return _EXTRACTORS
 
@@ -412,6 +425,11 @@ def _raw(insn: Any, i: int) -> list[Op]:
     except ValueError:
         scope = None
     return [Op(Role.TMAP_ACQUIRE, i, map=srcs[0], count=srcs[1], scope=scope)]
+
+
+def _raw_tmem(insn: Any, i: int) -> list[Op]:
+    from .tmem_ops import raw  # (tmem_ops builds on this module)
+    return raw(insn, i)
 
 
 # -- inline PTX ---------------------------------------------------------------------------------
@@ -633,8 +651,9 @@ def _inline(insn: Any, i: int) -> list[Op]:
     found: list[tuple[int, Op]] = _spin_waits(text, bound, i)
     # A template that branches may skip what follows: its counts are left out (see above).
     if not re.search(r"\bbra(?:\.uni)?\s", text):
+        from .tmem_ops import inline  # (tmem_ops builds on this module)
         found += (_inline_arrives(text, bound, i) + _inline_groups(text, bound, i)
-                  + _inline_async(text, bound, i))
+                  + _inline_async(text, bound, i) + inline(text, bound, i))
     for pattern, role in _ASM:
         for m in pattern.finditer(text):
             space, sem = None, None

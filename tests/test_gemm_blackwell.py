@@ -51,6 +51,14 @@ def test_golden_and_assembles_for_sm_100a(variant, golden):
     assert assemble_declared(ptx)[:4] == b"\x7fELF"
 
 
+def test_ptxas_reports_no_warning_and_no_spill(module):
+    cubin = module.assemble("sm_100a")
+    assert cubin.report.warnings == ()
+    assert set(cubin.report.kernels) == {cfg.name for cfg in CONFIGS.values()}
+    for res in cubin.report.kernels.values():
+        assert (res.spill_stores, res.spill_loads, res.stack_frame) == (0, 0, 0), res
+
+
 def _count(body: str, text: str) -> int:
     return body.count(text)
 

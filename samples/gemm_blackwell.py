@@ -115,7 +115,6 @@ PAIR = Config(pair=True, stages=6, name="gemm_blackwell_pair")
 CONFIGS = {"cta1": CTA1, "pair": PAIR}
 
 
-
 # -- descriptors (PTX ISA: "Instruction descriptor", "Shared memory descriptor") -------------
 def instr_desc(cfg: Config) -> InstrDesc:
     """kind::f16's instruction descriptor: f32 D, bf16 A and B, both K-major (no transpose),
@@ -243,7 +242,9 @@ def _issuer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, taddr: Reg
         db = smem_descriptor(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
         first = k.setp("ne", kb, 0)                 # false once: D = A B on the first k16
         for j, kk in enumerate(range(0, BK, UMMA_K)):
-            step = cfg.layout_a.k_offset(kk) >> 4   # start address in 16-byte units
+            # +32 bytes per K = 16 inside the 128-byte atom (A's and B's rows alike), in the
+            # descriptor's 16-byte units
+            step = cfg.layout_a.k_offset(kk) >> 4
             ptx.tcgen05_mma(k, ptx.kind_f16, cg, taddr, _advance(k, da, step),
                             _advance(k, db, step), idesc, first if j == 0 else True)
         _commit(k, cfg, c.empty_barrier())          # the slot is free once these MMAs read it

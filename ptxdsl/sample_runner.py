@@ -191,8 +191,13 @@ def _write(module: Module, option: str, path: str) -> bool:
 
 
 def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[[], Module],
-                run: Callable[[], Report]) -> int:
-    """The `main(argv)` of a sample: see the module docstring."""
+                run: Callable[[], Report], *,
+                skip_reason: Callable[[], str | None] | None = None,
+                needs: str = "Hopper GPU") -> int:
+    """The `main(argv)` of a sample: see the module docstring. `skip_reason`: why the GPU
+    here cannot run the sample, or None (default `runtime.gpu_skip_reason`, Hopper); `needs`
+    names the GPU it wants in the line that says why it did not run (samples/gemm_blackwell.py
+    wants compute capability 10.0)."""
     summary = (doc or "").strip().splitlines()[0] if doc else None
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,10 +218,10 @@ def sample_main(argv: list[str] | None, doc: str | None, build_module: Callable[
             return 0
 
     from .runtime import device_info, gpu_skip_reason
-    reason = gpu_skip_reason()
+    reason = (skip_reason or gpu_skip_reason)()
     if reason is not None:
         # One reason for the whole demo: the first sample says it, the others refer to it.
-        print(f"  no Hopper GPU here ({said_once(reason)}); assembling the PTX offline "
+        print(f"  no {needs} here ({said_once(reason)}); assembling the PTX offline "
               "instead of running it")
         return _assemble_offline(module or build_module())
 

@@ -116,8 +116,9 @@ def example_page(sample: Path, page_dir: Path) -> str:
     return "\n".join([
         f"# {sample.stem}", "",
         f"`samples/{sample.name}`: run it with `python -m ptxdsl demo {sample.stem}` (builds, "
-        f"writes the PTX under `out/`, assembles it, and on a Hopper GPU runs it and checks "
-        f"the results), or `python samples/{sample.name}` from a checkout.", "",
+        f"writes the PTX under `out/`, assembles it, and on the GPU it is built for (Hopper; "
+        f"Blackwell for gemm_blackwell) runs it and checks the results), or "
+        f"`python samples/{sample.name}` from a checkout.", "",
         doc, "",
         "## Source", "",
         f"```{{literalinclude}} {source}",

@@ -435,10 +435,14 @@ def tcgen05_wait_st(k) -> Tcgen05Wait:
 
 def _commit(k, cta_group, smem_bar, cta_mask) -> Tcgen05Commit:
     bar = A.space_addr(k, "tcgen05.commit", smem_bar, S.shared_cluster)
-    insn = Tcgen05Commit(cta_group, bar, cta_mask)
-    if cta_mask is not None:
+    insn = one_cta_group(k, Tcgen05Commit(cta_group, bar, cta_mask))
+    if isinstance(insn.cta_mask, Imm):
         A.cluster_mask(k, insn.name, "cta_mask", insn.cta_mask)
-    return k.emit(one_cta_group(k, insn))
+        # cuda::ptx binds ctaMask to a 16-bit register, and ptxas 13.0 (the nvJitLink that
+        # torch's CUDA 13 build loads) refuses an immediate there ("Arguments mismatch"),
+        # which ptxas 13.5 takes
+        insn = attrs.evolve(insn, cta_mask=k.mov(insn.cta_mask.value, type=ScalarType.b16))
+    return k.emit(insn)
 
 
 def tcgen05_commit(k, cta_group, smem_bar) -> Tcgen05Commit:

@@ -123,9 +123,13 @@ def tcgen05s(draw):
         q = f"tcgen05.commit.{_cg(g)}.mbarrier::arrive::one.shared::cluster"
         if pick(draw, (False, True)):
             mask = pick(draw, MASKS)
-            return case(fam, "ptx.tcgen05_commit_multicast", (g, bar, mask),
-                        text=f"{q}.multicast::cluster.b64 {btxt}, {txt(mask)};", op=op, g=g,
-                        bar=bar, mask=mask)
+            text = f"{q}.multicast::cluster.b64 {btxt}, {txt(mask)};"
+            if isinstance(mask, int) and mask <= 0xFFFF:
+                # as the builder emits it: ptxas before 13.5 takes the mask from a register only
+                reg = R("b16", idx=9)
+                text = f"mov.b16 {reg.txt}, {mask};\n{q}.multicast::cluster.b64 {btxt}, {reg.txt};"
+            return case(fam, "ptx.tcgen05_commit_multicast", (g, bar, mask), text=text, op=op,
+                        g=g, bar=bar, mask=mask)
         return case(fam, "ptx.tcgen05_commit", (g, bar), text=f"{q}.b64 {btxt};", op=op, g=g,
                     bar=bar)
     shape, mc = pick(draw, CP)

@@ -40,9 +40,9 @@ from .instructions.tcgen05 import (
     Tcgen05Wait,
 )
 from .instructions.tcgen05_desc import InstrDesc, SmemDesc100
+from .instructions.tcgen05_desc import Kind as Kind
 from .instructions.tcgen05_ldst import Tcgen05St
 from .instructions.tcgen05_mma import Collector as Collector
-from .instructions.tcgen05_mma import Kind as Kind
 from .instructions.tcgen05_mma import ScaleVec as ScaleVec
 from .instructions.tcgen05_mma import Tcgen05Mma as Tcgen05Mma
 from .instructions.tcgen05_mma import Tcgen05MmaWs as Tcgen05MmaWs

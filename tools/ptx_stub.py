@@ -120,7 +120,7 @@ IMPORTS = {
     "ScalarType": ".types", "RedOp": ".instructions.bulk", "CtaGroup": ".instructions.bulk",
     "TensorMode": ".instructions.bulk_tensor", "L2Priority": ".instructions.cache_policy",
     "WgmmaType": ".instructions.wgmma", "MatrixDescriptor": ".instructions.wgmma_desc",
-    "Kind": ".instructions.tcgen05_mma", "SmemDesc100": ".instructions.tcgen05_desc",
+    "Kind": ".instructions.tcgen05_desc", "SmemDesc100": ".instructions.tcgen05_desc",
     "InstrDesc": ".instructions.tcgen05_desc",
     "Sequence": "collections.abc", "Callable": "collections.abc", "Any": "typing",
     "Literal": "typing", "SupportsIndex": "typing", "np": "numpy", "enum": "enum",

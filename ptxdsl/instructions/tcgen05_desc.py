@@ -35,10 +35,11 @@ from .wgmma_desc import SMEM_LIMIT, SmemLayout, SwizzleMode, address_descriptor
 __all__ = ["MmaKind", "InstrDesc", "Swizzle100", "SmemDesc100", "smem_descriptor"]
 
 
-class MmaKind(enum.Enum):
-    """tcgen05.mma's `.kind::*`; the value is its PTX spelling, as cuda::ptx's `kind_t` tags
-    (a kind given as any enum with these values, or a name 'f16' / 'kind::f16' /
-    'kind_f16', is taken)."""
+class Kind(enum.Enum):
+    """tcgen05.mma's `.kind::*`, for the instructions (`tcgen05_mma`, `ptx.kind_f16`, ...) and
+    their descriptors; the value is its PTX spelling, as cuda::ptx's `kind_t` tags (a kind
+    given as any enum with these values, or a name 'f16' / 'kind::f16' / 'kind_f16', is
+    taken)."""
 
     f16 = "kind::f16"
     tf32 = "kind::tf32"
@@ -55,7 +56,7 @@ class MmaKind(enum.Enum):
         return self.value.startswith("kind::mx")
 
     @classmethod
-    def coerce(cls, value: Any) -> MmaKind:
+    def coerce(cls, value: Any) -> Kind:
         """A kind from a member, a same-valued member of another enum, or its name."""
         if isinstance(value, cls):
             return value
@@ -67,6 +68,9 @@ class MmaKind(enum.Enum):
                     return m
         raise OperandError("InstrDesc", "kind", "one of " + ", ".join(
             repr(m.name) for m in cls) + " (or 'kind::f16', ptx.kind_f16, ...)", _given(value))
+
+
+MmaKind = Kind     # the descriptors' name for it
 
 
 def _kind(v: Any) -> MmaKind:   # a named converter: the attrs plugin types the field

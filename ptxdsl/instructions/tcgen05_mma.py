@@ -49,7 +49,7 @@ from ..types import Requires, ScalarType, req
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
 from .bulk import BLACKWELL, CtaGroup, cta_group_arg
 from .tcgen05 import taddr_operand
-from .tcgen05_desc import SmemDesc100
+from .tcgen05_desc import Kind, SmemDesc100
 from .wgmma_desc import MatrixDescriptor
 
 __all__ = ["Kind", "ScaleVec", "Collector", "Tcgen05Mma", "Tcgen05MmaWs", "FORMS",
@@ -70,18 +70,6 @@ SCALE_VEC = req("8.6", 100, arch=(100, 101, 103, 110))
 BLOCK_N = req("8.8", 100, arch=(100, 101, 103, 110), family=True)
 # ptxas 13: "Feature '.kind::mxf4 with .sp modifier' not supported on .target 'sm_100f'"
 SPARSE_MXF4 = req("8.6", 100, arch=(100, 101, 103, 110))
-
-
-class Kind(enum.Enum):
-    """`.kind::*` of tcgen05.mma: the family of A/B element types (`ptx.kind_f16`, ...)."""
-
-    f16 = "kind::f16"
-    tf32 = "kind::tf32"
-    f8f6f4 = "kind::f8f6f4"
-    i8 = "kind::i8"
-    mxf8f6f4 = "kind::mxf8f6f4"
-    mxf4 = "kind::mxf4"
-    mxf4nvf4 = "kind::mxf4nvf4"
 
 
 class ScaleVec(enum.Enum):

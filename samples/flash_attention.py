@@ -480,13 +480,17 @@ class Consumer:
         self._release(self.kc)
         softmax(k.mov(0, type=t.u32))
         self.s.to_packed(cfg.wtype, into=self.p)
-        # block j: S_j and P_{j-1} V_{j-1} in flight together; softmax of S_j meanwhile
+        # block j: S_j and P_{j-1} V_{j-1} in flight together; softmax of S_j meanwhile.
+        # O takes block j-1's factor while S_j runs, between the two products, so that only
+        # the packing of P is left between P V's end and the next block's products.
         with k.for_range(1, tile.nblocks) as j:
             self.kc.wait_full()
             self.vc.wait_full()
             k.bar_sync(self.mine, 256)
             ptx.wgmma_fence(k)
             s_gemm()
+            _rescale(k, self.o, self.corr)
+            ptx.wgmma_fence(k)
             pv_gemm()
             k.bar_arrive(self.other, 256)
             ptx.wgmma_wait_group(k, 1)
@@ -494,9 +498,9 @@ class Consumer:
             softmax(j)
             ptx.wgmma_wait_group(k, 0)
             self._release(self.vc)
-            _rescale(k, self.o, self.corr)
             self.s.to_packed(cfg.wtype, into=self.p)
         self.vc.wait_full()
+        _rescale(k, self.o, self.corr)
         ptx.wgmma_fence(k)
         pv_gemm()
         ptx.wgmma_wait_group(k, 0)

@@ -20,12 +20,14 @@ bytes of K, so for e4m3 it is exactly one scale block.
   accumulator by both before rounding to bf16. Tiles as gemm_hopper's e4m3 kernels (128 x
   256 in clusters of 2 along M; 128 x 128 for skinny M; 128 x 64 pairs along N for one tile
   row).
-- Per 128-block: the scale changes every k-block, so each k-block's wgmmas go into a second
-  accumulator started from zero (scale-d 0 on its first wgmma); after `wgmma.wait_group 0`
-  the warpgroup releases the stage and adds it into the main accumulator times
-  scale_a[row, kb] scale_b[n0 / 128, kb] (one fma per value), while the other consumer
-  warpgroup's wgmmas keep the tensor cores busy. Two 64 x N f32 accumulators per thread
-  bound the tile: N = 128 (128 registers of 232), so the large-M tiling is 128 x 128 in
+- Per 128-block: the scale changes every k-block, so each k-block's wgmmas go into a part
+  accumulator started from zero (scale-d 0 on its first wgmma), two parts in turn: while
+  block kb's wgmmas run into one, block kb - 1's part is added into the main accumulator
+  times scale_a[row, kb - 1] scale_b[n0 / 128, kb - 1] (one fma per value); then
+  `wgmma.wait_group 0` and the stage's release. (Waiting with one group in flight instead
+  makes ptxas serialize every wgmma, C7514, as a part's registers are read while the other
+  part's group runs across the loop's turns.) Three 64 x N f32 accumulators per thread
+  bound the tile: N = 128 (192 registers of 232), so the large-M tiling is 128 x 128 in
   clusters of 2 along M (B multicast, 6 stages); a tile's columns then lie in one block of
   W. The consumers read the scales from global memory (L2): three loads per thread and
   k-block, issued one k-block ahead, so the producer's ring and its stage bytes stay
@@ -65,7 +67,7 @@ BLOCK = 128                  # the scale blocks' extent along K (X and W) and al
 SCALINGS = ("row", "block")
 TILINGS = ("default", "skinny", "row")       # gemm_hopper's, chosen by M (`variant_for`)
 _SUFFIX = {"default": "", "skinny": "_n128", "row": "_row"}
-# Per 128-block: 128-column tiles at large M (two accumulators of 64 x N f32 per thread must
+# Per 128-block: 128-column tiles at large M (three accumulators of 64 x N f32 per thread must
 # fit 232 registers), the same 6 stages as the skinny tiling, clusters of 2 sharing B.
 _BLOCK_DEFAULT = gh.Config("e4m3", bn=128, cluster=2, stages=6)
 
@@ -81,10 +83,10 @@ def _variants(scaling: str) -> dict[str, gh.Config]:
 VARIANTS = {s: _variants(s) for s in SCALINGS}         # scaling -> tiling -> Config
 
 
-def _load_f32(k: Kernel, base: Reg, index: Reg) -> Reg:
+def _load_f32(k: Kernel, base: Reg, index: Reg, dst: Reg | None = None) -> Reg:
     """base[index] of an f32 array in global memory (read-only while the kernel runs)."""
     return k.ld(Addr(k.mad(index, 4, base, type=t.u32, mode="wide")), type=t.f32,
-                space="global", nc=True)
+                space="global", nc=True, dst=dst)
 
 
 class ScaledConsumer:
@@ -159,32 +161,48 @@ def _blockwise(k: Kernel, cfg: gh.Config, stages: gh.Stages, acc: Fragment, epi:
         raise ValueError(f"{cfg.name}: per-128-block scales need a tile's columns inside one "
                          f"block of W (bn dividing {BLOCK}) and {BLOCK}-wide k-blocks; got "
                          f"bn={cfg.bn}, bk={cfg.bk}")
-    part = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)    # one k-block's products
+    # one k-block's products, two of them: block kb's wgmmas run into one while block
+    # kb - 1's, retired, is scaled into the accumulator from the other. Each block's group
+    # is retired (wait_group 0) before the next is issued: a group still in flight at a
+    # read of the other part's registers makes ptxas serialize every wgmma (C7514).
+    parts = [k.fragment(t.f32, shape=(64, cfg.bn), zero=False) for _ in range(2)]
     last_nb = k.sub(k.div(k.add(N, BLOCK - 1), BLOCK), 1)
-    last_kb = k.sub(kblocks, 1)
 
     def tile(m0: Reg, n0: Reg, span: gh.KSpan) -> None:     # (whole: no split-K)
         r0, r1 = rows(m0)
         # the scale rows this thread reads along K: X's two rows and the tile's block of W
         bases = (k.mul(r0, kblocks), k.mul(r1, kblocks),
                  k.mul(k.min(k.div(n0, BLOCK), last_nb), kblocks))
+        held = [[k.reg(t.f32) for _ in range(3)] for _ in range(2)]   # each part's scales
 
-        def scales(kb: Reg | int) -> list[Reg]:
-            return [_load_f32(k, arr, k.add(b, kb))
-                    for arr, b in zip((sa, sa, sb), bases, strict=True)]
+        def fold(x: int) -> None:
+            """parts[x], retired, into the accumulator times its scales."""
+            sc = held[x]
+            f = (k.mul(sc[0], sc[2], type=t.f32), k.mul(sc[1], sc[2], type=t.f32))
+            for i, r in enumerate(parts[x]):
+                k.mad(r, f[acc.offsets(i)[0] // 8], acc[i], type=t.f32, dst=acc[i])
 
-        cur = scales(0)
-        acc.zero()
-        with k.for_range(0, kblocks) as kb:
-            stages.mma(part, first=True)
-            nxt = scales(k.min(k.add(kb, 1), last_kb))    # the next k-block's, in flight
+        def step(kb: Reg | int, x: int, previous: bool = True) -> None:
+            """k-block kb into parts[x]; meanwhile the previous one into the accumulator."""
+            stages.mma(parts[x], first=True)
+            for arr, b, d in zip((sa, sa, sb), bases, held[x], strict=True):
+                _load_f32(k, arr, k.add(b, kb), dst=d)
+            if previous:
+                fold(1 - x)
             ptx.wgmma_wait_group(k, 0)
             stages.release()
-            s = (k.mul(cur[0], cur[2], type=t.f32), k.mul(cur[1], cur[2], type=t.f32))
-            for i, r in enumerate(part):
-                k.mad(r, s[acc.offsets(i)[0] // 8], acc[i], type=t.f32, dst=acc[i])
-            for c, n in zip(cur, nxt, strict=True):
-                k.mov(n, dst=c)
+
+        acc.zero()
+        step(0, 0, previous=False)
+        with k.for_range(1, k.sub(kblocks, 1), 2) as kb:   # k-blocks 2j + 1 and 2j + 2
+            step(kb, 1)
+            step(k.add(kb, 1), 0)
+        even = k.and_(kblocks, 1) == 0                      # then the last k-block is odd
+        with k.if_(even):
+            step(k.sub(kblocks, 1), 1)
+            fold(1)
+        with k.else_():
+            fold(0)
         epi.store(acc.to_packed(t.bf16), m0, n0)
 
     tile_loop(tile)

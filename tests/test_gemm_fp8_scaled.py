@@ -41,7 +41,7 @@ def test_builds_checks_clean_and_assembles(bounded):
 
 @pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
 def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
-    """Two 64 x 128 f32 accumulators (block-wise) and 64 column scales beside a 64 x 256
+    """Three 64 x 128 f32 accumulators (block-wise) and 64 column scales beside a 64 x 256
     accumulator (row-wise) fit the consumers' 232 registers: no spills, no serialized
     wgmma (C7512 and the other advisories)."""
     rep = whole_program_report(module)
@@ -68,22 +68,25 @@ def test_rowwise_ptx_shape(module):
 
 
 def test_blockwise_ptx_shape(module):
-    """One k-block per iteration into a second accumulator (scale-d 0 on its first wgmma,
-    not peeled), `wait_group 0` before the promotion, one fma per value, three scales per
-    k-block (+ three for the first), 128-column tiles at large M in clusters of 2."""
+    """Each k-block into one of two part accumulators (scale-d 0 on its first wgmma), issued
+    once for block 0, twice in the loop's turn and once for an even count's last block; the
+    previous part folded in (one fma per value) while a block's wgmmas run, then `wait_group
+    0` per block (never 1: a group in flight across the fold makes ptxas serialize); three
+    scales per k-block; 128-column tiles at large M in clusters of 2."""
     ptx = module.emit()
     for suffix, bn in (("", 128), ("_n128", 128), ("_row", 64)):
         body = _entry(ptx, f"gemm_fp8_blockwise{suffix}")
         wgmma = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3"
-        assert body.count(wgmma) == 4
+        assert body.count(wgmma) == 16
         scale_d = [line.split("}, ")[1].split(", ")[2] for line in body.splitlines()
                    if wgmma in line]
-        assert scale_d == ["0", "1", "1", "1"], scale_d
-        assert body.count("wgmma.wait_group.sync.aligned 0;") == 1
+        assert scale_d == ["0", "1", "1", "1"] * 4, scale_d
+        assert body.count("wgmma.wait_group.sync.aligned 0;") == 4
         assert "wgmma.wait_group.sync.aligned 1;" not in body
-        assert body.count("mad.rn.f32") == bn // 2
-        assert body.count("ld.global.nc.f32") == 6
-        assert body.count("mul.f32") == 2
+        # folds: two in the loop's turn, two where the count is even, one where it is odd
+        assert body.count("mad.rn.f32") == 5 * bn // 2
+        assert body.count("ld.global.nc.f32") == 12
+        assert body.count("mul.f32") == 2 * 5
     assert ".reqnctapercluster 2, 1, 1" in _entry(ptx, "gemm_fp8_blockwise")
     assert ".reqnctapercluster" not in _entry(ptx, "gemm_fp8_blockwise_n128")
 

@@ -10,19 +10,24 @@ views are taken as they are. Hq = G * Hkv: grouped-query attention (G > 1), mult
 is visible to query i iff j <= i (torch SDPA's `is_causal`, aligned at the top left; for
 Sq == Sk, as in every varlen sequence, the same as FlashAttention's bottom-right rule).
 
-The kernel (`fa_fwd_<dtype>_d<D>`, one CTA per 128 query rows of one head of one sequence):
-- 384 threads. Warpgroup 0 is the producer (`setmaxnreg.dec 24`): one thread loads the
-  CTA's Q tile once and streams K and V blocks of `bn` keys through two `MbarrierRing`s, all
+The kernel (`fa_fwd_<dtype>_d<D>`, one CTA per tile of 64 x n query rows of one head of one
+sequence, n consumer warpgroups: `BLOCKS`):
+- 128 (1 + n) threads. Warpgroup 0 is the producer (`setmaxnreg.dec 24`): one thread loads
+  the tile's Q once and streams K and V blocks of `bn` keys through two `MbarrierRing`s, all
   in one dynamic shared buffer, each tile 128B-swizzled as wgmma reads it (`SmemLayout`):
   Q and K K-major, V as an MN-major B operand straight from its row-major [keys, D] tile.
-- Warpgroups 1 and 2 (`setmaxnreg.inc 240`) each own 64 query rows: S = Q K^T (an SS wgmma
-  into an f32 `Fragment`), the online softmax in registers (row max and sum across the four
-  threads of a row with `shfl.sync.bfly`, `ex2.approx` with the scale folded into one FMA,
-  the running output rescaled when the max grows), P packed to bf16 in the registers the RS
-  wgmma O += P V reads (`Fragment.to_packed(into=...)`, the same registers every block).
-- The two consumers alternate on the tensor cores (FlashAttention-3's ping-pong): named
-  barriers `bar.sync`/`bar.arrive` order warpgroup 1's GEMMs of block j before warpgroup 2's,
-  so one warpgroup's softmax runs while the other's GEMMs do.
+- Warpgroups 1 .. n (`setmaxnreg.inc`: 240 for two, 160 for three) each own 64 query rows:
+  S = Q K^T (an SS wgmma into an f32 `Fragment`), the online softmax in registers (row max
+  and sum across the four threads of a row with `shfl.sync.bfly`, `ex2.approx` with the
+  scale folded into one FMA, the running output rescaled when the max grows), P packed to
+  bf16 in the registers the RS wgmma O += P V reads (`Fragment.to_packed(into=...)`, the
+  same registers every block).
+- The consumers take turns on the tensor cores (FlashAttention-3's ping-pong, round robin):
+  named barriers `bar.sync`/`bar.arrive` order warpgroup c's GEMMs of block j before
+  warpgroup c + 1's, so one warpgroup's softmax runs while the others' GEMMs do. n = 2 for
+  D = 128 and 256 and for varlen; n = 3 for D = 64 (whose softmax is twice the share of the
+  work), with a two-consumer kernel (`_m128`) for causal calls of fewer than SHORT_CAUSAL
+  query rows.
 - Tails: TMA zero-fills rows past Sq and Sk; keys past Sk (and above the diagonal, causal)
   are masked to -inf in the blocks that have any, found per warpgroup at run time; O and the
   LSE are stored with predicated stores clipped at Sq. Causal CTAs skip every block above
@@ -62,8 +67,7 @@ SeqMaps = Callable[[Reg], list[Reg]]     # a sequence's tensor maps (varlen: acq
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime import LoadedModule, TensorMap
 
-BM = 128                         # query rows per CTA: 64 per consumer warpgroup
-THREADS = 384
+BM = 128                         # query rows per CTA with two consumer warpgroups (varlen's)
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 MAP_BYTES = 128
 TILE_THREADS = 256               # fa_varlen_tiles' one CTA
@@ -74,51 +78,85 @@ TILE_WORDS = 16                  # a claimed tile for the consumers: b, h | m <<
 NO_TILE = 0xFFFFFFFF             # its b when the list is done
 SMEM = 227 * 1024 - 256         # dynamic shared memory per CTA, less the barriers
 MAPS = ("q", "k", "v", "o")      # the tensor maps, in parameter and workspace order
-PING = (3, 4)                    # named barriers of the ping-pong: consumer 0's, consumer 1's
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 DTYPES = {"bf16": (t.bf16, "BFLOAT16"), "f16": (t.f16, "FLOAT16")}
-# head dim -> (keys per block, ring stages)
-BLOCKS = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+# head dim -> (keys per block, ring stages, consumer warpgroups of 64 query rows each).
+# D = 64 takes three (192-row tiles): its softmax is twice D = 128's share of the work, and a
+# third warpgroup's softmax runs while the other two's products keep the tensor cores busy
+# (BENCHMARKS.md section 8: 1.08-1.17x cuDNN against 1.00-1.04x with two, non-causal).
+BLOCKS = {64: (128, 3, 3), 128: (128, 2, 2), 256: (64, 2, 2)}
+# Causal with Sq below this, a head dim of three consumers takes its two-consumer kernel
+# (`_m128`): 192-row tiles put more of a short sequence's work on the diagonal blocks and
+# make fewer tiles to balance (0.87-0.90x cuDNN at S = 512, 1k against 0.95-0.99x).
+SHORT_CAUSAL = 2048
 
 
 class Config:
     """The build-time constants of one kernel: element type, head dim, keys per block `bn`,
-    ring stages, and whether it reads per-sequence maps from the varlen workspace."""
+    ring stages, consumer warpgroups (BLOCKS' unless `consumers` is given), and whether it
+    reads per-sequence maps from the varlen workspace."""
 
-    def __init__(self, dtype: str, d: int, varlen: bool = False):
+    def __init__(self, dtype: str, d: int, varlen: bool = False, consumers: int | None = None):
         if dtype not in DTYPES or d not in BLOCKS:
             raise ValueError(f"flash_attention: dtype in {sorted(DTYPES)}, head dim in "
                              f"{sorted(BLOCKS)}; got {dtype!r}, {d}")
         self.dtype, self.d, self.varlen = dtype, d, varlen
         self.wtype, self.tma_dtype = DTYPES[dtype]
-        self.bn, self.stages = BLOCKS[d]
-        self.layout_q = SmemLayout(self.wtype, BM, d, "K", "128B")
+        self.bn, self.stages, usual = BLOCKS[d]
+        if consumers not in (None, 2, 3):
+            raise ValueError(f"flash_attention: 2 or 3 consumer warpgroups, got {consumers}")
+        # varlen: two, as the tile list's row blocks are BM rows (`build_varlen_tiles`)
+        self.consumers = BM // 64 if varlen else consumers or usual
+        self.bm = 64 * self.consumers              # query rows per tile
+        self.threads = 128 * (1 + self.consumers)
+        # setmaxnreg: the producer's warpgroup gives its registers to the consumers (the
+        # file's 64K less the producer's, split over the consumers, in steps of 8)
+        self.consumer_regs = min(CONSUMER_REGS,
+                                 (65536 // 128 - PRODUCER_REGS) // self.consumers // 8 * 8)
+        # named barriers: 1 .. n the consumers' epilogues, n + 1 .. 2n their ping-pong turns
+        self.ping = 1 + self.consumers
+        self.layout_q = SmemLayout(self.wtype, self.bm, d, "K", "128B")
         self.layout_k = SmemLayout(self.wtype, self.bn, d, "K", "128B")
         self.layout_v = SmemLayout(self.wtype, d, self.bn, "MN", "128B")
         self.o_box = SmemLayout(self.wtype, BOX_COLS, BOX_COLS, "K", "128B")  # one TMA store
         self.q_bytes = self.layout_q.nbytes
         self.kv_bytes = self.layout_k.nbytes          # = layout_v.nbytes: the same boxes
         # Q double-buffered where it fits: the next tile's Q loads during this one
-        rest = 2 * self.stages * self.kv_bytes + 2 * STAGING_BYTES
+        rest = 2 * self.stages * self.kv_bytes + self.consumers * STAGING_BYTES
         self.q_stages = 2 if 2 * self.q_bytes + rest <= SMEM else 1
         self.q_off = 0
         self.k_off = self.q_stages * self.q_bytes
         self.v_off = self.k_off + self.stages * self.kv_bytes
         self.epi_off = self.v_off + self.stages * self.kv_bytes   # one staging buffer per WG
-        self.bar_off = self.epi_off + 2 * STAGING_BYTES
+        self.bar_off = self.epi_off + self.consumers * STAGING_BYTES
         self.smem_bytes = self.bar_off + 16 * (self.q_stages + 2 * self.stages)
         # varlen: each Q stage's tile index (`Claims`), in the dynamic region: a static
         # variable would move the dynamic buffer off its 1024-byte alignment
         self.words_off = self.smem_bytes
         self.smem_bytes += TILE_WORDS * self.q_stages if varlen else 0
-        self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "")
+        self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "") + \
+            ("" if varlen or self.consumers == usual else f"_m{self.bm}")
 
 
 @functools.cache
-def config(dtype: str, d: int, varlen: bool = False) -> Config:
+def config(dtype: str, d: int, varlen: bool = False, consumers: int | None = None) -> Config:
     """The Config of a kernel, made once (the host path runs on every call)."""
-    return Config(dtype, d, varlen)
+    return Config(dtype, d, varlen, consumers)
+
+
+def dense_configs(dtype: str, d: int) -> list[Config]:
+    """The dense kernels of a head dim: BLOCKS' and, where that has three consumers, the
+    two-consumer one short causal calls take (`dense_config`)."""
+    usual = config(dtype, d)
+    return [usual] + ([config(dtype, d, consumers=2)] if usual.consumers != 2 else [])
+
+
+def dense_config(dtype: str, d: int, sq: int, causal: bool) -> Config:
+    """The dense kernel a call takes: BLOCKS', or the two-consumer one, causal with Sq below
+    SHORT_CAUSAL."""
+    configs = dense_configs(dtype, d)
+    return configs[-1] if causal and sq < SHORT_CAUSAL else configs[0]
 
 
 def _ex2(k: Kernel, x: Reg, dst: Reg | None = None) -> Reg:
@@ -155,7 +193,7 @@ class Tile:
                  words: tuple[Reg, ...] | None = None) -> None:
         if words is not None:     # as the producer wrote it for the consumers (`Claims`)
             self.b, self.h, self.m0 = words[0], k.and_(words[1], 0xFFFF), \
-                k.mul(k.shr(words[1], 16), BM)
+                k.mul(k.shr(words[1], 16), cfg.bm)
             self.start, self.sq = words[2], words[3]
             self.sk = self.sq
         elif cfg.varlen:
@@ -163,11 +201,11 @@ class Tile:
             self._listed(k, cfg, index, p)
         else:
             assert index is not None
-            self._ordered(k, index, p)
+            self._ordered(k, cfg, index, p)
         self.live = self.m0 < self.sq     # varlen: rows past the sequence's end (or none)
         self.nblocks = k.div(k.add(self.sk, cfg.bn - 1), cfg.bn)
         with k.if_(p["causal"]):          # up to the block of the tile's last row
-            last = k.sub(k.min(k.add(self.m0, BM), self.sq), 1)
+            last = k.sub(k.min(k.add(self.m0, cfg.bm), self.sq), 1)
             k.min(self.nblocks, k.add(k.div(last, cfg.bn), 1), dst=self.nblocks)
 
     def _listed(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
@@ -177,12 +215,12 @@ class Tile:
                      type=t.u32, vec=2, space="global")
         self.b = entry[0]
         self.h = k.and_(entry[1], 0xFFFF)
-        self.m0 = k.mul(k.shr(entry[1], 16), BM)
+        self.m0 = k.mul(k.shr(entry[1], 16), cfg.bm)
         cu = k.add(p["cu"], k.mul(self.b, 4, mode="wide"))
         self.start = k.ld(cu, type=t.u32, space="global")
         self.sq = self.sk = k.sub(k.ld(Addr(cu, 4), type=t.u32, space="global"), self.start)
 
-    def _ordered(self, k: Kernel, index: Reg, p: dict[str, Reg]) -> None:
+    def _ordered(self, k: Kernel, cfg: Config, index: Reg, p: dict[str, Reg]) -> None:
         per_group = k.mul(p["group_heads"], p["mblocks"])
         grp = k.div(index, per_group)
         within = k.sub(index, k.mul(grp, per_group))
@@ -195,7 +233,7 @@ class Tile:
         mblock = k.mov(mrank)
         with k.if_(p["causal"]):
             k.sub(k.sub(p["mblocks"], 1), mrank, dst=mblock)
-        self.m0 = k.mul(mblock, BM)
+        self.m0 = k.mul(mblock, cfg.bm)
         self.start = k.mov(0, type=t.u32)
         self.sq, self.sk = p["sq"], p["sk"]
 
@@ -239,7 +277,8 @@ class Claims:
             self._claim(dst=claim)          # the next one, in flight during this tile
             qp.wait_empty()
             k.st(qp.slot(self.words, TILE_WORDS),
-                 (tile.b, k.or_(tile.h, k.shl(k.div(tile.m0, BM), 16)), tile.start, tile.sq),
+                 (tile.b, k.or_(tile.h, k.shl(k.div(tile.m0, self.cfg.bm), 16)), tile.start,
+                  tile.sq),
                  space="shared")
             body(tile)
 
@@ -255,7 +294,7 @@ class Claims:
 
 def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     """The attention kernel of `cfg`; `bounded`: waits trap after 2 s with an error record."""
-    k = Kernel(cfg.name, reqntid=THREADS, minnctapersm=1)
+    k = Kernel(cfg.name, reqntid=cfg.threads, minnctapersm=1)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
     if cfg.varlen:
@@ -277,8 +316,8 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
     params = {n: k.param(t.u32, n) for n in names}
     scale_p = k.param(t.f32, "scale_log2")
     smem = k.extern_shared("smem", align=cfg.layout_q.alignment)
-    rings = [MbarrierRing(k, n, empty_count=2, storage=Addr(smem, cfg.bar_off + off), name=nm,
-                          loads=box)
+    rings = [MbarrierRing(k, n, empty_count=cfg.consumers,
+                          storage=Addr(smem, cfg.bar_off + off), name=nm, loads=box)
              for (nm, n, off), box in zip((("qr", cfg.q_stages, 0),
                                            ("kr", cfg.stages, 16 * cfg.q_stages),
                                            ("vr", cfg.stages, 16 * (cfg.q_stages + cfg.stages))),
@@ -336,11 +375,11 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
         with k.if_(tid == 0):
             _producer(k, cfg, smem, rings, seq_maps, p, tiles, claims)
     with k.else_():
-        ptx.setmaxnreg_inc(k, CONSUMER_REGS)
+        ptx.setmaxnreg_inc(k, cfg.consumer_regs)
         c = k.sub(wg, 1)
         consumer = Consumer(k, cfg, smem, rings, c, p["causal"], k.ld_param(scale_p))
-        with k.if_(c == 1):                   # consumer 0 issues its GEMMs first
-            k.bar_arrive(PING[0], 256)
+        with k.if_(c == cfg.consumers - 1):   # consumer 0 issues its GEMMs first
+            k.bar_arrive(cfg.ping, 256)
 
         out = Output(k, cfg, smem, c, lse_p, [params[n] for n in ("lse_sb", "lse_sh")],
                      seq_maps if cfg.varlen else None, None if cfg.varlen else maps_p[-1])
@@ -357,8 +396,8 @@ def build_forward(cfg: Config, bounded: bool = False) -> Kernel:
             with k.else_():
                 tiles(body)
         out.finish()
-        with k.if_(c == 0):                   # consumer 1's last arrive
-            k.bar_sync(PING[0], 256)
+        with k.if_(c == 0):                   # the last consumer's last arrive
+            k.bar_sync(cfg.ping, 256)
     k.ret()
     return k
 
@@ -420,7 +459,10 @@ class Consumer:
         self.corr = [k.reg(t.f32) for _ in range(2)]
         self.r_origin, self.c_origin = self.s.origin()
         self.leader = k.and_(k.tid.x, 127) == 0
-        self.mine, self.other = k.add(c, PING[0]), k.sub(PING[1], c)
+        # the ping-pong, round robin: wait for my turn, hand it to the next consumer
+        self.mine = k.add(c, cfg.ping)
+        nxt = k.add(c, 1)
+        self.other = k.add(k.selp(0, nxt, nxt == cfg.consumers, type=t.u32), cfg.ping)
         self.q_rows = k.mul(c, 64 * 128)              # this warpgroup's rows of the Q tile
 
     def row0(self, tile: Tile) -> Reg:
@@ -568,7 +610,7 @@ class Output:
         self.lsb, self.lsh = (k.ld_param(p) for p in lse_strides)
         self.tmap = k.tensormap_addr(map_o) if seq_maps is None else k.reg(t.u64)
         staging = k.add(k.mov(smem), k.mad(c, STAGING_BYTES, cfg.epi_off))
-        # named barrier 1 or 2: this warpgroup's own (the ping-pong uses 3 and 4)
+        # named barrier c + 1: this warpgroup's own (the ping-pong's come after them)
         self.staged = TmaStoreEpilogue(k, staging, self.tmap, k.add(c, 1), rank=4)
 
     def start(self, tile: Tile, row0: Reg) -> None:
@@ -735,8 +777,8 @@ def build_varlen_tiles() -> Kernel:
 def build_module(dtypes: Iterable[str] = tuple(DTYPES), dims: Iterable[int] = tuple(BLOCKS),
                  bounded: bool = False) -> Module:
     """Every forward kernel of `dtypes` x `dims`, dense and varlen, and the maps kernel."""
-    kernels = [build_forward(Config(dt, d, v), bounded) for dt in dtypes for d in dims
-               for v in (False, True)]
+    kernels = [build_forward(cfg, bounded) for dt in dtypes for d in dims
+               for cfg in (*dense_configs(dt, d), config(dt, d, varlen=True))]
     kernels += [build_varlen_maps(), build_varlen_tiles()]
     if bounded:
         return debug.module(kernels, name="flash_attention", target="sm_90a")
@@ -805,32 +847,42 @@ def check_heads(hq: int, hkv: int, d: int) -> int:
 
 def _map_specs(cfg: Config, hq: int, hkv: int) -> list[tuple[str, int, int, int]]:
     """(tensor, heads, box rows, box columns) of each map, in MAPS order."""
-    return [("q", hq, BM, 64), ("k", hkv, cfg.bn, 64), ("v", hkv, cfg.bn, 64),
+    return [("q", hq, cfg.bm, 64), ("k", hkv, cfg.bn, 64), ("v", hkv, cfg.bn, 64),
             ("o", hq, BOX_COLS, BOX_COLS)]
 
 
 def forward(module: LoadedModule, q: object, k: object, v: object, o: object, lse: object, *,
             shape: tuple[int, int, int, int, int, int], strides: dict[str, tuple[int, int, int]],
             causal: bool, scale: float | None = None, dtype: str = "bf16",
-            stream: object = None) -> None:
+            stream: object = None, consumers: int | None = None) -> None:
     """O and LSE of a dense batch. `shape` = (B, Sq, Sk, Hq, Hkv, D); `strides["q"|"k"|"v"|"o"]`:
     the (batch, seq, head) strides in elements of each [B, S, H, D] tensor (D contiguous,
     the others multiples of 8); LSE is a contiguous f32 [B, Hq, Sq]. `scale`: default
-    1/sqrt(D)."""
+    1/sqrt(D). `consumers`: the kernel with that many consumer warpgroups (one of
+    `dense_configs`) instead of the one `dense_config` picks for the shape."""
     b, sq, sk, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
         raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
-    cfg = config(dtype, d)
+    cfg = dense_config(dtype, d, sq, causal)
+    if consumers is not None:
+        cfg = next((c for c in dense_configs(dtype, d) if c.consumers == consumers), None) \
+            or _no_kernel(dtype, d, consumers)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
     maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
                         rows, cols) for n, heads, rows, cols in _map_specs(cfg, hq, hkv)]
-    mblocks = -(-sq // BM)
+    mblocks = -(-sq // cfg.bm)
     groups, grid = launch_shape(mblocks, hq * b)
     args = (*maps, lse, sq, sk, hq, b, mblocks, groups, group,
             hq * sq, sq, int(causal), scale * LOG2E)
-    module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
+    module[cfg.name].launch(grid, cfg.threads, args, shared_mem=cfg.smem_bytes, stream=stream)
+
+
+def _no_kernel(dtype: str, d: int, consumers: int) -> Config:
+    built = [c.consumers for c in dense_configs(dtype, d)]
+    raise ValueError(f"flash_attention: consumers={consumers} at D={d}: the dense kernels "
+                     f"of that head dim have {built}")
 
 
 def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: object,
@@ -875,7 +927,7 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
     maps = [ws + i * MAP_BYTES for i in range(len(MAPS))]
     args = (cu_seqlens, *maps, tiles, lse, 0, 0, hq, nseq, mblocks, groups, group, 0, total,
             int(causal), scale * LOG2E)
-    module[cfg.name].launch(grid, THREADS, args, shared_mem=cfg.smem_bytes, stream=stream)
+    module[cfg.name].launch(grid, cfg.threads, args, shared_mem=cfg.smem_bytes, stream=stream)
 
 
 def scratch_bytes(nseq: int) -> int:
@@ -952,14 +1004,17 @@ def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPE
     rng = np.random.default_rng(5)
     for dt in dtypes:
         for d in dims:
-            cfg = Config(dt, d)
-            fn = mod[cfg.name]
-            report.note(f"{cfg.name}: {fn.num_regs} registers at launch (setmaxnreg "
-                        f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of shared "
-                        f"memory, {cfg.bn} keys per block, {cfg.stages} stages")
+            for cfg in dense_configs(dt, d):
+                fn = mod[cfg.name]
+                report.note(f"{cfg.name}: {fn.num_regs} registers at launch (setmaxnreg "
+                            f"{PRODUCER_REGS}/{cfg.consumer_regs}), {cfg.smem_bytes} bytes of "
+                            f"shared memory, {cfg.bm} query rows and {cfg.bn} keys per block, "
+                            f"{cfg.stages} stages")
             for causal in (False, True):
                 for b, sq, sk, hq, hkv in DENSE_CASES:
-                    _dense_case(report, mod, rt, rng, dt, d, b, sq, sk, hq, hkv, causal)
+                    for cfg in dense_configs(dt, d):   # each kernel, whichever a shape picks
+                        _dense_case(report, mod, rt, rng, dt, d, b, sq, sk, hq, hkv, causal,
+                                    cfg.consumers)
                 _varlen_case(report, mod, rt, rng, dt, d, VARLEN_LENGTHS, 4, 2, causal)
                 if (dt, d) == (dtypes[0], dims[-1]):
                     # more tiles than two waves of the grid: several head groups in `Tile`'s
@@ -969,7 +1024,8 @@ def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPE
 
 
 def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Generator, dt: str,
-                d: int, b: int, sq: int, sk: int, hq: int, hkv: int, causal: bool) -> None:
+                d: int, b: int, sq: int, sk: int, hq: int, hkv: int, causal: bool,
+                consumers: int | None = None) -> None:
     qb = to_bits(rng.standard_normal((b, sq, hq, d)), dt)
     kb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
     vb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
@@ -981,7 +1037,7 @@ def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gener
                "v": (sk * hkv * d, hkv * d, d), "o": (sq * hq * d, hq * d, d)}
     scale = 1.0 / math.sqrt(d)
     forward(mod, q, k, v, o, lse, shape=(b, sq, sk, hq, hkv, d), strides=strides,
-            causal=causal, scale=scale, dtype=dt)
+            causal=causal, scale=scale, dtype=dt, consumers=consumers)
     sync()
     got_o, got_lse = from_bits(o.to_numpy(), dt), lse.to_numpy()
     qf, kf, vf = (from_bits(x, dt) for x in (qb, kb, vb))
@@ -991,7 +1047,7 @@ def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gener
         errs_o.append((got_o[i], want_o))
         errs_l.append((got_lse[i], want_lse))
     name = f"fa_fwd_{dt}_d{d} B={b} Sq={sq} Sk={sk} Hq={hq} Hkv={hkv}" + \
-        (" causal" if causal else "")
+        (" causal" if causal else "") + (f" {consumers} consumers" if consumers else "")
     _close(report, name + " O", np.stack([g for g, _ in errs_o]),
            np.stack([w for _, w in errs_o]), TOL[dt])
     _close(report, name + " LSE", np.stack([g for g, _ in errs_l]),

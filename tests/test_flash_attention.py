@@ -12,17 +12,59 @@ from ptxdsl import Module
 from ptxdsl.checker import check_module
 from ptxdsl.pipeline import ConsumerView, ProducerView
 
-CONFIGS = [("bf16", 128, False), ("bf16", 64, True), ("f16", 256, False)]
+CONFIGS = [("bf16", 128, False, None), ("bf16", 64, True, None), ("f16", 256, False, None),
+           ("bf16", 64, False, 3), ("bf16", 64, False, 2)]
 
 
-def _check(dtype: str, d: int, varlen: bool) -> list:
-    kernel = fa.build_forward(fa.config(dtype, d, varlen))
+def _check(dtype: str, d: int, varlen: bool, consumers: int | None = None) -> list:
+    kernel = fa.build_forward(fa.config(dtype, d, varlen, consumers))
     return check_module(Module([kernel], target="sm_90a"))
 
 
-@pytest.mark.parametrize("dtype,d,varlen", CONFIGS)
-def test_the_sample_checks_clean(dtype, d, varlen):
-    assert _check(dtype, d, varlen) == []
+@pytest.mark.parametrize("dtype,d,varlen,consumers", CONFIGS)
+def test_the_sample_checks_clean(dtype, d, varlen, consumers):
+    assert _check(dtype, d, varlen, consumers) == []
+
+
+@pytest.mark.parametrize("ring", ["kr", "vr"])
+def test_a_removed_consumer_wait_is_found_with_three_consumers(monkeypatch, ring):
+    real = ConsumerView.wait_full
+    monkeypatch.setattr(ConsumerView, "wait_full",
+                        lambda self: None if self.ring.name == ring else real(self))
+    found = _check("bf16", 64, False, 3)
+    assert any(f.severity.name == "error" for f in found), [f.id for f in found]
+
+
+def test_the_dense_kernel_a_call_takes():
+    """D = 64: three consumer warpgroups (192-row tiles), but two for causal calls below
+    SHORT_CAUSAL query rows; the other head dims two, always; varlen two."""
+    pick = {(d, sq, causal): fa.dense_config("bf16", d, sq, causal).name
+            for d in (64, 128) for sq in (512, fa.SHORT_CAUSAL - 1, fa.SHORT_CAUSAL)
+            for causal in (False, True)}
+    assert pick[64, 512, False] == pick[64, fa.SHORT_CAUSAL, True] == "fa_fwd_bf16_d64"
+    assert pick[64, 512, True] == pick[64, fa.SHORT_CAUSAL - 1, True] == "fa_fwd_bf16_d64_m128"
+    assert {pick[128, sq, c] for sq in (512, fa.SHORT_CAUSAL) for c in (False, True)} == \
+        {"fa_fwd_bf16_d128"}
+    assert [c.consumers for c in fa.dense_configs("bf16", 64)] == [3, 2]
+    assert fa.config("bf16", 64, varlen=True).bm == fa.BM
+    with pytest.raises(ValueError, match="2 or 3 consumer warpgroups, got 4"):
+        fa.Config("bf16", 64, consumers=4)
+
+
+def test_three_consumers_ptx():
+    """512 threads; the consumers take 160 registers (the producer's 24 and 3 x 160 fit the
+    64K file); every ring stage is freed by three arrivals; consumer 0's first turn is
+    handed over on named barrier 4 (1-3 are the epilogues')."""
+    cfg = fa.config("bf16", 64)
+    assert (cfg.consumers, cfg.bm, cfg.threads, cfg.consumer_regs, cfg.ping) == \
+        (3, 192, 512, 160, 4)
+    text = Module([fa.build_forward(cfg)], target="sm_90a").emit()
+    assert ".reqntid 512" in text
+    assert "setmaxnreg.inc.sync.aligned.u32 160;" in text
+    assert "bar.arrive 4, 256;" in text
+    two = Module([fa.build_forward(fa.config("bf16", 128))], target="sm_90a").emit()
+    assert ".reqntid 384" in two and "setmaxnreg.inc.sync.aligned.u32 240;" in two
+    assert "bar.arrive 3, 256;" in two
 
 
 @pytest.mark.parametrize("varlen", [False, True], ids=["static", "claimed"])

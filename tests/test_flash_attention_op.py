@@ -262,7 +262,9 @@ def test_dense_forward_launch_from_transposed_views(stand_in):
     k, v = _t(2, 200, 2, 64, device="cpu"), _t(2, 200, 2, 64, device="cpu")
     out, lse = flash_attention(q, k, v, causal=True, scale=0.5, return_lse=True)
     [(name, grid, args, stream)] = loaded["fwd"].calls
-    assert (name, grid, stream) == ("fa_fwd_bf16_d64", 8, 7)   # 1 row block x 4 heads x 2
+    # 1 row block x 4 heads x 2; causal below fa.SHORT_CAUSAL rows: D = 64's two-consumer
+    # kernel
+    assert (name, grid, stream) == ("fa_fwd_bf16_d64_m128", 8, 7)
     assert args[4] == lse.data_ptr() and out.is_contiguous()
     # sq sk heads batch mblocks group_heads group lse_sb lse_sh causal scale_log2 (one head
     # group: the 8 (batch, head) pairs' tiles are fewer than two waves)

@@ -38,32 +38,30 @@ from .values import Kind
 _TRACE_DEPTH = 16   # how far back a descriptor's arithmetic is followed to its symbol
 _SHARED = (StateSpace.generic, StateSpace.shared, StateSpace.shared_cta,
            StateSpace.shared_cluster)   # the spaces whose writes may land in shared memory
-# What each reader is called in messages, and the hazard it reports (by role / tcgen05 field).
-_WGMMA = (Hazard.WGMMA_SMEM_NO_PROXY_FENCE, "wgmma.mma_async")
 
 
 def _reader(op: Op) -> tuple[Hazard, str]:
+    """The hazard a reader reports (wgmma got its own id first; tcgen05's readers share one)
+    and its name in messages."""
     if op.role is Role.WGMMA:
-        return _WGMMA
+        return Hazard.WGMMA_SMEM_NO_PROXY_FENCE, "wgmma.mma_async"
     return Hazard.TCGEN05_SMEM_NO_PROXY_FENCE, f"tcgen05.{op.field}"
 
 
-def descriptors(an: Analysis, i: int) -> list:
-    """The shared-memory matrix descriptors the instructions at statement i read (an inline
-    statement may hold several)."""
+def _table(an: Analysis) -> dict[int, list]:
+    """Statement -> the descriptors its readers read (an inline statement may hold several)."""
     table = an.cache.get("px_descs")
     if table is None:
         table = an.cache["px_descs"] = {}
         for op in an.ops:
             if op.descs:
                 table.setdefault(op.index, []).extend(op.descs)
-    return table.get(i, [])
+    return table
 
 
-def _has_readers(an: Analysis) -> bool:
-    """Does the kernel hold an instruction that reads shared memory through descriptors?"""
-    descriptors(an, -1)
-    return bool(an.cache["px_descs"])
+def descriptors(an: Analysis, i: int) -> list:
+    """The shared-memory matrix descriptors the instructions at statement i read."""
+    return _table(an).get(i, [])
 
 
 def _roots(an: Analysis, i: int) -> frozenset | None:
@@ -229,6 +227,6 @@ def tcgen05_read(an: Analysis, state: State, op: Op, report: bool) -> State:
 def shared_write(an: Analysis, state: State, op: Op, report: bool) -> State:
     """A shared-memory write in a kernel with a descriptor reader (wgmma, tcgen05.mma/cp):
     recorded as not yet fenced for the async proxy."""
-    if op.space not in _SHARED or not _has_readers(an):
+    if op.space not in _SHARED or not _table(an):
         return state
     return State(state.must, state.may | {("smem_dirty", op.index)}, state.tx)

@@ -11,10 +11,13 @@ import sys
 
 import pytest
 
-from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl import Addr, Kernel, Module, Reg, ptx, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.checker.tmem_ops import tcgen05_ops, typed
 from ptxdsl.frontend import parse_ptx
+from ptxdsl.instructions.tcgen05 import CpShape, Tcgen05Cp
 from ptxdsl.instructions.tcgen05_desc import smem_descriptor
+from ptxdsl.instructions.tcgen05_mma import Tcgen05Mma, Tcgen05MmaWs
 from ptxdsl.instructions.wgmma_desc import SmemLayout
 from ptxdsl.testing import assemble_declared
 from tests import tmem_kernels as tk
@@ -247,3 +250,41 @@ def test_inline_mma_reads_the_tile_its_descriptor_names():
     found = check_kernel(k)
     assert ids(found) == [Hazard.TCGEN05_SMEM_NO_PROXY_FENCE.value], [f.format() for f in found]
     assert (__file__, LINES["st_inline"]) in _lines(found[0].sites[1])
+
+
+# -- which operands are descriptors, per form ---------------------------------------------------
+def _forms():
+    """(name, instruction, the descriptors it reads from shared memory) for the tcgen05.mma
+    forms: A from shared memory or tensor memory, .ws, .sp (metadata in TMEM), .block_scale
+    (scales in TMEM), and tcgen05.cp."""
+    d, tm, meta = Addr(Reg(t.b32, "r1")), Addr(Reg(t.b32, "r2")), Addr(Reg(t.b32, "r3"))
+    sa, sb = Addr(Reg(t.b32, "r4")), Addr(Reg(t.b32, "r5"))
+    a, b, idesc = Reg(t.b64, "rd1"), Reg(t.b64, "rd2"), Reg(t.b32, "r6")
+    en = Reg(t.pred, "p1")
+    one = ptx.cta_group_1
+    return [
+        ("mma", Tcgen05Mma(kind=ptx.kind_f16, d_tmem=d, a_desc=a, b_desc=b, idesc=idesc,
+                           enable_input_d=en), (a, b)),
+        ("mma_tmem_a", Tcgen05Mma(kind=ptx.kind_f16, d_tmem=d, a_tmem=tm, b_desc=b,
+                                  idesc=idesc, enable_input_d=en), (b,)),
+        ("mma_ws", Tcgen05MmaWs(kind=ptx.kind_f16, d_tmem=d, a_desc=a, b_desc=b, idesc=idesc,
+                                enable_input_d=en, zero_column_mask_desc=Reg(t.b64, "rd3")),
+         (a, b)),
+        ("mma_sp", Tcgen05Mma(kind=ptx.kind_f16, d_tmem=d, a_desc=a, b_desc=b,
+                              sp_meta_tmem=meta, idesc=idesc, enable_input_d=en), (a, b)),
+        ("mma_block_scale", Tcgen05Mma(kind=ptx.kind_mxf8f6f4, d_tmem=d, a_desc=a, b_desc=b,
+                                       idesc=idesc, enable_input_d=en, scale_A_tmem=sa,
+                                       scale_B_tmem=sb), (a, b)),
+        ("cp", Tcgen05Cp(one, CpShape.s128x256b, tm, b), (b,)),
+    ]
+
+
+@pytest.mark.parametrize("name", ["mma", "mma_tmem_a", "mma_ws", "mma_sp", "mma_block_scale",
+                                  "cp"])
+def test_the_descriptors_each_form_reads(name):
+    _, insn, want = next(f for f in _forms() if f[0] == name)
+    (op,) = typed(insn, 0)
+    assert op.descs == want
+    # the same from the text's operands (parsed PTX keeps `[...]` as addresses)
+    (op,) = tcgen05_ops(insn.opcode(), tuple(insn.operands()), 0)
+    assert op.descs == want

@@ -1,20 +1,20 @@
 """Shared memory read through the async proxy by the tensor cores: `wgmma-smem-no-proxy-fence`
 (wgmma.mma_async) and `tcgen05-smem-no-proxy-fence` (tcgen05.mma, tcgen05.mma.ws, tcgen05.cp).
 
-These instructions read shared memory through matrix descriptors, in the async proxy (PTX ISA,
-wgmma: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Operation", its async proxy
-part; tcgen05: "Memory Consistency Model for 5th generation of TensorCore operations", its
-async proxy part). A generic-proxy write (st.shared, atom/red, stmatrix) they read needs a
-`fence.proxy.async[.shared::cta]` by the writing threads and, for writes of other threads, a
-barrier before the reader. Which operands are descriptors is the op's `descs` (one table per
-family, where the ops are read: `ops` for wgmma's `a` unless registers and `b_desc`,
-`tmem_ops.SMEM_DESCS` for tcgen05.mma/.mma.ws's A unless in tensor memory and B, and
-tcgen05.cp's source); the sparse metadata and the block scales come from tensor memory.
+These instructions read shared memory through matrix descriptors, in the async proxy (PTX ISA:
+wgmma §9.7.15.6; tcgen05 "Memory Consistency Model for 5th generation of TensorCore
+operations", and the "Async Proxy" section both refer to). A generic-proxy write (st.shared,
+atom/red, stmatrix) they read needs a `fence.proxy.async[.shared::cta]` by the writing
+threads and, for writes of other threads, a barrier before the reader. Which operands are
+descriptors is the op's `descs` (one table per family, where the ops are read: `ops` for
+wgmma's `a` unless registers and `b_desc`, `tmem_ops.SMEM_DESCS` for tcgen05.mma/.mma.ws's A
+unless in tensor memory and B, and tcgen05.cp's source); the sparse metadata and the block
+scales come from tensor memory.
 
 The buffer a descriptor names is traced back to a shared symbol when its arithmetic starts
 from one; otherwise the reader may read any shared write. When every descriptor's start lies
 in a TMA/bulk load's destination, the reader reads those boxes, and writes elsewhere in the
-symbol (a scheduler word past the tiles) are not compared (`tiles`).
+symbol (a scheduler word past the tiles) are not compared (`_tiles`).
 
 Facts: shared writes are `smem_dirty` until a fence.proxy.async, then `smem_fenced` until a
 CTA barrier (`sync`).
@@ -127,7 +127,7 @@ def _written_root(an: Analysis, i: int) -> Any:
     return v.root if v.kind is Kind.addr and isinstance(v.root, Symbol) else None
 
 
-def tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
+def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
     """The byte extents `(root, lo, hi)` the reader at statement i may read: for each of its
     descriptors, the run of copies (TMA or bulk loads) that holds its start address, grown
     over every copy it touches (a B tile loaded as several boxes, a ring's stages); those
@@ -182,7 +182,7 @@ def smem_check(an: Analysis, state: State, op: Op) -> None:
     hazard, name = _reader(op)
     site = "wgmma" if op.role is Role.WGMMA else op.field or "tcgen05"
     roots = _roots(an, op.index)
-    spans = tiles(an, op.index)
+    spans = _tiles(an, op.index)
     for tag, why in (("smem_dirty", "no fence.proxy.async.shared::cta follows it"),
                      ("smem_fenced", "it was fenced, but no barrier orders it before the "
                                      f"{name} (other threads wrote it)")):

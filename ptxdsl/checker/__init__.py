@@ -28,7 +28,8 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
-`hazards_txrank`, `hazards_wgmma`, `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
+`hazards_txrank`, `hazards_wgmma`, `hazards_proxy` (shared memory the tensor cores
+read through descriptors), `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
 `hazards_xgpu_rounds`, `hazards_tmem` (tensor memory; `tmem_ops` reads the tcgen05
 instructions), `sync`) to a fixed
 point over `state`,
@@ -60,6 +61,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_namedbar,
     hazards_overlap,
     hazards_phase,
+    hazards_proxy,
     hazards_refill,
     hazards_remote,
     hazards_ring,

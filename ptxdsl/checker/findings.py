@@ -88,6 +88,7 @@ class Hazard(enum.Enum):
     TCGEN05_ST_NO_WAIT = "tcgen05-st-no-wait"
     TCGEN05_FENCE_MISSING = "tcgen05-fence-missing"
     TCGEN05_CTA_GROUP_MIXED = "tcgen05-cta-group-mixed"
+    TCGEN05_SMEM_NO_PROXY_FENCE = "tcgen05-smem-no-proxy-fence"
     CHECK_SKIPPED = "check-skipped"
 
     @property
@@ -413,6 +414,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         E, "tcgen05 instructions of one kernel name different .cta_group values",
         "give every tcgen05 instruction of the kernel the same .cta_group (::1 for one CTA, "
         "::2 for a CTA pair) [docs/hazards.md: tcgen05-cta-group-mixed]"),
+    Hazard.TCGEN05_SMEM_NO_PROXY_FENCE: (
+        E, "shared memory written by generic stores read by tcgen05.mma or tcgen05.cp without "
+        "fence.proxy.async",
+        "after the st.shared/stmatrix writes run fence.proxy.async.shared::cta, then a barrier "
+        "of the threads that wrote and the issuing thread (bar.sync), then the tcgen05.mma/cp "
+        "[docs/hazards.md: tcgen05-smem-no-proxy-fence]"),
     Hazard.CHECK_SKIPPED: (
         N, "a check was skipped for lack of information",
         "give the checker what it lacks (a map's box: k.param_tensormap(name, box=...) or "

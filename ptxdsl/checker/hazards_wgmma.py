@@ -9,10 +9,8 @@ setmaxnreg's warpgroup uniformity.
   other access of its d/A registers and the wgmma.
 - `wgmma-smem-no-proxy-fence`: wgmma reads shared memory through the async proxy; generic
   writes (st.shared, atom, stmatrix) it reads need fence.proxy.async and a barrier first.
-  The buffer a descriptor names is traced back to a shared symbol when its arithmetic starts
-  from one; otherwise the wgmma may read any shared write. When every descriptor's start
-  lies in a TMA/bulk load's destination, the wgmma reads those boxes, and writes elsewhere
-  in the symbol (a scheduler word past the tiles) are not compared (`_tiles`).
+  `hazards_proxy` judges it, as it does tcgen05's readers, and traces the descriptors to
+  their buffers (`addresses`, `traced`) for the rules here too.
 - `wgmma-smem-released`: handing a stage back to its producer (a plain `mbarrier.arrive`, not
   the producer's arrive.expect_tx) while a wgmma that reads it may still run. wait_group N
   retires all but the N most recent committed groups. When the wgmma's buffer and the
@@ -51,14 +49,12 @@ from typing import Any
 
 import attrs
 
-from ..operands import Addr, NegPred, Reg, Symbol, Vec, registers_in
-from ..types import StateSpace
+from ..operands import Addr, NegPred, Reg, Vec, registers_in
 from .analysis import PREPARE, STRUCTURAL, Analysis, handles
 from .findings import Hazard
 from .guards import enables_no_copy, released_elsewhere, tile_spans
-from .hazards_bulk import _size, extent_of
+from .hazards_proxy import addresses, smem_check, traced
 from .hazards_ring import (
-    _load_extents,
     _slot,
     check_read,
     index_current,
@@ -66,17 +62,12 @@ from .hazards_ring import (
     read_extent,
     ring_index,
 )
-from .lockstep import modulus
 from .ops import Op, Role
 from .stages import moved, relate, relation
 from .state import State
-from .values import Kind
 
 _AGE_CAP = 8        # wait_group takes 0..7: older groups all count as "8 or more"
-_TRACE_DEPTH = 16   # how far back a descriptor's arithmetic is followed to its symbol
 _HOLDERS = (tuple, list, Vec, Addr, NegPred)   # operand values that may hold registers
-_SHARED = (StateSpace.generic, StateSpace.shared, StateSpace.shared_cta,
-           StateSpace.shared_cluster)   # the spaces whose writes may land in shared memory
 
 
 def _regs_of(an: Analysis, i: int) -> frozenset[Reg]:
@@ -212,7 +203,7 @@ def wgmma(an: Analysis, state: State, op: Op, report: bool) -> State:
     before the copy's wait); the wgmma is then in flight until committed and retired."""
     if report:
         _fence_check(an, state, op)
-        _smem_check(an, state, op)
+        smem_check(an, state, op)
         _tma_check(an, state, op)
     return State(state.must, state.may | {("wgmma", op.index, None, ("none", 0))}, state.tx)
 
@@ -222,7 +213,7 @@ def _tma_check(an: Analysis, state: State, op: Op) -> None:
     needs the copy's mbarrier wait first. The read is taken as the 16 bytes at the
     descriptor's start address (the first row of its first core matrix, which every shape
     reads); the rest of the tile lies in the same copy's box in the layouts TMA fills."""
-    for addr in _addresses(an, op.index):
+    for addr in addresses(an, op.index):
         if lands_in(an, addr):
             check_read(an, state, op.index, addr, read_extent(an, addr, 16),
                        "this wgmma.mma_async (through its descriptor)")
@@ -259,162 +250,6 @@ def _touched(an: Analysis, i: int) -> frozenset[Reg]:
     return hit
 
 
-def _descriptor_roots(an: Analysis, i: int) -> frozenset | None:
-    """The shared symbols the wgmma at statement i may read (None: unknown, any)."""
-    key = ("wg_roots", i)
-    if key not in an.cache:
-        addrs = _traced(an, i)
-        an.cache[key] = None if addrs is None else frozenset(an.val(r).root for r in addrs)
-    return an.cache[key]
-
-
-def _addresses(an: Analysis, i: int) -> list[Reg]:
-    """The shared addresses the wgmma at statement i's descriptors are built from (those
-    that could be traced)."""
-    key = ("wg_addrs", i)
-    if key not in an.cache:
-        insn = an.body[i].insn
-        out: list[Reg] = []
-        for desc in ([insn.a] if not isinstance(insn.a, tuple) else []) + [insn.b_desc]:
-            out += sorted(_trace(an, desc) or (), key=lambda r: r.name)
-        an.cache[key] = out
-    return an.cache[key]
-
-
-def _traced(an: Analysis, i: int) -> set | None:
-    """The address registers of every descriptor of the wgmma at i (None: one is unknown)."""
-    insn = an.body[i].insn
-    found: set = set()
-    for desc in ([insn.a] if not isinstance(insn.a, tuple) else []) + [insn.b_desc]:
-        regs = _trace(an, desc)
-        if regs is None:
-            return None
-        found |= regs
-    return found
-
-
-def _trace(an: Analysis, desc: Any) -> set | None:
-    """The registers holding shared-symbol addresses that feed a descriptor's arithmetic
-    (the first such register on each path back; None: none found)."""
-    if not isinstance(desc, Reg):
-        return None
-    found: set = set()
-    seen, todo = {desc}, [(desc, 0)]
-    while todo:
-        r, depth = todo.pop()
-        v = an.val(r)
-        if v.kind is Kind.addr and isinstance(v.root, Symbol) and v.root.space.is_shared:
-            found.add(r)
-            continue
-        if depth >= _TRACE_DEPTH:
-            return None
-        if modulus(an.values, r) is not None:
-            continue   # a stage index (`k % 6`): what k was computed from is no address here
-        for d in an.values.defs.get(r, ()):
-            for s in an.values.sources_of(d):
-                if s not in seen:
-                    seen.add(s)
-                    todo.append((s, depth + 1))
-    return found or None
-
-
-def _written_root(an: Analysis, i: int) -> Any:
-    v = an.val(an.op_at[i].smem)
-    return v.root if v.kind is Kind.addr and isinstance(v.root, Symbol) else None
-
-
-def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
-    """The byte extents `(root, lo, hi)` the wgmma at statement i may read: for each of its
-    descriptors, the run of copies (TMA or bulk loads) that holds its start address, grown
-    over every copy it touches (a B tile loaded as several boxes, a ring's stages); those
-    start addresses' first 16 bytes (what it reads whatever the copies' sizes); and whether a
-    copy's size is unknown (its extent then runs to the next buffer or the end). None when a
-    descriptor's address cannot be followed or lands in no copy (a tile the threads wrote
-    themselves): then its symbol is all that is known."""
-    key = ("wg_tiles", i)
-    if key in an.cache:
-        return an.cache[key]
-    out: tuple[list, list, bool] | None = None
-    addrs = _traced(an, i)
-    if addrs:
-        runs: list = []
-        firsts: list = []
-        unknown = False
-        for r in sorted(addrs, key=lambda r: r.name):
-            first = read_extent(an, r, 16)
-            copies = _load_extents(an).get(id(first[0]), []) if first is not None else []
-            hit = [e for e in copies if first is not None and e[1] < first[2]
-                   and first[1] < e[2]]
-            if first is None or not hit:
-                runs = []
-                break
-            lo, hi = min(e[1] for e in hit), max(e[2] for e in hit)
-            grown = True
-            while grown:
-                grown = False
-                for _, a, b in copies:
-                    if a <= hi and b >= lo and (a < lo or b > hi):
-                        lo, hi, grown = min(lo, a), max(hi, b), True
-            unknown = unknown or any(_size(an, o) is None for o, a, b in copies
-                                     if a < hi and lo < b)
-            runs.append((first[0], lo, hi))
-            firsts.append(first)
-        if runs:
-            out = (runs, firsts, unknown)
-    an.cache[key] = out
-    return out
-
-
-def _apart(ext: tuple | None, tiles: list) -> bool:
-    """Is a write's extent clear of every one of these extents?"""
-    return ext is not None and all(
-        t[0] is not ext[0] or not (t[1] < ext[2] and ext[1] < t[2]) for t in tiles)
-
-
-def _smem_check(an: Analysis, state: State, op: Op) -> None:
-    roots = _descriptor_roots(an, op.index)
-    tiles = _tiles(an, op.index)
-    for tag, why in (("smem_dirty", "no fence.proxy.async.shared::cta follows it"),
-                     ("smem_fenced", "it was fenced, but no barrier orders it before the "
-                                     "wgmma (other threads wrote it)")):
-        for (s, *_) in an.pending(state, tag):
-            if an.op_at.get(s) is None or an.op_at[s].role is not Role.SMEM_WRITE:
-                continue
-            root = _written_root(an, s)
-            if roots is not None and root is not None and root not in roots:
-                continue
-            if tiles is not None:
-                # Compare byte ranges, as the bulk rules do: a scheduler word past the
-                # tiles in the same buffer is not read by the wgmma.
-                ext = extent_of(an, an.op_at[s])
-                if _apart(ext, tiles[0]):
-                    continue
-                if _apart(ext, tiles[1]) and tiles[2]:
-                    an.note("wgmma-smem-no-proxy-fence", "the write at "
-                            f"{an.describe(an.op_at[s].smem)} may lie in a tile this wgmma "
-                            "reads only because the box size of the TMA loads that fill the "
-                            "tiles is unknown (pass maps={...} or encode the maps with "
-                            "constant tensormap.replace values)",
-                            [("wgmma", op.index), ("write", s)])
-                    continue
-            if tag == "smem_fenced" and an.div.same_single_threads(s, op.index):
-                continue
-            an.report(Hazard.WGMMA_SMEM_NO_PROXY_FENCE, f"{an.describe(an.op_at[s].smem)} "
-                      f"was written through the generic proxy and {why}; the wgmma.mma_async "
-                      "reads shared memory through the async proxy",
-                      [("wgmma", op.index), ("write", s)], dedupe=(op.index, tag))
-            return
-
-
-@handles(Role.SMEM_WRITE)
-def shared_write(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """A shared-memory write in a kernel with wgmma: recorded as not yet fenced for the async proxy.
-    """
-    if Role.WGMMA not in an.roles or op.space not in _SHARED:
-        return state
-    return State(state.must, state.may | {("smem_dirty", op.index)}, state.tx)
-
-
 @handles(Role.WGMMA_COMMIT)
 def commit(an: Analysis, state: State, op: Op, report: bool) -> State:
     """wgmma.commit_group: the uncommitted wgmmas become the newest group."""
@@ -447,7 +282,7 @@ def _ring_of(an: Analysis, i: int) -> tuple | None:
     key = ("wg_ring", i)
     if key not in an.cache:
         found = None
-        for r in _addresses(an, i):
+        for r in addresses(an, i):
             s = _slot(an, r)[1]
             if s is not None and s[0] == "ring":
                 # (a descriptor built before a step of its counter reads another stage)
@@ -531,11 +366,11 @@ def _reads_no_copy(an: Analysis, i: int) -> bool:
     W8A16 consumer reads the int8 stage with ld.shared, releases it, and multiplies a tile
     it dequantised into with st.shared)."""
     from .hazards_ring import _load_extents, _loads
-    if not _loads(an) or _traced(an, i) is None:
+    if not _loads(an) or traced(an, i) is None:
         return False
     if sum(map(len, _load_extents(an).values())) < len(_loads(an)):
         return False   # a copy it cannot place may fill what the wgmma reads
-    for a in _addresses(an, i):
+    for a in addresses(an, i):
         ext = read_extent(an, a, 16)     # (its first row, as for smem-read-before-wait)
         if ext is None:
             return False

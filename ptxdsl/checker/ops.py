@@ -76,7 +76,8 @@ class Role(enum.Enum):
     TC_FENCE = "tcgen05.fence"              # field: 'before' or 'after' (_thread_sync)
     TC_COMMIT = "tcgen05.commit"            # mbar: the barrier it arrives on
     TC_WAIT = "tcgen05.wait"                # field: 'ld' or 'st'
-    TC_ASYNC = "tcgen05 async op"           # field: mma, cp, shift, ld, st; value: TMEM address
+    TC_ASYNC = "tcgen05 async op"           # field: mma, cp, shift, ld, st; value: TMEM address;
+    #                                         descs: the smem descriptors (mma A and B, cp's source)
 
 
 @attrs.frozen
@@ -103,6 +104,7 @@ class Op:
     mask: Any = None             # a multicast copy's ctaMask
     arrivals: Any = None         # arrivals an mbarrier.arrive counts (1 unless it says)
     sem: str | None = None       # a memory access's or fence's order (the XG_ roles)
+    descs: tuple = ()            # the shared-memory matrix descriptors it reads (WGMMA, TC_ASYNC)
 
 
 # Roles that make a kernel worth analysing at all (the rest only matter next to them).
@@ -163,6 +165,11 @@ def _barrier(insn: Any, i: int) -> list[Op]:
     if type(insn).__name__ == "Barrier" and _ev(insn.op) != "sync":
         return named
     return [Op(Role.CTA_BARRIER, i), *named]
+
+
+def _wgmma_descs(insn: Any) -> tuple:
+    """wgmma's shared-memory descriptors: B's, and A's unless A is in registers (a tuple)."""
+    return ((insn.a,) if not isinstance(insn.a, tuple) else ()) + (insn.b_desc,)
 
 
 def _smem_write(insn: Any, i: int) -> list[Op]:
@@ -321,8 +328,9 @@ _TABLE: tuple[tuple[str, str, Extractor], ...] = (
     ("raw", "Raw", lambda insn, i: _raw_memory(insn, i) + _raw(insn, i) + _raw_tmem(insn, i)),
     ("matrix", "StMatrix", _smem_write),    # stmatrix writes shared memory (generic proxy)
     ("matrix", "LdMatrix", _smem_read),     # ldmatrix reads 16 bytes per thread, like ld.shared
-    ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i)]),
-    ("wgmma_sp", "WgmmaMmaAsyncSp", lambda insn, i: [Op(Role.WGMMA, i)]),
+    ("wgmma", "WgmmaMmaAsync", lambda insn, i: [Op(Role.WGMMA, i, descs=_wgmma_descs(insn))]),
+    ("wgmma_sp", "WgmmaMmaAsyncSp",
+     lambda insn, i: [Op(Role.WGMMA, i, descs=_wgmma_descs(insn))]),
     ("wgmma", "WgmmaFence", lambda insn, i: [Op(Role.WGMMA_FENCE, i)]),
     ("wgmma", "WgmmaCommitGroup", lambda insn, i: [Op(Role.WGMMA_COMMIT, i)]),
     ("wgmma", "WgmmaWaitGroup", lambda insn, i: [Op(Role.WGMMA_WAIT, i, n=insn.n)]),

@@ -22,11 +22,18 @@ from .ops import Op, Role
 # (found by name, so a family split into another file is still read).
 FAMILY_PREFIX = "tcgen05"
 _ASYNC = frozenset({"mma", "cp", "shift", "ld", "st"})
+# The operands (ISA order) that are shared-memory matrix descriptors, read through the async
+# proxy (`hazards_proxy`): tcgen05.mma and .mma.ws `[d_tmem], a_desc|[a_tmem], b_desc, ...`
+# (an A in tensor memory is skipped; the sparse metadata and block scales are TMEM
+# addresses, later operands), tcgen05.cp `[taddr], s_desc`.
+SMEM_DESCS = {"mma": (1, 2), "cp": (1,)}
 
 
-def tcgen05_ops(opcode: str, operands: tuple, i: int) -> list[Op]:
+def tcgen05_ops(opcode: str, operands: tuple, i: int,
+                in_brackets: frozenset[int] = frozenset()) -> list[Op]:
     """The op of one tcgen05 instruction (`opcode` dotted, `operands` in ISA order); [] for
-    any other opcode."""
+    any other opcode. `in_brackets`: the positions written `[...]` whose operand came without
+    its Addr (an inline template's `[$1]`): tensor-memory addresses, not descriptors."""
     parts = opcode.split(".")
     if parts[0] != "tcgen05" or len(parts) < 2:
         return []
@@ -53,7 +60,10 @@ def tcgen05_ops(opcode: str, operands: tuple, i: int) -> list[Op]:
         taddr = first if what != "ld" else next(
             (o for o in operands if isinstance(o, Addr)),
             operands[1] if len(operands) > 1 else None)
-        return [Op(Role.TC_ASYNC, i, field=what, value=taddr, n=cg)]
+        descs = tuple(operands[p] for p in SMEM_DESCS.get(what, ())
+                      if p < len(operands) and p not in in_brackets
+                      and not isinstance(operands[p], Addr))
+        return [Op(Role.TC_ASYNC, i, field=what, value=taddr, n=cg, descs=descs)]
     return []
 
 
@@ -113,5 +123,6 @@ def inline(text: str, bound: Any, i: int) -> list[tuple[int, Op]]:
             continue
         args = [a for a in re.split(r",(?![^{]*\})", m.group(2)) if a.strip()]
         operands = tuple(_operand(a, bound) for a in args)
-        out += [(m.start(), op) for op in tcgen05_ops(m.group(1), operands, i)]
+        brackets = frozenset(n for n, a in enumerate(args) if a.strip().startswith("["))
+        out += [(m.start(), op) for op in tcgen05_ops(m.group(1), operands, i, brackets)]
     return out

@@ -13,6 +13,15 @@ num)` gives, for every thread of a warp and every register of a `.shape.xnum` lo
 the (lane, column) relative to the instruction's address. A warp reaches the 32 lanes of its
 subpartition only (warp w % 4 of the warpgroup: lanes 32 * (w % 4) ...).
 
+`.pack::16b` (tcgen05.ld) and `.unpack::16b` (tcgen05.st) keep the register count of
+`.shape.x<num>` but move 16-bit data: each 32-bit register holds two 16-bit elements from two
+adjacent columns (each in the low half of its column), the lower column's in the register's low
+16 bits. So the register that covers column c unpacked covers columns 2c (low half) and 2c + 1
+(high half) packed: the block read or written is that of `.x<2 num>` unpacked (for .16x32bx2
+each half's columns double; the `half_split` offset between the halves does not).
+`fragment_position(..., half=0 or 1)` and `fragment_map(..., pack16b=True)` give these
+positions.
+
 The ISA gives the fragment maps and data-path layouts as figures; the maps here were checked,
 for every shape and .num, against CUTLASS's `Copy_Traits` of the `SM100_TMEM_LOAD_*` atoms
 and its `tmem_frg` layouts (cute/atom/copy_traits_sm100.hpp, mma_traits_sm100_frag.hpp).
@@ -236,10 +245,31 @@ def _split(s: LdShape, num: int, half_split: Any) -> int:
     return v
 
 
+def _packed(s: LdShape, num: int, t: int, r: int, split: int, half: int
+            ) -> tuple[int, int]:
+    """The (lane, column) of 16-bit half `half` of register r under .pack::16b/.unpack::16b:
+    the unpacked column c becomes 2c + half; .16x32bx2's second half still starts `split`
+    columns on."""
+    lane, col = _position(s, num, t, r, 0)
+    return lane, 2 * col + half + (split if s is LdShape.s16x32bx2 and t >= 16 else 0)
+
+
+def _half(value: Any) -> int | None:
+    if value is None:
+        return None
+    v = int_like(value)
+    if isinstance(v, bool) or v not in (0, 1):
+        raise OperandError("fragment_position", "half", "0 (the low 16 bits) or 1 (the high "
+                           "16 bits) for .pack::16b / .unpack::16b, or None (unpacked)",
+                           _given(value))
+    return v
+
+
 def fragment_position(shape: Any, num: Any, thread: Any, reg: Any, *,
-                      half_split: Any = None) -> tuple[int, int]:
+                      half_split: Any = None, half: Any = None) -> tuple[int, int]:
     """(lane, column), relative to the instruction's address, of register `reg` of lane
-    `thread` of the warp for `.shape.x<num>`."""
+    `thread` of the warp for `.shape.x<num>`; with `half` (0: low 16 bits, 1: high), of that
+    half of the register under .pack::16b (ld) / .unpack::16b (st)."""
     s = LdShape.coerce(shape)
     regs = registers_per_thread(s, num)
     n = _int("tcgen05.ld/st", "num", num)
@@ -248,17 +278,27 @@ def fragment_position(shape: Any, num: Any, thread: Any, reg: Any, *,
         raise OperandError("fragment_position", "thread", "a lane of the warp, 0..31", t)
     if not 0 <= r < regs:
         raise OperandError("fragment_position", "reg", f"0..{regs - 1} (.{s.value}.x{n})", r)
-    return _position(s, n, t, r, _split(s, n, half_split))
+    h = _half(half)
+    split = _split(s, n, half_split)
+    return _position(s, n, t, r, split) if h is None else _packed(s, n, t, r, split, h)
 
 
-def fragment_map(shape: Any, num: Any, *, half_split: Any = None
-                 ) -> tuple[tuple[tuple[int, int], ...], ...]:
+def fragment_map(shape: Any, num: Any, *, half_split: Any = None, pack16b: Any = False
+                 ) -> tuple[tuple[Any, ...], ...]:
     """For each thread of the warp, the (lane, column) of each of its registers (relative to
-    the instruction's address) for `.shape.x<num>`: `fragment_map(...)[thread][reg]`."""
+    the instruction's address) for `.shape.x<num>`: `fragment_map(...)[thread][reg]`. With
+    `pack16b=True` (.pack::16b / .unpack::16b) each register's entry is the pair of its low and
+    high 16-bit halves' (lane, column)."""
     s = LdShape.coerce(shape)
     regs = registers_per_thread(s, num)
     n = _int("tcgen05.ld/st", "num", num)
     split = _split(s, n, half_split)
+    if not isinstance(pack16b, bool):
+        raise OperandError("fragment_map", "pack16b", "True (.pack::16b / .unpack::16b) or "
+                           "False", _given(pack16b))
+    if pack16b:
+        return tuple(tuple((_packed(s, n, t, r, split, 0), _packed(s, n, t, r, split, 1))
+                           for r in range(regs)) for t in range(32))
     return tuple(tuple(_position(s, n, t, r, split) for r in range(regs)) for t in range(32))
 
 

@@ -41,6 +41,13 @@ per stream, as two calls running at once must not share the tickets). `config_fo
 `split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a multiple of 8
 (bf16) or 16 (e4m3).
 
+Variants under measurement (issue 34: M = 32 and 64 stop short of 85% of the HBM roofline),
+not `launch`'s default choice: `plan`/`launch`/`run` take `splits=` (that many splits instead
+of `split_for`'s; the ticketed sum takes any count, in split order) and `w_rows=64`: 64-row W
+tiles (`W64`, `gemm_hopper.Config(bm=64)`; widths 16, 32, 64, built by `build_module(w64=
+True)`), the two consumer warpgroups on the same 64 W rows and each on half of the X tile, so
+N = 8192 makes 128 tiles (256 units at 2 splits) for 132 SMs instead of 64.
+
 The run checks every kernel against numpy (integer-valued inputs, so the f32 sums are exact
 and only the bf16 rounding remains: compared bit for bit) at M at each width's edges, odd N,
 K tails and small grids (several units per CTA), and that two calls give identical bits.
@@ -86,26 +93,44 @@ TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 sto
 CLUSTER_BN = 128
 
 
-def _config(dtype: str, bn: int) -> gh.Config:
-    stage = 16 * 1024 + bn * gh.BK_BYTES          # a W tile and an X tile
-    stages = SMEM_LIMIT // (stage + 16)           # + a full and an empty mbarrier
+def _config(dtype: str, bn: int, w_rows: int = gh.BM) -> gh.Config:
+    stage = w_rows * gh.BK_BYTES + bn * gh.BK_BYTES     # a W tile and an X tile
+    stages = SMEM_LIMIT // (stage + 16)                 # + a full and an empty mbarrier
+    name = f"gemm_decode_{dtype}_n{bn}" + ("" if w_rows == gh.BM else f"_w{w_rows}")
     return gh.Config(dtype, bn=bn, cluster=2 if bn >= CLUSTER_BN else 1, stages=stages,
-                     along="m", name=f"gemm_decode_{dtype}_n{bn}", split_k=True,
-                     staging=False, hints=True)
+                     along="m", name=name, split_k=True, staging=False, hints=True,
+                     bm=w_rows)
 
 
 VARIANTS = {d: {bn: _config(d, bn) for bn in WIDTHS} for d in gh.DTYPES}   # dtype -> bn -> cfg
+# Not yet `launch`'s choice (issue 34: to be measured against the 128-row tiles at M = 32, 64):
+# 64-row W tiles, twice the tiles (N = 8192: 128 units at one split, 256 at two, for 132
+# SMs), each consumer warpgroup on half of the X tile's rows (`gh.Config(bm=64)`). Selected
+# with `w_rows=64` in `plan`/`launch`; built by `build_module(w64=True)`.
+W64_WIDTHS = (16, 32, 64)
+W64 = {d: {bn: _config(d, bn, 64) for bn in W64_WIDTHS} for d in gh.DTYPES}
+W_ROWS = {gh.BM: (WIDTHS, VARIANTS), 64: (W64_WIDTHS, W64)}
 
 
-def config_for(dtype: str, m: int) -> gh.Config:
-    """The kernel for M rows of X: the narrowest width that holds them."""
+def config_for(dtype: str, m: int, w_rows: int = gh.BM) -> gh.Config:
+    """The kernel for M rows of X: the narrowest width that holds them (of the 128-row W
+    tiles, or with `w_rows=64` of the 64-row ones)."""
     if dtype not in VARIANTS:
         raise ValueError(f"gemm_decode: dtype must be one of {', '.join(VARIANTS)}, got "
                          f"{dtype!r}")
-    if isinstance(m, bool) or not isinstance(m, int | np.integer) or not 1 <= m <= DECODE_M:
+    if isinstance(w_rows, bool) or w_rows not in W_ROWS:
+        raise ValueError(f"gemm_decode: w_rows (W rows per tile) must be one of "
+                         f"{', '.join(map(str, W_ROWS))}, got {w_rows!r}")
+    widths, variants = W_ROWS[w_rows]
+    top = widths[-1]
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or not 1 <= m <= top:
+        if w_rows != gh.BM:
+            raise ValueError(f"gemm_decode: M must be 1 to {top} with w_rows={w_rows} (X's "
+                             f"rows; the {gh.BM}-row tiles take up to DECODE_M = "
+                             f"{DECODE_M}), got M={m!r}")
         raise ValueError(f"gemm_decode: M must be 1 to DECODE_M = {DECODE_M} (X's rows; "
                          f"larger M: gemm_hopper.launch), got M={m!r}")
-    return VARIANTS[dtype][next(bn for bn in WIDTHS if bn >= m)]
+    return variants[dtype][next(bn for bn in widths if bn >= m)]
 
 
 def split_for(tiles: int, kblocks: int, slots: int) -> int:
@@ -136,10 +161,10 @@ class Plan(NamedTuple):
     workspace: int
 
 
-def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
-    """The shapes the kernels take: 1 <= M <= DECODE_M, N >= 1, K * element bytes a
-    multiple of 16 (TMA's row pitch)."""
-    config_for(dtype, m)
+def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int = gh.BM) -> None:
+    """The shapes the kernels take: 1 <= M <= DECODE_M (64 with `w_rows=64`), N >= 1, K *
+    element bytes a multiple of 16 (TMA's row pitch)."""
+    config_for(dtype, m, w_rows)
     elem = gh.CONFIGS[dtype].elem
     for what, v in (("M", m), ("N", n), ("K", kdim)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
@@ -149,17 +174,26 @@ def check_shape(dtype: str, m: int, n: int, kdim: int) -> None:
                          f"of 16 ({dtype}), got M={m} N={n} K={kdim}")
 
 
-def plan(dtype: str, m: int, n: int, kdim: int, sms: int) -> Plan:
-    """The launch of Y = X W^T at M x N x K on `sms` SMs."""
-    check_shape(dtype, m, n, kdim)
+def plan(dtype: str, m: int, n: int, kdim: int, sms: int, *, splits: int | None = None,
+         w_rows: int = gh.BM) -> Plan:
+    """The launch of Y = X W^T at M x N x K on `sms` SMs. `splits` (not yet `launch`'s
+    choice, to be measured): cut K into that many splits instead of `split_for`'s count
+    (fewer when K has fewer k-blocks: splits of ceil(k-blocks / splits), none empty);
+    `w_rows=64`: the 64-row W tiles (`W64`)."""
+    check_shape(dtype, m, n, kdim, w_rows)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
         raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
-    cfg = config_for(dtype, m)
+    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
+                               or not 1 <= splits <= MAX_SPLITS):
+        raise ValueError(f"gemm_decode: splits must be None (split_for's choice) or an int "
+                         f"from 1 to MAX_SPLITS = {MAX_SPLITS}, got {splits!r}")
+    cfg = config_for(dtype, m, w_rows)
     cl = cfg.cluster
     cluster_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bn)
     kblocks = -(-kdim // cfg.bk)
     clusters = max(1, sms // cl)
-    kper = split_for(cluster_tiles, kblocks, clusters)
+    kper = split_for(cluster_tiles, kblocks, clusters) if splits is None else \
+        -(-kblocks // splits)
     splits = -(-kblocks // kper)
     return Plan(cfg, cluster_tiles * cl, kper, splits,
                 cl * min(cluster_tiles * splits, clusters),
@@ -167,7 +201,7 @@ def plan(dtype: str, m: int, n: int, kdim: int, sms: int) -> Plan:
 
 
 def _part_bytes(cfg: gh.Config) -> int:
-    return 64 * cfg.bn * 4           # one consumer warpgroup's f32 accumulator
+    return 64 * cfg.wg_n * 4         # one consumer warpgroup's f32 accumulator
 
 
 def _tickets_bytes(tiles: int) -> int:
@@ -268,10 +302,14 @@ class DecodeStore:
 
     def _store_transposed(self, acc: Fragment, m0: Reg, n0: Reg) -> None:
         """Value (w, x) of the tile goes to Y[x, w]: bf16, predicated on x < M and w < N."""
-        k = self.k
+        k, cfg = self.k, self.cfg
         row0, col0 = acc.origin()
-        w = k.add(k.mad(self.cw, 64, m0), row0)            # W row: Y's column
-        x = k.add(n0, col0)                                # X row: Y's row
+        if cfg.bm == gh.BM:         # the warpgroup's 64 W rows, all the tile's X rows
+            w = k.add(k.mad(self.cw, 64, m0), row0)        # W row: Y's column
+            x = k.add(n0, col0)                            # X row: Y's row
+        else:                       # all the tile's 64 W rows, its half of the X rows
+            w = k.add(m0, row0)
+            x = k.add(k.mad(self.cw, cfg.wg_n, n0), col0)
         base = k.add(self.y, k.mul(k.mad(x, self.w_rows, w), 2, type=t.u32, mode="wide"))
         pitch = k.shl(self.w_rows, 1)
         w_ok = {dr: k.add(w, dr) < self.w_rows for dr in (0, 8)}
@@ -291,14 +329,20 @@ class DecodeStore:
         """Nothing in flight: the stores are plain."""
 
 
-def build_kernel(dtype: str = "bf16", bn: int = 64, bounded: bool = False) -> Kernel:
-    return gh.build_gemm(VARIANTS[dtype][bn], bounded, output=DecodeOut())
+def build_kernel(dtype: str = "bf16", bn: int = 64, bounded: bool = False,
+                 w_rows: int = gh.BM) -> Kernel:
+    return gh.build_gemm(W_ROWS[w_rows][1][dtype][bn], bounded, output=DecodeOut())
 
 
-def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False) -> Module:
-    """Every width of `dtypes`; `bounded`: every mbarrier wait traps after 2 s with a record
-    of the barrier it waited on (`ptxdsl.debug`)."""
+def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False, *,
+                 w64: bool = False) -> Module:
+    """Every width of `dtypes`, and with `w64` the 64-row W tiles' too (`W64`); `bounded`:
+    every mbarrier wait traps after 2 s with a record of the barrier it waited on
+    (`ptxdsl.debug`)."""
+    dtypes = tuple(dtypes)
     kernels = [build_kernel(d, bn, bounded) for d in dtypes for bn in WIDTHS]
+    if w64:
+        kernels += [build_kernel(d, bn, bounded, 64) for d in dtypes for bn in W64_WIDTHS]
     if bounded:
         return debug.module(kernels, name="gemm_decode", target="sm_90a")
     return Module(kernels, name="gemm_decode", target="sm_90a")
@@ -314,11 +358,13 @@ def tensor_maps(dtype: str, x: object, w: object, m: int, n: int, kdim: int,
 
 def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m: int, n: int,
            kdim: int, scale: float = 1.0, *, sms: int, workspace: Workspace,
-           stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None) -> Plan:
+           stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None,
+           splits: int | None = None, w_rows: int = gh.BM) -> Plan:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16) with the decode kernel `plan` picks from
     the loaded `module`; `workspace`: at least `plan(...).workspace` bytes (`Workspace`);
-    `maps`: `tensor_maps`' pair, to skip encoding them per call. Returns the plan."""
-    p = plan(dtype, m, n, kdim, sms)
+    `maps`: `tensor_maps`' pair (of `plan(...).cfg`), to skip encoding them per call;
+    `splits`, `w_rows`: `plan`'s variants under measurement. Returns the plan."""
+    p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
     if not isinstance(workspace, Workspace):
         raise ValueError(f"gemm_decode.launch: workspace must be a Workspace (Workspace."
                          f"allocate(plan(...).workspace)), got {type(workspace).__name__}")
@@ -398,25 +444,28 @@ SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64,
 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(gh.DTYPES),
-        sms: int | None = None, bounded: bool = False) -> Report:
-    """Each shape's kernel (the one `launch` picks) of `dtypes` against numpy, twice (the two
-    results must be identical); `sms` caps the persistent grid (more units per CTA)."""
+        sms: int | None = None, bounded: bool = False, *, splits: int | None = None,
+        w_rows: int = gh.BM) -> Report:
+    """Each shape's kernel (the one `launch` picks, or with `splits`/`w_rows` that variant)
+    of `dtypes` against numpy, twice (the two results must be identical); `sms` caps the
+    persistent grid (more units per CTA)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_decode")
-    mod = build_module(bounded=bounded).load()
+    mod = build_module(bounded=bounded, w64=w_rows != gh.BM).load()
     recorder = debug.Recorder().attach(mod) if bounded else None
     sms = sms or rt.device_info(0).sm_count
     for dtype in dtypes:
         for m, n, kdim in shapes:
             x, w, want, scale = gh.reference_inputs(dtype, m, n, kdim)
-            p = plan(dtype, m, n, kdim, sms)
+            p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
             dev_x, dev_w = rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w)
             ws = Workspace.allocate(p.workspace)
             got = []
             for _ in range(2):
                 y = rt.DeviceBuffer.empty((m, n), np.uint16)
                 y.memset(POISON)
-                launch(mod, dtype, dev_x, dev_w, y, m, n, kdim, scale, sms=sms, workspace=ws)
+                launch(mod, dtype, dev_x, dev_w, y, m, n, kdim, scale, sms=sms, workspace=ws,
+                       splits=splits, w_rows=w_rows)
                 sync(recorder=recorder)
                 got.append(y.to_numpy())
             name = f"{p.cfg.name} M={m} N={n} K={kdim} ({p.splits} splits of {p.kper})"

@@ -44,7 +44,8 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   GPU that owns its rows with it. `Config(split_k=True)` walks (tile, split) units, K cut
   into splits of a `kper` parameter, and hands each unit's f32 accumulator and `KSpan` to the
   `Output`'s epilogue (an `AccStore`); `staging=False` leaves out the epilogue's buffers;
-  `hints=True` loads A evict-first and B evict-last. samples/gemm_decode.py builds its
+  `hints=True` loads A evict-first and B evict-last; `bm=64` (split-K only) makes A's tile
+  64 rows, the two consumers each on half of B's tile. samples/gemm_decode.py builds its
   decode-shape GEMM (Y = X W^T, M <= 128, split-K) from these. `build_gemm(cfg,
   consumer=...)` takes a `Consumer`, the consumer warpgroups' main loop and scaling;
   samples/gemm_fp8_scaled.py scales e4m3 by rows and by 128-wide K blocks with it.
@@ -90,14 +91,22 @@ DTYPES: dict[str, tuple[ScalarType | str, int]] = {"bf16": (t.bf16, 16), "e4m3":
 class Config:
     """The build-time constants of one variant: input type, CTA tile columns `bn`, CTAs per
     cluster, the cluster's direction (`along="m"`: its CTAs stack along M and share the B
-    tile; "n": they sit side by side along N and share the A tile) and ring stages."""
+    tile; "n": they sit side by side along N and share the A tile), ring stages and CTA tile
+    rows `bm`."""
 
     def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES,
                  along: str = "m", name: str | None = None, *, split_k: bool = False,
-                 staging: bool = True, hints: bool = False):
+                 staging: bool = True, hints: bool = False, bm: int = BM):
         if along not in ("m", "n"):
             raise ValueError(f"Config: along must be 'm' (CTAs share B) or 'n' (they share A), "
                              f"got {along!r}")
+        # bm = 64: A's tile is one wgmma M, so the two consumer warpgroups take the B tile's
+        # halves (bn / 2 columns each) instead of 64 rows each; only a split-K Output places
+        # such tiles (C's epilogue stores 64-row halves)
+        if bm not in (BM, 64) or (bm == 64 and (not split_k or bn % 16)):
+            raise ValueError(f"Config: bm must be {BM}, or 64 with split_k=True and bn a "
+                             f"multiple of 16 (each consumer's half a wgmma N), got bm={bm!r} "
+                             f"split_k={split_k} bn={bn}")
         self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
         self.along = along
         # split_k: the kernel takes `kper` (k-blocks per split) and walks (tile, split) units;
@@ -105,16 +114,19 @@ class Config:
         # splits up. staging: room for the TMA-store epilogue's buffers. hints: A loaded
         # evict-first (streamed once), B evict-last (read by every CTA).
         self.split_k, self.staging, self.hints = split_k, staging, hints
+        self.bm = bm
+        self.wg_n = bn if bm == BM else bn // 2       # a consumer warpgroup's wgmma N
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
-        self.layout_a = SmemLayout(self.wtype, BM, self.bk, "K", "128B")
+        self.layout_a = SmemLayout(self.wtype, bm, self.bk, "K", "128B")
         self.layout_b = SmemLayout(self.wtype, bn, self.bk, "K", "128B")
+        self.layout_b_wg = SmemLayout(self.wtype, self.wg_n, self.bk, "K", "128B")
         # the shared operand's tensor-map box: each CTA of a cluster loads 1/cluster of it
-        rows_a, rows_b = (BM // cluster, bn) if along == "n" else (BM, bn // cluster)
+        rows_a, rows_b = (bm // cluster, bn) if along == "n" else (bm, bn // cluster)
         self.box_a = SmemLayout(self.wtype, rows_a, self.bk, "K", "128B")
         self.box_b = SmemLayout(self.wtype, rows_b, self.bk, "K", "128B")
-        self.tile_m = BM * (cluster if along == "m" else 1)    # a cluster tile's rows
+        self.tile_m = bm * (cluster if along == "m" else 1)    # a cluster tile's rows
         self.tile_n = bn * (cluster if along == "n" else 1)    # and columns
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
         self.stage_bytes = self.a_bytes + self.b_bytes
@@ -188,7 +200,8 @@ class Output(Protocol):
 
 
 class TileStore(Protocol):
-    """A consumer warpgroup's epilogue: `cw` the warpgroup (0 or 1: its 64 rows of a tile),
+    """A consumer warpgroup's epilogue: `cw` the warpgroup (0 or 1: its 64 rows of a tile;
+    with `Config(bm=64)` its half of the tile's columns, `Config.wg_n` of them),
     `store` its packed 64 x bn rows of the tile at (m0, n0), `finish` after its last tile."""
 
     cw: Reg
@@ -333,7 +346,7 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
                 mb = k.rem(k.add(mb, start), tiles_m)
             m0, n0 = k.mul(mb, cfg.tile_m), k.mul(nb, cfg.tile_n)
             if rank is not None and cfg.along == "m":    # rank: in a cluster
-                m0 = k.mad(rank, BM, m0)
+                m0 = k.mad(rank, cfg.bm, m0)
             elif rank is not None:
                 n0 = k.mad(rank, cfg.bn, n0)
             body(m0, n0, span)
@@ -428,7 +441,10 @@ class Stages:
         self.k, self.cfg, self.smem = k, cfg, smem
         self.read, self.free = ring.consumer(), ring.consumer()
         self.leader = k.and_(k.tid.x, 127) == 0
-        self.a_rows = k.mul(cw, 64 * BK_BYTES)      # this warpgroup's 64 rows of A
+        # this warpgroup's 64 rows of A (bm = 128), or its bn / 2 rows of B (bm = 64)
+        self.a_rows = k.mul(cw, 64 * BK_BYTES) if cfg.bm == BM else None
+        self.b_off = cfg.a_bytes if cfg.bm == BM else k.mad(cw, cfg.wg_n * BK_BYTES,
+                                                            cfg.a_bytes)
 
     def mma(self, acc: Fragment, first: bool) -> None:
         """The stage's wgmmas into `acc`, the first with scale-d 0 when `first` (the
@@ -436,8 +452,9 @@ class Stages:
         k, cfg = self.k, self.cfg
         self.read.wait_full()
         slot = self.read.slot(self.smem, cfg.stage_bytes)
-        da = descriptor(k, cfg.layout_a, k.add(slot, self.a_rows))
-        db = descriptor(k, cfg.layout_b, k.add(slot, cfg.a_bytes))
+        da = descriptor(k, cfg.layout_a, slot if self.a_rows is None else
+                        k.add(slot, self.a_rows))
+        db = descriptor(k, cfg.layout_b_wg, k.add(slot, self.b_off))
         ptx.wgmma_fence(k)
         for i, kk in enumerate(range(0, cfg.bk, cfg.kstep)):
             ptx.wgmma_mma_async(k, acc, da.k_step(k, kk), db.k_step(k, kk),
@@ -453,7 +470,7 @@ class Stages:
 
 def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, scale_p: Symbol | None,
               epi: TileStore, tile_loop: TileLoop) -> None:
-    acc = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
+    acc = k.fragment(t.f32, shape=(64, cfg.wg_n), zero=False)
     stages = Stages(k, cfg, ring, smem, epi.cw)
     scale = k.ld_param(scale_p) if scale_p is not None else None
 

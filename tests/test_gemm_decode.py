@@ -5,6 +5,9 @@ L2 hints, the ticket and the ordered sum), the host's choices (width, splits, gr
 workspace) cover every k-block of every tile exactly once, and bad input is refused with a
 message naming it. GPU (`gpu`-marked, each in its own process): bit-exact against numpy at
 M = 1 .. 128 with odd N and K tails, two calls identical.
+
+The variants under measurement (issue 34; not `launch`'s choice): a forced split count
+(`splits=`) and the 64-row W tiles (`w_rows=64`, `W64`) get the same checks.
 """
 
 from __future__ import annotations
@@ -32,13 +35,34 @@ def module():
     return NS["build_module"]()
 
 
+@pytest.fixture(scope="module")
+def w64_module():
+    """The 64-row W tiles' kernels alone."""
+    from ptxdsl import Module
+    return Module([NS["build_kernel"](d, bn, False, 64) for d in ("bf16", "e4m3")
+                   for bn in NS["W64_WIDTHS"]], name="gemm_decode_w64", target="sm_90a")
+
+
+def _configs():
+    """(dtype, config) of every kernel: the widths `launch` picks, then the 64-row W tiles."""
+    return [(d, cfg) for table in ("VARIANTS", "W64") for d in ("bf16", "e4m3")
+            for cfg in NS[table][d].values()]
+
+
 def _entry(ptx: str, name: str) -> str:
     return ptx.split(f".entry {name}(")[1].split(".entry")[0]
 
 
-def test_checker_finds_nothing(module):
-    for k in module.kernels:
+def test_checker_finds_nothing(module, w64_module):
+    for k in module.kernels + w64_module.kernels:
         assert k.check(strict=True) == [], k.name
+
+
+def test_w64_build_adds_the_64_row_kernels():
+    built = NS["build_module"](["bf16"], w64=True)
+    assert [k.name for k in built.kernels] == [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]] \
+        + [f"gemm_decode_bf16_n{bn}_w64" for bn in NS["W64_WIDTHS"]]
+    assert assemble_declared(built.emit())[:4] == b"\x7fELF"
 
 
 def test_debug_build_checks_clean_and_assembles():
@@ -51,29 +75,35 @@ def test_debug_build_checks_clean_and_assembles():
     assert assemble_declared(ptx)[:4] == b"\x7fELF"
 
 
-def test_ptx_shape(module):
-    """Swapped operands (W's 128 rows on the wgmma M side, X's rows its N), evict-first W and
+@pytest.mark.parametrize("dtype,cfg", _configs(), ids=lambda v: getattr(v, "name", v))
+def test_ptx_shape(module, w64_module, dtype, cfg):
+    """Swapped operands (W's rows on the wgmma M side, X's rows its N), evict-first W and
     evict-last X, no TMA-store epilogue, the acq_rel ticket and the warpgroup's vote on it,
-    16-bit transposed stores."""
-    ptx = module.emit()
-    for dtype, kind in (("bf16", "k16.f32.bf16.bf16"), ("e4m3", "k32.f32.e4m3.e4m3")):
-        for bn in NS["WIDTHS"]:
-            body = _entry(ptx, f"gemm_decode_{dtype}_n{bn}")
-            assert body.count(f"wgmma.mma_async.sync.aligned.m64n{bn}{kind}") == 8
-            assert ".param .u32 kper" in body
-            # from CLUSTER_BN up: pairs along W's rows, X's tile multicast
-            paired = bn >= NS["CLUSTER_BN"]
-            assert (".reqnctapercluster 2, 1, 1" in body) is paired
-            assert body.count(".multicast::cluster") == int(paired)
-            assert "createpolicy.fractional.L2::evict_first.b64" in body
-            assert "createpolicy.fractional.L2::evict_last.b64" in body
-            assert body.count(".L2::cache_hint") == 2
-            assert "stmatrix" not in body and "bulk_group" not in body
-            assert body.count("atom.acq_rel.gpu.global.add.u32") == 1
-            assert "bar.red.or.pred" in body
-            assert body.count("st.global.b16") == bn // 2
-            stages = NS["VARIANTS"][dtype][bn].stages
-            assert body.count("mbarrier.init.shared::cta.b64") == 2 * stages
+    16-bit transposed stores. 64-row W tiles: both warpgroups on the same 64 W rows, each
+    on its half of the X tile (wgmma N = bn / 2, B read from the stage's A bytes + cw times
+    the half's bytes), so half the stores each."""
+    kind = {"bf16": "k16.f32.bf16.bf16", "e4m3": "k32.f32.e4m3.e4m3"}[dtype]
+    bn, w64 = cfg.bn, cfg.bm == 64
+    assert cfg.name == f"gemm_decode_{dtype}_n{bn}" + ("_w64" if w64 else "")
+    body = _entry((w64_module if w64 else module).emit(), cfg.name)
+    wn = bn // 2 if w64 else bn
+    assert body.count(f"wgmma.mma_async.sync.aligned.m64n{wn}{kind}") == 8
+    assert ".param .u32 kper" in body
+    # from CLUSTER_BN up: pairs along W's rows, X's tile multicast
+    paired = bn >= NS["CLUSTER_BN"]
+    assert (".reqnctapercluster 2, 1, 1" in body) is paired
+    assert body.count(".multicast::cluster") == int(paired)
+    assert "createpolicy.fractional.L2::evict_first.b64" in body
+    assert "createpolicy.fractional.L2::evict_last.b64" in body
+    assert body.count(".L2::cache_hint") == 2
+    assert "stmatrix" not in body and "bulk_group" not in body
+    assert body.count("atom.acq_rel.gpu.global.add.u32") == 1
+    assert "bar.red.or.pred" in body
+    assert body.count("st.global.b16") == wn // 2
+    assert body.count("mbarrier.init.shared::cta.b64") == 2 * cfg.stages
+    # the warpgroup's half of the X tile: cw * (bn / 2) rows of 128 bytes after W's tile
+    half = f", {wn * 128}, {64 * 128};"
+    assert (half in body) is w64, half
 
 
 @pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
@@ -86,13 +116,36 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     assert advisories(rep) == [], rep.log
 
 
+@pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
+def test_w64_whole_program_compile_keeps_setmaxnreg_without_spills(w64_module):
+    rep = whole_program_report(w64_module)
+    assert [r.registers for r in rep.kernels.values()] == [168] * 6, rep.log
+    assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
+    assert advisories(rep) == [], rep.log
+
+
 def test_variants_fill_shared_memory():
-    for dtype in ("bf16", "e4m3"):
-        for bn, cfg in NS["VARIANTS"][dtype].items():
-            assert cfg.smem_bytes <= NS["SMEM_LIMIT"]
-            assert cfg.smem_bytes + cfg.stage_bytes + 16 > NS["SMEM_LIMIT"]   # no stage more
-            assert cfg.stage_bytes % 1024 == 0 and cfg.bn == bn
+    for _, cfg in _configs():
+        assert cfg.smem_bytes <= NS["SMEM_LIMIT"]
+        assert cfg.smem_bytes + cfg.stage_bytes + 16 > NS["SMEM_LIMIT"]   # no stage more
+        assert cfg.stage_bytes % 1024 == 0
+        assert cfg.stage_bytes == (cfg.bm + cfg.bn) * 128 and cfg.tile_m == cfg.bm * cfg.cluster
     assert NS["VARIANTS"]["bf16"][8].stages == 13 and NS["VARIANTS"]["bf16"][128].stages == 7
+    # 64-row W tiles: more, smaller stages (8 KiB of W each)
+    assert [NS["W64"]["bf16"][bn].stages for bn in NS["W64_WIDTHS"]] == [22, 18, 14]
+    assert list(NS["W64"]["bf16"]) == [16, 32, 64]
+
+
+def test_w64_config_is_refused_where_it_cannot_work():
+    """bm = 64 needs a split-K Output (C's epilogue stores 64-row halves) and halves of the X
+    tile that are a wgmma N (bn a multiple of 16)."""
+    with pytest.raises(ValueError, match=r"bm must be 128, or 64 with split_k=True .* got "
+                       r"bm=64 split_k=False bn=64"):
+        GH.Config("bf16", bn=64, cluster=1, bm=64)
+    with pytest.raises(ValueError, match=r"got bm=64 split_k=True bn=8"):
+        GH.Config("bf16", bn=8, cluster=1, split_k=True, bm=64)
+    with pytest.raises(ValueError, match=r"got bm=96 "):
+        GH.Config("bf16", bn=64, cluster=1, split_k=True, bm=96)
 
 
 def test_width_choice():
@@ -101,6 +154,15 @@ def test_width_choice():
                   (128, 128)):
         assert pick("bf16", m).bn == bn and pick("e4m3", m).bn == bn
     assert NS["DECODE_M"] == max(NS["WIDTHS"])
+    for m, bn in ((1, 16), (16, 16), (17, 32), (33, 64), (64, 64)):
+        cfg = pick("bf16", m, w_rows=64)
+        assert (cfg.bn, cfg.bm, cfg.tile_m) == (bn, 64, 64)
+        assert pick("bf16", m, 128) is pick("bf16", m)
+    with pytest.raises(ValueError, match=r"M must be 1 to 64 with w_rows=64 .* got M=65"):
+        pick("bf16", 65, w_rows=64)
+    with pytest.raises(ValueError, match=r"w_rows \(W rows per tile\) must be one of 128, 64, "
+                       r"got 32"):
+        pick("bf16", 8, w_rows=32)
 
 
 def test_kernel_choice_across_the_bound():
@@ -128,17 +190,44 @@ def test_split_choice():
     assert split(1, 1000, 132) == -(-1000 // NS["MAX_SPLITS"])
 
 
+@pytest.mark.parametrize("m", [16, 32, 64])
+def test_variant_plans_at_8192(m):
+    """N = K = 8192 (128 k-blocks) on 132 SMs: the default 64 tiles x 2 splits = 128 units;
+    `splits=3`: 192 units of 43, 43, 42 k-blocks; `w_rows=64`: 128 tiles, split_for's one
+    split (128 units), or 256 units at `splits=2`."""
+    plan = NS["plan"]
+    shapes = {(p.tiles, p.splits, p.kper, p.grid) for p in [plan("bf16", m, 8192, 8192, 132)]}
+    assert shapes == {(64, 2, 64, 128)}
+    p = plan("bf16", m, 8192, 8192, 132, splits=3)
+    assert (p.cfg.name, p.tiles, p.splits, p.kper, p.grid) == (
+        f"gemm_decode_bf16_n{m}", 64, 3, 43, 132)
+    p = plan("bf16", m, 8192, 8192, 132, w_rows=64)
+    assert (p.cfg.name, p.tiles, p.splits, p.grid) == (f"gemm_decode_bf16_n{m}_w64", 128, 1,
+                                                       128)
+    p = plan("bf16", m, 8192, 8192, 132, splits=2, w_rows=64)
+    assert (p.tiles * p.splits, p.kper, p.grid) == (256, 64, 132)
+    # fewer k-blocks than the splits asked for: none empty
+    assert plan("bf16", m, 8192, 256, 132, splits=3).splits == 2
+
+
+VARIANT_ARGS = [{}, {"splits": 3}, {"w_rows": 64}, {"w_rows": 64, "splits": 2},
+                {"w_rows": 64, "splits": 3}]
+
+
+@pytest.mark.parametrize("variant", VARIANT_ARGS, ids=str)
 @pytest.mark.parametrize("m,n,kdim,sms", [(1, 8192, 8192, 132), (64, 8192, 8192, 132),
                                           (7, 1000, 4096, 132), (33, 256, 8192, 5),
                                           (128, 777, 520, 3), (16, 28672, 8192, 132),
                                           (64, 28672, 8192, 132), (100, 300, 4096, 1)])
-def test_units_cover_every_kblock_once(m, n, kdim, sms):
+def test_units_cover_every_kblock_once(m, n, kdim, sms, variant):
     """The kernel's walk (units split-major, CTA c taking c, c + grid, ...; split s of a tile
     covering k-blocks [s kper, min((s + 1) kper, kblocks))), replayed on the host: every
     k-block of every tile is read by exactly one unit, no unit is empty, every unit runs,
     and the workspace holds every unit's two partials after the tickets. In clusters of
     `cl`, cluster c walks the cluster tiles and its CTA r keys tile t as t * cl + r."""
-    p = NS["plan"]("bf16", m, n, kdim, sms)
+    if m > 64 and variant.get("w_rows") == 64:
+        pytest.skip("the 64-row W tiles take M <= 64")
+    p = NS["plan"]("bf16", m, n, kdim, sms, **variant)
     cl = p.cfg.cluster
     kblocks = -(-kdim // p.cfg.bk)
     cluster_tiles, clusters = p.tiles // cl, p.grid // cl
@@ -157,29 +246,32 @@ def test_units_cover_every_kblock_once(m, n, kdim, sms):
     assert units == cluster_tiles * p.splits
     assert seen == {(tile, kb): 1 for tile in range(p.tiles) for kb in range(kblocks)}
     assert p.grid <= max(sms, cl) and p.grid % cl == 0
-    assert p.tiles == -(-n // (128 * cl)) * cl * -(-m // p.cfg.bn)
+    assert p.tiles == -(-n // (p.cfg.bm * cl)) * cl * -(-m // p.cfg.bn)
     tickets = -(-p.tiles * 8 // 16) * 16
-    parts = p.tiles * p.splits * 2 * 64 * p.cfg.bn * 4 if p.splits > 1 else 0
+    parts = p.tiles * p.splits * 2 * 64 * p.cfg.wg_n * 4 if p.splits > 1 else 0
     assert p.workspace == tickets + parts
 
 
-@pytest.mark.parametrize("m,n,kdim", [(1, 8192, 8192), (64, 1000, 4096), (128, 777, 520)])
-def test_workspace_holds_every_partial_apart(m, n, kdim):
+@pytest.mark.parametrize("m,n,kdim,variant", [
+    (1, 8192, 8192, {}), (64, 1000, 4096, {}), (128, 777, 520, {}),
+    (32, 8192, 8192, {"splits": 3}), (64, 1000, 4096, {"w_rows": 64}),
+    (16, 8192, 8192, {"w_rows": 64, "splits": 2}), (64, 777, 8192, {"w_rows": 64})])
+def test_workspace_holds_every_partial_apart(m, n, kdim, variant):
     """The kernel's addressing (DecodeStore: the ticket of key t at 4 (2t + cw); the v4 of
     thread i, quad q of unit (t, split) at tickets + 16 i + 2048 q + part ((t splits +
     split) 2 + cw), t = cluster tile * cl + rank) gives every 16 bytes of every partial a
     place of its own, after the tickets and inside `workspace`."""
     import numpy as np
-    p = NS["plan"]("bf16", m, n, kdim, 132)
+    p = NS["plan"]("bf16", m, n, kdim, 132, **variant)
     assert p.splits > 1               # (with one split nothing is stored there)
-    part = 64 * p.cfg.bn * 4
+    part = 64 * p.cfg.wg_n * 4
     tickets = -(-p.tiles * 8 // 16) * 16
     keys = np.arange(p.tiles)
     assert ((keys * 2 + 1) * 4 + 4).max() <= tickets
     unit = (keys[:, None] * p.splits + np.arange(p.splits)[None, :]) * 2
     slot = (unit[..., None] + np.arange(2)).ravel()[:, None, None] * part
     at = tickets + slot + 16 * np.arange(128)[None, :, None] + \
-        2048 * np.arange(p.cfg.bn // 8)[None, None, :]
+        2048 * np.arange(p.cfg.wg_n // 8)[None, None, :]
     assert len(np.unique(at)) == at.size and at.max() + 16 <= p.workspace
 
 
@@ -204,6 +296,10 @@ def test_bad_input_is_refused():
         plan("bf16", 4, 64, 64.0, 132)
     with pytest.raises(ValueError, match="sms must be a positive int, got 0"):
         plan("bf16", 4, 64, 64, 0)
+    for bad in (0, 17, 2.0, True):
+        with pytest.raises(ValueError, match=r"splits must be None \(split_for's choice\) or an "
+                           rf"int from 1 to MAX_SPLITS = 16, got {bad!r}"):
+            plan("bf16", 4, 64, 64, 132, splits=bad)
     # the workspace is checked before anything touches the GPU
     with pytest.raises(ValueError, match="workspace must be a Workspace"):
         launch(None, "bf16", 0, 0, 0, 4, 8192, 8192, sms=132, workspace=0)
@@ -286,6 +382,19 @@ def test_linear_on_gpu(bounded):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env=child_env(), timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
+
+
+W64_SHAPES = [(m, n, k) for m in (1, 16, 17, 33, 64) for n, k in ((4096, 8192), (1032, 14336))] \
+    + [(33, 1001, 4112), (64, 130, 80), (64, 8192, 8192)]     # K: e4m3 takes multiples of 16
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["splits=3", "w_rows=64", "w_rows=64, splits=2",
+                                     "w_rows=64, sms=3"])
+def test_decode_variants_on_gpu(variant):
+    """The variants under measurement, bit for bit against numpy, two calls identical."""
+    shapes = W64_SHAPES if "w_rows" in variant else GPU_SHAPES
+    _run_in_child(f"shapes={shapes!r}, dtypes=['bf16', 'e4m3'], {variant}")
 
 
 @pytest.mark.gpu

@@ -123,9 +123,9 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
         for m, n, k in shapes:
             _row(section, torch, sample, mod, dtype, m, n, k, sms, bw)
     for dtype, shapes in decode.items():
-        for cfg in dec.VARIANTS[dtype].values():
+        for cfg in (*dec.VARIANTS[dtype].values(), *dec.W64[dtype].values()):
             fn = dec_mod[cfg.name]
-            section.note(f"{fn.name}: {cfg.bn} X rows per tile (M <= {cfg.bn}), "
+            section.note(f"{fn.name}: {cfg.bm} W rows and {cfg.bn} X rows per tile, "
                          f"{fn.num_regs} registers per thread at entry, {cfg.smem_bytes} bytes "
                          f"of dynamic shared memory per CTA ({cfg.stages} stages), "
                          + ("clusters of 2 sharing X" if cfg.cluster > 1 else "no cluster"))

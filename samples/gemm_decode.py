@@ -41,12 +41,18 @@ per stream, as two calls running at once must not share the tickets). `config_fo
 `split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a multiple of 8
 (bf16) or 16 (e4m3).
 
-Variants under measurement (issue 34: M = 32 and 64 stop short of 85% of the HBM roofline),
-not `launch`'s default choice: `plan`/`launch`/`run` take `splits=` (that many splits instead
-of `split_for`'s; the ticketed sum takes any count, in split order) and `w_rows=64`: 64-row W
-tiles (`W64`, `gemm_hopper.Config(bm=64)`; widths 16, 32, 64, built by `build_module(w64=
-True)`), the two consumer warpgroups on the same 64 W rows and each on half of the X tile, so
-N = 8192 makes 128 tiles (256 units at 2 splits) for 132 SMs instead of 64.
+W tiles of 64 rows (`W64`, `gemm_hopper.Config(bm=64)`; widths 16, 32, 64) for bf16 at
+8 < M <= 64 (e4m3's are built and pass the CPU checks, but have not run on a GPU: `launch`
+takes them only with `w_rows=64`),
+the two consumer warpgroups on the same 64 W rows and each on half of the X tile: N = 8192
+makes 128 tiles instead of 64, so one split fills 128 of 132 SMs where the 128-row tiles
+needed two splits (and their partial sums' traffic). Measured on an H100 in one process
+(BENCHMARKS.md section 7, N = K = 8192): 48.5-49.0 us at M = 16, 32, 64, 1.02-1.05x cuBLAS
+and 92.5-93.2% of the HBM roofline, against 50.6-52.3 us, 0.95-0.99x and 87.3-89.2% with
+the 128-row tiles. M <= 8 keeps those (a 64-row tile's half of 8 X rows is no wgmma N).
+`plan`/`launch`/`run` also take `w_rows=` (64 or 128: that tiling, where it exists) and
+`splits=` (that many splits instead of `split_for`'s; the ticketed sum takes any count, in
+split order) to measure the alternatives.
 
 The run checks every kernel against numpy (integer-valued inputs, so the f32 sums are exact
 and only the bf16 rounding remains: compared bit for bit) at M at each width's edges, odd N,
@@ -103,21 +109,31 @@ def _config(dtype: str, bn: int, w_rows: int = gh.BM) -> gh.Config:
 
 
 VARIANTS = {d: {bn: _config(d, bn) for bn in WIDTHS} for d in gh.DTYPES}   # dtype -> bn -> cfg
-# Not yet `launch`'s choice (issue 34: to be measured against the 128-row tiles at M = 32, 64):
-# 64-row W tiles, twice the tiles (N = 8192: 128 units at one split, 256 at two, for 132
-# SMs), each consumer warpgroup on half of the X tile's rows (`gh.Config(bm=64)`). Selected
-# with `w_rows=64` in `plan`/`launch`; built by `build_module(w64=True)`.
+# 64-row W tiles, `launch`'s choice for W64_FROM < M <= 64 (module doc): twice the tiles
+# (N = 8192: 128 units at one split for 132 SMs), each consumer warpgroup on half of the X
+# tile's rows (`gh.Config(bm=64)`).
 W64_WIDTHS = (16, 32, 64)
+W64_FROM = 8
+W64_DTYPES = ("bf16",)          # measured and checked on a GPU; e4m3's only on the CPU
 W64 = {d: {bn: _config(d, bn, 64) for bn in W64_WIDTHS} for d in gh.DTYPES}
 W_ROWS = {gh.BM: (WIDTHS, VARIANTS), 64: (W64_WIDTHS, W64)}
 
 
-def config_for(dtype: str, m: int, w_rows: int = gh.BM) -> gh.Config:
-    """The kernel for M rows of X: the narrowest width that holds them (of the 128-row W
-    tiles, or with `w_rows=64` of the 64-row ones)."""
+def w_rows_for(dtype: str, m: int) -> int:
+    """The W rows per tile `launch` takes for M rows of X: 64 for bf16 with W64_FROM < M <= 64,
+    else 128 (module doc; e4m3's 64-row kernels have not run on a GPU yet: `w_rows=64`)."""
+    return 64 if dtype in W64_DTYPES and isinstance(m, int | np.integer) and \
+        W64_FROM < m <= W64_WIDTHS[-1] else gh.BM
+
+
+def config_for(dtype: str, m: int, w_rows: int | None = None) -> gh.Config:
+    """The kernel for M rows of X: the narrowest width that holds them, of the W tiles of
+    `w_rows` rows (default `w_rows_for(dtype, m)`)."""
     if dtype not in VARIANTS:
         raise ValueError(f"gemm_decode: dtype must be one of {', '.join(VARIANTS)}, got "
                          f"{dtype!r}")
+    if w_rows is None:
+        w_rows = w_rows_for(dtype, m)
     if isinstance(w_rows, bool) or w_rows not in W_ROWS:
         raise ValueError(f"gemm_decode: w_rows (W rows per tile) must be one of "
                          f"{', '.join(map(str, W_ROWS))}, got {w_rows!r}")
@@ -161,7 +177,7 @@ class Plan(NamedTuple):
     workspace: int
 
 
-def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int = gh.BM) -> None:
+def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None) -> None:
     """The shapes the kernels take: 1 <= M <= DECODE_M (64 with `w_rows=64`), N >= 1, K *
     element bytes a multiple of 16 (TMA's row pitch)."""
     config_for(dtype, m, w_rows)
@@ -175,11 +191,11 @@ def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int = gh.BM) -> N
 
 
 def plan(dtype: str, m: int, n: int, kdim: int, sms: int, *, splits: int | None = None,
-         w_rows: int = gh.BM) -> Plan:
-    """The launch of Y = X W^T at M x N x K on `sms` SMs. `splits` (not yet `launch`'s
-    choice, to be measured): cut K into that many splits instead of `split_for`'s count
-    (fewer when K has fewer k-blocks: splits of ceil(k-blocks / splits), none empty);
-    `w_rows=64`: the 64-row W tiles (`W64`)."""
+         w_rows: int | None = None) -> Plan:
+    """The launch of Y = X W^T at M x N x K on `sms` SMs. `splits`: cut K into that many
+    splits instead of `split_for`'s count (fewer when K has fewer k-blocks: splits of
+    ceil(k-blocks / splits), none empty); `w_rows`: the W tiles of that many rows instead of
+    `w_rows_for(dtype, m)`'s."""
     check_shape(dtype, m, n, kdim, w_rows)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
         raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
@@ -335,8 +351,9 @@ def build_kernel(dtype: str = "bf16", bn: int = 64, bounded: bool = False,
 
 
 def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False, *,
-                 w64: bool = False) -> Module:
-    """Every width of `dtypes`, and with `w64` the 64-row W tiles' too (`W64`); `bounded`:
+                 w64: bool = True) -> Module:
+    """Every width of `dtypes`, and with `w64` the 64-row W tiles' too (`W64`, which
+    `launch` takes for 8 < M <= 64: leave them out only for the other tiling's A/B); `bounded`:
     every mbarrier wait traps after 2 s with a record of the barrier it waited on
     (`ptxdsl.debug`)."""
     dtypes = tuple(dtypes)
@@ -359,11 +376,11 @@ def tensor_maps(dtype: str, x: object, w: object, m: int, n: int, kdim: int,
 def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m: int, n: int,
            kdim: int, scale: float = 1.0, *, sms: int, workspace: Workspace,
            stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None,
-           splits: int | None = None, w_rows: int = gh.BM) -> Plan:
+           splits: int | None = None, w_rows: int | None = None) -> Plan:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16) with the decode kernel `plan` picks from
     the loaded `module`; `workspace`: at least `plan(...).workspace` bytes (`Workspace`);
     `maps`: `tensor_maps`' pair (of `plan(...).cfg`), to skip encoding them per call;
-    `splits`, `w_rows`: `plan`'s variants under measurement. Returns the plan."""
+    `splits`, `w_rows`: `plan`'s alternatives to its choice. Returns the plan."""
     p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
     if not isinstance(workspace, Workspace):
         raise ValueError(f"gemm_decode.launch: workspace must be a Workspace (Workspace."
@@ -445,13 +462,13 @@ SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64,
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(gh.DTYPES),
         sms: int | None = None, bounded: bool = False, *, splits: int | None = None,
-        w_rows: int = gh.BM) -> Report:
+        w_rows: int | None = None) -> Report:
     """Each shape's kernel (the one `launch` picks, or with `splits`/`w_rows` that variant)
     of `dtypes` against numpy, twice (the two results must be identical); `sms` caps the
     persistent grid (more units per CTA)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_decode")
-    mod = build_module(bounded=bounded, w64=w_rows != gh.BM).load()
+    mod = build_module(bounded=bounded).load()
     recorder = debug.Recorder().attach(mod) if bounded else None
     sms = sms or rt.device_info(0).sm_count
     for dtype in dtypes:

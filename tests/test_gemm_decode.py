@@ -6,8 +6,9 @@ workspace) cover every k-block of every tile exactly once, and bad input is refu
 message naming it. GPU (`gpu`-marked, each in its own process): bit-exact against numpy at
 M = 1 .. 128 with odd N and K tails, two calls identical.
 
-The variants under measurement (issue 34; not `launch`'s choice): a forced split count
-(`splits=`) and the 64-row W tiles (`w_rows=64`, `W64`) get the same checks.
+`launch` takes the 64-row W tiles (`W64`) for 8 < M <= 64 and the 128-row ones otherwise;
+the alternatives it can be told to take (`w_rows=`, a forced split count `splits=`) get the
+same checks.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ def test_checker_finds_nothing(module, w64_module):
         assert k.check(strict=True) == [], k.name
 
 
-def test_w64_build_adds_the_64_row_kernels():
-    built = NS["build_module"](["bf16"], w64=True)
+def test_the_module_holds_both_tilings():
+    built = NS["build_module"](["bf16"])
     assert [k.name for k in built.kernels] == [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]] \
         + [f"gemm_decode_bf16_n{bn}_w64" for bn in NS["W64_WIDTHS"]]
     assert assemble_declared(built.emit())[:4] == b"\x7fELF"
+    assert [k.name for k in NS["build_module"](["bf16"], w64=False).kernels] == \
+        [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]]
 
 
 def test_debug_build_checks_clean_and_assembles():
@@ -111,7 +114,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     """What the driver JIT builds: setmaxnreg kept (168 registers at entry), no spills (the
     ordered sum holds a partial's quad beside the accumulator), no serialized wgmma."""
     rep = whole_program_report(module)
-    assert [r.registers for r in rep.kernels.values()] == [168] * 10, rep.log
+    assert [r.registers for r in rep.kernels.values()] == [168] * 16, rep.log
     assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
     assert advisories(rep) == [], rep.log
 
@@ -149,15 +152,21 @@ def test_w64_config_is_refused_where_it_cannot_work():
 
 
 def test_width_choice():
+    """The narrowest width holding M; bf16: 64-row W tiles for 8 < M <= 64 (measured:
+    BENCHMARKS.md section 7), 128-row ones at M <= 8 (half of 8 X rows is no wgmma N) and
+    above 64; e4m3: 128-row ones (its 64-row kernels have not run on a GPU)."""
     pick = NS["config_for"]
-    for m, bn in ((1, 8), (8, 8), (9, 16), (16, 16), (17, 32), (33, 64), (64, 64), (65, 128),
-                  (128, 128)):
-        assert pick("bf16", m).bn == bn and pick("e4m3", m).bn == bn
+    for m, bn, rows in ((1, 8, 128), (8, 8, 128), (9, 16, 64), (16, 16, 64), (17, 32, 64),
+                        (33, 64, 64), (64, 64, 64), (65, 128, 128), (128, 128, 128)):
+        assert (pick("bf16", m).bn, pick("bf16", m).bm) == (bn, rows)
+        assert NS["w_rows_for"]("bf16", m) == rows
+        assert (pick("e4m3", m).bn, pick("e4m3", m).bm) == (bn, 128)
+        assert NS["w_rows_for"]("e4m3", m) == 128
     assert NS["DECODE_M"] == max(NS["WIDTHS"])
     for m, bn in ((1, 16), (16, 16), (17, 32), (33, 64), (64, 64)):
         cfg = pick("bf16", m, w_rows=64)
         assert (cfg.bn, cfg.bm, cfg.tile_m) == (bn, 64, 64)
-        assert pick("bf16", m, 128) is pick("bf16", m)
+        assert pick("bf16", m, 128).bm == 128
     with pytest.raises(ValueError, match=r"M must be 1 to 64 with w_rows=64 .* got M=65"):
         pick("bf16", 65, w_rows=64)
     with pytest.raises(ValueError, match=r"w_rows \(W rows per tile\) must be one of 128, 64, "
@@ -171,6 +180,7 @@ def test_kernel_choice_across_the_bound():
     pick = NS["kernel_for"]
     assert pick("bf16", 1) == "gemm_decode_bf16_n8"
     assert NS["LINEAR_DECODE_M"] == 64
+    assert pick("bf16", 64) == "gemm_decode_bf16_n64_w64"
     assert pick("e4m3", 64) == "gemm_decode_e4m3_n64"
     assert pick("bf16", 65) == GH.config_for("bf16", 65).name == "gemm_hopper_bf16_row"
     assert pick("bf16", 128) == "gemm_hopper_bf16_row"
@@ -192,25 +202,26 @@ def test_split_choice():
 
 @pytest.mark.parametrize("m", [16, 32, 64])
 def test_variant_plans_at_8192(m):
-    """N = K = 8192 (128 k-blocks) on 132 SMs: the default 64 tiles x 2 splits = 128 units;
-    `splits=3`: 192 units of 43, 43, 42 k-blocks; `w_rows=64`: 128 tiles, split_for's one
-    split (128 units), or 256 units at `splits=2`."""
+    """N = K = 8192 (128 k-blocks) on 132 SMs: `launch`'s 64-row W tiles, 128 tiles and
+    split_for's one split (128 units); `w_rows=128`: 64 tiles x 2 splits = 128 units;
+    `splits=3`: 384 units of 43, 43, 42 k-blocks; 256 units at `splits=2`."""
     plan = NS["plan"]
-    shapes = {(p.tiles, p.splits, p.kper, p.grid) for p in [plan("bf16", m, 8192, 8192, 132)]}
-    assert shapes == {(64, 2, 64, 128)}
-    p = plan("bf16", m, 8192, 8192, 132, splits=3)
+    p = plan("bf16", m, 8192, 8192, 132)
     assert (p.cfg.name, p.tiles, p.splits, p.kper, p.grid) == (
-        f"gemm_decode_bf16_n{m}", 64, 3, 43, 132)
-    p = plan("bf16", m, 8192, 8192, 132, w_rows=64)
-    assert (p.cfg.name, p.tiles, p.splits, p.grid) == (f"gemm_decode_bf16_n{m}_w64", 128, 1,
-                                                       128)
+        f"gemm_decode_bf16_n{m}_w64", 128, 1, 128, 128)
+    assert plan("bf16", m, 8192, 8192, 132, w_rows=64) == p
+    p = plan("bf16", m, 8192, 8192, 132, w_rows=128)
+    assert (p.cfg.name, p.tiles, p.splits, p.kper, p.grid) == (
+        f"gemm_decode_bf16_n{m}", 64, 2, 64, 128)
+    p = plan("bf16", m, 8192, 8192, 132, splits=3)
+    assert (p.tiles, p.splits, p.kper, p.grid) == (128, 3, 43, 132)
     p = plan("bf16", m, 8192, 8192, 132, splits=2, w_rows=64)
     assert (p.tiles * p.splits, p.kper, p.grid) == (256, 64, 132)
     # fewer k-blocks than the splits asked for: none empty
     assert plan("bf16", m, 8192, 256, 132, splits=3).splits == 2
 
 
-VARIANT_ARGS = [{}, {"splits": 3}, {"w_rows": 64}, {"w_rows": 64, "splits": 2},
+VARIANT_ARGS = [{}, {"splits": 3}, {"w_rows": 64}, {"w_rows": 128}, {"w_rows": 64, "splits": 2},
                 {"w_rows": 64, "splits": 3}]
 
 
@@ -440,7 +451,7 @@ def test_benchmark_decode_row_on_the_cpu(monkeypatch):
     note = section.find("bf16 M=16 N=520 K=208 decode: ptxdsl")["note"]
     moved = (16 * 208 + 520 * 208) * 2 + 16 * 520 * 2
     assert f"{100 * moved / 0.05e-3 / 1e12:.0f}% of the HBM roofline" in note
-    assert "kernel gemm_decode_bf16_n16, 4 splits of 1 k-blocks" in note
+    assert "kernel gemm_decode_bf16_n16_w64, 4 splits of 1 k-blocks" in note
     ratio = section.find("bf16 M=16 N=520 K=208 decode: ptxdsl / torch.matmul")
     assert ratio["median"] == 2.0
     assert section.targets == []        # the issue's goals are for N = K = 8192
@@ -453,7 +464,7 @@ def test_benchmark_decode_row_on_the_cpu(monkeypatch):
          moved / 0.05e-3 / 1e9 >= 0.85),
         ("bf16 M=8 N=512 K=512 decode: ptxdsl / torch.matmul", ">= 1.10", True)]
     bad = len(calls) + 2            # the second checked call differs in its last bit
-    with pytest.raises(AssertionError, match="two calls of gemm_decode_bf16_n16, 4 splits "
+    with pytest.raises(AssertionError, match="two calls of gemm_decode_bf16_n16_w64, 4 splits "
                        "of 1 k-blocks differ"):
         G._row(section, torch, None, None, "bf16", 16, 520, 208, 132, 1e12,
                decode=(dec, None), dev="cpu")

@@ -36,8 +36,11 @@ counter, a parameter) goes the same way in every warp (each such choice is tried
 - `cta-barrier-divergent`: a count-less `bar.sync X` (`__syncthreads` for X = 0) that only
   some warps reach, while the warps that never reach barrier X wait at other barriers.
 
+Loops nested one in another (FlashAttention's tile loop round its key-block loop, a turn
+in each) are counted each per iteration, the inner loop's uses apart from the outer one's.
+
 Not modelled (left unchecked, never guessed): a barrier in inline PTX (`k.asm`); an id or
-count a thread cannot compute; ids used in more than one loop (a producer's loop and a
+count a thread cannot compute; ids used in loops side by side (a producer's loop and a
 consumer's loop), whose iterations cannot be paired. Loops are taken to run as many
 iterations in every warp.
 """
@@ -276,7 +279,7 @@ def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> int | Non
     """Count barrier x's arrivals per region; the warps per phase when nothing was wrong
     and every region was counted, else None."""
     regions = _regions(an, uses)
-    if len([r for r in regions if r is not None]) > 1:
+    if not _nested(an, [r for r in regions if r is not None]):
         return None   # a producer's loop and a consumer's loop: iterations not paired
     per_phase = _one_count(uses)
     if per_phase is None:
@@ -286,6 +289,16 @@ def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> int | Non
         if _region(an, model, x, region, here, per_phase) is not False:
             return None
     return per_phase
+
+
+def _nested(an: Analysis, headers: list[int]) -> bool:
+    """Do the loops at `headers` nest, each inside the next (FlashAttention's tile loop
+    round its key-block loop)? Then every warp runs each of them as often as the others
+    (loops are taken to run as many iterations in every warp), and each one's iteration
+    is counted on its own; loops side by side (a producer's and a consumer's) are not
+    paired."""
+    bodies = sorted((an.loop_body[h] for h in headers), key=len)
+    return all(a < b for a, b in itertools.pairwise(bodies))
 
 
 def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[_Use],

@@ -4,7 +4,10 @@ the sample's skeleton (consumer c waits its turn on barrier PING + c with `bar.s
 and hands it on with `bar.arrive` on the next consumer's; the last consumer primes consumer
 0's barrier; consumer 0 consumes the last arrive at the end; epilogue barriers 1..n with 128
 threads), flat or with the sample's tile loop round its key-block loop; then the sample
-itself, patched.
+itself, patched. A dropped prime, a turn handed to the wrong barrier or to oneself, 384
+threads on one side, an epilogue id on a turn barrier, a ring's empty count that is not the
+consumers' are each reported; so is the deadlock of the prime and the final consume both
+dropped (every count right, only the order wrong).
 
 What is not a hazard, and checks clean on purpose: a prime by another consumer than the last
 (any arrive of 128 other threads completes consumer 0's first phase), a round robin in
@@ -23,9 +26,9 @@ from ptxdsl import Kernel, Module, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
 from tests.checker_kernels import clean, here, ids
 
-UNPAIRED, SURPLUS, COUNT, COLLISION = (h.value for h in (
+UNPAIRED, SURPLUS, COUNT, COLLISION, DEADLOCK = (h.value for h in (
     Hazard.NAMEDBAR_UNPAIRED, Hazard.NAMEDBAR_SURPLUS, Hazard.NAMEDBAR_COUNT,
-    Hazard.NAMEDBAR_COLLISION))
+    Hazard.NAMEDBAR_COLLISION, Hazard.NAMEDBAR_DEADLOCK))
 LINES: dict[str, int] = {}
 PING = 4   # the sample's first ping-pong barrier with three consumers (1..3: the epilogues')
 
@@ -50,7 +53,7 @@ def roundrobin(n: int, variant: str = "ok", *, nested: bool = False) -> Kernel:
             nxt = k.selp(2, nxt, c == 0, type=t.u32)
         other = k.add(nxt, PING)
         primer = {"prime_by_first": 0, "prime_by_middle": 1}.get(variant, n - 1)
-        if variant != "no_prime":
+        if variant not in ("no_prime", "no_prime_no_final"):
             with k.if_(c == primer):
                 k.bar_arrive(PING + (variant == "prime_wrong_barrier"), 256)
 
@@ -70,7 +73,7 @@ def roundrobin(n: int, variant: str = "ok", *, nested: bool = False) -> Kernel:
         # this consumer's epilogue barrier: 1 .. n, below the turns' (the sample's PING is
         # n + 1); moved up to PING - n + 1 .. PING, the last one is consumer 0's turn barrier
         k.bar_sync(k.add(wg, PING - n) if variant == "epilogue_collides" else wg, 128)
-        if variant != "no_final":
+        if variant not in ("no_final", "no_prime_no_final"):
             with k.if_(c == 0):
                 LINES["final"] = here() + 1
                 k.bar_sync(PING, 384 if variant == "sync384" else 256)
@@ -85,6 +88,9 @@ BROKEN = {
     # consumer 0's first sync waits for an arrive nobody makes: outside loops its final
     # consume is one warpgroup short
     "no_prime": ([UNPAIRED], [UNPAIRED]),
+    # both dropped, every count is right again: consumer 0 waits for consumer n-1's
+    # arrive, which follows its sync, which waits for ... consumer 0's arrive (the order)
+    "no_prime_no_final": ([DEADLOCK], [DEADLOCK]),
     # the last consumer primes consumer 1's barrier: consumer 0's is one arrive short
     "prime_wrong_barrier": ([UNPAIRED], [UNPAIRED]),
     # consumer 1's barrier gets three warpgroups' arrivals an iteration (surplus); with two
@@ -147,6 +153,25 @@ def test_the_sample_without_its_prime(monkeypatch, consumers):
     assert ids(found) == [UNPAIRED], [f.format() for f in found]
     ping = fa.config("bf16", 64, consumers=consumers).ping
     assert f"outside loops, barrier {ping} gets 128 threads' arrivals" in found[0].message
+
+
+def test_the_sample_without_its_prime_and_its_final_consume(monkeypatch):
+    # Every count is right (the two made one phase of consumer 0's barrier): only the order
+    # shows that consumer 0's first turn waits forever. The turns run under the tile loop's
+    # `index < ntiles` and `tile.live` (the same in every thread), taken for the run.
+    ping = fa.config("bf16", 64).ping
+    arrive, sync = Kernel.bar_arrive, Kernel.bar_sync
+    monkeypatch.setattr(Kernel, "bar_arrive", lambda self, id, count: None
+                        if isinstance(id, int) else arrive(self, id, count))
+    monkeypatch.setattr(Kernel, "bar_sync", lambda self, id=0, count=None: None
+                        if id is ping else sync(self, id, count))
+    found = _sample(3)
+    assert ids(found) == [DEADLOCK], [f.format() for f in found]
+    at = found[0].loc.caller   # the patched bar_sync's caller: consumer 0's first turn
+    assert at is not None and at.file == fa.__file__, found[0].format()
+    assert "k.bar_sync(self.mine, 256)" in open(at.file).read().splitlines()[at.line - 1]
+    assert f"warps 4-7 wait here on barrier {ping} forever" in found[0].message
+    assert f"wait at barriers {ping + 1}, {ping + 2} first" in found[0].message
 
 
 def test_the_sample_with_a_consumer_handing_its_turn_to_itself(monkeypatch):

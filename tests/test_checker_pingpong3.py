@@ -24,6 +24,7 @@ import pytest
 import samples.flash_attention as fa
 from ptxdsl import Kernel, Module, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
+from ptxdsl.frontend.parser import parse_ptx
 from tests.checker_kernels import clean, here, ids
 
 UNPAIRED, SURPLUS, COUNT, COLLISION, DEADLOCK = (h.value for h in (
@@ -200,3 +201,11 @@ def test_the_sample_with_a_ring_freed_by_the_wrong_count(monkeypatch, consumers,
     effect = "completes before all of them arrived" if empty < consumers else "never completes"
     assert f"expect {empty} arrivals per phase, but {consumers} threads run this arrive" \
         in found[0].message and effect in found[0].message
+
+
+@pytest.mark.parametrize("variant,n,nested",
+                         [c for c in _cases(["ok", *sorted(BROKEN)]) if c.values[1] == 3])
+def test_parsed_ptx_gives_the_same_findings(variant, n, nested):
+    k = roundrobin(n, variant, nested=nested)
+    parsed = parse_ptx(Module([k], check=False).emit())
+    assert ids(parsed.check()) == ids(check_kernel(k))

@@ -19,6 +19,8 @@ leaves one pending too: tests/namedbar_kernels.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import samples.flash_attention as fa
@@ -165,12 +167,12 @@ def test_the_sample_without_its_prime_and_its_final_consume(monkeypatch):
     monkeypatch.setattr(Kernel, "bar_arrive", lambda self, id, count: None
                         if isinstance(id, int) else arrive(self, id, count))
     monkeypatch.setattr(Kernel, "bar_sync", lambda self, id=0, count=None: None
-                        if id is ping else sync(self, id, count))
+                        if isinstance(id, int) and id == ping else sync(self, id, count))
     found = _sample(3)
     assert ids(found) == [DEADLOCK], [f.format() for f in found]
     at = found[0].loc.caller   # the patched bar_sync's caller: consumer 0's first turn
     assert at is not None and at.file == fa.__file__, found[0].format()
-    assert "k.bar_sync(self.mine, 256)" in open(at.file).read().splitlines()[at.line - 1]
+    assert "k.bar_sync(self.mine, 256)" in Path(at.file).read_text().splitlines()[at.line - 1]
     assert f"warps 4-7 wait here on barrier {ping} forever" in found[0].message
     assert f"wait at barriers {ping + 1}, {ping + 2} first" in found[0].message
 

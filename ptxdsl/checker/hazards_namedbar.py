@@ -28,16 +28,20 @@ counter, a parameter) goes the same way in every warp (each such choice is tried
   may be carried into a loop: FA3's pre-arrive that lets the first warpgroup start).
 - `named-barrier-deadlock`: where every count is right and each warp's syncs and arrives
   are one sequence (no path choice between them), the warps run those sequences (before
-  the loop, two iterations, after it) as far as the barriers let them; a sync still waiting
-  when none can move waits forever (a ping-pong without its pre-arrive).
+  the loop, two iterations, after it; loops nested in it likewise in each iteration) as
+  far as the barriers let them; a sync still waiting when none can move waits forever (a
+  ping-pong without its pre-arrive).
 - `named-barrier-collision`: one id used with two different thread counts by different
   warps (TmaStoreEpilogue's per-warpgroup ids 1/2 with 128 threads, reused by a ping-pong
   with 256): the counts of both uses add up in one phase.
 - `cta-barrier-divergent`: a count-less `bar.sync X` (`__syncthreads` for X = 0) that only
   some warps reach, while the warps that never reach barrier X wait at other barriers.
 
+Loops nested one in another (FlashAttention's tile loop round its key-block loop, a turn
+in each) are counted each per iteration, the inner loop's uses apart from the outer one's.
+
 Not modelled (left unchecked, never guessed): a barrier in inline PTX (`k.asm`); an id or
-count a thread cannot compute; ids used in more than one loop (a producer's loop and a
+count a thread cannot compute; ids used in loops side by side (a producer's loop and a
 consumer's loop), whose iterations cannot be paired. Loops are taken to run as many
 iterations in every warp.
 """
@@ -276,7 +280,7 @@ def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> int | Non
     """Count barrier x's arrivals per region; the warps per phase when nothing was wrong
     and every region was counted, else None."""
     regions = _regions(an, uses)
-    if len([r for r in regions if r is not None]) > 1:
+    if not _nested(an, [r for r in regions if r is not None]):
         return None   # a producer's loop and a consumer's loop: iterations not paired
     per_phase = _one_count(uses)
     if per_phase is None:
@@ -286,6 +290,28 @@ def _balance(an: Analysis, model: _Model, x: int, uses: list[_Use]) -> int | Non
         if _region(an, model, x, region, here, per_phase) is not False:
             return None
     return per_phase
+
+
+def _nested(an: Analysis, headers: list[int]) -> bool:
+    """Do the loops at `headers` nest, each inside the next (FlashAttention's tile loop
+    round its key-block loop)? Then every warp runs each of them as often as the others
+    (loops are taken to run as many iterations in every warp), and each one's iteration
+    is counted on its own; loops side by side (a producer's and a consumer's) are not
+    paired."""
+    bodies = sorted((an.loop_body[h] for h in headers), key=len)
+    return all(a < b for a, b in itertools.pairwise(bodies))
+
+
+def _uniform_branches(an: Analysis, model: _Model, header: int | None, body: frozenset,
+                      here: list[_Use]) -> list[int]:
+    """The branches of a region worth trying both ways: the same in every thread, and with
+    a use of the barrier before they join again (a branch around other code changes no
+    count)."""
+    cfg = an.cfg
+    uses = {cfg.block_of(u.site) for u in here}
+    return sorted({j for b in body if (j := cfg.blocks[b].branch) is not None
+                   and _innermost(an, b) == header and _uniform(an, model, j)
+                   and uses & cfg.reachable(cfg.succs(b), cfg.ipdom[b])})
 
 
 def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[_Use],
@@ -304,12 +330,7 @@ def _region(an: Analysis, model: _Model, x: int, header: int | None, here: list[
         lo, hi, slo, shi = at.get((u.warp, b), (0, 0, 0, 0))
         sure = not u.maybe
         at[(u.warp, b)] = (lo + sure, hi + 1, slo + (sure and u.sync), shi + u.sync)
-    # The branches worth trying both ways: the same in every thread, and with a use of the
-    # barrier before they join again (a branch around other code changes no count).
-    uses = {cfg.block_of(u.site) for u in here}
-    uniform = sorted({j for b in body if (j := cfg.blocks[b].branch) is not None
-                      and _innermost(an, b) == header and _uniform(an, model, j)
-                      and uses & cfg.reachable(cfg.succs(b), cfg.ipdom[b])})
+    uniform = _uniform_branches(an, model, header, body, here)
     if len(uniform) > _UNIFORM_BRANCHES:
         an.note("named barriers", f"barrier {x}: more than {_UNIFORM_BRANCHES} branches on "
                 "values the same in every thread decide its arrivals; not counted",
@@ -356,11 +377,12 @@ def _order(an: Analysis, model: _Model, uses: dict[int, list[_Use]],
     barriers whose counts are right (the part before the loop, two iterations of it, the
     part after), each warp as far as it can go; a sync still waiting when no warp can move
     waits forever. Only where every warp's sequence is one path: each use on every path of
-    its region (the fewest and most uses equal), and at most one loop."""
+    its region (the fewest and most uses equal), and its loops nest (each loop's part in
+    the run is two of its iterations)."""
     every = [u for xs in uses.values() for u in xs]
     regions = _regions(an, every)
     loops = [r for r in regions if r is not None]
-    if len(loops) > 1 or any(u.maybe for u in every):
+    if not _nested(an, loops) or any(u.maybe for u in every):
         return
     at: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     for u in every:
@@ -375,23 +397,14 @@ def _order(an: Analysis, model: _Model, uses: dict[int, list[_Use]],
         stay = {j: cfg.blocks[b].taken in body for b in body
                 if (j := cfg.blocks[b].branch) is not None
                 and (cfg.blocks[b].taken in body) != (cfg.blocks[b].fall in body)}
-        for w in {u.warp for u in regions[header]}:
-            got = _paths(an, model, w, header if header is not None else 0, body, header,
-                         {k: v for k, v in at.items() if k[0] == w and
-                          _innermost(an, k[1]) == header}, stay)
-            if got is None or got[0] != got[1]:
-                return   # a warp's sequence depends on the path: not one run to follow
-    loop_start = min((i for b in an.loop_body[loops[0]] for i in cfg.blocks[b].stmts),
-                     default=0) if loops else 0
+        if not _one_path(an, model, header, body, regions[header], at, stay):
+            return   # a warp's sequence depends on the path: not one run to follow
+    chain = sorted(loops, key=lambda h: -len(an.loop_body[h]))   # outermost first
     seqs: dict[int, list[tuple[int, _Use]]] = {}
     for w in sorted({u.warp for u in every}):
         mine = sorted(((x, u) for x, xs in uses.items() for u in xs if u.warp == w),
                       key=lambda xu: xu[1].site)
-        inner = [xu for xu in mine
-                 if loops and _innermost(an, cfg.block_of(xu[1].site)) is not None]
-        pre = [xu for xu in mine if xu not in inner and xu[1].site < loop_start]
-        post = [xu for xu in mine if xu not in inner and xu[1].site >= loop_start]
-        seqs[w] = pre + inner + inner + post
+        seqs[w] = _unroll(an, mine, chain)
     stuck = _run(seqs, per_phase)
     if stuck:
         w, (x, u) = min(stuck.items(), key=lambda wu: (wu[1][1].site, wu[0]))
@@ -404,6 +417,47 @@ def _order(an: Analysis, model: _Model, uses: dict[int, list[_Use]],
                   f"forever: in no order can the warps complete this sync{also} (each "
                   "side waits for the other's arrive, which comes after its own sync; "
                   "one side must arrive first, before the loop)", [("sync", u.site)])
+
+
+def _one_path(an: Analysis, model: _Model, header: int | None, body: frozenset,
+              here: list[_Use], at: dict, stay: dict[int, bool]) -> bool:
+    """Does each warp make its uses of the region in one sequence: the same number on every
+    path, or all of them on the paths where the branches on values the same in every thread
+    go one way (FlashAttention's tile loop: a tile index in range, the tile live)?"""
+    warps = sorted({u.warp for u in here})
+    start = header if header is not None else 0
+
+    def counts(fixed: dict[int, bool]) -> list:
+        return [_paths(an, model, w, start, body, header,
+                       {k: v for k, v in at.items() if k[0] == w and
+                        _innermost(an, k[1]) == header}, fixed) for w in warps]
+
+    if all(got is not None and got[0] == got[1] for got in counts(stay)):
+        return True
+    uniform = [j for j in _uniform_branches(an, model, header, body, here) if j not in stay]
+    if len(uniform) > _UNIFORM_BRANCHES:
+        return False
+    total = [sum(u.warp == w for u in here) for w in warps]
+    return any(all(got is not None and got[0] == got[1] == n
+                   for got, n in zip(counts({**stay, **dict(zip(uniform, choice,
+                                                                 strict=True))}),
+                                     total, strict=True))
+               for choice in itertools.product((True, False), repeat=len(uniform)))
+
+
+def _unroll(an: Analysis, mine: list[tuple[int, _Use]], chain: list[int]
+            ) -> list[tuple[int, _Use]]:
+    """One warp's uses in the order of a run: those before the outermost loop of `chain`,
+    two iterations of it (each with its inner loops unrolled likewise), those after."""
+    if not chain:
+        return mine
+    body = an.loop_body[chain[0]]
+    start = min((i for b in body for i in an.cfg.blocks[b].stmts), default=0)
+    inside = [xu for xu in mine if an.cfg.block_of(xu[1].site) in body]
+    pre = [xu for xu in mine if xu not in inside and xu[1].site < start]
+    post = [xu for xu in mine if xu not in inside and xu[1].site >= start]
+    once = _unroll(an, inside, chain[1:])
+    return pre + once + once + post
 
 
 def _run(seqs: dict[int, list[tuple[int, _Use]]], per_phase: dict[int, int]

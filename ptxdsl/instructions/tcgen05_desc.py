@@ -60,7 +60,13 @@ class Kind(enum.Enum):
         """A kind from a member, a same-valued member of another enum, or its name."""
         if isinstance(value, cls):
             return value
-        text = value.value if isinstance(value, enum.Enum) else value
+        if isinstance(value, enum.Enum):
+            # by its value, the PTX spelling only: t.f16 or WgmmaType.f16 is an element type
+            # whose value happens to be a kind's name (the types go in atype / btype)
+            for m in cls:
+                if m.value == value.value:
+                    return m
+        text = value
         if isinstance(text, str):
             key = text.strip().lstrip(".").replace("kind_", "kind::").removeprefix("kind::")
             for m in cls:
@@ -236,11 +242,14 @@ class InstrDesc:
             raise BuildError(f"InstrDesc: {' and '.join(sub_byte)} of a 6- or 4-bit type must "
                              "be K-major (transpose only for e4m3, e5m2, 8-bit int, f16, bf16, "
                              "tf32)")
+        # stored as plain ints: a numpy one would make `.value` a numpy scalar
         sel = _int("sparsity_selector", self.sparsity_selector)
+        self._set("sparsity_selector", sel)
         if sel and (not self.sparse or kind.block_scaled) or not 0 <= sel <= 3:
             raise OperandError("InstrDesc", "sparsity_selector", "0..3, with sparse=True, for "
                                "the kinds without block scaling (0 otherwise)", sel)
         shift = _int("max_shift", self.max_shift)
+        self._set("max_shift", shift)
         if shift not in _MAX_SHIFT or shift and not self.ws:
             raise OperandError("InstrDesc", "max_shift", "0, 8, 16 or 32, non-zero only for "
                                ".ws", shift)
@@ -251,6 +260,8 @@ class InstrDesc:
 
     def _check_scales(self, kind: MmaKind) -> None:
         ids = (_int("scale_a_id", self.scale_a_id), _int("scale_b_id", self.scale_b_id))
+        self._set("scale_a_id", ids[0])
+        self._set("scale_b_id", ids[1])
         if not kind.block_scaled:
             if self.scale_type is not None or any(ids):
                 raise BuildError(f"InstrDesc: scale_type and scale factor ids are for the "

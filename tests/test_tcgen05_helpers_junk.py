@@ -352,7 +352,11 @@ def test_kind_refuses_an_element_type(kind):
     with pytest.raises(OperandError, match=r"InstrDesc: operand 'kind'.*'f16'.*got") as ei:
         D.InstrDesc(kind, 128, 64, atype="f16", btype="f16")
     assert _here(ei)
-    assert D.MmaKind.coerce(D.MmaKind.f16) is D.MmaKind.f16
+
+    class Tag(enum.Enum):      # another enum spelled as a kind is still taken
+        f16 = "kind_f16"
+        tf32 = "kind::tf32"
+    assert [D.MmaKind.coerce(x) for x in Tag] == [D.MmaKind.f16, D.MmaKind.tf32]
 
 
 @pytest.mark.parametrize("swizzle", [t.b32, t.b64, t.b128])

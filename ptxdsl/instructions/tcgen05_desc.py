@@ -38,8 +38,8 @@ __all__ = ["MmaKind", "InstrDesc", "Swizzle100", "SmemDesc100", "smem_descriptor
 class Kind(enum.Enum):
     """tcgen05.mma's `.kind::*`, for the instructions (`tcgen05_mma`, `ptx.kind_f16`, ...) and
     their descriptors; the value is its PTX spelling, as cuda::ptx's `kind_t` tags (a kind
-    given as any enum with these values, or a name 'f16' / 'kind::f16' / 'kind_f16', is
-    taken)."""
+    given as any enum with these values or 'kind_f16', or a name 'f16' / 'kind::f16' /
+    'kind_f16', is taken; an element type such as t.f16 is not)."""
 
     f16 = "kind::f16"
     tf32 = "kind::tf32"
@@ -60,13 +60,7 @@ class Kind(enum.Enum):
         """A kind from a member, a same-valued member of another enum, or its name."""
         if isinstance(value, cls):
             return value
-        if isinstance(value, enum.Enum):
-            # by its value, the PTX spelling only: t.f16 or WgmmaType.f16 is an element type
-            # whose value happens to be a kind's name (the types go in atype / btype)
-            for m in cls:
-                if m.value == value.value:
-                    return m
-        text = value
+        text = foreign_kind(value) if isinstance(value, enum.Enum) else value
         if isinstance(text, str):
             key = text.strip().lstrip(".").replace("kind_", "kind::").removeprefix("kind::")
             for m in cls:
@@ -77,6 +71,16 @@ class Kind(enum.Enum):
 
 
 MmaKind = Kind     # the descriptors' name for it
+
+
+def foreign_kind(value: enum.Enum) -> Any:
+    """Another enum's member as a kind's spelling: its value when that is spelled as a kind
+    ('kind::f16', 'kind_f16'), else the member itself (refused by the caller). A bare 'f16'
+    is not taken: t.f16 and WgmmaType.f16 are element types (they go in atype / btype)."""
+    text = value.value
+    if isinstance(text, str) and text.strip().lstrip(".").startswith(("kind::", "kind_")):
+        return text
+    return value
 
 
 def _kind(v: Any) -> MmaKind:   # a named converter: the attrs plugin types the field

@@ -3,8 +3,9 @@
 methods) and function of `ptxdsl.instructions.tcgen05_desc` and `tcgen05_tmem`, enumerated
 from the modules' __all__ so new ones are covered, is called from a valid call with one
 argument in turn replaced by junk (tests/junk.py's values plus near misses: neighbouring
-shapes, other kinds' types, floats, numpy scalars, foreign enums). Allowed: a PtxdslError that
-is the helper's own (not the safety net's wrapping of a raw TypeError/ValueError...), or a
+shapes, other kinds' types, floats, numpy scalars, foreign enums). Allowed: a PtxdslError at
+the caller's line that is the helper's own (not the safety net's wrapping of a raw
+TypeError/ValueError...), or a
 result that is right: descriptors decode back to themselves with plain-int fields, positions
 invert, sizes obey their rules. The long variant is marked `slow`."""
 
@@ -133,7 +134,7 @@ def _valid(case: str, k: Kernel) -> list[tuple[object, tuple, dict]]:
                          (None, ("16x32bx2", 4), {"half_split": 32, "pack16b": False}),
                          (None, ("16x128b", 1), {})],
     }
-    return calls[case]
+    return calls.get(case, [])      # a new helper: give it valid calls and a judge
 
 
 def _near_misses(k: Kernel, other: Kernel) -> list:
@@ -302,6 +303,7 @@ def _call(case: str, data) -> None:
     except PtxdslError as e:
         # the safety net's wrapping of a raw exception is an escape: the helper missed a check
         assert not isinstance(e.__cause__, _RAW), f"{case}: {e}"
+        assert os.path.abspath(e.loc.file) == os.path.abspath(__file__), f"{case}: {e}"
         return
     _judge(case, fn, tuple(args_), kwargs_, result, k)
     k.ret()

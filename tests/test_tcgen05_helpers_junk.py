@@ -5,9 +5,9 @@ from the modules' __all__ so new ones are covered, is called from a valid call w
 argument in turn replaced by junk (tests/junk.py's values plus near misses: neighbouring
 shapes, other kinds' types, floats, numpy scalars, foreign enums). Allowed: a PtxdslError at
 the caller's line that is the helper's own (not the safety net's wrapping of a raw
-TypeError/ValueError...), or a
-result that is right: descriptors decode back to themselves with plain-int fields, positions
-invert, sizes obey their rules. The long variant is marked `slow`."""
+TypeError/ValueError...), or a result that is right: descriptors decode back to themselves
+with plain-int fields, positions invert, sizes obey their rules. The long variant is marked
+`slow`."""
 
 from __future__ import annotations
 

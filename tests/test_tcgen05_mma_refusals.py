@@ -12,6 +12,7 @@ import pytest
 from ptxdsl import PtxdslError, ptx, t
 from ptxdsl.instructions.bulk import CtaGroup
 from ptxdsl.instructions.tcgen05_mma import Kind, Tcgen05Mma, Tcgen05MmaWs
+from ptxdsl.instructions.wgmma import WgmmaType
 from tests.tcgen05_mma_cases import MmaEnv
 
 HERE = os.path.abspath(__file__)
@@ -301,15 +302,25 @@ def test_refuse_cta_groups_mixed_in_a_kernel():
              r"\(line .*\) uses \.cta_group::1: ptxas refuses a function that mixes")
 
 
+@pytest.mark.parametrize("kind", [t.f16, WgmmaType.tf32])
+def test_refuse_an_element_type_as_the_kind(kind):
+    # t.f16's value 'f16' is the kind's name: it was read as .kind::f16
+    _refused(lambda e: ptx.tcgen05_mma(e.k, kind, ptx.cta_group_1, e.d, e.a, e.b, e.i, e.p),
+             r"tcgen05\.mma: operand 'kind': expected one of 'kind::f16', .*, got "
+             r"(ScalarType\.f16|WgmmaType\.tf32)")
+
+
 def test_kind_and_cta_group_spellings_agree():
     """cuda::ptx's tags, the PTX spellings, the enums, the ints, and a member of another
     enum spelled as a kind (tcgen05_desc's MmaKind) name the same form."""
     class OtherKind(enum.Enum):
         f16 = "kind::f16"
+        tag = "kind_f16"
 
     e = MmaEnv()
     texts = {ptx.tcgen05_mma(e.k, kind, cg, e.d, e.a, e.b, e.i, e.p).render()
              for kind, cg in (("kind::f16", 1), (Kind.f16, CtaGroup.one), ("f16", "cta_group_1"),
-                              (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"))}
+                              (OtherKind.f16, ptx.cta_group_1), ("kind_f16", ".cta_group::1"),
+                              (OtherKind.tag, 1))}
     assert len(texts) == 1
 

@@ -38,8 +38,8 @@ __all__ = ["MmaKind", "InstrDesc", "Swizzle100", "SmemDesc100", "smem_descriptor
 class Kind(enum.Enum):
     """tcgen05.mma's `.kind::*`, for the instructions (`tcgen05_mma`, `ptx.kind_f16`, ...) and
     their descriptors; the value is its PTX spelling, as cuda::ptx's `kind_t` tags (a kind
-    given as any enum with these values, or a name 'f16' / 'kind::f16' / 'kind_f16', is
-    taken)."""
+    given as any enum with these values or 'kind_f16', or a name 'f16' / 'kind::f16' /
+    'kind_f16', is taken; an element type such as t.f16 is not)."""
 
     f16 = "kind::f16"
     tf32 = "kind::tf32"
@@ -60,7 +60,7 @@ class Kind(enum.Enum):
         """A kind from a member, a same-valued member of another enum, or its name."""
         if isinstance(value, cls):
             return value
-        text = value.value if isinstance(value, enum.Enum) else value
+        text = foreign_kind(value) if isinstance(value, enum.Enum) else value
         if isinstance(text, str):
             key = text.strip().lstrip(".").replace("kind_", "kind::").removeprefix("kind::")
             for m in cls:
@@ -71,6 +71,16 @@ class Kind(enum.Enum):
 
 
 MmaKind = Kind     # the descriptors' name for it
+
+
+def foreign_kind(value: enum.Enum) -> Any:
+    """Another enum's member as a kind's spelling: its value when that is spelled as a kind
+    ('kind::f16', 'kind_f16'), else the member itself (refused by the caller). A bare 'f16'
+    is not taken: t.f16 and WgmmaType.f16 are element types (they go in atype / btype)."""
+    text = value.value
+    if isinstance(text, str) and text.strip().lstrip(".").startswith(("kind::", "kind_")):
+        return text
+    return value
 
 
 def _kind(v: Any) -> MmaKind:   # a named converter: the attrs plugin types the field
@@ -236,11 +246,14 @@ class InstrDesc:
             raise BuildError(f"InstrDesc: {' and '.join(sub_byte)} of a 6- or 4-bit type must "
                              "be K-major (transpose only for e4m3, e5m2, 8-bit int, f16, bf16, "
                              "tf32)")
+        # stored as plain ints: a numpy one would make `.value` a numpy scalar
         sel = _int("sparsity_selector", self.sparsity_selector)
+        self._set("sparsity_selector", sel)
         if sel and (not self.sparse or kind.block_scaled) or not 0 <= sel <= 3:
             raise OperandError("InstrDesc", "sparsity_selector", "0..3, with sparse=True, for "
                                "the kinds without block scaling (0 otherwise)", sel)
         shift = _int("max_shift", self.max_shift)
+        self._set("max_shift", shift)
         if shift not in _MAX_SHIFT or shift and not self.ws:
             raise OperandError("InstrDesc", "max_shift", "0, 8, 16 or 32, non-zero only for "
                                ".ws", shift)
@@ -251,6 +264,8 @@ class InstrDesc:
 
     def _check_scales(self, kind: MmaKind) -> None:
         ids = (_int("scale_a_id", self.scale_a_id), _int("scale_b_id", self.scale_b_id))
+        self._set("scale_a_id", ids[0])
+        self._set("scale_b_id", ids[1])
         if not kind.block_scaled:
             if self.scale_type is not None or any(ids):
                 raise BuildError(f"InstrDesc: scale_type and scale factor ids are for the "

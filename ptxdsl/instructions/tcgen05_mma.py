@@ -49,7 +49,7 @@ from ..types import Requires, ScalarType, req
 from .base import Instruction, _given, check_enum, check_imm, int_like, refuse
 from .bulk import BLACKWELL, CtaGroup, cta_group_arg
 from .tcgen05 import taddr_operand
-from .tcgen05_desc import Kind, SmemDesc100
+from .tcgen05_desc import Kind, SmemDesc100, foreign_kind
 from .wgmma_desc import MatrixDescriptor
 
 __all__ = ["Kind", "ScaleVec", "Collector", "Tcgen05Mma", "Tcgen05MmaWs", "FORMS",
@@ -136,9 +136,9 @@ def _names(kinds) -> str:
 # -- operand checks -------------------------------------------------------------------------------
 def kind_arg(insn: Any, value: Any) -> Kind:
     """A `.kind`: a Kind, cuda::ptx's tag spelling ('kind_f16'), 'kind::f16' or 'f16', or a
-    member of another enum spelled so (`tcgen05_desc.MmaKind`)."""
+    member of another enum whose value is 'kind::f16' or 'kind_f16' (`tcgen05_desc.MmaKind`)."""
     if isinstance(value, enum.Enum) and not isinstance(value, Kind):
-        value = value.value if isinstance(value.value, str) else value
+        value = foreign_kind(value)
     if isinstance(value, str):
         text = value.lstrip(".")
         text = text[5:] if text.startswith(("kind_", "kind:")) else text

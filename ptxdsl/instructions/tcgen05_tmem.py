@@ -77,15 +77,18 @@ def tmem_address(lane: Any, column: Any, base: Any = 0) -> int:
     """`base` (an allocation's address, lane 0) moved to `lane` and `column`: bits 31-16 the
     lane, 15-0 the column."""
     b = _int("tmem_address", "base", base)
-    if not 0 <= b < 1 << 32 or b >> 16:
+    # Each part on its own: a base past column 511 or a negative column must not be
+    # rescued by the other (base 600, column -100 is no address of an allocation).
+    if not 0 <= b < TMEM_COLUMNS:
         raise OperandError("tmem_address", "base", "an allocation's address (lane 0, column "
-                           "below 512)" if 0 <= b < 1 << 32 else "a 32-bit address", b)
+                           f"0..{TMEM_COLUMNS - 1})", b)
     lane_, col = _int("tmem_address", "lane", lane), _int("tmem_address", "column", column)
     if not 0 <= lane_ < TMEM_LANES:
         raise OperandError("tmem_address", "lane", f"0..{TMEM_LANES - 1}", lane_)
-    if not 0 <= b + col < TMEM_COLUMNS:
-        raise OperandError("tmem_address", "column", f"a column with base + column in "
-                           f"0..{TMEM_COLUMNS - 1}", col)
+    if not 0 <= col < TMEM_COLUMNS - b:
+        raise OperandError("tmem_address", "column", f"a column of the allocation, 0 to "
+                           f"{TMEM_COLUMNS - 1 - b} (base + column in 0..{TMEM_COLUMNS - 1})",
+                           col)
     return lane_ << 16 | (b + col)
 
 
@@ -258,7 +261,7 @@ def _half(value: Any) -> int | None:
     if value is None:
         return None
     v = int_like(value)
-    if isinstance(v, bool) or v not in (0, 1):
+    if isinstance(v, bool) or not isinstance(v, int) or v not in (0, 1):   # 1.0 is no half
         raise OperandError("fragment_position", "half", "0 (the low 16 bits) or 1 (the high "
                            "16 bits) for .pack::16b / .unpack::16b, or None (unpacked)",
                            _given(value))

@@ -76,7 +76,10 @@ class SwizzleMode(enum.Enum):
         IntEnum whose value is the driver's code) by its name."""
         if isinstance(value, cls):
             return value
-        text = value.name if isinstance(value, enum.Enum) and not isinstance(value, str) \
+        # A foreign enum is read by its name, and t.b32 / t.b64 / t.b128 are named like
+        # swizzles: a type is never one.
+        text = value.name if isinstance(value, enum.Enum) and not isinstance(value, str
+                                                                             | ScalarType) \
             else value
         n = int_like(text)
         if isinstance(n, int) and not isinstance(n, bool):
@@ -309,9 +312,10 @@ class SmemLayout:
         it): the value `descriptor(k, layout, address).k_step(k, k_step)` holds on the
         device, for a descriptor passed as a kernel argument or checked in a test."""
         address = int_like(address)
-        if isinstance(address, bool) or not isinstance(address, int):
+        # a negative address is refused here: a K offset would carry it into the 14-bit field
+        if isinstance(address, bool) or not isinstance(address, int) or address < 0:
             raise OperandError("SmemLayout.encode", "address", "a shared-memory address (an "
-                               "int)", _given(address))
+                               "int), 0 or more", _given(address))
         if address % self.alignment and base_offset == 0:
             up = -(-address // self.alignment) * self.alignment
             why = (f"the {self.swizzle.value}B swizzle pattern repeats every {self.alignment} "

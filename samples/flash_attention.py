@@ -104,8 +104,9 @@ class Config:
         self.dtype, self.d, self.varlen = dtype, d, varlen
         self.wtype, self.tma_dtype = DTYPES[dtype]
         self.bn, self.stages, usual = BLOCKS[d]
-        if consumers not in (None, 2, 3):
-            raise ValueError(f"flash_attention: 2 or 3 consumer warpgroups, got {consumers}")
+        if consumers is not None and (isinstance(consumers, bool) or consumers not in (2, 3)
+                                      or not isinstance(consumers, int)):
+            raise ValueError(f"flash_attention: 2 or 3 consumer warpgroups, got {consumers!r}")
         # varlen: two, as the tile list's row blocks are BM rows (`build_varlen_tiles`)
         self.consumers = BM // 64 if varlen else consumers or usual
         self.bm = 64 * self.consumers              # query rows per tile

@@ -47,8 +47,13 @@ def test_the_dense_kernel_a_call_takes():
         {"fa_fwd_bf16_d128"}
     assert [c.consumers for c in fa.dense_configs("bf16", 64)] == [3, 2]
     assert fa.config("bf16", 64, varlen=True).bm == fa.BM
-    with pytest.raises(ValueError, match="2 or 3 consumer warpgroups, got 4"):
-        fa.Config("bf16", 64, consumers=4)
+    for bad in (4, 1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match=f"2 or 3 consumer warpgroups, got {bad!r}"):
+            fa.Config("bf16", 64, consumers=bad)
+    with pytest.raises(ValueError, match=r"consumers=4 at D=64: the dense kernels of that head "
+                                         r"dim have \[3, 2\]"):
+        fa.forward(None, 0, 0, 0, 0, 0, shape=(1, 64, 64, 1, 1, 64),
+                   strides=dict.fromkeys("qkvo", (64, 64, 64)), causal=False, consumers=4)
 
 
 def test_three_consumers_ptx():

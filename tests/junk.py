@@ -53,6 +53,18 @@ def public_methods() -> list[str]:
                   if not n.startswith("_") and callable(v) and not isinstance(v, type))
 
 
+def class_methods(classes) -> list[tuple[type, str]]:
+    """(class, method) for every public method, static/class method and constructor of
+    `classes` (the helper junk tests' cases)."""
+    out = []
+    for cls in classes:
+        for name, member in vars(cls).items():
+            fn = getattr(member, "__func__", member)
+            if name == "__init__" or not name.startswith("_") and inspect.isfunction(fn):
+                out.append((cls, name))
+    return out
+
+
 def ptx_functions() -> list[str]:
     return sorted(n for n in ptx.__all__ if inspect.isfunction(getattr(ptx, n)))
 

@@ -22,7 +22,7 @@ from ptxdsl.epilogue import STAGING_BYTES, TmaStoreEpilogue
 from ptxdsl.errors import PtxdslError
 from ptxdsl.instructions import wgmma_desc as D
 from tests.helper_model import Model, Unsupported
-from tests.junk import junk, positional, required_keywords
+from tests.junk import class_methods, junk, positional, required_keywords
 
 QUICK = settings(max_examples=10, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))
@@ -76,13 +76,7 @@ def _values(k: Kernel, other: Kernel) -> st.SearchStrategy:
 
 def helper_methods() -> list[tuple[type, str]]:
     """(class, method) for every public method, static/class method and constructor."""
-    out = []
-    for cls in CLASSES:
-        for name, member in vars(cls).items():
-            fn = getattr(member, "__func__", member)
-            if name == "__init__" or not name.startswith("_") and inspect.isfunction(fn):
-                out.append((cls, name))
-    return out
+    return class_methods(CLASSES)
 
 
 FUNCTIONS = {"fragment_coords": F.fragment_coords, "a_fragment_coords": F.a_fragment_coords,

@@ -32,7 +32,7 @@ from ptxdsl.instructions.wgmma_desc import SmemLayout, SwizzleMode
 from ptxdsl.operands import Reg, as_int
 from ptxdsl.types import ScalarType
 from tests.helper_model import Model, Unsupported
-from tests.junk import junk
+from tests.junk import class_methods, junk
 
 QUICK = settings(max_examples=15, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))
@@ -61,13 +61,7 @@ CLASSES, FUNCTIONS = _public()
 
 def helper_methods() -> list[tuple[type, str]]:
     """(class, method) for every public method, static/class method and constructor."""
-    out = []
-    for cls in CLASSES:
-        for name, member in vars(cls).items():
-            fn = getattr(member, "__func__", member)
-            if name == "__init__" or not name.startswith("_") and inspect.isfunction(fn):
-                out.append((cls, name))
-    return out
+    return class_methods(CLASSES)
 
 
 # -- valid calls: each case's (receiver or None, args, kwargs); junk replaces one argument ---

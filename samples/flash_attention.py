@@ -153,11 +153,18 @@ def dense_configs(dtype: str, d: int) -> list[Config]:
     return [usual] + ([config(dtype, d, consumers=2)] if usual.consumers != 2 else [])
 
 
-def dense_config(dtype: str, d: int, sq: int, causal: bool) -> Config:
+def dense_config(dtype: str, d: int, sq: int, causal: bool,
+                 consumers: int | None = None) -> Config:
     """The dense kernel a call takes: BLOCKS', or the two-consumer one, causal with Sq below
-    SHORT_CAUSAL."""
+    SHORT_CAUSAL; with `consumers`, the one with that many consumer warpgroups instead."""
     configs = dense_configs(dtype, d)
-    return configs[-1] if causal and sq < SHORT_CAUSAL else configs[0]
+    if consumers is None:
+        return configs[-1] if causal and sq < SHORT_CAUSAL else configs[0]
+    for cfg in configs:
+        if cfg.consumers == consumers:
+            return cfg
+    raise ValueError(f"flash_attention: consumers={consumers} at D={d}: the dense kernels "
+                     f"of that head dim have {[c.consumers for c in configs]}")
 
 
 def _ex2(k: Kernel, x: Reg, dst: Reg | None = None) -> Reg:
@@ -865,10 +872,7 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
         raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
-    cfg = dense_config(dtype, d, sq, causal)
-    if consumers is not None:
-        cfg = next((c for c in dense_configs(dtype, d) if c.consumers == consumers), None) \
-            or _no_kernel(dtype, d, consumers)
+    cfg = dense_config(dtype, d, sq, causal, consumers)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
     maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
@@ -878,12 +882,6 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     args = (*maps, lse, sq, sk, hq, b, mblocks, groups, group,
             hq * sq, sq, int(causal), scale * LOG2E)
     module[cfg.name].launch(grid, cfg.threads, args, shared_mem=cfg.smem_bytes, stream=stream)
-
-
-def _no_kernel(dtype: str, d: int, consumers: int) -> Config:
-    built = [c.consumers for c in dense_configs(dtype, d)]
-    raise ValueError(f"flash_attention: consumers={consumers} at D={d}: the dense kernels "
-                     f"of that head dim have {built}")
 
 
 def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: object,

@@ -66,7 +66,7 @@ def descriptors(an: Analysis, i: int) -> list:
 
 def _roots(an: Analysis, i: int) -> frozenset | None:
     """The shared symbols the reader at statement i may read (None: unknown, any)."""
-    key = ("wg_roots", i)
+    key = ("px_roots", i)
     if key not in an.cache:
         addrs = traced(an, i)
         an.cache[key] = None if addrs is None else frozenset(an.val(r).root for r in addrs)
@@ -76,7 +76,7 @@ def _roots(an: Analysis, i: int) -> frozenset | None:
 def addresses(an: Analysis, i: int) -> list[Reg]:
     """The shared addresses the reader at statement i's descriptors are built from (those
     that could be traced)."""
-    key = ("wg_addrs", i)
+    key = ("px_addrs", i)
     if key not in an.cache:
         out: list[Reg] = []
         for desc in descriptors(an, i):
@@ -135,7 +135,7 @@ def _tiles(an: Analysis, i: int) -> tuple[list, list, bool] | None:
     copy's size is unknown (its extent then runs to the next buffer or the end). None when a
     descriptor's address cannot be followed or lands in no copy (a tile the threads wrote
     themselves): then its symbol is all that is known."""
-    key = ("wg_tiles", i)
+    key = ("px_tiles", i)
     if key in an.cache:
         return an.cache[key]
     out: tuple[list, list, bool] | None = None

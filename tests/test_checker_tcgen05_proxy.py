@@ -180,6 +180,60 @@ def test_fenced_by_other_threads_without_a_barrier_is_reported():
     assert "no barrier orders it before the tcgen05.mma" in found[0].message
 
 
+def ring_writers_then_mma(variant: str) -> Kernel:
+    """The same hazard another way: warps 1-3 (not the issuing warp 0) write stage i % 2 of a
+    two-stage A buffer in a loop of a run-time count, a CTA barrier, then thread 0's mma reads
+    that stage through a descriptor built from the run-time stage address, commits, and every
+    thread waits on the commit before the next turn. `fence`: the writers fence before the
+    barrier (clean for this rule); `none`: they do not."""
+    s = tk.Tile(f"ring_writers_{variant}")
+    k = s.k
+    stages = k.shared_array(t.b8, 2 * _LAYOUT.nbytes, align=1024, name="A")
+    s.b = smem_descriptor(k, _LAYOUT, k.shared_array(t.b8, _LAYOUT.nbytes, align=1024,
+                                                     name="B"))
+    s.alloc()
+    s.publish()
+    with k.for_range(0, k.ld_param(k.param(t.u32, "n"))) as i:
+        stage = k.mad(k.and_(i, 1), _LAYOUT.nbytes, k.mov(stages))
+        with k.if_(s.warp != 0):
+            _mark(f"ring_st_{variant}")
+            k.st(k.add(stage, k.shl(k.tid.x, 2)), k.tid.x, type=t.u32, space="shared::cta")
+            if variant == "fence":
+                ptx.fence_proxy_async(k, "shared::cta")
+        k.bar_sync(0)
+        ptx.tcgen05_fence_after_thread_sync(k)
+        with k.if_(k.tid.x == 0):
+            ptx.tcgen05_mma(k, ptx.kind_f16, ptx.cta_group_1, s.taddr,
+                            smem_descriptor(k, _LAYOUT, stage), s.b, tk._IDESC, 0)
+            ptx.tcgen05_commit(k, ptx.cta_group_1, s.bar)
+        ptx.mbarrier_wait(k, s.bar, k.and_(i, 1))
+        ptx.tcgen05_fence_after_thread_sync(k)
+    s.load()
+    s.free()
+    return k
+
+
+def _proxy(found) -> list:
+    return [f for f in found if f.hazard is Hazard.TCGEN05_SMEM_NO_PROXY_FENCE]
+
+
+def test_ring_writers_in_a_loop_unfenced_is_reported_and_fenced_is_not():
+    k = ring_writers_then_mma("none")
+    (f,) = _proxy(check_kernel(k))
+    assert f.sites[0].ptx.startswith("tcgen05.mma"), f.format()
+    assert (__file__, LINES["ring_st_none"]) in _lines(f.sites[1]), f.format()
+    assert _proxy(check_kernel(ring_writers_then_mma("fence"))) == []
+    Module([ring_writers_then_mma("fence")]).assemble()
+
+
+@pytest.mark.xfail(strict=True, reason="tmem-read-before-commit-wait is path-insensitive: the "
+                   "mma is reached through the loop, the commit wait is a must-fact that the "
+                   "loop's zero-turn path lacks, so the tcgen05.ld and dealloc after a loop "
+                   "whose every turn waits on its commit are reported")
+def test_ring_writers_fenced_check_clean():
+    assert ids(check_kernel(ring_writers_then_mma("fence"))) == []
+
+
 # -- hand-written PTX through the front end ----------------------------------------------------
 # tests/tmem_kernels.py's CLEAN_PTX with the mma's descriptors built from tileA, and a
 # tcgen05.cp from tileB; the threads write tileA with st.shared (reader 'mma') or tileB with

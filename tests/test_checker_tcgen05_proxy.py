@@ -226,10 +226,6 @@ def test_ring_writers_in_a_loop_unfenced_is_reported_and_fenced_is_not():
     Module([ring_writers_then_mma("fence")]).assemble()
 
 
-@pytest.mark.xfail(strict=True, reason="tmem-read-before-commit-wait is path-insensitive: the "
-                   "mma is reached through the loop, the commit wait is a must-fact that the "
-                   "loop's zero-turn path lacks, so the tcgen05.ld and dealloc after a loop "
-                   "whose every turn waits on its commit are reported")
 def test_ring_writers_fenced_check_clean():
     assert ids(check_kernel(ring_writers_then_mma("fence"))) == []
 

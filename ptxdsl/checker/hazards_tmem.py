@@ -40,14 +40,19 @@ st is taken to touch whatever the others touch.
 
 Facts (may): ("tm_live", alloc, cta_group), ("tm_permit", alloc, cta_group) owned by the
 allocating threads; ("tm_gave_up", relinquish); ("tm_unpublished", alloc) until a barrier;
-("tm_mma", mma, commits) until a wait on one of the commits' barriers (a commit tracks every
-earlier mma of its thread); ("tm_ld", ld) until
-wait::ld, ("tm_st", st) until wait::st; ("tm_unfenced", op, kind) until
-fence::before_thread_sync (or a commit), ("tm_waited", op, kind) once a wait::ld/st completed
-it; ("tm_synced", sync) until fence::after_thread_sync;
-("tm_seen",) once any tcgen05 instruction ran. Must: ("tm_alloc",) once an alloc ran on every
-path; ("tm_acq", wait or barrier) once a wait on a commit's barrier (or a CTA barrier after
-one) ran; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed
+("tm_mma", mma, commits) owned by the issuing thread until a wait on one of the commits'
+barriers (a commit tracks every earlier mma of its thread); ("tm_open", acquirer, mma) from
+each issue of the mma until the acquirer (`_acquirers`: a wait on the barrier of a commit
+that may follow the mma, or a CTA barrier after such a wait in any thread) runs, owned by
+the acquirer's threads (the other threads' path around the epilogue warps' wait says
+nothing of those warps). A reader is reported while some mma is open for every acquirer
+whose threads cover its own: a loop whose every turn waits leaves nothing open after it
+(its zero-turn path issued nothing, its last turn waited), a turn that may skip the wait
+does; ("tm_ld", ld) until wait::ld, ("tm_st", st) until wait::st; ("tm_unfenced", op,
+kind) until fence::before_thread_sync (or a commit), ("tm_waited", op, kind) once a
+wait::ld/st completed it; ("tm_synced", sync) until fence::after_thread_sync; ("tm_seen",)
+once any tcgen05 instruction ran. Must: ("tm_alloc",) once an alloc ran on every
+path; ("tm_freed", cg) / ("tm_relinquished", cg) once a dealloc / relinquish followed
 the last alloc.
 """
 
@@ -63,7 +68,7 @@ from .ops import Op, Role
 from .state import State
 
 OWNED.update({"tm_live", "tm_permit", "tm_unfenced", "tm_waited", "tm_synced", "tm_ld", "tm_st",
-              "tm_mma"})
+              "tm_mma", "tm_open"})
 _TC = frozenset({Role.TC_ALLOC, Role.TC_DEALLOC, Role.TC_RELINQUISH, Role.TC_FENCE,
                  Role.TC_COMMIT, Role.TC_WAIT, Role.TC_ASYNC})
 _TRACKED = frozenset({"mma", "cp", "shift"})    # what tcgen05.commit tracks (and fences)
@@ -224,8 +229,8 @@ EXIT_CHECKS.append(tmem_exit)
 # -- asynchronous operations -----------------------------------------------------------------------
 def _mma_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
     """`tmem-read-before-commit-wait`: an mma of this thread not yet complete, or an mma of
-    any thread before this op with no wait on a commit's barrier (or a barrier after one)
-    that this op's threads ran."""
+    any thread issued on some path to this op with no wait on a commit's barrier (or a
+    barrier after one) since, run by threads that cover this op's."""
     for f in _pending(state, "tm_mma"):
         how = ("it was never committed (tcgen05.commit)" if not f[2] else
                "no mbarrier wait on its tcgen05.commit's barrier came after the commit")
@@ -234,34 +239,36 @@ def _mma_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
                   [("use", op.index), ("mma", f[1])] + [("commit", c) for c in sorted(f[2])[-1:]],
                   dedupe=("mma", op.index))
         return
-    mma = _mma_before(an, op.index)
-    if mma is None or any(f[0] == "tm_acq" and an.div.same_threads(f[1], op.index)
-                          for f in state.must):
-        return
-    an.report(Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, f"this {does}, but the threads that run "
-              "it waited on no tcgen05.commit's mbarrier (nor passed a barrier after such a "
-              "wait) since a tcgen05.mma that may write it", [("use", op.index), ("mma", mma)],
-              dedupe=("mma", op.index))
+    open_ = _open(state)
+    mine = [a for a in _acquirers(an) if an.div.same_threads(a, op.index)]
+    for mma in sorted({m for _a, m in open_}):
+        if all((a, mma) in open_ for a in mine):
+            an.report(Hazard.TMEM_READ_BEFORE_COMMIT_WAIT, f"this {does}, but the threads "
+                      "that run it waited on no tcgen05.commit's mbarrier (nor passed a "
+                      "barrier after such a wait) since a tcgen05.mma that may write it",
+                      [("use", op.index), ("mma", mma)], dedupe=("mma", op.index))
+            return
 
 
-def _mma_before(an: Analysis, i: int) -> int | None:
-    """An mma from which statement i can be reached (None: none can)."""
-    reach = an.cache.get("tm_after_mma")
-    if reach is None:
-        reach = an.cache["tm_after_mma"] = {}
-        for o in an.ops:
-            if o.role is Role.TC_ASYNC and o.field == "mma":
-                todo = list(an.cfg.succs(an.cfg.block_of(o.index)))
-                while todo:
-                    b = todo.pop()
-                    if b not in reach:
-                        reach[b] = o.index
-                        todo.extend(an.cfg.succs(b))
-    b = an.cfg.block_of(i)
-    if b in reach:
-        return reach[b]
-    return next((o.index for o in an.by_block[b] if o.role is Role.TC_ASYNC
-                 and o.field == "mma" and o.index < i), None)
+def _open(state: State) -> set[tuple[int, int]]:
+    """(acquirer, mma) of every tm_open fact."""
+    return {(f[1], f[2]) for f in state.may if f[0] == "tm_open"}
+
+
+def _acquirers(an: Analysis) -> list[int]:
+    """The statements that may order threads after an mma (each standing, `_canonical`, for
+    those run by the same threads with the same barrier key): the waits on a barrier a
+    tcgen05.commit may arrive on (unless a uniform guard may skip them), and the CTA and
+    cluster barriers."""
+    got = an.cache.get("tm_acquirers")
+    if got is None:
+        commits = [c.index for c in an.ops if c.role is Role.TC_COMMIT]
+        got = an.cache["tm_acquirers"] = sorted({_canonical(
+            an, o.index, an.key(o, "mbar") if o.role is Role.MBAR_WAIT else None)
+            for o in an.ops if o.role in (Role.CTA_BARRIER, Role.CLUSTER_BARRIER) or (
+                o.role is Role.MBAR_WAIT and an.runs_somewhere(o.index)
+                and any(_same_barrier(an, c, an.key(o, "mbar")) for c in commits))})
+    return got
 
 
 def _ld_in_flight(an: Analysis, state: State, op: Op, does: str) -> None:
@@ -304,8 +311,12 @@ def async_op(an: Analysis, state: State, op: Op, report: bool) -> State:
             _st_in_flight(an, state, op, f"{name} {_USES[kind]} tensor memory")
     add: set[tuple] = {("tm_unfenced", i, kind), ("tm_seen",)}
     if kind == "mma":
-        add.add(("tm_mma", i, frozenset()))
-    elif kind in ("ld", "st"):
+        # Issued again, it is acquired by nothing yet: what waits acquired an earlier turn's
+        # issue does not carry over to this one.
+        add |= {("tm_mma", i, frozenset())}
+        add |= {("tm_open", a, i) for a in _acquirers(an)}
+        return _with(state, add, drop=lambda f: f[0] == "tm_open" and f[2] == i)
+    if kind in ("ld", "st"):
         add.add((f"tm_{kind}", i))
     return _with(state, add)
 
@@ -380,57 +391,63 @@ def _hands_over(an: Analysis, op: Op) -> bool:
 def _acquire(an: Analysis, state: State, op: Op) -> State:
     """A synchronisation that later tcgen05 work of this thread must be fenced after; it
     publishes allocs. A wait on a commit's barrier completes this thread's mmas committed to
-    it and orders its threads after them (must ("tm_acq", wait)); a CTA barrier after such a
-    wait (in any thread: the epilogue warps of a warp-specialised kernel) does both for every
-    thread."""
-    if not any(f[0] in ("tm_seen", "tm_unpublished", "tm_mma") for f in state.may):
+    it and orders its threads after them (closes their tm_open facts of it); a CTA barrier
+    after such a wait (in any thread: the epilogue warps of a warp-specialised kernel) does
+    both for every thread."""
+    if not any(f[0] in ("tm_seen", "tm_unpublished") for f in state.may):
         return state
-    must = state.must
     if op.role is Role.MBAR_WAIT:
-        waited = [an.key(op, "mbar")]
-        if _on_commit_barrier(an, op):
-            must = must | {("tm_acq", _canonical(an, op.index, waited[0]))}
+        key = an.key(op, "mbar")
+        at = _canonical(an, op.index, key)
+        # (a wait a uniform guard may skip acquires nothing, as in `_acquirers`)
+        closed = {f for f in state.may if f[0] == "tm_open" and f[1] == at
+                  and an.runs_somewhere(op.index)
+                  and any(_same_barrier(an, c, key) for c in _commits_after(an, f[2]))}
+        done = {f for f in state.may if f[0] == "tm_mma"
+                and any(_same_barrier(an, c, key) for c in f[2])}
     else:
-        waited = [_wait_key(an, f[1]) for f in must if f[0] == "tm_acq"
-                  and _wait_key(an, f[1]) is not _BARRIER]
-        if waited:
-            must = must | {("tm_acq", _canonical(an, op.index, None))}
-    done = {f for f in state.may if f[0] == "tm_mma"
-            and any(_same_barrier(an, c, key) for c in f[2] for key in waited)}
+        at = _canonical(an, op.index, None)
+        opened = _open(state)
+        # mmas some acquirer (some threads' wait, on every path) has closed
+        waited = {m for _a, m in opened if any((a, m) not in opened for a in _acquirers(an)
+                                                if a != at)}
+        closed = {f for f in state.may if f[0] == "tm_open" and f[1] == at and f[2] in waited}
+        done = {f for f in state.may if f[0] == "tm_mma" and f[1] in waited}
     add = {("tm_synced", op.index)} if ("tm_seen",) in state.may and _hands_over(an, op) \
         else set()
-    return _with(state, add, drop=lambda f: f in done or f[0] == "tm_unpublished", must=must)
-
-
-_BARRIER = object()   # what `_wait_key` gives for a CTA barrier's statement
-
-
-def _wait_key(an: Analysis, i: int) -> Any:
-    """The barrier key of the mbarrier wait at statement i (`_BARRIER` for a CTA barrier)."""
-    waits = an.cache.get("tm_waits")
-    if waits is None:
-        waits = an.cache["tm_waits"] = {o.index: an.key(o, "mbar") for o in an.ops
-                                        if o.role is Role.MBAR_WAIT}
-    return waits.get(i, _BARRIER)
+    return _with(state, add, drop=lambda f: f in done or f in closed
+                 or f[0] == "tm_unpublished")
 
 
 def _canonical(an: Analysis, i: int, key: Any) -> int:
     """One statement standing for every statement run by the same threads as statement i with
-    the same barrier key (None for a CTA barrier): one must-fact serves them all, so a loop
+    the same barrier key (None for a CTA barrier): one acquirer serves them all, so a loop
     of waits does not grow the state, and paths through two of them still agree."""
     memo = an.cache.setdefault("tm_canonical", {})
     sig = (an.div.stmt_tokens(i), key)
     return memo.setdefault(sig, i)
 
 
-def _on_commit_barrier(an: Analysis, wait: Op) -> bool:
-    """Does this wait (one that runs) wait on a barrier some tcgen05.commit may arrive on?"""
-    memo = an.cache.setdefault("tm_commit_waits", {})
-    if wait.index not in memo:
-        key = an.key(wait, "mbar")
-        memo[wait.index] = an.runs_somewhere(wait.index) and any(
-            _same_barrier(an, c.index, key) for c in an.ops if c.role is Role.TC_COMMIT)
-    return memo[wait.index]
+def _commits_after(an: Analysis, mma: int) -> list[int]:
+    """The commits that may run after the mma at statement `mma` (later in its block, or in
+    a block reachable from it): those that may track it. (Which thread commits is not
+    asked: the other threads' path around the issuer's commit never passes it, so a
+    path-wise set of commits would lose it where the paths join.)"""
+    memo = an.cache.setdefault("tm_commits_after", {})
+    got = memo.get(mma)
+    if got is None:
+        start = an.cfg.block_of(mma)
+        seen: set[int] = set()
+        todo = list(an.cfg.succs(start))
+        while todo:
+            b = todo.pop()
+            if b not in seen:
+                seen.add(b)
+                todo.extend(an.cfg.succs(b))
+        got = memo[mma] = [o.index for o in an.ops if o.role is Role.TC_COMMIT and (
+            an.cfg.block_of(o.index) in seen
+            or an.cfg.block_of(o.index) == start and o.index >= mma)]
+    return got
 
 
 def _same_barrier(an: Analysis, commit: int, key: Any) -> bool:

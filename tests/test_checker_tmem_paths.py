@@ -85,22 +85,36 @@ def looped(variant: str) -> Kernel:
     return k
 
 
-def epilogue_loop(barrier: bool) -> Kernel:
-    """Warp-specialised turns: thread 0 issues and commits, only warps 1-3 wait and load
-    theirs; after the loop warp 0 frees the columns, after a CTA barrier (`barrier`: the
-    barrier orders it after the epilogue warps' waits, on every path through the loop) or
-    without one."""
-    s = tk.Tile(f"epilogue_loop_{barrier}")
+def persistent_ws(variant: str) -> Kernel:
+    """A persistent warp-specialised CTA, one turn per tile: thread 0 waits until warps 1-3
+    emptied the accumulator (from the second turn), issues the tile's mma and commits it;
+    warps 1-3 wait on the commit, load their lanes and arrive on `empty`. After the loop warp
+    0 frees the columns after a CTA barrier (`ok`: the barrier orders it after the epilogue
+    warps' last wait, on every path through the loop), without one (`no_barrier`), or the
+    epilogue loads without waiting (`no_wait`)."""
+    s = tk.Tile(f"persistent_ws_{variant}")
     k = s.k
+    empty = k.shared_array(t.b64, 1, align=8, name="empty")
     s.alloc()
+    with k.if_(k.tid.x == 0):
+        ptx.mbarrier_init(k, empty, 96)
     s.publish()
-    with k.for_range(0, k.ld_param(k.param(t.u32, "n"))) as i:
-        s.mma()
+    with k.for_range(0, k.ld_param(k.param(t.u32, "tiles"))) as i:
+        phase = k.and_(i, 1)
+        with k.if_(k.tid.x == 0):
+            with k.if_(i != 0):
+                ptx.mbarrier_wait(k, empty, k.xor(phase, 1))
+                ptx.tcgen05_fence_after_thread_sync(k)
+            ptx.tcgen05_mma(k, ptx.kind_f16, ptx.cta_group_1, s.taddr, s.a, s.b, tk._IDESC, 0)
+            ptx.tcgen05_commit(k, ptx.cta_group_1, s.bar)
         with k.if_(s.warp != 0):
-            _wait(s, k.and_(i, 1))
+            if variant != "no_wait":
+                ptx.mbarrier_wait(k, s.bar, phase)
+            ptx.tcgen05_fence_after_thread_sync(k)
             s.load()
             ptx.tcgen05_fence_before_thread_sync(k)
-    s.free(barrier=barrier)
+            ptx.mbarrier_arrive(k, empty)
+    s.free(barrier=variant != "no_barrier")
     return k
 
 
@@ -157,19 +171,22 @@ def test_the_wrong_threads_waiting_is_told_so():
     assert "the threads that run it waited on no tcgen05.commit's mbarrier" in f.message
 
 
-def test_a_barrier_after_the_epilogue_warps_waits_in_a_loop_orders_the_dealloc():
-    k = epilogue_loop(barrier=True)
+def test_a_persistent_warp_specialised_loop_checks_clean():
+    k = persistent_ws("ok")
     clean(k)
     assert _parsed(k) == []
     Module([k]).assemble()
 
 
-def test_a_dealloc_with_no_barrier_after_the_epilogue_warps_waits_is_reported():
-    k = epilogue_loop(barrier=False)
-    found = [f for f in check_kernel(k) if f.hazard is _RULE]
-    (f,) = found
-    assert (f.loc.file, f.loc.line) == (tk.__file__, tk.LINES["dealloc"]), f.format()
-    assert f.message.startswith("this tcgen05.dealloc frees tensor memory"), f.format()
+@pytest.mark.parametrize("variant, marks", [("no_barrier", ["dealloc"]),
+                                            ("no_wait", ["ld", "dealloc"])])
+def test_a_persistent_warp_specialised_loop_missing_a_step_is_reported(variant, marks):
+    k = persistent_ws(variant)
+    found = check_kernel(k)
+    assert ids(found) == [_RULE.value] * len(marks), [f.format() for f in found]
+    assert sorted((f.loc.file, f.loc.line) for f in found) == sorted(
+        (tk.__file__, tk.LINES[m]) for m in marks), [f.format() for f in found]
+    assert _parsed(k) == ids(found)
 
 
 def test_a_wait_for_the_first_mma_does_not_cover_a_second_one():

@@ -4,7 +4,9 @@ receiver polls its own slots until no word is the sentinel (-0.0, which no sende
 The clean one-shot (built, and written as PTX text) checks clean; a weak poll, a poll at
 .gpu scope, a weak push with no signal and a read of another address after the poll are
 reported for their rules, each at its line; a weak push followed by a signal (the pad
-protocol) is not."""
+protocol) is not. A weak write (or a TMA store) needs a signal after it on every path: the
+paths a thread-id branch, a loop over the peers or an early exit make are read as the
+checker's other cross-GPU rules read them."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ import sys
 
 import pytest
 
-from ptxdsl import Addr, Kernel, Module, signals, t
+from ptxdsl import Addr, Kernel, Module, ptx, signals, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.instructions.mbarrier_wait import WaitTimeout, spin
-from tests.checker_kernels import clean, here, ids
+from tests.checker_kernels import TILE_DESC, Tma, clean, here, ids
 
 WEAK_POLL = Hazard.PEER_POLL_WEAK
 UNPUBLISHED = Hazard.PEER_WRITE_UNPUBLISHED
@@ -211,6 +213,33 @@ def test_a_weak_write_needs_a_signal_after_it_on_every_path(variant, bug):
         return
     (f,) = found
     assert f.hazard is UNPUBLISHED and f.loc.line == line, f.format()
+
+
+@pytest.mark.parametrize("signal", [False, True], ids=["no_signal", "signal"])
+def test_a_tma_store_into_a_peer_needs_a_signal_after_it(signal):
+    # A TMA store is weak: through a peer's map with no signal after it, it is unpublished.
+    m = Tma(f"tma_push_{signal}", map="global", scope="sys")
+    k = m.k
+    pad = k.ld_param(k.param_ptr("pad"))
+    m.fill()
+    ptx.fence_proxy_async(k, "shared::cta")
+    k.bar_sync(0)
+    with k.if_(k.tid.x == 0):
+        line = here() + 1
+        ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
+        ptx.cp_async_bulk_commit_group(k)
+        ptx.cp_async_bulk_wait_group(k, 0)
+        if signal:
+            k.st(pad, 1, type=t.u32, space="global", sem="release", scope="sys")
+    k.ret()
+    context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
+                   cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
+    if signal:
+        clean(k, **context)
+        return
+    (f,) = check_kernel(k, **context)
+    assert f.hazard is UNPUBLISHED and f.loc.line == line, f.format()
+    assert "this write into a peer buffer is a TMA store (weak)" in f.message
 
 
 # -- hand-written PTX: two ranks, bf16 data, the poll's exit through setp.or and vote --------

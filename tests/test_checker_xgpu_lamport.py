@@ -42,9 +42,10 @@ def lamport(variant: str = "ok") -> Kernel:
     the WORLD slots of its own, resets each to the sentinel and sums them into `out`.
 
     Variants: "bounded" (the poll gives up and traps), "volatile" and "acquire" (the poll's
-    order), "weak_poll" and "gpu_poll" (bugs), "weak_push" (plain stores, no signal: a bug),
-    "read_same" (the slot read again after its poll), "read_other" (another slot read after
-    one poll: a bug), "counted" (a loop that leaves on a count, not on the data: no poll)."""
+    order), "weak_poll" and "gpu_poll" (bugs), "weak_push" and "weak_reset" (plain stores,
+    no signal: bugs), "read_same" (the slot read again after its poll), "read_other"
+    (another slot read after one poll: a bug), "counted" (a loop that leaves on a count, not
+    on the data: no poll)."""
     k = Kernel(f"lamport_{variant}", reqntid=THREADS)
     bufs = k.ld_param(k.param_ptr("bufs"))
     x = k.ld_param(k.param_ptr("x"))
@@ -87,7 +88,9 @@ def lamport(variant: str = "ok") -> Kernel:
             again = slot if variant == "read_same" else Addr(own, SLOT)
             _mark("again")
             words = k.ld(again, type=t.b32, vec=4, space="global")
-        k.st(slot, (sentinel,) * 4, type=t.b32, space="global", sem="relaxed", scope="sys")
+        reset = ("relaxed", "sys") if variant != "weak_reset" else (None, None)
+        _mark(f"reset{q}")
+        k.st(slot, (sentinel,) * 4, type=t.b32, space="global", sem=reset[0], scope=reset[1])
         for i in range(4):
             k.add(acc[i], words[i], type=t.f32, dst=acc[i])
     k.st(Addr(k.add(out, off)), tuple(acc), type=t.f32, space="global")
@@ -113,6 +116,7 @@ def test_the_lamport_one_shot_checks_clean(variant):
     ("gpu_poll", WEAK_POLL, "poll0", "it is .relaxed.gpu: a scope narrower than .sys"),
     ("weak_push", UNPUBLISHED, "push0", "this write into a peer buffer is weak (no .sem), and "
      "on some path from it to the kernel's end no signal-pad set follows"),
+    ("weak_reset", UNPUBLISHED, "reset0", "this write into a peer buffer is weak (no .sem)"),
     ("read_other", UNSYNC, "again", "on some path to it no signal-pad wait has run"),
     ("counted", UNSYNC, "poll0", "on some path to it no signal-pad wait has run"),
 ])

@@ -49,10 +49,12 @@ def test_a_gpu_scope_wait_is_reported(monkeypatch):
 
 def test_reads_without_the_barrier_are_reported(monkeypatch):
     """No barrier at all: every rank reads the peers' buffers before they copied into them
-    (no wait on any path, which the acquire rule alone does not see)."""
+    (no wait on any path, which the acquire rule alone does not see), and nothing announces
+    the (weak) copies into the buffer."""
     monkeypatch.setitem(S["build_one_shot"].__globals__, "barrier_all_ranks",
                         lambda *a, **kw: None)
-    assert _ids(S["build_module"]((2,))) == {Hazard.PEER_READ_UNSYNCHRONIZED}
+    assert _ids(S["build_module"]((2,))) == {Hazard.PEER_READ_UNSYNCHRONIZED,
+                                             Hazard.PEER_WRITE_UNPUBLISHED}
 
 
 @pytest.mark.parametrize("alg, nvec, world, pad, want", [

@@ -30,8 +30,8 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
 `hazards_txrank`, `hazards_wgmma`, `hazards_proxy` (shared memory the tensor cores
 read through descriptors), `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
-`hazards_xgpu_rounds`, `hazards_tmem` (tensor memory; `tmem_ops` reads the tcgen05
-instructions), `sync`) to a fixed
+`hazards_xgpu_rounds`, `hazards_xgpu_lamport` (data as its own flag), `hazards_tmem`
+(tensor memory; `tmem_ops` reads the tcgen05 instructions), `sync`) to a fixed
 point over `state`,
 and reports `findings`. docs/hazards.md lists every hazard id. Checks skipped for lack of
 information leave a note-level finding (`check_kernel(..., notes=True)`).
@@ -71,6 +71,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_wgmma,
     hazards_xdev,
     hazards_xgpu,
+    hazards_xgpu_lamport,
     hazards_xgpu_rounds,
     sync,
 )

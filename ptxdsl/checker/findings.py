@@ -79,6 +79,8 @@ class Hazard(enum.Enum):
     PEER_READ_UNSYNCHRONIZED = "peer-read-unsynchronized"
     SIGNAL_PAD_REUSE = "signal-pad-reuse"
     SIGNAL_WAIT_UNSET = "signal-wait-unset"
+    PEER_POLL_WEAK = "peer-poll-weak"
+    PEER_WRITE_UNPUBLISHED = "peer-write-unpublished"
     TMEM_USE_BEFORE_ALLOC = "tmem-use-before-alloc"
     TMEM_NOT_DEALLOCATED = "tmem-not-deallocated"
     TMEM_PERMIT_NOT_RELINQUISHED = "tmem-permit-not-relinquished"
@@ -374,6 +376,18 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "every rank runs the same code: set the peers' flags before the wait on every path "
         "(a thread-id guard is fine; a rank- or data-dependent one the wait is not under "
         "is not) [docs/hazards.md: signal-wait-unset]"),
+    Hazard.PEER_POLL_WEAK: (
+        E, "peer buffer polled for its data with a load that is weak or narrower than .sys",
+        "poll with ld.relaxed.sys (or ld.volatile, ld.acquire.sys), vector loads included: a "
+        "weak load may be served from L1 or hoisted out of the loop and never see the peer's "
+        "store, or see it torn; .gpu orders only this GPU's threads "
+        "[docs/hazards.md: peer-poll-weak]"),
+    Hazard.PEER_WRITE_UNPUBLISHED: (
+        E, "peer buffer written weakly with no signal after it on some path",
+        "store the data with st.relaxed.sys / st.release.sys / st.volatile (or red/atom at "
+        ".sys) when the reader polls the data itself, or signal the peer after the writes "
+        "(signals.signal_set, barrier_all_ranks) on every path "
+        "[docs/hazards.md: peer-write-unpublished]"),
     Hazard.TMEM_USE_BEFORE_ALLOC: (
         E, "tensor memory used before tcgen05.alloc, or its address read unpublished",
         "run tcgen05.alloc on every path before the tensor memory is used; threads other than "

@@ -20,7 +20,8 @@ nothing), and two rules judge their memory order:
 
 `.volatile` is `.relaxed.sys`, and an `atom`/`red` without an order `.relaxed.gpu` (PTX ISA,
 memory consistency model). The round rules (reuse, a spin no rank satisfies) are in
-`hazards_xgpu_rounds`.
+`hazards_xgpu_rounds`; `polls` finds the peer-buffer reads that wait for the data itself
+(no pad: the data is its own flag), whose rules are in `hazards_xgpu_lamport`.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..instructions.arith import Binary, Mad
-from ..instructions.compare import Selp
+from ..instructions.arith import Binary, Mad, Unary
+from ..instructions.base import dests, sources
+from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
 from ..instructions.move import Cvt, Cvta, Mov
+from ..instructions.warp import Vote
 from ..operands import Addr, Reg
 from ..statements import Param
 from ..types import ScalarType, Scope, StateSpace
 from .analysis import PREPARE, Analysis, handles
+from .cfg import guard_polarity
 from .findings import Hazard
 from .ops import Op, Role
 from .state import State
@@ -147,6 +151,66 @@ def classify(an: Analysis, operand: Any) -> str | None:
     """'pad', 'peer' or None for an address (`Context.xgpu_kind` of its root parameter)."""
     root = root_param(an, operand)
     return an.ctx.xgpu_kind(root, an.kernel) if root is not None else None
+
+
+# -- data as its own flag ------------------------------------------------------------------------
+def polls(an: Analysis) -> dict[int, Op]:
+    """The peer-buffer reads that are their own wait (the data-as-flag protocol), by
+    statement: a load inside a loop that one of the loop's exits decides by comparing a word
+    it loaded with a constant (the sentinel a slot holds until the peer's data lands)."""
+    if "xgpu-polls" not in an.cache:
+        found = {}
+        for ops in an.by_block:
+            for op in ops:
+                if op.role is Role.XG_READ and op.field != "tma" and _polls(an, op):
+                    found[op.index] = op
+        an.cache["xgpu-polls"] = found
+    return an.cache["xgpu-polls"]
+
+
+def _polls(an: Analysis, op: Op) -> bool:
+    b = an.cfg.block_of(op.index)
+    bodies = [body for _h, body in an.loops if b in body]
+    if not bodies:
+        return False
+    body = min(bodies, key=len)
+    words = {id(r) for r in dests(an.body[op.index].insn)}
+    for x in sorted(body):     # copies of the words (`mov`, `cvt`) count as the words
+        for i in an.cfg.blocks[x].stmts:
+            insn: Any = getattr(an.body[i], "insn", None)
+            if isinstance(insn, Mov | Cvt) and id(insn.a) in words:
+                words.add(id(insn.d))
+    for x in body:
+        blk = an.cfg.blocks[x]
+        if blk.branch is not None and (blk.taken in body) != (blk.fall in body):
+            pred = guard_polarity(an.body[blk.branch].guard)[0]
+            if _decides(an, pred, words, body):
+                return True
+    return False
+
+
+def _decides(an: Analysis, pred: Any, words: set[int], body: frozenset) -> bool:
+    """Does a predicate come, through setp/and/or/xor/not/selp/vote/mov inside the loop,
+    from a comparison of one of the loaded `words` with a constant?"""
+    seen: set[int] = set()
+    todo = [pred]
+    while todo:
+        r = todo.pop()
+        if not isinstance(r, Reg) or id(r) in seen:
+            continue
+        seen.add(id(r))
+        for i in an.values.defs.get(r, ()):
+            if an.cfg.block_of(i) not in body:
+                continue
+            insn: Any = an.body[i].insn
+            if isinstance(insn, Setp):
+                a, b = id(insn.a) in words, id(insn.b) in words
+                if a != b and an.const(insn.b if a else insn.a) is not None:
+                    return True
+            if isinstance(insn, Setp | Selp | Vote | Mov) or isinstance(
+                    insn, Binary | Unary) and insn.op in ("and", "or", "xor", "not"):
+                todo += sources(insn)
+    return False
 
 
 # -- the ops ------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ or a cas to a non-zero value); a *reset* is a store of a constant to the slot a 
   (a loop over the peers). A set under a rank- or data-dependent condition, or after the
   spin on its path, is the bug.
 - `peer-read-unsynchronized`: a peer-buffer read needs, on every path read the same way, a
-  wait before it: a spin on a pad region that some set of the kernel writes.
+  wait before it: a spin on a pad region that some set of the kernel writes, or a poll of
+  the data at its own address (`hazards_xgpu.polls`; a poll itself needs none).
 - `signal-pad-reuse`: a spin whose loop leaves on a comparison of the flag with a constant
   (`== 1`, `!= 0`, `>= 4`) passes at once in the next round or launch, since the flag still
   holds that value, unless the kernel resets the slot after the spin, and then, on every
@@ -38,7 +39,7 @@ from ..operands import Addr, Reg
 from .analysis import STRUCTURAL, Analysis
 from .cfg import guard_polarity, solve
 from .findings import Hazard
-from .hazards_xgpu import is_reset
+from .hazards_xgpu import is_reset, polls
 from .ops import Op, Role
 
 _THREAD_SREGS = ("tid.", "laneid", "warpid", "ntid.")
@@ -206,10 +207,10 @@ def _memo(an: Analysis, blk: int, region: set[int]) -> bool:
 
 
 def _either_ways(an: Analysis) -> list[tuple[Any, bool, int, tuple[set[int], set[int],
-                                                                     set[int]]]]:
+                                                                     set[int]], int]]:
     """(condition, whether some thread takes each way whatever the statement asked about,
-    reconvergence, (taken way's preds of it, fall way's, the region's blocks)) of each
-    two-way branch, computed once per kernel."""
+    reconvergence, (taken way's preds of it, fall way's, the region's blocks), the branch's
+    block) of each two-way branch, computed once per kernel."""
     if "xgpu-ways" not in an.cache:
         cfg, out = an.cfg, []
         for blk, vn, _when, taken, fall, stop in _branches(an):
@@ -219,30 +220,34 @@ def _either_ways(an: Analysis) -> list[tuple[Any, bool, int, tuple[set[int], set
             t = taken | ({blk} if branch.taken == stop else set())
             f = fall | ({blk} if branch.fall == stop else set())
             always = _per_thread(an, vn) or _memo(an, blk, taken | fall)
-            out.append((vn, always, stop, (t, f, taken | fall | {blk})))
+            out.append((vn, always, stop, (t, f, taken | fall | {blk}), blk))
         an.cache["xgpu-ways"] = out
     return an.cache["xgpu-ways"]
 
 
-def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
+def _runs_before(an: Analysis, at: int, ops: list[Op], after: bool = False) -> bool:
     """Has one of `ops` run, on every path from the entry to statement `at` (see the module's
     text)? At the reconvergence of a branch that some thread takes each way (on the thread's
     ids, on a condition `at` is under, or a memo: `_memo`) one way suffices; within each
     way, every path counts. A loop that does not hold `at` is followed for its first
     iteration only (its back edges say nothing), and leaves from its header with what that
-    iteration set."""
+    iteration set.
+
+    With `after`, the question turned around: does one of `ops` run after `at` on every path
+    from it to the kernel's end (a write followed by its signal)? The same ways count, but
+    not a branch whose region holds `at`: its other way is a thread that never ran `at`."""
     cfg = an.cfg
     conds = _conditions(an, at)
+    at_block = cfg.block_of(at)
     first: dict[int, int] = {}
     for op in ops:
-        if _set_runs(an, op, conds):
-            b = cfg.block_of(op.index)
+        b = cfg.block_of(op.index)
+        if _set_runs(an, op, conds) and not (after and b == at_block and op.index < at):
             first[b] = min(first.get(b, op.index), op.index)
-    at_block = cfg.block_of(at)
     # per reconvergence block: (taken way's preds, fall way's preds, blocks of the region)
     either: dict[int, list[tuple[set[int], set[int], set[int]]]] = {}
-    for vn, always, stop, way in _either_ways(an):
-        if always or vn in conds:
+    for vn, always, stop, way, blk in _either_ways(an):
+        if (always or vn in conds) and not (after and at_block != blk and at_block in way[2]):
             either.setdefault(stop, []).append(way)
     for ways in either.values():
         ways.sort(key=lambda w: -len(w[2]))      # outermost first
@@ -251,7 +256,10 @@ def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
     outs: dict[int, bool] = {}
 
     def transfer(b: int, state: Any) -> bool:
-        outs[b] = (state[2] if isinstance(state, tuple) else state) or b in first
+        if after and b == at_block:     # (what ran before `at` does not count)
+            outs[b] = b in first
+        else:
+            outs[b] = (state[2] if isinstance(state, tuple) else state) or b in first
         return outs[b]
 
     def edge(p: int, b: int, state: bool) -> tuple[int, int, bool]:
@@ -279,7 +287,9 @@ def _runs_before(an: Analysis, at: int, ops: list[Op]) -> bool:
         b = next(x[0] for x in states if isinstance(x, tuple))
         return all(entry) and merge(pairs, either.get(b, []))
 
-    ins = solve(cfg, False, transfer, join, edge=edge)
+    ins = solve(cfg, after, transfer, join, edge=edge)
+    if after:
+        return all(outs.get(b.id, True) for b in cfg.blocks if b.exits)
     got = ins[at_block]
     return bool(got[2] if isinstance(got, tuple) else got) or \
         first.get(at_block, at) < at
@@ -411,25 +421,34 @@ def rounds(an: Analysis) -> None:
 def unsynchronized(an: Analysis) -> None:
     """`peer-read-unsynchronized`: a peer-buffer read that no wait precedes on some path.
     A wait is a spin on a pad region some pad write of the kernel sets (its memory order is
-    `peer-consume-no-sys-acquire`'s to judge); the paths are `_runs_before`'s."""
+    `peer-consume-no-sys-acquire`'s to judge), or, for reads of the address it reads, a poll
+    of the data itself (`hazards_xgpu.polls`: a poll is its own wait); the paths are
+    `_runs_before`'s."""
     if Role.XG_READ not in an.roles:
         return
     sets = [_region(an, op.smem) for op in _ops(an, Role.XG_PAD_WRITE) if not is_reset(an, op)]
     waits = [op for op, _ in _spins(an)
              if any(_same_region(_region(an, op.smem), r) for r in sets)]
+    polled = polls(an)
     done: dict[Any, bool] = {}
     for op in sorted(_ops(an, Role.XG_READ), key=lambda o: o.index):
+        if op.index in polled:
+            continue
+        slot = _slot(an, op) if op.field != "tma" else None
+        same = tuple(p for p in polled.values() if _slot(an, p) == slot)
         # reads in one block under the same conditions share their answer: the first is named
-        key = (an.cfg.block_of(op.index), tuple(_conditions(an, op.index).items()))
+        key = (an.cfg.block_of(op.index), tuple(_conditions(an, op.index).items()),
+               tuple(p.index for p in same))
         if key in done:
             continue
-        done[key] = _runs_before(an, op.index, waits)
+        done[key] = _runs_before(an, op.index, waits + list(same))
         if not done[key]:
             what = "a TMA load through a peer's tensor map" if op.field == "tma" else \
                 "a read of a peer buffer"
             an.report(Hazard.PEER_READ_UNSYNCHRONIZED, f"this is {what}, and on some path to "
-                      "it no signal-pad wait has run (a spin on a pad some rank sets): it may "
-                      "read the buffer before the rank that writes it has signalled",
+                      "it no signal-pad wait has run (a spin on a pad some rank sets, or a "
+                      "poll of this address's data): it may read the buffer before the rank "
+                      "that writes it has signalled",
                       [("read", op.index)], dedupe=("unsynchronized",) + key)
 
 

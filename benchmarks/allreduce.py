@@ -96,7 +96,9 @@ def _rows(dev, rank: int, world: int) -> tuple[dict, list[str]]:
     group = dist.group.WORLD.group_name
     sample = load_sample("allreduce")
     numel = max(SIZES) // 2
-    ar = sample.AllReduce(numel, "bf16")
+    # Lamport slots for every size, so that its forced rows show where it wins; `AllReduce`'s
+    # own choice still takes it only up to LAMPORT_MAX_BYTES
+    ar = sample.AllReduce(numel, "bf16", lamport_bytes=max(SIZES))
     symm = symm_mem.empty(numel, dtype=torch.bfloat16, device=dev)
     symm_mem.rendezvous(symm, group)
     rows: dict[str, dict] = {}
@@ -139,19 +141,21 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
         def call():
             if copy:
                 xs.copy_(x)
-            return ar(xs, out_t if alg == "one_shot" else xs, algorithm=alg)
+            return ar(xs, out_t if alg == "one_shot" else xs, algorithm=alg)   # in place
         return call
 
     cands = {"ptxdsl": ours(None), "ptxdsl one-shot": ours("one_shot"),
-             "ptxdsl two-shot": ours("two_shot"),
+             "ptxdsl two-shot": ours("two_shot"), "ptxdsl Lamport": ours("lamport"),
              "ptxdsl symmetric input one-shot": ours_sym("one_shot", False),
              "ptxdsl symmetric input two-shot (in place)": ours_sym("two_shot", False),
+             "ptxdsl symmetric input Lamport (in place)": ours_sym("lamport", False),
              "NCCL": lambda: dist.all_reduce(nccl_buf),
              "torch symm-mem one-shot": torch_symm("one_shot", False),
              "torch symm-mem two-shot": torch_symm("two_shot", False)}
     checks = {name: fn for name, fn in cands.items() if name.startswith("ptxdsl")}
     checks.update({"ptxdsl symmetric input one-shot": ours_sym("one_shot", True),
                    "ptxdsl symmetric input two-shot (in place)": ours_sym("two_shot", True),
+                   "ptxdsl symmetric input Lamport (in place)": ours_sym("lamport", True),
                    "torch symm-mem one-shot": torch_symm("one_shot", True),
                    "torch symm-mem two-shot": torch_symm("two_shot", True)})
     bad: dict[str, str] = {}
@@ -189,7 +193,7 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
         for name, us in samples.items():
             rows[key][name] = {"us": us}
             if name == "ptxdsl":
-                alg = sample.choose(nbytes, world).replace("_", "-")
+                alg = sample.choose(nbytes, world, ar.lamport_bytes).replace("_", "-")
                 rows[key][name]["note"] = f"chose {alg}"
     return rows
 

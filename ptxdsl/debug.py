@@ -40,7 +40,7 @@ from .instructions.fence import membar
 from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
 from .instructions.memory import Ld
 from .kernel import Kernel
-from .operands import Addr, Imm, Reg, Symbol, _show
+from .operands import Addr, Imm, Reg, Symbol, Vec, _show
 from .types import ScalarType, Sem, StateSpace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,7 +129,7 @@ class _RecordWriter:
                 T.u64)
             put(16, test.b.value if isinstance(test.b, Imm) else test.b)
             put(56, COMPARE_CODES[test.cmp])
-            put(60, wait.d)
+            put(60, test.a)                        # the word tested: a vector's first
         put(20, SPACE_CODES.get(wait.space, 3))
         for i, axis in enumerate("xyz"):
             put(24 + 4 * i, getattr(k.ctaid, axis))
@@ -141,7 +141,8 @@ class _RecordWriter:
 
 def _last_wait(body) -> tuple[MbarrierWait | Ld | None, Setp | None]:
     """The wait a bounded loop that just ended polled: its `mbarrier.try_wait`, or a signal
-    wait's `ld.acquire` with the `setp` that tests the value it read."""
+    wait's `ld.acquire` with the `setp` that tests the value it read, or a data poll's
+    (`signals.lamport_wait`) first `ld.relaxed` with the `setp` of its first word."""
     test = None
     for s in reversed(body):
         insn = getattr(s, "insn", None)
@@ -149,8 +150,9 @@ def _last_wait(body) -> tuple[MbarrierWait | Ld | None, Setp | None]:
             return insn, None
         if isinstance(insn, Setp):
             test = insn
-        elif (isinstance(insn, Ld) and insn.sem is Sem.acquire and test is not None
-              and test.a is insn.d and test.cmp in COMPARE_CODES):
+        elif (isinstance(insn, Ld) and insn.sem in (Sem.acquire, Sem.relaxed)
+              and test is not None and test.cmp in COMPARE_CODES
+              and (test.a is insn.d or (isinstance(insn.d, Vec) and test.a is insn.d.items[0]))):
             return insn, test
     return None, None
 

@@ -24,10 +24,25 @@ waits until slot `block * world + i` of its own pad reaches `epoch`; a CTA barri
 epoch grows by one per use (1, 2, 3, ... e.g. one per launch), so a pad is reused without
 being reset: a waiting rank reads its peer's signal of this epoch or, when that peer has
 already passed the barrier and set the next one, a later one (`setp.ge`).
+
+`lamport_wait` is the other protocol: the data is its own flag. A receive slot starts filled
+with an *empty* word that no sender ever sends (bf16 data: 0x80008000, two -0.0, which
+senders turn into +0.0 first); senders store their data with `st.relaxed.sys` (each .b32 word
+is written whole, so a reader sees the empty word or the sender's), the receiver polls its own
+slots with `ld.relaxed.sys` until no word is empty, then writes the empty word back for a
+later round. No release/acquire pair and no signal: a round costs one NVLink crossing where a
+signal after the data costs the data's acknowledgement and then the signal's. ::
+
+    lamport_wait(k, [a, b], EMPTY)  $L__lamport_1:
+                                    ld.relaxed.sys.global.v4.b32 {%r1, %r2, %r3, %r4}, [a];
+                                    ld.relaxed.sys.global.v4.b32 {%r5, ...}, [b];
+                                    setp.ne.b32 %p1, %r1, EMPTY; ... and.pred ... (all words)
+                                    @!%p9 bra $L__lamport_1;
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -41,7 +56,7 @@ from .kernel import Kernel
 from .operands import Addr, Reg, Symbol
 from .types import ScalarType, Scope, Sem, StateSpace
 
-__all__ = ["barrier_all_ranks", "peer_pointer", "signal_set", "signal_wait"]
+__all__ = ["barrier_all_ranks", "lamport_wait", "peer_pointer", "signal_set", "signal_wait"]
 
 T = ScalarType
 S = StateSpace
@@ -125,6 +140,50 @@ def signal_wait(k: Kernel, addr: Any, expected: Any, *, cmp: str = "ge", scope: 
         return k.setp(cmp, seen, want, type=T.u32)
 
     spin(k, poll, bound, "sigwait")
+    return seen
+
+
+def lamport_wait(k: Kernel, addrs: Any, empty: Any, *, ok: Any = None,
+                 timeout: WaitTimeout | None = None, timeout_ns: int | None = None,
+                 timeout_cycles: int | None = None,
+                 on_timeout: Any = None) -> list[tuple[Reg, Reg, Reg, Reg]]:
+    """Spin until none of the 16-byte vectors at `addrs` (a list of global addresses, each a
+    receive slot of the data-as-flag protocol above) holds the word `empty` (a .b32 register
+    or an integer) anywhere; returns each vector's four .b32 words as last read. All vectors
+    are loaded on every pass, so their latencies overlap. `ok` (a list of predicates, one per
+    address): a vector whose predicate is false is neither loaded nor waited for. Bounded as
+    `signal_wait` is."""
+    name = "lamport_wait"
+    k = _kernel(name, k)
+    if not isinstance(addrs, list | tuple) or not addrs:
+        raise OperandError(name, "addrs", "a non-empty list of addresses", _given(addrs))
+    where = [_flag(k, name, a, f"addrs[{i}]") for i, a in enumerate(addrs)]
+    guards: list[Any] = [None] * len(where)
+    if ok is not None:
+        if not isinstance(ok, list | tuple) or len(ok) != len(where):
+            raise OperandError(name, "ok", f"a list of {len(where)} predicates (one per "
+                               "address)", _given(ok))
+        guards = [check_src(name, f"ok[{i}]", p, T.pred) for i, p in enumerate(ok)]
+    want = check_src(name, "empty", empty, T.b32)
+    bound = resolve_timeout(name, k, timeout, timeout_ns, timeout_cycles, on_timeout)
+    seen = [(k.reg(T.b32), k.reg(T.b32), k.reg(T.b32), k.reg(T.b32)) for _ in where]
+
+    def poll() -> Reg:
+        for a, words, g in zip(where, seen, guards, strict=True):
+            with k.guard(g) if g is not None else contextlib.nullcontext():
+                k.emit(Ld(S.global_, T.b32, words, a, Sem.relaxed, Scope.sys))
+        done: Reg | None = None
+        for words, g in zip(seen, guards, strict=True):
+            full = k.setp("ne", words[0], want, type=T.b32)
+            for w in words[1:]:
+                full = k.and_(full, k.setp("ne", w, want, type=T.b32), type=T.pred)
+            if g is not None:       # a vector not waited for is done: it was not loaded
+                full = k.or_(full, k.not_(g, type=T.pred), type=T.pred)
+            done = full if done is None else k.and_(done, full, type=T.pred)
+        assert done is not None
+        return done
+
+    spin(k, poll, bound, "lamport")
     return seen
 
 
@@ -232,5 +291,6 @@ def _slot(k: Kernel, pad: Reg, index: Any) -> Any:
 # fails adds nothing to the kernel (errors.fail_closed), like the builders.
 signal_set = fail_closed("signal_set", signal_set)
 signal_wait = fail_closed("signal_wait", signal_wait)
+lamport_wait = fail_closed("lamport_wait", lamport_wait)
 peer_pointer = fail_closed("peer_pointer", peer_pointer)
 barrier_all_ranks = fail_closed("barrier_all_ranks", barrier_all_ranks)

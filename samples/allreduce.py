@@ -1,6 +1,6 @@
-"""All-reduce (sum) across the GPUs of one host on PyTorch symmetric memory: one-shot and
-two-shot, bf16 and fp32, in one launch each, with no host synchronisation and nothing the host
-must count (so a CUDA graph can replay it).
+"""All-reduce (sum) across the GPUs of one host on PyTorch symmetric memory: one-shot,
+two-shot and Lamport one-shot, bf16 and fp32, in one launch each, with no host
+synchronisation and nothing the host must count (so a CUDA graph can replay it).
 
 Every rank's symmetric buffer has two halves; a call uses the half its call number's parity
 picks, so a rank never overwrites data a slower rank may still be reading from the previous
@@ -16,20 +16,32 @@ is needed:
   one-shot does, writing the sums into its own buffer too), meets the others again, then copies
   the other chunks' sums from their owners. Two barriers; each rank reads 2 (W - 1) / W times
   the message.
+- `ar_lamport_<dtype>_w<W>`: the data is its own flag (`signals.lamport_wait`). Each thread
+  stores its vector of x (-0.0 made +0.0) into its slot of every other rank's receive buffer
+  (`st.relaxed.sys`), then polls its own slots until no word is the empty one (two -0.0 per
+  word for bf16, -0.0 for fp32), sums the ranks' vectors in rank order (so every rank gets
+  the same bits), writes the output and stores the empty word back. No barrier and no
+  acknowledgement: one NVLink crossing per call, which is what small messages cost. Two sets
+  of slots alternate by call parity; a rank reuses a set two calls later, when every other
+  rank has sent it the call between, which it does only after its own previous call, and so
+  its emptying of that set, is over. x is read only by its own rank, so it may be anywhere
+  and the call may run in place. Each rank sends (W - 1) times the message.
 
-The barriers' epochs and the call number live on the device (`state`, four .u32 per
+The barriers' epochs and the call numbers live on the device (`state`, four .u32 per
 `AllReduce`): every CTA reads them at the start and the last CTA to finish (an atomic count)
 advances them, so launches need no changing arguments. A tail shorter than 16 bytes is summed
 by CTA 0 element by element.
 
-`AllReduce(max_numel, dtype, group)` allocates the symmetric buffer (torch
+`AllReduce(max_numel, dtype, group)` allocates the symmetric buffers (torch
 `_symmetric_memory`), loads the kernels and is called like `dist.all_reduce` on a tensor of up
 to `max_numel` elements (a new output, or `out=`), choosing the algorithm by size
-(`algorithm=` forces one). Run under `torchrun --nproc-per-node N python samples/allreduce.py`
-(N in 2, 4, 8) to compare with `torch.distributed.all_reduce` for odd and round sizes, both
-algorithms and dtypes, repeated calls and CUDA-graph replay. Run plainly, it relaunches itself
-under torchrun on the visible GPUs (2 or more with peer access), else says why and assembles
-its PTX offline.
+(`algorithm=` forces one): the Lamport one-shot up to `LAMPORT_MAX_BYTES` (all sizes on two
+GPUs, 1 MiB on more), then the one-shot up to `ONE_SHOT_MAX_BYTES`, then the two-shot. Run
+under `torchrun --nproc-per-node N python samples/allreduce.py` (N in 2, 4, 8) to compare
+with `torch.distributed.all_reduce` for odd and round sizes, every algorithm and dtype (the
+Lamport one-shot in place too), repeated calls and CUDA-graph replay. Run plainly, it
+relaunches itself under torchrun on the visible GPUs (2 or more with peer access), else says
+why and assembles its PTX offline.
 """
 
 from __future__ import annotations
@@ -40,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptxdsl import Addr, Kernel, Module, Reg, debug, t
 from ptxdsl.sample_runner import Report, multi_gpu_main, not_run, torchrun, torchrun_world
-from ptxdsl.signals import barrier_all_ranks, peer_pointer
+from ptxdsl.signals import barrier_all_ranks, lamport_wait, peer_pointer
 
 if TYPE_CHECKING:
     import torch
@@ -48,13 +60,20 @@ if TYPE_CHECKING:
 THREADS = 512
 VEC = 16                         # bytes per vector access
 UNROLL = 4                       # vectors per thread per iteration, all loads issued first
+# The Lamport kernel's: one. It keeps every polled vector of a pass in registers (W per
+# vector), and with four a pass did not fit 128 registers: on 4 H200s 7.6 against 4.6 us at
+# 8 KiB, 13.5 against 9.5 at 512 KiB (2 GPUs: 4.0 against 3.6, 6.7 against 5.1)
+LAMPORT_UNROLL = 1
 MAX_CTAS = 132                   # one per SM of an H100 SXM; the pad must hold world * CTAs
                                  # .u32 slots (torch 2.11's 9 KiB pads hold 8 x 288)
 WORLDS = (2, 4, 8)
 ESIZE = {"bf16": 2, "f32": 4}
-ALGORITHMS = ("one_shot", "two_shot")
-# state words: the next barrier epoch - 1, the number of calls, CTAs finished in this call
-EPOCH, CALLS, DONE = 0, 4, 8
+ALGORITHMS = ("one_shot", "two_shot", "lamport")
+# state words: the next barrier epoch - 1, the number of calls, CTAs finished in this call,
+# the number of Lamport calls
+EPOCH, CALLS, DONE, LCALLS = 0, 4, 8, 12
+# The Lamport kernel's empty word: no sender sends it (each sends +0.0 for -0.0)
+EMPTY = {"bf16": 0x80008000, "f32": 0x80000000}
 TORCHRUN_TIMEOUT_S = 300
 
 
@@ -115,6 +134,7 @@ class _Ctx:
         calls = k.ld(Addr(self.state, CALLS), type=t.u32, space="global")
         which = k.selp(2, k.and_(calls, 1), self.sym, type=t.u32)
         half = k.mul(k.cvt(which, t.u64, atype=t.u32), half_bytes, type=t.u64)
+        self.half = half
         self.calls = calls
         self.ranks = [k.add(peer_pointer(k, self.bufs, r), half, type=t.u64)
                       for r in range(world)]
@@ -164,13 +184,11 @@ class _Ctx:
             if also_own:
                 self._store(self.own, vec, ok, total)
 
-    def gather(self, q: int, group: list[tuple[Reg, Reg]]) -> None:
-        """out[vec] = rank q's vec (its sums), unless q is this rank."""
-        k = self.k
-        with k.if_(self.rank != q):
-            loaded = [self._load(self.ranks[q], vec, ok) for vec, ok in group]
-            for (vec, ok), v in zip(group, loaded, strict=True):
-                self._store(self.out, vec, ok, v)
+    def gather(self, base: Reg, group: list[tuple[Reg, Reg]]) -> None:
+        """out[vec] = the vec of the buffer at `base` (another rank's sums)."""
+        loaded = [self._load(base, vec, ok) for vec, ok in group]
+        for (vec, ok), v in zip(group, loaded, strict=True):
+            self._store(self.out, vec, ok, v)
 
     def _tail_at(self, base: Reg) -> Reg:
         k, es = self.k, ESIZE[self.dtype]
@@ -277,17 +295,189 @@ def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     c.advance(2)
     c.vectors(chunk, lambda g: c.reduce(within(g), also_own=True), mine)
     c.tail_reduce(then=lambda: c.barrier(2))
-    def gather_from(q: int) -> Callable[[list[tuple[Reg, Reg]]], None]:
-        return lambda g: c.gather(q, within(g))
+    def gather_from(base: Reg) -> Callable[[list[tuple[Reg, Reg]]], None]:
+        return lambda g: c.gather(base, within(g))
 
-    for q, first in enumerate(firsts):
-        c.vectors(chunk, gather_from(q), first)
+    # rank r copies the other chunks in the order r + 1, r + 2, ...: were every rank to start
+    # at rank 0's, W - 1 ranks would read from one GPU's links at a time
+    for i in range(1, world):
+        q = k.rem(k.add(c.rank, i, type=t.u32), world, type=t.u32)
+        base = k.add(peer_pointer(k, c.bufs, q), c.half, type=t.u64)
+        c.vectors(chunk, gather_from(base), k.mul(chunk, q, type=t.u32))
     _end(c, 3)
     k.ret()
     return k
 
 
-BUILDERS = {"one_shot": build_one_shot, "two_shot": build_two_shot}
+# -- the Lamport one-shot ------------------------------------------------------------------------
+class _Lamport:
+    """What the Lamport kernel reads at the start: its parameters, this call's receive set,
+    every peer's base in it and the grid-stride indices."""
+
+    def __init__(self, k: Kernel, dtype: str, world: int):
+        self.k, self.dtype, self.world = k, dtype, world
+        bufs = k.param_ptr("bufs")
+        self.state = k.ld_param(k.param_ptr("state"))
+        self.inp = k.ld_param(k.param_ptr("inp"))
+        self.out = k.ld_param(k.param_ptr("out"))
+        self.nvec = k.ld_param(k.param(t.u32, "nvec"))             # whole 16-byte vectors
+        self.tail = k.ld_param(k.param(t.u32, "tail"))             # elements after them
+        self.slot = k.ld_param(k.param(t.u64, "slot_bytes"))
+        self.rank = k.ld_param(k.param(t.u32, "rank"))
+        self.calls = k.ld(Addr(self.state, LCALLS), type=t.u32, space="global")
+        # two receive sets, one per call parity; a set has a slot per other rank
+        which = k.cvt(k.and_(self.calls, 1, type=t.u32), t.u64, atype=t.u32)
+        set_off = k.mul(which, k.mul(self.slot, world - 1, type=t.u64), type=t.u64)
+        # what this rank sends: peer (rank + i) % W keeps it in its slot W - 1 - i (so that
+        # the receiver's slot j holds sender (receiver + 1 + j) % W)
+        self.sends = []
+        for i in range(1, world):
+            q = k.rem(k.add(self.rank, i, type=t.u32), world, type=t.u32)
+            base = k.add(peer_pointer(k, bufs, q), set_off, type=t.u64)
+            self.sends.append(k.mad(self.slot, world - 1 - i, base, type=t.u64))
+        own = k.add(peer_pointer(k, bufs, self.rank), set_off, type=t.u64)
+        # what this rank receives, in sender order (every rank sums in the same order, so
+        # every rank gets the same bits): sender s sits in slot (s - rank - 1) mod W
+        self.recvs: list[Reg] = []
+        for s_ in range(world):
+            j = k.rem(k.sub(s_ + world - 1, self.rank, type=t.u32), world, type=t.u32)
+            self.recvs.append(k.mad(k.cvt(j, t.u64, atype=t.u32), self.slot, own,
+                                    type=t.u64))
+        self.tid = k.mov(k.tid.x, type=t.u32)
+        self.gid = k.mad(k.ctaid.x, THREADS, self.tid, type=t.u32)
+        self.stride = k.mul(k.nctaid.x, THREADS, type=t.u32)
+        self.empty = k.mov(EMPTY[dtype], type=t.b32)
+
+    def advance(self) -> None:
+        """After every thread of the CTA has read the call count: the last CTA to get here
+        counts this call."""
+        k = self.k
+        k.bar_sync(0)
+        with k.if_(self.tid == 0):
+            done = k.atom("add", Addr(self.state, DONE), 1, type=t.u32, space="global")
+            with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
+                k.st(Addr(self.state, DONE), k.mov(0, type=t.u32), space="global")
+                k.st(Addr(self.state, LCALLS), k.add(self.calls, 1, type=t.u32),
+                     space="global")
+
+    def canonical(self, words: tuple[Reg, ...]) -> tuple[Reg, ...]:
+        """The words with every -0.0 made +0.0 (x + 0.0 in round-to-nearest), so that no
+        sent word is the empty one."""
+        k = self.k
+        if self.dtype == "f32":
+            return tuple(k.add(w, 0.0, type=t.f32, mode="rn") for w in words)
+        out = []
+        for w in words:
+            lo = k.add(k.shl(w, 16, type=t.b32), 0.0, type=t.f32, mode="rn")
+            hi = k.add(k.and_(w, 0xFFFF0000, type=t.b32), 0.0, type=t.f32, mode="rn")
+            out.append(k.cvt_packed("bf16x2", hi, lo))
+        return tuple(out)
+
+    def exchange(self, group: list[tuple[Reg, Reg]],
+                 load: Callable[[Reg, Reg], tuple[Reg, ...]],
+                 store: Callable[[Reg, Reg, tuple[Reg, ...]], None]) -> None:
+        """For each (vector, in range) of the group: send this rank's vector to every other
+        rank, wait for theirs, store the sum and empty the slots read."""
+        k, world = self.k, self.world
+        mine = [self.canonical(load(vec, ok)) for vec, ok in group]
+        for (vec, ok), words in zip(group, mine, strict=True):
+            with k.guard(ok):
+                for base in self.sends:
+                    k.st(Addr(self._at(base, vec)), words, type=t.b32, space="global",
+                         sem="relaxed", scope="sys")
+        addrs, oks = [], []
+        for vec, ok in group:
+            for s_ in range(world):
+                addrs.append(self._at(self.recvs[s_], vec))
+                oks.append(k.and_(ok, self.rank != s_))
+        got = lamport_wait(k, addrs, self.empty, ok=oks)
+        empty = (self.empty,) * 4
+        for g, ((vec, ok), words) in enumerate(zip(group, mine, strict=True)):
+            vecs = []
+            for s_ in range(world):
+                me = self.rank == s_
+                vecs.append(tuple(k.selp(a, b, me, type=t.b32)
+                                  for a, b in zip(words, got[g * world + s_], strict=True)))
+            store(vec, ok, _sum(k, self.dtype, vecs))
+            for s_ in range(world):
+                with k.guard(oks[g * world + s_]):
+                    k.st(Addr(addrs[g * world + s_]), empty, type=t.b32, space="global",
+                         sem="relaxed", scope="sys")
+
+    def _at(self, base: Reg, vec: Reg) -> Reg:
+        return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
+
+    def load(self, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
+        k = self.k
+        regs = tuple(k.reg(t.b32) for _ in range(4))
+        with k.guard(ok):
+            k.ld(Addr(self._at(self.inp, vec)), type=t.b32, vec=4, space="global", dst=regs)
+        return regs
+
+    def store(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
+        with self.k.guard(ok):
+            self.k.st(Addr(self._at(self.out, vec)), words, type=t.b32, space="global")
+
+    def _elements(self) -> list[tuple[int, int, int]]:
+        """The tail's elements: (index, word, bit offset in the word)."""
+        per = VEC // ESIZE[self.dtype]
+        bits = 8 * ESIZE[self.dtype]
+        return [(e, e * bits // 32, e * bits % 32) for e in range(per - 1)]
+
+    def load_tail(self, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
+        """The vector after the whole ones, its missing elements zero."""
+        k = self.k
+        words = [k.mov(0, type=t.b32) for _ in range(4)]
+        first = self._at(self.inp, vec)
+        for e, w, sh in self._elements():
+            with k.if_(k.and_(ok, self.tail > e)):
+                if self.dtype == "f32":
+                    k.ld(Addr(first, 4 * e), type=t.b32, space="global", dst=words[w])
+                else:
+                    h = k.cvt(k.ld(Addr(first, 2 * e), type=t.u16, space="global"), t.u32,
+                              atype=t.u16)
+                    k.or_(words[w], k.shl(h, sh, type=t.b32), type=t.b32, dst=words[w])
+        return tuple(words)
+
+    def store_tail(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
+        k = self.k
+        first = self._at(self.out, vec)
+        for e, w, sh in self._elements():
+            with k.if_(k.and_(ok, self.tail > e)):
+                if self.dtype == "f32":
+                    k.st(Addr(first, 4 * e), words[w], type=t.b32, space="global")
+                else:
+                    h = k.cvt(k.shr(words[w], sh, type=t.b32), t.u16, atype=t.u32)
+                    k.st(Addr(first, 2 * e), h, type=t.u16, space="global")
+
+
+def build_lamport(dtype: str, world: int, bounded: bool = False) -> Kernel:
+    """The one-shot with the data as its own flag: every rank stores its vectors straight
+    into a receive slot of every other rank's buffer (`st.relaxed.sys`), then polls its own
+    slots until no word is the empty one (`signals.lamport_wait`), sums in rank order and
+    empties what it read. No barrier and no acknowledgement wait: a round is one NVLink
+    crossing. Two receive sets alternate by call parity; a rank reuses a set two calls
+    later, after every other rank has sent it the call between, which each sends only once
+    its previous call, and so its emptying of that set, is over."""
+    k = Kernel(kernel_name("lamport", dtype, world), reqntid=THREADS)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
+    c = _Lamport(k, dtype, world)
+    c.advance()
+    with k.for_range(c.gid, c.nvec, k.mul(c.stride, LAMPORT_UNROLL, type=t.u32)) as i:
+        group = []
+        for u in range(LAMPORT_UNROLL):
+            j = i if u == 0 else k.mad(c.stride, u, i, type=t.u32)
+            group.append((j, j < c.nvec))
+        c.exchange(group, c.load, c.store)
+    # the elements after the whole vectors: one more vector, by the first thread
+    last = k.and_(c.gid == 0, c.tail > 0)
+    c.exchange([(c.nvec, last)], c.load_tail, c.store_tail)
+    k.ret()
+    return k
+
+
+BUILDERS = {"one_shot": build_one_shot, "two_shot": build_two_shot, "lamport": build_lamport}
 
 
 def build_module(worlds: tuple[int, ...] = (2,), dtypes: tuple[str, ...] = tuple(ESIZE),
@@ -304,29 +494,45 @@ def build_module(worlds: tuple[int, ...] = (2,), dtypes: tuple[str, ...] = tuple
 # -- host side ---------------------------------------------------------------------------------
 def ctas(algorithm: str, nvec: int, world: int, pad_bytes: int) -> int:
     """The grid: a CTA per THREADS vectors of the work each CTA splits (the message, or one
-    chunk for the two-shot), at most MAX_CTAS and what the signal pad has slots for."""
-    work = nvec if algorithm == "one_shot" else -(-nvec // world)
-    return max(1, min(-(-work // THREADS), MAX_CTAS, pad_bytes // (4 * world)))
+    chunk for the two-shot), at most MAX_CTAS and, for the kernels that meet at the signal
+    pads, what the pad has slots for."""
+    work = -(-nvec // world) if algorithm == "two_shot" else nvec
+    slots = MAX_CTAS if algorithm == "lamport" else pad_bytes // (4 * world)
+    return max(1, min(-(-work // THREADS), MAX_CTAS, slots))
 
 
-def choose(nbytes: int, world: int) -> str:
-    """One-shot when each rank's peer reads are few (small messages) or no more than the
-    two-shot's (two ranks: (W - 1) = 2 (W - 1) / W); else two-shot, which reads 2/W as much
-    but meets the other ranks twice."""
+def choose(nbytes: int, world: int, lamport_bytes: int = 0) -> str:
+    """The Lamport one-shot up to `lamport_bytes` (its receive slots' size) and
+    `LAMPORT_MAX_BYTES[world]`; else the one-shot when each rank's peer reads are few (small
+    messages) or no more than the two-shot's (two ranks: (W - 1) = 2 (W - 1) / W); else
+    two-shot, which reads 2/W as much but meets the other ranks twice."""
+    if nbytes <= min(lamport_bytes, LAMPORT_MAX_BYTES.get(world, 0)):
+        return "lamport"
     return "one_shot" if world == 2 or nbytes <= ONE_SHOT_MAX_BYTES else "two_shot"
 
 
 # On 4 H100s (BENCHMARKS.md section 9, CUDA graphs): one-shot 12.2 us against two-shot's
 # 16.6 at 512 KiB, 51.7 against 36.8 at 4 MiB
 ONE_SHOT_MAX_BYTES = 1 << 20
+# The largest message the Lamport one-shot takes by default, per world size (its receive
+# slots cost 2 (W - 1) times that per rank)
+LAMPORT_MAX_BYTES = {2: 32 << 20, 4: 1 << 20, 8: 1 << 20}
+# Sizes whose launch plan an AllReduce keeps (a call of another size plans anew)
+MAX_PLANS = 64
+# A plan: the function (None: nothing to launch), the grid, whether out may be x, and the
+# launch's arguments before and after x's and out's pointers
+_Plan = tuple[Any, int, bool, tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 class AllReduce:
-    """In-place-free all-reduce (sum) of tensors of up to `max_numel` elements of `dtype`
-    ('bf16' or 'f32') over `group` (default: the world), on the current CUDA device."""
+    """All-reduce (sum) of tensors of up to `max_numel` elements of `dtype` ('bf16' or 'f32')
+    over `group` (default: the world), on the current CUDA device. `lamport_bytes`: the
+    largest message the Lamport one-shot's slots take (default `LAMPORT_MAX_BYTES` of the
+    world size; it costs 2 (W - 1) times that of symmetric memory per rank); `bounded`: the
+    debug build, whose cross-GPU waits trap after 2 s with an error record."""
 
     def __init__(self, max_numel: int, dtype: str = "bf16", group: Any = None,
-                 bounded: bool = False):
+                 bounded: bool = False, lamport_bytes: int | None = None):
         import torch
         import torch.distributed as dist
         import torch.distributed._symmetric_memory as symm_mem
@@ -337,6 +543,10 @@ class AllReduce:
             raise ValueError(f"AllReduce: dtype is one of {sorted(ESIZE)}, got {dtype!r}")
         if not isinstance(max_numel, int) or max_numel < 1:
             raise ValueError(f"AllReduce: max_numel is a positive int, got {max_numel!r}")
+        if lamport_bytes is not None and (not isinstance(lamport_bytes, int)
+                                          or lamport_bytes < 0):
+            raise ValueError(f"AllReduce: lamport_bytes is an int >= 0 (the largest message "
+                             f"of the Lamport one-shot), got {lamport_bytes!r}")
         self.group = group if group is not None else dist.group.WORLD
         assert self.group is not None, "torch.distributed is not initialised"
         self.world = dist.get_world_size(self.group)
@@ -351,6 +561,18 @@ class AllReduce:
         self.buf = symm_mem.empty(3 * self.half_bytes, dtype=torch.uint8, device=device)
         handle = symm_mem.rendezvous(self.buf, self.group.group_name)
         self.ranks = SymmetricBuffers.from_torch(handle, world_size=self.world)
+        # the Lamport kernel's receive slots: two sets of W - 1, each slot as large as the
+        # largest message it takes, all filled with the empty word before any rank can send
+        # (the fill is synchronised before the rendezvous, which every rank must reach)
+        cap = LAMPORT_MAX_BYTES.get(self.world, 0) if lamport_bytes is None else lamport_bytes
+        self.slot_bytes = max(VEC, -(-min(cap, max_numel * ESIZE[dtype]) // VEC) * VEC)
+        self.lamport_bytes = min(cap, max_numel * ESIZE[dtype])
+        self.lbuf = symm_mem.empty(2 * (self.world - 1) * self.slot_bytes // 4,
+                                   dtype=torch.int32, device=device)
+        self.lbuf.fill_(EMPTY[dtype] - (1 << 32))
+        torch.cuda.synchronize(device)
+        lhandle = symm_mem.rendezvous(self.lbuf, self.group.group_name)
+        self.lranks = SymmetricBuffers.from_torch(lhandle, world_size=self.world)
         self.state = torch.zeros(4, dtype=torch.int32, device=device)
         module = build_module((self.world,), (dtype,), bounded).load(device=self.ranks.device)
         self.module = module                 # the functions' module stays loaded
@@ -360,11 +582,14 @@ class AllReduce:
         # costs the checks of x and out and one launch
         r = self.ranks
         self._static = (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr())
+        self._lstatic = (self.lranks.buffer_ptrs_dev, self.state.data_ptr())
         self._stream = torch_raw_stream()
         nbytes = max_numel * ESIZE[dtype]
         self._sym = self.buf[2 * self.half_bytes:2 * self.half_bytes + nbytes].view(
             self.torch_dtype)
         self._sym_ptr = self._sym.data_ptr()
+        self._plans: dict[tuple[int, str | None, bool], _Plan] = {}
+        self._torch = torch
 
     def symmetric_input(self, numel: int) -> torch.Tensor:
         """A tensor of `numel` elements in the symmetric buffer itself: written by the caller
@@ -377,40 +602,66 @@ class AllReduce:
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
                  algorithm: str | None = None) -> torch.Tensor:
-        import torch
-        if not isinstance(x, torch.Tensor) or x.dtype is not self.torch_dtype \
+        th = self._torch
+        if not isinstance(x, th.Tensor) or x.dtype is not self.torch_dtype \
                 or x.get_device() != self.index or not x.is_contiguous():
             raise ValueError(f"AllReduce: x must be a contiguous {self.torch_dtype} tensor on "
                              f"{self.device}, got {_describe(x)}")
         numel = x.numel()
+        xp = x.data_ptr()
+        sym = xp == self._sym_ptr
+        plan = self._plans.get((numel, algorithm, sym))
+        if plan is None:
+            plan = self._plan(numel, algorithm, sym)
+        fn, grid, in_place, tail_args = plan
+        if out is None:
+            made: torch.Tensor = x if sym and in_place else th.empty_like(x)
+            out = made
+        elif not isinstance(out, th.Tensor) or out.dtype is not x.dtype \
+                or out.get_device() != self.index or out.numel() != numel \
+                or not out.is_contiguous() or (out.data_ptr() == xp and not in_place):
+            raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
+                             "elements, type and device (x itself only for the Lamport "
+                             f"one-shot or a two-shot of a symmetric_input), got "
+                             f"{_describe(out)}")
+        if fn is not None:
+            fn.launch(grid, THREADS, (*tail_args[0], xp, out.data_ptr(), *tail_args[1]),
+                      stream=self._stream(self.index))
+        result: torch.Tensor = out
+        return result
+
+    def _plan(self, numel: int, algorithm: str | None, sym: bool) -> _Plan:
+        """What a call of `numel` elements launches, checked once per size, algorithm and
+        kind of x (calls repeat a few sizes, and a call's host time is what small messages
+        cost): (function or None for nothing to do, grid, whether out may be x, the
+        launch's arguments before and after x's and out's pointers)."""
         if numel > self.max_numel:
             raise ValueError(f"AllReduce: x has {numel} elements, this AllReduce was made "
                              f"for at most {self.max_numel}")
         nbytes = numel * ESIZE[self.dtype]
-        alg = algorithm or choose(nbytes, self.world)
+        alg = algorithm or choose(nbytes, self.world, self.lamport_bytes)
         fn = self.fns.get(alg)
         if fn is None:
             raise ValueError(f"AllReduce: algorithm is one of {ALGORITHMS}, got {alg!r}")
-        xp = x.data_ptr()
-        sym = xp == self._sym_ptr
-        in_place = sym and alg == "two_shot"      # the only algorithm that may write x
-        if out is None:
-            out = x if in_place else torch.empty_like(x)
-        elif not isinstance(out, torch.Tensor) or out.dtype is not x.dtype \
-                or out.get_device() != self.index or out.numel() != numel \
-                or not out.is_contiguous() or (out.data_ptr() == xp and not in_place):
-            raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
-                             "elements, type and device (x itself only for a two-shot of a "
-                             f"symmetric_input), got {_describe(out)}")
-        if numel == 0:
-            return out
+        if alg == "lamport" and nbytes > self.lamport_bytes:
+            raise ValueError(f"AllReduce: the Lamport one-shot takes at most "
+                             f"{self.lamport_bytes} bytes here (lamport_bytes=), x has {nbytes}")
+        # the Lamport kernel reads each vector of x before it writes that vector of out, in
+        # the same thread, and no other rank reads x: it may run in place on any x
+        in_place = alg == "lamport" or (sym and alg == "two_shot")
         nvec, rest = divmod(nbytes, VEC)
         grid = ctas(alg, nvec, self.world, self.ranks.signal_pad_size)
-        fn.launch(grid, THREADS, (*self._static, xp, out.data_ptr(), nvec,
-                                  rest // ESIZE[self.dtype], self.half_bytes, self.ranks.rank,
-                                  int(sym)),
-                  stream=self._stream(self.index))
-        return out
+        args: tuple[tuple[int, ...], tuple[int, ...]]
+        if alg == "lamport":
+            args = (self._lstatic, (nvec, rest // ESIZE[self.dtype], self.slot_bytes,
+                                    self.ranks.rank))
+        else:
+            args = (self._static, (nvec, rest // ESIZE[self.dtype], self.half_bytes,
+                                   self.ranks.rank, int(sym)))
+        plan = (fn if numel else None, grid, in_place, args)
+        if len(self._plans) < MAX_PLANS:
+            self._plans[(numel, algorithm, sym)] = plan
+        return plan
 
 
 def _describe(x: Any) -> str:
@@ -441,6 +692,8 @@ def _torchrun_main() -> int:
             gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
             for n in SIZES:
                 for alg in ALGORITHMS:
+                    if alg == "lamport" and n * ESIZE[dtype] > ar.lamport_bytes:
+                        continue
                     x = torch.randn(n, generator=gen, device="cuda").to(ar.torch_dtype)
                     want = x.float().clone()       # .float() of an f32 tensor is itself
                     dist.all_reduce(want)
@@ -448,6 +701,13 @@ def _torchrun_main() -> int:
                         got = ar(x, algorithm=alg).float()
                         err = float((got - want).abs().max() / want.abs().max().clamp(min=1))
                         report.check(f"{dtype} {alg} n={n} call {rep + 1}", err <= tol,
+                                     f"max relative difference {err:.2e}")
+                    if alg == "lamport":          # in place on any tensor
+                        y = x.clone()
+                        ar(y, y, algorithm=alg)
+                        err = float((y.float() - want).abs().max()
+                                    / want.abs().max().clamp(min=1))
+                        report.check(f"{dtype} {alg} n={n} in place", err <= tol,
                                      f"max relative difference {err:.2e}")
                     xs = ar.symmetric_input(n)    # read where it is; two-shot: in place
                     xs.copy_(x)

@@ -24,7 +24,7 @@ def _ids(module) -> set[Hazard]:
 @pytest.mark.parametrize("bounded", [False, True])
 def test_every_kernel_checks_clean(bounded):
     module = S["build_module"](S["WORLDS"], bounded=bounded)
-    assert len(module.kernels) == 2 * 2 * len(S["WORLDS"])
+    assert len(module.kernels) == len(S["ALGORITHMS"]) * 2 * len(S["WORLDS"])
     assert check_module(module, notes=True) == []
 
 
@@ -57,6 +57,52 @@ def test_reads_without_the_barrier_are_reported(monkeypatch):
                                              Hazard.PEER_WRITE_UNPUBLISHED}
 
 
+def test_a_weak_poll_is_reported(monkeypatch):
+    """The Lamport kernel polling its slots with a plain ld: the load may be served from L1
+    or hoisted out of the loop, and never see the sender's store."""
+    from ptxdsl import Addr, t
+    from ptxdsl.instructions.mbarrier_wait import spin
+
+    def weak_wait(k, addrs, empty, ok):
+        seen = [tuple(k.reg(t.b32) for _ in range(4)) for _ in addrs]
+
+        def poll():
+            done = None
+            for a, words, g in zip(addrs, seen, ok, strict=True):
+                with k.guard(g):
+                    k.ld(Addr(a), type=t.b32, vec=4, space="global", dst=words)
+                p = k.or_(k.setp("ne", words[0], empty, type=t.b32), k.not_(g, type=t.pred),
+                          type=t.pred)
+                done = p if done is None else k.and_(done, p, type=t.pred)
+            return done
+        spin(k, poll, None, "weak")
+        return seen
+    monkeypatch.setitem(S["build_lamport"].__globals__, "lamport_wait", weak_wait)
+    assert Hazard.PEER_POLL_WEAK in _ids(S["build_module"]((2,)))
+
+
+@pytest.mark.parametrize("dtype, maker", [("bf16", "cvt.rn.bf16x2.f32"),
+                                           ("f32", "add.rn.f32")])
+def test_the_lamport_kernel_sends_no_empty_word(dtype, maker):
+    """Every word a rank stores into a slot is the empty word itself (the reset) or was made
+    by the +0.0 add (bf16: unpacked, added, repacked), the only way -0.0, and so the empty
+    word, cannot reach a receive slot."""
+    import re
+    ptx = S["build_module"]((2,), (dtype,)).emit()
+    body = ptx[ptx.index(f"ar_lamport_{dtype}_w2"):]
+    made = {}
+    for line in body.splitlines():
+        m = re.match(r"\s*(?:@%p\d+ )?([\w.:]+) (%[rf]\d+),", line)
+        if m:
+            made[m[2]] = m[1]
+    empty = next(r for r, ins in made.items() if ins == "mov.b32"
+                 and f"{r}, {S['EMPTY'][dtype]};" in body)
+    stores = re.findall(r"st\.relaxed\.sys\.global\.v4\.b32 \[[^]]+\], \{([^}]+)\}", body)
+    sent = {w for st in stores for w in st.split(", ")} - {empty}
+    assert len(stores) >= 3 and sent
+    assert {made[w] for w in sent} == {maker}
+
+
 @pytest.mark.parametrize("alg, nvec, world, pad, want", [
     ("one_shot", 0, 2, 9216, 1),              # a tail only: CTA 0 sums it
     ("one_shot", 512, 2, 9216, 1),            # 8 KiB: one CTA
@@ -64,6 +110,8 @@ def test_reads_without_the_barrier_are_reported(monkeypatch):
     ("two_shot", 1 << 21, 8, 9216, 132),
     ("two_shot", 4096, 4, 9216, 2),           # a chunk is 1024 vectors
     ("one_shot", 1 << 21, 8, 2048, 64),       # a 2 KiB pad holds 8 x 64 slots
+    ("lamport", 1 << 21, 8, 2048, 132),       # no pad slots: the Lamport kernel meets no one
+    ("lamport", 513, 4, 2048, 2),
 ])
 def test_grid(alg, nvec, world, pad, want):
     assert S["ctas"](alg, nvec, world, pad) == want
@@ -76,3 +124,50 @@ def test_choice_by_size():
     assert choose(4 << 20, 4) == "two_shot"
     assert choose(512 << 10, 4) == "one_shot"         # measured: 12.2 against 16.6 us
     assert choose((1 << 20) + 2, 4) == "two_shot"
+    # the Lamport one-shot where its slots hold the message and the world's cap allows
+    assert choose(8 << 10, 2, 1 << 20) == "lamport"
+    assert choose(32 << 20, 2, 32 << 20) == "lamport"
+    assert choose((32 << 20) + 16, 2, 64 << 20) == "one_shot"      # past LAMPORT_MAX_BYTES[2]
+    assert choose(1 << 20, 4, 4 << 20) == "lamport"
+    assert choose(2 << 20, 4, 4 << 20) == "two_shot"
+    assert choose(64 << 10, 8, 32 << 10) == "one_shot"             # past its slots
+
+
+class _Fn:
+    def __init__(self, name):
+        self.name = name
+
+
+def _bare(world=2, lamport_bytes=1 << 20, max_numel=1 << 20):
+    """An AllReduce without torch: what `_plan` reads, set by hand."""
+    from types import SimpleNamespace
+    ar = S["AllReduce"].__new__(S["AllReduce"])
+    ar.max_numel, ar.dtype, ar.world, ar.lamport_bytes = max_numel, "bf16", world, lamport_bytes
+    ar.fns = {alg: _Fn(alg) for alg in S["ALGORITHMS"]}
+    ar.ranks = SimpleNamespace(signal_pad_size=9216, rank=1)
+    ar._static, ar._lstatic = (11, 12, 13), (21, 13)
+    ar.slot_bytes, ar.half_bytes, ar._plans = lamport_bytes, 2 * max_numel, {}
+    return ar
+
+
+def test_plan_per_algorithm():
+    ar = _bare()
+    fn, grid, in_place, (before, after) = ar._plan(4096 + 3, None, False)   # 8 KiB + 6 B
+    assert fn.name == "lamport" and in_place and grid == 1
+    assert before == (21, 13) and after == (512, 3, 1 << 20, 1)
+    fn, grid, in_place, (before, after) = ar._plan(4096, "one_shot", False)
+    assert fn.name == "one_shot" and not in_place and after == (512, 0, 2 << 20, 1, 0)
+    assert ar._plan(4096, "two_shot", True)[2]                   # a symmetric x, in place
+    assert not ar._plan(4096, "two_shot", False)[2]
+    assert ar._plan(0, None, False)[0] is None                    # nothing to launch
+    assert (4096, "one_shot", False) in ar._plans                 # planned once per size
+
+
+@pytest.mark.parametrize("numel, alg, words", [
+    ((1 << 20) + 1, None, "made for at most 1048576"),
+    (1 << 19, "three_shot", "algorithm is one of"),
+    ((1 << 19) + 8, "lamport", "takes at most 1048576 bytes here"),
+])
+def test_plan_rejects(numel, alg, words):
+    with pytest.raises(ValueError, match=words):
+        _bare()._plan(numel, alg, False)

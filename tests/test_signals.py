@@ -1,5 +1,6 @@
-"""ptxdsl.signals: signal_set / signal_wait / peer_pointer / barrier_all_ranks (goldens that
-assemble), the bounded wait's error record, and one refusal per class of mistake."""
+"""ptxdsl.signals: signal_set / signal_wait / peer_pointer / barrier_all_ranks / lamport_wait
+(goldens that assemble), the bounded wait's error record, and one refusal per class of
+mistake."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import struct
 import pytest
 
 from ptxdsl import BuildError, Kernel, Module, OperandError, debug, t
-from ptxdsl.signals import barrier_all_ranks, peer_pointer, signal_set, signal_wait
+from ptxdsl.signals import barrier_all_ranks, lamport_wait, peer_pointer, signal_set, signal_wait
 from ptxdsl.testing import assemble_declared
 
 
@@ -72,6 +73,30 @@ def test_bounded_signal_waits_write_the_record_and_trap(build):
         assert needed in text, needed
 
 
+def test_lamport_wait_golden(golden):
+    """Two slots, the second waited for only where `ok` holds: both loads in one pass, each
+    vector done when no word is the empty one or (the second) when it is not waited for, the
+    loop left when both are done."""
+    k, flag = _kernel("lamport")
+    ok = k.setp("lt", k.mov(k.tid.x, type=t.u32), 64, type=t.u32)
+    got = lamport_wait(k, [flag, flag + 16], 0x80008000, ok=[k.setp("eq", 1, 1, type=t.u32),
+                                                            ok])
+    assert len(got) == 2 and all(len(v) == 4 for v in got)
+    k.st(flag + 32, got[1], type=t.b32, space="global", sem="relaxed", scope="sys")
+    golden(Module([k]), "signals/lamport_wait")
+
+
+def test_bounded_lamport_wait_writes_the_record():
+    k, flag = _kernel("bounded")
+    debug.bounded_waits(k, timeout_ns=1000)
+    lamport_wait(k, [flag, flag + 16], 7)
+    text = debug.module([k]).emit()
+    assemble_declared(text)
+    for needed in ("%globaltimer", "trap;", "ld.relaxed.sys.global.v4.b32", "+56], 2;",
+                   "+16], 7;"):                                  # compare 'ne', the empty word
+        assert needed in text, needed
+
+
 def test_a_signal_record_names_the_wait():
     raw = struct.pack("<IIQII3I3IQII", debug.MAGIC, debug.kernel_id("allreduce"), 0x7F00_0040,
                       5, 3, 1, 0, 0, 2, 0, 0, 1234, debug.COMPARE_CODES["ge"], 4)
@@ -114,6 +139,20 @@ SIGNAL_REFUSALS = [
                  r"-5", id="negative_timeout"),
     pytest.param(lambda k, flag: signal_set("k", flag, 1), BuildError,
                  r"signal_set: expected the Kernel to build in, got str", id="not_a_kernel"),
+    pytest.param(lambda k, flag: lamport_wait(k, [], 0), OperandError,
+                 r"lamport_wait: operand 'addrs': expected a non-empty list of addresses, got "
+                 r"list", id="lamport_no_addrs"),
+    pytest.param(lambda k, flag: lamport_wait(k, [flag, flag + 16], 0,
+                                              ok=[k.setp("eq", 1, 1, type=t.u32)]),
+                 OperandError, r"lamport_wait: operand 'ok': expected a list of 2 predicates",
+                 id="lamport_ok_count"),
+    pytest.param(lambda k, flag: lamport_wait(k, [flag], 0, ok=[k.reg(t.u32)]), OperandError,
+                 r"lamport_wait: operand 'ok\[0\]': expected", id="lamport_ok_not_pred"),
+    pytest.param(lambda k, flag: lamport_wait(k, [flag], k.reg(t.f64)), OperandError,
+                 r"lamport_wait: operand 'empty': expected", id="lamport_empty_f64"),
+    pytest.param(lambda k, flag: lamport_wait(k, [_smem(k)], 0), OperandError,
+                 r"lamport_wait: operand 'addrs\[0\]': expected an address in global memory",
+                 id="lamport_shared"),
     pytest.param(lambda k, flag: peer_pointer(k, flag, k.reg(t.u64)), OperandError,
                  r"peer_pointer: operand 'peer': expected a 32-bit integer register or an "
                  r"integer", id="peer_u64"),

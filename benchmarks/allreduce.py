@@ -12,7 +12,11 @@ start each sample together (a `dist.barrier`), the candidates take turns, and a 
 is the slowest rank's. Medians of REPS samples. Algorithm bandwidth is the message size over
 the time; the NVLink share is of 450 GB/s, an H100 SXM's NVLink bandwidth in each direction.
 ptxdsl's row is `AllReduce`'s own choice of algorithm on any tensor (copied into the symmetric
-buffer inside the kernel, as NCCL takes any tensor); the one-shot and two-shot rows force one.
+buffer inside the kernel, or sent from where it is, as NCCL takes any tensor); the one-shot,
+two-shot and Lamport rows force one. The "bound" rows are the same choice through
+`AllReduce.bind(x, out)`, checked once and then launched per call (as torch's symmetric-memory
+ops run on buffers registered once): without CUDA graphs a small message costs its host time,
+which they measure without the per-call checks.
 The "symmetric input" rows take x already in the symmetric buffer (`AllReduce.symmetric_input`,
 the two-shot reducing it in place), as torch's symmetric-memory kernels do. Two targets per
 row: the best torch path over ptxdsl on any tensor, and over ptxdsl's faster symmetric-input
@@ -61,7 +65,7 @@ def _record(section: Section, world: int, data: dict) -> None:
                 continue
             best = min(theirs, key=lambda n: theirs[n])
             goal = GOAL_LARGE if nbytes >= 32 << 20 else GOAL_SMALL
-            for what, names in (("ptxdsl", ["ptxdsl"]),
+            for what, names in (("ptxdsl", ["ptxdsl", "ptxdsl bound"]),
                                 ("ptxdsl, symmetric input", [n for n in meds if
                                                              n.startswith("ptxdsl symmetric")])):
                 ours = {n: meds[n] for n in names if n in meds}
@@ -144,11 +148,15 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
             return ar(xs, out_t if alg == "one_shot" else xs, algorithm=alg)   # in place
         return call
 
-    cands = {"ptxdsl": ours(None), "ptxdsl one-shot": ours("one_shot"),
+    bound_sym = ar.bind(xs, out_t)
+    cands = {"ptxdsl": ours(None), "ptxdsl bound": ar.bind(x, out_t),
+             "ptxdsl one-shot": ours("one_shot"),
              "ptxdsl two-shot": ours("two_shot"), "ptxdsl Lamport": ours("lamport"),
+             "ptxdsl Lamport two-shot": ours("lamport_two_shot"),
              "ptxdsl symmetric input one-shot": ours_sym("one_shot", False),
              "ptxdsl symmetric input two-shot (in place)": ours_sym("two_shot", False),
              "ptxdsl symmetric input Lamport (in place)": ours_sym("lamport", False),
+             "ptxdsl symmetric input bound": bound_sym,
              "NCCL": lambda: dist.all_reduce(nccl_buf),
              "torch symm-mem one-shot": torch_symm("one_shot", False),
              "torch symm-mem two-shot": torch_symm("two_shot", False)}
@@ -156,6 +164,7 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
     checks.update({"ptxdsl symmetric input one-shot": ours_sym("one_shot", True),
                    "ptxdsl symmetric input two-shot (in place)": ours_sym("two_shot", True),
                    "ptxdsl symmetric input Lamport (in place)": ours_sym("lamport", True),
+                   "ptxdsl symmetric input bound": lambda: (xs.copy_(x), bound_sym())[1],
                    "torch symm-mem one-shot": torch_symm("one_shot", True),
                    "torch symm-mem two-shot": torch_symm("two_shot", True)})
     bad: dict[str, str] = {}
@@ -193,7 +202,8 @@ def _size_rows(env: tuple, nbytes: int) -> dict[str, dict]:
         for name, us in samples.items():
             rows[key][name] = {"us": us}
             if name == "ptxdsl":
-                alg = sample.choose(nbytes, world, ar.lamport_bytes).replace("_", "-")
+                alg = sample.choose(nbytes, world, ar.lamport_bytes,
+                                    ar.lamport2_bytes).replace("_", "-")
                 rows[key][name]["note"] = f"chose {alg}"
     return rows
 

@@ -26,6 +26,11 @@ is needed:
   rank has sent it the call between, which it does only after its own previous call, and so
   its emptying of that set, is over. x is read only by its own rank, so it may be anywhere
   and the call may run in place. Each rank sends (W - 1) times the message.
+- `ar_lamport_two_shot_<dtype>_w<W>`: the two-shot on the same protocol. Each rank stores
+  chunk q of x into rank q's slots, sums what it receives for its own chunk, writes that into
+  the output and stores it into every other rank's second slots, then waits there for the
+  other chunks' sums. Each rank sends 2 (W - 1) / W times the message, with no barrier and no
+  copy of x.
 
 The barriers' epochs and the call numbers live on the device (`state`, four .u32 per
 `AllReduce`): every CTA reads them at the start and the last CTA to finish (an atomic count)
@@ -35,8 +40,9 @@ by CTA 0 element by element.
 `AllReduce(max_numel, dtype, group)` allocates the symmetric buffers (torch
 `_symmetric_memory`), loads the kernels and is called like `dist.all_reduce` on a tensor of up
 to `max_numel` elements (a new output, or `out=`), choosing the algorithm by size
-(`algorithm=` forces one): the Lamport one-shot up to `LAMPORT_MAX_BYTES` (all sizes on two
-GPUs, 1 MiB on more), then the one-shot up to `ONE_SHOT_MAX_BYTES`, then the two-shot. Run
+(`algorithm=` forces one): the Lamport one-shot up to `LAMPORT_MAX_BYTES` (32 MiB on two
+GPUs, 256 KiB on four), the Lamport two-shot up to `LAMPORT_TWO_SHOT_MAX_BYTES` (32 MiB on
+four), then the pulled one-shot up to `ONE_SHOT_MAX_BYTES`, then the pulled two-shot. Run
 under `torchrun --nproc-per-node N python samples/allreduce.py` (N in 2, 4, 8) to compare
 with `torch.distributed.all_reduce` for odd and round sizes, every algorithm and dtype (the
 Lamport one-shot in place too), repeated calls and CUDA-graph replay. Run plainly, it
@@ -47,7 +53,7 @@ why and assembles its PTX offline.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ptxdsl import Addr, Kernel, Module, Reg, debug, t
@@ -68,7 +74,7 @@ MAX_CTAS = 132                   # one per SM of an H100 SXM; the pad must hold 
                                  # .u32 slots (torch 2.11's 9 KiB pads hold 8 x 288)
 WORLDS = (2, 4, 8)
 ESIZE = {"bf16": 2, "f32": 4}
-ALGORITHMS = ("one_shot", "two_shot", "lamport")
+ALGORITHMS = ("one_shot", "two_shot", "lamport", "lamport_two_shot")
 # state words: the next barrier epoch - 1, the number of calls, CTAs finished in this call,
 # the number of Lamport calls
 EPOCH, CALLS, DONE, LCALLS = 0, 4, 8, 12
@@ -309,12 +315,13 @@ def build_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
     return k
 
 
-# -- the Lamport one-shot ------------------------------------------------------------------------
+# -- the Lamport kernels ---------------------------------------------------------------------------
 class _Lamport:
-    """What the Lamport kernel reads at the start: its parameters, this call's receive set,
-    every peer's base in it and the grid-stride indices."""
+    """What the Lamport kernels read at the start: their parameters, this call's receive set,
+    every peer's slots in it and the grid-stride indices. A set has `regions` parts (the
+    one-shot one, the two-shot one per phase), each a slot per other rank."""
 
-    def __init__(self, k: Kernel, dtype: str, world: int):
+    def __init__(self, k: Kernel, dtype: str, world: int, regions: int = 1):
         self.k, self.dtype, self.world = k, dtype, world
         bufs = k.param_ptr("bufs")
         self.state = k.ld_param(k.param_ptr("state"))
@@ -325,24 +332,28 @@ class _Lamport:
         self.slot = k.ld_param(k.param(t.u64, "slot_bytes"))
         self.rank = k.ld_param(k.param(t.u32, "rank"))
         self.calls = k.ld(Addr(self.state, LCALLS), type=t.u32, space="global")
-        # two receive sets, one per call parity; a set has a slot per other rank
+        # two receive sets, one per call parity
         which = k.cvt(k.and_(self.calls, 1, type=t.u32), t.u64, atype=t.u32)
-        set_off = k.mul(which, k.mul(self.slot, world - 1, type=t.u64), type=t.u64)
-        # what this rank sends: peer (rank + i) % W keeps it in its slot W - 1 - i (so that
-        # the receiver's slot j holds sender (receiver + 1 + j) % W)
-        self.sends = []
-        for i in range(1, world):
-            q = k.rem(k.add(self.rank, i, type=t.u32), world, type=t.u32)
-            base = k.add(peer_pointer(k, bufs, q), set_off, type=t.u64)
-            self.sends.append(k.mad(self.slot, world - 1 - i, base, type=t.u64))
+        set_off = k.mul(which, k.mul(self.slot, regions * (world - 1), type=t.u64),
+                        type=t.u64)
+        # peer i: (rank + i) % W, which keeps what this rank sends in its slot W - 1 - i (so
+        # that the receiver's slot j holds sender (receiver + 1 + j) % W)
+        self.peers = [k.rem(k.add(self.rank, i, type=t.u32), world, type=t.u32)
+                      for i in range(1, world)]
+        bases = [k.add(peer_pointer(k, bufs, q), set_off, type=t.u64) for q in self.peers]
         own = k.add(peer_pointer(k, bufs, self.rank), set_off, type=t.u64)
         # what this rank receives, in sender order (every rank sums in the same order, so
         # every rank gets the same bits): sender s sits in slot (s - rank - 1) mod W
-        self.recvs: list[Reg] = []
-        for s_ in range(world):
-            j = k.rem(k.sub(s_ + world - 1, self.rank, type=t.u32), world, type=t.u32)
-            self.recvs.append(k.mad(k.cvt(j, t.u64, atype=t.u32), self.slot, own,
-                                    type=t.u64))
+        froms = [k.cvt(k.rem(k.sub(s_ + world - 1, self.rank, type=t.u32), world, type=t.u32),
+                       t.u64, atype=t.u32) for s_ in range(world)]
+        self.sends: list[list[Reg]] = []
+        self.recvs: list[list[Reg]] = []
+        for r in range(regions):
+            first = r * (world - 1)
+            self.sends.append([k.mad(self.slot, first + world - 1 - i, b, type=t.u64)
+                               for i, b in enumerate(bases, start=1)])
+            mine = own if r == 0 else k.mad(self.slot, first, own, type=t.u64)
+            self.recvs.append([k.mad(j, self.slot, mine, type=t.u64) for j in froms])
         self.tid = k.mov(k.tid.x, type=t.u32)
         self.gid = k.mad(k.ctaid.x, THREADS, self.tid, type=t.u32)
         self.stride = k.mul(k.nctaid.x, THREADS, type=t.u32)
@@ -373,36 +384,51 @@ class _Lamport:
             out.append(k.cvt_packed("bf16x2", hi, lo))
         return tuple(out)
 
+    def send(self, region: int, i: int, j: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
+        """Store `words` into this rank's slot of `region`, vector j, at peer i."""
+        with self.k.guard(ok):
+            self.k.st(Addr(self._at(self.sends[region][i - 1], j)), words, type=t.b32,
+                      space="global", sem="relaxed", scope="sys")
+
+    def receive(self, region: int, js: Sequence[tuple[Reg, Reg | list[Reg]]]
+                ) -> list[list[tuple[Reg, Reg, Reg, Reg]]]:
+        """Wait for vector j of every other rank's slot of `region`, for each (j, in range:
+        one predicate, or one per sender), all polled together; empty the slots (for the
+        call after next). Per j, the words in sender order (this rank's own place: its polled
+        registers, not loaded)."""
+        k, world = self.k, self.world
+        addrs, oks = [], []
+        for j, ok in js:
+            for s_ in range(world):
+                addrs.append(self._at(self.recvs[region][s_], j))
+                oks.append(k.and_(ok[s_] if isinstance(ok, list) else ok, self.rank != s_))
+        got = lamport_wait(k, addrs, self.empty, ok=oks)
+        empty = (self.empty,) * 4
+        for a, ok in zip(addrs, oks, strict=True):
+            with k.guard(ok):
+                k.st(Addr(a), empty, type=t.b32, space="global", sem="relaxed", scope="sys")
+        return [got[n * world:(n + 1) * world] for n in range(len(js))]
+
+    def total(self, mine: tuple[Reg, ...], got: Sequence[tuple[Reg, ...]]) -> tuple[Reg, ...]:
+        """The sum of every rank's vector in rank order, this rank's being `mine`."""
+        k = self.k
+        vecs = [tuple(k.selp(a, b, self.rank == s_, type=t.b32)
+                      for a, b in zip(mine, got[s_], strict=True))
+                for s_ in range(self.world)]
+        return _sum(k, self.dtype, vecs)
+
     def exchange(self, group: list[tuple[Reg, Reg]],
                  load: Callable[[Reg, Reg], tuple[Reg, ...]],
                  store: Callable[[Reg, Reg, tuple[Reg, ...]], None]) -> None:
-        """For each (vector, in range) of the group: send this rank's vector to every other
-        rank, wait for theirs, store the sum and empty the slots read."""
-        k, world = self.k, self.world
+        """The one-shot for each (vector, in range) of the group: send this rank's vector to
+        every other rank, wait for theirs, store the sum."""
         mine = [self.canonical(load(vec, ok)) for vec, ok in group]
         for (vec, ok), words in zip(group, mine, strict=True):
-            with k.guard(ok):
-                for base in self.sends:
-                    k.st(Addr(self._at(base, vec)), words, type=t.b32, space="global",
-                         sem="relaxed", scope="sys")
-        addrs, oks = [], []
-        for vec, ok in group:
-            for s_ in range(world):
-                addrs.append(self._at(self.recvs[s_], vec))
-                oks.append(k.and_(ok, self.rank != s_))
-        got = lamport_wait(k, addrs, self.empty, ok=oks)
-        empty = (self.empty,) * 4
-        for g, ((vec, ok), words) in enumerate(zip(group, mine, strict=True)):
-            vecs = []
-            for s_ in range(world):
-                me = self.rank == s_
-                vecs.append(tuple(k.selp(a, b, me, type=t.b32)
-                                  for a, b in zip(words, got[g * world + s_], strict=True)))
-            store(vec, ok, _sum(k, self.dtype, vecs))
-            for s_ in range(world):
-                with k.guard(oks[g * world + s_]):
-                    k.st(Addr(addrs[g * world + s_]), empty, type=t.b32, space="global",
-                         sem="relaxed", scope="sys")
+            for i in range(1, self.world):
+                self.send(0, i, vec, ok, words)
+        got = self.receive(0, group)
+        for (vec, ok), words, theirs in zip(group, mine, got, strict=True):
+            store(vec, ok, self.total(words, theirs))
 
     def _at(self, base: Reg, vec: Reg) -> Reg:
         return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
@@ -417,6 +443,19 @@ class _Lamport:
     def store(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
         with self.k.guard(ok):
             self.k.st(Addr(self._at(self.out, vec)), words, type=t.b32, space="global")
+
+    def load_any(self, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
+        """Vector `vec` of x, a whole one or the one after them (its missing elements 0)."""
+        k = self.k
+        whole = self.load(vec, k.and_(ok, vec < self.nvec))
+        last = vec == self.nvec
+        part = self.load_tail(vec, k.and_(ok, last))
+        return tuple(k.selp(p, w, last, type=t.b32) for p, w in zip(part, whole, strict=True))
+
+    def store_any(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
+        k = self.k
+        self.store(vec, k.and_(ok, vec < self.nvec), words)
+        self.store_tail(vec, k.and_(ok, vec == self.nvec), words)
 
     def _elements(self) -> list[tuple[int, int, int]]:
         """The tail's elements: (index, word, bit offset in the word)."""
@@ -456,9 +495,10 @@ def build_lamport(dtype: str, world: int, bounded: bool = False) -> Kernel:
     into a receive slot of every other rank's buffer (`st.relaxed.sys`), then polls its own
     slots until no word is the empty one (`signals.lamport_wait`), sums in rank order and
     empties what it read. No barrier and no acknowledgement wait: a round is one NVLink
-    crossing. Two receive sets alternate by call parity; a rank reuses a set two calls
-    later, after every other rank has sent it the call between, which each sends only once
-    its previous call, and so its emptying of that set, is over."""
+    crossing. Two receive sets alternate by
+    call parity; a rank reuses a set two calls later, after every other rank has sent it the
+    call between, which each sends only once its previous call, and so its emptying of that
+    set, is over."""
     k = Kernel(kernel_name("lamport", dtype, world), reqntid=THREADS)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
@@ -477,7 +517,48 @@ def build_lamport(dtype: str, world: int, bounded: bool = False) -> Kernel:
     return k
 
 
-BUILDERS = {"one_shot": build_one_shot, "two_shot": build_two_shot, "lamport": build_lamport}
+def build_lamport_two_shot(dtype: str, world: int, bounded: bool = False) -> Kernel:
+    """The two-shot with the data as its own flag: x (with the vector after the whole ones)
+    is cut into W chunks of `chunk` vectors. Reduce-scatter: each thread stores vector j of
+    chunk q into its slot of rank q's first region, for every other rank q, polls its own
+    slots for vector j of its chunk, sums in rank order, writes it to the output and stores
+    the sum into every other rank's second region. All-gather: it polls its second region for
+    vector j of every other chunk and writes those. Each rank sends 2 (W - 1) / W times the
+    message, as the pulled two-shot reads, with no barrier and no copy of x. Thread t of
+    every rank handles the same j, so a thread waits only on the same thread of the other
+    ranks, which sent before it waited."""
+    k = Kernel(kernel_name("lamport_two_shot", dtype, world), reqntid=THREADS)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)
+    c = _Lamport(k, dtype, world, regions=2)
+    c.advance()
+    nall = k.add(c.nvec, k.selp(1, 0, c.tail > 0, type=t.u32), type=t.u32)
+    chunk = k.div(k.add(nall, world - 1, type=t.u32), world, type=t.u32)
+    with k.for_range(c.gid, chunk, c.stride) as j:
+        for i, q in enumerate(c.peers, start=1):
+            v = k.mad(q, chunk, j, type=t.u32)
+            ok = v < nall
+            c.send(0, i, j, ok, c.canonical(c.load_any(v, ok)))
+        v = k.mad(c.rank, chunk, j, type=t.u32)
+        ok = v < nall
+        mine = c.canonical(c.load_any(v, ok))
+        # a sum can round to -0.0 (a tiny negative f32 in bf16): made +0.0 before it is sent
+        total = c.canonical(c.total(mine, c.receive(0, [(j, ok)])[0]))
+        c.store_any(v, ok, total)
+        for i in range(1, world):
+            c.send(1, i, j, ok, total)
+    with k.for_range(c.gid, chunk, c.stride) as j:
+        vs = [k.mad(chunk, s_, j, type=t.u32) for s_ in range(world)]
+        sent = [v < nall for v in vs]                  # rank s sent vector j of chunk s
+        got = c.receive(1, [(j, sent)])[0]
+        for s_, (v, ok) in enumerate(zip(vs, sent, strict=True)):
+            c.store_any(v, k.and_(ok, c.rank != s_), got[s_])
+    k.ret()
+    return k
+
+
+BUILDERS = {"one_shot": build_one_shot, "two_shot": build_two_shot, "lamport": build_lamport,
+            "lamport_two_shot": build_lamport_two_shot}
 
 
 def build_module(worlds: tuple[int, ...] = (2,), dtypes: tuple[str, ...] = tuple(ESIZE),
@@ -496,27 +577,39 @@ def ctas(algorithm: str, nvec: int, world: int, pad_bytes: int) -> int:
     """The grid: a CTA per THREADS vectors of the work each CTA splits (the message, or one
     chunk for the two-shot), at most MAX_CTAS and, for the kernels that meet at the signal
     pads, what the pad has slots for."""
-    work = -(-nvec // world) if algorithm == "two_shot" else nvec
-    slots = MAX_CTAS if algorithm == "lamport" else pad_bytes // (4 * world)
+    work = -(-nvec // world) if algorithm.endswith("two_shot") else nvec
+    slots = MAX_CTAS if algorithm.startswith("lamport") else pad_bytes // (4 * world)
     return max(1, min(-(-work // THREADS), MAX_CTAS, slots))
 
 
-def choose(nbytes: int, world: int, lamport_bytes: int = 0) -> str:
+def choose(nbytes: int, world: int, lamport_bytes: int = 0, lamport2_bytes: int = 0) -> str:
     """The Lamport one-shot up to `lamport_bytes` (its receive slots' size) and
-    `LAMPORT_MAX_BYTES[world]`; else the one-shot when each rank's peer reads are few (small
-    messages) or no more than the two-shot's (two ranks: (W - 1) = 2 (W - 1) / W); else
-    two-shot, which reads 2/W as much but meets the other ranks twice."""
+    `LAMPORT_MAX_BYTES[world]`; then the Lamport two-shot (which sends 2/W as much) up to
+    `lamport2_bytes` and `LAMPORT_TWO_SHOT_MAX_BYTES[world]`; past those, the pulled one-shot
+    when each rank's peer reads are few (small messages) or no more than the two-shot's (two
+    ranks: (W - 1) = 2 (W - 1) / W), else the pulled two-shot (two barriers)."""
     if nbytes <= min(lamport_bytes, LAMPORT_MAX_BYTES.get(world, 0)):
         return "lamport"
-    return "one_shot" if world == 2 or nbytes <= ONE_SHOT_MAX_BYTES else "two_shot"
+    if nbytes <= min(lamport2_bytes, LAMPORT_TWO_SHOT_MAX_BYTES.get(world, 0)):
+        return "lamport_two_shot"
+    if world == 2 or nbytes <= ONE_SHOT_MAX_BYTES:
+        return "one_shot"
+    return "two_shot"
 
 
 # On 4 H100s (BENCHMARKS.md section 9, CUDA graphs): one-shot 12.2 us against two-shot's
 # 16.6 at 512 KiB, 51.7 against 36.8 at 4 MiB
 ONE_SHOT_MAX_BYTES = 1 << 20
-# The largest message the Lamport one-shot takes by default, per world size (its receive
-# slots cost 2 (W - 1) times that per rank)
-LAMPORT_MAX_BYTES = {2: 32 << 20, 4: 1 << 20, 8: 1 << 20}
+# The largest message the Lamport kernels take by default, per world size (the one-shot's
+# receive slots cost 2 (W - 1) times that per rank, the two-shot's 4 (W - 1) / W times).
+# Measured on 2 and 4 H200s with CUDA graphs (BENCHMARKS.md section 9): on two the one-shot
+# wins at every size (107 us at 32 MiB against the Lamport two-shot's 117 and the pulled
+# kernels' 125); on four the one-shot up to 64 KiB (5.5 against 6.9 us), the Lamport two-shot
+# from 512 KiB (7.9 against 9.7; 22.8 against the pulled two-shot's 32.2 at 4 MiB, 163
+# against 188 at 32 MiB). Eight GPUs have not been measured: their calls take the pulled
+# kernels.
+LAMPORT_MAX_BYTES = {2: 32 << 20, 4: 256 << 10}
+LAMPORT_TWO_SHOT_MAX_BYTES = {4: 32 << 20}
 # Sizes whose launch plan an AllReduce keeps (a call of another size plans anew)
 MAX_PLANS = 64
 # A plan: the function (None: nothing to launch), the grid, whether out may be x, and the
@@ -527,9 +620,10 @@ _Plan = tuple[Any, int, bool, tuple[tuple[int, ...], tuple[int, ...]]]
 class AllReduce:
     """All-reduce (sum) of tensors of up to `max_numel` elements of `dtype` ('bf16' or 'f32')
     over `group` (default: the world), on the current CUDA device. `lamport_bytes`: the
-    largest message the Lamport one-shot's slots take (default `LAMPORT_MAX_BYTES` of the
-    world size; it costs 2 (W - 1) times that of symmetric memory per rank); `bounded`: the
-    debug build, whose cross-GPU waits trap after 2 s with an error record."""
+    largest message the Lamport kernels' slots take (default: `LAMPORT_MAX_BYTES` and
+    `LAMPORT_TWO_SHOT_MAX_BYTES` of the world size; they cost 2 (W - 1) and 4 (W - 1) / W
+    times that of symmetric memory per rank); `bounded`: the debug build, whose cross-GPU
+    waits trap after 2 s with an error record."""
 
     def __init__(self, max_numel: int, dtype: str = "bf16", group: Any = None,
                  bounded: bool = False, lamport_bytes: int | None = None):
@@ -546,7 +640,7 @@ class AllReduce:
         if lamport_bytes is not None and (not isinstance(lamport_bytes, int)
                                           or lamport_bytes < 0):
             raise ValueError(f"AllReduce: lamport_bytes is an int >= 0 (the largest message "
-                             f"of the Lamport one-shot), got {lamport_bytes!r}")
+                             f"of the Lamport kernels), got {lamport_bytes!r}")
         self.group = group if group is not None else dist.group.WORLD
         assert self.group is not None, "torch.distributed is not initialised"
         self.world = dist.get_world_size(self.group)
@@ -567,12 +661,15 @@ class AllReduce:
         cap = LAMPORT_MAX_BYTES.get(self.world, 0) if lamport_bytes is None else lamport_bytes
         self.slot_bytes = max(VEC, -(-min(cap, max_numel * ESIZE[dtype]) // VEC) * VEC)
         self.lamport_bytes = min(cap, max_numel * ESIZE[dtype])
-        self.lbuf = symm_mem.empty(2 * (self.world - 1) * self.slot_bytes // 4,
-                                   dtype=torch.int32, device=device)
-        self.lbuf.fill_(EMPTY[dtype] - (1 << 32))
-        torch.cuda.synchronize(device)
-        lhandle = symm_mem.rendezvous(self.lbuf, self.group.group_name)
-        self.lranks = SymmetricBuffers.from_torch(lhandle, world_size=self.world)
+        self.lbuf, self.lranks = self._slots(2 * (self.world - 1) * self.slot_bytes, device)
+        # the Lamport two-shot's: two sets of two regions of W - 1 slots of a chunk
+        cap = (LAMPORT_TWO_SHOT_MAX_BYTES.get(self.world, 0) if lamport_bytes is None
+               else lamport_bytes)
+        self.lamport2_bytes = min(cap, max_numel * ESIZE[dtype])
+        vectors = -(-self.lamport2_bytes // VEC)            # with the one after the whole
+        self.chunk_slot_bytes = VEC * max(1, -(-vectors // self.world))
+        self.l2buf, self.l2ranks = self._slots(4 * (self.world - 1) * self.chunk_slot_bytes,
+                                               device)
         self.state = torch.zeros(4, dtype=torch.int32, device=device)
         module = build_module((self.world,), (dtype,), bounded).load(device=self.ranks.device)
         self.module = module                 # the functions' module stays loaded
@@ -583,6 +680,7 @@ class AllReduce:
         r = self.ranks
         self._static = (r.buffer_ptrs_dev, r.signal_pad_ptrs_dev, self.state.data_ptr())
         self._lstatic = (self.lranks.buffer_ptrs_dev, self.state.data_ptr())
+        self._l2static = (self.l2ranks.buffer_ptrs_dev, self.state.data_ptr())
         self._stream = torch_raw_stream()
         nbytes = max_numel * ESIZE[dtype]
         self._sym = self.buf[2 * self.half_bytes:2 * self.half_bytes + nbytes].view(
@@ -590,6 +688,21 @@ class AllReduce:
         self._sym_ptr = self._sym.data_ptr()
         self._plans: dict[tuple[int, str | None, bool], _Plan] = {}
         self._torch = torch
+
+    def _slots(self, nbytes: int, device: Any) -> tuple[Any, Any]:
+        """A Lamport kernel's receive slots: `nbytes` of symmetric memory per rank, filled
+        with the empty word before any rank can send (the fill is synchronised before the
+        rendezvous, which every rank must reach), and this rank's view of them."""
+        import torch
+        import torch.distributed._symmetric_memory as symm_mem
+
+        from ptxdsl.runtime import SymmetricBuffers
+        buf = symm_mem.empty(nbytes // 4, dtype=torch.int32, device=device)
+        buf.fill_(EMPTY[self.dtype] - (1 << 32))
+        torch.cuda.synchronize(device)
+        assert self.group is not None
+        handle = symm_mem.rendezvous(buf, self.group.group_name)
+        return buf, SymmetricBuffers.from_torch(handle, world_size=self.world)
 
     def symmetric_input(self, numel: int) -> torch.Tensor:
         """A tensor of `numel` elements in the symmetric buffer itself: written by the caller
@@ -602,6 +715,33 @@ class AllReduce:
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
                  algorithm: str | None = None) -> torch.Tensor:
+        fn, grid, args, result = self._prepare(x, out, algorithm)
+        if fn is not None:
+            fn.launch(grid, THREADS, args, stream=self._stream(self.index))
+        return result
+
+    def bind(self, x: torch.Tensor, out: torch.Tensor | None = None,
+             algorithm: str | None = None) -> Callable[[], torch.Tensor]:
+        """This all-reduce of x into out (as a call would make or take it), checked once:
+        the function returned launches it on the current stream each time it is called and
+        returns out, checking only that x and out still have the memory they had (a tensor
+        resized or re-pointed since is refused). For a step that reduces the same buffers
+        every time (a decode loop): a call costs its launch and not the checks."""
+        fn, grid, args, result = self._prepare(x, out, algorithm)
+        xp, op, stream, index = x.data_ptr(), result.data_ptr(), self._stream, self.index
+
+        def call() -> torch.Tensor:
+            if x.data_ptr() != xp or result.data_ptr() != op:
+                raise ValueError("AllReduce.bind: x or out no longer has the memory it had "
+                                 "when bound (resized or re-pointed): bind again")
+            if fn is not None:
+                fn.launch(grid, THREADS, args, stream=stream(index))
+            return result
+        return call
+
+    def _prepare(self, x: torch.Tensor, out: torch.Tensor | None,
+                 algorithm: str | None) -> tuple[Any, int, tuple[int, ...], torch.Tensor]:
+        """A call's checks: (function or None, grid, arguments, out)."""
         th = self._torch
         if not isinstance(x, th.Tensor) or x.dtype is not self.torch_dtype \
                 or x.get_device() != self.index or not x.is_contiguous():
@@ -613,22 +753,19 @@ class AllReduce:
         plan = self._plans.get((numel, algorithm, sym))
         if plan is None:
             plan = self._plan(numel, algorithm, sym)
-        fn, grid, in_place, tail_args = plan
+        fn, grid, in_place, (before, after) = plan
         if out is None:
             made: torch.Tensor = x if sym and in_place else th.empty_like(x)
             out = made
+            op = out.data_ptr()
         elif not isinstance(out, th.Tensor) or out.dtype is not x.dtype \
                 or out.get_device() != self.index or out.numel() != numel \
-                or not out.is_contiguous() or (out.data_ptr() == xp and not in_place):
+                or not out.is_contiguous() or ((op := out.data_ptr()) == xp and not in_place):
             raise ValueError(f"AllReduce: out must be a contiguous tensor of x's {numel} "
                              "elements, type and device (x itself only for the Lamport "
                              f"one-shot or a two-shot of a symmetric_input), got "
                              f"{_describe(out)}")
-        if fn is not None:
-            fn.launch(grid, THREADS, (*tail_args[0], xp, out.data_ptr(), *tail_args[1]),
-                      stream=self._stream(self.index))
-        result: torch.Tensor = out
-        return result
+        return fn, grid, (*before, xp, op, *after), out
 
     def _plan(self, numel: int, algorithm: str | None, sym: bool) -> _Plan:
         """What a call of `numel` elements launches, checked once per size, algorithm and
@@ -639,15 +776,18 @@ class AllReduce:
             raise ValueError(f"AllReduce: x has {numel} elements, this AllReduce was made "
                              f"for at most {self.max_numel}")
         nbytes = numel * ESIZE[self.dtype]
-        alg = algorithm or choose(nbytes, self.world, self.lamport_bytes)
+        alg = algorithm or choose(nbytes, self.world, self.lamport_bytes,
+                                  self.lamport2_bytes)
         fn = self.fns.get(alg)
         if fn is None:
             raise ValueError(f"AllReduce: algorithm is one of {ALGORITHMS}, got {alg!r}")
-        if alg == "lamport" and nbytes > self.lamport_bytes:
-            raise ValueError(f"AllReduce: the Lamport one-shot takes at most "
-                             f"{self.lamport_bytes} bytes here (lamport_bytes=), x has {nbytes}")
-        # the Lamport kernel reads each vector of x before it writes that vector of out, in
-        # the same thread, and no other rank reads x: it may run in place on any x
+        room = {"lamport": self.lamport_bytes, "lamport_two_shot": self.lamport2_bytes}
+        if nbytes > room.get(alg, nbytes):
+            raise ValueError(f"AllReduce: the {alg.replace('_', ' ')} takes at most "
+                             f"{room[alg]} bytes here (lamport_bytes=), x has {nbytes}")
+        # the Lamport one-shot reads each vector of x before it writes that vector of out,
+        # in the same thread, and no other rank reads x: it may run in place on any x (the
+        # Lamport two-shot writes chunk r of out before it reads the other chunks of x)
         in_place = alg == "lamport" or (sym and alg == "two_shot")
         nvec, rest = divmod(nbytes, VEC)
         grid = ctas(alg, nvec, self.world, self.ranks.signal_pad_size)
@@ -655,6 +795,9 @@ class AllReduce:
         if alg == "lamport":
             args = (self._lstatic, (nvec, rest // ESIZE[self.dtype], self.slot_bytes,
                                     self.ranks.rank))
+        elif alg == "lamport_two_shot":
+            args = (self._l2static, (nvec, rest // ESIZE[self.dtype], self.chunk_slot_bytes,
+                                     self.ranks.rank))
         else:
             args = (self._static, (nvec, rest // ESIZE[self.dtype], self.half_bytes,
                                    self.ranks.rank, int(sym)))
@@ -686,14 +829,13 @@ def _torchrun_main() -> int:
     report.note(f"rank {rank}: {torch.cuda.get_device_name()}")
     try:
         for dtype, tol in (("bf16", 2e-2), ("f32", 1e-5)):
-            ar = AllReduce(max(SIZES), dtype)
+            # slots for every size, so that both Lamport kernels run at each
+            ar = AllReduce(max(SIZES), dtype, lamport_bytes=max(SIZES) * ESIZE[dtype])
             report.note(f"{dtype}: signal pad {ar.ranks.signal_pad_size} bytes, buffer "
                         f"2 x {ar.half_bytes} bytes")
             gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
             for n in SIZES:
                 for alg in ALGORITHMS:
-                    if alg == "lamport" and n * ESIZE[dtype] > ar.lamport_bytes:
-                        continue
                     x = torch.randn(n, generator=gen, device="cuda").to(ar.torch_dtype)
                     want = x.float().clone()       # .float() of an f32 tensor is itself
                     dist.all_reduce(want)

@@ -81,15 +81,17 @@ def test_a_weak_poll_is_reported(monkeypatch):
     assert Hazard.PEER_POLL_WEAK in _ids(S["build_module"]((2,)))
 
 
+@pytest.mark.parametrize("alg", ["lamport", "lamport_two_shot"])
 @pytest.mark.parametrize("dtype, maker", [("bf16", "cvt.rn.bf16x2.f32"),
                                            ("f32", "add.rn.f32")])
-def test_the_lamport_kernel_sends_no_empty_word(dtype, maker):
+def test_the_lamport_kernels_send_no_empty_word(alg, dtype, maker):
     """Every word a rank stores into a slot is the empty word itself (the reset) or was made
     by the +0.0 add (bf16: unpacked, added, repacked), the only way -0.0, and so the empty
-    word, cannot reach a receive slot."""
+    word, cannot reach a receive slot (the two-shot's sums too)."""
     import re
-    ptx = S["build_module"]((2,), (dtype,)).emit()
-    body = ptx[ptx.index(f"ar_lamport_{dtype}_w2"):]
+    ptx = S["build_module"]((4,), (dtype,)).emit()
+    body = next(e for e in ptx.split(".visible .entry ")
+                if e.startswith(S["kernel_name"](alg, dtype, 4) + "("))
     made = {}
     for line in body.splitlines():
         m = re.match(r"\s*(?:@%p\d+ )?([\w.:]+) (%[rf]\d+),", line)
@@ -124,18 +126,24 @@ def test_choice_by_size():
     assert choose(4 << 20, 4) == "two_shot"
     assert choose(512 << 10, 4) == "one_shot"         # measured: 12.2 against 16.6 us
     assert choose((1 << 20) + 2, 4) == "two_shot"
-    # the Lamport one-shot where its slots hold the message and the world's cap allows
+    # the Lamport kernels where their slots hold the message and the world's caps allow
     assert choose(8 << 10, 2, 1 << 20) == "lamport"
     assert choose(32 << 20, 2, 32 << 20) == "lamport"
-    assert choose((32 << 20) + 16, 2, 64 << 20) == "one_shot"      # past LAMPORT_MAX_BYTES[2]
-    assert choose(1 << 20, 4, 4 << 20) == "lamport"
-    assert choose(2 << 20, 4, 4 << 20) == "two_shot"
-    assert choose(64 << 10, 8, 32 << 10) == "one_shot"             # past its slots
+    assert choose((32 << 20) + 16, 2, 64 << 20, 64 << 20) == "one_shot"   # past both caps
+    assert choose(64 << 10, 4, 256 << 10, 32 << 20) == "lamport"
+    assert choose(512 << 10, 4, 256 << 10, 32 << 20) == "lamport_two_shot"
+    assert choose(4 << 20, 4, 0, 32 << 20) == "lamport_two_shot"
+    assert choose(4 << 20, 4, 0, 2 << 20) == "two_shot"                   # past its slots
+    assert choose(64 << 20, 4, 64 << 20, 64 << 20) == "two_shot"          # past the cap
+    assert choose(64 << 10, 8, 1 << 20, 1 << 20) == "one_shot"            # eight: unmeasured
 
 
 class _Fn:
     def __init__(self, name):
-        self.name = name
+        self.name, self.launches = name, []
+
+    def launch(self, grid, block, args, stream=None):
+        self.launches.append((grid, block, args, stream))
 
 
 def _bare(world=2, lamport_bytes=1 << 20, max_numel=1 << 20):
@@ -147,6 +155,7 @@ def _bare(world=2, lamport_bytes=1 << 20, max_numel=1 << 20):
     ar.ranks = SimpleNamespace(signal_pad_size=9216, rank=1)
     ar._static, ar._lstatic = (11, 12, 13), (21, 13)
     ar.slot_bytes, ar.half_bytes, ar._plans = lamport_bytes, 2 * max_numel, {}
+    ar.lamport2_bytes, ar.chunk_slot_bytes, ar._l2static = 1 << 19, 1 << 18, (31, 13)
     return ar
 
 
@@ -159,6 +168,9 @@ def test_plan_per_algorithm():
     assert fn.name == "one_shot" and not in_place and after == (512, 0, 2 << 20, 1, 0)
     assert ar._plan(4096, "two_shot", True)[2]                   # a symmetric x, in place
     assert not ar._plan(4096, "two_shot", False)[2]
+    fn, grid, in_place, (before, after) = ar._plan(1 << 18, "lamport_two_shot", True)
+    assert fn.name == "lamport_two_shot" and not in_place and grid == 32    # 16384 a chunk
+    assert before == (31, 13) and after == (1 << 15, 0, 1 << 18, 1)
     assert ar._plan(0, None, False)[0] is None                    # nothing to launch
     assert (4096, "one_shot", False) in ar._plans                 # planned once per size
 
@@ -166,8 +178,53 @@ def test_plan_per_algorithm():
 @pytest.mark.parametrize("numel, alg, words", [
     ((1 << 20) + 1, None, "made for at most 1048576"),
     (1 << 19, "three_shot", "algorithm is one of"),
-    ((1 << 19) + 8, "lamport", "takes at most 1048576 bytes here"),
+    ((1 << 19) + 8, "lamport", "the lamport takes at most 1048576 bytes here"),
+    ((1 << 18) + 8, "lamport_two_shot", "the lamport two shot takes at most 524288 bytes"),
 ])
 def test_plan_rejects(numel, alg, words):
     with pytest.raises(ValueError, match=words):
         _bare()._plan(numel, alg, False)
+
+
+def _on_cpu(ar):
+    """_bare's AllReduce with what a call reads of torch: tensors on the CPU (device -1)."""
+    torch = pytest.importorskip("torch")
+    ar._torch, ar.torch_dtype, ar.index, ar.device = torch, torch.bfloat16, -1, "cpu"
+    ar._sym_ptr, ar._stream = 0, lambda index: 77
+    return torch
+
+
+def test_a_call_launches_the_plan_with_x_and_out():
+    ar = _bare()
+    torch = _on_cpu(ar)
+    x = torch.ones(4096, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    assert ar(x, out) is out
+    assert ar.fns["lamport"].launches == [
+        (1, S["THREADS"], (21, 13, x.data_ptr(), out.data_ptr(), 512, 0, 1 << 20, 1), 77)]
+    assert ar(x, x, algorithm="lamport") is x                   # the Lamport one-shot in place
+    with pytest.raises(ValueError, match="x itself only for the Lamport one-shot"):
+        ar(x, x, algorithm="one_shot")
+    with pytest.raises(ValueError, match="x must be a contiguous torch.bfloat16 tensor"):
+        ar(x.float(), out)
+    with pytest.raises(ValueError, match="out must be a contiguous tensor of x's 4096"):
+        ar(x, out[:100])
+
+
+def test_a_bound_call_checks_once_and_refuses_moved_memory():
+    ar = _bare()
+    torch = _on_cpu(ar)
+    x = torch.ones(4096, dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    call = ar.bind(x, out)
+    assert ar.fns["lamport"].launches == []                   # binding launches nothing
+    assert call() is out and call() is out
+    assert len(ar.fns["lamport"].launches) == 2
+    assert ar.fns["lamport"].launches[0][2][2:4] == (x.data_ptr(), out.data_ptr())
+    out.resize_(1 << 20)                                       # new memory behind out
+    with pytest.raises(ValueError, match="no longer has the memory it had"):
+        call()
+    assert len(ar.fns["lamport"].launches) == 2
+    with pytest.raises(ValueError, match="out must be a contiguous tensor"):
+        ar.bind(x, out)                                        # checked as a call is
+

@@ -88,8 +88,12 @@ WIDTHS = (8, 16, 32, 64, 128)       # X rows per tile: the wgmma N of each kerne
 SMEM_LIMIT = 227 * 1024             # dynamic shared memory per CTA on sm_90
 MAX_SPLITS = 16
 # A unit's cost beyond its k-blocks (filling the ring, the epilogue, the reduction), in
-# k-blocks: what keeps split_for from cutting K finer than the waves gain
-UNIT_OVERHEAD = 2
+# k-blocks: what keeps split_for from cutting K finer than the waves gain. Fitted on an H100
+# (2026-11-28, bf16 M = 16, N = 14336, K = 4096, 64-row tiles, 224 of them: 1 / 2 / 3 / 4
+# splits took 44.8 / 49.6 / 53.1 / 52.6 us, cuBLAS 47.0): about 8; at 2 the model took 4
+# splits, 0.89x cuBLAS where 1 split is 1.05x. The same run's other shapes (M = 1 and 64 at
+# N = 14336, K = 4096; M = 16 at 8192 x 8192 and 4096 x 14336) keep the split it measured best.
+UNIT_OVERHEAD = 8
 TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 stores)
 # Widths from this one up run in clusters of 2 CTAs along W's rows that share the X tile (each
 # loads half of it and multicasts it): every CTA reads all of X's K range from L2, and sharing

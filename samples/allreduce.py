@@ -119,6 +119,36 @@ def _scalar_sum(k: Kernel, dtype: str, addrs: list[Reg]) -> Reg:
     return total if dtype == "f32" else k.cvt(total, t.bf16, atype=t.f32, rnd="rn")
 
 
+def _vec_at(k: Kernel, base: Reg, vec: Reg) -> Reg:
+    """The address of 16-byte vector `vec` of the buffer at `base`."""
+    return k.mad(vec, VEC, base, type=t.u32, mode="wide")
+
+
+def _load_vec(k: Kernel, base: Reg, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
+    """Vector `vec` at `base` as four .b32, loaded where `ok` holds."""
+    regs = tuple(k.reg(t.b32) for _ in range(4))
+    with k.guard(ok):
+        k.ld(Addr(_vec_at(k, base, vec)), type=t.b32, vec=4, space="global", dst=regs)
+    return regs
+
+
+def _store_vec(k: Kernel, base: Reg, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
+    with k.guard(ok):
+        k.st(Addr(_vec_at(k, base, vec)), words, type=t.b32, space="global")
+
+
+def _when_last_cta(k: Kernel, state: Reg, tid: Reg, then: Callable[[], None]) -> None:
+    """`then()` in thread 0 of the last CTA of the grid to get here (an atomic count of CTAs
+    in the state's DONE word, which that CTA resets): every other CTA has passed this point,
+    so what they read of the state before it (every thread of them, where the caller made
+    sure of that within its CTA) is read, and `then` may advance it for the next call."""
+    with k.if_(tid == 0):
+        done = k.atom("add", Addr(state, DONE), 1, type=t.u32, space="global")
+        with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
+            k.st(Addr(state, DONE), k.mov(0, type=t.u32), space="global")
+            then()
+
+
 class _Ctx:
     """What both kernels read at the start: parameters, the rank's buffer pointers (this
     call's half), the state, the grid-stride indices."""
@@ -149,9 +179,6 @@ class _Ctx:
         self.gid = k.mad(k.ctaid.x, THREADS, self.tid, type=t.u32)
         self.stride = k.mul(k.nctaid.x, THREADS, type=t.u32)
 
-    def at(self, base: Reg, vec: Reg) -> Reg:
-        return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
-
     def vectors(self, stop: Reg, body: Callable[[list[tuple[Reg, Reg]]], None],
                 first: Reg | None = None) -> None:
         """body([(vec, in range), ...]) for this thread's vectors below `stop` (plus
@@ -165,36 +192,25 @@ class _Ctx:
                 group.append((j if first is None else k.add(first, j, type=t.u32), ok))
             body(group)
 
-    def _load(self, base: Reg, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
-        k = self.k
-        regs = tuple(k.reg(t.b32) for _ in range(4))
-        with k.guard(ok):
-            k.ld(Addr(self.at(base, vec)), type=t.b32, vec=4, space="global", dst=regs)
-        return regs
-
-    def _store(self, base: Reg, vec: Reg, ok: Reg, v: tuple[Reg, ...]) -> None:
-        with self.k.guard(ok):
-            self.k.st(Addr(self.at(base, vec)), v, type=t.b32, space="global")
-
     def copy_in(self, group: list[tuple[Reg, Reg]]) -> None:
-        loaded = [self._load(self.inp, vec, ok) for vec, ok in group]
+        loaded = [_load_vec(self.k, self.inp, vec, ok) for vec, ok in group]
         for (vec, ok), v in zip(group, loaded, strict=True):
-            self._store(self.own, vec, ok, v)
+            _store_vec(self.k, self.own, vec, ok, v)
 
     def reduce(self, group: list[tuple[Reg, Reg]], also_own: bool = False) -> None:
         """out[vec] (and, for the two-shot, own[vec]) = the sum of every rank's vec."""
-        loaded = [[self._load(b, vec, ok) for b in self.ranks] for vec, ok in group]
+        loaded = [[_load_vec(self.k, b, vec, ok) for b in self.ranks] for vec, ok in group]
         for (vec, ok), vecs in zip(group, loaded, strict=True):
             total = _sum(self.k, self.dtype, vecs)
-            self._store(self.out, vec, ok, total)
+            _store_vec(self.k, self.out, vec, ok, total)
             if also_own:
-                self._store(self.own, vec, ok, total)
+                _store_vec(self.k, self.own, vec, ok, total)
 
     def gather(self, base: Reg, group: list[tuple[Reg, Reg]]) -> None:
         """out[vec] = the vec of the buffer at `base` (another rank's sums)."""
-        loaded = [self._load(base, vec, ok) for vec, ok in group]
+        loaded = [_load_vec(self.k, base, vec, ok) for vec, ok in group]
         for (vec, ok), v in zip(group, loaded, strict=True):
-            self._store(self.out, vec, ok, v)
+            _store_vec(self.k, self.out, vec, ok, v)
 
     def _tail_at(self, base: Reg) -> Reg:
         k, es = self.k, ESIZE[self.dtype]
@@ -237,15 +253,12 @@ class _Ctx:
         symmetric x) and the call number. Early, so the atomic's latency hides behind the
         reads that follow."""
         k = self.k
-        barriers = k.add(k.selp(1, 0, self.sym, type=t.u32), barriers, type=t.u32)
-        with k.if_(self.tid == 0):
-            done = k.atom("add", Addr(self.state, DONE), 1, type=t.u32, space="global")
-            with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
-                k.st(Addr(self.state, DONE), k.mov(0, type=t.u32), space="global")
-                k.st(Addr(self.state, EPOCH), k.add(self.epoch, barriers, type=t.u32),
-                     space="global")
-                k.st(Addr(self.state, CALLS), k.add(self.calls, 1, type=t.u32),
-                     space="global")
+        after = k.add(k.selp(1, 0, self.sym, type=t.u32), barriers, type=t.u32)
+
+        def count() -> None:
+            k.st(Addr(self.state, EPOCH), k.add(self.epoch, after, type=t.u32), space="global")
+            k.st(Addr(self.state, CALLS), k.add(self.calls, 1, type=t.u32), space="global")
+        _when_last_cta(k, self.state, self.tid, count)
 
 
 def k_not(k: Kernel, p: Reg) -> Reg:
@@ -364,12 +377,8 @@ class _Lamport:
         counts this call."""
         k = self.k
         k.bar_sync(0)
-        with k.if_(self.tid == 0):
-            done = k.atom("add", Addr(self.state, DONE), 1, type=t.u32, space="global")
-            with k.if_(k.add(done, 1, type=t.u32) == k.mov(k.nctaid.x, type=t.u32)):
-                k.st(Addr(self.state, DONE), k.mov(0, type=t.u32), space="global")
-                k.st(Addr(self.state, LCALLS), k.add(self.calls, 1, type=t.u32),
-                     space="global")
+        _when_last_cta(k, self.state, self.tid, lambda: k.st(
+            Addr(self.state, LCALLS), k.add(self.calls, 1, type=t.u32), space="global"))
 
     def canonical(self, words: tuple[Reg, ...]) -> tuple[Reg, ...]:
         """The words with every -0.0 made +0.0 (x + 0.0 in round-to-nearest), so that no
@@ -387,7 +396,7 @@ class _Lamport:
     def send(self, region: int, i: int, j: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
         """Store `words` into this rank's slot of `region`, vector j, at peer i."""
         with self.k.guard(ok):
-            self.k.st(Addr(self._at(self.sends[region][i - 1], j)), words, type=t.b32,
+            self.k.st(Addr(_vec_at(self.k, self.sends[region][i - 1], j)), words, type=t.b32,
                       space="global", sem="relaxed", scope="sys")
 
     def receive(self, region: int, js: Sequence[tuple[Reg, Reg | list[Reg]]]
@@ -400,7 +409,7 @@ class _Lamport:
         addrs, oks = [], []
         for j, ok in js:
             for s_ in range(world):
-                addrs.append(self._at(self.recvs[region][s_], j))
+                addrs.append(_vec_at(self.k, self.recvs[region][s_], j))
                 oks.append(k.and_(ok[s_] if isinstance(ok, list) else ok, self.rank != s_))
         got = lamport_wait(k, addrs, self.empty, ok=oks)
         empty = (self.empty,) * 4
@@ -430,19 +439,11 @@ class _Lamport:
         for (vec, ok), words, theirs in zip(group, mine, got, strict=True):
             store(vec, ok, self.total(words, theirs))
 
-    def _at(self, base: Reg, vec: Reg) -> Reg:
-        return self.k.mad(vec, VEC, base, type=t.u32, mode="wide")
-
     def load(self, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
-        k = self.k
-        regs = tuple(k.reg(t.b32) for _ in range(4))
-        with k.guard(ok):
-            k.ld(Addr(self._at(self.inp, vec)), type=t.b32, vec=4, space="global", dst=regs)
-        return regs
+        return _load_vec(self.k, self.inp, vec, ok)
 
     def store(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
-        with self.k.guard(ok):
-            self.k.st(Addr(self._at(self.out, vec)), words, type=t.b32, space="global")
+        _store_vec(self.k, self.out, vec, ok, words)
 
     def load_any(self, vec: Reg, ok: Reg) -> tuple[Reg, ...]:
         """Vector `vec` of x, a whole one or the one after them (its missing elements 0)."""
@@ -467,7 +468,7 @@ class _Lamport:
         """The vector after the whole ones, its missing elements zero."""
         k = self.k
         words = [k.mov(0, type=t.b32) for _ in range(4)]
-        first = self._at(self.inp, vec)
+        first = _vec_at(self.k, self.inp, vec)
         for e, w, sh in self._elements():
             with k.if_(k.and_(ok, self.tail > e)):
                 if self.dtype == "f32":
@@ -480,7 +481,7 @@ class _Lamport:
 
     def store_tail(self, vec: Reg, ok: Reg, words: tuple[Reg, ...]) -> None:
         k = self.k
-        first = self._at(self.out, vec)
+        first = _vec_at(self.k, self.out, vec)
         for e, w, sh in self._elements():
             with k.if_(k.and_(ok, self.tail > e)):
                 if self.dtype == "f32":
@@ -495,10 +496,9 @@ def build_lamport(dtype: str, world: int, bounded: bool = False) -> Kernel:
     into a receive slot of every other rank's buffer (`st.relaxed.sys`), then polls its own
     slots until no word is the empty one (`signals.lamport_wait`), sums in rank order and
     empties what it read. No barrier and no acknowledgement wait: a round is one NVLink
-    crossing. Two receive sets alternate by
-    call parity; a rank reuses a set two calls later, after every other rank has sent it the
-    call between, which each sends only once its previous call, and so its emptying of that
-    set, is over."""
+    crossing. Two receive sets alternate by call parity; a rank reuses a set two calls
+    later, after every other rank has sent it the call between, which each sends only once
+    its previous call, and so its emptying of that set, is over."""
     k = Kernel(kernel_name("lamport", dtype, world), reqntid=THREADS)
     if bounded:
         debug.bounded_waits(k, timeout_ns=2_000_000_000)
@@ -659,8 +659,8 @@ class AllReduce:
         # largest message it takes, all filled with the empty word before any rank can send
         # (the fill is synchronised before the rendezvous, which every rank must reach)
         cap = LAMPORT_MAX_BYTES.get(self.world, 0) if lamport_bytes is None else lamport_bytes
-        self.slot_bytes = max(VEC, -(-min(cap, max_numel * ESIZE[dtype]) // VEC) * VEC)
         self.lamport_bytes = min(cap, max_numel * ESIZE[dtype])
+        self.slot_bytes = VEC * max(1, -(-self.lamport_bytes // VEC))
         self.lbuf, self.lranks = self._slots(2 * (self.world - 1) * self.slot_bytes, device)
         # the Lamport two-shot's: two sets of two regions of W - 1 slots of a chunk
         cap = (LAMPORT_TWO_SHOT_MAX_BYTES.get(self.world, 0) if lamport_bytes is None

@@ -87,6 +87,23 @@ class Tma:
 
 TILE_DESC = {"box_bytes": 512}     # what maps={"tmap": ...} says of the map in these kernels
 
+# The checker's context for a `peer_tma` kernel: its map `tmap_ptr` is of a peer's buffer, its
+# signal pad `pad`
+PEER_TMA_CONTEXT = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
+                        cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
+
+
+def peer_tma(name: str) -> tuple[Tma, object]:
+    """A Tma kernel whose map is of a peer's buffer (check it with PEER_TMA_CONTEXT), with a
+    signal-pad parameter `pad` (returned, loaded), its tile filled and fenced for the async
+    proxy, and a CTA barrier: the TMA store into the peer comes next."""
+    m = Tma(name, map="global", scope="sys")
+    pad = m.k.ld_param(m.k.param_ptr("pad"))
+    m.fill()
+    ptx.fence_proxy_async(m.k, "shared::cta")
+    m.k.bar_sync(0)
+    return m, pad
+
 
 def encode_map(k: Kernel, out, *, lane_cond=None, sync: bool = True):
     """The device-side encoder of the programming guide: lane 0 edits a shared copy, the warp

@@ -15,7 +15,7 @@ from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.errors import PtxdslError
 from ptxdsl.frontend import parse_ptx
 from tests import xgpu_kernels as xk
-from tests.checker_kernels import TILE_DESC, Tma, clean, here, ids, only
+from tests.checker_kernels import PEER_TMA_CONTEXT, clean, here, ids, only, peer_tma
 
 PUBLISH = Hazard.PEER_PUBLISH_NO_SYS_RELEASE
 CONSUME = Hazard.PEER_CONSUME_NO_SYS_ACQUIRE
@@ -282,12 +282,8 @@ def _tma_into_peers(wait, each: bool) -> tuple[Kernel, int]:
     one register picked per peer from an array of maps, `mov p, maps` before the loop and
     `mad.wide p, peer, 128, maps` in it: two writes, no single value), waits with `wait`,
     then signals (.release.sys)."""
-    m = Tma("tma_each_peer" if each else "tma_peer", map="global", scope="sys")
+    m, pad = peer_tma("tma_each_peer" if each else "tma_peer")
     k = m.k
-    pad = k.ld_param(k.param_ptr("pad"))
-    m.fill()
-    ptx.fence_proxy_async(k, "shared::cta")
-    k.bar_sync(0)
     with k.if_(k.tid.x == 0):
         if each:
             tmap = k.mov(m.tmap)
@@ -308,12 +304,10 @@ def _tma_into_peers(wait, each: bool) -> tuple[Kernel, int]:
 @pytest.mark.parametrize("each", [False, True], ids=["one_peer", "map_picked_per_peer"])
 def test_tma_store_into_a_peer_must_complete_before_the_signal(each):
     # a map register picked per peer in a loop is a peer write as a map parameter is
-    context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
-                   cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
     k, line = _tma_into_peers(ptx.cp_async_bulk_wait_group_read, each)
-    f = only(check_kernel(k, **context), PUBLISH, line)
+    f = only(check_kernel(k, **PEER_TMA_CONTEXT), PUBLISH, line)
     assert "TMA store into the peer's buffer may still be in flight" in f.message
-    clean(_tma_into_peers(ptx.cp_async_bulk_wait_group, each)[0], **context)
+    clean(_tma_into_peers(ptx.cp_async_bulk_wait_group, each)[0], **PEER_TMA_CONTEXT)
 
 
 @pytest.mark.parametrize("fence, bug", [

@@ -18,7 +18,7 @@ from ptxdsl import Addr, Kernel, Module, ptx, signals, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.instructions.mbarrier_wait import WaitTimeout, spin
-from tests.checker_kernels import TILE_DESC, Tma, clean, here, ids
+from tests.checker_kernels import PEER_TMA_CONTEXT, clean, here, ids, peer_tma
 
 WEAK_POLL = Hazard.PEER_POLL_WEAK
 UNPUBLISHED = Hazard.PEER_WRITE_UNPUBLISHED
@@ -222,12 +222,8 @@ def test_a_weak_write_needs_a_signal_after_it_on_every_path(variant, bug):
 @pytest.mark.parametrize("signal", [False, True], ids=["no_signal", "signal"])
 def test_a_tma_store_into_a_peer_needs_a_signal_after_it(signal):
     # A TMA store is weak: through a peer's map with no signal after it, it is unpublished.
-    m = Tma(f"tma_push_{signal}", map="global", scope="sys")
+    m, pad = peer_tma(f"tma_push_{signal}")
     k = m.k
-    pad = k.ld_param(k.param_ptr("pad"))
-    m.fill()
-    ptx.fence_proxy_async(k, "shared::cta")
-    k.bar_sync(0)
     with k.if_(k.tid.x == 0):
         line = here() + 1
         ptx.cp_async_bulk_tensor(k, "global", "shared::cta", m.tmap, (0, 0), m.tile)
@@ -236,12 +232,10 @@ def test_a_tma_store_into_a_peer_needs_a_signal_after_it(signal):
         if signal:
             k.st(pad, 1, type=t.u32, space="global", sem="release", scope="sys")
     k.ret()
-    context = dict(peer_buffers=["tmap_ptr"], signal_pads=["pad"],
-                   cross_device_maps=["tmap_ptr"], maps={"tmap_ptr": TILE_DESC})
     if signal:
-        clean(k, **context)
+        clean(k, **PEER_TMA_CONTEXT)
         return
-    (f,) = check_kernel(k, **context)
+    (f,) = check_kernel(k, **PEER_TMA_CONTEXT)
     assert f.hazard is UNPUBLISHED and f.loc.line == line, f.format()
     assert "this write into a peer buffer is a TMA store (weak)" in f.message
 

@@ -168,18 +168,30 @@ def polls(an: Analysis) -> dict[int, Op]:
     return an.cache["xgpu-polls"]
 
 
-def _polls(an: Analysis, op: Op) -> bool:
-    b = an.cfg.block_of(op.index)
+def innermost_loop(an: Analysis, index: int) -> frozenset | None:
+    """The blocks of the innermost loop holding statement `index` (None: in no loop)."""
+    b = an.cfg.block_of(index)
     bodies = [body for _h, body in an.loops if b in body]
-    if not bodies:
-        return False
-    body = min(bodies, key=len)
-    words = {id(r) for r in dests(an.body[op.index].insn)}
-    for x in sorted(body):     # copies of the words (`mov`, `cvt`) count as the words
+    return min(bodies, key=len) if bodies else None
+
+
+def with_copies(an: Analysis, regs: Any, body: frozenset) -> set[int]:
+    """The ids of `regs` and of their copies and conversions (`mov`, `cvt`) in the loop
+    `body`: a value a loop tests through a copy is still that value."""
+    names = {id(r) for r in regs}
+    for x in sorted(body):
         for i in an.cfg.blocks[x].stmts:
             insn: Any = getattr(an.body[i], "insn", None)
-            if isinstance(insn, Mov | Cvt) and id(insn.a) in words:
-                words.add(id(insn.d))
+            if isinstance(insn, Mov | Cvt) and id(insn.a) in names:
+                names.add(id(insn.d))
+    return names
+
+
+def _polls(an: Analysis, op: Op) -> bool:
+    body = innermost_loop(an, op.index)
+    if body is None:
+        return False
+    words = with_copies(an, dests(an.body[op.index].insn), body)
     for x in body:
         blk = an.cfg.blocks[x]
         if blk.branch is not None and (blk.taken in body) != (blk.fall in body):

@@ -39,7 +39,7 @@ from ..operands import Addr, Reg
 from .analysis import STRUCTURAL, Analysis
 from .cfg import guard_polarity, solve
 from .findings import Hazard
-from .hazards_xgpu import is_reset, polls
+from .hazards_xgpu import innermost_loop, is_reset, polls, with_copies
 from .ops import Op, Role
 
 _THREAD_SREGS = ("tid.", "laneid", "warpid", "ntid.")
@@ -88,10 +88,9 @@ def _spins(an: Analysis) -> list[tuple[Op, frozenset]]:
     """Each spin with the blocks of the innermost loop holding it."""
     out = []
     for op in _ops(an, Role.XG_PAD_READ):
-        b = an.cfg.block_of(op.index)
-        bodies = [body for _h, body in an.loops if b in body]
-        if bodies:
-            out.append((op, min(bodies, key=len)))
+        body = innermost_loop(an, op.index)
+        if body is not None:
+            out.append((op, body))
     return out
 
 
@@ -308,16 +307,10 @@ def _compared_with(an: Analysis, spin: Op, body: frozenset) -> tuple[bool, Any] 
     flag = spin.result
     if not isinstance(flag, Reg):
         return None
-    names = {id(flag)}
-    blocks = sorted(body)
-    for b in blocks:   # copies and conversions of the flag (`cvt.u64.u32`)
+    names = with_copies(an, [flag], body)      # `cvt.u64.u32` of the flag is the flag
+    for b in sorted(body):
         for i in an.cfg.blocks[b].stmts:
             insn: Any = getattr(an.body[i], "insn", None)
-            if isinstance(insn, Mov | Cvt) and id(insn.a) in names:
-                names.add(id(insn.d))
-    for b in blocks:
-        for i in an.cfg.blocks[b].stmts:
-            insn = getattr(an.body[i], "insn", None)
             if isinstance(insn, Setp) and (id(insn.a) in names) != (id(insn.b) in names):
                 other = insn.b if id(insn.a) in names else insn.a
                 return an.values.const(other) is not None, other

@@ -247,7 +247,12 @@ def test_ptx_shape(ptx_text, dtype, d):
     assert body.count("stmatrix.sync.aligned.m8n8.x4") == 4
     assert body.count("ex2.approx.ftz.f32") == 32
     assert _entry(ptx_text, f"fa_bwd_pre_{dtype}_d{d}").count(f"cvt.f32.{dtype}") == 2 * d // 32
-    assert f"cvt.rn.{dtype}x2.f32" in _entry(ptx_text, f"fa_bwd_convert_{dtype}_d{d}")
+    convert = _entry(ptx_text, f"fa_bwd_convert_{dtype}_d{d}")
+    assert f"cvt.rn.{dtype}x2.f32" in convert
+    # dQ's rows through shared memory (stmatrix), then whole 16-byte chunks of rows: no
+    # 4-byte pair stores (8 rows per warp instruction, half of each sector)
+    assert convert.count("stmatrix.sync.aligned.m8n8.x4") == d // 16
+    assert convert.count("st.global.v4.b32") == d // 16 and "st.global.b32" not in convert
 
 
 def test_smem_plan():

@@ -80,7 +80,9 @@ if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
     from ptxdsl.runtime.tensormap_desc import TiledDesc
 
 BlockBody = Callable[[Reg, Reg], None]        # the work on query block (head hq, row q0)
-BlockLoop = Callable[[BlockBody], None]       # runs it on each block of this CTA
+BlockLoop = Callable[[Reg, Reg, BlockBody], None]   # runs it on each block of tile (j, h)
+TileBody = Callable[[Reg, Reg, Reg], None]    # the work on tile (key block j, KV head h, b)
+TileLoop = Callable[[TileBody], None]         # runs it on each tile of this CTA
 
 LOG2E = 1.4426950408889634
 BR, BC = 64, 128                 # query rows per block; keys per CTA (64 per consumer)
@@ -131,8 +133,8 @@ class Config:
         # would otherwise round them up to 1 KiB: what makes a third stage fit at D = 128
         self.stat_off = self.stage_off + self.stages * self.stage_bytes
         self.ring_off = self.stat_off + self.stages * 2 * STAT_BYTES
-        self.kv_bar_off = self.ring_off + 16 * self.stages
-        self.smem_bytes = self.kv_bar_off + 8
+        self.kv_ring_off = self.ring_off + 16 * self.stages
+        self.smem_bytes = self.kv_ring_off + 16
         self.name = f"fa_bwd_{dtype}_d{d}"
         self.pre_name = f"fa_bwd_pre_{dtype}_d{d}"
         self.convert_name = f"fa_bwd_convert_{dtype}_d{d}"
@@ -220,24 +222,41 @@ def build_bwd(cfg: Config, bounded: bool = False) -> Kernel:
     maps = {n: k.param_tensormap(f"map_{n}") for n in ("q", "k", "v", "do")}
     ptrs = {n: k.param_ptr(n) for n in ("dk", "dv", "lse2", "dpsum", "dq_acc")}
     u32 = {n: k.ld_param(k.param(t.u32, n)) for n in (
-        "sq", "sk", "sq_pad", "hq", "group", "causal",
+        "sq", "sk", "sq_pad", "hq", "group", "causal", "hkv", "batch",
         "dk_sb", "dk_ss", "dk_sh", "dv_sb", "dv_ss", "dv_sh")}
     f32 = {n: k.param(t.f32, n) for n in ("scale_log2", "scale")}
     smem = k.extern_shared("smem", align=1024)
     ring = MbarrierRing(k, cfg.stages, empty_count=2, storage=Addr(smem, cfg.ring_off),
                         name="qring")
-    kv_bar = Addr(smem, cfg.kv_bar_off)
-    with k.if_(k.tid.x == 0):
-        ptx.mbarrier_init(k, kv_bar, 1)
-    ring.init()                            # its fence and bar.sync publish kv_bar's init too
+    # K and V of a tile: a ring of one stage, released by both consumers after the tile's
+    # last products, so the next tile's load overlaps this one's dK/dV epilogue
+    kv = MbarrierRing(k, 1, empty_count=2, storage=Addr(smem, cfg.kv_ring_off), name="kvring")
+    kv.init(sync=False)
+    ring.init()                            # its fence and bar.sync publish kv's init too
     wg = k.shr(k.tid.x, 7)
-    j, h, b = k.ctaid.x, k.ctaid.y, k.ctaid.z
     n_q = k.shr(u32["sq_pad"], 6)
-    # causal: the first query block that sees key j * BC (BR divides BC)
-    i_start = k.selp(k.mul(j, BC // BR), 0, u32["causal"] != 0, type=t.u32)
+    nj = k.shr(k.add(u32["sk"], BC - 1), BC.bit_length() - 1)
+    ntiles = k.mul(k.mul(nj, u32["hkv"]), u32["batch"])
+    waves = k.div(k.add(ntiles, k.sub(k.nctaid.x, 1)), k.nctaid.x)
+    mirror = k.sub(k.sub(k.nctaid.x, 1), k.ctaid.x)
 
-    def blocks(body: BlockBody) -> None:
-        """body(hq, q0) for each query head of this KV head and each query block."""
+    def tiles(body: TileBody) -> None:
+        """body(j, h, b) for each tile of this CTA, a persistent one (one per SM): CTA i
+        takes tile i of even waves and nctaid - 1 - i of odd ones (a snake), so that with
+        causal masking, where key block j's work falls with j, a CTA's tiles pair long ones
+        with short ones. Key blocks are the fastest index: the CTAs at work together share
+        their heads' Q and dO in L2."""
+        with k.for_range(0, waves) as wv:
+            slot = k.selp(mirror, k.ctaid.x, k.and_(wv, 1) == 1, type=t.u32)
+            index = k.mad(wv, k.nctaid.x, slot)
+            with k.if_(index < ntiles):
+                rest = k.div(index, nj)
+                body(k.rem(index, nj), k.rem(rest, u32["hkv"]), k.div(rest, u32["hkv"]))
+
+    def blocks(j: Reg, h: Reg, body: BlockBody) -> None:
+        """body(hq, q0) for each query head of KV head h and each query block that sees key
+        block j (causal: from the first block that sees key j * BC; BR divides BC)."""
+        i_start = k.selp(k.mul(j, BC // BR), 0, u32["causal"] != 0, type=t.u32)
         with k.for_range(0, u32["group"]) as g:
             hq = k.mad(h, u32["group"], g)
             with k.for_range(i_start, n_q) as i:
@@ -246,12 +265,12 @@ def build_bwd(cfg: Config, bounded: bool = False) -> Kernel:
     with k.if_(wg == 0):
         ptx.setmaxnreg_dec(k, PRODUCER_REGS)
         with k.if_(k.tid.x == 0):
-            _producer(k, cfg, ring, smem, kv_bar, maps, ptrs, u32, j, h, b, blocks)
+            _producer(k, cfg, ring, kv, smem, maps, ptrs, u32, tiles, blocks)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         # the consumer's index, 0 or 1 (warpgroups 2 and 1): `& 1` rather than `- 1` bounds
         # it for the checker, which then tells the buffers indexed by it apart
-        _consumer(k, cfg, ring, smem, kv_bar, ptrs, u32, f32, k.and_(wg, 1), j, h, b, blocks)
+        _consumer(k, cfg, ring, kv, smem, ptrs, u32, f32, k.and_(wg, 1), tiles, blocks)
     k.ret()
     return k
 
@@ -265,38 +284,42 @@ def _load_tile(k: Kernel, cfg: Config, dst: Reg, tmap: Reg, row: Reg, head: Reg,
                                  (col, row, head, b), bar)
 
 
-def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: Addr,
+def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, kv: MbarrierRing, smem: Symbol,
               maps: Mapping[str, Symbol], ptrs: Mapping[str, Symbol], u32: Mapping[str, Reg],
-              j: Reg, h: Reg, b: Reg, blocks: BlockLoop) -> None:
+              tiles: TileLoop, blocks: BlockLoop) -> None:
     tm = {n: k.tensormap_addr(m) for n, m in maps.items()}
     base = k.mov(smem)
-    key0 = k.mul(j, BC)
-    ptx.mbarrier_arrive_expect_tx(k, "release", "cta", "shared::cta", kv_bar,
-                                  4 * cfg.tile_bytes, dst="_")
-    for w in range(2):                     # each consumer's 64 keys: a tile of their own
-        row = k.add(key0, 64 * w)
-        _load_tile(k, cfg, k.add(base, cfg.k_off + w * cfg.tile_bytes), tm["k"], row, h, b,
-                   kv_bar)
-        _load_tile(k, cfg, k.add(base, cfg.v_off + w * cfg.tile_bytes), tm["v"], row, h, b,
-                   kv_bar)
     lse2, dpsum = k.ld_param(ptrs["lse2"]), k.ld_param(ptrs["dpsum"])
-    p = ring.producer()
+    p, kvp = ring.producer(), kv.producer()
 
-    def block(hq: Reg, q0: Reg) -> None:
-        p.wait_empty()
-        p.arrive_expect_tx(2 * cfg.tile_bytes + 2 * STAT_BYTES)
-        slot, full = p.slot(Addr(smem, cfg.stage_off), cfg.stage_bytes), p.full_barrier()
-        stats = p.slot(Addr(smem, cfg.stat_off), 2 * STAT_BYTES)
-        _load_tile(k, cfg, slot, tm["q"], q0, hq, b, full)
-        _load_tile(k, cfg, k.add(slot, cfg.tile_bytes), tm["do"], q0, hq, b, full)
-        stat = _wide(k, k.mad(k.mad(b, u32["hq"], hq), u32["sq_pad"], q0), 4)
-        for src, off in ((lse2, 0), (dpsum, STAT_BYTES)):
-            ptx.cp_async_bulk(k, "shared::cluster", "global",
-                              k.add(stats, off),
-                              k.add(src, stat, type=t.u64), STAT_BYTES, full)
-        p.advance()
+    def tile(j: Reg, h: Reg, b: Reg) -> None:
+        kvp.wait_empty()
+        kvp.arrive_expect_tx(4 * cfg.tile_bytes)
+        key0 = k.mul(j, BC)
+        for w in range(2):                 # each consumer's 64 keys: a tile of their own
+            row = k.add(key0, 64 * w)
+            for name, off in (("k", cfg.k_off), ("v", cfg.v_off)):
+                _load_tile(k, cfg, k.add(base, off + w * cfg.tile_bytes), tm[name], row, h, b,
+                           kvp.full_barrier())
+        kvp.advance()
 
-    blocks(block)
+        def block(hq: Reg, q0: Reg) -> None:
+            p.wait_empty()
+            p.arrive_expect_tx(2 * cfg.tile_bytes + 2 * STAT_BYTES)
+            slot, full = p.slot(Addr(smem, cfg.stage_off), cfg.stage_bytes), p.full_barrier()
+            stats = p.slot(Addr(smem, cfg.stat_off), 2 * STAT_BYTES)
+            _load_tile(k, cfg, slot, tm["q"], q0, hq, b, full)
+            _load_tile(k, cfg, k.add(slot, cfg.tile_bytes), tm["do"], q0, hq, b, full)
+            stat = _wide(k, k.mad(k.mad(b, u32["hq"], hq), u32["sq_pad"], q0), 4)
+            for src, off in ((lse2, 0), (dpsum, STAT_BYTES)):
+                ptx.cp_async_bulk(k, "shared::cluster", "global",
+                                  k.add(stats, off),
+                                  k.add(src, stat, type=t.u64), STAT_BYTES, full)
+            p.advance()
+
+        blocks(j, h, block)
+
+    tiles(tile)
 
 
 def _stage_swizzled(k: Kernel, packed: Fragment, buf: Reg) -> None:
@@ -339,9 +362,9 @@ def _store_rows(k: Kernel, packed: Fragment, stage: Reg, sync: Callable[[], None
             k.st(Addr(dst), vals, type=t.b32, space="global")
 
 
-def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: Addr,
+def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, kv: MbarrierRing, smem: Symbol,
               ptrs: Mapping[str, Symbol], u32: Mapping[str, Reg], f32: Mapping[str, Symbol],
-              cw: Reg, j: Reg, h: Reg, b: Reg, blocks: BlockLoop) -> None:
+              cw: Reg, tiles: TileLoop, blocks: BlockLoop) -> None:
     d, w = cfg.d, cfg.wtype
     base = k.mov(smem)
     kw = k.add(base, k.mad(cw, cfg.tile_bytes, cfg.k_off))
@@ -371,20 +394,30 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
     scale_log2, scale = k.ld_param(f32["scale_log2"]), k.ld_param(f32["scale"])
     dq_acc = k.ld_param(ptrs["dq_acc"])
     dq_size = k.mov(cfg.dq_bytes, type=t.u32)
-    dk = k.fragment(t.f32, shape=(64, d))
-    dv = k.fragment(t.f32, shape=(64, d))
+    dk = k.fragment(t.f32, shape=(64, d), zero=False)
+    dv = k.fragment(t.f32, shape=(64, d), zero=False)
     s = k.fragment(t.f32, shape=(64, BR), zero=False)
     dp = k.fragment(t.f32, shape=(64, BR), zero=False)
     dq = k.fragment(t.f32, shape=(64, 64), zero=False)
     row0, col0 = s.origin()
-    key_base = k.mad(j, BC, k.shl(cw, 6))
-    keys = [k.add(key_base, k.add(row0, 8 * half)) for half in range(2)]   # my two key rows
-    past_sk = [kr >= u32["sk"] for kr in keys]
     causal = u32["causal"] != 0
-    c = ring.consumer()
-    ptx.mbarrier_wait(k, kv_bar, 0)
+    c, kvc = ring.consumer(), kv.consumer()
 
-    def block(hq: Reg, q0: Reg) -> None:
+    def tile(j: Reg, h: Reg, b: Reg) -> None:
+        key_base = k.mad(j, BC, k.shl(cw, 6))
+        # my two key rows, masked when past Sk
+        past_sk = [k.add(key_base, k.add(row0, 8 * half)) >= u32["sk"] for half in range(2)]
+        keys = [k.add(key_base, k.add(row0, 8 * half)) for half in range(2)]
+        dk.zero()
+        dv.zero()
+        kvc.wait_full()
+        blocks(j, h, lambda hq, q0: block(hq, q0, b, keys, past_sk))
+        with k.if_(leader):                # both consumers' products of the tile are done
+            kvc.release()
+        kvc.advance()
+        _epilogue(k, cfg, ptrs, u32, dk, dv, scale, h, b, key_base)
+
+    def block(hq: Reg, q0: Reg, b: Reg, keys: list[Reg], past_sk: list[Reg]) -> None:
         c.wait_full()
         slot = c.slot(Addr(smem, cfg.stage_off), cfg.stage_bytes)
         q_tile, do_tile = slot, k.add(slot, cfg.tile_bytes)
@@ -478,19 +511,24 @@ def _consumer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, kv_bar: 
         k.mul(flip, DS_BYTES, dst=flip_off)
         c.advance()
 
-    blocks(block)
+    tiles(tile)
     with k.if_(leader):                    # the last reduction done before the CTA exits
         ptx.cp_async_bulk_wait_group(k, 0)
+
+
+def _epilogue(k: Kernel, cfg: Config, ptrs: Mapping[str, Symbol], u32: Mapping[str, Reg],
+              dk: Fragment, dv: Fragment, scale: Reg, h: Reg, b: Reg, key_base: Reg) -> None:
+    """dK (scaled) and dV of a consumer's 64 keys, packed and stored directly, predicated at
+    Sk. (Staging them through shared memory as the convert kernel does, `_store_rows`,
+    measured within the run-to-run spread, -2% to +2%: it runs once per tile.)"""
     for r in dk:
         k.mul(r, scale, type=t.f32, dst=r)
-    # Stored directly: staging dK and dV through shared memory as the convert kernel does
-    # (`_store_rows`) measured within the run-to-run spread here (-2% to +2%), once per CTA.
     for name, acc in (("dk", dk), ("dv", dv)):
         out = _tensor_base(k, k.ld_param(ptrs[name]), [(b, u32[f"{name}_sb"]),
                                                        (h, u32[f"{name}_sh"]),
                                                        (key_base, u32[f"{name}_ss"])], 2)
-        acc.to_packed(w).store(out, u32[f"{name}_ss"],
-                               rows=k.sub(u32["sk"], key_base, type=t.s32))
+        acc.to_packed(cfg.wtype).store(out, u32[f"{name}_ss"],
+                                       rows=k.sub(u32["sk"], key_base, type=t.s32))
 
 
 # -- 3. dQ = accumulator * scale in the output type ------------------------------------------------
@@ -608,30 +646,39 @@ def map_desc(ptr: int, dtype: str, B: int, S: int, H: int, D: int,
                                       strides=(sb, sh, ss, 1), swizzle="128B")
 
 
-def map_desc_of(ptr: object, dtype: str, B: int, S: int, H: int, D: int,
-                strides: Strides) -> TiledDesc:
-    """`map_desc` of a device pointer: an int or anything a launch takes as one."""
-    from ptxdsl.runtime.arrays import device_pointer
-    return map_desc(device_pointer(ptr), dtype, B, S, H, D, strides)
+_MAP_CACHE: dict[tuple[object, ...], TensorMap] = {}
 
 
-_MAP_CACHE: dict[TiledDesc, TensorMap] = {}
-
-
-def _tensor_map(desc: TiledDesc, ptr: object) -> TensorMap:
-    """The map of `desc`, encoded once per distinct description when `ptr` is a plain address:
-    a training loop passes the same tensors step after step, and encoding the four maps took
-    more host time than launching the three kernels. A buffer object is encoded each call,
-    the map keeping it alive."""
+def _tensor_map(ptr: object, dtype: str, B: int, S: int, H: int, D: int,
+                strides: Strides) -> TensorMap:
+    """`map_desc`'s map of the tensor at `ptr`, encoded once per distinct argument list when
+    `ptr` is a plain address: a training loop passes the same tensors step after step, and
+    describing and encoding the four maps took more host time than launching the three
+    kernels (the key is the arguments, not the description, which alone cost 35 us a map
+    to build). A buffer object is encoded each call, the map keeping it alive."""
     from ptxdsl.runtime import TensorMap
+    from ptxdsl.runtime.arrays import device_pointer
     if not isinstance(ptr, int):
-        return TensorMap.from_desc(desc, source=ptr)
-    tmap = _MAP_CACHE.get(desc)
+        return TensorMap.from_desc(map_desc(device_pointer(ptr), dtype, B, S, H, D, strides),
+                                   source=ptr)
+    key = (ptr, dtype, B, S, H, D, strides)
+    tmap = _MAP_CACHE.get(key)
     if tmap is None:
         if len(_MAP_CACHE) >= 512:
             _MAP_CACHE.clear()
-        tmap = _MAP_CACHE[desc] = TensorMap.from_desc(desc)
+        tmap = _MAP_CACHE[key] = TensorMap.from_desc(map_desc(ptr, dtype, B, S, H, D, strides))
     return tmap
+
+
+_SMS: list[int] = []
+
+
+def _sms() -> int:
+    """The GPU's SMs: the main kernel's grid, one persistent CTA each."""
+    if not _SMS:
+        from ptxdsl import runtime as rt
+        _SMS.append(rt.device_info(0).sm_count)
+    return _SMS[0]
 
 
 def backward(module: LoadedModule, q: object, k: object, v: object, o: object, do: object,
@@ -657,13 +704,14 @@ def backward(module: LoadedModule, q: object, k: object, v: object, o: object, d
         (sq_pad // PRE_ROWS, Hq, B), 32 * PRE_ROWS,
         (o, do, lse, ws.lse2, ws.dpsum, ws.dq_acc, Sq, sq_pad, Hq, *st["o"], *st["do"]),
         stream=stream)
-    maps = [_tensor_map(map_desc_of(ptr, dtype, B, S, H, D, st[n]), ptr)
+    maps = [_tensor_map(ptr, dtype, B, S, H, D, st[n])
             for n, ptr, S, H in (("q", q, Sq, Hq), ("k", k, Sk, Hkv), ("v", v, Sk, Hkv),
                                  ("do", do, Sq, Hq))]
+    ntiles = -(-Sk // BC) * Hkv * B
     module[cfg.name].launch(
-        (-(-Sk // BC), Hkv, B), THREADS,
+        (min(ntiles, _sms()), 1, 1), THREADS,
         (*maps, dk, dv, ws.lse2, ws.dpsum, ws.dq_acc, Sq, Sk, sq_pad, Hq, Hq // Hkv,
-         int(bool(causal)), *st["dk"], *st["dv"], scale * LOG2E, scale),
+         int(bool(causal)), Hkv, B, *st["dk"], *st["dv"], scale * LOG2E, scale),
         shared_mem=cfg.smem_bytes, stream=stream)
     module[cfg.convert_name].launch(
         (sq_pad // BR, Hq, B), CONVERT_THREADS,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxdsl import pipeline, ptx
+from ptxdsl import pipeline
 from ptxdsl.checker import check_module
 from ptxdsl.runtime.tensormap_desc import check as check_desc
 from ptxdsl.toolchain import ptxas_path
@@ -180,19 +180,31 @@ def _skip(*args, **kwargs):
 
 
 _SHORT_TX = pipeline.ProducerView.arrive_expect_tx
+_WAIT_FULL = pipeline.ConsumerView.wait_full
+_WAIT_EMPTY = pipeline.ProducerView.wait_empty
+
+
+def _skip_on(ring: str, original):
+    """`original`, except on the ring named `ring`, where the wait is left out."""
+    def wait(self):
+        return None if self.ring.name == ring else original(self)
+    return wait
 
 
 @pytest.mark.parametrize("owner, name, replacement, finding", [
-    (pipeline.ConsumerView, "wait_full", _skip, "wait-wrong-barrier"),
-    (pipeline.ProducerView, "wait_empty", _skip, "ring-refill-unguarded"),
-    (ptx, "mbarrier_wait", _skip, "wait-wrong-barrier"),           # the K/V barrier's
+    (pipeline.ConsumerView, "wait_full", _skip_on("qring", _WAIT_FULL), "wait-wrong-barrier"),
+    (pipeline.ProducerView, "wait_empty", _skip_on("qring", _WAIT_EMPTY),
+     "ring-refill-unguarded"),
+    (pipeline.ConsumerView, "wait_full", _skip_on("kvring", _WAIT_FULL), "wait-wrong-barrier"),
+    (pipeline.ProducerView, "wait_empty", _skip_on("kvring", _WAIT_EMPTY),
+     "ring-refill-unguarded"),
     (pipeline.ProducerView, "arrive_expect_tx", lambda self, n: _SHORT_TX(self, n - 256),
      "expect-tx-mismatch"),
-], ids=["ring-full", "ring-empty", "kv", "expect-tx"])
+], ids=["ring-full", "ring-empty", "kv-full", "kv-empty", "expect-tx"])
 def test_checker_finds_a_removed_wait(monkeypatch, owner, name, replacement, finding):
-    """Each wait of the kernel, taken out, is reported (the consumers' full wait on the Q/dO
-    ring, the producer's empty wait, the consumers' wait for K and V), and so is a stage's
-    byte count short of what its loads deliver."""
+    """Each wait of the kernel, taken out, is reported (the consumers' full wait and the
+    producer's empty wait on the Q/dO ring and on the one-stage K/V ring of the persistent
+    tiles), and so is a stage's byte count short of what its loads deliver."""
     monkeypatch.setattr(owner, name, replacement)
     module = S["build_module"](configs=[CONFIGS["bf16", 64]])
     assert finding in {f.hazard.value for f in check_module(module)}
@@ -312,20 +324,32 @@ class _Workspace:
         self.lse2, self.dpsum, self.dq_acc = 1 << 20, 2 << 20, 3 << 20
 
 
-def test_backward_launches_the_three_kernels(monkeypatch):
-    mod = _Module()
-    encoded = []
+def _encoding(monkeypatch) -> list:
+    """TensorMap.from_desc recording each description it is asked to encode (and returning
+    it), with the sample's map cache emptied and a GPU of 132 SMs."""
+    encoded: list = []
     monkeypatch.setattr("ptxdsl.runtime.TensorMap.from_desc",
                         classmethod(lambda cls, desc, source=None: encoded.append(desc) or desc))
+    sample = S["backward"].__globals__             # runpy's S is a copy of these
+    monkeypatch.setitem(sample, "_MAP_CACHE", {})
+    monkeypatch.setitem(sample, "_SMS", [132])
+    return encoded
+
+
+def test_backward_launches_the_three_kernels(monkeypatch):
+    mod = _Module()
+    encoded = _encoding(monkeypatch)
     ptrs = [(i + 1) << 24 for i in range(9)]      # q k v o do lse dq dk dv
     S["backward"](mod, *ptrs, B=2, Sq=77, Sk=200, Hq=8, Hkv=2, D=128, causal=True,
                   scale=0.125, workspace=_Workspace(2, 8, 77, 128),
                   strides={"q": (8 * 77 * 128, 128, 77 * 128)})
     (pre, g0, b0, _, _), (main, g1, b1, smem, args), (conv, g2, b2, _, cargs) = mod.calls
     assert (pre, g0, b0) == ("fa_bwd_pre_bf16_d128", (128 // 8, 8, 2), 256)
-    assert (main, g1, b1) == ("fa_bwd_bf16_d128", (2, 2, 2), 384)
+    # persistent: a CTA per tile (2 key blocks x 2 KV heads x 2 batches) up to one per SM
+    assert (main, g1, b1) == ("fa_bwd_bf16_d128", (8, 1, 1), 384)
     assert smem == CONFIGS["bf16", 128].smem_bytes
-    assert args[9:15] == (77, 200, 128, 8, 4, 1)              # sq sk sq_pad hq group causal
+    # sq sk sq_pad hq group causal hkv batch
+    assert args[9:17] == (77, 200, 128, 8, 4, 1, 2, 2)
     assert args[-2:] == (0.125 * S["LOG2E"], 0.125)
     assert (conv, g2, b2) == ("fa_bwd_convert_bf16_d128", (2, 8, 2), 128)     # a 64-row block each
     assert cargs[-1] == 0.125
@@ -336,6 +360,21 @@ def test_backward_launches_the_three_kernels(monkeypatch):
     for desc in encoded:                  # what TensorMap.from_desc would check and encode
         check_desc(desc)
         CONFIGS["bf16", 128].tile.check_tensormap(desc)
+
+
+def test_backward_grid_is_one_cta_per_sm_at_most_and_maps_are_encoded_once(monkeypatch):
+    encoded = _encoding(monkeypatch)
+    ptrs = [(i + 1) << 24 for i in range(9)]
+    kw = {"B": 4, "Sq": 2048, "Sk": 2048, "Hq": 16, "Hkv": 16, "D": 128, "causal": False,
+          "scale": 0.125}
+    for _ in range(2):
+        mod = _Module()
+        S["backward"](mod, *ptrs, **kw, workspace=_Workspace(4, 16, 2048, 128))
+        assert mod.calls[1][1] == (132, 1, 1)          # 1024 tiles on 132 SMs
+    assert len(encoded) == 4                           # q, k, v, dO: once for both calls
+    S["backward"](_Module(), ptrs[0] + 256, *ptrs[1:], **kw,
+                  workspace=_Workspace(4, 16, 2048, 128))
+    assert len(encoded) == 5 and encoded[-1].global_address == ptrs[0] + 256   # a new Q
 
 
 @pytest.mark.parametrize("kw, words", [

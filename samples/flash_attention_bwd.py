@@ -12,15 +12,18 @@ Three kernels per (dtype, head dim), launched by `backward`:
   both f32 [B, Hq, Sq_pad] (Sq_pad: Sq rounded up to the 64-row query block; padding rows get
   D = 0 and LSE = +inf, so their P = exp2(s - inf) = 0 with no mask), and the f32 dQ
   accumulator [B, Hq, Sq_pad, D] zeroed.
-- `fa_bwd_<dtype>_d<D>`: FlashAttention-3's design, one CTA per (block of 128 keys, KV head,
-  batch), 384 threads. Warpgroup 0 gives registers back (`setmaxnreg.dec 24`); its thread 0
-  loads the CTA's K and V rows once (TMA, one mbarrier) and streams, for each of the G query
-  heads of the KV head and each 64-row query block that can see the keys, Q_i, dO_i and the
-  block's 64 LSE and D values through an `MbarrierRing`. Warpgroups 1 and 2
-  (`setmaxnreg.inc 240`) each own 64 of the keys and keep their dK and dV (64 x D f32 each)
-  in registers for the whole CTA.
+- `fa_bwd_<dtype>_d<D>`: FlashAttention-3's design, persistent: one CTA per SM, 384
+  threads, walking tiles of (block of 128 keys, KV head, batch). Warpgroup 0 gives registers
+  back (`setmaxnreg.dec 24`); its thread 0 loads a tile's K and V rows once (TMA, through a
+  one-stage `MbarrierRing` that the consumers release after the tile's last products, so the
+  next tile's K and V load while this one's dK and dV are stored) and streams, for each of
+  the G query heads of the KV head and each 64-row query block that can see the keys, Q_i,
+  dO_i and the block's 64 LSE and D values through a second `MbarrierRing`. Warpgroups 1
+  and 2 (`setmaxnreg.inc 240`) each own 64 of the keys and keep their dK and dV (64 x D f32
+  each) in registers for the whole tile.
 - `fa_bwd_convert_<dtype>_d<D>`: dQ = accumulator * scale, to the output type and layout
-  (the accumulator's 64 x D blocks are in the main kernel's fragment order, not row-major).
+  (the accumulator's 64 x D blocks are in the main kernel's fragment order, not row-major;
+  the rows go out through shared memory in whole 16-byte chunks, `_store_rows`).
 
 With the keys as wgmma's M dimension, every product that FlashAttention writes transposed is
 a plain one (w: the consumer's 64 keys, i: the query block):

@@ -247,8 +247,9 @@ def stand_in(monkeypatch, built):
     monkeypatch.setattr(OP, "_on_gpu", lambda q: 0)
     monkeypatch.setattr(OP, "_stream", lambda device: 7)
     monkeypatch.setattr(OP, "_kernels", lambda kind, dtype, d, device: loaded[kind])
-    monkeypatch.setattr(OP.fa, "_SMS", [132])
-    monkeypatch.setattr(OP.fa, "_MAP_CACHE", {})
+    for sample in (OP.fa, OP.fab):              # no GPU to count SMs; no maps left cached
+        monkeypatch.setattr(sample, "_SMS", [132])
+        monkeypatch.setattr(sample, "_MAP_CACHE", {})
     monkeypatch.setattr("ptxdsl.runtime.TensorMap.tiled", classmethod(
         lambda cls, *a, **kw: described(TiledDesc.from_numpy_order(*a, **kw))))
     monkeypatch.setattr("ptxdsl.runtime.TensorMap.from_desc", classmethod(

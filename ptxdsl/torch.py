@@ -34,7 +34,6 @@ inputs that require grad are refused unless `backward=` registers one.
 
 from __future__ import annotations
 
-import keyword
 import operator
 import sys
 import threading
@@ -139,19 +138,17 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
     kernel that takes the strides as arguments.
 
     Returns the operator, `torch.ops.<namespace>.<op>.default`."""
-    # Checked here: torch's schema parser answers a bad name with a bare RuntimeError, and
-    # the callables are only called at the op's first use, far from this line.
-    if not isinstance(name, str) or name.count("::") != 1 or not all(
-            part.isidentifier() and not keyword.iskeyword(part) for part in name.split("::")):
-        raise KernelOpError(f"kernel_op name must be 'namespace::op' (two identifiers), got "
-                            f"{name!r}")
+    # Checked here: the callables are only called at the op's first use, far from this line
+    # (what torch's schema parser refuses is named below).
+    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
+        raise KernelOpError(f"kernel_op name must be 'namespace::op', got {name!r}")
     if name in _LIBRARIES:
         raise KernelOpError(f"kernel_op: {name} is already registered in this process (an "
                             "operator is defined once; give this one another name)")
     # a str is iterable too: inputs="ab" would define the inputs a and b
     names = () if isinstance(inputs, str) or not isinstance(inputs, Iterable) else tuple(inputs)
-    if not names or not all(isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n)
-                            for n in names) or len(set(names)) != len(names):
+    if not names or not all(isinstance(n, str) and n.isidentifier() for n in names) \
+            or len(set(names)) != len(names):
         raise KernelOpError(f"kernel_op inputs must be distinct parameter names (a tuple of "
                             f"str), got {inputs!r}"[:300])
     count = operator.index(n_outputs) if isinstance(n_outputs, SupportsIndex) else None
@@ -247,10 +244,14 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         outs = allocate(tensors)
         return outs[0] if n_outputs == 1 else outs
 
-    lib = torch.library.Library(namespace, "FRAGMENT")
-    lib.define(schema)
-    lib.impl(op_name, real, _DISPATCH_KEY)
-    torch.library.register_fake(name, fake, lib=lib)
+    try:
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib.define(schema)
+        lib.impl(op_name, real, _DISPATCH_KEY)
+        torch.library.register_fake(name, fake, lib=lib)
+    except RuntimeError as e:   # the schema parser's message, e.g. an input named 'def'
+        raise KernelOpError(f"kernel_op: torch refused the operator {name} with schema "
+                            f"{schema!r}: {str(e).splitlines()[0]}") from None
     if backward is not None:
         torch.library.register_autograd(name, backward, setup_context=setup_context, lib=lib)
     _LIBRARIES[name] = lib

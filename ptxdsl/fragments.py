@@ -46,7 +46,7 @@ from .kernel_core import KernelCore
 from .kernel_host import KernelHost
 from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
 from .provenance import known_fit
-from .types import ScalarType, compatible
+from .types import ScalarType, StateSpace, compatible
 
 T = ScalarType
 WARPGROUP = 128
@@ -59,6 +59,11 @@ _PACKED = {"bf16": ("bf16x2", 16), "f16": ("f16x2", 16), "e4m3": ("e4m3x2", 8),
 def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
     """A 64-bit global (or generic) address: a register, or a pointer parameter loaded."""
     if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
+        pointee = getattr(ptr, "ptr_space", None)   # `.ptr .shared p`: st.global would miss
+        if pointee is not None and pointee is not StateSpace.global_:
+            raise BuildError(f"{what}: ptr must be a 64-bit global address (a register or a "
+                             f"pointer parameter), got pointer parameter {ptr.name} declared "
+                             f".ptr .{pointee.value}")
         ptr = k.ld_param(ptr)
     space = ptr.space if isinstance(ptr, Reg | Symbol) else None
     # Any 64-bit integer register (a .b64 one loaded from memory too: the adds are .u64), not
@@ -67,7 +72,8 @@ def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
             or space is not None and space.is_shared:
         given = (f"symbol {ptr.name} in .{ptr.space.value}" if isinstance(ptr, Symbol) else
                  f"register %{ptr.name} (.{ptr.type.value}"
-                 + (f", a .{space.value} address)" if space is not None else ")")
+                 + (f", a .{space.value} address)" if space is not None and space.value
+                    else ", a generic address)" if space is not None else ")")
                  if isinstance(ptr, Reg) else repr(ptr))
         raise BuildError(f"{what}: ptr must be a 64-bit global address (a register or a "
                          f"pointer parameter), got {given}")

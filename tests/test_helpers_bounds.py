@@ -515,3 +515,15 @@ def test_the_largest_u32_bound_is_taken():
     k, out = _kernel()
     k.fragment(t.f32, shape=(64, 64)).store(out, 64, rows=(1 << 32) - 1, cols=np.int64(64))
     assert fragment_coords(np.int64(64), 0, t.f16) == fragment_coords(64, 0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda k, p: k.fragment(t.f32, shape=(64, 64)).store(p, 64),
+    lambda k, p: k.a_fragment(t.bf16).load(p, 64),
+])
+def test_a_pointer_parameter_to_shared_memory_is_not_a_global_tile(call):
+    k, _ = _kernel()
+    with pytest.raises(BuildError, match="ptr must be a 64-bit global address .*got pointer "
+                       "parameter s declared .ptr .shared") as e:
+        call(k, k.param_ptr("s", space="shared"))
+    assert _here(e)

@@ -232,3 +232,15 @@ def test_a_bad_bound_names_the_helper_called(call, message):
     with pytest.raises(BuildError, match=message) as e:
         call(k, flag)
     assert _at_call(e, call)
+
+
+@pytest.mark.parametrize("space", ["shared", "const", "local"])
+def test_a_pointer_parameter_to_another_space_is_refused(space):
+    # cvta.to.global of a pointer into the shared window (or const, local) is another address
+    k = Kernel("ptr_space")
+    pad = k.param_ptr("pad", space=space)
+    with pytest.raises(OperandError, match=f"signal_set: operand 'addr': expected a pointer to "
+                       f".global memory, got pointer parameter pad declared .ptr .{space}") as e:
+        signal_set(k, pad)
+    assert e.value.loc.file == __file__
+    signal_set(k, k.param_ptr("generic", space=None))       # no .ptr space: taken as global

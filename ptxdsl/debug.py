@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import BuildError, CudaError, PtxdslError, user_loc
+from .errors import BuildError, CudaError, OperandError, PtxdslError, user_loc
 from .instructions.compare import Setp
 from .instructions.fence import membar
 from .instructions.mbarrier_wait import MbarrierWait, WaitTimeout
@@ -68,6 +68,8 @@ _RECORD_USERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def kernel_id(name: str) -> int:
     """The 32-bit id a kernel's record carries (crc32 of its name)."""
+    if not isinstance(name, str):
+        raise OperandError("debug.kernel_id", "name", "a kernel's name (a str)", _show(name))
     return zlib.crc32(name.encode())
 
 
@@ -84,7 +86,16 @@ def bounded_waits(k, *, timeout_ns: int | None = DEFAULT_TIMEOUT_NS,
         raise BuildError(f"debug.bounded_waits: trap must be True or False, got {_show(trap)}")
     if timeout_cycles is not None:
         timeout_ns = None
-    timeout = WaitTimeout(timeout_ns, timeout_cycles, _RecordWriter(kernel_id(k.name)), trap)
+    if timeout_ns is None and timeout_cycles is None:
+        raise BuildError("debug.bounded_waits: give timeout_ns=... or timeout_cycles=... (None "
+                         "for both leaves nothing to bound the waits with)")
+    try:
+        timeout = WaitTimeout(timeout_ns, timeout_cycles, _RecordWriter(kernel_id(k.name)),
+                              trap)
+    except OperandError as e:   # WaitTimeout's checks name mbarrier_wait: name the caller
+        operand = "timeout_ns" if timeout_ns is not None else "timeout_cycles"
+        raise OperandError("debug.bounded_waits", operand, e.expected, e.given, e.loc) \
+            from None
     k.wait_timeout = timeout
     return timeout
 
@@ -171,6 +182,7 @@ def check_declared(module) -> None:
     """Refuse (at emit) a kernel whose bounded waits use the record variables in a module that
     does not declare them: ptxas would say only "Illegal operand type ... [ptxdsl_dbg_record]".
     """
+    _check_module("debug.check_declared", module)
     names = {s.name for s, _ in module.globals}
     if {RECORD_NAME, CLAIM_NAME} <= names:
         return
@@ -184,8 +196,15 @@ def check_declared(module) -> None:
                              module.loc)
 
 
+def _check_module(what: str, module: Any) -> None:
+    from .module import Module
+    if not isinstance(module, Module):
+        raise OperandError(what, "module", "a ptxdsl Module", _show(module))
+
+
 def declare(module) -> None:
     """Declare the record variables in `module` (idempotent)."""
+    _check_module("debug.declare", module)
     names = {s.name for s, _ in module.globals}
     if RECORD_NAME not in names:
         module.global_array(T.u64, 1, name=RECORD_NAME, align=8, init=[0])
@@ -225,6 +244,9 @@ class ErrorRecord:
     @classmethod
     def parse(cls, raw: bytes, names=()) -> ErrorRecord | None:
         """The record in `raw` (RECORD_BYTES), or None when none was written."""
+        if not isinstance(raw, bytes | bytearray | memoryview) or len(raw) < RECORD_BYTES:
+            raise OperandError("debug.ErrorRecord.parse", "raw", f"the record's "
+                               f"{RECORD_BYTES} bytes (Recorder.raw())", _show(raw))
         w32 = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, RECORD_BYTES, 4)]
         if w32[0] != MAGIC:
             return None
@@ -360,6 +382,13 @@ def run(fn, grid, block, args=(), *, timeout: float = 30.0, recorder: Recorder |
     import time
 
     from .runtime import DriverError, SyncTimeoutError, synchronize
+    from .runtime.launch import Function
+    if not isinstance(fn, Function):
+        raise OperandError("debug.run", "fn", "a loaded kernel (a ptxdsl Function: "
+                           "module.load()['name'])", _show(fn))
+    _seconds("debug.run", timeout)
+    if recorder is not None and not isinstance(recorder, Recorder):
+        raise OperandError("debug.run", "recorder", "a debug.Recorder", _show(recorder))
     t0 = time.monotonic()
     try:
         fn.launch(grid, block, args, **launch_kw)
@@ -485,6 +514,15 @@ def _child(conn, target, args, kwargs) -> None:
     conn.close()
 
 
+def _seconds(what: str, timeout: Any) -> None:
+    """A time limit: a positive, finite number of seconds (numpy's too)."""
+    import math
+    import numbers
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
+            or not 0 < float(timeout) < math.inf:
+        raise OperandError(what, "timeout", "a positive number of seconds", _show(timeout))
+
+
 def isolated(target, *args, timeout: float = 300.0, **kwargs):
     """Run `target(*args, **kwargs)` in a fresh Python process (multiprocessing spawn: CUDA
     cannot cross a fork) and return its result, or raise its exception here — a `KernelFault`
@@ -499,6 +537,7 @@ def isolated(target, *args, timeout: float = 300.0, **kwargs):
     # there with a bare pickling AttributeError that does not say what `isolated` needs.
     if not callable(target):
         raise BuildError(f"debug.isolated: expected a function to run, got {_show(target)}")
+    _seconds("debug.isolated", timeout)   # before a child process is started
     try:
         pickle.dumps(target)
     except Exception as e:  # noqa: BLE001 - pickle raises several types

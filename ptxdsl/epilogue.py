@@ -95,6 +95,12 @@ class TmaStoreEpilogue(Sealed):
                                "tensor map's generic address (k.tensormap_addr(param))",
                                _given(tmap))
         _barrier_id("TmaStoreEpilogue: barrier", barrier)
+        # kept for later stores: a register of another kernel would only be refused there
+        for operand, reg in (("tmap", tmap), ("barrier", barrier)):
+            if isinstance(reg, Reg) and reg.kernel is not k:
+                raise OperandError("TmaStoreEpilogue", operand, f"a register of kernel "
+                                   f"'{k.name}'", f"%{reg.name} of kernel "
+                                   f"'{getattr(reg.kernel, 'name', None)}'")
         # kept to check each store's extent against the symbol it is (or a register is known
         # to hold the address of: symbol_fit checks that one too, and no other register)
         self.staging = staging
@@ -128,8 +134,8 @@ class TmaStoreEpilogue(Sealed):
                                "(acc.to_packed(t.bf16))", _given(packed))
         if packed.value_bits != 16 or not packed.packed or packed.n % BOX_COLS:
             raise BuildError("TmaStoreEpilogue.store: a packed 16-bit fragment with N a "
-                             f"multiple of {BOX_COLS} (to_packed(t.bf16)), got {packed.dtype} "
-                             f"N={packed.n}")
+                             f"multiple of {BOX_COLS} (to_packed(t.bf16)), got a "
+                             f"{packed._describe()}")
         if len(outer) != self.rank - 2:
             raise BuildError(
                 f"TmaStoreEpilogue.store: the output map has {self.rank} dimensions (rank="
@@ -139,6 +145,11 @@ class TmaStoreEpilogue(Sealed):
                 f"rank={2 + len(outer)}")
         row0, col0 = _coord(row0, "row0"), _coord(col0, "col0")
         rest = tuple(_coord(c, f"coordinate {2 + i}") for i, c in enumerate(outer))
+        # the last box starts N - 64 columns on, which must still be an .s32 coordinate
+        if isinstance(col0, int) and col0 + packed.n - BOX_COLS >= 1 << 31:
+            raise OperandError("TmaStoreEpilogue.store", "col0", f"a column whose last box "
+                               f"(col0 + {packed.n - BOX_COLS} for N={packed.n}) starts "
+                               "below 2^31", repr(col0))
         symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
                    size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
         for h in range(-(-packed.n // 128)):

@@ -46,7 +46,7 @@ from .kernel_core import KernelCore
 from .kernel_host import KernelHost
 from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
 from .provenance import known_fit
-from .types import ScalarType, compatible
+from .types import ScalarType, StateSpace, compatible
 
 T = ScalarType
 WARPGROUP = 128
@@ -59,6 +59,11 @@ _PACKED = {"bf16": ("bf16x2", 16), "f16": ("f16x2", 16), "e4m3": ("e4m3x2", 8),
 def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
     """A 64-bit global (or generic) address: a register, or a pointer parameter loaded."""
     if isinstance(ptr, Symbol) and getattr(ptr, "kind", None) == "pointer":
+        pointee = getattr(ptr, "ptr_space", None)   # `.ptr .shared p`: st.global would miss
+        if pointee is not None and pointee is not StateSpace.global_:
+            raise BuildError(f"{what}: ptr must be a 64-bit global address (a register or a "
+                             f"pointer parameter), got pointer parameter {ptr.name} declared "
+                             f".ptr .{pointee.value}")
         ptr = k.ld_param(ptr)
     space = ptr.space if isinstance(ptr, Reg | Symbol) else None
     # Any 64-bit integer register (a .b64 one loaded from memory too: the adds are .u64), not
@@ -67,7 +72,8 @@ def _global_ptr(k: Any, ptr: Any, what: str) -> Reg:
             or space is not None and space.is_shared:
         given = (f"symbol {ptr.name} in .{ptr.space.value}" if isinstance(ptr, Symbol) else
                  f"register %{ptr.name} (.{ptr.type.value}"
-                 + (f", a .{space.value} address)" if space is not None else ")")
+                 + (f", a .{space.value} address)" if space is not None and space.value
+                    else ", a generic address)" if space is not None else ")")
                  if isinstance(ptr, Reg) else repr(ptr))
         raise BuildError(f"{what}: ptr must be a 64-bit global address (a register or a "
                          f"pointer parameter), got {given}")
@@ -87,10 +93,11 @@ def _check_extent(value: Any, what: str, name: str, bound: bool = False) -> Any:
         return value
     if isinstance(value, Reg) and value.type.kind in "bus" and value.type.bits == 32:
         return value
+    # a constant bound is compared as a .u32 immediate (setp.lt.u32)
     if isinstance(value, int) and not isinstance(value, bool) and value >= (0 if bound else 1) \
-            and (bound or value <= MAX_LD):
+            and value <= (0xFFFFFFFF if bound else MAX_LD):
         return value
-    sign = "a non-negative int" if bound else f"a positive int (at most {MAX_LD})"
+    sign = "a non-negative int below 2^32" if bound else f"a positive int (at most {MAX_LD})"
     raise BuildError(f"{what}: {name} must be {sign} or a 32-bit integer register "
                      f"(elements), got {value!r}"[:300])
 
@@ -112,7 +119,7 @@ def _thread(what: str, thread: Any) -> int:
 
 def _check_n(what: str, n: Any) -> int:
     m = int_like(n)
-    if isinstance(m, bool) or m not in ALL_N:
+    if type(m) is not int or m not in ALL_N:      # 64.0 == 64 is "in" ALL_N, yet no int
         raise BuildError(f"{what}: N must be 8..256 in steps of 8, got {n!r}"[:300])
     return m
 
@@ -253,6 +260,9 @@ def fragment_coords(n: int, thread: int, dtype: ScalarType = T.f32) -> list[tupl
     """(row, col) of each value thread `thread` (0..127) holds in an m64nN accumulator, in
     register order (`.f16`: two values per register, low half first)."""
     n = _check_n("fragment_coords", n)
+    if dtype not in _ACC_TYPES:      # the layout is every accumulator's: only checked
+        raise OperandError("fragment_coords", "dtype", "an accumulator type: t.f32, t.s32 or "
+                           "t.f16", _given(dtype))
     w, lane = divmod(_thread("fragment_coords", thread), 32)
     out = []
     for i in range(n // 2):

@@ -112,6 +112,7 @@ from .operands import (
     SINK,
     Addr,
     IntLike,
+    NegPred,
     Predicate,
     Reg,
     Symbol,
@@ -253,6 +254,9 @@ class MbarrierRing(Sealed):
             if not isinstance(base, Symbol) or not base.space.is_shared:
                 raise OperandError("MbarrierRing", "storage", "a shared-memory symbol or "
                                    "Addr(symbol, offset)", repr(storage))
+            if off < 0:
+                raise OperandError("MbarrierRing", "storage", "an address at or after the "
+                                   "symbol's start", f"{base.name}{off}")
             if off % 8 or symbol_align(base) < 8:   # a .b64 array is 8-aligned undeclared
                 raise OperandError("MbarrierRing", "storage", "an 8-byte aligned address "
                                    "(mbarriers are .b64)", f"{base.name}+{off} (align "
@@ -299,6 +303,12 @@ class MbarrierRing(Sealed):
         (every CTA's barriers must be ready before any multicast or remote arrive)."""
         k = self.k
         _flag("MbarrierRing.init", "sync", sync)
+        flag = elect.reg if isinstance(elect, NegPred) else elect
+        if elect is not None and (not isinstance(flag, Reg) or flag.type is not T.pred
+                                  or flag.kernel is not k):
+            raise OperandError("MbarrierRing.init", "elect", f"a predicate of kernel "
+                               f"'{k.name}' (true in the one thread that initialises)",
+                               _show(elect))
         with k.if_(elect if elect is not None else k.tid.x == 0):
             for s in range(self.stages):
                 k.emit(MbarrierInit(S.shared_cta, self.full_at(s), self.full_count))
@@ -406,7 +416,7 @@ class RingView(Sealed):
         sym, off = (buffer.base, buffer.offset) if isinstance(buffer, Addr) else (buffer, 0)
         if isinstance(sym, Symbol):
             fits(Addr(sym, off))
-        elif isinstance(buffer, Reg) and buffer.type.bits == 32:
+        elif isinstance(buffer, Reg) and buffer.type.bits == 32 and buffer.type.kind in "bus":
             known_fit(buffer, fits)   # a register holding a symbol's address: checked the same
         else:
             raise OperandError("RingView.slot", "buffer", "a shared symbol or a 32-bit shared "
@@ -509,6 +519,10 @@ class ConsumerView(RingView):
         seen: set[int] = set()
         for rank in ranks:
             rank = int_like(rank)
+            if not (type(rank) is int or isinstance(rank, Reg) and rank.type.bits == 32
+                    and rank.type.kind in "bus"):
+                raise OperandError("ConsumerView.release", "ctas", "cluster ranks: ints or "
+                                   "32-bit integer registers", _show(rank))
             # Two arrivals on one CTA's barrier count for a peer that never arrived: that
             # CTA's producer refills the stage while the peer may still read it.
             if isinstance(rank, int) and not isinstance(rank, bool):

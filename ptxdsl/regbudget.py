@@ -31,7 +31,7 @@ from typing import Any
 
 from .errors import BuildError
 from .instructions.setmaxnreg import RegAction, SetMaxNReg
-from .warpgroups import Reach, cta_threads, per_thread
+from .warpgroups import Reach, check_kernel_like, cta_threads, per_thread
 
 REGISTER_FILE = 65536     # 32-bit registers per SM (sm_90/sm_100)
 GRANULE = 8               # per-thread allocation unit (256 registers per warp)
@@ -47,6 +47,7 @@ def _ceil8(n: int) -> int:
 
 def entry_registers(kernel: Any) -> int | None:
     """ptxas's per-thread register count at entry for a setmaxnreg kernel (None: unknown)."""
+    check_kernel_like("entry_registers", kernel, "maxnreg", "minnctapersm")
     bounds = []
     if kernel.maxnreg is not None:
         bounds.append(kernel.maxnreg)
@@ -59,6 +60,8 @@ def entry_registers(kernel: Any) -> int | None:
 
 def check_kernel_budget(kernel: Any) -> None:
     """Raise `BuildError` when a kernel's setmaxnreg use cannot work (see the module doc)."""
+    check_kernel_like("check_kernel_budget", kernel, "body", "name", "maxnreg",
+                      "minnctapersm")
     sites = [(i, s) for i, s in enumerate(kernel.body)
              if isinstance(getattr(s, "insn", None), SetMaxNReg)]
     if not sites or kernel.__dict__.get("_budget_checked") == len(kernel.body):

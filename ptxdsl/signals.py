@@ -257,7 +257,11 @@ def barrier_all_ranks(k: Kernel, pads: Any, rank: Any, world: int, epoch: Any, *
         raise BuildError(f"{name}: the kernel's CTA has at most {math.prod(declared)} threads "
                          f"(.reqntid/.maxntid {tuple(declared)}), fewer than the {w} ranks: "
                          "thread i signals and waits for rank i")
-    blk = _index(name, "block", block) if block is not None else k.mov(k.ctaid.x, type=T.u32)
+    bound = resolve_timeout(name, k, timeout, timeout_ns, None, None)
+    # The slot index block * world + rank is a .u32 (mul/add.u32 for a register block): a
+    # constant block past it would wrap there, and overflows the folded immediates here.
+    blk = _index(name, "block", block, (1 << 32) // w) if block is not None \
+        else k.mov(k.ctaid.x, type=T.u32)
     table = _flag(k, name, pads, "pads")
     k.bar_sync(0)
     tid = k.mov(k.tid.x, type=T.u32)
@@ -265,7 +269,7 @@ def barrier_all_ranks(k: Kernel, pads: Any, rank: Any, world: int, epoch: Any, *
         first = blk * w if isinstance(blk, int) else k.mul(blk, w, type=T.u32)
         signal_set(k, _slot(k, peer_pointer(k, table, tid), _plus(k, first, r)), e)
         signal_wait(k, _slot(k, peer_pointer(k, table, r), _plus(k, first, tid)), e,
-                    timeout=timeout, timeout_ns=timeout_ns)
+                    timeout=bound)
     k.bar_sync(0)
 
 

@@ -30,8 +30,9 @@ from typing import Any
 from .errors import OperandError, fail_closed
 from .fragments import Fragment
 from .instructions.base import _given, int_like
+from .instructions.sync import _barrier_id
 from .kernel import Kernel
-from .operands import Addr, Reg
+from .operands import Addr, NegPred, Reg
 from .types import ScalarType as T
 
 THREADS = 128                 # a warpgroup
@@ -52,6 +53,18 @@ def ordered_split_sum(k: Kernel, acc: Fragment, *, mine: Reg, first: Reg, stride
     if not isinstance(acc, Fragment) or acc.dtype is not T.f32 or acc.packed:
         raise OperandError(name, "acc", "an .f32 accumulator Fragment (k.fragment(t.f32, ...))",
                            _given(acc))
+    for operand, ptr in (("mine", mine), ("first", first), ("counter", counter)):
+        if not isinstance(ptr, Reg) or ptr.type.bits != 64 or ptr.type.kind not in "bus":
+            raise OperandError(name, operand, "a 64-bit integer register holding a global "
+                               "address", _given(ptr))
+    if not isinstance(parts, Reg) or parts.type.bits != 32 or parts.type.kind not in "bus":
+        raise OperandError(name, "parts", "a 32-bit integer register (the tile's unit count, "
+                           "the same in every unit)", _given(parts))
+    flag = leader.reg if isinstance(leader, NegPred) else leader
+    if not isinstance(flag, Reg) or flag.type is not T.pred:
+        raise OperandError(name, "leader", "a predicate (true in the one thread that counts)",
+                           _given(leader))
+    _barrier_id(f"{name}: barrier", barrier)
     stride = int_like(stride)
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < acc.n * 64 * 4 \
             or stride % 16:

@@ -34,9 +34,11 @@ inputs that require grad are refused unless `backward=` registers one.
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import SupportsIndex
 
 import torch
 
@@ -136,13 +138,32 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
     kernel that takes the strides as arguments.
 
     Returns the operator, `torch.ops.<namespace>.<op>.default`."""
-    if not isinstance(name, str) or name.count("::") != 1:
+    # Checked here: the callables are only called at the op's first use, far from this line
+    # (what torch's schema parser refuses is named below).
+    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
         raise KernelOpError(f"kernel_op name must be 'namespace::op', got {name!r}")
-    names = tuple(inputs)
-    if not names or not all(isinstance(n, str) and n.isidentifier() for n in names):
-        raise KernelOpError(f"kernel_op inputs must be parameter names, got {inputs!r}")
-    if n_outputs < 1:
-        raise KernelOpError("kernel_op needs at least one output")
+    if name in _LIBRARIES:
+        raise KernelOpError(f"kernel_op: {name} is already registered in this process (an "
+                            "operator is defined once; give this one another name)")
+    # a str is iterable too: inputs="ab" would define the inputs a and b
+    names = () if isinstance(inputs, str) or not isinstance(inputs, Iterable) else tuple(inputs)
+    if not names or not all(isinstance(n, str) and n.isidentifier() for n in names) \
+            or len(set(names)) != len(names):
+        raise KernelOpError(f"kernel_op inputs must be distinct parameter names (a tuple of "
+                            f"str), got {inputs!r}"[:300])
+    count = operator.index(n_outputs) if isinstance(n_outputs, SupportsIndex) else None
+    if isinstance(n_outputs, bool) or count is None or count < 1:
+        raise KernelOpError(f"kernel_op needs at least one output: n_outputs must be an int >= "
+                            f"1, got {n_outputs!r}")
+    n_outputs = count
+    for arg, value, optional in (("function", function, False), ("outputs", outputs, False),
+                                 ("launch", launch, False), ("backward", backward, True),
+                                 ("setup_context", setup_context, True)):
+        if not (value is None and optional or callable(value) or isinstance(value, Function)):
+            raise KernelOpError(f"kernel_op: {arg} must be callable, got "
+                                f"{type(value).__name__}")
+    if type(contiguous) is not bool:
+        raise KernelOpError(f"kernel_op: contiguous must be True or False, got {contiguous!r}")
     if setup_context is not None and backward is None:
         raise KernelOpError(f"{name}: setup_context= is given without backward=; it only "
                             "saves what a backward formula reads")
@@ -223,10 +244,14 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         outs = allocate(tensors)
         return outs[0] if n_outputs == 1 else outs
 
-    lib = torch.library.Library(namespace, "FRAGMENT")
-    lib.define(schema)
-    lib.impl(op_name, real, _DISPATCH_KEY)
-    torch.library.register_fake(name, fake, lib=lib)
+    try:
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib.define(schema)
+        lib.impl(op_name, real, _DISPATCH_KEY)
+        torch.library.register_fake(name, fake, lib=lib)
+    except RuntimeError as e:   # the schema parser's message, e.g. an input named 'def'
+        raise KernelOpError(f"kernel_op: torch refused the operator {name} with schema "
+                            f"{schema!r}: {str(e).splitlines()[0]}") from None
     if backward is not None:
         torch.library.register_autograd(name, backward, setup_context=setup_context, lib=lib)
     _LIBRARIES[name] = lib

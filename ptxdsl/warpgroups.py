@@ -21,13 +21,14 @@ from typing import Any
 
 import attrs
 
+from .errors import OperandError
 from .instructions.arith import Binary, Unary
 from .instructions.base import dests, sources
 from .instructions.compare import Selp, Setp
 from .instructions.control import Bra, Exit, Ret, Trap
 from .instructions.move import Cvt, Mov
 from .instructions.warp import Shfl, ShflMode
-from .operands import Imm, NegPred, Reg, SpecialReg
+from .operands import Imm, NegPred, Reg, SpecialReg, _show
 
 UNKNOWN = object()
 _STEP_LIMIT = 200_000   # block visits per thread before the analysis gives up
@@ -395,8 +396,21 @@ def _eval(env: dict, insn: Any, special: dict[str, int]) -> list[tuple[Reg, Any]
     return None
 
 
+def check_kernel_like(what: str, kernel: Any, *fields: str) -> None:
+    """`kernel` has the fields `what` reads: a `Kernel`, or a kernel the front end read (this
+    layer cannot name either class), else an error naming `what` instead of an AttributeError
+    from inside it."""
+    if not all(hasattr(kernel, f) for f in ("reqntid", "maxntid", *fields)):
+        raise OperandError(what, "kernel", "a kernel (a ptxdsl Kernel or a parsed one)",
+                           _show(kernel))
+
+
 def thread_specials(kernel: Any, linear: int) -> dict[str, int]:
     """The known special registers of the thread with this linear index in the CTA."""
+    check_kernel_like("thread_specials", kernel)
+    if type(linear) is not int or linear < 0:
+        raise OperandError("thread_specials", "linear", "a thread's index in the CTA (an int "
+                           ">= 0)", _show(linear))
     dims: tuple[int, ...] = kernel.reqntid or kernel.maxntid or (linear + 1,)
     nx = dims[0]
     ny = dims[1] if len(dims) > 1 else 1
@@ -409,6 +423,8 @@ def thread_specials(kernel: Any, linear: int) -> dict[str, int]:
 
 
 def cta_threads(kernel: Any) -> int | None:
+    """The CTA's thread count from `.reqntid` (or the `.maxntid` bound); None when neither."""
+    check_kernel_like("cta_threads", kernel)
     dims = kernel.reqntid or kernel.maxntid
     if not dims:
         return None
@@ -425,6 +441,7 @@ def per_thread(kernel: Any, watch: Iterable[int],
     statement -> operands whose values (and the statement's guard) each thread's
     `Reach.seen` keeps; `definite`: the statements `Reach.definite` is decided for (None:
     every watched one)."""
+    check_kernel_like("per_thread", kernel, "body")
     n = cta_threads(kernel)
     if n is None:
         return None

@@ -247,3 +247,36 @@ def test_3d_store_clips_at_each_sequence_end_on_gpu():
                          cwd=ROOT, env=child_env(), timeout=120)
     print(res.stdout)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("operand", ["tmap", "barrier"])
+def test_a_register_of_another_kernel_is_refused_when_made(operand):
+    # kept for every later store: refused at the constructor's line, not at a store
+    k, other = Kernel("epi", reqntid=128), Kernel("other", reqntid=128)
+    args = dict(tmap=k.tensormap_addr(k.param_tensormap("out")), barrier=1)
+    args[operand] = other.reg(t.u64 if operand == "tmap" else t.u32)
+    with pytest.raises(BuildError, match=f"TmaStoreEpilogue: operand '{operand}': expected a "
+                       "register of kernel 'epi'") as e:
+        TmaStoreEpilogue(k, k.shared_array(t.b8, STAGING_BYTES, align=1024), **args)
+    assert e.value.loc.file == __file__
+
+
+def test_a_column_whose_last_box_passes_s32_is_refused_by_name():
+    k = Kernel("col", reqntid=128)
+    epi = TmaStoreEpilogue(k, k.shared_array(t.b8, STAGING_BYTES, align=1024),
+                           k.tensormap_addr(k.param_tensormap("out")), 1)
+    packed = k.fragment(t.f32, shape=(64, 256)).to_packed(t.bf16)
+    with pytest.raises(BuildError, match=r"TmaStoreEpilogue.store: operand 'col0': expected a "
+                       r"column whose last box \(col0 \+ 192 for N=256\)") as e:
+        epi.store(packed, 0, (1 << 31) - 192)
+    assert e.value.loc.file == __file__
+    epi.store(packed, 0, (1 << 31) - 193)          # the last box starts at 2^31 - 1
+    epi.finish()
+
+
+def test_a_wrong_fragment_is_described_as_it_is():
+    k = Kernel("desc", reqntid=128)
+    epi = TmaStoreEpilogue(k, k.shared_array(t.b8, STAGING_BYTES, align=1024),
+                           k.tensormap_addr(k.param_tensormap("out")), 1)
+    with pytest.raises(BuildError, match=r"got a fragment \(m64n128 \.f32, packed e4m3\)"):
+        epi.store(k.fragment(t.f32, shape=(64, 128)).to_packed("e4m3"), 0, 0)

@@ -491,3 +491,39 @@ def test_fragment_registers_follow_ptxas_type_compatibility():
     assert _here(e)
     with pytest.raises(OperandError, match=r"4 registers of \.b32"):
         Fragment(k, t.f32, 16, regs=[k.reg(t.u32) for _ in range(4)], packed="bf16")
+
+
+# -- bad-input probes: a float N, a bound past .u32, a junk dtype ---------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda k, out: k.fragment(t.f32, shape=(64, 64.0)), "fragment: N must be 8..256"),
+    (lambda k, out: fragment_coords(64.0, 0), "fragment_coords: N must be 8..256"),
+    (lambda k, out: k.fragment(t.f32, shape=(64, 64)).store(out, 64, cols=1 << 32),
+     "fragment.store: cols must be a non-negative int below 2\\^32"),
+    (lambda k, out: k.fragment(t.f32, shape=(64, 64)).store(out, 64, rows=1 << 40),
+     "fragment.store: rows must be a non-negative int below 2\\^32"),
+    (lambda k, out: fragment_coords(64, 0, "x"),
+     "fragment_coords: operand 'dtype': expected an accumulator type"),
+])
+def test_probe_refusals_name_the_helper(call, message):
+    k, out = _kernel()
+    with pytest.raises(BuildError, match=message) as e:
+        call(k, out)
+    assert _here(e)
+
+
+def test_the_largest_u32_bound_is_taken():
+    k, out = _kernel()
+    k.fragment(t.f32, shape=(64, 64)).store(out, 64, rows=(1 << 32) - 1, cols=np.int64(64))
+    assert fragment_coords(np.int64(64), 0, t.f16) == fragment_coords(64, 0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda k, p: k.fragment(t.f32, shape=(64, 64)).store(p, 64),
+    lambda k, p: k.a_fragment(t.bf16).load(p, 64),
+])
+def test_a_pointer_parameter_to_shared_memory_is_not_a_global_tile(call):
+    k, _ = _kernel()
+    with pytest.raises(BuildError, match="ptr must be a 64-bit global address .*got pointer "
+                       "parameter s declared .ptr .shared") as e:
+        call(k, k.param_ptr("s", space="shared"))
+    assert _here(e)

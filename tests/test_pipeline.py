@@ -300,3 +300,42 @@ def test_checker_finds_a_wrong_expect_tx_on_a_ring():
     found = _ring_with_expect_tx(PK.TILE_BYTES // 2).check(maps={"tmap": _MAP})
     assert [f.hazard.value for f in found] == ["expect-tx-mismatch"]
     assert found[0].loc.line == _ring_with_expect_tx.__code__.co_firstlineno + 11
+
+
+# -- bad-input probes: each refused by the helper, at the caller's line ------------------------
+def _cluster_ring() -> tuple[Kernel, MbarrierRing]:
+    k = Kernel("probe", maxntid=(128, 1, 1), reqnctapercluster=(2, 1, 1))
+    return k, MbarrierRing(k, 2, peers=2)
+
+
+@pytest.mark.parametrize("call, operand, expected", [
+    (lambda k, r: MbarrierRing(k, 2, name="neg", storage=Addr(k.shared_array(t.b64, 8), -8)),
+     "storage", "an address at or after the symbol's start"),
+    (lambda k, r: r.consumer().slot(k.reg(t.f32), 1024), "buffer", "a shared symbol"),
+    (lambda k, r: r.init(elect=k.reg(t.u32)), "elect", "a predicate of kernel 'probe'"),
+    (lambda k, r: r.init(elect=Kernel("other").reg(t.pred)), "elect",
+     "a predicate of kernel 'probe'"),
+    (lambda k, r: r.consumer().release(ctas=["0"]), "ctas", "cluster ranks: ints or 32-bit"),
+    (lambda k, r: r.consumer().release(ctas=[0.0]), "ctas", "cluster ranks: ints or 32-bit"),
+    (lambda k, r: r.consumer().release(ctas=[k.reg(t.u64)]), "ctas",
+     "cluster ranks: ints or 32-bit"),
+    # a float register as a byte count: ptxas's "Arguments mismatch" otherwise
+    (lambda k, r: r.producer().expect_tx(k.reg(t.f32)), "txCount",
+     "a 32-bit integer register or an immediate count"),
+    (lambda k, r: r.producer().arrive_expect_tx(k.reg(t.f32)), "txCount",
+     "a 32-bit integer register or an immediate count"),
+])
+def test_probe_refusals_name_the_operand(call, operand, expected):
+    k, ring = _cluster_ring()
+    with pytest.raises(OperandError, match=f"operand '{operand}': expected {expected}") as e:
+        call(k, ring)
+    assert e.value.loc.file == __file__
+
+
+def test_ranks_and_counts_that_fit_still_build():
+    k, ring = _cluster_ring()
+    ring.init(elect=~(k.tid.x != 0))
+    p, c = ring.producer(), ring.consumer()
+    p.expect_tx(k.mov(1024, type=t.u32))
+    c.release(ctas=[np.int64(1), k.mov(0, type=t.u32)])
+    assert "mapa.shared::cluster.u32" in _body(k)

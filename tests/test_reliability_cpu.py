@@ -8,6 +8,7 @@ import inspect
 import random
 import struct
 
+import numpy as np
 import pytest
 
 from ptxdsl import AssemblyError, BuildError, Kernel, Module, debug, ptx, t
@@ -325,3 +326,32 @@ def test_validator_matches_recorded_driver_verdicts():
         if rules and verdict is None and rules != {"interleave32_swizzle"}:
             over_refusals.append((d, rules))
     assert n == 10676 and false_accepts == [] and over_refusals == []
+
+
+# -- bad-input probes of the debug helpers: named at the caller's line -----------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda: debug.bounded_waits(Kernel("bw"), timeout_ns="1"),
+     "debug.bounded_waits: operand 'timeout_ns'"),
+    (lambda: debug.bounded_waits(Kernel("bw"), timeout_cycles=1.5),
+     "debug.bounded_waits: operand 'timeout_cycles'"),
+    (lambda: debug.bounded_waits(Kernel("bw"), timeout_ns=None),
+     "debug.bounded_waits: give timeout_ns=... or timeout_cycles=..."),
+    (lambda: debug.declare("m"), "debug.declare: operand 'module': expected a ptxdsl Module"),
+    (lambda: debug.check_declared(None), "debug.check_declared: operand 'module'"),
+    (lambda: debug.kernel_id(3), "debug.kernel_id: operand 'name'"),
+    (lambda: debug.ErrorRecord.parse("x"), "debug.ErrorRecord.parse: operand 'raw'"),
+    (lambda: debug.ErrorRecord.parse(b"\0" * 8), "the record's 64 bytes"),
+    (lambda: debug.run("fn", 1, 1), "debug.run: operand 'fn': expected a loaded kernel"),
+    # checked before a child process is started
+    (lambda: debug.isolated(print, timeout="1"), "debug.isolated: operand 'timeout'"),
+])
+def test_debug_helpers_refuse_bad_input_by_name(call, message):
+    with pytest.raises(BuildError, match=message) as e:
+        call()
+    assert (e.value.loc.file, e.value.loc.line) == (__file__, call.__code__.co_firstlineno)
+
+
+def test_debug_helpers_take_numpy_integers():
+    k = Kernel("np_bound")
+    assert debug.bounded_waits(k, timeout_ns=np.int64(1000)).ns == 1000
+    assert debug.ErrorRecord.parse(bytes(debug.RECORD_BYTES)) is None

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl import BuildError, Kernel, Module, OperandError, VersionError, ptx, t
+from ptxdsl import (
+    BuildError,
+    Kernel,
+    Module,
+    OperandError,
+    VersionError,
+    ptx,
+    regbudget,
+    t,
+    warpgroups,
+)
 from ptxdsl.assembly_report import PtxdslAssemblerWarning
 from ptxdsl.instructions.setmaxnreg import RegAction, SetMaxNReg
 from ptxdsl.regbudget import entry_registers
@@ -184,3 +194,21 @@ def test_refuse_launch_larger_than_the_register_file():
     with pytest.raises(BuildError, match=r"384 threads x 200 registers = 76800 registers, more "
                                          r"than the 65536"):
         Module([k]).emit()
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda: warpgroups.thread_specials("k", 0), "thread_specials"),
+    (lambda: warpgroups.cta_threads(3), "cta_threads"),
+    (lambda: warpgroups.per_thread(None, [0]), "per_thread"),
+    (lambda: regbudget.entry_registers("k"), "entry_registers"),
+    (lambda: regbudget.check_kernel_budget(None), "check_kernel_budget"),
+])
+def test_the_budget_helpers_name_a_non_kernel(call, what):
+    with pytest.raises(OperandError, match=f"{what}: operand 'kernel': expected a kernel") as e:
+        call()
+    assert (e.value.loc.file, e.value.loc.line) == (__file__, call.__code__.co_firstlineno)
+
+
+def test_thread_specials_refuses_a_negative_thread():
+    with pytest.raises(OperandError, match="thread_specials: operand 'linear'"):
+        warpgroups.thread_specials(Kernel("ts", reqntid=128), -1)

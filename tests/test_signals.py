@@ -209,3 +209,38 @@ def test_barrier_all_ranks_refusals(call, error, words):
         call(k, k.param_ptr("pads"))
     assert _at_call(e, call)
     assert not [s for s in k.body if "bar.sync" in s.render()]
+
+
+def test_a_block_whose_slots_pass_the_u32_index_is_refused():
+    # block * world + rank is the .u32 slot index: 2^30 blocks of 4 ranks already wrap it
+    k, flag = _kernel("blk")
+    with pytest.raises(OperandError, match=r"barrier_all_ranks: operand 'block': expected an "
+                       r"integer in \[0, 1073741824\)") as e:
+        barrier_all_ranks(k, flag, 0, 4, 1, block=1 << 30)
+    assert e.value.loc.file == __file__
+    barrier_all_ranks(k, flag, 0, 4, 1, block=(1 << 30) - 1)     # the last one that fits
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda k, f: barrier_all_ranks(k, f, 0, 4, 1, timeout_ns="5"),
+     "barrier_all_ranks: operand 'timeout'"),
+    (lambda k, f: signal_wait(k, f, 1, timeout_ns=5, timeout_cycles=5),
+     "signal_wait: give timeout_ns=... or timeout_cycles=..., not both"),
+])
+def test_a_bad_bound_names_the_helper_called(call, message):
+    k, flag = _kernel("bound")
+    with pytest.raises(BuildError, match=message) as e:
+        call(k, flag)
+    assert _at_call(e, call)
+
+
+@pytest.mark.parametrize("space", ["shared", "const", "local"])
+def test_a_pointer_parameter_to_another_space_is_refused(space):
+    # cvta.to.global of a pointer into the shared window (or const, local) is another address
+    k = Kernel("ptr_space")
+    pad = k.param_ptr("pad", space=space)
+    with pytest.raises(OperandError, match=f"signal_set: operand 'addr': expected a pointer to "
+                       f".global memory, got pointer parameter pad declared .ptr .{space}") as e:
+        signal_set(k, pad)
+    assert e.value.loc.file == __file__
+    signal_set(k, k.param_ptr("generic", space=None))       # no .ptr space: taken as global

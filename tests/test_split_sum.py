@@ -58,3 +58,34 @@ def test_refusals_name_the_operand_and_the_line(acc, stride, operand):
     with pytest.raises(OperandError, match=f"ordered_split_sum.*{operand}") as e:
         _sum(k, base, parts, leader, frag, stride)
     assert e.value.loc.file == __file__
+
+
+@pytest.mark.parametrize("operand, bad, expected", [
+    ("mine", None, "a 64-bit integer register"),
+    ("first", 4096, "a 64-bit integer register"),
+    ("counter", lambda k: k.reg(t.u32), "a 64-bit integer register"),
+    ("parts", 4, "a 32-bit integer register"),
+    ("parts", lambda k: k.reg(t.f32), "a 32-bit integer register"),
+    ("leader", lambda k: k.reg(t.u32), "a predicate"),
+    ("leader", True, "a predicate"),
+])
+def test_operands_are_checked_by_the_helper(operand, bad, expected):
+    k, base, parts, leader = _kernel("bad_operand")
+    args = dict(mine=base, first=base, stride=16384, counter=base, parts=parts, barrier=1,
+                leader=leader)
+    args[operand] = bad(k) if callable(bad) else bad
+    with pytest.raises(OperandError, match=f"ordered_split_sum: operand '{operand}': "
+                       f"expected {expected}") as e:
+        ordered_split_sum(k, k.fragment(t.f32, shape=(64, 64)), **args)
+    assert e.value.loc.file == __file__
+
+
+def test_the_barrier_is_checked_by_the_helper():
+    k, base, parts, leader = _kernel("bad_barrier")
+    with pytest.raises(OperandError, match=r"ordered_split_sum: barrier: operand 'id': "
+                       r"expected an integer immediate in \[0, 15\]") as e:
+        ordered_split_sum(k, k.fragment(t.f32, shape=(64, 64)), mine=base, first=base,
+                          stride=16384, counter=base, parts=parts, barrier=16, leader=leader)
+    assert e.value.loc.file == __file__
+    ordered_split_sum(k, k.fragment(t.f32, shape=(64, 64)), mine=base, first=base,
+                      stride=16384, counter=base, parts=parts, barrier=1, leader=~leader)

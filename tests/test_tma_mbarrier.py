@@ -326,6 +326,21 @@ def test_refuse_64bit_tx_count(make):
         make(Env())
 
 
+@pytest.mark.parametrize("make, operand", [
+    (lambda e, f: ptx.mbarrier_init(e.k, e.bar, f), "count"),
+    (lambda e, f: ptx.mbarrier_arrive(e.k, "release", "cta", "shared", e.bar, f), "count"),
+    (lambda e, f: ptx.mbarrier_arrive_expect_tx(e.k, None, None, None, e.bar, f), "txCount"),
+    (lambda e, f: ptx.mbarrier_expect_tx(e.k, None, None, None, e.bar, f), "txCount"),
+], ids=["init", "arrive", "arrive.expect_tx", "expect_tx"])
+def test_refuse_a_float_register_as_a_count(make, operand):
+    # .b32 takes an .f32 register, but ptxas answers "Arguments mismatch" in a count
+    e = Env()
+    with pytest.raises(OperandError, match=f"'{operand}': expected a 32-bit integer register "
+                       "or an immediate count, got register %f1 of type .f32") as err:
+        make(e, e.k.reg(t.f32))
+    assert err.value.loc.file == __file__
+
+
 def test_refuse_64bit_hint():
     e = Env()
     with pytest.raises(OperandError, match="'suspendTimeHint'.*compatible with .u32"):

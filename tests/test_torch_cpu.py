@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="ptxdsl.torch needs PyTorch (pip install "
@@ -44,6 +45,37 @@ def test_bad_registrations_are_refused(kw, msg):
     args.update(kw)
     with pytest.raises(ValueError, match=msg):
         kernel_op(args.pop("name"), args.pop("function"), **args)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(name="ns::1op"), "torch refused the operator ns::1op"),   # a RuntimeError before
+    (dict(name="ns::"), "'namespace::op'"),
+    (dict(inputs="ab"), "distinct parameter names"),          # not the inputs a and b
+    (dict(inputs=None), "distinct parameter names"),
+    (dict(inputs=("a", "a")), "distinct parameter names"),
+    (dict(inputs=("def",)), "torch refused .* schema 'probe\\(Tensor def\\) -> Tensor'"),
+    (dict(n_outputs="2"), "n_outputs must be an int >= 1"),
+    (dict(n_outputs=True), "n_outputs must be an int >= 1"),
+    (dict(outputs=3), "outputs must be callable"),            # else found at the first call
+    (dict(launch=None), "launch must be callable"),
+    (dict(function="k"), "function must be callable"),
+    (dict(backward=3), "backward must be callable"),
+    (dict(contiguous="no"), "contiguous must be True or False")])
+def test_probe_registrations_are_refused_at_the_call(kw, msg):
+    args = dict(name="ptxdsl_cpu_test::probe", function=_loader, inputs=("a",),
+                outputs=lambda a: a, launch=lambda a, o: {})
+    args.update(kw)
+    with pytest.raises(ValueError, match=msg) as e:
+        kernel_op(args.pop("name"), args.pop("function"), **args)
+    assert e.value.loc.file == __file__
+
+
+def test_a_name_registered_twice_is_refused_by_name():
+    args = dict(inputs=("a",), outputs=lambda a: a, launch=lambda a, o: {},
+                n_outputs=np.int64(1))
+    kernel_op("ptxdsl_cpu_test::once", _loader, **args)       # a numpy count is taken
+    with pytest.raises(ValueError, match="ptxdsl_cpu_test::once is already registered"):
+        kernel_op("ptxdsl_cpu_test::once", _loader, **args)
 
 
 def test_a_loader_returning_something_else_is_refused():

@@ -273,6 +273,12 @@ def space_addr(k, insn: str, addr: Any, sp: StateSpace) -> Any:
         return addr
     off = addr.offset if isinstance(addr, Addr) else 0
     if isinstance(base, Symbol):
+        # `.ptr .shared p` says where p points: cvta.to.global of it would be another address
+        pointee = getattr(base, "ptr_space", None)
+        if pointee is not None and pointee is not sp and not (pointee.is_shared
+                                                                and sp.is_shared):
+            raise OperandError(insn, "addr", f"a pointer to .{sp.value} memory",
+                               f"pointer parameter {base.name} declared .ptr .{pointee.value}")
         base = k.ld_param(base)
     if base.type.bits != 64:
         raise OperandError(insn, "addr", "a 64-bit register for a generic address",

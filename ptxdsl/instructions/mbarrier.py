@@ -74,8 +74,12 @@ def _qualifiers(sem: Sem | None, scope: Scope | None, space: StateSpace) -> str:
 
 
 def _count(insn: str, operand: str, value, lo: int = 1) -> Reg | Imm:
-    """A .b32 register or an immediate in [lo, 2^20-1] (ptxas rejects .b64 registers)."""
+    """A .b32 register or an immediate in [lo, 2^20-1] (ptxas rejects .b64 registers, and
+    a float one: .b32 takes an .f32 register elsewhere, not in a count)."""
     v = check_src(insn, operand, value, T.b32)
+    if isinstance(v, Reg) and v.type.is_float:
+        raise OperandError(insn, operand, "a 32-bit integer register or an immediate count",
+                           f"register %{v.name} of type .{v.type.value}")
     if isinstance(v, Imm) and not lo <= v.value <= MAX_COUNT:
         raise OperandError(insn, operand, f"an immediate in [{lo}, {MAX_COUNT}] (2^20-1)",
                            v.value)

@@ -252,6 +252,8 @@ def resolve_timeout(name: str, k, timeout: WaitTimeout | None, timeout_ns: int |
         if timeout is not None:
             raise BuildError(f"{name}: give timeout=WaitTimeout(...) or timeout_ns/"
                              "timeout_cycles, not both")
+        if timeout_ns is not None and timeout_cycles is not None:
+            raise BuildError(f"{name}: give timeout_ns=... or timeout_cycles=..., not both")
         try:
             return WaitTimeout(timeout_ns, timeout_cycles, on_timeout)
         except OperandError as e:   # WaitTimeout's checks name mbarrier_wait: name the caller

@@ -312,6 +312,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
                if a < hi and lo < b and not _strictly_after(an, o.index, at)]
     if not sources:
         return
+    from .overwrites import overwritten  # (overwrites imports this module)
+    if overwritten(an, state, at, extent, sources):
+        return   # the threads' own stores, barrier-ordered, went over the copies' bytes
     waits = sorted(f[1] for f in state.must if f[0] == "waited")
     if waits:   # the verdict depends only on the waits, their steps since, the sources and
         # the read's slot

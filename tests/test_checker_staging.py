@@ -126,7 +126,8 @@ def test_loads_not_ordered_after_the_stores(k_first):
 def test_stores_elsewhere_do_not_hide_the_copy(k_first):
     k, line = staging("elsewhere", k_first=k_first)
     hazard = Hazard.WAIT_WRONG_BARRIER if k_first else Hazard.SMEM_READ_BEFORE_WAIT
-    only(check_kernel(k, maps=MAPS), hazard, line)
+    f = only(check_kernel(k, maps=MAPS), hazard, line)
+    assert "stored over" not in f.message      # the stores are not over the bytes read
 
 
 @pytest.mark.parametrize("k_first", [False, True])
@@ -137,7 +138,9 @@ def test_persistent_refill_during_the_staging(k_first):
     persistent kernel, tried through the Q/dO stages, is this.)"""
     k, line = staging("persistent", k_first=k_first)
     hazard = Hazard.WAIT_WRONG_BARRIER if k_first else Hazard.SMEM_READ_BEFORE_WAIT
-    only(check_kernel(k, maps=MAPS), hazard, line)
+    f = only(check_kernel(k, maps=MAPS), hazard, line)
+    assert "a wait on the copies' barrier can follow this read" in f.message
+    assert [s.role for s in f.sites][-1] == "next wait"
 
 
 @pytest.mark.parametrize("mistake", ["unwaited", "reloaded"])

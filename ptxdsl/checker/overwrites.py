@@ -61,9 +61,11 @@ def _may_meet(a: tuple[Any, float, float] | None, b: tuple[Any, float, float] | 
 
 
 def overwritten(an: Analysis, state: State, at: int, extent: tuple[Any, float, float],
-                sources: list[Op]) -> bool:
+                sources: list[Op]) -> bool | int:
     """Does the read at statement `at` (of `extent`) read what the threads stored over the
-    copies `sources` write, rather than a copy's data? Only when all of these hold:
+    copies `sources` write, rather than a copy's data? True only when all of these hold;
+    when all but the last do, the statement of a wait that can follow the read (for the
+    finding to say so); else False:
 
     - stores into the read's symbol ran on every path to it, and after them a CTA barrier
       whose block dominates the read's: every thread reaching the read passed a barrier that
@@ -107,9 +109,9 @@ def overwritten(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
                _completes(an, an.op_at[w], sources, False) for w in waits):
         return False
     blocks = _reach(an, here)
-    return not any(o.role is Role.MBAR_WAIT and _completes(an, o, sources, True) and (
+    return next((o.index for o in an.ops if o.role is Role.MBAR_WAIT and (
         an.cfg.block_of(o.index) in blocks or an.cfg.block_of(o.index) == here and o.index > at)
-        for o in an.ops)
+        and _completes(an, o, sources, True)), True)
 
 
 def _uniform(an: Analysis) -> Any:

@@ -312,13 +312,14 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
                if a < hi and lo < b and not _strictly_after(an, o.index, at)]
     if not sources:
         return
-    from .overwrites import overwritten  # (overwrites imports this module)
-    over = overwritten(an, state, at, extent, sources)
-    if over is True:
-        return   # the threads' own stores, barrier-ordered, went over the copies' bytes
-    # Stores went over the bytes, but the ring is waited on again after the read: say so,
-    # a wait before the read is not what is missing.
-    refill = None if over is False else over
+    from .overwrites import stored_over, wait_after  # (overwrites imports this module)
+    refill = None
+    if stored_over(an, state, at, extent, sources):
+        refill = wait_after(an, at, sources)
+        if refill is None:
+            return   # the threads' own stores, barrier-ordered, went over the copies' bytes
+    # With more copies to come after the read, the finding says so: a wait before the read
+    # is not what is missing.
     why = "" if refill is None else (
         "; the threads stored over these bytes since, but a wait on the copies' barrier can "
         "follow this read (the ring is waited on again, and with its stages released a copy "

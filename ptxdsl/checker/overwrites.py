@@ -2,7 +2,8 @@
 are consumed (a ring's stage area holding an epilogue's tile: stmatrix, a barrier, ld.shared)
 is read for what the threads stored there, not for what a copy wrote, so the ring rules
 (`hazards_ring.check_read`: `smem-read-before-wait`, `wait-wrong-barrier`) do not judge
-such a read against the copies' waits (`overwritten`).
+such a read against the copies' waits (`stored_over`, unless `wait_after` finds more copies
+to come).
 
 Facts (must: on every path): ("gstore", s) a shared store s into a symbol copies write, not
 yet ordered for other threads; ("gsynced", s, b) the same after the CTA barrier b (bar.sync,
@@ -12,6 +13,7 @@ store s into bytes it may have written: that store no longer hides the copies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .analysis import Analysis, handles
@@ -60,12 +62,10 @@ def _may_meet(a: tuple[Any, float, float] | None, b: tuple[Any, float, float] | 
     return a is None or b is None or (a[0] is b[0] and a[1] < b[2] and b[1] < a[2])
 
 
-def overwritten(an: Analysis, state: State, at: int, extent: tuple[Any, float, float],
-                sources: list[Op]) -> bool | int:
-    """Does the read at statement `at` (of `extent`) read what the threads stored over the
-    copies `sources` write, rather than a copy's data? True only when all of these hold;
-    when all but the last do, the statement of a wait that can follow the read (for the
-    finding to say so); else False:
+def stored_over(an: Analysis, state: State, at: int, extent: tuple[Any, float, float],
+                sources: list[Op]) -> bool:
+    """Did the threads store over the bytes the read at statement `at` (of `extent`) reads,
+    after the copies `sources` into them landed? When all of these hold:
 
     - stores into the read's symbol ran on every path to it, and after them a CTA barrier
       whose block dominates the read's: every thread reaching the read passed a barrier that
@@ -76,17 +76,14 @@ def overwritten(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
     - the reading threads waited, before the read, on a barrier some of those copies
       complete on (a wait every thread running the read runs, up to conditions the same in
       every thread, on a barrier whose address is known: a producer's wait on the empty
-      barrier is none): a copy none of them waited for
-      may still be landing over the stores; and no copy was issued over the stores since;
-    - no wait on such a barrier can follow the read in its threads (a later trip of a loop
-      around it included). Where one can, copies into these bytes are still to come, and
-      with the stages released a producer may issue one while the threads stage there (a
-      persistent kernel loading the next tile's first stages during the epilogue of the
-      last): the read may see that copy's data, and it stays judged by the waits.
+      barrier is none): a copy none of them waited for may still be landing over the stores;
+    - no copy was issued over the stores since.
 
-    What this cannot see: a copy that only other threads wait for, still to come while these
-    stage (a second consumer warpgroup still in its loop, with no barrier ordering its last
-    wait before the stores), races with the stores; the checker does not relate the groups."""
+    The read then sees the stores unless more copies into those bytes are still to come
+    (`wait_after`). What this cannot see: a copy that only other threads wait for, still to
+    come while these stage (a second consumer warpgroup still in its loop, with no barrier
+    ordering its last wait before the stores), races with the stores; the checker does not
+    relate the groups."""
     root, lo, hi = extent
     stores: list[tuple[float, float]] = []
     idom = an.cache.get("idom")
@@ -105,16 +102,25 @@ def overwritten(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
         return False
     waits = {f[1] for f in state.must if f[0] == "waited"} | \
         {f[1] for f in state.may if f[0] == "wstep"}
-    if not any(an.div.same_threads(w, at, _uniform(an)) and
-               _completes(an, an.op_at[w], sources, False) for w in waits):
-        return False
+    return any(an.div.same_threads(w, at, _uniform(an)) and
+               _completes(an, an.op_at[w], sources, False) for w in waits)
+
+
+def wait_after(an: Analysis, at: int, sources: list[Op]) -> int | None:
+    """A wait that may be on a barrier the copies `sources` complete on and can follow the
+    read at statement `at` in its threads (a later trip of a loop around it included), or
+    None. Where there is one, copies into the bytes read are still to come, and with the
+    stages released a producer may issue one while the threads stage there (a persistent
+    kernel loading the next tile's first stages during the epilogue of the last): the read
+    may see that copy's data, and it stays judged by the waits."""
+    here = an.cfg.block_of(at)
     blocks = _reach(an, here)
     return next((o.index for o in an.ops if o.role is Role.MBAR_WAIT and (
         an.cfg.block_of(o.index) in blocks or an.cfg.block_of(o.index) == here and o.index > at)
-        and _completes(an, o, sources, True)), True)
+        and _completes(an, o, sources, True)), None)
 
 
-def _uniform(an: Analysis) -> Any:
+def _uniform(an: Analysis) -> Callable[[tuple[Any, bool]], bool]:
     """Conditions the same in every thread (a ring loop's `kb < blocks`): they do not make
     the wait another thread's."""
     return lambda tok: an.div.cond_level(tok[0]) == 0

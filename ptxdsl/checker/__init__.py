@@ -73,6 +73,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_xgpu,
     hazards_xgpu_lamport,
     hazards_xgpu_rounds,
+    overwrites,
     sync,
 )
 from .analysis import Analysis

@@ -312,6 +312,18 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
                if a < hi and lo < b and not _strictly_after(an, o.index, at)]
     if not sources:
         return
+    from .overwrites import stored_over, wait_after  # (overwrites imports this module)
+    refill = None
+    if stored_over(an, state, at, extent, sources):
+        refill = wait_after(an, at, sources)
+        if refill is None:
+            return   # the threads' own stores, barrier-ordered, went over the copies' bytes
+    # With more copies to come after the read, the finding says so: a wait before the read
+    # is not what is missing.
+    why = "" if refill is None else (
+        "; the threads stored over these bytes since, but a wait on the copies' barrier can "
+        "follow this read (the ring is waited on again, and with its stages released a copy "
+        "into them may land during the staging)")
     waits = sorted(f[1] for f in state.must if f[0] == "waited")
     if waits:   # the verdict depends only on the waits, their steps since, the sources and
         # the read's slot
@@ -326,8 +338,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         if copy_free_without_wait(an, at, sources):
             return   # the paths with no wait are those where no copy runs (a K loop of 0 trips)
         an.report(Hazard.SMEM_READ_BEFORE_WAIT, f"{what} reads {an.describe(smem)}, which a "
-                  "TMA copy writes, and no mbarrier wait precedes it on every path",
-                  [("read", at), ("copy", sources[0].index)], dedupe=at)
+                  f"TMA copy writes, and no mbarrier wait precedes it on every path{why}",
+                  [("read", at), ("copy", sources[0].index), ("next wait", refill)],
+                  dedupe=at)
         return
     read_root, read_slot = _slot(an, smem)
     covered = False
@@ -372,9 +385,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
             return
         an.report(Hazard.WAIT_WRONG_BARRIER, f"{what} reads {an.describe(smem)}, but the "
                   "waits before it are on the barrier of another stage or ring than the one "
-                  "the copy into this buffer completes on (or on an earlier phase of it)",
-                  [("read", at), ("wait", related), ("copy", sources[0].index)],
-                  dedupe=at)
+                  f"the copy into this buffer completes on (or on an earlier phase of it){why}",
+                  [("read", at), ("wait", related), ("copy", sources[0].index),
+                   ("next wait", refill)], dedupe=at)
 
 
 def _estimate_note(an: Analysis, at: int, smem: Any, what: str,

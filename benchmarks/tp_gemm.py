@@ -38,6 +38,11 @@ GOAL_SEQUENTIAL, GOAL_FUSED = 1.15, 1.00
 WORKER_TIMEOUT_S = 420
 OURS, SEQUENTIAL, FUSED, ALONE = ("ptxdsl fused", "torch sequential", "torch symm-mem fused",
                                   "matmul alone")
+# all-gather + GEMM with each (push, path) forced; OURS is `launch`'s choice (`push_for`,
+# `path_for`)
+FORCED = {"ptxdsl, fused, SM push": ("sm", "fused"),
+          "ptxdsl, fused, copy-engine push": ("copy_engine", "fused"),
+          "ptxdsl, gather kernel + decode GEMM": ("sm", "gather")}
 
 
 def run(section: Section, worlds=(2, 4)) -> None:
@@ -161,14 +166,19 @@ def _ag_gemm(state: dict, m: int, n: int, kdim: int) -> dict:
     out = torch.empty((m, n // world), dtype=torch.bfloat16, device=dev)
     x_all = torch.empty((m, kdim), dtype=torch.bfloat16, device=dev)
     dist.all_gather_into_tensor(x_all, x)
-    state["notes"].append(f"AG + GEMM M={m}: ptxdsl ran {sample.config_for(m, world).name}")
+    path = sample.path_for(m, world)
+    ran = (f"{sample.config_for(m, world).name}, pushed by {sample.push_for(m, kdim, world)}"
+           if path == "fused" else f"allgather_push_w{world}, then gemm_decode's kernel")
+    state["notes"].append(f"AG + GEMM M={m}: ptxdsl ran the {path} path: {ran}")
 
-    def ours():
+    def ours(push="auto", path="auto"):
         state["epoch"] += 1         # one more per call, the same on every rank
         return sample.forward(x, w, state["bufs"], epoch=state["epoch"], out=out,
-                              module=state["module"], sms=state["sms"])
+                              module=state["module"], sms=state["sms"], push=push, path=path)
+    forced = {name: (lambda mode=mode: ours(*mode)) for name, mode in FORCED.items()
+              if mode[1] == "fused" or m <= sample.gd.DECODE_M}
     ops, group = torch.ops.symm_mem, state["group"]
-    return {OURS: ours,
+    return {OURS: ours, **forced,
             SEQUENTIAL: lambda: sample.reference_path(x, w),
             FUSED: lambda: ops.fused_all_gather_matmul(x, [w.t()], 0, group,
                                                        return_A=False)[1][0],

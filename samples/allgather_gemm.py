@@ -14,6 +14,21 @@ One persistent kernel per rank, samples/gemm_hopper.py's warp-specialised GEMM w
   `red.release.sys` (`signals.signal_set(add=True)`); the CTAs' additions sum to
   SIGNAL_TOTAL per call whatever the grid, so rank q's rows are in this rank's buffer once
   slot q reaches epoch * SIGNAL_TOTAL.
+- Or the host pushes (`launch(push="copy_engine")`, `push_for`'s choice for large shards):
+  copy engines copy X_r into each peer's slot (`SymmetricBuffers.put`) and the same stream
+  then sets that peer's counter to what the warps' additions would reach
+  (`SymmetricBuffers.signal`: cuStreamWriteValue32, a system-scope fence first); the `push`
+  parameter is 0 and the warps copy nothing. No SM time goes to the copy, and the copy
+  engines move more: on four H200s at M = 8192, 400 us against 582 with the warps' push
+  (BENCHMARKS.md section 10). The side stream starts after the previous call's kernel and the
+  caller's stream waits for it, so the double buffering below holds for either push.
+- At decode sizes (M <= gemm_decode.DECODE_M, `path_for`) the layer takes a split path
+  instead: a gather kernel (`build_gather_kernel`: X_r into this rank's own slot and every
+  peer's, the same signals, then CTA 0 waits for the peers' shards), then
+  samples/gemm_decode.py's split-K kernel on the W slots of this rank's buffer half, which
+  hold all_gather(X) row after row. There the fused kernel has too few output tiles for
+  the SMs (M = 128 over 4 ranks: 2 x 16 tiles of 128 k-blocks each) while the decode kernel
+  splits K over all of them: 35 us against 59 on four H200s (BENCHMARKS.md section 10).
 - The producer thread loads A in 64-row boxes through one tensor map over this rank's own
   buffer (a box's third coordinate picks the half and the slot); this rank's own rows come
   from X_r itself (a map over the input), so its tiles start at once. Every peer row then
@@ -59,6 +74,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,9 +85,11 @@ from ptxdsl.sample_runner import multi_gpu_main, not_run, sibling_sample
 from ptxdsl.signals import peer_pointer, signal_set, signal_wait
 
 if TYPE_CHECKING:       # mypy reads the samples as the top-level modules they are as scripts
+    import gemm_decode as gd
     import gemm_hopper as gh
-else:                   # the sibling sample this one builds on
+else:                   # the sibling samples this one builds on
     gh = sibling_sample(__file__, "gemm_hopper")
+    gd = sibling_sample(__file__, "gemm_decode")
 
 WORLDS = (2, 4, 8)
 SUB = 64                 # rows of one A box: a consumer warpgroup's rows, never two ranks'
@@ -83,11 +101,54 @@ MAX_EPOCH = (1 << 32) // SIGNAL_TOTAL - 1    # then the counters would wrap: new
 SUBPROCESS_TIMEOUT_S = 600
 
 
+GATHER_THREADS = 256     # the gather kernel's CTA
+GATHER_BARRIER = 1
+
+
 def context(kernels: list[Kernel]) -> dict[str, Any]:
     """The checker context of the kernels: the symmetric buffers (the pointer array and the
-    map over this rank's own, which the peers write) and the signal pads."""
+    map over this rank's own, which the peers write) and the signal pads, which the peers'
+    hosts set too when their copy engines push (`launch`'s push)."""
     return {"peer_buffers": {k.name: ["buffer_ptrs", "map_gathered"] for k in kernels},
-            "signal_pads": ["signal_pad_ptrs"]}
+            "signal_pads": ["signal_pad_ptrs"], "host_signal_pads": ["signal_pad_ptrs"]}
+
+
+class _GatherParams:
+    """The gather kernel's parameters, as `_push_shard` reads them."""
+
+    def __init__(self, k: Kernel, world: int) -> None:
+        self.world = world
+        self.x = k.ld_param(k.param_ptr("x"))
+        self.chunks = k.ld_param(k.param(t.u32, "chunks"))
+        self.own = k.ld_param(k.param_ptr("own_slot"))     # this rank's slot of its buffer
+        self.bufs = k.ld_param(k.param_ptr("buffer_ptrs"))
+        self.pads = k.ld_param(k.param_ptr("signal_pad_ptrs"))
+        self.rank = k.ld_param(k.param(t.u32, "rank"))
+        self.epoch = k.ld_param(k.param(t.u32, "epoch"))
+        self.half = k.and_(self.epoch, 1)
+
+
+def build_gather_kernel(world: int, bounded: bool = False, *, release: bool = True) -> Kernel:
+    """The all-gather of the split path (`launch`'s path="gather"): every thread of every
+    CTA copies X_r into this rank's own slot and then into each peer's (`_push_shard`, with
+    its signals); then threads q < W (q != r) of CTA 0 wait for rank q's counter and fence
+    the async proxy, so the GEMM launched after this kernel on the stream reads all of X
+    from half epoch % 2 of this rank's buffer with TMA. Only CTA 0 waits, and nothing waits
+    for it, so the grid need not be resident at once. (The reads are the next kernel's, which
+    the checker does not see with this one: it checks the signals' release, not that the
+    wait is there; the GPU checks do.) `release=False`: the checker's test."""
+    k = Kernel(f"allgather_push_w{world}", reqntid=GATHER_THREADS)
+    if bounded:
+        debug.bounded_waits(k, timeout_ns=2_000_000_000)     # as gemm_hopper's kernels
+    p = _GatherParams(k, world)
+    tid = k.mov(k.tid.x, type=t.u32)
+    _push_shard(k, p, tid, GATHER_THREADS, GATHER_BARRIER, tid == 0, release, own=p.own)
+    pad = peer_pointer(k, p.pads, p.rank)
+    with k.if_(k.ctaid.x == 0), k.if_(tid < world), k.if_(tid != p.rank):
+        signal_wait(k, k.mad(tid, 4, pad, type=t.u32, mode="wide"),
+                    k.mul(p.epoch, SIGNAL_TOTAL))
+        ptx.fence_proxy_async(k, "global")      # generic writes -> the GEMM's TMA reads
+    return k
 
 
 class GatherRows(gh.Rows):
@@ -114,62 +175,21 @@ class GatherRows(gh.Rows):
         self.rank = k.ld_param(k.param(t.u32, "rank"))
         self.epoch = k.ld_param(k.param(t.u32, "epoch"))
         self.rows = k.ld_param(k.param(t.u32, "rows"))           # M / W
+        # 0: the host pushed X_r with copy engines and set the counters (`launch`'s push)
+        self.push = k.ld_param(k.param(t.u32, "push"))
         self.padded = k.and_(k.add(self.rows, SUB - 1), -SUB & 0xFFFFFFFF)
 
     def side_warps(self, k: Kernel, cfg: gh.Config) -> None:
         tid = k.mov(k.tid.x, type=t.u32)
         self.half = k.and_(self.epoch, 1)
-        with k.if_(tid >= 32):
-            lane = k.sub(tid, 32)
-            # CTA 0 adds SIGNAL_TOTAL - (CTAs - 1), the others 1: every call adds
-            # SIGNAL_TOTAL whatever its grid, so calls of other shapes share the pads
-            ctas = k.mov(k.nctaid.x, type=t.u32)
-            amount = k.selp(k.sub(SIGNAL_TOTAL + 1, ctas), 1, k.ctaid.x == 0, type=t.u32)
-            slot = k.mad(self.half, self.world, self.rank, type=t.u32)
-            for d in range(1, self.world):      # rank r - d reads X_r as its (d + 1)-th shard
-                q = k.rem(k.add(self.rank, self.world - d), self.world)
-                self._copy(k, lane, q, slot)
-                k.bar_sync(COPY_BARRIER, COPY_THREADS)
-                with k.if_(tid == 32):
-                    flag = k.mad(self.rank, 4, peer_pointer(k, self.pads, q), type=t.u32,
-                                 mode="wide")
-                    if self.release:
-                        signal_set(k, flag, amount, add=True)
-                    else:      # the checker's test: a counter bump that releases nothing
-                        k.red("add", flag, amount, type=t.u32, space="global")
+        with k.if_(tid >= 32), k.if_(self.push != 0):
+            _push_shard(k, self, k.sub(tid, 32), COPY_THREADS, COPY_BARRIER, tid == 32,
+                        self.release)
         self.waited = k.shl(k.mov(1, type=t.u32), self.rank, dst=k.reg(t.u32, "waited"))
         self.target = k.mul(self.epoch, SIGNAL_TOTAL)
         self.own_pad = peer_pointer(k, self.pads, self.rank)
         self.tmap_x = k.tensormap_addr(self.map_x)
         self.tmap_g = k.tensormap_addr(self.map_g)
-
-    def _copy(self, k: Kernel, lane: Reg, q: Reg, slot: Reg) -> None:
-        """X_r -> slot `slot` (half epoch % 2, this rank) of rank q's buffer, COPY_UNROLL
-        16-byte chunks in flight per thread (the producer warpgroup has 40 registers)."""
-        dst0 = k.add(peer_pointer(k, self.bufs, q),
-                     k.shl(k.mul(slot, self.chunks, type=t.u32, mode="wide"), 4))
-        step = k.mul(k.mov(k.nctaid.x, type=t.u32), COPY_THREADS)
-        i = k.mad(k.mov(k.ctaid.x, type=t.u32), COPY_THREADS, lane)
-
-        def copy(count: int) -> None:
-            at = [i] + [k.add(i, step) if u == 1 else k.mad(step, u, i)
-                        for u in range(1, count)]
-            got = [k.ld(k.mad(a, 16, self.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
-                        space="global") for a in at]
-            for a, v in zip(at, got, strict=True):
-                k.st(k.mad(a, 16, dst0, type=t.u32, mode="wide"), v, type=t.u32,
-                     space="global")
-            if count == 1:
-                k.add(i, step, dst=i)
-            else:
-                k.mad(step, count, i, dst=i)
-
-        # i < last: chunks i, i + step, ... i + (COPY_UNROLL - 1) * step all exist
-        last = k.sub(self.chunks, k.mul(step, COPY_UNROLL - 1))
-        with k.while_(lambda: k.setp("lt", i, last, type=t.s32)):
-            copy(COPY_UNROLL)
-        with k.while_(lambda: i < self.chunks):
-            copy(1)
 
     def _locate(self, k: Kernel, row: Reg) -> tuple[Reg, Reg]:
         """(owning rank, row in its shard) of row `row` of the padded row space, which starts
@@ -207,6 +227,58 @@ class GatherRows(gh.Rows):
         return local, (q,), k.mad(q, self.rows, local), k.sub(self.rows, local, type=t.s32)
 
 
+def _push_shard(k: Kernel, p: Any, lane: Reg, threads: int, barrier: int, leader: Any,
+                release: bool = True, own: Reg | None = None) -> None:
+    """X_r into slot (half epoch % 2, this rank) of every peer's buffer, the one that reads it
+    soonest first (rank r - d reads X_r as its (d + 1)-th shard), by `threads` threads per CTA
+    (`lane` of them, named barrier `barrier`), then `leader` adds to slot r of that peer's
+    pad with `red.release.sys`: CTA 0 SIGNAL_TOTAL - (CTAs - 1), the others 1, so every call
+    adds SIGNAL_TOTAL whatever its grid and calls of other shapes share the pads. `own`: an
+    address to copy X_r to first (this rank's own slot, for a GEMM that reads all of X from
+    one place). `p` holds the kernel's parameters (x, chunks, bufs, pads, rank, half)."""
+    ctas = k.mov(k.nctaid.x, type=t.u32)
+    amount = k.selp(k.sub(SIGNAL_TOTAL + 1, ctas), 1, k.ctaid.x == 0, type=t.u32)
+    slot = k.mad(p.half, p.world, p.rank, type=t.u32)
+    offset = k.shl(k.mul(slot, p.chunks, type=t.u32, mode="wide"), 4)
+    if own is not None:
+        _copy(k, p, own, lane, threads)
+    for d in range(1, p.world):
+        q = k.rem(k.add(p.rank, p.world - d), p.world)
+        _copy(k, p, k.add(peer_pointer(k, p.bufs, q), offset), lane, threads)
+        k.bar_sync(barrier, threads)
+        with k.if_(leader):
+            flag = k.mad(p.rank, 4, peer_pointer(k, p.pads, q), type=t.u32, mode="wide")
+            if release:
+                signal_set(k, flag, amount, add=True)
+            else:      # the checker's test: a counter bump that releases nothing
+                k.red("add", flag, amount, type=t.u32, space="global")
+
+
+def _copy(k: Kernel, p: Any, dst0: Reg, lane: Reg, threads: int) -> None:
+    """X_r (`p.x`, `p.chunks` 16-byte chunks) -> `dst0`, COPY_UNROLL chunks in flight per
+    thread (the producer warpgroup has 40 registers)."""
+    step = k.mul(k.mov(k.nctaid.x, type=t.u32), threads)
+    i = k.mad(k.mov(k.ctaid.x, type=t.u32), threads, lane)
+
+    def copy(count: int) -> None:
+        at = [i] + [k.add(i, step) if u == 1 else k.mad(step, u, i) for u in range(1, count)]
+        got = [k.ld(k.mad(a, 16, p.x, type=t.u32, mode="wide"), type=t.u32, vec=4,
+                    space="global") for a in at]
+        for a, v in zip(at, got, strict=True):
+            k.st(k.mad(a, 16, dst0, type=t.u32, mode="wide"), v, type=t.u32, space="global")
+        if count == 1:
+            k.add(i, step, dst=i)
+        else:
+            k.mad(step, count, i, dst=i)
+
+    # i < last: chunks i, i + step, ... i + (COPY_UNROLL - 1) * step all exist
+    last = k.sub(p.chunks, k.mul(step, COPY_UNROLL - 1))
+    with k.while_(lambda: k.setp("lt", i, last, type=t.s32)):
+        copy(COPY_UNROLL)
+    with k.while_(lambda: i < p.chunks):
+        copy(1)
+
+
 @functools.cache
 def variant_configs(world: int) -> dict[str, gh.Config]:
     """gemm_hopper's three bf16 variants, named for this kernel and world size (made once
@@ -225,7 +297,8 @@ def build_kernel(world: int, variant: str, bounded: bool = False, **hooks: bool)
 
 
 def build_module(bounded: bool = False, worlds: tuple[int, ...] = WORLDS) -> Module:
-    kernels = [build_kernel(w, v, bounded) for w in worlds for v in gh.VARIANTS]
+    kernels = [build_kernel(w, v, bounded) for w in worlds for v in gh.VARIANTS] + [
+        build_gather_kernel(w, bounded) for w in worlds]
     if bounded:
         return debug.module(kernels, name="allgather_gemm", target="sm_90a",
                             check=context(kernels))
@@ -333,14 +406,151 @@ def resident_ctas(fn: Any, cfg: gh.Config, sms: int) -> int:
     return min(_resident[key], sms)
 
 
+PUSHES = ("sm", "copy_engine")
+#: Shards of at least this many bytes are pushed by copy engines (`push="auto"`): measured
+#: in BENCHMARKS.md section 10's notes.
+COPY_ENGINE_MIN_BYTES = 8 << 20
+
+
+def push_for(m: int, kdim: int, world: int) -> str:
+    """`launch`'s choice of who pushes X_r to the peers: "copy_engine" for large shards (no
+    SM time and a copy engine's bandwidth; a few driver calls per call), "sm" for small ones
+    (the kernel's spare warps: no host work, nothing to wait for before the first tile)."""
+    return "copy_engine" if m // world * kdim * 2 >= COPY_ENGINE_MIN_BYTES else "sm"
+
+
+PATHS = ("fused", "gather")
+
+
+def path_for(m: int, world: int) -> str:
+    """`launch`'s choice of kernels: "gather" (the gather kernel, then gemm_decode's split-K
+    kernel on the gathered X) where M fits a decode kernel, "fused" (one kernel: the GEMM's
+    tiles wait for each shard) above. At decode sizes the fused kernel has too few tiles for
+    the SMs (M = 128, N_r = 2048: 32 output tiles of 128 k-blocks each, BENCHMARKS.md
+    section 10), while the decode kernel splits K over all of them."""
+    return "gather" if m <= gd.DECODE_M else "fused"
+
+
+_decode: dict[tuple[int, bool], Any] = {}
+
+
+class _Decode:
+    """gemm_decode's bf16 module on one device, a split-K workspace (grown as shapes need;
+    one stream per rank, as the workspace serves one call at a time) and its tensor maps."""
+
+    def __init__(self, device: int, bounded: bool) -> None:
+        self.device = device
+        self.module = gd.build_module(["bf16"], bounded).load(device=device).preload()
+        self.workspace = gd.Workspace.allocate(0, device)
+        self.retired: list[Any] = []      # outgrown, kept for calls still in flight
+        self.made: dict[tuple[int, ...], Any] = {}    # (plan, maps) by arguments
+
+    def ready(self, x: int, w: int, m: int, n: int, kdim: int, sms: int) -> Callable[..., Any]:
+        """The launch of Y = X W^T, all its host work done first: the plan, the maps, the
+        workspace (allocating memory, or loading a module, while this rank's gather kernel
+        spins may wait for that kernel, which waits for the peers: in one process driving
+        every rank, for launches the host has not made yet)."""
+        key = (x, w, m, n, kdim, sms)
+        if key not in self.made:
+            if len(self.made) > MAP_CACHE:
+                self.made.clear()
+            self.made[key] = (gd.plan("bf16", m, n, kdim, sms),
+                              gd.tensor_maps("bf16", x, w, m, n, kdim))
+        made, maps = self.made[key]
+        if made.workspace > self.workspace.nbytes:
+            self.retired.append(self.workspace)
+            self.workspace = gd.Workspace.allocate(made.workspace, self.device)
+        return functools.partial(gd.launch, self.module, "bf16", x, w, m=m, n=n, kdim=kdim,
+                                 sms=sms, workspace=self.workspace, maps=maps, made=made)
+
+
+def decode_for(device: int, bounded: bool = False) -> Any:
+    """The split path's GEMM on `device` (made once)."""
+    if (device, bounded) not in _decode:
+        _decode[device, bounded] = _Decode(device, bounded)
+    return _decode[device, bounded]
+
+
+def _gathered(bufs: Any, m: int, kdim: int, epoch: int) -> int:
+    """The address of all_gather(X) (M x K) in this rank's buffer at call `epoch`: the W
+    slots of half epoch % 2."""
+    return int(bufs.buffer_ptrs[bufs.rank]) + (epoch % 2) * m * kdim * 2
+
+
+def prepare(bufs: Any, w: Any, m: int, n: int, kdim: int, sms: int,
+            bounded: bool = False) -> None:
+    """Do the gather path's host work for this shape now, for both buffer halves (its GEMM's
+    module, plan, maps, workspace: `_Decode.ready`). Needed where one process drives every
+    rank: with peer access enabled, allocating device memory waits for the kernels running
+    on the peer GPUs, and a rank's gather kernel spins until the host launches the others'."""
+    for epoch in (1, 2):
+        decode_for(bufs.device, bounded).ready(_gathered(bufs, m, kdim, epoch), _ptr(w), m, n,
+                                               kdim, sms)
+
+
+def _launch_gather(module: Any, bufs: Any, xp: int, wp: int, yp: int, m: int, n: int,
+                   kdim: int, epoch: int, sms: int, stream: Any, bounded: bool) -> None:
+    """The split path: the gather kernel (X_r into this rank's slot and every peer's, then
+    CTA 0 waits for the peers' shards), then gemm_decode on the W slots of half epoch % 2 of
+    this rank's buffer, which are all_gather(X) row after row. The buffer halves alternate
+    as the fused path's do, with the same argument (module doc)."""
+    world, rank = bufs.world_size, bufs.rank
+    shard = m // world * kdim * 2
+    gathered = _gathered(bufs, m, kdim, epoch)
+    chunks = shard // 16
+    grid = max(1, min(sms, -(-chunks // (GATHER_THREADS * COPY_UNROLL))))
+    gemm = decode_for(bufs.device, bounded).ready(gathered, wp, m, n, kdim, sms)
+    fn = module[f"allgather_push_w{world}"]
+    fn.launch(grid, GATHER_THREADS, (xp, chunks, gathered + rank * shard, bufs.buffer_ptrs_dev,
+                                     bufs.signal_pad_ptrs_dev, rank, epoch), stream=stream)
+    gemm(y=yp, stream=stream)
+
+
+_side: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def _side_stream(device: int) -> tuple[Any, Any, Any]:
+    """(stream, event before, event after) of the copy-engine push on `device`, made once."""
+    if device not in _side:
+        from ptxdsl import runtime as rt
+        _side[device] = (rt.Stream(non_blocking=True, device=device),
+                         rt.Event(timing=False, device=device),
+                         rt.Event(timing=False, device=device))
+    return _side[device]
+
+
+def _push_copy_engine(bufs: Any, x: int, nbytes: int, epoch: int, stream: Any) -> None:
+    """X_r into slot (half epoch % 2, this rank) of every peer's buffer by copy engines on a
+    side stream, each copy followed by its counter set to epoch * SIGNAL_TOTAL (what the
+    kernels' pushes sum to, so the two kinds of call share the pads); peers in the order they
+    read X_r, as the kernel's push. The side stream starts after this stream's earlier work
+    (the previous call's kernel ended, which keeps the double-buffering argument of the
+    module doc), and this stream's later work waits for it (x may be reused after the call)."""
+    side, before, after = _side_stream(bufs.device)
+    before.record(stream)
+    side.wait(before)
+    world, rank = bufs.world_size, bufs.rank
+    slot = (epoch % 2) * world + rank
+    for d in range(1, world):
+        q = (rank + world - d) % world
+        bufs.put(q, slot * nbytes, x, nbytes, stream=side)
+        bufs.signal(q, rank, epoch * SIGNAL_TOTAL, stream=side)
+    after.record(side)
+
+
 def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim: int, *,
-           epoch: int, sms: int, stream: Any = None) -> None:
+           epoch: int, sms: int, stream: Any = None, push: str = "auto", path: str = "auto",
+           bounded: bool = False) -> None:
     """Y (M x N_r) = all_gather(X) @ W_r^T for this rank (`bufs.rank`) from device pointers
     (ints, torch tensors or DeviceBuffers) of its shard x (M/W x K), w (N_r x K) and y, with
     the kernel of `module` (loaded on the rank's device; None: `load_module`'s). `epoch`: 1
     for the first call on these pads, one more each call, the same on every rank; `sms`: the
     persistent grid's cap (each rank may use its own). `stream`: default `bufs.launch`'s
-    (torch's current stream for torch memory)."""
+    (torch's current stream for torch memory). `push`: who copies X_r into the peers'
+    buffers, "sm" (the kernel's spare warps), "copy_engine" (`_push_copy_engine`) or "auto"
+    (`push_for`); `path`: "fused", "gather" (`_launch_gather`; the SM push) or "auto"
+    (`path_for`); `bounded`: the split path's GEMM is gemm_decode's debug build (as `module`
+    is the debug build of this sample's)."""
     world = bufs.world_size
     rows = check_shape(m, n, kdim, world)
     if buffer_bytes(m, kdim, world) > bufs.buffer_size:
@@ -353,14 +563,34 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
     if bufs.signal_pad_size < 4 * world:
         raise ValueError(f"allgather_gemm: the signal pads have {bufs.signal_pad_size} bytes, "
                          f"{4 * world} needed (one counter per rank)")
-    cfg = config_for(m, world)
-    module = module or load_module(bufs.device)
+    if push != "auto" and push not in PUSHES:
+        raise ValueError(f"allgather_gemm: push must be 'auto' or one of {PUSHES}, got "
+                         f"{push!r}")
+    if path != "auto" and path not in PATHS:
+        raise ValueError(f"allgather_gemm: path must be 'auto' or one of {PATHS}, got "
+                         f"{path!r}")
+    if path == "auto":
+        path = path_for(m, world)
+    if path == "gather" and m > gd.DECODE_M:
+        raise ValueError(f"allgather_gemm: the gather path's GEMM takes M up to "
+                         f"{gd.DECODE_M}, got M = {m}")
+    if path == "gather" and push == "copy_engine":
+        raise ValueError("allgather_gemm: the gather path pushes with its own kernel; "
+                         "push='copy_engine' is the fused path's")
+    if push == "auto":
+        push = push_for(m, kdim, world)
+    module = module or load_module(bufs.device, bounded)
     xp, wp, yp = _ptr(x), _ptr(w), _ptr(y)
+    if path == "gather":
+        _launch_gather(module, bufs, xp, wp, yp, m, n, kdim, epoch, sms,
+                       bufs.stream() if stream is None else stream, bounded)
+        return
+    cfg = config_for(m, world)
     map_x, map_b, map_c, map_g = _tensor_maps(bufs, xp, wp, yp, rows, n, kdim, cfg)
     padded = world * -(-rows // SUB) * SUB
     args = (map_x, map_b, map_c or map_x, yp, padded, n, kdim, int(map_c is not None),
             map_g, xp, rows * kdim // 8, bufs.buffer_ptrs_dev, bufs.signal_pad_ptrs_dev,
-            bufs.rank, epoch, rows)
+            bufs.rank, epoch, rows, int(push == "sm"))
     opts = {"shared_mem": cfg.smem_bytes,
             "cluster": (cfg.cluster, 1, 1) if cfg.cluster > 1 else None}
     fn = module[cfg.name]
@@ -369,22 +599,29 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
         raise ValueError(f"allgather_gemm: {cap} resident CTAs for this rank; it needs "
                          f"{cfg.cluster} to {SIGNAL_TOTAL}")
     grid = gh.grid_for(padded, n, cap, cfg)
+    on = bufs.stream() if stream is None else stream
+    if push == "copy_engine":
+        _push_copy_engine(bufs, xp, rows * kdim * 2, epoch, on)
     if stream is None:
         bufs.launch(fn, grid, gh.THREADS, args, **opts)
     else:
         fn.launch(grid, gh.THREADS, args, stream=stream, **opts)
+    if push == "copy_engine":
+        _side_stream(bufs.device)[2].wait_in(on)
 
 
 def forward(x: Any, w: Any, bufs: Any, *, epoch: int, out: Any = None, module: Any = None,
-            sms: int | None = None) -> Any:
+            sms: int | None = None, push: str = "auto", path: str = "auto",
+            bounded: bool = False) -> Any:
     """Y = all_gather(X) @ w^T on this rank, launched on the current torch stream (no host
     sync). `x`: this rank's M/W x K shard, `w`: its N_r x K weight slice (contiguous bf16
     torch tensors on the rank's device); `bufs`: the group's `SymmetricBuffers` (each buffer
     at least `buffer_bytes(M, K, W)` bytes); `epoch`: 1 for the first call on these pads,
     one more each call, the same on every rank; `sms`: the persistent grid's cap (default:
-    the device's SM count). Returns `out` (M x N_r bf16, allocated when None). Not for CUDA
-    graph capture as it is: the epoch (and so the buffer half) is a launch argument, which a
-    graph would replay unchanged; `symmetric_buffers` makes `bufs` under torchrun."""
+    the device's SM count); `push`, `path`, `bounded`: as `launch`'s. Returns `out` (M x N_r
+    bf16, allocated when None). Not for CUDA graph capture as it is: the epoch (and so the
+    buffer half) is a launch argument, which a graph would replay unchanged;
+    `symmetric_buffers` makes `bufs` under torchrun."""
     import torch
     if not all(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and v.dim() == 2
                and v.is_contiguous() for v in (x, w)):
@@ -409,7 +646,8 @@ def forward(x: Any, w: Any, bufs: Any, *, epoch: int, out: Any = None, module: A
     if sms is None:
         from ptxdsl import runtime as rt
         sms = rt.device_info(bufs.device).sm_count
-    launch(module, bufs, x, w, out, m, n, kdim, epoch=epoch, sms=sms)
+    launch(module, bufs, x, w, out, m, n, kdim, epoch=epoch, sms=sms, push=push, path=path,
+           bounded=bounded)
     return out
 
 
@@ -450,6 +688,16 @@ SHAPES = ((300, 520, 208), (256, 528, 272), (1000, 1040, 520), (128, 1024, 1024)
           (128, 8192, 8192), (8192, 8192, 8192))
 SMALL = 1 << 31       # the one-process run checks the shapes with M * N * K below this
 CALLS = 3             # calls per shape: both buffer halves, then the first one again
+
+
+def _mode_of(epoch: int, rank: int, m: int) -> tuple[str, str]:
+    """(push, path) of a check's call: SMs and copy engines alternate from call to call, and
+    so do the fused and gather paths where M allows both; every third call the ranks differ,
+    so each kind of call follows the other on the same pads and a rank waits for every kind
+    of sender in one call."""
+    differ = rank if epoch % 3 == 0 else 0
+    path = PATHS[(epoch // 2 + differ) % 2] if m <= gd.DECODE_M else "fused"
+    return ("sm" if path == "gather" else PUSHES[(epoch + differ) % 2]), path
 
 
 def run(shapes: tuple[tuple[int, int, int], ...] = SHAPES, bounded: bool = True,
@@ -506,18 +754,24 @@ def _process_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool,
         ws = [rt.DeviceBuffer.from_numpy(gh.bf16_round(w_all[r * n:(r + 1) * n]), device=d)
               for r, d in enumerate(devices)]
         ys = [rt.DeviceBuffer.empty((m, n), np.uint16, device=d) for d in devices]
+        if m <= gd.DECODE_M:        # before any rank's kernel spins (see `prepare`)
+            for r, d in enumerate(devices):
+                prepare(ranks[r], ws[r], m, n, kdim, sms[d], bounded)
         for _ in range(CALLS):
             epoch += 1          # the pads carry on across shapes: counters, never reset
             x_all = rng.integers(-4, 5, (m, kdim)).astype(np.float32)
             xs = [rt.DeviceBuffer.from_numpy(gh.bf16_round(x_all[r * rows:(r + 1) * rows]),
                                              device=d) for r, d in enumerate(devices)]
             streams = [rt.Stream(device=d) for d in devices]
-            name = f"W={world} M={m} N_r={n} K={kdim} epoch {epoch}"
+            name = f"W={world} M={m} N_r={n} K={kdim} epoch {epoch} (" + ", ".join(
+                "/".join(_mode_of(epoch, r, m)) for r in range(world)) + ")"
             try:
                 for r, d in enumerate(devices):   # all at once: each waits for the others
                     ys[r].memset(sample_runner.POISON)
+                    push, path = _mode_of(epoch, r, m)
                     launch(mods[d], ranks[r], xs[r], ws[r], ys[r], m, n, kdim, epoch=epoch,
-                           sms=sms[d], stream=streams[r])
+                           sms=sms[d], stream=streams[r], push=push, path=path,
+                           bounded=bounded)
                 for st in streams:
                     st.synchronize(20)
             except Exception as exc:   # a trapped wait: say where, and stop
@@ -559,9 +813,12 @@ def _rank_checks(shapes: tuple[tuple[int, int, int], ...], bounded: bool) -> Any
             epoch += 1
             x_all = torch.randint(-4, 5, (m, kdim), generator=gen, device=dev)
             x = x_all[rank * rows:(rank + 1) * rows].to(torch.bfloat16).contiguous()
-            name = f"W={world} M={m} N_r={n} K={kdim} epoch {epoch} ({config_for(m, world).name})"
+            push, path = _mode_of(epoch, rank, m)
+            name = (f"W={world} M={m} N_r={n} K={kdim} epoch {epoch} "
+                    f"({config_for(m, world).name}, {path} path, {push} push)")
             try:
-                y = forward(x, w, bufs, epoch=epoch, module=module)
+                y = forward(x, w, bufs, epoch=epoch, module=module, push=push, path=path,
+                            bounded=bounded)
                 torch.cuda.synchronize()
             except Exception as exc:   # a trapped wait poisons this GPU: say where, then exit
                 record = f" [{recorder.record()}]" if recorder is not None else ""

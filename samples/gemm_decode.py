@@ -380,12 +380,15 @@ def tensor_maps(dtype: str, x: object, w: object, m: int, n: int, kdim: int,
 def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m: int, n: int,
            kdim: int, scale: float = 1.0, *, sms: int, workspace: Workspace,
            stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None,
-           splits: int | None = None, w_rows: int | None = None) -> Plan:
+           splits: int | None = None, w_rows: int | None = None,
+           made: Plan | None = None) -> Plan:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16) with the decode kernel `plan` picks from
     the loaded `module`; `workspace`: at least `plan(...).workspace` bytes (`Workspace`);
     `maps`: `tensor_maps`' pair (of `plan(...).cfg`), to skip encoding them per call;
-    `splits`, `w_rows`: `plan`'s alternatives to its choice. Returns the plan."""
-    p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
+    `splits`, `w_rows`: `plan`'s alternatives to its choice; `made`: the plan of these
+    arguments, made once by the caller (making it costs about 10 us of host time, as much as
+    the launch). Returns the plan."""
+    p = made or plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
     if not isinstance(workspace, Workspace):
         raise ValueError(f"gemm_decode.launch: workspace must be a Workspace (Workspace."
                          f"allocate(plan(...).workspace)), got {type(workspace).__name__}")

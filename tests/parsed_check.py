@@ -51,7 +51,9 @@ def named(ctx: Context, kernel: Any) -> Context:
                    tuple((name(k), tuple((name(p), v) for p, v in pairs))
                          for k, pairs in ctx.kernel_maps),
                    tuple((name(k), frozenset(map(name, keys))) for k, keys in ctx.peer_buffers),
-                   tuple((name(k), frozenset(map(name, keys))) for k, keys in ctx.signal_pads))
+                   tuple((name(k), frozenset(map(name, keys))) for k, keys in ctx.signal_pads),
+                   tuple((name(k), frozenset(map(name, keys)))
+                         for k, keys in ctx.host_signal_pads))
 
 
 def ptx_text(kernel: Any) -> str:

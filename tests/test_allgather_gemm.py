@@ -72,6 +72,36 @@ def test_the_wait_acquires_then_fences_the_async_proxy():
     assert all("TMA load through a peer's tensor map" in f.message for f in found)
 
 
+@pytest.mark.parametrize("world", ag.WORLDS)
+def test_the_gather_kernel_checks_clean_and_its_release_is_checked(world):
+    k = ag.build_gather_kernel(world)
+    assert [f.format() for f in check_kernel(k, **ag.context([k]))] == []
+    bare = ag.build_gather_kernel(world, release=False)
+    found = check_kernel(bare, **ag.context([bare]))
+    assert set(ids(found)) == {Hazard.PEER_PUBLISH_NO_SYS_RELEASE.value}
+    assert len(found) == world - 1          # one per peer's signal
+
+
+def test_the_gather_kernel_copies_everywhere_then_cta0_waits_and_fences():
+    """The own slot is written before any peer's, each peer's copy is followed by its
+    signal, and CTA 0's wait (an acquire spin on this rank's pad) is followed by the proxy
+    fence that the next kernel's TMA reads of the gathered rows need."""
+    text = Module([ag.build_gather_kernel(4)], target="sm_90a").emit()
+    signals = [m.start() for m in re.finditer(r"red\.release\.sys\.global\.add\.u32", text)]
+    assert len(signals) == 3
+    spin = text.index("ld.acquire.sys.global.u32")
+    assert signals[-1] < spin < text.index("fence.proxy.async.global;", spin)
+    # own slot + 3 peers, each COPY_UNROLL stores in the loop and 1 in the tail loop
+    assert text.count("st.global.v4.u32") == (ag.COPY_UNROLL + 1) * (1 + 3)
+
+
+@pytest.mark.parametrize("m, world, path", [
+    (1, 2, "gather"), (128, 4, "gather"), (128, 2, "gather"), (130, 2, "fused"),
+    (8192, 4, "fused")])
+def test_path_for_takes_the_decode_kernel_at_decode_sizes(m, world, path):
+    assert ag.path_for(m, world) == path
+
+
 @pytest.mark.parametrize("bounded", [False, True])
 def test_module_assembles(bounded):
     module = ag.build_module(bounded, worlds=(2,))
@@ -117,11 +147,17 @@ def _fake_buffers(world: int = 2, size: int = 1 << 20, pad: int = 2048) -> Symme
     ({"epoch": True}, "epoch must be an int"),
     ({"epoch": 1, "size": 1000}, "buffers have 1000 bytes, this shape needs"),
     ({"epoch": 1, "pad": 4}, "signal pads have 4 bytes, 8 needed"),
+    ({"epoch": 1, "push": "dma"}, "push must be 'auto' or one of"),
+    ({"epoch": 1, "path": "split"}, "path must be 'auto' or one of"),
+    ({"epoch": 1, "path": "gather"}, "the gather path's GEMM takes M up to 128, got M = 300"),
+    ({"epoch": 1, "path": "gather", "push": "copy_engine", "m": 128},
+     "push='copy_engine' is the fused path's"),
 ])
 def test_launch_refuses_before_the_gpu(kwargs, words):
     size, pad = kwargs.pop("size", 1 << 20), kwargs.pop("pad", 2048)
+    m = kwargs.pop("m", 300)
     with pytest.raises(ValueError, match=words):
-        ag.launch(None, _fake_buffers(size=size, pad=pad), 1, 2, 3, 300, 260, 208, sms=132,
+        ag.launch(None, _fake_buffers(size=size, pad=pad), 1, 2, 3, m, 260, 208, sms=132,
                   **kwargs)
 
 

@@ -191,3 +191,49 @@ def test_importing_the_runtime_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=child_env(), check=True)
     assert out.stdout.strip() == "False"
+
+
+class _PutDriver(_AllocDriver):
+    """A driver that records the copy engines' copies and the stream writes."""
+
+    CUstreamWriteValue_flags = SimpleNamespace(CU_STREAM_WRITE_VALUE_DEFAULT=0)
+
+    class CUstream(int):
+        pass
+
+    def cuStreamWriteValue32(self, stream, addr, value, flags):
+        self._log("cuStreamWriteValue32", stream, addr, value, flags)
+        return (0,)
+
+
+def test_put_and_signal_address_the_peer_on_the_rank_device(monkeypatch):
+    drv = _PutDriver(4)
+    monkeypatch.setattr(_driver, "_driver", drv)
+    monkeypatch.setattr(device, "_contexts", {})
+    monkeypatch.setattr(device, "_tls", device._ThreadState())
+    bufs = SymmetricBuffers.from_torch(handle())        # rank 1 of 4, on device 1
+    bufs.put(3, 4096, 0x1234_0000, 512, stream=0x5)
+    bufs.signal(2, 1, 7 << 10, stream=0x5)
+    (copy,) = drv.named("cuMemcpyDtoDAsync")
+    assert copy[2] == (BASE[3] + 4096, 0x1234_0000, 512, 0x5)
+    (write,) = drv.named("cuStreamWriteValue32")
+    # the pad word of rank 1 in rank 2's pad, with the default flags (a memory barrier first)
+    assert write[2] == (0x5, BASE[2] + 0x100_0000 + 4, 7 << 10, 0)
+    assert str(copy[1]) == str(write[1]) == "ctx1"      # device 1's context is current
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda b: b.put(4, 0, 1, 16), r"put: peer 4 is not a rank of \[0, 4\)"),
+    (lambda b: b.put(0, (1 << 20) - 8, 1, 16), r"put: bytes \[1048568, 1048584\) of rank 0's "
+                                                r"buffer, which has 1048576"),
+    (lambda b: b.put(0, 0, 0, 16), r"src must be an integer >= 1, got 0"),
+    (lambda b: b.put(0, 0, 1, 0), r"nbytes must be an integer >= 1, got 0"),
+    (lambda b: b.put(0, -4, 1, 16), r"offset must be an integer >= 0, got -4"),
+    (lambda b: b.signal(0, 512, 1), r"signal: word 512 of a 2048-byte signal pad"),
+    (lambda b: b.signal(0, 0, 1 << 32), r"signal: value 4294967296 does not fit 32 bits"),
+    (lambda b: b.signal(-1, 0, 1), r"peer must be an integer >= 0, got -1"),
+    (lambda b: b.signal(0, 0, 1.5), r"value must be an integer >= 0, got 1.5"),
+])
+def test_put_and_signal_refuse_before_the_driver(call, message):
+    with pytest.raises(SymmetricMemoryError, match=message):
+        call(SymmetricBuffers.from_torch(handle()))

@@ -23,6 +23,9 @@ both need `.sys` scope (CUDA Programming Guide §10.30.2).
 and the flags ranks signal each other with. Each parameter is either one pointer or a device
 array of pointers, one per rank (torch's `buffer_ptrs_dev`, `signal_pad_ptrs_dev`); a list
 of names applies to every kernel, a dict `{kernel name: [names]}` to that kernel only.
+`host_signal_pads` names those of the signal pads that the host may set too (a stream's
+`SymmetricBuffers.signal` after its copy engines' `put`): a spin on them is a wait even on a
+path where no kernel code sets them (`signal-wait-unset` is not reported for it).
 """
 
 from __future__ import annotations
@@ -128,21 +131,24 @@ class Context:
     kernel_maps: tuple = ()                     # (kernel name or Kernel, maps pairs) pairs
     peer_buffers: tuple = ()                    # (kernel name or None, frozenset of names)
     signal_pads: tuple = ()                     # (kernel name or None, frozenset of names)
+    host_signal_pads: tuple = ()                # the same, for pads the host sets too
 
     @classmethod
     def make(cls, host_maps: Iterable[Any] = (), maps: Mapping[Any, Any] | None = None,
              cross_device_maps: Iterable[Any] = (), peer_buffers: Any = (),
-             signal_pads: Any = (), **unknown: Any) -> Context:
+             signal_pads: Any = (), host_signal_pads: Any = (), **unknown: Any) -> Context:
         """The context from what the caller wrote (`check_module(..., host_maps=["tmap"])`,
         `Module.emit(check={...})`): a name or a list of names (or `Param` objects) for
         `host_maps` and `cross_device_maps`; `maps` from a map's name or `Param` to its host
         description (`TiledDesc`, `TensorMap`, `SmemLayout`, a dict with `box_bytes` and
         `swizzle`, or a `MapInfo`), or from a kernel's name (or the `Kernel`) to such a
-        mapping for that kernel's parameters; `peer_buffers` and `signal_pads` as a name, a
-        list of names (or `Param` objects), or a dict from a kernel's name to such a list."""
+        mapping for that kernel's parameters; `peer_buffers`, `signal_pads` and
+        `host_signal_pads` as a name, a list of names (or `Param` objects), or a dict from a
+        kernel's name to such a list."""
         if unknown:
             raise TypeError(f"unknown checker context {sorted(unknown)}; expected host_maps=, "
-                            "maps=, cross_device_maps=, peer_buffers=, signal_pads=")
+                            "maps=, cross_device_maps=, peer_buffers=, signal_pads=, "
+                            "host_signal_pads=")
         if isinstance(host_maps, str):
             host_maps = (host_maps,)
         if isinstance(cross_device_maps, str):
@@ -159,7 +165,8 @@ class Context:
         return cls(frozenset(_key(h) for h in host_maps), infos,
                    frozenset(_key(h) for h in cross_device_maps), per_kernel,
                    _names_per_kernel("peer_buffers", peer_buffers),
-                   _names_per_kernel("signal_pads", signal_pads))
+                   _names_per_kernel("signal_pads", signal_pads),
+                   _names_per_kernel("host_signal_pads", host_signal_pads))
 
     def xgpu_kind(self, param: Any, kernel: Any) -> str | None:
         """'pad' when `param` is one of `kernel`'s signal pads, 'peer' when it is one of its
@@ -169,6 +176,13 @@ class Context:
                     param, "name", None) in names) for k, names in table):
                 return kind
         return None
+
+    def is_host_signal_pad(self, param: Any, kernel: Any) -> bool:
+        """Whether `param` is one of `kernel`'s signal pads that the host sets too
+        (`host_signal_pads=`)."""
+        return self.xgpu_kind(param, kernel) == "pad" and any(
+            _names_kernel(k, kernel) and (_key(param) in names or getattr(
+                param, "name", None) in names) for k, names in self.host_signal_pads)
 
     def has_xgpu(self, kernel: Any) -> bool:
         """Does the context name signal pads or peer buffers for `kernel`?"""

@@ -39,7 +39,7 @@ from ..operands import Addr, Reg
 from .analysis import STRUCTURAL, Analysis
 from .cfg import guard_polarity, solve
 from .findings import Hazard
-from .hazards_xgpu import innermost_loop, is_reset, polls, with_copies
+from .hazards_xgpu import innermost_loop, is_reset, polls, root_param, with_copies
 from .ops import Op, Role
 
 _THREAD_SREGS = ("tid.", "laneid", "warpid", "ntid.")
@@ -376,13 +376,19 @@ def _rounds_after(an: Analysis, spin: Op) -> tuple[int, int | None]:
     return least, (reset_at[0] if reset_at else None)
 
 
+def _host_set(an: Analysis, op: Op) -> bool:
+    """Is `op` an access to a signal pad the host sets too (the context's
+    `host_signal_pads`)?"""
+    return an.ctx.is_host_signal_pad(root_param(an, op.smem), an.kernel)
+
+
 def rounds(an: Analysis) -> None:
     """`signal-wait-unset` and `signal-pad-reuse` for each spin (module text)."""
     if Role.XG_PAD_READ not in an.roles:
         return
     sets = [op for op in _ops(an, Role.XG_PAD_WRITE) if not is_reset(an, op)]
     for spin, body in _spins(an):
-        if not _set_before(an, spin, sets):
+        if not _host_set(an, spin) and not _set_before(an, spin, sets):
             an.report(Hazard.SIGNAL_WAIT_UNSET, "every rank runs this kernel, and on some "
                       "path to this wait no signal-pad set has run before it (a set under a "
                       "rank- or data-dependent condition the wait is not under, or only "
@@ -421,7 +427,7 @@ def unsynchronized(an: Analysis) -> None:
         return
     sets = [_region(an, op.smem) for op in _ops(an, Role.XG_PAD_WRITE) if not is_reset(an, op)]
     waits = [op for op, _ in _spins(an)
-             if any(_same_region(_region(an, op.smem), r) for r in sets)]
+             if _host_set(an, op) or any(_same_region(_region(an, op.smem), r) for r in sets)]
     polled = polls(an)
     done: dict[Any, bool] = {}
     for op in sorted(_ops(an, Role.XG_READ), key=lambda o: o.index):

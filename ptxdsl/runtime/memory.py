@@ -183,6 +183,14 @@ class Event:
             check(driver().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
             return self
 
+    def wait_in(self, stream: object) -> None:
+        """Later work on `stream` waits for this event (cuStreamWaitEvent): `Stream.wait` for
+        any stream `stream_handle` takes (a torch or CuPy stream, an int handle, None for the
+        legacy default stream), e.g. the current torch stream waiting for a side stream."""
+        with on_device(self.device):
+            check(driver().cuStreamWaitEvent(stream_handle(stream), self.handle, 0),
+                  "cuStreamWaitEvent")
+
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait until the event has completed; with `timeout` (seconds), raise
         `SyncTimeoutError` instead of waiting longer."""

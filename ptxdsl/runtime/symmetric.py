@@ -20,7 +20,9 @@ device memory, what `signals.peer_pointer` and `signals.barrier_all_ranks` read)
   devices[i]), launching on the default stream.
 
 `tensor_maps(...)` encodes one tensor map per rank over the same region of every rank's
-buffer, for this rank's device: TMA loads and stores to a peer.
+buffer, for this rank's device: TMA loads and stores to a peer. `put` and `signal` are the
+host's side: a copy engine's copy into a peer's buffer and a write to a peer's signal pad,
+ordered on a stream, so a kernel can wait for data that no SM copies.
 """
 
 from __future__ import annotations
@@ -180,6 +182,55 @@ class SymmetricBuffers:
                         f"of each rank's buffer, which has {self.buffer_size}")
             maps.append(TensorMap.from_desc(desc, device=self.device))
         return tuple(maps)
+
+    def put(self, peer: int, offset: int, src: int, nbytes: int, *,
+            stream: object = None) -> None:
+        """Copy `nbytes` from `src` (a device address this rank's device can read) to byte
+        `offset` of rank `peer`'s buffer with a copy engine (cuMemcpyDtoDAsync on `stream`,
+        default `self.stream()`): no SM does the copy, so it overlaps a kernel that computes
+        meanwhile. Refused when the region does not fit the buffer."""
+        peer, offset = self._peer("put", peer), _int("offset", offset)
+        nbytes, src = _int("nbytes", nbytes, 1), _int("src", src, 1)
+        if offset + nbytes > self.buffer_size:
+            raise SymmetricMemoryError(
+                f"SymmetricBuffers.put: bytes [{offset}, {offset + nbytes}) of rank {peer}'s "
+                f"buffer, which has {self.buffer_size}")
+        self._on_stream("cuMemcpyDtoDAsync", stream, lambda drv, s: drv.cuMemcpyDtoDAsync(
+            self.buffer_ptrs[peer] + offset, src, nbytes, s))
+
+    def signal(self, peer: int, index: int, value: int, *, stream: object = None) -> None:
+        """Write the 32-bit `value` to word `index` of rank `peer`'s signal pad from `stream`
+        (cuStreamWriteValue32, default `self.stream()`) once the stream's earlier work is
+        done, after a system-scope memory barrier: a kernel on the peer that reads the word
+        with `signals.signal_wait` (an `ld.acquire.sys` spin) then sees everything the
+        stream's earlier copies wrote (what `put` then `signal` rely on)."""
+        peer, index = self._peer("signal", peer), _int("index", index)
+        value = _int("value", value)
+        if 4 * index + 4 > self.signal_pad_size:
+            raise SymmetricMemoryError(
+                f"SymmetricBuffers.signal: word {index} of a {self.signal_pad_size}-byte "
+                "signal pad")
+        if value >= 1 << 32:
+            raise SymmetricMemoryError(f"SymmetricBuffers.signal: value {value} does not fit "
+                                       "32 bits")
+        self._on_stream("cuStreamWriteValue32", stream, lambda drv, s: drv.cuStreamWriteValue32(
+            s, self.signal_pad_ptrs[peer] + 4 * index, value,
+            drv.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT))
+
+    def _peer(self, what: str, peer: Any) -> int:
+        peer = _int("peer", peer)
+        if peer >= self.world_size:
+            raise SymmetricMemoryError(f"SymmetricBuffers.{what}: peer {peer} is not a rank "
+                                       f"of [0, {self.world_size})")
+        return peer
+
+    def _on_stream(self, call: str, stream: object, op: Callable[[Any, Any], Any]) -> None:
+        from ptxdsl.runtime._driver import check, driver
+        from ptxdsl.runtime.device import on_device
+        from ptxdsl.runtime.memory import stream_handle
+        with on_device(self.device):
+            check(op(driver(), stream_handle(self.stream() if stream is None else stream)),
+                  call)
 
     def stream(self) -> int | None:
         """The stream this rank's kernels launch on: PyTorch's current stream of the rank's

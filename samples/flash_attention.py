@@ -799,24 +799,32 @@ def _ptr(x: object) -> int:
     return device_pointer(x)
 
 
-def _tensor_map(cfg: Config, ptr: int, shape: tuple[int, int, int, int],
-                strides: tuple[int, int, int], rows: int, cols: int = 64) -> TensorMap:
-    """A 4-D map over a [B, S, H, D] tensor (`shape`, and the (batch, seq, head) `strides` in
-    elements; D contiguous) whose dimensions are (D, S, H, B), innermost first, so that a
-    copy's coordinates are (column, row, head, batch); boxes of `rows` x `cols` elements (a
-    swizzle atom column of a tile). Encoded once per distinct argument list: a training loop
-    passes the same buffers again and again, and encoding costs more than the launch."""
-    key = (cfg.tma_dtype, ptr, shape, strides, rows, cols)
+def tensor_map(dtype: str, ptr: object, shape: tuple[int, int, int, int],
+               strides: tuple[int, int, int], rows: int, cols: int = 64) -> TensorMap:
+    """A 4-D map over a [B, S, H, D] tensor of `dtype` (a DTYPES name) at `ptr` (`shape`, and
+    the (batch, seq, head) `strides` in elements; D contiguous) whose dimensions are (D, S, H,
+    B), innermost first, so that a copy's coordinates are (column, row, head, batch); boxes
+    of `rows` x `cols` elements (a swizzle atom column of a tile) in the 128B swizzle. The
+    backward sample's maps too. Encoded once per distinct argument list when `ptr` is a plain
+    address: a training loop passes the same buffers again and again, and encoding costs
+    more than the launch (the key is the arguments, not the description, which alone cost
+    35 us a map to build). A buffer object is encoded each call, the map keeping it alive."""
+    from ptxdsl import runtime as rt
+    b, s, h, d = shape
+    sb, ss, sh = strides
+
+    def encode() -> TensorMap:
+        return rt.TensorMap.tiled(ptr, (b, h, s, d), DTYPES[dtype][1], (1, 1, rows, cols),
+                                  strides=(sb, sh, ss, 1), swizzle="128B")
+
+    if not isinstance(ptr, int):
+        return encode()
+    key = (dtype, ptr, shape, strides, rows, cols)
     tmap = _MAP_CACHE.get(key)
     if tmap is None:
-        from ptxdsl import runtime as rt
-        b, s, h, d = shape
-        sb, ss, sh = strides
-        tmap = rt.TensorMap.tiled(ptr, (b, h, s, d), cfg.tma_dtype, (1, 1, rows, cols),
-                                  strides=(sb, sh, ss, 1), swizzle="128B")
         if len(_MAP_CACHE) >= 512:
             _MAP_CACHE.clear()
-        _MAP_CACHE[key] = tmap
+        tmap = _MAP_CACHE[key] = encode()
     return tmap
 
 
@@ -824,8 +832,9 @@ _MAP_CACHE: dict[tuple[Any, ...], TensorMap] = {}
 _SMS: list[int] = []
 
 
-def _sms() -> int:
-    """The GPU's SMs: at most one CTA each (one CTA fills an SM's shared memory)."""
+def sm_count() -> int:
+    """The GPU's SMs: at most one CTA each (one CTA fills an SM's shared memory), here and in
+    the backward sample's persistent grid."""
     if not _SMS:
         from ptxdsl import runtime as rt
         _SMS.append(rt.device_info(0).sm_count)
@@ -838,7 +847,7 @@ def launch_shape(mblocks: int, pairs: int) -> tuple[int, int]:
     GPU allows (a grid of half a group's tiles, at most one CTA per SM), so that the snake
     order pairs each CTA's long causal tile of a group with a short one (and the group's K and
     V stay in L2: at most 33 heads of 1k tokens, 16 MiB, on 132 SMs)."""
-    sms = _sms()
+    sms = sm_count()
     group = max(1, min(pairs, (2 * sms) // mblocks))
     if group == pairs:      # one group: as many CTAs as tiles, up to one per SM
         return group, max(1, min(mblocks * pairs, sms))
@@ -875,8 +884,8 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     cfg = dense_config(dtype, d, sq, causal, consumers)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
-    maps = [_tensor_map(cfg, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d), strides[n],
-                        rows, cols) for n, heads, rows, cols in _map_specs(cfg, hq, hkv)]
+    maps = [tensor_map(cfg.dtype, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d),
+                       strides[n], rows, cols) for n, heads, rows, cols in _map_specs(cfg, hq, hkv)]
     mblocks = -(-sq // cfg.bm)
     groups, grid = launch_shape(mblocks, hq * b)
     args = (*maps, lse, sq, sk, hq, b, mblocks, groups, group,
@@ -902,8 +911,8 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
         return
     tensors = {"q": q, "k": k, "v": v, "o": o}
     specs = _map_specs(cfg, hq, hkv)
-    templates = [_tensor_map(cfg, _ptr(tensors[n]), (1, total, heads, d),
-                             (total * strides[n][0], *strides[n]), rows, cols)
+    templates = [tensor_map(cfg.dtype, _ptr(tensors[n]), (1, total, heads, d),
+                            (total * strides[n][0], *strides[n]), rows, cols)
                  for n, heads, rows, cols in specs]
     ptrs = [_ptr(tensors[n]) for n in MAPS]
     row_bytes = [2 * strides[n][0] for n in MAPS]
@@ -914,7 +923,7 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
                          f"max_seqlen={max_len}")
     groups, grid = launch_shape(mblocks, hq * nseq)
     if causal:      # the CTAs claim tiles (`Claims`): one per SM
-        grid = min(_sms(), hq * (-(-total // BM) + nseq))
+        grid = min(sm_count(), hq * (-(-total // BM) + nseq))
     ws = _ptr(workspace)
     scratch = ws + len(MAPS) * MAP_BYTES * nseq
     tiles = scratch + scratch_bytes(nseq)

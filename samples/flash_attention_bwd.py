@@ -75,12 +75,16 @@ from ptxdsl import Addr, Kernel, Module, Reg, Symbol, debug, ptx, t
 from ptxdsl.fragments import Fragment
 from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
 from ptxdsl.pipeline import MbarrierRing
-from ptxdsl.sample_runner import Report, sample_main, sync
+from ptxdsl.sample_runner import Report, sample_main, sibling_sample, sync
 from ptxdsl.types import ScalarType
 
 if TYPE_CHECKING:   # the runtime is imported when a GPU run needs it
-    from ptxdsl.runtime import DeviceBuffer, LoadedModule, TensorMap
-    from ptxdsl.runtime.tensormap_desc import TiledDesc
+    # mypy reads the samples as the top-level modules they are as scripts
+    import flash_attention as fa
+
+    from ptxdsl.runtime import DeviceBuffer, LoadedModule
+else:               # the forward sample, whose host helpers (maps, SM count) this one shares
+    fa = sibling_sample(__file__, "flash_attention")
 
 BlockBody = Callable[[Reg, Reg], None]        # the work on query block (head hq, row q0)
 BlockLoop = Callable[[Reg, Reg, BlockBody], None]   # runs it on each block of tile (j, h)
@@ -94,7 +98,6 @@ PRODUCER_REGS, CONSUMER_REGS = 24, 240
 STAT_BYTES = 4 * BR              # one block's LSE (or D) values, f32
 DS_BYTES = BR * 64 * 2           # a consumer's dS^T tile: 64 keys x 64 queries, 16-bit
 DTYPES: dict[str, ScalarType] = {"bf16": t.bf16, "f16": t.f16}
-TMA_TYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16"}
 NP_TYPES = {"bf16": np.uint16, "f16": np.float16}
 HEAD_DIMS = (64, 128)
 PRE_ROWS, CONVERT_THREADS = 8, 128   # pre: a warp per row, 8 per CTA; convert: a warpgroup
@@ -563,8 +566,8 @@ def build_convert(cfg: Config) -> Kernel:
     return k
 
 
-# What the host encodes (`map_desc`), for the checker's expect-tx count at emit: every map has
-# 64 x 64 boxes of 16-bit elements in the 128B swizzle.
+# What the host encodes (`fa.tensor_map` in `backward`), for the checker's expect-tx count at
+# emit: every map has 64 x 64 boxes of 16-bit elements in the 128B swizzle.
 MAP_CONTEXT = {"maps": {f"map_{n}": {"box_bytes": 64 * 64 * 2, "swizzle": "128B"}
                         for n in ("q", "k", "v", "do")}}
 
@@ -638,52 +641,6 @@ def check_problem(dtype: str, B: int, Sq: int, Sk: int, Hq: int, Hkv: int, D: in
                              f"2^32, the sequence stride at most 2^24; got {st}")
 
 
-def map_desc(ptr: int, dtype: str, B: int, S: int, H: int, D: int,
-             strides: Strides) -> TiledDesc:
-    """The 4-D map over (D, S, H, B) of a [B, S, H, D] tensor at `ptr` with 64 x 64 boxes in
-    the 128B swizzle (one atom column of a 64-row tile, `Config.tile`), as the host encodes
-    it (no GPU needed)."""
-    from ptxdsl.runtime.tensormap_desc import TiledDesc
-    sb, ss, sh = strides
-    return TiledDesc.from_numpy_order(ptr, (B, H, S, D), TMA_TYPES[dtype], (1, 1, 64, 64),
-                                      strides=(sb, sh, ss, 1), swizzle="128B")
-
-
-_MAP_CACHE: dict[tuple[object, ...], TensorMap] = {}
-
-
-def _tensor_map(ptr: object, dtype: str, B: int, S: int, H: int, D: int,
-                strides: Strides) -> TensorMap:
-    """`map_desc`'s map of the tensor at `ptr`, encoded once per distinct argument list when
-    `ptr` is a plain address: a training loop passes the same tensors step after step, and
-    describing and encoding the four maps took more host time than launching the three
-    kernels (the key is the arguments, not the description, which alone cost 35 us a map
-    to build). A buffer object is encoded each call, the map keeping it alive."""
-    from ptxdsl.runtime import TensorMap
-    from ptxdsl.runtime.arrays import device_pointer
-    if not isinstance(ptr, int):
-        return TensorMap.from_desc(map_desc(device_pointer(ptr), dtype, B, S, H, D, strides),
-                                   source=ptr)
-    key = (ptr, dtype, B, S, H, D, strides)
-    tmap = _MAP_CACHE.get(key)
-    if tmap is None:
-        if len(_MAP_CACHE) >= 512:
-            _MAP_CACHE.clear()
-        tmap = _MAP_CACHE[key] = TensorMap.from_desc(map_desc(ptr, dtype, B, S, H, D, strides))
-    return tmap
-
-
-_SMS: list[int] = []
-
-
-def _sms() -> int:
-    """The GPU's SMs: the main kernel's grid, one persistent CTA each."""
-    if not _SMS:
-        from ptxdsl import runtime as rt
-        _SMS.append(rt.device_info(0).sm_count)
-    return _SMS[0]
-
-
 def backward(module: LoadedModule, q: object, k: object, v: object, o: object, do: object,
              lse: object, dq: object, dk: object, dv: object, *, B: int, Sq: int, Sk: int,
              Hq: int, Hkv: int, D: int, causal: bool, scale: float, dtype: str = "bf16",
@@ -707,12 +664,12 @@ def backward(module: LoadedModule, q: object, k: object, v: object, o: object, d
         (sq_pad // PRE_ROWS, Hq, B), 32 * PRE_ROWS,
         (o, do, lse, ws.lse2, ws.dpsum, ws.dq_acc, Sq, sq_pad, Hq, *st["o"], *st["do"]),
         stream=stream)
-    maps = [_tensor_map(ptr, dtype, B, S, H, D, st[n])
+    maps = [fa.tensor_map(dtype, ptr, (B, S, H, D), st[n], 64)
             for n, ptr, S, H in (("q", q, Sq, Hq), ("k", k, Sk, Hkv), ("v", v, Sk, Hkv),
                                  ("do", do, Sq, Hq))]
     ntiles = -(-Sk // BC) * Hkv * B
     module[cfg.name].launch(
-        (min(ntiles, _sms()), 1, 1), THREADS,
+        (min(ntiles, fa.sm_count()), 1, 1), THREADS,
         (*maps, dk, dv, ws.lse2, ws.dpsum, ws.dq_acc, Sq, Sk, sq_pad, Hq, Hq // Hkv,
          int(bool(causal)), Hkv, B, *st["dk"], *st["dv"], scale * LOG2E, scale),
         shared_mem=cfg.smem_bytes, stream=stream)

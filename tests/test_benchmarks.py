@@ -318,8 +318,8 @@ def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
     from benchmarks import attention as A
     from benchmarks.compile_latency import load_sample
     fa = load_sample("flash_attention")
-    monkeypatch.setattr(fa, "_tensor_map", lambda *args: "map")   # no driver here
-    monkeypatch.setattr(fa, "_sms", lambda: 132)                   # an H100
+    monkeypatch.setattr(fa, "tensor_map", lambda *args: "map")    # no driver here
+    monkeypatch.setattr(fa, "sm_count", lambda: 132)                # an H100
     launches = A.Recorder()
     h, d, nseq, total = 16, 128, 3, 1000
     fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(nseq, 500, total, h, h, d),

@@ -128,8 +128,8 @@ class _Launches:
 
 @pytest.mark.parametrize("hq,longest", [(1 << 16, 100), (2, 128 << 16)])
 def test_the_varlen_forward_refuses_what_a_tile_entry_cannot_hold(monkeypatch, hq, longest):
-    monkeypatch.setattr(fa, "_tensor_map", lambda *args: "map")
-    monkeypatch.setattr(fa, "_sms", lambda: 132)
+    monkeypatch.setattr(fa, "tensor_map", lambda *args: "map")
+    monkeypatch.setattr(fa, "sm_count", lambda: 132)
     launches = _Launches()
     with pytest.raises(ValueError, match="fewer than 65536 heads and row blocks"):
         fa.forward_varlen(launches, 1, 2, 3, 4, 5, 6, 7, shape=(2, longest, 1000, hq, hq, 64),

@@ -326,13 +326,13 @@ class _Workspace:
 
 def _encoding(monkeypatch) -> list:
     """TensorMap.from_desc recording each description it is asked to encode (and returning
-    it), with the sample's map cache emptied and a GPU of 132 SMs."""
+    it), with the map cache emptied and a GPU of 132 SMs: the forward sample's, whose host
+    helpers the backward calls."""
     encoded: list = []
     monkeypatch.setattr("ptxdsl.runtime.TensorMap.from_desc",
-                        classmethod(lambda cls, desc, source=None: encoded.append(desc) or desc))
-    sample = S["backward"].__globals__             # runpy's S is a copy of these
-    monkeypatch.setitem(sample, "_MAP_CACHE", {})
-    monkeypatch.setitem(sample, "_SMS", [132])
+                        classmethod(lambda cls, desc, **kw: encoded.append(desc) or desc))
+    monkeypatch.setattr(S["fa"], "_MAP_CACHE", {})
+    monkeypatch.setattr(S["fa"], "_SMS", [132])
     return encoded
 
 
@@ -375,6 +375,26 @@ def test_backward_grid_is_one_cta_per_sm_at_most_and_maps_are_encoded_once(monke
     S["backward"](_Module(), ptrs[0] + 256, *ptrs[1:], **kw,
                   workspace=_Workspace(4, 16, 2048, 128))
     assert len(encoded) == 5 and encoded[-1].global_address == ptrs[0] + 256   # a new Q
+
+
+def test_a_buffer_objects_maps_are_encoded_each_call_and_keep_it(monkeypatch):
+    """A buffer object, not a plain address, is never cached (its address may be freed and
+    reused by another buffer): its map is encoded on every call and holds it as `source`."""
+    _encoding(monkeypatch)
+    sources: list = []
+    monkeypatch.setattr("ptxdsl.runtime.TensorMap.from_desc", classmethod(
+        lambda cls, desc, source=None, **kw: sources.append((desc.global_address, source)) or desc))
+
+    class Buffer:
+        ptr = 5 << 24
+
+    q = Buffer()
+    ptrs = [(i + 1) << 24 for i in range(9)]
+    for _ in range(2):
+        S["backward"](_Module(), q, *ptrs[1:], B=1, Sq=64, Sk=64, Hq=1, Hkv=1, D=64,
+                      causal=False, scale=0.125, workspace=_Workspace(1, 1, 64, 64))
+    assert [s for s in sources if s[1] is q] == [(5 << 24, q)] * 2     # Q, each call
+    assert len(sources) == 5 and S["fa"]._MAP_CACHE                    # K, V, dO: once
 
 
 @pytest.mark.parametrize("kw, words", [

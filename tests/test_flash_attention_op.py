@@ -234,7 +234,6 @@ def built():
 
 @pytest.fixture
 def stand_in(monkeypatch, built):
-    from ptxdsl.runtime.tensormap_desc import TiledDesc
     from ptxdsl.runtime.tensormap_desc import check as check_desc
     loaded = {kind: _Loaded(m) for kind, m in built.items()}
     maps = []
@@ -247,13 +246,12 @@ def stand_in(monkeypatch, built):
     monkeypatch.setattr(OP, "_on_gpu", lambda q: 0)
     monkeypatch.setattr(OP, "_stream", lambda device: 7)
     monkeypatch.setattr(OP, "_kernels", lambda kind, dtype, d, device: loaded[kind])
-    for sample in (OP.fa, OP.fab):              # no GPU to count SMs; no maps left cached
-        monkeypatch.setattr(sample, "_SMS", [132])
-        monkeypatch.setattr(sample, "_MAP_CACHE", {})
-    monkeypatch.setattr("ptxdsl.runtime.TensorMap.tiled", classmethod(
-        lambda cls, *a, **kw: described(TiledDesc.from_numpy_order(*a, **kw))))
+    # no GPU to count SMs; no maps left cached: the forward sample's, which the backward's
+    # host side calls too
+    monkeypatch.setattr(OP.fa, "_SMS", [132])
+    monkeypatch.setattr(OP.fa, "_MAP_CACHE", {})
     monkeypatch.setattr("ptxdsl.runtime.TensorMap.from_desc", classmethod(
-        lambda cls, desc, source=None: described(desc)))
+        lambda cls, desc, **kw: described(desc)))
     return loaded, maps
 
 

@@ -151,6 +151,9 @@ def test_an_atom_column_taller_than_a_box_is_refused():
     _refused(lambda: _declare(tall), RANGE, "param_tensormap")
     _refused(lambda: _ring(tall), RANGE, "MbarrierRing")
     assert SmemLayout(t.bf16, 256, 64).tma_box == (64, 256)
+    # Two boxes of 256 rows fill the column: the map is still checked against the layout.
+    tall.check_tensormap(TiledDesc.from_numpy_order(1 << 20, (1024, 1024), "bfloat16",
+                                                    (256, 64), swizzle="128B"))
 
 
 # -- the instruction layer and the runtime read the same limits -----------------------------------

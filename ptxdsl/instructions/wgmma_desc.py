@@ -378,7 +378,8 @@ class SmemLayout:
         if bits != self.bits:
             problems.append(f"{bits}-bit elements (the layout has {self.bits}-bit)")
         box = tuple(desc.box_dim)
-        inner, outer = self.tma_box
+        # Not `tma_box`: a column taller than one box (256 rows) is filled by several boxes.
+        inner, outer = self.atom_elems, self.outer
         if box[0] != inner:
             problems.append(f"boxDim[0]={box[0]} (one {self.atom_bytes}-byte atom is {inner} "
                             "elements)")

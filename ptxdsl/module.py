@@ -280,7 +280,7 @@ class Module:
             return self._pinned_version
         return max(self.requires().version, self.target.introduced)
 
-    def check_arch(self, arch: Target) -> None:
+    def _check_arch(self, arch: Target) -> None:
         """Refuse a form ptxas takes only up to an SM below `arch` (`types.Ceiling`: a 32-bit
         cvta on sm_90 and later), naming its instruction, operand and line."""
         for k in self.kernels:
@@ -288,17 +288,16 @@ class Module:
                 continue
             for st in k.statements():
                 r = st.insn.requires
-                if r.above_ceiling(arch):
-                    assert r.ceiling is not None   # above_ceiling says so
-                    c = r.ceiling
+                c = r.ceiling
+                if c is not None and r.above_ceiling(arch):
                     raise OperandError(st.insn.opcode(), c.operand, f"{c.expected} on {arch} "
                                        f"({self._target_origin(arch)})", c.given, st.loc)
 
     def check_pins(self) -> None:
         """Refuse a pinned version/target below what the target or any instruction needs,
-        and a form ptxas refuses on the target (`check_arch`)."""
+        and a form ptxas refuses on the target (a `Requires.ceiling`, such as a 32-bit cvta)."""
         version, target = self.version, self.target
-        self.check_arch(target)
+        self._check_arch(target)
         if version < target.introduced:
             raise VersionError(f"module pinned to .version {version} but .target {target} "
                                f"needs PTX ISA {target.introduced} or later", self.loc)
@@ -522,7 +521,7 @@ class Module:
             from .runtime.compat import build_arch
             from .runtime.device import current_compute_capability
             built, reason, loads = build_arch(self.target, current_compute_capability())
-            self.check_arch(known_target(built))
+            self._check_arch(known_target(built))
             return assemble_module(self, built, options=options, warn=warn, arch_reason=reason,
                                    loads=loads)
         try:
@@ -535,7 +534,7 @@ class Module:
         if why:
             raise BuildError(f"Module.assemble: arch {target} cannot build this module: "
                              f"its .target is {self.target}, {why}")
-        self.check_arch(target)
+        self._check_arch(target)
         return assemble_module(self, target, options=options, warn=warn)
 
     def to_cuda_core(self, arch: str | None = None, *, options: Sequence[str] = (),

@@ -17,7 +17,7 @@ import attrs
 
 from .checker.context import MapInfo, map_info
 from .errors import BuildError, OperandError, SourceLoc, user_loc
-from .instructions._tma_box import declared_box
+from .instructions._tma_box import declared_box, desc_box
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
@@ -440,6 +440,7 @@ class KernelCore(KernelHost):
             if dtype is not None or swizzle is not None:
                 raise OperandError(what, "dtype, swizzle", "nothing beside a TensorMap or "
                                    "TiledDesc (its own are used)", f"{dtype!r}, {swizzle!r}")
+            desc_box(what, box if hasattr(box, "box_dim") else box.desc)
             info = map_info(box, "")
             return MapInfo(info.box_bytes, info.swizzle_repeat, "the tensor map's box")
         return MapInfo(*declared_box(what, box, dtype, swizzle))

@@ -280,9 +280,24 @@ class Module:
             return self._pinned_version
         return max(self.requires().version, self.target.introduced)
 
+    def _check_arch(self, arch: Target) -> None:
+        """Refuse a form ptxas takes only up to an SM below `arch` (`types.Ceiling`: a 32-bit
+        cvta on sm_90 and later), naming its instruction, operand and line."""
+        for k in self.kernels:
+            if not any(r.above_ceiling(arch) for r in k.distinct_requires()):
+                continue
+            for st in k.statements():
+                r = st.insn.requires
+                c = r.ceiling
+                if c is not None and r.above_ceiling(arch):
+                    raise OperandError(st.insn.opcode(), c.operand, f"{c.expected} on {arch} "
+                                       f"({self._target_origin(arch)})", c.given, st.loc)
+
     def check_pins(self) -> None:
-        """Refuse a pinned version/target below what the target or any instruction needs."""
+        """Refuse a pinned version/target below what the target or any instruction needs,
+        and a form ptxas refuses on the target (a `Requires.ceiling`, such as a 32-bit cvta)."""
         version, target = self.version, self.target
+        self._check_arch(target)
         if version < target.introduced:
             raise VersionError(f"module pinned to .version {version} but .target {target} "
                                f"needs PTX ISA {target.introduced} or later", self.loc)
@@ -310,10 +325,13 @@ class Module:
                     raise VersionError(f"{st.insn.name} needs {r.describe()}, but the module "
                                        f"is pinned to .version {version}", st.loc)
 
-    def _target_origin(self) -> str:
+    def _target_origin(self, arch: Target | None = None) -> str:
         """Where `.target` came from, for an error about an instruction it cannot hold: the
-        user's pin, or the first statement whose requirement chose it."""
+        user's pin, or the first statement whose requirement chose it; or, for an `arch`
+        other than the target, that it is the arch being built."""
         target = self.target
+        if arch is not None and arch != target:
+            return f"the arch being built; the module's .target is {target}"
         if self._pinned_target is not None:
             return f"the module is pinned to .target {target} (Module(target=...) at {self.loc})"
         for k in self.kernels:
@@ -503,6 +521,7 @@ class Module:
             from .runtime.compat import build_arch
             from .runtime.device import current_compute_capability
             built, reason, loads = build_arch(self.target, current_compute_capability())
+            self._check_arch(known_target(built))
             return assemble_module(self, built, options=options, warn=warn, arch_reason=reason,
                                    loads=loads)
         try:
@@ -515,6 +534,7 @@ class Module:
         if why:
             raise BuildError(f"Module.assemble: arch {target} cannot build this module: "
                              f"its .target is {self.target}, {why}")
+        self._check_arch(target)
         return assemble_module(self, target, options=options, warn=warn)
 
     def to_cuda_core(self, arch: str | None = None, *, options: Sequence[str] = (),

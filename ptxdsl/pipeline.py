@@ -136,15 +136,17 @@ SLOT_ALIGN = 128           # a TMA/bulk shared buffer's alignment (hazards.md tm
 
 # -- expect_tx byte counts ---------------------------------------------------------------------
 def box_bytes(box: IntLike | Iterable[IntLike], dtype: ScalarType | DTypeLike) -> int:
-    """Bytes one TMA box of `box` elements (any order) of `dtype` writes to shared memory.
+    """Bytes one TMA box of `box` elements of `dtype` writes to shared memory.
 
     `dtype`: a ptxdsl type, a PTX or wgmma type name ('f16', 'u8', 'e4m3': PTX's meaning,
     never numpy's float128 and uint64) or a numpy dtype ('float16', np.uint8).
 
-    `box` counts the elements that land: for a map with element strides (TMA loads
+    `box` is in numpy order (outermost first), as `TensorMap.tiled` takes it, and TMA's box
+    rules hold: 1 to 5 extents of 1..256 elements, the last a multiple of 16 bytes. It
+    counts the elements that land: for a map with element strides (TMA loads
     ceil(boxDim / stride) along a strided dimension) pass the `TiledDesc` or `TensorMap` to
     `tx_bytes`, whose `box_bytes` counts them."""
-    return _tma_box.box_bytes("tx_bytes", box, dtype)
+    return _tma_box.box_bytes("box_bytes", box, dtype)
 
 
 def _source_bytes(src: Any) -> int:
@@ -152,9 +154,11 @@ def _source_bytes(src: Any) -> int:
     for obj in (src, getattr(src, "desc", None)):
         n = getattr(obj, "box_bytes", None)
         if isinstance(n, int) and not isinstance(n, bool):
+            if hasattr(obj, "box_dim"):     # a description validated later, or never
+                _tma_box.desc_box("tx_bytes", obj)
             return n
     if isinstance(src, tuple) and len(src) == 2:
-        return box_bytes(*src)
+        return _tma_box.box_bytes("tx_bytes", *src)
     raise OperandError("tx_bytes", "source", "a TensorMap, a TiledDesc or a (box, dtype) pair",
                        repr(src))
 

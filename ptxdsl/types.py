@@ -293,19 +293,56 @@ def _sm_set(sms: Iterable[int]) -> frozenset[int]:
 
 
 @attrs.frozen
+class Ceiling:
+    """The last SM a form assembles for (ptxas refuses it on every later target), the operand
+    that ties it there, what that operand is and what to write instead."""
+
+    last_sm: int
+    operand: str
+    given: str
+    expected: str
+
+
+# The maximum-target rule, one for every form: ptxas (nvJitLink 13.x) refuses a 32-bit
+# address on sm_90 and later, "32-Bit ABI (--machine 32 or 32-Bit addressing) is not
+# supported on sm_90 or higher architectures", and takes it up to sm_89. Measured form by
+# form for sm_80 and sm_90a (tests/test_max_target.py): cvta.<space>.u32 and
+# cvta.to.<space>.u32 of every space; a generic or .global ld/st/atom/red/prefetch through a
+# 32-bit register and `mov.u32` of a .global symbol's address, which ptxdsl refuses on every
+# target; isspacep through 32 bits crashes nvJitLink for sm_90a. .shared, .local, .const and
+# .param accesses through 32 bits, and mov.u32 of their symbols, assemble on sm_90a.
+ADDR32_LAST_SM = 89
+
+
+def addr32(operand: str, given: str, expected: str) -> Ceiling:
+    """The ceiling of a form whose `operand` (`given`) makes it use 32-bit addresses."""
+    return Ceiling(ADDR32_LAST_SM, operand, given, f"{expected} (ptxas refuses 32-bit "
+                   f"addresses on sm_{ADDR32_LAST_SM + 1} and later: '32-Bit ABI ... is not "
+                   "supported')")
+
+
+@attrs.frozen
 class Requires:
-    """The minimum PTX ISA version and target an instruction form needs.
+    """The PTX ISA version and targets an instruction form needs.
 
     `arch_specific` lists the SM numbers whose 'a' target (or, from PTX 8.8, 'f' target)
-    unlocks the form; when empty, any target with sm >= `sm` will do.
+    unlocks the form; when empty, any target with sm >= `sm` will do. `ceiling`, when set,
+    is the last SM whose ptxas takes the form (`addr32`).
     """
 
     version: PtxVersion = attrs.field(converter=_parse_version, default=PtxVersion(6, 3))
     sm: int = 75
     arch_specific: frozenset[int] = attrs.field(converter=_sm_set, default=frozenset())
     family_ok: bool = False
+    ceiling: Ceiling | None = None
+
+    def above_ceiling(self, target: Target) -> bool:
+        """Whether `target` is past the last SM whose ptxas takes the form."""
+        return self.ceiling is not None and target.sm > self.ceiling.last_sm
 
     def satisfied_by(self, target: Target) -> bool:
+        if self.above_ceiling(target):
+            return False
         if self.arch_specific:
             if target.suffix == "a":
                 return target.sm in self.arch_specific
@@ -328,6 +365,8 @@ class Requires:
             tgt = "/".join(f"sm_{n}a" for n in sorted(self.arch_specific))
         else:
             tgt = f"sm_{self.sm}+"
+        if self.ceiling is not None:
+            tgt = f"{tgt.rstrip('+')} to sm_{self.ceiling.last_sm}"
         return f"PTX ISA {self.version}, {tgt}"
 
     def merge(self, other: Requires) -> Requires:
@@ -342,23 +381,27 @@ class Requires:
             arch = self.arch_specific or other.arch_specific
             # A portable requirement says nothing about family targets: keep the other side's.
             family = (self.family_ok if self.arch_specific else other.family_ok) and bool(arch)
-        return Requires(max(self.version, other.version), max(self.sm, other.sm), arch, family)
+        ceilings = [c for c in (self.ceiling, other.ceiling) if c is not None]
+        ceiling = min(ceilings, key=lambda c: c.last_sm) if ceilings else None
+        return Requires(max(self.version, other.version), max(self.sm, other.sm), arch, family,
+                        ceiling)
 
 
-def req(version: str, sm: int = 75, arch: tuple[int, ...] = (), family: bool = False) -> Requires:
+def req(version: str, sm: int = 75, arch: tuple[int, ...] = (), family: bool = False,
+        ceiling: Ceiling | None = None) -> Requires:
     """Shorthand used by the instruction tables: req('8.3', 90, arch=(90, 100)).
 
     Requirements are immutable, so equal calls share one object (instructions that compute
     theirs on the fly then hand the module's checks one object instead of many)."""
     try:
-        return _req(version, sm, arch, family)
+        return _req(version, sm, arch, family, ceiling)
     except TypeError:  # an unhashable argument (a list of archs): build it uncached
-        return Requires(PtxVersion.parse(version), sm, frozenset(arch), family)
+        return Requires(PtxVersion.parse(version), sm, frozenset(arch), family, ceiling)
 
 
 @functools.lru_cache(maxsize=1024)
-def _req(version, sm, arch, family) -> Requires:
-    return Requires(PtxVersion.parse(version), sm, frozenset(arch), family)
+def _req(version, sm, arch, family, ceiling) -> Requires:
+    return Requires(PtxVersion.parse(version), sm, frozenset(arch), family, ceiling)
 
 
 # Common requirement constants.

@@ -368,8 +368,8 @@ def test_tx_bytes_reads_ptx_type_names_as_ptx_types():
     bytes for a 128-byte box, an expect_tx the copy never completes (the wait hangs)."""
     from ptxdsl.pipeline import box_bytes, tx_bytes
     assert tx_bytes(((8, 8), "f16")) == tx_bytes(((8, 8), t.f16)) == 128
-    assert box_bytes((8, 8), "u8") == box_bytes((8, 8), ".s8") == 64
-    assert box_bytes((8, 8), "e4m3") == 64 and box_bytes((8, 8), "tf32") == 256
+    assert box_bytes((8, 16), "u8") == box_bytes((8, 16), ".s8") == 128
+    assert box_bytes((8, 16), "e4m3") == 128 and box_bytes((8, 8), "tf32") == 256
     assert box_bytes((8, 8), "float16") == box_bytes((8, 8), np.uint16) == 128   # numpy's own
     with pytest.raises(OperandError, match=r"tx_bytes: operand 'dtype': expected a type of "
                        r"whole bytes, got str 'b1'") as ei:

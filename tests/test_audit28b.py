@@ -52,8 +52,8 @@ def test_tx_bytes_refuses_a_numpy_code_read_otherwise_in_ptx():
     """tx_bytes(((8, 8), 'f8')) counted numpy's float64 (512 bytes) for what a PTX reader
     writes for an 8-bit float (64 bytes): the barrier's wait never ends."""
     from ptxdsl.pipeline import box_bytes
-    assert box_bytes((8, 8), "e4m3") == 64 and box_bytes((8, 8), "float64") == 512
-    with pytest.raises(PtxdslError, match=r"tx_bytes: operand 'dtype': expected a PTX type "
+    assert box_bytes((8, 16), "e4m3") == 128 and box_bytes((8, 8), "float64") == 512
+    with pytest.raises(PtxdslError, match=r"box_bytes: operand 'dtype': expected a PTX type "
                        r"name or numpy's full name \('float64'\).*got 'f8'") as e:
         box_bytes((8, 8), "f8")
     assert _here(e)

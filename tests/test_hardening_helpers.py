@@ -83,12 +83,12 @@ def test_ring_helpers_answer_junk_with_ptxdsl_errors():
         (lambda: type(c)(ring, "c", 1), "use ring.producer.. / ring.consumer.."),
         (lambda: cluster_sync(None), "cluster_sync: operand 'k': expected the Kernel"),
         (lambda: tx_bytes((None, None)), "operand 'box': expected 1 to 5 positive box "
-         "dimensions, got NoneType None"),
+         "dimensions of at most 256 .integers: TMA's boxDim limits., got NoneType None"),
         (lambda: box_bytes(None, t.f32), "operand 'box': expected 1 to 5 positive"),
         (lambda: box_bytes((2, 3, 4, 5, 6, 7), t.f32), "operand 'box': expected 1 to 5"),
         # a set drops the repeated dimension: it counted 8 elements for an 8 x 8 box
         (lambda: tx_bytes((set([8, 8]), t.f32)), "operand 'box': expected 1 to 5 positive box "
-         "dimensions, got set"),
+         "dimensions of at most 256 .integers: TMA's boxDim limits., got set"),
         # numpy reads None as float64 and takes object dtypes: neither is an element type.
         (lambda: box_bytes((8, 8), None), "operand 'dtype': expected a ptxdsl type"),
         (lambda: box_bytes((8, 8), object), "operand 'dtype': expected a ptxdsl type"),

@@ -165,7 +165,7 @@ def test_tx_bytes_from_maps_boxes_and_multicast():
     assert tx_bytes(desc) == 512
     assert tx_bytes(desc, ((4, 16), t.f32)) == 512 + 256
     assert tx_bytes(((4, 32), np.uint32), multicast=4) == 2048
-    assert box_bytes((2, 3, 4), "uint8") == 24 and box_bytes(16, t.b64) == 128
+    assert box_bytes((2, 3, 16), "uint8") == 96 and box_bytes(16, t.b64) == 128
 
     class Map:                        # a runtime TensorMap carries its TiledDesc
         pass
@@ -180,7 +180,7 @@ def test_tx_bytes_from_maps_boxes_and_multicast():
     ((((8, 8), t.pred),), {}, "a type of whole bytes"),
     ((((8, 8), "nonsense"),), {}, "a ptxdsl type .t.f32. or a numpy dtype"),
     ((((8, 8), t.u32),), {"multicast": 0}, r"a CTA count in \[1, 16\]"),
-    ((((1024, 1024), t.u32),), {}, r"at most 1048575 bytes per phase"),
+    ((((256, 256), t.u32),), {"multicast": 4}, r"at most 1048575 bytes per phase"),
 ])
 def test_tx_bytes_refusals(args, kw, words):
     with pytest.raises(OperandError, match=words):

@@ -43,7 +43,9 @@ class MoveOps(KernelHost):
         return self.mov(sym, type=ScalarType.u32 if bits == 32 else ScalarType.u64)
 
     def cvta(self, a: Reg, space: SpaceLike, *, to: bool = False, dst: Reg | None = None) -> Reg:
-        """`cvta.space.u64` (space -> generic) or, with to=True, `cvta.to.space.u64`."""
+        """`cvta.space.u64` (space -> generic) or, with to=True, `cvta.to.space.u64`; a 32-bit
+        `a` gives the `.u32` form, which ptxas takes up to sm_89 only (`types.addr32`: a
+        module built or assembled for sm_90 or later refuses it by its line)."""
         size = ScalarType.u32 if isinstance(a, Reg) and a.type.bits == 32 else ScalarType.u64
         d = dst if dst is not None else self.reg(ScalarType.u64 if size.bits == 64 else size)
         # Cvta takes the space by name too and checks it (its field is typed as the member).

@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 
 from ..errors import OperandError
-from ..instructions._tma_box import declared_box
+from ..instructions._tma_box import declared_box, desc_box
 from ..instructions.wgmma_desc import SmemLayout
 from ..operands import _show
 
@@ -104,6 +104,8 @@ def map_info(desc: Any, source: str = "") -> MapInfo:
     if inner is not None and hasattr(inner, "box_bytes"):
         desc = inner
     box = getattr(desc, "box_bytes", None)
+    if hasattr(desc, "box_dim"):
+        desc_box("check_module", desc)
     if not hasattr(desc, "swizzle") and (type(box) is not int or box < 1):
         raise OperandError("check_module", f"maps[{source!r}]", "a TiledDesc, a TensorMap "
                            "(encoded from a description, not raw bytes), an SmemLayout or a "

@@ -185,7 +185,12 @@ class ParsedModule:
             return []    # no (or an unknown) .version/.target: nothing to compare with
         out = []
         for st, need in self.requirements():
-            if need.version > have or not need.satisfied_by(target):
+            c = need.ceiling
+            if c is not None and need.above_ceiling(target):   # the builder's rule and words
+                out.append(f"{st.loc.file}:{st.loc.line}: {st.insn.opcode()}: operand "
+                           f"'{c.operand}': expected {c.expected} on the file's .target "
+                           f"{self.target}, got {c.given}")
+            elif need.version > have or not need.satisfied_by(target):
                 out.append(f"{st.loc.file}:{st.loc.line}: {st.insn.opcode()} needs "
                            f"{need.describe()}; the file declares .version {self.version}, "
                            f".target {self.target}")

@@ -8,7 +8,7 @@ import attrs
 
 from ..errors import OperandError
 from ..operands import Reg, SpecialReg, Symbol
-from ..types import BASE, Requires, ScalarType, StateSpace, req
+from ..types import BASE, Requires, ScalarType, StateSpace, addr32, req
 from .base import Instruction, check_dst, check_enum, check_src
 
 _NO_MOV = frozenset({ScalarType.b8, ScalarType.u8, ScalarType.s8, ScalarType.f16,
@@ -54,6 +54,7 @@ class Mov(Instruction):
         return (self.d, self.a)
 
 
+_CVTA_32 = addr32("size", ".u32", ".u64")
 _CVTA_SPACES = (StateSpace.global_, StateSpace.shared, StateSpace.shared_cta,
                 StateSpace.shared_cluster, StateSpace.const, StateSpace.local, StateSpace.param)
 
@@ -89,9 +90,10 @@ class Cvta(Instruction):
     def requires(self) -> Requires:
         if self.space in (StateSpace.shared_cta, StateSpace.shared_cluster):
             return req("7.8", 90)
-        if self.space is StateSpace.param:
-            return req("7.7", 75)
-        return BASE
+        version = "7.7" if self.space is StateSpace.param else "6.3"
+        if self.size is ScalarType.u32:
+            return req(version, 75, ceiling=_CVTA_32)
+        return req(version, 75) if self.space is StateSpace.param else BASE
 
     def opcode(self) -> str:
         return f"cvta{'.to' if self.to else ''}{self.space.ptx}.{self.size}"

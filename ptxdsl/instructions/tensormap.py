@@ -25,6 +25,7 @@ from ..operands import Addr, Imm, Reg
 from ..types import Requires, ScalarType, Scope, Sem, StateSpace, req
 from . import _ptx_args as A
 from ._tma_addr import tmap_buffer
+from ._tma_box import MAX_BOX_DIM, MAX_RANK
 from .base import Instruction, _given, check_enum, check_imm, check_src, refuse
 from .fence import TENSORMAP_BYTES, check_size_128
 from .tensormap_values import (
@@ -56,7 +57,6 @@ __all__ = [
 S = StateSpace
 T = ScalarType
 REPLACE_SPACES = (S.shared_cta, S.global_, S.generic)
-MAX_RANK = 5
 
 
 class Field(enum.Enum):
@@ -116,7 +116,7 @@ def _check_value(insn: str, field: Field, value):
         Field.global_address: (0, (1 << 64) - 1, "a 16-byte aligned address"),
         Field.rank: (0, MAX_RANK - 1, "rank - 1 (the field counts from zero; for an N-d "
                      "tensor write N - 1, as cuda::ptx does, or pass rank=N)"),
-        Field.box_dim: (1, 256, "a box extent of 1..256 elements"),
+        Field.box_dim: (1, MAX_BOX_DIM, f"a box extent of 1..{MAX_BOX_DIM} elements"),
         Field.global_dim: (1, (1 << 32) - 1, "a tensor extent of 1..2^32-1 elements"),
         Field.global_stride: (0, (1 << 40) - 1, "a byte stride, a multiple of 16 below 2^40"),
         Field.element_stride: (1, 8, "a traversal stride of 1..8"),

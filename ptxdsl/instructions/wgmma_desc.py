@@ -31,6 +31,7 @@ from ..operands import Addr, Reg, Symbol, as_int
 from ..provenance import known_fit
 from ..types import ScalarType
 from ._tma_addr import symbol_fit
+from ._tma_box import MAX_BOX_DIM, box_dim_ok
 from .base import _given, int_like, known_space
 
 __all__ = ["SmemLayout", "MatrixDescriptor", "Major", "SwizzleMode", "encode_descriptor",
@@ -344,6 +345,11 @@ class SmemLayout:
     @property
     def tma_box(self) -> tuple[int, int]:
         """The TMA box (inner dimension first, as boxDim) that writes one atom column."""
+        if not box_dim_ok(self.outer):
+            dim = "mn" if self.major is Major.K else "k"
+            raise OperandError("SmemLayout.tma_box", dim, f"at most {MAX_BOX_DIM} rows in an "
+                               "atom column (TMA's boxDim limit; load the tile with several "
+                               "boxes of fewer rows)", self.outer)
         return (self.atom_elems, self.outer)
 
     @property
@@ -372,7 +378,8 @@ class SmemLayout:
         if bits != self.bits:
             problems.append(f"{bits}-bit elements (the layout has {self.bits}-bit)")
         box = tuple(desc.box_dim)
-        inner, outer = self.tma_box
+        # Not `tma_box`: a column taller than one box (256 rows) is filled by several boxes.
+        inner, outer = self.atom_elems, self.outer
         if box[0] != inner:
             problems.append(f"boxDim[0]={box[0]} (one {self.atom_bytes}-byte atom is {inner} "
                             "elements)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from ptxdsl.instructions._tma_box import MAX_BOX_DIM, box_dim_ok, inner_problems
 from ptxdsl.runtime.errors import TensorMapRuleError
 from ptxdsl.runtime.tensormap_enums import (
     PTX_ELEMTYPE_TO_DATATYPE,
@@ -279,17 +280,21 @@ def validate(d: TiledDesc, compute_capability: tuple[int, int] | None = None) ->
     if big:
         bad("stride_range", "globalStrides must be in 0..2^40-1 bytes, got " +
             ", ".join(f"globalStrides[{i}]={s}" for i, s in big))
-    boxes_bad = [(i, b) for i, b in enumerate(d.box_dim) if not 1 <= b <= 256]
+    boxes_bad = [(i, b) for i, b in enumerate(d.box_dim) if not box_dim_ok(b)]
     if boxes_bad:
-        bad("box_dim_range", "boxDim[i] must be 1..256, got " + ", ".join(
+        bad("box_dim_range", f"boxDim[i] must be 1..{MAX_BOX_DIM}, got " + ", ".join(
             f"boxDim[{i}]={b}" for i, b in boxes_bad))
     if len(d.box_dim) != rank:
         bad("box_count", f"boxDim needs {rank} entries (one per dimension), got "
             f"{len(d.box_dim)}: {d.box_dim}")
     inner = dt.inner_bytes(d.box_dim[0]) if d.box_dim else 0
+    # The helpers' rule too (`instructions._tma_box`, one copy). The span bounds the inner
+    # extent with interleave NONE only.
+    span = d.swizzle.span_bytes if d.interleave is Interleave.NONE else None
+    inner_rules = inner_problems(inner, span) if d.box_dim else ()
     # cuda.h states this for interleave NONE; the driver applies it to the interleaved
     # layouts too (found by tests/gpu_tensormap_fuzz.py on an H100, driver 580).
-    if d.box_dim and inner % 16:
+    if "box_inner_bytes" in inner_rules:
         bad("box_inner_bytes", f"boxDim[0] * elementSize must be a multiple of 16 bytes, got "
             f"{d.box_dim[0]} * {name} = {inner} bytes")
     if d.box_dim and len(d.element_strides) == len(d.box_dim) and all(
@@ -309,8 +314,7 @@ def validate(d: TiledDesc, compute_capability: tuple[int, int] | None = None) ->
     if len(d.element_strides) != rank:
         bad("element_stride_count", f"elementStrides needs {rank} entries, got "
             f"{len(d.element_strides)}: {d.element_strides}")
-    span = d.swizzle.span_bytes
-    if d.box_dim and d.interleave is Interleave.NONE and span is not None and inner > span:
+    if "swizzle_span" in inner_rules:
         bad("swizzle_span", f"with swizzle {d.swizzle.driver_name} the inner box extent "
             f"(boxDim[0] * elementSize = {d.box_dim[0]} * {name} = {inner} bytes) must not "
             f"exceed the swizzle span of {span} bytes")

@@ -25,7 +25,8 @@ STAGE, TILES = 1024, 1024          # a stage's bytes; where the stages start in 
 MAPS = {"map_a": {"box_bytes": STAGE}, "map_c": {"box_bytes": STAGE}}
 
 
-def ws_staging(mistake: str = "", *, index: str = "rem") -> tuple[Kernel, int]:
+def ws_staging(mistake: str = "", *, index: str = "rem", group: bool = False
+               ) -> tuple[Kernel, int]:
     """384 threads: thread 0 (the producer) fills an S-stage ring of `STAGE`-byte tiles at
     `dyn + TILES`; warpgroups 1 and 2 (the consumers, 256 threads) wait full, sum their word
     of each tile, release empty (one arrival per warpgroup), then stage the sums through the
@@ -34,13 +35,17 @@ def ws_staging(mistake: str = "", *, index: str = "rem") -> tuple[Kernel, int]:
 
     `index`: how the staging stage is computed at run time: "rem" ((blocks - 1) % 4, 4
     stages), "phase" (2 stages, a bit the consumers flip each trip: the last stage is the
-    bit flipped back). The mistakes: "persistent" (both sides loop over tiles: the producer
-    refills the released stages for the next tile while the consumers stage), "next" (the
-    stage one past the last waited, where the producer loads an epilogue tile after its loop
-    that no consumer waits for), "wgbar" (each group's own barrier, `bar.sync 2 + wg, 128`,
+    bit flipped back). `group`: each group syncs only itself (`bar.sync 2 + wg, 128`) between
+    the stores and the loads, and reads its own group's words (ctid ^ 1). The mistakes:
+    "persistent" (both sides loop over tiles: the producer refills the released stages for
+    the next tile while the consumers stage), "next" (the stage one past the last waited,
+    where the producer loads an epilogue tile after its loop that no consumer waits for),
+    "wgbar" (each group's own barrier, `bar.sync 2 + wg, 128`,
     between the stores and the loads of the other group's words), "inflight" (a consumer
     thread loads a tile into the staging stage, on a barrier nobody waits on, before the
-    stores). Returns the kernel and the line of the staged load."""
+    stores), "split" (`bar.sync 3, 128` between the stores and the loads, reached by all
+    256 consumer threads: it completes twice, for whichever 4 warps arrive first). Returns
+    the kernel and the line of the staged load."""
     stages = 2 if index == "phase" else 4
     k = Kernel("ws_staging", reqntid=384)
     dyn = k.extern_shared("smem", align=1024)
@@ -104,12 +109,15 @@ def ws_staging(mistake: str = "", *, index: str = "rem") -> tuple[Kernel, int]:
                                              (0, 0), epi)
             k.bar_sync(1, 256)          # both groups past their last stage
             k.st(k.add(sbase, k.shl(ctid, 2)), acc, type=t.u32, space="shared")
-            if mistake == "wgbar":
+            if mistake == "wgbar" or group:
                 k.bar_sync(k.add(k.shr(ctid, 7), 2), 128)     # orders this group's stores only
+            elif mistake == "split":
+                k.bar_sync(3, 128)      # 256 threads: two instances, of warps unknown
             else:
                 k.bar_sync(1, 256)      # both groups' stores before the loads
             line = here() + 1
-            x = k.ld(k.add(sbase, k.shl(k.xor(ctid, 128), 2)), type=t.u32, space="shared")
+            x = k.ld(k.add(sbase, k.shl(k.xor(ctid, 1 if group else 128), 2)), type=t.u32,
+                     space="shared")
             k.st(Addr(k.add(out, k.cvt(k.shl(ctid, 2), t.u64), type=t.u64)), x, type=t.u32,
                  space="global")
     k.ret()
@@ -135,6 +143,14 @@ def test_staging_in_the_last_waited_stage_is_clean(index):
 
 
 @pytest.mark.parametrize("index", ["rem", "phase"])
+def test_group_barrier_orders_the_groups_own_stores(index):
+    """A barrier of one warpgroup orders that group's stores before its reads of them."""
+    k, _ = ws_staging(index=index, group=True)
+    clean(k, maps=MAPS)
+    assert _parsed_ids(k) == []
+
+
+@pytest.mark.parametrize("index", ["rem", "phase"])
 def test_persistent_refill_while_the_consumers_stage(index):
     """The producer refills the released stages with the next tile while the consumers stage
     into one of them: a wait on the ring follows the staged load."""
@@ -151,6 +167,14 @@ def test_group_barrier_does_not_order_the_other_groups_stores(index):
     k, line = ws_staging("wgbar", index=index)
     f = only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
     assert "stored over" not in f.message
+    assert _parsed_ids(k) == [Hazard.SMEM_READ_BEFORE_WAIT.value]
+
+
+def test_barrier_of_fewer_threads_than_reach_it():
+    """A barrier counting 128 threads that 256 reach completes for whichever 4 warps arrive
+    first: a thread's instance need not hold the warps whose words it reads."""
+    k, line = ws_staging("split")
+    only(check_kernel(k, maps=MAPS), Hazard.SMEM_READ_BEFORE_WAIT, line)
     assert _parsed_ids(k) == [Hazard.SMEM_READ_BEFORE_WAIT.value]
 
 
@@ -178,3 +202,4 @@ def test_staging_one_stage_past_the_last_wait():
 def test_parsed_ptx_misses_the_stage_past_the_last_wait_alike():
     """The front end's kernel is judged as the built one there too (the xfail above)."""
     assert differences(ws_staging("next")[0], Context.make(maps=MAPS)) == []
+

@@ -1,11 +1,11 @@
 """Which bytes a staged read sees stored, thread by thread: an epilogue staging through a
 ring stage picked at run time (`base = tiles + stage * STAGE`, stage = `(n - 1) % S` or a
 phase bit) has addresses whose bounds span every stage, so the stores' bounds and the
-read's cannot be compared. Both are `base + f(tid)` on one register `base` that holds the
-same value in every thread: `thread_cover` evaluates f for each thread that stores and g
-for each that reads, and asks whether the bytes each reader reads were stored by threads
-its barrier waits for (those that reach that barrier with the reader's id: `bar.sync 2 +
-wg, 128` orders one warpgroup's stores, not the other's).
+read's cannot be compared. Both are `base + f(tid)` on one register `base`, defined once,
+before the stores, and the same in every thread: `thread_cover` evaluates f for each thread
+that stores and g for each that reads, and asks whether the bytes each reader reads were
+stored by itself or by threads its barrier waits for (those that reach that barrier with
+the reader's id: `bar.sync 2 + wg, 128` orders one warpgroup's stores, not the other's).
 """
 
 from __future__ import annotations
@@ -15,53 +15,88 @@ from typing import Any
 from ..operands import Addr, Reg
 from .analysis import Analysis
 from .blocks import _chain
+from .cfg import dominates, dominators
 from .hazards_arrive import Threads, _Unknown
 from .hazards_bulk import _size
 
-_BYTES = 1 << 16     # bytes per reader id beyond which the sets are not built
+_BYTES = 1 << 16     # bytes a barrier's group may store before the sets are not built
 
 
 def thread_cover(an: Analysis, at: int, smem: Any, synced: list[tuple[int, int]]
                  ) -> bool | None:
     """Do the stores `synced` ((store, barrier ordering it) statement pairs) write every
     byte the read at statement `at` (address `smem`) reads, in each thread that runs it,
-    by threads that pass the same barrier instance? None where that cannot be evaluated
-    (no `.reqntid`, a base that may differ between threads, offsets or conditions not
-    computed from thread ids and constants): the caller then compares bounds."""
+    by that thread or by threads that pass the same barrier instance? None where that
+    cannot be evaluated (no `.reqntid`, a base that may differ between threads or between
+    the stores and the read, offsets or conditions not computed from thread ids and
+    constants): the caller then compares bounds."""
     op = an.op_at.get(at)
-    sets = an.div.threads
     dims = getattr(an.kernel, "reqntid", None)
-    if op is None or op.smem is not smem or sets is None or not dims:
+    if op is None or op.smem is not smem or an.div.threads is None or not dims:
         return None
-    base = _common_base(an, [smem] + [an.op_at[s].smem for s, _ in synced])
+    base = _common_base(an, [smem] + [an.op_at[s].smem for s, _ in synced],
+                        [s for s, _ in synced])
     if base is None:
         return None
     threads = Threads(an, tuple(dims))
     try:
         readers = _members(an, at)
-        need = {t: _bytes(an, threads, smem, base, t, _size(an, op)) for t in readers}
-        have: dict[int, set[int]] = {}
+        got: dict[int, set[int]] = {t: set() for t in readers}
         for s, b in synced:
-            runs = _members(an, s) & _members(an, b)
-            bar_id = _bar_id(an, b)
-            for t in runs:
-                have.setdefault(threads.value(bar_id, t), set()).update(
-                    _bytes(an, threads, an.op_at[s].smem, base, t, _size(an, an.op_at[s])))
-                if len(have[threads.value(bar_id, t)]) > _BYTES:
-                    return None
-        ids = {t: threads.value(_bar_id(an, b), t) for _, b in synced for t in readers}
+            store = an.op_at[s]
+            mine = {t: _bytes(an, threads, store.smem, base, t, _size(an, store))
+                    for t in _members(an, s) & _members(an, b)}
+            for t, group in _groups(an, threads, b, set(mine)).items():
+                if t in got:
+                    got[t] |= set().union(*(mine[u] for u in group))
+        need = {t: _bytes(an, threads, smem, base, t, _size(an, op)) for t in readers}
     except _Unknown:
         return None
-    return all(need[t] <= have.get(ids[t], set()) for t in readers)
+    return all(need[t] <= got[t] for t in readers)
 
 
-def _common_base(an: Analysis, addrs: list[Any]) -> Reg | None:
+def _groups(an: Analysis, threads: Threads, b: int, runs: set[int]) -> dict[int, set[int]]:
+    """For each thread of `runs` (those that store and reach barrier b), the threads of
+    `runs` whose stores b orders before its later reads: those reaching b with its id, when
+    they are not more than b's count (more: several instances, of threads unknown), else
+    the thread alone."""
+    insn = an.body[b].insn
+    bar = an.values.vn(getattr(insn, "id", 0))
+    count = getattr(insn, "count", None)
+    limit = None if count is None else an.const(count)
+    by_id: dict[int, set[int]] = {}
+    for t in runs:
+        by_id.setdefault(threads.value(bar, t), set()).add(t)
+    if sum(len(g) for g in by_id.values()) * 16 > _BYTES:
+        raise _Unknown(b)
+    out: dict[int, set[int]] = {}
+    for group in by_id.values():
+        one = count is not None and (limit is None or len(group) > limit)
+        for t in group:
+            out[t] = {t} if one else group
+    return out
+
+
+def _common_base(an: Analysis, addrs: list[Any], stores: list[int]) -> Reg | None:
     """The first register every address adds to (along its adds' first operands) that
-    holds the same value in every thread computing it."""
+    holds the same value in every thread computing it, written by one instruction that runs
+    before each store (it dominates them): the stores and the read see one value."""
     chains = [_chain(an, a) for a in addrs]
     rest = [set(c) for c in chains[1:]]
-    return next((r for r in chains[0] if all(r in c for c in rest)
-                 and an.values.data_level(r) == 0), None)
+    idom = an.cache.get("idom")
+    if idom is None:
+        idom = an.cache["idom"] = dominators(an.cfg)
+
+    def before(d: int, s: int) -> bool:
+        bd, bs = an.cfg.block_of(d), an.cfg.block_of(s)
+        return d < s if bd == bs else dominates(idom, bd, bs)
+
+    for r in chains[0]:
+        defs = an.values.defs.get(r, ())
+        if all(r in c for c in rest) and len(defs) == 1 and \
+                all(before(defs[0], s) for s in stores) and an.values.data_level(r) == 0:
+            return r
+    return None
 
 
 def _bytes(an: Analysis, threads: Threads, addr: Any, base: Reg, t: int,
@@ -89,8 +124,3 @@ def _members(an: Analysis, i: int) -> set[int]:
     if bits is None or len(bits) != 1:     # not evaluable, or an elected lane
         raise _Unknown(i)
     return {t for t in range(sets.n) if bits[0] >> t & 1}
-
-
-def _bar_id(an: Analysis, b: int) -> Any:
-    """The value number of a barrier's id (bar.sync with no id operand: barrier 0)."""
-    return an.values.vn(getattr(an.body[b].insn, "id", 0))

@@ -314,7 +314,7 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         return
     from .overwrites import stored_over, wait_after  # (overwrites imports this module)
     refill = None
-    if stored_over(an, state, at, extent, sources):
+    if stored_over(an, state, at, extent, sources, smem):
         refill = wait_after(an, at, sources)
         if refill is None:
             return   # the threads' own stores, barrier-ordered, went over the copies' bytes

@@ -21,6 +21,7 @@ from .cfg import dominates, dominators
 from .hazards_bulk import extent_of
 from .hazards_ring import _loads, _reach, lands_in
 from .ops import Op, Role
+from .staged import thread_cover
 from .state import State
 
 
@@ -63,7 +64,7 @@ def _may_meet(a: tuple[Any, float, float] | None, b: tuple[Any, float, float] | 
 
 
 def stored_over(an: Analysis, state: State, at: int, extent: tuple[Any, float, float],
-                sources: list[Op]) -> bool:
+                sources: list[Op], smem: Any = None) -> bool:
     """Did the threads store over the bytes the read at statement `at` (of `extent`) reads,
     after the copies `sources` into them landed? When all of these hold:
 
@@ -71,12 +72,16 @@ def stored_over(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
       whose block dominates the read's: every thread reaching the read passed a barrier that
       orders the stores before it, whichever thread wrote which byte (staging offsets are
       per thread, `smem+?`, and cannot be matched one by one);
-    - the union of those stores' byte bounds contains the read's bounds: a flag the threads
+    - the bytes each thread reads were stored by threads its barrier orders before it
+      (`staged.thread_cover`, where the addresses are one register the same in every thread
+      plus offsets computed from thread ids: a stage picked at run time); otherwise the
+      union of those stores' byte bounds contains the read's bounds: a flag the threads
       wrote elsewhere in the symbol does not make a read of a tile a read of staging;
-    - the reading threads waited, before the read, on a barrier some of those copies
-      complete on (a wait every thread running the read runs, up to conditions the same in
-      every thread, on a barrier whose address is known: a producer's wait on the empty
-      barrier is none): a copy none of them waited for may still be landing over the stores;
+    - for each of those copies, the reading threads waited, before the read, on a barrier
+      it may complete on (a wait every thread running the read runs, up to conditions the
+      same in every thread, on a barrier whose address is known: a producer's wait on the
+      empty barrier is none): a copy none of them waited for (a tile loaded into the stage
+      on its own barrier) may still be landing over the stores;
     - no copy was issued over the stores since.
 
     The read then sees the stores unless more copies into those bytes are still to come
@@ -85,7 +90,8 @@ def stored_over(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
     ordering its last wait before the stores), races with the stores; the checker does not
     relate the groups."""
     root, lo, hi = extent
-    stores: list[tuple[float, float]] = []
+    synced: list[tuple[int, int]] = []     # (store, the barrier that orders it)
+    spans: list[tuple[float, float]] = []
     idom = an.cache.get("idom")
     if idom is None:
         idom = an.cache["idom"] = dominators(an.cfg)
@@ -97,13 +103,21 @@ def stored_over(an: Analysis, state: State, at: int, extent: tuple[Any, float, f
         ext = extent_of(an, an.op_at[f[1]])
         if ext is not None and ext[0] is root and (
                 f[2] < at if b == here else dominates(idom, b, here)):
-            stores.append((ext[1], ext[2]))
-    if not stores or not _covers(sorted(stores), lo, hi):
+            synced.append((f[1], f[2]))
+            spans.append((ext[1], ext[2]))
+    if not synced:
+        return False
+    covered = thread_cover(an, at, smem, synced)
+    if not (_covers(sorted(spans), lo, hi) if covered is None else covered):
         return False
     waits = {f[1] for f in state.must if f[0] == "waited"} | \
         {f[1] for f in state.may if f[0] == "wstep"}
-    return any(an.div.same_threads(w, at, _uniform(an)) and
-               _completes(an, an.op_at[w], sources, False) for w in waits)
+    waits = {w for w in waits if an.div.same_threads(w, at, _uniform(an))}
+    # Every copy into the bytes read, not just one of them: a copy only the ring's waits
+    # do not cover (a tile loaded into the stage on a barrier nobody waited on) may still
+    # be landing over the stores.
+    return all(any(_completes(an, an.op_at[w], [src], False) for w in waits)
+               for src in sources)
 
 
 def wait_after(an: Analysis, at: int, sources: list[Op]) -> int | None:

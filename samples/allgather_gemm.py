@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -434,55 +433,33 @@ def path_for(m: int, world: int) -> str:
 _decode: dict[tuple[int, bool], Any] = {}
 
 
-class _Decode:
-    """gemm_decode's bf16 module on one device, a split-K workspace (grown as shapes need;
-    one stream per rank, as the workspace serves one call at a time) and its tensor maps."""
-
-    def __init__(self, device: int, bounded: bool) -> None:
-        self.device = device
-        self.module = gd.build_module(["bf16"], bounded).load(device=device).preload()
-        self.workspace = gd.Workspace.allocate(0, device)
-        self.retired: list[Any] = []      # outgrown, kept for calls still in flight
-        self.made: dict[tuple[int, ...], Any] = {}    # (plan, maps) by arguments
-
-    def ready(self, x: int, w: int, m: int, n: int, kdim: int, sms: int) -> Callable[..., Any]:
-        """The launch of Y = X W^T, all its host work done first: the plan, the maps, the
-        workspace (allocating memory, or loading a module, while this rank's gather kernel
-        spins may wait for that kernel, which waits for the peers: in one process driving
-        every rank, for launches the host has not made yet)."""
-        key = (x, w, m, n, kdim, sms)
-        if key not in self.made:
-            if len(self.made) > MAP_CACHE:
-                self.made.clear()
-            self.made[key] = (gd.plan("bf16", m, n, kdim, sms),
-                              gd.tensor_maps("bf16", x, w, m, n, kdim))
-        made, maps = self.made[key]
-        if made.workspace > self.workspace.nbytes:
-            self.retired.append(self.workspace)
-            self.workspace = gd.Workspace.allocate(made.workspace, self.device)
-        return functools.partial(gd.launch, self.module, "bf16", x, w, m=m, n=n, kdim=kdim,
-                                 sms=sms, workspace=self.workspace, maps=maps, made=made)
-
-
 def decode_for(device: int, bounded: bool = False) -> Any:
-    """The split path's GEMM on `device` (made once)."""
+    """The split path's GEMM on `device`: gemm_decode's bf16 `Decode` (made once; one
+    stream per rank, as its workspace serves one call at a time)."""
     if (device, bounded) not in _decode:
-        _decode[device, bounded] = _Decode(device, bounded)
+        _decode[device, bounded] = gd.Decode("bf16", device, bounded)
     return _decode[device, bounded]
+
+
+def _slot_offset(m: int, kdim: int, world: int, epoch: int, rank: int) -> int:
+    """Byte offset in a rank's buffer of slot `rank` of half epoch % 2 (M/W x K bf16 a
+    slot, W slots a half): where call `epoch` puts rank `rank`'s shard."""
+    return ((epoch % 2) * world + rank) * (m // world * kdim * 2)
 
 
 def _gathered(bufs: Any, m: int, kdim: int, epoch: int) -> int:
     """The address of all_gather(X) (M x K) in this rank's buffer at call `epoch`: the W
-    slots of half epoch % 2."""
-    return int(bufs.buffer_ptrs[bufs.rank]) + (epoch % 2) * m * kdim * 2
+    slots of half epoch % 2, from slot 0."""
+    return int(bufs.buffer_ptrs[bufs.rank]) + _slot_offset(m, kdim, bufs.world_size, epoch, 0)
 
 
 def prepare(bufs: Any, w: Any, m: int, n: int, kdim: int, sms: int,
             bounded: bool = False) -> None:
     """Do the gather path's host work for this shape now, for both buffer halves (its GEMM's
-    module, plan, maps, workspace: `_Decode.ready`). Needed where one process drives every
-    rank: with peer access enabled, allocating device memory waits for the kernels running
-    on the peer GPUs, and a rank's gather kernel spins until the host launches the others'."""
+    module, plan, maps, workspace: `gemm_decode.Decode.ready`). Needed where one process
+    drives every rank: with peer access enabled, allocating device memory waits for the
+    kernels running on the peer GPUs, and a rank's gather kernel spins until the host
+    launches the others'."""
     for epoch in (1, 2):
         decode_for(bufs.device, bounded).ready(_gathered(bufs, m, kdim, epoch), _ptr(w), m, n,
                                                kdim, sms)
@@ -495,13 +472,13 @@ def _launch_gather(module: Any, bufs: Any, xp: int, wp: int, yp: int, m: int, n:
     this rank's buffer, which are all_gather(X) row after row. The buffer halves alternate
     as the fused path's do, with the same argument (module doc)."""
     world, rank = bufs.world_size, bufs.rank
-    shard = m // world * kdim * 2
     gathered = _gathered(bufs, m, kdim, epoch)
-    chunks = shard // 16
+    own = int(bufs.buffer_ptrs[rank]) + _slot_offset(m, kdim, world, epoch, rank)
+    chunks = m // world * kdim * 2 // 16
     grid = max(1, min(sms, -(-chunks // (GATHER_THREADS * COPY_UNROLL))))
     gemm = decode_for(bufs.device, bounded).ready(gathered, wp, m, n, kdim, sms)
     fn = module[f"allgather_push_w{world}"]
-    fn.launch(grid, GATHER_THREADS, (xp, chunks, gathered + rank * shard, bufs.buffer_ptrs_dev,
+    fn.launch(grid, GATHER_THREADS, (xp, chunks, own, bufs.buffer_ptrs_dev,
                                      bufs.signal_pad_ptrs_dev, rank, epoch), stream=stream)
     gemm(y=yp, stream=stream)
 
@@ -519,7 +496,7 @@ def _side_stream(device: int) -> tuple[Any, Any, Any]:
     return _side[device]
 
 
-def _push_copy_engine(bufs: Any, x: int, nbytes: int, epoch: int, stream: Any) -> None:
+def _push_copy_engine(bufs: Any, x: int, m: int, kdim: int, epoch: int, stream: Any) -> None:
     """X_r into slot (half epoch % 2, this rank) of every peer's buffer by copy engines on a
     side stream, each copy followed by its counter set to epoch * SIGNAL_TOTAL (what the
     kernels' pushes sum to, so the two kinds of call share the pads); peers in the order they
@@ -530,10 +507,10 @@ def _push_copy_engine(bufs: Any, x: int, nbytes: int, epoch: int, stream: Any) -
     before.record(stream)
     side.wait(before)
     world, rank = bufs.world_size, bufs.rank
-    slot = (epoch % 2) * world + rank
+    offset, nbytes = _slot_offset(m, kdim, world, epoch, rank), m // world * kdim * 2
     for d in range(1, world):
         q = (rank + world - d) % world
-        bufs.put(q, slot * nbytes, x, nbytes, stream=side)
+        bufs.put(q, offset, x, nbytes, stream=side)
         bufs.signal(q, rank, epoch * SIGNAL_TOTAL, stream=side)
     after.record(side)
 
@@ -601,7 +578,7 @@ def launch(module: Any, bufs: Any, x: Any, w: Any, y: Any, m: int, n: int, kdim:
     grid = gh.grid_for(padded, n, cap, cfg)
     on = bufs.stream() if stream is None else stream
     if push == "copy_engine":
-        _push_copy_engine(bufs, xp, rows * kdim * 2, epoch, on)
+        _push_copy_engine(bufs, xp, m, kdim, epoch, on)
     if stream is None:
         bufs.launch(fn, grid, gh.THREADS, args, **opts)
     else:

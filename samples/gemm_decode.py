@@ -34,7 +34,8 @@ from its `Config` with three of its options and its `Output` hook:
 
 Host side: `Linear(dtype)` is the one call for any M: `Linear("bf16")(x, w, y, m, n, k)` runs
 this kernel for M <= DECODE_M and gemm_hopper's above (`kernel_for` says which), with its
-own workspace; `Linear(dtype, bounded=True)` is the debug build. Underneath, `launch` takes
+own workspace (`Decode`: the decode kernels with each shape's plan and maps made once);
+`Linear(dtype, bounded=True)` is the debug build. Underneath, `launch` takes
 the loaded module, the pointers of X, W, Y and a `Workspace` (tickets + partials,
 `workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed by every call: one
 per stream, as two calls running at once must not share the tickets). `config_for`,
@@ -61,7 +62,8 @@ K tails and small grids (several units per CTA), and that two calls give identic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -413,6 +415,44 @@ def kernel_for(dtype: str, m: int) -> str:
     return config_for(dtype, m).name
 
 
+class Decode:
+    """The decode kernels of `dtype` loaded on `device`, with each shape's host work made once:
+    its plan and tensor maps (a plan costs about 10 us of host time, as much as the launch;
+    encoding the maps of a call cost about 300 us on an H100 host, six times the kernel at M
+    = 64), and a split-K workspace grown as shapes need. One per stream: the workspace's
+    tickets serve one call at a time."""
+
+    def __init__(self, dtype: str = "bf16", device: int = 0, bounded: bool = False) -> None:
+        config_for(dtype, 1)        # the dtype
+        self.dtype, self.device = dtype, device
+        # preloaded: a kernel resolved lazily while another runs may wait for it to end
+        self.module = build_module([dtype], bounded).load(device=device).preload()
+        self.workspace = Workspace.allocate(0, device)
+        self.retired: list[Workspace] = []      # outgrown, kept for calls still in flight
+        self.made: dict[tuple[int, ...], tuple[Plan, tuple[TensorMap, TensorMap]]] = {}
+
+    def ready(self, x: object, w: object, m: int, n: int, kdim: int,
+              sms: int) -> Callable[..., Plan]:
+        """`launch` of Y = X W^T on the device pointers `x`, `w` with all its host work done
+        first (the plan, the maps, the workspace): call what it returns with `y=` (and
+        `scale=`, `stream=`). Doing the work first matters where one process drives several
+        GPUs that wait for each other: allocating device memory with peer access enabled
+        waits for the kernels running on the peers."""
+        from ptxdsl.runtime.arrays import device_pointer
+        key = (device_pointer(x), device_pointer(w), m, n, kdim, sms)
+        if key not in self.made:
+            if len(self.made) >= MAP_CACHE:
+                self.made.clear()
+            self.made[key] = (plan(self.dtype, m, n, kdim, sms),
+                              tensor_maps(self.dtype, x, w, m, n, kdim))
+        made, maps = self.made[key]
+        if made.workspace > self.workspace.nbytes:
+            self.retired.append(self.workspace)
+            self.workspace = Workspace.allocate(made.workspace, self.device)
+        return functools.partial(launch, self.module, self.dtype, x, w, m=m, n=n, kdim=kdim,
+                                 sms=sms, workspace=self.workspace, maps=maps, made=made)
+
+
 class Linear:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16; e4m3: times `scale`) at any M: the
     decode kernel up to LINEAR_DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and
@@ -426,14 +466,11 @@ class Linear:
         config_for(dtype, 1)        # the dtype
         self.dtype, self.device = dtype, device
         self.sms = sms or rt.device_info(device).sm_count
-        self.decode = build_module([dtype], bounded).load(device=device)
+        self.decode = Decode(dtype, device, bounded)
         big = [gh.build_gemm(cfg[dtype], bounded) for cfg in gh.VARIANTS.values()]
         self.gemm = (debug.module(big, name="gemm_hopper", target="sm_90a") if bounded
                      else Module(big, name="gemm_hopper", target="sm_90a")).load(device=device)
-        self.workspace = Workspace.allocate(0, device)
-        self._retired: list[Workspace] = []     # outgrown, kept for calls still in flight
-        # tensor maps by operand addresses and shape: encoding two or three maps per call cost
-        # about 300 us of host time on an H100 host, six times the kernel at M = 64
+        # gemm_hopper's tensor maps by operand addresses and shape (`Decode` keeps its own)
         self._maps: dict[tuple[object, ...], Any] = {}
 
     def __call__(self, x: object, w: object, y: object, m: int, n: int, kdim: int,
@@ -441,26 +478,19 @@ class Linear:
         """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
         from ptxdsl.runtime.arrays import device_pointer
         name = kernel_for(self.dtype, m)
+        if not name.startswith("gemm_hopper"):
+            go = self.decode.ready(x, w, m, n, kdim, self.sms)
+            return go(y=y, scale=scale, stream=stream).cfg.name
         key = (name, device_pointer(x), device_pointer(w), device_pointer(y), m, n, kdim)
         if len(self._maps) >= MAP_CACHE:
             self._maps.clear()
-        if name.startswith("gemm_hopper"):
-            if key not in self._maps:
-                cfg = gh.config_for(self.dtype, m)
-                self._maps[key] = (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
-                                   gh.output_map(y, m, n))
-            gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                      stream=stream, maps=self._maps[key])
-            return name
-        need = plan(self.dtype, m, n, kdim, self.sms).workspace
-        if need > self.workspace.nbytes:
-            self._retired.append(self.workspace)
-            self.workspace = Workspace.allocate(need, self.device)
         if key not in self._maps:
-            self._maps[key] = tensor_maps(self.dtype, x, w, m, n, kdim)
-        return launch(self.decode, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                      workspace=self.workspace, stream=stream,
-                      maps=self._maps[key]).cfg.name
+            cfg = gh.config_for(self.dtype, m)
+            self._maps[key] = (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
+                               gh.output_map(y, m, n))
+        gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
+                  stream=stream, maps=self._maps[key])
+        return name
 
 
 SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64, 1032, 2000),

@@ -95,8 +95,7 @@ class Stream:
     def wait(self, event: Event) -> None:
         """Later work on this stream waits for `event` (cuStreamWaitEvent); the event may
         belong to another device, which orders work across GPUs without the host."""
-        with on_device(self.device):
-            check(driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
+        event.wait_in(self)
 
     def query(self) -> bool:
         """True when all work on the stream is done."""
@@ -186,8 +185,9 @@ class Event:
     def wait_in(self, stream: object) -> None:
         """Later work on `stream` waits for this event (cuStreamWaitEvent): `Stream.wait` for
         any stream `stream_handle` takes (a torch or CuPy stream, an int handle, None for the
-        legacy default stream), e.g. the current torch stream waiting for a side stream."""
-        with on_device(self.device):
+        legacy default stream), e.g. the current torch stream waiting for a side stream. The
+        call is made on a ptxdsl Stream's device, else on the event's."""
+        with on_device(stream.device if isinstance(stream, Stream) else self.device):
             check(driver().cuStreamWaitEvent(stream_handle(stream), self.handle, 0),
                   "cuStreamWaitEvent")
 

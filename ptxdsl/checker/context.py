@@ -174,17 +174,15 @@ class Context:
         """'pad' when `param` is one of `kernel`'s signal pads, 'peer' when it is one of its
         peer buffers (`signal_pads=`, `peer_buffers=`), else None."""
         for kind, table in (("pad", self.signal_pads), ("peer", self.peer_buffers)):
-            if any(_names_kernel(k, kernel) and (_key(param) in names or getattr(
-                    param, "name", None) in names) for k, names in table):
+            if _in_table(table, param, kernel):
                 return kind
         return None
 
     def is_host_signal_pad(self, param: Any, kernel: Any) -> bool:
         """Whether `param` is one of `kernel`'s signal pads that the host sets too
         (`host_signal_pads=`)."""
-        return self.xgpu_kind(param, kernel) == "pad" and any(
-            _names_kernel(k, kernel) and (_key(param) in names or getattr(
-                param, "name", None) in names) for k, names in self.host_signal_pads)
+        return self.xgpu_kind(param, kernel) == "pad" and _in_table(self.host_signal_pads,
+                                                                     param, kernel)
 
     def has_xgpu(self, kernel: Any) -> bool:
         """Does the context name signal pads or peer buffers for `kernel`?"""
@@ -218,6 +216,13 @@ class Context:
         if found is None:
             found = getattr(kernel, "map_boxes", {}).get(param)
         return found
+
+
+def _in_table(table: tuple, param: Any, kernel: Any) -> bool:
+    """Is `param` (a `Param` or its name) named for `kernel` in a `_names_per_kernel`
+    table?"""
+    return any(_names_kernel(k, kernel) and (_key(param) in names or getattr(
+        param, "name", None) in names) for k, names in table)
 
 
 def _names_per_kernel(what: str, value: Any) -> tuple:

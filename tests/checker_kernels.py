@@ -4,6 +4,8 @@ shows only the lines that make (or fix) its hazard."""
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
+from typing import Any
 
 from ptxdsl import Kernel, ptx, t
 
@@ -25,6 +27,29 @@ def only(findings, hazard, line: int, count: int = 1):
     caller = sys._getframe(1).f_code.co_filename
     assert f.loc.file == caller and f.loc.line == line, f.format()
     return f
+
+
+def tiles_loop(k: Kernel, ntiles: Any = None) -> Any:
+    """A persistent kernel's loop over its `ntiles` tiles (a register), as a context whose
+    value is the tile; without `ntiles`, tile 0 once."""
+    return k.for_range(0, ntiles) if ntiles is not None else nullcontext(0)
+
+
+def produce_blocks(k: Kernel, ring: Any, tiles: Any, stage: int, tmap: Any, blocks: Any,
+                   ntiles: Any = None) -> Any:
+    """The producer of the staging tests' rings (in the thread the caller picks): for each
+    tile (`tiles_loop`) and each of `blocks` blocks, wait for an empty stage, expect `stage`
+    bytes and TMA-load block (tile, j) of `tmap` into it. Returns the ProducerView, past the
+    last block."""
+    p = ring.producer()
+    with tiles_loop(k, ntiles) as tile:
+        with k.for_range(0, blocks) as j:
+            p.wait_empty()
+            p.arrive_expect_tx(stage)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, stage),
+                                     tmap, (tile, j), p.full_barrier())
+            p.advance()
+    return p
 
 
 def clean(k, **context) -> None:

@@ -9,15 +9,13 @@ over copies nobody waited for, and a copy issued over the stores."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.checker.context import Context
 from ptxdsl.pipeline import MbarrierRing
-from tests.checker_kernels import clean, here, only
+from tests.checker_kernels import clean, here, only, produce_blocks, tiles_loop
 from tests.parsed_check import differences
 
 S, STAGE = 4, 1024
@@ -49,12 +47,7 @@ def staging(mistake: str = "", *, k_first: bool = False) -> tuple[Kernel, int]:
     tq = k.tensormap_addr(k.param_tensormap("map_q"))
     tk = k.tensormap_addr(k.param_tensormap("map_k"))
     blocks = k.ld_param(k.param(t.u32, "blocks"))
-    persistent = mistake == "persistent"
-    ntiles = k.ld_param(k.param(t.u32, "ntiles")) if persistent else None
-
-    def each_tile():
-        return k.for_range(0, ntiles) if persistent else nullcontext(0)
-
+    ntiles = k.ld_param(k.param(t.u32, "ntiles")) if mistake == "persistent" else None
     out = k.ld_param(k.param_ptr("out"))
     with k.if_(k.tid.x == 0):
         if k_first:
@@ -62,20 +55,13 @@ def staging(mistake: str = "", *, k_first: bool = False) -> tuple[Kernel, int]:
                                           dst="_")
             ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
                                      Addr(tiles, S * STAGE), tk, (0, 0), once)
-        p = ring.producer()
-        with each_tile() as tile:
-            with k.for_range(0, blocks) as j:
-                p.wait_empty()
-                p.arrive_expect_tx(STAGE)
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
-                                         p.slot(tiles, STAGE), tq, (tile, j), p.full_barrier())
-                p.advance()
+        produce_blocks(k, ring, tiles, STAGE, tq, blocks, ntiles)
     with k.if_(k.shr(k.tid.x, 7) == 1):
         tid = k.and_(k.tid.x, 127)
         if k_first:
             ptx.mbarrier_wait(k, once, 0)
         c = ring.consumer()
-        with each_tile():
+        with tiles_loop(k, ntiles):
             acc = k.mov(0, type=t.u32)
             if mistake != "unwaited":
                 with k.for_range(0, blocks):

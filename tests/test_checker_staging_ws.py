@@ -10,15 +10,13 @@ of `smem-read-before-wait`). Every twin is also checked as its PTX read back by 
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import pytest
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from ptxdsl.checker.context import Context
 from ptxdsl.pipeline import MbarrierRing
-from tests.checker_kernels import clean, here, ids, only
+from tests.checker_kernels import clean, here, ids, only, produce_blocks, tiles_loop
 from tests.parsed_check import differences, named, parsed_twin
 
 STAGE, TILES = 1024, 1024          # a stage's bytes; where the stages start in the buffer
@@ -60,22 +58,10 @@ def ws_staging(mistake: str = "", *, index: str = "rem", group: bool = False
     ta = k.tensormap_addr(k.param_tensormap("map_a"))
     tc = k.tensormap_addr(k.param_tensormap("map_c"))
     blocks = k.ld_param(k.param(t.u32, "blocks"))
-    persistent = mistake == "persistent"
-    ntiles = k.ld_param(k.param(t.u32, "ntiles")) if persistent else None
-
-    def each_tile():
-        return k.for_range(0, ntiles) if persistent else nullcontext(0)
-
+    ntiles = k.ld_param(k.param(t.u32, "ntiles")) if mistake == "persistent" else None
     out = k.ld_param(k.param_ptr("out"))
     with k.if_(k.tid.x == 0):
-        p = ring.producer()
-        with each_tile() as tile:
-            with k.for_range(0, blocks) as j:
-                p.wait_empty()
-                p.arrive_expect_tx(STAGE)
-                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
-                                         p.slot(tiles, STAGE), ta, (tile, j), p.full_barrier())
-                p.advance()
+        p = produce_blocks(k, ring, tiles, STAGE, ta, blocks, ntiles)
         if mistake == "next":       # the epilogue's C tile, into the next stage
             p.wait_empty()
             p.arrive_expect_tx(STAGE)
@@ -84,7 +70,7 @@ def ws_staging(mistake: str = "", *, index: str = "rem", group: bool = False
     with k.if_(k.tid.x >= 128):
         ctid = k.sub(k.tid.x, 128)
         c = ring.consumer()
-        with each_tile():
+        with tiles_loop(k, ntiles):
             acc = k.mov(0, type=t.u32)
             bit = k.mov(0, type=t.u32)
             with k.for_range(0, blocks):

@@ -121,14 +121,26 @@ class TmaStoreEpilogue(Sealed):
         self._seal()
 
     def store(self, packed: Fragment, row0: Reg | IntLike, col0: Reg | IntLike,
-              *outer: Reg | IntLike) -> None:
+              *outer: Reg | IntLike, staging: Reg | Symbol | Addr | None = None) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at
         (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped.
         A map of `rank` 3 to 5 takes its further coordinates after col0, in the map's order
         (dimension 2 first): `store(p, row0, col0, batch_head)` for (col, row, batch_head),
-        `store(p, row0, col0, head, batch)` for (col, row, head, batch)."""
+        `store(p, row0, col0, head, batch)` for (col, row, head, batch).
+
+        `staging`: this store's staging buffer instead of the one the epilogue was made
+        with (same rules), for a buffer that moves from store to store, e.g. the ring stage
+        of an operand the warpgroup has finished reading; hand such a buffer back to its
+        ring only after `wait_read`."""
         from . import ptx
         k = self.k
+        chunks, buf, at = self.chunks, self.buf, self.staging
+        if staging is not None:
+            at = staging
+            buf = shared_dst(k, staging, "TmaStoreEpilogue.store", STAGING_BYTES // 2,
+                             STAGING_ALIGN, STAGING_NEEDS, "staging")
+            # each lane's chunks at the same offsets in the other buffer
+            chunks = [k.add(buf, k.sub(c, self.buf)) for c in self.chunks]
         if not isinstance(packed, Fragment):
             raise OperandError("TmaStoreEpilogue.store", "packed", "a packed 16-bit fragment "
                                "(acc.to_packed(t.bf16))", _given(packed))
@@ -150,7 +162,7 @@ class TmaStoreEpilogue(Sealed):
             raise OperandError("TmaStoreEpilogue.store", "col0", f"a column whose last box "
                                f"(col0 + {packed.n - BOX_COLS} for N={packed.n}) starts "
                                "below 2^31", repr(col0))
-        symbol_fit("TmaStoreEpilogue.store", "staging", self.staging,
+        symbol_fit("TmaStoreEpilogue.store", "staging", at,
                    size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
         for h in range(-(-packed.n // 128)):
             boxes = min(2, (packed.n - 128 * h) // BOX_COLS)      # 64-column boxes this pass
@@ -159,7 +171,7 @@ class TmaStoreEpilogue(Sealed):
             k.bar_sync(self.barrier, 128)
             for q in range(4 * boxes):
                 regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
-                k.stmatrix(Addr(self.chunks[q % 4], (q // 4) * STAGING_BYTES // 2), regs)
+                k.stmatrix(Addr(chunks[q % 4], (q // 4) * STAGING_BYTES // 2), regs)
             ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
             k.bar_sync(self.barrier, 128)
             with k.if_(self.leader):
@@ -168,8 +180,17 @@ class TmaStoreEpilogue(Sealed):
                     col = col0 + step if isinstance(col0, int) else k.add(col0, step)
                     ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
                                              (col, row0, *rest),
-                                             k.add(self.buf, box * STAGING_BYTES // 2))
+                                             k.add(buf, box * STAGING_BYTES // 2))
                 ptx.cp_async_bulk_commit_group(k)
+
+    def wait_read(self) -> None:
+        """The leader thread (the one that issues the stores) waits until every store has
+        read its staging buffer: after this, and only in that thread's program order, the
+        buffer may be written by others (a ring stage released by that thread: the next
+        copy into it cannot overwrite what a store has yet to read)."""
+        from . import ptx
+        with self.k.if_(self.leader):
+            ptx.cp_async_bulk_wait_group_read(self.k, 0)
 
     def finish(self) -> None:
         """Wait until this warpgroup's stores are complete (before the kernel ends)."""

@@ -90,20 +90,43 @@ BLOCKS = {64: (128, 3, 3), 128: (128, 2, 2), 256: (64, 2, 2)}
 # (`_m128`): 192-row tiles put more of a short sequence's work on the diagonal blocks and
 # make fewer tiles to balance (0.87-0.90x cuDNN at S = 512, 1k against 0.95-0.99x).
 SHORT_CAUSAL = 2048
+# Longer key blocks (fewer softmax rounds and ping-pong turns per key), which fit only with
+# O staged in Q (`Config`): head dim -> keys per block of the dense kernel taken from
+# LONG_KEYS_FROM keys (non-causal) or SHORT_CAUSAL query rows (causal), and of the varlen
+# kernel. On an H200, D = 256 with 80 keys: +3-11% non-causal from 1k keys, +2-10% causal
+# from 2k, but -6% at 512 and causal 1k (its one Q stage waits for the stores); D = 128 varlen
+# with 160 keys: +4% on section 8's ragged batch (dense D = 128: within 1% from 4k, slower
+# below).
+LONG_KEYS = {256: 80}
+LONG_KEYS_FROM = 1024
+VARLEN_KEYS = {128: 160}
 
 
 class Config:
-    """The build-time constants of one kernel: element type, head dim, keys per block `bn`,
-    ring stages, consumer warpgroups (BLOCKS' unless `consumers` is given), and whether it
-    reads per-sequence maps from the varlen workspace."""
+    """The build-time constants of one kernel: element type, head dim, keys per block `bn`
+    (BLOCKS' unless given), ring stages, consumer warpgroups (BLOCKS' unless `consumers` is
+    given), and whether it reads per-sequence maps from the varlen workspace.
 
-    def __init__(self, dtype: str, d: int, varlen: bool = False, consumers: int | None = None):
+    Shared memory: the Q stages (each consumer's 64 rows a tile of their own), the K and V
+    stages, the barriers. A consumer stages its O for the TMA store in its own rows of the
+    tile's Q stage once its last S GEMM has read them (`o_in_q`) where Q has two stages (the
+    stage goes back to the producer during the next tile: nothing waits for the stores) or
+    where a staging buffer per consumer does not fit; otherwise in that buffer (with one Q
+    stage, the next tile's Q would wait for the stores to read O)."""
+
+    def __init__(self, dtype: str, d: int, varlen: bool = False, consumers: int | None = None,
+                 bn: int | None = None):
         if dtype not in DTYPES or d not in BLOCKS:
             raise ValueError(f"flash_attention: dtype in {sorted(DTYPES)}, head dim in "
                              f"{sorted(BLOCKS)}; got {dtype!r}, {d}")
         self.dtype, self.d, self.varlen = dtype, d, varlen
         self.wtype, self.tma_dtype = DTYPES[dtype]
-        self.bn, self.stages, usual = BLOCKS[d]
+        usual_bn, self.stages, usual = BLOCKS[d]
+        if bn is not None and (isinstance(bn, bool) or not isinstance(bn, int)
+                               or not 16 <= bn <= 256 or bn % 16):
+            raise ValueError(f"flash_attention: keys per block a multiple of 16 from 16 to "
+                             f"256 (P V's K steps; a TMA box's rows), got {bn!r}")
+        self.bn = usual_bn if bn is None else bn
         if consumers is not None and (isinstance(consumers, bool) or consumers not in (2, 3)
                                       or not isinstance(consumers, int)):
             raise ValueError(f"flash_attention: 2 or 3 consumer warpgroups, got {consumers!r}")
@@ -117,49 +140,74 @@ class Config:
                                  (65536 // 128 - PRODUCER_REGS) // self.consumers // 8 * 8)
         # named barriers: 1 .. n the consumers' epilogues, n + 1 .. 2n their ping-pong turns
         self.ping = 1 + self.consumers
-        self.layout_q = SmemLayout(self.wtype, self.bm, d, "K", "128B")
+        self.layout_q = SmemLayout(self.wtype, 64, d, "K", "128B")     # one consumer's rows
         self.layout_k = SmemLayout(self.wtype, self.bn, d, "K", "128B")
         self.layout_v = SmemLayout(self.wtype, d, self.bn, "MN", "128B")
         self.o_box = SmemLayout(self.wtype, BOX_COLS, BOX_COLS, "K", "128B")  # one TMA store
-        self.q_bytes = self.layout_q.nbytes
+        self.q_wg_bytes = self.layout_q.nbytes
+        self.q_bytes = self.consumers * self.q_wg_bytes
         self.kv_bytes = self.layout_k.nbytes          # = layout_v.nbytes: the same boxes
-        # Q double-buffered where it fits: the next tile's Q loads during this one
-        rest = 2 * self.stages * self.kv_bytes + self.consumers * STAGING_BYTES
-        self.q_stages = 2 if 2 * self.q_bytes + rest <= SMEM else 1
+        kv = 2 * self.stages * self.kv_bytes
+        staging = self.consumers * STAGING_BYTES
+        if 2 * self.q_bytes + kv <= SMEM:
+            self.q_stages, self.o_in_q = 2, True
+        elif self.q_bytes + kv + staging <= SMEM:
+            self.q_stages, self.o_in_q = 1, False
+        elif self.q_bytes + kv <= SMEM:
+            self.q_stages, self.o_in_q = 1, True
+        else:
+            raise ValueError(f"flash_attention: {self.bn} keys per block at D={d}: Q and "
+                             f"{self.stages} K and V stages need {self.q_bytes + kv} bytes of "
+                             f"shared memory, more than the {SMEM} a CTA has")
+        staging = 0 if self.o_in_q else staging
         self.q_off = 0
         self.k_off = self.q_stages * self.q_bytes
         self.v_off = self.k_off + self.stages * self.kv_bytes
         self.epi_off = self.v_off + self.stages * self.kv_bytes   # one staging buffer per WG
-        self.bar_off = self.epi_off + self.consumers * STAGING_BYTES
+        self.bar_off = self.epi_off + staging
         self.smem_bytes = self.bar_off + 16 * (self.q_stages + 2 * self.stages)
         # varlen: each Q stage's tile index (`Claims`), in the dynamic region: a static
         # variable would move the dynamic buffer off its 1024-byte alignment
         self.words_off = self.smem_bytes
         self.smem_bytes += TILE_WORDS * self.q_stages if varlen else 0
         self.name = f"fa_fwd_{dtype}_d{d}" + ("_varlen" if varlen else "") + \
-            ("" if varlen or self.consumers == usual else f"_m{self.bm}")
+            ("" if varlen or self.consumers == usual else f"_m{self.bm}") + \
+            ("" if self.bn == usual_bn else f"_n{self.bn}")
 
 
 @functools.cache
-def config(dtype: str, d: int, varlen: bool = False, consumers: int | None = None) -> Config:
-    """The Config of a kernel, made once (the host path runs on every call)."""
-    return Config(dtype, d, varlen, consumers)
+def config(dtype: str, d: int, varlen: bool = False, consumers: int | None = None,
+           bn: int | None = None) -> Config:
+    """The Config of a kernel, made once (the host path runs on every call); a varlen one
+    takes VARLEN_KEYS' keys per block where the head dim has them."""
+    return Config(dtype, d, varlen, consumers, VARLEN_KEYS.get(d) if varlen and bn is None
+                  else bn)
 
 
 def dense_configs(dtype: str, d: int) -> list[Config]:
-    """The dense kernels of a head dim: BLOCKS' and, where that has three consumers, the
-    two-consumer one short causal calls take (`dense_config`)."""
+    """The dense kernels of a head dim: BLOCKS'; where that has three consumers, the
+    two-consumer one short causal calls take; where LONG_KEYS has the head dim, the one with
+    longer key blocks (`dense_config`)."""
     usual = config(dtype, d)
-    return [usual] + ([config(dtype, d, consumers=2)] if usual.consumers != 2 else [])
+    return [usual] + ([config(dtype, d, consumers=2)] if usual.consumers != 2 else []) + \
+        ([config(dtype, d, bn=LONG_KEYS[d])] if d in LONG_KEYS else [])
 
 
 def dense_config(dtype: str, d: int, sq: int, causal: bool,
-                 consumers: int | None = None) -> Config:
-    """The dense kernel a call takes: BLOCKS', or the two-consumer one, causal with Sq below
-    SHORT_CAUSAL; with `consumers`, the one with that many consumer warpgroups instead."""
+                 consumers: int | None = None, sk: int | None = None) -> Config:
+    """The dense kernel a call of Sq query rows and Sk keys (Sq unless given) takes: BLOCKS';
+    causal with Sq below SHORT_CAUSAL, the two-consumer one of a head dim of three; with
+    LONG_KEYS' longer key blocks, from LONG_KEYS_FROM keys (non-causal) or SHORT_CAUSAL query
+    rows (causal). With `consumers`, the first with that many consumer warpgroups instead."""
     configs = dense_configs(dtype, d)
     if consumers is None:
-        return configs[-1] if causal and sq < SHORT_CAUSAL else configs[0]
+        usual = configs[0]
+        if causal and sq < SHORT_CAUSAL and usual.consumers != 2:
+            return config(dtype, d, consumers=2)
+        keys = sq if sk is None else sk
+        if d in LONG_KEYS and (sq >= SHORT_CAUSAL if causal else keys >= LONG_KEYS_FROM):
+            return config(dtype, d, bn=LONG_KEYS[d])
+        return usual
     for cfg in configs:
         if cfg.consumers == consumers:
             return cfg
@@ -422,22 +470,27 @@ def _producer(k: Kernel, cfg: Config, smem: Any, rings: list[MbarrierRing], seq_
         qmap, kmap, vmap = seq_maps(tl.b)[:3]
         batch = k.mov(0, type=t.u32) if cfg.varlen else tl.b
         k.div(tl.h, p["group"], dst=kvh)
-        load(qp, qmap, cfg.q_off, cfg.q_bytes, cfg.layout_q, (tl.m0, tl.h, batch),
+        # each consumer's 64 rows of Q a tile of their own
+        rows = [(c * cfg.q_wg_bytes, k.add(tl.m0, 64 * c)) for c in range(cfg.consumers)]
+        load(qp, qmap, cfg.q_off, cfg.q_bytes, cfg.layout_q, rows, (tl.h, batch),
              waited=claimed)
         with k.for_range(0, tl.nblocks) as j:
-            key0 = k.mul(j, cfg.bn)
-            load(kp, kmap, cfg.k_off, cfg.kv_bytes, cfg.layout_k, (key0, kvh, batch))
-            load(vp, vmap, cfg.v_off, cfg.kv_bytes, cfg.layout_v, (key0, kvh, batch))
+            key0 = [(0, k.mul(j, cfg.bn))]
+            load(kp, kmap, cfg.k_off, cfg.kv_bytes, cfg.layout_k, key0, (kvh, batch))
+            load(vp, vmap, cfg.v_off, cfg.kv_bytes, cfg.layout_v, key0, (kvh, batch))
 
     def load(pv: ProducerView, tmap: Reg, base: int, nbytes: int, layout: SmemLayout,
-             at: tuple[Reg, ...], waited: bool = False) -> None:
+             rows: list[tuple[int, Reg]], at: tuple[Reg, ...], waited: bool = False) -> None:
+        """The stage's tiles: `layout`'s boxes of each (offset in the stage, first row)."""
         if not waited:
             pv.wait_empty()
         pv.arrive_expect_tx(nbytes)
         slot = pv.slot(Addr(smem, base), nbytes)
-        for off, col in layout.tma_copies():
-            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", k.add(slot, off), tmap,
-                                     (col, *at), pv.full_barrier())
+        for start, row in rows:
+            for off, col in layout.tma_copies():
+                ptx.cp_async_bulk_tensor(k, "shared::cluster", "global",
+                                         k.add(slot, start + off), tmap, (col, row, *at),
+                                         pv.full_barrier())
         pv.advance()
 
     if claims is None:
@@ -458,6 +511,15 @@ class Consumer:
         self.k, self.cfg, self.smem, self.c = k, cfg, smem, c
         self.causal, self.scale_log2 = causal, scale_log2
         self.qc, self.kc, self.vc = (r.consumer() for r in rings)
+        self.defer = cfg.o_in_q and cfg.q_stages > 1
+        if self.defer:
+            # O is staged in the tile's Q stage, which goes back to the producer during the
+            # next tile, once the stores have read it: a second cursor on the Q ring, a tile
+            # behind, releases it (`owed`: whether one is due; the last tile's stage is not
+            # released: no Q comes after it, and `Output.finish` waits for the stores). With
+            # one Q stage the next tile's Q waits for it: released at once.
+            self.q_behind = rings[0].consumer()
+            self.owed = k.mov(0, type=t.u32)
         self.s = k.fragment(t.f32, shape=(64, cfg.bn), zero=False)
         self.o = k.fragment(t.f32, shape=(64, cfg.d), zero=False)
         # P: the same registers every block (the RS wgmma reads them while S_j is computed)
@@ -471,7 +533,7 @@ class Consumer:
         self.mine = k.add(c, cfg.ping)
         nxt = k.add(c, 1)
         self.other = k.add(k.selp(0, nxt, nxt == cfg.consumers, type=t.u32), cfg.ping)
-        self.q_rows = k.mul(c, 64 * 128)              # this warpgroup's rows of the Q tile
+        self.q_rows = k.mul(c, cfg.q_wg_bytes)        # this warpgroup's rows of the Q tile
 
     def row0(self, tile: Tile) -> Reg:
         return self.k.mad(self.c, 64, tile.m0)
@@ -480,6 +542,15 @@ class Consumer:
         with self.k.if_(self.leader):
             view.release(scope="cta")
         view.advance()
+
+    def settle(self, out: Output) -> None:
+        """o_in_q: release the Q stage of the tile before, if one is owed, once the stores
+        that staged O in it have read it."""
+        k = self.k
+        with k.if_(self.owed != 0):
+            out.staged.wait_read()
+            self._release(self.q_behind)
+            k.mov(0, dst=self.owed)
 
     def tile(self, tile: Tile, out: Output, q_waited: bool = False) -> None:
         """One tile; `q_waited`: the Q stage's wait came first (`Claims.consume`)."""
@@ -492,8 +563,8 @@ class Consumer:
             k.mov(0.0, type=t.f32, dst=self.ell[h])
         if not q_waited:
             self.qc.wait_full()
-        dq = descriptor(k, cfg.layout_q, k.add(self.qc.slot(Addr(self.smem, cfg.q_off),
-                                                            cfg.q_bytes), self.q_rows))
+        my_q = k.add(self.qc.slot(Addr(self.smem, cfg.q_off), cfg.q_bytes), self.q_rows)
+        dq = descriptor(k, cfg.layout_q, my_q)
 
         def s_gemm() -> None:
             dk = descriptor(k, cfg.layout_k, self.kc.slot(Addr(self.smem, cfg.k_off),
@@ -528,6 +599,8 @@ class Consumer:
         k.bar_arrive(self.other, 256)
         ptx.wgmma_wait_group(k, 0)
         self._release(self.kc)
+        if self.defer:          # the previous tile's Q stage: its stores are long done
+            self.settle(out)
         softmax(k.mov(0, type=t.u32))
         self.s.to_packed(cfg.wtype, into=self.p)
         # block j: S_j and P_{j-1} V_{j-1} in flight together; softmax of S_j meanwhile.
@@ -555,8 +628,18 @@ class Consumer:
         pv_gemm()
         ptx.wgmma_wait_group(k, 0)
         self._release(self.vc)
-        self._release(self.qc)
-        out.store(self.o, self.m, self.ell, self.scale_log2)
+        if cfg.o_in_q:
+            # O staged in this warpgroup's Q rows: the stage is released by `settle`
+            out.store(self.o, self.m, self.ell, self.scale_log2, staging=my_q)
+            if self.defer:
+                self.qc.advance()
+                k.mov(1, dst=self.owed)
+            else:
+                out.staged.wait_read()
+                self._release(self.qc)
+        else:
+            self._release(self.qc)
+            out.store(self.o, self.m, self.ell, self.scale_log2)
 
 
 def _mask(k: Kernel, s: Fragment, col0: Reg, row: Reg, sk: Reg, causal: Reg) -> None:
@@ -617,7 +700,8 @@ class Output:
         self.lse_base = k.cvta(k.ld_param(lse_p), "global", to=True)
         self.lsb, self.lsh = (k.ld_param(p) for p in lse_strides)
         self.tmap = k.tensormap_addr(map_o) if seq_maps is None else k.reg(t.u64)
-        staging = k.add(k.mov(smem), k.mad(c, STAGING_BYTES, cfg.epi_off))
+        staging = k.add(k.mov(smem), k.mad(c, STAGING_BYTES, cfg.epi_off) if not cfg.o_in_q
+                        else cfg.q_off)
         # named barrier c + 1: this warpgroup's own (the ping-pong's come after them)
         self.staged = TmaStoreEpilogue(k, staging, self.tmap, k.add(c, 1), rank=4)
 
@@ -632,7 +716,8 @@ class Output:
                                k.mul(tile.h, self.lsh, mode="wide")), k.cvt(first, t.u64))
         self.lse = k.add(self.lse_base, k.shl(lse_elem, 2))
 
-    def store(self, o: Fragment, m: list[Reg], ell: list[Reg], scale_log2: Reg) -> None:
+    def store(self, o: Fragment, m: list[Reg], ell: list[Reg], scale_log2: Reg,
+              staging: Reg | None = None) -> None:
         k, tile = self.k, self.tile
         rows_left = k.sub(tile.sq, self.row0, type=t.s32)
         inv = []
@@ -642,7 +727,8 @@ class Output:
         for i, r in enumerate(o):
             k.mul(r, inv[o.offsets(i)[0] // 8], dst=r)
         batch = k.mov(0, type=t.u32) if self.cfg.varlen else tile.b
-        self.staged.store(o.to_packed(self.cfg.wtype), self.row0, 0, tile.h, batch)
+        self.staged.store(o.to_packed(self.cfg.wtype), self.row0, 0, tile.h, batch,
+                          staging=staging)
         r_origin, c_origin = o.origin()
         with k.if_(c_origin == 0):                   # one thread of each row's four
             for half in (0, 1):
@@ -864,7 +950,7 @@ def check_heads(hq: int, hkv: int, d: int) -> int:
 
 def _map_specs(cfg: Config, hq: int, hkv: int) -> list[tuple[str, int, int, int]]:
     """(tensor, heads, box rows, box columns) of each map, in MAPS order."""
-    return [("q", hq, cfg.bm, 64), ("k", hkv, cfg.bn, 64), ("v", hkv, cfg.bn, 64),
+    return [("q", hq, 64, 64), ("k", hkv, cfg.bn, 64), ("v", hkv, cfg.bn, 64),
             ("o", hq, BOX_COLS, BOX_COLS)]
 
 
@@ -881,7 +967,7 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
         raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
-    cfg = dense_config(dtype, d, sq, causal, consumers)
+    cfg = dense_config(dtype, d, sq, causal, consumers, sk=sk)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
     maps = [tensor_map(cfg.dtype, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d),

@@ -328,7 +328,7 @@ def test_attention_recorder_gives_the_maps_kernels_launch(monkeypatch):
     assert (maps, grid, block, kwargs) == ("fa_varlen_maps", nseq, 32, {"stream": None})
     assert args[:6] == ("map", "map", "map", "map", 6, 7)          # templates, cu, workspace
     assert tiles[:3] == ("fa_varlen_tiles", 1, 256) and tiles[3][0] == 6
-    assert attention[0] == "fa_fwd_bf16_d128_varlen" and attention[1] == 132
+    assert attention[0] == "fa_fwd_bf16_d128_varlen_n160" and attention[1] == 132
 
 
 def test_attention_section_skips_without_a_cuda_device():

@@ -4,7 +4,8 @@ under the checker and assembled; its refusals; the host check of the output map.
 is the two GEMM samples' runs (tests/test_gemm_gpu.py, tests/test_moe_gpu.py), which compare
 every stored value with numpy. Maps of 3 to 5 dimensions (issue 32): the `.Nd` stores and
 their coordinates on the CPU, and on the GPU a 3-D store whose tiles run past a sequence's end
-(clipped there, the next sequence untouched)."""
+(clipped there, the next sequence untouched). A store given another staging buffer (issue
+32's attention stages O in a ring stage of Q) writes and reads that one, checked the same."""
 
 from __future__ import annotations
 
@@ -280,3 +281,69 @@ def test_a_wrong_fragment_is_described_as_it_is():
                            k.tensormap_addr(k.param_tensormap("out")), 1)
     with pytest.raises(BuildError, match=r"got a fragment \(m64n128 \.f32, packed e4m3\)"):
         epi.store(k.fragment(t.f32, shape=(64, 128)).to_packed("e4m3"), 0, 0)
+
+
+def _moved(staging) -> tuple[str, Kernel]:
+    """A 64-column tile made with buffer `stage_a` and stored from `staging` (in `stage_b`),
+    then `wait_read`."""
+    k = Kernel("epi", reqntid=128)
+    out = k.param_tensormap("out")
+    a = k.shared_array(t.b8, STAGING_BYTES, align=1024, name="stage_a")
+    b = k.shared_array(t.b8, 2 * STAGING_BYTES, align=1024, name="stage_b")
+    epi = TmaStoreEpilogue(k, a, k.tensormap_addr(out), 1)
+    epi.store(k.fragment(t.f32, shape=(64, 64)).to_packed(t.bf16), 0, 0,
+              staging=staging(k, b))
+    epi.wait_read()
+    epi.finish()
+    k.ret()
+    return Module([k], target="sm_90a").emit(), k
+
+
+def test_a_store_given_another_staging_buffer_writes_and_reads_that_one():
+    from ptxdsl import Addr
+    text, _ = _moved(lambda k, b: Addr(b, STAGING_BYTES))
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+    # the buffer's address: stage_b + 16384 in one register
+    [b] = re.findall(r"mov\.u32 (%r\d+), stage_b;", text)
+    [base] = re.findall(rf"add\.u32 (%r\d+), {re.escape(b)}, {STAGING_BYTES};", text)
+    # each lane's chunk: that register plus its offset in the epilogue's own buffer
+    # (a chunk of stage_a less stage_a)
+    [a] = re.findall(r"mov\.u32 (%r\d+), stage_a;", text)
+    offsets = set(re.findall(rf"sub\.u32 (%r\d+), %r\d+, {re.escape(a)};", text))
+    chunks = {m[0] for m in re.findall(rf"add\.u32 (%r\d+), {re.escape(base)}, (%r\d+);", text)
+              if m[1] in offsets}
+    assert len(offsets) == len(chunks) == 4
+    assert set(re.findall(r"stmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \[(%r\d+)\]",
+                          text)) == chunks
+    # the box is stored from the moved buffer, then the wait for its reads
+    [src] = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.tile\.bulk_group "
+                       r"\[%rd\d+, \{0, 0\}\], \[(%r\d+)\];", text)
+    assert re.search(rf"add\.u32 {re.escape(src)}, {re.escape(base)}, 0;", text)
+    tail = text[text.index("cp.async.bulk.commit_group;"):]
+    assert tail.index("cp.async.bulk.wait_group.read 0;") < \
+        tail.index("cp.async.bulk.wait_group 0;")
+
+
+def test_the_moved_buffer_checks_clean():
+    from ptxdsl import Addr
+    from ptxdsl.checker import check_module
+    _, k = _moved(lambda k, b: Addr(b, STAGING_BYTES))
+    assert check_module(Module([k], target="sm_90a")) == []
+
+
+@pytest.mark.parametrize("offset,needs", [
+    (512, "a 1024-byte aligned address"),
+    (2 * STAGING_BYTES - 1024, "an access inside stage_b")])
+def test_a_moved_buffer_is_checked_like_the_first(offset, needs):
+    from ptxdsl import Addr
+    with pytest.raises(BuildError, match=f"TmaStoreEpilogue.store: operand 'staging': "
+                       f"expected {needs}") as e:
+        _moved(lambda k, b: Addr(b, offset))
+    assert e.value.loc.file == HERE
+
+
+def test_a_moved_buffer_of_the_wrong_kind_is_refused():
+    with pytest.raises(BuildError, match="TmaStoreEpilogue.store: operand 'staging': expected "
+                       "a shared symbol") as e:
+        _moved(lambda k, b: k.reg(t.u64))
+    assert e.value.loc.file == HERE

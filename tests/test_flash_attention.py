@@ -12,18 +12,57 @@ from ptxdsl import Module
 from ptxdsl.checker import check_module
 from ptxdsl.pipeline import ConsumerView, ProducerView
 
-CONFIGS = [("bf16", 128, False, None), ("bf16", 64, True, None), ("f16", 256, False, None),
-           ("bf16", 64, False, 3), ("bf16", 64, False, 2)]
+CONFIGS = [("bf16", 128, False, None, None), ("bf16", 64, True, None, None),
+           ("f16", 256, False, None, None), ("bf16", 64, False, 3, None),
+           ("bf16", 64, False, 2, None), ("bf16", 128, True, None, None),
+           ("bf16", 256, False, None, 80)]
 
 
-def _check(dtype: str, d: int, varlen: bool, consumers: int | None = None) -> list:
-    kernel = fa.build_forward(fa.config(dtype, d, varlen, consumers))
+def _check(dtype: str, d: int, varlen: bool, consumers: int | None = None,
+           bn: int | None = None) -> list:
+    kernel = fa.build_forward(fa.config(dtype, d, varlen, consumers, bn))
     return check_module(Module([kernel], target="sm_90a"))
 
 
-@pytest.mark.parametrize("dtype,d,varlen,consumers", CONFIGS)
-def test_the_sample_checks_clean(dtype, d, varlen, consumers):
-    assert _check(dtype, d, varlen, consumers) == []
+@pytest.mark.parametrize("dtype,d,varlen,consumers,bn", CONFIGS)
+def test_the_sample_checks_clean(dtype, d, varlen, consumers, bn):
+    assert _check(dtype, d, varlen, consumers, bn) == []
+
+
+def test_where_o_is_staged_and_how_many_keys_a_block_has():
+    """O goes to each consumer's rows of the Q stage wherever Q has two stages (released a
+    tile later) or a staging buffer per consumer does not fit (D = 256 with 80 keys: one Q
+    stage, released after the stores' reads); D = 256 with 64 keys keeps its buffers. Every
+    layout fits the CTA's shared memory."""
+    made = {c.name: (c.bn, c.q_stages, c.o_in_q) for d in (64, 128, 256)
+            for c in (*fa.dense_configs("bf16", d), fa.config("bf16", d, varlen=True))}
+    assert made == {
+        "fa_fwd_bf16_d64": (128, 2, True), "fa_fwd_bf16_d64_m128": (128, 2, True),
+        "fa_fwd_bf16_d64_varlen": (128, 2, True), "fa_fwd_bf16_d128": (128, 2, True),
+        "fa_fwd_bf16_d128_varlen_n160": (160, 2, True), "fa_fwd_bf16_d256": (64, 1, False),
+        "fa_fwd_bf16_d256_n80": (80, 1, True), "fa_fwd_bf16_d256_varlen": (64, 1, False)}
+    for d in (64, 128, 256):
+        for c in (*fa.dense_configs("bf16", d), fa.config("bf16", d, varlen=True)):
+            assert c.smem_bytes <= 227 * 1024 and c.q_wg_bytes == 64 * d * 2
+            assert c.epi_off == c.bar_off if c.o_in_q else \
+                c.bar_off - c.epi_off == c.consumers * fa.STAGING_BYTES
+    # D = 256 takes 80-key blocks from LONG_KEYS_FROM keys, or causal SHORT_CAUSAL rows
+    pick = {(sq, sk, causal): fa.dense_config("bf16", 256, sq, causal, sk=sk).bn
+            for sq in (512, fa.SHORT_CAUSAL - 1, fa.SHORT_CAUSAL)
+            for sk in (fa.LONG_KEYS_FROM - 1, fa.LONG_KEYS_FROM) for causal in (False, True)}
+    assert {key for key, bn in pick.items() if bn == 80} == \
+        {(sq, fa.LONG_KEYS_FROM, False) for sq in (512, fa.SHORT_CAUSAL - 1, fa.SHORT_CAUSAL)} \
+        | {(fa.SHORT_CAUSAL, sk, True) for sk in (fa.LONG_KEYS_FROM - 1, fa.LONG_KEYS_FROM)}
+    assert set(pick.values()) == {64, 80}
+
+
+@pytest.mark.parametrize("bn,why", [(100, "a multiple of 16 from 16 to 256"),
+                                    (272, "a multiple of 16 from 16 to 256"),
+                                    (True, "a multiple of 16 from 16 to 256"),
+                                    (128, r"need 327680 bytes of shared memory, more than the")])
+def test_keys_per_block_that_cannot_be_built_are_refused(bn, why):
+    with pytest.raises(ValueError, match=f"flash_attention: .*{why}"):
+        fa.Config("bf16", 256, bn=bn)
 
 
 @pytest.mark.parametrize("ring", ["kr", "vr"])
@@ -91,6 +130,20 @@ def test_a_removed_wait_on_any_ring_is_found(monkeypatch, ring, side, varlen):
     monkeypatch.setattr(view, method, maybe_wait)
     found = _check("bf16", 128, varlen)
     assert found, f"no finding with the {side}'s wait on {ring} removed"
+    assert any(f.severity.name in ("error", "warning") for f in found), \
+        [f.id for f in found]
+
+
+@pytest.mark.parametrize("ring", ["qr", "kr", "vr"])
+@pytest.mark.parametrize("side", ["consumer", "producer"])
+def test_a_removed_wait_is_found_with_o_staged_in_the_one_q_stage(monkeypatch, ring, side):
+    """D = 256 with 80-key blocks: one Q stage, which also stages O."""
+    view, method = (ConsumerView, "wait_full") if side == "consumer" else \
+        (ProducerView, "wait_empty")
+    real = getattr(view, method)
+    monkeypatch.setattr(view, method, lambda self: None if self.ring.name == ring
+                        else real(self))
+    found = _check("bf16", 256, False, bn=80)
     assert any(f.severity.name in ("error", "warning") for f in found), \
         [f.id for f in found]
 

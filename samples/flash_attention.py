@@ -194,13 +194,15 @@ def dense_configs(dtype: str, d: int) -> list[Config]:
 
 
 def dense_config(dtype: str, d: int, sq: int, causal: bool,
-                 consumers: int | None = None, sk: int | None = None) -> Config:
+                 consumers: int | None = None, sk: int | None = None,
+                 bn: int | None = None) -> Config:
     """The dense kernel a call of Sq query rows and Sk keys (Sq unless given) takes: BLOCKS';
     causal with Sq below SHORT_CAUSAL, the two-consumer one of a head dim of three; with
     LONG_KEYS' longer key blocks, from LONG_KEYS_FROM keys (non-causal) or SHORT_CAUSAL query
-    rows (causal). With `consumers`, the first with that many consumer warpgroups instead."""
+    rows (causal). With `consumers` and/or `bn`, the first of `dense_configs` with that many
+    consumer warpgroups and keys per block instead."""
     configs = dense_configs(dtype, d)
-    if consumers is None:
+    if consumers is None and bn is None:
         usual = configs[0]
         if causal and sq < SHORT_CAUSAL and usual.consumers != 2:
             return config(dtype, d, consumers=2)
@@ -209,10 +211,11 @@ def dense_config(dtype: str, d: int, sq: int, causal: bool,
             return config(dtype, d, bn=LONG_KEYS[d])
         return usual
     for cfg in configs:
-        if cfg.consumers == consumers:
+        if consumers in (None, cfg.consumers) and bn in (None, cfg.bn):
             return cfg
-    raise ValueError(f"flash_attention: consumers={consumers} at D={d}: the dense kernels "
-                     f"of that head dim have {[c.consumers for c in configs]}")
+    raise ValueError(f"flash_attention: consumers={consumers}, bn={bn} at D={d}: the dense "
+                     f"kernels of that head dim have (consumers, keys per block) "
+                     f"{[(c.consumers, c.bn) for c in configs]}")
 
 
 def _ex2(k: Kernel, x: Reg, dst: Reg | None = None) -> Reg:
@@ -957,17 +960,18 @@ def _map_specs(cfg: Config, hq: int, hkv: int) -> list[tuple[str, int, int, int]
 def forward(module: LoadedModule, q: object, k: object, v: object, o: object, lse: object, *,
             shape: tuple[int, int, int, int, int, int], strides: dict[str, tuple[int, int, int]],
             causal: bool, scale: float | None = None, dtype: str = "bf16",
-            stream: object = None, consumers: int | None = None) -> None:
+            stream: object = None, consumers: int | None = None,
+            bn: int | None = None) -> None:
     """O and LSE of a dense batch. `shape` = (B, Sq, Sk, Hq, Hkv, D); `strides["q"|"k"|"v"|"o"]`:
     the (batch, seq, head) strides in elements of each [B, S, H, D] tensor (D contiguous,
     the others multiples of 8); LSE is a contiguous f32 [B, Hq, Sq]. `scale`: default
-    1/sqrt(D). `consumers`: the kernel with that many consumer warpgroups (one of
-    `dense_configs`) instead of the one `dense_config` picks for the shape."""
+    1/sqrt(D). `consumers`, `bn`: the kernel with that many consumer warpgroups and keys per
+    block (one of `dense_configs`) instead of the one `dense_config` picks for the shape."""
     b, sq, sk, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
         raise ValueError(f"flash_attention: B, Sq, Sk >= 1, got {b}, {sq}, {sk}")
-    cfg = dense_config(dtype, d, sq, causal, consumers, sk=sk)
+    cfg = dense_config(dtype, d, sq, causal, consumers, sk=sk, bn=bn)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     tensors = {"q": (q, sq), "k": (k, sk), "v": (v, sk), "o": (o, sq)}
     maps = [tensor_map(cfg.dtype, _ptr(tensors[n][0]), (b, tensors[n][1], heads, d),
@@ -1108,7 +1112,7 @@ def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPE
                 for b, sq, sk, hq, hkv in DENSE_CASES:
                     for cfg in dense_configs(dt, d):   # each kernel, whichever a shape picks
                         _dense_case(report, mod, rt, rng, dt, d, b, sq, sk, hq, hkv, causal,
-                                    cfg.consumers)
+                                    cfg)
                 _varlen_case(report, mod, rt, rng, dt, d, VARLEN_LENGTHS, 4, 2, causal)
                 if (dt, d) == (dtypes[0], dims[-1]):
                     # more tiles than two waves of the grid: several head groups in `Tile`'s
@@ -1119,7 +1123,8 @@ def run(dims: Iterable[int] = tuple(BLOCKS), dtypes: Iterable[str] = tuple(DTYPE
 
 def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Generator, dt: str,
                 d: int, b: int, sq: int, sk: int, hq: int, hkv: int, causal: bool,
-                consumers: int | None = None) -> None:
+                cfg: Config | None = None) -> None:
+    """One dense call, by the kernel the shape picks or by `cfg`'s."""
     qb = to_bits(rng.standard_normal((b, sq, hq, d)), dt)
     kb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
     vb = to_bits(rng.standard_normal((b, sk, hkv, d)), dt)
@@ -1131,7 +1136,8 @@ def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gener
                "v": (sk * hkv * d, hkv * d, d), "o": (sq * hq * d, hq * d, d)}
     scale = 1.0 / math.sqrt(d)
     forward(mod, q, k, v, o, lse, shape=(b, sq, sk, hq, hkv, d), strides=strides,
-            causal=causal, scale=scale, dtype=dt, consumers=consumers)
+            causal=causal, scale=scale, dtype=dt, consumers=cfg and cfg.consumers,
+            bn=cfg and cfg.bn)
     sync()
     got_o, got_lse = from_bits(o.to_numpy(), dt), lse.to_numpy()
     qf, kf, vf = (from_bits(x, dt) for x in (qb, kb, vb))
@@ -1140,8 +1146,8 @@ def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gener
         want_o, want_lse = reference(qf[i], kf[i], vf[i], causal, scale)
         errs_o.append((got_o[i], want_o))
         errs_l.append((got_lse[i], want_lse))
-    name = f"fa_fwd_{dt}_d{d} B={b} Sq={sq} Sk={sk} Hq={hq} Hkv={hkv}" + \
-        (" causal" if causal else "") + (f" {consumers} consumers" if consumers else "")
+    name = f"{cfg.name if cfg else f'fa_fwd_{dt}_d{d}'} B={b} Sq={sq} Sk={sk} Hq={hq} " \
+        f"Hkv={hkv}" + (" causal" if causal else "")
     _close(report, name + " O", np.stack([g for g, _ in errs_o]),
            np.stack([w for _, w in errs_o]), TOL[dt])
     _close(report, name + " LSE", np.stack([g for g, _ in errs_l]),

@@ -89,10 +89,14 @@ def test_the_dense_kernel_a_call_takes():
     for bad in (4, 1, 2.0, True, "3"):
         with pytest.raises(ValueError, match=f"2 or 3 consumer warpgroups, got {bad!r}"):
             fa.Config("bf16", 64, consumers=bad)
-    with pytest.raises(ValueError, match=r"consumers=4 at D=64: the dense kernels of that head "
-                                         r"dim have \[3, 2\]"):
+    with pytest.raises(ValueError, match=r"consumers=4, bn=None at D=64: the dense kernels of "
+                                         r"that head dim have \(consumers, keys per block\) "
+                                         r"\[\(3, 128\), \(2, 128\)\]"):
         fa.forward(None, 0, 0, 0, 0, 0, shape=(1, 64, 64, 1, 1, 64),
                    strides=dict.fromkeys("qkvo", (64, 64, 64)), causal=False, consumers=4)
+    # each kernel by its consumers and keys per block, whichever a shape would pick
+    assert [fa.dense_config("bf16", 256, 64, False, c.consumers, bn=c.bn).name
+            for c in fa.dense_configs("bf16", 256)] == ["fa_fwd_bf16_d256", "fa_fwd_bf16_d256_n80"]
 
 
 def test_three_consumers_ptx():

@@ -121,7 +121,8 @@ class TmaStoreEpilogue(Sealed):
         self._seal()
 
     def store(self, packed: Fragment, row0: Reg | IntLike, col0: Reg | IntLike,
-              *outer: Reg | IntLike, staging: Reg | Symbol | Addr | None = None) -> None:
+              *outer: Reg | IntLike, staging: Reg | Symbol | Addr | None = None,
+              whole: bool = False) -> None:
         """Store `packed` (a packed bf16/f16 64 x n fragment, n a multiple of 64) at
         (row0, col0) of the tensor map's tensor; rows/columns past its edges are dropped.
         A map of `rank` 3 to 5 takes its further coordinates after col0, in the map's order
@@ -131,9 +132,15 @@ class TmaStoreEpilogue(Sealed):
         `staging`: this store's staging buffer instead of the one the epilogue was made
         with (same rules), for a buffer that moves from store to store, e.g. the ring stage
         of an operand the warpgroup has finished reading; hand such a buffer back to its
-        ring only after `wait_read`."""
+        ring only after `wait_read`. `whole`: the staging buffer holds the whole tile (n x 64
+        x 2 bytes, e.g. a 64-row ring stage of the tile's width): every box is staged at once
+        and stored in one bulk group, with no wait for one pass's reads before the next
+        (with N above 128, a 16 KiB buffer is reused pass by pass)."""
         from . import ptx
         k = self.k
+        if type(whole) is not bool:
+            raise OperandError("TmaStoreEpilogue.store", "whole", "True or False",
+                               _given(whole))
         chunks, buf, at = self.chunks, self.buf, self.staging
         if staging is not None:
             at = staging
@@ -162,25 +169,32 @@ class TmaStoreEpilogue(Sealed):
             raise OperandError("TmaStoreEpilogue.store", "col0", f"a column whose last box "
                                f"(col0 + {packed.n - BOX_COLS} for N={packed.n}) starts "
                                "below 2^31", repr(col0))
-        symbol_fit("TmaStoreEpilogue.store", "staging", at,
-                   size=min(STAGING_BYTES, packed.n * BOX_ROWS * 2), what=STAGING_NEEDS)
-        for h in range(-(-packed.n // 128)):
-            boxes = min(2, (packed.n - 128 * h) // BOX_COLS)      # 64-column boxes this pass
+        size = packed.n * BOX_ROWS * 2 if whole else min(STAGING_BYTES, packed.n * BOX_ROWS * 2)
+        symbol_fit("TmaStoreEpilogue.store", "staging", at, size=size, what=STAGING_NEEDS
+                   if not whole else f"the whole tile's {size} bytes (whole=True)")
+        # passes of 128 columns (64-column boxes each), one at a time through the buffer, or
+        # all in one round at successive STAGING_BYTES (whole)
+        passes = [(h, min(2, (packed.n - 128 * h) // BOX_COLS))
+                  for h in range(-(-packed.n // 128))]
+        for round_ in [passes] if whole else [[p] for p in passes]:
             with k.if_(self.leader):
                 ptx.cp_async_bulk_wait_group_read(k, 0)
             k.bar_sync(self.barrier, 128)
-            for q in range(4 * boxes):
-                regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
-                k.stmatrix(Addr(chunks[q % 4], (q // 4) * STAGING_BYTES // 2), regs)
+            for h, boxes in round_:
+                for q in range(4 * boxes):
+                    regs = packed.regs[4 * (8 * h + q):4 * (8 * h + q) + 4]
+                    k.stmatrix(Addr(chunks[q % 4], h * STAGING_BYTES * whole
+                                    + (q // 4) * STAGING_BYTES // 2), regs)
             ptx.fence_proxy_async(k, "shared::cta")   # stmatrix writes -> TMA's reads
             k.bar_sync(self.barrier, 128)
             with k.if_(self.leader):
-                for box in range(boxes):
-                    step = 128 * h + BOX_COLS * box
-                    col = col0 + step if isinstance(col0, int) else k.add(col0, step)
-                    ptx.cp_async_bulk_tensor(k, "global", "shared::cta", self.tmap,
-                                             (col, row0, *rest),
-                                             k.add(buf, box * STAGING_BYTES // 2))
+                for h, boxes in round_:
+                    for box in range(boxes):
+                        step = 128 * h + BOX_COLS * box
+                        col = col0 + step if isinstance(col0, int) else k.add(col0, step)
+                        ptx.cp_async_bulk_tensor(
+                            k, "global", "shared::cta", self.tmap, (col, row0, *rest),
+                            k.add(buf, h * STAGING_BYTES * whole + box * STAGING_BYTES // 2))
                 ptx.cp_async_bulk_commit_group(k)
 
     def wait_read(self) -> None:

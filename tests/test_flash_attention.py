@@ -30,15 +30,15 @@ def test_the_sample_checks_clean(dtype, d, varlen, consumers, bn):
 
 
 def test_where_o_is_staged_and_how_many_keys_a_block_has():
-    """O goes to each consumer's rows of the Q stage wherever Q has two stages (released a
-    tile later) or a staging buffer per consumer does not fit (D = 256 with 80 keys: one Q
-    stage, released after the stores' reads); D = 256 with 64 keys keeps its buffers. Every
-    layout fits the CTA's shared memory."""
+    """O goes to each consumer's rows of the Q stage at D = 128 (O_IN_Q; two Q stages,
+    released a tile later) and where staging buffers of their own do not fit (D = 256 with 80
+    keys: one Q stage, released after the stores' reads); D = 64 and D = 256 with 64 keys
+    keep their buffers. Every layout fits the CTA's shared memory."""
     made = {c.name: (c.bn, c.q_stages, c.o_in_q) for d in (64, 128, 256)
             for c in (*fa.dense_configs("bf16", d), fa.config("bf16", d, varlen=True))}
     assert made == {
-        "fa_fwd_bf16_d64": (128, 2, True), "fa_fwd_bf16_d64_m128": (128, 2, True),
-        "fa_fwd_bf16_d64_varlen": (128, 2, True), "fa_fwd_bf16_d128": (128, 2, True),
+        "fa_fwd_bf16_d64": (128, 2, False), "fa_fwd_bf16_d64_m128": (128, 2, False),
+        "fa_fwd_bf16_d64_varlen": (128, 2, False), "fa_fwd_bf16_d128": (128, 2, True),
         "fa_fwd_bf16_d128_varlen_n160": (160, 2, True), "fa_fwd_bf16_d256": (64, 1, False),
         "fa_fwd_bf16_d256_n80": (80, 1, True), "fa_fwd_bf16_d256_varlen": (64, 1, False)}
     for d in (64, 128, 256):

@@ -28,9 +28,13 @@ sequence, n consumer warpgroups: `BLOCKS`):
   D = 128 and 256 and for varlen; n = 3 for D = 64 (whose softmax is twice the share of the
   work), with a two-consumer kernel (`_m128`) for causal calls of fewer than SHORT_CAUSAL
   query rows.
+- O goes out through TMA stores (`TmaStoreEpilogue`, a 4-D map clipping at Sq), staged in
+  each consumer's own 64 rows of the tile's Q stage (loaded as one tile per consumer) where
+  `Config` says so, which leaves room for longer key blocks (`LONG_KEYS`, `VARLEN_KEYS`);
+  the stage goes back to the producer once the stores have read it.
 - Tails: TMA zero-fills rows past Sq and Sk; keys past Sk (and above the diagonal, causal)
-  are masked to -inf in the blocks that have any, found per warpgroup at run time; O and the
-  LSE are stored with predicated stores clipped at Sq. Causal CTAs skip every block above
+  are masked to -inf in the blocks that have any, found per warpgroup at run time; the LSE
+  is stored with predicated stores clipped at Sq. Causal CTAs skip every block above
   their last row, and the grid runs the longest CTAs first.
 - Variable length (`fa_fwd_<dtype>_d<D>_varlen`): packed Q/K/V [total, H, D] with cumulative
   offsets `cu_seqlens` (int32, nseq + 1). A first kernel (`fa_varlen_maps`, one warp per

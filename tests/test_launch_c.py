@@ -130,6 +130,30 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
     assert "error:" in out and "cuLaunchKernelEx" in out and "CUDA_ERROR_INVALID_VALUE" in out
 
 
+def test_only_the_driver_it_was_looked_up_for_gets_the_c_call():
+    """Once a real driver's entry is set (a GPU test earlier in the session), a stand-in
+    driver (a CPU test's, whose handles are names, not the driver's) and any other driver get
+    cuda.bindings' call: the C call would hand the stand-in's handles to the real entry."""
+    out = _child("""
+        RESULT = 0
+        import ptxdsl.runtime.launch as L
+        real = SimpleNamespace(
+            CUDA_VERSION=13000,
+            CUdriverProcAddress_flags=SimpleNamespace(
+                CU_GET_PROC_ADDRESS_LEGACY_STREAM="legacy",
+                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM="per-thread"),
+            cuDriverGetVersion=lambda: (0, 13000),
+            cuGetProcAddress=lambda *a: (print("lookup") or (0, address, 0)))
+        print("real:", L.c_launcher(real) is not None)
+        print("again:", L.c_launcher(real) is not None)
+        print("stand-in:", L.c_launcher(SimpleNamespace()))
+        print("other:", L.c_launcher(SimpleNamespace(cuGetProcAddress=real.cuGetProcAddress)))
+    """)
+    assert out.count("lookup") == 1
+    assert "real: True" in out and "again: True" in out
+    assert "stand-in: None" in out and "other: None" in out
+
+
 def test_switched_off_by_the_environment():
     out = _child("""
         RESULT = 0

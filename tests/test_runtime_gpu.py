@@ -98,7 +98,7 @@ def test_launches_call_the_driver_from_c_when_built():
         pytest.skip("PTXDSL_C_LAUNCH switches the C call off")
     mod = load_ptx(K.ARGS_ECHO, name="args_echo")
     fn = mod["args_echo"]
-    assert fn.launch_path == "C" and L.c_launcher(None) is not None
+    assert fn.launch_path == "C" and L.c_launcher(L.driver()) is not None
     with DeviceBuffer.zeros(48, np.uint8) as out:
         fn.launch(1, 1, (1, 2, -3, 4, -5, 0.5, 0.25, out))
         sync()

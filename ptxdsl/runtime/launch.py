@@ -58,7 +58,9 @@ _CONFIG_CACHE_MAX = 64
 _OTHER_CONTEXT = frozenset({400, 201})
 
 
-_c_launch: Any = None     # ptxdsl._launch_c.launch_ex, entry set; False: not built or disabled
+# (the driver it was looked up for, ptxdsl._launch_c.launch_ex with its entry set, or False:
+# not built, disabled or no entry)
+_c_launch: tuple[Any, Any] | None = None
 
 
 def c_launcher(drv):
@@ -66,10 +68,35 @@ def c_launcher(drv):
     when the module is not built, PTXDSL_C_LAUNCH=0 turns it off, or the driver gives no entry
     (then cuda.bindings' call is used). The entry is the one cuda.bindings itself would call:
     the ABI of its CUDA version, and the per-thread default stream where
-    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM asks for it (cuda.bindings' switch)."""
+    CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM asks for it (cuda.bindings' switch). Looked up
+    once, for that driver: another one (a test's stand-in, whose handles are not the
+    driver's) never gets the C call."""
     global _c_launch
-    if _c_launch is not None:
-        return _c_launch or None
+    if _c_launch is not None and _c_launch[0] is drv:
+        return _c_launch[1] or None
+    query = getattr(drv, "cuGetProcAddress", None)
+    if query is None:                  # a stand-in driver (the CPU tests'): cuda.bindings' call
+        return None
+    if _c_launch is not None:          # looked up for another driver
+        return None
+    _c_launch = (drv, False)
+    if not settings.C_LAUNCH.get():
+        return None
+    try:
+        from ptxdsl import _launch_c
+    except ImportError:
+        return None
+    flags = drv.CUdriverProcAddress_flags
+    per_thread = settings.PER_THREAD_STREAM.get()
+    version = min(int(getattr(drv, "CUDA_VERSION", 12000)),
+                  int(check(drv.cuDriverGetVersion(), "cuDriverGetVersion")))
+    err, pfn, _status = query(b"cuLaunchKernelEx", version,
+                              flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
+                              else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    if int(err) == 0 and int(pfn):
+        _launch_c.set_entry(int(pfn))
+        _c_launch = (drv, _launch_c.launch_ex)
+    return _c_launch[1] or None
     query = getattr(drv, "cuGetProcAddress", None)
     if query is None:                  # a stand-in driver (the CPU tests'): decide later
         return None

@@ -97,27 +97,6 @@ def c_launcher(drv):
         _launch_c.set_entry(int(pfn))
         _c_launch = (drv, _launch_c.launch_ex)
     return _c_launch[1] or None
-    query = getattr(drv, "cuGetProcAddress", None)
-    if query is None:                  # a stand-in driver (the CPU tests'): decide later
-        return None
-    _c_launch = False
-    if not settings.C_LAUNCH.get():
-        return None
-    try:
-        from ptxdsl import _launch_c
-    except ImportError:
-        return None
-    flags = drv.CUdriverProcAddress_flags
-    per_thread = settings.PER_THREAD_STREAM.get()
-    version = min(int(getattr(drv, "CUDA_VERSION", 12000)),
-                  int(check(drv.cuDriverGetVersion(), "cuDriverGetVersion")))
-    err, pfn, _status = query(b"cuLaunchKernelEx", version,
-                              flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
-                              else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
-    if int(err) == 0 and int(pfn):
-        _launch_c.set_entry(int(pfn))
-        _c_launch = _launch_c.launch_ex
-    return _c_launch or None
 
 
 def _shared_bytes(value, kernel: str) -> int:

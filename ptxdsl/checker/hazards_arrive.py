@@ -7,10 +7,13 @@ the CTA (`.reqntid` gives the exact shape): `tid == 0` is one thread, `warp == 0
 anything else (a run-time value, a loop counter) make the number unknown: the check is then
 skipped with a note, except that an arrive under a per-lane condition on a barrier expecting
 every thread of the CTA is reported (the condition would have to hold in every lane).
+Several arrive sites on one barrier are judged by the sums of their arrivals
+(`_rival_sites`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -268,14 +271,11 @@ def arrive_counts(an: Analysis) -> None:
             rivals = {x.index for x in group if _same_barriers(an, x, o)}
             if not mine:
                 continue   # reported as mbar-uninit
-            if len(rivals) != 1:
-                # Which phase each site feeds is open (a release inside the loop and a
-                # drain after it, or two producers).
-                an.note("arrive-count", f"{len(rivals)} arrive sites may arrive on the "
-                        f"mbarrier at {an.describe(o.mbar)}: their counts are not compared "
-                        "with its init", [("arrive", x) for x in sorted(rivals)[:2]])
-                continue
             count, init_at = _count_of(an, mine)
+            if len(rivals) != 1:
+                _rival_sites(an, o, sorted((x for x in group if x.index in rivals),
+                                           key=lambda x: x.index), threads, count, init_at)
+                continue
             per = an.const(o.arrivals)
             if count is None or per is None:
                 an.note("arrive-count", f"the mbarrier at {an.describe(o.mbar)} is one of "
@@ -285,6 +285,54 @@ def arrive_counts(an: Analysis) -> None:
                                                                  for i in mine[:1]])
                 continue
             _check(an, o, threads, count, per, init_at)
+
+
+def _rival_sites(an: Analysis, o: Op, rivals: list[Op], threads: Threads | None,
+                 count: int | None, init_at: int | None) -> None:
+    """Several arrive sites may arrive on one barrier. Which phase each feeds is open (a
+    release inside a loop and a drain after it are alternatives; two producers feed one
+    phase together), but a phase gets a sum of whole sites' arrivals either way: reported
+    when even the smallest site's overshoots the init count, or when no sum of them can
+    equal it (the count is not a multiple of the sites' common divisor); else a note."""
+    arrivals: list[tuple[int, int]] = []
+    for x in rivals:
+        running = threads.running(x.index) if threads is not None else None
+        per = an.const(x.arrivals)
+        if running is None or per is None or count is None:
+            arrivals = []
+            break
+        arrivals.append((running, per))
+    if not arrivals or count is None:
+        an.note("arrive-count", f"{len(rivals)} arrive sites may arrive on the mbarrier at "
+                f"{an.describe(o.mbar)}, and how many arrivals one of them makes (or the "
+                "init count) is unknown: their counts are not compared with its init",
+                [("arrive", r.index) for r in rivals[:2]])
+        return
+    totals = [n * per for n, per in arrivals]
+    at = rivals.index(o)
+    running, per = arrivals[at]
+    got = totals[at]
+    if min(totals) > count:
+        effect = ("the phase completes before all of them arrived and the rest count toward "
+                  "the next phase")
+    elif count % math.gcd(*totals):
+        effect = (f"no sum of the {len(rivals)} arrive sites' arrivals on it "
+                  f"({', '.join(map(str, sorted(set(totals))))} each) makes {count}: the "
+                  "phase never completes, or overshoots into the next")
+    else:
+        # Which phase each site feeds is open (a release inside the loop and a drain after
+        # it, or two producers): sums that fit exist.
+        an.note("arrive-count", f"{len(rivals)} arrive sites may arrive on the mbarrier at "
+                f"{an.describe(o.mbar)}: which of them feed one phase is not known, and some "
+                "sums of their arrivals make its init count", [("arrive", r.index)
+                                                               for r in rivals[:2]])
+        return
+    an.report(Hazard.MBAR_ARRIVE_COUNT, f"the mbarrier at {an.describe(o.mbar)} is initialised "
+              f"to expect {count} arrivals per phase, but {running} "
+              f"thread{'s' if running != 1 else ''} run this arrive"
+              f"{f' (count {per} each)' if per != 1 else ''}, {got} arrivals: {effect}",
+              [("arrive", o.index), ("init", init_at)],
+              dedupe=("arrive-sites", tuple(r.index for r in rivals)))
 
 
 def _check(an: Analysis, o: Op, threads: Threads | None, count: int, per: int,

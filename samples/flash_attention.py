@@ -641,7 +641,8 @@ class Consumer:
         ptx.wgmma_wait_group(k, 0)
         self._release(self.vc)
         if cfg.o_in_q:
-            # O staged in this warpgroup's Q rows: the stage is released by `settle`
+            # O staged in this warpgroup's Q rows: the stage is released once the stores
+            # have read it, by `settle` in the next tile (two Q stages) or here (one)
             out.store(self.o, self.m, self.ell, self.scale_log2, staging=my_q)
             if self.defer:
                 self.qc.advance()

@@ -116,6 +116,13 @@ def _extent(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | Non
     """The bytes the store at s reads (`first`: only what it reads whatever its unknown
     size), over the threads that run it: a consumer's `smem + (wg - 1) * size` starts at
     the buffer of warpgroup 1 there, not below it as in warpgroup 0."""
+    key = ("release_extent", s, first)
+    if key not in an.cache:
+        an.cache[key] = _extent_uncached(an, s, first)
+    return an.cache[key]
+
+
+def _extent_uncached(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | None:
     op = an.op_at[s]
     r = _definite(an, op) if first else _range(an, op)
     if r is None:

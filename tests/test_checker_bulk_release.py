@@ -9,10 +9,9 @@ gives the same findings."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
+import samples.flash_attention as fa
 from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel, check_module
 from ptxdsl.checker.context import Context
@@ -144,18 +143,11 @@ def test_parsed_ptx_is_judged_alike(how):
 
 
 # -- samples/flash_attention.py: O staged in the Q stage ---------------------------------------
-@pytest.fixture(scope="module")
-def fa():
-    sys.path.insert(0, ".")
-    from samples import flash_attention
-    return flash_attention
-
-
 CONFIGS = [(128, {}), (256, {"bn": 80})]   # two Q stages (released a tile later); one
 
 
 @pytest.mark.parametrize(("d", "kw"), CONFIGS)
-def test_flash_attention_o_staged_in_q(fa, d, kw, monkeypatch):
+def test_flash_attention_o_staged_in_q(d, kw, monkeypatch):
     """O staged in the Q stage checks clean; without the leader's
     `cp.async.bulk.wait_group.read 0` (`TmaStoreEpilogue.wait_read`) the Q stage goes back to
     the producer while the O stores may still read it."""

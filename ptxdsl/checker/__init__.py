@@ -56,6 +56,7 @@ from ptxdsl import settings
 from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
+    hazards_bulk_release,
     hazards_cluster,
     hazards_mbar,
     hazards_namedbar,

@@ -48,6 +48,7 @@ class Hazard(enum.Enum):
     TMA_SMEM_ALIGN = "tma-smem-align"
     BULK_SRC_OVERWRITE = "bulk-src-overwrite"
     BULK_GROUP_NOT_WAITED = "bulk-group-not-waited"
+    BULK_SRC_RELEASED = "bulk-src-released"
     WGMMA_REGS_IN_FLIGHT = "wgmma-regs-in-flight"
     WGMMA_NO_FENCE = "wgmma-no-fence"
     WGMMA_SMEM_NO_PROXY_FENCE = "wgmma-smem-no-proxy-fence"
@@ -202,6 +203,12 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "commit the group and run cp.async.bulk.wait_group.read N (N small enough to cover "
         "that store) before writing the buffer again, and a CTA barrier after that wait when "
         "other threads write it [docs/hazards.md: bulk-src-overwrite]"),
+    Hazard.BULK_SRC_RELEASED: (
+        E, "shared memory handed back (mbarrier.arrive) while a bulk store may still read it",
+        "in the thread that issued the store, run cp.async.bulk.wait_group.read N (N small "
+        "enough to cover that store) before arriving on the stage's empty barrier, or a CTA "
+        "barrier after that wait when other threads arrive "
+        "[docs/hazards.md: bulk-src-released]"),
     Hazard.BULK_GROUP_NOT_WAITED: (
         W, "bulk async-groups committed but never waited for before the kernel exits",
         "end with cp.async.bulk.commit_group + cp.async.bulk.wait_group 0 (or .read 0) on "

@@ -17,7 +17,7 @@ from typing import Any
 from ..instructions.control import Exit, Ret
 from ..operands import Addr, Symbol, Vec
 from ..statements import Param
-from . import blocks
+from . import blocks, stages
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .maps import declare_box
@@ -390,16 +390,26 @@ def _lowest_where_run(an: Analysis, i: int, operand: Any, low: int) -> int | Non
     consumer branch's `wg - 1` is >= 0 there although it is -1 in warpgroup 0. Conditions
     that cannot be evaluated are left out (more threads: a bound no higher); `low` (the
     CTA-wide bound) when nothing is known."""
+    spans = spans_where_run(an, i)
+    if spans is None:
+        return None
+    return low if spans is an.spans else spans.of(operand).folded().lo
+
+
+def spans_where_run(an: Analysis, i: int) -> Spans | None:
+    """`an.spans` with the thread identities bounded to the threads that run statement i
+    (see `_lowest_where_run`): `an.spans` itself when that is every thread or cannot be
+    told, None when no thread runs it."""
     sets = an.div.threads
     if sets is None:
-        return low
+        return an.spans
     masks = sets.conj(an.div.stmt_tokens(i), partial=True)
     assert masks is not None   # (partial: never None)
     run = 0
     for m in masks:   # any elected lane
         run |= m
     if run == sets.all:
-        return low
+        return an.spans
     if not run:
         return None
     bounds = sets.id_bounds(run)
@@ -407,7 +417,7 @@ def _lowest_where_run(an: Analysis, i: int, operand: Any, low: int) -> int | Non
     spans = an.cache.get(key)
     if spans is None:
         spans = an.cache[key] = _Within(an, bounds)
-    return spans.of(operand).folded().lo
+    return spans
 
 
 def _fence_check(an: Analysis, state: State, op: Op) -> None:
@@ -541,7 +551,9 @@ def ring_step_amount(an: Analysis, op: Op, n: int) -> int | None:
 @handles(Role.RING_STEP)
 def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     """`add c, c, k` moves the stores' ring positions by k, and `xor c, c, n/2` (an index
-    toggled in place) by n/2; any other write of c loses them."""
+    toggled in place) by n/2, as does a stage register's advance and wrap (`stages.moved`:
+    `MbarrierRing`'s views, which `bulk-src-released` compares with the stage an arrive
+    releases); any other write of c loses them."""
     reg = op.value
     changed = False
     may = set()
@@ -551,6 +563,8 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
             if ring is not None and ring[0] is reg:
                 n = ring[1]
                 moves = ring_step_amount(an, op, n)
+                if moves is None:
+                    moves = stages.moved(an.values, op.index, reg, n)
                 f = (*f[:3], None if moves is None else (f[3] + moves) % n)
                 changed = True
         may.add(f)

@@ -312,10 +312,15 @@ def _wgmma_ring_steps(an: Analysis) -> None:
         if r is not None:
             c = _counter(an, r)[0]
             counters[id(c)] = c
-    # The counters of the stages wgmmas read and arrives release: their relations are
-    # followed (`stages.relate`), so two views of one ring can be compared.
-    an.cache["wg_counters"] = frozenset(counters)
-    an.add_ring_steps(counters.values())
+    follow_relations(an, counters.values())
+
+
+def follow_relations(an: Analysis, counters: Any) -> None:
+    """Follow the relations between these counters (`stages.relate`, in `ring_step`), so two
+    views of one ring can be compared: the counters of the stages wgmmas read and arrives
+    release, and of those bulk stores read (`hazards_bulk_release`)."""
+    an.cache.setdefault("related_counters", set()).update(id(c) for c in counters)
+    an.add_ring_steps(counters)
 
 
 PREPARE.append(_wgmma_ring_steps)
@@ -327,7 +332,7 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     add, or a stage register's advance and wrap); other writes lose track."""
     reg = op.value
     facts = state.may
-    if id(reg) in an.cache.get("wg_counters", ()):
+    if id(reg) in an.cache.get("related_counters", ()):
         facts = relate(an.values, facts, op.index, reg)
     if not any(f[0] == "wgmma" for f in facts):
         return state if facts is state.may else State(state.must, facts, state.tx)
@@ -342,14 +347,14 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     return State(state.must, frozenset(may), state.tx)
 
 
-def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | None:
-    """Does the pending wgmma `f` read the stage the arrive on `released` (a barrier slot)
+def same_stage(an: Analysis, state: State, mine: tuple | None, since: int | None,
+               released: Any) -> bool | None:
+    """Is the ring slot `mine` ('ring', index, n, stride), read by an operation after which
+    its counter moved `since` stages, the stage the arrive on `released` (a barrier slot)
     hands back? Known when both are ring slots of n stages on one counter, on counters one
     defined from the other (`(i + c) % n`), or on two counters the state relates (two views
-    of one ring, `stages.relation`), and the counter's moves since the wgmma are known; None
+    of one ring, `stages.relation`), and the counter's moves since are known; None
     otherwise."""
-    mine = _ring_of(an, f[1])
-    since = f[3][1]
     if mine is None or released is None or released[0] != "ring" or since is None \
             or mine[2] != released[2]:
         return None
@@ -358,6 +363,15 @@ def _same_stage(an: Analysis, state: State, f: tuple, released: Any) -> bool | N
     if d is None:
         return None
     return (d + rc - mc + since) % mine[2] == 0
+
+
+def released_slot(an: Analysis, op: Op) -> Any:
+    """The barrier slot (`hazards_ring._slot`) a count-less arrive releases: ('unknown',)
+    when its address was built before a step of its counter (it releases another stage)."""
+    slot = _slot(an, op.mbar)[1]
+    ok = slot is not None and (slot[0] != "ring" or index_current(
+        an, op.mbar, ring_index(an, slot)[0], op.index))
+    return slot if ok else ("unknown",)
 
 
 def _reads_no_copy(an: Analysis, i: int) -> bool:
@@ -389,12 +403,8 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     released: Any = None
     for f in _pending(state):
         if released is None:
-            slot = _slot(an, op.mbar)[1]
-            # (a barrier address built before a step of its counter releases another stage)
-            ok = slot is not None and (slot[0] != "ring" or index_current(
-                an, op.mbar, ring_index(an, slot)[0], op.index))
-            released = slot if ok else ("unknown",)
-        same = _same_stage(an, state, f, released)
+            released = released_slot(an, op)
+        same = same_stage(an, state, _ring_of(an, f[1]), f[3][1], released)
         if same is False or (same is None and _reads_no_copy(an, f[1])):
             continue   # it reads another stage (the previous one, with wait_group 1)
         if enables_no_copy(an, op):

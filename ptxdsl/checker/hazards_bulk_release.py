@@ -1,0 +1,251 @@
+"""`bulk-src-released`: a ring stage handed back to its producer while a TMA or bulk store
+still reads it.
+
+A consumer that stages its output in a ring stage it has finished reading (FlashAttention's
+O in the tile's Q stage) must not release the stage (a count-less `mbarrier.arrive` on its
+empty barrier) until the stores that read it are retired: bulk async-groups belong to the
+thread that committed them, and only its `cp.async.bulk.wait_group.read N` (or
+`wait_group N`), N small enough, says the store has read its source; the producer's next
+TMA load into the stage may otherwise overwrite bytes the store has yet to read.
+
+The pending stores are `hazards_bulk`'s facts ("bulk", store, age, moved): the issuing
+thread's stores not yet retired, which a branch its threads cannot take drops. An arrive in
+those threads is judged against each of them as `wgmma-smem-released` judges a wgmma:
+
+- which stage: the store's source and the arrive's barrier as ring slots (`same_stage`: one
+  counter, counters one defined from the other, or two views of one ring related by
+  `stages.relation`), with the store's counter's moves since the store; a ring of one stage
+  is always the same stage;
+- which bytes: the store's source must overlap a TMA or bulk copy's destination whose copy
+  waits on the released barrier (`guards.released_elsewhere` is the evidence that it does
+  not; an arrive no copy waits for releases nothing, `guards.enables_no_copy`).
+
+A store from a buffer no copy fills, or from another stage, is clean. The store's bytes are
+bounded over the threads that run it (`hazards_bulk.spans_where_run`); a store of unknown
+size is compared by its first byte, and a release only its unknown size could reach is a
+note, as for `bulk-src-overwrite`. When the stage cannot be told (a ring slot against an
+unrelated counter, two views whose distance differs between paths, or a barrier that is not
+a ring slot), a store after which no wait_group retired any group is reported, and after one
+that did the pipelined idiom is assumed (a note), as `wgmma-smem-released` does. Copies
+whose offset the ranges cannot bound (they overlap everything in the symbol), or of unknown
+box size that reach the store only past their ring stage, make a note too.
+("bulk_retiring", store): a wait_group that retired some group ran since the store, on some
+path; owned by the store's threads.
+
+A store retired by one thread and a release by another (`bulk_done` facts, which a CTA
+barrier clears) is reported when the releasing threads do not include the waiting one: the
+wait orders that thread's later program only. (A store no thread waited for, released by
+other threads after a CTA barrier, is not seen: its fact belongs to the issuing thread.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..operands import Addr, Symbol
+from .analysis import OWNED, PREPARE, Analysis, handles
+from .findings import Hazard
+from .guards import enables_no_copy, released_elsewhere
+from .hazards_bulk import _definite, _range, _start, spans_where_run
+from .hazards_bulk import _extent as extent_range
+from .hazards_ring import _load_extents, _loads, _slot, index_current, ring_index
+from .hazards_wgmma import follow_relations, released_slot, same_stage
+from .ops import Op, Role
+from .stages import base
+from .state import State
+
+_STORES = (Role.TMA_STORE, Role.BULK_STORE)
+
+
+def _store_ring(an: Analysis, s: int) -> tuple | None:
+    """The ring slot the store at statement s reads, when its index is a counter written in
+    place (the register `hazards_bulk` counts the moves of) and current at the store."""
+    key = ("release_ring", s)
+    if key not in an.cache:
+        smem = an.op_at[s].smem
+        slot = _slot(an, smem)[1]
+        ok = slot is not None and slot[0] == "ring" \
+            and base(an.values, slot[1])[0] is slot[1] \
+            and index_current(an, smem, slot[1], s)
+        an.cache[key] = slot if ok else None
+    return an.cache[key]
+
+
+def _relations(an: Analysis) -> None:
+    """Follow the counters of the rings stores read and arrives release, so a release
+    through a second view of the ring (a cursor a tile behind) can be compared."""
+    if not an.roles & set(_STORES) or Role.MBAR_ARRIVE not in an.roles:
+        return
+    counters = {}
+    for op in an.ops:
+        slot = None
+        if op.role in _STORES:
+            slot = _slot(an, op.smem)[1]
+        elif op.role is Role.MBAR_ARRIVE and op.count is None:
+            slot = _slot(an, op.mbar)[1]
+        if slot is not None and slot[0] == "ring":
+            c = ring_index(an, slot)[0]
+            counters[id(c)] = c
+    follow_relations(an, counters.values())
+
+
+PREPARE.append(_relations)
+OWNED.add("bulk_retiring")
+
+
+def _filled(an: Analysis, ext: tuple[Any, float, float]) -> str | None:
+    """Does a TMA or bulk copy write bytes of the extent: 'yes' (one whose start the
+    ranges bound, with the bytes it writes whatever its unknown size), 'maybe' (only
+    copies at an offset they cannot bound, which overlap everything in the symbol, or
+    through the estimated end of an unknown box; or a copy into an unknown buffer), None
+    (no)?"""
+    root, lo, hi = ext
+    over = [o for o, a, b in _load_extents(an).get(id(root), ()) if a < hi and lo < b]
+    for o in over:
+        sure = _definite(an, o)
+        if sure is not None and None not in sure[1:3]:
+            a, b = extent_range(sure)
+            if a < hi and lo < b:
+                return "yes"
+    if over or sum(map(len, _load_extents(an).values())) < len(_loads(an)):
+        return "maybe"
+    return None
+
+
+def _extent(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | None:
+    """The bytes the store at s reads (`first`: only what it reads whatever its unknown
+    size), over the threads that run it: a consumer's `smem + (wg - 1) * size` starts at
+    the buffer of warpgroup 1 there, not below it as in warpgroup 0."""
+    key = ("release_extent", s, first)
+    if key not in an.cache:
+        an.cache[key] = _extent_uncached(an, s, first)
+    return an.cache[key]
+
+
+def _extent_uncached(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | None:
+    op = an.op_at[s]
+    r = _definite(an, op) if first else _range(an, op)
+    if r is None:
+        return None
+    lo, hi = extent_range(r)
+    start, spans = _start(an, op.smem), spans_where_run(an, s)
+    if start is not None and spans is not None and spans is not an.spans \
+            and start[1] is not None and start[2] is not None:
+        smem, off = op.smem, 0
+        if isinstance(smem, Addr) and not isinstance(smem.base, Symbol):
+            off = smem.offset   # (`[r+off]`: r's bounds, as `_start` takes them)
+            smem = smem.base
+        sp = spans.of(smem)
+        ring = start[3]
+        same_ring = sp.ring is None if ring is None else (
+            sp.ring is not None and sp.ring[0] is ring[0] and sp.ring[1:] == ring[1:])
+        if sp.root is start[0] and same_ring and sp.lo is not None and sp.hi is not None:
+            lo += max(0, sp.lo + off - start[1])
+            hi -= max(0, start[2] - (sp.hi + off))
+    return (r[0], lo, hi)
+
+
+def _handed_back(an: Analysis, op: Op, ext: tuple[Any, float, float]) -> str | None:
+    """Does the release `op` hand bytes of `ext` to a copy: 'yes', 'maybe' (a copy of
+    unknown destination or unbounded offset, or one of unknown box that would have to run
+    past its ring stage), None (no: no copy writes them, or those that do wait on other
+    barriers)."""
+    filled = _filled(an, ext)
+    if filled is None or released_elsewhere(an, [ext], op):
+        return None
+    if filled == "maybe" or released_elsewhere(an, [ext], op, assume=True):
+        return "maybe"
+    return "yes"
+
+
+def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
+           moved: int | None) -> str | None:
+    """'report', 'note' (the stage or the copies cannot be told), 'size' (only the
+    store's unknown size reaches a refilled byte) or None (clean) for the release `op`
+    against the store at s."""
+    full = _extent(an, s, False)
+    if full is None:
+        return None            # not a shared symbol the checker knows
+    mine = _store_ring(an, s)
+    if mine is not None and mine[2] == 1 and released[0] == "ring" and released[2] == 1:
+        same: bool | None = True
+    elif released[0] == "const" and (_slot(an, an.op_at[s].smem)[1] or ("",))[0] == "const":
+        same = True            # no stage arithmetic: the copies' barriers decide
+    else:
+        same = same_stage(an, state, mine, moved, released)
+    if same is False:
+        return None            # another stage of the ring
+    first = _extent(an, s, True)
+    hit = _handed_back(an, op, first) if first is not None else None
+    if hit is None:
+        # only the store's unknown size reaches a refilled byte: a note, as for
+        # bulk-src-overwrite
+        return "size" if _handed_back(an, op, full) is not None else None
+    if hit == "maybe" or (same is None and ("bulk_retiring", s) in state.may):
+        return "note"          # (after a retiring wait: the pipelined idiom is assumed)
+    return "report"
+
+
+@handles(*_STORES)
+def store(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A new store: no wait_group has run since it."""
+    fact = ("bulk_retiring", op.index)
+    return State(state.must, state.may - {fact}, state.tx) if fact in state.may else state
+
+
+@handles(Role.WAIT_GROUP)
+def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait_group that retired some group (`hazards_bulk.wait_group` turned it into
+    "bulk_done" facts): the stores it leaves pending remember it, as a wgmma's fact does."""
+    if not any(f[0] == "bulk_done" and f[2] == op.index for f in state.may):
+        return state
+    marks = {("bulk_retiring", f[1]) for f in state.may if f[0] == "bulk"}
+    return State(state.must, state.may | marks, state.tx) if marks - state.may else state
+
+
+@handles(Role.MBAR_ARRIVE)
+def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A count-less arrive (a consumer's release of a ring stage): `bulk-src-released` when a
+    TMA or bulk store of this thread not yet retired by a wait_group, or retired only in
+    another thread with no CTA barrier since, reads the released stage."""
+    if not report or op.count is not None \
+            or not any(f[0] in ("bulk", "bulk_done") for f in state.may) \
+            or enables_no_copy(an, op):
+        return state
+    released = released_slot(an, op)
+    found: list[tuple[str, str, int, int | None]] = []
+    for s, age, moved in an.pending(state, "bulk"):
+        verdict = _judge(an, state, op, released, s, moved)
+        if verdict is not None:
+            how = ("it was never committed" if age is None else "no "
+                   "cp.async.bulk.wait_group.read since has retired its group (wait_group N "
+                   "retires all but the N most recent groups)")
+            found.append((verdict, how, s, None))
+    for s, w, moved in an.pending(state, "bulk_done"):
+        # (the waiting thread among the releasing ones: the phase needs its arrive too)
+        if an.div.same_threads(op.index, w):
+            continue
+        verdict = _judge(an, state, op, released, s, moved)
+        if verdict is not None:
+            found.append((verdict, "the thread that waited for it with "
+                          "cp.async.bulk.wait_group.read is not among the threads that "
+                          "arrive, and no CTA barrier follows that wait", s, w))
+    found.sort(key=lambda x: ("report", "note", "size").index(x[0]))
+    for verdict, how, s, w in found[:1]:
+        sites = [("arrive", op.index), ("store", s)] + ([("wait", w)] if w is not None else [])
+        if verdict == "size":
+            an.note("bulk-src-released", f"the size of the {an.op_at[s].role.value} from "
+                    f"{an.describe(an.op_at[s].smem)} is unknown: only its first byte is "
+                    "compared with the bytes this arrive lets a copy refill (pass its box "
+                    "with maps={...})", sites)
+        elif verdict == "note":
+            an.note("bulk-src-released", "this arrive may hand back the source of a bulk "
+                    f"store still reading it ({how}); the checker cannot tell whether the "
+                    "stage it releases is the one the store reads (or whether a copy "
+                    "refills those bytes)", sites)
+        else:
+            an.report(Hazard.BULK_SRC_RELEASED, "this mbarrier.arrive hands shared memory "
+                      f"back to its producer while a {an.op_at[s].role.value} may still read "
+                      f"it from {an.describe(an.op_at[s].smem)} ({how})", sites,
+                      dedupe=("released", op.index))
+    return state

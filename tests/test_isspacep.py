@@ -161,18 +161,20 @@ def test_an_unknown_space_is_refused():
              "one of 'const', 'global', 'local', 'shared'", "str 'texture'")
     _refused(lambda k: k.isspacep(StateSpace.generic, k.reg(t.u64)), "space",
              "one of 'const'", "StateSpace.generic")
+    _refused(lambda k: k.isspacep(StateSpace.reg, k.reg(t.u64)), "space",
+             "one of 'const'", "StateSpace.reg")
 
 
 def test_a_float_register_is_refused():
     _refused(lambda k: k.isspacep("global", k.reg(t.f64)), "a",
-             r"a register of type \.u32/\.u64", "register %fd1 of type .f64")
+             r"a \.u32/\.u64 register", "register %fd1 of type .f64")
 
 
 def test_a_predicate_or_16_bit_register_is_refused():
     _refused(lambda k: k.isspacep("global", k.reg(t.pred)), "a",
-             r"a register of type \.u32/\.u64", "register %p1 of type .pred")
+             r"a \.u32/\.u64 register", "register %p1 of type .pred")
     _refused(lambda k: k.isspacep("local", k.reg(t.u16)), "a",
-             r"a register of type \.u32/\.u64", "register %rs1 of type .u16")
+             r"a \.u32/\.u64 register", "register %rs1 of type .u16")
 
 
 def test_an_immediate_or_symbol_is_refused():

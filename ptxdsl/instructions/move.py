@@ -125,6 +125,7 @@ _WINDOW_REQUIRES = {
     SpaceWindow.shared_cluster: req("7.8", 90), SpaceWindow.param: req("7.7"),
     SpaceWindow.param_entry: req("8.3"),
 }
+_WINDOW_NAMES = frozenset(w.value for w in SpaceWindow)
 _ADDR_TYPES = (ScalarType.u32, ScalarType.u64, ScalarType.b32, ScalarType.b64, ScalarType.s32,
                ScalarType.s64)
 # The 32-bit address forms stop at sm_89; ptxas for sm_90a does not always refuse them but may
@@ -148,18 +149,18 @@ class Isspacep(Instruction):
 
     def __attrs_post_init__(self):
         space = self.space
-        if isinstance(space, StateSpace) and space.value:  # StateSpace.shared means .shared
-            space = space.value
+        if isinstance(space, StateSpace) and space.value in _WINDOW_NAMES:
+            space = space.value                    # StateSpace.shared is the .shared window
         self._set("space", check_enum("isspacep", "space", space, SpaceWindow))
         name = self.opcode()
         check_dst(name, "p", self.p, ScalarType.pred)
         a = self.a
         if not isinstance(a, Reg) or a.type not in _ADDR_TYPES:
-            what = ("a register (a constant address has nothing to ask; take a symbol's "
-                    "generic address with k.generic_addr)"
-                    if isinstance(a, int | float | Imm | Symbol) else "a register")
-            raise OperandError(name, "a", f"{what} of type .u32/.u64 (.b and .s of those "
-                               "sizes too): a generic address", _given(a))
+            hint = ("; take a symbol's generic address with k.generic_addr"
+                    if isinstance(a, Symbol) else "; a constant address has nothing to ask"
+                    if isinstance(a, int | float | Imm) else "")
+            raise OperandError(name, "a", "a .u32/.u64 register (.b and .s of those sizes "
+                               f"too): a generic address{hint}", _given(a))
         if a.type.bits == 32 and self.space is SpaceWindow.shared_cluster:
             raise OperandError(name, "a", "a 64-bit register: ::cluster needs sm_90, where "
                                "ptxas refuses 32-bit addresses", _given(a))

@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "tcgen05_mma",
     "clusterlaunchcontrol",
     "st_bulk",
+    "move",
 )
 
 
@@ -62,9 +63,10 @@ class FormRow:
 
 
 def target_text(r: Requires) -> str:
-    """'sm_90' (that SM or newer), or the arch-specific targets: 'sm_90a, sm_100a; (f) 8.8'."""
+    """'sm_90' (that SM or newer), 'sm_75 to sm_89' (a form with a ceiling, `types.addr32`),
+    or the arch-specific targets: 'sm_90a, sm_100a; (f) 8.8'."""
     if not r.arch_specific:
-        return f"sm_{r.sm}"
+        return f"sm_{r.sm}" + (f" to sm_{r.ceiling.last_sm}" if r.ceiling is not None else "")
     text = ", ".join(f"sm_{n}a" for n in sorted(r.arch_specific))
     return text + ("; (f) from 8.8" if r.family_ok else "")
 

@@ -309,8 +309,10 @@ class Ceiling:
 # form for sm_80 and sm_90a (tests/test_max_target.py): cvta.<space>.u32 and
 # cvta.to.<space>.u32 of every space; a generic or .global ld/st/atom/red/prefetch through a
 # 32-bit register and `mov.u32` of a .global symbol's address, which ptxdsl refuses on every
-# target; isspacep through 32 bits crashes nvJitLink for sm_90a. .shared, .local, .const and
-# .param accesses through 32 bits, and mov.u32 of their symbols, assemble on sm_90a.
+# target; isspacep through a 32-bit register (isspacep.<space> of a .u32/.b32/.s32 `a`),
+# which ptxas for sm_90a sometimes takes and sometimes crashes on (nvJitLink kills the process:
+# `mov.u32 %r1, 0; isspacep.global %p, %r1;`), so ptxdsl never hands it over. .shared, .local,
+# .const and .param accesses through 32 bits, and mov.u32 of their symbols, assemble on sm_90a.
 ADDR32_LAST_SM = 89
 
 

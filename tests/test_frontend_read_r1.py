@@ -30,7 +30,7 @@ from ptxdsl.instructions.arith import Binary, Mad, Unary
 from ptxdsl.instructions.bits import Bfind, Bmsk, BmskMode, Prmt, PrmtMode
 from ptxdsl.instructions.compare import BOOL_OPS, Selp, Setp
 from ptxdsl.instructions.cvt_packed import Packed
-from ptxdsl.instructions.move import Cvt, Cvta, Mov, Rounding
+from ptxdsl.instructions.move import Cvt, Cvta, Isspacep, Mov, Rounding, SpaceWindow
 from ptxdsl.instructions.sfu import Sfu, SfuMode, SfuOp
 from ptxdsl.instructions.sync import Barrier, BarrierOp, BarrierRed, BarrierRedOp, WarpSync
 from ptxdsl.instructions.warp import Activemask, Elect, Shfl, ShflMode, Vote, VoteMode
@@ -143,6 +143,8 @@ def _moves(k, r):
                                                                             rnd, ftz, sat)
     for space, to, size in itertools.product(StateSpace, BOOLS, (t.u32, t.u64)):
         yield lambda space=space, to=to, size=size: Cvta(space, to, r.d(size), r.s(size), size)
+    for space, ty in itertools.product((*SpaceWindow, *StateSpace), T):
+        yield lambda space=space, ty=ty: Isspacep(space, r.d(t.pred), r.s(ty))
 
 
 def _compares(k, r):
@@ -219,7 +221,7 @@ def _sfus(k, r):
 # family -> (its combinations, how many of them each class accepts today: at least these
 # many must be built, and every one read back typed)
 GRIDS = {
-    "move": (_moves, {"Mov": 47, "Cvt": 1756, "Cvta": 24}),
+    "move": (_moves, {"Mov": 47, "Cvt": 1756, "Cvta": 24, "Isspacep": 84}),
     "compare": (_compares, {"Setp": 768, "Selp": 24}),
     "bits": (_bits, {"Prmt": 14, "Bfind": 8, "Bmsk": 8}),
     "warp": (_warps, {"Shfl": 216, "Vote": 24, "Activemask": 1, "Elect": 6}),

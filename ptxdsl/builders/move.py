@@ -1,5 +1,5 @@
 """The `Kernel` builder methods of `ptxdsl.instructions.move`'s instructions: `k.mov`, `k.addr_of`,
-`k.cvta`, `k.generic_addr`, `k.cvt`.
+`k.isspacep`, `k.cvta`, `k.generic_addr`, `k.cvt`.
 
 A mixin of `ptxdsl.kernel.Kernel`; the instruction classes it emits know nothing of the
 kernel (docs/CONTRIBUTING.md, Layers).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import OperandError
 from ..instructions.base import infer_type
-from ..instructions.move import Cvt, Cvta, Mov, Rounding
+from ..instructions.move import Cvt, Cvta, Isspacep, Mov, Rounding, SpaceWindow
 from ..kernel_host import KernelHost
 from ..operands import IntLike, Reg, SpecialReg, Symbol, Value
 from ..provenance import establish
@@ -17,7 +17,7 @@ from ..types import ScalarType, SpaceLike, StateSpace, TypeLike, scalar_type
 
 
 class MoveOps(KernelHost):
-    """Kernel builder methods: mov, cvta, cvt."""
+    """Kernel builder methods: mov, isspacep, cvta, cvt."""
 
     def mov(self, a: Value | Symbol | SpecialReg, *, type: TypeLike | None = None,
             dst: Reg | None = None) -> Reg:
@@ -53,6 +53,17 @@ class MoveOps(KernelHost):
         if dst is None:
             d.space = StateSpace.generic if not to else insn.space
         return d
+
+    def isspacep(self, space: SpaceWindow | SpaceLike, addr: Reg) -> Reg:
+        """`isspacep.space p, addr;`: a fresh predicate, true where generic address `addr` falls
+        in the `space` window ("const", "global", "local", "shared", "shared::cta",
+        "shared::cluster", "param", "param::entry"). A 32-bit `addr` is taken up to sm_89 only
+        (`types.addr32`: a module built or assembled for sm_90 or later refuses it by its
+        line)."""
+        p = self.reg(ScalarType.pred)
+        # Isspacep takes the space by name too and checks it (its field is typed as the member).
+        self.emit(Isspacep(space, p, addr))  # type: ignore[arg-type]
+        return p
 
     def generic_addr(self, sym: Symbol) -> Reg:
         """A 64-bit generic address of a symbol: `mov.u64` + `cvta.<space>.u64`."""

@@ -1,4 +1,5 @@
-"""Data movement between registers: mov, cvta, cvt (PTX ISA §9.7.9.1, §9.7.9.20, §9.7.9.21)."""
+"""Data movement between registers: mov, isspacep, cvta, cvt (PTX ISA §9.7.9.1, §9.7.9.19,
+§9.7.9.20, §9.7.9.21)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import enum
 import attrs
 
 from ..errors import OperandError
-from ..operands import Reg, SpecialReg, Symbol
+from ..operands import Imm, Reg, SpecialReg, Symbol
 from ..types import BASE, Requires, ScalarType, StateSpace, addr32, req
-from .base import Instruction, check_dst, check_enum, check_src
+from .base import Instruction, _given, check_dst, check_enum, check_src
 
 _NO_MOV = frozenset({ScalarType.b8, ScalarType.u8, ScalarType.s8, ScalarType.f16,
                      ScalarType.bf16, ScalarType.f16x2, ScalarType.bf16x2})
@@ -100,6 +101,101 @@ class Cvta(Instruction):
 
     def operands(self):
         return (self.d, self.a)
+
+
+class SpaceWindow(enum.Enum):
+    """The state space window `isspacep` tests a generic address against (its `.space`):
+    bare `.shared` is `::cta` and bare `.param` is `::entry` (PTX ISA §9.7.9.19)."""
+
+    const = "const"
+    global_ = "global"
+    local = "local"
+    shared = "shared"
+    shared_cta = "shared::cta"
+    shared_cluster = "shared::cluster"
+    param = "param"
+    param_entry = "param::entry"
+
+
+# PTX ISA §9.7.9.19, confirmed with ptxas 13 (each below its version refused: "Feature '::cta'
+# requires PTX ISA .version 7.8"); ::cluster needs sm_90, .param sm_70 (below ptxdsl's floor).
+_WINDOW_REQUIRES = {
+    SpaceWindow.const: BASE, SpaceWindow.global_: BASE, SpaceWindow.local: BASE,
+    SpaceWindow.shared: BASE, SpaceWindow.shared_cta: req("7.8"),
+    SpaceWindow.shared_cluster: req("7.8", 90), SpaceWindow.param: req("7.7"),
+    SpaceWindow.param_entry: req("8.3"),
+}
+_WINDOW_NAMES = frozenset(w.value for w in SpaceWindow)
+_ADDR_TYPES = (ScalarType.u32, ScalarType.u64, ScalarType.b32, ScalarType.b64, ScalarType.s32,
+               ScalarType.s64)
+# The 32-bit address forms stop at sm_89; ptxas for sm_90a does not always refuse them but may
+# crash (nvJitLink killed the process on `mov.u32 %r1, 0; isspacep.global %p, %r1;`), so they
+# must never reach it.
+_ISSPACEP_32 = addr32("a", "a 32-bit register", "a 64-bit register (.u64, .b64 or .s64)")
+
+
+@attrs.frozen
+class Isspacep(Instruction):
+    """`isspacep.space p, a;`: p is whether generic address `a` falls in the `.space` window.
+
+    ``.space = { .const, .global, .local, .shared{::cta, ::cluster}, .param{::entry} }``; `a` a
+    32- or 64-bit integer register (the 32-bit form only up to sm_89, `types.addr32`).
+    """
+
+    MNEMONIC = "isspacep"
+    space: SpaceWindow
+    p: Reg
+    a: Reg
+
+    def __attrs_post_init__(self):
+        space = self.space
+        if isinstance(space, StateSpace) and space.value in _WINDOW_NAMES:
+            space = space.value                    # StateSpace.shared is the .shared window
+        self._set("space", check_enum("isspacep", "space", space, SpaceWindow))
+        name = self.opcode()
+        check_dst(name, "p", self.p, ScalarType.pred)
+        a = self.a
+        if not isinstance(a, Reg) or a.type not in _ADDR_TYPES:
+            hint = ("; take a symbol's generic address with k.generic_addr"
+                    if isinstance(a, Symbol) else "; a constant address has nothing to ask"
+                    if isinstance(a, int | float | Imm) else "")
+            raise OperandError(name, "a", "a .u32/.u64 register (.b and .s of those sizes "
+                               f"too): a generic address{hint}", _given(a))
+        if a.type.bits == 32 and self.space is SpaceWindow.shared_cluster:
+            raise OperandError(name, "a", "a 64-bit register: ::cluster needs sm_90, where "
+                               "ptxas refuses 32-bit addresses", _given(a))
+
+    @property
+    def requires(self) -> Requires:
+        need = _WINDOW_REQUIRES[self.space]
+        return need if self.a.type.bits == 64 else _addr32_req(need)
+
+    def opcode(self) -> str:
+        return f"isspacep.{self.space.value}"
+
+    def operands(self):
+        return (self.p, self.a)
+
+
+def _addr32_req(need: Requires) -> Requires:
+    return req(str(need.version), need.sm, ceiling=_ISSPACEP_32)
+
+
+def _isspacep_forms() -> list[tuple[str, Requires, str]]:
+    """The forms table's isspacep rows: one per requirement, 64- and 32-bit `a`."""
+    rows = []
+    for need in dict.fromkeys(_WINDOW_REQUIRES.values()):
+        spaces = [w.value for w, r in _WINDOW_REQUIRES.items() if r is need]
+        form = "isspacep." + (spaces[0] if len(spaces) == 1 else "{" + ",".join(spaces) + "}")
+        rows.append((form + " p, a", need, "a .u64/.b64/.s64 register"))
+        if need.sm < 90:
+            rows.append((form + " p, a32", _addr32_req(need), "a .u32/.b32/.s32 register: "
+                         "ptxas refuses 32-bit addresses from sm_90 on (nvJitLink may crash)"))
+    return rows
+
+
+#: The forms table's rows for this family (`ptxdsl.forms`): isspacep's.
+FORMS = _isspacep_forms()
 
 
 class Rounding(enum.Enum):

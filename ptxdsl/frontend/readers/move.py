@@ -1,17 +1,18 @@
-"""Readers for `ptxdsl.instructions.move`: mov, cvta and the scalar cvt (the packed cvt forms
-are `cvt_packed`'s)."""
+"""Readers for `ptxdsl.instructions.move`: mov, isspacep, cvta and the scalar cvt (the packed cvt
+forms are `cvt_packed`'s)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...instructions.move import Cvt, Cvta, Mov, Rounding
+from ...instructions.move import Cvt, Cvta, Isspacep, Mov, Rounding, SpaceWindow
 from ...operands import Vec
 from ..items import Braces
 from . import reader
 from ._lookup import SCALAR, SPACE
 
 _RND = {r.value: r for r in Rounding}
+_WINDOW = {w.value: w for w in SpaceWindow}
 
 
 @reader("mov")
@@ -27,6 +28,15 @@ def mov(parts: tuple[str, ...], ops: list[Any]) -> Mov | None:
     if t is None:
         return None
     return Mov(t, ops[0], ops[1])
+
+
+@reader("isspacep")
+def isspacep(parts: tuple[str, ...], ops: list[Any]) -> Isspacep | None:
+    """`isspacep.space p, a` into `Isspacep`; None for another form."""
+    space = _WINDOW.get(parts[1]) if len(parts) == 2 else None
+    if space is None or len(ops) != 2:
+        return None
+    return Isspacep(space, ops[0], ops[1])
 
 
 @reader("cvta")

@@ -1147,8 +1147,8 @@ def _dense_case(report: Report, mod: LoadedModule, rt: Any, rng: np.random.Gener
                "v": (sk * hkv * d, hkv * d, d), "o": (sq * hq * d, hq * d, d)}
     scale = 1.0 / math.sqrt(d)
     forward(mod, q, k, v, o, lse, shape=(b, sq, sk, hq, hkv, d), strides=strides,
-            causal=causal, scale=scale, dtype=dt, consumers=cfg and cfg.consumers,
-            bn=cfg and cfg.bn)
+            causal=causal, scale=scale, dtype=dt, consumers=cfg.consumers if cfg else None,
+            bn=cfg.bn if cfg else None)
     sync()
     got_o, got_lse = from_bits(o.to_numpy(), dt), lse.to_numpy()
     qf, kf, vf = (from_bits(x, dt) for x in (qb, kb, vb))

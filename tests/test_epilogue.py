@@ -347,3 +347,47 @@ def test_a_moved_buffer_of_the_wrong_kind_is_refused():
                        "a shared symbol") as e:
         _moved(lambda k, b: k.reg(t.u64))
     assert e.value.loc.file == HERE
+
+
+def _whole(size: int) -> str:
+    """A 64 x 256 tile stored whole from a `size`-byte buffer."""
+    k = Kernel("epi", reqntid=128)
+    out = k.param_tensormap("out")
+    buf = k.shared_array(t.b8, size, align=1024, name="tile_buf")
+    epi = TmaStoreEpilogue(k, buf, k.tensormap_addr(out), 1)
+    epi.store(k.fragment(t.f32, shape=(64, 256)).to_packed(t.bf16), 0, 0, staging=buf,
+              whole=True)
+    epi.finish()
+    k.ret()
+    return Module([k], target="sm_90a").emit()
+
+
+def test_a_whole_tile_is_staged_in_one_round():
+    """whole=True: all 16 stmatrix (four boxes at 0, 8, 16, 24 KiB) before one fence and
+    four stores in one bulk group, no wait between 128-column passes."""
+    text = _whole(2 * STAGING_BYTES)
+    assert assemble_declared(text)[:4] == b"\x7fELF"
+    marks = {"wait_group.read 0;": "W", "bar.sync 1, 128;": "B", "stmatrix.sync": "S",
+             "fence.proxy.async.shared::cta;": "F",
+             "cp.async.bulk.tensor.2d.global.shared::cta": "T",
+             "cp.async.bulk.commit_group;": "C", "cp.async.bulk.wait_group 0;": "E"}
+    seq = "".join(mark for line in text.splitlines() for key, mark in marks.items()
+                  if key in line)
+    assert seq == "WB" + "S" * 16 + "FB" + "TTTTC" + "E"
+    srcs = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.tile\.bulk_group "
+                      r"\[%rd\d+, \{(\d+), 0\}\], \[(%r\d+)\];", text)
+    assert [int(c) for c, _ in srcs] == [0, 64, 128, 192]
+    offsets = [re.search(rf"add\.u32 {re.escape(r)}, %r\d+, (\d+);", text) for _, r in srcs]
+    assert [int(m.group(1)) if m else 0 for m in offsets] == [0, 8192, 16384, 24576]
+
+
+def test_a_whole_tile_needs_room_for_all_of_it():
+    with pytest.raises(BuildError, match="TmaStoreEpilogue.store: operand 'staging': expected "
+                       r"an access inside tile_buf .*the whole tile's 32768 bytes") as e:
+        _whole(STAGING_BYTES)
+    assert e.value.loc.file == HERE
+    with pytest.raises(BuildError, match="operand 'whole': expected True or False, got int 1"):
+        k = Kernel("epi", reqntid=128)
+        epi = TmaStoreEpilogue(k, k.shared_array(t.b8, STAGING_BYTES, align=1024),
+                               k.tensormap_addr(k.param_tensormap("out")), 1)
+        epi.store(k.fragment(t.f32, shape=(64, 64)).to_packed(t.bf16), 0, 0, whole=1)

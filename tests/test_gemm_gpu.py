@@ -111,6 +111,11 @@ def test_config_choice_and_shared_memory():
         assert pick(dtype, NS["ROW_M"] + 1) is pick(dtype, NS["BM"]) is row[dtype]
         assert pick(dtype, NS["BM"] + 1) is pick(dtype, NS["SKINNY_M"]) is skinny[dtype]
         assert pick(dtype, NS["SKINNY_M"] + 1) is default[dtype]
+        # with N: small outputs take the 128 x 128 tiles at any M
+        small = NS["SMALL_MN"]
+        assert pick(dtype, 2048, 2048) is pick(dtype, 4096, small // 4096) is skinny[dtype]
+        assert pick(dtype, 4096, small // 4096 + 2) is pick(dtype, 8192, 8192) is default[dtype]
+        assert pick(dtype, 96, 1 << 20) is row[dtype]
         for cfg in (skinny[dtype], default[dtype], row[dtype]):
             assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
     with pytest.raises(ValueError, match="along must be 'm'"):

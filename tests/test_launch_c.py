@@ -36,6 +36,15 @@ def driver_entry(cfg, f, params, extra):
     return RESULT
 entry = ENTRY(driver_entry)
 address = ctypes.cast(entry, ctypes.c_void_p).value
+def stand_in(cuda_version, lookup, **more):
+    # a driver whose cuGetProcAddress is lookup(sym, ver, flags): built for CUDA
+    # cuda_version, running 13.0
+    return SimpleNamespace(
+        CUDA_VERSION=cuda_version,
+        CUdriverProcAddress_flags=SimpleNamespace(
+            CU_GET_PROC_ADDRESS_LEGACY_STREAM="legacy",
+            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM="per-thread"),
+        cuDriverGetVersion=lambda: (0, 13000), cuGetProcAddress=lookup, **more)
 """
 
 
@@ -84,15 +93,8 @@ def test_function_launch_goes_through_it_and_names_a_driver_error():
         from ptxdsl.types import ScalarType
         class Result(int):
             name = "CUDA_ERROR_INVALID_VALUE"
-        drv = SimpleNamespace(
-            CUDA_VERSION=13050,
-            CUdriverProcAddress_flags=SimpleNamespace(
-                CU_GET_PROC_ADDRESS_LEGACY_STREAM="legacy",
-                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM="per-thread"),
-            cuDriverGetVersion=lambda: (0, 13000),
-            cuGetProcAddress=lambda sym, ver, flags: (print("lookup:", sym, ver, flags)
-                                                      or (0, address, 0)),
-            CUresult=Result)
+        drv = stand_in(13050, lambda sym, ver, flags: (print("lookup:", sym, ver, flags)
+                                                       or (0, address, 0)), CUresult=Result)
         launch = L.c_launcher(drv)
         print("launcher:", launch is not None)
         fn = object.__new__(L.Function)
@@ -137,13 +139,7 @@ def test_only_the_driver_it_was_looked_up_for_gets_the_c_call():
     out = _child("""
         RESULT = 0
         import ptxdsl.runtime.launch as L
-        real = SimpleNamespace(
-            CUDA_VERSION=13000,
-            CUdriverProcAddress_flags=SimpleNamespace(
-                CU_GET_PROC_ADDRESS_LEGACY_STREAM="legacy",
-                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM="per-thread"),
-            cuDriverGetVersion=lambda: (0, 13000),
-            cuGetProcAddress=lambda *a: (print("lookup") or (0, address, 0)))
+        real = stand_in(13000, lambda *a: (print("lookup") or (0, address, 0)))
         print("real:", L.c_launcher(real) is not None)
         print("again:", L.c_launcher(real) is not None)
         print("stand-in:", L.c_launcher(SimpleNamespace()))

@@ -210,6 +210,24 @@ def test_checker_finds_a_removed_wait(monkeypatch, owner, name, replacement, fin
     assert finding in {f.hazard.value for f in check_module(module)}
 
 
+def test_checker_finds_the_stage_released_before_dk_dv_retire(monkeypatch):
+    """At D = 128 dV's and dK's products (which read Q_i and dO_i in the stage) are the last
+    group issued and retired after dQ_i's stores (`Config.dq_first`): without that wait the
+    stage goes back to the producer while they may still read it."""
+    from ptxdsl import ptx
+    real, full_waits = ptx.wgmma_wait_group, []
+
+    def wait(k, n, *args, **kwargs):
+        if n == 0:
+            full_waits.append(n)
+            if len(full_waits) == 2:     # dP^T's is the first, the release's the second
+                return None
+        return real(k, n, *args, **kwargs)
+    monkeypatch.setattr(ptx, "wgmma_wait_group", wait)
+    module = S["build_module"](configs=[CONFIGS["bf16", 128]])
+    assert "wgmma-smem-released" in {f.hazard.value for f in check_module(module)}
+
+
 def test_ds_tile_lands_where_the_dq_wgmma_reads_it():
     """_stage_swizzled's stmatrix rows (run on the host model of tests/helper_model.py): lane
     L of warp w writes row L % 8 of matrix m = L / 8 of x4 store q, i.e. key row 16w + 8(m %
@@ -253,6 +271,14 @@ def test_ptx_shape(ptx_text, dtype, d):
     assert body.count("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") == 1
     assert body.count("st.shared.v4.f32") == CONFIGS[dtype, d].dq_cols // 8 == 8
     assert ("bar.sync 5, 256;" in body) == (d == 128)
+    # after dS^T is staged: at D = 128 dQ_i's products (both operands in shared memory) come
+    # first and are retired alone (wait_group 1) before its stores, dV's and dK's (A from
+    # registers) after them; at D = 64 dV's and dK's first, all retired together
+    after = body[body.rindex("stmatrix.sync.aligned"):]
+    first = re.search(r"wgmma\.mma_async\S+ \{[^}]*\}, (\{|%rd)", after)
+    assert first is not None and (first.group(1) == "%rd") == CONFIGS[dtype, d].dq_first
+    assert CONFIGS[dtype, d].dq_first == (d == 128)
+    assert body.count("wgmma.wait_group.sync.aligned 1;") == (2 if d == 128 else 1)
     # K and V: 2 tiles each, once; Q and dO per block: one box per 64 columns of D
     assert body.count("cp.async.bulk.tensor.4d.shared::cluster.global") == 6 * d // 64
     assert body.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 2

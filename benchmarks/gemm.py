@@ -46,8 +46,8 @@ from __future__ import annotations
 from benchmarks.common import Section, checker_note, gpu_ms, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
-BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (64, 8192, 8192),
-        (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
+BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (3072, 3072, 3072), (2048, 2048, 2048),
+        (64, 8192, 8192), (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
 FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 FP8_SCALED = FP8         # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
 DECODE = {"bf16": ((1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (32, 8192, 8192),
@@ -107,9 +107,10 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
     section.note(f"copy bandwidth (y.copy_(x), 1 GiB): {bw / 1e12:.2f} TB/s, the HBM "
                  "roofline's rate")
     for dtype, shapes in (("bf16", bf16), ("e4m3", fp8)):
-        uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M}"),
-                (sample.SKINNY[dtype], f"M <= {sample.ROW_M} and {sample.BM} < M <= "
-                                       f"{sample.SKINNY_M}"),
+        small = f"M x N <= {sample.SMALL_MN}"
+        uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M} and M x N > {sample.SMALL_MN}"),
+                (sample.SKINNY[dtype], f"M <= {sample.ROW_M}, or M > {sample.BM} with "
+                                       f"M <= {sample.SKINNY_M} or {small}"),
                 (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"))
         for cfg, use in uses:
             fn = mod[cfg.name]

@@ -42,9 +42,20 @@ def ring_store(how: str) -> tuple[Kernel, int]:
       any wait (clean);
     - "other_thread": tid 128 stores and waits, tid 160 releases with no barrier after
       the wait;
-    - "other_thread_sync": the same with `bar.sync 1, 128` between (clean).
+    - "other_thread_sync": the same with `bar.sync 1, 128` between (clean);
+    - "unwaited_sync": tid 128 stores and never waits in the loop, `bar.sync 1, 128`, tid
+      160 releases (the barrier orders the release after the store's issue, not its read);
+    - "wait_after_sync": the same with tid 128's `wait_group.read 0` after the barrier;
+    - "self_after_sync": the same, the release by tid 128 after its wait (clean);
+    - "previous_sync": pipelined across threads, clean: tid 128 stores (the first block
+      peeled) and waits with `wait_group.read 1`, and after the barrier tid 160 releases
+      the previous stage through a second view; "read1_sync": tid 160 releases the
+      current one, whose store the barrier left in flight;
+    - "cta_unwaited", "cta_read0": `cta_store`'s kernels (a `bar.sync 0` of the whole CTA).
 
     Returns the kernel and the line of the release a finding names."""
+    if how.startswith("cta_"):
+        return cta_store(how)
     k = Kernel("ring_store", reqntid=256)
     ring = MbarrierRing(k, S)
     tiles = k.shared_array(t.b8, (S + 1) * STAGE, align=1024, name="tiles")
@@ -55,21 +66,39 @@ def ring_store(how: str) -> tuple[Kernel, int]:
     with k.if_(k.tid.x == 0):
         produce_blocks(k, ring, tiles, STAGE, tin, blocks)
     line = 0
-    if how in ("other_thread", "other_thread_sync"):
+    if how in ("other_thread", "other_thread_sync", *SYNCED):
         with k.if_(k.shr(k.tid.x, 7) == 1):
-            c = ring.consumer()
-            with k.for_range(0, blocks) as j:
+            c = behind = ring.consumer()
+            piped = how in ("previous_sync", "read1_sync")
+            if piped:
+                behind = ring.consumer() if how == "previous_sync" else c
+                c.wait_full()
+                with k.if_(k.tid.x == 128):
+                    _store(k, tout, c.slot(tiles, STAGE), 0)
+                    ptx.cp_async_bulk_commit_group(k)
+                c.advance()
+            with k.for_range(1 if piped else 0, blocks) as j:
                 c.wait_full()
                 with k.if_(k.tid.x == 128):
                     _store(k, tout, c.slot(tiles, STAGE), j)
                     ptx.cp_async_bulk_commit_group(k)
-                    ptx.cp_async_bulk_wait_group_read(k, 0)
-                if how == "other_thread_sync":
+                    if how.startswith("other"):
+                        ptx.cp_async_bulk_wait_group_read(k, 0)
+                    elif piped:
+                        ptx.cp_async_bulk_wait_group_read(k, 1)
+                if how != "other_thread":
                     k.bar_sync(1, 128)
-                with k.if_(k.tid.x == 160):
+                if how in ("wait_after_sync", "self_after_sync"):
+                    with k.if_(k.tid.x == 128):
+                        ptx.cp_async_bulk_wait_group_read(k, 0)
+                with k.if_(k.tid.x == (128 if how == "self_after_sync" else 160)):
                     line = here() + 1
-                    c.release()
+                    behind.release()
+                if behind is not c:
+                    behind.advance()
                 c.advance()
+            with k.if_(k.tid.x == 128):
+                ptx.cp_async_bulk_wait_group(k, 0)
         k.ret()
         return k, line
     with k.if_(k.tid.x == 128):
@@ -103,10 +132,55 @@ def ring_store(how: str) -> tuple[Kernel, int]:
     return k, line
 
 
+SYNCED = ("unwaited_sync", "wait_after_sync", "self_after_sync", "previous_sync",
+          "read1_sync")
+
+
+def cta_store(how: str) -> tuple[Kernel, int]:
+    """One loop over the ring in every thread of a 128-thread CTA: tid 0 loads each block
+    into its stage, every thread waits for it, tid 32 TMA-stores it from the stage, all meet
+    at `bar.sync 0`, and tid 64 releases the stage: "cta_unwaited" with no wait_group
+    before the barrier (tid 32 waits only after the loop), "cta_read0" with tid 32's
+    `wait_group.read 0` before it (clean: the barrier orders the release after the wait)."""
+    k = Kernel("cta_store", reqntid=128)
+    ring = MbarrierRing(k, S)
+    tiles = k.shared_array(t.b8, S * STAGE, align=1024, name="tiles")
+    ring.init()
+    tin = k.tensormap_addr(k.param_tensormap("map_in"))
+    tout = k.tensormap_addr(k.param_tensormap("map_out"))
+    blocks = k.ld_param(k.param(t.u32, "blocks"))
+    p, c = ring.producer(), ring.consumer()
+    line = 0
+    with k.for_range(0, blocks) as j:
+        with k.if_(k.tid.x == 0):
+            p.wait_empty()
+            p.arrive_expect_tx(STAGE)
+            ptx.cp_async_bulk_tensor(k, "shared::cluster", "global", p.slot(tiles, STAGE),
+                                     tin, (0, j), p.full_barrier())
+            p.advance()
+        c.wait_full()
+        with k.if_(k.tid.x == 32):
+            _store(k, tout, c.slot(tiles, STAGE), j)
+            ptx.cp_async_bulk_commit_group(k)
+            if how == "cta_read0":
+                ptx.cp_async_bulk_wait_group_read(k, 0)
+        k.bar_sync(0)
+        with k.if_(k.tid.x == 64):
+            line = here() + 1
+            c.release()
+        c.advance()
+    with k.if_(k.tid.x == 32):
+        ptx.cp_async_bulk_wait_group(k, 0)
+    k.ret()
+    return k, line
+
+
 # each clean kernel and the mistake it differs from by the one thing the rule judges
 CLEAN = {"read0": "early", "previous": "read1", "other": "early",
-         "other_thread_sync": "other_thread"}
-MISTAKES = ["early", "uncommitted", "read1", "other_thread"]
+         "other_thread_sync": "other_thread", "self_after_sync": "wait_after_sync",
+         "previous_sync": "read1_sync", "cta_read0": "cta_unwaited"}
+MISTAKES = ["early", "uncommitted", "read1", "other_thread", "unwaited_sync",
+            "wait_after_sync", "read1_sync", "cta_unwaited"]
 
 
 def _ids(how: str) -> list[str]:
@@ -126,8 +200,13 @@ def test_release_while_the_store_reads_the_stage(how):
     assert [s.role for s in f.sites][:2] == ["arrive", "store"]
     if how == "uncommitted":
         assert "never committed" in f.message
-    elif how == "other_thread":
+    elif how in ("other_thread", "wait_after_sync"):
         assert "not among the threads that arrive" in f.message
+    elif how in ("unwaited_sync", "read1_sync", "cta_unwaited"):
+        # (pending in the issuing thread at the barrier, which the release follows)
+        assert "other threads issued it" in f.message
+        assert [s.role for s in f.sites] == ["arrive", "store", "barrier"]
+        assert f.sites[2].ptx.startswith("bar.sync")
     else:
         assert "wait_group" in f.message
 

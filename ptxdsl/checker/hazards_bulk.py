@@ -29,6 +29,9 @@ from .values import Kind
 _AGE_CAP = 16   # groups newer than this all count as "16 or more": keeps the lattice finite
 _COPIES = (Role.TMA_LOAD, Role.TMA_STORE, Role.BULK_LOAD, Role.BULK_STORE)
 Range = tuple[Any, "int | None", "int | None", "tuple | None"]
+# Tags of the facts (tag, store, x, moved, ...) whose `moved` counts the steps of the store's
+# ring counter since the store (`ring_step`); other rules add theirs.
+MOVED: set[str] = {"bulk", "bulk_done"}
 
 
 def _offsets(an: Analysis, root: Any) -> list[int]:
@@ -558,14 +561,14 @@ def ring_step(an: Analysis, state: State, op: Op, report: bool) -> State:
     changed = False
     may = set()
     for f in state.may:
-        if f[0] in ("bulk", "bulk_done") and f[3] is not None:
+        if f[0] in MOVED and f[3] is not None:
             ring = (_range(an, an.op_at[f[1]]) or (None,) * 4)[3]
             if ring is not None and ring[0] is reg:
                 n = ring[1]
                 moves = ring_step_amount(an, op, n)
                 if moves is None:
                     moves = stages.moved(an.values, op.index, reg, n)
-                f = (*f[:3], None if moves is None else (f[3] + moves) % n)
+                f = (*f[:3], None if moves is None else (f[3] + moves) % n, *f[4:])
                 changed = True
         may.add(f)
     return State(state.must, frozenset(may), state.tx) if changed else state

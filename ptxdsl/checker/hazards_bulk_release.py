@@ -34,8 +34,21 @@ path; owned by the store's threads.
 
 A store retired by one thread and a release by another (`bulk_done` facts, which a CTA
 barrier clears) is reported when the releasing threads do not include the waiting one: the
-wait orders that thread's later program only. (A store no thread waited for, released by
-other threads after a CTA barrier, is not seen: its fact belongs to the issuing thread.)
+wait orders that thread's later program only. A store still pending in its threads at a
+CTA barrier (`bar.sync`/`barrier.sync`/`bar.red`, with or without a thread count, or a
+cluster barrier) is pending for every thread past it, as the barrier orders their later
+program after the store's issue but not after its read: ("bulk_seen", store, barrier,
+moved, retiring), rebuilt at each barrier from the "bulk" facts there, so the issuer's
+wait_group followed by a barrier retires it for all. An arrive whose threads include every
+issuing one is left to their own "bulk" fact (the phase needs their arrive too); any other
+is judged against the store as above ("retiring": the issuer's wait hint, for a stage that
+cannot be told). Like `bulk_done`, a barrier with a thread count is taken to order every
+thread that runs it (`bar.sync wg + 1, 128` of two warpgroups: both). Not seen: a store
+pending at a `bar.arrive` whose partners' `bar.sync` lies on another branch (facts follow
+paths, and those two share none: the named-barrier model counts arrivals, it carries no
+facts); a store whose fact a later barrier of only other threads dropped. Still reported:
+a release whose phase also needs the issuer's own arrive after its wait, made at another
+arrive statement (as for `bulk_done`).
 """
 
 from __future__ import annotations
@@ -46,11 +59,12 @@ from ..operands import Addr, Symbol
 from .analysis import OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .guards import enables_no_copy, released_elsewhere
-from .hazards_bulk import _definite, _range, _start, spans_where_run
+from .hazards_bulk import MOVED, _definite, _range, _start, spans_where_run
 from .hazards_bulk import _extent as extent_range
 from .hazards_ring import _load_extents, _loads, _slot, index_current, ring_index
 from .hazards_wgmma import follow_relations, released_slot, same_stage
 from .ops import Op, Role
+from .overwrites import _uniform
 from .stages import base
 from .state import State
 
@@ -91,6 +105,7 @@ def _relations(an: Analysis) -> None:
 
 PREPARE.append(_relations)
 OWNED.add("bulk_retiring")
+MOVED.add("bulk_seen")
 
 
 def _filled(an: Analysis, ext: tuple[Any, float, float]) -> str | None:
@@ -159,10 +174,11 @@ def _handed_back(an: Analysis, op: Op, ext: tuple[Any, float, float]) -> str | N
 
 
 def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
-           moved: int | None) -> str | None:
+           moved: int | None, retiring: bool) -> str | None:
     """'report', 'note' (the stage or the copies cannot be told), 'size' (only the
     store's unknown size reaches a refilled byte) or None (clean) for the release `op`
-    against the store at s."""
+    against the store at s (`retiring`: a wait_group that retired some group ran since
+    it)."""
     full = _extent(an, s, False)
     if full is None:
         return None            # not a shared symbol the checker knows
@@ -181,7 +197,7 @@ def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
         # only the store's unknown size reaches a refilled byte: a note, as for
         # bulk-src-overwrite
         return "size" if _handed_back(an, op, full) is not None else None
-    if hit == "maybe" or (same is None and ("bulk_retiring", s) in state.may):
+    if hit == "maybe" or (same is None and retiring):
         return "note"          # (after a retiring wait: the pipelined idiom is assumed)
     return "report"
 
@@ -203,19 +219,33 @@ def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
     return State(state.must, state.may | marks, state.tx) if marks - state.may else state
 
 
+@handles(Role.CTA_BARRIER, Role.CLUSTER_BARRIER)
+def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A CTA barrier: the stores pending in their threads here ("bulk", which a branch of
+    other threads drops) are pending for every thread past it ("bulk_seen"); those seen at
+    an earlier barrier and retired since by their issuer (wait_group) are not."""
+    if not an.roles & set(_STORES) or Role.MBAR_ARRIVE not in an.roles:
+        return state
+    seen = frozenset(("bulk_seen", f[1], op.index, f[3], ("bulk_retiring", f[1]) in state.may)
+                     for f in state.may if f[0] == "bulk")
+    old = frozenset(f for f in state.may if f[0] == "bulk_seen")
+    return state if seen == old else State(state.must, (state.may - old) | seen, state.tx)
+
+
 @handles(Role.MBAR_ARRIVE)
 def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
     """A count-less arrive (a consumer's release of a ring stage): `bulk-src-released` when a
     TMA or bulk store of this thread not yet retired by a wait_group, or retired only in
-    another thread with no CTA barrier since, reads the released stage."""
+    another thread with no CTA barrier since, or pending in other threads at a CTA barrier
+    since, reads the released stage."""
     if not report or op.count is not None \
-            or not any(f[0] in ("bulk", "bulk_done") for f in state.may) \
+            or not any(f[0] in ("bulk", "bulk_done", "bulk_seen") for f in state.may) \
             or enables_no_copy(an, op):
         return state
     released = released_slot(an, op)
-    found: list[tuple[str, str, int, int | None]] = []
+    found: list[tuple[str, str, int, tuple[str, int] | None]] = []
     for s, age, moved in an.pending(state, "bulk"):
-        verdict = _judge(an, state, op, released, s, moved)
+        verdict = _judge(an, state, op, released, s, moved, ("bulk_retiring", s) in state.may)
         if verdict is not None:
             how = ("it was never committed" if age is None else "no "
                    "cp.async.bulk.wait_group.read since has retired its group (wait_group N "
@@ -225,14 +255,26 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
         # (the waiting thread among the releasing ones: the phase needs its arrive too)
         if an.div.same_threads(op.index, w):
             continue
-        verdict = _judge(an, state, op, released, s, moved)
+        verdict = _judge(an, state, op, released, s, moved, ("bulk_retiring", s) in state.may)
         if verdict is not None:
             found.append((verdict, "the thread that waited for it with "
                           "cp.async.bulk.wait_group.read is not among the threads that "
-                          "arrive, and no CTA barrier follows that wait", s, w))
+                          "arrive, and no CTA barrier follows that wait", s, ("wait", w)))
+    for s, b, moved, retiring in an.pending(state, "bulk_seen"):
+        # (the issuing threads among the releasing ones: their own "bulk" fact judges it,
+        # and the phase needs their arrive too; a condition the same in every thread, such
+        # as FlashAttention's "a Q stage is owed", may skip the arrive, not change who runs it)
+        if an.div.same_threads(op.index, s, _uniform(an)):
+            continue
+        verdict = _judge(an, state, op, released, s, moved, retiring)
+        if verdict is not None:
+            found.append((verdict, "other threads issued it and had not retired its group "
+                          "with cp.async.bulk.wait_group.read at the CTA barrier since: the "
+                          "barrier orders the arrive after the store's issue, not after its "
+                          "read", s, ("barrier", b)))
     found.sort(key=lambda x: ("report", "note", "size").index(x[0]))
-    for verdict, how, s, w in found[:1]:
-        sites = [("arrive", op.index), ("store", s)] + ([("wait", w)] if w is not None else [])
+    for verdict, how, s, extra in found[:1]:
+        sites = [("arrive", op.index), ("store", s)] + ([extra] if extra is not None else [])
         if verdict == "size":
             an.note("bulk-src-released", f"the size of the {an.op_at[s].role.value} from "
                     f"{an.describe(an.op_at[s].smem)} is unknown: only its first byte is "

@@ -3,7 +3,9 @@
 - A CTA barrier (bar.sync, barrier.sync, bar.red) makes every thread's earlier writes
   visible to the CTA: inits, acquires and tensormap.replace writes are published, shared
   writes already fenced into the async proxy become safe for any thread's TMA store, and a
-  store source that one thread saw retired (wait_group.read) becomes free for every thread.
+  store source that one thread saw retired (wait_group.read) becomes free for every thread;
+  one still pending in its thread becomes pending for every thread
+  (`hazards_bulk_release.barrier`).
 - bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy); in a
   CTA of one warp it is a CTA barrier.
 - fence.proxy.async (all spaces, or .shared::cta/.shared::cluster) moves this thread's shared

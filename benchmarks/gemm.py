@@ -111,7 +111,9 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
         uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M} and M x N > {sample.SMALL_MN}"),
                 (sample.SKINNY[dtype], f"M <= {sample.ROW_M}, or M > {sample.BM} with "
                                        f"M <= {sample.SKINNY_M} or {small}"),
-                (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"))
+                (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"),
+                (sample.WIDE[dtype], f"where the 128 x 128 tiles would be taken and these "
+                                     f"fill their waves better (`config_for`)"))
         for cfg, use in uses:
             fn = mod[cfg.name]
             section.note(f"{fn.name}: {cfg.bn}-column tiles, {fn.num_regs} registers per "
@@ -162,7 +164,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
     if decode is None:
         maps = (*sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k),
                 sample.output_map(c.data_ptr(), m, n))
-        kernel = sample.config_for(dtype, m).name
+        kernel = sample.config_for(dtype, m, n).name
 
         def ours():
             sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,

@@ -147,6 +147,15 @@ SKINNY_M = 256
 # in one process, 128 x 128 ran 7.7% faster at bf16 2048^3, 19% at 3072^3, 1.2% at 4096^3
 # (e4m3: 12%, 19%, 1.3%), and within 0.5% of the default from 8192 x 4096 up.
 SMALL_MN = 4096 * 4096
+# Among those, 128 x 192 tiles where they fill their waves better than 128 x 128 ones: fewer
+# waves times a tile's width (`_wave_cost`). On an H200, in one process against cuBLAS: bf16
+# 3072^3 1.073 with them against 0.967 (e4m3 against torch._scaled_mm: 1.231 against 1.134;
+# 576 tiles of 128 x 128 are 4.4 waves of 132, 384 of 128 x 192 are 2.9), 1536 x 6144 x 8192
+# 1.047 against 0.939; 4096^3 keeps 128 x 128 (0.897 with 192 columns, 5.3 waves). The count
+# of SMs the choice assumes is fixed (an H100's or H200's), so that maps made before a launch
+# (`tensor_maps`) and the launch agree on the variant without asking the device.
+WIDE = {name: Config(name, bn=192, cluster=1, stages=4) for name in DTYPES}
+WAVE_SMS = 132
 # One tile row (ROW_M < M <= BM): 128 x 64 tiles in pairs along N that share (multicast) the
 # A tile, 8 stages. Twice the CTAs of the 128 x 128 tiles (M = 128, N = 8192: 128 instead of
 # 64), each loading half of A and its own B, so a memory-bound short GEMM pulls from twice
@@ -156,14 +165,26 @@ ROW = {name: Config(name, bn=64, cluster=2, stages=8, along="n",
                     name=f"gemm_hopper_{name}_row") for name in DTYPES}
 ROW_M = 64
 VARIANTS = {"default": CONFIGS, "skinny": SKINNY, "row": ROW}      # name -> dtype -> Config
+# ... and the wide tiles, which only gemm_hopper's own `launch` picks (config_for with N)
+ALL_VARIANTS = {**VARIANTS, "wide": WIDE}
+
+
+def _wave_cost(m: int, n: int, cfg: Config) -> int:
+    """The waves of `cfg`'s tiles over WAVE_SMS SMs times a tile's columns: the time of a
+    launch, in units of one 128 x 1 column strip's work."""
+    tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n)
+    return -(-tiles // WAVE_SMS) * cfg.bn
 
 
 def config_for(dtype: str, m: int, n: int | None = None) -> Config:
-    """The variant `launch` uses for M rows (and N columns, where given: SMALL_MN)."""
+    """The variant `launch` uses for M rows (and N columns, where given: SMALL_MN, WIDE)."""
     if ROW_M < m <= BM:
         return ROW[dtype]
-    small = m <= SKINNY_M or (n is not None and m * n <= SMALL_MN)
-    return SKINNY[dtype] if small else CONFIGS[dtype]
+    if not (m <= SKINNY_M or (n is not None and m * n <= SMALL_MN)):
+        return CONFIGS[dtype]
+    if n is not None and _wave_cost(m, n, WIDE[dtype]) < _wave_cost(m, n, SKINNY[dtype]):
+        return WIDE[dtype]
+    return SKINNY[dtype]
 
 
 def _raster(k: Kernel, tile: Reg, tiles_m: Reg, tiles_n: Reg) -> tuple[Reg, Reg]:
@@ -539,8 +560,10 @@ class Epilogue:
 
 
 def build_module(dtypes: Iterable[str] = tuple(DTYPES), bounded: bool = False) -> Module:
-    """Every variant of `dtypes`: the default, the skinny-M and the one-row kernel of each."""
-    kernels = [build_gemm(cfg[d], bounded) for cfg in VARIANTS.values() for d in dtypes]
+    """Every variant of `dtypes`: the default, the skinny-M, the one-row and the wide kernel
+    of each. (The GEMMs built on this one, samples/allgather_gemm.py and
+    samples/gemm_reduce_scatter.py, take the VARIANTS alone: they never ask for WIDE.)"""
+    kernels = [build_gemm(cfg[d], bounded) for cfg in ALL_VARIANTS.values() for d in dtypes]
     if bounded:
         return debug.module(kernels, name="gemm_hopper", target="sm_90a")
     return Module(kernels, name="gemm_hopper", target="sm_90a")
@@ -596,6 +619,13 @@ def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m:
     check_shape(dtype, m, n, kdim)
     cfg = cfg or config_for(dtype, m, n)
     ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
+    if maps:                 # made for another variant, the kernel's byte counts would not match
+        for name, tmap, box in (("A", ma, cfg.box_a), ("B", mb, cfg.box_b)):
+            given = tuple(getattr(getattr(tmap, "desc", None), "box_dim", ()))
+            if given != tuple(box.tma_box):
+                raise ValueError(f"{cfg.name}: {name}'s tensor map must have this variant's "
+                                 f"boxDim {list(box.tma_box)} (tensor_maps(..., cfg) for the "
+                                 f"same cfg), got {list(given)}")
     args = (ma, mb, mc or ma, c, m, n, kdim, int(mc is not None)) + \
         ((scale,) if dtype != "bf16" else ())
     module[cfg.name].launch(grid_for(m, n, sms, cfg), THREADS, args,
@@ -643,16 +673,16 @@ SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(DTYPES),
         sms: int | None = None, bounded: bool = False,
-        variants: Iterable[str] = tuple(VARIANTS)) -> Report:
-    """Each kernel of `dtypes` and `variants` ("default", "skinny", "row") on each (M, N, K) of
-    `shapes`; `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the
-    debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
+        variants: Iterable[str] = tuple(ALL_VARIANTS)) -> Report:
+    """Each kernel of `dtypes` and `variants` ("default", "skinny", "row", "wide") on each
+    (M, N, K) of `shapes`; `sms` caps the persistent grid (default: the GPU's SM count);
+    `bounded`: the debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_hopper")
     mod = build_module(bounded=bounded).load()
     recorder = debug.Recorder().attach(mod) if bounded else None
     sms = sms or rt.device_info(0).sm_count
-    for cfg in (VARIANTS[v][d] for v in variants for d in dtypes):
+    for cfg in (ALL_VARIANTS[v][d] for v in variants for d in dtypes):
         fn = mod[cfg.name]
         report.note(f"{cfg.name}: {fn.num_regs} registers per thread at launch (setmaxnreg "
                     f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of dynamic "

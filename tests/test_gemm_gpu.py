@@ -116,10 +116,39 @@ def test_config_choice_and_shared_memory():
         assert pick(dtype, 2048, 2048) is pick(dtype, 4096, small // 4096) is skinny[dtype]
         assert pick(dtype, 4096, small // 4096 + 2) is pick(dtype, 8192, 8192) is default[dtype]
         assert pick(dtype, 96, 1 << 20) is row[dtype]
-        for cfg in (skinny[dtype], default[dtype], row[dtype]):
+        # ... or 128 x 192 where those fill their waves better: 3072^2 is 576 tiles of 128 x
+        # 128 (5 waves of 132 SMs) but 384 of 128 x 192 (3 waves); 4096^2 is 8 waves against
+        # 6 of 1.5 times the width; one wave either way keeps the narrower tiles
+        wide = NS["WIDE"][dtype]
+        assert pick(dtype, 3072, 3072) is pick(dtype, 1536, 6144) is wide
+        assert pick(dtype, 4096, 4096) is pick(dtype, 256, 8192) is skinny[dtype]
+        assert pick(dtype, 3072) is default[dtype]          # without N: by M alone
+        assert wide.bn == 192 and wide.cluster == 1
+        for cfg in (skinny[dtype], default[dtype], row[dtype], wide):
             assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
     with pytest.raises(ValueError, match="along must be 'm'"):
         NS["Config"]("bf16", along="k")
+
+
+def test_launch_refuses_maps_of_another_variant():
+    """Maps made for one variant (their boxes) passed to a launch that picks another: the
+    kernel's expect-tx counts would not match what the loads deliver (a hang), so launch
+    names the variant, the box it needs and the one given."""
+    from types import SimpleNamespace as NSp
+    launched = []
+    module = {name: NSp(launch=lambda *a, **kw: launched.append(a)) for name in
+              (NS["WIDE"]["bf16"].name, NS["SKINNY"]["bf16"].name)}
+
+    def tmap(rows):
+        return NSp(desc=NSp(box_dim=(64, rows)))
+    with pytest.raises(ValueError, match=r"gemm_hopper_bf16_n192: B's tensor map must have "
+                                         r"this variant's boxDim \[64, 192\].*got \[64, 128\]"):
+        NS["launch"](module, "bf16", 0, 0, 0, 3072, 3072, 3072, sms=132,
+                     maps=(tmap(128), tmap(128), None))
+    assert launched == []
+    NS["launch"](module, "bf16", 0, 0, 0, 3072, 3072, 3072, sms=132,
+                 maps=(tmap(128), tmap(192), None))
+    assert len(launched) == 1
 
 
 @pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")
@@ -127,7 +156,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     """What the driver JIT does on load: setmaxnreg kept (the entry count is the 168 that
     384 threads x minnctapersm 1 allow), no spills, no serialized wgmma."""
     rep = whole_program_report(module)
-    assert [r.registers for r in rep.kernels.values()] == [168] * 6, rep.log
+    assert [r.registers for r in rep.kernels.values()] == [168] * 8, rep.log
     assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
     assert advisories(rep) == [], rep.log
 
@@ -175,6 +204,7 @@ GPU_SHAPES = [                   # N % 8 == 0: TMA-store epilogue; other even N:
     ("bf16", 64, 8, 8),           # far smaller than one tile
     ("bf16", 2048, 1536, 512),    # 48 cluster tiles: several per cluster on small grids
     ("bf16", 1000, 776, 1000),
+    ("bf16", 3072, 3000, 520),    # where launch takes the wide tiles (a partial last column)
     ("e4m3", 300, 520, 208),
     ("e4m3", 129, 258, 48),
     ("e4m3", 2048, 1536, 512),
@@ -201,8 +231,8 @@ def _run_in_child(run_args: str, checks: int | None = None) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,m,n,k", GPU_SHAPES)
 def test_gemm_on_gpu(dtype, m, n, k):
-    """Every variant (default, skinny, one row) on the shape."""
-    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=3)
+    """Every variant (default, skinny, one row, wide) on the shape."""
+    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=4)
 
 
 @pytest.mark.gpu

@@ -406,12 +406,12 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
     return p
 
 
-def kernel_for(dtype: str, m: int) -> str:
-    """The kernel `Linear` runs for M rows: this sample's up to LINEAR_DECODE_M, gemm_hopper's
-    (`gemm_hopper.config_for`) above."""
+def kernel_for(dtype: str, m: int, n: int | None = None) -> str:
+    """The kernel `Linear` runs for M rows (and N columns, where given): this sample's up to
+    LINEAR_DECODE_M, gemm_hopper's (`gemm_hopper.config_for`) above."""
     if isinstance(m, int | np.integer) and not isinstance(m, bool) and m > LINEAR_DECODE_M:
         config_for(dtype, 1)                 # the dtype (N, K are checked per call)
-        return gh.config_for(dtype, m).name
+        return gh.config_for(dtype, m, n).name
     return config_for(dtype, m).name
 
 
@@ -467,7 +467,7 @@ class Linear:
         self.dtype, self.device = dtype, device
         self.sms = sms or rt.device_info(device).sm_count
         self.decode = Decode(dtype, device, bounded)
-        big = [gh.build_gemm(cfg[dtype], bounded) for cfg in gh.VARIANTS.values()]
+        big = [gh.build_gemm(cfg[dtype], bounded) for cfg in gh.ALL_VARIANTS.values()]
         self.gemm = (debug.module(big, name="gemm_hopper", target="sm_90a") if bounded
                      else Module(big, name="gemm_hopper", target="sm_90a")).load(device=device)
         # gemm_hopper's tensor maps by operand addresses and shape (`Decode` keeps its own)
@@ -477,19 +477,20 @@ class Linear:
                  scale: float = 1.0, *, stream: object = None) -> str:
         """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
         from ptxdsl.runtime.arrays import device_pointer
-        name = kernel_for(self.dtype, m)
+        name = kernel_for(self.dtype, m, n)
         if not name.startswith("gemm_hopper"):
             go = self.decode.ready(x, w, m, n, kdim, self.sms)
             return go(y=y, scale=scale, stream=stream).cfg.name
         key = (name, device_pointer(x), device_pointer(w), device_pointer(y), m, n, kdim)
         if len(self._maps) >= MAP_CACHE:
             self._maps.clear()
+        # the variant for M and N, as `launch` would pick it, and maps with its boxes
+        cfg = gh.config_for(self.dtype, m, n)
         if key not in self._maps:
-            cfg = gh.config_for(self.dtype, m)
             self._maps[key] = (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
                                gh.output_map(y, m, n))
         gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                  stream=stream, maps=self._maps[key])
+                  stream=stream, maps=self._maps[key], cfg=cfg)
         return name
 
 

@@ -185,6 +185,10 @@ def test_kernel_choice_across_the_bound():
     assert pick("bf16", 65) == GH.config_for("bf16", 65).name == "gemm_hopper_bf16_row"
     assert pick("bf16", 128) == "gemm_hopper_bf16_row"
     assert pick("bf16", 4096) == "gemm_hopper_bf16"
+    # with N, as `Linear` asks: gemm_hopper's choice for small outputs (SMALL_MN, WIDE)
+    assert pick("bf16", 3072, 3072) == GH.config_for("bf16", 3072, 3072).name \
+        == "gemm_hopper_bf16_n192"
+    assert pick("bf16", 4096, 4096) == "gemm_hopper_bf16_n128"
     with pytest.raises(ValueError, match="M must be 1 to DECODE_M"):
         pick("bf16", 0)
     with pytest.raises(ValueError, match="dtype must be one of bf16, e4m3, got 'f16'"):
@@ -377,19 +381,21 @@ def test_decode_on_gpu(dtype):
 @pytest.mark.parametrize("bounded", [False, True])
 def test_linear_on_gpu(bounded):
     """`Linear` on both sides of DECODE_M (and its debug build), against numpy, with a
-    workspace grown from one shape to the next."""
+    workspace grown from one shape to the next; the last shape takes gemm_hopper's wide tiles,
+    whose maps `Linear` must make with their boxes."""
     code = ("import runpy, sys, numpy as np\n"
             f"ns = runpy.run_path({str(SAMPLE)!r}, run_name='__ptxdsl_test__')\n"
             "from ptxdsl import runtime as rt\n"
             "gh = ns['gh']\n"
             f"lin = ns['Linear']('bf16', bounded={bounded})\n"
-            "for m, n, k in ((3, 520, 208), (64, 4104, 4096), (200, 520, 208)):\n"
+            "for m, n, k in ((3, 520, 208), (64, 4104, 4096), (200, 520, 208),"
+            " (3072, 3000, 136)):\n"
             "    x, w, want, _ = gh.reference_inputs('bf16', m, n, k)\n"
             "    y = rt.DeviceBuffer.empty((m, n), np.uint16)\n"
             "    name = lin(rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w), y,"
             " m, n, k)\n"
             "    rt.synchronize()\n"
-            "    assert name == ns['kernel_for']('bf16', m), name\n"
+            "    assert name == ns['kernel_for']('bf16', m, n), name\n"
             "    assert (y.to_numpy() == gh.bf16_round(want)).all(), (m, n, k)\n"
             "print('ok')\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,6 +7,19 @@ box size when the map is known, the bulk size, or up to the next buffer offset t
 that symbol uses, for a load also a ring stage of loads above it; a ring load's, in every
 stage up to the next load's start, within the stage). An unknown offset overlaps everything
 in the symbol.
+
+`bulk-src-overwrite` judges a write against the stores pending in its own thread ("bulk"),
+retired only in another thread with no CTA barrier since ("bulk_done"), and pending in
+their issuing threads at a CTA barrier since ("bulk_seen", built at each barrier by
+`hazards_bulk_release.barrier`): that barrier orders the write after the store's issue,
+not after its read. The last is judged for writes by threads that do not include every
+issuing one (the issuers' own facts judge theirs), with each side's bytes bounded over the
+threads that run it (`extent_where_run`); a TMA or bulk copy let in by a release (it waits
+on an empty barrier a consumer arrives on) is left to `bulk-src-released`, which judges that
+release. Not seen: a copy let in by a release the release rule cannot see (made by other
+threads before the barrier, with none between the store and it). Still reported: a write by
+some of a store's issuing threads into the bytes of their own part only, while the other
+issuers' parts are pending (the store's bytes are bounded over all its issuers).
 """
 
 from __future__ import annotations
@@ -253,6 +266,38 @@ def extent_of(an: Analysis, op: Op) -> tuple[Any, float, float] | None:
     return hit
 
 
+def extent_where_run(an: Analysis, op: Op, first: bool) -> tuple[Any, float, float] | None:
+    """`extent_of` (`first`: of `_definite`, the bytes touched whatever an unknown size),
+    over the threads that run the op (`spans_where_run`): a consumer's `smem + (wg - 1) *
+    size` starts at the buffer of warpgroup 1 there, not below it as in warpgroup 0."""
+    key = ("extent_where_run", op.index, first)
+    if key not in an.cache:
+        an.cache[key] = _extent_where_run(an, op, first)
+    return an.cache[key]
+
+
+def _extent_where_run(an: Analysis, op: Op, first: bool) -> tuple[Any, float, float] | None:
+    r = _definite(an, op) if first else _range(an, op)
+    if r is None:
+        return None
+    lo, hi = _extent(r)
+    start, spans = _start(an, op.smem), spans_where_run(an, op.index)
+    if start is not None and spans is not None and spans is not an.spans \
+            and start[1] is not None and start[2] is not None:
+        smem, off = op.smem, 0
+        if isinstance(smem, Addr) and not isinstance(smem.base, Symbol):
+            off = smem.offset   # (`[r+off]`: r's bounds, as `_start` takes them)
+            smem = smem.base
+        sp = spans.of(smem)
+        ring = start[3]
+        same_ring = sp.ring is None if ring is None else (
+            sp.ring is not None and sp.ring[0] is ring[0] and sp.ring[1:] == ring[1:])
+        if sp.root is start[0] and same_ring and sp.lo is not None and sp.hi is not None:
+            lo += max(0, sp.lo + off - start[1])
+            hi -= max(0, start[2] - (sp.hi + off))
+    return (r[0], lo, hi)
+
+
 def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool:
     """May two ranges share a byte? `moved`: how far b's ring counter advanced since b's
     address was taken (None: unknown), for two ranges on one ring."""
@@ -275,7 +320,7 @@ def _overlap(a: Range | None, b: Range | None, moved: int | None = None) -> bool
 
 
 def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
-    if not any(f[0] in ("bulk", "bulk_done") for f in state.may):
+    if not any(f[0] in ("bulk", "bulk_done", "bulk_seen") for f in state.may):
         return
     mine = _range(an, op)
     for s, age, moved in an.pending(state, "bulk"):
@@ -305,6 +350,46 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
                       "bulk store's read, with no CTA barrier after that wait",
                       [("write", op.index), ("store", s), ("wait", w)])
             return
+    _seen_check(an, state, op, mine)
+
+
+def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
+    """The write `op` against the stores pending in their issuing threads at a CTA barrier
+    since ("bulk_seen", `hazards_bulk_release.barrier`): the barrier orders the write after
+    the store's issue, not after its read. Writes by threads that include every issuing
+    one are left to those threads' own "bulk" and "bulk_done" facts. Each side's bytes are
+    bounded over the threads that run it (`extent_where_run`): a warpgroup writing its own
+    rows of a stage while another's store reads that one's rows is clean."""
+    # (both import this module)
+    from .hazards_bulk_release import let_in_by_release
+    from .overwrites import _uniform
+    for s, b, moved, _ in an.pending(state, "bulk_seen"):
+        store = an.op_at[s]
+        # (a condition the same in every thread may skip the write, not change who runs it)
+        if an.div.same_threads(op.index, s, _uniform(an)) \
+                or not _meets(an, op, store, mine, _range(an, store), moved, False) \
+                or let_in_by_release(an, op):
+            continue
+        if not _meets(an, op, store, _definite(an, op), _definite(an, store), moved, True):
+            _size_note(an, s, op.index)
+            continue
+        an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
+                  f"{an.describe(op.smem)} while a bulk store that other threads issued may "
+                  "still be reading it (no cp.async.bulk.wait_group.read had retired its "
+                  "group at the CTA barrier since: the barrier orders the write after the "
+                  "store's issue, not after its read)",
+                  [("write", op.index), ("store", s), ("barrier", b)])
+        return
+
+
+def _meets(an: Analysis, write: Op, store: Op, a: Range | None, b: Range | None,
+           moved: int | None, first: bool) -> bool:
+    """May the ranges a (of `write`) and b (of `store`) share a byte, in any stage and over
+    the threads that run each?"""
+    if not _overlap(a, b, moved) or blocks.apart(an, write, store, a, b, moved):
+        return False
+    x, y = extent_where_run(an, write, first), extent_where_run(an, store, first)
+    return x is None or y is None or (x[1] < y[2] and y[1] < x[2])
 
 
 def _align_check(an: Analysis, op: Op) -> None:

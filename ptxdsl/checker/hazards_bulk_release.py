@@ -42,8 +42,11 @@ moved, retiring), rebuilt at each barrier from the "bulk" facts there, so the is
 wait_group followed by a barrier retires it for all. An arrive whose threads include every
 issuing one is left to their own "bulk" fact (the phase needs their arrive too); any other
 is judged against the store as above ("retiring": the issuer's wait hint, for a stage that
-cannot be told). Like `bulk_done`, a barrier with a thread count is taken to order every
-thread that runs it (`bar.sync wg + 1, 128` of two warpgroups: both). Not seen: a store
+cannot be told). The facts are built in every kernel with bulk stores: `bulk-src-overwrite`
+judges writes after the barrier against them too (`hazards_bulk._seen_check`), leaving to
+the arrive a copy a release lets in (`let_in_by_release`). Like `bulk_done`, a barrier
+with a thread count is taken to order every thread that runs it (`bar.sync wg + 1, 128` of
+two warpgroups: both). Not seen: a store
 pending at a `bar.arrive` whose partners' `bar.sync` lies on another branch (facts follow
 paths, and those two share none: the named-barrier model counts arrivals, it carries no
 facts); a store whose fact a later barrier of only other threads dropped. Still reported:
@@ -55,13 +58,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..operands import Addr, Symbol
 from .analysis import OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
-from .guards import enables_no_copy, released_elsewhere
-from .hazards_bulk import MOVED, _definite, _range, _start, spans_where_run
+from .guards import enables_no_copy, released_elsewhere, trip_guards
+from .hazards_bulk import MOVED, _definite, extent_where_run
 from .hazards_bulk import _extent as extent_range
-from .hazards_ring import _load_extents, _loads, _slot, index_current, ring_index
+from .hazards_ring import _apart, _load_extents, _loads, _slot, index_current, ring_index
 from .hazards_wgmma import follow_relations, released_slot, same_stage
 from .ops import Op, Role
 from .overwrites import _uniform
@@ -69,6 +71,7 @@ from .stages import base
 from .state import State
 
 _STORES = (Role.TMA_STORE, Role.BULK_STORE)
+_COPIES = (Role.TMA_LOAD, Role.BULK_LOAD)
 
 
 def _store_ring(an: Analysis, s: int) -> tuple | None:
@@ -127,39 +130,6 @@ def _filled(an: Analysis, ext: tuple[Any, float, float]) -> str | None:
     return None
 
 
-def _extent(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | None:
-    """The bytes the store at s reads (`first`: only what it reads whatever its unknown
-    size), over the threads that run it: a consumer's `smem + (wg - 1) * size` starts at
-    the buffer of warpgroup 1 there, not below it as in warpgroup 0."""
-    key = ("release_extent", s, first)
-    if key not in an.cache:
-        an.cache[key] = _extent_uncached(an, s, first)
-    return an.cache[key]
-
-
-def _extent_uncached(an: Analysis, s: int, first: bool) -> tuple[Any, float, float] | None:
-    op = an.op_at[s]
-    r = _definite(an, op) if first else _range(an, op)
-    if r is None:
-        return None
-    lo, hi = extent_range(r)
-    start, spans = _start(an, op.smem), spans_where_run(an, s)
-    if start is not None and spans is not None and spans is not an.spans \
-            and start[1] is not None and start[2] is not None:
-        smem, off = op.smem, 0
-        if isinstance(smem, Addr) and not isinstance(smem.base, Symbol):
-            off = smem.offset   # (`[r+off]`: r's bounds, as `_start` takes them)
-            smem = smem.base
-        sp = spans.of(smem)
-        ring = start[3]
-        same_ring = sp.ring is None if ring is None else (
-            sp.ring is not None and sp.ring[0] is ring[0] and sp.ring[1:] == ring[1:])
-        if sp.root is start[0] and same_ring and sp.lo is not None and sp.hi is not None:
-            lo += max(0, sp.lo + off - start[1])
-            hi -= max(0, start[2] - (sp.hi + off))
-    return (r[0], lo, hi)
-
-
 def _handed_back(an: Analysis, op: Op, ext: tuple[Any, float, float]) -> str | None:
     """Does the release `op` hand bytes of `ext` to a copy: 'yes', 'maybe' (a copy of
     unknown destination or unbounded offset, or one of unknown box that would have to run
@@ -179,7 +149,7 @@ def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
     store's unknown size reaches a refilled byte) or None (clean) for the release `op`
     against the store at s (`retiring`: a wait_group that retired some group ran since
     it)."""
-    full = _extent(an, s, False)
+    full = extent_where_run(an, an.op_at[s], False)
     if full is None:
         return None            # not a shared symbol the checker knows
     mine = _store_ring(an, s)
@@ -191,7 +161,7 @@ def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
         same = same_stage(an, state, mine, moved, released)
     if same is False:
         return None            # another stage of the ring
-    first = _extent(an, s, True)
+    first = extent_where_run(an, an.op_at[s], True)
     hit = _handed_back(an, op, first) if first is not None else None
     if hit is None:
         # only the store's unknown size reaches a refilled byte: a note, as for
@@ -200,6 +170,22 @@ def _judge(an: Analysis, state: State, op: Op, released: Any, s: int,
     if hit == "maybe" or (same is None and retiring):
         return "note"          # (after a retiring wait: the pipelined idiom is assumed)
     return "report"
+
+
+def let_in_by_release(an: Analysis, copy: Op) -> bool:
+    """Does the TMA or bulk copy `copy` wait, on every trip, on a barrier that a release (a
+    count-less arrive that lets a copy in) may arrive on? The release hands the copy its
+    stage: a store pending in other threads at a CTA barrier before the release is judged at
+    the release (`arrive`), not again at the copy (`bulk-src-overwrite`)."""
+    if copy.role not in _COPIES:
+        return False
+    key = ("let_in_by_release", copy.index)
+    if key not in an.cache:
+        releases = [o for o in an.ops if o.role is Role.MBAR_ARRIVE and o.count is None
+                    and not enables_no_copy(an, o)]
+        an.cache[key] = any(not _apart(an, w, o) for w in trip_guards(an, copy)
+                            for o in releases)
+    return an.cache[key]
 
 
 @handles(*_STORES)
@@ -224,7 +210,7 @@ def barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
     """A CTA barrier: the stores pending in their threads here ("bulk", which a branch of
     other threads drops) are pending for every thread past it ("bulk_seen"); those seen at
     an earlier barrier and retired since by their issuer (wait_group) are not."""
-    if not an.roles & set(_STORES) or Role.MBAR_ARRIVE not in an.roles:
+    if not an.roles & set(_STORES):
         return state
     seen = frozenset(("bulk_seen", f[1], op.index, f[3], ("bulk_retiring", f[1]) in state.may)
                      for f in state.may if f[0] == "bulk")

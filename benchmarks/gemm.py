@@ -112,8 +112,8 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
                 (sample.SKINNY[dtype], f"M <= {sample.ROW_M}, or M > {sample.BM} with "
                                        f"M <= {sample.SKINNY_M} or {small}"),
                 (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"),
-                (sample.WIDE[dtype], f"where the 128 x 128 tiles would be taken and these "
-                                     f"fill their waves better (`config_for`)"))
+                (sample.WIDE[dtype], "where the 128 x 128 tiles would be taken and these "
+                                     "fill their waves better (`config_for`)"))
         for cfg, use in uses:
             fn = mod[cfg.name]
             section.note(f"{fn.name}: {cfg.bn}-column tiles, {fn.num_regs} registers per "

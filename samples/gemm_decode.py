@@ -484,13 +484,13 @@ class Linear:
         key = (name, device_pointer(x), device_pointer(w), device_pointer(y), m, n, kdim)
         if len(self._maps) >= MAP_CACHE:
             self._maps.clear()
-        # the variant for M and N, as `launch` would pick it, and maps with its boxes
-        cfg = gh.config_for(self.dtype, m, n)
-        if key not in self._maps:
-            self._maps[key] = (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
-                               gh.output_map(y, m, n))
+        if key not in self._maps:    # the variant for M and N (`name`) and maps with its boxes
+            cfg = gh.config_for(self.dtype, m, n)
+            self._maps[key] = (cfg, (*gh.tensor_maps(self.dtype, x, w, m, n, kdim, cfg),
+                                     gh.output_map(y, m, n)))
+        cfg, maps = self._maps[key]
         gh.launch(self.gemm, self.dtype, x, w, y, m, n, kdim, scale, sms=self.sms,
-                  stream=stream, maps=self._maps[key], cfg=cfg)
+                  stream=stream, maps=maps, cfg=cfg)
         return name
 
 

@@ -621,11 +621,11 @@ def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m:
     ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
     if maps:                 # made for another variant, the kernel's byte counts would not match
         for name, tmap, box in (("A", ma, cfg.box_a), ("B", mb, cfg.box_b)):
-            given = tuple(getattr(getattr(tmap, "desc", None), "box_dim", ()))
-            if given != tuple(box.tma_box):
+            desc = getattr(tmap, "desc", None)      # None: raw bytes, nothing to compare
+            if desc is not None and tuple(desc.box_dim) != tuple(box.tma_box):
                 raise ValueError(f"{cfg.name}: {name}'s tensor map must have this variant's "
                                  f"boxDim {list(box.tma_box)} (tensor_maps(..., cfg) for the "
-                                 f"same cfg), got {list(given)}")
+                                 f"same cfg), got {list(desc.box_dim)}")
     args = (ma, mb, mc or ma, c, m, n, kdim, int(mc is not None)) + \
         ((scale,) if dtype != "bf16" else ())
     module[cfg.name].launch(grid_for(m, n, sms, cfg), THREADS, args,

@@ -149,6 +149,10 @@ def test_launch_refuses_maps_of_another_variant():
     NS["launch"](module, "bf16", 0, 0, 0, 3072, 3072, 3072, sms=132,
                  maps=(tmap(128), tmap(192), None))
     assert len(launched) == 1
+    # maps of raw bytes carry no box to compare: taken as given
+    NS["launch"](module, "bf16", 0, 0, 0, 3072, 3072, 3072, sms=132,
+                 maps=(NSp(desc=None), NSp(desc=None), None))
+    assert len(launched) == 2
 
 
 @pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")

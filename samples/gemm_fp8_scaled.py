@@ -10,30 +10,33 @@ X is M x K and W is N x K, both row-major e4m3 (gemm_hopper's A and B); the scal
   Y[m, n] = sum_kb scale_a[m, kb] scale_b[n / 128, kb] sum_{k in kb} X[m, k] W[n, k].
 
 Both are samples/gemm_hopper.py's persistent warp-specialised kernel (producer warpgroup,
-TMA ring, clusters, raster, TMA-store epilogue, the same three tilings chosen by M) with
-their own consumer main loop (gemm_hopper's `Consumer` hook). One k-block of the ring is 128
-bytes of K, so for e4m3 it is exactly one scale block.
+TMA ring, clusters, raster, TMA-store epilogue) with their own consumer main loop
+(gemm_hopper's `Consumer` hook). One k-block of the ring is 128 bytes of K, so for e4m3 it is
+exactly one scale block.
 
 - Row-wise: gemm_hopper's main loop (one wgmma group in flight); each thread loads the
   scales of its two rows at the start of a tile and those of its columns just before the
   last wait (so the L2 reads overlap the last k-block's wgmmas), and scales the f32
-  accumulator by both before rounding to bf16. Tiles as gemm_hopper's e4m3 kernels (128 x
-  256 in clusters of 2 along M; 128 x 128 for skinny M; 128 x 64 pairs along N for one tile
-  row).
+  accumulator by both before rounding to bf16. Tiles as gemm_hopper's e4m3 kernels, chosen
+  by M as there (128 x 256 in clusters of 2 along M; 128 x 128 for skinny M; 128 x 64 pairs
+  along N for one tile row).
 - Per 128-block: the scale changes every k-block, so each k-block's wgmmas go into a part
-  accumulator started from zero (scale-d 0 on its first wgmma), two parts in turn: while
-  block kb's wgmmas run into one, block kb - 1's part is added into the main accumulator
-  times scale_a[row, kb - 1] scale_b[n0 / 128, kb - 1] (one fma per value); then
-  `wgmma.wait_group 0` and the stage's release. (Waiting with one group in flight instead
-  makes ptxas serialize every wgmma, C7514, as a part's registers are read while the other
-  part's group runs across the loop's turns.) Three 64 x N f32 accumulators per thread
-  bound the tile: N = 128 (192 registers of 232), so the large-M tiling is 128 x 128 in
-  clusters of 2 along M (B multicast, 6 stages); a tile's columns then lie in one block of
-  W. The consumers read the scales from global memory (L2): three loads per thread and
-  k-block, issued one k-block ahead, so the producer's ring and its stage bytes stay
-  gemm_hopper's. (DeepGEMM, the reference design for this scaling, TMA-loads the X scales
-  with each stage instead, which needs them K-major, (KB, M); here they stay in the (M, KB)
-  layout the formula above and `torch._scaled_mm`'s block-wise API are given.)
+  accumulator started from zero (scale-d 0 on its first wgmma), two parts in turn: block
+  kb's wgmmas are issued into one, `wgmma.wait_group 1` retires block kb - 1's (the other
+  part), its stage is released, and that part is added into the main accumulator times
+  scale_a[row, kb - 1] scale_b[n0 / 128, kb - 1] (one fma per value) while block kb's run.
+  So each warpgroup always has a group queued on the tensor cores; retiring every block with
+  `wait_group 0` instead drained them at every k-block (the two consumer warpgroups wait on
+  the same stage, so they drain together): 1003 against 1077 TFLOP/s at 8192^3 on an H200.
+  Three 64 x N f32 accumulators per thread bound the tile: N = 128 (192 registers of 232),
+  and a tile's columns then lie in one block of W. One tiling at every M: 128 x 128, no
+  cluster, 6 stages (`TILINGS`). The consumers read the scales from global memory (L2):
+  three loads per thread and k-block, issued two k-blocks ahead of their use (one ahead
+  left their latency exposed: 1077 -> 1168 TFLOP/s at 8192^3), so the producer's ring and
+  its stage bytes stay gemm_hopper's. (DeepGEMM, the reference design for this scaling,
+  TMA-loads the X scales with each stage instead, which needs them K-major, (KB, M); here
+  they stay in the (M, KB) layout the formula above and `torch._scaled_mm`'s block-wise API
+  are given.)
 
 Rows past M and columns past N (tails, and a cluster's CTA past the edge) read the scales of
 the last row or column: their results are clipped by the epilogue.
@@ -65,17 +68,18 @@ else:               # the GEMM these kernels are: its producer, ring, tiles and 
 
 BLOCK = 128                  # the scale blocks' extent along K (X and W) and along N (W)
 SCALINGS = ("row", "block")
-TILINGS = ("default", "skinny", "row")       # gemm_hopper's, chosen by M (`variant_for`)
+# Row-wise: gemm_hopper's three tilings, chosen by M as there (`variant_for`). Per 128-block:
+# 128 x 128 tiles at every M (two part accumulators and the main one, 64 x N f32 each, must
+# fit the consumers' 232 registers), gemm_hopper's skinny tiling: no cluster, 6 stages. On an
+# H200 they beat clusters of 2 along M (1127 against 1015 TFLOP/s at 8192^3), 128 x 192 tiles
+# with one part, and at M = 128 the one-row tiling (docs/wgmma.md has the figures).
+TILINGS = {"row": ("default", "skinny", "row"), "block": ("default",)}
 _SUFFIX = {"default": "", "skinny": "_n128", "row": "_row"}
-# Per 128-block: 128-column tiles at large M (three accumulators of 64 x N f32 per thread must
-# fit 232 registers), the same 6 stages as the skinny tiling, clusters of 2 sharing B.
-_BLOCK_DEFAULT = gh.Config("e4m3", bn=128, cluster=2, stages=6)
 
 
 def _variants(scaling: str) -> dict[str, gh.Config]:
-    base = {v: gh.VARIANTS[v]["e4m3"] for v in TILINGS}
-    if scaling == "block":
-        base["default"] = _BLOCK_DEFAULT
+    base = ({v: gh.VARIANTS[v]["e4m3"] for v in TILINGS[scaling]} if scaling == "row"
+            else {"default": gh.SKINNY["e4m3"]})
     return {v: gh.Config("e4m3", c.bn, c.cluster, c.stages, c.along,
                          name=f"gemm_fp8_{scaling}wise{_SUFFIX[v]}") for v, c in base.items()}
 
@@ -162,11 +166,10 @@ def _blockwise(k: Kernel, cfg: gh.Config, stages: gh.Stages, acc: Fragment, epi:
                          f"block of W (bn dividing {BLOCK}) and {BLOCK}-wide k-blocks; got "
                          f"bn={cfg.bn}, bk={cfg.bk}")
     # one k-block's products, two of them: block kb's wgmmas run into one while block
-    # kb - 1's, retired, is scaled into the accumulator from the other. Each block's group
-    # is retired (wait_group 0) before the next is issued: a group still in flight at a
-    # read of the other part's registers makes ptxas serialize every wgmma (C7514).
+    # kb - 1's, retired by `wait_group 1`, is scaled into the accumulator from the other
     parts = [k.fragment(t.f32, shape=(64, cfg.bn), zero=False) for _ in range(2)]
     last_nb = k.sub(k.div(k.add(N, BLOCK - 1), BLOCK), 1)
+    last_kb = k.sub(kblocks, 1)
 
     def tile(m0: Reg, n0: Reg, span: gh.KSpan) -> None:     # (whole: no split-K)
         r0, r1 = rows(m0)
@@ -175,63 +178,85 @@ def _blockwise(k: Kernel, cfg: gh.Config, stages: gh.Stages, acc: Fragment, epi:
                  k.mul(k.min(k.div(n0, BLOCK), last_nb), kblocks))
         held = [[k.reg(t.f32) for _ in range(3)] for _ in range(2)]   # each part's scales
 
-        def fold(x: int) -> None:
-            """parts[x], retired, into the accumulator times its scales."""
+        def load(x: int, kb: Reg | int) -> None:
+            """k-block kb's three scales into held[x] (kb past the last: the last's)."""
+            kb = k.min(kb, last_kb)
+            for arr, b, d in zip((sa, sa, sb), bases, held[x], strict=True):
+                _load_f32(k, arr, k.add(b, kb), dst=d)
+
+        def fold(x: int, kb_next: Reg | None = None) -> None:
+            """parts[x], retired, into the accumulator times its scales; then, with
+            `kb_next`, that k-block's scales loaded into held[x] (two k-blocks ahead of
+            their use: one ahead left their L2 latency exposed, 8-9% at 8192^3)."""
             sc = held[x]
             f = (k.mul(sc[0], sc[2], type=t.f32), k.mul(sc[1], sc[2], type=t.f32))
+            if kb_next is not None:
+                load(x, kb_next)
             for i, r in enumerate(parts[x]):
                 k.mad(r, f[acc.offsets(i)[0] // 8], acc[i], type=t.f32, dst=acc[i])
 
-        def step(kb: Reg | int, x: int, previous: bool = True) -> None:
-            """k-block kb into parts[x]; meanwhile the previous one into the accumulator."""
+        def step(kb: Reg, x: int) -> None:
+            """k-block kb into parts[x]; block kb - 1's part, retired, into the
+            accumulator and its stage released."""
             stages.mma(parts[x], first=True)
-            for arr, b, d in zip((sa, sa, sb), bases, held[x], strict=True):
-                _load_f32(k, arr, k.add(b, kb), dst=d)
-            if previous:
-                fold(1 - x)
+            ptx.wgmma_wait_group(k, 1)
+            stages.release()
+            fold(1 - x, k.add(kb, 1))
+
+        def last(x: int) -> None:
             ptx.wgmma_wait_group(k, 0)
             stages.release()
+            fold(x)
 
         acc.zero()
-        step(0, 0, previous=False)
+        load(0, 0)
+        load(1, 1)
+        stages.mma(parts[0], first=True)
         with k.for_range(1, k.sub(kblocks, 1), 2) as kb:   # k-blocks 2j + 1 and 2j + 2
             step(kb, 1)
             step(k.add(kb, 1), 0)
         even = k.and_(kblocks, 1) == 0                      # then the last k-block is odd
         with k.if_(even):
             step(k.sub(kblocks, 1), 1)
-            fold(1)
+            last(1)
         with k.else_():
-            fold(0)
+            last(0)
         epi.store(acc.to_packed(t.bf16), m0, n0)
 
     tile_loop(tile)
 
 
 def build_kernel(scaling: str, tiling: str = "default", bounded: bool = False) -> Kernel:
-    """The kernel of `scaling` ("row", "block") on gemm_hopper's `tiling`; `bounded`: every
-    mbarrier wait traps after 2 s with an error record (`ptxdsl.debug`)."""
+    """The kernel of `scaling` ("row", "block") on `tiling` (one of `TILINGS[scaling]`);
+    `bounded`: every mbarrier wait traps after 2 s with an error record (`ptxdsl.debug`)."""
+    if scaling not in SCALINGS or tiling not in TILINGS[scaling]:
+        raise ValueError(f"gemm_fp8_scaled.build_kernel: (scaling, tiling) must be one of "
+                         f"{[(s, v) for s in SCALINGS for v in TILINGS[s]]}, got "
+                         f"{(scaling, tiling)!r}")
     return gh.build_gemm(VARIANTS[scaling][tiling], bounded, consumer=ScaledConsumer(scaling))
 
 
 def build_module(bounded: bool = False) -> Module:
-    """Both scalings on each of the three tilings."""
-    kernels = [build_kernel(s, v, bounded) for s in SCALINGS for v in TILINGS]
+    """Each scaling on each of its tilings (`TILINGS`)."""
+    kernels = [build_kernel(s, v, bounded) for s in SCALINGS for v in TILINGS[s]]
     if bounded:
         return debug.module(kernels, name="gemm_fp8_scaled", target="sm_90a")
     return Module(kernels, name="gemm_fp8_scaled", target="sm_90a")
 
 
 # -- host side ---------------------------------------------------------------------------------
-def variant_for(m: int) -> str:
-    """The tiling for M rows: gemm_hopper's thresholds (`config_for`)."""
+def variant_for(scaling: str, m: int) -> str:
+    """The tiling for M rows: per 128-block the one there is, row-wise gemm_hopper's
+    thresholds (`config_for`)."""
+    if scaling == "block":
+        return "default"
     if gh.ROW_M < m <= gh.BM:
         return "row"
     return "skinny" if m <= gh.SKINNY_M else "default"
 
 
 def config_for(scaling: str, m: int) -> gh.Config:
-    return VARIANTS[scaling][variant_for(m)]
+    return VARIANTS[scaling][variant_for(scaling, m)]
 
 
 def scale_shapes(scaling: str, m: int, n: int, kdim: int) -> tuple[tuple[int, int],
@@ -464,15 +489,18 @@ SHAPES = ((300, 520, 400), (129, 258, 48), (512, 384, 1024))   # tails in M, N, 
 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, scalings: Iterable[str] = SCALINGS,
-        tilings: Iterable[str] = TILINGS, sms: int | None = None,
+        tilings: Iterable[str] | None = None, sms: int | None = None,
         bounded: bool = False) -> Report:
-    """Each kernel of `scalings` x `tilings` on each (M, N, K) of `shapes`, against numpy;
-    `sms` caps the persistent grid; `bounded`: the debug build."""
+    """Each kernel of `scalings` (on each of its tilings, or those of them in `tilings`) on
+    each (M, N, K) of `shapes`, against numpy; `sms` caps the persistent grid; `bounded`:
+    the debug build."""
     from ptxdsl import runtime as rt
     report = Report("gemm_fp8_scaled")
     mod = build_module(bounded=bounded).load()
     sms = sms or rt.device_info(0).sm_count
-    for cfg, scaling in ((VARIANTS[s][v], s) for s in scalings for v in tilings):
+    picked = [(VARIANTS[s][v], s) for s in scalings for v in TILINGS[s]
+              if tilings is None or v in tilings]
+    for cfg, scaling in picked:
         fn = mod[cfg.name]
         report.note(f"{cfg.name}: {fn.num_regs} registers per thread at launch, "
                     f"{cfg.smem_bytes} bytes of dynamic shared memory")

@@ -113,7 +113,7 @@ def test_scaled_rows_verify_then_time_both_scalings(monkeypatch):
             assert rows[f"{shape}: ptxdsl"]["note"].endswith(f"kernel {kernel}")
     # per row: the checked launch and the timed turn
     assert sample.launches == 2 * 2 * len(SHAPES)
-    assert any("gemm_fp8_blockwise_n128: block-wise scales, 128-column tiles" in n
+    assert any("gemm_fp8_blockwise: block-wise scales, 128-column tiles" in n
                for n in section.notes), section.notes
 
 

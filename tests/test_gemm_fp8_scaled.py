@@ -33,7 +33,8 @@ def _entry(ptx: str, name: str) -> str:
 def test_builds_checks_clean_and_assembles(bounded):
     mod = NS["build_module"](bounded)
     assert [k.name for k in mod.kernels] == [
-        f"gemm_fp8_{s}wise{x}" for s in ("row", "block") for x in ("", "_n128", "_row")]
+        "gemm_fp8_rowwise", "gemm_fp8_rowwise_n128", "gemm_fp8_rowwise_row",
+        "gemm_fp8_blockwise"]
     for k in mod.kernels:
         assert k.check(strict=True) == [], k.name
     assemble_declared(mod.emit())
@@ -45,7 +46,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     accumulator (row-wise) fit the consumers' 232 registers: no spills, no serialized
     wgmma (C7512 and the other advisories)."""
     rep = whole_program_report(module)
-    assert [r.registers for r in rep.kernels.values()] == [168] * 6, rep.log
+    assert [r.registers for r in rep.kernels.values()] == [168] * 4, rep.log
     assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
     assert advisories(rep) == [], rep.log
 
@@ -69,26 +70,29 @@ def test_rowwise_ptx_shape(module):
 
 def test_blockwise_ptx_shape(module):
     """Each k-block into one of two part accumulators (scale-d 0 on its first wgmma), issued
-    once for block 0, twice in the loop's turn and once for an even count's last block; the
-    previous part folded in (one fma per value) while a block's wgmmas run, then `wait_group
-    0` per block (never 1: a group in flight across the fold makes ptxas serialize); three
-    scales per k-block; 128-column tiles at large M in clusters of 2."""
-    ptx = module.emit()
-    for suffix, bn in (("", 128), ("_n128", 128), ("_row", 64)):
-        body = _entry(ptx, f"gemm_fp8_blockwise{suffix}")
-        wgmma = f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3"
-        assert body.count(wgmma) == 16
-        scale_d = [line.split("}, ")[1].split(", ")[2] for line in body.splitlines()
-                   if wgmma in line]
-        assert scale_d == ["0", "1", "1", "1"] * 4, scale_d
-        assert body.count("wgmma.wait_group.sync.aligned 0;") == 4
-        assert "wgmma.wait_group.sync.aligned 1;" not in body
-        # folds: two in the loop's turn, two where the count is even, one where it is odd
-        assert body.count("mad.rn.f32") == 5 * bn // 2
-        assert body.count("ld.global.nc.f32") == 12
-        assert body.count("mul.f32") == 2 * 5
-    assert ".reqnctapercluster 2, 1, 1" in _entry(ptx, "gemm_fp8_blockwise")
-    assert ".reqnctapercluster" not in _entry(ptx, "gemm_fp8_blockwise_n128")
+    once for block 0, twice in the loop's turn and once for an even count's last block; after
+    each issue `wait_group 1` retires the previous block (never `wait_group 0` in the loop:
+    that drains the tensor cores every k-block), then its stage is released and its part
+    folded in (one fma per value); the scales loaded two k-blocks ahead (two blocks' worth
+    before the loop, one per fold in it); 128 x 128 tiles with no cluster."""
+    body = _entry(module.emit(), "gemm_fp8_blockwise")
+    wgmma = "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"
+    assert body.count(wgmma) == 16
+    scale_d = [line.split("}, ")[1].split(", ")[2] for line in body.splitlines()
+               if wgmma in line]
+    assert scale_d == ["0", "1", "1", "1"] * 4, scale_d
+    assert body.count("wgmma.wait_group.sync.aligned 1;") == 3
+    assert body.count("wgmma.wait_group.sync.aligned 0;") == 2       # the tile's last block
+    loop = body[body.index(wgmma):]
+    first_wait = loop.index("wgmma.wait_group.sync.aligned")
+    assert loop[first_wait:].startswith("wgmma.wait_group.sync.aligned 1;")
+    # folds: two in the loop's turn, two where the count is even, one where it is odd
+    assert body.count("mad.rn.f32") == 5 * 64
+    assert body.count("mul.f32") == 2 * 5
+    # 2 x 3 before the first wgmma, 3 in each of the three folds that have a next block
+    assert body[:body.index(wgmma)].count("ld.global.nc.f32") == 6
+    assert body.count("ld.global.nc.f32") == 6 + 3 * 3
+    assert ".reqnctapercluster" not in body
 
 
 def test_blockwise_refuses_tiles_across_scale_blocks():
@@ -107,9 +111,19 @@ def test_tiling_follows_gemm_hopper():
     for m in (1, 64, 65, 128, 129, 256, 257, 8192):
         assert NS["config_for"]("row", m).bn == gh.config_for("e4m3", m).bn
         assert NS["config_for"]("row", m).along == gh.config_for("e4m3", m).along
-    assert [NS["variant_for"](m) for m in (8192, 256, 128, 64)] == \
+    assert [NS["variant_for"]("row", m) for m in (8192, 256, 128, 64)] == \
         ["default", "skinny", "row", "skinny"]
-    assert NS["VARIANTS"]["block"]["default"].bn == 128
+    # per 128-block: one tiling, 128 x 128 with no cluster, at every M
+    assert {NS["config_for"]("block", m).name for m in (1, 128, 256, 8192)} == \
+        {"gemm_fp8_blockwise"}
+    cfg = NS["VARIANTS"]["block"]["default"]
+    assert (cfg.bn, cfg.cluster, cfg.stages) == (128, 1, 6)
+
+
+def test_build_kernel_refuses_a_tiling_the_scaling_lacks():
+    with pytest.raises(ValueError, match=r"\(scaling, tiling\) must be one of .*"
+                                         r"got \('block', 'row'\)"):
+        NS["build_kernel"]("block", "row")
 
 
 def test_scale_shapes():

@@ -1,9 +1,10 @@
 """samples/gemm_fp8_scaled.py on a Hopper GPU (`gpu`-marked; each case in its own process, so
 a fault or a hang reaches no other test):
 
-- every kernel (both scalings on the three tilings) bit for bit against the numpy reference
-  (`run`: integer inputs, power-of-two scales, so the f32 result is exact) on tails in M, N
-  and K, K below one block, and on a small grid (the persistent loop over many tiles);
+- every kernel (row-wise on its three tilings, per 128-block on its one) bit for bit
+  against the numpy reference (`run`: integer inputs, power-of-two scales, so the f32
+  result is exact) on tails in M, N and K, K below one block, and on a small grid (the
+  persistent loop over many tiles);
 - `scaled_mm` (the torch entry point, which picks the tiling by M) on random e4m3 data with
   scales that are not powers of two: row-wise against `torch._scaled_mm`'s row-wise mode
   and an fp32 torch computation, per 128-block against an fp32 torch computation of the
@@ -60,7 +61,7 @@ NUMPY_SHAPES = [
 @pytest.mark.parametrize("m,n,k", NUMPY_SHAPES)
 def test_every_kernel_against_numpy(m, n, k):
     _child(f"r = ns['run'](shapes=[({m}, {n}, {k})])\n"
-           "assert len(r.checks) == 6, r.format()\n"
+           "assert len(r.checks) == 4, r.format()\n"
            "print(r.format()); sys.exit(0 if r.ok else 1)\n")
 
 

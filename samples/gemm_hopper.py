@@ -160,7 +160,11 @@ WAVE_SMS = 132
 # A tile, 8 stages. Twice the CTAs of the 128 x 128 tiles (M = 128, N = 8192: 128 instead of
 # 64), each loading half of A and its own B, so a memory-bound short GEMM pulls from twice
 # the SMs while the L2 reads stay those of the 128 x 128 tiles. At M <= ROW_M the smaller
-# stages' per-stage costs outweigh that (measured: BENCHMARKS.md section 7).
+# stages' per-stage costs outweigh that (measured: BENCHMARKS.md section 7). With N given,
+# the 128 x 128 tiles where their waves cost no more (`_wave_cost`): at M = 128, N = 14336
+# (224 CTAs of 128 x 64 are two waves, 112 of 128 x 128 one) they ran 1.024x cuBLAS against
+# 0.915 (e4m3: 1.109 against 0.990), at N = 28672 1.075 against 0.998 (1.147 against 1.051),
+# in one process on an H200; at N = 8192 and 4096 the 128 x 64 pairs keep their lead.
 ROW = {name: Config(name, bn=64, cluster=2, stages=8, along="n",
                     name=f"gemm_hopper_{name}_row") for name in DTYPES}
 ROW_M = 64
@@ -170,15 +174,18 @@ ALL_VARIANTS = {**VARIANTS, "wide": WIDE}
 
 
 def _wave_cost(m: int, n: int, cfg: Config) -> int:
-    """The waves of `cfg`'s tiles over WAVE_SMS SMs times a tile's columns: the time of a
-    launch, in units of one 128 x 1 column strip's work."""
-    tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n)
-    return -(-tiles // WAVE_SMS) * cfg.bn
+    """The waves of `cfg`'s CTAs (a cluster tile's `cluster` each) over WAVE_SMS SMs times a
+    CTA tile's columns: the time of a launch, in units of one 128 x 1 column strip's work."""
+    ctas = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * cfg.cluster
+    return -(-ctas // WAVE_SMS) * cfg.bn * cfg.bm // BM
 
 
 def config_for(dtype: str, m: int, n: int | None = None) -> Config:
-    """The variant `launch` uses for M rows (and N columns, where given: SMALL_MN, WIDE)."""
+    """The variant `launch` uses for M rows (and N columns, where given: SMALL_MN, WIDE, and
+    ROW against SKINNY by their waves)."""
     if ROW_M < m <= BM:
+        if n is not None and _wave_cost(m, n, SKINNY[dtype]) <= _wave_cost(m, n, ROW[dtype]):
+            return SKINNY[dtype]
         return ROW[dtype]
     if not (m <= SKINNY_M or (n is not None and m * n <= SMALL_MN)):
         return CONFIGS[dtype]

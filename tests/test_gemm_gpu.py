@@ -116,6 +116,12 @@ def test_config_choice_and_shared_memory():
         assert pick(dtype, 2048, 2048) is pick(dtype, 4096, small // 4096) is skinny[dtype]
         assert pick(dtype, 4096, small // 4096 + 2) is pick(dtype, 8192, 8192) is default[dtype]
         assert pick(dtype, 96, 1 << 20) is row[dtype]
+        # one tile row with N: the 128 x 64 pairs unless the 128 x 128 tiles take no more
+        # waves (CTAs counted, two per pair): N = 8192 is one wave of 128 CTAs against one
+        # of 64 twice as wide; N = 14336 two waves of 224 against one of 112; 28672 four
+        # against two
+        assert pick(dtype, 128, 8192) is pick(dtype, 65, 4096) is row[dtype]
+        assert pick(dtype, 128, 14336) is pick(dtype, 100, 28672) is skinny[dtype]
         # ... or 128 x 192 where those fill their waves better: 3072^2 is 576 tiles of 128 x
         # 128 (5 waves of 132 SMs) but 384 of 128 x 192 (3 waves); 4096^2 is 8 waves against
         # 6 of 1.5 times the width; one wave either way keeps the narrower tiles

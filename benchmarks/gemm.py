@@ -1,14 +1,17 @@
 """Row 7: dense GEMM, C = A @ B^T (A: M x K, B: N x K, both K-major; C bf16), the ptxdsl
 sample `samples/gemm_hopper.py` against torch in the same process on the same GPU.
 
-- bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 2048^3 and
-  the skinny M = 64, 128, 256 and 1024 with N = K = 8192;
+- bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 3072^3,
+  2048^3, the skinny M = 64, 128, 256 and 1024 with N = K = 8192, and M = 128 with N = 14336,
+  K = 4096 (an MLP's up projection at a decode batch of 128);
 - fp8 e4m3 (per-tensor scales, bf16 out): `gemm_hopper_e4m3` vs `torch._scaled_mm` at 8192^3,
-  4096^3 and M = 128, N = K = 8192.
+  4096^3, M = 128 with N = K = 8192, and M = 128 with N = 14336, K = 4096.
 
-`launch` picks the kernel: for 64 < M <= 128 the one-row variant (`_row`: 128 x 64 tiles in
-pairs along N sharing A), for other M <= 256 the skinny variant (`_n128`: 128 x 128 tiles, no
-cluster), otherwise the default; each row names the one it ran.
+`launch` picks the kernel from M and N (`config_for`): for 64 < M <= 128 the one-row variant
+(`_row`: 128 x 64 tiles in pairs along N sharing A) unless the 128 x 128 tiles take no more
+waves, for other M <= 256 and outputs of at most 4096^2 elements the skinny variant (`_n128`:
+128 x 128 tiles, no cluster) or the wide one (`_n192`) where it fills its waves better,
+otherwise the default; each row names the one it ran.
 
 Decode rows (`decode` in the row name): `samples/gemm_decode.py`'s kernel (Y = X W^T with W
 on the wgmma M side, split-K, deep ring; `gemm_decode.launch` picks its width and splits) at
@@ -47,9 +50,10 @@ from benchmarks.common import Section, checker_note, gpu_ms, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (3072, 3072, 3072), (2048, 2048, 2048),
-        (64, 8192, 8192), (128, 8192, 8192), (256, 8192, 8192), (1024, 8192, 8192))
-FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
-FP8_SCALED = FP8         # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
+        (64, 8192, 8192), (128, 8192, 8192), (128, 14336, 4096), (256, 8192, 8192),
+        (1024, 8192, 8192))
+FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192), (128, 14336, 4096))
+FP8_SCALED = FP8[:3]        # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
 DECODE = {"bf16": ((1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (32, 8192, 8192),
                    (64, 8192, 8192), (128, 8192, 8192), (16, 14336, 4096), (16, 4096, 14336)),
           "e4m3": ((64, 8192, 8192),)}

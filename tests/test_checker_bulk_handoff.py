@@ -145,8 +145,9 @@ def _ids(how: str) -> list[str]:
 
 # each clean kernel and a mistake it differs from by the one thing the hand-off needs
 CLEAN = {"read0": "early", "load_read0": "load_early", "ring_read0": "ring_early"}
-# mistake: (the rule, the role of the site that carries it to the writer, or None for a
-# finding at the arrive)
+# mistake: (the rule, the role of the finding's third site: the wait_group.read whose
+# retirement did not reach the writer, the arrive a pending store was handed on at; None:
+# a copy the arrive lets in, reported at the arrive)
 MISTAKES = {
     "early": ("bulk-src-overwrite", "wait"),          # retired after the arrive: not handed
     "load_early": ("bulk-src-released", None),
@@ -196,7 +197,7 @@ def test_copy_let_in_by_an_arrive_before_the_read_is_reported_at_the_arrive(how)
     assert f.sites[0].ptx.startswith("mbarrier.arrive")
 
 
-def test_two_hand_offs_in_one_kernel_are_told_apart():
+def test_a_wait_takes_only_what_an_arrive_on_its_barrier_handed_on():
     """The fact of a retirement names the arrives that handed it on, so a wait on one
     barrier does not take what only an arrive on another handed on (`other` against
     `read0`: the same kernel but for the barrier the store's thread arrives on)."""

@@ -12,14 +12,19 @@ in the symbol.
 retired only in another thread with no CTA barrier since ("bulk_done"), and pending in
 their issuing threads at a CTA barrier since ("bulk_seen", built at each barrier by
 `hazards_bulk_release.barrier`): that barrier orders the write after the store's issue,
-not after its read. The last is judged for writes by threads that do not include every
-issuing one (the issuers' own facts judge theirs), with each side's bytes bounded over the
-threads that run it (`extent_where_run`); a TMA or bulk copy let in by a release (it waits
-on an empty barrier a consumer arrives on) is left to `bulk-src-released`, which judges that
-release. Not seen: a copy let in by a release the release rule cannot see (made by other
-threads before the barrier, with none between the store and it). Still reported: a write by
-some of a store's issuing threads into the bytes of their own part only, while the other
-issuers' parts are pending (the store's bytes are bounded over all its issuers).
+not after its read. An mbarrier hands both on as a CTA barrier does, to the threads that
+wait on it (`hazards_bulk_release.hand_on` and `acquire`): the waiting thread's arrive
+after its wait_group marks the "bulk_done" fact (its last field: those arrives), a wait on
+the same barrier for a phase the arrive completes drops it; a store pending in the
+arriving thread becomes "bulk_seen" past such a wait. "bulk_seen" is judged for writes by
+threads that do not include every issuing one (the issuers' own facts judge theirs), with
+each side's bytes bounded over the threads that run it (`extent_where_run`); a TMA or bulk
+copy let in by a release (it waits on an empty barrier a consumer arrives on) is left to
+`bulk-src-released`, which judges that release. Not seen: a copy let in by a release the
+release rule cannot see (made by other threads before the barrier, with none between the
+store and it). Still reported: a write by some of a store's issuing threads into the bytes
+of their own part only, while the other issuers' parts are pending (the store's bytes are
+bounded over all its issuers).
 """
 
 from __future__ import annotations
@@ -338,7 +343,7 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
                       f"{an.describe(op.smem)} while an earlier bulk store may still be "
                       f"reading it ({how})", [("write", op.index), ("store", s)])
             return
-    for s, w, moved in an.pending(state, "bulk_done"):
+    for s, w, moved, _ in an.pending(state, "bulk_done"):
         if not _overlap(mine, _range(an, an.op_at[s]), moved) \
                 or an.div.same_single_threads(w, op.index):
             continue
@@ -361,7 +366,7 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
     bounded over the threads that run it (`extent_where_run`): a warpgroup writing its own
     rows of a stage while another's store reads that one's rows is clean."""
     # (both import this module)
-    from .hazards_bulk_release import let_in_by_release
+    from .hazards_bulk_release import arrives_at, let_in_by_release
     from .overwrites import _uniform
     for s, b, moved, _ in an.pending(state, "bulk_seen"):
         store = an.op_at[s]
@@ -373,12 +378,16 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
         if not _meets(an, op, store, _definite(an, op), _definite(an, store), moved, True):
             _size_note(an, s, op.index)
             continue
+        # (b: a CTA barrier, or an mbarrier.arrive whose phase this thread waited for)
+        sync = "arrive" if arrives_at(an, b) else "barrier"
+        where = ("the CTA barrier since" if sync == "barrier" else "the mbarrier.arrive "
+                 "whose phase this thread waited for since")
         an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                   f"{an.describe(op.smem)} while a bulk store that other threads issued may "
                   "still be reading it (no cp.async.bulk.wait_group.read had retired its "
-                  "group at the CTA barrier since: the barrier orders the write after the "
+                  f"group at {where}: the {sync} orders the write after the "
                   "store's issue, not after its read)",
-                  [("write", op.index), ("store", s), ("barrier", b)])
+                  [("write", op.index), ("store", s), (sync, b)])
         return
 
 
@@ -572,11 +581,13 @@ def wait_group(an: Analysis, state: State, op: Op, report: bool) -> State:
     sources free for this thread; for the others after a CTA barrier)."""
     # wait_group N lets the N most recent groups stay pending; uncommitted ops stay too.
     # A retired store is remembered until a CTA barrier: the waiting thread knows the
-    # source is free, other threads learn it only through that barrier.
+    # source is free, other threads learn it only through that barrier, or through an
+    # mbarrier the waiting thread arrives on after the wait (the last field: those arrives,
+    # `hazards_bulk_release.hand_on`) once they wait on it (`hazards_bulk_release.acquire`).
     done = {f for f in state.may if f[0] == "bulk" and f[2] is not None and f[2] >= op.n}
     if not done:
         return state
-    retired = {("bulk_done", f[1], op.index, f[3]) for f in done}
+    retired = {("bulk_done", f[1], op.index, f[3], frozenset[int]()) for f in done}
     return State(state.must, (state.may - done) | retired, state.tx)
 
 

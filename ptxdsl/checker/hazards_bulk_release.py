@@ -52,23 +52,39 @@ paths, and those two share none: the named-barrier model counts arrivals, it car
 facts); a store whose fact a later barrier of only other threads dropped. Still reported:
 a release whose phase also needs the issuer's own arrive after its wait, made at another
 arrive statement (as for `bulk_done`).
+
+An mbarrier hands stores on too, to the threads past a wait on it (`hand_on`, `acquire`):
+an arrive on a barrier of this CTA by threads that include the waiting one marks a
+"bulk_done" fact with the arrive (its last field, the arrives that handed it on), and a
+store still pending in the arriving threads gives ("bulk_handed", store, arrive, moved,
+retiring), inert until a wait. A wait on the same barrier (`hazards_arrive._same_barriers`)
+that sees a phase the arrive completes drops the marked "bulk_done" facts (the store is
+retired for the waiting threads; the path of the other threads, around the wait, keeps
+them) and turns "bulk_handed" into "bulk_seen" (the arrive as its barrier). Not the first
+wait on a fresh barrier for parity 1 outside any loop but its retry loop
+(`hazards_phase`): it passes at once. Not told: which trip's arrive a wait in a loop
+pairs with. A CTA barrier clears "bulk_handed" as it does "bulk_done" (`sync`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..types import StateSpace
 from .analysis import OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
 from .guards import enables_no_copy, released_elsewhere, trip_guards
+from .hazards_arrive import _same_barriers
 from .hazards_bulk import MOVED, _definite, extent_where_run
 from .hazards_bulk import _extent as extent_range
+from .hazards_phase import FirstTrip, _first_waits
 from .hazards_ring import _apart, _load_extents, _loads, _slot, index_current, ring_index
 from .hazards_wgmma import follow_relations, released_slot, same_stage
 from .ops import Op, Role
 from .overwrites import _uniform
 from .stages import base
 from .state import State
+from .trywait import _spins
 
 _STORES = (Role.TMA_STORE, Role.BULK_STORE)
 _COPIES = (Role.TMA_LOAD, Role.BULK_LOAD)
@@ -108,7 +124,7 @@ def _relations(an: Analysis) -> None:
 
 PREPARE.append(_relations)
 OWNED.add("bulk_retiring")
-MOVED.add("bulk_seen")
+MOVED.update(("bulk_seen", "bulk_handed"))
 
 
 def _filled(an: Analysis, ext: tuple[Any, float, float]) -> str | None:
@@ -237,7 +253,7 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
                    "cp.async.bulk.wait_group.read since has retired its group (wait_group N "
                    "retires all but the N most recent groups)")
             found.append((verdict, how, s, None))
-    for s, w, moved in an.pending(state, "bulk_done"):
+    for s, w, moved, _ in an.pending(state, "bulk_done"):
         # (the waiting thread among the releasing ones: the phase needs its arrive too)
         if an.div.same_threads(op.index, w):
             continue
@@ -254,10 +270,14 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
             continue
         verdict = _judge(an, state, op, released, s, moved, retiring)
         if verdict is not None:
+            # (b: a CTA barrier, or an mbarrier.arrive whose phase these threads waited for)
+            sync = "arrive" if arrives_at(an, b) else "barrier"
+            where, what = ("the CTA barrier", "barrier") if sync == "barrier" else (
+                "the mbarrier.arrive whose phase these threads waited for", "hand-off")
             found.append((verdict, "other threads issued it and had not retired its group "
-                          "with cp.async.bulk.wait_group.read at the CTA barrier since: the "
-                          "barrier orders the arrive after the store's issue, not after its "
-                          "read", s, ("barrier", b)))
+                          f"with cp.async.bulk.wait_group.read at {where} since: the {what} "
+                          "orders the arrive after the store's issue, not after its read",
+                          s, (sync, b)))
     found.sort(key=lambda x: ("report", "note", "size").index(x[0]))
     for verdict, how, s, extra in found[:1]:
         sites = [("arrive", op.index), ("store", s)] + ([extra] if extra is not None else [])
@@ -277,3 +297,71 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
                       f"it from {an.describe(an.op_at[s].smem)} ({how})", sites,
                       dedupe=("released", op.index))
     return state
+
+
+# -- a retirement handed on through an mbarrier -------------------------------------------------
+@handles(Role.MBAR_ARRIVE)
+def hand_on(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """An arrive on a barrier of this CTA by threads that include the one that issued a
+    store, or whose wait_group retired it: the arrive releases what that thread's program
+    did before it to the threads whose wait on the barrier sees the phase it completes
+    (`acquire`). A retired store's "bulk_done" fact remembers the arrive (its last field);
+    a store still pending here is handed on as pending ("bulk_handed", store, arrive,
+    moved, retiring: inert until such a wait), as a CTA barrier does ("bulk_seen"): the
+    arrive orders the waiters' writes after the store's issue, not after its read."""
+    if op.space is StateSpace.shared_cluster or an.key(op, "mbar") is None:
+        return state   # (a peer's barrier, through mapa: not one this CTA's threads wait on)
+    done = {f for f in state.may if f[0] == "bulk_done" and op.index not in f[4]
+            and an.div.same_threads(op.index, f[2])}
+    handed = {("bulk_handed", f[1], op.index, f[3], ("bulk_retiring", f[1]) in state.may)
+              for f in state.may if f[0] == "bulk" and an.div.same_threads(op.index, f[1])}
+    if not done and handed <= state.may:
+        return state
+    marked = {(*f[:4], f[4] | {op.index}) for f in done}
+    return State(state.must, (state.may - done) | marked | handed, state.tx)
+
+
+@handles(Role.MBAR_WAIT)
+def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """A wait on a barrier that an arrive handing on a store arrived on (`hand_on`), for
+    the threads past the wait (the path of the other threads, around the wait, keeps the
+    facts as they were): a store retired before the arrive is retired for them too; one
+    pending at the arrive is pending for every thread past the wait ("bulk_seen", judged
+    by `hazards_bulk._seen_check`). A wait that sees no phase the arrive completes
+    acquires nothing: the first wait on a fresh barrier for parity 1, outside any loop but
+    its own retry loop, passes at once."""
+    if not any(f[0] == "bulk_handed" or f[0] == "bulk_done" and f[4] for f in state.may) \
+            or not an.runs_somewhere(op.index) or _passes_at_once(an, op):
+        return state
+    def paired(i: int) -> bool:
+        return any(_same_barriers(an, a, op) for a in arrives_at(an, i))
+
+    got = {f for f in state.may if f[0] == "bulk_done" and any(map(paired, f[4]))}
+    seen = {f for f in state.may if f[0] == "bulk_handed" and paired(f[2])}
+    if not got and not seen:
+        return state
+    return State(state.must, (state.may - got - seen)
+                 | {("bulk_seen", *f[1:]) for f in seen}, state.tx)
+
+
+def arrives_at(an: Analysis, i: int) -> list[Op]:
+    """The mbarrier arrives of statement i (an inline-PTX statement may hold several)."""
+    table = an.cache.get("arrives_at")
+    if table is None:
+        table = an.cache["arrives_at"] = {}
+        for o in an.ops:
+            if o.role is Role.MBAR_ARRIVE:
+                table.setdefault(o.index, []).append(o)
+    return table.get(i, [])
+
+
+def _passes_at_once(an: Analysis, op: Op) -> bool:
+    """Is the wait the first on a fresh barrier, for parity 1 (the phase before the first,
+    counted as completed: `hazards_phase`), and run once (in no loop but its retry loop)?"""
+    key = ("passes_at_once", op.index)
+    if key not in an.cache:
+        block = an.cfg.block_of(op.index)
+        once = all(block not in body or _spins(an, op, h, body) for h, body in an.loops)
+        an.cache[key] = once and Role.MBAR_INIT in an.roles and any(
+            w is op and p == 1 for w, p in _first_waits(an, FirstTrip(an)))
+    return an.cache[key]

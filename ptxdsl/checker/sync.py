@@ -5,7 +5,8 @@
   writes already fenced into the async proxy become safe for any thread's TMA store, and a
   store source that one thread saw retired (wait_group.read) becomes free for every thread;
   one still pending in its thread becomes pending for every thread
-  (`hazards_bulk_release.barrier`).
+  (`hazards_bulk_release.barrier`). (An mbarrier does the same for the threads that wait
+  on it: `hazards_bulk_release.hand_on` and `acquire`.)
 - bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy); in a
   CTA of one warp it is a CTA barrier.
 - fence.proxy.async (all spaces, or .shared::cta/.shared::cluster) moves this thread's shared
@@ -22,7 +23,7 @@ from .ops import Op, Role
 from .state import State
 
 _CTA_CLEARS = frozenset({"init_nosync", "init_noasync", "acq_nosync", "replace_nosync",
-                         "smem_fenced", "bulk_done"})
+                         "smem_fenced", "bulk_done", "bulk_handed"})
 _SHARED_FENCES = (StateSpace.generic, StateSpace.shared, StateSpace.shared_cta,
                   StateSpace.shared_cluster)
 

@@ -27,7 +27,8 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `blocks` tells apart buffers each warpgroup owns (`smem + cw * size`);
 `analysis` drives the hazard modules (`hazards_tmap`, `hazards_mbar`, `hazards_phase`,
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
-`hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_cluster`, `hazards_remote`,
+`hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_bulk_namedbar` (bulk
+stores across a named barrier's arrive and sync), `hazards_cluster`, `hazards_remote`,
 `hazards_txrank`, `hazards_wgmma`, `hazards_proxy` (shared memory the tensor cores
 read through descriptors), `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
 `hazards_xgpu_rounds`, `hazards_xgpu_lamport` (data as its own flag), `hazards_tmem`
@@ -56,6 +57,7 @@ from ptxdsl import settings
 from . import (  # noqa: F401  (register handlers)
     hazards_arrive,
     hazards_bulk,
+    hazards_bulk_namedbar,
     hazards_bulk_release,
     hazards_cluster,
     hazards_mbar,

@@ -4,7 +4,9 @@ functions to a fixed point, then walks every block once more to report.
 Hazard modules register a handler per `Role` (`HANDLERS`): `handler(an, state, op, report)`
 returns the state after the op and, when `report` is true, calls `an.report(...)`. The first
 run (to the fixed point) never reports; the second starts each block from its final entry
-state, so every finding reflects all paths.
+state, so every finding reflects all paths. Facts a rule hands between statements no path
+joins (`Analysis.carry`: a named barrier's arrive to its partners' sync) only grow; the
+fixed point is solved again until they stop.
 """
 
 from __future__ import annotations
@@ -124,6 +126,10 @@ class Analysis:
         self._infos: dict[int, tuple[Any, Any]] = {}
         self._vals: dict[int, tuple[Any, Val]] = {}
         self.cache: dict[Hashable, Any] = {}   # per-kernel tables the hazard modules build lazily
+        # Facts handed between statements no path joins (`carry`), and whether they grew
+        # during the current solve.
+        self.carried: dict[Hashable, frozenset] = {}
+        self._carry_grew = False
         self._spans: Spans | None = None
         self._loops: list[tuple[int, frozenset]] | None = None
         self.back_edges: set[tuple[int, int]] = set()
@@ -150,6 +156,15 @@ class Analysis:
                 if not any(o.role is Role.RING_STEP and o.index == i and o.value is reg
                            for o in self.by_block[self.cfg.block_of(i)]):
                     self.add_op(Op(Role.RING_STEP, i, value=reg))
+
+    def carry(self, key: Hashable, facts: frozenset) -> None:
+        """Hand `facts` to the statement that reads `carried[key]`, where no path of the CFG
+        takes them (a named barrier's arrive on one branch to its partners' sync on
+        another): they only grow, and the dataflow is solved again until they stop."""
+        old = self.carried.get(key, frozenset())
+        if not facts <= old:
+            self.carried[key] = old | facts
+            self._carry_grew = True
 
     def threads(self) -> list[Reach] | None:
         """`warpgroups.per_thread` of this kernel, run once for every rule that asks: what
@@ -196,8 +211,12 @@ class Analysis:
         """Solve the dataflow to its fixed point, then walk every reachable block once more with
         reporting on, run the latch and exit checks and the whole-kernel checks (`STRUCTURAL`),
         and return the findings."""
-        ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at,
-                    edge=self._edge)
+        while True:   # again while facts carried across paths grow (finitely many)
+            self._carry_grew = False
+            ins = solve(self.cfg, State(), self._transfer, join, self.div.union_at,
+                        edge=self._edge)
+            if not self._carry_grew:
+                break
         latches = {b for b, _ in self.back_edges}
         for block in self.cfg.blocks:
             state = ins[block.id]

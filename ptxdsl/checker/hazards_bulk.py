@@ -11,15 +11,18 @@ in the symbol.
 `bulk-src-overwrite` judges a write against the stores pending in its own thread ("bulk"),
 retired only in another thread with no CTA barrier since ("bulk_done"), and pending in
 their issuing threads at a CTA barrier since ("bulk_seen", built at each barrier by
-`hazards_bulk_release.barrier`): that barrier orders the write after the store's issue,
-not after its read. An mbarrier hands both on as a CTA barrier does, to the threads that
-wait on it (`hazards_bulk_release.hand_on` and `acquire`): the waiting thread's arrive
-after its wait_group marks the "bulk_done" fact (its last field: those arrives), a wait on
-the same barrier for a phase the arrive completes drops it; a store pending in the
-arriving thread becomes "bulk_seen" past such a wait. "bulk_seen" is judged for writes by
-threads that do not include every issuing one (the issuers' own facts judge theirs), with
-each side's bytes bounded over the threads that run it (`extent_where_run`); a TMA or bulk
-copy let in by a release (it waits on an empty barrier a consumer arrives on) is left to
+`hazards_bulk_release.barrier`), or at a named barrier's `bar.arrive` whose partners'
+`bar.sync` on another branch precedes the write (`hazards_bulk_namedbar`, which also tells
+those partners of a retirement before the arrive: `told`): that barrier orders the write
+after the store's issue, not after its read. An mbarrier hands both on as a CTA barrier
+does, to the threads that wait on it (`hazards_bulk_release.hand_on` and `acquire`): the
+waiting thread's arrive after its wait_group marks the "bulk_done" fact (its last field:
+those arrives), a wait on the same barrier for a phase the arrive completes drops it; a
+store pending in the arriving thread becomes "bulk_seen" past such a wait. "bulk_seen" is
+judged for writes by threads that do not include every issuing one (the issuers' own facts
+judge theirs), with each side's bytes bounded over the threads that run it
+(`extent_where_run`); a TMA or bulk copy let in by a release (it waits on an empty barrier a
+consumer arrives on) is left to
 `bulk-src-released`, which judges that release. Not seen: a copy let in by a release the
 release rule cannot see (made by other threads before the barrier, with none between the
 store and it). Still reported: a write by some of a store's issuing threads into the bytes
@@ -38,6 +41,7 @@ from ..statements import Param
 from . import blocks, stages
 from .analysis import EXIT_CHECKS, OWNED, PREPARE, Analysis, handles
 from .findings import Hazard
+from .hazards_bulk_namedbar import told
 from .maps import declare_box
 from .ops import Op, Role
 from .ranges import Span, Spans, extern_align
@@ -345,7 +349,7 @@ def _overwrite_check(an: Analysis, state: State, op: Op) -> None:
             return
     for s, w, moved, _ in an.pending(state, "bulk_done"):
         if not _overlap(mine, _range(an, an.op_at[s]), moved) \
-                or an.div.same_single_threads(w, op.index):
+                or an.div.same_single_threads(w, op.index) or told(an, state, s, w, op.index):
             continue
         if not _overlap(_definite(an, op), _definite(an, an.op_at[s]), moved):
             _size_note(an, s, op.index)

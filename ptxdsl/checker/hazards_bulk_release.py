@@ -46,12 +46,12 @@ cannot be told). The facts are built in every kernel with bulk stores: `bulk-src
 judges writes after the barrier against them too (`hazards_bulk._seen_check`), leaving to
 the arrive a copy a release lets in (`let_in_by_release`). Like `bulk_done`, a barrier
 with a thread count is taken to order every thread that runs it (`bar.sync wg + 1, 128` of
-two warpgroups: both). Not seen: a store
-pending at a `bar.arrive` whose partners' `bar.sync` lies on another branch (facts follow
-paths, and those two share none: the named-barrier model counts arrivals, it carries no
-facts); a store whose fact a later barrier of only other threads dropped. Still reported:
-a release whose phase also needs the issuer's own arrive after its wait, made at another
-arrive statement (as for `bulk_done`).
+two warpgroups: both). A store pending at a named barrier's `bar.arrive` whose partners'
+`bar.sync` lies on another branch gets its "bulk_seen" facts there too
+(`hazards_bulk_namedbar`), and a retirement before such an arrive is told to the partners
+(`told`). Not seen: a store whose fact a later barrier of only other threads dropped.
+Still reported: a release whose phase also needs the issuer's own arrive after its wait,
+made at another arrive statement (as for `bulk_done`).
 
 An mbarrier hands stores on too, to the threads past a wait on it (`hand_on`, `acquire`):
 an arrive on a barrier of this CTA by threads that include the waiting one marks a
@@ -77,6 +77,7 @@ from .guards import enables_no_copy, released_elsewhere, trip_guards
 from .hazards_arrive import _same_barriers
 from .hazards_bulk import MOVED, _definite, extent_where_run
 from .hazards_bulk import _extent as extent_range
+from .hazards_bulk_namedbar import told
 from .hazards_phase import FirstTrip, _first_waits
 from .hazards_ring import _apart, _load_extents, _loads, _slot, index_current, ring_index
 from .hazards_wgmma import follow_relations, released_slot, same_stage
@@ -255,7 +256,7 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
             found.append((verdict, how, s, None))
     for s, w, moved, _ in an.pending(state, "bulk_done"):
         # (the waiting thread among the releasing ones: the phase needs its arrive too)
-        if an.div.same_threads(op.index, w):
+        if an.div.same_threads(op.index, w) or told(an, state, s, w, op.index):
             continue
         verdict = _judge(an, state, op, released, s, moved, ("bulk_retiring", s) in state.may)
         if verdict is not None:

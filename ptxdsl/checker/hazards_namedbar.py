@@ -37,6 +37,9 @@ counter, a parameter) goes the same way in every warp (each such choice is tried
 - `cta-barrier-divergent`: a count-less `bar.sync X` (`__syncthreads` for X = 0) that only
   some warps reach, while the warps that never reach barrier X wait at other barriers.
 
+The model also pairs uses for rules that carry facts across a barrier (`partners`: the
+syncs with a thread count whose warps never reach an arrive of the same id).
+
 Loops nested one in another (FlashAttention's tile loop round its key-block loop, a turn
 in each) are counted each per iteration, the inner loop's uses apart from the outer one's.
 
@@ -110,6 +113,49 @@ class _Model:
         self.complete = bool(reach) and all(t.complete for t in reach)
 
 
+def _model(an: Analysis, sites: list[int], nthreads: int) -> _Model:
+    """The kernel's `_Model`, built once for the rules here and `partners`."""
+    if "namedbar.model" not in an.cache:
+        an.cache["namedbar.model"] = _Model(an, sites, nthreads)
+    return an.cache["namedbar.model"]
+
+
+def partners(an: Analysis, site: int) -> frozenset[int]:
+    """The statements that wait (`bar.sync`/`bar.red` with a thread count) for a phase the
+    named-barrier statement at `site` may arrive in: the same id in some warp, and no warp
+    that reaches `site` reaches them (the warp-specialized branches of CUTLASS's epilogues
+    and FA3's ping-pong: an arrive in one warpgroup's branch, its partners' sync in the
+    other's). No path joins the two, so a rule that carries facts from one to the other
+    (`Analysis.carry`) asks here; a warp at both takes its facts along its own path. Empty
+    when the model cannot tell: the CTA's size unknown, the per-thread analysis given up,
+    or an id a warp cannot compute (uses with such ids pair with nothing)."""
+    table = an.cache.get("namedbar.partners")
+    if table is None:
+        table = an.cache["namedbar.partners"] = _partners(an)
+    return table.get(site, frozenset())
+
+
+def _partners(an: Analysis) -> dict[int, frozenset[int]]:
+    sites = [i for i, st in enumerate(an.body)
+             if type(getattr(st, "insn", None)).__name__ in _NAMES]
+    nthreads = an.values.nthreads
+    if not sites or nthreads is None:
+        return {}
+    model = _model(an, sites, nthreads)
+    if not model.complete:
+        return {}
+    ids: dict[int, set[int]] = {}
+    warps: dict[int, set[int]] = {}
+    for u in model.uses:
+        warps.setdefault(u.site, set()).add(u.warp)   # (a warp that may reach it, too)
+        if u.id is not None:
+            ids.setdefault(u.site, set()).add(u.id)
+    waits = {u.site for u in model.uses if u.sync and not u.full}
+    return {s: frozenset(w for w in waits if ids.get(w, set()) & xs
+                         and not warps[w] & warps[s])
+            for s, xs in ids.items()}
+
+
 def _warps(ws: set[int]) -> str:
     """Warp numbers as ranges: {0, 1, 2, 3, 8} -> 'warps 0-3, 8'."""
     out: list[list[int]] = []
@@ -136,7 +182,7 @@ def _check(an: Analysis) -> None:
         an.note("named barriers", "the CTA's size is unknown (no .reqntid or .maxntid), so "
                 "which warps arrive on each barrier is not known", [("barrier", sites[0])])
         return
-    model = _Model(an, sites, nthreads)
+    model = _model(an, sites, nthreads)
     if not model.complete:
         an.note("named barriers", "the per-thread analysis gave up on this kernel",
                 [("barrier", sites[0])])

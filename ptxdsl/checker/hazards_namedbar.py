@@ -113,10 +113,19 @@ class _Model:
         self.complete = bool(reach) and all(t.complete for t in reach)
 
 
-def _model(an: Analysis, sites: list[int], nthreads: int) -> _Model:
-    """The kernel's `_Model`, built once for the rules here and `partners`."""
+def _sites(an: Analysis) -> list[int]:
+    """The named-barrier statements (and count-less `bar.sync`s) of the kernel."""
+    return [i for i, st in enumerate(an.body)
+            if type(getattr(st, "insn", None)).__name__ in _NAMES]
+
+
+def _model(an: Analysis) -> _Model | None:
+    """The kernel's `_Model`, built once for the rules here and `partners`; None without
+    barrier statements or a known CTA size."""
     if "namedbar.model" not in an.cache:
-        an.cache["namedbar.model"] = _Model(an, sites, nthreads)
+        sites, nthreads = _sites(an), an.values.nthreads
+        an.cache["namedbar.model"] = (_Model(an, sites, nthreads)
+                                      if sites and nthreads is not None else None)
     return an.cache["namedbar.model"]
 
 
@@ -136,13 +145,8 @@ def partners(an: Analysis, site: int) -> frozenset[int]:
 
 
 def _partners(an: Analysis) -> dict[int, frozenset[int]]:
-    sites = [i for i, st in enumerate(an.body)
-             if type(getattr(st, "insn", None)).__name__ in _NAMES]
-    nthreads = an.values.nthreads
-    if not sites or nthreads is None:
-        return {}
-    model = _model(an, sites, nthreads)
-    if not model.complete:
+    model = _model(an)
+    if model is None or not model.complete:
         return {}
     ids: dict[int, set[int]] = {}
     warps: dict[int, set[int]] = {}
@@ -172,8 +176,7 @@ def _warps(ws: set[int]) -> str:
 
 
 def _check(an: Analysis) -> None:
-    sites = [i for i, st in enumerate(an.body)
-             if type(getattr(st, "insn", None)).__name__ in _NAMES]
+    sites = _sites(an)
     if not sites or not any(o.role is Role.NAMED_BARRIER for o in an.ops) and \
             not _divergent_candidates(an, sites):
         return
@@ -182,8 +185,8 @@ def _check(an: Analysis) -> None:
         an.note("named barriers", "the CTA's size is unknown (no .reqntid or .maxntid), so "
                 "which warps arrive on each barrier is not known", [("barrier", sites[0])])
         return
-    model = _model(an, sites, nthreads)
-    if not model.complete:
+    model = _model(an)
+    if model is None or not model.complete:
         an.note("named barriers", "the per-thread analysis gave up on this kernel",
                 [("barrier", sites[0])])
         return

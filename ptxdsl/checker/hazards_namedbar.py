@@ -114,7 +114,7 @@ class _Model:
 
 
 def _sites(an: Analysis) -> list[int]:
-    """The named-barrier statements (and count-less `bar.sync`s) of the kernel."""
+    """The kernel's named-barrier statements (`bar.sync`, `bar.arrive`, `bar.red`)."""
     return [i for i, st in enumerate(an.body)
             if type(getattr(st, "insn", None)).__name__ in _NAMES]
 

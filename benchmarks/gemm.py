@@ -50,9 +50,10 @@ from benchmarks.common import Section, checker_note, gpu_ms, interleaved_gpu_ms
 from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (3072, 3072, 3072), (2048, 2048, 2048),
-        (64, 8192, 8192), (128, 8192, 8192), (128, 14336, 4096), (256, 8192, 8192),
-        (1024, 8192, 8192))
-FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192), (128, 14336, 4096))
+        (64, 8192, 8192), (96, 8192, 8192), (128, 8192, 8192), (128, 14336, 4096),
+        (256, 8192, 8192), (1024, 8192, 8192))
+FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (96, 8192, 8192), (128, 8192, 8192),
+       (128, 14336, 4096))
 # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
 FP8_SCALED = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 DECODE = {"bf16": ((1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (32, 8192, 8192),
@@ -116,7 +117,8 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
         uses = ((sample.CONFIGS[dtype], f"M > {sample.SKINNY_M} and M x N > {sample.SMALL_MN}"),
                 (sample.SKINNY[dtype], f"M <= {sample.ROW_M}, or M > {sample.BM} with "
                                        f"M <= {sample.SKINNY_M} or {small}"),
-                (sample.ROW[dtype], f"{sample.ROW_M} < M <= {sample.BM}"),
+                (sample.ROW_FIT[dtype], f"{sample.ROW_M} < M <= {sample.BM} where the 128-column "
+                                        "tiles would take more waves (`config_for`)"),
                 (sample.WIDE[dtype], "where the 128 x 128 tiles would be taken and these "
                                      "fill their waves better (`config_for`)"))
         for cfg, use in uses:

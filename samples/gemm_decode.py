@@ -25,6 +25,11 @@ from its `Config` with three of its options and its `Output` hook:
   per pair (at M = 64 every CTA would otherwise read half as many bytes of X as of W).
 - Deep ring (no epilogue staging: `Config(staging=False)`): as many stages as 227 KiB of
   shared memory holds (13 at bn = 8, 7 at bn = 128), so enough bytes of W are in flight.
+- X's box as tall as M (`Config(fit="b")`, widths below CLUSTER_BN): TMA's zero fill of X's
+  rows past M cost more than loading them (on an H200, bf16 N = K = 8192: M = 33 and 40 ran
+  at 44.6 and 42.8 us on the 64-wide kernel, M = 48 and 64 at 38.3 and 39.5); the stage's
+  expect_tx is counted from M at run time, and the stale rows past M only reach Y^T's
+  columns past M, which the epilogue never stores.
 - L2 hints (`Config.hints`): W is loaded evict-first (read once), X evict-last (read by
   every CTA).
 - Transposed epilogue: the tile of Y^T (W rows x X rows) is written into Y with 16-bit
@@ -109,9 +114,10 @@ def _config(dtype: str, bn: int, w_rows: int = gh.BM) -> gh.Config:
     stage = w_rows * gh.BK_BYTES + bn * gh.BK_BYTES     # a W tile and an X tile
     stages = SMEM_LIMIT // (stage + 16)                 # + a full and an empty mbarrier
     name = f"gemm_decode_{dtype}_n{bn}" + ("" if w_rows == gh.BM else f"_w{w_rows}")
-    return gh.Config(dtype, bn=bn, cluster=2 if bn >= CLUSTER_BN else 1, stages=stages,
-                     along="m", name=name, split_k=True, staging=False, hints=True,
-                     bm=w_rows)
+    cluster = 2 if bn >= CLUSTER_BN else 1
+    return gh.Config(dtype, bn=bn, cluster=cluster, stages=stages, along="m", name=name,
+                     split_k=True, staging=False, hints="a", bm=w_rows,
+                     fit="b" if cluster == 1 else None)
 
 
 VARIANTS = {d: {bn: _config(d, bn) for bn in WIDTHS} for d in gh.DTYPES}   # dtype -> bn -> cfg

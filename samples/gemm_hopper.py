@@ -28,10 +28,12 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
 - Skinny M (M <= 256, `launch`'s choice; kernels `gemm_hopper_<dtype>_n128`): the same roles
   on 128 x 128 tiles, without a cluster, with 6 stages, so that a short A still spreads over
   twice as many SMs and no CTA works on rows past M alone.
-- One tile row (64 < M <= 128, `launch`'s choice; kernels `gemm_hopper_<dtype>_row`): 128 x 64
-  tiles, 8 stages, in clusters of 2 along N that share the A tile (each CTA loads half of it
-  and multicasts it; each loads its own B): twice the CTAs again, with the L2 reads of the
-  128 x 128 tiles.
+- One tile row (64 < M <= 128, `launch`'s choice with N; kernels
+  `gemm_hopper_<dtype>_row_fit`): 128 x 64 tiles, 8 stages, no cluster, A's TMA box as tall
+  as M (`Config(fit="a")`: TMA's zero fill of rows past M costs more than loading them),
+  A evict-last and B evict-first: twice the CTAs of the 128 x 128 tiles. Without N (the GEMMs
+  built on this one), the same tiles in clusters of 2 along N that share the A tile (each CTA
+  loads half of it and multicasts it; kernels `gemm_hopper_<dtype>_row`).
 - Tails: TMA zero-fills rows and columns outside A and B (so K need not be a multiple of the
   k-block, and a K smaller than one stage is one partial stage) and clips the stores at the
   edges of C. TMA needs 16-byte row pitches (K a multiple of 8 for bf16, 16 for e4m3).
@@ -44,11 +46,12 @@ f32 accumulator by `scale` (the product of the per-tensor scales of A and B) bef
   GPU that owns its rows with it. `Config(split_k=True)` walks (tile, split) units, K cut
   into splits of a `kper` parameter, and hands each unit's f32 accumulator and `KSpan` to the
   `Output`'s epilogue (an `AccStore`); `staging=False` leaves out the epilogue's buffers;
-  `hints=True` loads A evict-first and B evict-last; `bm=64` (split-K only) makes A's tile
-  64 rows, the two consumers each on half of B's tile. samples/gemm_decode.py builds its
-  decode-shape GEMM (Y = X W^T, M <= 128, split-K) from these. `build_gemm(cfg,
-  consumer=...)` takes a `Consumer`, the consumer warpgroups' main loop and scaling;
-  samples/gemm_fp8_scaled.py scales e4m3 by rows and by 128-wide K blocks with it.
+  `hints="a"` loads A evict-first and B evict-last ("b" the other way round); `bm=64`
+  (split-K only) makes A's tile 64 rows, the two consumers each on half of B's tile.
+  samples/gemm_decode.py builds its decode-shape GEMM (Y = X W^T, M <= 128, split-K) from
+  these. `build_gemm(cfg, consumer=...)` takes a `Consumer`, the consumer warpgroups' main
+  loop and scaling; samples/gemm_fp8_scaled.py scales e4m3 by rows and by 128-wide K blocks
+  with it.
 
 The run checks both kernels against numpy on tails in every dimension and a K smaller than
 one stage (inputs are small integers times a power of two, so the f32 sums are exact and
@@ -96,7 +99,8 @@ class Config:
 
     def __init__(self, dtype: str, bn: int = BN, cluster: int = CLUSTER, stages: int = STAGES,
                  along: str = "m", name: str | None = None, *, split_k: bool = False,
-                 staging: bool = True, hints: bool = False, bm: int = BM):
+                 staging: bool = True, hints: str | None = None, bm: int = BM,
+                 fit: str | None = None):
         if along not in ("m", "n"):
             raise ValueError(f"Config: along must be 'm' (CTAs share B) or 'n' (they share A), "
                              f"got {along!r}")
@@ -107,13 +111,29 @@ class Config:
             raise ValueError(f"Config: bm must be {BM}, or 64 with split_k=True and bn a "
                              f"multiple of 16 (each consumer's half a wgmma N), got bm={bm!r} "
                              f"split_k={split_k} bn={bn}")
+        if hints not in (None, "a", "b"):
+            raise ValueError(f"Config: hints must be None, 'a' (A streamed once: evict-first, B "
+                             f"evict-last) or 'b' (the other way round), got {hints!r}")
+        # fit: one tile row (or column) whose A (B) box is as tall as M (N) (below)
+        if fit not in (None, "a", "b"):
+            raise ValueError(f"Config: fit must be None, 'a' (A's box as tall as M) or 'b' (B's "
+                             f"as tall as N), got {fit!r}")
+        if fit is not None and cluster != 1:
+            raise ValueError(f"Config: fit={fit!r} takes one CTA per cluster (a box that is not "
+                             f"shared), got cluster={cluster}")
         self.dtype, self.bn, self.cluster, self.stages = dtype, bn, cluster, stages
         self.along = along
         # split_k: the kernel takes `kper` (k-blocks per split) and walks (tile, split) units;
         # its `Output` must take the f32 accumulator (`AccStore`), as only it can add the
-        # splits up. staging: room for the TMA-store epilogue's buffers. hints: A loaded
-        # evict-first (streamed once), B evict-last (read by every CTA).
-        self.split_k, self.staging, self.hints = split_k, staging, hints
+        # splits up. staging: room for the TMA-store epilogue's buffers. hints: the operand
+        # streamed once ("a" or "b"), loaded evict-first, the other evict-last (read by every
+        # CTA). fit="a": M <= bm only (one tile row): A's box is min(M, bm) rows rounded up to
+        # 8 (`boxes_for`) and the stage's expect_tx is counted from M at run time, because TMA
+        # fills a box's rows past M with zeros far slower than it loads rows (on an H200, at
+        # M = 72, N = K = 8192, bf16: 57.5 us with the 128-row box, 40.9 us with A padded to
+        # 128 rows in memory). The rows past M in shared memory are stale; they only reach
+        # C's rows past M, which no epilogue stores. fit="b": the same for B's rows and N.
+        self.split_k, self.staging, self.hints, self.fit = split_k, staging, hints, fit
         self.bm = bm
         self.wg_n = bn if bm == BM else bn // 2       # a consumer warpgroup's wgmma N
         self.wtype, self.kstep = DTYPES[dtype]
@@ -134,6 +154,32 @@ class Config:
         self.ring_off = self.epi_off + (2 * EPI_BYTES if staging else 0)
         self.smem_bytes = self.ring_off + 16 * stages
         self.name = name or f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
+
+    def boxes_for(self, m: int, n: int) -> tuple[SmemLayout, SmemLayout]:
+        """A's and B's tensor-map boxes for M x N: `box_a` and `box_b`, but with `fit` the
+        fitted one min(M, bm) (min(N, bn)) rows rounded up to 8. A fitted side takes one tile
+        row (column): M <= bm (N <= bn), else ValueError."""
+        box_a, box_b = self.box_a, self.box_b
+        if self.fit is not None:
+            what, rows, top = ("A", "M", self.bm) if self.fit == "a" else ("B", "N", self.bn)
+            size = m if self.fit == "a" else n
+            if size > top:
+                raise ValueError(f"{self.name}: its {what} box is as tall as {rows} (Config.fit="
+                                 f"{self.fit!r}): {rows} must be at most {top}, got "
+                                 f"{rows}={size}")
+            fitted = SmemLayout(self.wtype, -(-size // 8) * 8, self.bk, "K", "128B")
+            box_a, box_b = (fitted, box_b) if self.fit == "a" else (box_a, fitted)
+        return box_a, box_b
+
+    def stage_tx(self, k: Kernel, M: Reg, N: Reg) -> Reg | int:
+        """The bytes a stage's loads bring: `stage_bytes`, or with `fit` counted from M (N)
+        at run time as `boxes_for` fits the box."""
+        if self.fit is None:
+            return self.stage_bytes
+        size, top, other = (M, self.bm, self.b_bytes) if self.fit == "a" else \
+            (N, self.bn, self.a_bytes)
+        rows = k.min(k.and_(k.add(size, 7), 0xFFFFFFF8), top)
+        return k.mad(rows, BK_BYTES, other)
 
 
 CONFIGS = {name: Config(name) for name in DTYPES}
@@ -168,9 +214,19 @@ WAVE_SMS = 132
 ROW = {name: Config(name, bn=64, cluster=2, stages=8, along="n",
                     name=f"gemm_hopper_{name}_row") for name in DTYPES}
 ROW_M = 64
+# gemm_hopper's own one-row tiles (`launch`, config_for with N): 128 x 64 tiles without a
+# cluster, A's box as tall as M (`Config(fit="a")`), A loaded evict-last and B evict-first (A is
+# read by every CTA, B once). In one process on an H200 against cuBLAS, bf16 N = K = 8192
+# (the pairs above / the pairs with A padded to 128 rows in memory / these without fit):
+# M = 72 0.671 / 0.936 / 0.609, M = 96 0.813 / 0.917 / 0.760, M = 128 0.942 / - / 0.993; at
+# M = 128, N = 4096 0.833 / - / 1.019, K = 4096 0.982 / - / 1.090. The GEMMs built on this one
+# (VARIANTS) keep the pairs: their A maps are their own.
+ROW_FIT = {name: Config(name, bn=64, cluster=1, stages=8, hints="b", fit="a",
+                        name=f"gemm_hopper_{name}_row_fit") for name in DTYPES}
 VARIANTS = {"default": CONFIGS, "skinny": SKINNY, "row": ROW}      # name -> dtype -> Config
-# ... and the wide tiles, which only gemm_hopper's own `launch` picks (config_for with N)
-ALL_VARIANTS = {**VARIANTS, "wide": WIDE}
+# ... and the wide and fitted one-row tiles, which only gemm_hopper's own `launch` picks
+# (config_for with N)
+ALL_VARIANTS = {**VARIANTS, "wide": WIDE, "row_fit": ROW_FIT}
 
 
 def _wave_cost(m: int, n: int, cfg: Config) -> int:
@@ -182,11 +238,13 @@ def _wave_cost(m: int, n: int, cfg: Config) -> int:
 
 def config_for(dtype: str, m: int, n: int | None = None) -> Config:
     """The variant `launch` uses for M rows (and N columns, where given: SMALL_MN, WIDE, and
-    ROW against SKINNY by their waves)."""
+    for one tile row ROW_FIT against SKINNY by their waves; without N, ROW)."""
     if ROW_M < m <= BM:
-        if n is not None and _wave_cost(m, n, SKINNY[dtype]) <= _wave_cost(m, n, ROW[dtype]):
+        if n is None:
+            return ROW[dtype]
+        if _wave_cost(m, n, SKINNY[dtype]) <= _wave_cost(m, n, ROW_FIT[dtype]):
             return SKINNY[dtype]
-        return ROW[dtype]
+        return ROW_FIT[dtype]
     if not (m <= SKINNY_M or (n is not None and m * n <= SMALL_MN)):
         return CONFIGS[dtype]
     if n is not None and _wave_cost(m, n, WIDE[dtype]) < _wave_cost(m, n, SKINNY[dtype]):
@@ -390,7 +448,8 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
         ptx.setmaxnreg_dec(k, PRODUCER_REGS)
         rows.side_warps(k, cfg)
         with k.if_(tid == 0):
-            _producer(k, cfg, ring, smem, map_a, map_b, rank, tile_loop, rows)
+            _producer(k, cfg, ring, smem, map_a, map_b, rank, tile_loop,
+                      cfg.stage_tx(k, M, N), rows)
     with k.else_():
         ptx.setmaxnreg_inc(k, CONSUMER_REGS)
         epi: TileStore
@@ -411,7 +470,7 @@ def build_gemm(cfg: Config, bounded: bool = False, *, output: Output | None = No
 
 
 def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: Symbol,
-              map_b: Symbol, rank: Reg | None, tile_loop: TileLoop,
+              map_b: Symbol, rank: Reg | None, tile_loop: TileLoop, stage_tx: Reg | int,
               rows: Rows = DEFAULT_ROWS) -> None:
     """One thread: per k-block its own tile of one operand and its 1/cluster slice of the
     shared one, multicast to the cluster (the whole of both without a cluster)."""
@@ -424,9 +483,13 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
     mine = k.mad(rank, slice_rows * BK_BYTES, cfg.a_bytes if shared_b else 0) \
         if rank is not None else None     # rank: in a cluster (cl > 1)
     p = ring.producer()
-    # L2 policies (cfg.hints): A streamed once, B read again by every CTA
-    pol_a = ptx.createpolicy_fractional(k, "evict_first") if cfg.hints else None
-    pol_b = ptx.createpolicy_fractional(k, "evict_last") if cfg.hints else None
+    # L2 policies (cfg.hints): the operand streamed once evict-first, the other (read again by
+    # every CTA) evict-last
+    pol_a = pol_b = None
+    if cfg.hints is not None:
+        first = ptx.createpolicy_fractional(k, "evict_first")
+        last = ptx.createpolicy_fractional(k, "evict_last")
+        pol_a, pol_b = (first, last) if cfg.hints == "a" else (last, first)
 
     def tile(m0: Reg, n0: Reg, span: KSpan) -> None:
         # my slice of the shared tile (whose origin the CTAs have in common)
@@ -435,7 +498,7 @@ def _producer(k: Kernel, cfg: Config, ring: MbarrierRing, smem: Symbol, map_a: S
         with k.for_range(span.start, span.stop) as kb:
             kc = k.mul(kb, cfg.bk)
             p.wait_empty()
-            p.arrive_expect_tx(cfg.stage_bytes)
+            p.arrive_expect_tx(stage_tx)
             slot, full = p.slot(smem, cfg.stage_bytes), p.full_barrier()
 
             def load(dst: Reg, tmap: Reg, row: Reg, mask: int | None = None,
@@ -592,10 +655,11 @@ def tensor_maps(dtype: str, a: object, b: object, m: int, n: int, kdim: int,
     from ptxdsl import runtime as rt
     cfg = cfg or config_for(dtype, m, n)
     tma = "BFLOAT16" if dtype == "bf16" else "UINT8"
-    ma = rt.TensorMap.tiled(a, (m, kdim), tma, cfg.box_a.tma_box[::-1], swizzle="128B")
-    mb = rt.TensorMap.tiled(b, (n, kdim), tma, cfg.box_b.tma_box[::-1], swizzle="128B")
-    cfg.box_a.check_tensormap(ma)
-    cfg.box_b.check_tensormap(mb)
+    box_a, box_b = cfg.boxes_for(m, n)
+    ma = rt.TensorMap.tiled(a, (m, kdim), tma, box_a.tma_box[::-1], swizzle="128B")
+    mb = rt.TensorMap.tiled(b, (n, kdim), tma, box_b.tma_box[::-1], swizzle="128B")
+    box_a.check_tensormap(ma)
+    box_b.check_tensormap(mb)
     return ma, mb
 
 
@@ -625,9 +689,10 @@ def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m:
     variant) + `output_map`, to skip encoding them per call."""
     check_shape(dtype, m, n, kdim)
     cfg = cfg or config_for(dtype, m, n)
+    boxes = cfg.boxes_for(m, n)         # a fitted kernel takes one tile row or column
     ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
     if maps:                 # made for another variant, the kernel's byte counts would not match
-        for name, tmap, box in (("A", ma, cfg.box_a), ("B", mb, cfg.box_b)):
+        for name, tmap, box in zip("AB", (ma, mb), boxes, strict=True):
             desc = getattr(tmap, "desc", None)      # None: raw bytes, nothing to compare
             if desc is not None and tuple(desc.box_dim) != tuple(box.tma_box):
                 raise ValueError(f"{cfg.name}: {name}'s tensor map must have this variant's "
@@ -675,15 +740,17 @@ def reference_inputs(dtype: str, m: int, n: int, kdim: int,
     return bits[0], bits[1], want.astype(np.float32), scale
 
 
-SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024))   # tails in M, N, K; K < a stage
+# tails in M, N, K; K < a stage; one tile row (A's box 104 rows for the fitted kernel)
+SHAPES = ((300, 520, 208), (129, 258, 48), (512, 256, 1024), (100, 392, 144))
 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(DTYPES),
         sms: int | None = None, bounded: bool = False,
         variants: Iterable[str] = tuple(ALL_VARIANTS)) -> Report:
-    """Each kernel of `dtypes` and `variants` ("default", "skinny", "row", "wide") on each
-    (M, N, K) of `shapes`; `sms` caps the persistent grid (default: the GPU's SM count);
-    `bounded`: the debug build (a hung wait raises `WaitTimeoutError` naming its barrier)."""
+    """Each kernel of `dtypes` and `variants` ("default", "skinny", "row", "wide",
+    "row_fit") on each (M, N, K) of `shapes` (the fitted one-row kernel where M <= BM);
+    `sms` caps the persistent grid (default: the GPU's SM count); `bounded`: the debug build
+    (a hung wait raises `WaitTimeoutError` naming its barrier)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_hopper")
     mod = build_module(bounded=bounded).load()
@@ -695,6 +762,8 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
                     f"{PRODUCER_REGS}/{CONSUMER_REGS}), {cfg.smem_bytes} bytes of dynamic "
                     "shared memory")
         for m, n, kdim in shapes:
+            if cfg.fit == "a" and m > cfg.bm:
+                continue
             a, b, want, scale = reference_inputs(cfg.dtype, m, n, kdim)
             dev_a, dev_b = rt.DeviceBuffer.from_numpy(a), rt.DeviceBuffer.from_numpy(b)
             c = rt.DeviceBuffer.empty((m, n), np.uint16)

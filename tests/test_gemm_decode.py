@@ -13,6 +13,7 @@ same checks.
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
@@ -107,6 +108,13 @@ def test_ptx_shape(module, w64_module, dtype, cfg):
     # the warpgroup's half of the X tile: cw * (bn / 2) rows of 128 bytes after W's tile
     half = f", {wn * 128}, {64 * 128};"
     assert (half in body) is w64, half
+    # below CLUSTER_BN X's box is as tall as M (fit="b"): the stage's expect_tx counts
+    # min((M + 7) & ~7, bn) rows of 128 bytes after W's tile, at run time
+    fitted = re.search(rf"and\.b32 (%r\d+), %r\d+, 4294967288;\s+min\.u32 (%r\d+), \1, {bn};"
+                       rf"\s+mad\.lo\.u32 (%r\d+), \2, 128, {cfg.a_bytes};", body)
+    arrive = re.findall(r"mbarrier\.arrive\.expect_tx\S* _, \[%r\d+\], (\S+);", body)
+    assert (fitted is not None) is (not paired) and len(arrive) == 1
+    assert arrive[0] == (fitted.group(3) if fitted else str(cfg.stage_bytes))
 
 
 @pytest.mark.skipif(ptxas_path() is None, reason="no standalone ptxas here")

@@ -9,6 +9,7 @@ clusters (the persistent loop), checked bit for bit against numpy.
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
@@ -104,10 +105,58 @@ def test_row_ptx_shape(module):
         assert body.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 1
 
 
+def test_row_fit_ptx_shape(module):
+    """The fitted one-row kernels: no cluster; both operands loaded by the CTA itself with L2
+    policies (A evict-last, B evict-first); the stage's expect_tx a register counted from M
+    (min(M rounded up to 8, 128) rows of 128 bytes, plus B's 8 KiB), not a constant."""
+    ptx = module.emit()
+    for name in ("bf16", "e4m3"):
+        body = _entry(ptx, f"gemm_hopper_{name}_row_fit")
+        assert ".reqnctapercluster" not in body and "%nclusterid" not in body
+        load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        assert body.count(load + ".L2::cache_hint [") == 2 and ".multicast" not in body
+        assert "createpolicy.fractional.L2::evict_first" in body
+        assert "createpolicy.fractional.L2::evict_last" in body
+        # rows = min((M + 7) & ~7, 128); bytes = rows * 128 + B's 64 x 128
+        rows = re.search(r"and\.b32 (%r\d+), %r\d+, 4294967288;\s+min\.u32 (%r\d+), \1, 128;"
+                         r"\s+mad\.lo\.u32 (%r\d+), \2, 128, 8192;", body)
+        assert rows is not None
+        arrive = re.findall(r"mbarrier\.arrive\.expect_tx\S* _, \[%r\d+\], (\S+);", body)
+        assert arrive == [rows.group(3)]
+        assert body.count("mbarrier.init.shared::cta.b64") == 16         # 8 stages x 2
+
+
+def test_row_fit_boxes_and_refusals():
+    """A fitted kernel's box follows M (N for B), rounded up to 8, at most a tile; it takes
+    one tile row (column) only, and only without a cluster."""
+    fit = NS["ROW_FIT"]["bf16"]
+    assert [fit.boxes_for(m, 8192)[0].mn for m in (1, 65, 72, 73, 127, 128)] == \
+        [8, 72, 72, 80, 128, 128]
+    assert fit.boxes_for(72, 8192)[1] is fit.box_b
+    row = NS["ROW"]["bf16"]
+    assert row.boxes_for(72, 100) == (row.box_a, row.box_b)
+    fit_b = NS["Config"]("bf16", bn=64, cluster=1, fit="b")
+    assert fit_b.boxes_for(4096, 33)[1].mn == 40 and fit_b.boxes_for(4096, 33)[0] is fit_b.box_a
+    with pytest.raises(ValueError, match="N must be at most 64, got N=65"):
+        fit_b.boxes_for(128, 65)
+    with pytest.raises(ValueError, match="M must be at most 128, got M=129"):
+        NS["tensor_maps"]("bf16", 0, 0, 129, 8192, 64, fit)
+    with pytest.raises(ValueError, match="M must be at most 128, got M=200"):
+        NS["launch"](None, "bf16", 0, 0, 0, 200, 8192, 64, sms=132, cfg=fit)
+    with pytest.raises(ValueError, match="takes one CTA per cluster"):
+        NS["Config"]("bf16", bn=64, cluster=2, fit="a")
+    with pytest.raises(ValueError, match="fit must be None, 'a'"):
+        NS["Config"]("bf16", fit=True)
+    with pytest.raises(ValueError, match="hints must be None, 'a'"):
+        NS["Config"]("bf16", hints=True)
+
+
 def test_config_choice_and_shared_memory():
     pick, skinny, default, row = NS["config_for"], NS["SKINNY"], NS["CONFIGS"], NS["ROW"]
+    fit = NS["ROW_FIT"]
     for dtype in ("bf16", "e4m3"):
         assert pick(dtype, 1) is pick(dtype, NS["ROW_M"]) is skinny[dtype]
+        # one tile row without N (the GEMMs built on this one): the pairs; with N: fitted
         assert pick(dtype, NS["ROW_M"] + 1) is pick(dtype, NS["BM"]) is row[dtype]
         assert pick(dtype, NS["BM"] + 1) is pick(dtype, NS["SKINNY_M"]) is skinny[dtype]
         assert pick(dtype, NS["SKINNY_M"] + 1) is default[dtype]
@@ -115,12 +164,11 @@ def test_config_choice_and_shared_memory():
         small = NS["SMALL_MN"]
         assert pick(dtype, 2048, 2048) is pick(dtype, 4096, small // 4096) is skinny[dtype]
         assert pick(dtype, 4096, small // 4096 + 2) is pick(dtype, 8192, 8192) is default[dtype]
-        assert pick(dtype, 96, 1 << 20) is row[dtype]
-        # one tile row with N: the 128 x 64 pairs unless the 128 x 128 tiles take no more
-        # waves (CTAs counted, two per pair): N = 8192 is one wave of 128 CTAs against one
-        # of 64 twice as wide; N = 14336 two waves of 224 against one of 112; 28672 four
-        # against two
-        assert pick(dtype, 128, 8192) is pick(dtype, 65, 4096) is row[dtype]
+        assert pick(dtype, 96, 1 << 20) is fit[dtype]
+        # one tile row with N: the fitted 128 x 64 tiles unless the 128 x 128 tiles take no
+        # more waves: N = 8192 is one wave of 128 CTAs against one of 64 twice as wide;
+        # N = 14336 two waves of 224 against one of 112; 28672 four against two
+        assert pick(dtype, 128, 8192) is pick(dtype, 65, 4096) is fit[dtype]
         assert pick(dtype, 128, 14336) is pick(dtype, 100, 28672) is skinny[dtype]
         # ... or 128 x 192 where those fill their waves better: 3072^2 is 576 tiles of 128 x
         # 128 (5 waves of 132 SMs) but 384 of 128 x 192 (3 waves); 4096^2 is 8 waves against
@@ -130,7 +178,7 @@ def test_config_choice_and_shared_memory():
         assert pick(dtype, 4096, 4096) is pick(dtype, 256, 8192) is skinny[dtype]
         assert pick(dtype, 3072) is default[dtype]          # without N: by M alone
         assert wide.bn == 192 and wide.cluster == 1
-        for cfg in (skinny[dtype], default[dtype], row[dtype], wide):
+        for cfg in (skinny[dtype], default[dtype], row[dtype], wide, fit[dtype]):
             assert cfg.smem_bytes <= 227 * 1024 and cfg.epi_off % 1024 == 0
     with pytest.raises(ValueError, match="along must be 'm'"):
         NS["Config"]("bf16", along="k")
@@ -166,7 +214,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     """What the driver JIT does on load: setmaxnreg kept (the entry count is the 168 that
     384 threads x minnctapersm 1 allow), no spills, no serialized wgmma."""
     rep = whole_program_report(module)
-    assert [r.registers for r in rep.kernels.values()] == [168] * 8, rep.log
+    assert [r.registers for r in rep.kernels.values()] == [168] * 10, rep.log
     assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
     assert advisories(rep) == [], rep.log
 
@@ -218,7 +266,9 @@ GPU_SHAPES = [                   # N % 8 == 0: TMA-store epilogue; other even N:
     ("e4m3", 300, 520, 208),
     ("e4m3", 129, 258, 48),
     ("e4m3", 2048, 1536, 512),
-    ("bf16", 128, 8192, 1024),    # one tile row: the row kernel (launch's choice)
+    ("bf16", 128, 8192, 1024),    # one tile row: the fitted row kernel (launch's choice)
+    ("bf16", 73, 1000, 200),      # ... A's box 80 rows: 7 past M; N and K tails
+    ("e4m3", 72, 8200, 4096),     # ... a box of exactly M rows
     ("bf16", 64, 4104, 64),       # skinny M: the n128 kernel (launch's choice)
     ("e4m3", 100, 1032, 208),
 ]
@@ -241,8 +291,9 @@ def _run_in_child(run_args: str, checks: int | None = None) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,m,n,k", GPU_SHAPES)
 def test_gemm_on_gpu(dtype, m, n, k):
-    """Every variant (default, skinny, one row, wide) on the shape."""
-    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=4)
+    """Every variant (default, skinny, one row, wide, and the fitted one row where M <= 128)
+    on the shape."""
+    _run_in_child(f"shapes=[({m}, {n}, {k})], dtypes=[{dtype!r}]", checks=4 + (m <= 128))
 
 
 @pytest.mark.gpu

@@ -381,7 +381,7 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
     bounded over the threads that run it (`extent_where_run`): a warpgroup writing its own
     rows of a stage while another's store reads that one's rows is clean."""
     # (both import this module)
-    from .hazards_bulk_release import arrives_at, let_in_by_release
+    from .hazards_bulk_release import crossed, let_in_by_release
     from .overwrites import _uniform
     for s, b, moved, _ in an.pending(state, "bulk_seen"):
         store = an.op_at[s]
@@ -393,16 +393,13 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
         if not _meets(an, op, store, _definite(an, op), _definite(an, store), moved, True):
             _size_note(an, s, op.index)
             continue
-        # (b: a CTA barrier, or an mbarrier.arrive whose phase this thread waited for)
-        sync = "arrive" if arrives_at(an, b) else "barrier"
-        where = ("the CTA barrier since" if sync == "barrier" else "the mbarrier.arrive "
-                 "whose phase this thread waited for since")
+        role, where, what = crossed(an, b, "this thread")
         an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                   f"{an.describe(op.smem)} while a bulk store that other threads issued may "
                   "still be reading it (no cp.async.bulk.wait_group.read had retired its "
-                  f"group at {where}: the {sync} orders the write after the "
+                  f"group at {where} since: the {what} orders the write after the "
                   "store's issue, not after its read)",
-                  [("write", op.index), ("store", s), (sync, b)])
+                  [("write", op.index), ("store", s), (role, b)])
         return
 
 

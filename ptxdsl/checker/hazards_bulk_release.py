@@ -281,14 +281,11 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
             continue
         verdict = _judge(an, state, op, released, s, moved, retiring)
         if verdict is not None:
-            # (b: a CTA barrier, or an mbarrier.arrive whose phase these threads waited for)
-            sync = "arrive" if arrives_at(an, b) else "barrier"
-            where, what = ("the CTA barrier", "barrier") if sync == "barrier" else (
-                "the mbarrier.arrive whose phase these threads waited for", "hand-off")
+            role, where, what = crossed(an, b, "these threads")
             found.append((verdict, "other threads issued it and had not retired its group "
                           f"with cp.async.bulk.wait_group.read at {where} since: the {what} "
                           "orders the arrive after the store's issue, not after its read",
-                          s, (sync, b)))
+                          s, (role, b)))
     found.sort(key=lambda x: ("report", "note", "size").index(x[0]))
     for verdict, how, s, extra in found[:1]:
         sites = [("arrive", op.index), ("store", s)] + ([extra] if extra is not None else [])
@@ -365,6 +362,22 @@ def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
 def _relaxed(an: Analysis, op: Op) -> bool:
     """A `.relaxed` arrive or wait (PTX 8.6): it releases or acquires nothing."""
     return _ev(getattr(an.body[op.index].insn, "sem", None)) == "relaxed"
+
+
+def crossed(an: Analysis, b: int, who: str) -> tuple[str, str, str]:
+    """How a message names the statement b that a "bulk_seen" fact was built at, for the
+    threads `who` past it: (the site's role, the place, what orders them). A CTA barrier
+    (`barrier`, or a `bar.sync`/`bar.red` with a thread count); a named barrier's
+    `bar.arrive`, carried to its partners' `bar.sync` (`hazards_bulk_namedbar`); an
+    mbarrier.arrive whose phase they waited for (`hand_on`, `acquire`)."""
+    if arrives_at(an, b):
+        return "arrive", f"the mbarrier.arrive whose phase {who} waited for", "hand-off"
+    insn = an.body[b].insn
+    if type(insn).__name__ == "Barrier" and _ev(insn.op) != "sync":
+        ident = an.const(insn.id)
+        return ("barrier", f"the named barrier's bar.arrive{'' if ident is None else f' {ident}'}"
+                f" (whose partner bar.sync {who} ran)", "named barrier")
+    return "barrier", "the CTA barrier", "barrier"
 
 
 def arrives_at(an: Analysis, i: int) -> list[Op]:

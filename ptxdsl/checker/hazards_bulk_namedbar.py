@@ -113,7 +113,9 @@ def fenced_to_arrives(an: Analysis, state: State, op: Op, report: bool) -> State
     handler (`sync` is imported last) drops the facts at a sync. Not the unfenced writes:
     the writers may fence them before a barrier the arriving threads wait on later, and a
     carried fact would not see that fence."""
-    if an.op_at[op.index] is not op:
+    # (no bar.arrive without a thread count: a kernel without one has no arrive to hand to,
+    # and need not build the named-barrier model for its `bar.sync 0`s)
+    if an.op_at[op.index] is not op or Role.NAMED_BARRIER not in an.roles:
         return state
     fenced = frozenset((f[1], op.index) for f in state.may if f[0] == "smem_fenced")
     for arrive in partners(an, op.index, sync=False) if fenced else ():

@@ -105,14 +105,14 @@ def unfenced(an: Analysis, state: State, op: Op, report: bool) -> State:
 
 @handles(Role.CTA_BARRIER, Role.NAMED_BARRIER)
 def fenced_to_arrives(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """Hand the writes fenced here ("smem_fenced") to the `bar.arrive`s of the same id in
-    the other warps (`partners(..., sync=False)`), which do not wait: a storer that arrives
-    while the writers sync (the pair the wrong way round) has them as fenced by other
-    threads with no barrier since, which its next CTA barrier drops. Run at a statement's
-    first op (a sync's CTA_BARRIER op, a bar.arrive's NAMED_BARRIER op), before `sync`'s
-    handler (`sync` is imported last) drops the facts at a sync. Not the unfenced writes:
-    the writers may fence them before a barrier the arriving threads wait on later, and a
-    carried fact would not see that fence."""
+    """Hand the writes fenced here ("smem_fenced") to the `bar.arrive` statements of the
+    same id in the other warps (`partners(..., sync=False)`), which do not wait: a storer
+    that arrives while the writers sync (the pair the wrong way round) has them as fenced
+    by other threads with no barrier since, which its next CTA barrier drops. Run at a
+    statement's first op (a sync's CTA_BARRIER op, a bar.arrive's NAMED_BARRIER op), before
+    `sync`'s handler (`sync` is imported last) drops the facts at a sync. Not the unfenced
+    writes: the writers may fence them before a barrier the arriving threads wait on later,
+    and a carried fact would not see that fence."""
     # (no bar.arrive without a thread count: a kernel without one has no arrive to hand to,
     # and need not build the named-barrier model for its `bar.sync 0`s)
     if an.op_at[op.index] is not op or Role.NAMED_BARRIER not in an.roles:

@@ -139,8 +139,8 @@ def partners(an: Analysis, site: int, sync: bool = True) -> frozenset[int]:
     (`Analysis.carry`) asks here; a warp at both takes its facts along its own path. Empty
     when the model cannot tell: the CTA's size unknown, the per-thread analysis given up,
     or an id a warp cannot compute (uses with such ids pair with nothing). `sync=False`:
-    the `bar.arrive`s of the same id in those other warps instead, which do not wait (their
-    threads' later program is not ordered after `site`'s earlier one)."""
+    the `bar.arrive` statements of the same id in those other warps instead, which do not
+    wait (their threads' later program is not ordered after `site`'s earlier one)."""
     table = an.cache.get(("namedbar.partners", sync))
     if table is None:
         table = an.cache[("namedbar.partners", sync)] = _partners(an, sync)

@@ -186,7 +186,7 @@ def test_write_the_hand_off_does_not_cover_is_reported(how):
     else:
         assert f.sites[2].ptx.startswith("mbarrier.arrive")
         assert "at the mbarrier.arrive whose phase this thread waited for since: the " \
-            "arrive orders the write after the store's issue, not after its read" in f.message
+            "hand-off orders the write after the store's issue, not after its read" in f.message
 
 
 @pytest.mark.parametrize("how", [h for h, (_, via) in MISTAKES.items() if via is None])

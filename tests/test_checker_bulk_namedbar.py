@@ -205,6 +205,11 @@ def test_write_after_the_partners_sync_while_the_store_reads(how):
     assert f.sites[1].ptx.startswith("cp.async.bulk.tensor.2d.global.shared::cta")
     assert f.sites[2].ptx.startswith("bar.arrive 1, 256")
     assert "other threads issued" in f.message
+    # (the barrier named by its kind: the arrive, not a CTA barrier)
+    who = "these threads" if how.startswith("ring") else "this thread"
+    assert "at the named barrier's bar.arrive 1 (whose partner bar.sync " \
+        f"{who} ran) since: the named barrier orders the " in f.message
+    assert "CTA barrier since" not in f.message
 
 
 @pytest.mark.parametrize("how", CLEAN)

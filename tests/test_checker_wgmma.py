@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+
 from ptxdsl import Kernel, Module, ptx, t
 from ptxdsl.checker import Hazard, check_kernel
 from tests.checker_kernels import here, ids, only
@@ -222,6 +224,28 @@ def test_generic_writes_fenced_and_synced_are_clean():
     g.k.bar_sync(0)
     _mma_once(g)
     assert check_kernel(g.k) == []
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_generic_writes_fenced_and_handed_on_by_an_mbarrier(early):
+    """The writers fence, then arrive on `empty` (count 128) and wait for its phase: the
+    arrive releases the fenced writes to the wgmma after the wait (clean); arriving before
+    the fence hands on nothing."""
+    g = Gemm()
+    g.barriers()
+    _fill(g, g.A)
+    if early:
+        ptx.mbarrier_arrive(g.k, g.empty, space="shared::cta", dst="_")
+    ptx.fence_proxy_async(g.k, "shared::cta")
+    if not early:
+        ptx.mbarrier_arrive(g.k, g.empty, space="shared::cta", dst="_")
+    ptx.mbarrier_wait(g.k, g.empty, 0)
+    line = _mma_once(g)
+    if early:
+        f = only(check_kernel(g.k), Hazard.WGMMA_SMEM_NO_PROXY_FENCE, line)
+        assert "no barrier" in f.message
+    else:
+        assert check_kernel(g.k) == []
 
 
 def test_writes_to_a_buffer_the_wgmma_does_not_read_are_clean():

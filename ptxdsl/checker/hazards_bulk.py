@@ -2,6 +2,17 @@
 proxy fence and a barrier, source buffers overwritten before wait_group.read, groups never
 waited for, negative store coordinates, and under-aligned TMA buffers.
 
+`smem-no-proxy-fence` judges a store against generic-proxy writes not fenced ("smem_dirty";
+a third field: the named barrier of other threads it was carried from unfenced,
+`hazards_bulk_namedbar.unfenced`) and writes other threads fenced ("smem_fenced", write,
+via, arrives) with no CTA barrier since: `barred` finds one on every path the storing threads
+take from the write (the path of threads that skip a `bar.sync id, n` keeps the fact); an
+mbarrier arrive of every writing thread after the fence, whose phase the storer waited for,
+takes the fact off the waiting path (`hazards_bulk_release.hand_on` and `acquire`); a
+partner's `bar.sync` drops it as a CTA barrier does, and a `bar.arrive` of the other side
+gets it carried from the writers' named barrier (via: that statement,
+`hazards_bulk_namedbar.fenced_to_arrives`: the pair the wrong way round).
+
 Shared buffers are compared as byte ranges of one symbol: `smem+off` for `size` bytes (the
 box size when the map is known, the bulk size, or up to the next buffer offset that a copy of
 that symbol uses, for a load also a ring stage of loads above it; a ring load's, in every
@@ -370,7 +381,7 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
     bounded over the threads that run it (`extent_where_run`): a warpgroup writing its own
     rows of a stage while another's store reads that one's rows is clean."""
     # (both import this module)
-    from .hazards_bulk_release import arrives_at, let_in_by_release
+    from .hazards_bulk_release import crossed, let_in_by_release
     from .overwrites import _uniform
     for s, b, moved, _ in an.pending(state, "bulk_seen"):
         store = an.op_at[s]
@@ -382,16 +393,13 @@ def _seen_check(an: Analysis, state: State, op: Op, mine: Range | None) -> None:
         if not _meets(an, op, store, _definite(an, op), _definite(an, store), moved, True):
             _size_note(an, s, op.index)
             continue
-        # (b: a CTA barrier, or an mbarrier.arrive whose phase this thread waited for)
-        sync = "arrive" if arrives_at(an, b) else "barrier"
-        where = ("the CTA barrier since" if sync == "barrier" else "the mbarrier.arrive "
-                 "whose phase this thread waited for since")
+        role, where, what = crossed(an, b, "this thread")
         an.report(Hazard.BULK_SRC_OVERWRITE, f"{op.role.value} writes "
                   f"{an.describe(op.smem)} while a bulk store that other threads issued may "
                   "still be reading it (no cp.async.bulk.wait_group.read had retired its "
-                  f"group at {where}: the {sync} orders the write after the "
+                  f"group at {where} since: the {what} orders the write after the "
                   "store's issue, not after its read)",
-                  [("write", op.index), ("store", s), (sync, b)])
+                  [("write", op.index), ("store", s), (role, b)])
         return
 
 
@@ -525,29 +533,89 @@ def _fence_check(an: Analysis, state: State, op: Op) -> None:
     if not any(f[0] in ("smem_dirty", "smem_fenced") for f in state.may):
         return
     mine = _range(an, op)
-    for s, in an.pending(state, "smem_dirty"):
+    for s, *at in an.pending(state, "smem_dirty"):
         if not _overlap(mine, _range(an, an.op_at[s])):
             continue
         if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
             _size_note(an, op.index, s, "smem-no-proxy-fence")
         else:
+            # (at: the named barrier's statement the write was carried from, unfenced)
+            where = (f"before the {op.role.value} reads it" if not at else "before the "
+                     "writing threads' named barrier (bar.arrive, or bar.sync with a thread "
+                     f"count) that this thread's bar.sync waits on; the {op.role.value} "
+                     "reads it")
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written with a "
-                      "generic-proxy store and no fence.proxy.async.shared::cta follows it "
-                      f"before the {op.role.value} reads it through the async proxy",
-                      [("store", op.index), ("write", s)], dedupe=(op.index, "fence"))
+                      f"generic-proxy store and no fence.proxy.async.shared::cta follows it "
+                      f"{where} through the async proxy",
+                      [("store", op.index), ("write", s), *[("barrier", a) for a in at]],
+                      dedupe=(op.index, "fence"))
             return
-    for s, in an.pending(state, "smem_fenced"):
+    for s, via, _ in an.pending(state, "smem_fenced"):
         if not _overlap(mine, _range(an, an.op_at[s])) or an.div.same_single_threads(
-                s, op.index):
+                s, op.index) or via is None and barred(an, s, op.index):
             continue
         if not _overlap(_definite(an, op), _range(an, an.op_at[s])):
             _size_note(an, op.index, s, "smem-no-proxy-fence")
         else:
+            how = (f"with no CTA barrier between those writes and the {op.role.value} (nor an "
+                   "mbarrier.arrive of the writing threads after their fence whose phase this "
+                   "thread waited for)" if via is None else "at a named barrier this thread "
+                   "only arrives at (bar.arrive does not wait: the writers must arrive and "
+                   "the storing threads sync)")
             an.report(Hazard.SMEM_NO_PROXY_FENCE, f"{an.describe(op.smem)} was written (and "
-                      "fenced) by other threads, with no CTA barrier between those writes and "
-                      f"the {op.role.value}", [("store", op.index), ("write", s)],
+                      f"fenced) by other threads, {how}",
+                      [("store", op.index), ("write", s)]
+                      + ([("barrier", via)] if via is not None else []),
                       dedupe=(op.index, "barrier"))
             return
+
+
+def barred(an: Analysis, write: int, read: int) -> bool:
+    """Does an unguarded CTA barrier lie on every path from the write to the read that the
+    reading threads can take (`Divergence.leaves`), with some such path? A fenced write
+    reaches a read by `if (wg < 2) bar.sync 1, 256;` the way the other threads skip the
+    barrier; the reading thread, in warpgroup 0, took the barrier."""
+    key = ("barred", write, read)
+    if key in an.cache:
+        return an.cache[key]
+    cfg = an.cfg
+    bars = an.cache.get("barred.bars")
+    if bars is None:
+        bars = an.cache["barred.bars"] = sorted(
+            {o.index for o in an.ops if o.role in (Role.CTA_BARRIER, Role.CLUSTER_BARRIER)
+             and an.body[o.index].guard is None})
+
+    def between(lo: int, hi: int) -> bool:   # a barrier among statements lo..hi-1
+        at = bisect.bisect_left(bars, lo)
+        return at < len(bars) and bars[at] < hi
+
+    home, end = cfg.block_of(write), cfg.block_of(read)
+    if home == end and write < read:
+        out = between(write + 1, read)
+    else:
+        # (block, crossed a barrier): the read reached along a path with no barrier is
+        # False; reached only past barriers, True; never reached (a fact carried across
+        # branches), False
+        out, reached = True, False
+        crossed = between(write + 1, cfg.blocks[home].stmts.stop)
+        seen: set[tuple[int, bool]] = set()
+        todo = [(home, b, crossed) for b in cfg.succs(home)]
+        while todo:
+            p, b, crossed = todo.pop()
+            if (b, crossed) in seen or b >= len(cfg.blocks) or an.div.leaves(read, p, b):
+                continue
+            seen.add((b, crossed))
+            stmts = cfg.blocks[b].stmts
+            if b == end:
+                reached = True
+                if not crossed and not between(stmts.start, read):
+                    out = False
+                    break
+            crossed = crossed or between(stmts.start, stmts.stop)
+            todo += [(b, c, crossed) for c in cfg.succs(b)]
+        out = out and reached
+    an.cache[key] = out
+    return out
 
 
 @handles(Role.TMA_LOAD, Role.BULK_LOAD)

@@ -1,5 +1,7 @@
 """Bulk stores pending at a named barrier's `bar.arrive`, carried to its partners' `bar.sync`
-on another branch (for `bulk-src-overwrite` and `bulk-src-released`).
+on another branch (for `bulk-src-overwrite` and `bulk-src-released`); shared writes not yet
+fenced for the async proxy there, carried likewise, and fenced ones carried to the other
+side's `bar.arrive` (for `smem-no-proxy-fence`: `unfenced`, `fenced_to_arrives`).
 
 A warp-specialized epilogue (CUTLASS's, FA3's ping-pong) has one warpgroup TMA-store a
 staging buffer and `bar.arrive id, n` without waiting, while the other warpgroup, in the
@@ -80,3 +82,42 @@ def named_barrier(an: Analysis, state: State, op: Op, report: bool) -> State:
         return state
     seen = frozenset(("bulk_seen", *fact) for fact in got)
     return state if seen <= state.may else State(state.must, state.may | seen, state.tx)
+
+
+@handles(Role.NAMED_BARRIER)
+def unfenced(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """`smem-no-proxy-fence` across a named barrier: hand the shared writes not yet fenced
+    for the async proxy here ("smem_dirty") to this statement's partner syncs, where they
+    stay unfenced ("smem_dirty", write, here: the syncing threads' own fence does not fence
+    them, `sync.proxy_async_fence`); a write fenced before the arrive is ordered before the
+    partners' later program, as by a CTA barrier. At a sync, take the writes handed here
+    (and those `fenced_to_arrives` hands to an arrive)."""
+    dirty = frozenset((f[1], op.index) for f in state.may
+                      if f[0] == "smem_dirty" and len(f) == 2)
+    for sync in partners(an, op.index) if dirty else ():
+        an.carry(("smem_dirty_at_arrive", sync), dirty)
+    facts = frozenset(("smem_dirty", *fact)
+                      for fact in an.carried.get(("smem_dirty_at_arrive", op.index), ())) \
+        | frozenset(("smem_fenced", *fact, frozenset[int]())
+                    for fact in an.carried.get(("smem_fenced_at", op.index), ()))
+    return state if facts <= state.may else State(state.must, state.may | facts, state.tx)
+
+
+@handles(Role.CTA_BARRIER, Role.NAMED_BARRIER)
+def fenced_to_arrives(an: Analysis, state: State, op: Op, report: bool) -> State:
+    """Hand the writes fenced here ("smem_fenced") to the `bar.arrive` statements of the
+    same id in the other warps (`partners(..., sync=False)`), which do not wait: a storer
+    that arrives while the writers sync (the pair the wrong way round) has them as fenced
+    by other threads with no barrier since, which its next CTA barrier drops. Run at a
+    statement's first op (a sync's CTA_BARRIER op, a bar.arrive's NAMED_BARRIER op), before
+    `sync`'s handler (`sync` is imported last) drops the facts at a sync. Not the unfenced
+    writes: the writers may fence them before a barrier the arriving threads wait on later,
+    and a carried fact would not see that fence."""
+    # (no bar.arrive without a thread count: a kernel without one has no arrive to hand to,
+    # and need not build the named-barrier model for its `bar.sync 0`s)
+    if an.op_at[op.index] is not op or Role.NAMED_BARRIER not in an.roles:
+        return state
+    fenced = frozenset((f[1], op.index) for f in state.may if f[0] == "smem_fenced")
+    for arrive in partners(an, op.index, sync=False) if fenced else ():
+        an.carry(("smem_fenced_at", arrive), fenced)
+    return state

@@ -64,6 +64,12 @@ them) and turns "bulk_handed" into "bulk_seen" (the arrive as its barrier). Not 
 wait on a fresh barrier for parity 1 outside any loop but its retry loop
 (`hazards_phase`): it passes at once. Not told: which trip's arrive a wait in a loop
 pairs with. A CTA barrier clears "bulk_handed" as it does "bulk_done" (`sync`).
+
+The same hand-off serves `smem-no-proxy-fence` (and wgmma's and tcgen05's proxy-fence
+rules): a write fenced for the async proxy by its threads ("smem_fenced", write, via,
+arrives) is marked by an arrive of threads that include every writing one, and a paired
+wait drops it for the waiting threads, as a "bulk_done" fact. A `.relaxed` arrive or wait
+(PTX 8.6) orders nothing: it hands on and acquires nothing, for all these facts.
 """
 
 from __future__ import annotations
@@ -81,7 +87,7 @@ from .hazards_bulk_namedbar import told
 from .hazards_phase import FirstTrip, _first_waits
 from .hazards_ring import _apart, _load_extents, _loads, _slot, index_current, ring_index
 from .hazards_wgmma import follow_relations, released_slot, same_stage
-from .ops import Op, Role
+from .ops import Op, Role, _ev
 from .overwrites import _uniform
 from .stages import base
 from .state import State
@@ -89,6 +95,10 @@ from .trywait import _spins
 
 _STORES = (Role.TMA_STORE, Role.BULK_STORE)
 _COPIES = (Role.TMA_LOAD, Role.BULK_LOAD)
+# The facts an arrive hands on (their last field: those arrives) and the field naming the
+# statement whose threads must all arrive: the wait_group that retired a store, a write
+# fenced by its own threads (`sync.proxy_async_fence`).
+_HANDED = {"bulk_done": 2, "smem_fenced": 1}
 
 
 def _store_ring(an: Analysis, s: int) -> tuple | None:
@@ -271,14 +281,11 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
             continue
         verdict = _judge(an, state, op, released, s, moved, retiring)
         if verdict is not None:
-            # (b: a CTA barrier, or an mbarrier.arrive whose phase these threads waited for)
-            sync = "arrive" if arrives_at(an, b) else "barrier"
-            where, what = ("the CTA barrier", "barrier") if sync == "barrier" else (
-                "the mbarrier.arrive whose phase these threads waited for", "hand-off")
+            role, where, what = crossed(an, b, "these threads")
             found.append((verdict, "other threads issued it and had not retired its group "
                           f"with cp.async.bulk.wait_group.read at {where} since: the {what} "
                           "orders the arrive after the store's issue, not after its read",
-                          s, (sync, b)))
+                          s, (role, b)))
     found.sort(key=lambda x: ("report", "note", "size").index(x[0]))
     for verdict, how, s, extra in found[:1]:
         sites = [("arrive", op.index), ("store", s)] + ([extra] if extra is not None else [])
@@ -304,45 +311,73 @@ def arrive(an: Analysis, state: State, op: Op, report: bool) -> State:
 @handles(Role.MBAR_ARRIVE)
 def hand_on(an: Analysis, state: State, op: Op, report: bool) -> State:
     """An arrive on a barrier of this CTA by threads that include the one that issued a
-    store, or whose wait_group retired it: the arrive releases what that thread's program
-    did before it to the threads whose wait on the barrier sees the phase it completes
-    (`acquire`). A retired store's "bulk_done" fact remembers the arrive (its last field);
-    a store still pending here is handed on as pending ("bulk_handed", store, arrive,
-    moved, retiring: inert until such a wait), as a CTA barrier does ("bulk_seen"): the
-    arrive orders the waiters' writes after the store's issue, not after its read."""
-    if op.space is StateSpace.shared_cluster or an.key(op, "mbar") is None:
+    store, or whose wait_group retired it, or that wrote shared memory and fenced it for the
+    async proxy: the arrive releases what that thread's program did before it to the
+    threads whose wait on the barrier sees the phase it completes (`acquire`). A retired
+    store's "bulk_done" fact and a fenced write's "smem_fenced" fact remember the arrive
+    (their last field, the arrives that handed them on); a store still pending here is
+    handed on as pending ("bulk_handed", store, arrive, moved, retiring: inert until such a
+    wait), as a CTA barrier does ("bulk_seen"): the arrive orders the waiters' writes after
+    the store's issue, not after its read. A write not yet fenced is not handed on: the
+    fence must come first in the writing thread. A `.relaxed` arrive releases nothing."""
+    if op.space is StateSpace.shared_cluster or an.key(op, "mbar") is None \
+            or _relaxed(an, op):
         return state   # (a peer's barrier, through mapa: not one this CTA's threads wait on)
-    done = {f for f in state.may if f[0] == "bulk_done" and op.index not in f[4]
-            and an.div.same_threads(op.index, f[2])}
+    done = {f for f in state.may if f[0] in _HANDED and op.index not in f[-1]
+            and an.div.same_threads(op.index, f[_HANDED[f[0]]])}
     handed = {("bulk_handed", f[1], op.index, f[3], ("bulk_retiring", f[1]) in state.may)
               for f in state.may if f[0] == "bulk" and an.div.same_threads(op.index, f[1])}
     if not done and handed <= state.may:
         return state
-    marked = {(*f[:4], f[4] | {op.index}) for f in done}
+    marked = {(*f[:-1], f[-1] | {op.index}) for f in done}
     return State(state.must, (state.may - done) | marked | handed, state.tx)
 
 
 @handles(Role.MBAR_WAIT)
 def acquire(an: Analysis, state: State, op: Op, report: bool) -> State:
-    """A wait on a barrier that an arrive handing on a store arrived on (`hand_on`), for
-    the threads past the wait (the path of the other threads, around the wait, keeps the
-    facts as they were): a store retired before the arrive is retired for them too; one
-    pending at the arrive is pending for every thread past the wait ("bulk_seen", judged
-    by `hazards_bulk._seen_check`). A wait that sees no phase the arrive completes
-    acquires nothing: the first wait on a fresh barrier for parity 1, outside any loop but
-    its own retry loop, passes at once."""
-    if not any(f[0] == "bulk_handed" or f[0] == "bulk_done" and f[4] for f in state.may) \
-            or not an.runs_somewhere(op.index) or _passes_at_once(an, op):
+    """A wait on a barrier that an arrive handing on a store or a fenced write arrived on
+    (`hand_on`), for the threads past the wait (the path of the other threads, around the
+    wait, keeps the facts as they were): a store retired before the arrive is retired for
+    them too, and a write fenced before it is visible to their async-proxy reads (a TMA
+    or bulk store, wgmma); a store pending at the arrive is pending for every thread past
+    the wait ("bulk_seen", judged by `hazards_bulk._seen_check`). A wait that sees no
+    phase the arrive completes acquires nothing: the first wait on a fresh barrier for
+    parity 1, outside any loop but its own retry loop, passes at once; nor does a
+    `.relaxed` wait."""
+    if not any(f[0] == "bulk_handed" or f[0] in _HANDED and f[-1] for f in state.may) \
+            or not an.runs_somewhere(op.index) or _passes_at_once(an, op) \
+            or _relaxed(an, op):
         return state
     def paired(i: int) -> bool:
         return any(_same_barriers(an, a, op) for a in arrives_at(an, i))
 
-    got = {f for f in state.may if f[0] == "bulk_done" and any(map(paired, f[4]))}
+    got = {f for f in state.may if f[0] in _HANDED and any(map(paired, f[-1]))}
     seen = {f for f in state.may if f[0] == "bulk_handed" and paired(f[2])}
     if not got and not seen:
         return state
     return State(state.must, (state.may - got - seen)
                  | {("bulk_seen", *f[1:]) for f in seen}, state.tx)
+
+
+def _relaxed(an: Analysis, op: Op) -> bool:
+    """A `.relaxed` arrive or wait (PTX 8.6): it releases or acquires nothing."""
+    return _ev(getattr(an.body[op.index].insn, "sem", None)) == "relaxed"
+
+
+def crossed(an: Analysis, b: int, who: str) -> tuple[str, str, str]:
+    """How a message names the statement b that a "bulk_seen" fact was built at, for the
+    threads `who` past it: (the site's role, the place, what orders them). A CTA barrier
+    (`barrier`, or a `bar.sync`/`bar.red` with a thread count); a named barrier's
+    `bar.arrive`, carried to its partners' `bar.sync` (`hazards_bulk_namedbar`); an
+    mbarrier.arrive whose phase they waited for (`hand_on`, `acquire`)."""
+    if arrives_at(an, b):
+        return "arrive", f"the mbarrier.arrive whose phase {who} waited for", "hand-off"
+    insn = an.body[b].insn
+    if type(insn).__name__ == "Barrier" and _ev(insn.op) != "sync":
+        ident = an.const(insn.id)
+        return ("barrier", f"the named barrier's bar.arrive{'' if ident is None else f' {ident}'}"
+                f" (whose partner bar.sync {who} ran)", "named barrier")
+    return "barrier", "the CTA barrier", "barrier"
 
 
 def arrives_at(an: Analysis, i: int) -> list[Op]:

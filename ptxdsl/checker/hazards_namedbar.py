@@ -38,7 +38,8 @@ counter, a parameter) goes the same way in every warp (each such choice is tried
   some warps reach, while the warps that never reach barrier X wait at other barriers.
 
 The model also pairs uses for rules that carry facts across a barrier (`partners`: the
-syncs with a thread count whose warps never reach an arrive of the same id).
+syncs with a thread count whose warps never reach an arrive of the same id; or the
+arrives of the same id in warps that never reach a given sync or arrive).
 
 Loops nested one in another (FlashAttention's tile loop round its key-block loop, a turn
 in each) are counted each per iteration, the inner loop's uses apart from the outer one's.
@@ -129,7 +130,7 @@ def _model(an: Analysis) -> _Model | None:
     return an.cache["namedbar.model"]
 
 
-def partners(an: Analysis, site: int) -> frozenset[int]:
+def partners(an: Analysis, site: int, sync: bool = True) -> frozenset[int]:
     """The statements that wait (`bar.sync`/`bar.red` with a thread count) for a phase the
     named-barrier statement at `site` may arrive in: the same id in some warp, and no warp
     that reaches `site` reaches them (the warp-specialized branches of CUTLASS's epilogues
@@ -137,14 +138,16 @@ def partners(an: Analysis, site: int) -> frozenset[int]:
     other's). No path joins the two, so a rule that carries facts from one to the other
     (`Analysis.carry`) asks here; a warp at both takes its facts along its own path. Empty
     when the model cannot tell: the CTA's size unknown, the per-thread analysis given up,
-    or an id a warp cannot compute (uses with such ids pair with nothing)."""
-    table = an.cache.get("namedbar.partners")
+    or an id a warp cannot compute (uses with such ids pair with nothing). `sync=False`:
+    the `bar.arrive` statements of the same id in those other warps instead, which do not
+    wait (their threads' later program is not ordered after `site`'s earlier one)."""
+    table = an.cache.get(("namedbar.partners", sync))
     if table is None:
-        table = an.cache["namedbar.partners"] = _partners(an)
+        table = an.cache[("namedbar.partners", sync)] = _partners(an, sync)
     return table.get(site, frozenset())
 
 
-def _partners(an: Analysis) -> dict[int, frozenset[int]]:
+def _partners(an: Analysis, sync: bool) -> dict[int, frozenset[int]]:
     model = _model(an)
     if model is None or not model.complete:
         return {}
@@ -154,8 +157,8 @@ def _partners(an: Analysis) -> dict[int, frozenset[int]]:
         warps.setdefault(u.site, set()).add(u.warp)   # (a warp that may reach it, too)
         if u.id is not None:
             ids.setdefault(u.site, set()).add(u.id)
-    waits = {u.site for u in model.uses if u.sync and not u.full}
-    return {s: frozenset(w for w in waits if ids.get(w, set()) & xs
+    ends = {u.site for u in model.uses if u.sync == sync and not u.full}
+    return {s: frozenset(w for w in ends if ids.get(w, set()) & xs
                          and not warps[w] & warps[s])
             for s, xs in ids.items()}
 

@@ -17,7 +17,10 @@ in a TMA/bulk load's destination, the reader reads those boxes, and writes elsew
 symbol (a scheduler word past the tiles) are not compared (`_tiles`).
 
 Facts: shared writes are `smem_dirty` until a fence.proxy.async, then `smem_fenced` until a
-CTA barrier (`sync`).
+CTA barrier (`sync`), or, for the threads past a wait on an mbarrier the writers arrived on
+after their fence, until that wait (`hazards_bulk_release.hand_on` and `acquire`); unfenced
+writes of other threads at a named barrier are carried to its partner syncs
+(`hazards_bulk_namedbar.unfenced`).
 """
 
 from __future__ import annotations

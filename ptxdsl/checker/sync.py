@@ -10,7 +10,9 @@
 - bar.warp.sync publishes tensormap.replace writes within the warp (for cp_fenceproxy); in a
   CTA of one warp it is a CTA barrier.
 - fence.proxy.async (all spaces, or .shared::cta/.shared::cluster) moves this thread's shared
-  writes into the async proxy, and makes an init visible to the TMA unit.
+  writes into the async proxy ("smem_dirty" becomes "smem_fenced"; a CTA barrier, or an
+  mbarrier hand-off, then makes them safe for other threads' async-proxy reads), and makes an
+  init visible to the TMA unit.
 - fence.mbarrier_init.release.cluster releases inits to the cluster; a cluster barrier then
   completes the publication for remote arrives and multicast.
 """
@@ -71,7 +73,17 @@ def proxy_async_fence(an: Analysis, state: State, op: Op, report: bool) -> State
     to the async proxy."""
     if op.space not in _SHARED_FENCES:   # .global only: orders no shared writes or inits
         return state
-    return _retag(_drop(state, frozenset({"init_noasync"})), "smem_dirty", "smem_fenced")
+    state = _drop(state, frozenset({"init_noasync"}))
+    # ("smem_fenced", write, via, arrives): via, the named barrier a write of other threads
+    # was carried from (None here); arrives, those since that hand it on
+    # (`hazards_bulk_release.hand_on`). A write of other threads carried here from a named
+    # barrier unfenced ("smem_dirty", write, barrier) stays: this thread's fence does not
+    # fence it.
+    dirty = {f for f in state.may if f[0] == "smem_dirty" and len(f) == 2}
+    if not dirty:
+        return state
+    fenced = {("smem_fenced", f[1], None, frozenset[int]()) for f in dirty}
+    return State(state.must, (state.may - dirty) | fenced, state.tx)
 
 
 @handles(Role.MBAR_INIT_FENCE)

@@ -84,6 +84,7 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "tma_store_epilogue_elect", "cuda/tma_store_epilogue.cu", ("-lineinfo",),
         ("CORPUS_ELECT_IN_STORER_WARP",)),
     Job("nvcc_ptx", "wgmma_staged_a", "cuda/wgmma_staged_a.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "cluster_ring_mc2", "cuda/cluster_ring_mc2.cu", ("-lineinfo",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),
@@ -150,6 +151,10 @@ CUDA_JOBS: tuple[Job, ...] = (
          "CORPUS_BUG_NO_PROXY_FENCE", ("wgmma-smem-no-proxy-fence",),
          "operand A staged with st.shared is read by wgmma after __syncthreads with no "
          "fence.proxy.async.shared::cta"),
+    _bug("nvcc_ptx", "bug_cluster_release_own_cta", "cuda/cluster_ring_mc2.cu",
+         "CORPUS_BUG_RELEASE_OWN_CTA", ("mbar-arrive-count",),
+         "both operands multicast by the two CTAs' producers, but each consumer warp releases "
+         "the stage only on its own CTA's empty barrier: 4 of the 8 arrivals a phase (hangs)"),
     Job("nvcc_cutlass", "cutlass_ws_bf16", "cuda/cutlass_ws_bf16.cu", CUTLASS_FLAGS),
     Job("nvcc_cutlass", "cutlass_pingpong_bf16", "cuda/cutlass_pingpong_bf16.cu",
         CUTLASS_FLAGS),

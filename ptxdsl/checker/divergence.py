@@ -48,13 +48,16 @@ def invariant(vn: Any) -> bool:
         return False
     if tag == "sreg":
         return not str(vn[1]).startswith(_VOLATILE)
-    if tag in ("const", "param", "addr"):
+    if tag in ("const", "param", "addr", "elect"):
         return True
     return all(invariant(x) for x in vn[1:] if isinstance(x, tuple))
 
 
 def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
-    """One spelling per condition: `setp.ne a, b` false becomes `setp.eq a, b` true."""
+    """One spelling per condition: `setp.ne a, b` false becomes `setp.eq a, b` true, and
+    `not.pred q, p` true is p false."""
+    while isinstance(vn, tuple) and len(vn) == 2 and vn[0] == "not":
+        vn, polarity = vn[1], not polarity
     if isinstance(vn, tuple) and len(vn) == 6 and vn[0] == "setp" and vn[4] is None \
             and vn[1] in _NEGATED:
         return ("setp", _NEGATED[vn[1]], *vn[2:]), not polarity

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import attrs
 
-from ..instructions.arith import Binary, Mad
+from ..instructions.arith import Binary, Mad, Unary
 from ..instructions.base import sources
 from ..instructions.compare import Selp, Setp
 from ..instructions.memory import Ld
@@ -402,7 +402,20 @@ class Values:
                 return self.val(pick), self.vn(pick)
             a, b = self.val(insn.a), self.val(insn.b)
             same = a.kind is Kind.const and a == b
+            cvn = self.vn(insn.c)
+            if cvn[0] == "elect" and a.kind is Kind.const and b.kind is Kind.const:
+                # cuda::ptx's elect_sync(): `selp.b32 r, 1, 0, P_OUT` of the election
+                return UNKNOWN, ("selp", a.const, b.const, cvn)
             return (a if same else UNKNOWN), _opaque(reg)
+        if isinstance(insn, Unary) and insn.op == "not" and insn.type is ScalarType.pred:
+            # `not.pred q, p` is `@!p`: the same condition (`divergence.normal_token`)
+            return UNKNOWN, ("not", self.vn(insn.a))
+        if type(insn).__name__ == "Elect" and reg is insn.p:
+            mask = self.const(insn.membermask)
+            if mask is not None and len(self.defs.get(reg, ())) == 1:
+                # The same lane every time for one membermask (the PTX ISA's promise): a
+                # thread's election is fixed for its life (`divergence.invariant`).
+                return UNKNOWN, ("elect", mask & 0xFFFFFFFF, id(reg))
         if self.broadcast_source(reg, insn) is not None:
             return v.get(insn.a, UNKNOWN) if isinstance(insn.a, Reg) else self.val(insn.a), \
                 self.vn(insn.a)

@@ -79,6 +79,12 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "ws_producer_consumer", "cuda/ws_producer_consumer.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "noinline_calls", "cuda/noinline_calls.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "cluster_ring", "cuda/cluster_ring.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "fa3_pingpong", "cuda/fa3_pingpong.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "tma_store_epilogue", "cuda/tma_store_epilogue.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "tma_store_epilogue_elect", "cuda/tma_store_epilogue.cu", ("-lineinfo",),
+        ("CORPUS_ELECT_IN_STORER_WARP",)),
+    Job("nvcc_ptx", "wgmma_staged_a", "cuda/wgmma_staged_a.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "cluster_ring_mc2", "cuda/cluster_ring_mc2.cu", ("-lineinfo",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),
@@ -117,6 +123,38 @@ CUDA_JOBS: tuple[Job, ...] = (
          "CORPUS_BUG_EMPTY_COUNT", ("mbar-arrive-count",),
          "rank 0's empty barrier is initialised for 1 arrival a phase, but both CTAs of the "
          "cluster release each stage to it (remote arrive)"),
+    _bug("nvcc_ptx", "bug_fa3_no_v_wait", "cuda/fa3_pingpong.cu",
+         "CORPUS_BUG_NO_V_WAIT", ("wait-wrong-barrier",),
+         "FA3 consumers issue P V on the V stage having waited only on the K ring's and Q's "
+         "full barriers (V's wait dropped; all rings in one dynamic buffer)"),
+    _bug("nvcc_ptx", "bug_fa3_k_released_early", "cuda/fa3_pingpong.cu",
+         "CORPUS_BUG_K_RELEASED_EARLY", ("wgmma-smem-released",),
+         "FA3 consumers arrive on the K stage's empty barrier before the wgmma.wait_group "
+         "that retires the QK^T wgmmas reading it"),
+    _bug("nvcc_ptx", "bug_fa3_both_prearrive", "cuda/fa3_pingpong.cu",
+         "CORPUS_BUG_BOTH_PREARRIVE", ("named-barrier-surplus",),
+         "both consumer warpgroups pre-arrive on ping-pong barrier 1 (256 threads): a phase "
+         "completes with nobody waiting, and the GEMMs are no longer ordered"),
+    _bug("nvcc_ptx", "bug_epilogue_no_fence", "cuda/tma_store_epilogue.cu",
+         "CORPUS_BUG_NO_PROXY_FENCE", ("smem-no-proxy-fence",),
+         "stmatrix-staged epilogue tile stored by TMA after the named bar.sync with no "
+         "fence.proxy.async.shared::cta"),
+    _bug("nvcc_ptx", "bug_epilogue_no_wait_read", "cuda/tma_store_epilogue.cu",
+         "CORPUS_BUG_NO_WAIT_READ", ("bulk-src-overwrite",),
+         "persistent epilogue restages the next tile (stmatrix) with no "
+         "cp.async.bulk.wait_group.read for the previous tile's TMA store"),
+    _bug("nvcc_ptx", "bug_epilogue_bar_count", "cuda/tma_store_epilogue.cu",
+         "CORPUS_BUG_BAR_COUNT", ("named-barrier-count",),
+         "epilogue's named bar.sync counts the CTA's 256 threads, but only the 128 consumer "
+         "threads reach it (hangs)"),
+    _bug("nvcc_ptx", "bug_wgmma_staged_no_fence", "cuda/wgmma_staged_a.cu",
+         "CORPUS_BUG_NO_PROXY_FENCE", ("wgmma-smem-no-proxy-fence",),
+         "operand A staged with st.shared is read by wgmma after __syncthreads with no "
+         "fence.proxy.async.shared::cta"),
+    _bug("nvcc_ptx", "bug_cluster_release_own_cta", "cuda/cluster_ring_mc2.cu",
+         "CORPUS_BUG_RELEASE_OWN_CTA", ("mbar-arrive-count",),
+         "both operands multicast by the two CTAs' producers, but each consumer warp releases "
+         "the stage only on its own CTA's empty barrier: 4 of the 8 arrivals a phase (hangs)"),
     Job("nvcc_cutlass", "cutlass_ws_bf16", "cuda/cutlass_ws_bf16.cu", CUTLASS_FLAGS),
     Job("nvcc_cutlass", "cutlass_pingpong_bf16", "cuda/cutlass_pingpong_bf16.cu",
         CUTLASS_FLAGS),

@@ -503,6 +503,9 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     hold the whole tile ([offset, offset + layout.nbytes) inside it): wgmma reads all of it."""
     if not isinstance(layout, SmemLayout):
         raise OperandError("wgmma descriptor", "layout", "an SmemLayout", _given(layout))
+    from ..kernel_core import KernelCore
+    if not isinstance(k, KernelCore):
+        raise OperandError("wgmma descriptor", "k", "the Kernel to build into", _given(k))
     known = as_int(addr)          # a numpy integer too
     if known is not None:
         return MatrixDescriptor(layout, layout.encode(known))

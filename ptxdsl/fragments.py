@@ -43,6 +43,7 @@ from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, check_distinct, d_count, d_register_type
 from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
+from .kernel_directives import MAX_CTA_THREADS
 from .kernel_host import KernelHost
 from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
 from .provenance import known_fit
@@ -109,11 +110,12 @@ def check_kernel(what: str, k: Any) -> None:
 
 
 def _thread(what: str, thread: Any) -> int:
-    """A thread's index in its warpgroup, from its index in the CTA (a non-negative int)."""
+    """A thread's index in its warpgroup, from its index in the CTA (an int in [0, 1024))."""
     t = int_like(thread)
-    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-        raise BuildError(f"{what}: thread must be a non-negative int (a thread index), got "
-                         f"{thread!r}"[:300])
+    # a CTA has at most 1024 threads: a larger index names none (it would wrap silently)
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < MAX_CTA_THREADS:
+        raise BuildError(f"{what}: thread must be a thread's index in the CTA, an int in "
+                         f"[0, {MAX_CTA_THREADS}), got {thread!r}"[:300])
     return t % WARPGROUP
 
 
@@ -230,7 +232,11 @@ def _item(what: str, regs: list[Reg], i: Any) -> Reg | list[Reg]:
     """`regs[i]` for a fragment's `__getitem__` (a slice as Python slices; an int, numpy's
     too, negative from the end), refusing an index out of range at the user's line."""
     if isinstance(i, slice):
-        return regs[i]
+        try:
+            return regs[i]
+        except (TypeError, ValueError):   # f[::0], f[0:1.5]: __getitem__ has no safety net
+            raise OperandError(f"{what}[...]", "index", "a slice of ints (or None) with a "
+                               "step other than 0", _given(i)) from None
     n = int_like(i)
     if isinstance(n, bool) or not isinstance(n, int):
         raise OperandError(f"{what}[...]", "index", "an int or a slice", _given(i))

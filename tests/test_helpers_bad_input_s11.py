@@ -1,0 +1,199 @@
+"""Bad input to the layer above the instructions, found by calling the public API as a user who
+did not read the code (session 11): each class of mistake is refused with a ptxdsl error naming
+the helper, the operand, what was expected and what was given, at the user's line; and the
+nearest valid call still builds (so a test cannot pass by refusing everything)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from ptxdsl import Kernel, Module, ptx, t
+from ptxdsl.errors import BuildError, OperandError, PtxdslError
+from ptxdsl.fragments import a_fragment_coords, fragment_coords
+from ptxdsl.instructions.wgmma_desc import SmemLayout, descriptor
+
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def _tile(k, layout):
+    return descriptor(k, layout, k.shared_array(t.b8, layout.nbytes, align=1024))
+
+
+def _meta(k):
+    return k.reg(t.b32)
+
+
+# -- a wgmma descriptor's tile: element type ---------------------------------------------------
+# A layout that names its element type (t.bf16, 'e4m3', t.s8) is read as that type only: the
+# width matched, so ptxas and the old check took a bf16 tile as .f16 inputs (other numbers).
+@pytest.mark.parametrize("tile, atype, acc", [
+    (t.bf16, "f16", t.f32), (t.f16, "bf16", t.f32), ("e4m3", "e5m2", t.f32),
+    ("e5m2", "e4m3", t.f32), (t.s8, "u8", t.s32), (t.u8, "s8", t.s32)])
+@pytest.mark.parametrize("operand", ["a", "b_desc"])
+def test_descriptor_of_another_element_type(tile, atype, acc, operand):
+    k = Kernel("k")
+    kk = 64 if atype in ("f16", "bf16") else 128     # one 128-byte swizzle atom of K
+    same = _tile(k, SmemLayout(atype, 64, kk))
+    wrong = _tile(k, SmemLayout(tile, 64, kk))
+    d = k.fragment(acc, (64, 64))
+    a, b = (wrong, same) if operand == "a" else (same, wrong)
+    with pytest.raises(OperandError) as e:
+        ptx.wgmma_mma_async(k, d, a, b, atype=atype)
+    name = getattr(tile, "value", tile)
+    assert e.value.operand == operand
+    assert f"a tile of .{atype} elements" in e.value.expected
+    assert e.value.given.endswith(f"tile of .{name}")
+    assert e.value.loc.file.endswith(HERE)
+    ptx.wgmma_mma_async(k, d, same, same, atype=atype)      # the tile of the right type
+
+
+@pytest.mark.parametrize("atype", ["f16", "bf16"])
+def test_descriptor_of_a_bare_width_takes_either_type(atype):
+    """A layout given by width (16, t.b16) says nothing of the type: both 16-bit types read it."""
+    k = Kernel("k")
+    for dtype in (16, t.b16):
+        tile = _tile(k, SmemLayout(dtype, 64, 64))
+        ptx.wgmma_mma_async(k, k.fragment(t.f32, (64, 64)), tile, tile, atype=atype)
+
+
+# -- a wgmma descriptor's tile: extent ------------------------------------------------------------
+# wgmma reads 64 rows of A, N rows of B and one instruction's K of each from the descriptor's
+# start: a smaller tile was read past its end (the next atom column, or another buffer).
+@pytest.mark.parametrize("what, a_layout, b_layout, n", [
+    ("B of 64 rows for N=128", SmemLayout(t.bf16, 64, 64), SmemLayout(t.bf16, 64, 64), 128),
+    ("A of 32 rows", SmemLayout(t.bf16, 32, 64), SmemLayout(t.bf16, 64, 64), 64),
+    ("A of K=8 (half a k16)", SmemLayout(t.bf16, 64, 8, "K", "none"),
+     SmemLayout(t.bf16, 64, 64), 64),
+    ("B of K=24 (1.5 k16)", SmemLayout(t.bf16, 64, 64),
+     SmemLayout(t.bf16, 64, 24, "K", "none"), 64),
+])
+def test_descriptor_of_a_tile_smaller_than_one_instruction(what, a_layout, b_layout, n):
+    k = Kernel("k")
+    a, b = _tile(k, a_layout), _tile(k, b_layout)
+    with pytest.raises(OperandError, match=r"a descriptor of a tile of at least \d+ rows "
+                       r"\(m64n\d+k16\) and a multiple of 16 along K") as e:
+        ptx.wgmma_mma_async(k, k.fragment(t.f32, (64, n)), a, b, atype="bf16")
+    assert e.value.operand == ("b_desc" if what.startswith("B") else "a")
+    assert e.value.loc.file.endswith(HERE)
+
+
+def test_descriptor_of_a_larger_tile_is_taken():
+    """A tile bigger than one instruction reads (a 256-row B for N=128, K=128) is fine."""
+    k = Kernel("k")
+    a, b = _tile(k, SmemLayout(t.bf16, 128, 128)), _tile(k, SmemLayout(t.bf16, 256, 128))
+    ptx.wgmma_mma_async(k, k.fragment(t.f32, (64, 128)), a.k_step(k, 64), b.k_step(k, 112),
+                        atype="bf16")
+
+
+def test_sparse_descriptor_extent_counts_the_sparse_k():
+    """The sparse form reads K=32 of B (16-bit) and K=16 of A's compressed values: a B tile of
+    K=48 would be read past its end at K index 32; A's 16-wide tile is whole."""
+    k = Kernel("k")
+    a = _tile(k, SmemLayout(t.bf16, 64, 16, "K", "32B"))
+    b = _tile(k, SmemLayout(t.bf16, 64, 48, "K", "32B"))
+    with pytest.raises(OperandError, match=r"operand 'b_desc'.*a multiple of 32 along K"):
+        ptx.wgmma_mma_async_sp(k, k.fragment(t.f32, (64, 64)), a, b, _meta(k), 0, atype="bf16")
+    b = _tile(k, SmemLayout(t.bf16, 64, 64, "K", "32B"))
+    ptx.wgmma_mma_async_sp(k, k.fragment(t.f32, (64, 64)), a, b, _meta(k), 0, atype="bf16")
+
+
+# -- the kernel left out, or something else in its place ----------------------------------------
+# `ptx.mbarrier_init(bar, 1)` (the kernel forgotten) reached `None.emit` inside the builder:
+# the safety net then said "invalid argument (AttributeError: ... no attribute 'emit')".
+_KERNEL_FIRST = sorted(name for name in ptx.__all__
+                       if inspect.isfunction(getattr(ptx, name))
+                       and inspect.unwrap(getattr(ptx, name)).__code__.co_varnames[:1] == ("k",))
+
+
+def test_every_kernel_builder_is_checked():
+    assert len(_KERNEL_FIRST) > 300     # the ptx module's builders, not an empty list
+
+
+@pytest.mark.parametrize("not_a_kernel", [None, SmemLayout(t.bf16, 64, 64)])
+@pytest.mark.parametrize("name", _KERNEL_FIRST)
+def test_ptx_builder_without_a_kernel(name, not_a_kernel):
+    with pytest.raises(OperandError) as e:
+        getattr(ptx, name)(not_a_kernel, 0, 1)
+    assert (e.value.instruction, e.value.operand) == (name, "k")
+    assert e.value.expected.startswith("the Kernel to build into")
+    assert e.value.loc.file.endswith(HERE)
+
+
+def test_ptx_builder_with_no_argument_at_all():
+    with pytest.raises(OperandError, match=r"wgmma_fence: operand 'k': expected the Kernel "
+                       r"to build into, first, got nothing"):
+        ptx.wgmma_fence()
+    k = Kernel("k")
+    ptx.wgmma_fence(k=k)                                     # by keyword: still a kernel
+    assert k.body[-1].insn.render().startswith("wgmma.fence")
+
+
+def test_descriptor_without_a_kernel():
+    k = Kernel("k")
+    sym = k.shared_array(t.b8, 8192, align=1024)
+    with pytest.raises(OperandError, match=r"wgmma descriptor: operand 'k': expected the Kernel "
+                       r"to build into, got NoneType None") as e:
+        descriptor(None, SmemLayout(t.bf16, 64, 64), sym)
+    assert e.value.loc.file.endswith(HERE)
+
+
+@pytest.mark.parametrize("kernels", ["kernel", "name"])
+def test_module_of_one_kernel_not_in_a_list(kernels):
+    k = Kernel("k")
+    given = k if kernels == "kernel" else "k"
+    with pytest.raises(BuildError, match=r"Module: kernels must be a list of Kernels "
+                       r"\(Module\(\[k\]\)\)") as e:
+        Module(given)
+    assert e.value.loc.file.endswith(HERE)
+    assert Module([k]).kernels == [k]
+
+
+# -- a thread index past any CTA -----------------------------------------------------------
+# The fragment layouts take a CTA thread index (the warpgroup is index % 128): one of 1024 or
+# more names no thread and wrapped around silently.
+@pytest.mark.parametrize("call", [
+    lambda i: fragment_coords(64, i), lambda i: a_fragment_coords(16, i),
+    lambda i: Kernel("k").fragment(t.f32, (64, 64)).coords(i),
+    lambda i: Kernel("k").a_fragment(t.bf16).coords(i)])
+def test_thread_index_past_the_cta(call):
+    assert call(1023) == call(127)              # the last thread: warpgroup 7's thread 127
+    for bad in (1024, 10**6, -1):
+        with pytest.raises(PtxdslError, match=r"thread must be a thread's index in the CTA, "
+                           rf"an int in \[0, 1024\), got {bad}"):
+            call(bad)
+
+
+# -- a PyTorch op called with tensors on the CPU -------------------------------------------------
+def test_kernel_op_with_inputs_on_the_cpu():
+    """The op is registered for CUDA only: torch's dispatcher answered a CPU input with its own
+    NotImplementedError naming no argument ("Could not run ... from the 'CPU' backend")."""
+    torch = pytest.importorskip("torch")
+    from ptxdsl.torch import KernelOpError, kernel_op
+
+    def never(*_):
+        raise AssertionError("nothing is loaded or launched for CPU inputs")
+
+    op = kernel_op("ptxdsl_s11_test::scale", never, inputs=("x", "y"),
+                   outputs=lambda x, y: torch.empty_like(x), launch=never)
+    with pytest.raises(KernelOpError, match=r"ptxdsl_s11_test::scale: the op runs a CUDA kernel "
+                       r"on its inputs' GPU, got 'x' on cpu, 'y' on cpu; move them") as e:
+        op(torch.ones(4), torch.ones(4))
+    assert e.value.loc.file.endswith(HERE)
+    out = op(torch.ones(4, device="meta"), torch.ones(4, device="meta"))   # fake: shapes only
+    assert out.shape == (4,)
+
+
+# -- a fragment sliced with a step of 0 or float bounds -------------------------------------------
+# `__getitem__` is a dunder, outside the methods' safety net: Python's ValueError/TypeError leaked.
+@pytest.mark.parametrize("make", [lambda k: k.fragment(t.f32, (64, 64)),
+                                  lambda k: k.a_fragment(t.bf16)])
+@pytest.mark.parametrize("index", [slice(None, None, 0), slice(0, 1.5)])
+def test_fragment_slice_that_python_refuses(make, index):
+    frag = make(Kernel("k"))
+    with pytest.raises(OperandError, match=r"\[\.\.\.\]: operand 'index': expected a slice of "
+                       r"ints \(or None\) with a step other than 0, got slice") as e:
+        frag[index]
+    assert e.value.loc.file.endswith(HERE)
+    assert frag[::2] == list(frag)[::2] and frag[1:3] == list(frag)[1:3]

@@ -45,7 +45,7 @@ from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
 from .kernel_directives import MAX_CTA_THREADS
 from .kernel_host import KernelHost
-from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
+from .operands import Addr, AddrLike, IntLike, Reg, Symbol, check_owned, make_imm
 from .provenance import known_fit
 from .types import ScalarType, StateSpace, compatible
 
@@ -426,6 +426,7 @@ class Fragment(Sealed):
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
         outside are not stored. Packed fragments store each register's pair in one store."""
         k = self.kernel
+        check_owned("fragment.store", k, ptr=ptr, ld=ld, rows=rows, cols=cols)
         ld, rows, cols = (_check_extent(value, "fragment.store", name, bound=name != "ld")
                           for name, value in (("ld", ld), ("rows", rows), ("cols", cols)))
         pairs = self.packed is not None or self.dtype is T.f16
@@ -492,6 +493,7 @@ class Fragment(Sealed):
         of the warp's 16 rows in exactly stmatrix's per-thread layout, so registers 4q..4q+3
         are one `stmatrix.x4`; lane L gives the address of row L%8 of matrix L/8."""
         k = self.kernel
+        check_owned("fragment.store_matrix", k, smem=smem, ld=ld)
         if self.value_bits != 16 or not self.packed:
             raise BuildError("fragment.store_matrix: stmatrix stores 16-bit values; convert "
                              "with to_packed(t.bf16/t.f16) first")
@@ -573,6 +575,7 @@ class AFragment(Sealed):
         adjacent in a row), so a constant `ld` and `k0` must keep every load 4-byte aligned
         and the K columns inside a row."""
         k = self.kernel
+        check_owned("a_fragment.load", k, ptr=ptr, ld=ld, k0=k0)
         if self.bits < 8:
             raise BuildError("a_fragment.load: b1 fragments are loaded by the user")
         ld = _check_extent(ld, "a_fragment.load", "ld")

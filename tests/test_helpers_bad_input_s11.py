@@ -197,3 +197,58 @@ def test_fragment_slice_that_python_refuses(make, index):
         frag[index]
     assert e.value.loc.file.endswith(HERE)
     assert frag[::2] == list(frag)[::2] and frag[1:3] == list(frag)[1:3]
+
+
+# -- a register or symbol of another kernel given to a helper ------------------------------------
+# Refused before, but by the instruction the helper builds from it (`mad.lo.u32: operand 'b'`
+# for `acc.store(ptr, ld)`, `mov.u32: operand 'a'` for a ring's storage): now by the helper's
+# name and the operand the user gave.
+def _other():
+    other = Kernel("other", reqntid=128)
+    return other, other.reg(t.u32, "theirs"), other.shared_array(t.b8, 16384, align=1024)
+
+
+def _ring(k, **kw):
+    from ptxdsl.pipeline import MbarrierRing
+    return MbarrierRing(k, 2, **kw)
+
+
+def _epilogue(k, **kw):
+    from ptxdsl.epilogue import TmaStoreEpilogue
+    args = dict(staging=k.shared_array(t.b8, 16384, align=1024),
+                tmap=k.tensormap_addr(k.param_tensormap("out")), barrier=1) | kw
+    return TmaStoreEpilogue(k, **args)
+
+
+def _packed(k, n=64):
+    return k.fragment(t.f32, (64, n)).to_packed(t.bf16)
+
+
+@pytest.mark.parametrize("helper, operand, call", [
+    ("wgmma descriptor", "addr",
+     lambda k, o: descriptor(k, SmemLayout(t.bf16, 64, 64), o.sym)),
+    ("fragment.store", "ptr", lambda k, o: k.fragment(t.f32, (64, 64)).store(o.ptr, 64)),
+    ("fragment.store", "ld", lambda k, o: k.fragment(t.f32, (64, 64)).store(k.reg(t.u64), o.reg)),
+    ("fragment.store", "rows",
+     lambda k, o: k.fragment(t.f32, (64, 64)).store(k.reg(t.u64), 64, rows=o.reg)),
+    ("fragment.store_matrix", "smem", lambda k, o: _packed(k).store_matrix(o.sym, 64)),
+    ("a_fragment.load", "k0", lambda k, o: k.a_fragment(t.bf16).load(k.reg(t.u64), 64, k0=o.reg)),
+    ("MbarrierRing", "storage", lambda k, o: _ring(k, storage=o.sym)),
+    ("RingView.slot", "buffer", lambda k, o: _ring(k).producer().slot(o.sym, 1024)),
+    ("ProducerView.arrive_expect_tx", "nbytes",
+     lambda k, o: _ring(k).producer().arrive_expect_tx(o.reg)),
+    ("ProducerView.expect_tx", "nbytes", lambda k, o: _ring(k).producer().expect_tx(o.reg)),
+    ("ConsumerView.release", "ctas", lambda k, o: _ring(k).consumer().release(ctas=[o.reg])),
+    ("TmaStoreEpilogue", "staging", lambda k, o: _epilogue(k, staging=o.sym)),
+    ("TmaStoreEpilogue.store", "packed", lambda k, o: _epilogue(k).store(_packed(o.k), 0, 0)),
+    ("TmaStoreEpilogue.store", "col0", lambda k, o: _epilogue(k).store(_packed(k), 0, o.reg)),
+])
+def test_helper_operand_of_another_kernel(helper, operand, call):
+    k = Kernel("mine", reqntid=128)
+    other, reg, sym = _other()
+    o = type("Other", (), {"k": other, "reg": reg, "sym": sym, "ptr": other.reg(t.u64)})
+    with pytest.raises(OperandError) as e:
+        call(k, o)
+    assert (e.value.instruction, e.value.operand) == (helper, operand)
+    assert "of kernel 'mine'" in e.value.expected and "of kernel 'other'" in str(e.value.given)
+    assert e.value.loc.file.endswith(HERE)

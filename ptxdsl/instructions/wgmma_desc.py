@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods, refuse_assignment
-from ..operands import Addr, Reg, Symbol, as_int
+from ..operands import Addr, Reg, Symbol, as_int, check_owned
 from ..provenance import known_fit
 from ..types import ScalarType
 from ._tma_addr import symbol_fit
@@ -506,6 +506,7 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     from ..kernel_core import KernelCore
     if not isinstance(k, KernelCore):
         raise OperandError("wgmma descriptor", "k", "the Kernel to build into", _given(k))
+    check_owned("wgmma descriptor", k, addr=addr)
     known = as_int(addr)          # a numpy integer too
     if known is not None:
         return MatrixDescriptor(layout, layout.encode(known))

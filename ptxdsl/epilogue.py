@@ -223,6 +223,14 @@ class TmaStoreEpilogue(Sealed):
         swizzle = getattr(desc.swizzle, "name", str(desc.swizzle))
         box, bits = tuple(desc.box_dim), desc.data_type.bits
         want = (BOX_COLS, BOX_ROWS) + (1,) * (n - 2)
+        # elementStrides > 1 read part of the staged box (64 rows with stride 2: 32) and
+        # spread it over the tensor's rows: the rest of the tile would be lost
+        delivered = tuple(getattr(desc, "box_elements", box))
+        if delivered != box:
+            raise BuildError(f"TmaStoreEpilogue: the output map's elementStrides "
+                             f"{list(desc.element_strides)} make a box store "
+                             f"{list(delivered)} of the {list(box)} staged elements: give a "
+                             "map with element strides of 1")
         if box != want or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
             # a static method: an epilogue of another rank must say so (rank=), or a right
             # 3-D map would be refused for not being 2-D

@@ -252,3 +252,28 @@ def test_helper_operand_of_another_kernel(helper, operand, call):
     assert (e.value.instruction, e.value.operand) == (helper, operand)
     assert "of kernel 'mine'" in e.value.expected and "of kernel 'other'" in str(e.value.given)
     assert e.value.loc.file.endswith(HERE)
+
+
+# -- a tensor map whose element strides change what one box moves --------------------------------
+# boxDim / elementStrides elements are copied (TMA skips rows): the checks compared boxDim.
+def _desc(box, strides, dtype="bf16"):
+    from ptxdsl.runtime.tensormap_desc import TiledDesc
+    return TiledDesc.from_numpy_order(1 << 20, (256, 128), dtype, box, swizzle="128B",
+                                      element_strides=strides)
+
+
+def test_layout_check_counts_the_rows_a_strided_box_writes():
+    layout = SmemLayout(t.bf16, 64, 64)
+    with pytest.raises(BuildError, match=r"tensor map and wgmma layout disagree .*boxDim=\[64, "
+                       r"22\] \(the rows must divide 64"):
+        layout.check_tensormap(_desc((64, 64), (3, 1)))     # 22 rows a copy: 64 never filled
+    layout.check_tensormap(_desc((128, 64), (2, 1)))        # every other row of 128: 64 rows
+    layout.check_tensormap(_desc((64, 64), (1, 1)))
+
+
+def test_epilogue_map_with_element_strides():
+    from ptxdsl.epilogue import TmaStoreEpilogue
+    with pytest.raises(BuildError, match=r"TmaStoreEpilogue: the output map's elementStrides "
+                       r"\[1, 2\] make a box store \[64, 32\] of the \[64, 64\] staged elements"):
+        TmaStoreEpilogue.check_tensormap(_desc((64, 64), (2, 1)))
+    TmaStoreEpilogue.check_tensormap(_desc((64, 64), (1, 1)))

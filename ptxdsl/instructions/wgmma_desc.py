@@ -377,8 +377,9 @@ class SmemLayout:
         bits = desc.data_type.bits
         if bits != self.bits:
             problems.append(f"{bits}-bit elements (the layout has {self.bits}-bit)")
-        box = tuple(desc.box_dim)
-        # Not `tma_box`: a column taller than one box (256 rows) is filled by several boxes.
+        # What one copy writes: boxDim / elementStrides (a box of 64 rows with stride 2 writes
+        # 32), not boxDim. Not `tma_box`: a column taller than 256 rows takes several boxes.
+        box = tuple(getattr(desc, "box_elements", desc.box_dim))
         inner, outer = self.atom_elems, self.outer
         if box[0] != inner:
             problems.append(f"boxDim[0]={box[0]} (one {self.atom_bytes}-byte atom is {inner} "

@@ -242,6 +242,9 @@ def _packed(k, n=64):
     ("TmaStoreEpilogue", "staging", lambda k, o: _epilogue(k, staging=o.sym)),
     ("TmaStoreEpilogue.store", "packed", lambda k, o: _epilogue(k).store(_packed(o.k), 0, 0)),
     ("TmaStoreEpilogue.store", "col0", lambda k, o: _epilogue(k).store(_packed(k), 0, o.reg)),
+    ("for_range", "stop", lambda k, o: k.for_range(0, o.reg).__enter__()),
+    ("if_", "cond", lambda k, o: k.if_(~o.k.reg(t.pred)).__enter__()),
+    ("tensormap_addr", "p", lambda k, o: k.tensormap_addr(o.k.param_tensormap("map"))),
 ])
 def test_helper_operand_of_another_kernel(helper, operand, call):
     k = Kernel("mine", reqntid=128)

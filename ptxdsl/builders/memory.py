@@ -14,7 +14,7 @@ from ..errors import BuildError, OperandError
 from ..instructions.base import _given, infer_type, int_like
 from ..instructions.memory import Ld, St, _space_of
 from ..kernel_host import KernelHost
-from ..operands import Addr, AddrLike, IntLike, Reg, Symbol, Value
+from ..operands import Addr, AddrLike, IntLike, Reg, Symbol, Value, check_owned
 from ..types import ScalarType, ScopeLike, SemLike, SpaceLike, StateSpace, TypeLike, scalar_type
 
 
@@ -106,6 +106,7 @@ class MemoryOps(KernelHost):
         if getattr(p, "kind", None) != "tensormap":
             raise OperandError("tensormap_addr", "p", "a parameter from k.param_tensormap()",
                                repr(p))
+        check_owned("tensormap_addr", self, p=p)
         raw = self.mov(p, type=ScalarType.b64)
         return self.cvta(raw, StateSpace.param)
 

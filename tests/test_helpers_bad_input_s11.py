@@ -280,3 +280,20 @@ def test_epilogue_map_with_element_strides():
                        r"\[1, 2\] make a box store \[64, 32\] of the \[64, 64\] staged elements"):
         TmaStoreEpilogue.check_tensormap(_desc((64, 64), (2, 1)))
     TmaStoreEpilogue.check_tensormap(_desc((64, 64), (1, 1)))
+
+
+# -- a count that would build for minutes --------------------------------------------------------
+# k.copy unrolls ld/st pairs: nbytes=10**9 (a slip for 10**3) built 125M pairs, a hang.
+def test_copy_count_past_any_memory_it_could_unroll():
+    k = Kernel("k")
+    # global pointers in registers: no extent known to stop the unrolling early
+    a, b = k.reg(t.u64), k.reg(t.u64)
+    spaces = dict(dst_space="global", src_space="global")
+    with pytest.raises(OperandError, match=r"copy: operand 'nbytes': expected a multiple of "
+                       r"width=8 from 0 to 232448 .*got int 1000000000") as e:
+        k.copy(a, b, 10**9, **spaces)
+    assert e.value.loc.file.endswith(HERE) and len(k.body) == 0
+    with pytest.raises(OperandError, match=r"copy: operand 'width': expected 4, 8 or 16"):
+        k.copy(a, b, 256, width=3, **spaces)
+    k.copy(a, b, 256, width=16, **spaces)
+    assert len(k.body) == 2 * 256 // 16

@@ -297,3 +297,16 @@ def test_copy_count_past_any_memory_it_could_unroll():
         k.copy(a, b, 256, width=3, **spaces)
     k.copy(a, b, 256, width=16, **spaces)
     assert len(k.body) == 2 * 256 // 16
+
+
+# -- a launch argument that is no device pointer ---------------------------------------------------
+# The packer quoted the inner error's str(), which repeats its location: "got float 1.5:
+# file.py:12: float 1.5 is not a device pointer ...".
+def test_pointer_argument_message_has_one_location():
+    from ptxdsl.runtime.args import ArgPacker
+    from ptxdsl.runtime.errors import ArgumentError
+    with pytest.raises(ArgumentError) as e:
+        ArgPacker("k", [Kernel("k").param_ptr("out")]).pack((1.5,))
+    message = str(e.value)
+    assert "got float 1.5: float 1.5 is not a device pointer" in message
+    assert message.count(HERE) == 1

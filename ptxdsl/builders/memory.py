@@ -115,7 +115,8 @@ class MemoryOps(KernelHost):
              dst_space: SpaceLike | None = None, src_space: SpaceLike | None = None,
              width: IntLike = 8) -> None:
         """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
-        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
+        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64), unrolled: `nbytes`
+        at most the largest shared memory (227 KiB)."""
         w, n = int_like(width), int_like(nbytes)
         t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(w) \
             if type(w) is int else None

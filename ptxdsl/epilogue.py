@@ -35,7 +35,7 @@ from .instructions._tma_addr import symbol_fit
 from .instructions.base import _given, check_src, int_like
 from .instructions.sync import _barrier_id
 from .instructions.wgmma_desc import SwizzleMode, tensormap_desc
-from .operands import Addr, IntLike, Reg, Symbol
+from .operands import Addr, IntLike, Reg, Symbol, check_owned
 from .types import ScalarType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,6 +79,7 @@ class TmaStoreEpilogue(Sealed):
     def __init__(self, k: Kernel, staging: Reg | Symbol | Addr, tmap: Reg,
                  barrier: Reg | IntLike, *, rank: IntLike = 2) -> None:
         check_kernel("TmaStoreEpilogue", k)
+        check_owned("TmaStoreEpilogue", k, staging=staging, tmap=tmap, barrier=barrier)
         n = int_like(rank)
         if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_RANK:
             raise OperandError("TmaStoreEpilogue", "rank", f"the output map's dimensions: an "
@@ -95,12 +96,6 @@ class TmaStoreEpilogue(Sealed):
                                "tensor map's generic address (k.tensormap_addr(param))",
                                _given(tmap))
         _barrier_id("TmaStoreEpilogue: barrier", barrier)
-        # kept for later stores: a register of another kernel would only be refused there
-        for operand, reg in (("tmap", tmap), ("barrier", barrier)):
-            if isinstance(reg, Reg) and reg.kernel is not k:
-                raise OperandError("TmaStoreEpilogue", operand, f"a register of kernel "
-                                   f"'{k.name}'", f"%{reg.name} of kernel "
-                                   f"'{getattr(reg.kernel, 'name', None)}'")
         # kept to check each store's extent against the symbol it is (or a register is known
         # to hold the address of: symbol_fit checks that one too, and no other register)
         self.staging = staging
@@ -141,6 +136,8 @@ class TmaStoreEpilogue(Sealed):
         if type(whole) is not bool:
             raise OperandError("TmaStoreEpilogue.store", "whole", "True or False",
                                _given(whole))
+        check_owned("TmaStoreEpilogue.store", k, packed=getattr(packed, "regs", None),
+                    row0=row0, col0=col0, outer=outer, staging=staging)
         chunks, buf, at = self.chunks, self.buf, self.staging
         if staging is not None:
             at = staging
@@ -226,6 +223,14 @@ class TmaStoreEpilogue(Sealed):
         swizzle = getattr(desc.swizzle, "name", str(desc.swizzle))
         box, bits = tuple(desc.box_dim), desc.data_type.bits
         want = (BOX_COLS, BOX_ROWS) + (1,) * (n - 2)
+        # elementStrides > 1 read part of the staged box (64 rows with stride 2: 32) and
+        # spread it over the tensor's rows: the rest of the tile would be lost
+        delivered = tuple(getattr(desc, "box_elements", box))
+        if delivered != box:
+            raise BuildError(f"TmaStoreEpilogue: the output map's elementStrides "
+                             f"{list(desc.element_strides)} make a box store "
+                             f"{list(delivered)} of the {list(box)} staged elements: give a "
+                             "map with element strides of 1")
         if box != want or bits != 16 or swizzle != SwizzleMode.b128.tma_name:
             # a static method: an epilogue of another rank must say so (rank=), or a right
             # 3-D map would be refused for not being 2-D

@@ -43,8 +43,9 @@ from .instructions.matrix import stmatrix
 from .instructions.wgmma import ALL_N, check_distinct, d_count, d_register_type
 from .instructions.wgmma_desc import SMEM_LIMIT, check_index
 from .kernel_core import KernelCore
+from .kernel_directives import MAX_CTA_THREADS
 from .kernel_host import KernelHost
-from .operands import Addr, AddrLike, IntLike, Reg, Symbol, make_imm
+from .operands import Addr, AddrLike, IntLike, Reg, Symbol, check_owned, make_imm
 from .provenance import known_fit
 from .types import ScalarType, StateSpace, compatible
 
@@ -109,11 +110,12 @@ def check_kernel(what: str, k: Any) -> None:
 
 
 def _thread(what: str, thread: Any) -> int:
-    """A thread's index in its warpgroup, from its index in the CTA (a non-negative int)."""
+    """A thread's index in its warpgroup, from its index in the CTA (an int in [0, 1024))."""
     t = int_like(thread)
-    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-        raise BuildError(f"{what}: thread must be a non-negative int (a thread index), got "
-                         f"{thread!r}"[:300])
+    # a CTA has at most 1024 threads: a larger index names none (it would wrap silently)
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < MAX_CTA_THREADS:
+        raise BuildError(f"{what}: thread must be a thread's index in the CTA, an int in "
+                         f"[0, {MAX_CTA_THREADS}), got {thread!r}"[:300])
     return t % WARPGROUP
 
 
@@ -230,7 +232,11 @@ def _item(what: str, regs: list[Reg], i: Any) -> Reg | list[Reg]:
     """`regs[i]` for a fragment's `__getitem__` (a slice as Python slices; an int, numpy's
     too, negative from the end), refusing an index out of range at the user's line."""
     if isinstance(i, slice):
-        return regs[i]
+        try:
+            return regs[i]
+        except (TypeError, ValueError):   # f[::0], f[0:1.5]: __getitem__ has no safety net
+            raise OperandError(f"{what}[...]", "index", "a slice of ints (or None) with a "
+                               "step other than 0", _given(i)) from None
     n = int_like(i)
     if isinstance(n, bool) or not isinstance(n, int):
         raise OperandError(f"{what}[...]", "index", "an int or a slice", _given(i))
@@ -420,6 +426,7 @@ class Fragment(Sealed):
         or register). `rows`/`cols` (int or register) bound the tile for M/N tails; values
         outside are not stored. Packed fragments store each register's pair in one store."""
         k = self.kernel
+        check_owned("fragment.store", k, ptr=ptr, ld=ld, rows=rows, cols=cols)
         ld, rows, cols = (_check_extent(value, "fragment.store", name, bound=name != "ld")
                           for name, value in (("ld", ld), ("rows", rows), ("cols", cols)))
         pairs = self.packed is not None or self.dtype is T.f16
@@ -486,6 +493,7 @@ class Fragment(Sealed):
         of the warp's 16 rows in exactly stmatrix's per-thread layout, so registers 4q..4q+3
         are one `stmatrix.x4`; lane L gives the address of row L%8 of matrix L/8."""
         k = self.kernel
+        check_owned("fragment.store_matrix", k, smem=smem, ld=ld)
         if self.value_bits != 16 or not self.packed:
             raise BuildError("fragment.store_matrix: stmatrix stores 16-bit values; convert "
                              "with to_packed(t.bf16/t.f16) first")
@@ -567,6 +575,7 @@ class AFragment(Sealed):
         adjacent in a row), so a constant `ld` and `k0` must keep every load 4-byte aligned
         and the K columns inside a row."""
         k = self.kernel
+        check_owned("a_fragment.load", k, ptr=ptr, ld=ld, k0=k0)
         if self.bits < 8:
             raise BuildError("a_fragment.load: b1 fragments are loaded by the user")
         ld = _check_extent(ld, "a_fragment.load", "ld")

@@ -19,7 +19,7 @@ from .instructions.base import check_pred
 from .instructions.control import Bra
 from .kernel_core import Statement
 from .kernel_host import KernelHost
-from .operands import IntLike, Label, NegPred, Reg, _show, as_int, int_range
+from .operands import IntLike, Label, NegPred, Reg, _show, as_int, check_owned, int_range
 from .types import ScalarType, TypeLike, scalar_type
 
 
@@ -92,6 +92,7 @@ class StructuredFlow(KernelHost):
     def if_(self, cond: Reg | NegPred) -> Iterator[None]:
         """Run the body when `cond` holds: `@!p bra ELSE; body; ELSE:`."""
         cond = check_pred("if_", "cond", cond, negatable=True)
+        check_owned("if_", self, cond=cond)
         with self._block():
             else_ = self.fresh_label("else")
             self._branch(else_, self._negate(cond))
@@ -130,6 +131,7 @@ class StructuredFlow(KernelHost):
             raise OperandError("for_range", "type", "an integer type: "
                                + ", ".join(f"t.{t.value}" for t in _LOOP_TYPES), _show(type))
         t = scalar_type(type)
+        check_owned("for_range", self, start=start, stop=stop, step=step)
         first = _loop_operand("start", start, t)
         last = _loop_operand("stop", stop, t)
         by = _loop_operand("step", step, t)

@@ -156,6 +156,9 @@ class Module:
                              "version (..., 6.0-6.5, 7.0-7.8, 8.0-8.8, 9.x): ptxas refuses it",
                              self.loc)
         self._line_locs: list[SourceLoc | None] = []
+        if isinstance(kernels, Kernel | str) or not isinstance(kernels, Iterable):
+            raise BuildError("Module: kernels must be a list of Kernels (Module([k])), got "
+                             f"{_show(kernels)}", self.loc)
         for k in kernels:
             self.add(k)
 

@@ -683,6 +683,21 @@ def symbols_in(value: Any) -> Iterator[Symbol | Label]:
             yield from symbols_in(item)
 
 
+def check_owned(what: str, k: Any, **operands: Any) -> None:
+    """Each operand's registers and kernel symbols belong to kernel `k`: a helper refuses
+    another kernel's by its own name and operand, not by the name of an instruction it builds
+    from it (`mad.lo.u32: operand 'b'` for `acc.store(ptr, ld)`)."""
+    for operand, value in operands.items():
+        for r in registers_in(value):
+            if r.kernel is not k:
+                raise OperandError(what, operand, f"a register of kernel '{k.name}'",
+                                   f"%{r.name} of kernel '{getattr(r.kernel, 'name', None)}'")
+        for s in symbols_in(value):
+            if s.kernel is not None and s.kernel is not k:
+                raise OperandError(what, operand, f"a symbol of kernel '{k.name}' or a module "
+                                   "variable", f"{s.name} of kernel '{s.kernel.name}'")
+
+
 def registers_in(value: Any) -> Iterator[Reg]:
     """Every register mentioned by an operand value (recursing into addresses and vectors)."""
     if isinstance(value, Reg):

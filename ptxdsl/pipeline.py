@@ -118,6 +118,7 @@ from .operands import (
     Symbol,
     _show,
     check_identifier,
+    check_owned,
     plain_str,
 )
 from .provenance import known_fit
@@ -253,6 +254,7 @@ class MbarrierRing(Sealed):
             self.full_base = k.mov(self.full, dst=k.reg(T.u32, f"{name}_full_base"))
             self.empty_base = k.mov(self.empty, dst=k.reg(T.u32, f"{name}_empty_base"))
         else:
+            check_owned("MbarrierRing", k, storage=storage)
             base, off = (storage.base, storage.offset) if isinstance(storage, Addr) \
                 else (storage, 0)
             if not isinstance(base, Symbol) or not base.space.is_shared:
@@ -393,6 +395,7 @@ class RingView(Sealed):
         a stage's slot that big is a TMA or bulk buffer (128-byte aligned, the checker's
         `tma-smem-align` rule) or a vector/ldmatrix/wgmma tile (16); every slot after the
         first is only as aligned as the stride. Smaller strides (a ring of words) are free."""
+        check_owned("RingView.slot", self.k, buffer=buffer)
         stride = int_like(stride)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise OperandError("RingView.slot", "stride", "a positive byte count", repr(stride))
@@ -469,11 +472,13 @@ class ProducerView(RingView):
         """`mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [full], nbytes;` — the
         producer's arrival, announcing the bytes the stage's TMA loads will deliver (see
         `tx_bytes`)."""
+        check_owned("ProducerView.arrive_expect_tx", self.k, nbytes=nbytes)
         self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.expect_tx, S.shared_cta, SINK,
                                    Addr(self.full_barrier()), nbytes, Sem.release, Scope.cta))
 
     def expect_tx(self, nbytes: Reg | IntLike) -> None:
         """`mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [full], nbytes;` (no arrival)."""
+        check_owned("ProducerView.expect_tx", self.k, nbytes=nbytes)
         self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, Addr(self.full_barrier()), nbytes,
                                Sem.relaxed, Scope.cta))
 
@@ -510,6 +515,7 @@ class ConsumerView(RingView):
             raise OperandError("ConsumerView.release", "ctas", "a list of cluster ranks (ints "
                                "or .u32 registers), e.g. ctas=[0, 1]", _show(ctas))
         k, ring = self.k, self.ring
+        check_owned("ConsumerView.release", k, ctas=list(ctas or ()))
         bar = self.empty_barrier()
         if ctas is None and ring.peers == 1:
             k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.plain, S.shared_cta, SINK,

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import enum
 import inspect
+from collections.abc import Callable as _Callable
 from collections.abc import Sequence as _Sequence
+from typing import Any as _Any
 from typing import SupportsIndex as _SupportsIndex
 
 from .instructions import _ptx_args as _tags
@@ -116,12 +118,34 @@ __all__ = sorted([name for name, value in globals().items()
                   and not isinstance(value, enum.Enum)] + list(_CONSTANTS))
 
 
+def _kernel_first(name: str, fn: _Callable[..., _Any]) -> _Callable[..., _Any]:
+    """`fn` refusing a first argument that is no kernel (`ptx.mbarrier_init(bar, 1)`, the
+    kernel left out) by name, before the builder calls a method of it."""
+    import functools
+
+    from .errors import OperandError
+    from .instructions.base import _given
+    from .kernel_core import KernelCore
+
+    @functools.wraps(fn)
+    def builder(*args: _Any, **kw: _Any) -> _Any:
+        k = args[0] if args else kw.get("k")
+        if not isinstance(k, KernelCore):
+            raise OperandError(name, "k", "the Kernel to build into, first",
+                               _given(k) if args or "k" in kw else "nothing")
+        return fn(*args, **kw)
+    return builder
+
+
 def _fail_closed_all() -> None:
     from .errors import fail_closed
     g = globals()
     for name in __all__:
         if inspect.isfunction(g[name]):
-            g[name] = fail_closed(name, g[name])
+            fn = g[name]
+            if inspect.unwrap(fn).__code__.co_varnames[:1] == ("k",):
+                fn = _kernel_first(name, fn)
+            g[name] = fail_closed(name, fn)
             _tags.describe(name, g[name])
 
 

@@ -244,10 +244,20 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         outs = allocate(tensors)
         return outs[0] if n_outputs == 1 else outs
 
+    def on_cpu(*tensors):
+        # Without it, torch's dispatcher answers inputs on the CPU with a NotImplementedError
+        # ("Could not run ... with arguments from the 'CPU' backend") that names no argument.
+        where = ", ".join(f"'{n}' on {x.device}" for n, x in zip(names, tensors, strict=True)
+                          if isinstance(x, tensor))
+        raise KernelOpError(f"{name}: the op runs a CUDA kernel on its inputs' GPU, got {where}; "
+                            "move them to the GPU (x.cuda())", _caller())
+
     try:
         lib = torch.library.Library(namespace, "FRAGMENT")
         lib.define(schema)
         lib.impl(op_name, real, _DISPATCH_KEY)
+        if _DISPATCH_KEY != "CPU":      # the tests' CPU stand-in runs `real` there
+            lib.impl(op_name, on_cpu, "CPU")
         torch.library.register_fake(name, fake, lib=lib)
     except RuntimeError as e:   # the schema parser's message, e.g. an input named 'def'
         raise KernelOpError(f"kernel_op: torch refused the operator {name} with schema "

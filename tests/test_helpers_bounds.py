@@ -256,7 +256,7 @@ def test_major_spellings_are_accepted_as_swizzles_are(spelling):
     (lambda k: descriptor(k, "layout", 0), r"wgmma descriptor: operand 'layout'"),
     (lambda k: k.fragment(t.f32, shape=64), r"fragment: shape must be \(64, N\)"),
     (lambda k: fragment_coords("3", 0), r"fragment_coords: N must be"),
-    (lambda k: fragment_coords(16, -1), r"fragment_coords: thread must be a non-negative int"),
+    (lambda k: fragment_coords(16, -1), r"fragment_coords: thread must be a thread.s index"),
     (lambda k: TmaStoreEpilogue(k, k.reg(t.u32), k.reg(t.u64), 1).store(None, 0, 0),
      r"TmaStoreEpilogue.store: operand 'packed'"),
     (lambda k: TmaStoreEpilogue(k, k.reg(t.u32), None, 1), r"TmaStoreEpilogue: operand 'tmap'"),

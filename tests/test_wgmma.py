@@ -322,7 +322,7 @@ def test_descriptor_layout_sets_the_transpose():
     assert (insn.tnspA, insn.tnspB) == (1, 1)
     assert insn.render().endswith(", 1, 1, 1, 1, 1;")
     k = Kernel("k2")
-    da, db = _tiles(k, "K", "MN")
+    da, db = _tiles(k, "K", "MN", dtype=t.bf16)    # an f16 tile read as bf16 is refused
     insn = ptx.wgmma_mma_async(k, k.fragment(t.f32, (64, 64)), da, db, atype="bf16")
     assert (insn.tnspA, insn.tnspB) == (None, 1)
     assert insn.render().endswith(", 1, 1, 1, 0, 1;")
@@ -359,7 +359,8 @@ def test_refuse_a_fragment_of_another_type():
         ptx.wgmma_mma_async(k, acc, k.a_fragment(t.bf16), db, atype="f16")
     packed = k.fragment(t.f32, (64, 16)).to_packed(t.bf16)
     ptx.wgmma_mma_async(k, acc, k.a_fragment(t.f16), db, atype="f16")
-    ptx.wgmma_mma_async(k, acc, packed.a_operand(0), db, atype="bf16")
+    db16 = descriptor(k, SmemLayout(t.bf16, 64, 64), k.shared_array(t.b8, 8192, align=1024))
+    ptx.wgmma_mma_async(k, acc, packed.a_operand(0), db16, atype="bf16")
 
 
 def test_refuse_wait_group_out_of_range():

@@ -13,8 +13,9 @@ from typing import Literal, overload
 from ..errors import BuildError, OperandError
 from ..instructions.base import _given, infer_type, int_like
 from ..instructions.memory import Ld, St, _space_of
+from ..kernel_core import MAX_STATIC_SHARED
 from ..kernel_host import KernelHost
-from ..operands import Addr, AddrLike, IntLike, Reg, Symbol, Value
+from ..operands import Addr, AddrLike, IntLike, Reg, Symbol, Value, check_owned
 from ..types import ScalarType, ScopeLike, SemLike, SpaceLike, StateSpace, TypeLike, scalar_type
 
 
@@ -106,6 +107,7 @@ class MemoryOps(KernelHost):
         if getattr(p, "kind", None) != "tensormap":
             raise OperandError("tensormap_addr", "p", "a parameter from k.param_tensormap()",
                                repr(p))
+        check_owned("tensormap_addr", self, p=p)
         raw = self.mov(p, type=ScalarType.b64)
         return self.cvta(raw, StateSpace.param)
 
@@ -113,12 +115,19 @@ class MemoryOps(KernelHost):
              dst_space: SpaceLike | None = None, src_space: SpaceLike | None = None,
              width: IntLike = 8) -> None:
         """Copy `nbytes` with ld/st pairs of `width` bytes (e.g. a 128-B tensor map from a
-        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64)."""
+        parameter into shared memory: 16 x ld.param.b64 + st.shared.b64), unrolled: `nbytes`
+        at most the largest shared memory (227 KiB)."""
         w, n = int_like(width), int_like(nbytes)
         t = {4: ScalarType.b32, 8: ScalarType.b64, 16: ScalarType.b64}.get(w) \
             if type(w) is int else None
-        if t is None or type(n) is not int or n < 0 or n % w:
-            raise OperandError("copy", "nbytes", f"a multiple of width={w} (4, 8 or 16)", n)
+        if t is None:
+            raise OperandError("copy", "width", "4, 8 or 16 (bytes per ld/st)", _given(width))
+        # one ld/st pair per `width` bytes, unrolled: a count past the largest shared memory
+        # is a slip (10**9 would build instructions for minutes), not a copy to unroll
+        if type(n) is not int or n < 0 or n % w or n > MAX_STATIC_SHARED:
+            raise OperandError("copy", "nbytes", f"a multiple of width={w} from 0 to "
+                               f"{MAX_STATIC_SHARED} (the copy is unrolled into ld/st pairs)",
+                               _given(nbytes))
         ssp, dsp = _space_of(src, src_space), _space_of(dst, dst_space)
         src_a = src if isinstance(src, Addr) else Addr(src)
         dst_a = dst if isinstance(dst, Addr) else Addr(dst)

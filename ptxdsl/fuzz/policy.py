@@ -182,11 +182,13 @@ RULES: list[Rule] = [
          "the registers one type, or a bit type).",
          r"registers other than \.bN ones must all have one type", ("matrix", "wgmma", "tcgen05")),
     Rule("descriptor-layout", "A MatrixDescriptor made by descriptor() knows its tile: its "
-         "element width and whether it is MN-major (which sets wgmma's transpose flag). In PTX "
-         "the descriptor is a plain .b64, so ptxas accepts one of another width, or a transpose "
-         "immediate that contradicts the tile, and wgmma then reads the wrong layout.",
-         r"a descriptor of a tile of \d+-bit elements|for a descriptor of a .* tile \(or leave "
-         r"it out\)", ("wgmma",)),
+         "element width and type, its rows and K extent, and whether it is MN-major (which sets "
+         "wgmma's transpose flag). In PTX the descriptor is a plain .b64, so ptxas accepts one "
+         "of another width or type, of a tile smaller than the instruction reads, or a "
+         "transpose immediate that contradicts the tile, and wgmma then reads the wrong layout, "
+         "other numbers or past the tile.",
+         r"a descriptor of a tile of (\d+-bit|\.\w+) elements|a descriptor of a tile of at "
+         r"least \d+ rows|for a descriptor of a .* tile \(or leave it out\)", ("wgmma",)),
     Rule("fragment-type", "An A fragment (k.a_fragment(t), or a packed accumulator) knows the "
          "type of the values it holds; ptxas sees four .b32 registers and accepts them for "
          "any atype, and wgmma then multiplies the bits as another type.",

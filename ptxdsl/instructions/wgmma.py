@@ -78,6 +78,15 @@ def ptx_type_named(name: str) -> ScalarType | WgmmaType | None:
     return WgmmaType(name) if name in WgmmaType._value2member_map_ else None
 
 
+def layout_type(dtype: Any) -> WgmmaType | None:
+    """The wgmma type an `SmemLayout`'s dtype names (t.bf16, 'e4m3', WgmmaType.s8), None for
+    a bare width (16, t.b16, t.f32 for tf32 data)."""
+    text = dtype.value if isinstance(dtype, ScalarType | WgmmaType) else dtype
+    if not isinstance(text, str):
+        return None
+    return WgmmaType._value2member_map_.get(text.strip().lstrip("."))  # type: ignore[return-value]
+
+
 def numpy_code(value: Any) -> str | None:
     """numpy's full name for `value` when it is a string numpy reads only as a code ('f8' is
     float64 to numpy, an 8-bit float to a PTX reader; 'u4' uint32, not 4 bits; '<u2', 'float'):
@@ -284,17 +293,33 @@ class WgmmaMmaAsync(Instruction):
         self._check_extra(name, kind)
 
     def _check_layouts(self, name: str, atype: WgmmaType, btype: WgmmaType) -> None:
-        """A MatrixDescriptor knows its tile: its element width must be the input type's, and
-        its major-ness sets the transpose flag (MN-major: 1), which a contradicting tnspA /
-        tnspB may not override. Bare descriptor values (registers, ints) say nothing."""
-        for operand, value, wtype, flag in (("a", self.a, atype, "tnspA"),
-                                            ("b_desc", self.b_desc, btype, "tnspB")):
+        """A MatrixDescriptor knows its tile: its element width must be the input type's (and
+        its element type, when the layout names one: a bf16 tile read as .f16 is other
+        numbers), it must hold what one instruction reads (A: 64 rows, B: N rows, both a
+        whole number of the instruction's K: wgmma reads past a smaller tile), and its
+        major-ness sets the transpose flag (MN-major: 1), which a contradicting tnspA / tnspB
+        may not override. Bare descriptor values (registers, ints) say nothing."""
+        # the sparse form's A holds half of K (its compressed values)
+        for operand, value, wtype, flag, rows, k in (
+                ("a", self.a, atype, "tnspA", 64, self.kind.k),
+                ("b_desc", self.b_desc, btype, "tnspB", self.n, self.k)):
             if not isinstance(value, MatrixDescriptor):
                 continue
             layout = value.layout
             if layout.bits != wtype.bits:
                 raise OperandError(name, operand, f"a descriptor of a tile of {wtype.bits}-bit "
                                    f"elements (.{wtype.value} inputs)",
+                                   f"a descriptor of a {layout.describe()} tile")
+            named = layout_type(layout.dtype)
+            if named not in (None, wtype):
+                raise OperandError(name, operand, f"a descriptor of a tile of .{wtype.value} "
+                                   "elements (or of a bare width: SmemLayout(16, ...))",
+                                   f"a descriptor of a {layout.describe()} tile of "
+                                   f".{named.value}")
+            if layout.mn < rows or layout.k % k:
+                raise OperandError(name, operand, f"a descriptor of a tile of at least {rows} "
+                                   f"rows (m64n{self.n}k{self.k}) and a multiple of {k} "
+                                   "along K (what one instruction reads)",
                                    f"a descriptor of a {layout.describe()} tile")
             given = getattr(self, flag)
             if given is None and layout.transpose:

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from ..errors import BuildError, OperandError, fail_closed, fail_closed_methods, refuse_assignment
-from ..operands import Addr, Reg, Symbol, as_int
+from ..operands import Addr, Reg, Symbol, as_int, check_owned
 from ..provenance import known_fit
 from ..types import ScalarType
 from ._tma_addr import symbol_fit
@@ -377,8 +377,9 @@ class SmemLayout:
         bits = desc.data_type.bits
         if bits != self.bits:
             problems.append(f"{bits}-bit elements (the layout has {self.bits}-bit)")
-        box = tuple(desc.box_dim)
-        # Not `tma_box`: a column taller than one box (256 rows) is filled by several boxes.
+        # What one copy writes: boxDim / elementStrides (a box of 64 rows with stride 2 writes
+        # 32), not boxDim. Not `tma_box`: a column taller than 256 rows takes several boxes.
+        box = tuple(getattr(desc, "box_elements", desc.box_dim))
         inner, outer = self.atom_elems, self.outer
         if box[0] != inner:
             problems.append(f"boxDim[0]={box[0]} (one {self.atom_bytes}-byte atom is {inner} "
@@ -503,6 +504,10 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     hold the whole tile ([offset, offset + layout.nbytes) inside it): wgmma reads all of it."""
     if not isinstance(layout, SmemLayout):
         raise OperandError("wgmma descriptor", "layout", "an SmemLayout", _given(layout))
+    from ..kernel_core import KernelCore
+    if not isinstance(k, KernelCore):
+        raise OperandError("wgmma descriptor", "k", "the Kernel to build into", _given(k))
+    check_owned("wgmma descriptor", k, addr=addr)
     known = as_int(addr)          # a numpy integer too
     if known is not None:
         return MatrixDescriptor(layout, layout.encode(known))

@@ -163,7 +163,9 @@ def _pointer_converter(kernel: str, p, packer) -> tuple[str, Callable]:
         try:
             ptr = device_pointer(v, packer.stream)
         except (TypeError, ValueError, AttributeError, RuntimeError) as exc:
-            raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
+            # the message alone: a ptxdsl error's str() repeats its location and the value
+            why = getattr(exc, "message", str(exc))
+            raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {why}") from None
         if not 0 <= ptr < (1 << 64):
             raise ArgumentError(kernel, p.name, expected, f"address {ptr} (out of range)")
         return ptr
@@ -224,7 +226,9 @@ def _blob_converter(kernel: str, p) -> tuple[str, Callable]:
         try:
             data = tensormap_bytes(v)
         except Exception as exc:
-            raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {exc}") from None
+            # the message alone: a ptxdsl error's str() repeats its location and the value
+            why = getattr(exc, "message", str(exc))
+            raise ArgumentError(kernel, p.name, expected, f"{_given(v)}: {why}") from None
         if data is None:
             raise ArgumentError(kernel, p.name, expected, _given(v))
         if len(data) != size:  # struct's 's' would silently pad or cut

@@ -84,6 +84,7 @@ def layout_type(dtype: Any) -> WgmmaType | None:
     text = dtype.value if isinstance(dtype, ScalarType | WgmmaType) else dtype
     if not isinstance(text, str):
         return None
+    # the enum's value map is typed as holding Enum members; every member is a WgmmaType
     return WgmmaType._value2member_map_.get(text.strip().lstrip("."))  # type: ignore[return-value]
 
 

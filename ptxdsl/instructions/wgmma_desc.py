@@ -504,8 +504,10 @@ def descriptor(k, layout: SmemLayout, addr: Any) -> MatrixDescriptor:
     hold the whole tile ([offset, offset + layout.nbytes) inside it): wgmma reads all of it."""
     if not isinstance(layout, SmemLayout):
         raise OperandError("wgmma descriptor", "layout", "an SmemLayout", _given(layout))
-    from ..kernel_core import KernelCore
-    if not isinstance(k, KernelCore):
+    # the kernel left out (descriptor(layout, addr)): refused here by name, not by the first
+    # method called on it; by its emit, as this layer sits below the builder's classes
+    # (docs/CONTRIBUTING.md, Layers)
+    if not callable(getattr(k, "emit", None)):
         raise OperandError("wgmma descriptor", "k", "the Kernel to build into", _given(k))
     check_owned("wgmma descriptor", k, addr=addr)
     known = as_int(addr)          # a numpy integer too

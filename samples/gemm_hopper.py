@@ -139,13 +139,11 @@ class Config:
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
-        self.layout_a = SmemLayout(self.wtype, bm, self.bk, "K", "128B")
-        self.layout_b = SmemLayout(self.wtype, bn, self.bk, "K", "128B")
-        self.layout_b_wg = SmemLayout(self.wtype, self.wg_n, self.bk, "K", "128B")
+        self.layout_a, self.layout_b = self.rows_of(bm), self.rows_of(bn)
+        self.layout_b_wg = self.rows_of(self.wg_n)
         # the shared operand's tensor-map box: each CTA of a cluster loads 1/cluster of it
         rows_a, rows_b = (bm // cluster, bn) if along == "n" else (bm, bn // cluster)
-        self.box_a = SmemLayout(self.wtype, rows_a, self.bk, "K", "128B")
-        self.box_b = SmemLayout(self.wtype, rows_b, self.bk, "K", "128B")
+        self.box_a, self.box_b = self.rows_of(rows_a), self.rows_of(rows_b)
         self.tile_m = bm * (cluster if along == "m" else 1)    # a cluster tile's rows
         self.tile_n = bn * (cluster if along == "n" else 1)    # and columns
         self.a_bytes, self.b_bytes = self.layout_a.nbytes, self.layout_b.nbytes
@@ -154,6 +152,11 @@ class Config:
         self.ring_off = self.epi_off + (2 * EPI_BYTES if staging else 0)
         self.smem_bytes = self.ring_off + 16 * stages
         self.name = name or f"gemm_hopper_{dtype}" + ("" if bn == BN else f"_n{bn}")
+
+    def rows_of(self, rows: int) -> SmemLayout:
+        """`rows` rows of one k-block of the input type, K-major, 128B-swizzled: the layout of
+        every operand tile and TMA box of this kernel."""
+        return SmemLayout(self.wtype, rows, self.bk, "K", "128B")
 
     def boxes_for(self, m: int, n: int) -> tuple[SmemLayout, SmemLayout]:
         """A's and B's tensor-map boxes for M x N: `box_a` and `box_b`, but with `fit` the
@@ -167,7 +170,7 @@ class Config:
                 raise ValueError(f"{self.name}: its {what} box is as tall as {rows} (Config.fit="
                                  f"{self.fit!r}): {rows} must be at most {top}, got "
                                  f"{rows}={size}")
-            fitted = SmemLayout(self.wtype, -(-size // 8) * 8, self.bk, "K", "128B")
+            fitted = self.rows_of(-(-size // 8) * 8)
             box_a, box_b = (fitted, box_b) if self.fit == "a" else (box_a, fitted)
         return box_a, box_b
 
@@ -689,9 +692,11 @@ def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m:
     variant) + `output_map`, to skip encoding them per call."""
     check_shape(dtype, m, n, kdim)
     cfg = cfg or config_for(dtype, m, n)
-    boxes = cfg.boxes_for(m, n)         # a fitted kernel takes one tile row or column
     ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
     if maps:                 # made for another variant, the kernel's byte counts would not match
+        # (boxes_for also refuses a fitted kernel more than one tile row or column, as
+        # tensor_maps does when it makes the maps)
+        boxes = cfg.boxes_for(m, n)
         for name, tmap, box in zip("AB", (ma, mb), boxes, strict=True):
             desc = getattr(tmap, "desc", None)      # None: raw bytes, nothing to compare
             if desc is not None and tuple(desc.box_dim) != tuple(box.tma_box):

@@ -14,6 +14,7 @@ import runpy
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -143,6 +144,10 @@ def test_row_fit_boxes_and_refusals():
         NS["tensor_maps"]("bf16", 0, 0, 129, 8192, 64, fit)
     with pytest.raises(ValueError, match="M must be at most 128, got M=200"):
         NS["launch"](None, "bf16", 0, 0, 0, 200, 8192, 64, sms=132, cfg=fit)
+    raw = SimpleNamespace(desc=None)      # maps given (raw bytes: no box to compare)
+    with pytest.raises(ValueError, match="M must be at most 128, got M=200"):
+        NS["launch"](None, "bf16", 0, 0, 0, 200, 8192, 64, sms=132, cfg=fit,
+                     maps=(raw, raw, None))
     with pytest.raises(ValueError, match="takes one CTA per cluster"):
         NS["Config"]("bf16", bn=64, cluster=2, fit="a")
     with pytest.raises(ValueError, match="fit must be None, 'a'"):

@@ -261,9 +261,36 @@ def gpu_ms(fn: Callable[[], object], *, reps: int, warmup: int = 2, stream=None)
     return out
 
 
+# The host's time to issue one launch, at most (a PyTorch op through its dispatcher on a slow
+# host, or ptxdsl's launch with tensor maps built in Python): what a held burst allows for.
+ISSUE_US = 60.0
+_held: dict[str, object] = {}
+
+
+def _hold_function():
+    """`bench_hold(ns)`: one thread that spins on %globaltimer until `ns` nanoseconds have
+    passed; loaded once per process."""
+    if "fn" not in _held:
+        from ptxdsl import Kernel, Module, t
+        k = Kernel("bench_hold", reqntid=32)
+        until = k.add(k.globaltimer, k.ld_param(k.param(t.u64, "ns")))
+        with k.while_(lambda: k.globaltimer < until):
+            k.nanosleep(1000)
+        _held["module"] = Module([k], name="bench_hold", target="sm_90a").load()
+        _held["fn"] = _held["module"]["bench_hold"]
+    return _held["fn"]
+
+
+def hold_gpu(us: float, stream=None) -> None:
+    """Keep `stream` busy for `us` microseconds from when this launch starts, so that the
+    launches issued after it queue up behind it instead of starting one by one as the host
+    issues them."""
+    _hold_function().launch(1, 32, (int(us * 1000),), stream=stream)
+
+
 def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
                        warmup: int = 2, stream=None, burst: int = 1,
-                       settle_s: float = 0.0) -> dict[str, list[float]]:
+                       settle_s: float = 0.0, hold: bool = False) -> dict[str, list[float]]:
     """CUDA-event milliseconds of each launch in `launches`, the candidates taking turns
     (ABC, CBA, ABC, ...), so a slow drift of clocks or temperature weighs on all alike.
 
@@ -271,7 +298,13 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     when the start event is recorded, so the sample includes the host's time to issue the
     launch: tens of µs for a PyTorch op on a slow host, against a few for ptxdsl's. A burst
     keeps the GPU busy while the host issues the next launch, so that only the first
-    launch's issue time is counted, `1 / burst` of it per launch.
+    launch's issue time is counted, `1 / burst` of it per launch. That holds only while a
+    launch runs longer than the host takes to issue the next one; for kernels of a few tens
+    of µs it may not (a PyTorch op's dispatch, a launch that builds tensor maps in Python),
+    and then the sample is the host's issue rate. With `hold`, a spinning kernel (`hold_gpu`)
+    keeps the stream busy for ISSUE_US per launch of the burst before the start event, so the
+    whole burst is queued when the first launch starts and the sample is the GPU's time
+    alone, for every candidate.
 
     With `settle_s`, the candidates first take turns untimed for that many seconds, so that
     the samples see the clocks a sustained load runs at: a GPU at its power limit lowers its
@@ -293,6 +326,8 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
         end.synchronize()
     for i in range(reps):
         for label in order if i % 2 == 0 else order[::-1]:
+            if hold:
+                hold_gpu(ISSUE_US * burst, stream)
             start.record(stream)
             for _ in range(burst):
                 launches[label]()

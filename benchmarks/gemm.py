@@ -29,7 +29,14 @@ moved per copy). The bf16 decode rows at M <= 64, N = K = 8192 carry issue 34's 
 Inputs are random normal (fp8: scaled into e4m3's range). Each row first checks the ptxdsl
 result against torch's (relative Frobenius error below 1e-2), then both are timed with CUDA
 events around bursts of back-to-back launches, taking turns burst by burst (medians of 25
-samples) after SETTLE_S seconds of untimed turns. TFLOP/s count 2 M N K; the
+samples) after SETTLE_S seconds of untimed turns. Each burst is queued behind a kernel that
+holds the GPU while the host issues it (`interleaved_gpu_ms(hold=True)`), so a sample is the
+GPU's time alone: the host's issue time of one launch (torch's dispatch; ptxdsl's launch with
+its tensor maps) is 10-30 us, longer than the e4m3 and skinny kernels themselves, and without
+the hold those samples timed the host. Targets (issue 34): every row >= 1.00x torch, the
+8192^3 rows >= 1.10x, the decode rows as above; except the rows of a kernel that
+`gemm_decode.Linear` does not run at that M (gemm_hopper's at M <= LINEAR_DECODE_M = 64, the
+decode kernel's above), which are there for the comparison. TFLOP/s count 2 M N K; the
 fraction of peak is against the dense tensor-core peak of an H100/H200 SXM (989 TFLOP/s bf16,
 1979 fp8). Registers per thread are the loaded function's (driver JIT: the count at entry,
 before setmaxnreg moves them), shared memory the launch's dynamic bytes.
@@ -65,7 +72,10 @@ ROOFLINE_M = 256             # rows up to this M say how close they are to the H
 DECODE_TARGETS = {"ratio": 1.10, "roofline": 0.85}
 DECODE_TARGET_M, DECODE_TARGET_NK = 64, 8192
 PEAK = {"bf16": 989.4, "e4m3": 1978.9}       # dense TFLOP/s, H100/H200 SXM
-TARGETS = {("bf16", 8192): 1.00, ("bf16", 4096): 0.95, ("e4m3", 8192): 1.00}
+# issue 34's goals: every row at least at parity with torch (cuBLAS, torch._scaled_mm), the
+# 8192^3 cubes 10% past it
+EVERY_ROW = 1.00
+TARGETS = {("bf16", 8192): 1.10, ("e4m3", 8192): 1.10}
 # Untimed turns before each row's samples, as in section 6: under load an H100 at its power
 # limit lowers the SM clock within a second or two, so samples taken from an idle GPU mix two
 # clocks and read faster than a sustained load runs.
@@ -131,7 +141,8 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
                                          f"{cfg.along.upper()}" if cfg.cluster > 1 else
                                          "no cluster") + f"; used for {use}")
         for m, n, k in shapes:
-            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw)
+            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw,
+                 linear_m=dec.LINEAR_DECODE_M)
     for dtype, shapes in decode.items():
         for cfg in (*dec.VARIANTS[dtype].values(), *dec.W64[dtype].values()):
             fn = dec_mod[cfg.name]
@@ -140,14 +151,18 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
                          f"of dynamic shared memory per CTA ({cfg.stages} stages), "
                          + ("clusters of 2 sharing X" if cfg.cluster > 1 else "no cluster"))
         for m, n, k in shapes:
-            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod))
+            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod),
+                 linear_m=dec.LINEAR_DECODE_M)
     _scaled(section, torch, sms)
 
 
 def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
-         dev="cuda") -> None:
+         dev="cuda", linear_m=None) -> None:
     """One row: verify, then time ours against torch's. `decode`: (gemm_decode, its loaded
-    module) to run that sample's kernel; `dev`: "cpu" in the CPU test of this plumbing."""
+    module) to run that sample's kernel; `dev`: "cpu" in the CPU test of this plumbing.
+    `linear_m`: gemm_decode.LINEAR_DECODE_M, where `Linear` changes kernels: a row whose
+    kernel `Linear` does not run at its M (gemm_hopper's at M <= linear_m, the decode
+    kernel's above) is there to compare with the one it runs, and carries no target."""
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
@@ -204,7 +219,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
             raise AssertionError(f"{dtype} {m}x{n}x{k}: two calls of {kernel} differ")
     reps, burst = _reps(m, n, k)
     times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
-                               burst=burst, settle_s=SETTLE_S)
+                               burst=burst, settle_s=SETTLE_S, hold=True)
     flops = 2.0 * m * n * k
     shape = f"{dtype} M={m} N={n} K={k}" + (" decode" if decode is not None else "")
     moved = roofline_bytes(dtype, m, n, k)
@@ -219,15 +234,18 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
                            if who == "ptxdsl" else ""))
         meds[who] = r["median"]
     ratio = meds["ptxdsl"] / meds[label]
-    section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians")
-    goal = TARGETS.get((dtype, m)) if m == n == k else None
+    runs = linear_m is None or (m <= linear_m) == (decode is not None)
+    section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians" + (
+        "" if runs else f"; no target: at this M `Linear` runs the "
+        f"{'decode kernel' if decode is None else 'gemm_hopper kernel'} (also in this table)"))
+    goal = TARGETS.get((dtype, m), EVERY_ROW) if m == n == k else EVERY_ROW
     if decode is not None and dtype == "bf16" and m <= DECODE_TARGET_M and \
             n == k == DECODE_TARGET_NK:
         goal = DECODE_TARGETS["ratio"]
         roof = moved / (_median(times["ptxdsl"]) * 1e-3) / bw
         section.target(f"{shape}: fraction of the HBM roofline", roof,
                        f">= {DECODE_TARGETS['roofline']:.2f}", roof >= DECODE_TARGETS["roofline"])
-    if goal is not None:
+    if runs:
         section.target(f"{shape}: ptxdsl / {label.split()[0]}", ratio, f">= {goal:.2f}",
                        ratio >= goal)
 
@@ -294,7 +312,7 @@ def _scaled_row(section, torch, sample, mod, scaling, m, n, k, sms) -> None:
                                  f"{err:.3g} against the fp32 computation")
     reps, burst = _reps(m, n, k)
     times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
-                               burst=burst, settle_s=SETTLE_S)
+                               burst=burst, settle_s=SETTLE_S, hold=True)
     flops = 2.0 * m * n * k
     shape = f"e4m3 {scaling}-wise scales M={m} N={n} K={k}"
     meds = {}
@@ -305,8 +323,10 @@ def _scaled_row(section, torch, sample, mod, scaling, m, n, k, sms) -> None:
                         f"verified (rel. error {errs[who]:.1e})"
                         + (f"; kernel {cfg.name}" if who == "ptxdsl" else ""))
         meds[who] = r["median"]
-    section.row(f"{shape}: ptxdsl / {label}", [meds["ptxdsl"] / meds[label]], "ratio",
-                "medians")
+    ratio = meds["ptxdsl"] / meds[label]
+    section.row(f"{shape}: ptxdsl / {label}", [ratio], "ratio", "medians")
+    section.target(f"{shape}: ptxdsl / {label}", ratio, f">= {EVERY_ROW:.2f}",
+                   ratio >= EVERY_ROW)
 
 
 def _median(xs):

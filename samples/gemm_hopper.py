@@ -139,6 +139,7 @@ class Config:
         self.wtype, self.kstep = DTYPES[dtype]
         self.elem = 2 if dtype == "bf16" else 1
         self.bk = BK_BYTES // self.elem                # k-block in elements
+        self._layouts: dict[int, SmemLayout] = {}        # rows_of's, by row count
         self.layout_a, self.layout_b = self.rows_of(bm), self.rows_of(bn)
         self.layout_b_wg = self.rows_of(self.wg_n)
         # the shared operand's tensor-map box: each CTA of a cluster loads 1/cluster of it
@@ -155,8 +156,13 @@ class Config:
 
     def rows_of(self, rows: int) -> SmemLayout:
         """`rows` rows of one k-block of the input type, K-major, 128B-swizzled: the layout of
-        every operand tile and TMA box of this kernel."""
-        return SmemLayout(self.wtype, rows, self.bk, "K", "128B")
+        every operand tile and TMA box of this kernel. Made once per row count: a fitted
+        launch asks for its box on every call (`boxes_for`), and making a layout took 10-30 us
+        of host time (an H200's host and this project's CI machine), about as long as an
+        e4m3 one-row kernel runs."""
+        if rows not in self._layouts:
+            self._layouts[rows] = SmemLayout(self.wtype, rows, self.bk, "K", "128B")
+        return self._layouts[rows]
 
     def boxes_for(self, m: int, n: int) -> tuple[SmemLayout, SmemLayout]:
         """A's and B's tensor-map boxes for M x N: `box_a` and `box_b`, but with `fit` the

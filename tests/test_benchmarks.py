@@ -178,6 +178,29 @@ def test_interleaved_gpu_ms_settles_untimed_then_takes_turns(monkeypatch):
     FakeTime.now = 0.0
     common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2)
     assert log == ["a", "b"] + timed
+    # hold: before each sample's start event, the GPU is held for ISSUE_US per launch of
+    # the burst, on the timed stream; the settling turns and warm-up are not held
+    log.clear()
+    FakeTime.now = 0.0
+    monkeypatch.setattr(common, "hold_gpu", lambda us, stream=None: log.append(("hold", us,
+                                                                                   stream)))
+    common.interleaved_gpu_ms(launches, reps=3, warmup=1, burst=2, stream="s", hold=True)
+    held = [("hold", 2 * common.ISSUE_US, "s")]
+    assert log == ["a", "b"] + [x for ev in [timed[i:i + 4] for i in range(0, 24, 4)]
+                                for x in held + ev]
+
+
+@pytest.mark.gpu
+def test_hold_gpu_keeps_the_stream_busy_that_long():
+    """The hold kernel runs for the time asked (%globaltimer), not much longer."""
+    from benchmarks import common
+    from ptxdsl.runtime import Event
+    start, end = Event(), Event()
+    start.record()
+    common.hold_gpu(3000)
+    end.record()
+    end.synchronize()
+    assert 3.0 <= start.elapsed_ms(end) < 30.0
 
 
 # -- section 8, attention: what runs without a GPU -------------------------------------------------

@@ -16,9 +16,8 @@ efficient) in the same process on the same GPU, bf16.
   nested tensors (`torch.nested.nested_tensor_from_jagged` over the same packed tensors).
   Only the SDPA calls are timed: padding the inputs and unpadding or gathering the outputs
   are left out, in torch's favour. The two set-up kernels are also timed alone (bursts of
-  100 back-to-back launches of the pair with the arguments `forward_varlen` gives them):
-  their share of ptxdsl's time is an upper bound, as so short a launch is partly bound by
-  the host's issue rate.
+  100 back-to-back launches of the pair with the arguments `forward_varlen` gives them), for
+  their share of ptxdsl's time.
 - Backward, D = 128 and 64, S = 2k, 4k, 8k (the same B and H), causal and not: ptxdsl's
   `backward` (all three kernels: the row statistics, the main kernel, the dQ conversion)
   from ptxdsl's forward's O and LSE, against each backend's backward. The backend's forward
@@ -34,8 +33,9 @@ ptxdsl must agree with the first baseline that runs (in the order of the rows: c
 efficient; for varlen the per-sequence loops first) or the row fails; a later baseline that
 disagrees with ptxdsl is not timed, and its row says by how much. A baseline that does not
 run (a backend that refuses the shape, a torch path that is missing) gets a row with torch's
-reason. Times are CUDA-event medians of bursts of back-to-back launches (a launch's host
-issue time hidden behind the GPU work), 15 samples, 9 for launches over 2 ms; all the
+reason. Times are CUDA-event medians of bursts of back-to-back launches, each burst queued
+behind a kernel that holds the GPU while the host issues it (`interleaved_gpu_ms(hold=True)`),
+so a sample is the GPU's time alone, 15 samples, 9 for launches over 2 ms; all the
 candidates of a row take turns, after SETTLE_S = 1 s of untimed turns (sections 6 and 7
 take 2 s; here the rows run back to back, so the GPU is already under load). The section
 starts no row after BUDGET_S = 270 s (its process is ended at 300 s; the last rows, the
@@ -442,7 +442,8 @@ class Bench:
 
     def _time(self, launches: dict, flops: float) -> dict[str, list[float]]:
         reps, burst = timing(flops)
-        return interleaved_gpu_ms(launches, reps=reps, burst=burst, settle_s=SETTLE_S)
+        return interleaved_gpu_ms(launches, reps=reps, burst=burst, settle_s=SETTLE_S,
+                                  hold=True)
 
     def _forward(self, q, k, v, o, lse, b: int, s: int, h: int, d: int, causal: bool):
         """ptxdsl's dense forward on contiguous [B, S, H, D] tensors, as a launch."""
@@ -506,11 +507,12 @@ class Bench:
         def prepare() -> None:
             for fn, grid, block, a, kwargs in setup:
                 fn.launch(grid, block, a, **kwargs)
-        maps_ms = interleaved_gpu_ms({"set-up": prepare}, reps=15, burst=MAPS_BURST)["set-up"]
+        maps_ms = interleaved_gpu_ms({"set-up": prepare}, reps=15, burst=MAPS_BURST,
+                                     hold=True)["set-up"]
         share = statistics.median(maps_ms) / statistics.median(times["ptxdsl"])
         self.section.row(f"{label}: {' + '.join(SETUP)} alone", maps_ms, "ms",
-                         f"{share:.2%} of ptxdsl's median time at most (bursts of "
-                         f"{MAPS_BURST} launches; a launch this short is partly host-bound)")
+                         f"{share:.2%} of ptxdsl's median time (bursts of {MAPS_BURST} "
+                         f"launches of the pair, the GPU's time alone)")
 
     def backward(self, label: str, d: int, s: int, causal: bool) -> None:
         torch, fb = self.torch, self.fb

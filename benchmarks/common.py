@@ -264,6 +264,9 @@ def gpu_ms(fn: Callable[[], object], *, reps: int, warmup: int = 2, stream=None)
 # The host's time to issue one launch, at most (a PyTorch op through its dispatcher on a slow
 # host, or ptxdsl's launch with tensor maps built in Python): what a held burst allows for.
 ISSUE_US = 60.0
+# ... and the longest hold: enough for 40-launch bursts of kernels 12 us shorter than their
+# host time (section 7's shortest: e4m3 one-row kernels of 14 us against 20-27 us)
+HOLD_MAX_US = 500.0
 _held: dict[str, object] = {}
 
 
@@ -302,9 +305,9 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     launch runs longer than the host takes to issue the next one; for kernels of a few tens
     of µs it may not (a PyTorch op's dispatch, a launch that builds tensor maps in Python),
     and then the sample is the host's issue rate. With `hold`, a spinning kernel (`hold_gpu`)
-    keeps the stream busy for ISSUE_US per launch of the burst before the start event, so the
-    whole burst is queued when the first launch starts and the sample is the GPU's time
-    alone, for every candidate.
+    keeps the stream busy before the start event for ISSUE_US per launch of the burst, at most
+    HOLD_MAX_US, so the host stays ahead of the GPU through the burst and the sample is the
+    GPU's time alone, for every candidate.
 
     With `settle_s`, the candidates first take turns untimed for that many seconds, so that
     the samples see the clocks a sustained load runs at: a GPU at its power limit lowers its
@@ -327,7 +330,7 @@ def interleaved_gpu_ms(launches: dict[str, Callable[[], object]], *, reps: int,
     for i in range(reps):
         for label in order if i % 2 == 0 else order[::-1]:
             if hold:
-                hold_gpu(ISSUE_US * burst, stream)
+                hold_gpu(min(ISSUE_US * burst, HOLD_MAX_US), stream)
             start.record(stream)
             for _ in range(burst):
                 launches[label]()

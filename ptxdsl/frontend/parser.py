@@ -284,6 +284,8 @@ class _Parser:
         self.functions[fn.name] = Symbol(fn.name, StateSpace.global_, ScalarType.b8, 1)
         if self.peek() == "(":
             fn.params = self._params(scope)
+        fn.reg_params = {p.name: scope.regs[p.name] for p in (*fn.returns, *fn.params)
+                         if p.name in scope.regs}
         while self.peek() not in ("{", ";", ""):
             self._performance_directive(fn)
         if self.peek() == ";":
@@ -323,8 +325,10 @@ class _Parser:
         toks = self.toks
         t, align, ptr, ptr_space, ptr_align = None, None, False, None, None
         j = a
+        is_reg = False
         while j < b and toks[j][1].startswith("."):
             w = toks[j][1]
+            is_reg = is_reg or w == ".reg"
             if w == ".align":
                 j += 1
                 if ptr:
@@ -353,6 +357,10 @@ class _Parser:
         p = Param(name, StateSpace.param, t, count, align, kind=kind, ptr_space=ptr_space,
                   ptr_align=ptr_align)
         scope.syms[name] = p
+        if is_reg:
+            # A `.func`'s `.reg` parameter is a register of its body (read by the instruction
+            # readers as one); `frontend.calls` moves the call's argument into it.
+            scope.regs[name] = _make_reg(t, name)
         return p
 
     def _performance_directive(self, fn: ParsedFunction) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..instructions.arith import Binary
 from ..operands import Addr, Reg, Symbol
+from ..types import StateSpace
 from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators
 from .findings import Hazard
@@ -226,6 +227,34 @@ def _apart(an: Analysis, a: Op, b: Op) -> bool:
     return sa is not None and sb is not None and bool(sa) and bool(sb) and not sa & sb
 
 
+def _relays(an: Analysis, w: Op) -> bool:
+    """May the barrier `w` waits on relay a copy's completion: does some arrive on it come
+    after a wait on a barrier copies complete on (a warp that waited for the tile tells the
+    others), or is it arrived on where this cannot be told? A barrier whose arrives no such
+    wait precedes (the consumers' release of a stage, waited on by mistake for its data)
+    says nothing of the copy."""
+    from .hazards_arrive import _same_barriers
+    table = an.cache.setdefault("relays", {})
+    if w.index in table:
+        return table[w.index]
+    arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE and o.mbar is not None
+               and _same_barriers(an, o, w)]
+    data = [o for o in an.ops if o.role is Role.MBAR_WAIT and _data_barrier(an, o)]
+    idom = an.cache.get("idom")
+    if idom is None:
+        idom = an.cache["idom"] = dominators(an.cfg)
+    block = an.cfg.block_of
+
+    def after(d: Op, a: Op) -> bool:
+        same = block(d.index) == block(a.index)
+        return d.index < a.index if same else dominates(idom, block(d.index), block(a.index))
+
+    table[w.index] = not arrives or _data_barrier(an, w) or any(
+        o.space is StateSpace.shared_cluster for o in arrives) \
+        or any(after(d, a) for a in arrives for d in data)
+    return table[w.index]
+
+
 def _data_barrier(an: Analysis, w: Op) -> bool:
     """Is the wait's barrier one that copies complete on (another buffer's full barrier,
     not a barrier threads arrive on to relay a wait they made)?"""
@@ -375,6 +404,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         if sure:
             _estimate_note(an, at, smem, what, estimated, sure[0])
         return
+    if not covered and related is None and waits and \
+            not any(_relays(an, an.op_at[w]) for w in waits):
+        related = waits[0]   # a stage's release barrier waited on for its data
     if not covered and related is not None:
         some = _waited_on_some_path(an, state, smem, at, read_slot, sources)
         if some is not None:

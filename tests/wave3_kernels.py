@@ -29,6 +29,7 @@ class Pair:
     hazard: str                      # the id the buggy twin must be reported with
     build: Callable[[bool], str]     # PTX module text
     context: dict[str, Any] = attrs.field(factory=dict)
+    also: tuple[str, ...] = ()       # other ids the same mistake rightly causes
 
 
 def _maps(kernel: str, *params: int, box: int = BOX, swizzle: str | None = None) -> dict:
@@ -41,11 +42,20 @@ def _maps(kernel: str, *params: int, box: int = BOX, swizzle: str | None = None)
 # -- a warp-specialized ring: warpgroup 0 consumes, warp 4's elected lane produces -------------
 def ring(name: str, bug: bool, *, stages: int = 3, empty_count: int = 4, cwait: str = "%r35",
          pwait: bool = True, pparity: str = "%r16", cmod: int | None = None,
-         read_early: bool = False, tx: int = 2 * BOX) -> str:
+         read_early: bool = False, tx: int = 2 * BOX, top: bool = False) -> str:
     """A ring of `stages` A|B stages (A a 3-D box, B a 5-D box, 8 KiB each) at smem+0, its
-    full barriers after the tiles and the empty ones after those. Keyword arguments are the
-    knobs the buggy twins turn (each pair sets one, for `bug` only)."""
+    full barriers after the tiles and the empty ones after those, initialised in a loop
+    (nvcc's bottom-tested form, or with `top` tested at its head by `setp.ge`). Keyword
+    arguments are the knobs the buggy twins turn (each pair sets one, for `bug` only)."""
     s = stages
+    head = f"""  setp.ge.u32 %p2, %r5, {s};
+  @%p2 bra $L_INIT_END;
+""" if top else ""
+    tail = f"""  bra.uni $L_INIT;
+$L_INIT_END:
+""" if top else f"""  setp.lt.u32 %p2, %r5, {s};
+  @%p2 bra $L_INIT;
+"""
     cm = cmod if cmod is not None else s
     cread = """  mul.lo.s32 %r37, %r31, 16384;
   add.s32 %r38, %r2, %r37;
@@ -73,15 +83,13 @@ def ring(name: str, bug: bool, *, stages: int = 3, empty_count: int = 4, cwait: 
   @!%p1 bra $L_INIT_DONE;
   mov.b32 %r5, 0;
 $L_INIT:
-  shl.b32 %r6, %r5, 3;
+{head}  shl.b32 %r6, %r5, 3;
   add.s32 %r7, %r3, %r6;
   mbarrier.init.shared::cta.b64 [%r7], 1;
   add.s32 %r8, %r4, %r6;
   mbarrier.init.shared::cta.b64 [%r8], {empty_count};
   add.s32 %r5, %r5, 1;
-  setp.lt.u32 %p2, %r5, {s};
-  @%p2 bra $L_INIT;
-  fence.mbarrier_init.release.cluster;
+{tail}  fence.mbarrier_init.release.cluster;
 $L_INIT_DONE:
   bar.sync 0;
   ld.param.u32 %r9, [{name}_param_2];
@@ -155,14 +163,18 @@ $L_EXIT:
 """
 
 
-def _ring_pair(name: str, hazard: str, **knobs: Any) -> Pair:
-    return Pair(name, hazard, lambda bug: ring(name, bug, **(knobs if bug else {})),
+def _ring_pair(name: str, hazard: str, fixed: dict | None = None, **knobs: Any) -> Pair:
+    """A pair of `ring` kernels: `fixed` knobs in both, `knobs` in the buggy one only."""
+    return Pair(name, hazard,
+                lambda bug: ring(name, bug, **(fixed or {}), **(knobs if bug else {})),
                 _maps(name, 0, 1))
 
 
 RING_PAIRS = [
     # 128 consumer threads, but only lane 0 of each of the 4 warps arrives on `empty`
     _ring_pair("w3_warp_arrive_count", "mbar-arrive-count", empty_count=128),
+    _ring_pair("w3_warp_arrive_count_top", "mbar-arrive-count", {"top": True, "stages": 4},
+               empty_count=32),
     _ring_pair("w3_wait_empty_as_full", "wait-wrong-barrier", cwait="%r36"),
     _ring_pair("w3_refill_no_empty_wait", "ring-refill-unguarded", pwait=False),
     # the producer's empty wait must start at parity 1 (a fresh barrier's "previous" phase)
@@ -795,6 +807,51 @@ $L_WAIT:
 """
 
 
+def relay(bug: bool) -> str:
+    """Warp 0 waits for a tile and its thread 0 arrives on a second barrier that every warp
+    waits on before reading (a relay of the copy's completion); with `bug` thread 0 arrives
+    on it without waiting for the tile."""
+    wait = "" if bug else """$L_W0:
+  mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], %r5;
+  @!%p4 bra $L_W0;
+"""
+    return HEAD + f"""
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry relay(.param .align 64 .b8 relay_param_0[128])
+.reqntid 128
+{{
+{REGS}  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, smem;
+  add.s32 %r3, %r2, 8192;
+  add.s32 %r4, %r2, 8200;
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+  @%p1 mbarrier.init.shared::cta.b64 [%r4], 1;
+  fence.mbarrier_init.release.cluster;
+  bar.sync 0;
+  mov.u64 %rd1, relay_param_0;
+  cvta.param.u64 %rd2, %rd1;
+  mov.b32 %r5, 0;
+  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 8192;
+  @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+      [%r2], [%rd2, {{%r5, %r5}}], [%r3];
+  shr.u32 %r6, %r1, 5;
+  setp.eq.s32 %p2, %r6, 0;
+  setp.eq.s32 %p3, %r1, 0;
+  @!%p2 bra $L_OTHERS;
+{wait}  @%p3 mbarrier.arrive.shared::cta.b64 _, [%r4];
+$L_OTHERS:
+$L_W1:
+  mbarrier.try_wait.parity.shared::cta.b64 %p5, [%r4], %r5;
+  @!%p5 bra $L_W1;
+  shl.b32 %r7, %r1, 2;
+  add.s32 %r8, %r2, %r7;
+  ld.shared.f32 %f1, [%r8];
+  ret;
+}}
+"""
+
+
 PAIRS = RING_PAIRS + [
     Pair("w3_trywait", "try-wait-not-looped", trywait_once, _maps("w3_trywait", 0)),
     Pair("w3_const_parity", "wait-parity-constant", single_stage_loop,
@@ -815,7 +872,9 @@ PAIRS = RING_PAIRS + [
          _maps("w3_store_fence", 0, box=4096)),
     Pair("w3_store_commit", "bulk-group-not-waited",
          lambda bug: store_loop("w3_store_commit", "commit" if bug else None),
-         _maps("w3_store_commit", 0, box=4096)),
+         # (the wait_group.read then waits for no group: the next trip's stores overwrite
+         # the tile the store may still read)
+         _maps("w3_store_commit", 0, box=4096), also=("bulk-src-overwrite",)),
     Pair("w3_wg_proxy", "wgmma-smem-no-proxy-fence",
          lambda bug: wgmma_kernel("w3_wg_proxy", "proxy" if bug else None)),
     Pair("w3_wg_fence", "wgmma-no-fence",

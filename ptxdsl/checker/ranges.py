@@ -61,6 +61,19 @@ class Span:
 UNKNOWN = Span()
 
 
+def _while_below(guard: Any, test: Setp) -> bool | None:
+    """Whether a branch under `guard` is taken exactly while the counted loop's `test`
+    (`setp.lt p, i, C` or `setp.ge p, i, C`) says i < C (True), exactly while it does not
+    (False), or neither (None)."""
+    if test.cmp not in ("lt", "ge"):
+        return None
+    if guard is test.p:
+        return test.cmp == "lt"
+    if isinstance(guard, NegPred) and guard.reg is test.p:
+        return test.cmp == "ge"
+    return None
+
+
 def _const(c: int) -> Span:
     return Span(None, c, c)
 
@@ -523,7 +536,7 @@ class Spans:
 
     def _counted(self, reg: Reg, defs: Any) -> Span:
         """The induction register of a counted loop with constant bounds: `mov i, c0`, then
-        either the head `L: setp.lt p, i, C; @!p bra E`, the body, `add i, i, s; bra L; E:`
+        either the head `L: setp.lt p, i, C; @!p bra E` (or `setp.ge p, i, C; @p bra E`), the body, `add i, i, s; bra L; E:`
         (`for_range(c0, C)` as the builders lay it out), or nvcc's bottom-tested form `L:`,
         the body, `add i, i, s; setp.lt p, i, C; @p bra L` (a loop whose first trip needs no
         test); and no branch from outside into the body. Each step follows a passed test, so
@@ -546,13 +559,13 @@ class Spans:
         ins, ti = stp.insn, test.insn
         s = const(ins.b) if isinstance(ins, Binary) and ins.op == "add" and ins.a is reg \
             else None
-        c = const(ti.b) if isinstance(ti, Setp) and ti.cmp == "lt" and ti.a is reg \
+        c = const(ti.b) if isinstance(ti, Setp) and ti.cmp in ("lt", "ge") and ti.a is reg \
             and ti.bool_op is None and ti.q is None else None
         if c0 is None or s is None or c is None or c0 < 0 or s <= 0 or c > 1 << 30:
             return UNKNOWN
         if not (isinstance(back, Statement) and isinstance(back.insn, Bra)
                 and back.insn.target is head.label
-                and back.guard is (None if top else ti.p)) \
+                and (back.guard is None if top else _while_below(back.guard, ti) is True)) \
                 or len(self.values.defs.get(ti.p, ())) != 1:
             return UNKNOWN
         last = i1 + 1 if top else i1 + 2
@@ -577,9 +590,9 @@ class Spans:
         test, E right after the back branch), as `for_range` lays it out."""
         leave, end, test = body[i0 + 3], body[i1 + 2], body[i0 + 2]
         return isinstance(leave, Statement) and isinstance(leave.insn, Bra) \
-            and isinstance(leave.guard, NegPred) and isinstance(end, LabelDef) \
-            and isinstance(test, Statement) and isinstance(test.insn, Setp) \
-            and leave.guard.reg is test.insn.p and leave.insn.target is end.label
+            and isinstance(end, LabelDef) and isinstance(test, Statement) \
+            and isinstance(test.insn, Setp) and _while_below(leave.guard, test.insn) is False \
+            and leave.insn.target is end.label
 
     def _jumps(self) -> list[tuple[int, Any]]:
         """Each branch's statement and target label name, and each inline statement's with

@@ -20,8 +20,10 @@ XFAIL: dict[str, str] = {
     "number of trips, which wait-parity-constant (a constant parity inside a loop) does not "
     "judge; the checker would need the phase register's value at the loop exit",
     "w3_phase_flip": "the phase flips under `stage == 2` while the stage wraps at 4: "
-    "ring-parity only judges a parity flipped every trip (or `i & 1`); it would need to tie "
-    "the flip's predicate to the stage register's wrap condition",
+    "ring-parity only judges a parity flipped every trip (or `i & 1`), and the stage "
+    "register advanced in place (`s += 1; s = s == 4 ? 0 : s`, two writes of s) is not "
+    "recognised as a ring index at all; it would need that stage form, then to tie the "
+    "flip's predicate to the stage's wrap condition",
     "w3_two_rings": "ring B (computed base) overlaps ring A's third stage, but the copies "
     "complete on different barriers (tma-dst-overlap compares copies of one barrier phase): "
     "the checker would need to compare destinations of copies in flight together across "
@@ -113,3 +115,16 @@ def test_a_wait_on_a_relay_barrier_is_not_a_wrong_barrier():
     assert ok == [], [f.format() for f in ok]
     bad = parse_ptx(wave3_kernels.relay(True), file="r.ptx").check(**ctx)
     assert "wait-wrong-barrier" in {f.id for f in bad}, [f.format() for f in bad]
+
+
+def test_an_opcode_continued_on_the_next_line_keeps_its_qualifiers():
+    """ptxas reads `...::bytes` then `.multicast::cluster` on the next line as one opcode: the
+    copy is still multicast (each rank's barrier gets both halves), so the correct twin's
+    expect_tx of both halves is right."""
+    one_line = wave3_kernels.multicast_tx(False)
+    text = one_line.replace("::bytes.multicast::cluster", "::bytes\n      .multicast::cluster")
+    assert text != one_line
+    mod = parse_ptx(text, file="m.ptx")
+    ctx = wave3_kernels._maps("w3_multicast", 0)
+    assert [f for f in mod.check(**ctx) if f.severity is not Severity.note] == []
+    assert mod.emit() == parse_ptx(one_line, file="m.ptx").emit()

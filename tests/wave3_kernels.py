@@ -19,6 +19,8 @@ REGS = """  .reg .pred %p<32>;
   .reg .b64 %rd<32>;
 """
 BOX = 8192                                   # bytes of one box of every map below
+MULTICAST_LOAD = ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                  ".multicast::cluster")
 
 
 @attrs.frozen
@@ -51,7 +53,7 @@ def ring(name: str, bug: bool, *, stages: int = 3, empty_count: int = 4, cwait: 
     head = f"""  setp.ge.u32 %p2, %r5, {s};
   @%p2 bra $L_INIT_END;
 """ if top else ""
-    tail = f"""  bra.uni $L_INIT;
+    tail = """  bra.uni $L_INIT;
 $L_INIT_END:
 """ if top else f"""  setp.lt.u32 %p2, %r5, {s};
   @%p2 bra $L_INIT;
@@ -188,7 +190,7 @@ RING_PAIRS = [
 ]
 
 
-# -- mbarrier use outside rings -----------------------------------------------------------------
+# -- mbarrier use outside rings ----------------------------------------------------------------
 def trywait_once(bug: bool) -> str:
     """One TMA load, every thread waits with try_wait and reads its element."""
     loop = "" if bug else "  @!%p2 bra $L_WAIT;\n"
@@ -448,7 +450,7 @@ $L_END:
 """
 
 
-# -- clusters -------------------------------------------------------------------------------------
+# -- clusters ----------------------------------------------------------------------------------
 def cluster_init(bug: bool) -> str:
     """A 2-CTA cluster: each CTA inits a barrier its peer arrives on remotely (mapa +
     mbarrier.arrive.shared::cluster). The buggy twin has no fence.mbarrier_init before the
@@ -594,7 +596,7 @@ def multicast_tx(bug: bool) -> str:
   cvta.param.u64 %rd2, %rd1;
   mov.b16 %rs1, 3;
   @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], {tx};
-  @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
+  @%p1 {MULTICAST_LOAD}
       [%r6], [%rd2, {{%r5, %r4}}], [%r3], %rs1;
   mov.b32 %r7, 0;
 $L_WAIT:
@@ -607,7 +609,7 @@ $L_WAIT:
 """
 
 
-# -- bulk / TMA stores ------------------------------------------------------------------------------
+# -- bulk / TMA stores -------------------------------------------------------------------------
 def store_loop(name: str, bug: str | None) -> str:
     """Each trip, every thread writes its element of a 4 KiB staging tile (`st.shared`), the
     CTA syncs, thread 0 fences, stores the tile with a TMA store and commits; before the next
@@ -649,7 +651,7 @@ $L_DONE:
 """
 
 
-# -- wgmma -----------------------------------------------------------------------------------------
+# -- wgmma -------------------------------------------------------------------------------------
 def wgmma_kernel(name: str, bug: str | None) -> str:
     """One warpgroup: A and B tiles (64x16 and 8x16 bf16, no swizzle) are written by
     `st.shared` from global memory, fenced to the async proxy, and multiplied by one
@@ -658,7 +660,6 @@ def wgmma_kernel(name: str, bug: str | None) -> str:
     wgmma.wait_group; 'release' signals an mbarrier (the tiles' reuse) before the wait."""
     proxy = "" if bug == "proxy" else "  fence.proxy.async.shared::cta;\n"
     wfence = "" if bug == "fence" else "  wgmma.fence.sync.aligned;\n"
-    early = bug in ("wait", "release")
     use = """  ld.param.u64 %rd5, [@N_param_1];
   cvta.to.global.u64 %rd6, %rd5;
   mul.wide.u32 %rd7, %r1, 16;
@@ -712,7 +713,7 @@ def wgmma_kernel(name: str, bug: str | None) -> str:
 """
 
 
-# -- tensor maps -----------------------------------------------------------------------------------
+# -- tensor maps -------------------------------------------------------------------------------
 def tmap_replace(name: str, bug: str | None) -> str:
     """Thread 0's warp copies the tensor map parameter to a global workspace with
     `tensormap.cp_fenceproxy` after changing its global address in shared memory

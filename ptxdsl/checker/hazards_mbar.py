@@ -1,5 +1,7 @@
-"""mbarrier hazards: use before init, use without publishing the init, expect_tx byte counts
-that differ from what TMA delivers, wait loops whose parity never changes, and waits on a
+"""mbarrier hazards: use before init, use without publishing the init (to the other threads,
+the async proxy, or the cluster: a remote arrive on a peer's copy of a barrier this kernel
+initialises needs the init published cluster-wide first), expect_tx byte counts that differ
+from what TMA delivers, wait loops whose parity never changes, and waits on a
 .shared::cluster address. (A first wait whose parity is off by one phase: `hazards_phase`.)
 """
 

@@ -12,7 +12,9 @@ one counter. Each ring wait carries the steps its counter took since (may-facts 
 wait, k), k counted up to `_FAR`), so a wait on stage V + c of a counter then covers a read
 of stage V' + d now only when c = k + d: a read of the next stage before its own wait is
 seen even when the stage register is updated in place. Barriers of one dynamic buffer are
-told apart by offset (`_apart`): a wait on another ring's full barrier covers nothing. Only
+told apart by offset (`_apart`): a wait on another ring's full barrier covers nothing, nor
+does a wait on a barrier no copy completes on and no arrive after a copy's wait relays (a
+stage's empty barrier waited on for its data: `_relays`). Only
 positive evidence is reported (a constant slot against another constant slot, a stage off by
 a known count, one fixed barrier for a whole ring, another ring's barrier); stage arithmetic
 the checker cannot follow is not reported.

@@ -536,9 +536,10 @@ class Spans:
 
     def _counted(self, reg: Reg, defs: Any) -> Span:
         """The induction register of a counted loop with constant bounds: `mov i, c0`, then
-        either the head `L: setp.lt p, i, C; @!p bra E` (or `setp.ge p, i, C; @p bra E`), the body, `add i, i, s; bra L; E:`
-        (`for_range(c0, C)` as the builders lay it out), or nvcc's bottom-tested form `L:`,
-        the body, `add i, i, s; setp.lt p, i, C; @p bra L` (a loop whose first trip needs no
+        either the head `L: setp.lt p, i, C; @!p bra E` (or `setp.ge p, i, C; @p bra E`),
+        the body, `add i, i, s; bra L; E:` (`for_range(c0, C)` as the builders lay it out),
+        or nvcc's bottom-tested form `L:`, the body, `add i, i, s; setp.lt p, i, C; @p bra
+        L` (or `setp.ge` and `@!p`; a loop whose first trip needs no
         test); and no branch from outside into the body. Each step follows a passed test, so
         i stays in [c0, max(c0, C - 1 + s)] (the last value, after the loop, is the first
         that fails). Unknown for any other shape."""

@@ -8,14 +8,15 @@ around by a branch on the negated guard. A callee's `.reg` parameters (`.func (.
 f(.reg .b32 addr)`, as hand-written helpers take them) are registers of its body: the spliced
 body starts with a `mov` of each register argument of the call into its parameter and ends
 with a `mov` of each returned register into the call's destination, so what the helper reads
-through `addr` (a `mapa` of a shared address) and what it returns are known at the call. Recursion and calls through pointers stay calls.
-The emitted program is never changed: this is the checker's view only.
+through `addr` (a `mapa` of a shared address) and what it returns are known at the call.
+Recursion and calls through pointers stay calls. The emitted program is never changed: this
+is the checker's view only.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -73,17 +74,19 @@ def _moves(call: Statement, callee: Any) -> tuple[list, list]:
     """The `mov`s that pass a call's register arguments into the callee's `.reg` parameters,
     and its `.reg` returns back into the call's destinations (none where a list is not all
     registers, as nvcc's `.param` arguments are, or a register's type does not fit)."""
-    insn = call.insn
+    insn = cast(Raw, call.insn)
     lists = [op for op in (*insn.d, *insn.srcs) if isinstance(op, RawOperand)]
     rets = lists[0] if insn.d and lists else None
     args = lists[-1] if lists and lists[-1] is not rets else None
     moves: tuple[list, list] = ([], [])
     for side, params, given in ((0, callee.params, args), (1, callee.returns, rets)):
-        regs = [r for r in given.regs if isinstance(r, Reg)] if given is not None else []
+        if given is None:
+            continue
+        regs = [r for r in given.regs if isinstance(r, Reg)]
         if not regs or len(regs) != len(params) or \
                 len(regs) != len(given.text.strip("()").split(",")):
             continue
-        for p, r in zip(params, regs):
+        for p, r in zip(params, regs, strict=True):
             own = callee.reg_params.get(p.name)
             if own is None:
                 continue

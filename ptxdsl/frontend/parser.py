@@ -530,7 +530,14 @@ class _Parser:
             j += 1
         if toks[j][0] != "id":
             raise self.fail(j, f"expected an instruction, got {toks[j][1]!r}")
-        opcode = written = toks[j][1]
+        opcode = toks[j][1]
+        while j + 1 < e and toks[j + 1][0] == "id" and toks[j + 1][1].startswith("."):
+            # A qualifier on the next line (`...::bytes` / `.multicast::cluster`): ptxas
+            # reads the opcode on; no operand starts with a dot.
+            opcode += toks[j + 1][1]
+            j += 1
+            toks[j] = (toks[j][0], opcode, toks[j - 1][2])
+        written = opcode
         respell = RESPELL.get(opcode.split(".", 1)[0])
         if respell is not None:
             # The same opcode in the qualifier order ptxdsl renders: read and compared as

@@ -71,9 +71,10 @@ def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], count
 
 
 def _moves(call: Statement, callee: Any) -> tuple[list, list]:
-    """The `mov`s that pass a call's register arguments into the callee's `.reg` parameters,
-    and its `.reg` returns back into the call's destinations (none where a list is not all
-    registers, as nvcc's `.param` arguments are, or a register's type does not fit)."""
+    """The `mov` statements that pass a call's register arguments into the callee's `.reg`
+    parameters, and its `.reg` returns back into the call's destinations (none where a list
+    is not all registers, as nvcc's `.param` arguments are, or a register's type does not
+    fit)."""
     insn = cast(Raw, call.insn)
     lists = [op for op in (*insn.d, *insn.srcs) if isinstance(op, RawOperand)]
     rets = lists[0] if insn.d and lists else None

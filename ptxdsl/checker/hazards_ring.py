@@ -229,18 +229,27 @@ def _apart(an: Analysis, a: Op, b: Op) -> bool:
     return sa is not None and sb is not None and bool(sa) and bool(sb) and not sa & sb
 
 
+_NOT_ARRIVALS = (Role.MBAR_INIT, Role.MBAR_WAIT, Role.MBAR_INVAL)
+
+
 def _relays(an: Analysis, w: Op) -> bool:
     """May the barrier `w` waits on relay a copy's completion: does some arrive on it come
     after a wait on a barrier copies complete on (a warp that waited for the tile tells the
-    others), or is it arrived on where this cannot be told? A barrier whose arrives no such
-    wait precedes (the consumers' release of a stage, waited on by mistake for its data)
-    says nothing of the copy."""
+    others), or is it arrived on where this cannot be told, or announced bytes on? A barrier
+    only plain arrives (no bytes) reach, none of them after such a wait (the consumers'
+    release of a stage, waited on by mistake for its data), says nothing of the copy."""
     from .hazards_arrive import _same_barriers
     table = an.cache.setdefault("relays", {})
     if w.index in table:
         return table[w.index]
-    arrives = [o for o in an.ops if o.role is Role.MBAR_ARRIVE and o.mbar is not None
-               and _same_barriers(an, o, w)]
+    users = [o for o in an.ops if o.mbar is not None and o.role not in _NOT_ARRIVALS
+             and _same_barriers(an, o, w)]
+    arrives = [o for o in users if o.role is Role.MBAR_ARRIVE and o.count is None]
+    if len(arrives) != len(users):
+        # Bytes announced or delivered on it (expect_tx, a peer's red.async or copy): a
+        # barrier of other data, not a stage's release.
+        table[w.index] = True
+        return True
     data = [o for o in an.ops if o.role is Role.MBAR_WAIT and _data_barrier(an, o)]
     idom = an.cache.get("idom")
     if idom is None:

@@ -71,8 +71,12 @@ def _peer_use(an: Analysis, state: State, op: Op) -> None:
     """A remote use of a peer CTA's barrier (`mapa` of a local barrier address): the peer
     runs this kernel's init of the same barrier, so the init this CTA has not yet published
     cluster-wide (fence.mbarrier_init.release.cluster, then a cluster barrier) is the peer's
-    too, and the peer's barrier may not be initialised when this arrive reaches it."""
-    key = local_key(an, op.mbar)
+    too, and the peer's barrier may not be initialised when this arrive reaches it. Only
+    with a cluster of several CTAs declared (`.reqnctapercluster`): CUTLASS publishes the
+    init with a cluster barrier only when the launch's cluster has several CTAs, and in a
+    cluster of one the "remote" barrier is the CTA's own, published by its `bar.sync`."""
+    size = _cluster_size(an)
+    key = local_key(an, op.mbar) if size is not None and size > 1 else None
     if key is None or not isinstance(key[0], Symbol) or not key[0].space.is_shared:
         return
     for tag in ("init_nocluster", "init_fenced"):

@@ -108,6 +108,7 @@ class Analysis:
                              getattr(kernel, "reqnctapercluster", None))
         self.cfg = CFG(self.body, self.values.guard_value, insns)
         self.cfg.thread_flags(self.values.defs, self.values.const)
+        self.cfg.thread_first_trips(self.values.defs, self.values.const)
         self.div = Divergence(self.cfg, self.values, getattr(kernel, "reqntid", None))
         self.ops = ops
         self.op_at: dict[int, Op] = {}

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import attrs
 
+from ..instructions.compare import Setp
 from ..instructions.control import Bra, Exit, Ret, Trap
 from ..instructions.move import Mov
 from ..operands import NegPred
@@ -152,12 +153,66 @@ class CFG:
                         self._redirect(p, blk.id, s, exit_id)
                         changed = True
         if changed:
-            self.preds = [[] for _ in range(len(self.blocks) + 1)]
-            for b in self.blocks:
-                for s in b.succs:
-                    self.preds[s].append(b.id)
-            self.rpo = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1)
-            self._ipdom = None
+            self._refresh()
+
+    def thread_first_trips(self, defs: Any, const: Callable[[Any], int | None]) -> None:
+        """Jump threading for a counted loop's first test. A block holding only `setp p,
+        i, C` and `@p bra T` (a loop head tested before the first trip, `for (i = 0; i < 4;
+        ++i)` as written by hand), entered from a predecessor whose last write of i is an
+        unguarded `mov` of a constant: that edge goes straight to the successor the test
+        picks for that constant. Otherwise the path on which a loop of constant bounds runs
+        no trip (never taken) skips what the loop does: an array of mbarriers initialised
+        in it looks uninitialised after it."""
+        changed = False
+        for blk in self.blocks:
+            if blk.branch is None or blk.taken == blk.fall:
+                continue
+            run = [i for i in blk.stmts if i != blk.branch
+                   and getattr(self.body[i].insn, "MNEMONIC", None) != "directive"]
+            test = self.body[run[0]] if len(run) == 1 else None
+            insn = getattr(test, "insn", None)
+            pred, polarity = guard_polarity(self.body[blk.branch].guard)
+            if test is None or test.guard is not None or not isinstance(insn, Setp) \
+                    or insn.p is not pred or insn.q is not None or insn.bool_op is not None \
+                    or insn.cmp not in _COMPARE or len(defs.get(pred, ())) != 1:
+                continue
+            bound = const(insn.b)
+            writes = set(defs.get(insn.a, ()))
+            if bound is None or not 0 <= bound < 1 << 31 or not writes:
+                continue
+            for p in list(self.preds[blk.id]):
+                v = self._last_write(p, writes, const) if p != blk.id else None
+                if v is None or not 0 <= v < 1 << 31:
+                    continue
+                s = blk.taken if _COMPARE[insn.cmp](v, bound) == polarity else blk.fall
+                assert s is not None   # (a branch block has both)
+                self._redirect(p, blk.id, s, self.exit)
+                changed = True
+        if changed:
+            self._refresh()
+
+    def _last_write(self, p: int, writes: set[int], const: Callable[[Any], int | None]
+                    ) -> int | None:
+        """The constant the last of `writes` before the end of block p moves (found in p or
+        up a chain of single predecessors; None: not a constant `mov`, or a join first)."""
+        for _ in range(16):
+            for i in reversed(self.blocks[p].stmts):
+                if i in writes:
+                    st = self.body[i]
+                    return _moved_constant(st.insn, const) if st.guard is None else None
+            if len(self.preds[p]) != 1:
+                return None
+            p = self.preds[p][0]
+        return None
+
+    def _refresh(self) -> None:
+        """Predecessors and block order again, after edges were redirected."""
+        self.preds = [[] for _ in range(len(self.blocks) + 1)]
+        for b in self.blocks:
+            for s in b.succs:
+                self.preds[s].append(b.id)
+        self.rpo = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1)
+        self._ipdom = None
 
     def _set_on_entry(self, p: int, values: dict[int, int]) -> int | None:
         """The constant the last write in `values` before the end of block p gives, found
@@ -181,6 +236,13 @@ class CFG:
         else:
             blk = attrs.evolve(blk, succs=succs, taken=taken, fall=fall)
         self.blocks[p] = attrs.evolve(blk, exits=blk.exits or exit_id in succs)
+
+
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
+    "hs": lambda a, b: a >= b}
 
 
 def _moved_constant(insn: Any, const: Callable[[Any], int | None]) -> int | None:

@@ -30,6 +30,9 @@ from .values import _CMP, FOLD_DIV, Kind, inline_elected
 _ARITH: dict[str, Callable[[Any, Any], Any]] = dict(FOLD_DIV, min=min, max=max)
 
 
+_MAX_RUN = 64      # barriers one init in a loop is taken to initialise, at most
+
+
 class _Unknown(Exception):
     pass
 
@@ -188,7 +191,8 @@ def _anchor(an: Analysis, operand: Any, depth: int = 0) -> tuple[Any, int] | Non
 def _barriers(an: Analysis) -> dict[int, frozenset | None]:
     """Statement -> the offsets (into its symbol) of the initialised barriers each barrier
     operand may address (None: unknown). A constant address is one barrier; bounded offsets
-    (`full + 8 * (i % N)`) the inits in those bounds; `base + run-time offset` the run of
+    (`full + 8 * (i % N)`) the inits in those bounds (an init in a counted loop inits every
+    barrier of its bounds); `base + run-time offset` the run of
     barriers initialised 8 bytes apart from `base` up to the next base another barrier
     operation uses (the layout of rings in one buffer: full[0..N), then empty[0..N))."""
     hit = an.cache.get("arrive_barriers")
@@ -200,6 +204,13 @@ def _barriers(an: Analysis) -> dict[int, frozenset | None]:
             k = an.key(o, "mbar")
             if k is not None and k[1] is not None:
                 inits.setdefault(id(k[0]), []).append(k[1])
+            elif k is not None:
+                # An init in a counted loop (`init(&full[i], 1)` for i < N) inits each
+                # barrier of its bounded span.
+                start = _start(an, o.mbar)
+                if start is not None and start[1] is not None and start[2] is not None \
+                        and start[3] is None and 0 <= start[2] - start[1] <= 8 * _MAX_RUN:
+                    inits.setdefault(id(k[0]), []).extend(range(start[1], start[2] + 1, 8))
     users = [o for o in an.ops if o.mbar is not None and o.role is not Role.MBAR_INIT]
     anchors: dict[int, tuple[Any, int] | None] = {o.index: _anchor(an, o.mbar) for o in users}
     bases: dict[int, set[int]] = {}

@@ -1,5 +1,7 @@
-"""mbarrier hazards: use before init, use without publishing the init, expect_tx byte counts
-that differ from what TMA delivers, wait loops whose parity never changes, and waits on a
+"""mbarrier hazards: use before init, use without publishing the init (to the other threads,
+the async proxy, or the cluster: a remote arrive on a peer's copy of a barrier this kernel
+initialises needs the init published cluster-wide first), expect_tx byte counts that differ
+from what TMA delivers, wait loops whose parity never changes, and waits on a
 .shared::cluster address. (A first wait whose parity is off by one phase: `hazards_phase`.)
 """
 
@@ -18,6 +20,7 @@ from .assume import assuming, edge_fact
 from .cfg import guard_polarity, natural_loops
 from .findings import Hazard
 from .hazards_arrive import _same_barriers
+from .hazards_cluster import local_key
 from .hazards_remote import multicast_bytes, remote_bytes
 from .hazards_txrank import announced_remotely, cluster_fed, phase_bytes
 from .maps import declare_box
@@ -42,6 +45,8 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
     key = an.key(op, "mbar")
     root = key[0] if key is not None else None
     if not (isinstance(root, Symbol) and root.space.is_shared):
+        if how == "cluster":
+            _peer_use(an, state, op)
         return   # a barrier passed in or computed (e.g. another CTA's): its init is elsewhere
     i = op.index
     if not any(f[0] == "init" and keys_match(f[1], key) for f in state.must) \
@@ -60,6 +65,31 @@ def _use(an: Analysis, state: State, op: Op, how: str) -> None:
         an.report(Hazard.MBAR_INIT_UNSYNCED, why.format(use=op.role.value,
                                                         what=an.describe(op.mbar)),
                   [("use", i), ("init", s)])
+
+
+def _peer_use(an: Analysis, state: State, op: Op) -> None:
+    """A remote use of a peer CTA's barrier (`mapa` of a local barrier address): the peer
+    runs this kernel's init of the same barrier, so the init this CTA has not yet published
+    cluster-wide (fence.mbarrier_init.release.cluster, then a cluster barrier) is the peer's
+    too, and the peer's barrier may not be initialised when this arrive reaches it. Only
+    with a cluster of several CTAs declared (`.reqnctapercluster`): CUTLASS publishes the
+    init with a cluster barrier only when the launch's cluster has several CTAs, and in a
+    cluster of one the "remote" barrier is the CTA's own, published by its `bar.sync`."""
+    size = _cluster_size(an)
+    key = local_key(an, op.mbar) if size is not None and size > 1 else None
+    if key is None or not isinstance(key[0], Symbol) or not key[0].space.is_shared:
+        return
+    for tag in ("init_nocluster", "init_fenced"):
+        for (s,) in an.pending(state, tag):
+            if keys_match(an.key(an.op_at[s], "mbar"), key):
+                need = ("a cluster barrier after fence.mbarrier_init" if tag == "init_fenced"
+                        else "fence.mbarrier_init.release.cluster and a cluster barrier")
+                an.report(Hazard.MBAR_INIT_UNSYNCED, f"{op.role.value} on another CTA's "
+                          f"mbarrier at {an.describe(op.mbar)} (mapa of a barrier each CTA "
+                          f"initialises here) without {need} after the init: the peer's "
+                          "init may not be visible to the cluster yet", [("use", op.index),
+                                                                          ("init", s)])
+                return
 
 
 def _init_loop_skipped(an: Analysis, key, i: int) -> bool:

@@ -12,7 +12,9 @@ one counter. Each ring wait carries the steps its counter took since (may-facts 
 wait, k), k counted up to `_FAR`), so a wait on stage V + c of a counter then covers a read
 of stage V' + d now only when c = k + d: a read of the next stage before its own wait is
 seen even when the stage register is updated in place. Barriers of one dynamic buffer are
-told apart by offset (`_apart`): a wait on another ring's full barrier covers nothing. Only
+told apart by offset (`_apart`): a wait on another ring's full barrier covers nothing, nor
+does a wait on a barrier no copy completes on and no arrive after a copy's wait relays (a
+stage's empty barrier waited on for its data: `_relays`). Only
 positive evidence is reported (a constant slot against another constant slot, a stage off by
 a known count, one fixed barrier for a whole ring, another ring's barrier); stage arithmetic
 the checker cannot follow is not reported.
@@ -24,6 +26,7 @@ from typing import Any
 
 from ..instructions.arith import Binary
 from ..operands import Addr, Reg, Symbol
+from ..types import StateSpace
 from .analysis import EDGE_FACTS, PREPARE, STRUCTURAL, Analysis, handles
 from .cfg import dominates, dominators
 from .findings import Hazard
@@ -226,6 +229,43 @@ def _apart(an: Analysis, a: Op, b: Op) -> bool:
     return sa is not None and sb is not None and bool(sa) and bool(sb) and not sa & sb
 
 
+_NOT_ARRIVALS = (Role.MBAR_INIT, Role.MBAR_WAIT, Role.MBAR_INVAL)
+
+
+def _relays(an: Analysis, w: Op) -> bool:
+    """May the barrier `w` waits on relay a copy's completion: does some arrive on it come
+    after a wait on a barrier copies complete on (a warp that waited for the tile tells the
+    others), or is it arrived on where this cannot be told, or announced bytes on? A barrier
+    only plain arrives (no bytes) reach, none of them after such a wait (the consumers'
+    release of a stage, waited on by mistake for its data), says nothing of the copy."""
+    from .hazards_arrive import _same_barriers
+    table = an.cache.setdefault("relays", {})
+    if w.index in table:
+        return table[w.index]
+    users = [o for o in an.ops if o.mbar is not None and o.role not in _NOT_ARRIVALS
+             and _same_barriers(an, o, w)]
+    arrives = [o for o in users if o.role is Role.MBAR_ARRIVE and o.count is None]
+    if len(arrives) != len(users):
+        # Bytes announced or delivered on it (expect_tx, a peer's red.async or copy): a
+        # barrier of other data, not a stage's release.
+        table[w.index] = True
+        return True
+    data = [o for o in an.ops if o.role is Role.MBAR_WAIT and _data_barrier(an, o)]
+    idom = an.cache.get("idom")
+    if idom is None:
+        idom = an.cache["idom"] = dominators(an.cfg)
+    block = an.cfg.block_of
+
+    def after(d: Op, a: Op) -> bool:
+        same = block(d.index) == block(a.index)
+        return d.index < a.index if same else dominates(idom, block(d.index), block(a.index))
+
+    table[w.index] = not arrives or _data_barrier(an, w) or any(
+        o.space is StateSpace.shared_cluster for o in arrives) \
+        or any(after(d, a) for a in arrives for d in data)
+    return table[w.index]
+
+
 def _data_barrier(an: Analysis, w: Op) -> bool:
     """Is the wait's barrier one that copies complete on (another buffer's full barrier,
     not a barrier threads arrive on to relay a wait they made)?"""
@@ -375,6 +415,9 @@ def check_read(an: Analysis, state: State, at: int, smem: Any,
         if sure:
             _estimate_note(an, at, smem, what, estimated, sure[0])
         return
+    if not covered and related is None and waits and \
+            not any(_relays(an, an.op_at[w]) for w in waits):
+        related = waits[0]   # a stage's release barrier waited on for its data
     if not covered and related is not None:
         some = _waited_on_some_path(an, state, smem, at, read_slot, sources)
         if some is not None:

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from ..instructions.arith import Binary, Mad
-from ..instructions.base import dests
+from ..instructions.base import dests, sources
 from ..instructions.compare import Selp, Setp
 from ..instructions.control import Bra
 from ..instructions.inline import InlineAsm
@@ -59,6 +59,19 @@ class Span:
 
 
 UNKNOWN = Span()
+
+
+def _while_below(guard: Any, test: Setp) -> bool | None:
+    """Whether a branch under `guard` is taken exactly while the counted loop's `test`
+    (`setp.lt p, i, C` or `setp.ge p, i, C`) says i < C (True), exactly while it does not
+    (False), or neither (None)."""
+    if test.cmp not in ("lt", "ge"):
+        return None
+    if guard is test.p:
+        return test.cmp == "lt"
+    if isinstance(guard, NegPred) and guard.reg is test.p:
+        return test.cmp == "ge"
+    return None
 
 
 def _const(c: int) -> Span:
@@ -522,44 +535,65 @@ class Spans:
         return have
 
     def _counted(self, reg: Reg, defs: Any) -> Span:
-        """The induction register of a counted loop with constant bounds (`for_range(c0, C)`
-        as the builders lay it out): `mov i, c0`, then the head `L: setp.lt p, i, C; @!p bra
-        E`, the body, `add i, i, s; bra L; E:`, and no branch from outside into the body.
-        Each step follows a passed test, so i stays in [c0, max(c0, C - 1 + s)] (the last
-        value, after the loop, is the first that fails). Unknown for any other shape."""
+        """The induction register of a counted loop with constant bounds: `mov i, c0`, then
+        either the head `L: setp.lt p, i, C; @!p bra E` (or `setp.ge p, i, C; @p bra E`),
+        the body, `add i, i, s; bra L; E:` (`for_range(c0, C)` as the builders lay it out),
+        or nvcc's bottom-tested form `L:`, the body, `add i, i, s; setp.lt p, i, C; @p bra
+        L` (or `setp.ge` and `@!p`; a loop whose first trip needs no
+        test); and no branch from outside into the body. Each step follows a passed test, so
+        i stays in [c0, max(c0, C - 1 + s)] (the last value, after the loop, is the first
+        that fails). Unknown for any other shape."""
         body: Any = self.values.body   # statements and labels
         const = self.values.const
         if len(defs) != 2:
             return UNKNOWN
         i0, i1 = sorted(defs)
-        if i1 + 2 >= len(body) or i0 + 3 >= i1:
+        if i1 + 2 >= len(body) or i0 + 2 >= i1:
             return UNKNOWN
         init, stp, head = body[i0], body[i1], body[i0 + 1]
-        test, leave, back, end = body[i0 + 2], body[i0 + 3], body[i1 + 1], body[i1 + 2]
+        top = self._top_tested(body, i0, i1)
+        test, back = (body[i0 + 2], body[i1 + 1]) if top else (body[i1 + 1], body[i1 + 2])
         if not all(isinstance(x, Statement) and x.guard is None for x in (init, stp, test)) \
-                or not isinstance(head, LabelDef) or not isinstance(end, LabelDef):
+                or not isinstance(head, LabelDef):
             return UNKNOWN
         c0 = const(init.insn.a) if isinstance(init.insn, Mov) else None
         ins, ti = stp.insn, test.insn
         s = const(ins.b) if isinstance(ins, Binary) and ins.op == "add" and ins.a is reg \
             else None
-        c = const(ti.b) if isinstance(ti, Setp) and ti.cmp == "lt" and ti.a is reg \
+        c = const(ti.b) if isinstance(ti, Setp) and ti.cmp in ("lt", "ge") and ti.a is reg \
             and ti.bool_op is None and ti.q is None else None
         if c0 is None or s is None or c is None or c0 < 0 or s <= 0 or c > 1 << 30:
             return UNKNOWN
-        if not (isinstance(leave, Statement) and isinstance(leave.insn, Bra)
-                and isinstance(leave.guard, NegPred) and leave.guard.reg is ti.p
-                and leave.insn.target is end.label and isinstance(back, Statement)
-                and isinstance(back.insn, Bra) and back.guard is None
-                and back.insn.target is head.label) or len(self.values.defs.get(ti.p, ())) != 1:
+        if not (isinstance(back, Statement) and isinstance(back.insn, Bra)
+                and back.insn.target is head.label
+                and (back.guard is None if top else _while_below(back.guard, ti) is True)) \
+                or len(self.values.defs.get(ti.p, ())) != 1:
             return UNKNOWN
-        inside = {x.label.name for x in body[i0 + 2:i1 + 1] if isinstance(x, LabelDef)}
+        last = i1 + 1 if top else i1 + 2
+        inside = {x.label.name for x in body[i0 + (2 if top else 1):i1 + 1]
+                  if isinstance(x, LabelDef)}
         for n, target in self._jumps():
-            if not i0 + 1 <= n <= i1 + 1 and (target in inside if isinstance(target, str)
-                                              else any(lb in target for lb in inside)):
+            if not i0 + 1 <= n <= last and (target in inside if isinstance(target, str)
+                                            else any(lb in target for lb in inside)):
                 return UNKNOWN
         self._counters.add(reg)
-        return Span(None, c0, max(c0, c - 1 + s))
+        # Read only inside the loop (besides its step and test), i never holds its exit
+        # value where it is read: a stage array of C barriers initialised in the loop is
+        # C barriers, not C + 1.
+        tested = i0 + 2 if top else i1 + 1
+        outside = any(any(r is reg for r in sources(x.insn)) for n, x in enumerate(body)
+                      if isinstance(x, Statement) and n not in (i1, tested)
+                      and not i0 + 1 < n < i1)
+        return Span(None, c0, max(c0, c - 1 + (s if outside else 0)))
+
+    def _top_tested(self, body: Any, i0: int, i1: int) -> bool:
+        """Whether the loop of `_counted` leaves at its head (`@!p bra E` right after the
+        test, E right after the back branch), as `for_range` lays it out."""
+        leave, end, test = body[i0 + 3], body[i1 + 2], body[i0 + 2]
+        return isinstance(leave, Statement) and isinstance(leave.insn, Bra) \
+            and isinstance(end, LabelDef) and isinstance(test, Statement) \
+            and isinstance(test.insn, Setp) and _while_below(leave.guard, test.insn) is False \
+            and leave.insn.target is end.label
 
     def _jumps(self) -> list[tuple[int, Any]]:
         """Each branch's statement and target label name, and each inline statement's with

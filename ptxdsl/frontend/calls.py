@@ -4,19 +4,26 @@ The checker reasons about one body; a helper that waits on an mbarrier or issues
 must count at its call sites. `analysis_body` splices each called function's body (defined in
 the same module) after its `call` statement: the callee's labels get one name per call site,
 its `ret` becomes a branch to the end of the spliced body, and a guarded call is skipped
-around by a branch on the negated guard. Recursion and calls through pointers stay calls.
-The emitted program is never changed: this is the checker's view only.
+around by a branch on the negated guard. A callee's `.reg` parameters (`.func (.reg .f32 out)
+f(.reg .b32 addr)`, as hand-written helpers take them) are registers of its body: the spliced
+body starts with a `mov` of each register argument of the call into its parameter and ends
+with a `mov` of each returned register into the call's destination, so what the helper reads
+through `addr` (a `mapa` of a shared address) and what it returns are known at the call.
+Recursion and calls through pointers stay calls. The emitted program is never changed: this
+is the checker's view only.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
+from ..errors import PtxdslError
 from ..instructions.control import Bra, Ret
-from ..operands import Label, NegPred, Symbol
+from ..instructions.move import Mov
+from ..operands import Label, NegPred, Reg, Symbol
 from ..statements import LabelDef, Statement
 from .items import Raw, RawOperand, ScopedLabel
 
@@ -55,9 +62,41 @@ def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], count
             skip = item.guard.reg if isinstance(item.guard, NegPred) else NegPred(item.guard)
             out.append(Statement(Bra(end), skip, item.loc))
         inner = _inline(callee.body, functions, stack + (callee.name,), counter)
+        ins, outs = _moves(item, callee)
+        out.extend(ins)
         out.extend(_rename(inner, n, end))
         out.append(LabelDef(end, item.loc))
+        out.extend(outs)
     return out
+
+
+def _moves(call: Statement, callee: Any) -> tuple[list, list]:
+    """The `mov` statements that pass a call's register arguments into the callee's `.reg`
+    parameters, and its `.reg` returns back into the call's destinations (none where a list
+    is not all registers, as nvcc's `.param` arguments are, or a register's type does not
+    fit)."""
+    insn = cast(Raw, call.insn)
+    lists = [op for op in (*insn.d, *insn.srcs) if isinstance(op, RawOperand)]
+    rets = lists[0] if insn.d and lists else None
+    args = lists[-1] if lists and lists[-1] is not rets else None
+    moves: tuple[list, list] = ([], [])
+    for side, params, given in ((0, callee.params, args), (1, callee.returns, rets)):
+        if given is None:
+            continue
+        regs = [r for r in given.regs if isinstance(r, Reg)]
+        if not regs or len(regs) != len(params) or \
+                len(regs) != len(given.text.strip("()").split(",")):
+            continue
+        for p, r in zip(params, regs, strict=True):
+            own = callee.reg_params.get(p.name)
+            if own is None:
+                continue
+            d, a = (own, r) if side == 0 else (r, own)
+            try:
+                moves[side].append(Statement(Mov(p.type, d, a), None, call.loc))
+            except PtxdslError:
+                continue
+    return moves
 
 
 def _rename(body: list, n: int, end: Label) -> list:

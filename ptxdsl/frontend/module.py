@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..operands import Symbol
+from ..operands import Reg, Symbol
 from ..statements import LabelDef, Param, Statement
 from ..types import PtxVersion, Requires, Target
 from .items import Directive, Raw
@@ -48,6 +48,8 @@ class ParsedFunction:
     header: str = ""                # the text from the linkage to the body's '{' as written
     params: list[Param] = attrs.Factory(list)
     returns: list[Param] = attrs.Factory(list)
+    # The `.reg` parameters and returns of a `.func`, by name: the registers its body uses.
+    reg_params: dict[str, Reg] = attrs.Factory(dict)
     directives: dict[str, tuple[int, ...]] = attrs.Factory(dict)
     body: list[Statement | LabelDef] = attrs.Factory(list)
     shared: list[Symbol] = attrs.Factory(list)

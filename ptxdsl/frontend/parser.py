@@ -284,6 +284,8 @@ class _Parser:
         self.functions[fn.name] = Symbol(fn.name, StateSpace.global_, ScalarType.b8, 1)
         if self.peek() == "(":
             fn.params = self._params(scope)
+        fn.reg_params = {p.name: scope.regs[p.name] for p in (*fn.returns, *fn.params)
+                         if p.name in scope.regs}
         while self.peek() not in ("{", ";", ""):
             self._performance_directive(fn)
         if self.peek() == ";":
@@ -323,8 +325,10 @@ class _Parser:
         toks = self.toks
         t, align, ptr, ptr_space, ptr_align = None, None, False, None, None
         j = a
+        is_reg = False
         while j < b and toks[j][1].startswith("."):
             w = toks[j][1]
+            is_reg = is_reg or w == ".reg"
             if w == ".align":
                 j += 1
                 if ptr:
@@ -353,6 +357,10 @@ class _Parser:
         p = Param(name, StateSpace.param, t, count, align, kind=kind, ptr_space=ptr_space,
                   ptr_align=ptr_align)
         scope.syms[name] = p
+        if is_reg:
+            # A `.func`'s `.reg` parameter is a register of its body (read by the instruction
+            # readers as one); `frontend.calls` moves the call's argument into it.
+            scope.regs[name] = _make_reg(t, name)
         return p
 
     def _performance_directive(self, fn: ParsedFunction) -> None:
@@ -522,7 +530,14 @@ class _Parser:
             j += 1
         if toks[j][0] != "id":
             raise self.fail(j, f"expected an instruction, got {toks[j][1]!r}")
-        opcode = written = toks[j][1]
+        opcode = toks[j][1]
+        while j + 1 < e and toks[j + 1][0] == "id" and toks[j + 1][1].startswith("."):
+            # A qualifier on the next line (`...::bytes` / `.multicast::cluster`): ptxas
+            # reads the opcode on; no operand starts with a dot.
+            opcode += toks[j + 1][1]
+            j += 1
+            toks[j] = (toks[j][0], opcode, toks[j - 1][2])
+        written = opcode
         respell = RESPELL.get(opcode.split(".", 1)[0])
         if respell is not None:
             # The same opcode in the qualifier order ptxdsl renders: read and compared as

@@ -85,6 +85,13 @@ CUDA_JOBS: tuple[Job, ...] = (
         ("CORPUS_ELECT_IN_STORER_WARP",)),
     Job("nvcc_ptx", "wgmma_staged_a", "cuda/wgmma_staged_a.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "cluster_ring_mc2", "cuda/cluster_ring_mc2.cu", ("-lineinfo",)),
+    # Wave 3: ordinary CUDA C++ and library code (CUB, cooperative_groups, the ABI's calls,
+    # locals, printf, alloca and textures), for breadth beyond TMA and wgmma.
+    Job("nvcc_ptx", "cub_scan", "cuda/cub_scan.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "lookback_scan", "cuda/lookback_scan.cu"),
+    Job("nvcc_ptx", "warp_coop", "cuda/warp_coop.cu", ("-lineinfo", "-rdc=true")),
+    Job("nvcc_ptx", "device_misc", "cuda/device_misc.cu", ("-lineinfo",)),
+    Job("nvcc_ptx", "device_misc_debug", "cuda/device_misc.cu", ("-G",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),

@@ -11,6 +11,7 @@ import attrs
 
 from ..errors import OperandError
 from ..operands import Reg
+from ..types import Requires, req
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_src
 
@@ -20,6 +21,21 @@ _FLOAT = (T.f32, T.f64)
 # __half2 / __nv_bfloat162 math and Triton's fp16 reductions write them.
 _HALF = (T.f16, T.f16x2, T.bf16, T.bf16x2)
 _FTZ = (T.f32, T.f16, T.f16x2)    # .ftz: f32 and f16 forms (bf16 has no denormal mode)
+_BF16 = (T.bf16, T.bf16x2)
+# (op group, half type) -> the PTX ISA version and target where the form appeared (ISA
+# §9.7.4): min/max on halves and the bf16 unary forms at sm_80, bf16 add/sub/mul at sm_90.
+_HALF_REQ = {"minmax": req("7.0", 80), "unary_bf16": req("7.0", 80),
+             "unary_f16": req("6.5"), "arith_bf16": req("7.8", 90)}
+
+
+def _half_requires(op: str, t: T) -> Requires | None:
+    if t not in _HALF:
+        return None
+    if op in ("min", "max"):
+        return _HALF_REQ["minmax"]
+    if op in ("abs", "neg"):
+        return _HALF_REQ["unary_bf16" if t in _BF16 else "unary_f16"]
+    return _HALF_REQ["arith_bf16"] if t in _BF16 else None
 _BITS = (T.b16, T.b32, T.b64, T.pred)
 _FRND = ("rn", "rz", "rm", "rp")
 
@@ -137,6 +153,10 @@ class Binary(Instruction):
             q += ".sat"
         return f"{q}.{self.type}"
 
+    @property
+    def requires(self) -> Requires:
+        return _half_requires(self.op, self.type) or type(self).REQUIRES
+
     def operands(self):
         return (self.d, self.a, self.b)
 
@@ -163,6 +183,10 @@ class Unary(Instruction):
 
     def opcode(self) -> str:
         return f"{self.op}{'.ftz' if self.ftz else ''}.{self.type}"
+
+    @property
+    def requires(self) -> Requires:
+        return _half_requires(self.op, self.type) or type(self).REQUIRES
 
     def operands(self):
         return (self.d, self.a)

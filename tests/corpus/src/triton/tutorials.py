@@ -245,3 +245,38 @@ CORPUS = [
          constexprs={"BM": 128, "BN": 128, "BK": 64}, options={"num_warps": 8,
                                                               "num_stages": 3}),
 ]
+
+
+@triton.jit
+def scan_assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # A running sum (tl.cumsum: an associative scan across lanes and warps), checked with
+    # device_assert (an __assertfail call) and printed with device_print (vprintf).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    tl.device_assert(x >= 0, "negative input")
+    s = tl.cumsum(x, axis=0)
+    tl.device_print("block sum", tl.sum(x, axis=0))
+    tl.store(out_ptr + offs, s, mask=offs < n)
+
+
+@triton.jit
+def gelu_inline_asm(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # libdevice's erf and tanh (calls and polynomial chains), and an elementwise inline asm
+    # Triton packs four bytes at a time.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    y = 0.5 * x * (1 + tl.extra.cuda.libdevice.erf(x * 0.7071067811865476))
+    y = y + tl.extra.cuda.libdevice.tanh(x) * tl.extra.cuda.libdevice.pow(x, 2.0)
+    b = tl.inline_asm_elementwise("prmt.b32 $0, $1, 0, 0x0123;", "=r,r", [x.to(tl.int32,
+                                  bitcast=True)], dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(out_ptr + offs, y + b.to(tl.float32, bitcast=True) * 0.0, mask=offs < n)
+
+
+CORPUS += [
+    dict(name="tl_cumsum_assert_print", fn=scan_assert_kernel,
+         signature={"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32", "BLOCK": "constexpr"},
+         constexprs={"BLOCK": 512}, options={"num_warps": 4, "debug": True}),
+    dict(name="tl_gelu_libdevice_asm", fn=gelu_inline_asm,
+         signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+         constexprs={"BLOCK": 1024}, options={"num_warps": 4}),
+]

@@ -92,6 +92,7 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "warp_coop", "cuda/warp_coop.cu", ("-lineinfo", "-rdc=true")),
     Job("nvcc_ptx", "device_misc", "cuda/device_misc.cu", ("-lineinfo",)),
     Job("nvcc_ptx", "device_misc_debug", "cuda/device_misc.cu", ("-G",)),
+    Job("nvcc_ptx", "libcu_async", "cuda/libcu_async.cu", ("-lineinfo",)),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),

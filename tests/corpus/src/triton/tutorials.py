@@ -1,6 +1,8 @@
 """Wave 3: the breadth of ordinary Triton code, after Triton's tutorials (vector add, fused
 softmax, layer norm forward and backward, low-memory dropout, grouped-order matmul) and the
-language's other common pieces (atomic reductions, histogram, sort, an int8 dot). No TMA,
+language's other common pieces (atomic reductions, histogram, sort, int8 and fp8 dots on
+pointers, cumsum with device_assert/device_print, libdevice and inline asm, gather/split/join/
+trans, cache hints). No TMA,
 no mbarriers: plain ld/st.global, shuffles and shared-memory reductions, atomics, a lock's
 spin loop, philox's mul.hi/mad.lo chains, mma through shared memory. All clean."""
 
@@ -277,6 +279,63 @@ CORPUS += [
          signature={"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32", "BLOCK": "constexpr"},
          constexprs={"BLOCK": 512}, options={"num_warps": 4, "debug": True}),
     dict(name="tl_gelu_libdevice_asm", fn=gelu_inline_asm,
+         signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+         constexprs={"BLOCK": 1024}, options={"num_warps": 4}),
+]
+
+
+@triton.jit
+def fp8_dot(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # FP8 e4m3 operands from plain pointer loads (no descriptors), fp32 accumulation.
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@triton.jit
+def shape_ops(x_ptr, idx_ptr, out_ptr, N: tl.constexpr):
+    # Layout changes through shared memory: gather, split/join, reshape, trans, argmax.
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    g = tl.gather(x, tl.load(idx_ptr + r) % N, 0)
+    a, b = tl.split(tl.reshape(x, (N // 2, 2)))
+    j = tl.reshape(tl.join(a, b), (N,))
+    s = tl.sum(tl.trans(tl.reshape(x, (N // 16, 16))), 0)
+    tl.store(out_ptr + r, g + j)
+    tl.store(out_ptr + N + tl.arange(0, N // 16), s)
+    best = tl.argmax(tl.reshape(x, (N // 2, 2)), 1).to(tl.float32)
+    tl.store(out_ptr + 2 * N + tl.arange(0, N // 2), best)
+
+
+@triton.jit
+def cache_hints_math(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # 64-bit offsets, eviction and cache hints, the SFU and libdevice-free math, bf16
+    # rounding, and atomics with explicit semantics and scope.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0, eviction_policy="evict_first")
+    y = tl.math.rsqrt(tl.abs(x) + 1) + tl.math.log2(tl.abs(x) + 1) + tl.math.sin(x) \
+        + tl.math.div_rn(x, 3.0)
+    y = tl.clamp(y, -1.0, 1.0).to(tl.bfloat16).to(tl.float32) + tl.math.fma(x, x, x)
+    tl.store(out_ptr + offs, y, mask=offs < n, cache_modifier=".cs")
+    tl.atomic_max(out_ptr + n, tl.max(y, 0))
+    tl.atomic_min(out_ptr + n + 1, tl.min(y, 0), sem="relaxed", scope="cta")
+
+
+CORPUS += [
+    dict(name="tl_fp8_dot_pointers", fn=fp8_dot,
+         signature={"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*fp32", "K": "i32",
+                    "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
+         constexprs={"BM": 128, "BN": 128, "BK": 64}, options={"num_warps": 8}),
+    dict(name="tl_shape_ops", fn=shape_ops,
+         signature={"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "N": "constexpr"},
+         constexprs={"N": 256}, options={"num_warps": 4}),
+    dict(name="tl_cache_hints_math", fn=cache_hints_math,
          signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
          constexprs={"BLOCK": 1024}, options={"num_warps": 4}),
 ]

@@ -95,6 +95,14 @@ READABLE_SPECIAL_REGISTERS.update({
     **{f"lanemask_{_m}": (ScalarType.u32, req("6.3")) for _m in ("eq", "le", "lt", "ge", "gt")},
     "aggr_smem_size": (ScalarType.u32, req("8.1", 90)),
     "current_graph_exec": (ScalarType.u64, req("8.0")),
+    # Read by library code rather than cuda::ptx: the driver's environment registers
+    # (cooperative_groups' grid.sync() finds its grid barrier's workspace in %envreg1/2),
+    # the performance counters, and the reserved shared-memory window.
+    **{f"envreg{_i}": (ScalarType.b32, req("6.3")) for _i in range(32)},
+    **{f"pm{_i}": (ScalarType.u32, req("6.3")) for _i in range(8)},
+    **{f"pm{_i}_64": (ScalarType.u64, req("6.3")) for _i in range(8)},
+    **{f"reserved_smem_offset_{_s}": (ScalarType.b32, req("7.6"))
+       for _s in ("begin", "end", "cap", "0", "1")},
 })
 
 

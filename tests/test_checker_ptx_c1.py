@@ -193,6 +193,43 @@ def test_helper_returning_something_else_is_reported():
     assert ids(HELPER.replace("RESULT", "mov.u32 %r4, 1;")) == ["try-wait-not-looped"]
 
 
+# nvcc -G: a helper with a `return` per branch (each its own store to the return parameter
+# and `ret`), and the caller's bool normalised by `cvt.s32.s8` of a .b32 register (a form
+# the Cvt class does not take: the statement stays raw).
+def _two_returns(second: str) -> str:
+    text = HELPER.replace("""  RESULT
+  st.param.b32 [func_retval0+0], %r4;
+  ret;""", f"""  @%p1 bra $YES;
+  st.param.b32 [func_retval0+0], %r4;
+  ret;
+$YES:
+  {second}
+  st.param.b32 [func_retval0+0], %r4;
+  ret;""")
+    assert text != HELPER
+    return text
+
+
+def test_helper_with_a_return_per_branch_is_clean():
+    assert ids(_two_returns("")) == []
+
+
+def test_helper_with_one_return_of_something_else_is_reported():
+    assert ids(_two_returns("mov.u32 %r4, 1;")) == ["try-wait-not-looped"]
+
+
+def test_caller_normalising_the_bool_with_a_raw_cvt_is_clean():
+    text = HELPER.replace("RESULT", "").replace("""  cvt.u16.u32 %rs1, %r5;
+  setp.eq.s16 %p1, %rs1, 0;""", """  cvt.s32.s8 %r6, %r5;
+  setp.eq.s32 %p1, %r6, 0;""")
+    assert text != HELPER
+    assert ids(text) == []
+    # a truncation that loses the result (bit 8 of 0x100 / 0) is no test of it
+    lossy = text.replace("selp.u32 %r4, 1, 0, %p1;", "selp.u32 %r4, 256, 0, %p1;")
+    assert lossy != text
+    assert ids(lossy) == ["try-wait-not-looped"]
+
+
 # CUTLASS's consumer_try_wait (the token) and consumer_wait(state, token): skip the blocking
 # ClusterBarrier::wait scope when the token is true.
 TOKEN = HEAD + """

@@ -36,9 +36,6 @@ RAW_REASONS = {
     "expected a predicate register, got immediate": "mov.pred of a constant",
     "expected a 64-bit mov for a non-shared symbol's address":
         "Triton's mov.b32 of a parameter's address",
-    "expected an integer immediate for .b32, got -inf": "a float literal moved as .b32 bits",
-    "a typed reading rendered 'mov.b32":
-        "a float literal (0f3F800000) moved as .b32 bits: the class reads it as a number",
     "expected a register compatible with":
         "ld/st/cvt with a register wider than the type (nvcc's ld.u8 into .b16, ld.u32 into "
         ".b64), which the PTX ISA allows and the builders do not make",

@@ -226,7 +226,7 @@ GRIDS = {
     "bits": (_bits, {"Prmt": 14, "Bfind": 8, "Bmsk": 8}),
     "warp": (_warps, {"Shfl": 216, "Vote": 24, "Activemask": 1, "Elect": 6}),
     "sync": (_syncs, {"Barrier": 63, "BarrierRed": 54, "WarpSync": 3}),
-    "arith": (_ariths, {"Binary": 202, "Unary": 16, "Mad": 37}),
+    "arith": (_ariths, {"Binary": 274, "Unary": 28, "Mad": 37}),
     "sfu": (_sfus, {"Sfu": 50}),
 }
 
@@ -399,6 +399,57 @@ def test_nvcc_text_reads_typed_where_a_class_models_it():
     for raw in body[11:14]:
         assert isinstance(raw, Raw) and raw.why == ""
     assert type(body[14]).__name__ == "Ret"
+
+
+# nvcc's __half2 / __nv_bfloat162 math and cooperative_groups' grid barrier, as it writes them.
+NVCC_LIB = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+	.reg .b16 	%rs<4>;
+	.reg .b32 	%r<10>;
+	mul.f16x2 	%r1, %r2, %r2;
+	max.f16x2 	%r3, %r1, %r2;
+	abs.bf16x2 	%r4, %r3;
+	min.bf16x2 	%r5, %r4, %r3;
+	add.rn.bf16 	%rs1, %rs2, %rs3;
+	neg.ftz.f16 	%rs1, %rs2;
+	mov.u32 	%r6, %envreg2;
+	mov.b32 	%r7, 0f3F800000;
+	mov.b32 	%r8, 0fFF800000;
+	ret;
+}
+"""
+
+
+def test_half_math_and_environment_registers_read_typed():
+    body = [s.insn for s in instructions(parse_ptx(NVCC_LIB).function("k").body)]
+    assert [type(i).__name__ for i in body] == [
+        "Binary", "Binary", "Unary", "Binary", "Binary", "Unary", "Mov", "Mov", "Mov", "Ret"]
+    assert [i.type.value for i in body[:6]] == ["f16x2", "f16x2", "bf16x2", "bf16x2", "bf16",
+                                                "f16"]
+    assert body[6].a == SpecialReg("envreg2", ScalarType.b32)
+    # float literals moved as bits hold those bits (1.0f, -inf), and are emitted as written
+    assert [i.a.value for i in body[7:9]] == [0x3F800000, 0xFF800000]
+    assert "mov.b32 \t%r7, 0f3F800000;" in parse_ptx(NVCC_LIB).emit()
+    # the target each form needs: f16 add/mul/abs/neg from the base target, min/max on halves
+    # and the bf16 unary forms at sm_80, bf16 add/sub/mul at sm_90
+    assert [i.requires.sm for i in body[:6]] == [75, 80, 80, 80, 90, 75]
+
+
+@pytest.mark.parametrize("make,why", [
+    (lambda r: Binary("add", t.bf16, r(t.b16), r(t.b16), r(t.b16), "rz"), "'mode'"),
+    (lambda r: Binary("add", t.bf16x2, r(t.b32), r(t.b32), r(t.b32), ftz=True), "'ftz'"),
+    (lambda r: Binary("max", t.f16, r(t.b16), r(t.b16), r(t.b16), sat=True), "'sat'"),
+    (lambda r: Binary("div", t.f16, r(t.b16), r(t.b16), r(t.b16)), "'type'"),
+    (lambda r: Binary("add", t.f16x2, r(t.b16), r(t.b16), r(t.b16)), "'d'"),
+    (lambda r: Unary("not", t.f16, r(t.b16), r(t.b16)), "'type'"),
+])
+def test_half_arithmetic_refuses_what_ptxas_refuses(make, why):
+    k = Kernel("h")
+    with pytest.raises(PtxdslError, match=why):
+        make(k.reg)
 
 
 # -- what the parser may hand a reader ---------------------------------------------------------

@@ -239,6 +239,13 @@ SPELLINGS = [
     ("atom.global.gpu.acq_rel.add.f32 %f1, [ %rd1 + 0 ], %f2;", Atom, None),
     ("atom.global.gpu.release.exch.b32 %r1, [%rd1], %r2;", Atom, None),
     ("red.shared::cta.cta.relaxed.add.u32 [%r1], %r2;", Red, None),
+    # nvcc's cuda::atomic_ref: the operation before the memory order and scope
+    ("atom.cas.release.gpu.b64 %rd1, [%rd2], %rd3, %rd4;", AtomCas, None),
+    ("atom.add.release.gpu.u32 %r1, [%rd2], %r2;", Atom, None),
+    ("atom.exch.acquire.gpu.global.b32 %r1, [%rd2], %r2;", Atom, None),
+    # Triton's stack pointer %SPL is .b32: the local window takes 32-bit addresses
+    ("st.local.v2.b32 [ %r1 + 0 ], { %r2, %r3 };", St, None),
+    ("ld.local.b32 %r2, [%r1];", Ld, "%r2"),
     # CUTLASS: the count before the shape
     ("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%r6, %r7, %r8, %r9}, [%r1];", LdMatrix, None),
     ("stmatrix.sync.aligned.x2.m8n8.trans.shared.b16 [%r1], {%r6, %r7};", StMatrix, None),
@@ -252,6 +259,17 @@ def test_compiler_spellings_read_typed(line, cls, value):
     assert s.insn.a.offset == 0
     if value is not None:     # the scalar, unbraced
         assert (s.insn.d if cls is Ld else s.insn.b).render() == value
+
+
+def test_atom_operation_moved_after_order_keeps_its_meaning():
+    (s,) = instructions(parse_ptx(f"{HEADER}\tatom.cas.acquire.gpu.global.b64 %rd1, [%rd2], "
+                                  "%rd3, %rd4;\n}\n").function("k").body)
+    a = s.insn
+    assert type(a) is AtomCas
+    assert (a.sem.value, a.scope.value, a.space) == ("acquire", "gpu", StateSpace.global_)
+    # the text keeps nvcc's order
+    assert "atom.cas.acquire.gpu.global.b64" in parse_ptx(
+        f"{HEADER}\tatom.cas.acquire.gpu.global.b64 %rd1, [%rd2], %rd3, %rd4;\n}}\n").emit()
 
 
 def test_respellings_chain_and_only_permute():

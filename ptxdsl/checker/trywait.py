@@ -9,9 +9,11 @@ with a token), or must decide the exit of a loop that runs until it is true (`wa
 
 Compilers rarely branch on the wait's own predicate: nvcc turns `cuda::ptx`'s bool into an
 integer inside the inline asm (`selp.b32 r, 1, 0, P_OUT`) and tests it outside
-(`setp.eq.s32 p, r, 0; @p bra retry`), through `cvt`, `not.pred`/`and.pred` and, for a
-`.func` helper, its return parameter. `branch_tests` follows such a chain back from the
-branch to the wait (`_pred_test`, `_int_values`) along the one path that reaches it.
+(`setp.eq.s32 p, r, 0; @p bra retry`), through `cvt` (also the raw `cvt.s32.s8` of a `.b32`
+register that `-G` writes), `not.pred`/`and.pred` and, for a `.func` helper, its return
+parameter (every `return` of a helper with several). `branch_tests` follows such a chain
+back from the branch to the wait (`_pred_test`, `_int_values`) along the one path that
+reaches it (through a helper's returns, along each).
 """
 
 from __future__ import annotations
@@ -360,18 +362,86 @@ def _int_values(an: Analysis, at: int, x: Any, op: Op, depth: int) -> tuple[int,
         return (a, b) if t[0] else (b, a)
     if isinstance(insn, Mov) and isinstance(insn.a, Reg):
         return _int_values(an, d, insn.a, op, depth + 1)
-    if isinstance(insn, Cvt) and insn.atype.is_int and insn.dtype.is_int:
-        vals = _int_values(an, d, insn.a, op, depth + 1)
+    cvt = _int_cvt(insn)
+    if cvt is not None:
+        dtype, atype, a = cvt
+        vals = _int_values(an, d, a, op, depth + 1)
         if vals is None:
             return None
-        vals = (_as(vals[0], insn.atype), _as(vals[1], insn.atype))
-        return vals if all(_as(v, insn.dtype) == v for v in vals) else None
+        vals = (_as(vals[0], atype), _as(vals[1], atype))
+        return vals if all(_as(v, dtype) == v for v in vals) else None
     if isinstance(insn, Ld) and insn.space is StateSpace.param and isinstance(insn.a, Addr):
-        st = _last_write(an, d, lambda i: _param_store(an, i, insn.a.offset))
-        if st is None:
+        stores = _last_writes(an, d, lambda i: _param_store(an, i, insn.a.offset))
+        if not stores:
             return None
-        return _int_values(an, st, an.body[st].insn.srcs[1], op, depth + 1)
+        # A callee with several returns (nvcc -G: each `return` its own store and `ret`)
+        # says something only when every return gives the same pair.
+        found = {_int_values(an, st, an.body[st].insn.srcs[1], op, depth + 1)
+                 for st in stores}
+        return found.pop() if len(found) == 1 else None
     return None
+
+
+def _int_cvt(insn: Any) -> tuple[ScalarType, ScalarType, Any] | None:
+    """(destination type, source type, source) of an integer-to-integer `cvt`: typed, or
+    kept raw because its register is wider than the type (nvcc -G's `cvt.s32.s8 %r3, %r2`
+    normalising a returned bool, a form the Cvt class does not take)."""
+    if isinstance(insn, Cvt):
+        return (insn.dtype, insn.atype, insn.a) if insn.atype.is_int and insn.dtype.is_int \
+            else None
+    op = getattr(insn, "op", None)
+    srcs: tuple = getattr(insn, "srcs", ())
+    if not isinstance(op, str) or not op.startswith("cvt.") or len(srcs) != 1:
+        return None
+    parts = op.split(".")
+    try:
+        dtype, atype = ScalarType(parts[-2]), ScalarType(parts[-1])
+    except ValueError:
+        return None
+    if len(parts) != 3 or not (dtype.is_int and atype.is_int) or not isinstance(srcs[0], Reg):
+        return None   # (a rounding or saturating cvt is no plain integer conversion)
+    return dtype, atype, srcs[0]
+
+
+_JOINS = 16   # the blocks entered through joins on the way back to a callee's returns
+
+
+def _last_writes(an: Analysis, at: int, found) -> list[int] | None:
+    """`_last_write` through joins: the statements `found` accepts first on each path back
+    from `at` (an inlined callee's returns, whose spliced `ret` branches join at its end).
+    None when a path gives up, reaches the entry, or more than `_JOINS` blocks are entered."""
+    reach = an.cache.get("reachable")
+    if reach is None:
+        reach = an.cache["reachable"] = frozenset(an.cfg.rpo)
+    cfg = an.cfg
+    out: list[int] = []
+    seen: set[int] = set()
+    work, budget = [(cfg.block_of(at), at - 1)], _WALK
+    while work:
+        b, hi = work.pop()
+        hit: bool | None = False
+        i = hi
+        for i in range(hi, cfg.blocks[b].stmts.start - 1, -1):
+            hit = found(i)
+            if hit is not False:
+                break
+        if hit is None:
+            return None
+        if hit:
+            out.append(i)
+            continue
+        budget -= len(cfg.blocks[b].stmts)
+        preds = [p for p in cfg.preds[b] if p in reach]
+        if not preds or budget <= 0:
+            return None
+        for p in preds:
+            if p in seen:
+                continue
+            if len(seen) >= _JOINS:
+                return None
+            seen.add(p)
+            work.append((p, cfg.blocks[p].stmts.stop - 1))
+    return out
 
 
 def _param_store(an: Analysis, i: int, offset: int) -> bool | None:

@@ -11,21 +11,43 @@ import attrs
 
 from ..errors import OperandError
 from ..operands import Reg
+from ..types import Requires, req
 from ..types import ScalarType as T
 from .base import Instruction, check_choice, check_dst, check_src
 
 _INT = (T.u16, T.u32, T.u64, T.s16, T.s32, T.s64)
 _FLOAT = (T.f32, T.f64)
+# Half and bfloat16, scalar and packed pairs (add/sub/mul/min/max/abs/neg only): nvcc's
+# __half2 / __nv_bfloat162 math and Triton's fp16 reductions write them.
+_HALF = (T.f16, T.f16x2, T.bf16, T.bf16x2)
+_FTZ = (T.f32, T.f16, T.f16x2)    # .ftz: f32 and f16 forms (bf16 has no denormal mode)
+_BF16 = (T.bf16, T.bf16x2)
+# (op group, half type) -> the PTX ISA version and target where the form appeared (ISA
+# §9.7.4): min/max on halves and the bf16 unary forms at sm_80, bf16 add/sub/mul at sm_90.
+_HALF_REQ = {"minmax": req("7.0", 80), "unary_bf16": req("7.0", 80),
+             "unary_f16": req("6.5"), "arith_bf16": req("7.8", 90)}
+
+
+def _half_requires(op: str, t: T) -> Requires | None:
+    if t not in _HALF:
+        return None
+    if op in ("min", "max"):
+        return _HALF_REQ["minmax"]
+    if op in ("abs", "neg"):
+        return _HALF_REQ["unary_bf16" if t in _BF16 else "unary_f16"]
+    return _HALF_REQ["arith_bf16"] if t in _BF16 else None
 _BITS = (T.b16, T.b32, T.b64, T.pred)
 _FRND = ("rn", "rz", "rm", "rp")
 
 # op -> accepted types
 _TYPES: dict[str, tuple[T, ...]] = {
-    "add": _INT + _FLOAT, "sub": _INT + _FLOAT, "mul": _INT + _FLOAT,
-    "div": _INT + _FLOAT, "rem": _INT, "min": _INT + _FLOAT, "max": _INT + _FLOAT,
+    "add": _INT + _FLOAT + _HALF, "sub": _INT + _FLOAT + _HALF, "mul": _INT + _FLOAT + _HALF,
+    "div": _INT + _FLOAT, "rem": _INT, "min": _INT + _FLOAT + _HALF,
+    "max": _INT + _FLOAT + _HALF,
     "and": _BITS, "or": _BITS, "xor": _BITS,
     "shl": (T.b16, T.b32, T.b64), "shr": (T.b16, T.b32, T.b64) + _INT,
-    "abs": (T.s16, T.s32, T.s64) + _FLOAT, "neg": (T.s16, T.s32, T.s64) + _FLOAT,
+    "abs": (T.s16, T.s32, T.s64) + _FLOAT + _HALF,
+    "neg": (T.s16, T.s32, T.s64) + _FLOAT + _HALF,
     "not": _BITS,
 }
 
@@ -73,6 +95,8 @@ def _mode(op: str, t: T, mode: str | None) -> str | None:
         return check_choice(f"div.{t}", "mode", mode or "rn", allowed)
     if op == "mad" and t.is_float:
         return check_choice(f"mad.{t}", "mode", mode or "rn", _FRND)
+    if op in ("add", "sub", "mul") and t in _HALF:   # the half forms round only to nearest
+        return None if mode is None else check_choice(f"{op}.{t}", "mode", mode, ("rn",))
     if op in ("add", "sub", "mul") and t.is_float:
         return None if mode is None else check_choice(f"{op}.{t}", "mode", mode, _FRND)
     if mode is not None:
@@ -103,11 +127,13 @@ class Binary(Instruction):
             mode = _BINARY_MODES[key] = _mode(self.op, self.type, self.mode)
         object.__setattr__(self, "mode", mode)
         name = self  # named lazily, only when a check fails
-        if self.ftz and self.type is not T.f32:
-            raise OperandError(self.name, "ftz", "an .f32 instruction", f".{self.type}")
+        if self.ftz and self.type not in _FTZ:
+            raise OperandError(self.name, "ftz", "an .f32, .f16 or .f16x2 instruction",
+                               f".{self.type}")
         if self.sat and not (self.type is T.s32 and self.op in ("add", "sub")
-                             or self.type is T.f32):
-            raise OperandError(self.name, "sat", "add/sub.s32 or an .f32 op",
+                             or self.type is T.f32
+                             or self.type in _FTZ and self.op in ("add", "sub", "mul")):
+            raise OperandError(self.name, "sat", "add/sub.s32, an .f32 op or add/sub/mul.f16",
                                f".{self.type}")
         dtype = self.type
         if self.mode == "wide":
@@ -126,6 +152,10 @@ class Binary(Instruction):
         if self.sat:
             q += ".sat"
         return f"{q}.{self.type}"
+
+    @property
+    def requires(self) -> Requires:
+        return _half_requires(self.op, self.type) or type(self).REQUIRES
 
     def operands(self):
         return (self.d, self.a, self.b)
@@ -146,13 +176,17 @@ class Unary(Instruction):
         check_choice("unary", "op", self.op, ("abs", "neg", "not"))
         _check_type(self.op, self.type)
         name = self.opcode()
-        if self.ftz and self.type is not T.f32:
-            raise OperandError(name, "ftz", "an .f32 instruction", f".{self.type}")
+        if self.ftz and (self.type not in _FTZ or self.op == "not"):
+            raise OperandError(name, "ftz", "an .f32, .f16 or .f16x2 abs/neg", f".{self.type}")
         check_dst(name, "d", self.d, self.type)
         self._set("a", check_src(name, "a", self.a, self.type))
 
     def opcode(self) -> str:
         return f"{self.op}{'.ftz' if self.ftz else ''}.{self.type}"
+
+    @property
+    def requires(self) -> Requires:
+        return _half_requires(self.op, self.type) or type(self).REQUIRES
 
     def operands(self):
         return (self.d, self.a)

@@ -279,12 +279,14 @@ def check_addr(insn: Who, operand: str, value: Any, space: StateSpace,
                widths: tuple[int, ...] | None = None) -> Addr:
     """An address operand for an access in `space` (the instruction's qualifier).
 
-    Registers must be 64-bit for generic and global addresses; shared addresses may be 32-bit.
+    Registers must be 64-bit for generic and global addresses; shared and local addresses
+    may be 32-bit (both windows are: Triton's `st.local [%SPL]` on a `.b32` stack pointer).
     A symbol must live in the space the instruction names (a generic access may name a
     global/shared symbol only through a register, since ptxas wants a generic address).
     """
     if widths is None:
-        if space in (StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster):
+        if space in (StateSpace.shared, StateSpace.shared_cta, StateSpace.shared_cluster,
+                     StateSpace.local):
             widths = (32, 64)
         else:
             widths = (64,)

@@ -19,7 +19,25 @@ _ATOMIC: Table = {**SEMS, **SCOPES, **SPACES, **{op.value: ("op", op) for op in 
                   "v8": ("vec", 8), "L2::cache_hint": ("hint", True)}
 
 
-respell("atom", "red")(order_first)
+_OPS = frozenset(op.value for op in AtomOp)
+_LEADING = frozenset({*SEMS, *SCOPES, *SPACES})
+
+
+@respell("atom", "red")
+def op_after_order(opcode: str) -> str:
+    """The operation after the memory order, scope and space: nvcc's cuda::atomic_ref writes
+    `atom.cas.release.gpu.b64` and `atom.add.release.gpu.u32`, which ptxas reads as
+    `atom.release.gpu.cas.b64`."""
+    parts = opcode.split(".")
+    if len(parts) < 4 or parts[1] not in _OPS:
+        return opcode
+    n = 2
+    while n < len(parts) - 1 and parts[n] in _LEADING:
+        n += 1
+    return ".".join([parts[0], *parts[2:n], parts[1], *parts[n:]])
+
+
+respell("atom", "red")(order_first)   # after op_after_order: sorts the moved run too
 
 
 def _read(parts: tuple[str, ...]) -> tuple[dict[str, Any], Any] | None:

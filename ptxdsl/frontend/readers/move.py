@@ -3,6 +3,7 @@ forms are `cvt_packed`'s)."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from ...instructions.move import Cvt, Cvta, Isspacep, Mov, Rounding, SpaceWindow
@@ -12,6 +13,18 @@ from . import reader
 from ._lookup import SCALAR, SPACE
 
 _RND = {r.value: r for r in Rounding}
+# A float literal moved into a bit type (`mov.b32 %r1, 0f3F800000`: libdevice's and Triton's
+# constants) moves its IEEE bits: read as that integer, so the value the checker tracks is the
+# one the register holds (the parser emits the source's spelling).
+_BITS = {"b32": ">f", "b64": ">d"}
+
+
+def float_bits(value: float, fmt: str) -> int | None:
+    """The IEEE bits of `value` in the format ('>f' or '>d'), None when it does not fit."""
+    try:
+        return int.from_bytes(struct.pack(fmt, value), "big")
+    except OverflowError:
+        return None
 _WINDOW = {w.value: w for w in SpaceWindow}
 
 
@@ -27,7 +40,12 @@ def mov(parts: tuple[str, ...], ops: list[Any]) -> Mov | None:
     t = SCALAR.get(parts[1])
     if t is None:
         return None
-    return Mov(t, ops[0], ops[1])
+    a = ops[1]
+    if type(a) is float and parts[1] in _BITS:
+        a = float_bits(a, _BITS[parts[1]])
+        if a is None:
+            return None
+    return Mov(t, ops[0], a)
 
 
 @reader("isspacep")

@@ -118,3 +118,24 @@ def test_arith_refusals():
     with pytest.raises(OperandError, match=r"div\.f64: operand 'mode': expected one of 'rn', "
                        r"'rz', 'rm', 'rp', got str 'approx'"):
         k.div(k.reg(t.f64), 1.0, mode="approx")
+
+
+def test_add_sat_u32_is_ptx_92_on_the_sm120_family_only():
+    """add.sat.u32 came with PTX ISA 9.2 for the sm_120/121 targets (ptxas refuses it for
+    sm_90a, sm_100a and the plain sm_120): the module is raised to that, a pin below it is
+    refused, sub.sat.u32 stays refused, and constants are not folded into a mov that would
+    drop the target."""
+    from ptxdsl import BuildError, VersionError
+    k = Kernel("sat_u32")
+    a = k.ld_param(k.param(t.u32, "a"))
+    k.add(a, 7, sat=True)
+    text = Module([k]).emit()
+    assert "add.sat.u32" in text and ".version 9.2" in text and ".target sm_120a" in text
+    Module([k]).assemble("sm_120a")
+    with pytest.raises(VersionError, match=r"add\.sat\.u32 needs PTX ISA 9\.2, sm_120a/sm_121a"):
+        Module([k], target="sm_90a").emit()
+    with pytest.raises(OperandError, match=r"sub\.sat\.u32: operand 'sat': expected add/sub\.s32, "
+                       r"add\.u32 \(PTX 9\.2, sm_120f\)"):
+        k.sub(a, a, sat=True)
+    with pytest.raises(BuildError, match="every source is a constant, and add.sat.u32 needs"):
+        k.add(1, 2, type=t.u32, sat=True)

@@ -56,7 +56,9 @@ RULES: list[Rule] = [
          "accepts the instruction: a division by zero (PTX ISA div: the result is "
          "unspecified), a signed quotient or |MIN| that overflows, a float result that needs "
          "rounding, an approximate division, a zero whose sign depends on the rounding mode, "
-         "a subnormal that .ftz would flush, a non-finite source.",
+         "a subnormal that .ftz would flush, a non-finite source; and an instruction only "
+         "some targets have (add.sat.u32: the sm_120 family), whose mov would not hold the "
+         "module to them.",
          r"every source is a constant", ("arith",)),
 
     Rule("rcp-ftz-f64", "The PTX ISA defines rcp.rnd.f64 without .ftz (.f64 arithmetic keeps "

@@ -28,6 +28,12 @@ _HALF_REQ = {"minmax": req("7.0", 80), "unary_bf16": req("7.0", 80),
              "unary_f16": req("6.5"), "arith_bf16": req("7.8", 90)}
 
 
+# add.sat.u32 (unsigned, clamps at 2^32 - 1): PTX ISA 9.2, and only the sm_120/121 family's
+# targets (nvJitLink 13.5's ptxas: "Feature 'add.sat' not supported on .target 'sm_90a'"; the
+# same for sm_100a, 103a, 110a and the plain sm_120)
+ADD_SAT_U32 = req("9.2", 120, arch=(120, 121), family=True)
+
+
 def _half_requires(op: str, t: T) -> Requires | None:
     if t not in _HALF:
         return None
@@ -131,10 +137,11 @@ class Binary(Instruction):
             raise OperandError(self.name, "ftz", "an .f32, .f16 or .f16x2 instruction",
                                f".{self.type}")
         if self.sat and not (self.type is T.s32 and self.op in ("add", "sub")
+                             or self.type is T.u32 and self.op == "add"
                              or self.type is T.f32
                              or self.type in _FTZ and self.op in ("add", "sub", "mul")):
-            raise OperandError(self.name, "sat", "add/sub.s32, an .f32 op or add/sub/mul.f16",
-                               f".{self.type}")
+            raise OperandError(self.name, "sat", "add/sub.s32, add.u32 (PTX 9.2, sm_120f), an "
+                               ".f32 op or add/sub/mul.f16", f".{self.type}")
         dtype = self.type
         if self.mode == "wide":
             dtype = {T.u16: T.u32, T.u32: T.u64, T.s16: T.s32, T.s32: T.s64}[self.type]
@@ -155,6 +162,8 @@ class Binary(Instruction):
 
     @property
     def requires(self) -> Requires:
+        if self.sat and self.type is T.u32:
+            return ADD_SAT_U32
         return _half_requires(self.op, self.type) or type(self).REQUIRES
 
     def operands(self):

@@ -5,7 +5,8 @@ The instruction object is built first, so every operand and qualifier rule has b
 `folded(insn)` then computes what the hardware computes, or refuses where that is not one
 exact value: a division by zero (PTX: unspecified), a signed quotient that overflows, a
 float result that needs rounding or whose zero's sign depends on the rounding mode, an
-approximate division, a flush of subnormals.
+approximate division, a flush of subnormals; or an instruction that only some targets have
+(its mov would lose that).
 """
 
 from __future__ import annotations
@@ -145,6 +146,11 @@ def _float(insn: Any, op: str, t: T, mode: str | None, xs: list[float]) -> float
 
 def folded(insn: Binary | Mad | Unary) -> Value:
     """The value `insn` (whose sources are all immediates) writes to its destination."""
+    if insn.requires.arch_specific:
+        # the mov would run anywhere, so the module would not be held to the targets the
+        # instruction written has (add.sat.u32: the sm_120 family only)
+        _fail(insn, f"{insn.opcode()} needs {insn.requires.describe()}, which a folded mov "
+              f"would not ask of the module")
     op = "mad" if isinstance(insn, Mad) else insn.op
     # Validated sources that are not registers are immediates.
     xs = [x.value for x in (insn.a, getattr(insn, "b", None), getattr(insn, "c", None))

@@ -10,7 +10,7 @@ reconvergence point, which bounds the region a divergent branch controls.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any, cast
 
 import attrs
@@ -146,7 +146,8 @@ class CFG:
                 values[i] = c
             else:
                 for p in list(self.preds[blk.id]):
-                    v = self._set_on_entry(p, values)
+                    last = self._last_of(p, values)
+                    v = None if last is None else values[last]
                     if v is not None and p != blk.id:
                         s = blk.taken if bool(v) == polarity else blk.fall
                         assert s is not None   # (a branch block has both)
@@ -181,7 +182,10 @@ class CFG:
             if bound is None or not 0 <= bound < 1 << 31 or not writes:
                 continue
             for p in list(self.preds[blk.id]):
-                v = self._last_write(p, writes, const) if p != blk.id else None
+                last = self._last_of(p, writes) if p != blk.id else None
+                st = None if last is None else self.body[last]
+                v = None if st is None or st.guard is not None else \
+                    _moved_constant(st.insn, const)
                 if v is None or not 0 <= v < 1 << 31:
                     continue
                 s = blk.taken if _COMPARE[insn.cmp](v, bound) == polarity else blk.fall
@@ -190,20 +194,6 @@ class CFG:
                 changed = True
         if changed:
             self._refresh()
-
-    def _last_write(self, p: int, writes: set[int], const: Callable[[Any], int | None]
-                    ) -> int | None:
-        """The constant the last of `writes` before the end of block p moves (found in p or
-        up a chain of single predecessors; None: not a constant `mov`, or a join first)."""
-        for _ in range(16):
-            for i in reversed(self.blocks[p].stmts):
-                if i in writes:
-                    st = self.body[i]
-                    return _moved_constant(st.insn, const) if st.guard is None else None
-            if len(self.preds[p]) != 1:
-                return None
-            p = self.preds[p][0]
-        return None
 
     def _refresh(self) -> None:
         """Predecessors and block order again, after edges were redirected."""
@@ -214,13 +204,13 @@ class CFG:
         self.rpo = _rpo(0, lambda n: self.succs(n), len(self.blocks) + 1)
         self._ipdom = None
 
-    def _set_on_entry(self, p: int, values: dict[int, int]) -> int | None:
-        """The constant the last write in `values` before the end of block p gives, found
-        in p or up a chain of single predecessors (None: not found, or a join first)."""
+    def _last_of(self, p: int, writes: Container[int]) -> int | None:
+        """The last statement of `writes` before the end of block p, found in p or up a
+        chain of single predecessors (None: not found, or a join first)."""
         for _ in range(16):
             for i in reversed(self.blocks[p].stmts):
-                if i in values:
-                    return values[i]
+                if i in writes:
+                    return i
             if len(self.preds[p]) != 1:
                 return None
             p = self.preds[p][0]

@@ -227,15 +227,21 @@ def branch_tests(an: Analysis, branch: int, op: Op) -> Test:
     return got
 
 
+def _reachable(an: Analysis) -> frozenset[int]:
+    """The blocks reachable from the entry (made once per analysis)."""
+    reach = an.cache.get("reachable")
+    if reach is None:
+        reach = an.cache["reachable"] = frozenset(an.cfg.rpo)
+    return reach
+
+
 def _last_write(an: Analysis, at: int, found) -> int | None:
     """The statement before `at` that `found(i)` accepts (True), walking back through the
     block and the blocks with one reachable predecessor: the straight line from a wait to
     the branch on its result, which an inlined `.func` helper (whose registers are written
     once per call site) and a retry loop's own back edge do not interrupt. None when a join
     comes first, or `found` gives up (None) on a statement."""
-    reach = an.cache.get("reachable")
-    if reach is None:
-        reach = an.cache["reachable"] = frozenset(an.cfg.rpo)
+    reach = _reachable(an)
     cfg = an.cfg
     b, hi, seen, budget = cfg.block_of(at), at - 1, set(), _WALK
     while budget > 0:
@@ -410,9 +416,7 @@ def _last_writes(an: Analysis, at: int, found) -> list[int] | None:
     """`_last_write` through joins: the statements `found` accepts first on each path back
     from `at` (an inlined callee's returns, whose spliced `ret` branches join at its end).
     None when a path gives up, reaches the entry, or more than `_JOINS` blocks are entered."""
-    reach = an.cache.get("reachable")
-    if reach is None:
-        reach = an.cache["reachable"] = frozenset(an.cfg.rpo)
+    reach = _reachable(an)
     cfg = an.cfg
     out: list[int] = []
     seen: set[int] = set()

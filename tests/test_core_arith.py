@@ -120,7 +120,7 @@ def test_arith_refusals():
         k.div(k.reg(t.f64), 1.0, mode="approx")
 
 
-def test_add_sat_u32_is_ptx_92_on_the_sm120_family_only():
+def test_add_sat_u32_is_ptx_92_on_the_sm120_family_only(golden):
     """add.sat.u32 came with PTX ISA 9.2 for the sm_120/121 targets (ptxas refuses it for
     sm_90a, sm_100a and the plain sm_120): the module is raised to that, a pin below it is
     refused, sub.sat.u32 stays refused, and constants are not folded into a mov that would
@@ -131,6 +131,7 @@ def test_add_sat_u32_is_ptx_92_on_the_sm120_family_only():
     k.add(a, 7, sat=True)
     text = Module([k]).emit()
     assert "add.sat.u32" in text and ".version 9.2" in text and ".target sm_120a" in text
+    golden(Module([k]), "core/add_sat_u32")
     Module([k]).assemble("sm_120a")
     with pytest.raises(VersionError, match=r"add\.sat\.u32 needs PTX ISA 9\.2, sm_120a/sm_121a"):
         Module([k], target="sm_90a").emit()

@@ -26,8 +26,8 @@ _BF16 = (T.bf16, T.bf16x2)
 # §9.7.4): min/max on halves and the bf16 unary forms at sm_80, bf16 add/sub/mul at sm_90.
 _HALF_REQ = {"minmax": req("7.0", 80), "unary_bf16": req("7.0", 80),
              "unary_f16": req("6.5"), "arith_bf16": req("7.8", 90)}
-
-
+_BITS = (T.b16, T.b32, T.b64, T.pred)
+_FRND = ("rn", "rz", "rm", "rp")
 # add.sat.u32 (unsigned, clamps at 2^32 - 1): PTX ISA 9.2, and only the sm_120/121 family's
 # targets (nvJitLink 13.5's ptxas: "Feature 'add.sat' not supported on .target 'sm_90a'"; the
 # same for sm_100a, 103a, 110a and the plain sm_120)
@@ -42,8 +42,7 @@ def _half_requires(op: str, t: T) -> Requires | None:
     if op in ("abs", "neg"):
         return _HALF_REQ["unary_bf16" if t in _BF16 else "unary_f16"]
     return _HALF_REQ["arith_bf16"] if t in _BF16 else None
-_BITS = (T.b16, T.b32, T.b64, T.pred)
-_FRND = ("rn", "rz", "rm", "rp")
+
 
 # op -> accepted types
 _TYPES: dict[str, tuple[T, ...]] = {

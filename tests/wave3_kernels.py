@@ -178,6 +178,9 @@ RING_PAIRS = [
     _ring_pair("w3_warp_arrive_count_top", "mbar-arrive-count", {"top": True, "stages": 4},
                empty_count=32),
     _ring_pair("w3_wait_empty_as_full", "wait-wrong-barrier", cwait="%r36"),
+    # the same mistake on a 4-stage ring set up by a head-tested init loop
+    _ring_pair("w3_wait_empty_as_full_top", "wait-wrong-barrier", {"top": True, "stages": 4},
+               cwait="%r36"),
     _ring_pair("w3_refill_no_empty_wait", "ring-refill-unguarded", pwait=False),
     # the producer's empty wait must start at parity 1 (a fresh barrier's "previous" phase)
     _ring_pair("w3_empty_parity_first", "wait-parity-first-phase", pparity="%r15"),

@@ -15,9 +15,10 @@ from ptxdsl.types import TARGET_INTRODUCED, PtxVersion
 from tests.conftest import GOLDEN_DIR
 
 CORE = golden_files(GOLDEN_DIR / "core")
-# Every PTX ISA version ptxas 13 knows from the floor up (there was no 6.6-6.9 or 7.9).
+# Every PTX ISA version from the floor up to the newest a golden needs (there was no 6.6-6.9
+# or 7.9); a golden at a version not listed here fails loudly rather than skipping the check.
 VERSIONS = ["6.3", "6.4", "6.5", "7.0", "7.1", "7.2", "7.3", "7.4", "7.5", "7.6", "7.7", "7.8",
-            "8.0", "8.1", "8.2", "8.3", "8.4", "8.5", "8.6", "8.7", "8.8", "9.0"]
+            "8.0", "8.1", "8.2", "8.3", "8.4", "8.5", "8.6", "8.7", "8.8", "9.0", "9.1", "9.2"]
 
 
 def _header(ptx: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ import attrs
 
 from .checker.context import MapInfo, map_info
 from .errors import BuildError, OperandError, SourceLoc, user_loc
-from .instructions._tma_box import declared_box, desc_box
+from .instructions._tma_box import declared_box, declared_width, desc_box
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
@@ -442,8 +442,9 @@ class KernelCore(KernelHost):
                                    "TiledDesc (its own are used)", f"{dtype!r}, {swizzle!r}")
             desc_box(what, box if hasattr(box, "box_dim") else box.desc)
             info = map_info(box, "")
-            return MapInfo(info.box_bytes, info.swizzle_repeat, "the tensor map's box")
-        return MapInfo(*declared_box(what, box, dtype, swizzle))
+            return MapInfo(info.box_bytes, info.swizzle_repeat, "the tensor map's box",
+                           info.swizzle_width)
+        return MapInfo(*declared_box(what, box, dtype, swizzle), declared_width(box, swizzle))
 
     def _declare_box(self, what: str, param: Any, info: MapInfo) -> None:
         """Record the box of the maps `param` carries; a second, different one is refused."""

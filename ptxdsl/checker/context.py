@@ -71,6 +71,33 @@ def swizzle_repeat_of_mode(mode: int) -> int | None:
     return _REPEAT_BY_MODE.get(mode)
 
 
+# The same swizzles -> the row width in bytes whose 16-byte chunks they permute, 0 for no
+# swizzle: what a wgmma descriptor's layout type must say of the tile (`wgmma-swizzle-mismatch`).
+# The sm_100 128B variants (32B / 64B atomicity) keep 128-byte rows.
+_WIDTH_BY_DRIVER = {0: 0, 1: 32, 2: 64, 3: 128, 4: 128, 5: 128, 6: 128}
+_WIDTH_BY_NAME = {"NONE": 0, "32B": 32, "64B": 64, "128B": 128, "96B": 96}
+_WIDTH_BY_MODE = {0: 0, 1: 32, 2: 64, 3: 128, 4: 96}
+
+
+def swizzle_width(swizzle: Any) -> int | None:
+    """The row width in bytes of a driver swizzle (enum, int or name), 0 for none; None when
+    `swizzle` is None (not given) or not a swizzle."""
+    if swizzle is None or isinstance(swizzle, bool):
+        return None
+    if isinstance(swizzle, str):
+        key = swizzle.strip().upper().removeprefix("CU_TENSOR_MAP_SWIZZLE_")
+        return _WIDTH_BY_NAME.get(key.removeprefix("SWIZZLE_").split("_")[0])
+    try:
+        return _WIDTH_BY_DRIVER.get(int(swizzle))
+    except (TypeError, ValueError):
+        return None
+
+
+def swizzle_width_of_mode(mode: int) -> int | None:
+    """The row width of a PTX `tensormap.replace ... swizzle_mode` value (0: none)."""
+    return _WIDTH_BY_MODE.get(mode)
+
+
 @attrs.frozen
 class MapInfo:
     """What the checker uses of a tensor-map description."""
@@ -78,6 +105,9 @@ class MapInfo:
     box_bytes: int | None = None
     swizzle_repeat: int | None = None
     source: str = ""
+    # The swizzle's row width in bytes, 0 where the description says "no swizzle"; None where
+    # it says nothing (swizzle_repeat is None for both).
+    swizzle_width: int | None = None
 
 
 _DESC_KEYS = frozenset({"box_bytes", "swizzle"})
@@ -96,10 +126,11 @@ def map_info(desc: Any, source: str = "") -> MapInfo:
                                "'box_bytes': N, 'swizzle': '128B'} (either key may be left "
                                "out), a TiledDesc, a TensorMap or an SmemLayout",
                                _show(dict(desc)))
-        return MapInfo(box, swizzle_repeat(desc.get("swizzle")), source)
+        sw = desc.get("swizzle")
+        return MapInfo(box, swizzle_repeat(sw), source, swizzle_width(sw))
     if isinstance(desc, SmemLayout):
         n, repeat, how = declared_box("check_module", desc, None, None)
-        return MapInfo(n, repeat, how)
+        return MapInfo(n, repeat, how, desc.swizzle.value)
     inner = getattr(desc, "desc", None)
     if inner is not None and hasattr(inner, "box_bytes"):
         desc = inner
@@ -110,8 +141,9 @@ def map_info(desc: Any, source: str = "") -> MapInfo:
         raise OperandError("check_module", f"maps[{source!r}]", "a TiledDesc, a TensorMap "
                            "(encoded from a description, not raw bytes), an SmemLayout or a "
                            "dict {'box_bytes': N, 'swizzle': '128B'}", _show(desc))
-    return MapInfo(int(box) if box is not None else None,
-                   swizzle_repeat(getattr(desc, "swizzle", None)), source)
+    sw = getattr(desc, "swizzle", None)
+    return MapInfo(int(box) if box is not None else None, swizzle_repeat(sw), source,
+                   swizzle_width(sw))
 
 
 def _per_kernel(value: Any) -> bool:

@@ -38,6 +38,7 @@ class Hazard(enum.Enum):
     TMAP_REPLACE_NO_WARPSYNC = "tmap-replace-no-warpsync"
     FENCEPROXY_DIVERGENT = "fenceproxy-divergent"
     TMAP_MODIFIED_IN_FLIGHT = "tmap-modified-in-flight"
+    TMAP_ENCODED_INVALID = "tmap-encoded-invalid"
     SMEM_NO_PROXY_FENCE = "smem-no-proxy-fence"
     MBAR_UNINIT = "mbar-uninit"
     MBAR_INIT_UNSYNCED = "mbar-init-unsynced"
@@ -67,6 +68,7 @@ class Hazard(enum.Enum):
     TMAP_SCOPE_TOO_NARROW = "tmap-scope-too-narrow"
     WAIT_PARITY_FIRST_PHASE = "wait-parity-first-phase"
     TMA_DST_OVERLAP = "tma-dst-overlap"
+    WGMMA_SWIZZLE_MISMATCH = "wgmma-swizzle-mismatch"
     DSMEM_READ_UNSYNCED = "dsmem-read-unsynced"
     DSMEM_RELEASED_EARLY = "dsmem-released-early"
     NAMEDBAR_COUNT = "named-barrier-count"
@@ -310,6 +312,20 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "give each copy completing on a barrier phase its own destination (split producers: "
         "one slot per producer, e.g. tile + 512 for the second operand); issue a copy from "
         "one thread, not from every warp that reaches it [docs/hazards.md: tma-dst-overlap]"),
+    Hazard.TMAP_ENCODED_INVALID: (
+        E, "tensor map encoded on the device with fields the driver's encoder refuses",
+        "write the fields cuTensorMapEncodeTiled would accept: box extents 1..256, the box's "
+        "inner extent (box_dim[0] x element size) a multiple of 16 bytes and at most the "
+        "swizzle span (32/64/128 bytes), traversal strides 1..8, byte strides multiples of "
+        "16; a 32B interleave only with the 32B swizzle "
+        "[docs/hazards.md: tmap-encoded-invalid]"),
+    Hazard.WGMMA_SWIZZLE_MISMATCH: (
+        E, "wgmma descriptor swizzle differs from the TMA map's that wrote its tile",
+        "give the descriptor and the map one swizzle: build both from one SmemLayout "
+        "(descriptor(k, layout, buf) and TensorMap.tiled(..., layout.tma_box[::-1], "
+        "swizzle=layout.tma_swizzle)), or set the host map's CU_TENSOR_MAP_SWIZZLE_* to the "
+        "descriptor's layout type (1: 128B, 2: 64B, 3: 32B, 0: none) "
+        "[docs/hazards.md: wgmma-swizzle-mismatch]"),
     Hazard.NAMEDBAR_COUNT: (
         E, "named barrier thread count that no set of arriving warps can meet",
         "give bar.sync/bar.arrive the number of threads that arrive in one phase: a multiple "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import ELEM_BYTES, MapInfo, swizzle_repeat_of_mode
+from .context import ELEM_BYTES, MapInfo, swizzle_repeat_of_mode, swizzle_width_of_mode
 from .ops import Role
 
 
@@ -72,7 +72,8 @@ class MapFacts:
                     box *= -(-d // s)
         mode = f.get(("swizzle_mode", None))
         repeat = swizzle_repeat_of_mode(mode) if mode is not None else None
-        if box is None and repeat is None:
+        width = swizzle_width_of_mode(mode) if mode is not None else None
+        if box is None and width is None:
             return None
-        return MapInfo(box, repeat, "constant tensormap.replace values")
+        return MapInfo(box, repeat, "constant tensormap.replace values", width)
 

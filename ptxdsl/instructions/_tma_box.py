@@ -135,6 +135,16 @@ def box_bytes(what: str, box: Any, dtype: Any) -> int:
     return math.prod(dims) * size
 
 
+def declared_width(box: Any, swizzle: Any) -> int | None:
+    """The swizzle row width in bytes (0: none) a declaration that `declared_box` accepted
+    states: an `SmemLayout`'s own, or `swizzle` when given; None for a box and dtype without
+    one (the swizzle is then not known, not "none")."""
+    from .wgmma_desc import SmemLayout, SwizzleMode
+    if isinstance(box, SmemLayout):
+        return box.swizzle.value
+    return None if swizzle is None else SwizzleMode.coerce(swizzle).value
+
+
 def declared_box(what: str, box: Any, dtype: Any, swizzle: Any) -> tuple[int, int | None, str]:
     """(box bytes, swizzle repeat in bytes or None, how it was given) of a declaration: `box`
     an `SmemLayout` (its `tma_box`, element type and swizzle; `dtype` and `swizzle` left

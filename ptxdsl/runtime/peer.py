@@ -127,6 +127,11 @@ def copy_peer(dst: DeviceBuffer | HostBuffer, src: DeviceBuffer | HostBuffer,
 
     With `stream=None` this is cuMemcpyPeer (ordered after all earlier work on both devices)
     and it returns when the copy is done; with a stream, cuMemcpyPeerAsync in that stream."""
+    # int(1.5) was 1 (one byte copied, silently) and a negative count reached the driver
+    if nbytes is not None and (isinstance(nbytes, bool) or not hasattr(nbytes, "__index__")
+                               or nbytes.__index__() < 0):
+        raise ValueError(f"copy_peer: nbytes must be None (all of src) or an int >= 0, got "
+                         f"{nbytes!r}"[:200])
     n = int(src.nbytes if nbytes is None else nbytes)
     if n > dst.nbytes or n > src.nbytes:
         raise ValueError(f"copy_peer: {n} bytes do not fit (source {src.nbytes}, destination "

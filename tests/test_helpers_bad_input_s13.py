@@ -311,3 +311,24 @@ def test_flash_attention_forward_arguments(fa, kw, words):
     (name, args), = _forward(fa, scale=np.float32(0.125))
     assert name.startswith("fa_fwd_bf16_d64") and args[1] == fa.dense_config(
         "bf16", 64, 128, True).threads
+
+
+# -- the test helpers: a folder that is none, a count past the C int, no bytes -------------------
+def test_testing_helpers_arguments(tmp_path):
+    """golden_files of a mistyped root gave [] (tests parametrized over it ran nothing);
+    gpu_deadline(10**12) was an OverflowError from signal.alarm; sass(None) a TypeError from
+    tempfile."""
+    from ptxdsl import testing
+    (tmp_path / "a.ptx").write_text("")
+    for call, words in ((lambda: testing.golden_files(tmp_path / "nope"),
+                         r"golden_files: operand 'root': expected an existing folder"),
+                        (lambda: testing.golden_files(None), r"golden_files: operand 'root'"),
+                        (lambda: testing.gpu_deadline(10**12).__enter__(),
+                         r"gpu_deadline: operand 'seconds': expected at most 2\^31 - 1 "
+                         r"seconds, got int 10{12}"),
+                        (lambda: testing.sass(None), r"sass: operand 'cubin': expected the "
+                         r"cubin's bytes")):
+        with pytest.raises(OperandError, match=words) as e:
+            call()
+        assert _here(e)
+    assert testing.golden_files(tmp_path) == [tmp_path / "a.ptx"]

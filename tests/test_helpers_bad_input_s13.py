@@ -332,3 +332,26 @@ def test_testing_helpers_arguments(tmp_path):
             call()
         assert _here(e)
     assert testing.golden_files(tmp_path) == [tmp_path / "a.ptx"]
+
+
+# -- device and pinned host buffers: whole, non-negative counts ----------------------------------
+from tests.test_runtime_multigpu import fake as fake_driver  # noqa: E402,F401 - a fixture
+
+
+@pytest.mark.parametrize("cls", ["DeviceBuffer", "HostBuffer"])
+@pytest.mark.parametrize("call, operand", [
+    (lambda c: c(1.5), "nbytes"), (lambda c: c(-8), "nbytes"), (lambda c: c(True), "nbytes"),
+    (lambda c: c(8, shape=(-2, -4)), "shape"), (lambda c: c(8, shape=(2.0,)), "shape"),
+    (lambda c: (c.empty if hasattr(c, "empty") else c.zeros)(1.5), "shape")])
+@pytest.mark.usefixtures("fake_driver")
+def test_buffer_counts(cls, call, operand):
+    """int() made 1.5 bytes one; -8 bytes allocated one byte with shape (-8,)."""
+    from ptxdsl import runtime as rt
+    buffer = getattr(rt, cls)
+    with pytest.raises(OperandError, match=rf"{cls}(\.empty|\.zeros)?: operand '{operand}': "
+                       r"expected (a byte count: an int >= 0|extents that are ints >= 0)") as e:
+        call(buffer)
+    assert _here(e)
+    made = (buffer.empty if hasattr(buffer, "empty") else buffer.zeros)((2, 4), np.uint16)
+    assert (made.nbytes, made.shape) == (16, (2, 4))
+    assert buffer(np.int64(24), shape=np.int64(3), dtype=np.uint64).shape == (3,)

@@ -337,6 +337,10 @@ class Fragment(Sealed):
         what = f"fragment (m64n{self.n} .{self.dtype.value}"
         return what + (f", packed {self.packed})" if self.packed else ")")
 
+    def __repr__(self) -> str:
+        # what a refusal quotes as "got Fragment ...": the shape and type, not an address
+        return f"<{self._describe()} of kernel {getattr(self.kernel, 'name', None)!r}>"
+
     def coords(self, thread: int) -> list[tuple[int, int]]:
         """(row, col) of each value thread `thread` (0..127) holds: `fragment_coords`."""
         return fragment_coords(self.n, thread, self.dtype)
@@ -546,13 +550,18 @@ class AFragment(Sealed):
     def __init__(self, k: Any, dtype: ScalarType | str, regs: list[Reg] | None = None) -> None:
         from .instructions.wgmma_desc import _bits
         check_kernel("a_fragment", k)
-        self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype)
+        self.kernel, self.dtype, self.bits = k, dtype, _bits(dtype, "a_fragment")
         self.k = 256 // self.bits
         self.regs = _regs("a_fragment", k, regs, 4, T.b32)
         self._seal()
 
     def __len__(self) -> int:
         return 4
+
+    def __repr__(self) -> str:
+        dtype = getattr(self.dtype, "value", self.dtype)
+        return (f"<a_fragment (m64k{self.k} .{dtype}) of kernel "
+                f"{getattr(self.kernel, 'name', None)!r}>")
 
     def __iter__(self) -> Iterator[Reg]:
         return iter(self.regs)

@@ -204,6 +204,19 @@ def _flag(what: str, operand: str, v: Any) -> bool:
     return v
 
 
+def _tx_count(what: str, nbytes: Any) -> Any:
+    """An expect_tx byte count given as a number: an int in [0, MAX_COUNT], refused by the
+    helper's name (the mbarrier instruction's check named the instruction). A register is
+    the instruction's to check (its txCount operand)."""
+    n = int_like(nbytes)
+    if isinstance(n, Reg) or isinstance(n, int) and not isinstance(n, bool) and \
+            0 <= n <= MAX_COUNT:
+        return n
+    raise OperandError(what, "nbytes", f"the stage's byte count: an int in [0, {MAX_COUNT}] "
+                       "(the mbarrier tx-count limit, 2^20-1; see tx_bytes) or a 32-bit "
+                       "integer register", _show(nbytes))
+
+
 def _count(what: str, v: Any, hi: int) -> int:
     v = int_like(v)
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
@@ -345,6 +358,7 @@ def cluster_sync(k: Kernel, *, aligned: bool = False) -> None:
     reconverged, so the default is the unaligned form."""
     from .instructions import cluster as cl
     _kernel("cluster_sync", k)
+    _flag("cluster_sync", "aligned", aligned)
     cl.barrier_cluster_arrive(k, "release", aligned=aligned)
     cl.barrier_cluster_wait(k, "acquire", aligned=aligned)
 
@@ -473,12 +487,14 @@ class ProducerView(RingView):
         producer's arrival, announcing the bytes the stage's TMA loads will deliver (see
         `tx_bytes`)."""
         check_owned("ProducerView.arrive_expect_tx", self.k, nbytes=nbytes)
+        nbytes = _tx_count("ProducerView.arrive_expect_tx", nbytes)
         self.k.emit(MbarrierArrive(ArriveOp.arrive, ArriveKind.expect_tx, S.shared_cta, SINK,
                                    Addr(self.full_barrier()), nbytes, Sem.release, Scope.cta))
 
     def expect_tx(self, nbytes: Reg | IntLike) -> None:
         """`mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [full], nbytes;` (no arrival)."""
         check_owned("ProducerView.expect_tx", self.k, nbytes=nbytes)
+        nbytes = _tx_count("ProducerView.expect_tx", nbytes)
         self.k.emit(MbarrierTx(TxOp.expect_tx, S.shared_cta, Addr(self.full_barrier()), nbytes,
                                Sem.relaxed, Scope.cta))
 

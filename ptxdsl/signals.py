@@ -76,7 +76,10 @@ def _kernel(name: str, k: Any) -> Kernel:
 def _flag(k: Kernel, name: str, addr: Any, operand: str = "addr") -> Any:
     """A signal's address as a .global operand: a generic pointer is converted (cvta.to.global);
     one known to be in another space is refused, naming the helper."""
-    if isinstance(addr, bool) or not isinstance(addr, Reg | Addr | Symbol):
+    base = addr.base if isinstance(addr, Addr) else addr
+    # a 32-bit register holds no global address: refused here, not by the ld/st built from it
+    if isinstance(addr, bool) or not isinstance(addr, Reg | Addr | Symbol) or isinstance(
+            base, Reg) and (base.type.bits != 64 or base.type.kind not in "bus"):
         raise OperandError(name, operand, "a global address (a 64-bit pointer register, an "
                            "Addr of one, or a .global variable)", _given(addr))
     converted = A.space_addr(k, name, addr, S.global_)

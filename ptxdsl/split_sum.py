@@ -32,7 +32,7 @@ from .fragments import Fragment
 from .instructions.base import _given, int_like
 from .instructions.sync import _barrier_id
 from .kernel import Kernel
-from .operands import Addr, NegPred, Reg
+from .operands import Addr, NegPred, Reg, check_owned
 from .types import ScalarType as T
 
 THREADS = 128                 # a warpgroup
@@ -53,6 +53,9 @@ def ordered_split_sum(k: Kernel, acc: Fragment, *, mine: Reg, first: Reg, stride
     if not isinstance(acc, Fragment) or acc.dtype is not T.f32 or acc.packed:
         raise OperandError(name, "acc", "an .f32 accumulator Fragment (k.fragment(t.f32, ...))",
                            _given(acc))
+    # by this helper's name and the operand given, not by the st/atom/mov it builds from them
+    check_owned(name, k, acc=acc.regs, mine=mine, first=first, counter=counter, parts=parts,
+                barrier=barrier, leader=leader)
     for operand, ptr in (("mine", mine), ("first", first), ("counter", counter)):
         if not isinstance(ptr, Reg) or ptr.type.bits != 64 or ptr.type.kind not in "bus":
             raise OperandError(name, operand, "a 64-bit integer register holding a global "
@@ -66,10 +69,12 @@ def ordered_split_sum(k: Kernel, acc: Fragment, *, mine: Reg, first: Reg, stride
                            _given(leader))
     _barrier_id(f"{name}: barrier", barrier)
     stride = int_like(stride)
+    # below 2^63: the step between slots is added to a 64-bit address (add.u64), and a
+    # larger one wraps past any slot a device holds
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < acc.n * 64 * 4 \
-            or stride % 16:
+            or stride % 16 or stride >= 1 << 63:
         raise OperandError(name, "stride", f"an int multiple of 16, at least the accumulator's "
-                           f"{acc.n * 64 * 4} bytes (one slot)", _given(stride))
+                           f"{acc.n * 64 * 4} bytes (one slot) and below 2^63", _given(stride))
     regs = acc.regs
     quads = [regs[q:q + 4] for q in range(0, len(regs), 4)]
     for q, quad in enumerate(quads):

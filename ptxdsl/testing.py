@@ -48,6 +48,9 @@ def sass(cubin: bytes) -> str:
     """The SASS of a cubin, as nvdisasm prints it (BuildError when nvdisasm is missing)."""
     import subprocess
     import tempfile
+    if not isinstance(cubin, bytes | bytearray | memoryview):
+        raise OperandError("sass", "cubin", "the cubin's bytes (Module.assemble())",
+                           _show(cubin))
     tool = nvdisasm_path()
     if tool is None:
         raise BuildError("sass: nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
@@ -125,6 +128,13 @@ def _read_golden(path: Path) -> str:
 
 
 def golden_files(root: str | os.PathLike) -> list[Path]:
+    """The .ptx files under the folder `root`, sorted. A root that is no folder is refused: a
+    mistyped one gave no goldens, and the tests parametrized over them ran nothing."""
+    if not isinstance(root, str | os.PathLike):
+        raise OperandError("golden_files", "root", "the goldens' folder", _show(root))
+    if not Path(root).is_dir():
+        raise OperandError("golden_files", "root", "an existing folder of goldens",
+                           repr(os.fspath(root)))
     return sorted(Path(root).rglob("*.ptx"))
 
 
@@ -138,6 +148,9 @@ def gpu_deadline(seconds: int):
     n = as_int(seconds)
     if n is None or n < 1:   # alarm(0) is no alarm: the test would have no deadline at all
         raise OperandError("gpu_deadline", "seconds", "a positive number of seconds (an int)",
+                           _show(seconds))
+    if n >= 1 << 31:         # signal.alarm takes a C int (OverflowError past it)
+        raise OperandError("gpu_deadline", "seconds", "at most 2^31 - 1 seconds",
                            _show(seconds))
     seconds = n
 

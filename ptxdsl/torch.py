@@ -34,10 +34,11 @@ inputs that require grad are refused unless `backward=` registers one.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import SupportsIndex
 
 import torch
@@ -168,6 +169,13 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         raise KernelOpError(f"{name}: setup_context= is given without backward=; it only "
                             "saves what a backward formula reads")
     namespace, op_name = name.split("::")
+    if "." in op_name:      # torch reads "op.x" as op's overload x: torch.ops has no "op.x"
+        raise KernelOpError(f"kernel_op name must be 'namespace::op' without a '.' in the op "
+                            f"(torch reads what follows it as an overload name), got {name!r}")
+    # Called only at the op's first use, far from this line: a rule taking another count of
+    # tensors than the op passes it failed there inside the op, with Python's TypeError.
+    _check_arity(name, "outputs", outputs, names, ())
+    _check_arity(name, "launch", launch, names, tuple(f"output {i}" for i in range(n_outputs)))
     ret = "Tensor" if n_outputs == 1 else "(" + ", ".join(["Tensor"] * n_outputs) + ")"
     schema = op_name + "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> " + ret
     per_device = _PerDevice(function)
@@ -185,7 +193,7 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
             if len(outs) == n_outputs:
                 return outs
         raise KernelOpError(f"{name}: the outputs rule must return {n_outputs} tensor(s), got "
-                        f"{[type(o).__name__ for o in outs]}")
+                            f"{[type(o).__name__ for o in outs]}", _caller())
 
     def pointer(t, index: int) -> int:
         if t.get_device() != index:
@@ -225,6 +233,9 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
             no_grad_needed(tensors)
         outs = allocate(tensors)
         cfg = launch(*tensors, *outs)
+        if type(cfg) is not dict or not _LAUNCH_NEEDS <= cfg.keys() <= _LAUNCH_KEYS \
+                or not isinstance(cfg["args"], tuple | list):
+            cfg = _launch_config(name, cfg)
         index = tensors[0].get_device()
         try:
             args = tuple([a if type(a) in plain else pointer(a, index)
@@ -266,6 +277,52 @@ def kernel_op(name: str, function: Function | Callable[[int], Function], *,
         torch.library.register_autograd(name, backward, setup_context=setup_context, lib=lib)
     _LIBRARIES[name] = lib
     return getattr(getattr(torch.ops, namespace), op_name).default
+
+
+# What `launch(...)` returns: a dict of these keys (the first three required).
+_LAUNCH_NEEDS = frozenset({"grid", "block", "args"})
+_LAUNCH_KEYS = _LAUNCH_NEEDS | {"shared_mem", "cluster"}
+
+
+def _launch_config(name: str, cfg: object) -> dict:
+    """`launch(...)`'s result checked (the op's slow path: the hot path takes a dict of the
+    right keys and an args tuple or list as it is). A misspelt key (`smem=`) was ignored, so
+    the kernel ran without the shared memory it needs; a missing one raised KeyError."""
+    want = ("a dict of grid, block, args (a tuple or list) and optionally shared_mem, "
+            "cluster")
+    if not isinstance(cfg, Mapping):
+        raise KernelOpError(f"{name}: launch(...) must return {want}, got "
+                            f"{type(cfg).__name__}", _caller())
+    cfg = dict(cfg)
+    missing, unknown = sorted(_LAUNCH_NEEDS - cfg.keys()), sorted(map(str, cfg.keys() -
+                                                                       _LAUNCH_KEYS))
+    if missing or unknown:
+        got = "; ".join(([f"missing {', '.join(missing)}"] if missing else []) +
+                        ([f"unknown {', '.join(unknown)}"] if unknown else []))
+        raise KernelOpError(f"{name}: launch(...) must return {want}, got {got}"[:400],
+                            _caller())
+    args = cfg["args"]
+    if isinstance(args, str | bytes | Mapping) or not isinstance(args, Iterable):
+        raise KernelOpError(f"{name}: launch(...)['args'] must be the kernel's arguments (a "
+                            f"tuple or list), got {type(args).__name__}", _caller())
+    cfg["args"] = tuple(args)
+    return cfg
+
+
+def _check_arity(name: str, what: str, rule: Callable, inputs: tuple[str, ...],
+                 outputs: tuple[str, ...]) -> None:
+    """Refuse a rule that cannot take the op's inputs (and outputs) as positional arguments."""
+    try:
+        signature = inspect.signature(rule)
+    except (TypeError, ValueError):      # a builtin or a C callable: nothing to read
+        return
+    try:
+        signature.bind(*inputs, *outputs)
+    except TypeError as e:
+        n = len(inputs) + len(outputs)
+        passed = ", ".join((*(f"'{x}'" for x in inputs), *outputs))
+        raise KernelOpError(f"kernel_op {name}: {what} is called with {n} tensor"
+                            f"{'s' * (n != 1)} ({passed}), but {e}") from None
 
 
 # The dispatch key of the real implementation (a CPU test stand-in may patch it).

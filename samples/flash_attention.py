@@ -968,6 +968,28 @@ def _map_specs(cfg: Config, hq: int, hkv: int) -> list[tuple[str, int, int, int]
             ("o", hq, BOX_COLS, BOX_COLS)]
 
 
+def _check_call(what: str, shape: Any, strides: Any, causal: Any, scale: Any,
+                n_strides: int, names: str) -> None:
+    """The host arguments of `forward`/`forward_varlen`: a mistake was found only deep inside
+    (a KeyError for a missing stride, Python's unpacking error for a short shape, a TypeError
+    from int(None) for `causal`), or not at all (causal=0.5 ran a causal kernel)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int | np.integer) and not isinstance(v, bool)
+    if not isinstance(shape, tuple | list) or len(shape) != 6 or not all(map(whole, shape)):
+        raise ValueError(f"{what}: shape must be 6 ints ({names}), got {shape!r}"[:300])
+    if not isinstance(strides, dict) or not all(
+            isinstance(strides.get(n), tuple | list) and len(strides[n]) == n_strides
+            and all(map(whole, strides[n])) for n in MAPS):
+        raise ValueError(f"{what}: strides must map each of {', '.join(MAPS)} to its "
+                         f"{n_strides} strides in elements (ints), got {strides!r}"[:300])
+    if type(causal) is not bool:
+        raise ValueError(f"{what}: causal must be True or False, got {causal!r}"[:200])
+    if scale is not None and (isinstance(scale, bool) or not isinstance(
+            scale, int | float | np.integer | np.floating) or not math.isfinite(scale)):
+        raise ValueError(f"{what}: scale must be None (1/sqrt(D)) or a finite number, got "
+                         f"{scale!r}"[:200])
+
+
 def forward(module: LoadedModule, q: object, k: object, v: object, o: object, lse: object, *,
             shape: tuple[int, int, int, int, int, int], strides: dict[str, tuple[int, int, int]],
             causal: bool, scale: float | None = None, dtype: str = "bf16",
@@ -978,6 +1000,7 @@ def forward(module: LoadedModule, q: object, k: object, v: object, o: object, ls
     the others multiples of 8); LSE is a contiguous f32 [B, Hq, Sq]. `scale`: default
     1/sqrt(D). `consumers`, `bn`: the kernel with that many consumer warpgroups and keys per
     block (one of `dense_configs`) instead of the one `dense_config` picks for the shape."""
+    _check_call("flash_attention", shape, strides, causal, scale, 3, "B, Sq, Sk, Hq, Hkv, D")
     b, sq, sk, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
     if min(b, sq, sk) < 1:
@@ -1004,6 +1027,8 @@ def forward_varlen(module: LoadedModule, q: object, k: object, v: object, o: obj
     `strides[...]` in elements; `cu_seqlens` int32 [nseq + 1] on the device; LSE f32
     [Hq, total]; `workspace` device memory of `workspace_bytes(nseq, total, Hq)` for the
     per-sequence maps and the tile list. `shape` = (nseq, max_seqlen, total, Hq, Hkv, D)."""
+    _check_call("flash_attention varlen", shape, strides, causal, scale, 2,
+                "nseq, max_seqlen, total, Hq, Hkv, D")
     nseq, max_len, total, hq, hkv, d = shape
     group = check_heads(hq, hkv, d)
     cfg = config(dtype, d, varlen=True)

@@ -47,15 +47,21 @@ def elem_bytes(what: str, dtype: Any) -> int:
         raise OperandError(what, "dtype", f"a PTX type name or numpy's full name "
                            f"({code!r}): numpy's codes read otherwise in PTX", repr(dtype))
     # numpy reads None as float64 and takes object/str/void dtypes, none of them a tensor
-    # element: only numbers (bool, int, uint, float, complex) count.
+    # element: only numbers TMA has a data type for count (bool, int, uint, float of 1 to 8
+    # bytes); complex numbers and float128 have none (TensorMap.tiled refuses them), and
+    # counted as 16-byte elements made an expect_tx no copy delivers.
+    dt = None
     if dtype is not None:
         try:
             import numpy as np
             dt = np.dtype(dtype)
-            if dt.kind in "biufc":
-                return int(dt.itemsize)
         except Exception:  # noqa: BLE001 - anything numpy cannot read is refused below
             pass
+    if dt is not None and dt.kind in "biuf" and dt.itemsize <= 8:
+        return int(dt.itemsize)
+    if dt is not None and dt.kind in "fc":
+        raise OperandError(what, "dtype", "an element type TMA copies (1 to 8 bytes: no "
+                           "complex numbers, no float128)", f"numpy {dt.name}")
     raise OperandError(what, "dtype", "a ptxdsl type (t.f32) or a numpy dtype of numbers, "
                        "or a PTX or wgmma type name ('f16', 'e4m3')", _show(dtype))
 

@@ -127,9 +127,9 @@ class Major(enum.Enum):
 _WIDTHS = (1, 8, 16, 32)
 
 
-def _bits(dtype: Any) -> int:
+def _bits(dtype: Any, what: str = "SmemLayout") -> int:
     """Element width in bits of a ptxdsl type, a wgmma type ('e4m3', 'tf32', 'b1') or an int
-    (1, 8, 16 or 32: the widths wgmma reads)."""
+    (1, 8, 16 or 32: the widths wgmma reads); a refusal names `what` (the helper called)."""
     n = int_like(dtype)
     bits = None
     if isinstance(n, int) and not isinstance(n, bool):
@@ -139,9 +139,9 @@ def _bits(dtype: Any) -> int:
         bits = dtype.bits if dtype.kind != "pred" and "x" not in dtype.value else None
     else:
         from .wgmma import check_wtype
-        return check_wtype("SmemLayout", "dtype", dtype).bits
+        return check_wtype(what, "dtype", dtype).bits
     if bits not in _WIDTHS:
-        raise OperandError("SmemLayout", "dtype", "a wgmma input type (.f16, .bf16, .tf32, "
+        raise OperandError(what, "dtype", "a wgmma input type (.f16, .bf16, .tf32, "
                            ".e4m3, .e5m2, .s8, .u8, .b1) or its width in bits (1, 8, 16, 32)",
                            _given(dtype))
     return bits
@@ -402,7 +402,7 @@ class SmemLayout:
 def tensormap_desc(what: str, tmap: Any) -> Any:
     """The description (a TiledDesc) of a runtime TensorMap, or the TiledDesc itself."""
     desc = getattr(tmap, "desc", tmap)
-    if desc is None:
+    if desc is None and tmap is not None:     # None itself is no map at all (below)
         raise BuildError(f"{what}: the tensor map was built from raw bytes and carries no "
                          "description to compare")
     if not all(hasattr(desc, a) for a in ("swizzle", "data_type", "box_dim")):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -275,6 +275,25 @@ def buffer_dtype(dtype, who: str) -> np.dtype:
     return np.dtype(dtype)
 
 
+def buffer_layout(who: str, nbytes: Any, dtype: np.dtype,
+                  shape: Any) -> tuple[int, tuple[int, ...]]:
+    """(nbytes, shape) of a buffer, both whole and non-negative: int() made 1.5 bytes one, and
+    a negative count or extent allocated a 1-byte buffer that claimed a negative shape."""
+    from ptxdsl.errors import OperandError
+    from ptxdsl.operands import _show
+    n = nbytes.__index__() if not isinstance(nbytes, bool) and hasattr(
+        nbytes, "__index__") else None
+    if n is None or n < 0:
+        raise OperandError(who, "nbytes", "a byte count: an int >= 0", _show(nbytes))
+    dims = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+    if shape is None:
+        dims = (n // dtype.itemsize,)
+    elif not all(not isinstance(d, bool) and hasattr(d, "__index__") and d.__index__() >= 0
+                 for d in dims):
+        raise OperandError(who, "shape", "extents that are ints >= 0", _show(shape))
+    return n, tuple(d.__index__() for d in dims)
+
+
 def _numpy_reading(name: str) -> str:
     try:
         return np.dtype(name).name
@@ -298,9 +317,7 @@ class DeviceBuffer(Owned):
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
         dtype = buffer_dtype(dtype, "DeviceBuffer")
         device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
-        if shape is None:
-            shape = (int(nbytes) // dtype.itemsize,)
-        shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        nbytes, shape = buffer_layout("DeviceBuffer", nbytes, dtype, shape)
         if int(np.prod(shape)) * dtype.itemsize > nbytes:
             raise ValueError(f"shape {shape} of {dtype} needs more than {nbytes} bytes")
         self.nbytes = int(nbytes)
@@ -315,9 +332,9 @@ class DeviceBuffer(Owned):
     def empty(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,
               *, device: int = 0) -> DeviceBuffer:
         """An uninitialised buffer of `shape` elements of `dtype` on `device` (cuMemAlloc)."""
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "DeviceBuffer.empty").itemsize
-        return cls(nbytes, dtype=dtype, shape=shape, device=device)
+        dt = buffer_dtype(dtype, "DeviceBuffer.empty")
+        shape = buffer_layout("DeviceBuffer.empty", 0, dt, shape)[1]   # (int(1.5),) was (1,)
+        return cls(int(np.prod(shape)) * dt.itemsize, dtype=dtype, shape=shape, device=device)
 
     @classmethod
     def zeros(cls, shape: int | tuple[int, ...] | list[int], dtype: DTypeLike = np.uint8,

@@ -33,7 +33,7 @@ import numpy as np
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.device import device_count, device_info, on_device, primary_context
 from ptxdsl.runtime.errors import PeerAccessError
-from ptxdsl.runtime.memory import Owned, buffer_dtype, stream_handle
+from ptxdsl.runtime.memory import Owned, buffer_dtype, buffer_layout, stream_handle
 
 if TYPE_CHECKING:  # pragma: no cover
     from numpy.typing import DTypeLike
@@ -127,6 +127,11 @@ def copy_peer(dst: DeviceBuffer | HostBuffer, src: DeviceBuffer | HostBuffer,
 
     With `stream=None` this is cuMemcpyPeer (ordered after all earlier work on both devices)
     and it returns when the copy is done; with a stream, cuMemcpyPeerAsync in that stream."""
+    # int(1.5) was 1 (one byte copied, silently) and a negative count reached the driver
+    if nbytes is not None and (isinstance(nbytes, bool) or not hasattr(nbytes, "__index__")
+                               or nbytes.__index__() < 0):
+        raise ValueError(f"copy_peer: nbytes must be None (all of src) or an int >= 0, got "
+                         f"{nbytes!r}"[:200])
     n = int(src.nbytes if nbytes is None else nbytes)
     if n > dst.nbytes or n > src.nbytes:
         raise ValueError(f"copy_peer: {n} bytes do not fit (source {src.nbytes}, destination "
@@ -177,8 +182,7 @@ class HostBuffer(Owned):
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0,
                  write_combined: bool = False):
         dtype = buffer_dtype(dtype, "HostBuffer")
-        shape = (int(nbytes) // dtype.itemsize,) if shape is None else tuple(
-            int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        nbytes, shape = buffer_layout("HostBuffer", nbytes, dtype, shape)
         if int(np.prod(shape)) * dtype.itemsize > nbytes:
             raise ValueError(f"shape {shape} of {dtype} needs more than {nbytes} bytes")
         drv = driver()
@@ -201,9 +205,9 @@ class HostBuffer(Owned):
               **kwargs: Any) -> HostBuffer:
         """`HostBuffer(...)` of `shape` and `dtype`, set to zero bytes (keywords as the
         constructor's)."""
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        nbytes = int(np.prod(shape)) * buffer_dtype(dtype, "HostBuffer.zeros").itemsize
-        buf = cls(nbytes, dtype=dtype, shape=shape, **kwargs)
+        dt = buffer_dtype(dtype, "HostBuffer.zeros")
+        shape = buffer_layout("HostBuffer.zeros", 0, dt, shape)[1]     # (int(1.5),) was (1,)
+        buf = cls(int(np.prod(shape)) * dt.itemsize, dtype=dtype, shape=shape, **kwargs)
         buf.array[...] = 0
         return buf
 

@@ -44,8 +44,11 @@ DEFAULT_SIGNAL_PAD_BYTES = 2048
 _MAX_WORLD = 8       # the GPUs of one host
 
 
-def _int(what: str, value: Any, low: int = 0) -> int:
-    """A non-negative (>= low) Python int from an int-like value (numpy ints, torch's)."""
+def _int(what: str, value: Any, low: int = 0, bits: int = 64) -> int:
+    """A non-negative (>= low) Python int below 2^bits from an int-like value (numpy ints,
+    torch's): addresses, sizes and offsets are 64-bit for the driver and the kernels (an
+    address of 2^64 or more was kept, and wrapped or overflowed only in the driver call or the
+    kernel); a device ordinal is a 32-bit int."""
     try:
         n = value.__index__() if not isinstance(value, bool) else None
     except (AttributeError, TypeError):
@@ -53,6 +56,9 @@ def _int(what: str, value: Any, low: int = 0) -> int:
     if n is None or n < low:
         raise SymmetricMemoryError(f"SymmetricBuffers: {what} must be an integer >= {low}, "
                                    f"got {value!r}")
+    if n >= 1 << bits:
+        raise SymmetricMemoryError(f"SymmetricBuffers: {what} must be below 2^{bits}, got "
+                                   f"{n}")
     return int(n)
 
 
@@ -65,6 +71,14 @@ def _pointers(what: str, value: Any, world: int) -> tuple[int, ...]:
         raise SymmetricMemoryError(f"SymmetricBuffers: {what} has {len(ptrs)} addresses but "
                                    f"world_size is {world} (one per rank)")
     return ptrs
+
+
+def _fits(what: str, ptrs: tuple[int, ...], size_name: str, size: int) -> None:
+    """Every rank's region [ptr, ptr + size) lies below 2^64."""
+    last = max(ptrs)
+    if last + size > 1 << 64:
+        raise SymmetricMemoryError(f"SymmetricBuffers: {what} {last:#x} + {size_name} {size} "
+                                   "runs past the 64-bit address space")
 
 
 @attrs.frozen
@@ -94,14 +108,19 @@ class SymmetricBuffers:
         rank = _int("rank", self.rank)
         if rank >= world:
             raise SymmetricMemoryError(f"SymmetricBuffers: rank {rank} is not in [0, {world})")
-        values = {"world_size": world, "rank": rank, "device": _int("device", self.device),
-                  "buffer_ptrs": _pointers("buffer_ptrs", self.buffer_ptrs, world),
-                  "signal_pad_ptrs": _pointers("signal_pad_ptrs", self.signal_pad_ptrs, world),
+        buffers = _pointers("buffer_ptrs", self.buffer_ptrs, world)
+        pads = _pointers("signal_pad_ptrs", self.signal_pad_ptrs, world)
+        size = _int("buffer_size", self.buffer_size, 1)
+        pad = _int("signal_pad_size", self.signal_pad_size, 4)
+        _fits("buffer_ptrs", buffers, "buffer_size", size)
+        _fits("signal_pad_ptrs", pads, "signal_pad_size", pad)
+        values = {"world_size": world, "rank": rank, "device": _int("device", self.device,
+                                                                     bits=31),
+                  "buffer_ptrs": buffers, "signal_pad_ptrs": pads,
                   "buffer_ptrs_dev": _int("buffer_ptrs_dev", self.buffer_ptrs_dev, 1),
                   "signal_pad_ptrs_dev": _int("signal_pad_ptrs_dev", self.signal_pad_ptrs_dev,
                                               1),
-                  "buffer_size": _int("buffer_size", self.buffer_size, 1),
-                  "signal_pad_size": _int("signal_pad_size", self.signal_pad_size, 4)}
+                  "buffer_size": size, "signal_pad_size": pad}
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -244,9 +263,14 @@ class SymmetricBuffers:
         """`fn.launch(grid, block, args, stream=self.stream(), ...)`; `fn` must be loaded on
         this rank's device."""
         if getattr(fn, "device", self.device) != self.device:
-            raise SymmetricMemoryError(f"SymmetricBuffers.launch: kernel '{fn.name}' is loaded "
+            raise SymmetricMemoryError(f"SymmetricBuffers.launch: kernel "
+                                       f"'{getattr(fn, 'name', fn)}' is loaded "
                                        f"on device {fn.device}, rank {self.rank}'s memory is "
                                        f"on device {self.device}")
+        if not callable(getattr(fn, "launch", None)):
+            raise SymmetricMemoryError(f"SymmetricBuffers.launch: fn must be a loaded kernel "
+                                       f"(module.load(device=...)['name']), got "
+                                       f"{type(fn).__name__}")
         fn.launch(grid, block, args, stream=self.stream(), **kwargs)
 
 

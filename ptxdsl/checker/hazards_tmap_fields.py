@@ -4,10 +4,12 @@ that the driver's encoder would refuse.
 `cuTensorMapEncodeTiled` checks a map's fields against each other on the host; a map
 encoded on the device is checked by nobody: ptxas checks no `tensormap.replace` value, and
 the builders check an immediate against its own field only. The copies that use such a map
-fault or move other bytes than the kernel expects. Judged per encoding (the replaces of one
-map address between two of its `cp_fenceproxy` publications: one shared scratch map may
-encode several), from the values the kernel writes that are constants (immediates, or
-registers that hold one):
+fault or move other bytes than the kernel expects (on an H200, a load through a map encoded
+with an 8-byte inner box stopped the kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION; the driver
+refuses every combination below with CUDA_ERROR_INVALID_VALUE). Judged per encoding (the
+replaces of one map address between two of its `cp_fenceproxy` publications: one shared
+scratch map may encode several), from the values the kernel writes that are constants
+(immediates, or registers that hold one):
 
 - each value in its field's range, for values that reach the replace through a register
   (Triton writes `mov.b32 %r, 1` then the register): box extents 1..256, traversal strides

@@ -44,26 +44,34 @@ from ..operands import _show
 # Swizzle -> the shared-memory span after which its pattern repeats (digest §7.4). Keys are
 # CUtensorMapSwizzle values and names; the PTX swizzle_mode field uses 0..3 for the same four
 # plus 4 for 96B (sm_103a), handled in `swizzle_repeat_of_mode`.
-_REPEAT_BY_DRIVER = {0: None, 1: 256, 2: 512, 3: 1024, 4: 1024, 5: 1024, 6: 1024}
-_REPEAT_BY_NAME = {"NONE": None, "32B": 256, "64B": 512, "128B": 1024, "96B": 256}
+_REPEAT_BY_DRIVER: dict[int, int | None] = {
+    0: None, 1: 256, 2: 512, 3: 1024, 4: 1024, 5: 1024, 6: 1024}
+_REPEAT_BY_NAME: dict[str, int | None] = {
+    "NONE": None, "32B": 256, "64B": 512, "128B": 1024, "96B": 256}
 _REPEAT_BY_MODE = {0: None, 1: 256, 2: 512, 3: 1024, 4: 256}
 
 # PTX `.elemtype` codes (digest §1.5) -> bytes per element (None: packed sub-byte types).
 ELEM_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
 
 
-def swizzle_repeat(swizzle: Any) -> int | None:
-    """The repeat span in bytes of a driver swizzle (enum, int or name such as '128B')."""
-    if swizzle is None:
+def _by_swizzle(swizzle: Any, by_name: dict[str, int | None],
+                by_driver: dict[int, int | None]) -> int | None:
+    """A table's entry for a driver swizzle given as an enum, an int or a name ('128B',
+    'CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B'); None for None or anything else."""
+    if swizzle is None or isinstance(swizzle, bool):
         return None
     if isinstance(swizzle, str):
         key = swizzle.strip().upper().removeprefix("CU_TENSOR_MAP_SWIZZLE_")
-        key = key.removeprefix("SWIZZLE_")
-        return _REPEAT_BY_NAME.get(key.split("_")[0], None)
+        return by_name.get(key.removeprefix("SWIZZLE_").split("_")[0])
     try:
-        return _REPEAT_BY_DRIVER.get(int(swizzle))
+        return by_driver.get(int(swizzle))
     except (TypeError, ValueError):
         return None
+
+
+def swizzle_repeat(swizzle: Any) -> int | None:
+    """The repeat span in bytes of a driver swizzle (enum, int or name such as '128B')."""
+    return _by_swizzle(swizzle, _REPEAT_BY_NAME, _REPEAT_BY_DRIVER)
 
 
 def swizzle_repeat_of_mode(mode: int) -> int | None:
@@ -74,23 +82,15 @@ def swizzle_repeat_of_mode(mode: int) -> int | None:
 # The same swizzles -> the row width in bytes whose 16-byte chunks they permute, 0 for no
 # swizzle: what a wgmma descriptor's layout type must say of the tile (`wgmma-swizzle-mismatch`).
 # The sm_100 128B variants (32B / 64B atomicity) keep 128-byte rows.
-_WIDTH_BY_DRIVER = {0: 0, 1: 32, 2: 64, 3: 128, 4: 128, 5: 128, 6: 128}
-_WIDTH_BY_NAME = {"NONE": 0, "32B": 32, "64B": 64, "128B": 128, "96B": 96}
+_WIDTH_BY_DRIVER: dict[int, int | None] = {0: 0, 1: 32, 2: 64, 3: 128, 4: 128, 5: 128, 6: 128}
+_WIDTH_BY_NAME: dict[str, int | None] = {"NONE": 0, "32B": 32, "64B": 64, "128B": 128, "96B": 96}
 _WIDTH_BY_MODE = {0: 0, 1: 32, 2: 64, 3: 128, 4: 96}
 
 
 def swizzle_width(swizzle: Any) -> int | None:
     """The row width in bytes of a driver swizzle (enum, int or name), 0 for none; None when
     `swizzle` is None (not given) or not a swizzle."""
-    if swizzle is None or isinstance(swizzle, bool):
-        return None
-    if isinstance(swizzle, str):
-        key = swizzle.strip().upper().removeprefix("CU_TENSOR_MAP_SWIZZLE_")
-        return _WIDTH_BY_NAME.get(key.removeprefix("SWIZZLE_").split("_")[0])
-    try:
-        return _WIDTH_BY_DRIVER.get(int(swizzle))
-    except (TypeError, ValueError):
-        return None
+    return _by_swizzle(swizzle, _WIDTH_BY_NAME, _WIDTH_BY_DRIVER)
 
 
 def swizzle_width_of_mode(mode: int) -> int | None:

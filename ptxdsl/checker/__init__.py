@@ -71,6 +71,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_stages,
     hazards_tmap,
     hazards_tmem,
+    hazards_walk,
     hazards_wgmma,
     hazards_xdev,
     hazards_xgpu,

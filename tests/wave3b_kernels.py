@@ -61,15 +61,15 @@ $L_TWAIT:
 """
 
 
-_TRIP = """  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 8192;
-  @%p1 {load}
+_TRIP = f"""  @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 8192;
+  @%p1 {LOAD}
       [%r2], [%rd2, {{%r4, %r4}}], [%r3];
 $L_WAIT:
   mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], %r5;
   @!%p2 bra $L_WAIT;
   ld.shared.f32 %f2, [%r7];
   add.f32 %f1, %f1, %f2;
-""".format(load=LOAD)
+"""
 
 
 def tail_bottom(bug: bool) -> str:
@@ -363,6 +363,21 @@ $L_END:
   ret;
 }}
 """
+
+
+def tail_fixed(trips: int, tail: str) -> str:
+    """A head-tested loop of a constant `trips`, the phase flipped by `xor` each trip, and the
+    tail wait on `tail` (for the boundary tests: no pair)."""
+    loop = f"""$L_LOOP:
+  setp.ge.u32 %p3, %r4, {trips};
+  @%p3 bra $L_DONE;
+{_TRIP}  xor.b32 %r5, %r5, 1;
+  add.s32 %r4, %r4, 1;
+  bar.sync 0;
+  bra.uni $L_LOOP;
+$L_DONE:
+"""
+    return _single("w3b_tail_fixed", loop, tail)
 
 
 PAIRS = [

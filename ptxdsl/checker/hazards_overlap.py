@@ -289,7 +289,8 @@ def _walked(an: Analysis, o: Op) -> tuple[Any, int, dict[int, int | None]] | Non
     header = next((h for h, body in an.loops if loops and body is loops[0]), None)
     walk = _walk(an, header, loops[0]) if header is not None and size is not None else None
     seen = walk.copies.get(o.index) if walk is not None else None
-    if not seen or walk is None or walk.root is None or any(d is None for d, _ in seen):
+    if not seen or walk is None or walk.root is None or size is None \
+            or any(d is None for d, _ in seen):
         return None
     out: dict[int, int | None] = {}
     for d, bar in sorted(seen, key=repr):
@@ -347,10 +348,10 @@ def inflight_overlap(an: Analysis) -> None:
                 what = "two of this copy's stages" if a is b else "this copy and another"
                 an.report(Hazard.TMA_DST_OVERLAP, f"{what} this loop issues write "
                           f"overlapping bytes of {root} (offsets {xa}..{xa + ia[1] - 1} "
-                          f"and {xb}..{xb + ib[1] - 1}), and the loop does not wait for "
-                          f"either before issuing the next: both are in flight at once, "
-                          f"each completing on {on}, and one overwrites the other's tile "
-                          "before it is read",
+                          f"and {xb}..{xb + ib[1] - 1}), and the loop waits on neither's "
+                          f"barrier (a release wait orders only a stage's reuse): both can "
+                          f"be in flight at once, each completing on {on}, and one "
+                          "overwrites the other's tile before it is read",
                           [("copy", b.index), ("copy", a.index)],
                           dedupe=("dst-overlap", a.index, b.index))
 

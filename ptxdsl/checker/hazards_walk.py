@@ -85,6 +85,9 @@ class _Walk:
         st = an.body[outside[0]] if len(outside) == 1 else None
         if st is None or st.guard is not None or not isinstance(st.insn, Mov):
             return None
+        where = an.cfg.block_of(outside[0])
+        if any(self.body < body and where not in body for _, body in an.loops):
+            return None   # set once around an enclosing loop: later entries see this loop's exit
         c = an.const(st.insn.a)
         return None if c is None else c & _MASK
 
@@ -94,18 +97,26 @@ class _Walk:
         if isinstance(x, Addr):
             v = self._value(x.base)
             return None if v is None else (v + x.offset) & _MASK
+        if isinstance(x, Symbol):
+            return self._offset(x, 0)
         if not isinstance(x, Reg):
             return None
         if id(x) in self.written:
             return self.state.get(id(x))
-        v = self.an.val(x)
-        if v.kind is Kind.const and v.const is not None:
-            return v.const & _MASK
-        if v.kind is Kind.addr and v.offset is not None and isinstance(v.root, Symbol) \
-                and v.root.space.is_shared and self.root in (None, v.root):
-            self.root = v.root
-            return v.offset
+        known = self.an.val(x)
+        if known.kind is Kind.const and known.const is not None:
+            return known.const & _MASK
+        if known.kind is Kind.addr and known.offset is not None:
+            return self._offset(known.root, known.offset)
         return None
+
+    def _offset(self, root: Any, offset: int) -> int | None:
+        """An address into a shared symbol as its offset, for one symbol per walk."""
+        if not isinstance(root, Symbol) or not root.space.is_shared or \
+                self.root not in (None, root):
+            return None
+        self.root = root
+        return offset
 
     def _pred(self, guard: Any) -> int | None:
         neg = isinstance(guard, NegPred)
@@ -235,7 +246,9 @@ def walk_ring(an: Analysis) -> None:
     for header, body in an.loops if waits else ():
         mine = [w for w in waits if an.cfg.block_of(w.index) in body]
         walk = _walk(an, header, body) if mine else None
-        for w in mine if walk is not None else ():
+        if walk is None:
+            continue
+        for w in mine:
             seq = _sequence(walk, w)
             bad = _mismatch(seq) if seq else None
             if seq is None or bad is None or len({bar for bar, _ in seq}) < 2:
@@ -265,13 +278,16 @@ def walk_tail(an: Analysis) -> None:
             # The tail follows the loop: the block the loop is entered from (its zero-trip
             # test, if any) dominates it, so a thread reaching it ran the loop or skipped it
             # on the trip count (a role's loop ending in another role's code does not).
+            # And no loop holds both: the barrier's phase there moves on with each trip of
+            # that loop too (the rule for waits in loops judges those).
             pre = _idom(an)[header]
             if tb in body or pre is None or not dominates(_idom(an), pre, tb) or any(
+                    tb in outer and header in outer for _, outer in an.loops) or any(
                     _same(an.key(o, "mbar"), key)
                     and dominates(_idom(an), header, an.cfg.block_of(o.index)) for o in inits):
                 continue
             walk = _walk(an, header, body)
-            if walk is None or walk.exited or not _runtime_trips(an, body):
+            if walk is None or not (walk.exited or _runtime_trips(an, body)):
                 continue
             for w in waits:
                 if an.cfg.block_of(w.index) not in body or not _same(an.key(w, "mbar"), key):
@@ -280,13 +296,20 @@ def walk_tail(an: Analysis) -> None:
                 if not seq or len(seq) < 2 or _mismatch(seq) is not None \
                         or len({bar for bar, _ in seq}) != 1:
                     continue   # not one barrier waited once per trip, its phase followed
+                if walk.exited:   # a constant trip count: the phase after it is known
+                    want = seq[0][1] ^ (len(seq) & 1)
+                    if (c & 1) == want:
+                        break
+                    how = (f"after its {len(seq)} trips, each waiting on that barrier once, "
+                           f"the barrier is in the phase of parity {want}")
+                else:
+                    how = ("the loop waits on that barrier once per trip, flipping the phase "
+                           "each trip, for a trip count known only at run time: after an odd "
+                           "number of trips the barrier is in the other phase")
                 an.report(Hazard.WAIT_PARITY_CONSTANT, f"the wait on the mbarrier at "
-                          f"{an.describe(tail.mbar)} after the loop names parity {c}, but "
-                          "the loop before it waits on that barrier once per trip, flipping "
-                          "the phase each trip, for a trip count known only at run time: "
-                          "after an odd number of trips the barrier is in the other phase, "
-                          "so the wait passes at once on a stale phase or hangs (wait with "
-                          "the phase register the loop leaves)",
+                          f"{an.describe(tail.mbar)} after a loop names parity {c}, but "
+                          f"{how}, so the wait passes at once on a stale phase or hangs (wait "
+                          "with the phase the loop leaves)",
                           [("wait", tail.index), ("loop wait", w.index)], dedupe=tail.index)
                 break
 

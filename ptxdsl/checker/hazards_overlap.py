@@ -255,8 +255,12 @@ def _instances(an: Analysis, o: Op) -> tuple[Any, int, dict[int, int | None]] | 
     key = ("inflight", o.index)
     if key in an.cache:
         return an.cache[key]
+    # The walk first: it takes the values the loop gives, where a counter's bounds may
+    # include its exit value.
+    hit = an.cache[key] = _walked(an, o)
+    if hit is not None:
+        return hit
     start, size = _start(an, o.smem), _box(an, o)
-    hit = None
     if start is not None and size is not None and isinstance(start[0], Symbol):
         (dst, doff), (bar, boff) = _number(an, o.smem), _number(an, o.mbar)
         leaves = sorted(_leaves(dst, set()), key=repr)
@@ -275,8 +279,8 @@ def _instances(an: Analysis, o: Op) -> tuple[Any, int, dict[int, int | None]] | 
                 hit = (start[0], size, out)
             except _Unknown:
                 hit = None
-    an.cache[key] = hit if hit is not None else _walked(an, o)
-    return an.cache[key]
+    an.cache[key] = hit
+    return hit
 
 
 def _walked(an: Analysis, o: Op) -> tuple[Any, int, dict[int, int | None]] | None:
@@ -292,10 +296,30 @@ def _walked(an: Analysis, o: Op) -> tuple[Any, int, dict[int, int | None]] | Non
     if not seen or walk is None or walk.root is None or size is None \
             or any(d is None for d, _ in seen):
         return None
+    if not walk.exited and 2 * len({d for d, _ in seen}) > walk.trip:
+        return None   # a run-time trip count and no stage seen twice: not a ring's stages
     out: dict[int, int | None] = {}
     for d, bar in sorted(seen, key=repr):
         out.setdefault(d, bar)
     return walk.root, size, out
+
+
+def _waited_on(an: Analysis, *loads: Op) -> bool:
+    """Does the walk of a load's loop see a wait there on one of the loads' barriers, or on
+    a barrier it cannot evaluate?"""
+    from .hazards_walk import _walk
+    bars: set[Any] = set()
+    for o in loads:
+        inst = _instances(an, o)
+        bars |= set(inst[2].values()) if inst is not None else {None}
+    for o in loads:
+        b = an.cfg.block_of(o.index)
+        for h, body in an.loops:
+            walk = _walk(an, h, body) if b in body else None
+            if walk is not None and any(bar is None or bar in bars or None in bars
+                                        for _, _, bar, _ in walk.events):
+                return True
+    return False
 
 
 def _clash(a: tuple, b: tuple, same: bool) -> tuple[int, int] | None:
@@ -329,7 +353,8 @@ def inflight_overlap(an: Analysis) -> None:
         served = [w for w in waits if an.cfg.block_of(w.index) in body]
         for x, a in enumerate(inside):
             for b in inside[x:]:
-                if any(_same_barriers(an, w, a) or _same_barriers(an, w, b) for w in served):
+                if any(_same_barriers(an, w, a) or _same_barriers(an, w, b) for w in served) \
+                        or _waited_on(an, a, b):
                     continue   # the loop waits for its copies: they are not all in flight
                 if a is not b and not (ft.before(a.index, b.index)
                                        or ft.before(b.index, a.index)):

@@ -61,6 +61,9 @@ class _Walk:
     def __init__(self, an: Analysis, header: int, body: frozenset):
         self.an, self.header, self.body = an, header, body
         self.seen: dict[int, list[list[tuple[Any, Any]]]] = {}
+        # every wait in the order run: (trip, wait, barrier offset, parity)
+        self.events: list[tuple[int, int, Any, Any]] = []
+        self.trip = 0
         # load -> (destination offset, barrier offset) of each copy it issued
         self.copies: dict[int, set[tuple[Any, Any]]] = {}
         self.root: Symbol | None = None     # the one shared symbol offsets are into
@@ -76,6 +79,7 @@ class _Walk:
             for w in self.seen.values():
                 w.append([])
             self._trip()
+            self.trip += 1
 
     def _entry(self, reg: Reg) -> int | None:
         an = self.an
@@ -161,7 +165,9 @@ class _Walk:
         if op is not None and op.role is Role.MBAR_WAIT and op.parity is not None:
             if i not in self.seen:
                 self.seen[i] = [[]]
-            self.seen[i][-1].append((self._value(op.mbar), self._value(op.parity)))
+            bar, par = self._value(op.mbar), self._value(op.parity)
+            self.seen[i][-1].append((bar, par))
+            self.events.append((self.trip, i, bar, None if par is None else par & 1))
             for r in outs:
                 self.state[id(r)] = 1      # the wait passes
             return
@@ -228,8 +234,8 @@ def _sequence(walk: _Walk, w: Op) -> list[tuple[int, int]] | None:
 
 
 def _mismatch(seq: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
-    """(trip, barrier, parity named, uses before) of the first wait whose parity is not the
-    first trip's flipped once per earlier use of its barrier."""
+    """(trip, barrier, parity named, uses before) of the first wait of one site whose parity is
+    not the first trip's flipped once per earlier use of its barrier."""
     uses: dict[int, int] = {}
     first = seq[0][1] if seq else 0
     for t, (bar, par) in enumerate(seq):
@@ -240,28 +246,69 @@ def _mismatch(seq: list[tuple[int, int]]) -> tuple[int, int, int, int] | None:
     return None
 
 
+def _misnamed(walk: _Walk, site: int) -> tuple[int, int, int, str] | None:
+    """(trip, barrier, parity named, why) of the first wait of `site` that names a phase its
+    barrier is not in, judging every wait of the walk in the order run: a barrier's first wait
+    names the parity the site's first wait named (every stage starts fresh alike), and each
+    later one the other parity than the wait before it on that barrier, unless that was
+    another site's in the same trip (a second wait for the phase already waited for)."""
+    base = next((par for _, i, _, par in walk.events if i == site), None)
+    last: dict[Any, tuple[int, int, int]] = {}
+    for trip, i, bar, par in walk.events:
+        if bar is None or par is None or base is None:
+            return None
+        prev = last.get(bar)
+        last[bar] = (trip, i, par)
+        if i != site:
+            continue
+        if prev is None and par != base:
+            return trip, bar, par, (f"the barrier's first wait in the loop, while every "
+                                    f"stage starts in the phase the first wait named "
+                                    f"(parity {base})")
+        if prev is not None and par == prev[2] and (prev[1] == i or prev[0] != trip):
+            return trip, bar, par, (f"the parity its previous wait named (on trip "
+                                    f"{prev[0]}), a phase already completed")
+    return None
+
+
+def _fresh(an: Analysis, walk: _Walk, header: int, body: frozenset, bars: set) -> bool:
+    """Are the walked barriers fresh when the loop starts: no wait outside the loop that may
+    run before it (one the loop's header is reachable from) may be on one of them (a first
+    trip peeled off the loop consumed a phase the walk does not see)?"""
+    for o in an.ops:
+        b = an.cfg.block_of(o.index)
+        if o.role is not Role.MBAR_WAIT or b in body or \
+                header not in an.cfg.reachable([b], None):
+            continue
+        v = an.val(o.mbar)
+        if not (v.kind is Kind.addr and v.offset is not None and v.root is walk.root
+                and v.offset not in bars):
+            return False
+    return True
+
+
 def walk_ring(an: Analysis) -> None:
     """`ring-parity`: a ring wait whose parity, walked trip by trip, is not its stage's."""
     waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and o.parity is not None]
     for header, body in an.loops if waits else ():
         mine = [w for w in waits if an.cfg.block_of(w.index) in body]
         walk = _walk(an, header, body) if mine else None
-        if walk is None:
+        if walk is None or not walk.events:
+            continue
+        bars = {bar for _, _, bar, _ in walk.events}
+        if not _fresh(an, walk, header, body, bars):
             continue
         for w in mine:
-            seq = _sequence(walk, w)
-            bad = _mismatch(seq) if seq else None
-            if seq is None or bad is None or len({bar for bar, _ in seq}) < 2:
+            stages = {bar for _, i, bar, _ in walk.events if i == w.index}
+            bad = _misnamed(walk, w.index) if len(stages) > 1 else None
+            if bad is None:
                 continue
-            t, bar, par, k = bad
-            n = len({bar for bar, _ in seq})
-            an.report(Hazard.RING_PARITY, f"the wait on the {n}-stage ring of barriers at "
-                      f"{an.describe(w.mbar)} names parity {par} on trip {t} (the barrier at "
-                      f"offset {bar}, its use number {k + 1}), but that barrier is then in "
-                      f"the phase of parity {seq[0][1] ^ (k & 1)}: each stage's barrier "
-                      "completes one phase per use, so the phase must flip when the stage "
-                      "index wraps, at no other stage",
-                      [("wait", w.index)], dedupe=("ring-parity", w.index))
+            t, bar, par, why = bad
+            an.report(Hazard.RING_PARITY, f"the wait on the {len(stages)}-stage ring of "
+                      f"barriers at {an.describe(w.mbar)} names parity {par} on trip {t} (the "
+                      f"barrier at offset {bar}), {why}: each stage's barrier completes one "
+                      "phase per use, so the phase must flip when the stage index wraps, at "
+                      "no other stage", [("wait", w.index)], dedupe=("ring-parity", w.index))
 
 
 def walk_tail(an: Analysis) -> None:

@@ -1,21 +1,23 @@
-"""Phases a loop carries, walked trip by trip: the registers a wait's barrier address and parity
-are computed from (a stage register and a phase register advanced in place, or a counter the
-stage and phase are derived from) start at constants and change in one block of the loop
-(its step). Running that block on concrete values, trip after trip, gives the stage and
-parity each trip's wait names; a stage's barrier completes one phase per use, so the k-th
-wait on one stage must name the first wait's parity flipped k times.
+"""Phases a loop carries, walked trip by trip: the loop is run on concrete values (`_Walk`),
+its registers starting at the constants they enter with, waits passing, a branch out of the
+loop on a run-time condition staying in it. Each wait then names a barrier (its offset) and a
+parity, trip after trip, whatever form the stage and phase take (a stage register advanced
+in place, `s += 1; s = s == N ? 0 : s`, a phase flipped by `selp` or `@p xor`, `s = i % N`,
+`(i / N) & 1`, nvcc's one register reused for each role's addresses). A barrier completes
+one phase per use, so:
 
-- `ring-parity` (`walk_ring`): some trip's wait names a parity other than its stage's
-  barrier's phase (the phase flipped at `stage == 2` of a ring wrapping at 4, or flipped
-  every trip of a multi-stage ring), whatever the step's form (`s += 1; s = s == N ? 0 : s`,
-  `s = (s + 1) % N`, `stage = k % N` and `phase = (k / N) & 1`).
-- `wait-parity-constant` (`walk_tail`): a wait after the loop on a barrier the loop waits on
-  each trip, with a constant parity, where the loop's trip count is a run-time value: the
-  phase the barrier is in there is the phase register's value at the exit (the trip count's
-  parity), which a constant matches for only half the trip counts.
+- `ring-parity` (`walk_ring`): a barrier's first wait in the loop names the parity the wait
+  site's first wait named (every stage starts fresh alike), and each later wait the other
+  parity than the wait before it on that barrier (a second wait of the phase by another site
+  in the same trip excepted). A phase flipped at `stage == 2` of a ring wrapping at 4 makes
+  stage 2's first wait name parity 1.
+- `wait-parity-constant` (`walk_tail`): a wait after the loop, with a constant parity, on the
+  one barrier the loop waits on once per trip, flipping its phase: with a run-time trip count
+  the phase there is the trip count's parity, which a constant matches for half the counts;
+  with a constant one (the walk leaves the loop) it is known.
 
-Only what the walk shows is reported: a step block the interpreter cannot run, a register
-with no constant start, or a wait not on one side of the step, is skipped.
+The loads a loop issues are recorded too (`copies`: where `hazards_overlap` finds the stages a
+copy writes). Only what the walk shows is reported: a loop it cannot follow is skipped.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class _Walk:
     checker knows of them (a constant, or a shared symbol's address as its offset). A wait
     passes; a branch out of the loop on an unknown condition stays in it (the trip count is
     a run-time value); any other branch on an unknown condition stops the walk. `seen`:
-    (barrier offset, parity) each wait named, per trip (None where unknown)."""
+    (barrier offset, parity) each wait named, per trip (None where unknown); `events`: the
+    same in the order run."""
 
     def __init__(self, an: Analysis, header: int, body: frozenset):
         self.an, self.header, self.body = an, header, body
@@ -140,10 +143,10 @@ class _Walk:
 
     def _block(self, b: int) -> int | None:
         an, blk = self.an, self.an.cfg.blocks[b]
+        self.steps += 1 + len(blk.stmts)   # (an empty block counts too: a loop of them ends)
+        if self.steps > _STEPS:
+            raise _Stuck(b)
         for i in blk.stmts:
-            self.steps += 1
-            if self.steps > _STEPS:
-                raise _Stuck(i)
             if i != blk.branch:
                 self._run(i)
         if blk.branch is None:
@@ -300,7 +303,9 @@ def walk_ring(an: Analysis) -> None:
             continue
         for w in mine:
             stages = {bar for _, i, bar, _ in walk.events if i == w.index}
-            bad = _misnamed(walk, w.index) if len(stages) > 1 else None
+            parities = {par for _, i, _, par in walk.events if i == w.index}
+            # (a parity that never changes is `wait-parity-constant`'s: reported once, so)
+            bad = _misnamed(walk, w.index) if len(stages) > 1 and len(parities) > 1 else None
             if bad is None:
                 continue
             t, bar, par, why = bad

@@ -73,6 +73,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_tmap,
     hazards_tmap_fields,
     hazards_tmem,
+    hazards_walk,
     hazards_wgmma,
     hazards_xdev,
     hazards_xgpu,

@@ -321,6 +321,10 @@ class Analysis:
                                           tuple(self.site(r, i) for r, i in sites),
                                           unchecked=unchecked)
 
+    def reported(self, hazard: Hazard, dedupe: Any) -> bool:
+        """Has a finding of `hazard` with this `dedupe` key been recorded?"""
+        return (hazard, dedupe) in self._findings
+
     # -- operand facts --------------------------------------------------------------------------
     def val(self, operand: Any) -> Val:
         """The `values.Val` of an operand (its value number, symbol and offset, space), cached per

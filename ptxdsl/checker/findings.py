@@ -181,9 +181,10 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "out-of-bounds elements included) of every load completing on that barrier "
         "[docs/hazards.md: expect-tx-mismatch]"),
     Hazard.WAIT_PARITY_CONSTANT: (
-        E, "mbarrier wait in a loop whose parity never changes across phases",
+        E, "mbarrier wait whose parity does not follow the phases a loop completes",
         "flip the parity after every completed phase (e.g. xor phase, phase, 1) so each "
-        "iteration waits for the next phase [docs/hazards.md: wait-parity-constant]"),
+        "iteration waits for the next phase; after a loop, wait with the phase it leaves "
+        "[docs/hazards.md: wait-parity-constant]"),
     Hazard.WAIT_CLUSTER_SPACE: (
         E, "mbarrier try_wait/test_wait on a .shared::cluster address",
         "wait only on the local CTA's barrier (a .shared::cta address); remote barriers "
@@ -261,7 +262,7 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "still use races with them (mbarrier.inval first if it must be reused)"
         " [docs/hazards.md: mbar-reinit]"),
     Hazard.RING_PARITY: (
-        E, "wait parity flips every iteration on a ring of more than one stage",
+        E, "wait parity on a ring of more than one stage that is not its stage's phase",
         "each stage's barrier completes one phase every N iterations: wait for parity "
         "(i / N) & 1 (or flip the phase when the stage index wraps to 0)"
         " [docs/hazards.md: ring-parity]"),
@@ -308,10 +309,11 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "waiting for free stages start at parity 1 (((i / S) & 1) ^ 1) or skip the wait "
         "while i < S [docs/hazards.md: wait-parity-first-phase]"),
     Hazard.TMA_DST_OVERLAP: (
-        E, "two TMA loads of one barrier phase write the same shared bytes",
+        E, "two TMA loads of one barrier phase, or in flight together, write the same shared bytes",
         "give each copy completing on a barrier phase its own destination (split producers: "
         "one slot per producer, e.g. tile + 512 for the second operand); issue a copy from "
-        "one thread, not from every warp that reaches it [docs/hazards.md: tma-dst-overlap]"),
+        "one thread, not from every warp that reaches it; place a buffer's rings and stages at "
+        "least a box apart [docs/hazards.md: tma-dst-overlap]"),
     Hazard.TMAP_ENCODED_INVALID: (
         E, "tensor map encoded on the device with fields the driver's encoder refuses",
         "write the fields cuTensorMapEncodeTiled would accept: box extents 1..256, the box's "

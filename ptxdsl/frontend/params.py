@@ -80,6 +80,7 @@ class ParamStores:
         self.elements: Elements = elements or {}
 
     def clear(self) -> None:
+        """Forget every stored element."""
         self.elements = {}
 
     def see(self, item: object) -> None:
@@ -98,8 +99,9 @@ class ParamStores:
             self.clear()
 
     def bind(self, item: Any, renamed: dict[str, str] | None = None) -> list:
-        """`item` as `mov`s from the stored registers where it is an `ld.param` of known
-        elements (all of them, or it stays the load); `[item]` otherwise."""
+        """`item` as one `mov` per element from the stored registers where it is an
+        `ld.param` of known elements (all of them, or it stays the load); `[item]`
+        otherwise."""
         ld = _param_load(item)
         name = _name(ld.a) if ld is not None else None
         if ld is None or name is None or not isinstance(ld.a, Addr):
@@ -135,18 +137,32 @@ def _call_lists(call: Raw) -> tuple[list[str], list[str]]:
 def bind_arguments(callee: Any, body: list, call: Raw, args: ParamStores) -> list:
     """The callee's body (this call site's copy) with each `ld.param` of its prologue (before
     any other statement or label, as nvcc places them) that reads what the caller stored made
-    a `mov` (the callee's registers are its own objects, distinct from the caller's)."""
+    a `mov` (the callee's registers are its own objects, distinct from the caller's). Every
+    other load of one of its parameters becomes opaque (`_opaque`)."""
     names = _call_lists(call)[1]
+    own = {p.name for p in callee.params}
     if not args.elements or len(names) != len(callee.params):
-        return body
+        return [_opaque(x, own) for x in body]
     renamed = {p.name: a for p, a in zip(callee.params, names, strict=True)}
     out: list = []
     for i, item in enumerate(body):
         ld = _param_load(item)
         if ld is None and not _is_directive(item):
-            return out + body[i:]
-        out.extend(args.bind(item, renamed) if ld is not None else [item])
+            return out + [_opaque(x, own) for x in body[i:]]
+        out.extend(_opaque(x, own) for x in args.bind(item, renamed))
     return out
+
+
+def _opaque(item: Any, params: set[str]) -> Any:
+    """A load of a `.func` parameter left unbound, as a statement whose result is unknown:
+    read as a load it would be taken for a kernel parameter's value (a host pointer)."""
+    insn = getattr(item, "insn", None)
+    if type(item) is not Statement or not isinstance(insn, Ld) or \
+            insn.space is not StateSpace.param or _name(insn.a) not in params:
+        return item
+    dests = tuple(r for r in _items(insn.d) if isinstance(r, Reg))
+    return Statement(Raw(insn.render().rstrip(";"), insn.opcode(), dests, ()), item.guard,
+                     item.loc)
 
 
 def _is_ret(item: object) -> bool:
@@ -157,9 +173,9 @@ def _is_ret(item: object) -> bool:
 
 
 def returned_values(callee: Any, body: list, call: Raw) -> ParamStores:
-    """What the call's return `.param`s hold after it: the registers the callee stored into
-    its `func_retval`s where it has one `ret` and the stores are the last statements before
-    it (no label between, so every path that returns passes them)."""
+    """What the call's return parameters hold after it: the registers the callee stored into
+    its `func_retval` parameters where it has one `ret` and the stores are the last
+    statements before it (no label between, so every path that returns passes them)."""
     rets = _call_lists(call)[0]
     if not rets or len(rets) != len(callee.returns):
         return ParamStores()

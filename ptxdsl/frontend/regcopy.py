@@ -26,6 +26,7 @@ class RegCopy:
         self.regs: dict[int, tuple[Reg, Reg]] = {}
 
     def reg(self, r: Reg) -> Reg:
+        """The copy of callee register `r` (made on first use)."""
         got = self.regs.get(id(r))
         if got is None:
             # Kept with its original so the id stays that object's for the copy's lifetime.
@@ -33,6 +34,8 @@ class RegCopy:
         return got[1]
 
     def operand(self, x: Any) -> Any:
+        """`x` (an operand, instruction or tuple of them) with the copies of its registers,
+        rebuilt only where one changed."""
         if isinstance(x, Reg):
             return self.reg(x)
         if isinstance(x, tuple):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..instructions.base import sources as _read
 from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
@@ -37,20 +38,23 @@ _NEGATED = {"ne": "eq", "ge": "lt", "gt": "le", "hs": "lo", "hi": "ls"}
 _VOLATILE = ("clock", "globaltimer", "pm")
 
 
-def invariant(vn: Any) -> bool:
+def invariant(vn: Any, settled: Callable[[int], bool] | None = None) -> bool:
     """Does a value number name a value that stays the same for a thread all kernel long
     (built from its identity, constants and parameters only)? Then two branches on it in that
-    thread go the same way."""
+    thread go the same way. `settled(id)`: is the register of an opaque `("reg", id)` leaf
+    one that no thread writes again once it has read it (`Divergence.settled`)?"""
     if not isinstance(vn, tuple) or not vn:
         return True
     tag = vn[0]
-    if tag in ("reg", "other"):
+    if tag == "reg":
+        return settled is not None and settled(vn[1])
+    if tag == "other":
         return False
     if tag == "sreg":
         return not str(vn[1]).startswith(_VOLATILE)
     if tag in ("const", "param", "addr", "elect"):
         return True
-    return all(invariant(x) for x in vn[1:] if isinstance(x, tuple))
+    return all(invariant(x, settled) for x in vn[1:] if isinstance(x, tuple))
 
 
 def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
@@ -253,6 +257,8 @@ class Divergence:
         self._owners: dict[int, frozenset] = {}
         self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
+        self._settled: dict[int, bool] = {}
+        self._multi: dict[int, Any] | None = None
         # Reads of a register written more than once take the level of the writes that
         # reach them (see `Values._read_level`): levels computed before are recomputed.
         values.reaching = cfg.reaching
@@ -375,8 +381,51 @@ class Divergence:
         if hit is None:
             hit = self._owners[i] = frozenset(
                 normal_token(vn, pol) for vn, pol in self.stmt_tokens(i)
-                if vn != "region" and invariant(vn))
+                if vn != "region" and invariant(vn, self.settled))
         return hit
+
+    def settled(self, reg_id: int) -> bool:
+        """Is the register written more than once with this id (an opaque value number's) one
+        that no thread writes again after reading it: no statement reading it writes it or can
+        be followed by a write of it? Then every read in a thread sees one value, the last
+        write's, and two branches on conditions computed from it go the same way for that
+        thread, whether or not the threads agree (CUTLASS's storer flag `warp == 4 &&
+        elect_one_sync()`, which nvcc writes as `mov.pred p, 0` and, in the block only warp 4
+        enters, `setp.ne p, elected, 0`, before the tile loop that branches on it). A write
+        reachable from a read (a flag recomputed in a loop) is not settled: there the value a
+        later branch sees may be another one."""
+        hit = self._settled.get(reg_id)
+        if hit is None:
+            hit = self._settled[reg_id] = self._settled_uncached(reg_id)
+        return hit
+
+    def _settled_uncached(self, reg_id: int) -> bool:
+        cfg, values = self.cfg, self.values
+        if self._multi is None:
+            self._multi = {id(r): r for r in values.defs._multi}
+        reg = self._multi.get(reg_id)
+        if reg is None:
+            return False
+        writes = set(values.defs.get(reg, ()))
+        # The blocks from which a write can be reached (the writes' own included).
+        back = {cfg.block_of(i) for i in writes}
+        todo = list(back)
+        while todo:
+            for p in cfg.preds[todo.pop()]:
+                if p not in back:
+                    back.add(p)
+                    todo.append(p)
+        for i, st in enumerate(cfg.body):
+            insn = getattr(st, "insn", None)
+            guard = getattr(st, "guard", None)
+            if insn is None or not (any(r is reg for r in _read(insn)) or
+                                    guard is not None and guard_polarity(guard)[0] is reg):
+                continue
+            b = cfg.block_of(i)
+            if i in writes or any(w > i and cfg.block_of(w) == b for w in writes) or \
+                    any(x in back for x in cfg.succs(b)):
+                return False
+        return True
 
     def edge_cond(self, p: int, b: int) -> tuple[Any, bool] | None:
         """The condition `(vn, polarity)` of a divergent branch that holds along the CFG edge
@@ -393,7 +442,7 @@ class Divergence:
         """The thread-invariant condition that holds along the CFG edge p -> b (None when the
         edge says nothing: no branch, both ways to b, or a condition that changes)."""
         cond = self.edge_cond(p, b)
-        if cond is None or not invariant(cond[0]):
+        if cond is None or not invariant(cond[0], self.settled):
             return None
         return normal_token(*cond)
 

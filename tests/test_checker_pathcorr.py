@@ -1,0 +1,118 @@
+"""Branches on one predicate written more than once go the same way for a thread once the
+predicate is settled (checker/divergence.py, `Divergence.settled`).
+
+CUTLASS's storer flag `warp == 0 && elect_one_sync()` is written twice by nvcc (`mov.pred p,
+0`, then `setp.ne p, elected, 0` in the block only warp 0 enters) before the tile loop; the
+`@!p` branches over the TMA store and over the `cp.async.bulk.wait_group.read` before the next
+restaging must be known to go the same way, or the store's bulk group seems pending (the
+corpus's nvcc_ptx/tma_store_epilogue_elect.ptx, in small). The buggy twins miss a wait on
+one path, or flip the flag in the loop (written again after it is read: not settled, so the
+store and the skipped wait are rightly not correlated)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxdsl.checker import Severity
+from ptxdsl.frontend import parse_ptx
+from ptxdsl.toolchain import assemble
+
+BASE = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry epi(
+\t.param .align 64 .b8 epi_param_0[128],
+\t.param .u32 epi_param_1
+)
+.maxntid 128, 1, 1
+{
+\t.reg .pred \t%p<12>;
+\t.reg .b32 \t%r<20>;
+\t.reg .b64 \t%rd<4>;
+\t.shared .align 128 .b8 staging[2048];
+
+\tmov.b64 \t%rd1, epi_param_0;
+\tld.param.u32 \t%r1, [epi_param_1];
+\tmov.u32 \t%r2, %tid.x;
+\tshr.u32 \t%r3, %r2, 5;
+\tsetp.ne.s32 \t%p1, %r3, 0;
+\tmov.pred \t%p2, 0;
+\t@%p1 bra \t$L_flag;
+\tmov.u32 \t%r4, -1;
+\t{
+\t.reg .pred P_OUT;
+\telect.sync _|P_OUT, %r4;
+\tselp.b32 %r5, 1, 0, P_OUT;
+\t}
+\tsetp.ne.s32 \t%p2, %r5, 0;
+$L_flag:
+\tsetp.lt.s32 \t%p4, %r1, 1;
+\t@%p4 bra \t$L_done;
+\tmov.u32 \t%r6, 0;
+\tnot.pred \t%p5, %p2;
+\tcvta.param.u64 \t%rd2, %rd1;
+\tmov.u32 \t%r7, staging;
+\tshl.b32 \t%r8, %r2, 4;
+\tadd.s32 \t%r9, %r7, %r8;
+$L_loop:
+WAIT
+$L_nowait:
+\tbar.sync \t1, 128;
+\tst.shared.v4.b32 \t[%r9], {%r6, %r6, %r6, %r6};
+\tfence.proxy.async.shared::cta;
+\tbar.sync \t1, 128;
+\t@%p5 bra \t$L_skip;
+\tmov.u32 \t%r10, %ctaid.x;
+\tmad.lo.s32 \t%r11, %r10, %r1, %r6;
+\tshl.b32 \t%r12, %r11, 5;
+\tmov.u32 \t%r13, 0;
+\tcp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd2, {%r13, %r12}], [%r7];
+\tcp.async.bulk.commit_group;
+$L_skip:
+LATCH\tadd.s32 \t%r6, %r6, 1;
+\tsetp.lt.s32 \t%p6, %r6, %r1;
+\t@%p6 bra \t$L_loop;
+\tnot.pred \t%p7, %p2;
+\t@%p7 bra \t$L_done;
+FINAL
+$L_done:
+\tret;
+}
+"""
+WAIT = "\t@%p5 bra \t$L_nowait;\n\tcp.async.bulk.wait_group.read 0;\n"
+FINAL = "\tcp.async.bulk.wait_group.read 0;\n"
+ODD = ("\tand.b32 \t%r14, %r6, 1;\n\tsetp.ne.s32 \t%p8, %r14, 0;\n\t@%p8 bra \t$L_nowait;\n")
+# The wait before each restaging: skipped by the threads that do not store.
+WAIT = "\t@%p5 bra \t$L_nowait;\n\tcp.async.bulk.wait_group.read 0;\n"
+FINAL = "\tcp.async.bulk.wait_group.read 0;\n"
+# Odd tiles skip the wait: the previous tile's store may still be reading the staging buffer.
+ODD = "\tand.b32 \t%r14, %r6, 1;\n\tsetp.ne.s32 \t%p8, %r14, 0;\n\t@%p8 bra \t$L_nowait;\n"
+# The flag flipped every tile: the thread that stored skips the next tile's wait.
+FLIP_READ = "\tnot.pred \t%p5, %p2;\n"
+FLIP = "\tnot.pred \t%p2, %p2;\n"
+
+CASES = {
+    # name: (in-loop wait, final wait, latch, expected hazards)
+    "cutlass_storer_flag": (WAIT, FINAL, "", []),
+    "no_wait_before_restaging": ("", FINAL, "", ["bulk-src-overwrite"]),
+    "no_wait_at_exit": (WAIT, "", "", ["bulk-group-not-waited"]),
+    "wait_skipped_on_odd_tiles": (ODD + WAIT, FINAL, "", ["bulk-src-overwrite"]),
+    "flag_flipped_each_tile": (FLIP_READ + WAIT, FINAL, FLIP,
+                               ["bulk-group-not-waited", "bulk-src-overwrite"]),
+}
+
+
+def kernel(wait: str, final: str, latch: str) -> str:
+    return BASE.replace("WAIT\n", wait).replace("FINAL\n", final).replace("LATCH", latch)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_storer_flag_written_twice(name):
+    wait, final, latch, want = CASES[name]
+    text = kernel(wait, final, latch)
+    assemble(text, "sm_90a")
+    got = sorted({f.hazard.value for f in parse_ptx(text).check()
+                  if f.severity is not Severity.note})
+    assert got == want, [f.format() for f in parse_ptx(text).check()]

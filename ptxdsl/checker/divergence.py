@@ -258,7 +258,7 @@ class Divergence:
         self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
         self._settled: dict[int, bool] = {}
-        self._multi: dict[int, Any] | None = None
+        self._reads: dict[int, tuple[Any, list[int]]] | None = None
         # Reads of a register written more than once take the level of the writes that
         # reach them (see `Values._read_level`): levels computed before are recomputed.
         values.reaching = cfg.reaching
@@ -401,9 +401,9 @@ class Divergence:
 
     def _settled_uncached(self, reg_id: int) -> bool:
         cfg, values = self.cfg, self.values
-        if self._multi is None:
-            self._multi = {id(r): r for r in values.defs._multi}
-        reg = self._multi.get(reg_id)
+        if self._reads is None:
+            self._reads = self._multi_reads()
+        reg, reads = self._reads.get(reg_id, (None, ()))
         if reg is None:
             return False
         writes = set(values.defs.get(reg, ()))
@@ -415,17 +415,30 @@ class Divergence:
                 if p not in back:
                     back.add(p)
                     todo.append(p)
-        for i, st in enumerate(cfg.body):
-            insn = getattr(st, "insn", None)
-            guard = getattr(st, "guard", None)
-            if insn is None or not (any(r is reg for r in _read(insn)) or
-                                    guard is not None and guard_polarity(guard)[0] is reg):
-                continue
+        for i in reads:
             b = cfg.block_of(i)
             if i in writes or any(w > i and cfg.block_of(w) == b for w in writes) or \
                     any(x in back for x in cfg.succs(b)):
                 return False
         return True
+
+    def _multi_reads(self) -> dict[int, tuple[Any, list[int]]]:
+        """id -> (register, the statements reading it, guards included) for each register
+        written more than once: one pass over the body."""
+        multi = {id(r): r for r in self.values.defs.multi()}
+        out: dict[int, tuple[Any, list[int]]] = {}
+        for i, st in enumerate(self.cfg.body):
+            insn = getattr(st, "insn", None)
+            if insn is None:
+                continue
+            guard = getattr(st, "guard", None)
+            regs = _read(insn)
+            if guard is not None:
+                regs.append(guard_polarity(guard)[0])
+            for r in regs:
+                if id(r) in multi:
+                    out.setdefault(id(r), (r, []))[1].append(i)
+        return out
 
     def edge_cond(self, p: int, b: int) -> tuple[Any, bool] | None:
         """The condition `(vn, polarity)` of a divergent branch that holds along the CFG edge

@@ -140,3 +140,57 @@ def test_each_call_site_has_its_own_callee_registers():
     callee_r2 = [x.insn.d for x in body if isinstance(x.insn, Mov) and x.insn.d.name == "r2"
                  and getattr(x.insn.a, "name", None) == "r2"]
     assert len(callee_r2) == 2 and callee_r2[0] is not callee_r2[1]
+
+
+# rec calls seven (inlined, its result bound), then itself (recursion: not inlined), with only
+# directives between, as nvcc writes two call blocks.
+RECURSIVE = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.func  (.param .b64 func_retval0) seven()
+{
+\t.reg .b64 \t%rd<2>;
+\tmov.u64 \t%rd1, 7;
+\tst.param.b64 \t[func_retval0+0], %rd1;
+\tret;
+}
+
+.func  (.param .b64 func_retval0) rec()
+{
+\t.reg .b64 \t%rd<4>;
+\t{
+\t.param .b64 retval0;
+\tcall.uni (retval0), seven, ();
+\tld.param.b64 \t%rd1, [retval0+0];
+\t}
+\t{
+\t.param .b64 retval0;
+\tcall.uni (retval0), rec, ();
+\tld.param.b64 \t%rd2, [retval0+0];
+\t}
+\tadd.s64 \t%rd3, %rd1, %rd2;
+\tst.param.b64 \t[func_retval0+0], %rd3;
+\tret;
+}
+
+.visible .entry k()
+{
+\t.reg .b64 \t%rd<2>;
+\t{
+\t.param .b64 retval0;
+\tcall.uni (retval0), rec, ();
+\tld.param.b64 \t%rd1, [retval0+0];
+\t}
+\tret;
+}
+"""
+
+
+def test_a_later_call_not_inlined_rewrites_the_return_value():
+    # The recursive call's result is unknown: not seven's, which the same `retval0` held.
+    assemble(RECURSIVE, "sm_90a", warn=False)
+    body = [x for x in parse_ptx(RECURSIVE).kernels[0].body if type(x) is Statement]
+    assert ("rd1", "rd1") in _named(body, Mov)          # seven's result, in rec
+    assert ("rd2", "retval0") in _named(body, Ld)       # rec's own, still a load

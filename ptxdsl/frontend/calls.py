@@ -64,7 +64,7 @@ def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], count
             out.extend(bound)
             args.clear()
             continue
-        returned.see(item)
+        returned.forget(item)
         out.append(item)
         args.see(item)
         if type(item) is not Statement or type(item.insn) is not Raw or \

@@ -83,6 +83,12 @@ class ParamStores:
         """Forget every stored element."""
         self.elements = {}
 
+    def forget(self, item: object) -> None:
+        """Forget everything at a statement that is not a directive (the return values are
+        read right after their call: a later call, even one not inlined, writes them anew)."""
+        if not _is_directive(item):
+            self.clear()
+
     def see(self, item: object) -> None:
         """Record a `st.param`; forget everything at any other statement that is not a
         directive or the call (a register stored may be written again, or paths join)."""

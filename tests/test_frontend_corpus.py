@@ -44,16 +44,6 @@ RAW_REASONS = {
 # Checker verdicts that differ from the manifest, each with its reason (strict xfails: a fix
 # makes the test fail until the entry is removed).
 KNOWN: dict[str, str] = {
-    "nvcc_cutlass/cutlass_grouped_bf16.ptx": (
-        "bulk-src-overwrite x4: the epilogue's issue_tma_store (warp 0 && elect_one_sync()) is "
-        "recomputed per tile into one u16 written twice (mov 0, then selp under a branch), "
-        "from an elect flag also written twice (mov 0, @px mov 1): both are written again "
-        "after they are read (every tile), so they are not settled (a flag written before "
-        "the loop and only read after is, see tests/test_checker_pathcorr.py); the subtiles' "
-        "`@p bra` over each store and over its wait_group.read (each p = setp.eq that u16, "
-        "0) are not known to go the same way, and a store's group seems to outlive the later "
-        "waits. Needs value identity per reaching definitions of a flag recomputed the same "
-        "way under thread-fixed branches"),
     "nvcc_ptx/bug_cluster_release_own_cta.ptx": (
         "mbar-arrive-count missed (a note): nvcc's __launch_bounds__(128) is `.maxntid 128, "
         "1, 1`, which bounds the CTA's size, not its shape, so the per-warp release "

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..instructions.base import sources as _read
 from ..instructions.warp import Elect
 from .cfg import CFG, dominators, guard_polarity
 from .defs import dests as _written
@@ -257,8 +256,7 @@ class Divergence:
         self._owners: dict[int, frozenset] = {}
         self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
-        self._settled: dict[int, bool] = {}
-        self._reads: dict[int, tuple[Any, list[int]]] | None = None
+        self._flags: Any = None
         # Reads of a register written more than once take the level of the writes that
         # reach them (see `Values._read_level`): levels computed before are recomputed.
         values.reaching = cfg.reaching
@@ -385,60 +383,12 @@ class Divergence:
         return hit
 
     def settled(self, reg_id: int) -> bool:
-        """Is the register written more than once with this id (an opaque value number's) one
-        that no thread writes again after reading it: no statement reading it writes it or can
-        be followed by a write of it? Then every read in a thread sees one value, the last
-        write's, and two branches on conditions computed from it go the same way for that
-        thread, whether or not the threads agree (CUTLASS's storer flag `warp == 4 &&
-        elect_one_sync()`, which nvcc writes as `mov.pred p, 0` and, in the block only warp 4
-        enters, `setp.ne p, elected, 0`, before the tile loop that branches on it). A write
-        reachable from a read (a flag recomputed in a loop) is not settled: there the value a
-        later branch sees may be another one."""
-        hit = self._settled.get(reg_id)
-        if hit is None:
-            hit = self._settled[reg_id] = self._settled_uncached(reg_id)
-        return hit
-
-    def _settled_uncached(self, reg_id: int) -> bool:
-        cfg, values = self.cfg, self.values
-        if self._reads is None:
-            self._reads = self._multi_reads()
-        reg, reads = self._reads.get(reg_id, (None, ()))
-        if reg is None:
-            return False
-        writes = set(values.defs.get(reg, ()))
-        # The blocks from which a write can be reached (the writes' own included).
-        back = {cfg.block_of(i) for i in writes}
-        todo = list(back)
-        while todo:
-            for p in cfg.preds[todo.pop()]:
-                if p not in back:
-                    back.add(p)
-                    todo.append(p)
-        for i in reads:
-            b = cfg.block_of(i)
-            if i in writes or any(w > i and cfg.block_of(w) == b for w in writes) or \
-                    any(x in back for x in cfg.succs(b)):
-                return False
-        return True
-
-    def _multi_reads(self) -> dict[int, tuple[Any, list[int]]]:
-        """id -> (register, the statements reading it, guards included) for each register
-        written more than once: one pass over the body."""
-        multi = {id(r): r for r in self.values.defs.multi()}
-        out: dict[int, tuple[Any, list[int]]] = {}
-        for i, st in enumerate(self.cfg.body):
-            insn = getattr(st, "insn", None)
-            if insn is None:
-                continue
-            guard = getattr(st, "guard", None)
-            regs = _read(insn)
-            if guard is not None:
-                regs.append(guard_polarity(guard)[0])
-            for r in regs:
-                if id(r) in multi:
-                    out.setdefault(id(r), (r, []))[1].append(i)
-        return out
+        """Does a thread see one value at every read of the register written more than once
+        with this id (an opaque value number's)? See `flags.Flags`."""
+        if self._flags is None:
+            from .flags import Flags
+            self._flags = Flags(self)
+        return self._flags.stable(reg_id)
 
     def edge_cond(self, p: int, b: int) -> tuple[Any, bool] | None:
         """The condition `(vn, polarity)` of a divergent branch that holds along the CFG edge

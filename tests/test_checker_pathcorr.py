@@ -1,6 +1,6 @@
 """Branches on one predicate written more than once go the same way for a thread when it
 reads the predicate as one value (checker/flags.py): settled (never written again once read),
-or recomputed the same way (fixed branches and values, no cycle, no read in between).
+or recomputed the same way (fixed branches and values, no cycle, no read a write can follow).
 
 CUTLASS's storer flag `warp == 0 && elect_one_sync()` is written twice by nvcc (`mov.pred p,
 0`, then `setp.ne p, elected, 0` in the block only warp 0 enters) before the tile loop, or,

@@ -10,11 +10,11 @@ taken as one value per thread, for the conditions `divergence` correlates:
   tile loop that branches on it);
 - recomputed the same way: one unguarded write dominates the others and every read, the
   blocks between that first write and the others (the region) have no cycle and no branch,
-  guard or written value that is not itself fixed for the thread, and no read is in the
-  region. Each time it is recomputed (CUTLASS's grouped GEMM recomputes the storer flag for
-  every tile: `mov.u16 f, 0`, then `selp.u16 f, 1, 0, elected` under `warp == 0`) the thread
-  takes the same way through the region and writes the same values; a read outside it comes
-  after the thread left it and before it enters it again, so no read sees a partial
+  guard or written value that is not itself fixed for the thread, and no write can follow a
+  read before the first write runs again. Each time it is recomputed (CUTLASS's grouped GEMM
+  recomputes the storer flag for every tile: `mov.u16 f, 0`, then `selp.u16 f, 1, 0,
+  elected` under `warp == 0`) the thread takes the same way through the region and writes
+  the same values, and every read comes once it is done with them: no read sees a partial
   recomputation.
 
 A flag written again after it is read any other way (flipped in a loop, set under a loop
@@ -109,13 +109,18 @@ class Flags:
                 not all(self._dominates(first, i) for i in reads):
             return False
         # The blocks between the first write and the others (not through the first again).
-        # A read outside them is reached only once the thread is done with the writes, and
-        # reaches none before the first write runs again.
         ahead = self._walk(set(cfg.succs(home)) - {home}, cfg.succs, home)
         behind = self._walk({cfg.block_of(w) for w in writes} - {home}, cfg.preds, home)
         region = (ahead & behind) | {home}
-        if self._cyclic(region, home) or any(cfg.block_of(i) in region for i in reads):
+        if self._cyclic(region, home):
             return False
+        # A read from which no write can be reached before the first one runs again comes
+        # once the thread is done with the writes: it sees what they left.
+        for i in reads:
+            b = cfg.block_of(i)
+            if any(w > i and cfg.block_of(w) == b for w in writes) or \
+                    any(x in behind and x != home for x in cfg.succs(b)):
+                return False
         for b in region:
             blk = cfg.blocks[b]
             if blk.branch is not None and blk.taken != blk.fall and \

@@ -209,10 +209,32 @@ PER_TILE_CASES = {
 }
 
 
+# cuda::ptx's elect_sync (a selp of the elected predicate), or CUTLASS's elect_one_sync(),
+# whose flag is itself written twice in one block (`mov 0`, then `@px mov 1`) and read right
+# after.
+ELECT_PTX = """\t{
+\t.reg .pred P_OUT;
+\telect.sync _|P_OUT, %r4;
+\tselp.b32 %r5, 1, 0, P_OUT;
+\t}
+"""
+ELECT_CUTLASS = """\tmov.u32 \t%r15, 0;
+\tmov.u32 \t%r5, %r15;
+\t{
+\t.reg .b32 %rx;
+\t.reg .pred %px;
+\telect.sync %rx|%px, %r4;
+\t@%px mov.s32 %r5, 1;
+\tmov.s32 %r15, %rx;
+\t}
+"""
+
+
+@pytest.mark.parametrize("elect", [ELECT_PTX, ELECT_CUTLASS], ids=["cuda_ptx", "cutlass"])
 @pytest.mark.parametrize("name", sorted(PER_TILE_CASES))
-def test_storer_flag_recomputed_each_tile(name):
+def test_storer_flag_recomputed_each_tile(name, elect):
     early, wait, warp, want = PER_TILE_CASES[name]
-    text = PER_TILE.replace("EARLY", early)
+    text = PER_TILE.replace(ELECT_PTX, elect).replace("EARLY", early)
     if early:   # its own wait, and its label
         text = text.replace("WAIT$L_nowait:\n", "")
     text = text.replace("WAIT", wait)

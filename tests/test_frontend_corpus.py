@@ -44,22 +44,6 @@ RAW_REASONS = {
 # Checker verdicts that differ from the manifest, each with its reason (strict xfails: a fix
 # makes the test fail until the entry is removed).
 KNOWN: dict[str, str] = {
-    "nvcc_cutlass/cutlass_grouped_bf16.ptx": (
-        "bulk-src-overwrite x4: the epilogue's issue_tma_store (warp 0 && elect_one_sync()) is "
-        "recomputed per tile into one u16 written twice (mov 0, then selp under a branch), "
-        "from an elect flag also written twice (mov 0, @px mov 1): a register written more "
-        "than once has no thread-invariant value number, so the subtiles' `@p bra` over each "
-        "store and "
-        "over its wait_group.read (each p = setp.eq that u16, 0) are not known to go the same "
-        "way, and a store's group seems to outlive the later waits"),
-    "nvcc_ptx/tma_store_epilogue_elect.ptx": (
-        "bulk-src-overwrite + bulk-group-not-waited, the same gap: CUTLASS's storer flag "
-        "`warp == 4 && elect_one_sync()` is one predicate nvcc writes twice (`mov.pred p, 0`, "
-        "then `setp.ne p, elected, 0` in the block only warp 4 enters), so it has no "
-        "thread-invariant value number; the `@!p` branches over the TMA store and over each "
-        "wait_group.read are not known to go the same way, and the previous tile's store "
-        "seems pending at the next stmatrix and at exit. tma_store_epilogue.ptx, where every "
-        "consumer warp elects and the flag is written once, checks clean"),
     "nvcc_ptx/bug_cluster_release_own_cta.ptx": (
         "mbar-arrive-count missed (a note): nvcc's __launch_bounds__(128) is `.maxntid 128, "
         "1, 1`, which bounds the CTA's size, not its shape, so the per-warp release "

@@ -215,9 +215,12 @@ def test_calls_to_functions_are_inlined_for_the_checker_only():
     texts = [x.render() if type(x) is Statement else x.label.render() + ":" for x in view.body]
     at = texts.index(next(t for t in texts if t.startswith("call.uni")))
     callee = [x.render() for x in m.function("add_one").body]
-    # The callee's body after the call, its `ret` a branch to the end of the spliced body.
-    assert texts[at + 1:at + 5] == callee[:4]
-    assert texts[at + 5:at + 7] == ["bra add_one$ret;", "add_one$ret:"]
+    # The callee's body after the call, its `ret` a branch to the end of the spliced body; its
+    # `.param` argument and result bound (frontend/params.py): the callee's `ld.param` reads
+    # the caller's `st.param [param0], %r1`, the caller's `ld.param [retval0]` the callee's
+    # `st.param [func_retval0], %r2`.
+    assert texts[at + 1:at + 5] == [callee[0], "mov.u32 %r1, %r1;", *callee[2:4]]
+    assert texts[at + 5:at + 8] == ["bra add_one$ret;", "add_one$ret:", "mov.b32 %r11, %r2;"]
     assert "add_one$ret" not in m.emit()
 
 

@@ -64,6 +64,10 @@ class Defs:
         else:
             self._last[reg] = i
 
+    def multi(self) -> list[Any]:
+        """The registers written more than once."""
+        return list(self._multi)
+
     def get(self, reg: Any, default: Sequence[int] = ()) -> Sequence[int]:
         """The statements that define register `reg` and reach the current point: every write of a
         register written more than once, else its last write, else `default`."""

@@ -37,20 +37,23 @@ _NEGATED = {"ne": "eq", "ge": "lt", "gt": "le", "hs": "lo", "hi": "ls"}
 _VOLATILE = ("clock", "globaltimer", "pm")
 
 
-def invariant(vn: Any) -> bool:
+def invariant(vn: Any, settled: Callable[[int], bool] | None = None) -> bool:
     """Does a value number name a value that stays the same for a thread all kernel long
     (built from its identity, constants and parameters only)? Then two branches on it in that
-    thread go the same way."""
+    thread go the same way. `settled(id)`: is the register of an opaque `("reg", id)` leaf
+    one that no thread writes again once it has read it (`Divergence.settled`)?"""
     if not isinstance(vn, tuple) or not vn:
         return True
     tag = vn[0]
-    if tag in ("reg", "other"):
+    if tag == "reg":
+        return settled is not None and settled(vn[1])
+    if tag == "other":
         return False
     if tag == "sreg":
         return not str(vn[1]).startswith(_VOLATILE)
     if tag in ("const", "param", "addr", "elect"):
         return True
-    return all(invariant(x) for x in vn[1:] if isinstance(x, tuple))
+    return all(invariant(x, settled) for x in vn[1:] if isinstance(x, tuple))
 
 
 def normal_token(vn: Any, polarity: bool) -> tuple[Any, bool]:
@@ -253,6 +256,7 @@ class Divergence:
         self._owners: dict[int, frozenset] = {}
         self._pred_of: dict[Any, Any] = {}   # a condition token's value number -> its predicate
         self._idom: list[int | None] | None = None
+        self._flags: Any = None
         # Reads of a register written more than once take the level of the writes that
         # reach them (see `Values._read_level`): levels computed before are recomputed.
         values.reaching = cfg.reaching
@@ -375,8 +379,16 @@ class Divergence:
         if hit is None:
             hit = self._owners[i] = frozenset(
                 normal_token(vn, pol) for vn, pol in self.stmt_tokens(i)
-                if vn != "region" and invariant(vn))
+                if vn != "region" and invariant(vn, self.settled))
         return hit
+
+    def settled(self, reg_id: int) -> bool:
+        """Does a thread see one value at every read of the register written more than once
+        with this id (an opaque value number's)? See `flags.Flags`."""
+        if self._flags is None:
+            from .flags import Flags
+            self._flags = Flags(self)
+        return self._flags.stable(reg_id)
 
     def edge_cond(self, p: int, b: int) -> tuple[Any, bool] | None:
         """The condition `(vn, polarity)` of a divergent branch that holds along the CFG edge
@@ -393,7 +405,7 @@ class Divergence:
         """The thread-invariant condition that holds along the CFG edge p -> b (None when the
         edge says nothing: no branch, both ways to b, or a condition that changes)."""
         cond = self.edge_cond(p, b)
-        if cond is None or not invariant(cond[0]):
+        if cond is None or not invariant(cond[0], self.settled):
             return None
         return normal_token(*cond)
 

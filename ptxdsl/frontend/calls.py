@@ -2,13 +2,19 @@
 
 The checker reasons about one body; a helper that waits on an mbarrier or issues a TMA copy
 must count at its call sites. `analysis_body` splices each called function's body (defined in
-the same module) after its `call` statement: the callee's labels get one name per call site,
+the same module) after its `call` statement: the callee's labels and registers get one copy
+per call site (`regcopy.py`: a register written at every site would be known at none),
 its `ret` becomes a branch to the end of the spliced body, and a guarded call is skipped
 around by a branch on the negated guard. A callee's `.reg` parameters (`.func (.reg .f32 out)
 f(.reg .b32 addr)`, as hand-written helpers take them) are registers of its body: the spliced
 body starts with a `mov` of each register argument of the call into its parameter and ends
 with a `mov` of each returned register into the call's destination, so what the helper reads
 through `addr` (a `mapa` of a shared address) and what it returns are known at the call.
+nvcc's `.param` arguments are bound the same way (`params.py`): each `ld.param` of the callee's
+prologue that reads an element the caller stored with `st.param` just before the call becomes
+a `mov` from the stored register, and each `ld.param` of the call's return value a `mov` from
+the register the callee stored into its `func_retval` before its single `ret`; an element
+whose offset or width does not match one stored stays a load (unknown, never guessed).
 Recursion and calls through pointers stay calls. The emitted program is never changed: this
 is the checker's view only.
 """
@@ -26,6 +32,8 @@ from ..instructions.move import Mov
 from ..operands import Label, NegPred, Reg, Symbol
 from ..statements import LabelDef, Statement
 from .items import Raw, RawOperand, ScopedLabel
+from .params import ParamStores, bind_arguments, returned_values
+from .regcopy import RegCopy
 
 MAX_DEPTH = 8
 
@@ -48,21 +56,36 @@ def analysis_body(fn: Any, functions: dict[str, Any]) -> list:
 
 def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], counter) -> list:
     out: list = []
+    args = ParamStores()
+    returned = ParamStores()
     for item in body:
+        bound = returned.bind(item)
+        if bound != [item]:
+            out.extend(bound)
+            args.clear()
+            continue
+        returned.forget(item)
         out.append(item)
+        args.see(item)
         if type(item) is not Statement or type(item.insn) is not Raw or \
                 not item.insn.op.startswith("call"):
             continue
         callee = functions.get(callee_name(item.insn) or "")
         if callee is None or callee.name in stack or len(stack) > MAX_DEPTH:
+            args.clear()
             continue
         n = next(counter)
         end = ScopedLabel(f"{callee.name}$ret{n}", shown=f"{callee.name}$ret")
         if item.guard is not None:
             skip = item.guard.reg if isinstance(item.guard, NegPred) else NegPred(item.guard)
             out.append(Statement(Bra(end), skip, item.loc))
-        inner = _inline(callee.body, functions, stack + (callee.name,), counter)
-        ins, outs = _moves(item, callee)
+        regs = RegCopy()
+        own = [regs.statement(x) for x in callee.body]
+        inner = _inline(bind_arguments(callee, own, item.insn, args), functions,
+                        stack + (callee.name,), counter)
+        returned = returned_values(callee, own, item.insn)
+        args.clear()
+        ins, outs = _moves(item, callee, regs)
         out.extend(ins)
         out.extend(_rename(inner, n, end))
         out.append(LabelDef(end, item.loc))
@@ -70,7 +93,7 @@ def _inline(body: list, functions: dict[str, Any], stack: tuple[str, ...], count
     return out
 
 
-def _moves(call: Statement, callee: Any) -> tuple[list, list]:
+def _moves(call: Statement, callee: Any, copies: RegCopy) -> tuple[list, list]:
     """The `mov` statements that pass a call's register arguments into the callee's `.reg`
     parameters, and its `.reg` returns back into the call's destinations (none where a list
     is not all registers, as nvcc's `.param` arguments are, or a register's type does not
@@ -91,6 +114,7 @@ def _moves(call: Statement, callee: Any) -> tuple[list, list]:
             own = callee.reg_params.get(p.name)
             if own is None:
                 continue
+            own = copies.reg(own)
             d, a = (own, r) if side == 0 else (r, own)
             try:
                 moves[side].append(Statement(Mov(p.type, d, a), None, call.loc))

@@ -96,6 +96,14 @@ CUDA_JOBS: tuple[Job, ...] = (
     Job("nvcc_ptx", "cub_device_reduce_select", "cuda/cub_device.cu"),
     Job("nvcc_ptx", "cub_device_radix_sort", "cuda/cub_device.cu", (),
         ("CORPUS_CUB_RADIX_SORT",)),
+    # Built here with the local nvcc 13.0 (its CCCL has no cuda::ptx::elect_sync, so the source
+    # does not include ptx_common.cuh); a rebuild with the pinned nvcc gives other bytes.
+    Job("nvcc_ptx", "noinline_mbar_args", "cuda/noinline_mbar_args.cu", ("-lineinfo",)),
+    _bug("nvcc_ptx", "bug_noinline_wait_wrong_barrier", "cuda/noinline_mbar_args.cu",
+         "CORPUS_BUG_WAIT_WRONG_BARRIER", ("wait-wrong-barrier",),
+         "the consumer's __noinline__ wait_stage is passed the stage's empty barrier (through "
+         "a returned pointer and a by-value struct .param) instead of the full one its TMA "
+         "load completes on"),
     _bug("nvcc_ptx", "bug_ring_parity", "cuda/tma_ring_2d.cu",
          "CORPUS_BUG_PARITY_PER_ITERATION", ("ring-parity",),
          "4-stage ring waits with parity i & 1 instead of (i / 4) & 1"),

@@ -18,6 +18,7 @@ scratch map may encode several), from the values the kernel writes that are cons
   a multiple of 16 bytes and, with a swizzle written, at most its span (32, 64, 96 or 128
   bytes);
 - a 32B interleave only with the 32B swizzle.
+
 A field the kernel does not write comes from the map it copied (a host template): the
 interleave is then taken as none (what every tiled map for a GEMM or attention kernel has),
 and the other fields as unknown, so nothing is judged from them.

@@ -127,9 +127,14 @@ def _name(width: int) -> str:
     return "no swizzle" if width == 0 else f"the {width}B swizzle"
 
 
-def _touches(an: Analysis, smem: Any, root: Any, lo: float, hi: float) -> bool:
-    ext = read_extent(an, smem, 1)
-    return ext is not None and ext[0] is root and ext[1] < hi and lo < ext[2]
+def _thread_writes(an: Analysis) -> list[tuple[Any, float, float] | None]:
+    """The shared extents the kernel's stores write (None for one not traced), once per
+    kernel: every wgmma operand compares its tile with them."""
+    hit = an.cache.get("swizzle_thread_writes")
+    if hit is None:
+        hit = an.cache["swizzle_thread_writes"] = [
+            read_extent(an, w.smem, 1) for w in an.ops if w.role is Role.SMEM_WRITE]
+    return hit
 
 
 def swizzle_mismatch(an: Analysis) -> None:
@@ -159,8 +164,8 @@ def swizzle_mismatch(an: Analysis) -> None:
             if not writers or any(o.role is not Role.TMA_LOAD or b == float("inf")
                                   for o, _, b in writers):
                 continue
-            if any(w.role is Role.SMEM_WRITE and _touches(an, w.smem, root, lo, hi)
-                   for w in an.ops):
+            if any(e is not None and e[0] is root and e[1] < hi and lo < e[2]
+                   for e in _thread_writes(an)):
                 continue   # threads write it too (a P tile, an epilogue reusing the buffer)
             infos = [an.map_info(o.map) for o, _, _ in writers]
             widths = {i.swizzle_width if i is not None else None for i in infos}

@@ -26,13 +26,11 @@ and the other fields as unknown, so nothing is judged from them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..instructions._tma_box import MAX_BOX_DIM, MAX_RANK
 from .analysis import STRUCTURAL, Analysis
 from .context import ELEM_BYTES, swizzle_width_of_mode
 from .findings import Hazard
-from .ops import Role
+from .maps import replaced_fields
 
 _RANGES = {
     "box_dim": (1, MAX_BOX_DIM, 1, f"a box extent of 1..{MAX_BOX_DIM} elements"),
@@ -41,37 +39,6 @@ _RANGES = {
     "global_stride": (0, (1 << 40) - 1, 16, "a byte stride, a multiple of 16 below 2^40"),
     "rank": (0, MAX_RANK - 1, 1, f"rank - 1, 0..{MAX_RANK - 1}"),
 }
-
-
-def _encodings(an: Analysis) -> list[dict[tuple, tuple[int, int] | None]]:
-    """The maps the kernel encodes: per map address, the replaces between two publications of
-    it (`tensormap.cp_fenceproxy` from that address, in statement order; Triton encodes every
-    map in one shared scratch map), each as (field, ord) -> (constant value, the replace
-    that wrote it), or None where the field is written with several values or a run-time
-    one in that stretch."""
-    published: dict[Any, list[int]] = {}
-    for op in an.ops:
-        if op.role is Role.CP_FENCEPROXY:
-            key = an.key(op, "smem")
-            if key is not None:
-                published.setdefault(key, []).append(op.index)
-    out: dict[tuple[Any, int], dict[tuple, tuple[int, int] | None]] = {}
-    for op in an.ops:
-        if op.role is not Role.TMAP_REPLACE or not op.field:
-            continue
-        key = an.key(op, "smem")
-        if key is None:
-            continue
-        stretch = sum(1 for i in published.get(key, ()) if i < op.index)
-        v = an.const(op.value)
-        slot = (op.field, an.const(op.ord) if op.ord is not None else None)
-        d = out.setdefault((key, stretch), {})
-        got = None if v is None else (int(v), op.index)
-        if slot in d:
-            old = d[slot]
-            got = got if old is not None and got is not None and old[0] == got[0] else None
-        d[slot] = got
-    return list(out.values())
 
 
 def _report(an: Analysis, at: int, what: str, others: list[int]) -> None:
@@ -84,7 +51,7 @@ def _report(an: Analysis, at: int, what: str, others: list[int]) -> None:
 
 def encoded_invalid(an: Analysis) -> None:
     """Report each encoding whose constant fields the driver's encoder would refuse."""
-    for fields in _encodings(an):
+    for fields in replaced_fields(an, by_publication=True).values():
         for (field, ord_), got in fields.items():
             rng = _RANGES.get(field)
             if rng is None or got is None:

@@ -26,24 +26,50 @@ def declare_box(param: Any, kernel: str) -> str:
         f"{{{p!r}: TensorMap or {{'box_bytes': N}}}}}})")
 
 
+def replaced_fields(an: Any, by_publication: bool = False
+                    ) -> dict[tuple[Any, int], dict[tuple, tuple[int, int] | None]]:
+    """The constant tensormap.replace values per map address: (key, stretch) -> (field, ord)
+    -> (value, the replace that wrote it), or None where the field is written with several
+    values or a run-time one. `by_publication`: a stretch is the replaces between two
+    `cp_fenceproxy` publications from that address, in statement order (Triton encodes every
+    map in one shared scratch map); otherwise one stretch, 0, holds them all."""
+    published: dict[Any, list[int]] = {}
+    for op in an.ops if by_publication else ():
+        if op.role is Role.CP_FENCEPROXY:
+            key = an.key(op, "smem")
+            if key is not None:
+                published.setdefault(key, []).append(op.index)
+    out: dict[tuple[Any, int], dict[tuple, tuple[int, int] | None]] = {}
+    for op in an.ops:
+        if op.role is not Role.TMAP_REPLACE or not op.field:
+            continue
+        key = an.key(op, "smem")
+        if key is None:
+            continue
+        stretch = sum(1 for i in published.get(key, ()) if i < op.index)
+        v = an.const(op.value)
+        slot = (op.field, an.const(op.ord) if op.ord is not None else None)
+        d = out.setdefault((key, stretch), {})
+        got = None if v is None else (int(v), op.index)
+        if slot in d:
+            old = d[slot]
+            got = got if old is not None and got is not None and old[0] == got[0] else None
+        d[slot] = got
+    return out
+
+
 class MapFacts:
     """Constant field values written by tensormap.replace, per map (flow-insensitive: a field
     written with two different values is unknown), and which shared map each global map was
     copied from by cp_fenceproxy."""
 
     def __init__(self, an: Any):
-        self.fields: dict[Any, dict[tuple, Any]] = {}
+        self.fields: dict[Any, dict[tuple, Any]] = {
+            key: {slot: None if got is None else got[0] for slot, got in d.items()}
+            for (key, _), d in replaced_fields(an).items()}
         self.copies: dict[Any, set] = {}
         for op in an.ops:
-            if op.role is Role.TMAP_REPLACE and op.field:
-                key = an.key(op, "smem")
-                if key is None:
-                    continue
-                v = an.const(op.value)
-                slot = (op.field, an.const(op.ord) if op.ord is not None else None)
-                d = self.fields.setdefault(key, {})
-                d[slot] = v if slot not in d or d[slot] == v else None
-            elif op.role is Role.CP_FENCEPROXY:
+            if op.role is Role.CP_FENCEPROXY:
                 dst, src = an.key(op, "map"), an.key(op, "smem")
                 if dst is not None and src is not None:
                     self.copies.setdefault(dst, set()).add(src)

@@ -2,8 +2,9 @@
 sample `samples/gemm_hopper.py` against torch in the same process on the same GPU.
 
 - bf16: `gemm_hopper_bf16` vs `torch.matmul(a, b.T)` (cuBLAS) at 8192^3, 4096^3, 3072^3,
-  2048^3, the skinny M = 64, 128, 256 and 1024 with N = K = 8192, and M = 128 with N = 14336,
-  K = 4096 (an MLP's up projection at a decode batch of 128);
+  2048^3, the skinny M = 64, 96, 128, 256 and 1024 with N = K = 8192, and M = 128 with
+  (N, K) = (14336, 4096) (an MLP's up projection at a decode batch of 128) and its transpose
+  (4096, 14336);
 - fp8 e4m3 (per-tensor scales, bf16 out): `gemm_hopper_e4m3` vs `torch._scaled_mm` at 8192^3,
   4096^3, M = 128 with N = K = 8192, and M = 128 with N = 14336, K = 4096.
 
@@ -11,15 +12,18 @@ sample `samples/gemm_hopper.py` against torch in the same process on the same GP
 (`_row`: 128 x 64 tiles in pairs along N sharing A) unless the 128 x 128 tiles take no more
 waves, for other M <= 256 and outputs of at most 4096^2 elements the skinny variant (`_n128`:
 128 x 128 tiles, no cluster) or the wide one (`_n192`) where it fills its waves better,
-otherwise the default; each row names the one it ran.
+otherwise the default; each row names the one it ran. Where `gemm_decode.Linear` takes
+gemm_decode's pairs instead (`gemm_decode.pair_for`: bf16, 104 < M <= 128), the row runs
+those (its name has no `decode`; it says which kernel ran).
 
 Decode rows (`decode` in the row name): `samples/gemm_decode.py`'s kernel (Y = X W^T with W
 on the wgmma M side, split-K, deep ring; `gemm_decode.launch` picks its width and splits) at
-M = 1 .. 128 with N = K = 8192, and M = 16 with (N, K) = (14336, 4096) and its transpose
+M = 1 .. 64 with N = K = 8192, and M = 16 with (N, K) = (14336, 4096) and its transpose
 (4096, 14336), bf16 against `torch.matmul` and one e4m3 row against `torch._scaled_mm`; each
 is also checked to give the same bits on two calls (the split-K sum is ordered).
-The M = 64 and 128 rows above (gemm_hopper's own variants) are the comparison for the
-decode kernel's bound, `gemm_decode.DECODE_M`.
+The M = 64 row above (gemm_hopper's own variant) is the comparison for `Linear`'s bound,
+`gemm_decode.LINEAR_DECODE_M`; at M = 128 (N = K = 8192) the bf16 row runs the decode
+kernel's pairs, `Linear`'s choice there.
 
 Every row with M <= 256 also gives the fraction of the HBM roofline: the bytes of A, B and C
 read or written once, at the copy bandwidth measured first (`y.copy_(x)` of 1 GiB: 2 GiB
@@ -35,8 +39,9 @@ GPU's time alone: the host's issue time of one launch (torch's dispatch; ptxdsl'
 its tensor maps) is 10-30 us, longer than the e4m3 and skinny kernels themselves, and without
 the hold those samples timed the host. Targets (issue 34): every row >= 1.00x torch, the
 8192^3 rows >= 1.10x, the decode rows as above; except the rows of a kernel that
-`gemm_decode.Linear` does not run at that M (gemm_hopper's at M <= LINEAR_DECODE_M = 64, the
-decode kernel's above), which are there for the comparison. TFLOP/s count 2 M N K; the
+`gemm_decode.Linear` does not run at that shape (`gemm_decode.kernel_for`: gemm_hopper's at
+M <= LINEAR_DECODE_M = 64, the decode kernel's above it but for the pairs), which are there for
+the comparison. TFLOP/s count 2 M N K; the
 fraction of peak is against the dense tensor-core peak of an H100/H200 SXM (989 TFLOP/s bf16,
 1979 fp8). Registers per thread are the loaded function's (driver JIT: the count at entry,
 before setmaxnreg moves them), shared memory the launch's dynamic bytes.
@@ -58,13 +63,13 @@ from benchmarks.compile_latency import load_sample
 
 BF16 = ((8192, 8192, 8192), (4096, 4096, 4096), (3072, 3072, 3072), (2048, 2048, 2048),
         (64, 8192, 8192), (96, 8192, 8192), (128, 8192, 8192), (128, 14336, 4096),
-        (256, 8192, 8192), (1024, 8192, 8192))
+        (128, 4096, 14336), (256, 8192, 8192), (1024, 8192, 8192))
 FP8 = ((8192, 8192, 8192), (4096, 4096, 4096), (96, 8192, 8192), (128, 8192, 8192),
        (128, 14336, 4096))
 # row-wise and per-128-block scales (samples/gemm_fp8_scaled.py)
 FP8_SCALED = ((8192, 8192, 8192), (4096, 4096, 4096), (128, 8192, 8192))
 DECODE = {"bf16": ((1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (32, 8192, 8192),
-                   (64, 8192, 8192), (128, 8192, 8192), (16, 14336, 4096), (16, 4096, 14336)),
+                   (64, 8192, 8192), (16, 14336, 4096), (16, 4096, 14336)),
           "e4m3": ((64, 8192, 8192),)}
 ROOFLINE_M = 256             # rows up to this M say how close they are to the HBM roofline
 # issue 34's goals for the decode kernel at M <= 64, N = K = 8192: against cuBLAS, and the
@@ -140,9 +145,16 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
                          f"threads, " + (f"clusters of {cfg.cluster} along "
                                          f"{cfg.along.upper()}" if cfg.cluster > 1 else
                                          "no cluster") + f"; used for {use}")
+        pair = dec.PAIR[dtype]
+        fn = dec_mod[pair.name]
+        section.note(f"{fn.name}: {pair.bm} W rows and {pair.bn} X rows per CTA, clusters of 2 "
+                     f"sharing the W tile, {fn.num_regs} registers per thread at entry, "
+                     f"{pair.smem_bytes} bytes of dynamic shared memory per CTA ({pair.stages} "
+                     f"stages); used where `gemm_decode.pair_for` takes it")
         for m, n, k in shapes:
-            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw,
-                 linear_m=dec.LINEAR_DECODE_M)
+            linear = dec.kernel_for(dtype, m, n, k)
+            _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, linear=linear,
+                 decode=(dec, dec_mod) if linear == pair.name else None, tag="")
     for dtype, shapes in decode.items():
         for cfg in (*dec.VARIANTS[dtype].values(), *dec.W64[dtype].values()):
             fn = dec_mod[cfg.name]
@@ -152,17 +164,18 @@ def run(section: Section, bf16=BF16, fp8=FP8, decode=DECODE) -> None:
                          + ("clusters of 2 sharing X" if cfg.cluster > 1 else "no cluster"))
         for m, n, k in shapes:
             _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=(dec, dec_mod),
-                 linear_m=dec.LINEAR_DECODE_M)
+                 linear=dec.kernel_for(dtype, m, n, k))
     _scaled(section, torch, sms)
 
 
 def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
-         dev="cuda", linear_m=None) -> None:
+         dev="cuda", linear=None, tag=None) -> None:
     """One row: verify, then time ours against torch's. `decode`: (gemm_decode, its loaded
-    module) to run that sample's kernel; `dev`: "cpu" in the CPU test of this plumbing.
-    `linear_m`: gemm_decode.LINEAR_DECODE_M, where `Linear` changes kernels: a row whose
-    kernel `Linear` does not run at its M (gemm_hopper's at M <= linear_m, the decode
-    kernel's above) is there to compare with the one it runs, and carries no target."""
+    module) to run that sample's kernel (the one its `plan` takes); `dev`: "cpu" in the CPU
+    test of this plumbing. `linear`: the kernel `gemm_decode.Linear` runs at this shape
+    (`kernel_for`): a row of another kernel is there to compare with it, and carries no
+    target. `tag`: what the row's name adds to the shape (default " decode" for a decode
+    row)."""
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     a = torch.randn(m, k, device=dev)
     b = torch.randn(n, k, device=dev)
@@ -186,7 +199,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
     if decode is None:
         maps = (*sample.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k),
                 sample.output_map(c.data_ptr(), m, n))
-        kernel = sample.config_for(dtype, m, n).name
+        kernel = ran = sample.config_for(dtype, m, n).name
 
         def ours():
             sample.launch(mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, scale,
@@ -198,6 +211,7 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
         ws = dec.Workspace(scratch.data_ptr(), plan.workspace)
         dmaps = dec.tensor_maps(dtype, a.data_ptr(), b.data_ptr(), m, n, k)
         kernel = f"{plan.cfg.name}, {plan.splits} splits of {plan.kper} k-blocks"
+        ran = plan.cfg.name
 
         def ours():
             dec.launch(dec_mod, dtype, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k,
@@ -221,7 +235,9 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
     times = interleaved_gpu_ms({"ptxdsl": ours, label: theirs}, reps=reps, warmup=3,
                                burst=burst, settle_s=SETTLE_S, hold=True)
     flops = 2.0 * m * n * k
-    shape = f"{dtype} M={m} N={n} K={k}" + (" decode" if decode is not None else "")
+    if tag is None:
+        tag = " decode" if decode is not None else ""
+    shape = f"{dtype} M={m} N={n} K={k}{tag}"
     moved = roofline_bytes(dtype, m, n, k)
     meds = {}
     for who, ms in times.items():
@@ -234,12 +250,11 @@ def _row(section, torch, sample, mod, dtype, m, n, k, sms, bw, decode=None,
                            if who == "ptxdsl" else ""))
         meds[who] = r["median"]
     ratio = meds["ptxdsl"] / meds[label]
-    runs = linear_m is None or (m <= linear_m) == (decode is not None)
+    runs = linear is None or linear == ran
     section.row(f"{shape}: ptxdsl / {label.split()[0]}", [ratio], "ratio", "medians" + (
-        "" if runs else f"; no target: at this M `Linear` runs the "
-        f"{'decode kernel' if decode is None else 'gemm_hopper kernel'} (also in this table)"))
+        "" if runs else f"; no target: at this shape `Linear` runs {linear}"))
     goal = TARGETS.get((dtype, m), EVERY_ROW) if m == n == k else EVERY_ROW
-    if decode is not None and dtype == "bf16" and m <= DECODE_TARGET_M and \
+    if tag == " decode" and dtype == "bf16" and m <= DECODE_TARGET_M and \
             n == k == DECODE_TARGET_NK:
         goal = DECODE_TARGETS["ratio"]
         roof = moved / (_median(times["ptxdsl"]) * 1e-3) / bw

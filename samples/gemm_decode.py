@@ -32,20 +32,25 @@ from its `Config` with three of its options and its `Output` hook:
   columns past M, which the epilogue never stores.
 - L2 hints (`Config.hints`): W is loaded evict-first (read once), X evict-last (read by
   every CTA).
+- Pairs (`PAIR`, `pair_for`): 128 W rows x 64 X rows per CTA, two CTAs side by side along
+  X's rows sharing the W tile (each loads half of it and multicasts it to both), the
+  orientation of cuBLAS's kernel at M = 128. `Linear` (and `plan` by default) takes them for
+  bf16 at 104 < M <= 128 where gemm_hopper would take its one-row tiles and K is long or
+  those tiles leave SMs idle (measured: the comment at PAIR).
 - Transposed epilogue: the tile of Y^T (W rows x X rows) is written into Y with 16-bit
   stores, each lane's 8 consecutive W rows making 16 contiguous bytes of a row of Y,
   predicated on the M and N edges (Y is M x N: 1 MiB at M = 64, N = 8192, against 128 MiB
   of W, so its stores' cost is small and they need no TMA map; N may be odd).
 
 Host side: `Linear(dtype)` is the one call for any M: `Linear("bf16")(x, w, y, m, n, k)` runs
-this kernel for M <= DECODE_M and gemm_hopper's above (`kernel_for` says which), with its
-own workspace (`Decode`: the decode kernels with each shape's plan and maps made once);
-`Linear(dtype, bounded=True)` is the debug build. Underneath, `launch` takes
-the loaded module, the pointers of X, W, Y and a `Workspace` (tickets + partials,
-`workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed by every call: one
-per stream, as two calls running at once must not share the tickets). `config_for`,
-`split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a multiple of 8
-(bf16) or 16 (e4m3).
+this kernel for M <= LINEAR_DECODE_M and for the pairs' shapes, gemm_hopper's otherwise
+(`kernel_for` says which), with its own workspace (`Decode`: the decode kernels with each
+shape's plan and maps made once); `Linear(dtype, bounded=True)` is the debug build.
+Underneath, `launch` takes the loaded module, the pointers of X, W, Y and a `Workspace`
+(tickets + partials, `workspace_bytes`; zeroed once by `Workspace.allocate`, and left zeroed
+by every call: one per stream, as two calls running at once must not share the tickets).
+`config_for`, `split_for` and `plan` are the choices it makes, on the CPU. TMA needs K a
+multiple of 8 (bf16) or 16 (e4m3).
 
 W tiles of 64 rows (`W64`, `gemm_hopper.Config(bm=64)`; widths 16, 32, 64) for bf16 at
 8 < M <= 64 (e4m3's are built and pass the CPU checks, but have not run on a GPU: `launch`
@@ -110,10 +115,14 @@ TICKET_ALIGN = 16                   # the partials start 16-byte aligned (v4 sto
 CLUSTER_BN = 128
 
 
-def _config(dtype: str, bn: int, w_rows: int = gh.BM) -> gh.Config:
+def _config(dtype: str, bn: int, w_rows: int = gh.BM, pair: bool = False) -> gh.Config:
     stage = w_rows * gh.BK_BYTES + bn * gh.BK_BYTES     # a W tile and an X tile
     stages = SMEM_LIMIT // (stage + 16)                 # + a full and an empty mbarrier
-    name = f"gemm_decode_{dtype}_n{bn}" + ("" if w_rows == gh.BM else f"_w{w_rows}")
+    name = f"gemm_decode_{dtype}_n{bn}" + ("" if w_rows == gh.BM else f"_w{w_rows}") + \
+        ("_pair" if pair else "")
+    if pair:        # two CTAs side by side along X's rows, sharing (multicasting) the W tile
+        return gh.Config(dtype, bn=bn, cluster=2, stages=stages, along="n", name=name,
+                         split_k=True, staging=False, hints="a", bm=w_rows)
     cluster = 2 if bn >= CLUSTER_BN else 1
     return gh.Config(dtype, bn=bn, cluster=cluster, stages=stages, along="m", name=name,
                      split_k=True, staging=False, hints="a", bm=w_rows,
@@ -129,6 +138,34 @@ W64_FROM = 8
 W64_DTYPES = ("bf16",)          # measured and checked on a GPU; e4m3's only on the CPU
 W64 = {d: {bn: _config(d, bn, 64) for bn in W64_WIDTHS} for d in gh.DTYPES}
 W_ROWS = {gh.BM: (WIDTHS, VARIANTS), 64: (W64_WIDTHS, W64)}
+# Pairs of 128 x 64 tiles sharing the W tile (experiment, M = 65 .. 128)
+# Pairs (module doc): 128 W rows x 64 X rows per CTA, two CTAs side by side along X's rows
+# sharing the W tile; `Linear` takes them for bf16 where `pair_for` says (measured on an
+# H200 in one process against cuBLAS, N = K = 8192: M = 112 / 120 / 128 1.035 / 1.015 /
+# 1.030 against 1.022 / 0.986 / 0.977 for gemm_hopper's one-row tiles, but M = 104 0.947
+# against 1.004, as the second CTA's X tile is mostly rows past M; M = 128, N = 4096, K = 8192
+# 1.075 against 0.934, N = 2048 1.023 against 0.720, K = 16384 1.008 against 0.951; and
+# N = 8192 with K = 4096 / 6144 0.999 / 1.006 against 1.011 / 1.027, where the one-row
+# tiles fill the SMs and a tile is short). e4m3 keeps gemm_hopper's one-row tiles there
+# (1.028 against 1.073 at M = 128, N = K = 8192).
+PAIR_BN = 64
+PAIR = {d: _config(d, PAIR_BN, pair=True) for d in gh.DTYPES}
+PAIR_DTYPES = ("bf16",)
+PAIR_FROM = 104                 # pairs for PAIR_FROM < M <= 2 * PAIR_BN ...
+PAIR_K = 8192                   # ... where K is at least this long, or the one-row tiles
+PAIR_CTAS = gh.WAVE_SMS * 3 // 4    # would leave a quarter of the SMs idle
+
+
+def pair_for(dtype: str, m: int, n: int, kdim: int) -> bool:
+    """Whether `Linear` (and `plan` by default) takes the pairs (PAIR) for M x N x K: bf16,
+    PAIR_FROM < M <= 128, where gemm_hopper would take its one-row tiles (`config_for`
+    with N: not where its 128 x 128 tiles fill their waves as well) and K >= PAIR_K or those
+    tiles' CTAs are at most PAIR_CTAS."""
+    if dtype not in PAIR_DTYPES or not PAIR_FROM < m <= 2 * PAIR_BN:
+        return False
+    if gh.config_for(dtype, m, n) is not gh.ROW_FIT[dtype]:
+        return False
+    return kdim >= PAIR_K or -(-n // gh.ROW_FIT[dtype].bn) <= PAIR_CTAS
 
 
 def w_rows_for(dtype: str, m: int) -> int:
@@ -138,12 +175,22 @@ def w_rows_for(dtype: str, m: int) -> int:
         W64_FROM < m <= W64_WIDTHS[-1] else gh.BM
 
 
-def config_for(dtype: str, m: int, w_rows: int | None = None) -> gh.Config:
+def config_for(dtype: str, m: int, w_rows: int | None = None, *,
+               pair: bool = False) -> gh.Config:
     """The kernel for M rows of X: the narrowest width that holds them, of the W tiles of
-    `w_rows` rows (default `w_rows_for(dtype, m)`)."""
+    `w_rows` rows (default `w_rows_for(dtype, m)`); `pair`: the pairs (PAIR, M up to 128,
+    128-row W tiles)."""
     if dtype not in VARIANTS:
         raise ValueError(f"gemm_decode: dtype must be one of {', '.join(VARIANTS)}, got "
                          f"{dtype!r}")
+    if not isinstance(pair, bool):
+        raise ValueError(f"gemm_decode: pair must be a bool, got {pair!r}")
+    if pair:
+        if w_rows not in (None, gh.BM) or isinstance(w_rows, bool):
+            raise ValueError(f"gemm_decode: the pairs (pair=True) have {gh.BM}-row W tiles, "
+                             f"got w_rows={w_rows!r}")
+        config_for(dtype, m, gh.BM)         # M: 1 to DECODE_M
+        return PAIR[dtype]
     if w_rows is None:
         w_rows = w_rows_for(dtype, m)
     if isinstance(w_rows, bool) or w_rows not in W_ROWS:
@@ -189,10 +236,11 @@ class Plan(NamedTuple):
     workspace: int
 
 
-def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None) -> None:
+def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None,
+                pair: bool = False) -> None:
     """The shapes the kernels take: 1 <= M <= DECODE_M (64 with `w_rows=64`), N >= 1, K *
     element bytes a multiple of 16 (TMA's row pitch)."""
-    config_for(dtype, m, w_rows)
+    config_for(dtype, m, w_rows, pair=pair)
     elem = gh.CONFIGS[dtype].elem
     for what, v in (("M", m), ("N", n), ("K", kdim)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
@@ -203,21 +251,25 @@ def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None
 
 
 def plan(dtype: str, m: int, n: int, kdim: int, sms: int, *, splits: int | None = None,
-         w_rows: int | None = None) -> Plan:
+         w_rows: int | None = None, pair: bool | None = None) -> Plan:
     """The launch of Y = X W^T at M x N x K on `sms` SMs. `splits`: cut K into that many
     splits instead of `split_for`'s count (fewer when K has fewer k-blocks: splits of
     ceil(k-blocks / splits), none empty); `w_rows`: the W tiles of that many rows instead of
-    `w_rows_for(dtype, m)`'s."""
+    `w_rows_for(dtype, m)`'s; `pair`: the pairs (PAIR) or not, instead of `pair_for`'s
+    choice (which `w_rows` turns off)."""
     check_shape(dtype, m, n, kdim, w_rows)
+    if pair is None:
+        pair = w_rows is None and pair_for(dtype, m, n, kdim)
+    check_shape(dtype, m, n, kdim, w_rows, pair)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
         raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
     if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
                                or not 1 <= splits <= MAX_SPLITS):
         raise ValueError(f"gemm_decode: splits must be None (split_for's choice) or an int "
                          f"from 1 to MAX_SPLITS = {MAX_SPLITS}, got {splits!r}")
-    cfg = config_for(dtype, m, w_rows)
+    cfg = config_for(dtype, m, w_rows, pair=pair)
     cl = cfg.cluster
-    cluster_tiles = -(-n // cfg.tile_m) * -(-m // cfg.bn)
+    cluster_tiles = -(-n // cfg.tile_m) * -(-m // cfg.tile_n)
     kblocks = -(-kdim // cfg.bk)
     clusters = max(1, sms // cl)
     kper = split_for(cluster_tiles, kblocks, clusters) if splits is None else \
@@ -289,7 +341,7 @@ class DecodeStore:
         # CTA r keys them as t * cl + r
         self.rank = k.read_special("cluster_ctarank") if cl > 1 else None
         tiles = k.mul(k.mul(k.div(k.add(w_rows, cfg.tile_m - 1), cfg.tile_m), cl),
-                      k.div(k.add(x_rows, cfg.bn - 1), cfg.bn))
+                      k.div(k.add(x_rows, cfg.tile_n - 1), cfg.tile_n))
         self.tickets = ws
         tickets_bytes = k.and_(k.add(k.mul(tiles, 8), TICKET_ALIGN - 1), -TICKET_ALIGN,
                                type=t.b32)
@@ -372,6 +424,7 @@ def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False
     kernels = [build_kernel(d, bn, bounded) for d in dtypes for bn in WIDTHS]
     if w64:
         kernels += [build_kernel(d, bn, bounded, 64) for d in dtypes for bn in W64_WIDTHS]
+    kernels += [gh.build_gemm(PAIR[d], bounded, output=DecodeOut()) for d in dtypes]
     if bounded:
         return debug.module(kernels, name="gemm_decode", target="sm_90a")
     return Module(kernels, name="gemm_decode", target="sm_90a")
@@ -380,23 +433,24 @@ def build_module(dtypes: Iterable[str] = tuple(gh.DTYPES), bounded: bool = False
 # -- host side ---------------------------------------------------------------------------------
 def tensor_maps(dtype: str, x: object, w: object, m: int, n: int, kdim: int,
                 cfg: gh.Config | None = None) -> tuple[TensorMap, TensorMap]:
-    """The maps of W (the GEMM's A: N x K, 128-row boxes) and X (its B: M x K, bn-row boxes)."""
-    cfg = cfg or config_for(dtype, m)
+    """The maps of W (the GEMM's A: N x K) and X (its B: M x K) with the boxes of `cfg`
+    (default: the kernel `plan` takes by default, `config_for(dtype, m, pair=pair_for(...))`)."""
+    cfg = cfg or config_for(dtype, m, pair=pair_for(dtype, m, n, kdim))
     return gh.tensor_maps(dtype, w, x, n, m, kdim, cfg)
 
 
 def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m: int, n: int,
            kdim: int, scale: float = 1.0, *, sms: int, workspace: Workspace,
            stream: object = None, maps: tuple[TensorMap, TensorMap] | None = None,
-           splits: int | None = None, w_rows: int | None = None,
+           splits: int | None = None, w_rows: int | None = None, pair: bool | None = None,
            made: Plan | None = None) -> Plan:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16) with the decode kernel `plan` picks from
     the loaded `module`; `workspace`: at least `plan(...).workspace` bytes (`Workspace`);
     `maps`: `tensor_maps`' pair (of `plan(...).cfg`), to skip encoding them per call;
-    `splits`, `w_rows`: `plan`'s alternatives to its choice; `made`: the plan of these
+    `splits`, `w_rows`, `pair`: `plan`'s alternatives to its choice; `made`: the plan of these
     arguments, made once by the caller (making it costs about 10 us of host time, as much as
     the launch). Returns the plan."""
-    p = made or plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
+    p = made or plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows, pair=pair)
     if not isinstance(workspace, Workspace):
         raise ValueError(f"gemm_decode.launch: workspace must be a Workspace (Workspace."
                          f"allocate(plan(...).workspace)), got {type(workspace).__name__}")
@@ -404,6 +458,8 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
         raise ValueError(f"gemm_decode.launch: the workspace has {workspace.nbytes} bytes, "
                          f"M={m} N={n} K={kdim} on {sms} SMs needs {p.workspace} "
                          f"({p.tiles} tiles x {p.splits} splits)")
+    if maps:            # W is the GEMM's A (N rows), X its B (M rows)
+        gh.check_boxes(p.cfg, n, m, *maps, names=("W", "X"))
     mw, mx = maps or tensor_maps(dtype, x, w, m, n, kdim, p.cfg)
     args = (mw, mx, n, m, kdim) + ((scale,) if dtype != "bf16" else ()) + \
         (p.kper, y, workspace.ptr)
@@ -412,11 +468,14 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
     return p
 
 
-def kernel_for(dtype: str, m: int, n: int | None = None) -> str:
-    """The kernel `Linear` runs for M rows (and N columns, where given): this sample's up to
-    LINEAR_DECODE_M, gemm_hopper's (`gemm_hopper.config_for`) above."""
+def kernel_for(dtype: str, m: int, n: int | None = None, kdim: int | None = None) -> str:
+    """The kernel `Linear` runs for M rows (and N columns and K, where given): this sample's
+    up to LINEAR_DECODE_M, gemm_hopper's (`gemm_hopper.config_for`) above, except this
+    sample's pairs where `pair_for` takes them (with N and K)."""
     if isinstance(m, int | np.integer) and not isinstance(m, bool) and m > LINEAR_DECODE_M:
         config_for(dtype, 1)                 # the dtype (N, K are checked per call)
+        if n is not None and kdim is not None and pair_for(dtype, m, n, kdim):
+            return PAIR[dtype].name
         return gh.config_for(dtype, m, n).name
     return config_for(dtype, m).name
 
@@ -449,8 +508,8 @@ class Decode:
         if key not in self.made:
             if len(self.made) >= MAP_CACHE:
                 self.made.clear()
-            self.made[key] = (plan(self.dtype, m, n, kdim, sms),
-                              tensor_maps(self.dtype, x, w, m, n, kdim))
+            p = plan(self.dtype, m, n, kdim, sms)
+            self.made[key] = (p, tensor_maps(self.dtype, x, w, m, n, kdim, p.cfg))
         made, maps = self.made[key]
         if made.workspace > self.workspace.nbytes:
             self.retired.append(self.workspace)
@@ -461,7 +520,8 @@ class Decode:
 
 class Linear:
     """Y = X W^T (X: M x K, W: N x K, Y: M x N bf16; e4m3: times `scale`) at any M: the
-    decode kernel up to LINEAR_DECODE_M, gemm_hopper's kernels above (`kernel_for`). Builds and
+    decode kernel up to LINEAR_DECODE_M and its pairs where `pair_for` takes them,
+    gemm_hopper's kernels otherwise (`kernel_for`). Builds and
     loads both modules once (`bounded=True`: the debug build, whose hung waits raise
     `WaitTimeoutError` naming the barrier) and keeps a workspace, grown as shapes need; one
     `Linear` per stream (its workspace's tickets serve one call at a time)."""
@@ -483,7 +543,7 @@ class Linear:
                  scale: float = 1.0, *, stream: object = None) -> str:
         """Y = X W^T on the device pointers `x`, `w`, `y`; returns the kernel's name."""
         from ptxdsl.runtime.arrays import device_pointer
-        name = kernel_for(self.dtype, m, n)
+        name = kernel_for(self.dtype, m, n, kdim)
         if not name.startswith("gemm_hopper"):
             go = self.decode.ready(x, w, m, n, kdim, self.sms)
             return go(y=y, scale=scale, stream=stream).cfg.name
@@ -500,16 +560,17 @@ class Linear:
         return name
 
 
+# each width, odd N, K tails, deep splits; the last two take the pairs in bf16 (`pair_for`)
 SHAPES = ((1, 520, 208), (7, 1000, 4096), (8, 4104, 1040), (33, 256, 8192), (64, 1032, 2000),
-          (100, 520, 4096), (128, 777, 512))     # each width, odd N, K tails, deep splits
+          (100, 520, 4096), (128, 777, 512), (105, 1000, 8192))
 
 
 def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] = tuple(gh.DTYPES),
         sms: int | None = None, bounded: bool = False, *, splits: int | None = None,
-        w_rows: int | None = None) -> Report:
-    """Each shape's kernel (the one `launch` picks, or with `splits`/`w_rows` that variant)
-    of `dtypes` against numpy, twice (the two results must be identical); `sms` caps the
-    persistent grid (more units per CTA)."""
+        w_rows: int | None = None, pair: bool | None = None) -> Report:
+    """Each shape's kernel (the one `launch` picks, or with `splits`/`w_rows`/`pair` that
+    variant) of `dtypes` against numpy, twice (the two results must be identical); `sms`
+    caps the persistent grid (more units per CTA)."""
     from ptxdsl import runtime as rt
     report = Report("gemm_decode")
     mod = build_module(bounded=bounded).load()
@@ -518,7 +579,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
     for dtype in dtypes:
         for m, n, kdim in shapes:
             x, w, want, scale = gh.reference_inputs(dtype, m, n, kdim)
-            p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows)
+            p = plan(dtype, m, n, kdim, sms, splits=splits, w_rows=w_rows, pair=pair)
             dev_x, dev_w = rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w)
             ws = Workspace.allocate(p.workspace)
             got = []
@@ -526,7 +587,7 @@ def run(shapes: Iterable[tuple[int, int, int]] = SHAPES, dtypes: Iterable[str] =
                 y = rt.DeviceBuffer.empty((m, n), np.uint16)
                 y.memset(POISON)
                 launch(mod, dtype, dev_x, dev_w, y, m, n, kdim, scale, sms=sms, workspace=ws,
-                       splits=splits, w_rows=w_rows)
+                       made=p)
                 sync(recorder=recorder)
                 got.append(y.to_numpy())
             name = f"{p.cfg.name} M={m} N={n} K={kdim} ({p.splits} splits of {p.kper})"

@@ -672,6 +672,20 @@ def tensor_maps(dtype: str, a: object, b: object, m: int, n: int, kdim: int,
     return ma, mb
 
 
+def check_boxes(cfg: Config, m: int, n: int, ma: TensorMap, mb: TensorMap,
+                names: str = "AB") -> None:
+    """Refuse maps of A and B (`names`: what the caller calls them) made for another variant
+    than `cfg`: the kernel's stage byte counts would not match their boxes, and its waits
+    would never end. (boxes_for also refuses a fitted kernel more than one tile row or
+    column, as tensor_maps does when it makes the maps.)"""
+    for name, tmap, box in zip(names, (ma, mb), cfg.boxes_for(m, n), strict=True):
+        desc = getattr(tmap, "desc", None)      # None: raw bytes, nothing to compare
+        if desc is not None and tuple(desc.box_dim) != tuple(box.tma_box):
+            raise ValueError(f"{cfg.name}: {name}'s tensor map must have this variant's "
+                             f"boxDim {list(box.tma_box)} (tensor_maps(..., cfg) for the "
+                             f"same cfg), got {list(desc.box_dim)}")
+
+
 def output_map(c: object, m: int, n: int) -> TensorMap | None:
     """C's tensor map for the TMA-store epilogue, or None when N * 2 bytes is not a multiple
     of 16 (TMA's pitch rule; the kernel then stores directly)."""
@@ -699,16 +713,8 @@ def launch(module: LoadedModule, dtype: str, a: object, b: object, c: object, m:
     check_shape(dtype, m, n, kdim)
     cfg = cfg or config_for(dtype, m, n)
     ma, mb, mc = maps or (*tensor_maps(dtype, a, b, m, n, kdim, cfg), output_map(c, m, n))
-    if maps:                 # made for another variant, the kernel's byte counts would not match
-        # (boxes_for also refuses a fitted kernel more than one tile row or column, as
-        # tensor_maps does when it makes the maps)
-        boxes = cfg.boxes_for(m, n)
-        for name, tmap, box in zip("AB", (ma, mb), boxes, strict=True):
-            desc = getattr(tmap, "desc", None)      # None: raw bytes, nothing to compare
-            if desc is not None and tuple(desc.box_dim) != tuple(box.tma_box):
-                raise ValueError(f"{cfg.name}: {name}'s tensor map must have this variant's "
-                                 f"boxDim {list(box.tma_box)} (tensor_maps(..., cfg) for the "
-                                 f"same cfg), got {list(desc.box_dim)}")
+    if maps:
+        check_boxes(cfg, m, n, ma, mb)
     args = (ma, mb, mc or ma, c, m, n, kdim, int(mc is not None)) + \
         ((scale,) if dtype != "bf16" else ())
     module[cfg.name].launch(grid_for(m, n, sms, cfg), THREADS, args,

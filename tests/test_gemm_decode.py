@@ -6,9 +6,10 @@ workspace) cover every k-block of every tile exactly once, and bad input is refu
 message naming it. GPU (`gpu`-marked, each in its own process): bit-exact against numpy at
 M = 1 .. 128 with odd N and K tails, two calls identical.
 
-`launch` takes the 64-row W tiles (`W64`) for 8 < M <= 64 and the 128-row ones otherwise;
-the alternatives it can be told to take (`w_rows=`, a forced split count `splits=`) get the
-same checks.
+`launch` takes the 64-row W tiles (`W64`) for 8 < M <= 64, the pairs (`PAIR`) where
+`pair_for` says (bf16, 104 < M <= 128) and the 128-row ones otherwise; the alternatives it
+can be told to take (`w_rows=`, `pair=`, a forced split count `splits=`) get the same
+checks.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ def w64_module():
 
 
 def _configs():
-    """(dtype, config) of every kernel: the widths `launch` picks, then the 64-row W tiles."""
+    """(dtype, config) of every kernel: the widths `launch` picks, the 64-row W tiles, the
+    pairs."""
     return [(d, cfg) for table in ("VARIANTS", "W64") for d in ("bf16", "e4m3")
-            for cfg in NS[table][d].values()]
+            for cfg in NS[table][d].values()] + [(d, NS["PAIR"][d]) for d in ("bf16", "e4m3")]
 
 
 def _entry(ptx: str, name: str) -> str:
@@ -63,10 +65,11 @@ def test_checker_finds_nothing(module, w64_module):
 def test_the_module_holds_both_tilings():
     built = NS["build_module"](["bf16"])
     assert [k.name for k in built.kernels] == [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]] \
-        + [f"gemm_decode_bf16_n{bn}_w64" for bn in NS["W64_WIDTHS"]]
+        + [f"gemm_decode_bf16_n{bn}_w64" for bn in NS["W64_WIDTHS"]] \
+        + ["gemm_decode_bf16_n64_pair"]
     assert assemble_declared(built.emit())[:4] == b"\x7fELF"
     assert [k.name for k in NS["build_module"](["bf16"], w64=False).kernels] == \
-        [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]]
+        [f"gemm_decode_bf16_n{bn}" for bn in NS["WIDTHS"]] + ["gemm_decode_bf16_n64_pair"]
 
 
 def test_debug_build_checks_clean_and_assembles():
@@ -85,18 +88,22 @@ def test_ptx_shape(module, w64_module, dtype, cfg):
     evict-last X, no TMA-store epilogue, the acq_rel ticket and the warpgroup's vote on it,
     16-bit transposed stores. 64-row W tiles: both warpgroups on the same 64 W rows, each
     on its half of the X tile (wgmma N = bn / 2, B read from the stage's A bytes + cw times
-    the half's bytes), so half the stores each."""
+    the half's bytes), so half the stores each. Pairs: clusters of 2 along X's rows, each
+    CTA loading its 64-row half of the W tile and multicasting it to both, and its own X
+    tile (W's offset in the stage: the CTA's rank times 64 rows of 128 bytes)."""
     kind = {"bf16": "k16.f32.bf16.bf16", "e4m3": "k32.f32.e4m3.e4m3"}[dtype]
-    bn, w64 = cfg.bn, cfg.bm == 64
-    assert cfg.name == f"gemm_decode_{dtype}_n{bn}" + ("_w64" if w64 else "")
+    bn, w64, pair = cfg.bn, cfg.bm == 64, cfg.along == "n"
+    assert cfg.name == f"gemm_decode_{dtype}_n{bn}" + ("_w64" if w64 else "") + \
+        ("_pair" if pair else "")
     body = _entry((w64_module if w64 else module).emit(), cfg.name)
     wn = bn // 2 if w64 else bn
     assert body.count(f"wgmma.mma_async.sync.aligned.m64n{wn}{kind}") == 8
     assert ".param .u32 kper" in body
-    # from CLUSTER_BN up: pairs along W's rows, X's tile multicast
-    paired = bn >= NS["CLUSTER_BN"]
+    # from CLUSTER_BN up: pairs along W's rows, X's tile multicast; PAIR: W's tile multicast
+    paired = bn >= NS["CLUSTER_BN"] or pair
     assert (".reqnctapercluster 2, 1, 1" in body) is paired
     assert body.count(".multicast::cluster") == int(paired)
+    assert (re.search(r"mad\.lo\.u32 %r\d+, %r\d+, 8192, 0;", body) is not None) is pair
     assert "createpolicy.fractional.L2::evict_first.b64" in body
     assert "createpolicy.fractional.L2::evict_last.b64" in body
     assert body.count(".L2::cache_hint") == 2
@@ -122,7 +129,7 @@ def test_whole_program_compile_keeps_setmaxnreg_without_spills(module):
     """What the driver JIT builds: setmaxnreg kept (168 registers at entry), no spills (the
     ordered sum holds a partial's quad beside the accumulator), no serialized wgmma."""
     rep = whole_program_report(module)
-    assert [r.registers for r in rep.kernels.values()] == [168] * 16, rep.log
+    assert [r.registers for r in rep.kernels.values()] == [168] * 18, rep.log
     assert all(r.spill_stores == r.spill_loads == 0 for r in rep.kernels.values()), rep.log
     assert advisories(rep) == [], rep.log
 
@@ -140,8 +147,12 @@ def test_variants_fill_shared_memory():
         assert cfg.smem_bytes <= NS["SMEM_LIMIT"]
         assert cfg.smem_bytes + cfg.stage_bytes + 16 > NS["SMEM_LIMIT"]   # no stage more
         assert cfg.stage_bytes % 1024 == 0
-        assert cfg.stage_bytes == (cfg.bm + cfg.bn) * 128 and cfg.tile_m == cfg.bm * cfg.cluster
+        assert cfg.stage_bytes == (cfg.bm + cfg.bn) * 128
+        # a cluster tile: the cluster's CTAs along W's rows (X shared), or X's for the pairs
+        assert (cfg.tile_m, cfg.tile_n) == ((cfg.bm, cfg.bn * cfg.cluster) if cfg.along == "n"
+                                            else (cfg.bm * cfg.cluster, cfg.bn))
     assert NS["VARIANTS"]["bf16"][8].stages == 13 and NS["VARIANTS"]["bf16"][128].stages == 7
+    assert NS["PAIR"]["bf16"].stages == 9
     # 64-row W tiles: more, smaller stages (8 KiB of W each)
     assert [NS["W64"]["bf16"][bn].stages for bn in NS["W64_WIDTHS"]] == [22, 18, 14]
     assert list(NS["W64"]["bf16"]) == [16, 32, 64]
@@ -203,6 +214,75 @@ def test_kernel_choice_across_the_bound():
         pick("f16", 300)
 
 
+def test_pair_choice():
+    """The pairs where they were measured to win (module doc, PAIR): bf16, 104 < M <= 128,
+    where gemm_hopper takes its one-row tiles, with K >= 8192 or those tiles' CTAs at most 3/4
+    of the SMs; `kernel_for` (what `Linear` runs) and `plan`'s default agree with it."""
+    pair_for, pick = NS["pair_for"], NS["kernel_for"]
+    takes = [(128, 8192, 8192), (112, 8192, 8192), (105, 8192, 8192), (128, 8192, 16384),
+             (128, 4096, 8192), (128, 2048, 8192), (128, 4096, 14336), (128, 4096, 4096),
+             (128, 777, 520)]
+    leaves = [(104, 8192, 8192), (96, 8192, 8192), (128, 8192, 4096), (128, 8192, 6144),
+              (128, 14336, 4096), (128, 16384, 8192), (129, 8192, 8192), (64, 8192, 8192)]
+    for m, n, k in takes + leaves:
+        want = (m, n, k) in takes
+        assert pair_for("bf16", m, n, k) is want, (m, n, k)
+        assert not pair_for("e4m3", m, n, k)        # its one-row tiles ran faster
+        name = pick("bf16", m, n, k)
+        assert (name == "gemm_decode_bf16_n64_pair") is want, (m, n, k, name)
+        if not want and m > NS["LINEAR_DECODE_M"]:
+            assert name == GH.config_for("bf16", m, n).name
+        if m <= NS["DECODE_M"]:
+            assert (NS["plan"]("bf16", m, n, k, 132).cfg is NS["PAIR"]["bf16"]) is want
+    # without N and K, by M alone as before
+    assert pick("bf16", 128) == "gemm_hopper_bf16_row"
+    # the pairs at N = K = 8192: 64 cluster tiles of 128 W rows x 128 X rows, one split,
+    # 128 CTAs; told not to, the 128-row W tiles with X shared (2 splits)
+    p = NS["plan"]("bf16", 128, 8192, 8192, 132)
+    assert (p.cfg.name, p.tiles, p.splits, p.grid) == ("gemm_decode_bf16_n64_pair", 128, 1, 128)
+    assert NS["plan"]("bf16", 128, 8192, 8192, 132, pair=False).cfg.name == \
+        "gemm_decode_bf16_n128"
+    # w_rows names a tiling: no pairs unless asked for
+    assert NS["plan"]("bf16", 128, 8192, 8192, 132, w_rows=128).cfg.name == \
+        "gemm_decode_bf16_n128"
+    p = NS["plan"]("e4m3", 100, 8192, 8192, 132, pair=True)
+    assert (p.cfg.name, p.cfg.cluster, p.cfg.along, p.tiles) == (
+        "gemm_decode_e4m3_n64_pair", 2, "n", 128)
+
+
+def test_pair_bad_input_is_refused():
+    cfg = NS["config_for"]
+    with pytest.raises(ValueError, match=r"the pairs \(pair=True\) have 128-row W tiles, "
+                                         r"got w_rows=64"):
+        cfg("bf16", 16, 64, pair=True)
+    with pytest.raises(ValueError, match="pair must be a bool, got 1"):
+        cfg("bf16", 16, pair=1)
+    with pytest.raises(ValueError, match="M must be 1 to DECODE_M = 128 .* got M=129"):
+        NS["plan"]("bf16", 129, 8192, 8192, 132, pair=True)
+
+
+def test_launch_refuses_maps_of_another_variant():
+    """Maps made for the 128-row W tiles (W's whole 128-row box, X's 64-row half) given to a
+    launch of the pairs (64-row halves of W, X's own 64 rows): the stage's byte count would
+    not match (a hang), so launch names the map, the box it needs and the one given."""
+    from types import SimpleNamespace as NSp
+    launched = []
+    module = {NS["PAIR"]["bf16"].name: NSp(launch=lambda *a, **kw: launched.append(a))}
+    ws = NS["Workspace"](0, 1 << 20)
+
+    def tmap(rows):
+        return NSp(desc=NSp(box_dim=(64, rows)))
+    with pytest.raises(ValueError, match=r"gemm_decode_bf16_n64_pair: W's tensor map must "
+                                         r"have this variant's boxDim \[64, 64\].*got "
+                                         r"\[64, 128\]"):
+        NS["launch"](module, "bf16", 0, 0, 0, 128, 8192, 8192, sms=132, workspace=ws,
+                     maps=(tmap(128), tmap(64)))
+    assert launched == []
+    NS["launch"](module, "bf16", 0, 0, 0, 128, 8192, 8192, sms=132, workspace=ws,
+                 maps=(tmap(64), tmap(64)))
+    assert len(launched) == 1
+
+
 def test_split_choice():
     split = NS["split_for"]
     assert split(64, 128, 132) == 64           # N = K = 8192: 2 splits, 128 CTAs
@@ -236,7 +316,8 @@ def test_variant_plans_at_8192(m):
 
 
 VARIANT_ARGS = [{}, {"splits": 3}, {"w_rows": 64}, {"w_rows": 128}, {"w_rows": 64, "splits": 2},
-                {"w_rows": 64, "splits": 3}]
+                {"w_rows": 64, "splits": 3}, {"pair": True}, {"pair": True, "splits": 3},
+                {"pair": False}]
 
 
 @pytest.mark.parametrize("variant", VARIANT_ARGS, ids=str)
@@ -271,7 +352,7 @@ def test_units_cover_every_kblock_once(m, n, kdim, sms, variant):
     assert units == cluster_tiles * p.splits
     assert seen == {(tile, kb): 1 for tile in range(p.tiles) for kb in range(kblocks)}
     assert p.grid <= max(sms, cl) and p.grid % cl == 0
-    assert p.tiles == -(-n // (p.cfg.bm * cl)) * cl * -(-m // p.cfg.bn)
+    assert p.tiles == -(-n // p.cfg.tile_m) * -(-m // p.cfg.tile_n) * cl
     tickets = -(-p.tiles * 8 // 16) * 16
     parts = p.tiles * p.splits * 2 * 64 * p.cfg.wg_n * 4 if p.splits > 1 else 0
     assert p.workspace == tickets + parts
@@ -397,13 +478,13 @@ def test_linear_on_gpu(bounded):
             "gh = ns['gh']\n"
             f"lin = ns['Linear']('bf16', bounded={bounded})\n"
             "for m, n, k in ((3, 520, 208), (64, 4104, 4096), (200, 520, 208),"
-            " (3072, 3000, 136)):\n"
+            " (128, 1000, 8192), (3072, 3000, 136)):\n"
             "    x, w, want, _ = gh.reference_inputs('bf16', m, n, k)\n"
             "    y = rt.DeviceBuffer.empty((m, n), np.uint16)\n"
             "    name = lin(rt.DeviceBuffer.from_numpy(x), rt.DeviceBuffer.from_numpy(w), y,"
             " m, n, k)\n"
             "    rt.synchronize()\n"
-            "    assert name == ns['kernel_for']('bf16', m, n), name\n"
+            "    assert name == ns['kernel_for']('bf16', m, n, k), name\n"
             "    assert (y.to_numpy() == gh.bf16_round(want)).all(), (m, n, k)\n"
             "print('ok')\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -411,16 +492,21 @@ def test_linear_on_gpu(bounded):
     assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
 
 
+# the pairs: one row of X in the second CTA's tile (65), none (64, 1), the edges of M and N
+PAIR_SHAPES = [(m, n, k) for m in (1, 64, 65, 105, 128) for n, k in ((4096, 8192), (1032, 4112))] \
+    + [(128, 8192, 8192), (127, 130, 80), (112, 1001, 4112)]
 W64_SHAPES = [(m, n, k) for m in (1, 16, 17, 33, 64) for n, k in ((4096, 8192), (1032, 14336))] \
     + [(33, 1001, 4112), (64, 130, 80), (64, 8192, 8192)]     # K: e4m3 takes multiples of 16
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["splits=3", "w_rows=64", "w_rows=64, splits=2",
-                                     "w_rows=64, sms=3"])
+                                     "w_rows=64, sms=3", "pair=True", "pair=True, sms=4",
+                                     "pair=True, splits=3"])
 def test_decode_variants_on_gpu(variant):
     """The variants under measurement, bit for bit against numpy, two calls identical."""
-    shapes = W64_SHAPES if "w_rows" in variant else GPU_SHAPES
+    shapes = W64_SHAPES if "w_rows" in variant else PAIR_SHAPES if "pair" in variant \
+        else GPU_SHAPES
     _run_in_child(f"shapes={shapes!r}, dtypes=['bf16', 'e4m3'], {variant}")
 
 
@@ -483,13 +569,18 @@ def test_benchmark_decode_row_on_the_cpu(monkeypatch):
         ("bf16 M=8 N=512 K=512 decode: fraction of the HBM roofline", ">= 0.85",
          moved / 0.05e-3 / 1e9 >= 0.85),
         ("bf16 M=8 N=512 K=512 decode: ptxdsl / torch.matmul", ">= 1.10", True)]
-    # with `Linear`'s bound given, a decode row above it compares and carries no target
+    # with `Linear`'s kernel given, a row of another kernel compares and carries no target
     section.targets.clear()
     G._row(section, torch, None, None, "bf16", 16, 520, 208, 132, 1e12,
-           decode=(dec, None), dev="cpu", linear_m=8)
+           decode=(dec, None), dev="cpu", linear="gemm_hopper_bf16_n128")
     assert section.targets == []
-    assert section.rows[-1]["note"] == ("medians; no target: at this M `Linear` runs the "
-                                        "gemm_hopper kernel (also in this table)")
+    assert section.rows[-1]["note"] == ("medians; no target: at this shape `Linear` runs "
+                                        "gemm_hopper_bf16_n128")
+    # ... and a row of the kernel it runs, under the gemm rows' name (`tag=""`), its targets
+    G._row(section, torch, None, None, "bf16", 16, 520, 208, 132, 1e12,
+           decode=(dec, None), dev="cpu", linear="gemm_decode_bf16_n16_w64", tag="")
+    assert [(t["name"], t["goal"]) for t in section.targets] == [
+        ("bf16 M=16 N=520 K=208: ptxdsl / torch.matmul", ">= 1.00")]
     bad = len(calls) + 2            # the second checked call differs in its last bit
     with pytest.raises(AssertionError, match="two calls of gemm_decode_bf16_n16_w64, 4 splits "
                        "of 1 k-blocks differ"):

@@ -91,7 +91,8 @@ def cluster_ring(name: str, bug: str | None, form: str, lanes: str | None = None
     the final one keeps each CTA alive while its peer may still arrive on its barriers or
     multicast into it. `bug`: 'local' releases only the local empty barrier, 'tx' announces
     only this CTA's half, 'mask' multicasts to rank 0 only, 'self' to the issuing CTA only
-    (`1 << rank`), 'init' publishes the inits with
+    (`1 << rank`), 'pstart' starts the producer's phase at 0 (its first wait on a fresh
+    empty barrier blocks: a hang), 'init' publishes the inits with
     `bar.sync` alone, 'exit' drops the final cluster barrier. With `lanes` (a predicate
     register), CUTLASS's release: lane r of each consumer warp arrives on rank r's
     `empty[s]` (`mapa` of the stage's barrier by the lane number, the own rank included)
@@ -101,6 +102,7 @@ def cluster_ring(name: str, bug: str | None, form: str, lanes: str | None = None
     exit_sync = "" if bug == "exit" else \
         "  barrier.cluster.arrive.release;\n  barrier.cluster.wait.acquire;\n"
     tx = HALF if bug == "tx" else 2 * HALF
+    pstart = 0 if bug == "pstart" else 1
     mask = {"mask": "  mov.b16 %rs1, 1;\n",
             # (`1 << rank`: each CTA multicasts only into itself)
             "self": "  mov.b16 %rs2, 1;\n  shl.b16 %rs1, %rs2, %r5;\n"}.get(
@@ -179,7 +181,7 @@ $L_PROD:
   mov.u64 %rd1, {name}_param_0;
   cvta.param.u64 %rd2, %rd1;
   shl.b32 %r12, %r5, 12;
-{mask}{_loop(name + "_P", form, "%r13", "%r9", "%r14", "%r17", 1, produce)}$L_END:
+{mask}{_loop(name + "_P", form, "%r13", "%r9", "%r14", "%r17", pstart, produce)}$L_END:
 {exit_sync}  ret;
 }}
 """
@@ -205,9 +207,12 @@ def qkv(name: str, bug: str | None, form: str) -> str:
     consumer's reads of Q before the writes), in two 4 KiB halves through the same bytes,
     each stored by thread 0 with TMA. `bug`: 'vwait' drops the consumers' V wait, 'vparity'
     waits on V with the phase of the trip (`i & 1`, a 2-stage ring needs `(i / 2) & 1`),
-    'fence' drops the proxy fence before the first store, 'reuse' rewrites the staging for
-    the second half without thread 0's `wait_group.read` of the first store."""
+    'fence' drops the proxy fence before the first store, 'pstart' starts the producer's
+    phase at 0 (a hang), 'reuse' rewrites the staging for the second half without thread
+    0's `wait_group.read` of the first store, 'vrelease' releases V's stage before reading
+    it (the producer's next copy may land under the read)."""
     v_at = 25088 if bug == "align" else 24576
+    pstart = 0 if bug == "pstart" else 1
     vph = "%r36" if bug == "vparity" else "%r35"
     vparity = "  and.b32 %r36, %r30, 1;\n" if bug == "vparity" else ""
     vwait = "" if bug == "vwait" else _wait(f"{name}_VW", "%r45", vph, "%p9")
@@ -246,6 +251,10 @@ def qkv(name: str, bug: str | None, form: str) -> str:
   add.f32 %f1, %f1, %f4;
   mbarrier.arrive.shared::cta.b64 _, [%r46];
 """
+    if bug == "vrelease":   # V's stage handed back before this thread reads it
+        consume = consume.replace("  ld.shared.f32 %f4, [%r47];\n", "").replace(
+            "  mbarrier.arrive.shared::cta.b64 _, [%r46];\n",
+            "  mbarrier.arrive.shared::cta.b64 _, [%r46];\n  ld.shared.f32 %f4, [%r47];\n")
     return HEAD + f"""
 .extern .shared .align 1024 .b8 smem[];
 .visible .entry {name}(.param .align 64 .b8 {name}_param_0[128],
@@ -317,7 +326,7 @@ $L_PROD:
   mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r8], 8192;
   {LOAD}
       [%r2], [%rd2, {{%r25, %r25}}], [%r8];
-{_loop(name + "_P", form, "%r13", "%r9", "%r14", "%r17", 1, produce)}$L_END:
+{_loop(name + "_P", form, "%r13", "%r9", "%r14", "%r17", pstart, produce)}$L_END:
   ret;
 }}
 """
@@ -613,6 +622,7 @@ PAIRS: list[Pair] = [
     _cluster_pair("w4_cl_tx", "expect-tx-mismatch", "tx", "wrap"),
     _cluster_pair("w4_cl_mask", "expect-tx-mismatch", "mask", "rem"),
     _cluster_pair("w4_cl_self", "expect-tx-mismatch", "self", "selp"),
+    _cluster_pair("w4_cl_pstart", "wait-parity-first-phase", "pstart", "selp"),
     _cluster_pair("w4_cl_init", "mbar-init-unsynced", "init", "rem"),
     _cluster_pair("w4_cl_exit", "dsmem-released-early", "exit", "wrap"),
     _cluster_pair("w4_cl_exit_lanes", "dsmem-released-early", "exit", "rem", lanes="%p12"),
@@ -624,6 +634,8 @@ PAIRS: list[Pair] = [
     _qkv_pair("w4_qkv_vwait_wrap", "wait-wrong-barrier", "vwait", "wrap"),
     _qkv_pair("w4_qkv_vwait_selp", "wait-wrong-barrier", "vwait", "selp"),
     _qkv_pair("w4_qkv_vparity", "ring-parity", "vparity", "rem"),
+    _qkv_pair("w4_qkv_pstart", "wait-parity-first-phase", "pstart", "wrap"),
+    _qkv_pair("w4_qkv_vrelease", "smem-read-before-wait", "vrelease", "rem"),
     _qkv_pair("w4_qkv_fence", "smem-no-proxy-fence", "fence", "wrap"),
     _qkv_pair("w4_qkv_reuse", "bulk-src-overwrite", "reuse", "rem"),
     _qkv_pair("w4_qkv_vparity_selp", "ring-parity", "vparity", "selp"),

@@ -1,6 +1,7 @@
-"""Held-out hazard kernels, wave 4 (tests/wave4_kernels.py): 2-CTA clusters fed by multicast,
-Q/K/V rings in one dynamic buffer with a TMA-store epilogue, FA3's named-barrier ping-pong and
-device-encoded tensor maps, as raw PTX. Each planted mistake is found with its id; each
+"""Held-out hazard kernels, wave 4 (tests/wave4_kernels.py, tests/wave4b_kernels.py): 2-CTA
+clusters fed by multicast, Q/K/V rings in one dynamic buffer with a TMA-store epilogue, FA3's
+named-barrier ping-pong and device-encoded tensor maps, as raw PTX (and the cluster ring
+through ptxdsl's builders). Each planted mistake is found with its id; each
 correct twin checks with no error or warning; every text assembles for sm_90a. Pairs the
 checker still misses are strict xfails that say what it would need."""
 
@@ -14,7 +15,11 @@ from ptxdsl.frontend import parse_ptx
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from tests.checker_kernels import ids
 from tests.wave3_kernels import Pair
-from tests.wave4_kernels import HALF, PAIRS
+from tests.wave4_kernels import HALF
+from tests.wave4_kernels import PAIRS as PAIRS_A
+from tests.wave4b_kernels import PAIRS as PAIRS_B
+
+PAIRS = PAIRS_A + PAIRS_B
 
 XFAIL: dict[str, str] = {
     "w4_cl_lanes_reused": (

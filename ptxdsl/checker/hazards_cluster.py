@@ -151,12 +151,19 @@ def _waited(an: Analysis, operand: Any, arrive: Op | None = None) -> bool:
     # (hazards_arrive imports this module)
     from .hazards_arrive import _barriers
     k = local_key(an, operand)
-    loops = loops_of(an, arrive) if arrive is not None else None
+    if k is None:
+        return False
     span = _local_span(an, operand) if arrive is not None else None
-    return k is not None and any(
-        o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
-        and (loops is None or loops_of(an, o) == loops)
-        and not _apart(span, _barriers(an).get(o.index)) for o in an.ops)
+    waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
+             and not _apart(span, _barriers(an).get(o.index))]
+    if arrive is None:
+        return bool(waits)
+    # A barrier also waited on outside loops, or in a second loop nest, is taken as drained
+    # by its owner: CUTLASS's producer waits on every stage's empty barrier once more after
+    # its loop (load_tail, unrolled).
+    nests = {loops_of(an, o) for o in waits}
+    return loops_of(an, arrive) in nests or span is not None and (
+        len(nests) > 1 or frozenset() in nests)
 
 
 def _apart(span: tuple[int, int] | None, offsets: frozenset | None) -> bool:

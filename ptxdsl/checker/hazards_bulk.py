@@ -56,6 +56,7 @@ from .hazards_bulk_namedbar import told
 from .maps import declare_box
 from .ops import Op, Role
 from .ranges import Span, Spans, extern_align
+from .residue import residue
 from .state import State
 from .values import Kind
 
@@ -438,6 +439,9 @@ def _align_check(an: Analysis, op: Op) -> None:
                         "MbarrierRing(..., storage=Addr(dyn, offset)) for a ring's barriers)")
     if v.offset:   # an offset keeps only the alignment its lowest set bit allows
         have = min(have, v.offset & -v.offset)
+    past = residue(an.spans, op.smem, need) if v.offset is None else None
+    if past:       # a run-time part (a ring's stage) a multiple of `need`, a constant not
+        have = min(have, past & -past)
     if have < need:
         why = (f"the {repeat}-byte repeat of its swizzle ({info.source})"
                if info is not None and repeat and repeat > 128 else "128 bytes")
@@ -445,8 +449,10 @@ def _align_check(an: Analysis, op: Op) -> None:
         decl = getattr(an.kernel, "decl_locs", {}).get(sym.name)
         text = (f".{'extern .' if sym.count is None else ''}shared .align {sym.align or '-'} "
                 f".{sym.type.value} {sym.name}[{sym.count or ''}]")
+        at = f"{v.offset:+d}" if v.offset else f" at {past} past a multiple of {need}" \
+            if past else ""
         an.report(Hazard.TMA_SMEM_ALIGN, f"{op.role.value} uses shared buffer {sym.name}"
-                  f"{'' if not v.offset else f'{v.offset:+d}'}, aligned to {have} bytes; TMA "
+                  f"{at}, aligned to {have} bytes; TMA "
                   f"buffers need {why}{after_static}",
                   ([("buffer", (text, decl))] if decl is not None else [])
                   + [("copy", op.index)], dedupe=(sym, v.offset, need))

@@ -148,11 +148,64 @@ def _waited(an: Analysis, operand: Any, arrive: Op | None = None) -> bool:
     the receiving CTA does not go on before the bytes landed)? For a remote `arrive`, the
     wait must be in the same loops: a ring's producer does not wait for the releases of the
     last stages, which is why a ring needs its final cluster barrier."""
+    # (hazards_arrive imports this module)
+    from .hazards_arrive import _barriers
     k = local_key(an, operand)
-    loops = loops_of(an, arrive) if arrive is not None else None
-    return k is not None and any(
-        o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
-        and (loops is None or loops_of(an, o) == loops) for o in an.ops)
+    if k is None:
+        return False
+    span = _local_span(an, operand) if arrive is not None else None
+    waits = [o for o in an.ops if o.role is Role.MBAR_WAIT and keys_match(an.key(o, "mbar"), k)
+             and not _apart(span, _barriers(an).get(o.index))]
+    if arrive is None:
+        return bool(waits)
+    # A barrier also waited on outside loops, or in a second loop nest, is taken as drained
+    # by its owner: CUTLASS's producer waits on every stage's empty barrier once more after
+    # its loop (load_tail, unrolled).
+    nests = {loops_of(an, o) for o in waits}
+    return loops_of(an, arrive) in nests or span is not None and (
+        len(nests) > 1 or frozenset() in nests)
+
+
+def _apart(span: tuple[int, int] | None, offsets: frozenset | None) -> bool:
+    """Positive evidence that a wait's barriers (`offsets`) are none of those a mapa'd
+    address may name (`span`): a consumer's release of the peer's `empty[s]` is not waited
+    on by the consumers' own waits on `full[s]` in the same loop."""
+    return span is not None and bool(offsets) and not any(
+        span[0] <= x <= span[1] for x in offsets or ())
+
+
+def _local_span(an: Analysis, operand: Any) -> tuple[int, int] | None:
+    """The offsets, into its symbol, of the barrier a mapa'd address names in its CTA
+    (`mapa(empty) + 8 * s` or `mapa(empty + 8 * s)`: empty's offset plus the stage's
+    bounds); None if unknown."""
+    src = mapa_source(an, operand)
+    base = an.spans.of(src[1]).folded() if src is not None else None
+    past = _past_mapa(an, operand.base if isinstance(operand, Addr) else operand)
+    if base is None or base.lo is None or base.hi is None or past is None:
+        return None
+    off = operand.offset if isinstance(operand, Addr) else 0
+    return base.lo + past[0] + off, base.hi + past[1] + off
+
+
+def _past_mapa(an: Analysis, x: Any, depth: int = 0) -> tuple[int, int] | None:
+    """Bounds of what is added to a `mapa` result to make `x` (0 for the result itself)."""
+    defs = an.values.defs.get(x, ()) if isinstance(x, Reg) else ()
+    if len(defs) != 1 or an.body[defs[0]].guard is not None or depth > 16:
+        return None
+    insn = an.body[defs[0]].insn
+    if isinstance(insn, Mapa):
+        return 0, 0
+    if isinstance(insn, Mov | Cvt | Cvta):
+        return _past_mapa(an, insn.a, depth + 1)
+    if isinstance(insn, Binary) and insn.op == "add":
+        for m, t in ((insn.a, insn.b), (insn.b, insn.a)):
+            inner = _past_mapa(an, m, depth + 1)
+            if inner is None:
+                continue
+            span = an.spans.of(t).folded()
+            if span.root is None and span.lo is not None and span.hi is not None:
+                return inner[0] + span.lo, inner[1] + span.hi
+    return None
 
 
 def loops_of(an: Analysis, op: Op) -> frozenset:

@@ -272,9 +272,22 @@ class FirstTrip:
                 if way not in to:
                     return False
                 continue
-            if not self.fixed(pred):
+            if not self.fixed(pred) and not self._fixed_write(pred, blk.branch):
                 return False
         return True
+
+    def _fixed_write(self, x: Any, at: int) -> bool:
+        """Outside loops, is the write of a register written more than once that reaches
+        `at` (hand-written PTX reusing one predicate for a loop's zero-trip test and its
+        latch, or for several loops) a comparison of values `fixed` for the thread?"""
+        b = self.cfg.block_of(at)
+        d = self._reaching(x, at) if isinstance(x, Reg) else None
+        if d is None or self.an.body[d].guard is not None \
+                or any(b in body for _, body in self.an.loops):
+            return False
+        insn = self.an.body[d].insn
+        return isinstance(insn, Setp) and all(self.fixed(y) for y in (insn.a, insn.b, insn.c)
+                                              if y is not None)
 
 
 def _first_waits(an: Analysis, ft: FirstTrip) -> list[tuple[Op, int]]:

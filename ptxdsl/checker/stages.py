@@ -53,9 +53,26 @@ def _single(values: Values, reg: Any) -> Any:
     return values.body[defs[0]] if len(defs) == 1 else None
 
 
-def _wrap_test(values: Values, pred: Any, x: Reg) -> tuple[int, bool] | None:
-    """(N, polarity) when predicate `pred` is `x == N` (True) or `x != N` (False)."""
-    st = _single(values, pred)
+def _def_at(values: Values, reg: Any, at: int) -> int | None:
+    """The write of `reg` that statement `at` reads: its only write, or else the last one
+    before `at` with no label between (hand-written PTX reuses one predicate for the tests
+    of several loops: the producer's wrap and the consumer's)."""
+    defs = values.defs.get(reg, ()) if isinstance(reg, Reg) else ()
+    if len(defs) < 2:
+        return defs[0] if defs else None
+    for j in range(at - 1, -1, -1):
+        if j in defs:
+            return j
+        if getattr(values.body[j], "insn", None) is None:
+            return None            # a label: other paths, with other writes, join here
+    return None
+
+
+def _wrap_test(values: Values, pred: Any, x: Reg, at: int) -> tuple[int, bool] | None:
+    """(N, polarity) when predicate `pred`, as statement `at` reads it, is `x == N` (True)
+    or `x != N` (False)."""
+    j = _def_at(values, pred, at)
+    st = None if j is None else values.body[j]
     if st is None or st.guard is not None or not isinstance(st.insn, Setp) \
             or st.insn.bool_op is not None:
         return None
@@ -80,9 +97,10 @@ def _wrap_test(values: Values, pred: Any, x: Reg) -> tuple[int, bool] | None:
     return None
 
 
-def _is_plus_one(values: Values, t: Any, reg: Reg) -> bool:
-    """Is `t` computed once as `reg + 1`?"""
-    st = _single(values, t)
+def _is_plus_one(values: Values, t: Any, reg: Reg, at: int) -> bool:
+    """Is `t`, as statement `at` reads it, computed as `reg + 1`?"""
+    j = _def_at(values, t, at)
+    st = None if j is None else values.body[j]
     return st is not None and st.guard is None and isinstance(st.insn, Binary) \
         and st.insn.op == "add" and st.insn.a is reg and _const(values, st.insn.b) == 1
 
@@ -121,7 +139,7 @@ def _wrap_of(values: Values, i: int, reg: Reg) -> int | None:
     cond = _guarded_by(values, i)
     if cond is None:
         return None
-    test = _wrap_test(values, cond[0], reg)
+    test = _wrap_test(values, cond[0], reg, i)
     if test is None or test[1] != cond[1]:
         return None
     return test[0]
@@ -132,25 +150,26 @@ def _tested_at(values: Values, i: int) -> int | None:
     or its selp's predicate)."""
     insn = values.body[i].insn
     pred = insn.c if isinstance(insn, Selp) else (_guarded_by(values, i) or (None,))[0]
-    defs = values.defs.get(pred, ()) if isinstance(pred, Reg) else ()
-    return defs[0] if len(defs) == 1 else None
+    return _def_at(values, pred, i)
 
 
-def _selp_step(values: Values, insn: Selp, reg: Reg) -> tuple[int, int] | None:
+def _selp_step(values: Values, i: int, reg: Reg) -> tuple[int, int] | None:
     """(N, move) of `selp reg, 0, t, (t == N)` (and its mirrored forms): move 1 when t is
-    reg + 1, 0 when t is reg itself (a wrap after an add)."""
+    reg + 1, 0 when t is reg itself (a wrap after an add); i is the selp's statement."""
+    insn = values.body[i].insn
+    assert isinstance(insn, Selp)
     for zero, other, want in ((insn.a, insn.b, True), (insn.b, insn.a, False)):
         if _const(values, zero) != 0 or not isinstance(other, Reg):
             continue
-        test = _wrap_test(values, insn.c, other)
+        test = _wrap_test(values, insn.c, other, i)
         if test is not None and test[1] == want:
             if other is reg:
                 return test[0], 0
-            if _is_plus_one(values, other, reg):
+            if _is_plus_one(values, other, reg, i):
                 return test[0], 1
         # `selp reg, 0, reg + 1, (reg == N - 1)`: the test on the stage before the step.
-        old = _wrap_test(values, insn.c, reg) if other is not reg else None
-        if old is not None and old[1] == want and _is_plus_one(values, other, reg):
+        old = _wrap_test(values, insn.c, reg, i) if other is not reg else None
+        if old is not None and old[1] == want and _is_plus_one(values, other, reg, i):
             return old[0] + 1, 1
     return None
 
@@ -180,12 +199,12 @@ def _kind(values: Values, i: int, reg: Reg) -> tuple[str, int | None, int]:
         k = _const(values, insn.b)
         if k is not None and k > 0 and k & (k - 1) == 0:
             return "toggle", 2 * k, k
-    if isinstance(insn, Binary) and insn.op == "rem" and _is_plus_one(values, insn.a, reg):
+    if isinstance(insn, Binary) and insn.op == "rem" and _is_plus_one(values, insn.a, reg, i):
         n = _const(values, insn.b)
         if n is not None and n > 0:
             return "stepwrap", n, 1
     if isinstance(insn, Selp):
-        hit = _selp_step(values, insn, reg)
+        hit = _selp_step(values, i, reg)
         if hit is not None:
             return ("stepwrap" if hit[1] else "wrap"), hit[0], hit[1]
     return "other", None, 0

@@ -21,7 +21,15 @@ from .instructions._tma_box import declared_box, declared_width, desc_box
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
-from .kernel_directives import DIRECTIVES, FLAGS, Dims, directive_property
+from .instructions.sync import Barrier, BarrierRed
+from .kernel_directives import (
+    DIRECTIVES,
+    FLAGS,
+    Dims,
+    barrier_count_fits,
+    cta_threads,
+    directive_property,
+)
 from .kernel_host import KernelHost
 from .operands import (
     AUTO_DECL,
@@ -685,6 +693,10 @@ class KernelCore(KernelHost):
                 if r.kernel is not self:
                     raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
                                        f"%{r.name}", loc)
+        if cls is Barrier or cls is BarrierRed:
+            cta = cta_threads(self)
+            if cta is not None:
+                barrier_count_fits(insn, *cta, loc)
         if cls is Bra:
             target = cast(Bra, insn).target
             self._used_labels.setdefault(target.name, loc)

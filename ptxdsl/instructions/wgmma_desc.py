@@ -171,6 +171,11 @@ _FIELD_BITS = 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62
 def decode_descriptor(value: int) -> tuple[int, int, int, SwizzleMode, int]:
     """`encode_descriptor`'s inverse: (start, lbo, sbo, swizzle, base_offset) in bytes. A
     value with a reserved bit set is refused (no encode_descriptor gives it)."""
+    n = as_int(value)     # numpy's uint64 too (its & with a negative Python int overflows)
+    if n is None or not 0 <= n < 1 << 64:
+        raise OperandError("decode_descriptor", "value", "a 64-bit descriptor (an int in "
+                           "[0, 2^64))", _given(value))
+    value = n
     if value & ~_FIELD_BITS:
         raise BuildError(f"wgmma descriptor: {value:#x} sets reserved bits "
                          f"{value & ~_FIELD_BITS:#x} (only 0-13, 16-29, 32-45, 49-51 and 62-63 "

@@ -127,6 +127,12 @@ class DevicePointerError(PtxdslError, TypeError, ValueError):
     the exceptions this refusal raised before it was a ptxdsl error."""
 
 
+class DeviceOrdinalError(PtxdslError, TypeError, ValueError):
+    """A device that names no GPU: not an ordinal (a bool, a float, a string), a negative
+    one, or one past the devices visible. Refused before any driver call; also a TypeError
+    and a ValueError (an ordinal past the count was a plain ValueError before)."""
+
+
 class DLPackExportError(PtxdslError, BufferError, ValueError):
     """A DeviceBuffer cannot be exported as asked through `__dlpack__` (another device, a
     copy, a stream handle the protocol disallows, a dtype DLPack has no code for). A

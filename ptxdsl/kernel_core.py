@@ -823,6 +823,8 @@ class KernelCore(KernelHost):
         """The hazard checker's findings for this kernel (`ptxdsl.checker.check_kernel`);
         `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
         from .checker import check_kernel, report
+        if type(strict) is not bool:   # a truthy "no" must not make the check strict
+            raise OperandError("Kernel.check", "strict", "True or False", _show(strict))
         findings = check_kernel(self, **context)
         if strict:
             report(findings, strict=True)

@@ -216,6 +216,11 @@ class SmemLayout:
             if isinstance(v, bool) or not isinstance(v, int) or v < 8 or v % 8:
                 raise BuildError(f"SmemLayout: {what} must be a positive multiple of 8 "
                                  f"(whole core matrices), got {v!r}")
+        if self.mn * self.k * bits > 8 * SMEM_LIMIT:   # no shared memory holds it
+            raise OperandError("SmemLayout", "mn, k", f"a tile of at most {SMEM_LIMIT // 1024} "
+                               "KiB (what a descriptor addresses; shared memory holds less)",
+                               f"{self.mn} x {self.k} of {bits} bits = "
+                               f"{self.mn * self.k * bits // 8} bytes")
         if self.major is Major.MN and bits != 16:
             raise BuildError("SmemLayout: only 16-bit types (.f16/.bf16) may be MN-major "
                              "(wgmma transposes those only); store tf32/fp8/int tiles K-major")

@@ -65,7 +65,7 @@ class JitError(CudaError, AssemblyError):
 
 
 class KernelNotFoundError(PtxdslError, KeyError):
-    """`LoadedModule[name]` names no `.entry` of the module."""
+    """`LoadedModule[name]` (or `Module.kernel(name)`) names no `.entry` of the module."""
 
     def __str__(self) -> str:
         return Exception.__str__(self)

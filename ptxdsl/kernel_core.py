@@ -21,7 +21,15 @@ from .instructions._tma_box import declared_box, declared_width, desc_box
 from .instructions.base import Instruction, check_pred, dests
 from .instructions.control import Bra
 from .instructions.move import Mov
-from .kernel_directives import DIRECTIVES, FLAGS, Dims, directive_property
+from .instructions.sync import Barrier, BarrierRed
+from .kernel_directives import (
+    DIRECTIVES,
+    FLAGS,
+    Dims,
+    barrier_count_fits,
+    cta_threads,
+    directive_property,
+)
 from .kernel_host import KernelHost
 from .operands import (
     AUTO_DECL,
@@ -685,6 +693,10 @@ class KernelCore(KernelHost):
                 if r.kernel is not self:
                     raise OperandError(insn.name, "guard", f"a predicate of '{self.name}'",
                                        f"%{r.name}", loc)
+        if cls is Barrier or cls is BarrierRed:
+            cta = cta_threads(self)
+            if cta is not None:
+                barrier_count_fits(insn, *cta, loc)
         if cls is Bra:
             target = cast(Bra, insn).target
             self._used_labels.setdefault(target.name, loc)
@@ -811,6 +823,8 @@ class KernelCore(KernelHost):
         """The hazard checker's findings for this kernel (`ptxdsl.checker.check_kernel`);
         `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
         from .checker import check_kernel, report
+        if type(strict) is not bool:   # a truthy "no" must not make the check strict
+            raise OperandError("Kernel.check", "strict", "True or False", _show(strict))
         findings = check_kernel(self, **context)
         if strict:
             report(findings, strict=True)

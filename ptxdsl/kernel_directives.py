@@ -14,7 +14,8 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from .errors import BuildError
+from .errors import BuildError, OperandError
+from .instructions.sync import Barrier, BarrierRed
 from .operands import IntLike, _show, as_int
 from .types import MAX_CLUSTER_CTAS
 
@@ -88,6 +89,8 @@ def _threads(what: str, other: str):
             raise BuildError(f"kernel {k.name}: .{what} {', '.join(map(str, dims))} is "
                              f"{math.prod(dims)} threads per CTA; no GPU runs more than "
                              f"{MAX_CTA_THREADS} (ptxas would ignore the directive)")
+        if dims:
+            _barriers_fit(k, dims, what)
         if dims and getattr(k, other):
             raise BuildError(f"kernel {k.name}: .maxntid and .reqntid cannot be combined "
                              "(ptxas refuses both on one kernel); keep one")
@@ -96,6 +99,39 @@ def _threads(what: str, other: str):
                              "(set k.minnctapersm = None first)")
         return dims
     return check
+
+
+def cta_threads(k: KernelCore) -> tuple[int, str] | None:
+    """The most threads a CTA of `k` can have by its directives, and the directive saying
+    so (None: not declared)."""
+    for what in ("reqntid", "maxntid"):
+        dims = getattr(k, what)
+        if dims:
+            return math.prod(dims), f".{what} {', '.join(map(str, dims))}"
+    return None
+
+
+def barrier_count_fits(insn: Any, threads: int, directive: str, loc: Any = None) -> None:
+    """A named barrier waiting for more threads than the CTA has never completes (the
+    checker's named-barrier-count, refused here where the builder knows both numbers)."""
+    count = getattr(insn, "count", None)
+    n = getattr(count, "value", None)
+    if isinstance(n, int) and n > threads:
+        raise OperandError(insn.name, "count", f"at most the CTA's {threads} threads "
+                           f"({directive}: a barrier waiting for more never completes)", n, loc)
+
+
+def _barriers_fit(k: KernelCore, dims: tuple[int, ...], what: str) -> None:
+    """A CTA size set after the barriers were built must still hold their thread counts."""
+    directive = f".{what} {', '.join(map(str, dims))}"
+    for st in getattr(k, "body", ()):
+        if isinstance(getattr(st, "insn", None), (Barrier, BarrierRed)):
+            try:
+                barrier_count_fits(st.insn, math.prod(dims), directive, st.loc)
+            except OperandError as e:
+                raise BuildError(f"kernel {k.name}: {directive} is {math.prod(dims)} threads "
+                                 f"per CTA, but {st.insn.name} at {st.loc} waits for "
+                                 f"{e.given}: it would never complete") from None
 
 
 def cluster_limit(k: KernelCore) -> int | None:

@@ -126,7 +126,15 @@ class StructuredFlow(KernelHost):
         `type` is the counter's: .s16/.u16/.s32/.u32 (default)/.s64/.u64. Counting down
         over an unsigned type compares signed (so that stepping past 0 ends the loop), so
         register bounds there must stay below 2^(bits-1); immediate bounds beyond that
-        compare unsigned, which needs an immediate `stop >= |step| - 1`."""
+        compare unsigned, which needs an immediate `stop >= |step| - 1`.
+
+        The counter must not wrap past its type before the test fails (the loop would never
+        end): constant bounds and step are checked here (one step past the last value must
+        fit the type; with a register stop, a constant step's magnitude is at most
+        2^(bits-1) and a constant start's first step must fit). What cannot be known here
+        is the caller's rule: a register stop must satisfy `stop + step - 1 <= max` counting
+        up (`stop - |step| + 1 >= min` of the compared type counting down), and a register
+        step must stay below `max - stop + 2` (2^32 - stop + 1 for .u32)."""
         if type not in _LOOP_TYPES:
             raise OperandError("for_range", "type", "an integer type: "
                                + ", ".join(f"t.{t.value}" for t in _LOOP_TYPES), _show(type))
@@ -281,8 +289,8 @@ def _compare_type(start, stop, step, type: ScalarType) -> ScalarType:
                     f"let the counter step past 0 and wrap); got stop {stop!r}. Or use a wider "
                     "signed type (type=t.s64)")
             cmp_type = type
+    lo, hi = int_range(cmp_type)
     if isinstance(stop, int):
-        lo, hi = int_range(cmp_type)
         last = stop - 1 + step if step > 0 else stop + 1 + step   # one step past the end
         if not lo <= last <= hi:
             raise BuildError(
@@ -290,4 +298,17 @@ def _compare_type(start, stop, step, type: ScalarType) -> ScalarType:
                 f"step past the end of its range ({'above' if step > 0 else 'below'} "
                 f"{hi if step > 0 else lo}) and wrap around, so the loop might never end; "
                 "use a wider type or a smaller step")
+        return cmp_type
+    # A register stop: only its run-time value decides whether the counter wraps, but a
+    # constant step longer than half the counter's range wraps it for most stops, and a
+    # constant start whose first step leaves the range wraps it whenever the body runs.
+    if abs(step) > 1 << (type.bits - 1):
+        raise OperandError("for_range", "step", f"a step of magnitude at most 2^{type.bits - 1} "
+                           f"with a register stop (a larger one wraps the .{type.value} "
+                           "counter past the stop for most stops); or a wider type",
+                           repr(step))
+    if isinstance(start, int) and not lo <= start + step <= hi:
+        raise OperandError("for_range", "start", f"a start from which one step ({step}) stays "
+                           f"in [{lo}, {hi}] (the .{cmp_type.value} test; the counter would "
+                           "wrap on its first step); or a wider type", repr(start))
     return cmp_type

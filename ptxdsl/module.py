@@ -34,6 +34,7 @@ from .operands import (
     make_imm,
 )
 from .regbudget import check_kernel_budget
+from .runtime.errors import KernelNotFoundError
 from .toolchain import assemble_module, known_target, uses_setmaxnreg
 from .types import PtxVersion, Requires, ScalarType, StateSpace, Target, req
 
@@ -191,11 +192,13 @@ class Module:
         self._names.add(new)
 
     def kernel(self, name: str) -> Kernel:
-        """The kernel named `name` (KeyError when there is none)."""
+        """The kernel named `name` (KernelNotFoundError, a KeyError, when there is none)."""
         for k in self.kernels:
             if k.name == name:
                 return k
-        raise KeyError(f"no kernel named {name!r} in this module")
+        raise KernelNotFoundError(f"Module.kernel: no kernel named {name!r} in module "
+                                  f"'{self.name}'; it has: "
+                                  f"{', '.join(k.name for k in self.kernels) or 'none'}")
 
     def _declare(self, space: StateSpace, type: ScalarType, count: int, align: int | None,
                  name: str, init: Iterable[float] | None) -> Symbol:
@@ -455,6 +458,8 @@ class Module:
         `strict=True` raises `HazardError` when there is any. Context: `host_maps=`, `maps=`."""
         from .checker import check_module, report
         _check_context_keys("Module.check", context, ("notes",), user_loc())
+        if type(strict) is not bool:   # a truthy "no" must not make the check strict
+            raise OperandError("Module.check", "strict", "True or False", _show(strict))
         findings = check_module(self, **context)
         if strict:
             report(findings, strict=True)

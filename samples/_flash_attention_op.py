@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import torch
 
 from ptxdsl.errors import SourceLoc, _is_library
+from ptxdsl.operands import as_int
 from ptxdsl.sample_runner import sibling_sample
 from ptxdsl.torch import KernelOpError
 
@@ -76,6 +77,27 @@ def _caller() -> SourceLoc:
 
 def _refuse(message: str) -> KernelOpError:
     return KernelOpError(f"flash_attention: {message}", _caller())
+
+
+def _arguments(q: Any, k: Any, v: Any, cu_seqlens: Any, max_seqlen: Any, causal: Any,
+               scale: Any, return_lse: Any) -> int | None:
+    """What the operator's schema would take only by converting it (causal=0.5 ran the causal
+    kernel, scale=True a scale of 1, max_seqlen=True one row) or refuse with its own
+    RuntimeError, refused at the caller's line; returns max_seqlen as an int (numpy's too)."""
+    for name, x in (("q", q), ("k", k), ("v", v), ("cu_seqlens", cu_seqlens)):
+        if not isinstance(x, torch.Tensor) and not (name == "cu_seqlens" and x is None):
+            raise _refuse(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    for name, flag in (("causal", causal), ("return_lse", return_lse)):
+        if type(flag) is not bool:
+            raise _refuse(f"{name} must be True or False, got {flag!r}"[:200])
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float)
+                              and not hasattr(scale, "__float__") or not math.isfinite(scale)):
+        raise _refuse(f"scale must be None (1/sqrt(D)) or a finite number, got {scale!r}"[:200])
+    n = as_int(max_seqlen)
+    if max_seqlen is not None and n is None:
+        raise _refuse(f"max_seqlen must be None or an int (the longest sequence's length), got "
+                      f"{max_seqlen!r}"[:200])
+    return n
 
 
 def _layout(x: torch.Tensor) -> tuple[int, ...] | None:
@@ -361,6 +383,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
 
     Returns O (contiguous, q's shape and dtype) and, with `return_lse`, the f32 log-sum-exp
     of each row ([B, Hq, Sq] dense, [Hq, total] packed), which carries no gradient."""
+    max_seqlen = _arguments(q, k, v, cu_seqlens, max_seqlen, causal, scale, return_lse)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     out, lse = torch.ops.ptxdsl_fa.fwd(q, k, v, cu_seqlens, max_seqlen, causal, scale)

@@ -171,6 +171,11 @@ _FIELD_BITS = 0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62
 def decode_descriptor(value: int) -> tuple[int, int, int, SwizzleMode, int]:
     """`encode_descriptor`'s inverse: (start, lbo, sbo, swizzle, base_offset) in bytes. A
     value with a reserved bit set is refused (no encode_descriptor gives it)."""
+    n = as_int(value)     # numpy's uint64 too (its & with a negative Python int overflows)
+    if n is None or not 0 <= n < 1 << 64:
+        raise OperandError("decode_descriptor", "value", "a 64-bit descriptor (an int in "
+                           "[0, 2^64))", _given(value))
+    value = n
     if value & ~_FIELD_BITS:
         raise BuildError(f"wgmma descriptor: {value:#x} sets reserved bits "
                          f"{value & ~_FIELD_BITS:#x} (only 0-13, 16-29, 32-45, 49-51 and 62-63 "
@@ -211,6 +216,11 @@ class SmemLayout:
             if isinstance(v, bool) or not isinstance(v, int) or v < 8 or v % 8:
                 raise BuildError(f"SmemLayout: {what} must be a positive multiple of 8 "
                                  f"(whole core matrices), got {v!r}")
+        if self.mn * self.k * bits > 8 * SMEM_LIMIT:   # no shared memory holds it
+            raise OperandError("SmemLayout", "mn, k", f"a tile of at most {SMEM_LIMIT // 1024} "
+                               "KiB (what a descriptor addresses; shared memory holds less)",
+                               f"{self.mn} x {self.k} of {bits} bits = "
+                               f"{self.mn * self.k * bits // 8} bytes")
         if self.major is Major.MN and bits != 16:
             raise BuildError("SmemLayout: only 16-bit types (.f16/.bf16) may be MN-major "
                              "(wgmma transposes those only); store tf32/fp8/int tiles K-major")

@@ -18,7 +18,9 @@ from typing import Any
 
 import attrs
 
+from ptxdsl.operands import _show, as_int
 from ptxdsl.runtime._driver import check, driver, driver_version
+from ptxdsl.runtime.errors import DeviceOrdinalError
 
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}      # device -> its primary CUcontext
@@ -49,8 +51,21 @@ def device_ordinal(device) -> int:
     return device
 
 
+def checked_ordinal(device: Any) -> int:
+    """`device_ordinal`, refusing what names no device before the driver sees it: True would
+    be device 1 (and find its cached context), a float or a string fail deep in a driver
+    call. A numpy integer is taken."""
+    n = as_int(device_ordinal(device))
+    if n is None or n < 0:
+        raise DeviceOrdinalError(f"device: expected a device ordinal (an int 0 or more, a "
+                                 f"cuda.core Device or a torch.device), got {_show(device)}")
+    return n
+
+
 def primary_context(device: int = 0):
     """cuDevicePrimaryCtxRetain, once per device for the life of the process."""
+    if type(device) is not int or device < 0:
+        device = checked_ordinal(device)
     ctx = _contexts.get(device)
     if ctx is not None:
         return ctx
@@ -59,9 +74,9 @@ def primary_context(device: int = 0):
         ctx = _contexts.get(device)
         if ctx is None:
             count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
-            if not 0 <= device < count:
-                raise ValueError(f"device {device} does not exist ({count} CUDA device"
-                                 f"{'s' if count != 1 else ''} visible)")
+            if not device < count:
+                raise DeviceOrdinalError(f"device {device} does not exist ({count} CUDA device"
+                                         f"{'s' if count != 1 else ''} visible)")
             dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
             ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain",
                         f"device {device}")
@@ -114,7 +129,7 @@ class on_device:     # noqa: N801 (used as a function: `with on_device(n):`)
     __slots__ = ("device", "_saved")
 
     def __init__(self, device: int = 0):
-        self.device = device
+        self.device = device if type(device) is int and device >= 0 else checked_ordinal(device)
         self._saved: Any = None
 
     def __enter__(self) -> Any:
@@ -159,6 +174,8 @@ class DeviceInfo:
 
 def device_info(device: int = 0) -> DeviceInfo:
     """Properties of `device`, read once and cached."""
+    if type(device) is not int or device < 0:
+        device = checked_ordinal(device)
     info = _infos.get(device)
     if info is not None:
         return info

@@ -65,7 +65,7 @@ class JitError(CudaError, AssemblyError):
 
 
 class KernelNotFoundError(PtxdslError, KeyError):
-    """`LoadedModule[name]` names no `.entry` of the module."""
+    """`LoadedModule[name]` (or `Module.kernel(name)`) names no `.entry` of the module."""
 
     def __str__(self) -> str:
         return Exception.__str__(self)
@@ -125,6 +125,12 @@ class DevicePointerError(PtxdslError, TypeError, ValueError):
     """An object does not stand for a device address (None, NaN, a float, host memory, a
     `__cuda_array_interface__` without a usable `data`). Also a TypeError and a ValueError,
     the exceptions this refusal raised before it was a ptxdsl error."""
+
+
+class DeviceOrdinalError(PtxdslError, TypeError, ValueError):
+    """A device that names no GPU: not an ordinal (a bool, a float, a string), a negative
+    one, or one past the devices visible. Refused before any driver call; also a TypeError
+    and a ValueError (an ordinal past the count was a plain ValueError before)."""
 
 
 class DLPackExportError(PtxdslError, BufferError, ValueError):

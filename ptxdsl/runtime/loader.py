@@ -39,7 +39,7 @@ from ptxdsl.errors import SourceLoc, user_loc
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.cache import cached_assemble
 from ptxdsl.runtime.compat import build_arch, check_module_compat, cubin_arch
-from ptxdsl.runtime.device import device_info, device_ordinal, on_device
+from ptxdsl.runtime.device import checked_ordinal, device_info, on_device
 from ptxdsl.runtime.errors import JitError, KernelNotFoundError, ObjectCodeError
 from ptxdsl.runtime.launch import Function
 from ptxdsl.runtime.ptx_params import parse_entries, parse_target, parse_version
@@ -222,7 +222,7 @@ def load_module(module_or_text, *, device: int = 0, use_cubin: bool = False, cac
     key.
     """
     from ptxdsl.checker import emit_started, finishing, nothing_pending
-    device = device_ordinal(device)
+    device = checked_ordinal(device)
     finish_check: Callable[[], object] = nothing_pending   # raw PTX: nothing to check
     if isinstance(module_or_text, str):
         ptx, source = module_or_text, None
@@ -358,7 +358,7 @@ def load_object_code(obj, *, ptx=None, device: int = 0, name: str | None = None,
     if not isinstance(text, str):
         raise ObjectCodeError(f"load_object_code: ptx= must be PTX text or a ptxdsl Module, "
                               f"got {type(ptx).__name__}")
-    device = device_ordinal(device)
+    device = checked_ordinal(device)
     with on_device(device):
         info = device_info(device)
         check_module_compat(parse_version(text), parse_target(text), info.driver_version,

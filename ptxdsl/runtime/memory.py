@@ -16,7 +16,7 @@ import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
 from ptxdsl.runtime.arrays import DL_CUDA, wait_stream
-from ptxdsl.runtime.device import device_ordinal, on_device
+from ptxdsl.runtime.device import checked_ordinal, on_device
 from ptxdsl.runtime.errors import (
     DevicePointerError,
     DLPackExportError,
@@ -61,7 +61,7 @@ class Stream:
     tracked and waited on individually."""
 
     def __init__(self, *, non_blocking: bool = False, device: int = 0):
-        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
+        device = checked_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         with on_device(device):
             flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else \
@@ -164,7 +164,7 @@ class Event:
     """A CUDA event (cuEventCreate) for ordering and timing."""
 
     def __init__(self, *, timing: bool = True, device: int = 0):
-        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
+        device = checked_ordinal(device)   # an int, a cuda.core Device, a torch.device
         drv = driver()
         with on_device(device):
             flags = drv.CUevent_flags.CU_EVENT_DEFAULT if timing else \
@@ -223,6 +223,7 @@ def synchronize(timeout: float | None = None, *, device: int = 0) -> None:
     """Wait for all work on `device` (cuCtxSynchronize); with `timeout` seconds, poll an
     event recorded on the legacy default stream (which follows every blocking stream) and
     each live non-blocking ptxdsl Stream, raising SyncTimeoutError past the deadline."""
+    device = checked_ordinal(device)
     drv = driver()
     with on_device(device):
         if timeout is None:
@@ -316,7 +317,7 @@ class DeviceBuffer(Owned):
 
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0):
         dtype = buffer_dtype(dtype, "DeviceBuffer")
-        device = device_ordinal(device)   # an int, a cuda.core Device, a torch.device
+        device = checked_ordinal(device)   # an int, a cuda.core Device, a torch.device
         nbytes, shape = buffer_layout("DeviceBuffer", nbytes, dtype, shape)
         if int(np.prod(shape)) * dtype.itemsize > nbytes:
             raise ValueError(f"shape {shape} of {dtype} needs more than {nbytes} bytes")

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ptxdsl.runtime._driver import check, driver, error_for
-from ptxdsl.runtime.device import device_count, device_info, on_device, primary_context
+from ptxdsl.runtime.device import (
+    checked_ordinal,
+    device_count,
+    device_info,
+    on_device,
+    primary_context,
+)
 from ptxdsl.runtime.errors import PeerAccessError
 from ptxdsl.runtime.memory import Owned, buffer_dtype, buffer_layout, stream_handle
 
@@ -182,6 +188,7 @@ class HostBuffer(Owned):
     def __init__(self, nbytes: int, *, dtype=np.uint8, shape=None, device: int = 0,
                  write_combined: bool = False):
         dtype = buffer_dtype(dtype, "HostBuffer")
+        device = checked_ordinal(device)
         nbytes, shape = buffer_layout("HostBuffer", nbytes, dtype, shape)
         if int(np.prod(shape)) * dtype.itemsize > nbytes:
             raise ValueError(f"shape {shape} of {dtype} needs more than {nbytes} bytes")

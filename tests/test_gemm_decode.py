@@ -171,16 +171,16 @@ def test_w64_config_is_refused_where_it_cannot_work():
 
 
 def test_width_choice():
-    """The narrowest width holding M; bf16: 64-row W tiles for 8 < M <= 64 (measured:
-    BENCHMARKS.md section 7), 128-row ones at M <= 8 (half of 8 X rows is no wgmma N) and
-    above 64; e4m3: 128-row ones (its 64-row kernels have not run on a GPU)."""
+    """The narrowest width holding M; 64-row W tiles for 8 < M <= 64 (measured: BENCHMARKS.md
+    section 7, and W64_DTYPES' comment for e4m3), 128-row ones at M <= 8 (half of 8 X rows is
+    no wgmma N) and above 64."""
     pick = NS["config_for"]
     for m, bn, rows in ((1, 8, 128), (8, 8, 128), (9, 16, 64), (16, 16, 64), (17, 32, 64),
                         (33, 64, 64), (64, 64, 64), (65, 128, 128), (128, 128, 128)):
         assert (pick("bf16", m).bn, pick("bf16", m).bm) == (bn, rows)
         assert NS["w_rows_for"]("bf16", m) == rows
-        assert (pick("e4m3", m).bn, pick("e4m3", m).bm) == (bn, 128)
-        assert NS["w_rows_for"]("e4m3", m) == 128
+        assert (pick("e4m3", m).bn, pick("e4m3", m).bm) == (bn, rows)
+        assert NS["w_rows_for"]("e4m3", m) == rows
     assert NS["DECODE_M"] == max(NS["WIDTHS"])
     for m, bn in ((1, 16), (16, 16), (17, 32), (33, 64), (64, 64)):
         cfg = pick("bf16", m, w_rows=64)
@@ -200,7 +200,7 @@ def test_kernel_choice_across_the_bound():
     assert pick("bf16", 1) == "gemm_decode_bf16_n8"
     assert NS["LINEAR_DECODE_M"] == 64
     assert pick("bf16", 64) == "gemm_decode_bf16_n64_w64"
-    assert pick("e4m3", 64) == "gemm_decode_e4m3_n64"
+    assert pick("e4m3", 64) == "gemm_decode_e4m3_n64_w64"
     assert pick("bf16", 65) == GH.config_for("bf16", 65).name == "gemm_hopper_bf16_row"
     assert pick("bf16", 128) == "gemm_hopper_bf16_row"
     assert pick("bf16", 4096) == "gemm_hopper_bf16"

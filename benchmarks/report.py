@@ -22,7 +22,12 @@ def fmt(value: float | None, unit: str = "") -> str:
         return f"{value:.2f}"
     if a >= 1:
         return f"{value:.3f}"
-    return f"{value:.3g}"
+    # below 1, as many digits as keep it below 1: a ratio of 0.9999 under a goal of 1.00 reads
+    # "0.9999", not "1"
+    digits = 3
+    while abs(float(f"{value:.{digits}g}")) >= 1 and digits < 12:
+        digits += 1
+    return f"{value:.{digits}g}"
 
 
 def _cell(text: str) -> str:

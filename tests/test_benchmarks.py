@@ -78,6 +78,9 @@ def test_fmt():
     assert fmt(123456.7) == "123,457"
     assert fmt(2.5) == "2.500"
     assert fmt(0.01234) == "0.0123"
+    # a value below 1 never reads as 1 (a missed ratio goal of 1.00 at 0.9999)
+    assert fmt(0.9999) == "0.9999" and fmt(0.99995) == "0.99995" and fmt(0.9994) == "0.999"
+    assert fmt(-0.9999) == "-0.9999"
 
 
 def test_section_docs_and_environment():

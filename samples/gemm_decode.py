@@ -460,7 +460,7 @@ def launch(module: LoadedModule, dtype: str, x: object, w: object, y: object, m:
                          f"M={m} N={n} K={kdim} on {sms} SMs needs {p.workspace} "
                          f"({p.tiles} tiles x {p.splits} splits)")
     if maps:            # W is the GEMM's A (N rows), X its B (M rows)
-        gh.check_boxes(p.cfg, n, m, *maps, names=("W", "X"))
+        gh.check_boxes(p.cfg, n, m, *maps, names="WX")
     mw, mx = maps or tensor_maps(dtype, x, w, m, n, kdim, p.cfg)
     args = (mw, mx, n, m, kdim) + ((scale,) if dtype != "bf16" else ()) + \
         (p.kper, y, workspace.ptr)

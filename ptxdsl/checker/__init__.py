@@ -65,6 +65,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_overlap,
     hazards_phase,
     hazards_proxy,
+    hazards_read_release,
     hazards_refill,
     hazards_remote,
     hazards_ring,

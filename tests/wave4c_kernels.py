@@ -1,16 +1,17 @@
 """Wave 4, continued (tests/test_checker_wave4.py): a thread reading a ring stage after its own
-release of it (`smem-read-released`), written three more ways than `w4_qkv_vrelease`'s
-`ld.shared`: an `ldmatrix` of V's stage after V's release, the 2-CTA cluster ring released
-CUTLASS's way (lane r arrives on rank r's empty barrier through `mapa`) before its reads, and
-ptxdsl's `MbarrierRing` whose consumer view releases the slot before `k.ld` reads it. Each
-correct twin reads first and releases after."""
+release of it (`smem-read-released`), written other ways than `w4_qkv_vrelease`'s
+`ld.shared`: an `ldmatrix` of V's stage after V's release, a TMA store from V's stage issued
+after it, the 2-CTA cluster ring released CUTLASS's way (lane r arrives on rank r's empty
+barrier through `mapa`) before its reads, and ptxdsl's `MbarrierRing` whose consumer view
+releases the slot before `k.ld` reads it. Each correct twin reads first and releases after,
+but one: it releases the other stage before reading (a consumer a stage behind)."""
 
 from __future__ import annotations
 
 from ptxdsl import Addr, Kernel, ptx, t
 from ptxdsl.pipeline import MbarrierRing
 from tests.wave3_kernels import Pair, _maps
-from tests.wave4_kernels import HALF, LOAD, _qkv_maps, cluster_ring, qkv
+from tests.wave4_kernels import HALF, LOAD, STORE, _qkv_maps, cluster_ring, qkv
 
 _V_READ = "  ld.shared.f32 %f4, [%r47];\n"
 _V_RELEASE = "  mbarrier.arrive.shared::cta.b64 _, [%r46];\n"
@@ -29,6 +30,39 @@ def qkv_ldmatrix(name: str, bug: bool, form: str) -> str:
     assert text.count(_V_READ) == 1 and text.count(_V_RELEASE) == 1
     text = text.replace(_V_READ, "" if bug else _LDMATRIX)
     return text.replace(_V_RELEASE, _V_RELEASE + _LDMATRIX) if bug else text
+
+
+def qkv_prev(name: str, bug: bool, form: str) -> str:
+    """`wave4_kernels.qkv` releasing V's stage before reading it: the bug releases the
+    stage it reads, the correct twin the other stage (the previous one of the two, whose
+    reads ended last trip: a consumer a stage behind in its releases)."""
+    text = qkv(name, "vrelease", form)
+    if bug:
+        return text
+    at = "  add.s32 %r46, %r6, %r37;\n"
+    assert text.count(at) == 1
+    return text.replace(at, "  xor.b32 %r63, %r33, 1;\n  shl.b32 %r63, %r63, 3;\n"
+                        "  add.s32 %r46, %r6, %r63;\n")
+
+
+_V_STORE = f"""  @%p1 {STORE} [%rd10, {{%r64, %r64}}], [%r44];
+  @%p1 cp.async.bulk.commit_group;
+  @%p1 cp.async.bulk.wait_group.read 0;
+"""
+
+
+def qkv_vstore(name: str, bug: bool, form: str) -> str:
+    """`wave4_kernels.qkv` with thread 0 also storing V's stage with TMA each trip (and
+    waiting for the store's read): the bug issues the store after V's release, the twin
+    between two `bar.sync 1, 128` before it."""
+    text = qkv(name, None, form)
+    start = "  mov.f32 %f1, 0f00000000;\n"
+    assert text.count(start) == 1 and text.count(_V_RELEASE) == 1
+    text = text.replace(start, start + f"  mov.u64 %rd9, {name}_param_3;\n"
+                        "  cvta.param.u64 %rd10, %rd9;\n  mov.b32 %r64, 0;\n")
+    sync = "  bar.sync 1, 128;\n"
+    return text.replace(_V_RELEASE, _V_RELEASE + _V_STORE if bug
+                        else sync + _V_STORE + sync + _V_RELEASE)
 
 
 _CL_READS = f"""  ld.shared.f32 %f2, [%r41];
@@ -112,6 +146,10 @@ PAIRS: list[Pair] = [
     Pair("w4c_qkv_ldmatrix_rem", "smem-read-released",
          lambda b: qkv_ldmatrix("w4c_qkv_ldmatrix_rem", b, "rem"),
          _qkv_maps("w4c_qkv_ldmatrix_rem")),
+    Pair("w4c_qkv_vprev", "smem-read-released",
+         lambda b: qkv_prev("w4c_qkv_vprev", b, "wrap"), _qkv_maps("w4c_qkv_vprev")),
+    Pair("w4c_qkv_vstore", "smem-read-released",
+         lambda b: qkv_vstore("w4c_qkv_vstore", b, "rem"), _qkv_maps("w4c_qkv_vstore")),
     Pair("w4c_cl_mapa", "smem-read-released",
          lambda b: cluster_mapa("w4c_cl_mapa", b, "selp"), _maps("w4c_cl_mapa", 0, box=2 * HALF)),
 ]

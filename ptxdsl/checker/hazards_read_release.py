@@ -1,24 +1,30 @@
 """`smem-read-released`: a thread reads a ring stage after handing it back to its producer.
 
-A consumer's count-less `mbarrier.arrive` on a stage's empty barrier tells the producer the
-stage is free: once every arrival is in, the producer's next TMA or bulk copy into the stage
-may land. A read of the stage by a thread after its own release, in the same trip (an
-`ld.shared` of any width, `ldmatrix`, or the source of a TMA or bulk store issued after the
-arrive), is ordered after nothing the producer waits for, so the copy may overwrite the
-bytes under it. `wgmma-smem-released` judges the opposite order (a wgmma issued before the
-arrive and still running); this rule is its sibling for reads issued after the arrive, with
-the same matching of the released stage and the read's bytes:
+A consumer's count-less `mbarrier.arrive` on a stage's empty barrier (on this CTA's, or on a
+peer's through `mapa`: CUTLASS releases a multicast stage on every rank) tells the producer
+the stage is free: once every arrival is in, the producer's next TMA or bulk copy into the
+stage may land. A read of the stage after the release, in the same trip (an `ld.shared` of
+any width, `ldmatrix`, or the source of a TMA or bulk store issued after the arrive), is
+ordered after nothing the producer waits for, so the copy may overwrite the bytes under it;
+the reading thread need not be the arriving one (lane 0 releasing for its warp).
+`wgmma-smem-released` judges the opposite order (a wgmma issued before the arrive and
+still running); this rule is its sibling for reads issued after the arrive, with the same
+matching of the released stage and the read's bytes:
 
-- which stage: the read's address and the arrive's barrier as ring slots
-  (`hazards_wgmma.same_stage`: one counter, counters one defined from the other, or two
-  views of one ring related by `stages.relation`). Only a read of the very stage released
-  is reported: a read of another stage (the current one, after releasing the previous one),
-  or a stage the checker cannot tell (a constant slot, arithmetic `ranges` does not follow)
-  is not.
+- which stage: the read's address and the arrive's barrier (a peer's: the local address
+  its `mapa` maps) as ring slots (`hazards_wgmma.same_stage`: one counter, counters one
+  defined from the other, or two views of one ring related by `stages.relation`). Only a
+  read of the very stage released is reported: a read of another stage (the current one,
+  after releasing the previous one), or a stage the checker cannot tell (a constant slot,
+  arithmetic `ranges` does not follow) is not.
 - which bytes: the read must overlap a TMA or bulk copy's destination whose copy waits on
   the released barrier (`hazards_bulk_release._handed_back`): a staging buffer no copy
   fills, or another ring's stage on the same counter (K released, V read), is clean; an
-  arrive no copy waits for (a producer's arrive on a full barrier) releases nothing.
+  arrive no copy waits for (a producer's arrive on a full barrier) releases nothing. Nor is
+  a read reported whose copies also wait, each trip, on a barrier a release later in the
+  trip arrives on (`_held`: the producer waits on K's and V's empty barriers before its V
+  copy, so V read after K's release and before V's is safe). Bytes only a copy of unknown
+  destination or unbounded offset may write make a note.
 
 The release is a may-fact ("released", arrive) from the arrive to the end of its trip: any
 write of the released barrier's stage counter ends it (the next trip reads another stage,
@@ -207,9 +213,9 @@ def read(an: Analysis, state: State, op: Op, report: bool) -> State:
                     "arrive writes these bytes is not known", [("read", op.index),
                                                                 ("arrive", a)])
             continue
-        an.report(Hazard.SMEM_READ_RELEASED, f"{what} reads {an.describe(op.smem)} after "
-                  "this thread's mbarrier.arrive handed the stage back to its producer in "
-                  "the same trip: the producer's next copy into the stage may land under "
-                  "the read", [("read", op.index), ("arrive", a)], dedupe=("released", a))
+        an.report(Hazard.SMEM_READ_RELEASED, f"{what} reads {an.describe(op.smem)}, whose "
+                  "stage an mbarrier.arrive earlier in the same trip handed back to the "
+                  "producer: the producer's next copy into the stage may land under the "
+                  "read", [("read", op.index), ("arrive", a)], dedupe=("released", a))
         break
     return state

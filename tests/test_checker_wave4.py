@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxdsl import Addr, Kernel, ptx, t
+from ptxdsl import Addr, Kernel, Module, ptx, t
 from ptxdsl.checker import Severity, check_kernel
 from ptxdsl.frontend import parse_ptx
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
@@ -18,8 +18,10 @@ from tests.wave3_kernels import Pair
 from tests.wave4_kernels import HALF
 from tests.wave4_kernels import PAIRS as PAIRS_A
 from tests.wave4b_kernels import PAIRS as PAIRS_B
+from tests.wave4c_kernels import BUILDER_MAPS, builder_ring
+from tests.wave4c_kernels import PAIRS as PAIRS_C
 
-PAIRS = PAIRS_A + PAIRS_B
+PAIRS = PAIRS_A + PAIRS_B + PAIRS_C
 
 XFAIL: dict[str, str] = {
     "w4_cl_lanes_reused": (
@@ -28,13 +30,6 @@ XFAIL: dict[str, str] = {
         "(hazards_remote.RankThreads) knows only registers written once, so the arrive's "
         "threads are unknown and the count is a note; it would need the write that reaches "
         "the arrive (the last one before it in straight-line code) evaluated per thread"),
-    "w4_qkv_vrelease": (
-        "each consumer thread arrives on V's empty barrier, then reads V's stage: with all "
-        "128 arrivals in, the producer's next copy into that stage (two trips on) may land "
-        "under a slow thread's read, which no wait covers. No rule judges a plain "
-        "`ld.shared` after its stage's release (wgmma-smem-released does so for wgmma "
-        "reads only); it would need that rule's ring-stage matching of arrive and buffer "
-        "applied to loads that follow the arrive in the same trip"),
 }
 XFAIL_CLEAN: dict[str, str] = {}
 
@@ -130,3 +125,22 @@ def _builder_cluster(bug: str | None) -> Kernel:
 def test_the_builders_cluster_ring(bug: str | None, found: str | None):
     findings = check_kernel(_builder_cluster(bug), maps={"tm": {"box_bytes": HALF}})
     assert ids(findings) == ([found] if found else []), [f.format() for f in findings]
+
+
+# -- a slot read after the consumer view's release(), through ptxdsl's builders -----------------
+@pytest.mark.parametrize("bug", [False, True])
+def test_the_builders_ring_read_after_release(bug: bool):
+    findings = check_kernel(builder_ring(bug), maps=BUILDER_MAPS)
+    assert ids(findings) == (["smem-read-released"] if bug else []), \
+        [f.format() for f in findings]
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_the_builders_ring_assembles(bug: bool):
+    toolchain = pytest.importorskip("ptxdsl.toolchain")
+    try:
+        toolchain._nvjitlink()
+    except Exception as e:   # no nvJitLink on this machine
+        pytest.skip(f"nvJitLink unavailable: {e}")
+    text = Module([builder_ring(bug)], target="sm_90a").emit_deferred(thread=False)[0]
+    assert len(toolchain.assemble(text, "sm_90a", warn=False)) > 0

@@ -363,7 +363,7 @@ PAIRS: list[Pair] = [
     _qkv_pair("w4_qkv_vwait_selp", "wait-wrong-barrier", "vwait", "selp"),
     _qkv_pair("w4_qkv_vparity", "ring-parity", "vparity", "rem"),
     _qkv_pair("w4_qkv_pstart", "wait-parity-first-phase", "pstart", "wrap"),
-    _qkv_pair("w4_qkv_vrelease", "smem-read-before-wait", "vrelease", "rem"),
+    _qkv_pair("w4_qkv_vrelease", "smem-read-released", "vrelease", "rem"),
     _qkv_pair("w4_qkv_fence", "smem-no-proxy-fence", "fence", "wrap"),
     _qkv_pair("w4_qkv_reuse", "bulk-src-overwrite", "reuse", "rem"),
     _qkv_pair("w4_qkv_vparity_selp", "ring-parity", "vparity", "selp"),

@@ -29,7 +29,8 @@ stage registers a ring advances in place; `guards` finds the waits that guard ea
 `hazards_arrive`, `hazards_ring`, `hazards_refill`,
 `hazards_overlap`, `hazards_stages`, `hazards_bulk`, `hazards_bulk_namedbar` (bulk
 stores across a named barrier's arrive and sync), `hazards_cluster`, `hazards_remote`,
-`hazards_txrank`, `hazards_wgmma`, `hazards_proxy` (shared memory the tensor cores
+`hazards_txrank`, `hazards_wgmma`, `hazards_read_release` (thread reads of a stage
+after its release), `hazards_proxy` (shared memory the tensor cores
 read through descriptors), `hazards_xdev`, `hazards_namedbar`, `hazards_xgpu`,
 `hazards_xgpu_rounds`, `hazards_xgpu_lamport` (data as its own flag), `hazards_tmem`
 (tensor memory; `tmem_ops` reads the tcgen05 instructions), `sync`) to a fixed
@@ -65,6 +66,7 @@ from . import (  # noqa: F401  (register handlers)
     hazards_overlap,
     hazards_phase,
     hazards_proxy,
+    hazards_read_release,
     hazards_refill,
     hazards_remote,
     hazards_ring,

@@ -54,6 +54,7 @@ class Hazard(enum.Enum):
     WGMMA_NO_FENCE = "wgmma-no-fence"
     WGMMA_SMEM_NO_PROXY_FENCE = "wgmma-smem-no-proxy-fence"
     WGMMA_SMEM_RELEASED = "wgmma-smem-released"
+    SMEM_READ_RELEASED = "smem-read-released"
     SETMAXNREG_NOT_UNIFORM = "setmaxnreg-not-uniform"
     WGMMA_NOT_WARPGROUP = "wgmma-not-warpgroup"
     MBAR_ARRIVE_COUNT = "mbar-arrive-count"
@@ -238,6 +239,10 @@ _INFO: dict[Hazard, tuple[Severity, str, str]] = {
         "commit the wgmma and wait for it (wgmma.wait_group) before arriving on the stage's "
         "empty barrier; with wait_group 1, release the previous stage, not the current one "
         "[PTX ISA §9.7.15.5]"),
+    Hazard.SMEM_READ_RELEASED: (
+        E, "shared memory read after its ring stage was handed back (mbarrier.arrive)",
+        "read the stage before arriving on its empty barrier (the arrive is the thread's "
+        "promise that it is done with the stage) [docs/hazards.md: smem-read-released]"),
     Hazard.SETMAXNREG_NOT_UNIFORM: (
         E, "setmaxnreg executed by only some threads of a warpgroup",
         "setmaxnreg is .sync.aligned per warpgroup: branch on the warpgroup index (tid / 128, "

@@ -14,36 +14,21 @@ from ptxdsl.operands import Reg
 from tests import wave3_kernels
 from tests.wave3_kernels import PAIRS, Pair
 from tests.wave3b_kernels import PAIRS as PAIRS_B
+from tests.wave_harness import assert_clean, assert_found, assert_twins_assemble, param
 
 ALL = PAIRS + PAIRS_B    # wave 3 and the classes of its three misses written more ways
 
 XFAIL: dict[str, str] = {}
 
 
-def _found(p: Pair, bug: bool) -> list:
-    text = p.build(bug)
-    found = parse_ptx(text, file=f"{p.name}.ptx").check(**p.context)
-    return [f for f in found if f.severity is not Severity.note]
-
-
-def _param(p: Pair, buggy: bool):
-    reason = XFAIL.get(p.name) if buggy else None
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(p, id=p.name, marks=marks)
-
-
-@pytest.mark.parametrize("pair", [_param(p, True) for p in ALL])
+@pytest.mark.parametrize("pair", [param(p, XFAIL.get(p.name)) for p in ALL])
 def test_planted_mistake_is_found_with_its_id(pair: Pair):
-    found = _found(pair, True)
-    ids = {f.id for f in found}
-    assert pair.hazard in ids, [f.format() for f in found]
-    assert ids <= {pair.hazard, *pair.also}, [f.format() for f in found]
+    assert_found(pair)
 
 
-@pytest.mark.parametrize("pair", [_param(p, False) for p in ALL])
+@pytest.mark.parametrize("pair", [param(p) for p in ALL])
 def test_correct_twin_is_clean(pair: Pair):
-    found = _found(pair, False)
-    assert found == [], [f.format() for f in found]
+    assert_clean(pair)
 
 
 def test_the_wave_is_large_and_mostly_raw_ptx():
@@ -51,16 +36,9 @@ def test_the_wave_is_large_and_mostly_raw_ptx():
     assert len({p.name for p in ALL}) == len(ALL)
 
 
-@pytest.mark.parametrize("pair", [pytest.param(p, id=p.name) for p in ALL])
+@pytest.mark.parametrize("pair", [param(p) for p in ALL])
 def test_both_twins_assemble(pair: Pair):
-    toolchain = pytest.importorskip("ptxdsl.toolchain")
-    try:
-        toolchain._nvjitlink()
-    except Exception as e:   # no nvJitLink on this machine
-        pytest.skip(f"nvJitLink unavailable: {e}")
-    for bug in (True, False):
-        cubin = toolchain.assemble(pair.build(bug), "sm_90a", warn=False)
-        assert len(cubin) > 0
+    assert_twins_assemble(pair)
 
 
 # -- the rules the wave made: each one's boundary -----------------------------------------------

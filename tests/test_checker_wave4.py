@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ptxdsl import Addr, Kernel, Module, ptx, t
-from ptxdsl.checker import Severity, check_kernel
-from ptxdsl.frontend import parse_ptx
+from ptxdsl.checker import check_kernel
 from ptxdsl.pipeline import MbarrierRing, cluster_sync
 from tests.checker_kernels import ids
 from tests.wave3_kernels import Pair
@@ -20,6 +19,7 @@ from tests.wave4_kernels import PAIRS as PAIRS_A
 from tests.wave4b_kernels import PAIRS as PAIRS_B
 from tests.wave4c_kernels import BUILDER_MAPS, builder_ring
 from tests.wave4c_kernels import PAIRS as PAIRS_C
+from tests.wave_harness import assert_clean, assert_found, assert_twins_assemble, param
 
 PAIRS = PAIRS_A + PAIRS_B + PAIRS_C
 
@@ -34,29 +34,14 @@ XFAIL: dict[str, str] = {
 XFAIL_CLEAN: dict[str, str] = {}
 
 
-def _found(p: Pair, bug: bool) -> list:
-    found = parse_ptx(p.build(bug), file=f"{p.name}.ptx").check(**p.context)
-    return [f for f in found if f.severity is not Severity.note]
-
-
-def _param(p: Pair, reasons: dict[str, str]):
-    reason = reasons.get(p.name)
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(p, id=p.name, marks=marks)
-
-
-@pytest.mark.parametrize("pair", [_param(p, XFAIL) for p in PAIRS])
+@pytest.mark.parametrize("pair", [param(p, XFAIL.get(p.name)) for p in PAIRS])
 def test_planted_mistake_is_found_with_its_id(pair: Pair):
-    found = _found(pair, True)
-    ids = {f.id for f in found}
-    assert pair.hazard in ids, [f.format() for f in found]
-    assert ids <= {pair.hazard, *pair.also}, [f.format() for f in found]
+    assert_found(pair)
 
 
-@pytest.mark.parametrize("pair", [_param(p, XFAIL_CLEAN) for p in PAIRS])
+@pytest.mark.parametrize("pair", [param(p, XFAIL_CLEAN.get(p.name)) for p in PAIRS])
 def test_correct_twin_is_clean(pair: Pair):
-    found = _found(pair, False)
-    assert found == [], [f.format() for f in found]
+    assert_clean(pair)
 
 
 def test_the_wave_is_large_and_its_names_unique():
@@ -64,16 +49,9 @@ def test_the_wave_is_large_and_its_names_unique():
     assert len({p.name for p in PAIRS}) == len(PAIRS)
 
 
-@pytest.mark.parametrize("pair", [pytest.param(p, id=p.name) for p in PAIRS])
+@pytest.mark.parametrize("pair", [param(p) for p in PAIRS])
 def test_both_twins_assemble(pair: Pair):
-    toolchain = pytest.importorskip("ptxdsl.toolchain")
-    try:
-        toolchain._nvjitlink()
-    except Exception as e:   # no nvJitLink on this machine
-        pytest.skip(f"nvJitLink unavailable: {e}")
-    for bug in (True, False):
-        cubin = toolchain.assemble(pair.build(bug), "sm_90a", warn=False)
-        assert len(cubin) > 0
+    assert_twins_assemble(pair)
 
 
 # -- the cluster ring again, through ptxdsl's builders ----------------------------------------

@@ -4,7 +4,9 @@ release of it (`smem-read-released`), written other ways than `w4_qkv_vrelease`'
 after it, the 2-CTA cluster ring released CUTLASS's way (lane r arrives on rank r's empty
 barrier through `mapa`) before its reads, and ptxdsl's `MbarrierRing` whose consumer view
 releases the slot before `k.ld` reads it. Each correct twin reads first and releases after,
-but one: it releases the other stage before reading (a consumer a stage behind)."""
+but one: it releases the other stage before reading (a consumer a stage behind). And
+`expect-tx-mismatch` of a multicast copy only rank 0 issues, under an instruction predicate
+on the rank as well as behind a branch on it."""
 
 from __future__ import annotations
 
@@ -99,6 +101,27 @@ def cluster_mapa(name: str, bug: bool, form: str) -> str:
     return text
 
 
+_CL_PRED = f"""  setp.eq.u32 %p13, %r5, 0;
+  @%p13 {LOAD}.multicast::cluster
+      [%r22], [%rd2, {{%r12, %r24}}], [%r20], %rs1;
+"""
+_CL_TX = "  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r20], {};\n"
+
+
+def cluster_leader(name: str, bug: bool, guard: str, tx: int) -> str:
+    """`cluster_mapa`'s correct twin (rank 0 multicasts each 8 KiB stage into both CTAs,
+    each CTA announces 8192 bytes on its own full barrier), its copy behind the branch
+    `@%p13 bra` on the rank (`guard` 'branch') or under the instruction predicate
+    `@%p13` = `rank == 0` ('pred'): either way only rank 0 issues it. The bug announces
+    `tx` bytes instead (half or double what each barrier receives)."""
+    text = cluster_mapa(name, False, "selp")
+    leader = _CL_LEADER.replace("TAG", name)
+    assert text.count(leader) == 1 and text.count(_CL_TX.format(2 * HALF)) == 1
+    if guard == "pred":
+        text = text.replace(leader, _CL_PRED)
+    return text.replace(_CL_TX.format(2 * HALF), _CL_TX.format(tx)) if bug else text
+
+
 def builder_ring(bug: bool) -> Kernel:
     """A CTA-local `MbarrierRing` of 3 stages: warp 4's elected lane loads 4 KiB per stage
     with TMA; lane 0 of each consumer warp releases the stage (`c.release()`, 4 arrivals)
@@ -152,4 +175,8 @@ PAIRS: list[Pair] = [
          lambda b: qkv_vstore("w4c_qkv_vstore", b, "rem"), _qkv_maps("w4c_qkv_vstore")),
     Pair("w4c_cl_mapa", "smem-read-released",
          lambda b: cluster_mapa("w4c_cl_mapa", b, "selp"), _maps("w4c_cl_mapa", 0, box=2 * HALF)),
+    *[Pair(f"w4c_cl_leader_{guard}_{tx}", "expect-tx-mismatch",
+           lambda b, n=f"w4c_cl_leader_{guard}_{tx}", g=guard, x=tx: cluster_leader(n, b, g, x),
+           _maps(f"w4c_cl_leader_{guard}_{tx}", 0, box=2 * HALF))
+      for guard in ("pred", "branch") for tx in (HALF, 4 * HALF)],
 ]

@@ -249,8 +249,9 @@ def _multicast_bytes(an: Analysis, op: Op, n: int, report: bool) -> int | None:
     delivers one slice to every CTA of the mask. So a CTA of the mask receives a slice from
     each CTA of the cluster (the mask's CTAs when the cluster size is not declared), and a
     CTA outside it none: a mask that leaves out a CTA of a declared cluster is reported.
-    A kernel that branches on the rank, or computes the mask from it, is counted per rank
-    (`hazards_remote.multicast_bytes`). Otherwise unknown."""
+    A kernel that branches on the rank (or guards a barrier operation on it), or computes
+    the mask from it, is counted per rank (`hazards_remote.multicast_bytes`). Otherwise
+    unknown."""
     mask = an.const(op.mask)
     if mask is None or mask <= 0 or _branches_on_cta(an):
         got = multicast_bytes(an, op, n)   # per CTA rank, where the ranks are known
@@ -286,6 +287,10 @@ _CTA_SREGS = ("ctaid", "cluster_ctarank", "cluster_ctaid", "clusterid", "nctaid"
 
 
 def _branches_on_cta(an: Analysis) -> bool:
+    """Do the CTAs of a cluster run different barrier operations: a branch on which CTA it
+    is, or a guard on it of a statement naming a barrier (`@p cp.async.bulk...multicast`
+    with `p` = `rank == 0` is the branch `@!p bra` around the copy, and is counted per rank
+    the same way)?"""
     hit = an.cache.get("cta_branch")
     if hit is None:
         def depends(vn) -> bool:
@@ -294,9 +299,10 @@ def _branches_on_cta(an: Analysis) -> bool:
             if vn[0] == "sreg":
                 return str(vn[1]).startswith(_CTA_SREGS)
             return any(depends(x) for x in vn[1:] if isinstance(x, tuple))
+        guards = [an.body[b.branch].guard for b in an.cfg.blocks if b.branch is not None]
+        guards += [an.body[o.index].guard for o in an.ops if o.mbar is not None]
         hit = an.cache["cta_branch"] = any(
-            depends(an.values.vn(guard_polarity(an.body[b.branch].guard)[0]))
-            for b in an.cfg.blocks if b.branch is not None)
+            depends(an.values.vn(guard_polarity(g)[0])) for g in guards if g is not None)
     return hit
 
 

@@ -237,11 +237,10 @@ class Plan(NamedTuple):
     workspace: int
 
 
-def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None,
-                pair: bool = False) -> None:
+def check_shape(dtype: str, m: int, n: int, kdim: int, w_rows: int | None = None) -> None:
     """The shapes the kernels take: 1 <= M <= DECODE_M (64 with `w_rows=64`), N >= 1, K *
     element bytes a multiple of 16 (TMA's row pitch)."""
-    config_for(dtype, m, w_rows, pair=pair)
+    config_for(dtype, m, w_rows)
     elem = gh.CONFIGS[dtype].elem
     for what, v in (("M", m), ("N", n), ("K", kdim)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
@@ -261,7 +260,6 @@ def plan(dtype: str, m: int, n: int, kdim: int, sms: int, *, splits: int | None 
     check_shape(dtype, m, n, kdim, w_rows)
     if pair is None:
         pair = w_rows is None and pair_for(dtype, m, n, kdim)
-    check_shape(dtype, m, n, kdim, w_rows, pair)
     if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
         raise ValueError(f"gemm_decode: sms must be a positive int, got {sms!r}")
     if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
